@@ -1,0 +1,179 @@
+# TX8 stack: top-level build.
+#
+#   make            build all user-space parts into build/
+#   make run        install missing packages, build, run the main demo
+#   make check      install missing packages, run every test suite
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make module     build tx8.ko against KDIR (guest kernel headers)
+#
+# Sources are found by directory: every .c under libtx/ is part of libtx,
+# every .c under emu/engine/ part of the device's compute engine, every
+# directory tools/NAME/ is the program build/bin/NAME, every
+# tests/unit/test_*.c a Check test program. Sub-makefiles (*/*.mk) add
+# per-part settings.
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+DESTDIR ?=
+SAN     ?= 0
+
+CC      ?= cc
+PKGS    := liburing libdrm libpcre2-8 libutf8proc yaml-0.1 json-c libprotobuf-c
+CPPFLAGS += -Iinclude -Ilibtx -Iemu -I$(BUILD)/gen -D_GNU_SOURCE \
+            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -Wall -Wextra -Werror -fPIC -pthread \
+           -fvisibility=hidden -MMD -MP
+LDFLAGS += -pthread
+LDLIBS  += -lm
+
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=all \
+           -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+LIBTX_SOVERSION := 1
+LIBTX_VERSION   := 1.0.0
+
+# SIMD kernels are compiled per file: *_avx512.c, *_avx2.c.
+SIMD_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
+               -mavx512bf16 -mfma -mf16c -mavx2
+SIMD_AVX2   := -mavx2 -mfma -mf16c
+
+all:
+
+# ---------------------------------------------------------------------------
+# Part lists (sub-makefiles may append)
+
+ENGINE_SRCS := $(sort $(wildcard emu/engine/*.c))
+EMU_SRCS    := $(sort $(wildcard emu/server/*.c))
+LIBTX_SRCS  := $(sort $(shell find libtx -name '*.c' 2>/dev/null))
+TOOLS       := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard tools/*/*.c)))))
+UNIT_TESTS  := $(sort $(basename $(notdir $(wildcard tests/unit/test_*.c))))
+LIBTX_GEN_SRCS :=
+ENGINE_LIBS := -lnuma
+LIBTX_LIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+TOOL_LIBS   :=
+CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null)
+
+-include $(sort $(wildcard */*.mk))
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+ENGINE_OBJS := $(call obj,$(ENGINE_SRCS))
+EMU_OBJS    := $(call obj,$(EMU_SRCS))
+LIBTX_OBJS  := $(call obj,$(LIBTX_SRCS) $(LIBTX_GEN_SRCS))
+
+ENGINE_A := $(BUILD)/lib/libtx8engine.a
+LIBTX_A  := $(BUILD)/lib/libtx.a
+LIBTX_SO := $(BUILD)/lib/libtx.so.$(LIBTX_VERSION)
+LIBTX_PC := $(BUILD)/lib/pkgconfig/libtx.pc
+BINS     := $(BUILD)/bin/tx8-emu $(addprefix $(BUILD)/bin/,$(TOOLS))
+UNIT_BINS := $(addprefix $(BUILD)/tests/,$(UNIT_TESTS))
+
+all: $(ENGINE_A) $(LIBTX_A) $(LIBTX_SO) $(LIBTX_PC) $(BINS)
+tests: $(UNIT_BINS)
+
+# ---------------------------------------------------------------------------
+# Compilation
+
+$(BUILD)/obj/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SIMD_AVX512) -c -o $@ $<
+
+$(BUILD)/obj/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SIMD_AVX2) -c -o $@ $<
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(ENGINE_A): $(ENGINE_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBTX_A): $(LIBTX_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBTX_SO): $(LIBTX_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libtx.so.$(LIBTX_SOVERSION) \
+		-Wl,--no-undefined -o $@ $^ $(LIBTX_LIBS) $(LDLIBS)
+	ln -sf libtx.so.$(LIBTX_VERSION) $(BUILD)/lib/libtx.so.$(LIBTX_SOVERSION)
+	ln -sf libtx.so.$(LIBTX_SOVERSION) $(BUILD)/lib/libtx.so
+
+$(LIBTX_PC): libtx/libtx.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(LIBTX_VERSION)|g' \
+	    -e 's|@PRIVATE_LIBS@|$(LIBTX_LIBS) -lm -pthread|g' $< > $@
+
+$(BUILD)/bin/tx8-emu: $(EMU_OBJS) $(ENGINE_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(EMU_OBJS) $(ENGINE_A) $(ENGINE_LIBS) $(LDLIBS)
+
+# Tools link libtx statically (one self-contained binary each, easy to
+# copy into the VM image) plus the engine for tools that drive it directly.
+define tool_rule
+$(1)_OBJS := $$(call obj,$$(sort $$(wildcard tools/$(1)/*.c)))
+$(BUILD)/bin/$(1): $$($(1)_OBJS) $(LIBTX_A) $(ENGINE_A)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(LDFLAGS) -o $$@ $$($(1)_OBJS) $(LIBTX_A) $(ENGINE_A) \
+		$$(TOOL_LIBS) $$($(1)_LIBS) $(LIBTX_LIBS) $(ENGINE_LIBS) $(LDLIBS)
+endef
+$(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
+
+# Check unit tests link libtx.a and the engine; tests/unit/*.h helpers are
+# shared by including them.
+$(BUILD)/tests/%: tests/unit/%.c $(LIBTX_A) $(ENGINE_A) $(BINS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/unit $(CFLAGS) $(LDFLAGS) -o $@ $< \
+		$(LIBTX_A) $(ENGINE_A) $(CHECK_LIBS) $(LIBTX_LIBS) \
+		$(ENGINE_LIBS) $(LDLIBS)
+
+# ---------------------------------------------------------------------------
+# Tests
+
+# Unit and emulator-backed tests of one build tree (BUILD=...).
+unit-check: all tests
+	@BUILD=$(BUILD) tests/run-unit $(UNIT_BINS)
+
+check:
+	@scripts/install-deps
+	$(MAKE) all
+	$(MAKE) BUILD=build-san SAN=1 unit-check
+	$(MAKE) vm-check-if-present
+
+vm-check-if-present:
+	@if grep -q '^vm-check:' mk/vm.mk 2>/dev/null; then \
+		$(MAKE) vm-check; else echo "vm suite: not present yet"; fi
+
+run:
+	@scripts/install-deps
+	$(MAKE) all
+	@scripts/demo
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+		$(DESTDIR)$(PREFIX)/include/tx $(DESTDIR)$(PREFIX)/include/tx8
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(LIBTX_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIBTX_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libtx.so.$(LIBTX_VERSION) \
+		$(DESTDIR)$(PREFIX)/lib/libtx.so.$(LIBTX_SOVERSION)
+	ln -sf libtx.so.$(LIBTX_SOVERSION) $(DESTDIR)$(PREFIX)/lib/libtx.so
+	install -m 644 $(LIBTX_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 include/tx/*.h $(DESTDIR)$(PREFIX)/include/tx/
+	install -m 644 include/tx8/*.h $(DESTDIR)$(PREFIX)/include/tx8/
+
+clean:
+	rm -rf build build-san
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^kernel/\|^include/uapi/\|^include/tx8/')
+
+.PHONY: all tests check unit-check run install clean format vm-check-if-present
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

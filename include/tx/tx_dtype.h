@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Scalar conversions between float and the TX8's 16-bit types, shared by
+ * libtx, the device model and the tools. Bit-exact IEEE-754 binary16 and
+ * bfloat16 with round-to-nearest-even; NaN stays NaN, overflow goes to Inf.
+ */
+#ifndef TX_DTYPE_H
+#define TX_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <tx8/tx8_hw.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+static inline uint32_t tx_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+static inline float tx_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* bfloat16 */
+static inline uint16_t tx_f32_to_bf16(float f)
+{
+    uint32_t u = tx_f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it quiet */
+        return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline float tx_bf16_to_f32(uint16_t h)
+{
+    return tx_bits_f32((uint32_t)h << 16);
+}
+
+/* IEEE binary16 */
+static inline float tx_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    if (exp == 0x1f) /* Inf / NaN */
+        return tx_bits_f32(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        if (man == 0)
+            return tx_bits_f32(sign);
+        /* subnormal: value = man * 2^-24 */
+        float v = (float)man * (1.0f / 16777216.0f);
+        return sign ? -v : v;
+    }
+    return tx_bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+static inline uint16_t tx_f32_to_f16(float f)
+{
+    uint32_t u = tx_f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t abs = u & 0x7fffffffu;
+    if (abs > 0x7f800000u) /* NaN */
+        return (uint16_t)(sign | 0x7e00u);
+    if (abs >= 0x477ff000u) /* rounds to >= 65520: Inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (abs < 0x38800000u) { /* below 2^-14: subnormal or zero */
+        /* add 0.5 in the f32 domain so the FPU rounds to nearest even */
+        float v = tx_bits_f32(abs) + 0.5f;
+        return (uint16_t)(sign | (uint16_t)(tx_f32_bits(v) - 0x3f000000u));
+    }
+    uint32_t mant_odd = (abs >> 13) & 1u;
+    abs += 0xc8000fffu + mant_odd; /* rebias exponent, round to even */
+    return (uint16_t)(sign | (uint16_t)(abs >> 13));
+}
+
+/* Bytes per element of a tx8 dtype (0 for an unknown one). */
+static inline size_t tx_dtype_size(unsigned dtype)
+{
+    switch (dtype) {
+    case TX8_DTYPE_F32:
+    case TX8_DTYPE_I32:
+        return 4;
+    case TX8_DTYPE_F16:
+    case TX8_DTYPE_BF16:
+        return 2;
+    case TX8_DTYPE_I8:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* "f32", "f16", "bf16", "i8", "i32", or "?" */
+static inline const char *tx_dtype_name(unsigned dtype)
+{
+    static const char *const names[] = {"f32", "f16", "bf16", "i8", "i32"};
+    return dtype < TX8_DTYPE_COUNT ? names[dtype] : "?";
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TX_DTYPE_H */

@@ -1,0 +1,775 @@
+/* SPDX-License-Identifier: (GPL-2.0 WITH Linux-syscall-note) OR MIT */
+/*
+ * TX8 hardware interface: everything that crosses the PCIe boundary.
+ *
+ * Compiled by the kernel driver (kernel/), the device model (emu/) and the
+ * user-space SDK (libtx/). Documented in docs/hardware.md; that document and
+ * this header must agree.
+ *
+ * All multi-byte fields are little-endian. All device addresses are byte
+ * offsets into BAR2 (device memory). Structures have explicit padding and
+ * fixed sizes (checked by TX8_STATIC_ASSERTs at the end).
+ */
+#ifndef TX8_HW_H
+#define TX8_HW_H
+
+#include <linux/types.h>
+
+/*
+ * IEEE-754 binary32 operand fields. The kernel never interprets them (it
+ * does not parse command streams), so it sees them as raw bits.
+ */
+#ifdef __KERNEL__
+typedef __u32 tx8_f32;
+#else
+typedef float tx8_f32;
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Transport: QEMU ivshmem-doorbell                                          */
+/* ------------------------------------------------------------------------ */
+
+#define TX8_PCI_VENDOR_ID		0x1af4	/* ivshmem (Red Hat) */
+#define TX8_PCI_DEVICE_ID		0x1110	/* ivshmem */
+
+/* BAR0 registers of ivshmem-doorbell */
+#define TX8_BAR0_INTR_MASK		0x00
+#define TX8_BAR0_INTR_STATUS		0x04
+#define TX8_BAR0_IV_POSITION		0x08	/* this peer's id */
+#define TX8_BAR0_DOORBELL		0x0c	/* write (peer << 16) | vector */
+
+/* The device is always ivshmem peer 0; hosts are peers 1.. */
+#define TX8_DEVICE_PEER			0
+
+/* Vectors of the device (rung by a host through the doorbell). */
+#define TX8_DEV_VEC_SUBMIT		0	/* new ring entries */
+#define TX8_DEV_VEC_MBOX		1	/* new mailbox request */
+
+/* Vectors of a host (rung by the device; MSI-X vector N in a guest). */
+#define TX8_HOST_VEC_COMPLETION		0	/* completion record(s) written */
+#define TX8_HOST_VEC_MBOX		1	/* mailbox reply written */
+#define TX8_HOST_VEC_EVENT		2	/* error, reset or health event */
+
+#define TX8_NUM_VECTORS			4	/* ivshmem-doorbell vectors=4 */
+
+/* ------------------------------------------------------------------------ */
+/* Identity and version                                                      */
+/* ------------------------------------------------------------------------ */
+
+#define TX8_SIGNATURE			0x30385854u	/* "TX80" in memory */
+#define TX8_IF_VERSION_MAJOR		1
+#define TX8_IF_VERSION_MINOR		0
+#define TX8_IF_VERSION \
+	((TX8_IF_VERSION_MAJOR << 16) | TX8_IF_VERSION_MINOR)
+#define TX8_IF_MAJOR(v)			((v) >> 16)
+#define TX8_IF_MINOR(v)			((v) & 0xffff)
+
+/* ------------------------------------------------------------------------ */
+/* Memory map of BAR2                                                        */
+/* ------------------------------------------------------------------------ */
+
+#define TX8_PAGE_SIZE			4096u
+
+#define TX8_MAX_QUEUES			8
+#define TX8_SQ_ENTRIES			16	/* power of two */
+#define TX8_CQ_ENTRIES			64	/* power of two */
+#define TX8_JOB_MAX_RANGES		128
+#define TX8_MAX_CORES			64
+#define TX8_MAX_LEASES			256
+#define TX8_LABEL_LEN			32
+
+#define TX8_CTRL_HEADER_OFFSET		0x000000u	/* struct tx8_ctrl */
+#define TX8_QUEUE_OFFSET(q)		(0x010000u + (q) * 0x1000u)
+#define TX8_LEASE_TABLE_OFFSET		0x020000u	/* tx8_lease[] */
+#define TX8_SQ_OFFSET(q)		(0x100000u + (q) * 0x20000u)
+#define TX8_SQ_ENTRY_SIZE		0x1000u
+#define TX8_CQ_OFFSET(q)		(TX8_SQ_OFFSET(q) + 0x10000u)
+/* Size of the control block; device memory for buffers starts here. */
+#define TX8_CTRL_SIZE			0x200000u	/* 2 MiB */
+
+#define TX8_MIN_MEMORY			(16ull << 20)
+#define TX8_MAX_MEMORY			(64ull << 30)
+
+/* ------------------------------------------------------------------------ */
+/* Data types                                                                */
+/* ------------------------------------------------------------------------ */
+
+enum tx8_dtype {
+	TX8_DTYPE_F32	= 0,
+	TX8_DTYPE_F16	= 1,
+	TX8_DTYPE_BF16	= 2,
+	TX8_DTYPE_I8	= 3,	/* signed int8, with f32 scales */
+	TX8_DTYPE_I32	= 4,
+	TX8_DTYPE_COUNT	= 5,
+};
+
+/* caps.dtypes bitmask: bit (1 << enum tx8_dtype) */
+#define TX8_DTYPE_BIT(t)		(1u << (t))
+
+/* ------------------------------------------------------------------------ */
+/* Capabilities and device-wide state (at TX8_CTRL_HEADER_OFFSET)            */
+/* ------------------------------------------------------------------------ */
+
+/* Capability flags (tx8_caps.flags) */
+#define TX8_CAP_SPARSE			(1u << 0)	/* TX8_WFMT_BLOCK_SPARSE */
+#define TX8_CAP_INT8_DOT		(1u << 1)	/* native int8 dot products */
+#define TX8_CAP_RESET			(1u << 2)	/* mailbox reset */
+#define TX8_CAP_FAULT_INJECT		(1u << 3)	/* mailbox fault injection */
+
+struct tx8_caps {
+	__u64 mem_size;		/* bytes of BAR2, power of two */
+	__u64 heap_offset;	/* first allocatable byte (TX8_CTRL_SIZE) */
+	__u64 heap_size;	/* mem_size - heap_offset */
+	__u32 num_cores;	/* compute cores (worker threads) */
+	__u32 dtypes;		/* TX8_DTYPE_BIT mask */
+	__u32 flags;		/* TX8_CAP_* */
+	__u32 max_queues;	/* TX8_MAX_QUEUES */
+	__u32 sq_entries;	/* TX8_SQ_ENTRIES */
+	__u32 cq_entries;	/* TX8_CQ_ENTRIES */
+	__u32 max_ranges;	/* TX8_JOB_MAX_RANGES */
+	__u32 max_cmd_size;	/* largest command buffer, bytes */
+	__u32 sparse_block;	/* TX8_SPARSE_BLOCK */
+	__u32 max_topk;		/* largest k of TOPK/MOE_ROUTE/SAMPLE */
+	__u64 core_clock_hz;	/* nominal; device time is in ns */
+	char  name[32];		/* e.g. "TX8 (tx8-emu)", NUL padded */
+	__u32 numa_node;	/* host NUMA node of the device memory */
+	__u32 rsvd[5];
+};
+
+/* Device states (tx8_ctrl.state) */
+enum tx8_dev_state {
+	TX8_STATE_OFF		= 0,	/* not yet initialised */
+	TX8_STATE_READY		= 1,
+	TX8_STATE_RESETTING	= 2,
+	TX8_STATE_ERROR		= 3,	/* needs a reset */
+};
+
+/* Operation counters, indexed by enum tx8_dtype of the weights. */
+struct tx8_counters {
+	__u64 jobs_submitted;	/* descriptors taken from the rings */
+	__u64 jobs_completed;	/* completion records with TX8_STATUS_OK */
+	__u64 jobs_failed;	/* completion records with any other status */
+	__u64 commands;		/* commands executed */
+	__u64 faults;		/* address faults */
+	__u64 resets;		/* device or queue resets */
+	__u64 busy_ns;		/* wall time with a job running */
+	__u64 bytes_read;	/* operand bytes read by commands */
+	__u64 bytes_written;	/* operand bytes written by commands */
+	__u64 macs[TX8_DTYPE_COUNT];	/* multiply-accumulates executed */
+	__u64 macs_skipped;	/* MACs skipped by the sparse engine */
+	__u64 expert_cache_hits;	/* see docs/hardware.md, "expert cache" */
+	__u64 expert_cache_misses;
+	__u64 core_busy_ns[TX8_MAX_CORES];	/* per compute core */
+	__u64 rsvd[8];
+};
+
+struct tx8_ctrl {
+	__u32 signature;	/* TX8_SIGNATURE */
+	__u32 if_version;	/* TX8_IF_VERSION */
+	__u32 ctrl_size;	/* TX8_CTRL_SIZE */
+	__u32 state;		/* enum tx8_dev_state */
+	__u64 clock_ns;		/* device time, updated every 10 ms */
+	__u64 heartbeat;	/* incremented every 10 ms while alive */
+	__u64 boot_id;		/* random, changes at every device start */
+	__u64 heap_used;	/* bytes leased (see tx8_lease) */
+	__u32 num_leases;	/* valid entries in the lease table */
+	__u32 rsvd0;
+	struct tx8_caps caps;
+	struct tx8_counters counters;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Memory leases (device-managed allocation), table at                       */
+/* TX8_LEASE_TABLE_OFFSET, TX8_MAX_LEASES entries, written by the device.    */
+/* ------------------------------------------------------------------------ */
+
+struct tx8_lease {
+	__u64 base;		/* device address, page aligned; 0 = unused */
+	__u64 size;		/* bytes, page multiple */
+	__s32 owner_peer;	/* ivshmem peer id */
+	__u32 rsvd;
+	char  label[TX8_LABEL_LEN];	/* NUL padded */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Queues (one per host peer), at TX8_QUEUE_OFFSET(q)                        */
+/* ------------------------------------------------------------------------ */
+
+/* Queue states (tx8_queue.state) */
+enum tx8_queue_state {
+	TX8_QUEUE_FREE		= 0,
+	TX8_QUEUE_ACTIVE	= 1,	/* owned by owner_peer */
+	TX8_QUEUE_STOPPED	= 2,	/* faulted or resetting; mailbox only */
+};
+
+/* Interrupt cause bits (tx8_queue.irq_cause), set by the device. */
+#define TX8_IRQ_COMPLETION		(1u << 0)
+#define TX8_IRQ_MBOX			(1u << 1)
+#define TX8_IRQ_ERROR			(1u << 2)
+#define TX8_IRQ_RESET_DONE		(1u << 3)
+
+/* Mailbox commands (tx8_queue.mbox_cmd) */
+enum tx8_mbox_cmd {
+	TX8_MBOX_NOP		= 0,
+	/* arg0 = size, arg1 = alignment (0 = page); label = owner label.
+	 * ret0 = base. */
+	TX8_MBOX_LEASE		= 1,
+	/* arg0 = base of a lease of this peer. */
+	TX8_MBOX_RELEASE	= 2,
+	/* Abort this queue's jobs (status TX8_STATUS_ABORTED), empty both
+	 * rings (heads = tails = 0), state ACTIVE. ret0 = jobs aborted. */
+	TX8_MBOX_RESET_QUEUE	= 3,
+	/* arg0 = enum tx8_fault, arg1 = parameter (ms for SLOW), arg2 =
+	 * number of jobs to affect (0 = 1). */
+	TX8_MBOX_INJECT_FAULT	= 4,
+	/* arg0 = base of a lease of this peer; label = new label. */
+	TX8_MBOX_SET_LABEL	= 5,
+};
+
+/* Fault injection kinds (TX8_MBOX_INJECT_FAULT arg0) */
+enum tx8_fault {
+	TX8_FAULT_NONE		= 0,
+	TX8_FAULT_HANG		= 1,	/* next job never finishes until reset */
+	TX8_FAULT_SLOW		= 2,	/* next job takes arg1 ms longer */
+	TX8_FAULT_CRASH		= 3,	/* the device process exits at once */
+	TX8_FAULT_ERROR		= 4,	/* next job fails with DEVICE_ERROR */
+};
+
+struct tx8_queue {
+	__s32 owner_peer;	/* device: ivshmem peer id, -1 when free */
+	__u32 state;		/* device: enum tx8_queue_state */
+	__u32 sq_tail;		/* host: next slot to fill (free running) */
+	__u32 sq_head;		/* device: next slot to consume (free running) */
+	__u32 cq_tail;		/* device: next record to write (free running) */
+	__u32 cq_head;		/* host: next record to read (free running) */
+	__u32 irq_cause;	/* device sets, host clears (atomic and) */
+	__u32 rsvd0;
+	__u64 completed_seqno;	/* device: seqno of the last finished job */
+	__u64 sq_offset;	/* device: TX8_SQ_OFFSET(q) */
+	__u64 cq_offset;	/* device: TX8_CQ_OFFSET(q) */
+
+	/* Mailbox: host fills cmd/args/label, then increments req_seq and
+	 * rings TX8_DEV_VEC_MBOX; device answers, sets ack_seq = req_seq and
+	 * rings TX8_HOST_VEC_MBOX. */
+	__u32 mbox_req_seq;	/* host */
+	__u32 mbox_ack_seq;	/* device */
+	__u32 mbox_cmd;		/* host: enum tx8_mbox_cmd */
+	__s32 mbox_status;	/* device: 0 or a negative errno value */
+	__u64 mbox_arg[4];	/* host */
+	__u64 mbox_ret[2];	/* device */
+	char  mbox_label[TX8_LABEL_LEN];	/* host */
+
+	/* Per-queue counters, device-written. */
+	__u64 jobs_completed;
+	__u64 jobs_failed;
+	__u64 busy_ns;
+	__u64 bytes_leased;
+	__u64 rsvd[8];
+};
+
+/* ------------------------------------------------------------------------ */
+/* Jobs: submission ring entries (TX8_SQ_ENTRY_SIZE bytes each)              */
+/* ------------------------------------------------------------------------ */
+
+/* tx8_range.access */
+#define TX8_ACCESS_READ			(1u << 0)
+#define TX8_ACCESS_WRITE		(1u << 1)
+
+struct tx8_range {
+	__u64 addr;		/* device address */
+	__u64 size;		/* bytes, non-zero */
+	__u32 access;		/* TX8_ACCESS_* */
+	__u32 rsvd;		/* zero */
+};
+
+/* tx8_job_desc.flags */
+#define TX8_JOB_F_NO_IRQ		(1u << 0)	/* do not interrupt */
+
+struct tx8_job_desc {
+	__u64 seqno;		/* host-chosen, strictly increasing per queue */
+	__u64 cmd_addr;		/* device address of the command buffer */
+	__u32 cmd_size;		/* bytes, multiple of 8 */
+	__u32 num_ranges;	/* 1..TX8_JOB_MAX_RANGES */
+	__u32 flags;		/* TX8_JOB_F_* */
+	__u32 rsvd0;
+	__u64 user_data;	/* echoed in the completion record */
+	__u64 rsvd[4];
+	struct tx8_range ranges[TX8_JOB_MAX_RANGES];
+};
+
+/* Job status (tx8_completion.status) */
+enum tx8_status {
+	TX8_STATUS_OK			= 0,
+	TX8_STATUS_INVALID_CMD		= 1,	/* bad opcode, size or field */
+	TX8_STATUS_ADDR_FAULT		= 2,	/* operand outside the ranges */
+	TX8_STATUS_UNSUPPORTED_DTYPE	= 3,
+	TX8_STATUS_ABORTED		= 4,	/* aborted by reset */
+	TX8_STATUS_TIMEOUT		= 5,	/* set by the host driver */
+	TX8_STATUS_DEVICE_ERROR		= 6,
+	TX8_STATUS_INVALID_JOB		= 7,	/* bad descriptor or ranges */
+	TX8_STATUS_COUNT		= 8,
+};
+
+struct tx8_completion {
+	__u64 seqno;
+	__u32 status;		/* enum tx8_status */
+	__u32 fault_cmd;	/* index of the failing command */
+	__u64 fault_addr;	/* faulting device address, if ADDR_FAULT */
+	__u64 user_data;
+	__u64 start_ns;		/* device time */
+	__u64 end_ns;
+	__u64 busy_ns;		/* summed core busy time of the job */
+	__u64 macs;		/* multiply-accumulates executed */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Commands                                                                  */
+/* ------------------------------------------------------------------------ */
+/*
+ * A command buffer is a sequence of commands, each starting with
+ * struct tx8_cmd_hdr. hdr.size is the whole command in bytes (a multiple
+ * of 8, equal to the size of the opcode's structure). Commands run in order;
+ * each sees the results of the previous ones. Every operand range is
+ * checked against the job's ranges before the command touches memory.
+ *
+ * Unless a command says otherwise: activations are row-major f32 with a
+ * row stride (ld*) in elements; "T" is the number of tokens (rows).
+ */
+
+enum tx8_opcode {
+	TX8_OP_NOP		= 0,
+	TX8_OP_FILL		= 1,
+	TX8_OP_COPY		= 2,
+	TX8_OP_CONVERT		= 3,
+	TX8_OP_MATMUL		= 4,
+	TX8_OP_RMSNORM		= 5,
+	TX8_OP_LAYERNORM	= 6,
+	TX8_OP_ROPE		= 7,
+	TX8_OP_ATTENTION	= 8,
+	TX8_OP_SWIGLU		= 9,
+	TX8_OP_ADD		= 10,
+	TX8_OP_EMBED		= 11,
+	TX8_OP_MOE_ROUTE	= 12,
+	TX8_OP_MOE_FFN		= 13,
+	TX8_OP_DSA_INDEX	= 14,
+	TX8_OP_SAMPLE		= 15,
+	TX8_OP_COUNT		= 16,
+};
+
+struct tx8_cmd_hdr {
+	__u16 opcode;		/* enum tx8_opcode */
+	__u16 flags;		/* per opcode, unknown bits must be zero */
+	__u32 size;		/* bytes of the whole command */
+};
+
+/* FILL: write a 32-bit pattern. dst must be 4-byte aligned, size % 4 == 0 */
+struct tx8_cmd_fill {
+	struct tx8_cmd_hdr hdr;
+	__u64 dst;
+	__u64 bytes;
+	__u32 value;
+	__u32 rsvd;
+};
+
+/* COPY: memmove of bytes (ranges may overlap). */
+struct tx8_cmd_copy {
+	struct tx8_cmd_hdr hdr;
+	__u64 dst;
+	__u64 src;
+	__u64 bytes;
+};
+
+/*
+ * CONVERT: a [rows x cols] matrix from src_dtype to dst_dtype with row
+ * strides in elements. Supported pairs: any of F32/F16/BF16 to any of them;
+ * F32 -> I8 (quantise: per-row symmetric scale written to scales[row],
+ * scale = max|x| / 127); I8 -> F32 (dequantise with scales[row]).
+ */
+struct tx8_cmd_convert {
+	struct tx8_cmd_hdr hdr;
+	__u64 dst;
+	__u64 src;
+	__u64 scales;		/* f32 [rows], only for I8 */
+	__u32 rows;
+	__u32 cols;
+	__u32 ld_dst;
+	__u32 ld_src;
+	__u16 dst_dtype;
+	__u16 src_dtype;
+	__u32 rsvd;
+};
+
+/* Weight formats */
+enum tx8_wfmt {
+	TX8_WFMT_DENSE		= 0,	/* [rows x cols] row-major */
+	TX8_WFMT_BLOCK_SPARSE	= 1,	/* see below */
+};
+
+#define TX8_SPARSE_BLOCK		32	/* elements along cols */
+
+/*
+ * A weight matrix W [rows = N outputs x cols = K inputs].
+ *
+ * DENSE: data holds rows*cols elements of dtype, row-major.
+ *
+ * BLOCK_SPARSE: each row is split into cols/TX8_SPARSE_BLOCK blocks of
+ * TX8_SPARSE_BLOCK consecutive elements (cols must be a multiple of it).
+ * Only non-zero blocks are stored, CSR style: index points to
+ * u32 row_ptr[rows + 1] followed by u16 col_block[nnz_blocks]; row r's
+ * blocks are col_block[row_ptr[r] .. row_ptr[r+1]), strictly increasing;
+ * data holds nnz_blocks * TX8_SPARSE_BLOCK elements of dtype in that order.
+ * The device skips absent blocks (no MACs are executed for them).
+ *
+ * Scales (dtype I8 only): f32. group_size == 0: one scale per row
+ * (scales[rows]); otherwise cols % group_size == 0, group_size is a multiple
+ * of TX8_SPARSE_BLOCK for sparse weights, and scales[rows][cols/group_size].
+ * Dequantised W[r][c] = data[r][c] * scale.
+ */
+struct tx8_weight {
+	__u64 data;
+	__u64 scales;		/* I8 only, else 0 */
+	__u64 index;		/* BLOCK_SPARSE only, else 0 */
+	__u32 rows;
+	__u32 cols;
+	__u32 nnz_blocks;	/* BLOCK_SPARSE only */
+	__u32 group_size;
+	__u16 dtype;		/* F32, F16, BF16 or I8 */
+	__u16 format;		/* enum tx8_wfmt */
+	__u32 rsvd;
+};
+
+/* MATMUL flags */
+#define TX8_MATMUL_F_ACCUMULATE		(1u << 0)	/* y += x W^T */
+#define TX8_MATMUL_F_BIAS		(1u << 1)	/* + bias[n] */
+
+/*
+ * MATMUL: y[T x N] = x[T x K] . W^T (+ bias) (+ y if ACCUMULATE).
+ * x, y, bias f32. act_dtype says how x enters the multiply: F32 as is;
+ * F16/BF16: rounded to that type; I8: quantised per row on the fly
+ * (symmetric, scale = max|x_row| / 127), int8 x int8 products accumulated
+ * in int32, then scaled to f32 (requires an I8 weight). With an F16/BF16
+ * weight and act F32 the products are computed in f32.
+ */
+struct tx8_cmd_matmul {
+	struct tx8_cmd_hdr hdr;
+	__u64 y;
+	__u64 x;
+	__u64 bias;
+	struct tx8_weight w;
+	__u32 tokens;		/* T */
+	__u32 ld_x;		/* >= K */
+	__u32 ld_y;		/* >= N */
+	__u16 act_dtype;	/* F32, F16, BF16 or I8 */
+	__u16 rsvd;
+};
+
+/*
+ * RMSNORM: y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * gamma, for rows
+ * r < rows of dim elements. gamma f32 [dim]. y may equal x.
+ */
+struct tx8_cmd_rmsnorm {
+	struct tx8_cmd_hdr hdr;
+	__u64 y;
+	__u64 x;
+	__u64 gamma;
+	__u32 rows;
+	__u32 dim;
+	__u32 ld_x;
+	__u32 ld_y;
+	tx8_f32 eps;
+	__u32 rsvd;
+};
+
+/* LAYERNORM: y = (x - mean) / sqrt(var + eps) * gamma + beta. */
+struct tx8_cmd_layernorm {
+	struct tx8_cmd_hdr hdr;
+	__u64 y;
+	__u64 x;
+	__u64 gamma;
+	__u64 beta;
+	__u32 rows;
+	__u32 dim;
+	__u32 ld_x;
+	__u32 ld_y;
+	tx8_f32 eps;
+	__u32 rsvd;
+};
+
+/* ROPE modes */
+enum tx8_rope_mode {
+	TX8_ROPE_NEOX		= 0,	/* pairs (i, i + rot_dim/2) */
+	TX8_ROPE_INTERLEAVED	= 1,	/* pairs (2i, 2i + 1) */
+};
+
+/*
+ * ROPE, in place on x: for token t < tokens and head h < heads, the slice
+ * x[t * ld_token + h * ld_head + offset .. + rot_dim) is rotated by angles
+ * pos[t] * inv_freq[i], i < rot_dim / 2. pos i32 [tokens], inv_freq f32
+ * [rot_dim / 2] (computed by the host, so any scaling rule fits).
+ * NEOX: (x[i], x[i + rot_dim/2]); INTERLEAVED: (x[2i], x[2i + 1]).
+ */
+struct tx8_cmd_rope {
+	struct tx8_cmd_hdr hdr;
+	__u64 x;
+	__u64 pos;
+	__u64 inv_freq;
+	__u32 tokens;
+	__u32 heads;
+	__u32 ld_token;
+	__u32 ld_head;
+	__u32 offset;
+	__u32 rot_dim;		/* even */
+	__u32 mode;		/* enum tx8_rope_mode */
+	__u32 rsvd;
+};
+
+/*
+ * ATTENTION with GQA over a KV cache.
+ * q f32 [tokens][q_heads][ld_q_head], using dims [0, qk_dim).
+ * k cache [kv_len][kv_heads][ld_k_head] of kv_dtype (F32/F16/BF16),
+ * v cache [kv_len][kv_heads][ld_v_head] of kv_dtype, dims [0, v_dim).
+ * out f32 [tokens][q_heads][ld_o_head], dims [0, v_dim).
+ * Query t sits at absolute position q_pos0 + t and attends to keys
+ * s <= q_pos0 + t (causal), s < kv_len. Head h uses kv head
+ * h / (q_heads / kv_heads). Scores are scaled by scale, softmax in f32.
+ * If sel != 0: i32 [tokens][sel_k]; query t attends only to the keys
+ * listed (entries < 0 are ignored, others must be causal-valid) -- the
+ * DSA indexer's selection.
+ */
+struct tx8_cmd_attention {
+	struct tx8_cmd_hdr hdr;
+	__u64 out;
+	__u64 q;
+	__u64 k;
+	__u64 v;
+	__u64 sel;
+	__u32 tokens;
+	__u32 q_heads;
+	__u32 kv_heads;
+	__u32 qk_dim;
+	__u32 v_dim;
+	__u32 kv_len;		/* keys present in the cache */
+	__u32 q_pos0;
+	__u32 sel_k;
+	__u32 ld_q_head;	/* elements between heads; token stride is */
+	__u32 ld_k_head;	/* heads * ld_*_head */
+	__u32 ld_v_head;
+	__u32 ld_o_head;
+	tx8_f32 scale;
+	__u16 kv_dtype;
+	__u16 rsvd0;
+};
+
+/* SWIGLU: y[r][c] = silu(gate[r][c]) * up[r][c], rows x cols. */
+struct tx8_cmd_swiglu {
+	struct tx8_cmd_hdr hdr;
+	__u64 y;
+	__u64 gate;
+	__u64 up;
+	__u32 rows;
+	__u32 cols;
+	__u32 ld_y;
+	__u32 ld_gate;
+	__u32 ld_up;
+	__u32 rsvd;
+};
+
+/* ADD: y[i] = alpha * a[i] + beta * b[i], i < n, f32. y may alias a or b. */
+struct tx8_cmd_add {
+	struct tx8_cmd_hdr hdr;
+	__u64 y;
+	__u64 a;
+	__u64 b;
+	__u64 n;
+	tx8_f32 alpha;
+	tx8_f32 beta;
+};
+
+/*
+ * EMBED: out[t] = dequant(table[ids[t]]) as f32, t < tokens.
+ * table: vocab x dim of dtype (F32/F16/BF16/I8; I8 with f32 scales[vocab]).
+ * ids i32 [tokens]; an id outside [0, vocab) fails with INVALID_CMD.
+ */
+struct tx8_cmd_embed {
+	struct tx8_cmd_hdr hdr;
+	__u64 out;
+	__u64 ids;
+	__u64 table;
+	__u64 scales;
+	__u32 tokens;
+	__u32 vocab;
+	__u32 dim;
+	__u32 ld_out;
+	__u16 dtype;
+	__u16 rsvd0;
+	__u32 rsvd1;
+};
+
+/* MOE_ROUTE flags */
+#define TX8_ROUTE_F_NORM_TOPK		(1u << 0)	/* renormalise */
+#define TX8_ROUTE_F_LOAD_PENALTY	(1u << 1)	/* use lambda * load */
+#define TX8_ROUTE_F_COUNT		(1u << 2)	/* update counts */
+
+/*
+ * MOE_ROUTE (GLM / DeepSeek-V3 style router).
+ * logits f32 [tokens][experts] (from a MATMUL with the gate weight).
+ *   s = sigmoid(logits)
+ *   choice = s + bias (bias f32 [experts], the e_score_correction_bias)
+ *   if LOAD_PENALTY: choice -= lambda * load[e], where
+ *     load[e] = counts[e] / max(1, sum(counts))
+ *   group limit: experts are split in n_group groups; a group's score is
+ *   the sum of its two best choice values; only the topk_group best groups
+ *   are eligible (n_group <= 1: all eligible).
+ *   pick the top_k eligible experts by choice (ties: lower index).
+ *   weight = s[e] (unbiased); if NORM_TOPK: weight /= sum of the k weights
+ *   (+1e-20); weight *= scaling.
+ * out_ids i32 [tokens][top_k], out_w f32 [tokens][top_k], ordered by choice.
+ * counts u64 [experts]: read for LOAD_PENALTY; if COUNT, incremented by one
+ * per selection after all tokens are routed.
+ */
+struct tx8_cmd_moe_route {
+	struct tx8_cmd_hdr hdr;
+	__u64 out_ids;
+	__u64 out_w;
+	__u64 logits;
+	__u64 bias;		/* 0 = none */
+	__u64 counts;		/* 0 = none (then no penalty, no count) */
+	__u32 tokens;
+	__u32 experts;
+	__u32 top_k;
+	__u32 n_group;
+	__u32 topk_group;
+	tx8_f32 scaling;
+	tx8_f32 lambda;
+	__u32 rsvd;
+};
+
+/*
+ * MOE_FFN: grouped expert SwiGLU FFN.
+ * experts: table of experts x 3 struct tx8_weight (gate [F x D], up [F x D],
+ * down [D x F]) in device memory; every weight it names is range-checked
+ * before any work. For token t and j < top_k with e = ids[t][j] (skipped if
+ * e < 0):  y[t] += w[t][j] * down_e(silu(gate_e x[t]) * up_e x[t]).
+ * If !(flags & ACCUMULATE) y is zeroed first. act_dtype as for MATMUL.
+ * The device's expert cache (see docs) counts hits and misses per expert
+ * weight use.
+ */
+struct tx8_cmd_moe_ffn {
+	struct tx8_cmd_hdr hdr;
+	__u64 y;
+	__u64 x;
+	__u64 ids;
+	__u64 w;
+	__u64 experts;
+	__u32 tokens;
+	__u32 top_k;
+	__u32 num_experts;
+	__u32 dim;		/* D */
+	__u32 ffn_dim;		/* F */
+	__u32 ld_x;
+	__u32 ld_y;
+	__u16 act_dtype;
+	__u16 rsvd0;
+};
+
+#define TX8_MOE_FFN_F_ACCUMULATE	(1u << 0)
+
+/*
+ * DSA_INDEX: the GLM-5 / DeepSeek-V3.2 lightning indexer's scoring and
+ * selection. For query t (position q_pos0 + t) and key s <= q_pos0 + t,
+ * s < kv_len:
+ *   score[t][s] = sum_h w[t][h] * relu(q[t][h] . k[s])
+ * q f32 [tokens][heads][ld_q_head] (dims [0, dim)), k f32 [kv_len][ld_k],
+ * w f32 [tokens][heads] (already including any scaling).
+ * sel i32 [tokens][top_k] receives the indices of the top_k highest scores
+ * (ties: lower index), in increasing score rank order; -1 pads when fewer
+ * than top_k keys are visible.
+ */
+struct tx8_cmd_dsa_index {
+	struct tx8_cmd_hdr hdr;
+	__u64 sel;
+	__u64 q;
+	__u64 k;
+	__u64 w;
+	__u32 tokens;
+	__u32 heads;
+	__u32 dim;
+	__u32 kv_len;
+	__u32 q_pos0;
+	__u32 top_k;
+	__u32 ld_q_head;
+	__u32 ld_k;
+};
+
+/*
+ * SAMPLE: for each of rows rows of logits f32 [rows][ld_logits] (vocab
+ * entries used), choose a token into out i32 [rows].
+ * temperature <= 0: argmax (ties: lower id). Otherwise: logits / temperature,
+ * keep the top_k (0 = all, at most caps.max_topk when non-zero), softmax,
+ * keep the smallest set with cumulative probability >= top_p (1 = all),
+ * renormalise and draw with a counter-based generator keyed by
+ * (seed, counter + row) -- the same inputs give the same token.
+ * If probs != 0 the chosen token's probability is written there (f32[rows]).
+ */
+struct tx8_cmd_sample {
+	struct tx8_cmd_hdr hdr;
+	__u64 out;
+	__u64 logits;
+	__u64 probs;
+	__u64 seed;
+	__u64 counter;
+	__u32 rows;
+	__u32 vocab;
+	__u32 ld_logits;
+	__u32 top_k;
+	tx8_f32 temperature;
+	tx8_f32 top_p;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Size checks                                                               */
+/* ------------------------------------------------------------------------ */
+
+#ifdef __KERNEL__
+#include <linux/build_bug.h>
+#define TX8_STATIC_ASSERT(e, m)	static_assert(e, m)
+#elif defined(__cplusplus)
+#define TX8_STATIC_ASSERT(e, m)	static_assert(e, m)
+#else
+#define TX8_STATIC_ASSERT(e, m)	_Static_assert(e, m)
+#endif
+
+TX8_STATIC_ASSERT(sizeof(struct tx8_caps) == 128, "tx8_caps");
+TX8_STATIC_ASSERT(sizeof(struct tx8_lease) == 56, "tx8_lease");
+TX8_STATIC_ASSERT(sizeof(struct tx8_queue) <= 0x1000, "tx8_queue");
+TX8_STATIC_ASSERT(sizeof(struct tx8_ctrl) <= 0x10000, "tx8_ctrl");
+TX8_STATIC_ASSERT(sizeof(struct tx8_job_desc) <= TX8_SQ_ENTRY_SIZE,
+		  "tx8_job_desc");
+TX8_STATIC_ASSERT(sizeof(struct tx8_completion) == 64, "tx8_completion");
+TX8_STATIC_ASSERT(TX8_CQ_ENTRIES * sizeof(struct tx8_completion) <= 0x10000,
+		  "cq");
+TX8_STATIC_ASSERT(TX8_SQ_ENTRIES * TX8_SQ_ENTRY_SIZE <= 0x10000, "sq");
+TX8_STATIC_ASSERT(TX8_QUEUE_OFFSET(TX8_MAX_QUEUES) <= TX8_LEASE_TABLE_OFFSET,
+		  "queues");
+TX8_STATIC_ASSERT(TX8_LEASE_TABLE_OFFSET +
+		  TX8_MAX_LEASES * sizeof(struct tx8_lease) <= 0x100000,
+		  "leases");
+TX8_STATIC_ASSERT(TX8_SQ_OFFSET(TX8_MAX_QUEUES) <= TX8_CTRL_SIZE, "rings");
+TX8_STATIC_ASSERT(sizeof(struct tx8_weight) == 48, "tx8_weight");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_matmul) % 8 == 0, "matmul");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_attention) % 8 == 0, "attention");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_moe_route) % 8 == 0, "route");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_moe_ffn) % 8 == 0, "moe_ffn");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_dsa_index) % 8 == 0, "dsa");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_sample) % 8 == 0, "sample");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_embed) % 8 == 0, "embed");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_convert) % 8 == 0, "convert");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_rope) % 8 == 0, "rope");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_rmsnorm) % 8 == 0, "rmsnorm");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_layernorm) % 8 == 0, "layernorm");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_swiglu) % 8 == 0, "swiglu");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_add) % 8 == 0, "add");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_fill) % 8 == 0, "fill");
+TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_copy) % 8 == 0, "copy");
+
+#endif /* TX8_HW_H */
