@@ -212,12 +212,15 @@ enum tx8_queue_state {
 enum tx8_mbox_cmd {
 	TX8_MBOX_NOP		= 0,
 	/* arg0 = size, arg1 = alignment (0 = page); label = owner label.
-	 * ret0 = base. */
+	 * ret0 = base, ret1 = size (rounded up to pages). The memory reads
+	 * as zeros. -ENOMEM: no room; -ENOSPC: lease table full. */
 	TX8_MBOX_LEASE		= 1,
 	/* arg0 = base of a lease of this peer. */
 	TX8_MBOX_RELEASE	= 2,
 	/* Abort this queue's jobs (status TX8_STATUS_ABORTED), empty both
-	 * rings (heads = tails = 0), state ACTIVE. ret0 = jobs aborted. */
+	 * rings (heads = tails = 0), state ACTIVE. ret0 = jobs aborted.
+	 * ret1 = highest seqno aborted (completed_seqno is raised to it).
+	 * No completion records are written for the aborted jobs. */
 	TX8_MBOX_RESET_QUEUE	= 3,
 	/* arg0 = enum tx8_fault, arg1 = parameter (ms for SLOW), arg2 =
 	 * number of jobs to affect (0 = 1). */
@@ -275,6 +278,11 @@ struct tx8_queue {
 #define TX8_ACCESS_READ			(1u << 0)
 #define TX8_ACCESS_WRITE		(1u << 1)
 
+/*
+ * A job's ranges must each lie inside one lease of the queue's owner
+ * (tx8-emu fails the job with TX8_STATUS_INVALID_JOB otherwise, fault_addr
+ * = the range's address, fault_cmd = 0xffffffff).
+ */
 struct tx8_range {
 	__u64 addr;		/* device address */
 	__u64 size;		/* bytes, non-zero */

@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtx: the TX8 SDK. Include this one header.
+ *
+ * Parts append their public header here.
+ */
+#ifndef TX_H
+#define TX_H
+
+#include <tx/tx_dtype.h>
+#include <tx/tx_device.h>
+
+#include <tx/glm.h>
+
+#endif /* TX_H */

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/* libtx: error codes, per-thread messages, TX_DEBUG. */
+#include "common/error.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local char last_error[512];
+
+static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
+static int debug_on;
+
+static void debug_init(void)
+{
+    const char *v = getenv("TX_DEBUG");
+
+    debug_on = v && *v && strcmp(v, "0") != 0;
+}
+
+int tx_debug_enabled(void)
+{
+    pthread_once(&debug_once, debug_init);
+    return debug_on;
+}
+
+void tx_debug(const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!tx_debug_enabled())
+        return;
+    va_start(ap, fmt);
+    fputs("libtx: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int tx_error(int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    va_end(ap);
+    if (tx_debug_enabled())
+        fprintf(stderr, "libtx: error: %s (%s)\n", last_error, tx_strerror(code));
+    return code;
+}
+
+TX_API const char *tx_last_error(void)
+{
+    return last_error;
+}
+
+TX_API const char *tx_strerror(int code)
+{
+    switch (code) {
+    case TX_OK:
+        return "success";
+    case TX_EINVAL:
+        return "invalid argument";
+    case TX_ENOMEM:
+        return "out of host memory";
+    case TX_ENOSPC:
+        return "out of device memory";
+    case TX_ENODEV:
+        return "no such device";
+    case TX_EBUSY:
+        return "device or resource busy";
+    case TX_ETIMEDOUT:
+        return "timed out";
+    case TX_EDEVICE_LOST:
+        return "device lost";
+    case TX_EIO:
+        return "I/O error";
+    case TX_ENOTSUP:
+        return "not supported";
+    case TX_ENOENT:
+        return "no such job";
+    case TX_EPROTO:
+        return "protocol error or incompatible device";
+    case TX_EJOB:
+        return "job failed";
+    case TX_EPERM:
+        return "permission denied";
+    default:
+        return "unknown error";
+    }
+}
+
+int tx_errno_code(int err)
+{
+    if (err < 0)
+        err = -err;
+    switch (err) {
+    case 0:
+        return TX_OK;
+    case EINVAL:
+    case EFAULT:
+    case EBADF:
+    case E2BIG:
+    case EOVERFLOW:
+        return TX_EINVAL;
+    case ENOMEM:
+        return TX_ENOMEM;
+    case ENOSPC:
+        return TX_ENOSPC;
+    case ENODEV:
+    case ENXIO:
+    case ECONNREFUSED:
+        return TX_ENODEV;
+    case ENOENT:
+        return TX_ENOENT;
+    case EBUSY:
+    case EAGAIN:
+        return TX_EBUSY;
+    case ETIMEDOUT:
+    case ETIME:
+        return TX_ETIMEDOUT;
+    case EPIPE:
+    case ECONNRESET:
+    case ESHUTDOWN:
+        return TX_EDEVICE_LOST;
+    case EOPNOTSUPP:
+    case ENOSYS:
+    case ENOTTY:
+        return TX_ENOTSUP;
+    case EPROTO:
+        return TX_EPROTO;
+    case EPERM:
+    case EACCES:
+        return TX_EPERM;
+    default:
+        return TX_EIO;
+    }
+}

@@ -1,0 +1,819 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtx device layer: command-buffer builder and the typed command helpers.
+ *
+ * A builder holds the command bytes (struct tx8_cmd_*, absolute device
+ * addresses) and the set of BOs (by handle) the job may touch with their
+ * access. tx_submit() copies both into a job (device.c).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "device/device_internal.h"
+
+/* The largest command tx_cmdbuf_raw() accepts (every opcode's is < 256). */
+#define MAX_RAW_CMD 4096
+
+struct cb_use {
+    uint64_t bo; /* handle */
+    uint32_t access;
+};
+
+struct tx_cmdbuf {
+    struct tx_obj obj;
+    struct tx_device *dev; /* holds a reference */
+    pthread_mutex_t lock;
+    uint8_t *buf;
+    size_t len, cap;
+    unsigned ncmds;
+    struct cb_use *uses;
+    unsigned nuses, capuses;
+    bool dead;
+    bool linked;                   /* in the device's list (d->lock) */
+    struct tx_cmdbuf *prev, *next; /* the device's list */
+};
+
+static void cmdbuf_destroy(struct tx_obj *o)
+{
+    struct tx_cmdbuf *cb = (struct tx_cmdbuf *)o;
+    struct tx_device *d = cb->dev;
+
+    pthread_mutex_destroy(&cb->lock);
+    free(cb->buf);
+    free(cb->uses);
+    free(cb);
+    tx_obj_put(&d->obj);
+}
+
+static void cb_unlink(struct tx_device *d, struct tx_cmdbuf *cb)
+{
+    if (!cb->linked)
+        return;
+    cb->linked = false;
+    if (cb->prev)
+        cb->prev->next = cb->next;
+    else if (d->cmdbufs == cb)
+        d->cmdbufs = cb->next;
+    if (cb->next)
+        cb->next->prev = cb->prev;
+    cb->prev = cb->next = NULL;
+}
+
+void txd_cmdbuf_close_all(struct tx_device *d)
+{
+    struct tx_cmdbuf *all = NULL, *cb, *next;
+
+    /* Lock order: d->lock, then a builder's lock (nothing takes them the
+     * other way round). */
+    pthread_mutex_lock(&d->lock);
+    while ((cb = d->cmdbufs)) {
+        cb_unlink(d, cb);
+        pthread_mutex_lock(&cb->lock);
+        cb->dead = true;
+        pthread_mutex_unlock(&cb->lock);
+        tx_obj_get(&cb->obj); /* a concurrent destroy must not free it here */
+        cb->next = all;
+        all = cb;
+    }
+    pthread_mutex_unlock(&d->lock);
+    for (cb = all; cb; cb = next) {
+        uint64_t h;
+
+        next = cb->next;
+        pthread_mutex_lock(&cb->lock);
+        h = cb->obj.handle;
+        pthread_mutex_unlock(&cb->lock);
+        if (h)
+            tx_handle_remove(h, TX_OBJ_CMDBUF);
+        tx_obj_put(&cb->obj);
+    }
+}
+
+/* The live builder of a handle, locked, with a reference. */
+static struct tx_cmdbuf *cb_enter(tx_cmdbuf_t *h, const char *fn, int *rc)
+{
+    struct tx_cmdbuf *cb = (struct tx_cmdbuf *)tx_handle_get(TX_HANDLE(h), TX_OBJ_CMDBUF);
+
+    if (!cb) {
+        *rc = tx_error(TX_EINVAL, "%s: %s command buffer", fn,
+                       h ? "invalid (destroyed, its device closed, or not a command buffer)"
+                         : "NULL");
+        return NULL;
+    }
+    pthread_mutex_lock(&cb->lock);
+    if (cb->dead) {
+        pthread_mutex_unlock(&cb->lock);
+        tx_obj_put(&cb->obj);
+        *rc = tx_error(TX_EINVAL, "%s: the command buffer's device was closed", fn);
+        return NULL;
+    }
+    return cb;
+}
+
+static void cb_leave(struct tx_cmdbuf *cb)
+{
+    pthread_mutex_unlock(&cb->lock);
+    tx_obj_put(&cb->obj);
+}
+
+TX_API int tx_cmdbuf_create(tx_device_t *h, tx_cmdbuf_t **out)
+{
+    struct tx_device *d;
+    struct tx_cmdbuf *cb;
+    uint64_t handle;
+    int rc;
+
+    if (!out)
+        return tx_error(TX_EINVAL, "tx_cmdbuf_create: NULL result pointer");
+    *out = NULL;
+    rc = txd_enter(h, &d, "tx_cmdbuf_create");
+    if (rc < 0)
+        return rc;
+    cb = calloc(1, sizeof(*cb));
+    if (!cb) {
+        txd_leave(d);
+        return tx_error(TX_ENOMEM, "tx_cmdbuf_create: out of memory");
+    }
+    pthread_mutex_init(&cb->lock, NULL);
+    cb->dev = d;
+    tx_obj_get(&d->obj);
+    handle = tx_handle_add(&cb->obj, TX_OBJ_CMDBUF, cmdbuf_destroy);
+    if (!handle) {
+        cmdbuf_destroy(&cb->obj);
+        txd_leave(d);
+        return tx_error(TX_ENOMEM, "tx_cmdbuf_create: out of memory");
+    }
+    pthread_mutex_lock(&d->lock);
+    cb->next = d->cmdbufs;
+    if (d->cmdbufs)
+        d->cmdbufs->prev = cb;
+    d->cmdbufs = cb;
+    cb->linked = true;
+    pthread_mutex_unlock(&d->lock);
+    tx_obj_put(&cb->obj);
+    txd_leave(d);
+    *out = TX_PTR(tx_cmdbuf_t, handle);
+    return TX_OK;
+}
+
+TX_API int tx_cmdbuf_destroy(tx_cmdbuf_t *h)
+{
+    struct tx_cmdbuf *cb;
+    struct tx_device *d;
+    int rc = TX_OK;
+
+    cb = cb_enter(h, "tx_cmdbuf_destroy", &rc);
+    if (!cb)
+        return rc;
+    d = cb->dev;
+    cb->dead = true;
+    pthread_mutex_unlock(&cb->lock);
+    pthread_mutex_lock(&d->lock);
+    cb_unlink(d, cb);
+    pthread_mutex_unlock(&d->lock);
+    tx_handle_remove(TX_HANDLE(h), TX_OBJ_CMDBUF);
+    tx_obj_put(&cb->obj);
+    return TX_OK;
+}
+
+TX_API int tx_cmdbuf_reset(tx_cmdbuf_t *h)
+{
+    struct tx_cmdbuf *cb;
+    int rc = TX_OK;
+
+    cb = cb_enter(h, "tx_cmdbuf_reset", &rc);
+    if (!cb)
+        return rc;
+    cb->len = 0;
+    cb->ncmds = 0;
+    cb->nuses = 0;
+    cb_leave(cb);
+    return TX_OK;
+}
+
+TX_API int tx_cmdbuf_size(tx_cmdbuf_t *h, size_t *bytes, unsigned *commands)
+{
+    struct tx_cmdbuf *cb;
+    int rc = TX_OK;
+
+    cb = cb_enter(h, "tx_cmdbuf_size", &rc);
+    if (!cb)
+        return rc;
+    if (bytes)
+        *bytes = cb->len;
+    if (commands)
+        *commands = cb->ncmds;
+    cb_leave(cb);
+    return TX_OK;
+}
+
+int txd_cmdbuf_snapshot(tx_cmdbuf_t *h, struct tx_device *d, uint8_t **bytes, size_t *len,
+                        uint64_t **bo_handles, uint32_t **access, unsigned *nuses)
+{
+    struct tx_cmdbuf *cb;
+    int rc = TX_OK;
+
+    cb = cb_enter(h, "tx_submit", &rc);
+    if (!cb)
+        return rc;
+    if (cb->dev != d) {
+        cb_leave(cb);
+        return tx_error(TX_EINVAL, "tx_submit: the command buffer belongs to another device");
+    }
+    if (cb->len == 0) {
+        cb_leave(cb);
+        return tx_error(TX_EINVAL, "tx_submit: the command buffer is empty");
+    }
+    *bytes = malloc(cb->len);
+    *bo_handles = calloc(cb->nuses + 1, sizeof(**bo_handles));
+    *access = calloc(cb->nuses + 1, sizeof(**access));
+    if (!*bytes || !*bo_handles || !*access) {
+        free(*bytes);
+        free(*bo_handles);
+        free(*access);
+        *bytes = NULL;
+        *bo_handles = NULL;
+        *access = NULL;
+        cb_leave(cb);
+        return tx_error(TX_ENOMEM, "tx_submit: out of memory");
+    }
+    memcpy(*bytes, cb->buf, cb->len);
+    *len = cb->len;
+    for (unsigned i = 0; i < cb->nuses; i++) {
+        (*bo_handles)[i] = cb->uses[i].bo;
+        (*access)[i] = cb->uses[i].access;
+    }
+    *nuses = cb->nuses;
+    cb_leave(cb);
+    return TX_OK;
+}
+
+/* Record a use (cb locked). */
+static int cb_add_use(struct tx_cmdbuf *cb, uint64_t bo, uint32_t access)
+{
+    for (unsigned i = 0; i < cb->nuses; i++)
+        if (cb->uses[i].bo == bo) {
+            cb->uses[i].access |= access;
+            return 0;
+        }
+    if (cb->nuses == cb->capuses) {
+        unsigned ncap = cb->capuses ? cb->capuses * 2 : 16;
+        struct cb_use *n = realloc(cb->uses, ncap * sizeof(*n));
+
+        if (!n)
+            return -1;
+        cb->uses = n;
+        cb->capuses = ncap;
+    }
+    cb->uses[cb->nuses].bo = bo;
+    cb->uses[cb->nuses].access = access;
+    cb->nuses++;
+    return 0;
+}
+
+static int cb_append(struct tx_cmdbuf *cb, const void *cmd, size_t size)
+{
+    if (cb->len + size > cb->cap) {
+        size_t ncap = cb->cap ? cb->cap : 1024;
+        uint8_t *n;
+
+        while (ncap < cb->len + size)
+            ncap *= 2;
+        n = realloc(cb->buf, ncap);
+        if (!n)
+            return -1;
+        cb->buf = n;
+        cb->cap = ncap;
+    }
+    memcpy(cb->buf + cb->len, cmd, size);
+    cb->len += size;
+    cb->ncmds++;
+    return 0;
+}
+
+TX_API int tx_cmdbuf_use(tx_cmdbuf_t *h, tx_bo_t *boh, uint32_t access)
+{
+    struct tx_cmdbuf *cb;
+    struct tx_bo *bo;
+    int rc = TX_OK;
+
+    if (!access || (access & ~(uint32_t)TX_ACCESS_RW))
+        return tx_error(TX_EINVAL, "tx_cmdbuf_use: bad access 0x%x (TX_ACCESS_READ/WRITE)", access);
+    bo = txd_bo_get(boh, "tx_cmdbuf_use", "bo", &rc);
+    if (!bo)
+        return rc;
+    cb = cb_enter(h, "tx_cmdbuf_use", &rc);
+    if (cb) {
+        if (bo->dev != cb->dev)
+            rc = tx_error(TX_EINVAL, "tx_cmdbuf_use: the BO belongs to another device");
+        else if (cb_add_use(cb, TX_HANDLE(boh), access) < 0)
+            rc = tx_error(TX_ENOMEM, "tx_cmdbuf_use: out of memory");
+        cb_leave(cb);
+    }
+    tx_obj_put(&bo->obj);
+    return rc;
+}
+
+TX_API int tx_cmdbuf_raw(tx_cmdbuf_t *h, const void *cmd, size_t size)
+{
+    struct tx8_cmd_hdr hdr;
+    struct tx_cmdbuf *cb;
+    int rc = TX_OK;
+
+    if (!cmd)
+        return tx_error(TX_EINVAL, "tx_cmdbuf_raw: NULL command");
+    if (size < sizeof(hdr) || size % 8 || size > MAX_RAW_CMD)
+        return tx_error(TX_EINVAL, "tx_cmdbuf_raw: size %zu is not a command size", size);
+    memcpy(&hdr, cmd, sizeof(hdr));
+    if (hdr.size != size)
+        return tx_error(TX_EINVAL, "tx_cmdbuf_raw: hdr.size %u differs from size %zu", hdr.size,
+                        size);
+    cb = cb_enter(h, "tx_cmdbuf_raw", &rc);
+    if (!cb)
+        return rc;
+    if (cb_append(cb, cmd, size) < 0)
+        rc = tx_error(TX_ENOMEM, "tx_cmdbuf_raw: out of memory");
+    cb_leave(cb);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Operands                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define MAX_OPS 12
+
+struct opnd {
+    const char *name;
+    tx_ref_t ref;
+    uint32_t access;
+    int optional;
+    __u64 *field; /* where the device address goes */
+};
+
+struct opset {
+    struct opnd op[MAX_OPS];
+    unsigned n;
+};
+
+static void op_add(struct opset *s, const char *name, tx_ref_t ref, uint32_t access, int optional,
+                   __u64 *field)
+{
+    struct opnd *o = &s->op[s->n++];
+
+    o->name = name;
+    o->ref = ref;
+    o->access = access;
+    o->optional = optional;
+    o->field = field;
+}
+
+static void op_weight(struct opset *s, const struct tx_weight_ref *w, struct tx8_weight *out)
+{
+    op_add(s, "w.data", w->data, TX_ACCESS_READ, 0, &out->data);
+    op_add(s, "w.scales", w->scales, TX_ACCESS_READ, 1, &out->scales);
+    op_add(s, "w.index", w->index, TX_ACCESS_READ, 1, &out->index);
+    out->rows = w->rows;
+    out->cols = w->cols;
+    out->nnz_blocks = w->nnz_blocks;
+    out->group_size = w->group_size;
+    out->dtype = w->dtype;
+    out->format = w->format;
+}
+
+/* Resolve one operand: its device address, the BO's handle (0: none). */
+static int op_resolve(const char *fn, const struct opnd *o, struct tx_device *dev, uint64_t *addr,
+                      uint64_t *handle)
+{
+    struct tx_bo *bo;
+    int rc = TX_OK;
+
+    *handle = 0;
+    *addr = 0;
+    if (!o->ref.bo) {
+        if (o->optional && o->ref.offset == 0)
+            return TX_OK;
+        return tx_error(TX_EINVAL, "%s: operand %s has no buffer object", fn, o->name);
+    }
+    bo = txd_bo_get(o->ref.bo, fn, o->name, &rc);
+    if (!bo)
+        return rc;
+    if (dev && bo->dev != dev)
+        rc = tx_error(TX_EINVAL, "%s: operand %s: the BO belongs to another device", fn, o->name);
+    else if (o->ref.offset >= bo->b.size)
+        rc = tx_error(TX_EINVAL,
+                      "%s: operand %s: offset %" PRIu64 " is outside its BO (%" PRIu64 " bytes)",
+                      fn, o->name, o->ref.offset, bo->b.size);
+    else
+        *addr = bo->b.addr + o->ref.offset;
+    *handle = TX_HANDLE(o->ref.bo);
+    tx_obj_put(&bo->obj);
+    return rc;
+}
+
+/*
+ * Resolve all operands of a command, then append it and record its BOs
+ * (all or nothing).
+ */
+static int emit(tx_cmdbuf_t *h, const char *fn, void *cmd, size_t size, uint16_t opcode,
+                uint16_t flags, struct opset *s)
+{
+    struct tx8_cmd_hdr *hdr = cmd;
+    uint64_t handles[MAX_OPS];
+    struct tx_cmdbuf *cb;
+    unsigned i, added = 0;
+    int rc = TX_OK;
+
+    cb = cb_enter(h, fn, &rc);
+    if (!cb)
+        return rc;
+    for (i = 0; s && i < s->n; i++) {
+        uint64_t addr;
+
+        rc = op_resolve(fn, &s->op[i], cb->dev, &addr, &handles[i]);
+        if (rc < 0)
+            goto out;
+        *s->op[i].field = addr;
+    }
+    hdr->opcode = opcode;
+    hdr->flags = flags;
+    hdr->size = (uint32_t)size;
+    for (i = 0; s && i < s->n; i++) {
+        if (!handles[i])
+            continue;
+        if (cb_add_use(cb, handles[i], s->op[i].access) < 0) {
+            rc = tx_error(TX_ENOMEM, "%s: out of memory", fn);
+            goto out;
+        }
+        added++;
+    }
+    if (cb_append(cb, cmd, size) < 0)
+        rc = tx_error(TX_ENOMEM, "%s: out of memory", fn);
+out:
+    (void)added;
+    cb_leave(cb);
+    return rc;
+}
+
+TX_API int tx_weight_encode(const struct tx_weight_ref *w, struct tx8_weight *out)
+{
+    struct opset s;
+    struct tx8_weight tmp;
+    int rc;
+
+    if (!w || !out)
+        return tx_error(TX_EINVAL, "tx_weight_encode: NULL %s", !w ? "weight" : "result");
+    memset(&tmp, 0, sizeof(tmp));
+    s.n = 0;
+    op_weight(&s, w, &tmp);
+    for (unsigned i = 0; i < s.n; i++) {
+        uint64_t addr, handle;
+
+        rc = op_resolve("tx_weight_encode", &s.op[i], NULL, &addr, &handle);
+        if (rc < 0)
+            return rc;
+        *s.op[i].field = addr;
+    }
+    *out = tmp;
+    return TX_OK;
+}
+
+TX_API int tx_cmdbuf_use_weight(tx_cmdbuf_t *h, const struct tx_weight_ref *w)
+{
+    tx_bo_t *bos[3];
+    int rc;
+
+    if (!w)
+        return tx_error(TX_EINVAL, "tx_cmdbuf_use_weight: NULL weight");
+    if (!w->data.bo)
+        return tx_error(TX_EINVAL, "tx_cmdbuf_use_weight: weight without data BO");
+    bos[0] = w->data.bo;
+    bos[1] = w->scales.bo;
+    bos[2] = w->index.bo;
+    for (int i = 0; i < 3; i++) {
+        if (!bos[i])
+            continue;
+        rc = tx_cmdbuf_use(h, bos[i], TX_ACCESS_READ);
+        if (rc < 0)
+            return rc;
+    }
+    return TX_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Typed helpers                                                             */
+/* ------------------------------------------------------------------------ */
+
+#define ARGS_CHECK(fn)                                                                             \
+    do {                                                                                           \
+        if (!a)                                                                                    \
+            return tx_error(TX_EINVAL, fn ": NULL arguments");                                     \
+    } while (0)
+
+TX_API int tx_cmd_nop(tx_cmdbuf_t *cb)
+{
+    struct tx8_cmd_hdr c;
+
+    memset(&c, 0, sizeof(c));
+    return emit(cb, "tx_cmd_nop", &c, sizeof(c), TX8_OP_NOP, 0, NULL);
+}
+
+TX_API int tx_cmd_fill(tx_cmdbuf_t *cb, tx_ref_t dst, uint64_t bytes, uint32_t value)
+{
+    struct tx8_cmd_fill c;
+    struct opset s = {.n = 0};
+
+    memset(&c, 0, sizeof(c));
+    c.bytes = bytes;
+    c.value = value;
+    op_add(&s, "dst", dst, TX_ACCESS_WRITE, 0, &c.dst);
+    return emit(cb, "tx_cmd_fill", &c, sizeof(c), TX8_OP_FILL, 0, &s);
+}
+
+TX_API int tx_cmd_copy(tx_cmdbuf_t *cb, tx_ref_t dst, tx_ref_t src, uint64_t bytes)
+{
+    struct tx8_cmd_copy c;
+    struct opset s = {.n = 0};
+
+    memset(&c, 0, sizeof(c));
+    c.bytes = bytes;
+    op_add(&s, "dst", dst, TX_ACCESS_WRITE, 0, &c.dst);
+    op_add(&s, "src", src, TX_ACCESS_READ, 0, &c.src);
+    return emit(cb, "tx_cmd_copy", &c, sizeof(c), TX8_OP_COPY, 0, &s);
+}
+
+TX_API int tx_cmd_convert(tx_cmdbuf_t *cb, const struct tx_convert_args *a)
+{
+    struct tx8_cmd_convert c;
+    struct opset s = {.n = 0};
+    int i8 = 0;
+
+    ARGS_CHECK("tx_cmd_convert");
+    memset(&c, 0, sizeof(c));
+    c.rows = a->rows;
+    c.cols = a->cols;
+    c.ld_dst = a->ld_dst;
+    c.ld_src = a->ld_src;
+    c.dst_dtype = a->dst_dtype;
+    c.src_dtype = a->src_dtype;
+    i8 = a->dst_dtype == TX8_DTYPE_I8 || a->src_dtype == TX8_DTYPE_I8;
+    op_add(&s, "dst", a->dst, TX_ACCESS_WRITE, 0, &c.dst);
+    op_add(&s, "src", a->src, TX_ACCESS_READ, 0, &c.src);
+    op_add(&s, "scales", a->scales, a->dst_dtype == TX8_DTYPE_I8 ? TX_ACCESS_WRITE : TX_ACCESS_READ,
+           !i8, &c.scales);
+    return emit(cb, "tx_cmd_convert", &c, sizeof(c), TX8_OP_CONVERT, 0, &s);
+}
+
+TX_API int tx_cmd_matmul(tx_cmdbuf_t *cb, const struct tx_matmul_args *a)
+{
+    struct tx8_cmd_matmul c;
+    struct opset s = {.n = 0};
+
+    ARGS_CHECK("tx_cmd_matmul");
+    memset(&c, 0, sizeof(c));
+    c.tokens = a->tokens;
+    c.ld_x = a->ld_x;
+    c.ld_y = a->ld_y;
+    c.act_dtype = a->act_dtype;
+    op_add(&s, "y", a->y, (a->flags & TX8_MATMUL_F_ACCUMULATE) ? TX_ACCESS_RW : TX_ACCESS_WRITE, 0,
+           &c.y);
+    op_add(&s, "x", a->x, TX_ACCESS_READ, 0, &c.x);
+    op_add(&s, "bias", a->bias, TX_ACCESS_READ, !(a->flags & TX8_MATMUL_F_BIAS), &c.bias);
+    op_weight(&s, &a->w, &c.w);
+    return emit(cb, "tx_cmd_matmul", &c, sizeof(c), TX8_OP_MATMUL, a->flags, &s);
+}
+
+TX_API int tx_cmd_rmsnorm(tx_cmdbuf_t *cb, const struct tx_rmsnorm_args *a)
+{
+    struct tx8_cmd_rmsnorm c;
+    struct opset s = {.n = 0};
+
+    ARGS_CHECK("tx_cmd_rmsnorm");
+    memset(&c, 0, sizeof(c));
+    c.rows = a->rows;
+    c.dim = a->dim;
+    c.ld_x = a->ld_x;
+    c.ld_y = a->ld_y;
+    c.eps = a->eps;
+    op_add(&s, "y", a->y, TX_ACCESS_WRITE, 0, &c.y);
+    op_add(&s, "x", a->x, TX_ACCESS_READ, 0, &c.x);
+    op_add(&s, "gamma", a->gamma, TX_ACCESS_READ, 0, &c.gamma);
+    return emit(cb, "tx_cmd_rmsnorm", &c, sizeof(c), TX8_OP_RMSNORM, 0, &s);
+}
+
+TX_API int tx_cmd_layernorm(tx_cmdbuf_t *cb, const struct tx_layernorm_args *a)
+{
+    struct tx8_cmd_layernorm c;
+    struct opset s = {.n = 0};
+
+    ARGS_CHECK("tx_cmd_layernorm");
+    memset(&c, 0, sizeof(c));
+    c.rows = a->rows;
+    c.dim = a->dim;
+    c.ld_x = a->ld_x;
+    c.ld_y = a->ld_y;
+    c.eps = a->eps;
+    op_add(&s, "y", a->y, TX_ACCESS_WRITE, 0, &c.y);
+    op_add(&s, "x", a->x, TX_ACCESS_READ, 0, &c.x);
+    op_add(&s, "gamma", a->gamma, TX_ACCESS_READ, 0, &c.gamma);
+    op_add(&s, "beta", a->beta, TX_ACCESS_READ, 0, &c.beta);
+    return emit(cb, "tx_cmd_layernorm", &c, sizeof(c), TX8_OP_LAYERNORM, 0, &s);
+}
+
+TX_API int tx_cmd_rope(tx_cmdbuf_t *cb, const struct tx_rope_args *a)
+{
+    struct tx8_cmd_rope c;
+    struct opset s = {.n = 0};
+
+    ARGS_CHECK("tx_cmd_rope");
+    memset(&c, 0, sizeof(c));
+    c.tokens = a->tokens;
+    c.heads = a->heads;
+    c.ld_token = a->ld_token;
+    c.ld_head = a->ld_head;
+    c.offset = a->offset;
+    c.rot_dim = a->rot_dim;
+    c.mode = a->mode;
+    op_add(&s, "x", a->x, TX_ACCESS_RW, 0, &c.x);
+    op_add(&s, "pos", a->pos, TX_ACCESS_READ, 0, &c.pos);
+    op_add(&s, "inv_freq", a->inv_freq, TX_ACCESS_READ, 0, &c.inv_freq);
+    return emit(cb, "tx_cmd_rope", &c, sizeof(c), TX8_OP_ROPE, 0, &s);
+}
+
+TX_API int tx_cmd_attention(tx_cmdbuf_t *cb, const struct tx_attention_args *a)
+{
+    struct tx8_cmd_attention c;
+    struct opset s = {.n = 0};
+
+    ARGS_CHECK("tx_cmd_attention");
+    memset(&c, 0, sizeof(c));
+    c.tokens = a->tokens;
+    c.q_heads = a->q_heads;
+    c.kv_heads = a->kv_heads;
+    c.qk_dim = a->qk_dim;
+    c.v_dim = a->v_dim;
+    c.kv_len = a->kv_len;
+    c.q_pos0 = a->q_pos0;
+    c.sel_k = a->sel_k;
+    c.ld_q_head = a->ld_q_head;
+    c.ld_k_head = a->ld_k_head;
+    c.ld_v_head = a->ld_v_head;
+    c.ld_o_head = a->ld_o_head;
+    c.scale = a->scale;
+    c.kv_dtype = a->kv_dtype;
+    op_add(&s, "out", a->out, TX_ACCESS_WRITE, 0, &c.out);
+    op_add(&s, "q", a->q, TX_ACCESS_READ, 0, &c.q);
+    op_add(&s, "k", a->k, TX_ACCESS_READ, 0, &c.k);
+    op_add(&s, "v", a->v, TX_ACCESS_READ, 0, &c.v);
+    op_add(&s, "sel", a->sel, TX_ACCESS_READ, 1, &c.sel);
+    return emit(cb, "tx_cmd_attention", &c, sizeof(c), TX8_OP_ATTENTION, 0, &s);
+}
+
+TX_API int tx_cmd_swiglu(tx_cmdbuf_t *cb, const struct tx_swiglu_args *a)
+{
+    struct tx8_cmd_swiglu c;
+    struct opset s = {.n = 0};
+
+    ARGS_CHECK("tx_cmd_swiglu");
+    memset(&c, 0, sizeof(c));
+    c.rows = a->rows;
+    c.cols = a->cols;
+    c.ld_y = a->ld_y;
+    c.ld_gate = a->ld_gate;
+    c.ld_up = a->ld_up;
+    op_add(&s, "y", a->y, TX_ACCESS_WRITE, 0, &c.y);
+    op_add(&s, "gate", a->gate, TX_ACCESS_READ, 0, &c.gate);
+    op_add(&s, "up", a->up, TX_ACCESS_READ, 0, &c.up);
+    return emit(cb, "tx_cmd_swiglu", &c, sizeof(c), TX8_OP_SWIGLU, 0, &s);
+}
+
+TX_API int tx_cmd_add(tx_cmdbuf_t *cb, tx_ref_t y, tx_ref_t a, tx_ref_t b, uint64_t n, float alpha,
+                      float beta)
+{
+    struct tx8_cmd_add c;
+    struct opset s = {.n = 0};
+
+    memset(&c, 0, sizeof(c));
+    c.n = n;
+    c.alpha = alpha;
+    c.beta = beta;
+    op_add(&s, "y", y, TX_ACCESS_WRITE, 0, &c.y);
+    op_add(&s, "a", a, TX_ACCESS_READ, 0, &c.a);
+    op_add(&s, "b", b, TX_ACCESS_READ, 0, &c.b);
+    return emit(cb, "tx_cmd_add", &c, sizeof(c), TX8_OP_ADD, 0, &s);
+}
+
+TX_API int tx_cmd_embed(tx_cmdbuf_t *cb, const struct tx_embed_args *a)
+{
+    struct tx8_cmd_embed c;
+    struct opset s = {.n = 0};
+
+    ARGS_CHECK("tx_cmd_embed");
+    memset(&c, 0, sizeof(c));
+    c.tokens = a->tokens;
+    c.vocab = a->vocab;
+    c.dim = a->dim;
+    c.ld_out = a->ld_out;
+    c.dtype = a->dtype;
+    op_add(&s, "out", a->out, TX_ACCESS_WRITE, 0, &c.out);
+    op_add(&s, "ids", a->ids, TX_ACCESS_READ, 0, &c.ids);
+    op_add(&s, "table", a->table, TX_ACCESS_READ, 0, &c.table);
+    op_add(&s, "scales", a->scales, TX_ACCESS_READ, a->dtype != TX8_DTYPE_I8, &c.scales);
+    return emit(cb, "tx_cmd_embed", &c, sizeof(c), TX8_OP_EMBED, 0, &s);
+}
+
+TX_API int tx_cmd_moe_route(tx_cmdbuf_t *cb, const struct tx_moe_route_args *a)
+{
+    struct tx8_cmd_moe_route c;
+    struct opset s = {.n = 0};
+    uint32_t cacc = 0;
+
+    ARGS_CHECK("tx_cmd_moe_route");
+    memset(&c, 0, sizeof(c));
+    c.tokens = a->tokens;
+    c.experts = a->experts;
+    c.top_k = a->top_k;
+    c.n_group = a->n_group;
+    c.topk_group = a->topk_group;
+    c.scaling = a->scaling;
+    c.lambda = a->lambda;
+    if (a->flags & TX8_ROUTE_F_LOAD_PENALTY)
+        cacc |= TX_ACCESS_READ;
+    if (a->flags & TX8_ROUTE_F_COUNT)
+        cacc |= TX_ACCESS_RW;
+    op_add(&s, "out_ids", a->out_ids, TX_ACCESS_WRITE, 0, &c.out_ids);
+    op_add(&s, "out_w", a->out_w, TX_ACCESS_WRITE, 0, &c.out_w);
+    op_add(&s, "logits", a->logits, TX_ACCESS_READ, 0, &c.logits);
+    op_add(&s, "bias", a->bias, TX_ACCESS_READ, 1, &c.bias);
+    op_add(&s, "counts", a->counts, cacc ? cacc : TX_ACCESS_READ, 1, &c.counts);
+    return emit(cb, "tx_cmd_moe_route", &c, sizeof(c), TX8_OP_MOE_ROUTE, a->flags, &s);
+}
+
+TX_API int tx_cmd_moe_ffn(tx_cmdbuf_t *cb, const struct tx_moe_ffn_args *a)
+{
+    struct tx8_cmd_moe_ffn c;
+    struct opset s = {.n = 0};
+
+    ARGS_CHECK("tx_cmd_moe_ffn");
+    memset(&c, 0, sizeof(c));
+    c.tokens = a->tokens;
+    c.top_k = a->top_k;
+    c.num_experts = a->num_experts;
+    c.dim = a->dim;
+    c.ffn_dim = a->ffn_dim;
+    c.ld_x = a->ld_x;
+    c.ld_y = a->ld_y;
+    c.act_dtype = a->act_dtype;
+    op_add(&s, "y", a->y, (a->flags & TX8_MOE_FFN_F_ACCUMULATE) ? TX_ACCESS_RW : TX_ACCESS_WRITE, 0,
+           &c.y);
+    op_add(&s, "x", a->x, TX_ACCESS_READ, 0, &c.x);
+    op_add(&s, "ids", a->ids, TX_ACCESS_READ, 0, &c.ids);
+    op_add(&s, "w", a->w, TX_ACCESS_READ, 0, &c.w);
+    op_add(&s, "experts", a->experts, TX_ACCESS_READ, 0, &c.experts);
+    return emit(cb, "tx_cmd_moe_ffn", &c, sizeof(c), TX8_OP_MOE_FFN, a->flags, &s);
+}
+
+TX_API int tx_cmd_dsa_index(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a)
+{
+    struct tx8_cmd_dsa_index c;
+    struct opset s = {.n = 0};
+
+    ARGS_CHECK("tx_cmd_dsa_index");
+    memset(&c, 0, sizeof(c));
+    c.tokens = a->tokens;
+    c.heads = a->heads;
+    c.dim = a->dim;
+    c.kv_len = a->kv_len;
+    c.q_pos0 = a->q_pos0;
+    c.top_k = a->top_k;
+    c.ld_q_head = a->ld_q_head;
+    c.ld_k = a->ld_k;
+    op_add(&s, "sel", a->sel, TX_ACCESS_WRITE, 0, &c.sel);
+    op_add(&s, "q", a->q, TX_ACCESS_READ, 0, &c.q);
+    op_add(&s, "k", a->k, TX_ACCESS_READ, 0, &c.k);
+    op_add(&s, "w", a->w, TX_ACCESS_READ, 0, &c.w);
+    return emit(cb, "tx_cmd_dsa_index", &c, sizeof(c), TX8_OP_DSA_INDEX, 0, &s);
+}
+
+TX_API int tx_cmd_sample(tx_cmdbuf_t *cb, const struct tx_sample_args *a)
+{
+    struct tx8_cmd_sample c;
+    struct opset s = {.n = 0};
+
+    ARGS_CHECK("tx_cmd_sample");
+    memset(&c, 0, sizeof(c));
+    c.seed = a->seed;
+    c.counter = a->counter;
+    c.rows = a->rows;
+    c.vocab = a->vocab;
+    c.ld_logits = a->ld_logits;
+    c.top_k = a->top_k;
+    c.temperature = a->temperature;
+    c.top_p = a->top_p;
+    op_add(&s, "out", a->out, TX_ACCESS_WRITE, 0, &c.out);
+    op_add(&s, "logits", a->logits, TX_ACCESS_READ, 0, &c.logits);
+    op_add(&s, "probs", a->probs, TX_ACCESS_WRITE, 1, &c.probs);
+    return emit(cb, "tx_cmd_sample", &c, sizeof(c), TX8_OP_SAMPLE, 0, &s);
+}

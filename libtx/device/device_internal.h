@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/* libtx device layer: objects shared by device.c and cmdbuf.c. */
+#ifndef TX_DEVICE_INTERNAL_H
+#define TX_DEVICE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/handle.h"
+#include "device/backend.h"
+
+/* A chunk of the command arena lent to a job. */
+struct arena_chunk {
+    uint64_t off, len;
+    uint64_t job; /* 0 while the submit is in progress */
+    bool failed;  /* the submit failed: free at once */
+};
+
+/* A command buffer too big for the arena: a BO of its own for one job. */
+struct cmd_dedicated {
+    struct tx_backend_bo bo;
+    uint64_t job;
+    bool failed;
+    struct cmd_dedicated *next;
+};
+
+struct cmd_arena {
+    bool have;
+    struct tx_backend_bo bo;
+    uint8_t *map;
+    uint64_t head;         /* next free byte */
+    struct arena_chunk *q; /* FIFO ring of chunks, oldest first */
+    unsigned qcap, qhead, qlen;
+    struct cmd_dedicated *dedicated;
+};
+
+struct tx_bo;
+struct tx_cmdbuf;
+
+struct tx_device {
+    struct tx_obj obj;
+    const struct tx_backend_ops *ops;
+    struct tx_backend *be;
+    char spec[TX_SPEC_MAX];
+    struct tx_device_info info; /* static part, read at open */
+
+    /* Held shared by every API call using the backend, exclusively by
+     * tx_device_close(), so the backend is never closed under a call. */
+    pthread_rwlock_t oplock;
+    bool closed;
+    int closing; /* set (atomically) when tx_device_close() starts */
+
+    /* Guards the lists, the arena and BO state. Never held across a
+     * blocking backend call. */
+    pthread_mutex_t lock;
+    struct tx_bo *bos;     /* live */
+    struct tx_bo *zombies; /* freed by the user, still used by a job */
+    struct tx_cmdbuf *cmdbufs;
+    struct cmd_arena arena;
+    uint64_t submit_timeout_ns;
+};
+
+struct tx_bo {
+    struct tx_obj obj;
+    struct tx_device *dev; /* holds a reference */
+    struct tx_backend_bo b;
+    uint32_t flags;
+    char label[TX8_LABEL_LEN];
+    uint64_t last_job; /* newest job that may use it */
+    unsigned inflight; /* submits using it in progress */
+    bool mapped;
+    bool dead; /* freed by the user or the device closed */
+    struct tx_bo *prev, *next;
+};
+
+/* Enter/leave an API call on a device handle (reference + shared oplock).
+ * fn names the API function in error messages. */
+int txd_enter(tx_device_t *h, struct tx_device **out, const char *fn);
+void txd_leave(struct tx_device *d);
+
+/* The live BO of a handle with a reference (NULL + message if invalid). */
+struct tx_bo *txd_bo_get(tx_bo_t *h, const char *fn, const char *what, int *rc);
+
+/* cmdbuf.c */
+void txd_cmdbuf_close_all(struct tx_device *d); /* d->lock not held */
+int txd_cmdbuf_snapshot(tx_cmdbuf_t *h, struct tx_device *d, uint8_t **bytes, size_t *len,
+                        uint64_t **bo_handles, uint32_t **access, unsigned *nuses);
+
+/* Copy a label, truncated to TX8_LABEL_LEN - 1 bytes. */
+void txd_label(char dst[TX8_LABEL_LEN], const char *src);
+
+#endif
