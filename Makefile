@@ -142,13 +142,7 @@ unit-check: all tests
 
 check:
 	@scripts/install-deps
-	$(MAKE) all
-	$(MAKE) BUILD=build-san SAN=1 unit-check
-	$(MAKE) vm-check-if-present
-
-vm-check-if-present:
-	@if grep -q '^vm-check:' mk/vm.mk 2>/dev/null; then \
-		$(MAKE) vm-check; else echo "vm suite: not present yet"; fi
+	@MAKE="$(MAKE)" tests/check
 
 run:
 	@scripts/install-deps
@@ -174,6 +168,6 @@ clean:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^kernel/\|^include/uapi/\|^include/tx8/')
 
-.PHONY: all tests check unit-check run install clean format vm-check-if-present
+.PHONY: all tests check unit-check run install clean format 
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

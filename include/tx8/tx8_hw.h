@@ -83,6 +83,10 @@ typedef float tx8_f32;
 #define TX8_LEASE_TABLE_OFFSET		0x020000u	/* tx8_lease[] */
 #define TX8_SQ_OFFSET(q)		(0x100000u + (q) * 0x20000u)
 #define TX8_SQ_ENTRY_SIZE		0x1000u
+/* Device address of SQ slot i of queue q: slots are TX8_SQ_ENTRY_SIZE apart,
+ * larger than struct tx8_job_desc, so never index them as an array of it. */
+#define TX8_SQ_SLOT_OFFSET(q, i) \
+	(TX8_SQ_OFFSET(q) + ((i) & (TX8_SQ_ENTRIES - 1)) * TX8_SQ_ENTRY_SIZE)
 #define TX8_CQ_OFFSET(q)		(TX8_SQ_OFFSET(q) + 0x10000u)
 /* Size of the control block; device memory for buffers starts here. */
 #define TX8_CTRL_SIZE			0x200000u	/* 2 MiB */

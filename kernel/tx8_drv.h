@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * TX8 accelerator DRM accel driver: shared declarations.
+ */
+#ifndef TX8_DRV_H
+#define TX8_DRV_H
+
+#include <linux/dma-fence.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <linux/xarray.h>
+
+#include <drm/drm_device.h>
+#include <drm/drm_file.h>
+#include <drm/drm_gem.h>
+#include <drm/drm_mm.h>
+
+#include <tx8/tx8_hw.h>
+#include <uapi/drm/tx8_accel.h>
+
+#define TX8_DRIVER_NAME		"tx8"
+#define TX8_DRIVER_DESC		"TX8 AI accelerator"
+#define TX8_DRIVER_MAJOR	1
+#define TX8_DRIVER_MINOR	0
+#define TX8_LEASE_LABEL		"tx8.ko"
+#define TX8_FILE_JOB_HISTORY	1024
+#define TX8_MAX_IN_SYNCOBJS	64
+#define TX8_MBOX_TIMEOUT_MS	5000
+
+extern unsigned int tx8_job_timeout_ms;
+
+struct tx8_file;
+
+/* One bound PCI function. */
+struct tx8_device {
+	struct drm_device drm;
+	struct pci_dev *pdev;
+	struct list_head node;		/* tx8_devices, under tx8_devices_lock */
+
+	void __iomem *regs;		/* BAR0: ivshmem registers */
+	void *mem;			/* BAR2: device memory, write-back */
+	resource_size_t mem_phys;
+	resource_size_t mem_len;
+	struct tx8_ctrl *ctrl;
+	struct tx8_queue *q;
+	struct tx8_job_desc *sq;	/* slots are TX8_SQ_ENTRY_SIZE apart */
+	struct tx8_completion *cq;
+	int peer;			/* our ivshmem peer id */
+	u32 max_ranges;			/* caps, checked and kept at probe */
+	u32 max_cmd_size;
+	unsigned int qid;		/* our queue index */
+	int irqs[TX8_NUM_VECTORS];
+	unsigned int num_irqs;
+
+	/* mailbox */
+	struct mutex mbox_lock;
+	wait_queue_head_t mbox_wq;
+
+	/* device memory: one lease, sub-allocated with drm_mm */
+	u64 lease_base;
+	u64 lease_size;
+	struct mutex mm_lock;		/* mm, bos, mem_used */
+	struct drm_mm mm;
+	struct list_head bos;
+	u64 mem_used;
+
+	/* jobs */
+	spinlock_t job_lock;		/* everything below, fences */
+	struct list_head pending;	/* jobs in the ring, in seqno order */
+	unsigned int inflight;
+	u64 next_seqno;
+	u32 sq_tail;			/* shadow of q->sq_tail */
+	u32 cq_head;			/* shadow of q->cq_head */
+	bool resetting;
+	bool lost;			/* device stopped answering */
+	bool gone;			/* PCI function removed */
+	u64 fence_context;
+	wait_queue_head_t ring_wq;
+	u64 watch_seqno;		/* head job the timeout watches */
+	unsigned long watch_start;	/* jiffies it became head */
+	struct delayed_work timeout_work;
+	struct mutex reset_lock;	/* one reset at a time */
+
+	/* statistics */
+	atomic64_t page_faults;
+	atomic64_t resets;
+	atomic64_t timeouts;
+	atomic64_t jobs;
+	u64 heartbeat_seen;
+	unsigned long heartbeat_jiffies;
+};
+
+static inline struct tx8_device *to_tx8(struct drm_device *drm)
+{
+	return container_of(drm, struct tx8_device, drm);
+}
+
+/* A buffer object in device memory. */
+struct tx8_bo {
+	struct drm_gem_object base;
+	struct drm_mm_node node;	/* device address range */
+	struct list_head dev_node;	/* tx8_device.bos */
+	char label[DRM_TX8_LABEL_LEN];
+	struct tx8_job *last_job;	/* under tdev->job_lock */
+	atomic64_t faults;
+	pid_t owner_pid;
+};
+
+static inline struct tx8_bo *to_tx8_bo(struct drm_gem_object *obj)
+{
+	return container_of(obj, struct tx8_bo, base);
+}
+
+/* Per open file. */
+struct tx8_file {
+	struct kref ref;
+	struct tx8_device *tdev;
+	spinlock_t lock;		/* jobs, history, counters */
+	struct xarray jobs;		/* seqno -> tx8_job (referenced) */
+	struct list_head history;	/* the same jobs, oldest first */
+	unsigned int nr_history;
+	u64 first_seqno;		/* first job of this file, 0 if none */
+	u64 last_seqno;
+	u64 busy_ns;			/* device time of its finished jobs */
+	u64 jobs_ok;
+	u64 jobs_failed;
+};
+
+/* One job; freed when its fence's last reference goes. */
+struct tx8_job {
+	struct dma_fence fence;
+	struct tx8_device *tdev;
+	struct tx8_file *tfile;		/* referenced */
+	struct list_head node;		/* tdev->pending */
+	struct list_head file_node;	/* tfile->history */
+	struct drm_gem_object **bos;	/* referenced until completion */
+	unsigned int nr_bos;
+	u64 cmd_addr;
+	u32 cmd_size;
+	u32 ring_idx;			/* sq index it was last written at */
+	u32 nr_ranges;
+	struct tx8_range *ranges;
+	u64 user_data;
+	u32 status;
+	u32 fault_cmd;
+	u64 fault_addr;
+	u64 start_ns;
+	u64 end_ns;
+	u64 busy_ns;			/* device wall time, end - start */
+	u64 core_busy_ns;		/* summed over its cores */
+	u64 macs;
+	bool done;
+};
+
+static inline struct tx8_job *to_tx8_job(struct dma_fence *f)
+{
+	return container_of(f, struct tx8_job, fence);
+}
+
+/* tx8_drv.c */
+extern struct list_head tx8_devices;
+extern struct mutex tx8_devices_lock;
+
+/* tx8_hw.c */
+int tx8_hw_init(struct tx8_device *tdev);
+void tx8_hw_fini(struct tx8_device *tdev);
+int tx8_mbox(struct tx8_device *tdev, u32 cmd, const u64 *args,
+	     unsigned int nargs, const char *label, u64 *ret0);
+void tx8_ring_doorbell(struct tx8_device *tdev, u32 vector);
+void tx8_read_counters(struct tx8_device *tdev, struct drm_tx8_counters *c);
+
+/* tx8_gem.c */
+int tx8_bo_create_ioctl(struct drm_device *drm, void *data,
+			struct drm_file *file);
+int tx8_bo_info_ioctl(struct drm_device *drm, void *data,
+		      struct drm_file *file);
+int tx8_bo_set_label_ioctl(struct drm_device *drm, void *data,
+			   struct drm_file *file);
+struct drm_gem_object *tx8_gem_prime_import(struct drm_device *drm,
+					    struct dma_buf *buf);
+void tx8_gem_unmap_all(struct tx8_device *tdev);
+
+/* tx8_job.c */
+int tx8_submit_ioctl(struct drm_device *drm, void *data,
+		     struct drm_file *file);
+int tx8_wait_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
+void tx8_process_completions(struct tx8_device *tdev);
+void tx8_jobs_init(struct tx8_device *tdev);
+void tx8_jobs_fini(struct tx8_device *tdev);
+int tx8_reset(struct tx8_device *tdev, const char *reason);
+int tx8_reset_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
+int tx8_inject_fault_ioctl(struct drm_device *drm, void *data,
+			   struct drm_file *file);
+void tx8_file_put(struct tx8_file *tfile);
+void tx8_file_release_jobs(struct tx8_file *tfile);
+
+/* tx8_proc.c, tx8_sysfs.c, tx8_debugfs.c */
+int tx8_proc_init(void);
+void tx8_proc_fini(void);
+extern const struct attribute_group tx8_sysfs_group;
+void tx8_debugfs_init(struct tx8_device *tdev);
+
+#endif /* TX8_DRV_H */

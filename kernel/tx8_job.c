@@ -1,0 +1,826 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * TX8 accelerator: jobs. Submission ring, completion records, dma_fences,
+ * the job timeout and the queue reset.
+ *
+ * All jobs of the device go through the one queue the device assigned to
+ * this ivshmem peer. They enter the ring in sequence-number order and the
+ * device completes them in that order, so one fence context per device
+ * suffices. Everything about the ring is guarded by tdev->job_lock, which
+ * is also the lock of every fence.
+ */
+
+#include <linux/jiffies.h>
+#include <linux/kobject.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include <drm/drm_drv.h>
+#include <drm/drm_print.h>
+#include <drm/drm_syncobj.h>
+#include <drm/drm_utils.h>
+
+#include "tx8_drv.h"
+
+unsigned int tx8_job_timeout_ms = 5000;
+module_param_named(job_timeout_ms, tx8_job_timeout_ms, uint, 0644);
+MODULE_PARM_DESC(job_timeout_ms,
+		 "A job running longer fails with TIMEOUT and resets the queue (ms, default 5000)");
+
+static const char *tx8_fence_driver_name(struct dma_fence *f)
+{
+	return TX8_DRIVER_NAME;
+}
+
+static const char *tx8_fence_timeline_name(struct dma_fence *f)
+{
+	return "tx8-queue";
+}
+
+static void tx8_fence_release(struct dma_fence *f)
+{
+	struct tx8_job *job = to_tx8_job(f);
+
+	kfree(job->ranges);
+	kfree(job->bos);
+	if (job->tfile)
+		tx8_file_put(job->tfile);
+	dma_fence_free(f);
+}
+
+static const struct dma_fence_ops tx8_fence_ops = {
+	.get_driver_name = tx8_fence_driver_name,
+	.get_timeline_name = tx8_fence_timeline_name,
+	.release = tx8_fence_release,
+};
+
+static void tx8_file_free(struct kref *ref)
+{
+	struct tx8_file *tfile = container_of(ref, struct tx8_file, ref);
+
+	xa_destroy(&tfile->jobs);
+	kfree(tfile);
+}
+
+void tx8_file_put(struct tx8_file *tfile)
+{
+	kref_put(&tfile->ref, tx8_file_free);
+}
+
+/* At close: drop the file's records of its jobs (running ones go on). */
+void tx8_file_release_jobs(struct tx8_file *tfile)
+{
+	struct tx8_job *job, *tmp;
+	LIST_HEAD(list);
+
+	spin_lock(&tfile->lock);
+	list_splice_init(&tfile->history, &list);
+	tfile->nr_history = 0;
+	spin_unlock(&tfile->lock);
+	list_for_each_entry_safe(job, tmp, &list, file_node) {
+		xa_erase(&tfile->jobs, job->fence.seqno);
+		list_del_init(&job->file_node);
+		dma_fence_put(&job->fence);
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Ring                                                                      */
+
+static bool tx8_can_push(struct tx8_device *tdev)
+{
+	return tdev->lost || tdev->gone ||
+	       (!tdev->resetting && tdev->inflight < TX8_SQ_ENTRIES);
+}
+
+/* Write the job into the next ring slot. Caller holds job_lock. */
+static void tx8_write_desc(struct tx8_device *tdev, struct tx8_job *job)
+{
+	struct tx8_job_desc *desc = (void *)tdev->sq +
+		(tdev->sq_tail % TX8_SQ_ENTRIES) * TX8_SQ_ENTRY_SIZE;
+
+	job->ring_idx = tdev->sq_tail;
+	desc->seqno = job->fence.seqno;
+	desc->cmd_addr = job->cmd_addr;
+	desc->cmd_size = job->cmd_size;
+	desc->num_ranges = job->nr_ranges;
+	desc->flags = 0;
+	desc->rsvd0 = 0;
+	desc->user_data = job->user_data;
+	memset(desc->rsvd, 0, sizeof(desc->rsvd));
+	memcpy(desc->ranges, job->ranges,
+	       job->nr_ranges * sizeof(struct tx8_range));
+	tdev->sq_tail++;
+}
+
+static void tx8_publish_tail(struct tx8_device *tdev)
+{
+	/* descriptors before the tail that announces them */
+	wmb();
+	WRITE_ONCE(tdev->q->sq_tail, tdev->sq_tail);
+}
+
+static void tx8_watch_head(struct tx8_device *tdev)
+{
+	struct tx8_job *head;
+
+	head = list_first_entry_or_null(&tdev->pending, struct tx8_job, node);
+	if (!head || head->fence.seqno == tdev->watch_seqno)
+		return;
+	tdev->watch_seqno = head->fence.seqno;
+	tdev->watch_start = jiffies;
+	mod_delayed_work(system_wq, &tdev->timeout_work,
+			 msecs_to_jiffies(tx8_job_timeout_ms));
+}
+
+/* Finish a job. Caller holds job_lock; the job moves to @done. */
+static void tx8_job_finish(struct tx8_device *tdev, struct tx8_job *job,
+			   const struct tx8_completion *rec, u32 status,
+			   struct list_head *done)
+{
+	job->status = status;
+	if (rec) {
+		job->fault_cmd = rec->fault_cmd;
+		job->fault_addr = rec->fault_addr;
+		job->start_ns = rec->start_ns;
+		job->end_ns = rec->end_ns;
+		if (rec->end_ns > rec->start_ns)
+			job->busy_ns = rec->end_ns - rec->start_ns;
+		job->core_busy_ns = rec->busy_ns;
+		job->macs = rec->macs;
+	}
+	if (status != TX8_STATUS_OK)
+		dma_fence_set_error(&job->fence,
+				    status == TX8_STATUS_TIMEOUT ? -ETIMEDOUT :
+				    status == TX8_STATUS_ABORTED ? -ECANCELED :
+				    -EIO);
+	spin_lock(&job->tfile->lock);
+	job->tfile->busy_ns += job->busy_ns;
+	if (status == TX8_STATUS_OK)
+		job->tfile->jobs_ok++;
+	else
+		job->tfile->jobs_failed++;
+	spin_unlock(&job->tfile->lock);
+	WRITE_ONCE(job->done, true);
+	list_del(&job->node);
+	tdev->inflight--;
+	dma_fence_signal_locked(&job->fence);
+	list_add_tail(&job->node, done);
+}
+
+/* Drop what finished jobs held; process context, no locks held. */
+static void tx8_retire(struct list_head *done)
+{
+	struct tx8_job *job, *tmp;
+	unsigned int i;
+
+	list_for_each_entry_safe(job, tmp, done, node) {
+		list_del_init(&job->node);
+		for (i = 0; i < job->nr_bos; i++)
+			drm_gem_object_put(job->bos[i]);
+		job->nr_bos = 0;
+		dma_fence_put(&job->fence);
+	}
+}
+
+static struct tx8_job *tx8_find_pending(struct tx8_device *tdev, u64 seqno)
+{
+	struct tx8_job *job;
+
+	list_for_each_entry(job, &tdev->pending, node)
+		if (job->fence.seqno == seqno)
+			return job;
+	return NULL;
+}
+
+/* Read completion records; signal their fences. */
+void tx8_process_completions(struct tx8_device *tdev)
+{
+	struct tx8_completion rec;
+	unsigned long flags;
+	LIST_HEAD(done);
+	u32 tail;
+
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	if (tdev->gone || !tdev->q) {
+		spin_unlock_irqrestore(&tdev->job_lock, flags);
+		return;
+	}
+	tail = READ_ONCE(tdev->q->cq_tail);
+	if (tail - tdev->cq_head > TX8_CQ_ENTRIES) {
+		drm_err_ratelimited(&tdev->drm,
+				    "completion ring overrun (head %u tail %u)\n",
+				    tdev->cq_head, tail);
+		tdev->cq_head = tail - TX8_CQ_ENTRIES;
+	}
+	/* the records after the tail that announces them */
+	rmb();
+	while (tdev->cq_head != tail) {
+		struct tx8_job *job;
+
+		memcpy(&rec, &tdev->cq[tdev->cq_head % TX8_CQ_ENTRIES],
+		       sizeof(rec));
+		tdev->cq_head++;
+		job = tx8_find_pending(tdev, rec.seqno);
+		if (!job)
+			continue;	/* a record from before a reset */
+		tx8_job_finish(tdev, job, &rec,
+			       rec.status < TX8_STATUS_COUNT ? rec.status :
+			       TX8_STATUS_DEVICE_ERROR, &done);
+	}
+	WRITE_ONCE(tdev->q->cq_head, tdev->cq_head);
+	tx8_watch_head(tdev);
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+
+	if (!list_empty(&done)) {
+		wake_up_all(&tdev->ring_wq);
+		tx8_retire(&done);
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reset                                                                     */
+
+static void tx8_fail_all_locked(struct tx8_device *tdev, u32 status,
+				struct list_head *done)
+{
+	struct tx8_job *job, *tmp;
+
+	list_for_each_entry_safe(job, tmp, &tdev->pending, node)
+		tx8_job_finish(tdev, job, NULL, status, done);
+}
+
+static void tx8_send_uevent(struct tx8_device *tdev, const char *reason,
+			    u64 seqno)
+{
+	char ev_reason[48], ev_seqno[48], ev_count[48];
+	struct device *kdev = tdev->drm.accel ? tdev->drm.accel->kdev : NULL;
+	char *envp[5];
+
+	snprintf(ev_reason, sizeof(ev_reason), "TX8_REASON=%s", reason);
+	snprintf(ev_seqno, sizeof(ev_seqno), "TX8_SEQNO=%llu", seqno);
+	snprintf(ev_count, sizeof(ev_count), "TX8_RESETS=%lld",
+		 (long long)atomic64_read(&tdev->resets));
+	envp[0] = "TX8_RESET=1";
+	envp[1] = ev_reason;
+	envp[2] = ev_seqno;
+	envp[3] = ev_count;
+	envp[4] = NULL;
+	kobject_uevent_env(kdev ? &kdev->kobj : &tdev->pdev->dev.kobj,
+			   KOBJ_CHANGE, envp);
+}
+
+/*
+ * Reset the queue: the device aborts its jobs and empties both rings.
+ * Afterwards: with @hung_status not OK, the job at the head fails with
+ * @hung_status (the job that timed out); any other job the device had
+ * already taken fails with ABORTED (it may have run in part); every job of
+ * @victim fails with ABORTED (counted in *@nr_victim); all other jobs,
+ * never started, are queued again.
+ */
+static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
+			struct tx8_file *victim, u64 *nr_victim,
+			const char *reason)
+{
+	struct tx8_job *job, *tmp, *head;
+	unsigned long flags;
+	u64 aborted = 0, hung_seqno = 0;
+	LIST_HEAD(done);
+	bool requeued = false;
+	u32 taken;
+	int ret;
+
+	mutex_lock(&tdev->reset_lock);
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	if (tdev->gone || tdev->lost) {
+		spin_unlock_irqrestore(&tdev->job_lock, flags);
+		mutex_unlock(&tdev->reset_lock);
+		return tdev->gone ? -ENODEV : -EIO;
+	}
+	tdev->resetting = true;
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+
+	/* Harvest what did finish, then stop the device's queue. */
+	tx8_process_completions(tdev);
+	taken = READ_ONCE(tdev->q->sq_head);
+	ret = tx8_mbox(tdev, TX8_MBOX_RESET_QUEUE, NULL, 0, NULL, &aborted);
+	/* counted before any waiter of a failed job wakes up */
+	if (!ret)
+		atomic64_inc(&tdev->resets);
+
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	if (ret) {
+		tdev->lost = true;
+		tx8_fail_all_locked(tdev, TX8_STATUS_DEVICE_ERROR, &done);
+	} else {
+		head = list_first_entry_or_null(&tdev->pending,
+						struct tx8_job, node);
+		list_for_each_entry_safe(job, tmp, &tdev->pending, node) {
+			bool started = (s32)(taken - job->ring_idx) > 0;
+
+			if (job == head && hung_status != TX8_STATUS_OK) {
+				hung_seqno = job->fence.seqno;
+				if (hung_status == TX8_STATUS_TIMEOUT)
+					atomic64_inc(&tdev->timeouts);
+				tx8_job_finish(tdev, job, NULL, hung_status,
+					       &done);
+			} else if (victim && job->tfile == victim) {
+				tx8_job_finish(tdev, job, NULL,
+					       TX8_STATUS_ABORTED, &done);
+				if (nr_victim)
+					(*nr_victim)++;
+			} else if (started) {
+				tx8_job_finish(tdev, job, NULL,
+					       TX8_STATUS_ABORTED, &done);
+			}
+		}
+		tdev->sq_tail = 0;
+		tdev->cq_head = 0;
+		WRITE_ONCE(tdev->q->cq_head, 0);
+		list_for_each_entry(job, &tdev->pending, node) {
+			tx8_write_desc(tdev, job);
+			requeued = true;
+		}
+		tx8_publish_tail(tdev);
+		tdev->watch_seqno = 0;
+		tx8_watch_head(tdev);
+	}
+	tdev->resetting = false;
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+
+	if (requeued)
+		tx8_ring_doorbell(tdev, TX8_DEV_VEC_SUBMIT);
+	wake_up_all(&tdev->ring_wq);
+	tx8_retire(&done);
+	if (ret)
+		drm_err(&tdev->drm, "reset (%s) failed: %d; device lost\n",
+			reason, ret);
+	else
+		drm_warn(&tdev->drm,
+			 "queue reset (%s): failed job %llu, %llu job(s) stopped by the device\n",
+			 reason, hung_seqno, aborted);
+	tx8_send_uevent(tdev, reason, hung_seqno);
+	mutex_unlock(&tdev->reset_lock);
+	return ret;
+}
+
+int tx8_reset(struct tx8_device *tdev, const char *reason)
+{
+	return tx8_do_reset(tdev, TX8_STATUS_ABORTED, NULL, NULL, reason);
+}
+
+int tx8_reset_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct drm_tx8_reset *args = data;
+	int ret, idx;
+
+	if (args->flags || args->pad)
+		return -EINVAL;
+	if (!drm_dev_enter(drm, &idx))
+		return -ENODEV;
+	args->aborted = 0;
+	ret = tx8_do_reset(to_tx8(drm), TX8_STATUS_OK, file->driver_priv,
+			   &args->aborted, "client");
+	drm_dev_exit(idx);
+	return ret;
+}
+
+int tx8_inject_fault_ioctl(struct drm_device *drm, void *data,
+			   struct drm_file *file)
+{
+	struct drm_tx8_inject_fault *args = data;
+	u64 mbox[3];
+	int ret, idx;
+
+	if (args->flags || args->kind > DRM_TX8_FAULT_ERROR ||
+	    (args->kind != DRM_TX8_FAULT_SLOW && args->param))
+		return -EINVAL;
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (!drm_dev_enter(drm, &idx))
+		return -ENODEV;
+	mbox[0] = args->kind;
+	mbox[1] = args->param;
+	mbox[2] = args->count;
+	ret = tx8_mbox(to_tx8(drm), TX8_MBOX_INJECT_FAULT, mbox, 3, NULL, NULL);
+	drm_dev_exit(idx);
+	return ret;
+}
+
+static void tx8_timeout_work(struct work_struct *work)
+{
+	struct tx8_device *tdev = container_of(to_delayed_work(work),
+					       struct tx8_device, timeout_work);
+	unsigned long flags, timeout = msecs_to_jiffies(tx8_job_timeout_ms);
+	struct tx8_job *head;
+	u64 seqno;
+
+	/* an interrupt may have been missed: look at the ring first */
+	tx8_process_completions(tdev);
+
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	head = list_first_entry_or_null(&tdev->pending, struct tx8_job, node);
+	if (!head || tdev->resetting || tdev->lost || tdev->gone) {
+		spin_unlock_irqrestore(&tdev->job_lock, flags);
+		return;
+	}
+	if (head->fence.seqno != tdev->watch_seqno) {
+		tdev->watch_seqno = 0;
+		tx8_watch_head(tdev);
+		spin_unlock_irqrestore(&tdev->job_lock, flags);
+		return;
+	}
+	if (time_before(jiffies, tdev->watch_start + timeout)) {
+		mod_delayed_work(system_wq, &tdev->timeout_work,
+				 tdev->watch_start + timeout - jiffies);
+		spin_unlock_irqrestore(&tdev->job_lock, flags);
+		return;
+	}
+	seqno = head->fence.seqno;
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+
+	drm_warn(&tdev->drm, "job %llu timed out after %u ms\n", seqno,
+		 tx8_job_timeout_ms);
+	tx8_do_reset(tdev, TX8_STATUS_TIMEOUT, NULL, NULL, "timeout");
+}
+
+void tx8_jobs_init(struct tx8_device *tdev)
+{
+	spin_lock_init(&tdev->job_lock);
+	INIT_LIST_HEAD(&tdev->pending);
+	init_waitqueue_head(&tdev->ring_wq);
+	INIT_DELAYED_WORK(&tdev->timeout_work, tx8_timeout_work);
+	mutex_init(&tdev->reset_lock);
+	tdev->fence_context = dma_fence_context_alloc(1);
+}
+
+/* At remove: stop the queue and fail every job still pending. */
+void tx8_jobs_fini(struct tx8_device *tdev)
+{
+	unsigned long flags;
+	LIST_HEAD(done);
+
+	mutex_lock(&tdev->reset_lock);
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	tdev->resetting = true;
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	cancel_delayed_work_sync(&tdev->timeout_work);
+	tx8_process_completions(tdev);
+	if (!tdev->lost)
+		tx8_mbox(tdev, TX8_MBOX_RESET_QUEUE, NULL, 0, NULL, NULL);
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	tdev->gone = true;
+	tx8_fail_all_locked(tdev, TX8_STATUS_ABORTED, &done);
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	mutex_unlock(&tdev->reset_lock);
+	wake_up_all(&tdev->ring_wq);
+	tx8_retire(&done);
+	cancel_delayed_work_sync(&tdev->timeout_work);
+}
+
+/* ------------------------------------------------------------------------ */
+/* SUBMIT                                                                    */
+
+static int tx8_add_bo(struct tx8_job *job, struct drm_gem_object *obj,
+		      u32 access)
+{
+	unsigned int i;
+
+	for (i = 0; i < job->nr_bos; i++) {
+		if (job->bos[i] == obj) {
+			job->ranges[i].access |= access;
+			drm_gem_object_put(obj);
+			return 0;
+		}
+	}
+	job->bos[i] = obj;
+	job->ranges[i].addr = to_tx8_bo(obj)->node.start;
+	job->ranges[i].size = obj->size;
+	job->ranges[i].access = access;
+	job->ranges[i].rsvd = 0;
+	job->nr_bos = i + 1;
+	job->nr_ranges = job->nr_bos;
+	return 0;
+}
+
+static int tx8_get_bos(struct tx8_job *job, struct drm_file *file,
+		       const struct drm_tx8_submit *args)
+{
+	u8 __user *ptr = u64_to_user_ptr(args->bos);
+	struct drm_tx8_bo_ref ref;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < args->bo_count; i++, ptr += args->bo_stride) {
+		struct drm_gem_object *obj;
+
+		if (copy_from_user(&ref, ptr, sizeof(ref)))
+			return -EFAULT;
+		if (args->bo_stride > sizeof(ref)) {
+			ret = check_zeroed_user(ptr + sizeof(ref),
+						args->bo_stride - sizeof(ref));
+			if (ret < 0)
+				return ret;
+			if (!ret)
+				return -EINVAL;
+		}
+		if (!ref.access || ref.access & ~DRM_TX8_ACCESS_RW)
+			return -EINVAL;
+		obj = drm_gem_object_lookup(file, ref.handle);
+		if (!obj)
+			return -ENOENT;
+		tx8_add_bo(job, obj, ref.access == DRM_TX8_ACCESS_READ ?
+			   TX8_ACCESS_READ : ref.access == DRM_TX8_ACCESS_WRITE ?
+			   TX8_ACCESS_WRITE : TX8_ACCESS_READ | TX8_ACCESS_WRITE);
+	}
+	return 0;
+}
+
+static long tx8_submit_timeout(const struct drm_tx8_submit *args)
+{
+	return args->timeout_ns ? drm_timeout_abs_to_jiffies(args->timeout_ns) :
+				  MAX_SCHEDULE_TIMEOUT;
+}
+
+static int tx8_wait_in_syncobjs(struct drm_file *file,
+				const struct drm_tx8_submit *args)
+{
+	long left;
+
+	u32 __user *handles = u64_to_user_ptr(args->in_syncobjs);
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < args->in_syncobj_count; i++) {
+		struct dma_fence *fence;
+		u32 h;
+
+		if (get_user(h, handles + i))
+			return -EFAULT;
+		ret = drm_syncobj_find_fence(file, h, 0, 0, &fence);
+		if (ret)
+			return ret;
+		left = dma_fence_wait_timeout(fence, true,
+					      tx8_submit_timeout(args));
+		dma_fence_put(fence);
+		if (left < 0)
+			return left;
+		if (!left)
+			return -ETIME;
+	}
+	return 0;
+}
+
+static void tx8_file_record(struct tx8_file *tfile, struct tx8_job *job)
+{
+	struct tx8_job *old;
+
+	dma_fence_get(&job->fence);
+	if (xa_err(xa_store(&tfile->jobs, job->fence.seqno, job, GFP_KERNEL))) {
+		dma_fence_put(&job->fence);
+		return;
+	}
+	spin_lock(&tfile->lock);
+	list_add_tail(&job->file_node, &tfile->history);
+	tfile->nr_history++;
+	if (!tfile->first_seqno)
+		tfile->first_seqno = job->fence.seqno;
+	tfile->last_seqno = job->fence.seqno;
+	while (tfile->nr_history > TX8_FILE_JOB_HISTORY) {
+		old = list_first_entry(&tfile->history, struct tx8_job,
+				       file_node);
+		if (!READ_ONCE(old->done))
+			break;
+		list_del_init(&old->file_node);
+		tfile->nr_history--;
+		spin_unlock(&tfile->lock);
+		xa_erase(&tfile->jobs, old->fence.seqno);
+		dma_fence_put(&old->fence);
+		spin_lock(&tfile->lock);
+	}
+	spin_unlock(&tfile->lock);
+}
+
+int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct tx8_device *tdev = to_tx8(drm);
+	struct tx8_file *tfile = file->driver_priv;
+	struct drm_tx8_submit *args = data;
+	struct drm_syncobj *out_sync = NULL;
+	struct drm_gem_object *cmd;
+	struct tx8_job *job;
+	unsigned long flags;
+	unsigned int i;
+	int ret, idx;
+
+	if (args->flags)
+		return -EINVAL;
+	if (args->bo_count > tdev->max_ranges)
+		return -EINVAL;
+	if (args->bo_count && (args->bo_stride < sizeof(struct drm_tx8_bo_ref) ||
+			       args->bo_stride > PAGE_SIZE || args->bo_stride % 4))
+		return -EINVAL;
+	if (args->in_syncobj_count > TX8_MAX_IN_SYNCOBJS)
+		return -EINVAL;
+	if (!args->cmd_size || args->cmd_size % 8 || args->cmd_offset % 8 ||
+	    args->cmd_size > tdev->max_cmd_size)
+		return -EINVAL;
+
+	if (!drm_dev_enter(drm, &idx))
+		return -ENODEV;
+
+	cmd = drm_gem_object_lookup(file, args->cmd_handle);
+	if (!cmd) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (args->cmd_offset > cmd->size ||
+	    args->cmd_size > cmd->size - args->cmd_offset) {
+		drm_gem_object_put(cmd);
+		ret = -EINVAL;
+		goto out;
+	}
+
+	job = kzalloc(sizeof(*job), GFP_KERNEL);
+	if (!job) {
+		drm_gem_object_put(cmd);
+		ret = -ENOMEM;
+		goto out;
+	}
+	job->tdev = tdev;
+	INIT_LIST_HEAD(&job->node);
+	INIT_LIST_HEAD(&job->file_node);
+	job->bos = kcalloc(args->bo_count + 1, sizeof(*job->bos), GFP_KERNEL);
+	job->ranges = kcalloc(args->bo_count + 1, sizeof(*job->ranges),
+			      GFP_KERNEL);
+	if (!job->bos || !job->ranges) {
+		drm_gem_object_put(cmd);
+		ret = -ENOMEM;
+		goto err_job;
+	}
+	job->user_data = args->user_data;
+	job->cmd_addr = to_tx8_bo(cmd)->node.start + args->cmd_offset;
+	job->cmd_size = args->cmd_size;
+	ret = tx8_get_bos(job, file, args);
+	/* the command buffer is readable by its job */
+	tx8_add_bo(job, cmd, TX8_ACCESS_READ);
+	if (!ret && job->nr_bos > tdev->max_ranges)
+		ret = -EINVAL;
+	if (ret)
+		goto err_job;
+
+	if (args->out_syncobj) {
+		out_sync = drm_syncobj_find(file, args->out_syncobj);
+		if (!out_sync) {
+			ret = -ENOENT;
+			goto err_job;
+		}
+	}
+	ret = tx8_wait_in_syncobjs(file, args);
+	if (ret)
+		goto err_job;
+
+	for (;;) {
+		long left;
+
+		left = wait_event_interruptible_timeout(tdev->ring_wq,
+							tx8_can_push(tdev),
+							tx8_submit_timeout(args));
+		if (left < 0 || !left) {
+			ret = left ? left : -EBUSY;
+			goto err_job;
+		}
+		spin_lock_irqsave(&tdev->job_lock, flags);
+		if (tdev->gone || tdev->lost) {
+			spin_unlock_irqrestore(&tdev->job_lock, flags);
+			ret = tdev->gone ? -ENODEV : -EIO;
+			goto err_job;
+		}
+		if (tx8_can_push(tdev))
+			break;
+		spin_unlock_irqrestore(&tdev->job_lock, flags);
+	}
+	/* job_lock held: the job gets its sequence number and ring slot */
+	kref_get(&tfile->ref);
+	job->tfile = tfile;
+	dma_fence_init(&job->fence, &tx8_fence_ops, &tdev->job_lock,
+		       tdev->fence_context, ++tdev->next_seqno);
+	tx8_write_desc(tdev, job);
+	tx8_publish_tail(tdev);
+	list_add_tail(&job->node, &tdev->pending);
+	tdev->inflight++;
+	for (i = 0; i < job->nr_bos; i++) {
+		struct tx8_bo *bo = to_tx8_bo(job->bos[i]);
+
+		/* an older job's fence: never the last reference here */
+		if (bo->last_job)
+			dma_fence_put(&bo->last_job->fence);
+		bo->last_job = to_tx8_job(dma_fence_get(&job->fence));
+	}
+	tx8_watch_head(tdev);
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	tx8_ring_doorbell(tdev, TX8_DEV_VEC_SUBMIT);
+	atomic64_inc(&tdev->jobs);
+
+	args->seqno = job->fence.seqno;
+	if (out_sync) {
+		drm_syncobj_replace_fence(out_sync, &job->fence);
+		drm_syncobj_put(out_sync);
+	}
+	tx8_file_record(tfile, job);
+	/* the pending list owns the initial reference */
+	ret = 0;
+	goto out;
+
+err_job:
+	if (out_sync)
+		drm_syncobj_put(out_sync);
+	for (i = 0; i < job->nr_bos; i++)
+		drm_gem_object_put(job->bos[i]);
+	kfree(job->bos);
+	kfree(job->ranges);
+	kfree(job);
+out:
+	drm_dev_exit(idx);
+	return ret;
+}
+
+/* ------------------------------------------------------------------------ */
+/* WAIT                                                                      */
+
+int tx8_wait_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct tx8_device *tdev = to_tx8(drm);
+	struct tx8_file *tfile = file->driver_priv;
+	struct drm_tx8_wait *args = data;
+	struct tx8_job *job = NULL;
+	unsigned long flags;
+	long timeout, ret;
+
+	if (args->flags)
+		return -EINVAL;
+
+	if (args->handle) {
+		struct drm_gem_object *obj;
+		struct tx8_bo *bo;
+
+		obj = drm_gem_object_lookup(file, args->handle);
+		if (!obj)
+			return -ENOENT;
+		bo = to_tx8_bo(obj);
+		spin_lock_irqsave(&tdev->job_lock, flags);
+		if (bo->last_job)
+			job = to_tx8_job(dma_fence_get(&bo->last_job->fence));
+		spin_unlock_irqrestore(&tdev->job_lock, flags);
+		drm_gem_object_put(obj);
+		if (!job) {
+			args->status = TX8_STATUS_OK;
+			args->fault_cmd = 0;
+			args->fault_addr = 0;
+			args->user_data = 0;
+			args->start_ns = 0;
+			args->end_ns = 0;
+			args->busy_ns = 0;
+			args->macs = 0;
+			return 0;
+		}
+	} else {
+		spin_lock(&tfile->lock);
+		job = xa_load(&tfile->jobs, args->seqno);
+		if (job) {
+			dma_fence_get(&job->fence);
+		} else if (args->seqno && args->seqno >= tfile->first_seqno &&
+			   args->seqno <= tfile->last_seqno &&
+			   !list_empty(&tfile->history) &&
+			   args->seqno < list_first_entry(&tfile->history,
+							  struct tx8_job,
+							  file_node)->fence.seqno) {
+			spin_unlock(&tfile->lock);
+			return -ENOENT;
+		}
+		spin_unlock(&tfile->lock);
+		if (!job)
+			return -EINVAL;
+	}
+
+	timeout = drm_timeout_abs_to_jiffies(args->timeout_ns);
+	ret = dma_fence_wait_timeout(&job->fence, true, timeout);
+	if (ret == 0) {
+		ret = -ETIME;
+	} else if (ret > 0) {
+		spin_lock_irqsave(&tdev->job_lock, flags);
+		args->status = job->status;
+		args->fault_cmd = job->fault_cmd;
+		args->fault_addr = job->fault_addr;
+		args->user_data = job->user_data;
+		args->start_ns = job->start_ns;
+		args->end_ns = job->end_ns;
+		args->busy_ns = job->core_busy_ns;
+		args->macs = job->macs;
+		spin_unlock_irqrestore(&tdev->job_lock, flags);
+		ret = 0;
+	}
+	dma_fence_put(&job->fence);
+	return ret;
+}

@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * TX8 accelerator: /proc/tx_meminfo, in the style of /proc/meminfo.
+ *
+ *   totals over all TX8 devices   DeviceTotal, DeviceUsed, DeviceFree (kB),
+ *                                 PageFaults, CacheMiss, Resets
+ *   then per device (accelN_)     Total, Used, Free, PageFaults, CacheMiss,
+ *                                 Resets, Buffers, and one line per label
+ *   then per label, all devices   <label>: kB
+ *
+ * CacheMiss is the device's expert_cache_misses counter (docs/kernel.md).
+ */
+
+#include <linux/proc_fs.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+
+#include <drm/drm_drv.h>
+
+#include "tx8_drv.h"
+
+#define TX8_PROC_MAX_LABELS	256
+
+struct tx8_label_sum {
+	char label[DRM_TX8_LABEL_LEN];
+	u64 bytes;
+};
+
+struct tx8_label_table {
+	unsigned int n;
+	struct tx8_label_sum e[TX8_PROC_MAX_LABELS];
+};
+
+static void tx8_label_add(struct tx8_label_table *t, const char *label,
+			  u64 bytes)
+{
+	unsigned int i;
+
+	if (!label[0])
+		label = "Unlabeled";
+	for (i = 0; i < t->n; i++) {
+		if (!strncmp(t->e[i].label, label, DRM_TX8_LABEL_LEN)) {
+			t->e[i].bytes += bytes;
+			return;
+		}
+	}
+	if (t->n == TX8_PROC_MAX_LABELS) {
+		/* the last slot collects whatever does not fit */
+		strscpy(t->e[t->n - 1].label, "Other", DRM_TX8_LABEL_LEN);
+		t->e[t->n - 1].bytes += bytes;
+		return;
+	}
+	strscpy(t->e[t->n].label, label, DRM_TX8_LABEL_LEN);
+	t->e[t->n].bytes = bytes;
+	t->n++;
+}
+
+/* "prefixkey:" with spaces and colons of a label made '_' (one token) */
+static void tx8_key(char *k, size_t size, const char *prefix, const char *key)
+{
+	char *c;
+
+	snprintf(k, size, "%s%s", prefix, key);
+	for (c = k; *c; c++)
+		if (*c == ' ' || *c == ':')
+			*c = '_';
+	strlcat(k, ":", size);
+}
+
+static void tx8_kb(struct seq_file *m, const char *prefix, const char *key,
+		   u64 bytes)
+{
+	char k[64];
+
+	tx8_key(k, sizeof(k), prefix, key);
+	seq_printf(m, "%-28s%12llu kB\n", k, bytes >> 10);
+}
+
+static void tx8_num(struct seq_file *m, const char *prefix, const char *key,
+		    u64 n)
+{
+	char k[64];
+
+	tx8_key(k, sizeof(k), prefix, key);
+	seq_printf(m, "%-28s%12llu\n", k, n);
+}
+
+struct tx8_dev_sums {
+	u64 total, used, faults, misses, resets, buffers;
+};
+
+static void tx8_dev_sums(struct tx8_device *tdev, struct tx8_dev_sums *s,
+			 struct tx8_label_table *dev_labels,
+			 struct tx8_label_table *all_labels)
+{
+	struct tx8_bo *bo;
+	int idx;
+
+	memset(s, 0, sizeof(*s));
+	dev_labels->n = 0;
+	s->total = tdev->lease_size;
+	s->faults = atomic64_read(&tdev->page_faults);
+	s->resets = atomic64_read(&tdev->resets);
+	if (drm_dev_enter(&tdev->drm, &idx)) {
+		s->misses = READ_ONCE(tdev->ctrl->counters.expert_cache_misses);
+		drm_dev_exit(idx);
+	}
+	mutex_lock(&tdev->mm_lock);
+	s->used = tdev->mem_used;
+	list_for_each_entry(bo, &tdev->bos, dev_node) {
+		s->buffers++;
+		tx8_label_add(dev_labels, bo->label, bo->base.size);
+		tx8_label_add(all_labels, bo->label, bo->base.size);
+	}
+	mutex_unlock(&tdev->mm_lock);
+}
+
+static int tx8_meminfo_show(struct seq_file *m, void *v)
+{
+	struct tx8_label_table *dev_labels, *all_labels;
+	struct tx8_dev_sums s, sum = {};
+	struct tx8_device *tdev;
+	unsigned int i;
+
+	dev_labels = kzalloc(sizeof(*dev_labels), GFP_KERNEL);
+	all_labels = kzalloc(sizeof(*all_labels), GFP_KERNEL);
+	if (!dev_labels || !all_labels) {
+		kfree(dev_labels);
+		kfree(all_labels);
+		return -ENOMEM;
+	}
+
+	mutex_lock(&tx8_devices_lock);
+	/* totals first: one pass to sum, one to print per device */
+	list_for_each_entry(tdev, &tx8_devices, node) {
+		tx8_dev_sums(tdev, &s, dev_labels, all_labels);
+		sum.total += s.total;
+		sum.used += s.used;
+		sum.faults += s.faults;
+		sum.misses += s.misses;
+		sum.resets += s.resets;
+	}
+	tx8_kb(m, "", "DeviceTotal", sum.total);
+	tx8_kb(m, "", "DeviceUsed", sum.used);
+	tx8_kb(m, "", "DeviceFree", sum.total - min(sum.total, sum.used));
+	tx8_num(m, "", "PageFaults", sum.faults);
+	tx8_num(m, "", "CacheMiss", sum.misses);
+	tx8_num(m, "", "Resets", sum.resets);
+
+	all_labels->n = 0;
+	list_for_each_entry(tdev, &tx8_devices, node) {
+		char prefix[24];
+
+		snprintf(prefix, sizeof(prefix), "accel%d_",
+			 tdev->drm.accel ? tdev->drm.accel->index : 0);
+		tx8_dev_sums(tdev, &s, dev_labels, all_labels);
+		tx8_kb(m, prefix, "Total", s.total);
+		tx8_kb(m, prefix, "Used", s.used);
+		tx8_kb(m, prefix, "Free", s.total - min(s.total, s.used));
+		tx8_num(m, prefix, "PageFaults", s.faults);
+		tx8_num(m, prefix, "CacheMiss", s.misses);
+		tx8_num(m, prefix, "Resets", s.resets);
+		tx8_num(m, prefix, "Buffers", s.buffers);
+		for (i = 0; i < dev_labels->n; i++)
+			tx8_kb(m, prefix, dev_labels->e[i].label,
+			       dev_labels->e[i].bytes);
+	}
+	mutex_unlock(&tx8_devices_lock);
+
+	for (i = 0; i < all_labels->n; i++)
+		tx8_kb(m, "", all_labels->e[i].label, all_labels->e[i].bytes);
+	kfree(dev_labels);
+	kfree(all_labels);
+	return 0;
+}
+
+int tx8_proc_init(void)
+{
+	if (!proc_create_single("tx_meminfo", 0444, NULL, tx8_meminfo_show))
+		return -ENOMEM;
+	return 0;
+}
+
+void tx8_proc_fini(void)
+{
+	remove_proc_entry("tx_meminfo", NULL);
+}

@@ -1,0 +1,86 @@
+# tx8.ko and the QEMU dev box (docs/devbox.md, docs/kernel.md).
+#
+#   make module       build kernel/tx8.ko into $(BUILD)/kmod/ against KDIR
+#                     (W=1; add C=1 for sparse)
+#   make checkpatch   run checkpatch.pl --no-tree on the driver and UAPI
+#   make vm-image     the guest initramfs, $(BUILD)/vm/initramfs.cpio.gz
+#   make vm           boot the dev box: a shell on the serial console
+#   make vm-check     boot once, run the in-guest VM suite, exit with it
+#   make dkms-install copy the sources to /usr/src/tx8-VERSION, dkms add
+#
+# KVER (the guest kernel, also the one built against) defaults to the
+# newest 6.12+ kernel with headers in /lib/modules; KDIR to its build dir.
+
+KVER ?= $(shell ls -d /lib/modules/*/build 2>/dev/null | \
+	sed -e 's|/lib/modules/||' -e 's|/build||' | \
+	grep -E '^(6\.(1[2-9]|[2-9][0-9])|[7-9]\.)' | sort -V | tail -n 1)
+KDIR ?= /lib/modules/$(KVER)/build
+KMOD_DIR := $(BUILD)/kmod
+TX8_KO := $(KMOD_DIR)/kernel/tx8.ko
+TX8_DKMS_VERSION := 1.0
+CHECKPATCH ?= $(firstword $(wildcard /usr/src/linux-headers-*/scripts/checkpatch.pl \
+	/lib/modules/*/build/scripts/checkpatch.pl /usr/share/checkpatch/checkpatch.pl))
+
+KMOD_SRCS := $(wildcard kernel/*.c kernel/*.h) kernel/Kbuild Kbuild \
+	include/uapi/drm/tx8_accel.h include/tx8/tx8_hw.h
+
+# The sources are linked into $(KMOD_DIR) so that Kbuild writes its
+# objects there and not into kernel/.
+module: $(TX8_KO)
+$(TX8_KO): $(KMOD_SRCS)
+	@test -f $(KDIR)/Makefile || { echo "module: no kernel build tree at KDIR=$(KDIR) (scripts/install-deps)"; exit 1; }
+	@mkdir -p $(KMOD_DIR)/kernel
+	@ln -sfn $(CURDIR)/Kbuild $(KMOD_DIR)/Kbuild
+	@ln -sfn $(CURDIR)/include $(KMOD_DIR)/include
+	@for f in kernel/*.c kernel/*.h kernel/Kbuild; do \
+		ln -sfn $(CURDIR)/$$f $(KMOD_DIR)/$$f; done
+	$(MAKE) -C $(KDIR) M=$(abspath $(KMOD_DIR)) W=1 $(if $(C),C=$(C)) modules
+
+checkpatch:
+	@test -n "$(CHECKPATCH)" || { echo "checkpatch: checkpatch.pl not found (set CHECKPATCH=)"; exit 1; }
+	$(CHECKPATCH) --no-tree --strict --show-types --ignore SPDX_LICENSE_TAG \
+		-f kernel/*.c kernel/*.h include/uapi/drm/tx8_accel.h
+
+module-clean:
+	rm -rf $(KMOD_DIR)
+
+# --- the dev box -----------------------------------------------------------
+
+VM_TEST_SRCS := $(sort $(wildcard tests/vm/*.c))
+VM_TEST_BINS := $(patsubst tests/vm/%.c,$(BUILD)/vm/bin/%,$(VM_TEST_SRCS))
+VM_INITRD    := $(BUILD)/vm/initramfs.cpio.gz
+VM_DEVICE_TEST := $(if $(wildcard tests/unit/test_device.c),$(BUILD)/tests/test_device)
+
+# In-guest test programs: raw UAPI plus libdrm, no libtx.
+$(BUILD)/vm/bin/%: tests/vm/%.c $(wildcard tests/vm/*.h) include/uapi/drm/tx8_accel.h \
+		include/tx8/tx8_hw.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/vm $(CFLAGS) $(LDFLAGS) -o $@ $< \
+		$(shell pkg-config --libs libdrm) $(LDLIBS)
+
+vm-image: $(VM_INITRD)
+$(VM_INITRD): $(TX8_KO) all $(VM_DEVICE_TEST) $(VM_TEST_BINS) \
+		scripts/vm/mkinitramfs scripts/vm/init tests/vm/run-suite
+	scripts/vm/mkinitramfs --build $(BUILD) --kver $(KVER) --module $(TX8_KO) --out $@
+
+vm: vm-image
+	scripts/vm/run --build $(BUILD) --kver $(KVER) --mode shell
+
+vm-check: vm-image
+	scripts/vm/run --build $(BUILD) --kver $(KVER) --mode check
+
+dkms-install:
+	install -d $(DESTDIR)/usr/src/tx8-$(TX8_DKMS_VERSION)/kernel \
+		$(DESTDIR)/usr/src/tx8-$(TX8_DKMS_VERSION)/include/uapi/drm \
+		$(DESTDIR)/usr/src/tx8-$(TX8_DKMS_VERSION)/include/tx8
+	install -m 644 Kbuild dkms.conf $(DESTDIR)/usr/src/tx8-$(TX8_DKMS_VERSION)/
+	install -m 644 kernel/*.c kernel/*.h kernel/Kbuild \
+		$(DESTDIR)/usr/src/tx8-$(TX8_DKMS_VERSION)/kernel/
+	install -m 644 include/uapi/drm/tx8_accel.h \
+		$(DESTDIR)/usr/src/tx8-$(TX8_DKMS_VERSION)/include/uapi/drm/
+	install -m 644 include/tx8/tx8_hw.h \
+		$(DESTDIR)/usr/src/tx8-$(TX8_DKMS_VERSION)/include/tx8/
+	@if [ -z "$(DESTDIR)" ]; then dkms add tx8/$(TX8_DKMS_VERSION) && \
+		echo "now: dkms install tx8/$(TX8_DKMS_VERSION)"; fi
+
+.PHONY: module checkpatch module-clean vm-image vm vm-check dkms-install

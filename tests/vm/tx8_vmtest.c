@@ -1,0 +1,1485 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * In-guest tests of tx8.ko through its raw UAPI (include/uapi/drm/tx8_accel.h).
+ *
+ *   tx8_vmtest list            the test names
+ *   tx8_vmtest NAME [DEV]      run one test on /dev/accel/accelDEV (default 0)
+ *
+ * Each run prints "PASS NAME" or "FAIL NAME: reason" and exits 0 or 1.
+ * tests/vm/run-suite runs them one process each (a crash fails one test).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/netlink.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xf86drm.h>
+
+#include <tx8/tx8_hw.h>
+#include <uapi/drm/tx8_accel.h>
+
+static const char *test_name = "?";
+static int dev_index;
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fail_msg(__LINE__, __VA_ARGS__);                                                           \
+        return 1;                                                                                  \
+    } while (0)
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            FAIL(__VA_ARGS__);                                                                     \
+    } while (0)
+#define CHECK_ERR(expr, err)                                                                       \
+    do {                                                                                           \
+        int r_ = (expr);                                                                           \
+        if (r_ != -(err))                                                                          \
+            FAIL("%s: got %d (%s), expected -%s", #expr, r_, strerror(r_ < 0 ? -r_ : 0), #err);    \
+    } while (0)
+#define CHECK_OK(expr)                                                                             \
+    do {                                                                                           \
+        int r_ = (expr);                                                                           \
+        if (r_ != 0)                                                                               \
+            FAIL("%s: %d (%s)", #expr, r_, strerror(r_ < 0 ? -r_ : 0));                            \
+    } while (0)
+
+static void fail_msg(int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    printf("FAIL %s: line %d: ", test_name, line);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                   */
+
+static int xioctl(int fd, unsigned long req, void *arg)
+{
+    int r;
+
+    do {
+        r = ioctl(fd, req, arg);
+    } while (r < 0 && errno == EINTR);
+    return r < 0 ? -errno : 0;
+}
+
+static int dev_open(int n)
+{
+    char path[64];
+
+    snprintf(path, sizeof(path), "/dev/accel/accel%d", n);
+    return open(path, O_RDWR | O_CLOEXEC);
+}
+
+static int bo_new(int fd, uint64_t size, const char *label, struct drm_tx8_bo_create *bo)
+{
+    memset(bo, 0, sizeof(*bo));
+    bo->size = size;
+    if (label)
+        snprintf(bo->label, sizeof(bo->label), "%s", label);
+    return xioctl(fd, DRM_IOCTL_TX8_BO_CREATE, bo);
+}
+
+static int bo_close(int fd, uint32_t handle)
+{
+    struct drm_gem_close c = {.handle = handle};
+
+    return xioctl(fd, DRM_IOCTL_GEM_CLOSE, &c);
+}
+
+static void *bo_map(int fd, const struct drm_tx8_bo_create *bo)
+{
+    void *p = mmap(NULL, bo->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)bo->mmap_offset);
+
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static int submit(int fd, uint32_t cmd, uint64_t off, uint64_t size,
+                  const struct drm_tx8_bo_ref *refs, uint32_t n, uint64_t *seqno)
+{
+    struct drm_tx8_submit s;
+    int r;
+
+    memset(&s, 0, sizeof(s));
+    s.cmd_handle = cmd;
+    s.cmd_offset = off;
+    s.cmd_size = size;
+    s.bos = (uintptr_t)refs;
+    s.bo_count = n;
+    s.bo_stride = sizeof(*refs);
+    r = xioctl(fd, DRM_IOCTL_TX8_SUBMIT, &s);
+    if (!r && seqno)
+        *seqno = s.seqno;
+    return r;
+}
+
+static int wait_job(int fd, uint64_t seqno, int64_t timeout_ms, struct drm_tx8_wait *w)
+{
+    memset(w, 0, sizeof(*w));
+    w->seqno = seqno;
+    w->timeout_ns = now_ns() + timeout_ms * 1000000ll;
+    return xioctl(fd, DRM_IOCTL_TX8_WAIT, w);
+}
+
+static size_t put_fill(void *at, uint64_t dst, uint64_t bytes, uint32_t value)
+{
+    struct tx8_cmd_fill c;
+
+    memset(&c, 0, sizeof(c));
+    c.hdr.opcode = TX8_OP_FILL;
+    c.hdr.size = sizeof(c);
+    c.dst = dst;
+    c.bytes = bytes;
+    c.value = value;
+    memcpy(at, &c, sizeof(c));
+    return sizeof(c);
+}
+
+static size_t put_copy(void *at, uint64_t dst, uint64_t src, uint64_t bytes)
+{
+    struct tx8_cmd_copy c;
+
+    memset(&c, 0, sizeof(c));
+    c.hdr.opcode = TX8_OP_COPY;
+    c.hdr.size = sizeof(c);
+    c.dst = dst;
+    c.src = src;
+    c.bytes = bytes;
+    memcpy(at, &c, sizeof(c));
+    return sizeof(c);
+}
+
+/* A device file with a 64 KiB command BO mapped. */
+struct ctx {
+    int fd;
+    struct drm_tx8_bo_create cmd;
+    uint8_t *cmdmap;
+};
+
+static int ctx_open(struct ctx *c, int n)
+{
+    memset(c, 0, sizeof(*c));
+    c->fd = dev_open(n);
+    if (c->fd < 0)
+        return -errno;
+    if (bo_new(c->fd, 65536, "vmtest-cmd", &c->cmd) < 0)
+        return -1;
+    c->cmdmap = bo_map(c->fd, &c->cmd);
+    return c->cmdmap ? 0 : -1;
+}
+
+static void ctx_close(struct ctx *c)
+{
+    if (c->cmdmap)
+        munmap(c->cmdmap, c->cmd.size);
+    if (c->fd >= 0)
+        close(c->fd);
+}
+
+/* Run one FILL of bytes at dst with the BO refs given (plus the cmd BO). */
+static int run_fill(struct ctx *c, uint64_t dst, uint64_t bytes, uint32_t value,
+                    const struct drm_tx8_bo_ref *refs, uint32_t n, struct drm_tx8_wait *w)
+{
+    uint64_t seq;
+    int r;
+
+    size_t len = put_fill(c->cmdmap, dst, bytes, value);
+    r = submit(c->fd, c->cmd.handle, 0, len, refs, n, &seq);
+    if (r)
+        return r;
+    return wait_job(c->fd, seq, 20000, w);
+}
+
+static int read_file(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n, total = 0;
+
+    if (fd < 0)
+        return -errno;
+    while ((size_t)total < size - 1 && (n = read(fd, buf + total, size - 1 - total)) > 0)
+        total += n;
+    close(fd);
+    buf[total] = 0;
+    return (int)total;
+}
+
+static int write_file(const char *path, const char *s)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd < 0)
+        return -errno;
+    n = write(fd, s, strlen(s));
+    close(fd);
+    return n < 0 ? -errno : 0;
+}
+
+/* The value of "Key:" in a meminfo-style text, or -1. */
+static long long meminfo_value(const char *text, const char *key)
+{
+    size_t kl = strlen(key);
+
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (!strncmp(p, key, kl) && p[kl] == ':')
+            return strtoll(p + kl + 1, NULL, 10);
+    }
+    return -1;
+}
+
+static char sysdir[256];
+
+static const char *sysattr_dir(int n)
+{
+    snprintf(sysdir, sizeof(sysdir), "/sys/class/accel/accel%d/device/tx8", n);
+    return sysdir;
+}
+
+static long long sysattr(int n, const char *name)
+{
+    char path[320], buf[64];
+
+    snprintf(path, sizeof(path), "%s/%s", sysattr_dir(n), name);
+    if (read_file(path, buf, sizeof(buf)) <= 0)
+        return -1;
+    return strtoll(buf, NULL, 10);
+}
+
+/* PCI address of accelN, e.g. "0000:00:03.0". */
+static int pci_addr(int n, char *out, size_t size)
+{
+    char link[128], target[64];
+    ssize_t len;
+
+    snprintf(link, sizeof(link), "/sys/class/accel/accel%d/device", n);
+    len = readlink(link, target, sizeof(target) - 1);
+    if (len < 0)
+        return -errno;
+    target[len] = 0;
+    snprintf(out, size, "%s", strrchr(target, '/') ? strrchr(target, '/') + 1 : target);
+    return 0;
+}
+
+static int debugfs_path(int n, const char *file, char *out, size_t size)
+{
+    char addr[64];
+
+    if (pci_addr(n, addr, sizeof(addr)))
+        return -1;
+    snprintf(out, size, "/sys/kernel/debug/accel/%s/%s", addr, file);
+    return access(out, F_OK) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* UAPI conformance                                                          */
+
+static int t_query(void)
+{
+    struct drm_tx8_device_info info;
+    struct drm_tx8_counters cnt;
+    unsigned char big[sizeof(info) + 64];
+    struct drm_tx8_query q;
+    int fd = dev_open(dev_index);
+
+    CHECK(fd >= 0, "open: %s", strerror(errno));
+    memset(&q, 0, sizeof(q));
+    q.query = DRM_TX8_QUERY_DEVICE;
+    CHECK_OK(xioctl(fd, DRM_IOCTL_TX8_QUERY, &q));
+    CHECK(q.size == sizeof(info), "size query: %u, expected %zu", q.size, sizeof(info));
+
+    memset(&info, 0xaa, sizeof(info));
+    q.size = sizeof(info);
+    q.data = (uintptr_t)&info;
+    CHECK_OK(xioctl(fd, DRM_IOCTL_TX8_QUERY, &q));
+    CHECK(TX8_IF_MAJOR(info.if_version) == TX8_IF_VERSION_MAJOR, "if_version %#x", info.if_version);
+    CHECK(info.num_cores >= 1 && info.num_cores <= TX8_MAX_CORES, "num_cores %u", info.num_cores);
+    CHECK(info.mem_size >= TX8_MIN_MEMORY, "mem_size %" PRIu64, info.mem_size);
+    CHECK(info.heap_size > 0 && info.heap_offset >= TX8_CTRL_SIZE &&
+              info.heap_offset + info.heap_size <= info.mem_size,
+          "heap %#" PRIx64 "+%#" PRIx64, info.heap_offset, info.heap_size);
+    CHECK(info.max_bos >= 2 && info.max_bos <= TX8_JOB_MAX_RANGES, "max_bos %u", info.max_bos);
+    CHECK(info.dtypes & TX8_DTYPE_BIT(TX8_DTYPE_F32), "dtypes %#x", info.dtypes);
+    CHECK(info.sq_entries == TX8_SQ_ENTRIES, "sq_entries %u", info.sq_entries);
+    CHECK(memchr(info.name, 0, sizeof(info.name)) && !strncmp(info.name, "TX8", 3), "name '%.32s'",
+          info.name);
+
+    /* short: only the prefix is written */
+    memset(big, 0x55, sizeof(big));
+    q.size = 8;
+    q.data = (uintptr_t)big;
+    CHECK_OK(xioctl(fd, DRM_IOCTL_TX8_QUERY, &q));
+    CHECK(q.size == sizeof(info), "short query size %u", q.size);
+    CHECK(!memcmp(big, &info, 8) && big[8] == 0x55, "short query wrote past 8 bytes");
+    /* long: the tail is zero-filled */
+    memset(big, 0x55, sizeof(big));
+    q.size = sizeof(big);
+    CHECK_OK(xioctl(fd, DRM_IOCTL_TX8_QUERY, &q));
+    for (size_t i = sizeof(info); i < sizeof(big); i++)
+        CHECK(big[i] == 0, "long query: byte %zu not zeroed", i);
+
+    q.data = 8; /* bad pointer */
+    CHECK_ERR(xioctl(fd, DRM_IOCTL_TX8_QUERY, &q), EFAULT);
+    q.data = (uintptr_t)&info;
+    q.size = sizeof(info);
+    q.query = 99;
+    CHECK_ERR(xioctl(fd, DRM_IOCTL_TX8_QUERY, &q), EINVAL);
+    q.query = DRM_TX8_QUERY_DEVICE;
+    q.flags = 1;
+    CHECK_ERR(xioctl(fd, DRM_IOCTL_TX8_QUERY, &q), EINVAL);
+    q.flags = 0;
+    q.pad = 1;
+    CHECK_ERR(xioctl(fd, DRM_IOCTL_TX8_QUERY, &q), EINVAL);
+
+    memset(&q, 0, sizeof(q));
+    q.query = DRM_TX8_QUERY_COUNTERS;
+    q.size = sizeof(cnt);
+    q.data = (uintptr_t)&cnt;
+    CHECK_OK(xioctl(fd, DRM_IOCTL_TX8_QUERY, &q));
+    CHECK(q.size == sizeof(cnt), "counters size %u", q.size);
+    CHECK(cnt.num_cores == info.num_cores, "counters num_cores %u", cnt.num_cores);
+    CHECK(cnt.queue_state == TX8_QUEUE_ACTIVE, "queue state %u", cnt.queue_state);
+    CHECK(cnt.client_mem == 0, "client_mem %" PRIu64 " of a new file", cnt.client_mem);
+
+    /* an ioctl number the driver does not have */
+    CHECK_ERR(xioctl(fd, DRM_IOWR(DRM_COMMAND_BASE + 0x3f, struct drm_tx8_query), &q), EINVAL);
+    close(fd);
+    return 0;
+}
+
+static int t_bo_create(void)
+{
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_info bi;
+    struct drm_tx8_bo_set_label sl;
+    int fd = dev_open(dev_index);
+
+    CHECK(fd >= 0, "open: %s", strerror(errno));
+    CHECK_ERR(bo_new(fd, 0, NULL, &bo), EINVAL);
+    CHECK_ERR(bo_new(fd, 1ull << 62, NULL, &bo), ENOMEM);
+    CHECK_ERR(bo_new(fd, UINT64_MAX, NULL, &bo), ENOMEM);
+    CHECK_ERR(bo_new(fd, UINT64_MAX - 4095, NULL, &bo), ENOMEM);
+    memset(&bo, 0, sizeof(bo));
+    bo.size = 4096;
+    bo.flags = 1;
+    CHECK_ERR(xioctl(fd, DRM_IOCTL_TX8_BO_CREATE, &bo), EINVAL);
+    CHECK_ERR(bo_new(fd, 4096, "tab\there", &bo), EINVAL);
+    CHECK_ERR(bo_new(fd, 4096, "high\xe9", &bo), EINVAL);
+    memset(&bo, 0, sizeof(bo));
+    bo.size = 4096;
+    memset(bo.label, 'A', sizeof(bo.label)); /* not terminated */
+    CHECK_ERR(xioctl(fd, DRM_IOCTL_TX8_BO_CREATE, &bo), EINVAL);
+    memset(&bo, 0, sizeof(bo));
+    bo.size = 4096;
+    bo.label[0] = 'A';
+    bo.label[5] = 'B'; /* garbage after the NUL */
+    CHECK_ERR(xioctl(fd, DRM_IOCTL_TX8_BO_CREATE, &bo), EINVAL);
+
+    CHECK_OK(bo_new(fd, 5000, "GLM-5.1_Test", &bo));
+    CHECK(bo.size == 8192, "size rounded to %" PRIu64, bo.size);
+    CHECK(bo.handle != 0 && bo.dev_addr % 4096 == 0 && bo.mmap_offset % 4096 == 0,
+          "handle %u addr %#" PRIx64 " offset %#" PRIx64, bo.handle, bo.dev_addr, bo.mmap_offset);
+
+    memset(&bi, 0, sizeof(bi));
+    bi.handle = bo.handle;
+    CHECK_OK(xioctl(fd, DRM_IOCTL_TX8_BO_INFO, &bi));
+    CHECK(bi.size == bo.size && bi.dev_addr == bo.dev_addr && bi.mmap_offset == bo.mmap_offset &&
+              !strcmp(bi.label, "GLM-5.1_Test"),
+          "bo_info mismatch");
+    bi.flags = 1;
+    CHECK_ERR(xioctl(fd, DRM_IOCTL_TX8_BO_INFO, &bi), EINVAL);
+    bi.flags = 0;
+    bi.handle = 0xdead;
+    CHECK_ERR(xioctl(fd, DRM_IOCTL_TX8_BO_INFO, &bi), ENOENT);
+    bi.handle = 0;
+    CHECK_ERR(xioctl(fd, DRM_IOCTL_TX8_BO_INFO, &bi), ENOENT);
+
+    memset(&sl, 0, sizeof(sl));
+    sl.handle = bo.handle;
+    strcpy(sl.label, "Relabelled");
+    CHECK_OK(xioctl(fd, DRM_IOCTL_TX8_BO_SET_LABEL, &sl));
+    bi.handle = bo.handle;
+    CHECK_OK(xioctl(fd, DRM_IOCTL_TX8_BO_INFO, &bi));
+    CHECK(!strcmp(bi.label, "Relabelled"), "label '%s'", bi.label);
+    strcpy(sl.label, "bad\nlabel");
+    CHECK_ERR(xioctl(fd, DRM_IOCTL_TX8_BO_SET_LABEL, &sl), EINVAL);
+    memset(sl.label, 0, sizeof(sl.label));
+    strcpy(sl.label, "x");
+    sl.flags = 2;
+    CHECK_ERR(xioctl(fd, DRM_IOCTL_TX8_BO_SET_LABEL, &sl), EINVAL);
+    sl.flags = 0;
+    sl.handle = 777;
+    CHECK_ERR(xioctl(fd, DRM_IOCTL_TX8_BO_SET_LABEL, &sl), ENOENT);
+
+    /* short struct (an older program without dev_addr/mmap_offset) */
+    {
+        struct drm_tx8_bo_create full;
+
+        memset(&full, 0, sizeof(full));
+        full.size = 4096;
+        full.dev_addr = 0x5a5a;
+        full.mmap_offset = 0x5a5a;
+        CHECK_OK(
+            xioctl(fd, DRM_IOWR(DRM_COMMAND_BASE + DRM_TX8_BO_CREATE, unsigned char[48]), &full));
+        CHECK(full.handle != 0, "short create: no handle");
+        CHECK(full.dev_addr == 0x5a5a && full.mmap_offset == 0x5a5a,
+              "short create wrote past its 48 bytes");
+        CHECK_OK(bo_close(fd, full.handle));
+    }
+    /* long struct (a newer program): the unknown tail is ignored */
+    {
+        unsigned char l[sizeof(struct drm_tx8_bo_create) + 16];
+        struct drm_tx8_bo_create *p = (void *)l;
+
+        memset(l, 0x77, sizeof(l));
+        memset(p, 0, sizeof(*p));
+        p->size = 4096;
+        CHECK_OK(xioctl(fd,
+                        DRM_IOWR(DRM_COMMAND_BASE + DRM_TX8_BO_CREATE,
+                                 unsigned char[sizeof(struct drm_tx8_bo_create) + 16]),
+                        l));
+        CHECK(p->handle != 0 && p->dev_addr != 0, "long create failed");
+        CHECK(l[sizeof(*p)] == 0x77, "long create: tail changed");
+        CHECK_OK(bo_close(fd, p->handle));
+    }
+
+    CHECK_OK(bo_close(fd, bo.handle));
+    CHECK_ERR(bo_close(fd, bo.handle), EINVAL);
+    CHECK_ERR(bo_close(fd, 12345), EINVAL);
+    close(fd);
+    return 0;
+}
+
+static int t_mmap(void)
+{
+    struct drm_tx8_bo_create bo, bo2;
+    int fd = dev_open(dev_index);
+    uint32_t *p, *p2;
+
+    CHECK(fd >= 0, "open: %s", strerror(errno));
+    CHECK_OK(bo_new(fd, 3 * 4096, NULL, &bo));
+    p = bo_map(fd, &bo);
+    CHECK(p, "mmap: %s", strerror(errno));
+    for (size_t i = 0; i < bo.size / 4; i++)
+        CHECK(p[i] == 0, "new BO not zero at %zu", i);
+    for (size_t i = 0; i < bo.size / 4; i++)
+        p[i] = (uint32_t)i * 2654435761u;
+    /* a second mapping sees the same memory */
+    p2 = bo_map(fd, &bo);
+    CHECK(p2 && p2 != p, "second mmap");
+    for (size_t i = 0; i < bo.size / 4; i++)
+        CHECK(p2[i] == (uint32_t)i * 2654435761u, "second mapping differs at %zu", i);
+    munmap(p2, bo.size);
+    /* larger than the BO, or at an offset that is no BO */
+    CHECK(mmap(NULL, bo.size + 4096, PROT_READ, MAP_SHARED, fd, (off_t)bo.mmap_offset) ==
+              MAP_FAILED,
+          "mmap larger than the BO worked");
+    CHECK(mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, (off_t)(bo.mmap_offset + (1ull << 30))) ==
+              MAP_FAILED,
+          "mmap of a bad offset worked");
+    CHECK(mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0) == MAP_FAILED, "mmap at 0 worked");
+
+    /* the BO stays valid while mapped after GEM_CLOSE */
+    CHECK_OK(bo_new(fd, 4096, NULL, &bo2));
+    p2 = bo_map(fd, &bo2);
+    CHECK(p2, "mmap bo2");
+    p2[0] = 0x1234;
+    CHECK_OK(bo_close(fd, bo2.handle));
+    CHECK(p2[0] == 0x1234, "mapping after close");
+    munmap(p2, bo2.size);
+    munmap(p, bo.size);
+    close(fd);
+    return 0;
+}
+
+static int t_submit_args(void)
+{
+    struct ctx c;
+    struct drm_tx8_bo_create data;
+    struct drm_tx8_bo_ref refs[2], big[TX8_JOB_MAX_RANGES + 2];
+    struct drm_tx8_submit s;
+    struct drm_tx8_wait w;
+    uint64_t seq;
+    size_t len;
+    uint32_t syncobj = 0;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &data));
+    len = put_fill(c.cmdmap, data.dev_addr, 4096, 7);
+    refs[0].handle = data.handle;
+    refs[0].access = DRM_TX8_ACCESS_WRITE;
+
+#define S_INIT()                                                                                   \
+    do {                                                                                           \
+        memset(&s, 0, sizeof(s));                                                                  \
+        s.cmd_handle = c.cmd.handle;                                                               \
+        s.cmd_size = len;                                                                          \
+        s.bos = (uintptr_t)refs;                                                                   \
+        s.bo_count = 1;                                                                            \
+        s.bo_stride = sizeof(refs[0]);                                                             \
+    } while (0)
+
+    S_INIT();
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s));
+    CHECK(s.seqno > 0, "seqno %" PRIu64, s.seqno);
+    CHECK_OK(wait_job(c.fd, s.seqno, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "status %u", w.status);
+
+    S_INIT();
+    s.flags = 1;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+    S_INIT();
+    s.cmd_handle = 999;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), ENOENT);
+    S_INIT();
+    s.cmd_size = 0;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+    S_INIT();
+    s.cmd_size = len + 4;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+    S_INIT();
+    s.cmd_offset = 4;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+    S_INIT();
+    s.cmd_offset = UINT64_MAX - 7; /* offset + size overflows */
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+    S_INIT();
+    s.cmd_offset = c.cmd.size; /* past the end */
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+    S_INIT();
+    s.cmd_size = 1ull << 40;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+    S_INIT();
+    s.bo_count = UINT32_MAX;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+    S_INIT();
+    for (unsigned i = 0; i < TX8_JOB_MAX_RANGES + 2; i++)
+        big[i] = refs[0];
+    s.bos = (uintptr_t)big;
+    s.bo_count = TX8_JOB_MAX_RANGES + 1;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+    S_INIT();
+    s.bo_count = TX8_JOB_MAX_RANGES - 1; /* duplicates are merged: fine */
+    s.bos = (uintptr_t)big;
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s));
+    CHECK_OK(wait_job(c.fd, s.seqno, 20000, &w));
+    S_INIT();
+    s.bo_stride = 4;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+    S_INIT();
+    s.bos = 16; /* bad pointer */
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EFAULT);
+    {
+        /* a longer element: the unknown tail must be zero */
+        struct {
+            struct drm_tx8_bo_ref r;
+            uint64_t ext;
+        } ext[1] = {{refs[0], 0}};
+
+        S_INIT();
+        s.bos = (uintptr_t)ext;
+        s.bo_stride = sizeof(ext[0]);
+        CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s));
+        CHECK_OK(wait_job(c.fd, s.seqno, 20000, &w));
+        ext[0].ext = 1;
+        CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+    }
+    S_INIT();
+    refs[1].handle = 4242;
+    refs[1].access = DRM_TX8_ACCESS_READ;
+    s.bo_count = 2;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), ENOENT);
+    refs[1].handle = data.handle;
+    refs[1].access = 0;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+    refs[1].access = 4;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+
+    /* syncobjs */
+    S_INIT();
+    s.out_syncobj = 77;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), ENOENT);
+    S_INIT();
+    s.in_syncobj_count = 1000;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
+    {
+        uint32_t bad = 55;
+
+        S_INIT();
+        s.in_syncobjs = (uintptr_t)&bad;
+        s.in_syncobj_count = 1;
+        CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), ENOENT);
+        s.in_syncobjs = 24;
+        CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EFAULT);
+    }
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &syncobj));
+    S_INIT();
+    s.out_syncobj = syncobj;
+    s.user_data = 0xfeedbeef;
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s));
+    CHECK_OK(drmSyncobjWait(c.fd, &syncobj, 1, now_ns() + 20000000000ll, 0, NULL));
+    seq = s.seqno;
+    S_INIT();
+    s.in_syncobjs = (uintptr_t)&syncobj;
+    s.in_syncobj_count = 1;
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s));
+    CHECK(s.seqno > seq, "seqno not increasing");
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.user_data == 0xfeedbeef, "user_data %#" PRIx64, w.user_data);
+    CHECK(w.end_ns >= w.start_ns && w.start_ns > 0, "job times %" PRIu64 "..%" PRIu64, w.start_ns,
+          w.end_ns);
+
+    /* WAIT arguments */
+    memset(&w, 0, sizeof(w));
+    w.seqno = s.seqno + 1000;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_WAIT, &w), EINVAL);
+    w.seqno = 0;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_WAIT, &w), EINVAL);
+    w.seqno = s.seqno;
+    w.flags = 1;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_WAIT, &w), EINVAL);
+    w.flags = 0;
+    w.timeout_ns = now_ns() + 20000000000ll;
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_WAIT, &w));
+    memset(&w, 0, sizeof(w));
+    w.handle = 9999;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_WAIT, &w), ENOENT);
+    w.handle = data.handle;
+    w.timeout_ns = now_ns() + 20000000000ll;
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_WAIT, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "BO wait status %u", w.status);
+
+    /* the other ioctls' reserved fields */
+    {
+        struct drm_tx8_reset r = {.flags = 1};
+        struct drm_tx8_inject_fault f = {.kind = 99};
+
+        CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_RESET, &r), EINVAL);
+        r.flags = 0;
+        r.pad = 1;
+        CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_RESET, &r), EINVAL);
+        CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_INJECT_FAULT, &f), EINVAL);
+        f.kind = DRM_TX8_FAULT_HANG;
+        f.flags = 1;
+        CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_INJECT_FAULT, &f), EINVAL);
+        f.flags = 0;
+        f.param = 5; /* param only for SLOW */
+        CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_INJECT_FAULT, &f), EINVAL);
+    }
+    drmSyncobjDestroy(c.fd, syncobj);
+    ctx_close(&c);
+    return 0;
+}
+
+/* Device-side failures come back as job statuses. */
+static int t_job_status(void)
+{
+    struct ctx c;
+    struct drm_tx8_bo_create a, b;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    uint64_t seq;
+    uint32_t *pa;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 8192, NULL, &a));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &b));
+    pa = bo_map(c.fd, &a);
+    CHECK(pa, "mmap");
+
+    ref.handle = a.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    CHECK_OK(run_fill(&c, a.dev_addr, 8192, 0x3f800000u, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "fill status %u", w.status);
+    for (int i = 0; i < 2048; i++)
+        CHECK(pa[i] == 0x3f800000u, "fill result at %d: %#x", i, pa[i]);
+
+    /* past the end of the BO */
+    CHECK_OK(run_fill(&c, a.dev_addr, 8192 + 4096, 1, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_ADDR_FAULT, "overrun status %u", w.status);
+    /* into a BO of ours that the job did not list */
+    CHECK_OK(run_fill(&c, b.dev_addr, 4096, 1, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_ADDR_FAULT, "unlisted BO status %u", w.status);
+    CHECK(w.fault_addr >= b.dev_addr && w.fault_addr < b.dev_addr + 4096,
+          "fault_addr %#" PRIx64 " not in %#" PRIx64, w.fault_addr, b.dev_addr);
+    /* writing a BO listed read-only */
+    ref.access = DRM_TX8_ACCESS_READ;
+    CHECK_OK(run_fill(&c, a.dev_addr, 4096, 2, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_ADDR_FAULT, "read-only BO status %u", w.status);
+    CHECK(pa[0] == 0x3f800000u, "read-only BO written");
+    /* garbage commands */
+    memset(c.cmdmap, 0xff, 64);
+    CHECK_OK(submit(c.fd, c.cmd.handle, 0, 64, NULL, 0, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_INVALID_CMD, "garbage status %u", w.status);
+    /* still working */
+    ref.access = DRM_TX8_ACCESS_RW;
+    CHECK_OK(run_fill(&c, a.dev_addr, 4096, 5, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK && pa[0] == 5, "after failures: status %u", w.status);
+    munmap(pa, a.size);
+    ctx_close(&c);
+    return 0;
+}
+
+/* Process B cannot reach process A's buffer, whatever it submits. */
+static int t_isolation(void)
+{
+    struct ctx a;
+    struct drm_tx8_bo_create secret;
+    uint32_t *p;
+    int pipefd[2], status;
+    pid_t pid;
+
+    CHECK_OK(ctx_open(&a, dev_index));
+    CHECK_OK(bo_new(a.fd, 16384, "secret", &secret));
+    p = bo_map(a.fd, &secret);
+    CHECK(p, "mmap");
+    for (int i = 0; i < 4096; i++)
+        p[i] = 0xa5a5a5a5u;
+    CHECK(pipe(pipefd) == 0, "pipe");
+
+    pid = fork();
+    if (pid == 0) {
+        struct ctx b;
+        struct drm_tx8_bo_create mine;
+        struct drm_tx8_bo_ref ref;
+        struct drm_tx8_wait w;
+        uint64_t seq;
+        size_t len;
+        int bad = 0;
+
+        if (ctx_open(&b, dev_index) || bo_new(b.fd, 16384, NULL, &mine))
+            _exit(10);
+        ref.handle = mine.handle;
+        ref.access = DRM_TX8_ACCESS_RW;
+        /* 1: overwrite A's buffer by its device address */
+        if (run_fill(&b, secret.dev_addr, 16384, 0, &ref, 1, &w) ||
+            w.status != DRM_TX8_STATUS_ADDR_FAULT)
+            bad |= 1;
+        /* 2: copy A's buffer into B's */
+        len = put_copy(b.cmdmap, mine.dev_addr, secret.dev_addr, 4096);
+        if (submit(b.fd, b.cmd.handle, 0, len, &ref, 1, &seq) || wait_job(b.fd, seq, 20000, &w) ||
+            w.status != DRM_TX8_STATUS_ADDR_FAULT)
+            bad |= 2;
+        /* 3: a range that starts in B's buffer and runs into the next */
+        if (run_fill(&b, mine.dev_addr, 1ull << 24, 0, &ref, 1, &w) ||
+            w.status != DRM_TX8_STATUS_ADDR_FAULT)
+            bad |= 4;
+        /* 4: map A's buffer through B's file with A's fake offset */
+        if (mmap(NULL, 4096, PROT_READ, MAP_SHARED, b.fd, (off_t)secret.mmap_offset) != MAP_FAILED)
+            bad |= 8;
+        /* 5: A's GEM handle means nothing (or B's own BO) in B's file */
+        ref.handle = secret.handle;
+        if (run_fill(&b, secret.dev_addr, 16384, 0, &ref, 1, &w) == 0 &&
+            w.status == DRM_TX8_STATUS_OK)
+            bad |= 16;
+        ctx_close(&b);
+        _exit(bad);
+    }
+    CHECK(pid > 0, "fork");
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "process B: status %#x", status);
+    for (int i = 0; i < 4096; i++)
+        CHECK(p[i] == 0xa5a5a5a5u, "A's data changed at %d: %#x", i, p[i]);
+    munmap(p, secret.size);
+    ctx_close(&a);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return 0;
+}
+
+/*
+ * The smaps entry of the mapping at va: it must be a VM_IO | VM_PFNMAP
+ * mapping (flags "io" and "pf": the BAR pages themselves) holding no RAM
+ * (Rss 0), i.e. no copy of the data lives in system memory.
+ */
+static int check_smaps(const void *va, char *why, size_t size)
+{
+    static char text[1 << 20];
+    char start[32];
+    const char *p, *flags, *rss;
+
+    if (read_file("/proc/self/smaps", text, sizeof(text)) <= 0) {
+        snprintf(why, size, "no smaps");
+        return -1;
+    }
+    snprintf(start, sizeof(start), "\n%lx-", (unsigned long)(uintptr_t)va);
+    p = strstr(text, start);
+    if (!p) {
+        snprintf(why, size, "no smaps entry at %p", va);
+        return -1;
+    }
+    rss = strstr(p, "\nRss:");
+    flags = strstr(p, "\nVmFlags:");
+    if (!rss || !flags) {
+        snprintf(why, size, "smaps entry incomplete");
+        return -1;
+    }
+    if (strtol(rss + 5, NULL, 10) != 0) {
+        snprintf(why, size, "Rss %ld kB: RAM pages behind the mapping", strtol(rss + 5, NULL, 10));
+        return -1;
+    }
+    if (!strstr(flags, " io") || !strstr(flags, " pf")) {
+        snprintf(why, size, "VmFlags without io/pf: %.80s", flags + 1);
+        return -1;
+    }
+    return 0;
+}
+
+static int t_zero_copy(void)
+{
+    struct ctx c;
+    struct drm_tx8_bo_create src, dst;
+    struct drm_tx8_bo_ref refs[2];
+    struct drm_tx8_wait w;
+    uint64_t seq;
+    uint8_t *ps, *pd;
+    size_t len, n = 256 * 1024;
+    long long faults0, faults1;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, n, "zc-src", &src));
+    CHECK_OK(bo_new(c.fd, n, "zc-dst", &dst));
+    ps = bo_map(c.fd, &src);
+    pd = bo_map(c.fd, &dst);
+    CHECK(ps && pd, "mmap");
+    faults0 = sysattr(dev_index, "page_faults");
+    for (size_t i = 0; i < n; i++)
+        ps[i] = (uint8_t)(i * 131 + 7);
+    faults1 = sysattr(dev_index, "page_faults");
+    CHECK(faults1 - faults0 >= (long long)(n / 4096), "page_faults %lld -> %lld", faults0, faults1);
+
+    /* the mapping is the device memory itself */
+    {
+        char why[160];
+
+        CHECK(check_smaps(ps, why, sizeof(why)) == 0, "%s", why);
+    }
+
+    /* what the CPU wrote is what the device reads, and vice versa */
+    len = put_copy(c.cmdmap, dst.dev_addr, src.dev_addr, n);
+    refs[0].handle = src.handle;
+    refs[0].access = DRM_TX8_ACCESS_READ;
+    refs[1].handle = dst.handle;
+    refs[1].access = DRM_TX8_ACCESS_WRITE;
+    CHECK_OK(submit(c.fd, c.cmd.handle, 0, len, refs, 2, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "copy status %u", w.status);
+    CHECK(!memcmp(ps, pd, n), "device copy differs from what the CPU wrote");
+    /* the command buffer itself was read by the device from the mapping */
+    ps[100] ^= 0xff;
+    CHECK_OK(submit(c.fd, c.cmd.handle, 0, len, refs, 2, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(pd[100] == ps[100], "second copy did not see the CPU's change");
+    munmap(ps, n);
+    munmap(pd, n);
+    ctx_close(&c);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Robustness                                                                */
+
+static int uevent_socket(void)
+{
+    struct sockaddr_nl sa = {.nl_family = AF_NETLINK, .nl_groups = 1};
+    int s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_KOBJECT_UEVENT);
+
+    if (s < 0)
+        return -1;
+    if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+/* Wait up to ms for a uevent containing key; 1 if seen. */
+static int uevent_seen(int s, const char *key, int ms)
+{
+    char buf[4096];
+    int64_t end = now_ns() + (int64_t)ms * 1000000;
+
+    while (now_ns() < end) {
+        struct pollfd pfd = {.fd = s, .events = POLLIN};
+        ssize_t n;
+
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        while ((n = recv(s, buf, sizeof(buf) - 1, 0)) > 0) {
+            buf[n] = 0;
+            for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1)
+                if (!strcmp(buf + i, key))
+                    return 1;
+        }
+    }
+    return 0;
+}
+
+static int t_hang_reset(void)
+{
+    struct ctx a, b;
+    struct drm_tx8_bo_create ba, bb;
+    struct drm_tx8_bo_ref ra, rb;
+    struct drm_tx8_inject_fault f;
+    struct drm_tx8_wait w;
+    uint64_t sa, sb;
+    uint32_t *pb;
+    long long resets0, timeouts0;
+    size_t len;
+    int ue;
+
+    CHECK_OK(write_file("/sys/module/tx8/parameters/job_timeout_ms", "1500"));
+    ue = uevent_socket();
+    CHECK(ue >= 0, "uevent socket: %s", strerror(errno));
+    CHECK_OK(ctx_open(&a, dev_index));
+    CHECK_OK(ctx_open(&b, dev_index));
+    CHECK_OK(bo_new(a.fd, 4096, NULL, &ba));
+    CHECK_OK(bo_new(b.fd, 4096, NULL, &bb));
+    pb = bo_map(b.fd, &bb);
+    CHECK(pb, "mmap");
+    resets0 = sysattr(dev_index, "resets");
+    timeouts0 = sysattr(dev_index, "timeouts");
+
+    memset(&f, 0, sizeof(f));
+    f.kind = DRM_TX8_FAULT_HANG;
+    CHECK_OK(xioctl(a.fd, DRM_IOCTL_TX8_INJECT_FAULT, &f));
+    /* A's job hangs; B's job queued behind it must still complete */
+    ra.handle = ba.handle;
+    ra.access = DRM_TX8_ACCESS_WRITE;
+    len = put_fill(a.cmdmap, ba.dev_addr, 4096, 1);
+    CHECK_OK(submit(a.fd, a.cmd.handle, 0, len, &ra, 1, &sa));
+    rb.handle = bb.handle;
+    rb.access = DRM_TX8_ACCESS_WRITE;
+    len = put_fill(b.cmdmap, bb.dev_addr, 4096, 0xb0b0b0b0u);
+    CHECK_OK(submit(b.fd, b.cmd.handle, 0, len, &rb, 1, &sb));
+
+    /* not done yet after 300 ms: a poll says -ETIME */
+    memset(&w, 0, sizeof(w));
+    w.seqno = sa;
+    w.timeout_ns = now_ns() + 300000000ll;
+    CHECK_ERR(xioctl(a.fd, DRM_IOCTL_TX8_WAIT, &w), ETIME);
+    CHECK_OK(wait_job(a.fd, sa, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_TIMEOUT, "hung job status %u", w.status);
+    CHECK_OK(wait_job(b.fd, sb, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "other client's job status %u", w.status);
+    CHECK(pb[0] == 0xb0b0b0b0u, "other client's job did not run");
+    CHECK(sysattr(dev_index, "resets") == resets0 + 1, "resets %lld -> %lld", resets0,
+          sysattr(dev_index, "resets"));
+    CHECK(sysattr(dev_index, "timeouts") == timeouts0 + 1, "timeouts");
+    CHECK(uevent_seen(ue, "TX8_REASON=timeout", 3000), "no reset uevent");
+
+    /* next job of A: fine */
+    CHECK_OK(run_fill(&a, ba.dev_addr, 4096, 3, &ra, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "job after reset: status %u", w.status);
+
+    /* device error injection */
+    f.kind = DRM_TX8_FAULT_ERROR;
+    CHECK_OK(xioctl(a.fd, DRM_IOCTL_TX8_INJECT_FAULT, &f));
+    CHECK_OK(run_fill(&a, ba.dev_addr, 4096, 3, &ra, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_DEVICE_ERROR, "injected error: status %u", w.status);
+
+    /* a client reset aborts that client's queued job only */
+    f.kind = DRM_TX8_FAULT_HANG;
+    CHECK_OK(xioctl(a.fd, DRM_IOCTL_TX8_INJECT_FAULT, &f));
+    len = put_fill(a.cmdmap, ba.dev_addr, 4096, 1);
+    CHECK_OK(submit(a.fd, a.cmd.handle, 0, len, &ra, 1, &sa));
+    usleep(200000);
+    {
+        struct drm_tx8_reset r;
+
+        memset(&r, 0, sizeof(r));
+        CHECK_OK(xioctl(a.fd, DRM_IOCTL_TX8_RESET, &r));
+        CHECK(r.aborted == 1, "reset aborted %" PRIu64, r.aborted);
+    }
+    CHECK_OK(wait_job(a.fd, sa, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_ABORTED, "reset job status %u", w.status);
+    CHECK_OK(run_fill(&b, bb.dev_addr, 4096, 9, &rb, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "B after A's reset: status %u", w.status);
+
+    /* debugfs: reset trigger and fault injection */
+    {
+        char path[256];
+
+        if (debugfs_path(dev_index, "inject_fault", path, sizeof(path)) == 0) {
+            CHECK_OK(write_file(path, "error 1"));
+            CHECK_OK(run_fill(&b, bb.dev_addr, 4096, 9, &rb, 1, &w));
+            CHECK(w.status == DRM_TX8_STATUS_DEVICE_ERROR, "debugfs error: %u", w.status);
+            CHECK(write_file(path, "bogus") == -EINVAL, "debugfs bad fault accepted");
+            debugfs_path(dev_index, "reset", path, sizeof(path));
+            resets0 = sysattr(dev_index, "resets");
+            CHECK_OK(write_file(path, "1"));
+            CHECK(sysattr(dev_index, "resets") == resets0 + 1, "debugfs reset not counted");
+        } else {
+            FAIL("no debugfs files");
+        }
+    }
+    write_file("/sys/module/tx8/parameters/job_timeout_ms", "5000");
+    munmap(pb, bb.size);
+    ctx_close(&a);
+    ctx_close(&b);
+    close(ue);
+    return 0;
+}
+
+static int t_close_frees(void)
+{
+    long long used0 = sysattr(dev_index, "mem_used");
+    struct ctx c;
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    uint64_t seq;
+    size_t len;
+
+    CHECK(used0 >= 0, "sysfs mem_used");
+    CHECK_OK(ctx_open(&c, dev_index));
+    for (int i = 0; i < 8; i++)
+        CHECK_OK(bo_new(c.fd, 1 << 20, "leak-test", &bo));
+    CHECK(sysattr(dev_index, "mem_used") >= used0 + 8 * (1 << 20) + 65536, "mem_used did not grow");
+    /* close with a job in flight and a mapping gone */
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    len = put_fill(c.cmdmap, bo.dev_addr, 1 << 20, 1);
+    CHECK_OK(submit(c.fd, c.cmd.handle, 0, len, &ref, 1, &seq));
+    ctx_close(&c);
+    for (int i = 0; i < 600 && sysattr(dev_index, "mem_used") != used0; i++)
+        usleep(50000);
+    CHECK(sysattr(dev_index, "mem_used") == used0, "mem_used %lld after close, was %lld",
+          sysattr(dev_index, "mem_used"), used0);
+    /* out of device memory is an error, not a crash */
+    {
+        int fd = dev_open(dev_index);
+        long long total = sysattr(dev_index, "mem_total");
+        int n = 0, r = 0;
+
+        CHECK(fd >= 0, "open");
+        while (n < 10000 && (r = bo_new(fd, 16 << 20, NULL, &bo)) == 0)
+            n++;
+        CHECK(r == -ENOMEM, "exhaustion: %d after %d BOs", r, n);
+        CHECK(n >= total / (16 << 20) - 2, "only %d BOs of 16 MiB in %lld bytes", n, total);
+        close(fd);
+        for (int i = 0; i < 100 && sysattr(dev_index, "mem_used") != used0; i++)
+            usleep(50000);
+        CHECK(sysattr(dev_index, "mem_used") == used0, "mem_used after exhaustion");
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* /proc, fdinfo, sysfs                                                      */
+
+static int t_meminfo(void)
+{
+    static char text[16384];
+    struct drm_tx8_bo_create w, kv;
+    long long used0, faults0;
+    char key[64];
+    uint8_t *p;
+    int fd = dev_open(dev_index);
+
+    CHECK(fd >= 0, "open");
+    CHECK(read_file("/proc/tx_meminfo", text, sizeof(text)) > 0, "read /proc/tx_meminfo");
+    used0 = meminfo_value(text, "DeviceUsed");
+    faults0 = meminfo_value(text, "PageFaults");
+    CHECK(used0 >= 0 && faults0 >= 0 && meminfo_value(text, "DeviceTotal") > 0 &&
+              meminfo_value(text, "DeviceFree") >= 0 && meminfo_value(text, "CacheMiss") >= 0 &&
+              meminfo_value(text, "Resets") >= 0,
+          "totals missing:\n%s", text);
+    CHECK(!strncmp(text, "DeviceTotal:", 12), "first line: %.40s", text);
+    CHECK_OK(bo_new(fd, 4 << 20, "GLM-5.1_Weights", &w));
+    CHECK_OK(bo_new(fd, 1 << 20, "GLM-5.1 KVCache", &kv));
+    p = bo_map(fd, &kv);
+    CHECK(p, "mmap");
+    p[0] = 1;
+    p[4096] = 1;
+    CHECK(read_file("/proc/tx_meminfo", text, sizeof(text)) > 0, "read");
+    CHECK(meminfo_value(text, "GLM-5.1_Weights") == 4096, "GLM-5.1_Weights: %lld\n%s",
+          meminfo_value(text, "GLM-5.1_Weights"), text);
+    CHECK(meminfo_value(text, "GLM-5.1_KVCache") == 1024, "GLM-5.1_KVCache");
+    snprintf(key, sizeof(key), "accel%d_GLM-5.1_Weights", dev_index);
+    CHECK(meminfo_value(text, key) == 4096, "%s missing", key);
+    CHECK(meminfo_value(text, "DeviceUsed") == used0 + 5120, "DeviceUsed %lld, was %lld",
+          meminfo_value(text, "DeviceUsed"), used0);
+    CHECK(meminfo_value(text, "PageFaults") >= faults0 + 2, "PageFaults");
+    CHECK(meminfo_value(text, "DeviceFree") ==
+              meminfo_value(text, "DeviceTotal") - meminfo_value(text, "DeviceUsed"),
+          "DeviceFree");
+    /* meminfo style: "Key:" padded, value right-aligned, " kB" */
+    {
+        const char *l = strstr(text, "\nDeviceUsed:");
+
+        CHECK(l && strstr(l + 1, " kB\n") && strchr(l + 1, '\n') > strstr(l + 1, " kB\n") - 1,
+              "DeviceUsed line format");
+    }
+    munmap(p, kv.size);
+    close(fd);
+    CHECK(read_file("/proc/tx_meminfo", text, sizeof(text)) > 0, "read");
+    CHECK(meminfo_value(text, "GLM-5.1_Weights") < 0, "label still listed after close");
+    return 0;
+}
+
+static int t_fdinfo(void)
+{
+    char path[64], text[4096], pdev[64], want[128];
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    struct ctx c;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 1 << 20, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    CHECK_OK(run_fill(&c, bo.dev_addr, 1 << 20, 1, &ref, 1, &w));
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", c.fd);
+    CHECK(read_file(path, text, sizeof(text)) > 0, "read %s", path);
+    CHECK(strstr(text, "drm-driver:\ttx8\n"), "drm-driver:\n%s", text);
+    CHECK(strstr(text, "drm-client-id:\t"), "drm-client-id");
+    CHECK_OK(pci_addr(dev_index, pdev, sizeof(pdev)));
+    snprintf(want, sizeof(want), "drm-pdev:\t%s\n", pdev);
+    CHECK(strstr(text, want), "no '%s' in\n%s", want, text);
+    CHECK(strstr(text, "drm-engine-compute:\t"), "drm-engine-compute");
+    CHECK(strstr(text, " ns\n"), "engine time unit");
+    CHECK(strtoull(strstr(text, "drm-engine-compute:\t") + 20, NULL, 10) > 0, "no busy time");
+    snprintf(want, sizeof(want), "drm-total-vram:\t%" PRIu64 " KiB\n",
+             (uint64_t)(bo.size + c.cmd.size) >> 10);
+    CHECK(strstr(text, want), "no '%s' in\n%s", want, text);
+    snprintf(want, sizeof(want), "drm-resident-vram:\t%" PRIu64 " KiB\n",
+             (uint64_t)(bo.size + c.cmd.size) >> 10);
+    CHECK(strstr(text, want), "no '%s'", want);
+    ctx_close(&c);
+    return 0;
+}
+
+static int t_sysfs(void)
+{
+    static const char *const names[] = {"busy_ns", "mem_total",   "mem_used",
+                                        "jobs",    "resets",      "timeouts",
+                                        "cores",   "page_faults", "cache_misses"};
+    struct drm_tx8_device_info info;
+    struct drm_tx8_query q = {.query = DRM_TX8_QUERY_DEVICE, .size = sizeof(info)};
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_wait w;
+    struct ctx c;
+    long long jobs0, busy0;
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char path[320], buf[64], *end;
+
+        snprintf(path, sizeof(path), "%s/%s", sysattr_dir(dev_index), names[i]);
+        CHECK(read_file(path, buf, sizeof(buf)) > 0, "read %s", path);
+        strtoull(buf, &end, 10);
+        CHECK(end != buf && !strcmp(end, "\n"), "%s: not one value: '%s'", names[i], buf);
+    }
+    CHECK_OK(ctx_open(&c, dev_index));
+    q.data = (uintptr_t)&info;
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_QUERY, &q));
+    CHECK(sysattr(dev_index, "cores") == info.num_cores, "cores");
+    CHECK(sysattr(dev_index, "mem_total") == (long long)info.heap_size, "mem_total");
+    CHECK(sysattr(dev_index, "mem_used") == (long long)info.heap_used, "mem_used");
+    jobs0 = sysattr(dev_index, "jobs");
+    busy0 = sysattr(dev_index, "busy_ns");
+    CHECK_OK(bo_new(c.fd, 4 << 20, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    CHECK_OK(run_fill(&c, bo.dev_addr, 4 << 20, 1, &ref, 1, &w));
+    CHECK(sysattr(dev_index, "jobs") == jobs0 + 1, "jobs");
+    CHECK(sysattr(dev_index, "busy_ns") > busy0, "busy_ns did not grow");
+    ctx_close(&c);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Unbind / rebind and module reload with clients open                       */
+
+static sigjmp_buf segv_jmp;
+
+static void on_sigbus(int sig)
+{
+    siglongjmp(segv_jmp, sig);
+}
+
+static int wait_for_node(int n, bool present, int ms)
+{
+    char path[64];
+
+    snprintf(path, sizeof(path), "/dev/accel/accel%d", n);
+    for (int i = 0; i < ms / 20; i++) {
+        if ((access(path, F_OK) == 0) == present)
+            return 0;
+        usleep(20000);
+    }
+    return -1;
+}
+
+static int t_unbind(void)
+{
+    char addr[64];
+    struct ctx c;
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    struct drm_tx8_query q;
+    struct drm_tx8_device_info info;
+    volatile uint32_t *p;
+    int sig;
+
+    CHECK_OK(pci_addr(dev_index, addr, sizeof(addr)));
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 65536, NULL, &bo));
+    p = bo_map(c.fd, &bo);
+    CHECK(p, "mmap");
+    p[0] = 42;
+
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/unbind", addr));
+    CHECK_OK(wait_for_node(dev_index, false, 5000));
+    /* every call of the open file fails with -ENODEV */
+    memset(&q, 0, sizeof(q));
+    q.query = DRM_TX8_QUERY_DEVICE;
+    q.size = sizeof(info);
+    q.data = (uintptr_t)&info;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_QUERY, &q), ENODEV);
+    {
+        struct drm_tx8_bo_create nb;
+
+        CHECK_ERR(bo_new(c.fd, 4096, NULL, &nb), ENODEV);
+    }
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    CHECK_ERR(submit(c.fd, c.cmd.handle, 0, sizeof(struct tx8_cmd_fill), &ref, 1, NULL), ENODEV);
+    CHECK_ERR(wait_job(c.fd, 1, 10, &w), ENODEV);
+    /* and the mapping of device memory is gone: SIGBUS, not stale access */
+    signal(SIGBUS, on_sigbus);
+    signal(SIGSEGV, on_sigbus);
+    sig = sigsetjmp(segv_jmp, 1);
+    if (sig == 0) {
+        (void)p[1];
+        FAIL("mapping still readable after unbind");
+    }
+    signal(SIGBUS, SIG_DFL);
+    signal(SIGSEGV, SIG_DFL);
+    /* the last user goes: the old minor is freed, the new one takes it */
+    munmap((void *)p, bo.size);
+    ctx_close(&c);
+
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/bind", addr));
+    CHECK_OK(wait_for_node(dev_index, true, 5000));
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    CHECK_OK(run_fill(&c, bo.dev_addr, 4096, 1, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after rebind: status %u", w.status);
+    ctx_close(&c);
+    return 0;
+}
+
+static int run_cmd(const char *cmd)
+{
+    int st = system(cmd);
+
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int t_reload(void)
+{
+    struct ctx c;
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    /* an open file holds the module: rmmod refuses, nothing breaks */
+    CHECK(run_cmd("rmmod tx8 2>/dev/null") != 0, "rmmod succeeded with a client open");
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    CHECK_OK(run_fill(&c, bo.dev_addr, 4096, 1, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "status %u", w.status);
+    ctx_close(&c);
+    CHECK(run_cmd("rmmod tx8") == 0, "rmmod failed after close");
+    CHECK(access("/proc/tx_meminfo", F_OK) != 0, "/proc/tx_meminfo after rmmod");
+    CHECK(access("/dev/accel/accel0", F_OK) != 0, "accel0 after rmmod");
+    CHECK(run_cmd("modprobe tx8") == 0, "modprobe failed");
+    CHECK_OK(wait_for_node(dev_index, true, 5000));
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    CHECK_OK(run_fill(&c, bo.dev_addr, 4096, 1, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after reload: status %u", w.status);
+    ctx_close(&c);
+    return 0;
+}
+
+/* Both devices at once, each with its own memory and jobs. */
+static int t_two_devices(void)
+{
+    struct ctx c[2];
+    struct drm_tx8_bo_create bo[2];
+    struct drm_tx8_bo_ref ref[2];
+    struct drm_tx8_wait w;
+    uint64_t seq[2];
+    uint32_t *p[2];
+    size_t len;
+    static char text[16384];
+
+    CHECK(access("/dev/accel/accel1", F_OK) == 0, "no second device");
+    for (int d = 0; d < 2; d++) {
+        CHECK_OK(ctx_open(&c[d], d));
+        CHECK_OK(bo_new(c[d].fd, 1 << 20, d ? "Two-B" : "Two-A", &bo[d]));
+        p[d] = bo_map(c[d].fd, &bo[d]);
+        CHECK(p[d], "mmap %d", d);
+        ref[d].handle = bo[d].handle;
+        ref[d].access = DRM_TX8_ACCESS_WRITE;
+    }
+    for (int d = 0; d < 2; d++) {
+        len = put_fill(c[d].cmdmap, bo[d].dev_addr, 1 << 20, 0x1000u + (uint32_t)d);
+        CHECK_OK(submit(c[d].fd, c[d].cmd.handle, 0, len, &ref[d], 1, &seq[d]));
+    }
+    for (int d = 0; d < 2; d++) {
+        CHECK_OK(wait_job(c[d].fd, seq[d], 20000, &w));
+        CHECK(w.status == DRM_TX8_STATUS_OK, "device %d: status %u", d, w.status);
+        for (int i = 0; i < (1 << 18); i += 997)
+            CHECK(p[d][i] == 0x1000u + (uint32_t)d, "device %d: wrong data", d);
+    }
+    /* a handle of one device means nothing on the other */
+    {
+        struct drm_tx8_bo_info bi = {.handle = bo[0].handle + 100};
+
+        CHECK_ERR(xioctl(c[1].fd, DRM_IOCTL_TX8_BO_INFO, &bi), ENOENT);
+    }
+    CHECK(read_file("/proc/tx_meminfo", text, sizeof(text)) > 0, "meminfo");
+    CHECK(meminfo_value(text, "accel0_Two-A") == 1024 &&
+              meminfo_value(text, "accel1_Two-B") == 1024,
+          "per-device labels:\n%s", text);
+    CHECK(meminfo_value(text, "accel0_Total") + meminfo_value(text, "accel1_Total") ==
+              meminfo_value(text, "DeviceTotal"),
+          "DeviceTotal is not the sum");
+    for (int d = 0; d < 2; d++) {
+        munmap(p[d], bo[d].size);
+        ctx_close(&c[d]);
+    }
+    return 0;
+}
+
+/* Many submitters at once: the ring fills and drains, all jobs finish. */
+static int t_stress(void)
+{
+    enum { PROCS = 4, JOBS = 64 };
+    pid_t pids[PROCS];
+    int status;
+
+    for (int i = 0; i < PROCS; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            struct ctx c;
+            struct drm_tx8_bo_create bo;
+            struct drm_tx8_bo_ref ref;
+            struct drm_tx8_wait w;
+            uint64_t seqs[JOBS];
+            uint32_t *p;
+
+            if (ctx_open(&c, dev_index) || bo_new(c.fd, JOBS * 4096, NULL, &bo))
+                _exit(2);
+            p = bo_map(c.fd, &bo);
+            ref.handle = bo.handle;
+            ref.access = DRM_TX8_ACCESS_WRITE;
+            for (int j = 0; j < JOBS; j++) {
+                size_t len = put_fill(c.cmdmap + j * 64, bo.dev_addr + (uint64_t)j * 4096, 4096,
+                                      (uint32_t)(i * 1000 + j));
+
+                if (submit(c.fd, c.cmd.handle, (uint64_t)j * 64, len, &ref, 1, &seqs[j]))
+                    _exit(3);
+            }
+            for (int j = 0; j < JOBS; j++)
+                if (wait_job(c.fd, seqs[j], 30000, &w) || w.status != DRM_TX8_STATUS_OK)
+                    _exit(4);
+            for (int j = 0; j < JOBS; j++)
+                if (!p || p[j * 1024 + 5] != (uint32_t)(i * 1000 + j))
+                    _exit(5);
+            _exit(0);
+        }
+        CHECK(pids[i] > 0, "fork");
+    }
+    for (int i = 0; i < PROCS; i++) {
+        CHECK(waitpid(pids[i], &status, 0) == pids[i], "waitpid");
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "submitter %d: status %#x", i, status);
+    }
+    return 0;
+}
+
+static const struct test {
+    const char *name;
+    int (*fn)(void);
+} tests[] = {
+    {"query", t_query},
+    {"bo_create", t_bo_create},
+    {"mmap", t_mmap},
+    {"submit_args", t_submit_args},
+    {"job_status", t_job_status},
+    {"isolation", t_isolation},
+    {"zero_copy", t_zero_copy},
+    {"meminfo", t_meminfo},
+    {"fdinfo", t_fdinfo},
+    {"sysfs", t_sysfs},
+    {"close_frees", t_close_frees},
+    {"stress", t_stress},
+    {"hang_reset", t_hang_reset},
+    {"two_devices", t_two_devices},
+    {"unbind", t_unbind},
+    {"reload", t_reload},
+};
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 2 || !strcmp(argv[1], "list")) {
+        for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+            printf("%s\n", tests[i].name);
+        return argc < 2 ? 2 : 0;
+    }
+    if (argc > 2)
+        dev_index = atoi(argv[2]);
+    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+        if (strcmp(argv[1], tests[i].name))
+            continue;
+        test_name = tests[i].name;
+        if (tests[i].fn())
+            return 1;
+        printf("PASS %s\n", test_name);
+        return 0;
+    }
+    fprintf(stderr, "tx8_vmtest: no test '%s'\n", argv[1]);
+    return 2;
+}
