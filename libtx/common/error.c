@@ -81,7 +81,7 @@ TX_API const char *tx_strerror(int code)
     case TX_ENOTSUP:
         return "not supported";
     case TX_ENOENT:
-        return "no such job";
+        return "not found";
     case TX_EPROTO:
         return "protocol error or incompatible device";
     case TX_EJOB:

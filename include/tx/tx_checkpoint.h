@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A GLM model as found on disk, ready to convert: a Hugging Face checkpoint
+ * directory or an ONNX model, with its config (tx/glm_config.h), tokenizer
+ * and every tensor the architecture expects, validated.
+ *
+ * Hugging Face directory: config.json, the safetensors files (single,
+ * sharded with model.safetensors.index.json, or a set of *.safetensors),
+ * tokenizer.json (and tokenizer_config.json) if present.
+ *
+ * ONNX file (*.onnx): the graph's initializers are the tensors; their names
+ * are the Hugging Face parameter names (what torch.onnx.export keeps for
+ * parameters, e.g. "model.layers.0.self_attn.q_proj.weight"). The config is
+ * the metadata_props entry "config" (the config.json text) or else the
+ * config.json next to the .onnx file; the tokenizer is the tokenizer.json
+ * next to it. Graph nodes are not executed: the architecture comes from the
+ * config.
+ *
+ * Validation: every tensor of glm_config_tensor_list() must be present with
+ * that shape and a BF16, F16 or F32 dtype; the message names the file and
+ * the tensor. Tensors of the MTP layer (model.layers.N, N >=
+ * num_hidden_layers) and tensors unknown to the architecture are reported
+ * (tx_ckpt_ignored) and otherwise ignored.
+ */
+#ifndef TX_CHECKPOINT_H
+#define TX_CHECKPOINT_H
+
+#include <tx/glm_config.h>
+#include <tx/tx_model.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum tx_ckpt_format {
+    TX_CKPT_HF = 1,   /* Hugging Face checkpoint directory */
+    TX_CKPT_ONNX = 2, /* ONNX model */
+};
+
+/* One expected tensor: what the architecture says and where it is. */
+struct tx_ckpt_tensor {
+    struct glm_tensor_info info; /* name, shape, role, class, layer, expert */
+    const struct tx_tensor *t;   /* the tensor in the input file */
+};
+
+struct tx_ckpt;
+
+TX_API int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz);
+TX_API void tx_ckpt_close(struct tx_ckpt *c);
+
+TX_API enum tx_ckpt_format tx_ckpt_format(const struct tx_ckpt *c);
+TX_API const char *tx_ckpt_path(const struct tx_ckpt *c);
+TX_API const struct glm_config *tx_ckpt_config(const struct tx_ckpt *c);
+/* The config.json text as found (NUL-terminated). */
+TX_API const char *tx_ckpt_config_json(const struct tx_ckpt *c, size_t *len);
+/* Path of tokenizer.json / tokenizer_config.json, or NULL if absent. */
+TX_API const char *tx_ckpt_tokenizer_path(const struct tx_ckpt *c);
+TX_API const char *tx_ckpt_tokenizer_config_path(const struct tx_ckpt *c);
+
+/* The expected tensors, in glm_config_tensor_list() order. */
+TX_API size_t tx_ckpt_count(const struct tx_ckpt *c);
+TX_API const struct tx_ckpt_tensor *tx_ckpt_tensor(const struct tx_ckpt *c, size_t i);
+TX_API const struct tx_ckpt_tensor *tx_ckpt_find(const struct tx_ckpt *c, const char *name);
+/* Bytes of the expected tensors in the input. */
+TX_API uint64_t tx_ckpt_bytes(const struct tx_ckpt *c);
+
+/* Tensors present but not used: *is_mtp = 1 for MTP-layer tensors, 0 for
+ * names the architecture does not know. */
+TX_API size_t tx_ckpt_n_ignored(const struct tx_ckpt *c);
+TX_API const char *tx_ckpt_ignored(const struct tx_ckpt *c, size_t i, int *is_mtp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

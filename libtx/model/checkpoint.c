@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: MIT */
+/* GLM checkpoints on disk (Hugging Face directory or ONNX), validated
+ * against the architecture's tensor list. */
+#include "model_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tx/tx_checkpoint.h>
+#include <tx/tx_onnx.h>
+#include <tx/tx_safetensors.h>
+
+struct tx_ckpt {
+    enum tx_ckpt_format format;
+    char *path;
+    char *config_path; /* or "metadata_props[config]" */
+    char *config_json;
+    size_t config_len;
+    struct glm_config cfg;
+    char *tok_path, *tokcfg_path;
+    struct tx_st_set *st;
+    struct tx_onnx *onnx;
+    struct tx_ckpt_tensor *t;
+    size_t n, cap;
+    const struct tx_ckpt_tensor **sorted;
+    char **ignored;
+    int *ignored_mtp;
+    size_t nignored;
+    uint64_t bytes;
+};
+
+enum tx_ckpt_format tx_ckpt_format(const struct tx_ckpt *c)
+{
+    return c->format;
+}
+const char *tx_ckpt_path(const struct tx_ckpt *c)
+{
+    return c->path;
+}
+const struct glm_config *tx_ckpt_config(const struct tx_ckpt *c)
+{
+    return &c->cfg;
+}
+const char *tx_ckpt_config_json(const struct tx_ckpt *c, size_t *len)
+{
+    if (len)
+        *len = c->config_len;
+    return c->config_json;
+}
+const char *tx_ckpt_tokenizer_path(const struct tx_ckpt *c)
+{
+    return c->tok_path;
+}
+const char *tx_ckpt_tokenizer_config_path(const struct tx_ckpt *c)
+{
+    return c->tokcfg_path;
+}
+size_t tx_ckpt_count(const struct tx_ckpt *c)
+{
+    return c->n;
+}
+const struct tx_ckpt_tensor *tx_ckpt_tensor(const struct tx_ckpt *c, size_t i)
+{
+    return i < c->n ? &c->t[i] : NULL;
+}
+uint64_t tx_ckpt_bytes(const struct tx_ckpt *c)
+{
+    return c->bytes;
+}
+size_t tx_ckpt_n_ignored(const struct tx_ckpt *c)
+{
+    return c->nignored;
+}
+const char *tx_ckpt_ignored(const struct tx_ckpt *c, size_t i, int *is_mtp)
+{
+    if (i >= c->nignored)
+        return NULL;
+    if (is_mtp)
+        *is_mtp = c->ignored_mtp[i];
+    return c->ignored[i];
+}
+
+const struct tx_ckpt_tensor *tx_ckpt_find(const struct tx_ckpt *c, const char *name)
+{
+    size_t lo = 0, hi = c->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int r = strcmp(c->sorted[mid]->info.name, name);
+        if (r == 0)
+            return c->sorted[mid];
+        if (r < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+void tx_ckpt_close(struct tx_ckpt *c)
+{
+    if (!c)
+        return;
+    tx_st_set_close(c->st);
+    tx_onnx_close(c->onnx);
+    for (size_t i = 0; i < c->nignored; i++)
+        free(c->ignored[i]);
+    free(c->ignored);
+    free(c->ignored_mtp);
+    free(c->t);
+    free(c->sorted);
+    free(c->path);
+    free(c->config_path);
+    free(c->config_json);
+    free(c->tok_path);
+    free(c->tokcfg_path);
+    free(c);
+}
+
+static int collect_cb(void *ctx, const struct glm_tensor_info *ti)
+{
+    struct tx_ckpt *c = ctx;
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? 2 * c->cap : 256;
+        struct tx_ckpt_tensor *n = realloc(c->t, nc * sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        c->t = n;
+        c->cap = nc;
+    }
+    c->t[c->n].info = *ti;
+    c->t[c->n].t = NULL;
+    c->n++;
+    return 0;
+}
+
+static int cmp_ct(const void *a, const void *b)
+{
+    return strcmp((*(const struct tx_ckpt_tensor *const *)a)->info.name,
+                  (*(const struct tx_ckpt_tensor *const *)b)->info.name);
+}
+
+static const struct tx_tensor *src_find(const struct tx_ckpt *c, const char *name)
+{
+    return c->st ? tx_st_set_find(c->st, name) : tx_onnx_find(c->onnx, name);
+}
+
+static size_t src_count(const struct tx_ckpt *c)
+{
+    return c->st ? tx_st_set_count(c->st) : tx_onnx_count(c->onnx);
+}
+
+static const struct tx_tensor *src_at(const struct tx_ckpt *c, size_t i)
+{
+    return c->st ? tx_st_set_tensor(c->st, i) : tx_onnx_tensor(c->onnx, i);
+}
+
+static char *opt_file(const char *dir, const char *name)
+{
+    char *p = txm_path_join(dir, name);
+    if (p && !txm_file_exists(p)) {
+        free(p);
+        p = NULL;
+    }
+    return p;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz)
+{
+    *out = NULL;
+    struct tx_ckpt *c = calloc(1, sizeof(*c));
+    if (!c)
+        return txm_err(err, errsz, -ENOMEM, "out of memory");
+    int rc;
+    char *dir = NULL, *where_buf = NULL;
+    char sub[TX_ERR_MAX];
+    c->path = strdup(path);
+    if (!c->path) {
+        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (txm_is_dir(path)) {
+        c->format = TX_CKPT_HF;
+        dir = strdup(path);
+    } else if (txm_file_exists(path)) {
+        if (!ends_with(path, ".onnx") && !ends_with(path, ".ONNX")) {
+            rc = txm_err(err, errsz, -EINVAL,
+                         "%s: not a checkpoint directory or an .onnx file (a .smd package is "
+                         "already exported)",
+                         path);
+            goto fail;
+        }
+        c->format = TX_CKPT_ONNX;
+        dir = txm_dirname(path);
+    } else {
+        rc = txm_err(err, errsz, -ENOENT, "%s: no such file or directory", path);
+        goto fail;
+    }
+    if (!dir) {
+        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* tensors first for ONNX (the config may be in its metadata) */
+    if (c->format == TX_CKPT_ONNX) {
+        rc = tx_onnx_open(path, &c->onnx, err, errsz);
+        if (rc < 0)
+            goto fail;
+        const char *mc = tx_onnx_metadata(c->onnx, "config");
+        if (mc) {
+            c->config_json = strdup(mc);
+            c->config_len = strlen(mc);
+            c->config_path = malloc(strlen(path) + 32);
+            if (c->config_path)
+                sprintf(c->config_path, "%s (metadata_props \"config\")", path);
+            if (!c->config_json || !c->config_path) {
+                rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+                goto fail;
+            }
+        }
+    }
+    if (!c->config_json) {
+        c->config_path = txm_path_join(dir, "config.json");
+        if (!c->config_path) {
+            rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+            goto fail;
+        }
+        if (!txm_file_exists(c->config_path)) {
+            rc = txm_err(err, errsz, -ENOENT, "%s: missing%s", c->config_path,
+                         c->format == TX_CKPT_ONNX
+                             ? " (and the ONNX model has no metadata_props \"config\")"
+                             : "");
+            goto fail;
+        }
+        rc = txm_read_file(c->config_path, 64u << 20, &c->config_json, &c->config_len, err, errsz);
+        if (rc < 0)
+            goto fail;
+    }
+    rc = glm_config_from_json(c->config_json, &c->cfg, sub, sizeof(sub));
+    if (rc < 0) {
+        txm_err(err, errsz, rc, "%s: %s", c->config_path, sub);
+        goto fail;
+    }
+    c->tok_path = opt_file(dir, "tokenizer.json");
+    c->tokcfg_path = opt_file(dir, "tokenizer_config.json");
+    if (c->format == TX_CKPT_HF) {
+        rc = tx_st_set_open(dir, &c->st, err, errsz);
+        if (rc < 0)
+            goto fail;
+    }
+    rc = glm_config_tensor_list(&c->cfg, collect_cb, c);
+    if (rc < 0) {
+        rc = txm_err(err, errsz, rc, "%s: cannot list the expected tensors", c->config_path);
+        goto fail;
+    }
+    c->sorted = calloc(c->n + 1, sizeof(*c->sorted));
+    if (!c->sorted) {
+        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* where a missing tensor should have been: the .onnx, the single
+     * safetensors file, the shard index, or the directory */
+    const char *where = c->format == TX_CKPT_ONNX ? path : dir;
+    if (c->st && tx_st_set_nfiles(c->st) == 1) {
+        where = tx_st_set_file(c->st, 0);
+    } else if (c->st) {
+        where_buf = txm_path_join(dir, "model.safetensors.index.json");
+        if (where_buf && txm_file_exists(where_buf))
+            where = where_buf;
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        struct tx_ckpt_tensor *ct = &c->t[i];
+        c->sorted[i] = ct;
+        const struct tx_tensor *t = src_find(c, ct->info.name);
+        uint64_t want[2] = {(uint64_t)ct->info.shape[0], (uint64_t)ct->info.shape[1]};
+        char s1[96], s2[96];
+        if (!t) {
+            rc = txm_err(err, errsz, -ENOENT, "%s: tensor %s (shape %s) is missing; %s expects it",
+                         where, ct->info.name, tx_shape_str(want, ct->info.ndim, s1, sizeof(s1)),
+                         c->config_path);
+            goto fail;
+        }
+        int same = t->ndim == ct->info.ndim;
+        for (int d = 0; same && d < t->ndim; d++)
+            same = t->shape[d] == want[d];
+        if (!same) {
+            rc = txm_err(err, errsz, -EINVAL, "%s: tensor %s has shape %s but %s expects %s",
+                         t->file, ct->info.name, tx_shape_str(t->shape, t->ndim, s1, sizeof(s1)),
+                         c->config_path, tx_shape_str(want, ct->info.ndim, s2, sizeof(s2)));
+            goto fail;
+        }
+        if (!tx_elem_supported(t->type)) {
+            rc = txm_err(err, errsz, -ENOTSUP,
+                         "%s: tensor %s has dtype %s; only BF16, F16 and F32 are supported",
+                         t->file, ct->info.name, tx_elem_name(t->type));
+            goto fail;
+        }
+        ct->t = t;
+        c->bytes += t->nbytes;
+    }
+    free(where_buf);
+    where_buf = NULL;
+    qsort(c->sorted, c->n, sizeof(*c->sorted), cmp_ct);
+    size_t ns = src_count(c);
+    c->ignored = calloc(ns + 1, sizeof(char *));
+    c->ignored_mtp = calloc(ns + 1, sizeof(int));
+    if (!c->ignored || !c->ignored_mtp) {
+        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < ns; i++) {
+        const struct tx_tensor *t = src_at(c, i);
+        if (tx_ckpt_find(c, t->name))
+            continue;
+        struct glm_tensor_info ti;
+        int lr = glm_config_tensor_lookup(&c->cfg, t->name, &ti, NULL, 0);
+        c->ignored[c->nignored] = strdup(t->name);
+        if (!c->ignored[c->nignored]) {
+            rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+            goto fail;
+        }
+        c->ignored_mtp[c->nignored++] = lr == 1;
+    }
+    free(dir);
+    *out = c;
+    return 0;
+fail:
+    free(where_buf);
+    free(dir);
+    tx_ckpt_close(c);
+    return rc;
+}

@@ -1,0 +1,504 @@
+/* SPDX-License-Identifier: MIT */
+/* Export: checkpoint (HF or ONNX) -> .smd package, streaming, with the
+ * precision plan's storage types, INT8 quantisation and block pruning. */
+#include "quant_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include <tx/tx_checkpoint.h>
+#include <tx/tx_dtype.h>
+#include <tx/tx_export.h>
+
+void tx_export_default_opts(struct tx_export_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    tx_plan_golden(o->plan);
+    o->sparsity = 0.5;
+}
+
+static enum tx_smd_layer layer_of(enum glm_tensor_class c)
+{
+    switch (c) {
+    case GLM_TC_EMBEDDING:
+        return TX_SMD_LAYER_EMBEDDING;
+    case GLM_TC_ATTENTION:
+        return TX_SMD_LAYER_ATTENTION;
+    case GLM_TC_MLP:
+        return TX_SMD_LAYER_MLP;
+    case GLM_TC_EXPERT:
+        return TX_SMD_LAYER_EXPERT;
+    case GLM_TC_NORM:
+        return TX_SMD_LAYER_NORM;
+    case GLM_TC_OUTPUT:
+        return TX_SMD_LAYER_OUTPUT;
+    default:
+        return TX_SMD_LAYER_ROUTER;
+    }
+}
+
+static unsigned tx8_of_elem(enum tx_elem_type t)
+{
+    return t == TX_ELEM_F16 ? TX8_DTYPE_F16 : t == TX_ELEM_BF16 ? TX8_DTYPE_BF16 : TX8_DTYPE_F32;
+}
+
+/* ---- one chunk of rows, in parallel ------------------------------------- */
+
+#define CHUNK_ELEMS (4u << 20)
+#define TASK_ELEMS (1u << 16)
+
+struct chunk_job {
+    const struct txq_spec *sp;
+    const struct tx_tensor *src;
+    uint64_t r0, n, rows_per_task;
+    float *f32;
+    void *data;
+    float *scales;
+    uint16_t *colblk;
+    struct txq_acc *acc; /* per task */
+    atomic_int failed;   /* the first failing task writes err */
+    char err[TX_ERR_MAX];
+};
+
+static int chunk_task(void *ctx, uint64_t i)
+{
+    struct chunk_job *j = ctx;
+    uint64_t a = i * j->rows_per_task;
+    uint64_t n = j->n - a < j->rows_per_task ? j->n - a : j->rows_per_task;
+    uint64_t C = j->sp->cols;
+    float *w = j->f32 + a * C;
+    char err[TX_ERR_MAX];
+    int rc = tx_tensor_read_f32(j->src, (j->r0 + a) * C, n * C, w, err, sizeof(err));
+    if (rc < 0) {
+        if (atomic_exchange(&j->failed, 1) == 0)
+            memcpy(j->err, err, sizeof(err));
+        return rc;
+    }
+    struct txq_scratch s;
+    if (txq_scratch_init(&s, j->sp->cols) < 0)
+        return -ENOMEM;
+    txq_rows(j->sp, w, j->r0 + a, n, j->r0, &s, j->data, j->scales, j->colblk, &j->acc[i]);
+    txq_scratch_free(&s);
+    return 0;
+}
+
+/* ---- progress ----------------------------------------------------------- */
+
+struct progress {
+    int on, tty;
+    uint64_t total, done;
+    int last;
+    size_t ntensors;
+};
+
+static void progress_show(struct progress *p, size_t idx, const char *name)
+{
+    if (!p->on)
+        return;
+    int pct = p->total ? (int)(p->done * 100 / p->total) : 100;
+    if (p->tty) {
+        fprintf(stderr, "\rglm-export: %3d%% [%zu/%zu] %-60.60s", pct, idx, p->ntensors, name);
+        if (idx == p->ntensors)
+            fputc('\n', stderr);
+    } else if (pct / 5 != p->last / 5 || idx == p->ntensors) {
+        fprintf(stderr, "glm-export: %3d%% [%zu/%zu] %s\n", pct, idx, p->ntensors, name);
+        p->last = pct;
+    }
+}
+
+/* ---- export ------------------------------------------------------------- */
+
+struct plan_choice {
+    unsigned dtype, format;
+    uint32_t group, keep;
+    enum tx_smd_layer lt;
+};
+
+static void choose(const struct tx_export_opts *o, const struct tx_ckpt_tensor *ct,
+                   struct plan_choice *pc)
+{
+    const struct glm_tensor_info *ti = &ct->info;
+    pc->lt = layer_of(ti->cls);
+    pc->dtype = TX8_DTYPE_F32;
+    pc->format = TX8_WFMT_DENSE;
+    pc->group = 0;
+    pc->keep = 0;
+    if (ti->ndim != 2 || pc->lt == TX_SMD_LAYER_ROUTER || pc->lt == TX_SMD_LAYER_NORM)
+        return;
+    const struct tx_smd_plan_entry *pe = &o->plan[pc->lt];
+    uint32_t cols = (uint32_t)ti->shape[1];
+    pc->dtype = tx_smd_precision_dtype(pe->precision);
+    if (pc->dtype == TX8_DTYPE_I8 && pc->lt != TX_SMD_LAYER_EMBEDDING && pe->group_size &&
+        cols % pe->group_size == 0)
+        pc->group = pe->group_size;
+    if ((pe->flags & TX_SMD_PLANF_SPARSE) &&
+        (pc->lt == TX_SMD_LAYER_MLP || pc->lt == TX_SMD_LAYER_EXPERT) &&
+        cols % TX8_SPARSE_BLOCK == 0 && cols / TX8_SPARSE_BLOCK >= 2 &&
+        cols / TX8_SPARSE_BLOCK <= 65536) {
+        pc->format = TX8_WFMT_BLOCK_SPARSE;
+        pc->keep = tx_sparse_keep_blocks(cols, o->sparsity);
+    }
+}
+
+static char *read_opt(const char *path, size_t *len, char *err, size_t errsz, int *rc)
+{
+    char *txt = NULL;
+    *rc = txm_read_file(path, 1ull << 30, &txt, len, err, errsz);
+    return txt;
+}
+
+static void add_num(struct json_object *o, const char *k, double v)
+{
+    json_object_object_add(o, k, json_object_new_double(v));
+}
+static void add_int(struct json_object *o, const char *k, int64_t v)
+{
+    json_object_object_add(o, k, json_object_new_int64(v));
+}
+
+static char *metadata_json(const char *input, const struct tx_ckpt *c,
+                           const struct tx_export_opts *o, const struct tx_export_stats *st)
+{
+    const struct glm_config *cfg = tx_ckpt_config(c);
+    struct json_object *m = json_object_new_object();
+    json_object_object_add(m, "producer", json_object_new_string("glm-export"));
+    json_object_object_add(m, "producer_version", json_object_new_string("1.1"));
+    const char *name = o->model_name;
+    if (!name)
+        name = cfg->arch == GLM_ARCH_GLM_MOE_DSA ? "GLM-5.1" : "GLM-4.5";
+    json_object_object_add(m, "model_name", json_object_new_string(name));
+    json_object_object_add(m, "architecture", json_object_new_string(cfg->architecture));
+    json_object_object_add(m, "model_type", json_object_new_string(cfg->model_type));
+    json_object_object_add(m, "source", json_object_new_string(input));
+    json_object_object_add(
+        m, "source_format",
+        json_object_new_string(tx_ckpt_format(c) == TX_CKPT_ONNX ? "onnx" : "hf"));
+    time_t now = time(NULL);
+    struct tm tm;
+    char ts[32];
+    gmtime_r(&now, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_object_object_add(m, "created", json_object_new_string(ts));
+    json_object_object_add(m, "quant", json_object_new_string(o->quant ? o->quant : "default"));
+    struct json_object *plan = json_object_new_object();
+    int sparse = 0;
+    for (unsigned l = 0; l < TX_SMD_LAYER_COUNT; l++) {
+        struct json_object *e = json_object_new_object();
+        json_object_object_add(e, "precision",
+                               json_object_new_string(tx_smd_precision_name(o->plan[l].precision)));
+        add_int(e, "group_size", o->plan[l].group_size);
+        json_object_object_add(e, "sparse",
+                               json_object_new_boolean(o->plan[l].flags & TX_SMD_PLANF_SPARSE));
+        sparse |= (o->plan[l].flags & TX_SMD_PLANF_SPARSE) != 0;
+        json_object_object_add(plan, tx_smd_layer_name(l), e);
+    }
+    json_object_object_add(m, "precision_plan", plan);
+    json_object_object_add(m, "optimize", json_object_new_string(sparse ? "sparse" : "none"));
+    if (sparse)
+        add_num(m, "sparsity", o->sparsity);
+    struct json_object *s = json_object_new_object();
+    add_int(s, "tensors", (int64_t)st->tensors);
+    add_int(s, "parameters", (int64_t)st->params);
+    add_int(s, "input_bytes", (int64_t)st->input_bytes);
+    add_int(s, "ignored_tensors", (int64_t)st->ignored);
+    add_int(s, "pruned_elements", (int64_t)st->pruned_elems);
+    add_num(s, "pruned_fraction", st->pruned_fraction);
+    add_num(s, "ffn_mac_reduction", st->ffn_mac_reduction);
+    add_num(s, "model_mac_reduction", st->model_mac_reduction);
+    struct json_object *err = json_object_new_object();
+    for (unsigned l = 0; l < TX_SMD_LAYER_COUNT; l++)
+        if (st->elems[l])
+            add_num(err, tx_smd_layer_name(l),
+                    st->sq_ref[l] > 0 ? sqrt(st->sq_err[l] / st->sq_ref[l]) : 0.0);
+    json_object_object_add(s, "relative_rms_error", err);
+    json_object_object_add(m, "stats", s);
+    const char *txt = json_object_to_json_string_ext(
+        m, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+    char *r = strdup(txt);
+    json_object_put(m);
+    return r;
+}
+
+int tx_export(const char *input, const char *output, const struct tx_export_opts *o,
+              struct tx_export_stats *st_out, char *err, size_t errsz)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct tx_export_stats st;
+    memset(&st, 0, sizeof(st));
+    struct tx_ckpt *c = NULL;
+    struct tx_smd_writer *w = NULL;
+    char *tok = NULL, *tokcfg = NULL, *meta = NULL;
+    float *f32 = NULL, *scales = NULL;
+    void *data = NULL;
+    uint16_t *colblk = NULL;
+    unsigned char *index = NULL;
+    struct txq_acc *accs = NULL;
+    size_t toklen = 0, tokcfglen = 0;
+    int rc;
+    char sub[TX_ERR_MAX];
+
+    if (!(o->sparsity >= 0 && o->sparsity < 1))
+        return txm_err(err, errsz, -EINVAL, "sparsity %g outside [0, 1)", o->sparsity);
+    for (unsigned l = 0; l < TX_SMD_LAYER_COUNT; l++)
+        if (o->plan[l].layer != l || o->plan[l].precision >= TX_SMD_PREC_COUNT ||
+            (o->plan[l].group_size % TX8_SPARSE_BLOCK))
+            return txm_err(err, errsz, -EINVAL,
+                           "plan entry %s invalid (group sizes must be multiples of %u)",
+                           tx_smd_layer_name(l), TX8_SPARSE_BLOCK);
+    rc = tx_ckpt_open(input, &c, err, errsz);
+    if (rc < 0)
+        return rc;
+    const struct glm_config *cfg = tx_ckpt_config(c);
+    const char *tp = o->tokenizer ? o->tokenizer : tx_ckpt_tokenizer_path(c);
+    const char *tcp = o->tokenizer_config ? o->tokenizer_config : tx_ckpt_tokenizer_config_path(c);
+    if (!tp) {
+        rc = txm_err(err, errsz, -ENOENT,
+                     "%s: no tokenizer.json next to the model (give one with --tokenizer)", input);
+        goto out;
+    }
+    tok = read_opt(tp, &toklen, err, errsz, &rc);
+    if (rc < 0)
+        goto out;
+    if (tcp) {
+        tokcfg = read_opt(tcp, &tokcfglen, err, errsz, &rc);
+        if (rc < 0)
+            goto out;
+    }
+    rc = tx_smd_writer_open(output, &w, err, errsz);
+    if (rc < 0)
+        goto out;
+    size_t cjl;
+    const char *cj = tx_ckpt_config_json(c, &cjl);
+    rc = tx_smd_writer_section(w, TX_SMD_SEC_CONFIG, cj, cjl, err, errsz);
+    if (rc == 0)
+        rc = tx_smd_writer_section(w, TX_SMD_SEC_TOKENIZER, tok, toklen, err, errsz);
+    if (rc == 0 && tokcfg)
+        rc = tx_smd_writer_section(w, TX_SMD_SEC_TOKENIZER_CONFIG, tokcfg, tokcfglen, err, errsz);
+    if (rc == 0)
+        rc = tx_smd_writer_plan(w, o->plan, err, errsz);
+    if (rc < 0)
+        goto out;
+
+    int threads = o->threads > 0 ? o->threads : txm_ncpus();
+    struct progress pg = {o->progress, isatty(2), tx_ckpt_bytes(c), 0, -5, tx_ckpt_count(c)};
+    st.ignored = tx_ckpt_n_ignored(c);
+    for (size_t i = 0; o->on_ignored && i < st.ignored; i++) {
+        int mtp;
+        const char *n = tx_ckpt_ignored(c, i, &mtp);
+        o->on_ignored(o->ctx, n, mtp);
+    }
+    f32 = malloc((size_t)CHUNK_ELEMS * sizeof(float));
+    data = malloc((size_t)CHUNK_ELEMS * sizeof(float));
+    if (!f32 || !data) {
+        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        goto out;
+    }
+    const double expert_w =
+        cfg->n_routed_experts > 0 ? (double)cfg->num_experts_per_tok / cfg->n_routed_experts : 0;
+    for (size_t ti = 0; ti < tx_ckpt_count(c); ti++) {
+        const struct tx_ckpt_tensor *ct = tx_ckpt_tensor(c, ti);
+        const struct tx_tensor *src = ct->t;
+        struct plan_choice pc;
+        choose(o, ct, &pc);
+        uint64_t rows = tx_tensor_rows(src), cols = tx_tensor_cols(src);
+        if (rows > UINT32_MAX || cols > UINT32_MAX || rows == 0 || cols == 0) {
+            rc = txm_err(err, errsz, -EINVAL, "%s: tensor %s: unsupported size", src->file,
+                         src->name);
+            goto out;
+        }
+        struct txq_spec sp = {(uint32_t)rows, (uint32_t)cols, pc.dtype,
+                              pc.format,      pc.group,       pc.keep};
+        rc = txq_check_spec(&sp, sub, sizeof(sub));
+        if (rc < 0) {
+            txm_err(err, errsz, rc, "tensor %s: %s", src->name, sub);
+            goto out;
+        }
+        uint32_t nnz = pc.format == TX8_WFMT_BLOCK_SPARSE ? sp.rows * sp.keep_blocks : 0;
+        struct tx_smd_tensor_desc d = {
+            .name = src->name,
+            .dtype = pc.dtype,
+            .format = pc.format,
+            .layer_type = pc.lt,
+            .ndim = src->ndim,
+            .group_size = pc.group,
+            .nnz_blocks = nnz,
+            .layer = ct->info.layer,
+            .expert = ct->info.expert,
+            .src_dtype = tx8_of_elem(src->type),
+        };
+        for (int k = 0; k < src->ndim; k++)
+            d.shape[k] = src->shape[k];
+        rc = tx_smd_writer_begin(w, &d, err, errsz);
+        if (rc < 0)
+            goto out;
+        uint64_t ng = pc.group ? cols / pc.group : 1;
+        size_t scales_len = pc.dtype == TX8_DTYPE_I8 ? (size_t)(rows * ng * 4) : 0;
+        size_t index_len = (size_t)tx_smd_index_size(pc.format, (uint32_t)rows, nnz);
+        free(scales);
+        free(colblk);
+        free(index);
+        scales = NULL;
+        colblk = NULL;
+        index = NULL;
+        if (scales_len && !(scales = malloc(scales_len))) {
+            rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+            goto out;
+        }
+        if (index_len) {
+            colblk = malloc((size_t)nnz * 2 + 2);
+            index = malloc(index_len);
+            if (!colblk || !index) {
+                rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+                goto out;
+            }
+        }
+        size_t es = tx_dtype_size(pc.dtype);
+        uint64_t row_out = pc.format == TX8_WFMT_BLOCK_SPARSE
+                               ? (uint64_t)pc.keep * TX8_SPARSE_BLOCK * es
+                               : cols * es;
+        uint64_t chunk_rows = CHUNK_ELEMS / cols ? CHUNK_ELEMS / cols : 1;
+        uint64_t rpt = TASK_ELEMS / cols ? TASK_ELEMS / cols : 1;
+        if (cols > CHUNK_ELEMS) {
+            rc = txm_err(err, errsz, -EINVAL,
+                         "%s: tensor %s: rows of %" PRIu64 " columns are too "
+                         "long",
+                         src->file, src->name, cols);
+            goto out;
+        }
+        struct txq_acc tacc = {0};
+        for (uint64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
+            uint64_t n = rows - r0 < chunk_rows ? rows - r0 : chunk_rows;
+            if (o->cancel && *o->cancel) {
+                rc = txm_err(err, errsz, -ECANCELED, "%s: export cancelled", output);
+                goto out;
+            }
+            uint64_t ntasks = (n + rpt - 1) / rpt;
+            free(accs);
+            accs = calloc(ntasks, sizeof(*accs));
+            if (!accs) {
+                rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+                goto out;
+            }
+            struct chunk_job j = {.sp = &sp,
+                                  .src = src,
+                                  .r0 = r0,
+                                  .n = n,
+                                  .rows_per_task = rpt,
+                                  .f32 = f32,
+                                  .data = data,
+                                  .scales = scales ? scales + r0 * ng : NULL,
+                                  .colblk = colblk ? colblk + r0 * pc.keep : NULL,
+                                  .acc = accs};
+            atomic_init(&j.failed, 0);
+            rc = txm_parallel(ntasks > 1 ? threads : 1, ntasks, chunk_task, &j);
+            if (rc < 0) {
+                txm_err(err, errsz, rc, "%s", j.err[0] ? j.err : "out of memory");
+                goto out;
+            }
+            for (uint64_t k = 0; k < ntasks; k++) {
+                tacc.pruned += accs[k].pruned;
+                tacc.overflow += accs[k].overflow;
+                tacc.sq_err += accs[k].sq_err;
+                tacc.sq_ref += accs[k].sq_ref;
+            }
+            rc = tx_smd_writer_data(w, data, (size_t)(n * row_out), err, errsz);
+            if (rc < 0)
+                goto out;
+            /* stream: keep only the chunk being converted resident */
+            tx_tensor_release_range(src, r0 * cols, n * cols);
+            pg.done += n * cols * tx_elem_size(src->type);
+        }
+        if (tacc.overflow) {
+            rc = txm_err(err, errsz, -ERANGE,
+                         "%s: tensor %s: %" PRIu64 " values exceed the FP16 range; use bf16 or "
+                         "fp32 for %s",
+                         src->file, src->name, tacc.overflow, tx_smd_layer_name(pc.lt));
+            goto out;
+        }
+        if (index_len) {
+            for (uint64_t r = 0; r <= rows; r++) {
+                uint32_t v = (uint32_t)(r * pc.keep);
+                memcpy(index + r * 4, &v, 4);
+            }
+            memcpy(index + (rows + 1) * 4, colblk, (size_t)nnz * 2);
+        }
+        rc = tx_smd_writer_end(w, scales, scales_len, index, index_len, err, errsz);
+        if (rc < 0)
+            goto out;
+        /* statistics */
+        st.tensors++;
+        st.params += src->nelem;
+        st.input_bytes += src->nbytes;
+        st.elems[pc.lt] += src->nelem;
+        st.bytes[pc.lt] +=
+            tx_smd_data_size(pc.dtype, pc.format, (uint32_t)rows, (uint32_t)cols, nnz) +
+            scales_len + index_len;
+        st.sq_err[pc.lt] += tacc.sq_err;
+        st.sq_ref[pc.lt] += tacc.sq_ref;
+        if (ct->info.ndim == 2 && pc.lt != TX_SMD_LAYER_EMBEDDING) {
+            double wgt = pc.lt == TX_SMD_LAYER_EXPERT ? expert_w : 1.0;
+            double dense = (double)src->nelem * wgt;
+            double kept = (double)(src->nelem - tacc.pruned) * wgt;
+            st.model_macs_dense += dense;
+            st.model_macs_sparse += kept;
+            if (pc.lt == TX_SMD_LAYER_MLP || pc.lt == TX_SMD_LAYER_EXPERT) {
+                st.ffn_macs_dense += dense;
+                st.ffn_macs_sparse += kept;
+            }
+        }
+        if (pc.format == TX8_WFMT_BLOCK_SPARSE) {
+            st.sparse_tensors++;
+            st.sparse_elems += src->nelem;
+            st.pruned_elems += tacc.pruned;
+        }
+        progress_show(&pg, ti + 1, src->name);
+    }
+    st.pruned_fraction = st.sparse_elems ? (double)st.pruned_elems / st.sparse_elems : 0;
+    st.ffn_mac_reduction = st.ffn_macs_dense > 0 ? 1 - st.ffn_macs_sparse / st.ffn_macs_dense : 0;
+    st.model_mac_reduction =
+        st.model_macs_dense > 0 ? 1 - st.model_macs_sparse / st.model_macs_dense : 0;
+    meta = metadata_json(input, c, o, &st);
+    if (!meta) {
+        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = tx_smd_writer_section(w, TX_SMD_SEC_METADATA, meta, strlen(meta), err, errsz);
+    if (rc < 0)
+        goto out;
+    rc = tx_smd_writer_finish(w, err, errsz);
+    w = NULL;
+    if (rc < 0)
+        goto out;
+    struct stat sb;
+    if (stat(output, &sb) == 0)
+        st.output_bytes = (uint64_t)sb.st_size;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    st.seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (st_out)
+        *st_out = st;
+out:
+    if (w)
+        tx_smd_writer_abort(w);
+    tx_ckpt_close(c);
+    free(tok);
+    free(tokcfg);
+    free(meta);
+    free(f32);
+    free(data);
+    free(scales);
+    free(colblk);
+    free(index);
+    free(accs);
+    return rc;
+}

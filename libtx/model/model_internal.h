@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal helpers of the model-format code (libtx/model/). */
+#ifndef TX_MODEL_INTERNAL_H
+#define TX_MODEL_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tx/tx_model.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the model formats are little-endian; a big-endian port needs byte swaps"
+/* Runs fn(ctx, i) for i in [0, ntasks) on up to nthreads threads (tasks are
+ * taken in order from a shared counter); returns the first non-zero value
+ * fn returned (the remaining tasks are skipped), else 0. */
+typedef int (*txm_task_fn)(void *ctx, uint64_t i);
+TXM_HIDDEN int txm_parallel(int nthreads, uint64_t ntasks, txm_task_fn fn, void *ctx);
+/* Number of online CPUs (>= 1). */
+TXM_HIDDEN int txm_ncpus(void);
+
+#endif
+
+#define TXM_HIDDEN __attribute__((visibility("hidden")))
+
+/* Writes a message into err (if not NULL) and returns rc (negative). */
+TXM_HIDDEN int txm_err(char *err, size_t errsz, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Overflow-checked arithmetic: return 0 on overflow. */
+static inline int txm_mul(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline int txm_add(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+static inline uint64_t txm_align(uint64_t v, uint64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+/* A read-only mapping of a whole file. */
+struct txm_map {
+    int fd;
+    void *addr; /* NULL for an empty file */
+    uint64_t size;
+};
+
+/* Opens and maps path; message names the file. */
+TXM_HIDDEN int txm_map_file(const char *path, struct txm_map *m, char *err, size_t errsz);
+TXM_HIDDEN void txm_unmap(struct txm_map *m);
+
+/* Reads a whole (small) file into a malloc'd NUL-terminated buffer; refuses
+ * files over max bytes. */
+TXM_HIDDEN int txm_read_file(const char *path, uint64_t max, char **out, size_t *len, char *err,
+                             size_t errsz);
+
+/* malloc'd "dir/name". */
+TXM_HIDDEN char *txm_path_join(const char *dir, const char *name);
+/* malloc'd directory part of path ("." if none). */
+TXM_HIDDEN char *txm_dirname(const char *path);
+/* 1 if path is a directory. */
+TXM_HIDDEN int txm_is_dir(const char *path);
+TXM_HIDDEN int txm_file_exists(const char *path);
+
+/* Writes all of buf (retries short writes); -errno. */
+TXM_HIDDEN int txm_write_all(int fd, const void *buf, size_t len);
+TXM_HIDDEN int txm_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+TXM_HIDDEN int txm_pread_all(int fd, void *buf, size_t len, uint64_t off);
+
+/* A temporary name next to path ("path.tmp.PID.N"), malloc'd. */
+TXM_HIDDEN char *txm_temp_name(const char *path);
+
+/* Element type from a safetensors dtype string; -1 if unknown. */
+TXM_HIDDEN int txm_elem_from_name(const char *s);
+
+/* Growable byte buffer. */
+struct txm_buf {
+    char *p;
+    size_t len, cap;
+};
+TXM_HIDDEN int txm_buf_put(struct txm_buf *b, const void *p, size_t n);
+TXM_HIDDEN void txm_buf_free(struct txm_buf *b);
+
+/* Runs fn(ctx, i) for i in [0, ntasks) on up to nthreads threads (tasks are
+ * taken in order from a shared counter); returns the first non-zero value
+ * fn returned (the remaining tasks are skipped), else 0. */
+typedef int (*txm_task_fn)(void *ctx, uint64_t i);
+TXM_HIDDEN int txm_parallel(int nthreads, uint64_t ntasks, txm_task_fn fn, void *ctx);
+/* Number of online CPUs (>= 1). */
+TXM_HIDDEN int txm_ncpus(void);
+
+#endif

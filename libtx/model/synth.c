@@ -1,0 +1,846 @@
+/* SPDX-License-Identifier: MIT */
+/* Synthetic GLM checkpoints in the real formats (glm-synth). */
+#include "model_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include <tx/tx_dtype.h>
+#include <tx/tx_onnx.h>
+#include <tx/tx_safetensors.h>
+#include <tx/tx_synth.h>
+
+int tx_synth_preset_parse(const char *s)
+{
+    if (!strcmp(s, "tiny"))
+        return TX_SYNTH_TINY;
+    if (!strcmp(s, "small"))
+        return TX_SYNTH_SMALL;
+    if (!strcmp(s, "bench"))
+        return TX_SYNTH_BENCH;
+    return -1;
+}
+
+const char *tx_synth_preset_name(enum tx_synth_preset p)
+{
+    static const char *const n[] = {"tiny", "small", "bench"};
+    return (unsigned)p < 3 ? n[p] : "?";
+}
+
+/* ---- presets ------------------------------------------------------------ */
+
+struct preset {
+    int hidden, inter, moe_inter, layers, dense, heads, kv_heads, head_dim;
+    int experts, topk, shared, n_group, topk_group, max_pos;
+    /* glm_moe_dsa */
+    int q_lora, kv_lora, nope, rope, v_dim, idx_heads, idx_dim, idx_topk;
+};
+
+/*                      H     I     Im   L  D  nh  kv  hd   E  k  s  g  tg  maxpos
+ *                      qL    kvL   nope rope v  ih  id  itopk */
+static const struct preset glm4_presets[3] = {
+    {64, 128, 64, 3, 1, 4, 2, 32, 8, 2, 1, 2, 1, 4096, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 384, 64, 4, 1, 4, 2, 32, 16, 4, 1, 1, 1, 8192, 0, 0, 0, 0, 0, 0, 0, 0},
+    {1024, 2816, 512, 8, 1, 16, 4, 64, 48, 8, 1, 1, 1, 32768, 0, 0, 0, 0, 0, 0, 0, 0},
+};
+static const struct preset glm5_presets[3] = {
+    {64, 128, 64, 3, 1, 4, 4, 16, 8, 2, 1, 1, 1, 4096, 32, 32, 16, 16, 16, 4, 32, 8},
+    {128, 384, 64, 4, 1, 4, 4, 32, 16, 4, 1, 1, 1, 8192, 64, 64, 32, 32, 32, 4, 32, 64},
+    {1024, 2816, 512, 8, 1, 16, 16, 32, 48, 8, 1, 1, 1, 32768, 512, 256, 64, 32, 64, 8, 64, 256},
+};
+
+/* Special token ids of the Qwen3 tokenizer the synthetic models ship with. */
+#define SYNTH_EOS0 151643 /* <|endoftext|> */
+#define SYNTH_EOS1 151645 /* <|im_end|> */
+
+static void add_i(struct json_object *o, const char *k, int64_t v)
+{
+    json_object_object_add(o, k, json_object_new_int64(v));
+}
+static void add_d(struct json_object *o, const char *k, double v)
+{
+    json_object_object_add(o, k, json_object_new_double(v));
+}
+static void add_b(struct json_object *o, const char *k, int v)
+{
+    json_object_object_add(o, k, json_object_new_boolean(v));
+}
+static void add_s(struct json_object *o, const char *k, const char *v)
+{
+    json_object_object_add(o, k, json_object_new_string(v));
+}
+
+char *tx_synth_config_json(enum glm_arch arch, enum tx_synth_preset preset, int vocab_size)
+{
+    if ((unsigned)preset > TX_SYNTH_BENCH ||
+        (arch != GLM_ARCH_GLM4_MOE && arch != GLM_ARCH_GLM_MOE_DSA))
+        return NULL;
+    int dsa = arch == GLM_ARCH_GLM_MOE_DSA;
+    const struct preset *p = dsa ? &glm5_presets[preset] : &glm4_presets[preset];
+    struct json_object *o = json_object_new_object();
+    struct json_object *a = json_object_new_array();
+    json_object_array_add(
+        a, json_object_new_string(dsa ? "GlmMoeDsaForCausalLM" : "Glm4MoeForCausalLM"));
+    json_object_object_add(o, "architectures", a);
+    struct json_object *eos = json_object_new_array();
+    json_object_array_add(eos, json_object_new_int(SYNTH_EOS0));
+    json_object_array_add(eos, json_object_new_int(SYNTH_EOS1));
+    if (!dsa) {
+        /* the field set of GLM-4.5's config.json */
+        add_b(o, "attention_bias", 1);
+        add_d(o, "attention_dropout", 0.0);
+        add_i(o, "pad_token_id", SYNTH_EOS0);
+        json_object_object_add(o, "eos_token_id", eos);
+        add_i(o, "head_dim", p->head_dim);
+        add_s(o, "hidden_act", "silu");
+        add_i(o, "hidden_size", p->hidden);
+        add_d(o, "partial_rotary_factor", 0.5);
+        add_d(o, "initializer_range", 0.02);
+        add_i(o, "intermediate_size", p->inter);
+        add_i(o, "max_position_embeddings", p->max_pos);
+        add_s(o, "model_type", "glm4_moe");
+        add_i(o, "moe_intermediate_size", p->moe_inter);
+        add_b(o, "norm_topk_prob", 1);
+        add_i(o, "num_attention_heads", p->heads);
+        add_i(o, "n_group", p->n_group);
+        add_i(o, "topk_group", p->topk_group);
+        add_i(o, "n_routed_experts", p->experts);
+        add_i(o, "n_shared_experts", p->shared);
+        add_d(o, "routed_scaling_factor", 2.5);
+        add_i(o, "num_experts_per_tok", p->topk);
+        add_i(o, "first_k_dense_replace", p->dense);
+        add_i(o, "num_hidden_layers", p->layers);
+        add_i(o, "num_key_value_heads", p->kv_heads);
+        add_d(o, "rms_norm_eps", 1e-5);
+        json_object_object_add(o, "rope_scaling", NULL);
+        add_d(o, "rope_theta", 1000000.0);
+        add_i(o, "num_nextn_predict_layers", 1);
+        add_b(o, "tie_word_embeddings", 0);
+        add_s(o, "torch_dtype", "bfloat16");
+        add_s(o, "transformers_version", "4.54.0");
+        add_b(o, "use_cache", 1);
+        add_b(o, "use_qk_norm", 1);
+        add_i(o, "vocab_size", vocab_size);
+    } else {
+        /* the field set of GLM-5's config.json */
+        add_b(o, "attention_bias", 0);
+        add_d(o, "attention_dropout", 0.0);
+        json_object_object_add(o, "eos_token_id", eos);
+        add_i(o, "pad_token_id", SYNTH_EOS0);
+        add_i(o, "ep_size", 1);
+        add_i(o, "first_k_dense_replace", p->dense);
+        add_s(o, "hidden_act", "silu");
+        add_i(o, "head_dim", p->rope);
+        add_i(o, "hidden_size", p->hidden);
+        add_i(o, "index_head_dim", p->idx_dim);
+        add_i(o, "index_n_heads", p->idx_heads);
+        add_i(o, "index_topk", p->idx_topk);
+        add_b(o, "indexer_rope_interleave", 1);
+        add_d(o, "initializer_range", 0.02);
+        add_i(o, "intermediate_size", p->inter);
+        add_i(o, "kv_lora_rank", p->kv_lora);
+        add_i(o, "max_position_embeddings", p->max_pos);
+        add_s(o, "model_type", "glm_moe_dsa");
+        add_i(o, "moe_intermediate_size", p->moe_inter);
+        add_i(o, "moe_layer_freq", 1);
+        add_i(o, "n_group", p->n_group);
+        add_i(o, "n_routed_experts", p->experts);
+        add_i(o, "n_shared_experts", p->shared);
+        add_b(o, "norm_topk_prob", 1);
+        add_i(o, "num_attention_heads", p->heads);
+        add_i(o, "num_experts_per_tok", p->topk);
+        add_i(o, "num_hidden_layers", p->layers);
+        add_i(o, "num_key_value_heads", p->kv_heads);
+        add_i(o, "num_nextn_predict_layers", 1);
+        add_i(o, "q_lora_rank", p->q_lora);
+        add_i(o, "qk_head_dim", p->nope + p->rope);
+        add_i(o, "qk_nope_head_dim", p->nope);
+        add_i(o, "qk_rope_head_dim", p->rope);
+        add_d(o, "rms_norm_eps", 1e-5);
+        add_b(o, "rope_interleave", 1);
+        struct json_object *rp = json_object_new_object();
+        add_d(rp, "rope_theta", 1000000.0);
+        add_s(rp, "rope_type", "default");
+        json_object_object_add(o, "rope_parameters", rp);
+        add_d(o, "routed_scaling_factor", 2.5);
+        add_s(o, "scoring_func", "sigmoid");
+        add_b(o, "tie_word_embeddings", 0);
+        add_i(o, "topk_group", p->topk_group);
+        add_s(o, "topk_method", "noaux_tc");
+        add_s(o, "dtype", "bfloat16");
+        add_s(o, "transformers_version", "5.0.0");
+        add_b(o, "use_cache", 1);
+        add_i(o, "v_head_dim", p->v_dim);
+        add_i(o, "vocab_size", vocab_size);
+    }
+    const char *s = json_object_to_json_string_ext(
+        o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+    size_t n = strlen(s);
+    char *r = malloc(n + 2);
+    if (r) {
+        memcpy(r, s, n);
+        r[n] = '\n';
+        r[n + 1] = 0;
+    }
+    json_object_put(o);
+    return r;
+}
+
+int tx_synth_vocab_for_tokenizer(const char *path, int *vocab_size, char *err, size_t errsz)
+{
+    char *txt;
+    size_t len;
+    int rc = txm_read_file(path, 512u << 20, &txt, &len, err, errsz);
+    if (rc < 0)
+        return rc;
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *root = tok ? json_tokener_parse_ex(tok, txt, (int)len) : NULL;
+    int ok = tok && json_tokener_get_error(tok) == json_tokener_success && root &&
+             json_object_is_type(root, json_type_object);
+    if (tok)
+        json_tokener_free(tok);
+    free(txt);
+    if (!ok) {
+        if (root)
+            json_object_put(root);
+        return txm_err(err, errsz, -EINVAL, "%s: not a JSON object", path);
+    }
+    int64_t maxid = -1;
+    struct json_object *model, *vocab, *added;
+    if (json_object_object_get_ex(root, "model", &model) &&
+        json_object_object_get_ex(model, "vocab", &vocab) &&
+        json_object_is_type(vocab, json_type_object)) {
+        json_object_object_foreach(vocab, k, v)
+        {
+            (void)k;
+            if (json_object_is_type(v, json_type_int) && json_object_get_int64(v) > maxid)
+                maxid = json_object_get_int64(v);
+        }
+    }
+    if (json_object_object_get_ex(root, "added_tokens", &added) &&
+        json_object_is_type(added, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(added); i++) {
+            struct json_object *id;
+            if (json_object_object_get_ex(json_object_array_get_idx(added, i), "id", &id) &&
+                json_object_is_type(id, json_type_int) && json_object_get_int64(id) > maxid)
+                maxid = json_object_get_int64(id);
+        }
+    }
+    json_object_put(root);
+    if (maxid < 0 || maxid > (1 << 24))
+        return txm_err(err, errsz, -EINVAL, "%s: no usable vocabulary (model.vocab, added_tokens)",
+                       path);
+    *vocab_size = (int)txm_align((uint64_t)maxid + 1, 128);
+    return 0;
+}
+
+/* ---- values ------------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t name_key(const char *name, uint64_t seed)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    return mix64(h ^ mix64(seed));
+}
+
+struct gen {
+    char name[GLM_TENSOR_NAME_MAX];
+    uint64_t key;
+    float mean, std;
+    enum tx_elem_type type;
+    int ndim;
+    uint64_t shape[2];
+    uint64_t nelem;
+    uint32_t block_cols; /* FFN block structure: row length, 0 = none */
+    float weak;          /* scale of the weak blocks */
+};
+
+/* FFN and expert matrices get block-structured magnitudes: in each row,
+ * one block of 32 columns of every pair of blocks (2j, 2j + 1) is "weak"
+ * (x SYNTH_WEAK), so pruning the weakest half of the blocks (glm-export
+ * --optimize sparse) removes about SYNTH_WEAK^2 of their energy, as after
+ * sparsity-aware training. The overall standard deviation is unchanged. */
+#define SYNTH_BLOCK 32
+
+/* Scales (see tx_synth.h): embedding rows N(0, 1); the matrices that write
+ * into the residual stream (o_proj, down_proj of the MLP and of every
+ * expert) get SYNTH_RESIDUAL_GAIN / sqrt(fan_in), so that each layer adds
+ * a correction of ~10-20% of the residual's size, as in a trained deep
+ * model; the other matrices 1 / sqrt(fan_in) (unit-scale outputs, router
+ * logits of unit spread). */
+#define SYNTH_EMBED_STD 1.0f
+#define SYNTH_RESIDUAL_GAIN 0.1f
+#define SYNTH_WEAK 0.05f
+
+/* Two standard normal values of pair p (Box-Muller on a counter hash). */
+static inline void normal_pair(uint64_t key, uint64_t p, float *z0, float *z1)
+{
+    uint64_t h = mix64(key ^ (p * 0xd1b54a32d192ed03ull));
+    float u1 = ((float)(h >> 40) + 1.0f) * (1.0f / 16777216.0f); /* (0, 1] */
+    float u2 = (float)((h >> 16) & 0xffffff) * (1.0f / 16777216.0f);
+    float r = sqrtf(-2.0f * logf(u1));
+    float a = 6.28318530718f * u2;
+    *z0 = r * cosf(a);
+    *z1 = r * sinf(a);
+}
+
+static void gen_init(struct gen *g, const struct glm_tensor_info *t, uint64_t seed, int blocks)
+{
+    memset(g, 0, sizeof(*g));
+    snprintf(g->name, sizeof(g->name), "%s", t->name);
+    g->key = name_key(t->name, seed);
+    g->ndim = t->ndim;
+    g->shape[0] = (uint64_t)t->shape[0];
+    g->shape[1] = t->ndim > 1 ? (uint64_t)t->shape[1] : 0;
+    g->nelem = g->shape[0] * (t->ndim > 1 ? g->shape[1] : 1);
+    g->type = t->keep_fp32 ? TX_ELEM_F32 : TX_ELEM_BF16;
+    g->mean = 0.0f;
+    switch (t->role) {
+    case GLM_T_EMBED:
+        g->std = SYNTH_EMBED_STD;
+        break;
+    case GLM_T_O_PROJ:
+    case GLM_T_MLP_DOWN:
+    case GLM_T_EXP_DOWN:
+    case GLM_T_SHEXP_DOWN:
+        g->std = SYNTH_RESIDUAL_GAIN / sqrtf((float)t->shape[1]);
+        break;
+    case GLM_T_ROUTER_BIAS:
+        g->std = 0.02f;
+        break;
+    case GLM_T_IDX_K_NORM_BIAS:
+    case GLM_T_Q_BIAS:
+    case GLM_T_K_BIAS:
+    case GLM_T_V_BIAS:
+    case GLM_T_O_BIAS:
+    case GLM_T_Q_A_BIAS:
+    case GLM_T_KV_A_BIAS:
+        g->std = 0.02f;
+        break;
+    default:
+        if (t->cls == GLM_TC_NORM) {
+            g->mean = 1.0f;
+            g->std = 0.05f;
+        } else {
+            g->std = t->ndim == 2 ? 1.0f / sqrtf((float)t->shape[1]) : 0.02f;
+        }
+        break;
+    }
+    if ((t->cls == GLM_TC_MLP || t->cls == GLM_TC_EXPERT) && t->ndim == 2 &&
+        t->shape[1] % SYNTH_BLOCK == 0 && blocks) {
+        g->block_cols = (uint32_t)t->shape[1];
+        g->weak = SYNTH_WEAK;
+        g->std *= sqrtf(2.0f / (1.0f + SYNTH_WEAK * SYNTH_WEAK));
+    }
+}
+
+static inline float block_scale(const struct gen *g, uint64_t i)
+{
+    if (!g->block_cols)
+        return 1.0f;
+    uint64_t r = i / g->block_cols, b = (i % g->block_cols) / SYNTH_BLOCK;
+    uint64_t nb = g->block_cols / SYNTH_BLOCK;
+    if ((nb & 1) && b == nb - 1)
+        return 1.0f; /* the unpaired last block */
+    /* exactly one block of each pair (2j, 2j + 1) is weak */
+    uint64_t h = mix64(g->key + 0x5bd1e995u + r * 0x9e3779b97f4a7c15ull + (b >> 1));
+    return (h & 1) == (b & 1) ? g->weak : 1.0f;
+}
+
+float tx_synth_value(const struct glm_tensor_info *t, uint64_t seed, int dense_ffn, uint64_t i)
+{
+    struct gen g;
+    gen_init(&g, t, seed, !dense_ffn);
+    float z0, z1;
+    normal_pair(g.key, i / 2, &z0, &z1);
+    return g.mean + g.std * block_scale(&g, i) * ((i & 1) ? z1 : z0);
+}
+
+/* Fills out[0, n) (n even or the tensor's end) with elements [first, +n)
+ * converted to g->type. */
+static void gen_fill(const struct gen *g, uint64_t first, uint64_t n, void *out)
+{
+    for (uint64_t k = 0; k < n;) {
+        uint64_t i = first + k;
+        float z[2];
+        normal_pair(g->key, i / 2, &z[0], &z[1]);
+        for (int j = (int)(i & 1); j < 2 && k < n; j++, k++) {
+            float v = g->mean + g->std * block_scale(g, i + (uint64_t)j - (i & 1)) * z[j];
+            if (g->type == TX_ELEM_F32)
+                memcpy((char *)out + k * 4, &v, 4);
+            else {
+                uint16_t h = tx_f32_to_bf16(v);
+                memcpy((char *)out + k * 2, &h, 2);
+            }
+        }
+    }
+}
+
+/* ---- the tensor list ---------------------------------------------------- */
+
+struct glist {
+    struct gen *g;
+    size_t n, cap;
+    uint64_t seed;
+    int blocks;
+};
+
+static int glist_add(struct glist *l, const struct gen *g)
+{
+    if (l->n == l->cap) {
+        size_t c = l->cap ? 2 * l->cap : 256;
+        struct gen *n = realloc(l->g, c * sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        l->g = n;
+        l->cap = c;
+    }
+    l->g[l->n++] = *g;
+    return 0;
+}
+
+static int glist_cb(void *ctx, const struct glm_tensor_info *t)
+{
+    struct glist *l = ctx;
+    struct gen g;
+    gen_init(&g, t, l->seed, l->blocks);
+    return glist_add(l, &g);
+}
+
+/* The MTP (next-n) layer's own tensors, as the real checkpoints carry them
+ * after the decoder layers (model.layers.L.*); loaders ignore them. */
+static int add_mtp(struct glist *l, const struct glm_config *c)
+{
+    static const char *const norms[] = {"enorm.weight", "hnorm.weight", "shared_head.norm.weight"};
+    struct glm_tensor_info t;
+    for (size_t i = 0; i < 4; i++) {
+        memset(&t, 0, sizeof(t));
+        t.layer = c->num_hidden_layers;
+        t.expert = -1;
+        if (i < 3) {
+            snprintf(t.name, sizeof(t.name), "model.layers.%d.%s", c->num_hidden_layers, norms[i]);
+            t.ndim = 1;
+            t.shape[0] = c->hidden_size;
+            t.cls = GLM_TC_NORM;
+            t.role = GLM_T_INPUT_NORM;
+        } else {
+            snprintf(t.name, sizeof(t.name), "model.layers.%d.eh_proj.weight",
+                     c->num_hidden_layers);
+            t.ndim = 2;
+            t.shape[0] = c->hidden_size;
+            t.shape[1] = 2 * (int64_t)c->hidden_size;
+            t.cls = GLM_TC_ATTENTION;
+            t.role = GLM_T_O_PROJ;
+        }
+        int rc = glist_cb(l, &t);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+struct fill_job {
+    const struct gen *g;
+    uint64_t first, n;
+    unsigned char *buf;
+    size_t es;
+};
+
+#define FILL_TASK (1u << 16) /* elements per parallel task (even) */
+
+static int fill_task(void *ctx, uint64_t i)
+{
+    struct fill_job *j = ctx;
+    uint64_t a = i * FILL_TASK, n = j->n - a < FILL_TASK ? j->n - a : FILL_TASK;
+    gen_fill(j->g, j->first + a, n, j->buf + a * j->es);
+    return 0;
+}
+
+#define CHUNK_ELEMS (4u << 20)
+
+typedef int (*sink_fn)(void *sink, const void *data, size_t len, char *err, size_t errsz);
+
+static int emit_tensor(const struct gen *g, unsigned char *buf, int threads, sink_fn sink,
+                       void *sctx, char *err, size_t errsz)
+{
+    size_t es = tx_elem_size(g->type);
+    for (uint64_t first = 0; first < g->nelem; first += CHUNK_ELEMS) {
+        uint64_t n = g->nelem - first < CHUNK_ELEMS ? g->nelem - first : CHUNK_ELEMS;
+        struct fill_job j = {g, first, n, buf, es};
+        txm_parallel(n > FILL_TASK ? threads : 1, (n + FILL_TASK - 1) / FILL_TASK, fill_task, &j);
+        int rc = sink(sctx, buf, (size_t)(n * es), err, errsz);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int st_sink(void *w, const void *d, size_t len, char *err, size_t errsz)
+{
+    return tx_st_writer_write(w, d, len, err, errsz);
+}
+
+static int onnx_sink(void *w, const void *d, size_t len, char *err, size_t errsz)
+{
+    return tx_onnx_writer_append(w, d, len, err, errsz);
+}
+
+static int copy_file(const char *src, const char *dst, char *err, size_t errsz)
+{
+    char *txt;
+    size_t len;
+    int rc = txm_read_file(src, 1u << 30, &txt, &len, err, errsz);
+    if (rc < 0)
+        return rc;
+    char *tmp = txm_temp_name(dst);
+    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+    if (fd < 0) {
+        rc = tmp ? -errno : -ENOMEM;
+        free(tmp);
+        free(txt);
+        return txm_err(err, errsz, rc, "%s: %s", dst, strerror(-rc));
+    }
+    rc = txm_write_all(fd, txt, len);
+    if (close(fd) < 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, dst) < 0)
+        rc = -errno;
+    if (rc < 0) {
+        unlink(tmp);
+        txm_err(err, errsz, rc, "%s: %s", dst, strerror(-rc));
+    }
+    free(tmp);
+    free(txt);
+    return rc;
+}
+
+static int write_text(const char *path, const char *txt, char *err, size_t errsz)
+{
+    char *tmp = txm_temp_name(path);
+    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+    if (fd < 0) {
+        int rc = tmp ? -errno : -ENOMEM;
+        free(tmp);
+        return txm_err(err, errsz, rc, "%s: %s", path, strerror(-rc));
+    }
+    int rc = txm_write_all(fd, txt, strlen(txt));
+    if (close(fd) < 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = -errno;
+    if (rc < 0) {
+        unlink(tmp);
+        txm_err(err, errsz, rc, "%s: %s", path, strerror(-rc));
+    }
+    free(tmp);
+    return rc;
+}
+
+static int progress_last;
+
+static void progress(const struct tx_synth_opts *o, uint64_t done, uint64_t total, const char *what)
+{
+    if (!o->progress)
+        return;
+    int last = progress_last;
+    int pct = total ? (int)(done * 100 / total) : 100;
+    if (pct / 10 != last / 10 || done == total) {
+        fprintf(stderr, "glm-synth: %3d%% %s\n", pct, what);
+        progress_last = pct;
+    }
+}
+
+static int write_hf(const char *outdir, const struct tx_synth_opts *o, struct glist *l,
+                    uint64_t shard_bytes, unsigned char *buf, int threads, char *err, size_t errsz)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < l->n; i++)
+        total += l->g[i].nelem * tx_elem_size(l->g[i].type);
+    /* shard assignment */
+    size_t *shard = calloc(l->n + 1, sizeof(size_t));
+    if (!shard)
+        return txm_err(err, errsz, -ENOMEM, "out of memory");
+    size_t nshards = 1;
+    uint64_t acc = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        uint64_t b = l->g[i].nelem * tx_elem_size(l->g[i].type);
+        if (shard_bytes && acc > 0 && acc + b > shard_bytes) {
+            nshards++;
+            acc = 0;
+        }
+        shard[i] = nshards - 1;
+        acc += b;
+    }
+    char **fnames = calloc(nshards, sizeof(char *));
+    struct tx_tensor_decl *decls = calloc(l->n + 1, sizeof(*decls));
+    const char **names = calloc(l->n + 1, sizeof(char *));
+    const char **files = calloc(l->n + 1, sizeof(char *));
+    int rc = 0;
+    if (!fnames || !decls || !names || !files) {
+        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t s = 0; s < nshards; s++) {
+        fnames[s] = malloc(64);
+        if (!fnames[s]) {
+            rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+            goto out;
+        }
+        if (nshards == 1)
+            snprintf(fnames[s], 64, "model.safetensors");
+        else
+            snprintf(fnames[s], 64, "model-%05zu-of-%05zu.safetensors", s + 1, nshards);
+    }
+    uint64_t done = 0;
+    static const char *const meta[] = {"format", "pt", NULL};
+    for (size_t s = 0, i = 0; s < nshards; s++) {
+        size_t i0 = i, nd = 0;
+        for (; i < l->n && shard[i] == s; i++, nd++) {
+            decls[nd].name = l->g[i].name;
+            decls[nd].type = l->g[i].type;
+            decls[nd].ndim = l->g[i].ndim;
+            decls[nd].shape[0] = l->g[i].shape[0];
+            decls[nd].shape[1] = l->g[i].shape[1];
+            names[i] = l->g[i].name;
+            files[i] = fnames[s];
+        }
+        char *path = txm_path_join(outdir, fnames[s]);
+        struct tx_st_writer *w = NULL;
+        rc = path ? tx_st_writer_open(path, decls, nd, meta, &w, err, errsz)
+                  : txm_err(err, errsz, -ENOMEM, "out of memory");
+        free(path);
+        if (rc < 0)
+            goto out;
+        for (size_t k = i0; k < i; k++) {
+            rc = emit_tensor(&l->g[k], buf, threads, st_sink, w, err, errsz);
+            if (rc < 0) {
+                tx_st_writer_abort(w);
+                goto out;
+            }
+            done += l->g[k].nelem * tx_elem_size(l->g[k].type);
+            progress(o, done, total, fnames[s]);
+        }
+        rc = tx_st_writer_finish(w, err, errsz);
+        if (rc < 0)
+            goto out;
+    }
+    if (nshards > 1) {
+        char *ip = txm_path_join(outdir, "model.safetensors.index.json");
+        rc = ip ? tx_st_write_index(ip, names, files, l->n, total, err, errsz)
+                : txm_err(err, errsz, -ENOMEM, "out of memory");
+        free(ip);
+    }
+out:
+    if (fnames)
+        for (size_t s = 0; s < nshards; s++)
+            free(fnames[s]);
+    free(fnames);
+    free(decls);
+    free(names);
+    free(files);
+    free(shard);
+    return rc;
+}
+
+static int write_onnx(const char *outdir, const struct tx_synth_opts *o, struct glist *l,
+                      const char *config_json, int external, unsigned char *buf, int threads,
+                      int vocab, char *err, size_t errsz)
+{
+    char *path = txm_path_join(outdir, "model.onnx");
+    if (!path)
+        return txm_err(err, errsz, -ENOMEM, "out of memory");
+    const char *meta[] = {"config", config_json, "producer", "glm-synth", NULL};
+    struct tx_onnx_writer *w;
+    int rc = tx_onnx_writer_open(path, external ? "model.onnx.data" : NULL, meta, &w, err, errsz);
+    free(path);
+    if (rc < 0)
+        return rc;
+    uint64_t total = 0, done = 0;
+    for (size_t i = 0; i < l->n; i++)
+        total += l->g[i].nelem * tx_elem_size(l->g[i].type);
+    for (size_t i = 0; i < l->n; i++) {
+        const struct gen *g = &l->g[i];
+        struct tx_tensor_decl d = {g->name, g->type, g->ndim, {g->shape[0], g->shape[1]}};
+        size_t es = tx_elem_size(g->type);
+        if (external) {
+            rc = tx_onnx_writer_begin(w, &d, err, errsz);
+            if (rc == 0)
+                rc = emit_tensor(g, buf, threads, onnx_sink, w, err, errsz);
+        } else {
+            void *all = malloc(g->nelem * es + 1);
+            if (!all) {
+                rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+            } else {
+                struct fill_job j = {g, 0, g->nelem, all, es};
+                txm_parallel(threads, (g->nelem + FILL_TASK - 1) / FILL_TASK, fill_task, &j);
+                rc = tx_onnx_writer_add(w, &d, all, err, errsz);
+                free(all);
+            }
+        }
+        if (rc < 0) {
+            tx_onnx_writer_abort(w);
+            return rc;
+        }
+        done += g->nelem * es;
+        progress(o, done, total, "model.onnx");
+    }
+    /* A placeholder graph (embedding gather, then lm_head): readers use the
+     * initializers and the config, never the nodes. */
+    struct tx_onnx_value in = {"input_ids", TX_ELEM_I64, 2, {-1, -1}, {"batch", "sequence"}};
+    struct tx_onnx_value outv = {
+        "logits", TX_ELEM_BF16, 3, {-1, -1, vocab}, {"batch", "sequence", NULL}};
+    const char *g_in[] = {"model.embed_tokens.weight", "input_ids"};
+    const char *g_out[] = {"inputs_embeds"};
+    const char *t_in[] = {"lm_head.weight"};
+    const char *t_out[] = {"lm_head_t"};
+    const char *m_in[] = {"inputs_embeds", "lm_head_t"};
+    const char *m_out[] = {"logits"};
+    const int64_t perm[] = {1, 0};
+    rc = tx_onnx_writer_io(w, 0, &in, err, errsz);
+    if (rc == 0)
+        rc = tx_onnx_writer_io(w, 1, &outv, err, errsz);
+    if (rc == 0)
+        rc =
+            tx_onnx_writer_node(w, "Gather", "embed", g_in, 2, g_out, 1, NULL, NULL, 0, err, errsz);
+    if (rc == 0)
+        rc = tx_onnx_writer_node(w, "Transpose", "lm_head_transpose", t_in, 1, t_out, 1, "perm",
+                                 perm, 2, err, errsz);
+    if (rc == 0)
+        rc = tx_onnx_writer_node(w, "MatMul", "lm_head", m_in, 2, m_out, 1, NULL, NULL, 0, err,
+                                 errsz);
+    if (rc < 0) {
+        tx_onnx_writer_abort(w);
+        return rc;
+    }
+    return tx_onnx_writer_finish(w, err, errsz);
+}
+
+int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err, size_t errsz)
+{
+    if ((unsigned)o->preset > TX_SYNTH_BENCH ||
+        (o->arch != GLM_ARCH_GLM4_MOE && o->arch != GLM_ARCH_GLM_MOE_DSA))
+        return txm_err(err, errsz, -EINVAL, "glm-synth: unknown architecture or preset");
+    int rc;
+    int vocab = o->vocab_size;
+    char *tok = NULL, *tokcfg = NULL;
+    if (o->tokenizer_dir) {
+        tok = txm_path_join(o->tokenizer_dir, "tokenizer.json");
+        tokcfg = txm_path_join(o->tokenizer_dir, "tokenizer_config.json");
+        if (!tok || !tokcfg) {
+            free(tok);
+            free(tokcfg);
+            return txm_err(err, errsz, -ENOMEM, "out of memory");
+        }
+        if (!txm_file_exists(tok)) {
+            rc = txm_err(err, errsz, -ENOENT, "%s: no tokenizer.json there", o->tokenizer_dir);
+            free(tok);
+            free(tokcfg);
+            return rc;
+        }
+        int tv;
+        rc = tx_synth_vocab_for_tokenizer(tok, &tv, err, errsz);
+        if (rc < 0) {
+            free(tok);
+            free(tokcfg);
+            return rc;
+        }
+        if (vocab == 0)
+            vocab = tv;
+        else if (vocab < tv) {
+            rc = txm_err(err, errsz, -EINVAL, "vocab_size %d does not cover the tokenizer's %d ids",
+                         vocab, tv);
+            free(tok);
+            free(tokcfg);
+            return rc;
+        }
+    }
+    if (vocab <= 0) {
+        free(tok);
+        free(tokcfg);
+        return txm_err(err, errsz, -EINVAL, "glm-synth: no tokenizer and no vocab_size");
+    }
+    if (mkdir(outdir, 0755) < 0 && errno != EEXIST) {
+        rc = -errno;
+        free(tok);
+        free(tokcfg);
+        return txm_err(err, errsz, rc, "%s: %s", outdir, strerror(-rc));
+    }
+    char *cj = tx_synth_config_json(o->arch, o->preset, vocab);
+    struct glm_config cfg;
+    struct glist l = {.seed = o->seed, .blocks = !o->dense_ffn};
+    unsigned char *buf = NULL;
+    int threads = o->threads > 0 ? o->threads : txm_ncpus();
+    char sub[TX_ERR_MAX];
+    progress_last = -10;
+    if (!cj) {
+        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = glm_config_from_json(cj, &cfg, sub, sizeof(sub));
+    if (rc < 0) {
+        txm_err(err, errsz, rc, "glm-synth: generated config rejected: %s", sub);
+        goto out;
+    }
+    rc = glm_config_tensor_list(&cfg, glist_cb, &l);
+    if (rc == 0)
+        rc = add_mtp(&l, &cfg);
+    buf = malloc((size_t)CHUNK_ELEMS * 4);
+    if (rc < 0 || !buf) {
+        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        goto out;
+    }
+    if (o->format == TX_SYNTH_ONNX) {
+        int ext = o->onnx_external < 0 ? o->preset != TX_SYNTH_TINY : o->onnx_external;
+        rc = write_onnx(outdir, o, &l, cj, ext, buf, threads, vocab, err, errsz);
+    } else {
+        uint64_t sb = o->shard_bytes;
+        if (!sb)
+            sb = o->preset == TX_SYNTH_TINY    ? 0
+                 : o->preset == TX_SYNTH_SMALL ? (32ull << 20)
+                                               : (512ull << 20);
+        rc = write_hf(outdir, o, &l, sb, buf, threads, err, errsz);
+        if (rc == 0) {
+            char *cp = txm_path_join(outdir, "config.json");
+            rc =
+                cp ? write_text(cp, cj, err, errsz) : txm_err(err, errsz, -ENOMEM, "out of memory");
+            free(cp);
+        }
+    }
+    if (rc == 0 && tok) {
+        char *dst = txm_path_join(outdir, "tokenizer.json");
+        rc = dst ? copy_file(tok, dst, err, errsz) : -ENOMEM;
+        free(dst);
+        if (rc == 0 && txm_file_exists(tokcfg)) {
+            dst = txm_path_join(outdir, "tokenizer_config.json");
+            rc = dst ? copy_file(tokcfg, dst, err, errsz) : -ENOMEM;
+            free(dst);
+        }
+    }
+out:
+    free(buf);
+    free(l.g);
+    free(cj);
+    free(tok);
+    free(tokcfg);
+    return rc;
+}

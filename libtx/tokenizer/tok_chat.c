@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The GLM chat templates, rendered in C exactly as the Jinja templates
+ * shipped with the models render them (HF apply_chat_template, which uses
+ * trim_blocks and lstrip_blocks), without tools:
+ *   GLM-4:          llama.cpp's "chatglm4" template (glm-4-9b-chat)
+ *   GLM-4.5 / 4.6:  chat_template.jinja of zai-org/GLM-4.5 and GLM-4.6
+ *   GLM-4.7 / 5:    chat_template.jinja of zai-org/GLM-4.7 and GLM-5
+ */
+#include <ctype.h>
+#include <sys/types.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok_internal.h"
+
+struct render {
+    struct tok_buf b;
+    struct tok_range *lit;
+    size_t n_lit, cap_lit;
+};
+
+static int put(struct render *r, const char *s, size_t n)
+{
+    return tok_buf_put(&r->b, s, n);
+}
+
+static int puts_(struct render *r, const char *s)
+{
+    return put(r, s, strlen(s));
+}
+
+/* Message text: remembered as a literal range for TX_CHAT_LITERAL_CONTENT. */
+static int put_content(struct render *r, const char *s, size_t n)
+{
+    if (!n)
+        return 0;
+    if (r->n_lit == r->cap_lit) {
+        size_t cap = r->cap_lit ? r->cap_lit * 2 : 16;
+        struct tok_range *v = realloc(r->lit, cap * sizeof(*v));
+        if (!v)
+            return TX_ENOMEM;
+        r->lit = v;
+        r->cap_lit = cap;
+    }
+    r->lit[r->n_lit++] = (struct tok_range){r->b.len, r->b.len + n};
+    return put(r, s, n);
+}
+
+/* Python str.isspace() for the characters that matter here. */
+static bool py_space(uint32_t cp)
+{
+    return tok_is_white_space(cp) || (cp >= 0x1C && cp <= 0x1F);
+}
+
+/* Python str.strip() on [*s, *s + *n). */
+static void py_strip(const char **s, size_t *n)
+{
+    const char *p = *s;
+    size_t len = *n;
+    while (len) {
+        uint32_t cp;
+        size_t l = tok_utf8_decode((const unsigned char *)p, len, &cp);
+        if (!l || !py_space(cp))
+            break;
+        p += l;
+        len -= l;
+    }
+    while (len) {
+        size_t i = len - 1;
+        while (i > 0 && len - i < 4 && ((unsigned char)p[i] & 0xC0) == 0x80)
+            i--;
+        uint32_t cp;
+        if (tok_utf8_decode((const unsigned char *)p + i, len - i, &cp) != len - i || !py_space(cp))
+            break;
+        len = i;
+    }
+    *s = p;
+    *n = len;
+}
+
+static const char *memmem_(const char *h, size_t hn, const char *n, size_t nn)
+{
+    return memmem(h, hn, n, nn);
+}
+
+static const char *memmem_last(const char *h, size_t hn, const char *n, size_t nn)
+{
+    const char *last = NULL, *p = h;
+    size_t left = hn;
+    const char *f;
+    while ((f = memmem_(p, left, n, nn))) {
+        last = f;
+        left -= (size_t)(f - p) + 1;
+        p = f + 1;
+    }
+    return last;
+}
+
+/*
+ * The templates' reasoning extraction from an assistant message without a
+ * separate reasoning field:
+ *   reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
+ *   content   = content.split('</think>')[-1].lstrip('\n')
+ */
+static void split_reasoning(const char **c, size_t *cn, const char **r, size_t *rn)
+{
+    const char *s = *c;
+    size_t n = *cn;
+    const char *close = memmem_(s, n, "</think>", 8);
+    if (!close)
+        return;
+    const char *before = s;
+    size_t bn = (size_t)(close - s);
+    while (bn && before[bn - 1] == '\n')
+        bn--;
+    const char *open = memmem_last(before, bn, "<think>", 7);
+    if (open) {
+        bn -= (size_t)(open + 7 - before);
+        before = open + 7;
+    }
+    while (bn && *before == '\n') {
+        before++;
+        bn--;
+    }
+    *r = before;
+    *rn = bn;
+    const char *last_close = memmem_last(s, n, "</think>", 8);
+    const char *after = last_close + 8;
+    size_t an = n - (size_t)(after - s);
+    while (an && *after == '\n') {
+        after++;
+        an--;
+    }
+    *c = after;
+    *cn = an;
+}
+
+static const char *role_of(const char *role)
+{
+    if (!role)
+        return NULL;
+    if (!strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant"))
+        return role;
+    if (!strcmp(role, "tool") || !strcmp(role, "observation"))
+        return "tool";
+    return NULL;
+}
+
+static int render(struct render *r, enum tx_chat_format fmt, const struct tx_chat_message *msgs,
+                  size_t n, unsigned flags, char *err, size_t errsz)
+{
+    bool think = !(flags & TX_CHAT_NO_THINKING);
+    bool nl = fmt != TX_CHAT_GLM5; /* GLM-4.7/5 dropped the newlines */
+    ssize_t last_user = -1;
+    for (size_t i = 0; i < n; i++) {
+        const char *role = role_of(msgs[i].role);
+        if (!role)
+            return tok_err(err, errsz, TX_EINVAL, "message %zu: unknown role \"%.32s\"", i,
+                           msgs[i].role ? msgs[i].role : "(null)");
+        if (!strcmp(role, "user"))
+            last_user = (ssize_t)i;
+    }
+    if (puts_(r, "[gMASK]<sop>"))
+        return TX_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *role = role_of(msgs[i].role);
+        const char *c = msgs[i].content ? msgs[i].content : "";
+        size_t cn = strlen(c);
+        if (tok_utf8_validate(c, cn) != cn)
+            return tok_err(err, errsz, TX_EINVAL, "message %zu: content is not valid UTF-8", i);
+        int rc = 0;
+        if (fmt == TX_CHAT_GLM4) {
+            const char *tag = !strcmp(role, "tool") ? "observation" : role;
+            rc = puts_(r, "<|") || puts_(r, tag) || puts_(r, "|>\n") || put_content(r, c, cn);
+        } else if (!strcmp(role, "system") || !strcmp(role, "user")) {
+            rc = puts_(r, !strcmp(role, "user") ? "<|user|>" : "<|system|>") ||
+                 (nl && puts_(r, "\n")) || put_content(r, c, cn);
+            if (!rc && fmt == TX_CHAT_GLM45 && !think && !strcmp(role, "user") &&
+                !(cn >= 8 && !memcmp(c + cn - 8, "/nothink", 8)))
+                rc = puts_(r, "/nothink");
+        } else if (!strcmp(role, "assistant")) {
+            const char *rs = "";
+            size_t rn = 0;
+            if (msgs[i].reasoning) {
+                rs = msgs[i].reasoning;
+                rn = strlen(rs);
+                if (tok_utf8_validate(rs, rn) != rn)
+                    return tok_err(err, errsz, TX_EINVAL,
+                                   "message %zu: reasoning is not valid UTF-8", i);
+            } else {
+                split_reasoning(&c, &cn, &rs, &rn);
+            }
+            rc = puts_(r, "<|assistant|>");
+            if (!rc && (ssize_t)i > last_user && rn) {
+                py_strip(&rs, &rn);
+                rc = puts_(r, nl ? "\n<think>" : "<think>") || put_content(r, rs, rn) ||
+                     puts_(r, "</think>");
+            } else if (!rc) {
+                rc = puts_(r, nl ? "\n<think></think>" : "</think>");
+            }
+            py_strip(&c, &cn);
+            if (!rc && cn)
+                rc = (nl && puts_(r, "\n")) || put_content(r, c, cn);
+        } else { /* tool */
+            if (i == 0 || strcmp(role_of(msgs[i - 1].role), "tool"))
+                rc = puts_(r, "<|observation|>");
+            rc = rc || puts_(r, nl ? "\n<tool_response>\n" : "<tool_response>") ||
+                 put_content(r, c, cn) || puts_(r, nl ? "\n</tool_response>" : "</tool_response>");
+        }
+        if (rc)
+            return TX_ENOMEM;
+    }
+    if (flags & TX_CHAT_ADD_GENERATION_PROMPT) {
+        int rc;
+        if (fmt == TX_CHAT_GLM4)
+            rc = puts_(r, "<|assistant|>\n");
+        else if (fmt == TX_CHAT_GLM45)
+            rc = puts_(r, "<|assistant|>") || (!think && puts_(r, "\n<think></think>"));
+        else
+            rc = puts_(r, think ? "<|assistant|><think>" : "<|assistant|></think>");
+        if (rc)
+            return TX_ENOMEM;
+    }
+    return tok_buf_reserve(&r->b, 0) ? TX_ENOMEM : 0;
+}
+
+static int check_args(enum tx_chat_format fmt, const struct tx_chat_message *msgs, size_t n,
+                      char *err, size_t errsz)
+{
+    if (fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5)
+        return tok_err(err, errsz, TX_EINVAL, "unknown chat format %d", (int)fmt);
+    if (!msgs && n)
+        return tok_err(err, errsz, TX_EINVAL, "invalid argument");
+    return 0;
+}
+
+int tx_tokenizer_chat_render(enum tx_chat_format fmt, const struct tx_chat_message *msgs,
+                             size_t n_msgs, unsigned flags, char **text, size_t *len, char *err,
+                             size_t errsz)
+{
+    if (err && errsz)
+        err[0] = 0;
+    if (!text)
+        return tok_err(err, errsz, TX_EINVAL, "invalid argument");
+    *text = NULL;
+    int rc = check_args(fmt, msgs, n_msgs, err, errsz);
+    if (rc)
+        return rc;
+    struct render r = {{0}, NULL, 0, 0};
+    rc = render(&r, fmt, msgs, n_msgs, flags, err, errsz);
+    free(r.lit);
+    if (rc) {
+        free(r.b.p);
+        return rc == TX_ENOMEM ? tok_err(err, errsz, rc, "out of memory") : rc;
+    }
+    *text = r.b.p;
+    if (len)
+        *len = r.b.len;
+    return 0;
+}
+
+int tx_tokenizer_chat_encode(const struct tx_tokenizer *tok, enum tx_chat_format fmt,
+                             const struct tx_chat_message *msgs, size_t n_msgs, unsigned flags,
+                             int32_t **ids, size_t *n_ids, char *err, size_t errsz)
+{
+    if (err && errsz)
+        err[0] = 0;
+    if (!tok || !ids || !n_ids)
+        return tok_err(err, errsz, TX_EINVAL, "invalid argument");
+    int rc = check_args(fmt, msgs, n_msgs, err, errsz);
+    if (rc)
+        return rc;
+    struct render r = {{0}, NULL, 0, 0};
+    rc = render(&r, fmt, msgs, n_msgs, flags, err, errsz);
+    if (!rc) {
+        bool lit = flags & TX_CHAT_LITERAL_CONTENT;
+        rc = tok_encode_ex(tok, r.b.p, r.b.len, 0, lit ? r.lit : NULL, lit ? r.n_lit : 0, ids,
+                           n_ids, err, errsz);
+    } else if (rc == TX_ENOMEM) {
+        rc = tok_err(err, errsz, rc, "out of memory");
+    }
+    free(r.lit);
+    free(r.b.p);
+    return rc;
+}
+
+int tx_tokenizer_chat_stop_tokens(const struct tx_tokenizer *tok, int32_t *ids, size_t cap)
+{
+    static const char *const names[] = {"<|endoftext|>", "<|user|>", "<|observation|>"};
+    if (!tok || (!ids && cap))
+        return tok_err(NULL, 0, TX_EINVAL, "tx_tokenizer_chat_stop_tokens: NULL argument");
+    int n = 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        int32_t id = tok_lookup(tok, names[i], strlen(names[i]));
+        if (id < 0)
+            continue;
+        if ((size_t)n < cap)
+            ids[n] = id;
+        n++;
+    }
+    return n;
+}
+
+int tx_chat_format_from_name(const char *name)
+{
+    if (!name)
+        return tok_err(NULL, 0, TX_EINVAL, "chat format: NULL name");
+    char k[16];
+    size_t j = 0;
+    for (size_t i = 0; name[i]; i++) {
+        char ch = (char)tolower((unsigned char)name[i]);
+        if (ch == '-' || ch == '_' || ch == '.')
+            continue;
+        if (j + 1 >= sizeof(k))
+            break;
+        k[j++] = ch;
+    }
+    k[j] = 0;
+    if (!strcmp(k, "glm4"))
+        return TX_CHAT_GLM4;
+    if (!strcmp(k, "glm45") || !strcmp(k, "glm46"))
+        return TX_CHAT_GLM45;
+    if (!strcmp(k, "glm47") || !strcmp(k, "glm5") || !strcmp(k, "glm51"))
+        return TX_CHAT_GLM5;
+    return tok_err(NULL, 0, TX_EINVAL,
+                   "unknown chat format \"%.32s\" (glm4, glm4.5, glm4.6, glm4.7, glm5, glm5.1)",
+                   name);
+}

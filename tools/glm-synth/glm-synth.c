@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * glm-synth: write a synthetic GLM checkpoint in the real format.
+ *
+ *   glm-synth --arch glm4|glm5 --preset tiny|small|bench --output DIR
+ *             [--seed N] [--format hf|onnx] [--tokenizer-dir DIR]
+ *             [--onnx-data inline|external] [--shard-size SIZE]
+ *             [--dense-ffn] [--threads N] [--quiet]
+ *
+ * Usage and file formats: docs/tools-export.md.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <tx/tx_analyze.h>
+#include <tx/tx_synth.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: glm-synth --arch glm4|glm5 --preset tiny|small|bench --output DIR\n"
+               "                 [--seed N] [--format hf|onnx] [--tokenizer-dir DIR]\n"
+               "                 [--onnx-data inline|external] [--shard-size SIZE]\n"
+               "                 [--dense-ffn] [--threads N] [--quiet]\n"
+               "\n"
+               "Writes a synthetic GLM checkpoint with the real config fields, tensor names and\n"
+               "shapes (BF16 safetensors, or ONNX with --format onnx) and the Qwen3 tokenizer.\n"
+               "  --arch glm4      Glm4MoeForCausalLM (GLM-4.5/4.6/4.7)\n"
+               "  --arch glm5      GlmMoeDsaForCausalLM (GLM-5/5.1)\n"
+               "  --preset         tiny (unit tests), small (~80 MB, demo), bench (~1.8 GB)\n"
+               "  --tokenizer-dir  directory with tokenizer.json (default:\n"
+               "                   $TX_SHARED_DIR/data/tokenizers/qwen3, TX_SHARED_DIR defaulting\n"
+               "                   to ../shared next to the source tree)\n");
+}
+
+static int parse_arch(const char *s)
+{
+    if (!strcmp(s, "glm4") || !strcmp(s, "glm4_moe") || !strcmp(s, "glm4.5") ||
+        !strcmp(s, "Glm4MoeForCausalLM"))
+        return GLM_ARCH_GLM4_MOE;
+    if (!strcmp(s, "glm5") || !strcmp(s, "glm5.1") || !strcmp(s, "glm_moe_dsa") ||
+        !strcmp(s, "GlmMoeDsaForCausalLM"))
+        return GLM_ARCH_GLM_MOE_DSA;
+    return -1;
+}
+
+static int has_tokenizer(const char *dir)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/tokenizer.json", dir);
+    return access(p, R_OK) == 0;
+}
+
+/* The default tokenizer directory: $TX_SHARED_DIR, else ../shared next to
+ * the source tree (found from this executable, BUILD/bin/glm-synth), else
+ * ../shared from the current directory. */
+static int find_tokenizer_dir(char *out, size_t n)
+{
+    const char *env = getenv("TX_SHARED_DIR");
+    if (env && *env) {
+        snprintf(out, n, "%s/data/tokenizers/qwen3", env);
+        return has_tokenizer(out) ? 0 : -1;
+    }
+    char exe[PATH_MAX - 64];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (len > 0) {
+        exe[len] = 0;
+        for (int up = 0; up < 3; up++) { /* bin, BUILD, repository */
+            char *s = strrchr(exe, '/');
+            if (!s)
+                break;
+            *s = 0;
+        }
+        snprintf(out, n, "%s/../shared/data/tokenizers/qwen3", exe);
+        if (has_tokenizer(out))
+            return 0;
+    }
+    snprintf(out, n, "../shared/data/tokenizers/qwen3");
+    return has_tokenizer(out) ? 0 : -1;
+}
+
+/* Bytes and number of the weight files written (model*.safetensors,
+ * model.onnx, model.onnx.data). */
+static uint64_t dir_bytes(const char *dir, int *files)
+{
+    uint64_t total = 0;
+    *files = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        int weights = !strncmp(e->d_name, "model", 5) &&
+                      ((l > 12 && !strcmp(e->d_name + l - 12, ".safetensors")) ||
+                       !strcmp(e->d_name, "model.onnx") || !strcmp(e->d_name, "model.onnx.data"));
+        char p[PATH_MAX];
+        struct stat st;
+        if (weights && snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) < (int)sizeof(p) &&
+            stat(p, &st) == 0) {
+            total += (uint64_t)st.st_size;
+            (*files)++;
+        }
+    }
+    if (d)
+        closedir(d);
+    return total;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"arch", required_argument, NULL, 'a'},
+                                         {"preset", required_argument, NULL, 'p'},
+                                         {"output", required_argument, NULL, 'o'},
+                                         {"seed", required_argument, NULL, 's'},
+                                         {"format", required_argument, NULL, 'f'},
+                                         {"tokenizer-dir", required_argument, NULL, 'T'},
+                                         {"onnx-data", required_argument, NULL, 'D'},
+                                         {"shard-size", required_argument, NULL, 'S'},
+                                         {"dense-ffn", no_argument, NULL, 'F'},
+                                         {"threads", required_argument, NULL, 't'},
+                                         {"quiet", no_argument, NULL, 'q'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    struct tx_synth_opts o = {.arch = GLM_ARCH_UNKNOWN,
+                              .preset = -1,
+                              .seed = 42,
+                              .format = TX_SYNTH_HF,
+                              .onnx_external = -1,
+                              .progress = 1};
+    const char *out = NULL, *tokdir = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "a:p:o:s:f:T:D:S:Ft:qh", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'a': {
+            int a = parse_arch(optarg);
+            if (a < 0) {
+                fprintf(stderr, "glm-synth: --arch %s: expected glm4 or glm5\n", optarg);
+                return 2;
+            }
+            o.arch = (enum glm_arch)a;
+            break;
+        }
+        case 'p': {
+            int p = tx_synth_preset_parse(optarg);
+            if (p < 0) {
+                fprintf(stderr, "glm-synth: --preset %s: expected tiny, small or bench\n", optarg);
+                return 2;
+            }
+            o.preset = (enum tx_synth_preset)p;
+            break;
+        }
+        case 'o':
+            out = optarg;
+            break;
+        case 's':
+            errno = 0;
+            o.seed = strtoull(optarg, &end, 0);
+            if (errno || *end || !*optarg) {
+                fprintf(stderr, "glm-synth: --seed %s: not a number\n", optarg);
+                return 2;
+            }
+            break;
+        case 'f':
+            if (!strcmp(optarg, "hf") || !strcmp(optarg, "safetensors"))
+                o.format = TX_SYNTH_HF;
+            else if (!strcmp(optarg, "onnx"))
+                o.format = TX_SYNTH_ONNX;
+            else {
+                fprintf(stderr, "glm-synth: --format %s: expected hf or onnx\n", optarg);
+                return 2;
+            }
+            break;
+        case 'T':
+            tokdir = optarg;
+            break;
+        case 'D':
+            if (!strcmp(optarg, "inline"))
+                o.onnx_external = 0;
+            else if (!strcmp(optarg, "external"))
+                o.onnx_external = 1;
+            else {
+                fprintf(stderr, "glm-synth: --onnx-data %s: expected inline or external\n", optarg);
+                return 2;
+            }
+            break;
+        case 'S': {
+            int64_t v = tx_parse_size(optarg);
+            if (v <= 0) {
+                fprintf(stderr, "glm-synth: --shard-size %s: expected a size like 512M\n", optarg);
+                return 2;
+            }
+            o.shard_bytes = (uint64_t)v;
+            break;
+        }
+        case 'F':
+            o.dense_ffn = 1;
+            break;
+        case 't':
+            o.threads = atoi(optarg);
+            if (o.threads < 1 || o.threads > 256) {
+                fprintf(stderr, "glm-synth: --threads %s: expected 1..256\n", optarg);
+                return 2;
+            }
+            break;
+        case 'q':
+            o.progress = 0;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc || o.arch == GLM_ARCH_UNKNOWN || (int)o.preset < 0 || !out) {
+        if (optind < argc)
+            fprintf(stderr, "glm-synth: unexpected argument %s\n", argv[optind]);
+        else
+            fprintf(stderr, "glm-synth: --arch, --preset and --output are required\n");
+        usage(stderr);
+        return 2;
+    }
+    char tbuf[PATH_MAX];
+    if (tokdir) {
+        if (!has_tokenizer(tokdir)) {
+            fprintf(stderr, "glm-synth: %s: no tokenizer.json there\n", tokdir);
+            return 1;
+        }
+    } else {
+        if (find_tokenizer_dir(tbuf, sizeof(tbuf)) < 0) {
+            fprintf(stderr,
+                    "glm-synth: no tokenizer found (tried $TX_SHARED_DIR, ../shared next to the "
+                    "source tree and ../shared); give --tokenizer-dir\n");
+            return 1;
+        }
+        tokdir = tbuf;
+    }
+    o.tokenizer_dir = tokdir;
+    char err[TX_ERR_MAX];
+    int rc = tx_synth_write(out, &o, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "glm-synth: %s\n", err);
+        return 1;
+    }
+    int files;
+    uint64_t bytes = dir_bytes(out, &files);
+    if (o.progress)
+        fprintf(stderr,
+                "glm-synth: wrote %s: %s %s, %s, %.1f MB of weights in %d file%s, seed %llu\n", out,
+                o.arch == GLM_ARCH_GLM4_MOE ? "Glm4MoeForCausalLM" : "GlmMoeDsaForCausalLM",
+                tx_synth_preset_name(o.preset), o.format == TX_SYNTH_ONNX ? "onnx" : "safetensors",
+                bytes / 1e6, files, files == 1 ? "" : "s", (unsigned long long)o.seed);
+    return 0;
+}
