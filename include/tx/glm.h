@@ -1,0 +1,449 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtx GLM inference API: run GLM-4.5/4.6/4.7 (Glm4MoeForCausalLM) and
+ * GLM-5/5.1 (GlmMoeDsaForCausalLM) models from an .smd package on a TX8.
+ *
+ *   - the article's per-layer precision API (set_layer_precision), with the
+ *     "golden configuration" as the default plan;
+ *   - models: a package loaded onto a device (zero copy: liburing reads the
+ *     tensor extents straight into mapped device memory);
+ *   - sessions: one sequence each, with its KV cache in device memory;
+ *     batched prefill, single and batched decode;
+ *   - generation with sampling on the device (SAMPLE), streaming callback,
+ *     stop tokens, the GLM chat template, llama.cpp-style timings;
+ *   - expert load balancing (article 5.1) and config/expert_parallel.yaml;
+ *   - validation against the FP32 host reference (tx/glm_reference.h).
+ *
+ * Conventions (those of the device layer, tx/tx_device.h): every function
+ * that can fail returns TX_OK (0) or a negative enum tx_status code and
+ * leaves a message for tx_last_error() in the calling thread. Nothing prints
+ * (except with TX_DEBUG=1, to stderr), exits or aborts on bad input.
+ *
+ * Threads: a model and its sessions may be used from several threads; the
+ * forward passes of one model are serialised by the model.
+ *
+ * Documentation with an example program: docs/libtx-glm.md.
+ */
+#ifndef TX_GLM_H
+#define TX_GLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tx/glm_config.h>
+#include <tx/tx_device.h>
+#include <tx/tx_tokenizer.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef TX_API
+#define TX_API __attribute__((visibility("default")))
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Precision API (article section 2.2)                                       */
+/* ------------------------------------------------------------------------ */
+/*
+ *     glm_layer_config_t cfg;
+ *     cfg.layer_type = GLM_MLP;
+ *     cfg.precision  = INT8_MIXED;
+ *     set_layer_precision(device, cfg);
+ *
+ * The plan belongs to the device handle: it applies to every model loaded on
+ * that handle from its next forward pass on. A plan entry decides, for the
+ * tensors of that layer type, the weight data type the device multiplies
+ * with and how activations enter the products (MATMUL/MOE_FFN act_dtype):
+ *
+ *   FP32        F32 weights, f32 activations
+ *   FP16        F16 weights, activations rounded to f16, f32 accumulation
+ *   BF16        BF16 weights, activations rounded to bf16, f32 accumulation
+ *   INT8_MIXED  I8 weights (per-channel or per-group f32 scales), activations
+ *               quantised per row to int8 on the fly, int32 accumulation,
+ *               f32 outputs (act_dtype I8)
+ *
+ * Special cases: GLM_EMBEDDING selects the data type of the embedding table
+ * (EMBED gathers from F32/F16/BF16/I8 tables); GLM_ATTENTION also selects the
+ * KV cache type (F32 for FP32, BF16 for BF16, F16 for FP16 and INT8_MIXED);
+ * GLM_NORM: normalisation is computed in f32 on the TX8, and FP16/BF16 round
+ * the normalised outputs through that type (INT8_MIXED is refused for norms,
+ * TX_ENOTSUP). The MoE router gate always runs in FP32 (as transformers
+ * computes it).
+ *
+ * When the package stores a tensor in another type than the plan asks for,
+ * the runtime converts it on the device (CONVERT) into a per-precision copy
+ * that is kept for later passes (see docs/libtx-glm.md, "Memory").
+ */
+typedef enum glm_layer_type {
+    GLM_EMBEDDING = 0, /* model.embed_tokens */
+    GLM_ATTENTION = 1, /* attention projections (GQA or MLA, DSA indexer) */
+    GLM_MLP = 2,       /* dense SwiGLU MLP of the first layers, shared experts */
+    GLM_EXPERT = 3,    /* routed MoE experts */
+    GLM_NORM = 4,      /* RMSNorm / LayerNorm */
+    GLM_OUTPUT = 5,    /* lm_head */
+    GLM_LAYER_TYPE_COUNT = 6
+} glm_layer_type_t;
+
+typedef enum glm_precision {
+    FP32 = 0,
+    FP16 = 1,
+    BF16 = 2,
+    INT8_MIXED = 3,
+    GLM_PRECISION_COUNT = 4
+} glm_precision_t;
+
+typedef struct glm_layer_config {
+    glm_layer_type_t layer_type;
+    glm_precision_t precision;
+} glm_layer_config_t;
+
+/* Set one layer type's precision on a device (article API). TX_EINVAL for a
+ * bad handle, type or precision; TX_ENOTSUP for INT8_MIXED norms. */
+TX_API int set_layer_precision(tx_device_t *device, glm_layer_config_t cfg);
+
+/* The precision in force for a layer type (the golden default if never set;
+ * FP32 for an invalid type). */
+TX_API glm_precision_t get_layer_precision(tx_device_t *device, glm_layer_type_t type);
+
+/* A whole plan. */
+typedef struct glm_precision_plan {
+    glm_precision_t precision[GLM_LAYER_TYPE_COUNT];
+} glm_precision_plan_t;
+
+/* The article's golden configuration: embedding INT8_MIXED, attention FP16,
+ * MLP and experts INT8_MIXED, norms FP32, output FP32. */
+TX_API void glm_plan_golden(glm_precision_plan_t *plan);
+/* Every layer type at p (FP32 ... INT8_MIXED; norms stay FP32 when p is
+ * INT8_MIXED). */
+TX_API void glm_plan_uniform(glm_precision_plan_t *plan, glm_precision_t p);
+TX_API int glm_plan_set(tx_device_t *device, const glm_precision_plan_t *plan);
+TX_API int glm_plan_get(tx_device_t *device, glm_precision_plan_t *plan);
+
+/*
+ * Parse a plan text, starting from *plan as given: "golden", "fp32", "fp16",
+ * "bf16", "int8" (whole plans), and/or "TYPE=PREC" items separated by commas,
+ * e.g. "mlp=int8,attention=fp16" or "golden,output=fp16". TYPE: embedding,
+ * attention, mlp, expert(s), norm(s), output, or all; PREC: fp32, fp16, bf16,
+ * int8 / int8_mixed (case-insensitive).
+ */
+TX_API int glm_plan_parse(const char *text, glm_precision_plan_t *plan);
+/* "embedding=INT8_MIXED,attention=FP16,..." into buf; returns buf. */
+TX_API char *glm_plan_format(const glm_precision_plan_t *plan, char *buf, size_t bufsz);
+
+TX_API const char *glm_layer_type_name(glm_layer_type_t t); /* "embedding", ... */
+TX_API const char *glm_precision_name(glm_precision_t p);   /* "FP32", ... */
+
+/* ------------------------------------------------------------------------ */
+/* Models                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct glm_model glm_model_t;
+typedef struct glm_session glm_session_t;
+
+/* Load flags */
+#define GLM_LOAD_VERIFY (1u << 0)   /* verify every tensor checksum after reading */
+#define GLM_LOAD_NO_URING (1u << 1) /* read with pread() instead of io_uring */
+#define GLM_LOAD_STREAM (1u << 2)   /* stream the layers (parameter shard prefetch) */
+#define GLM_LOAD_DIRECT (1u << 3)   /* O_DIRECT reads (bypass the page cache) */
+
+struct glm_load_options {
+    /* Model name for labels and reports (device memory labels are
+     * "<name>_Weights", "<name>_KVCache", "<name>_Activations"). NULL: from
+     * the package ("GLM-5.1" for glm_moe_dsa, "GLM-4.5" for glm4_moe, unless
+     * the package metadata names the model). At most 16 bytes are kept. */
+    const char *name;
+    unsigned flags; /* GLM_LOAD_* */
+    /* Upper bound of device memory for weights (0 = whatever is free). When
+     * the model does not fit, layers are streamed through a device-side
+     * cache with prefetch of the next layer (parameter shard prefetch). */
+    uint64_t max_weight_bytes;
+    uint32_t io_depth; /* io_uring queue depth (0 = 32) */
+    uint32_t rsvd[7];
+};
+
+/* Load a package onto a device. opt may be NULL. */
+TX_API int glm_model_load(tx_device_t *device, const char *smd_path,
+                          const struct glm_load_options *opt, glm_model_t **out);
+/* Free a model (its sessions must be freed first; TX_EBUSY otherwise). */
+TX_API int glm_model_free(glm_model_t *model);
+
+TX_API const struct glm_config *glm_model_config(const glm_model_t *model);
+TX_API const char *glm_model_name(const glm_model_t *model);
+TX_API tx_device_t *glm_model_device(const glm_model_t *model);
+/* The package's tokenizer (NULL if it could not be parsed). */
+TX_API const struct tx_tokenizer *glm_model_tokenizer(const glm_model_t *model);
+
+struct glm_model_info {
+    uint64_t n_params;               /* all parameters (MTP layers excluded) */
+    uint64_t n_params_active;        /* parameters used per token (top-k experts) */
+    uint64_t package_bytes;          /* tensor extents read from the package */
+    uint64_t weights_bytes;          /* device memory of the stored weights */
+    uint64_t converted_bytes;        /* device memory of per-precision copies */
+    uint64_t kv_bytes;               /* KV caches of all live sessions */
+    uint64_t activation_bytes;       /* activation buffers of all live sessions */
+    uint64_t decode_bytes_per_token; /* weight bytes one decode step reads
+                                        under the current plan (active experts) */
+    double load_ms;                  /* glm_model_load wall time */
+    double io_ms;                    /* of which reading the package */
+    double io_mib_s;                 /* read throughput */
+    int streaming;                   /* 1: parameter-shard prefetch in use */
+    int n_sessions;
+    glm_precision_plan_t plan;               /* plan of the last forward pass */
+    glm_precision_plan_t stored;             /* package's plan (storage types) */
+    uint64_t forwards;                       /* forward passes run */
+    uint64_t prefetch_hits, prefetch_misses; /* streaming: layer cache */
+};
+TX_API int glm_model_info(glm_model_t *model, struct glm_model_info *info);
+
+/* Free the per-precision weight copies the current plan does not use. */
+TX_API int glm_model_trim(glm_model_t *model);
+
+/* ------------------------------------------------------------------------ */
+/* Sessions, forward passes                                                  */
+/* ------------------------------------------------------------------------ */
+
+struct glm_session_options {
+    int n_ctx;   /* positions (0 = min(4096, max_position_embeddings)) */
+    int n_batch; /* most tokens per device pass (0 = 512); longer inputs are
+                    split into passes of n_batch tokens */
+    int rsvd[6];
+};
+
+TX_API int glm_session_create(glm_model_t *model, const struct glm_session_options *opt,
+                              glm_session_t **out);
+TX_API void glm_session_free(glm_session_t *s);
+/* Forget the sequence (position 0); the KV cache memory stays. */
+TX_API int glm_session_reset(glm_session_t *s);
+TX_API int glm_session_pos(const glm_session_t *s);
+TX_API int glm_session_n_ctx(const glm_session_t *s);
+TX_API glm_model_t *glm_session_model(const glm_session_t *s);
+
+/* glm_eval flags */
+#define GLM_EVAL_ALL_LOGITS (1u << 0) /* logits of every position, else the last */
+
+/*
+ * Run n tokens at the session's position (prefill when n > 1, decode when
+ * n == 1) and append them to its KV cache. logits: NULL, or [n x vocab]
+ * floats with GLM_EVAL_ALL_LOGITS, or [vocab] floats (last position).
+ */
+TX_API int glm_eval(glm_session_t *s, const int32_t *ids, int n, unsigned flags, float *logits);
+
+/* Sampling parameters of the device's SAMPLE command. */
+struct glm_sampling {
+    float temperature; /* <= 0: greedy (argmax) */
+    int top_k;         /* 0 = all */
+    float top_p;       /* (0, 1], 1 = all */
+    uint64_t seed;     /* same seed and inputs give the same tokens */
+};
+/* llama.cpp defaults: temperature 0.8, top_k 40, top_p 0.95, seed 0. */
+TX_API void glm_sampling_default(struct glm_sampling *s);
+
+/*
+ * Batched decode: one token for each of n sessions (of the same model) in one
+ * device pass. logits: NULL or [n x vocab]. If sampling is not NULL, a token
+ * is drawn on the device for every session into next[n] (sessions sample
+ * with counter = their position, so results equal single-session decoding).
+ */
+TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, int n,
+                            float *logits, const struct glm_sampling *sampling, int32_t *next);
+
+/* ------------------------------------------------------------------------ */
+/* Generation                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Called for every generated token with its text piece (complete UTF-8; may
+ * be empty). Return non-zero to stop. */
+typedef int (*glm_token_cb)(void *user, int32_t token, const char *piece, size_t len);
+
+enum glm_stop_reason {
+    GLM_STOP_NONE = 0,
+    GLM_STOP_TOKEN = 1,    /* a stop token was generated (not emitted) */
+    GLM_STOP_LENGTH = 2,   /* n_predict tokens generated */
+    GLM_STOP_CONTEXT = 3,  /* the context is full */
+    GLM_STOP_CALLBACK = 4, /* the callback asked to stop */
+};
+
+struct glm_generate_params {
+    const int32_t *prompt; /* appended at the session's position */
+    int n_prompt;
+    int n_predict; /* tokens to generate; < 0: until a stop or the context is full */
+    struct glm_sampling sampling;
+    /* Stop tokens; NULL with n_stop 0: the model's (glm_model_stop_tokens).
+     * n_stop < 0: none at all. */
+    const int32_t *stop;
+    int n_stop;
+    glm_token_cb on_token; /* may be NULL */
+    void *user;
+    int rsvd[4];
+};
+
+struct glm_timings {
+    double load_ms;   /* the model's load time */
+    double prompt_ms; /* prompt evaluation (prefill) wall time */
+    int n_prompt;
+    double eval_ms; /* generation wall time (forward + on-device sampling) */
+    int n_eval;     /* tokens generated (forward passes after the prompt) */
+    double total_ms;
+    double prompt_tps; /* n_prompt / prompt_ms * 1000 */
+    double eval_tps;
+    double device_ms; /* device busy time of all passes (completion records) */
+    uint64_t macs;    /* multiply-accumulates executed by the device */
+    enum glm_stop_reason stop;
+};
+
+/*
+ * Evaluate the prompt, then generate: each step runs one forward pass whose
+ * job ends with the SAMPLE command, so only the chosen token id comes back.
+ * out (may be NULL) receives up to cap generated tokens (stop token
+ * excluded), *n_out their count; t (may be NULL) the timings.
+ */
+TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, int32_t *out,
+                        int cap, int *n_out, struct glm_timings *t);
+
+/* The model's stop tokens: eos_token_id of the config plus the chat stop
+ * tokens of its tokenizer (<|endoftext|>, <|user|>, <|observation|>),
+ * without duplicates. Returns how many (may exceed cap). */
+TX_API int glm_model_stop_tokens(const glm_model_t *model, int32_t *ids, int cap);
+
+/* Encode a conversation with the GLM chat template of the model's
+ * architecture ("[gMASK]<sop><|system|>...<|user|>...<|assistant|>").
+ * flags: TX_CHAT_* (tx_tokenizer.h); the generation prompt is added.
+ * *ids is malloc()ed (free() it). */
+TX_API int glm_chat_encode(const glm_model_t *model, const struct tx_chat_message *msgs,
+                           size_t n_msgs, unsigned flags, int32_t **ids, size_t *n_ids);
+
+/* Encode plain text (no template, no special prefix). *ids malloc()ed. */
+TX_API int glm_tokenize(const glm_model_t *model, const char *text, int32_t **ids, size_t *n_ids);
+
+/* ------------------------------------------------------------------------ */
+/* Expert load balancing and expert parallel settings (article 5.1, 7)       */
+/* ------------------------------------------------------------------------ */
+
+enum glm_balance_mode {
+    GLM_BALANCE_OFF = 0,  /* router as trained */
+    GLM_BALANCE_ON = 1,   /* score -= lambda * load in every MoE layer */
+    GLM_BALANCE_AUTO = 2, /* only in layers that currently have cold experts */
+};
+
+struct glm_moe_options {
+    enum glm_balance_mode balance; /* default OFF */
+    float lambda;                  /* penalty factor, default 0.2 (the article's) */
+    /* config/expert_parallel.yaml keys; meaning on one device in
+     * docs/libtx-glm.md, "Expert parallel settings". */
+    int expert_parallel;   /* expert groups (default 1; must divide n_routed_experts) */
+    float capacity_factor; /* per-pass capacity of an expert relative to the
+                              uniform share (default 0 = unlimited) */
+    float min_expert_util; /* cold threshold relative to the uniform share
+                              (default 0.3) */
+    int rsvd[4];
+};
+
+TX_API void glm_moe_defaults(struct glm_moe_options *o);
+/* Read a YAML file with a "moe:" mapping (expert_parallel, capacity_factor,
+ * min_expert_util, and optionally load_balance: on|off|auto, lambda) into
+ * *o (keys not present keep their values). libyaml; errors name the key. */
+TX_API int glm_moe_config_load(const char *path, struct glm_moe_options *o);
+TX_API int glm_model_set_moe(glm_model_t *model, const struct glm_moe_options *o);
+TX_API int glm_model_get_moe(const glm_model_t *model, struct glm_moe_options *o);
+
+/*
+ * Expert utilisation, from the live per-expert counters the device keeps
+ * (MOE_ROUTE counts) since the load or the last reset. For layer l and
+ * expert e, util = count / mean count of the layer (1 = the uniform share);
+ * util_std is the standard deviation of util over the experts, in percent.
+ */
+struct glm_expert_stats {
+    int n_moe_layers;
+    int n_experts;
+    int top_k;
+    int expert_parallel;
+    int *layer;              /* [n_moe_layers] model layer index */
+    uint64_t *counts;        /* [n_moe_layers][n_experts] selections */
+    double *util_std;        /* [n_moe_layers] percent */
+    double *max_share;       /* [n_moe_layers] hottest expert's share of calls, percent */
+    double *min_share;       /* [n_moe_layers] coldest expert's share, percent */
+    int *cold;               /* [n_moe_layers] experts below min_expert_util */
+    double *group_imbalance; /* [n_moe_layers] max/mean load of the expert groups */
+    uint64_t *overflow;      /* [n_moe_layers] selections beyond capacity (all passes) */
+    double overall_std;      /* util std over all (layer, expert) pairs, percent */
+    double mean_layer_std;   /* mean of util_std */
+    uint64_t total;          /* all selections */
+};
+TX_API int glm_model_expert_stats(glm_model_t *model, struct glm_expert_stats **out);
+TX_API void glm_expert_stats_free(struct glm_expert_stats *st);
+TX_API int glm_model_expert_stats_reset(glm_model_t *model);
+
+/* ------------------------------------------------------------------------ */
+/* Validation against the FP32 reference (article 3.3)                       */
+/* ------------------------------------------------------------------------ */
+
+struct glm_validate_options {
+    int n_inputs;     /* random inputs (0 = 100) */
+    int n_tokens;     /* tokens per input (0 = 8) */
+    uint64_t seed;    /* input generator seed */
+    double threshold; /* pass if every cosine >= threshold (0 = 0.99) */
+    int ref_threads;  /* reference threads (0 = 1) */
+    /* progress callback after each input (may be NULL) */
+    void (*progress)(void *user, int done, int total, double cosine);
+    void *user;
+    int rsvd[4];
+};
+
+/* Statistics of one layer's output (residual stream after the layer; index
+ * num_hidden_layers = the final norm output), over all inputs. */
+struct glm_layer_stats {
+    double mean, std, max_abs; /* of the device values */
+    double ref_mean, ref_std, ref_max_abs;
+    double cosine_min, cosine_mean; /* device vs reference, per input */
+    double max_abs_err;
+    /* discrete decisions of the layer, device vs reference (-1: none):
+     * tokens whose routed expert set differs, and queries whose DSA key
+     * selection differs, as fractions of those decided */
+    double route_mismatch;
+    double dsa_mismatch;
+};
+
+struct glm_validate_report {
+    int n_inputs, n_tokens;
+    double *cosine; /* [n_inputs] logits cosine similarity */
+    double min_cosine, mean_cosine;
+    int worst_input;
+    double max_rel_err; /* max |dev - ref| / max |ref| over the logits */
+    int n_layers;       /* num_hidden_layers + 1 */
+    struct glm_layer_stats *layers;
+    double threshold;
+    int passed; /* min_cosine >= threshold */
+    glm_precision_plan_t plan;
+    double device_ms, reference_ms;
+};
+
+/* Runs the inputs on the device (one fresh sequence each) and on the host
+ * reference with the package's weights expanded to FP32. */
+TX_API int glm_validate(glm_model_t *model, const struct glm_validate_options *opt,
+                        struct glm_validate_report **out);
+TX_API void glm_validate_report_free(struct glm_validate_report *r);
+
+/* Per-layer outputs of a forward pass (for validation and TX_DEBUG dumps):
+ * run ids at position 0 of a fresh internal sequence and copy the residual
+ * stream after every layer and the final norm output into
+ * layers[(num_hidden_layers + 1) x n x hidden] (may be NULL), logits into
+ * [n x vocab] (may be NULL). */
+TX_API int glm_forward_layers(glm_model_t *model, const int32_t *ids, int n, float *layers,
+                              float *logits);
+
+/* ------------------------------------------------------------------------ */
+/* Measurement helpers                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Streaming-read bandwidth of device memory as the device's cores see it:
+ * `threads` threads (0 = the device's core count) sum `bytes` of the model's
+ * mapped weight memory (at most the stored weights), best of `reps`. GB/s
+ * (1e9 bytes/s). */
+TX_API int glm_measure_read_bandwidth(glm_model_t *model, int threads, uint64_t bytes, int reps,
+                                      double *gbs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

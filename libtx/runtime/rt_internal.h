@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtx GLM runtime, internal: models on a device, weights in their
+ * execution precisions, sessions, the forward-pass graph.
+ *
+ * Device memory of a model (every BO is labelled with the model's name so
+ * /proc/tx_meminfo and the emulator's memory view can attribute it):
+ *   <name>_Weights      the package's tensor extents, as stored (one BO)
+ *   <name>_Weights      "meta": f32 vectors (norm weights, biases), RoPE
+ *                       frequencies, MoE expert tables, expert counters
+ *   <name>_Weights      one BO per (layer type, precision) that needs
+ *                       converted copies of the stored tensors
+ *   <name>_Activations  the activations of one forward pass (model-wide,
+ *                       passes are serialised)
+ *   <name>_KVCache      one BO per session
+ */
+#ifndef TX_RT_INTERNAL_H
+#define TX_RT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <liburing.h>
+
+#include <tx/glm.h>
+#include <tx/glm_reference.h>
+#include <tx/tx_smd.h>
+
+#include "common/error.h"
+
+/* Layer types: the six public ones and the router (always FP32). */
+#define RT_ROUTER GLM_LAYER_TYPE_COUNT
+#define RT_NLTYPES (GLM_LAYER_TYPE_COUNT + 1)
+
+#define RT_NONE (-1)
+
+/* A copy of a matrix in one execution precision. */
+struct rt_copy {
+    tx_bo_t *bo;           /* NULL: not present */
+    uint64_t data, scales; /* offsets in bo */
+    uint16_t dtype;
+    uint32_t group;
+};
+
+/* One tensor of the package, resident in the weights BO. */
+struct rt_tensor {
+    const struct tx_smd_tensor *smd;
+    struct glm_tensor_info info;
+    uint64_t off; /* extent offset in the weights BO, or in its layer's slot */
+    int ltype;    /* precision class (enum glm_layer_type or RT_ROUTER) */
+    int streamed; /* a layer matrix streamed through the slots */
+};
+
+/* A matrix as the graph uses it (a tensor in a precision class; a tied
+ * lm_head is the embedding tensor in class OUTPUT). */
+struct rt_mat {
+    int t;     /* tensor index */
+    int ltype; /* precision class */
+    uint32_t rows, cols;
+    struct rt_copy copy[GLM_PRECISION_COUNT];
+};
+
+/* An f32 vector in the meta BO. */
+struct rt_vec {
+    int t;
+    uint64_t off;
+    uint32_t n;
+};
+
+struct rt_conv_bo {
+    tx_bo_t *bo;
+    void *map;
+    uint64_t size;
+};
+
+/*
+ * Parameter shard streaming (model larger than device memory): the decoder
+ * layers' matrices live in the package and pass through RT_SLOTS device
+ * buffers ("slots", one layer each): while the device runs layer l from one
+ * slot, io_uring reads layer l + 1 into the other (prefetch). Converted
+ * copies of a streamed layer are made into the slot's conversion buffer by
+ * CONVERT commands at the start of the layer's job.
+ */
+#define RT_SLOTS 2
+struct rt_stream {
+    int on;
+    uint64_t slot_size; /* largest layer's extents */
+    tx_bo_t *slot_bo[RT_SLOTS];
+    void *slot_map[RT_SLOTS];
+    int slot_layer[RT_SLOTS]; /* layer held or being read, -1 */
+    int inflight[RT_SLOTS];   /* reads outstanding */
+    int slot_err[RT_SLOTS];
+    uint64_t slot_job[RT_SLOTS]; /* last job reading the slot (0: none) */
+    tx_bo_t *cslot_bo[RT_SLOTS]; /* converted copies of the slot's layer */
+    void *cslot_map[RT_SLOTS];
+    uint64_t cslot_size;
+    tx_bo_t *scratch_bo; /* f32 scratch of the conversions */
+    uint64_t scratch_size;
+    glm_precision_plan_t conv_plan;
+    int conv_valid;
+    struct rt_copy *conv;  /* [n_mats] copy in the cslot under conv_plan */
+    uint64_t *layer_bytes; /* [L] */
+    struct io_uring *ring;
+    int fd;
+    uint64_t hits, misses, bytes_read;
+    uint64_t table_off;     /* tx8_weight [RT_SLOTS][E][3] in meta */
+    int *lt_idx, *lt_start; /* layer l's tensors: lt_idx[lt_start[l] .. lt_start[l+1]) */
+};
+
+struct glm_model {
+    tx_device_t *dev;
+    struct tx_device_info dinfo;
+    char name[24];
+    char label_w[TX8_LABEL_LEN], label_kv[TX8_LABEL_LEN], label_act[TX8_LABEL_LEN];
+    struct glm_config cfg;
+    struct tx_smd *smd;
+    struct tx_tokenizer *tok;
+    glm_precision_plan_t stored_plan;
+    uint32_t plan_group[RT_NLTYPES];
+
+    int n_tensors;
+    struct rt_tensor *tensors;
+    int n_mats, cap_mats;
+    struct rt_mat *mats;
+    int n_vecs, cap_vecs;
+    struct rt_vec *vecs;
+    int n_role_slots; /* GLM_T_ROLE_COUNT * (L + 1) */
+    int *role_mat;    /* [role][layer + 1] -> mat, or RT_NONE */
+    int *role_vec;    /* [role][layer + 1] -> vec, or RT_NONE */
+    int *exp_mat;     /* [layer][expert][3] -> mat (gate, up, down) */
+    int n_moe_layers;
+    int *moe_index; /* [layer] -> MoE layer index or -1 */
+    int *moe_layer; /* [n_moe] -> layer */
+
+    /* device memory */
+    tx_bo_t *w_bo;
+    void *w_map;
+    uint64_t w_size;
+    tx_bo_t *meta_bo;
+    void *meta_map;
+    uint64_t meta_size;
+    uint64_t inv_freq_off; /* f32 [rotary_dim / 2] */
+    int n_inv_freq;
+    uint64_t table_off;  /* tx8_weight [n_moe][E][3] */
+    uint64_t counts_off; /* u64 [n_moe][E] */
+    struct rt_conv_bo conv[RT_NLTYPES][GLM_PRECISION_COUNT];
+    tx_bo_t *act_bo;
+    void *act_map;
+    uint64_t act_size;
+
+    /* state, under lock */
+    pthread_mutex_t lock;
+    glm_precision_plan_t active;
+    int active_valid;
+    int tables_prec; /* precision the expert tables describe, -1 none */
+    struct glm_moe_options moe;
+    uint64_t *counts_prev; /* [n_moe][E] counters after the previous pass */
+    uint64_t *overflow;    /* [n_moe] */
+    int *cold_layer;       /* [n_moe] 1: cold experts seen (AUTO balance) */
+    int n_sessions;
+    struct glm_session **sessions; /* live sessions (for KV accounting) */
+    int cap_sessions;
+    uint64_t forwards;
+    double load_ms, io_ms, io_mib_s;
+    uint64_t package_bytes;
+    int streaming;
+    uint64_t n_params, n_params_active;
+    struct rt_stream st;
+};
+
+struct glm_session {
+    glm_model_t *m;
+    int n_ctx, n_batch, pos;
+    tx_bo_t *kv_bo;
+    void *kv_map;
+    uint64_t kv_size;
+    uint16_t kv_dtype;
+    uint64_t *k_off, *v_off, *ik_off; /* per layer; ik_off = RT_NONE-less: UINT64_MAX */
+};
+
+/* One sequence's part of a forward pass. */
+struct rt_seg {
+    glm_session_t *s;
+    int pos0; /* first position */
+    int n;    /* tokens */
+    int row0; /* first activation row */
+};
+
+struct rt_fwd {
+    int n_seg;
+    struct rt_seg *seg;
+    int T;              /* rows */
+    const int32_t *ids; /* [T] */
+    int lrow0, lrows;   /* rows of the final norm output fed to lm_head (lrows may be 0) */
+    float *logits;      /* host destination [lrows x vocab] or NULL */
+    const struct glm_sampling *sampling; /* sample every logits row on the device */
+    int32_t *sampled;                    /* [lrows] */
+    float *dump;                         /* [(L + 1) x T x D] per-layer outputs, or NULL */
+    int32_t *dump_rid;                   /* [n_moe x T x top_k] routed experts (with dump) */
+    int32_t *dump_sel;                   /* [L x T x index_topk] DSA selections (with dump) */
+    /* results */
+    uint64_t busy_ns, macs;
+};
+
+/* precision.c */
+void rt_plan_of(tx_device_t *dev, glm_precision_plan_t *plan, uint64_t *generation);
+int rt_precision_parse(const char *s, size_t n);
+const char *rt_plan_short(const glm_precision_plan_t *plan, char *buf, size_t bufsz);
+
+/* model.c */
+uint16_t rt_prec_dtype(glm_precision_t p);
+uint16_t rt_kv_dtype(glm_precision_t attention);
+int rt_mat_of(const glm_model_t *m, int role, int layer);
+int rt_vec_of(const glm_model_t *m, int role, int layer);
+int rt_prepare_plan(glm_model_t *m, const glm_precision_plan_t *plan);
+int rt_weight_ref(glm_model_t *m, int mat, glm_precision_t p, struct tx_weight_ref *w);
+int rt_ensure_act(glm_model_t *m, uint64_t bytes);
+int rt_run(glm_model_t *m, tx_cmdbuf_t *cb, const char *what, struct tx_job_result *res);
+int rt_session_kv_convert(glm_session_t *s, uint16_t dtype);
+uint64_t rt_decode_bytes(const glm_model_t *m, const glm_precision_plan_t *plan);
+
+int rt_stored_fits(const glm_model_t *m, const struct rt_mat *x, glm_precision_t p);
+uint32_t rt_copy_group(const glm_model_t *m, const struct rt_mat *x);
+uint64_t rt_copy_data_bytes(const glm_model_t *m, const struct rt_mat *x, uint16_t dtype);
+uint64_t rt_copy_scales_bytes(const glm_model_t *m, const struct rt_mat *x, uint16_t dtype,
+                              uint32_t g);
+void rt_host_convert_sparse(const struct tx_smd_tensor *st, const uint8_t *base,
+                            const struct rt_copy *c, void *cmap);
+int rt_emit_convert(tx_cmdbuf_t *cmd, const struct tx_smd_tensor *st, tx_bo_t *src_bo,
+                    uint64_t src_off, tx_bo_t *dst_bo, const struct rt_copy *c, tx_bo_t *tmp);
+
+/* stream.c */
+int rt_stream_setup(glm_model_t *m);
+void rt_stream_free(glm_model_t *m);
+int rt_stream_prepare_plan(glm_model_t *m, const glm_precision_plan_t *plan);
+int rt_stream_slot_of(const glm_model_t *m, int layer);
+int rt_stream_load(glm_model_t *m, int layer, int slot);
+int rt_stream_wait(glm_model_t *m, int slot);
+void rt_stream_poll(glm_model_t *m);
+int rt_stream_begin_layer(glm_model_t *m, int layer, int slot, const glm_precision_plan_t *plan,
+                          tx_cmdbuf_t *cb);
+int rt_stream_weight_ref(glm_model_t *m, int mat, glm_precision_t p, struct tx_weight_ref *w);
+int rt_stream_read_tensor(glm_model_t *m, int t, void **buf);
+
+/* graph.c */
+int rt_forward(glm_model_t *m, struct rt_fwd *f);
+
+/* moe.c */
+void rt_moe_after_pass(glm_model_t *m, int T);
+
+/* helpers */
+double rt_now_ms(void);
+int rt_debug_on(void);
+void rt_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+size_t rt_dtype_size(unsigned dtype);
+
+#endif

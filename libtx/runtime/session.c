@@ -1,0 +1,554 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GLM runtime: sessions (a sequence and its KV cache in device memory),
+ * evaluation, batched decode, generation with on-device sampling, stop
+ * tokens, the chat template.
+ */
+#include "runtime/rt_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
+/* Most logits rows one pass produces (a vocabulary row is ~600 KB). */
+#define RT_MAX_LOGIT_ROWS 32
+
+/* Per-token elements of the K and V caches of one layer. */
+static void kv_dims(const struct glm_config *c, uint64_t *ke, uint64_t *ve)
+{
+    if (c->arch == GLM_ARCH_GLM4_MOE) {
+        *ke = *ve = (uint64_t)c->num_key_value_heads * (uint64_t)c->head_dim;
+    } else {
+        *ke = (uint64_t)c->num_attention_heads * (uint64_t)c->qk_head_dim;
+        *ve = (uint64_t)c->num_attention_heads * (uint64_t)c->v_head_dim;
+    }
+}
+
+/* Lay out and allocate a KV BO for dtype; fills offsets into the arrays. */
+static int kv_alloc(glm_session_t *s, uint16_t dtype, tx_bo_t **bo, void **map, uint64_t *size,
+                    uint64_t *k_off, uint64_t *v_off, uint64_t *ik_off)
+{
+    glm_model_t *m = s->m;
+    const struct glm_config *c = &m->cfg;
+    uint64_t ke, ve, es = rt_dtype_size(dtype), n = (uint64_t)s->n_ctx, off = 0;
+    kv_dims(c, &ke, &ve);
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        k_off[l] = off;
+        off = ALIGN_UP(off + n * ke * es, 4096);
+        v_off[l] = off;
+        off = ALIGN_UP(off + n * ve * es, 4096);
+        ik_off[l] = UINT64_MAX;
+        if (c->arch == GLM_ARCH_GLM_MOE_DSA && c->indexer_types[l] == GLM_INDEXER_FULL) {
+            ik_off[l] = off;
+            off = ALIGN_UP(off + n * (uint64_t)c->index_head_dim * 4, 4096);
+        }
+    }
+    int rc = tx_bo_alloc(m->dev, off ? off : 4096, 0, m->label_kv, bo);
+    if (rc)
+        return tx_error(rc, "KV cache of %d positions needs %llu bytes of device memory: %s",
+                        s->n_ctx, (unsigned long long)off, tx_last_error());
+    rc = tx_bo_map(*bo, map);
+    if (rc) {
+        tx_bo_free(*bo);
+        *bo = NULL;
+        return tx_error(rc, "KV cache: map: %s", tx_last_error());
+    }
+    *size = off ? off : 4096;
+    return TX_OK;
+}
+
+/* Change the KV cache's type (attention precision changed): the cached
+ * positions are converted on the device into a new buffer. */
+int rt_session_kv_convert(glm_session_t *s, uint16_t dtype)
+{
+    glm_model_t *m = s->m;
+    const struct glm_config *c = &m->cfg;
+    int L = c->num_hidden_layers;
+    uint64_t *k = malloc(sizeof(uint64_t) * 3 * (size_t)L);
+    if (!k)
+        return tx_error(TX_ENOMEM, "out of memory");
+    uint64_t *v = k + L, *ik = v + L;
+    tx_bo_t *bo = NULL;
+    void *map = NULL;
+    uint64_t size = 0;
+    /* free the old cache first when it holds nothing */
+    if (s->pos == 0 && s->kv_bo) {
+        tx_bo_free(s->kv_bo);
+        s->kv_bo = NULL;
+    }
+    int rc = kv_alloc(s, dtype, &bo, &map, &size, k, v, ik);
+    if (rc) {
+        free(k);
+        return rc;
+    }
+    if (s->pos > 0 && s->kv_bo) {
+        tx_cmdbuf_t *cb = NULL;
+        uint64_t ke, ve;
+        kv_dims(c, &ke, &ve);
+        rc = tx_cmdbuf_create(m->dev, &cb);
+        for (int l = 0; l < L && !rc; l++) {
+            struct tx_convert_args a;
+            memset(&a, 0, sizeof(a));
+            a.dst = tx_ref(bo, k[l]);
+            a.src = tx_ref(s->kv_bo, s->k_off[l]);
+            a.rows = (uint32_t)s->pos;
+            a.cols = a.ld_dst = a.ld_src = (uint32_t)ke;
+            a.dst_dtype = dtype;
+            a.src_dtype = s->kv_dtype;
+            rc = tx_cmd_convert(cb, &a);
+            if (!rc) {
+                a.dst = tx_ref(bo, v[l]);
+                a.src = tx_ref(s->kv_bo, s->v_off[l]);
+                a.cols = a.ld_dst = a.ld_src = (uint32_t)ve;
+                rc = tx_cmd_convert(cb, &a);
+            }
+            if (!rc && ik[l] != UINT64_MAX)
+                rc = tx_cmd_copy(cb, tx_ref(bo, ik[l]), tx_ref(s->kv_bo, s->ik_off[l]),
+                                 (uint64_t)s->pos * (uint64_t)c->index_head_dim * 4);
+        }
+        if (rc)
+            rc = tx_error(rc, "KV cache conversion: %s", tx_last_error());
+        else
+            rc = rt_run(m, cb, "KV cache conversion", NULL);
+        tx_cmdbuf_destroy(cb);
+        if (rc) {
+            tx_bo_free(bo);
+            free(k);
+            return rc;
+        }
+        rt_debug("KV cache of %d positions converted to %s", s->pos,
+                 dtype == TX8_DTYPE_F32   ? "f32"
+                 : dtype == TX8_DTYPE_F16 ? "f16"
+                                          : "bf16");
+    }
+    if (s->kv_bo)
+        tx_bo_free(s->kv_bo);
+    s->kv_bo = bo;
+    s->kv_map = map;
+    s->kv_size = size;
+    s->kv_dtype = dtype;
+    memcpy(s->k_off, k, sizeof(uint64_t) * (size_t)L);
+    memcpy(s->v_off, v, sizeof(uint64_t) * (size_t)L);
+    memcpy(s->ik_off, ik, sizeof(uint64_t) * (size_t)L);
+    free(k);
+    return TX_OK;
+}
+
+TX_API int glm_session_create(glm_model_t *m, const struct glm_session_options *opt,
+                              glm_session_t **out)
+{
+    if (!out)
+        return tx_error(TX_EINVAL, "glm_session_create: out is NULL");
+    *out = NULL;
+    if (!m)
+        return tx_error(TX_EINVAL, "glm_session_create: model is NULL");
+    const struct glm_config *c = &m->cfg;
+    int n_ctx = opt ? opt->n_ctx : 0, n_batch = opt ? opt->n_batch : 0;
+    if (n_ctx < 0 || n_batch < 0)
+        return tx_error(TX_EINVAL, "glm_session_create: negative n_ctx or n_batch");
+    if (!n_ctx)
+        n_ctx = c->max_position_embeddings > 0 && c->max_position_embeddings < 4096
+                    ? c->max_position_embeddings
+                    : 4096;
+    if (c->max_position_embeddings > 0 && n_ctx > c->max_position_embeddings)
+        return tx_error(TX_EINVAL, "n_ctx %d exceeds the model's max_position_embeddings %d", n_ctx,
+                        c->max_position_embeddings);
+    if (!n_batch)
+        n_batch = 512;
+    if (n_batch > n_ctx)
+        n_batch = n_ctx;
+
+    glm_session_t *s = calloc(1, sizeof(*s));
+    int L = c->num_hidden_layers;
+    if (s)
+        s->k_off = calloc((size_t)L * 3, sizeof(uint64_t));
+    if (!s || !s->k_off) {
+        if (s)
+            free(s);
+        return tx_error(TX_ENOMEM, "glm_session_create: out of memory");
+    }
+    s->v_off = s->k_off + L;
+    s->ik_off = s->v_off + L;
+    s->m = m;
+    s->n_ctx = n_ctx;
+    s->n_batch = n_batch;
+    glm_precision_plan_t plan;
+    rt_plan_of(m->dev, &plan, NULL);
+    pthread_mutex_lock(&m->lock);
+    int rc = rt_session_kv_convert(s, rt_kv_dtype(plan.precision[GLM_ATTENTION]));
+    if (!rc && m->n_sessions == m->cap_sessions) {
+        int cap = m->cap_sessions ? m->cap_sessions * 2 : 8;
+        void *p = realloc(m->sessions, sizeof(*m->sessions) * (size_t)cap);
+        if (!p)
+            rc = tx_error(TX_ENOMEM, "glm_session_create: out of memory");
+        else {
+            m->sessions = p;
+            m->cap_sessions = cap;
+        }
+    }
+    if (!rc)
+        m->sessions[m->n_sessions++] = s;
+    pthread_mutex_unlock(&m->lock);
+    if (rc) {
+        if (s->kv_bo)
+            tx_bo_free(s->kv_bo);
+        free(s->k_off);
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return TX_OK;
+}
+
+TX_API void glm_session_free(glm_session_t *s)
+{
+    if (!s)
+        return;
+    glm_model_t *m = s->m;
+    pthread_mutex_lock(&m->lock);
+    for (int i = 0; i < m->n_sessions; i++)
+        if (m->sessions[i] == s) {
+            m->sessions[i] = m->sessions[--m->n_sessions];
+            break;
+        }
+    pthread_mutex_unlock(&m->lock);
+    if (s->kv_bo)
+        tx_bo_free(s->kv_bo);
+    free(s->k_off);
+    free(s);
+}
+
+TX_API int glm_session_reset(glm_session_t *s)
+{
+    if (!s)
+        return tx_error(TX_EINVAL, "glm_session_reset: session is NULL");
+    pthread_mutex_lock(&s->m->lock);
+    s->pos = 0;
+    pthread_mutex_unlock(&s->m->lock);
+    return TX_OK;
+}
+
+TX_API int glm_session_pos(const glm_session_t *s)
+{
+    return s ? s->pos : 0;
+}
+
+TX_API int glm_session_n_ctx(const glm_session_t *s)
+{
+    return s ? s->n_ctx : 0;
+}
+
+TX_API glm_model_t *glm_session_model(const glm_session_t *s)
+{
+    return s ? s->m : NULL;
+}
+
+static int check_ids(const glm_model_t *m, const int32_t *ids, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
+            return tx_error(TX_EINVAL,
+                            "token %d (position %d of the input) is outside the "
+                            "vocabulary [0, %d)",
+                            ids[i], i, m->cfg.vocab_size);
+    return TX_OK;
+}
+
+/* Evaluate n tokens of one session; the last chunk may sample. Model lock
+ * held. */
+static int eval_locked(glm_session_t *s, const int32_t *ids, int n, unsigned flags, float *logits,
+                       const struct glm_sampling *sampling, int32_t *sampled, uint64_t *busy_ns,
+                       uint64_t *macs)
+{
+    glm_model_t *m = s->m;
+    int V = m->cfg.vocab_size;
+    if (n <= 0)
+        return tx_error(TX_EINVAL, "glm_eval: no tokens");
+    if (s->pos + n > s->n_ctx)
+        return tx_error(TX_EINVAL, "glm_eval: %d tokens at position %d exceed the context of %d", n,
+                        s->pos, s->n_ctx);
+    int rc = check_ids(m, ids, n);
+    if (rc)
+        return rc;
+    int all = (flags & GLM_EVAL_ALL_LOGITS) != 0 && logits;
+    if (all && sampling)
+        return tx_error(TX_EINVAL, "internal: sampling with all logits");
+    int chunk = s->n_batch;
+    if (all && chunk > RT_MAX_LOGIT_ROWS)
+        chunk = RT_MAX_LOGIT_ROWS;
+    for (int done = 0; done < n;) {
+        int k = n - done < chunk ? n - done : chunk;
+        int last = done + k == n;
+        struct rt_seg seg = {s, s->pos, k, 0};
+        struct rt_fwd f;
+        memset(&f, 0, sizeof(f));
+        f.n_seg = 1;
+        f.seg = &seg;
+        f.T = k;
+        f.ids = ids + done;
+        if (all && logits) {
+            f.lrow0 = 0;
+            f.lrows = k;
+            f.logits = logits + (size_t)done * V;
+        } else if (last && (logits || sampling)) {
+            f.lrow0 = k - 1;
+            f.lrows = 1;
+            f.logits = logits;
+        }
+        if (last && sampling) { /* never with all logits (internal use) */
+            f.sampling = sampling;
+            f.sampled = sampled;
+        }
+        rc = rt_forward(m, &f);
+        if (rc)
+            return rc;
+        if (busy_ns)
+            *busy_ns += f.busy_ns;
+        if (macs)
+            *macs += f.macs;
+        s->pos += k;
+        done += k;
+    }
+    return TX_OK;
+}
+
+TX_API int glm_eval(glm_session_t *s, const int32_t *ids, int n, unsigned flags, float *logits)
+{
+    if (!s || (!ids && n))
+        return tx_error(TX_EINVAL, "glm_eval: NULL argument");
+    pthread_mutex_lock(&s->m->lock);
+    int rc = eval_locked(s, ids, n, flags, logits, NULL, NULL, NULL, NULL);
+    pthread_mutex_unlock(&s->m->lock);
+    return rc;
+}
+
+TX_API void glm_sampling_default(struct glm_sampling *s)
+{
+    if (!s)
+        return;
+    s->temperature = 0.8f;
+    s->top_k = 40;
+    s->top_p = 0.95f;
+    s->seed = 0;
+}
+
+TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, int n,
+                            float *logits, const struct glm_sampling *sampling, int32_t *next)
+{
+    if (!sessions || !ids || n <= 0)
+        return tx_error(TX_EINVAL, "glm_decode_batch: no sessions");
+    if (sampling && !next)
+        return tx_error(TX_EINVAL, "glm_decode_batch: sampling needs next[]");
+    glm_model_t *m = sessions[0] ? sessions[0]->m : NULL;
+    if (!m)
+        return tx_error(TX_EINVAL, "glm_decode_batch: session 0 is NULL");
+    if (n > RT_MAX_LOGIT_ROWS)
+        return tx_error(TX_EINVAL, "glm_decode_batch: at most %d sessions per pass",
+                        RT_MAX_LOGIT_ROWS);
+    for (int i = 0; i < n; i++) {
+        if (!sessions[i] || sessions[i]->m != m)
+            return tx_error(TX_EINVAL, "glm_decode_batch: session %d is NULL or of another model",
+                            i);
+        for (int j = 0; j < i; j++)
+            if (sessions[j] == sessions[i])
+                return tx_error(TX_EINVAL, "glm_decode_batch: session %d appears twice", i);
+    }
+    struct rt_seg seg[RT_MAX_LOGIT_ROWS];
+    pthread_mutex_lock(&m->lock);
+    int rc = check_ids(m, ids, n);
+    for (int i = 0; i < n && !rc; i++) {
+        if (sessions[i]->pos + 1 > sessions[i]->n_ctx)
+            rc = tx_error(TX_EINVAL, "glm_decode_batch: session %d's context is full", i);
+        seg[i].s = sessions[i];
+        seg[i].pos0 = sessions[i]->pos;
+        seg[i].n = 1;
+        seg[i].row0 = i;
+    }
+    if (!rc) {
+        struct rt_fwd f;
+        memset(&f, 0, sizeof(f));
+        f.n_seg = n;
+        f.seg = seg;
+        f.T = n;
+        f.ids = ids;
+        f.lrow0 = 0;
+        f.lrows = (logits || sampling) ? n : 0;
+        f.logits = logits;
+        f.sampling = sampling;
+        f.sampled = next;
+        rc = rt_forward(m, &f);
+        if (!rc)
+            for (int i = 0; i < n; i++)
+                sessions[i]->pos++;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Stop tokens, chat, tokenizing                                             */
+/* ------------------------------------------------------------------------ */
+
+TX_API int glm_model_stop_tokens(const glm_model_t *m, int32_t *ids, int cap)
+{
+    if (!m)
+        return 0;
+    int32_t tmp[GLM_MAX_EOS + 8];
+    int n = 0;
+    for (int i = 0; i < m->cfg.n_eos && n < GLM_MAX_EOS; i++)
+        if (m->cfg.eos_token_ids[i] >= 0)
+            tmp[n++] = m->cfg.eos_token_ids[i];
+    if (m->tok) {
+        int32_t st[8];
+        int k = tx_tokenizer_chat_stop_tokens(m->tok, st, 8);
+        for (int i = 0; i < k && i < 8; i++) {
+            int dup = 0;
+            for (int j = 0; j < n; j++)
+                dup |= tmp[j] == st[i];
+            if (!dup)
+                tmp[n++] = st[i];
+        }
+    }
+    for (int i = 0; i < n && i < cap; i++)
+        ids[i] = tmp[i];
+    return n;
+}
+
+TX_API int glm_chat_encode(const glm_model_t *m, const struct tx_chat_message *msgs, size_t n_msgs,
+                           unsigned flags, int32_t **ids, size_t *n_ids)
+{
+    char err[TX_ERR_MAX];
+    if (!m || !ids || !n_ids)
+        return tx_error(TX_EINVAL, "glm_chat_encode: NULL argument");
+    if (!m->tok)
+        return tx_error(TX_ENOTSUP, "glm_chat_encode: the package has no tokenizer");
+    enum tx_chat_format fmt = m->cfg.arch == GLM_ARCH_GLM_MOE_DSA ? TX_CHAT_GLM5 : TX_CHAT_GLM45;
+    int rc =
+        tx_tokenizer_chat_encode(m->tok, fmt, msgs, n_msgs, flags | TX_CHAT_ADD_GENERATION_PROMPT,
+                                 ids, n_ids, err, sizeof(err));
+    if (rc)
+        return tx_error(TX_EINVAL, "chat template: %s", err);
+    return TX_OK;
+}
+
+TX_API int glm_tokenize(const glm_model_t *m, const char *text, int32_t **ids, size_t *n_ids)
+{
+    char err[TX_ERR_MAX];
+    if (!m || !text || !ids || !n_ids)
+        return tx_error(TX_EINVAL, "glm_tokenize: NULL argument");
+    if (!m->tok)
+        return tx_error(TX_ENOTSUP, "glm_tokenize: the package has no tokenizer");
+    int rc = tx_tokenizer_encode(m->tok, text, strlen(text), 0, ids, n_ids, err, sizeof(err));
+    if (rc)
+        return tx_error(TX_EINVAL, "tokenizer: %s", err);
+    return TX_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Generation                                                                */
+/* ------------------------------------------------------------------------ */
+
+static int is_stop(const int32_t *stop, int n, int32_t t)
+{
+    for (int i = 0; i < n; i++)
+        if (stop[i] == t)
+            return 1;
+    return 0;
+}
+
+TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, int32_t *out,
+                        int cap, int *n_out, struct glm_timings *t)
+{
+    if (n_out)
+        *n_out = 0;
+    if (!s || !p)
+        return tx_error(TX_EINVAL, "glm_generate: NULL argument");
+    if (p->n_prompt <= 0 || !p->prompt)
+        return tx_error(TX_EINVAL, "glm_generate: a prompt of at least one token is needed");
+    glm_model_t *m = s->m;
+    struct glm_timings tm;
+    memset(&tm, 0, sizeof(tm));
+    tm.load_ms = m->load_ms;
+    int32_t defstop[GLM_MAX_EOS + 8];
+    const int32_t *stop = p->stop;
+    int n_stop = p->n_stop;
+    if (!stop && n_stop == 0) {
+        n_stop = glm_model_stop_tokens(m, defstop, (int)(sizeof(defstop) / sizeof(defstop[0])));
+        if (n_stop > (int)(sizeof(defstop) / sizeof(defstop[0])))
+            n_stop = (int)(sizeof(defstop) / sizeof(defstop[0]));
+        stop = defstop;
+    } else if (n_stop < 0 || !stop) {
+        n_stop = 0;
+    }
+    struct tx_tokenizer_stream *ts =
+        m->tok
+            ? tx_tokenizer_stream_new(m->tok, TX_TOKENIZER_SKIP_SPECIAL | TX_TOKENIZER_SKIP_UNKNOWN)
+            : NULL;
+
+    double t0 = rt_now_ms();
+    int32_t tok = -1;
+    uint64_t busy = 0, macs = 0;
+    pthread_mutex_lock(&m->lock);
+    int rc = eval_locked(s, p->prompt, p->n_prompt, 0, NULL, &p->sampling, &tok, &busy, &macs);
+    pthread_mutex_unlock(&m->lock);
+    double t1 = rt_now_ms();
+    tm.prompt_ms = t1 - t0;
+    tm.n_prompt = p->n_prompt;
+    int n = 0;
+    enum glm_stop_reason why = GLM_STOP_NONE;
+    while (!rc) {
+        if (is_stop(stop, n_stop, tok)) {
+            why = GLM_STOP_TOKEN;
+            break;
+        }
+        if (out && n < cap)
+            out[n] = tok;
+        n++;
+        if (p->on_token) {
+            const char *txt = "";
+            size_t len = 0;
+            if (ts && tx_tokenizer_stream_put(ts, tok, &txt, &len)) {
+                txt = "";
+                len = 0;
+            }
+            if (p->on_token(p->user, tok, txt, len)) {
+                why = GLM_STOP_CALLBACK;
+                break;
+            }
+        }
+        if (p->n_predict >= 0 && n >= p->n_predict) {
+            why = GLM_STOP_LENGTH;
+            break;
+        }
+        if (s->pos >= s->n_ctx) {
+            why = GLM_STOP_CONTEXT;
+            break;
+        }
+        int32_t in = tok;
+        pthread_mutex_lock(&m->lock);
+        rc = eval_locked(s, &in, 1, 0, NULL, &p->sampling, &tok, &busy, &macs);
+        pthread_mutex_unlock(&m->lock);
+        tm.n_eval++;
+    }
+    double t2 = rt_now_ms();
+    if (ts) {
+        const char *txt;
+        size_t len;
+        if (!rc && p->on_token && !tx_tokenizer_stream_flush(ts, &txt, &len) && len)
+            p->on_token(p->user, -1, txt, len);
+        tx_tokenizer_stream_free(ts);
+    }
+    tm.eval_ms = t2 - t1;
+    tm.total_ms = t2 - t0;
+    tm.prompt_tps = tm.prompt_ms > 0 ? tm.n_prompt * 1e3 / tm.prompt_ms : 0;
+    tm.eval_tps = tm.eval_ms > 0 && tm.n_eval ? tm.n_eval * 1e3 / tm.eval_ms : 0;
+    tm.device_ms = (double)busy / 1e6;
+    tm.macs = macs;
+    tm.stop = why;
+    if (n_out)
+        *n_out = n;
+    if (t)
+        *t = tm;
+    return rc;
+}

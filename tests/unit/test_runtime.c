@@ -1,0 +1,868 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The GLM runtime (include/tx/glm.h) on a TX8: the device graph against the
+ * FP32 host reference for both architectures, KV cache, batched decode,
+ * sampling, stop tokens, expert load balancing, the expert parallel YAML,
+ * device memory labels, malformed packages.
+ *
+ * Backend: $TX_DEVICE if set, else a tx8-emu started for this program.
+ * Models: tiny synthetic GLM-4.5 / GLM-5.1 checkpoints (glm-synth's tiny
+ * preset values, vocabulary 512) exported with tx_export, made once in the
+ * runner.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tx/glm.h>
+#include <tx/tx.h>
+
+#include "test_runtime_synth.h"
+
+#define OK(expr)                                                                                   \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        ck_assert_msg(rc_ == TX_OK, "%s = %d (%s): %s", #expr, rc_, tx_strerror(rc_),              \
+                      tx_last_error());                                                            \
+    } while (0)
+
+enum { M5_F32, M4_F32, M5_SHARED, M4_SKEW, M4_INT8, N_MODELS };
+static char g_smd[N_MODELS][256];
+
+static void fixture_setup(void)
+{
+    if (rts_device_setup("256M"))
+        ck_abort_msg("cannot start tx8-emu");
+    const char *d = rts_tmpdir();
+    char ck[300];
+    struct rts_mods shared = {.dsa_shared = 1, .attn_bias = 1, .seed = 7};
+    struct rts_mods skew = {.hot_n = 2, .hot_bias = 0.1f, .n_group = -1};
+    struct {
+        enum glm_arch arch;
+        const struct rts_mods *md;
+        const char *quant;
+    } spec[N_MODELS] = {
+        {GLM_ARCH_GLM_MOE_DSA, NULL, "none"},    {GLM_ARCH_GLM4_MOE, NULL, "none"},
+        {GLM_ARCH_GLM_MOE_DSA, &shared, "none"}, {GLM_ARCH_GLM4_MOE, &skew, "none"},
+        {GLM_ARCH_GLM4_MOE, NULL, "int8"},
+    };
+    for (int i = 0; i < N_MODELS; i++) {
+        /* the INT8 package is the FP32 GLM-4.5 checkpoint exported --quant int8 */
+        snprintf(ck, sizeof(ck), "%s/ck%d", d, i == M4_INT8 ? M4_F32 : i);
+        snprintf(g_smd[i], sizeof(g_smd[i]), "%s/m%d.smd", d, i);
+        if (i != M4_INT8 && rts_write_checkpoint(ck, spec[i].arch, spec[i].md))
+            ck_abort_msg("cannot write checkpoint %d", i);
+        if (rts_export(ck, g_smd[i], spec[i].quant))
+            ck_abort_msg("cannot export checkpoint %d", i);
+    }
+}
+
+static void fixture_teardown(void)
+{
+    rts_device_teardown();
+    rts_cleanup();
+}
+
+static tx_device_t *open_dev(void)
+{
+    tx_device_t *dev = NULL;
+    OK(tx_device_open(rts_spec, &dev));
+    return dev;
+}
+
+static glm_model_t *load(tx_device_t *dev, int which, const char *plan)
+{
+    glm_precision_plan_t p;
+    glm_plan_golden(&p);
+    OK(glm_plan_parse(plan, &p));
+    OK(glm_plan_set(dev, &p));
+    glm_model_t *m = NULL;
+    OK(glm_model_load(dev, g_smd[which], NULL, &m));
+    return m;
+}
+
+static glm_session_t *session(glm_model_t *m, int n_ctx, int n_batch)
+{
+    struct glm_session_options o = {.n_ctx = n_ctx, .n_batch = n_batch};
+    glm_session_t *s = NULL;
+    OK(glm_session_create(m, &o, &s));
+    return s;
+}
+
+static void random_ids(int32_t *ids, int n, int vocab, uint64_t seed)
+{
+    for (int i = 0; i < n; i++)
+        ids[i] = (int32_t)(rts_rand(&seed) % (uint64_t)vocab);
+}
+
+/* ---- device FP32 vs the reference ---------------------------------------- */
+
+static void fp32_vs_reference(int which, const char *name, int n_batch)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, which, "fp32");
+    const struct glm_config *c = glm_model_config(m);
+    const int n = 24; /* longer than index_topk (8): the DSA indexer selects */
+    int V = c->vocab_size;
+    int32_t ids[24];
+    random_ids(ids, n, V, 1234 + (uint64_t)which);
+    float *dev_l = malloc(sizeof(float) * (size_t)n * V);
+    float *ref_l = malloc(sizeof(float) * (size_t)n * V);
+    ck_assert(dev_l && ref_l);
+    glm_session_t *s = session(m, 64, n_batch);
+    OK(glm_eval(s, ids, n, GLM_EVAL_ALL_LOGITS, dev_l));
+    ck_assert_int_eq(glm_session_pos(s), n);
+
+    struct tx_smd *smd;
+    struct glm_ref_model *ref;
+    struct glm_config rc;
+    ck_assert_int_eq(rts_ref_open(g_smd[which], &smd, &ref, &rc), 0);
+    ck_assert_int_eq(rts_ref_logits(ref, ids, n, ref_l), 0);
+    double e = rts_rel_err(dev_l, ref_l, (size_t)n * V);
+    printf("[runtime] %s FP32 plan vs FP32 reference: %d tokens (index_topk %d), n_batch %d, "
+           "max relative error %.3e\n",
+           name, n, c->index_topk, n_batch, e);
+    ck_assert_msg(e <= 1e-4, "%s: max relative error %g > 1e-4", name, e);
+    glm_ref_model_destroy(ref);
+    tx_smd_close(smd);
+    glm_session_free(s);
+    OK(glm_model_free(m));
+    free(dev_l);
+    free(ref_l);
+    tx_device_close(dev);
+}
+
+START_TEST(test_fp32_glm5)
+{
+    fp32_vs_reference(M5_F32, "GLM-5.1 (glm_moe_dsa)", 512);
+}
+END_TEST
+
+START_TEST(test_fp32_glm4)
+{
+    fp32_vs_reference(M4_F32, "GLM-4.5 (glm4_moe)", 512);
+}
+END_TEST
+
+START_TEST(test_fp32_glm5_shared_bias_chunked)
+{
+    /* shared indexer layer, attention biases, prefill in passes of 5 */
+    fp32_vs_reference(M5_SHARED, "GLM-5.1 shared-indexer+bias", 5);
+}
+END_TEST
+
+/* ---- KV cache: decoding one token at a time == prefill ---------------------- */
+
+static void decode_equals_prefill(int which)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, which, "fp32");
+    int V = glm_model_config(m)->vocab_size;
+    const int n = 20, k = 5;
+    int32_t ids[20];
+    random_ids(ids, n, V, 99);
+    float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)V);
+    ck_assert(a && b);
+    glm_session_t *s = session(m, 32, 0);
+    OK(glm_eval(s, ids, n, GLM_EVAL_ALL_LOGITS, a));
+    OK(glm_session_reset(s));
+    OK(glm_eval(s, ids, k, 0, b));
+    double worst = rts_rel_err(b, a + (size_t)(k - 1) * V, (size_t)V);
+    for (int i = k; i < n; i++) {
+        OK(glm_eval(s, &ids[i], 1, 0, b));
+        double e = rts_rel_err(b, a + (size_t)i * V, (size_t)V);
+        if (e > worst)
+            worst = e;
+    }
+    printf("[runtime] %s: decode after a %d-token prefill vs one %d-token prefill: max relative "
+           "error %.3e\n",
+           glm_arch_name(glm_model_config(m)->arch), k, n, worst);
+    ck_assert_msg(worst <= 1e-5, "decode differs from prefill: %g", worst);
+    glm_session_free(s);
+    OK(glm_model_free(m));
+    free(a);
+    free(b);
+    tx_device_close(dev);
+}
+
+START_TEST(test_decode_equals_prefill_glm5)
+{
+    decode_equals_prefill(M5_F32);
+}
+END_TEST
+
+START_TEST(test_decode_equals_prefill_glm4)
+{
+    decode_equals_prefill(M4_F32);
+}
+END_TEST
+
+/* ---- batched decode == single-session decode -------------------------------- */
+
+START_TEST(test_batched_decode)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M5_F32, "fp32");
+    int V = glm_model_config(m)->vocab_size;
+    enum { B = 3 };
+    glm_session_t *bs[B], *ss[B];
+    int32_t ids[B][16], next[B], first[B];
+    float *bl = malloc(sizeof(float) * B * (size_t)V), *sl = malloc(sizeof(float) * (size_t)V);
+    ck_assert(bl && sl);
+    for (int i = 0; i < B; i++) {
+        int len = 6 + 4 * i; /* different positions; the last crosses index_topk */
+        random_ids(ids[i], len, V, 500 + (uint64_t)i);
+        bs[i] = session(m, 32, 0);
+        ss[i] = session(m, 32, 0);
+        OK(glm_eval(bs[i], ids[i], len, 0, NULL));
+        OK(glm_eval(ss[i], ids[i], len, 0, NULL));
+        first[i] = (int32_t)(i * 37 + 11) % V;
+    }
+    struct glm_sampling g = {0.0f, 0, 1.0f, 0};
+    OK(glm_decode_batch(bs, first, B, bl, &g, next));
+    double worst = 0;
+    for (int i = 0; i < B; i++) {
+        OK(glm_eval(ss[i], &first[i], 1, 0, sl));
+        double e = rts_rel_err(bl + (size_t)i * V, sl, (size_t)V);
+        if (e > worst)
+            worst = e;
+        int am = 0;
+        for (int v = 1; v < V; v++)
+            if (sl[v] > sl[am])
+                am = v;
+        ck_assert_int_eq(next[i], am);
+        ck_assert_int_eq(glm_session_pos(bs[i]), glm_session_pos(ss[i]));
+    }
+    printf("[runtime] batched decode of %d sessions vs single decodes: max relative error "
+           "%.3e, greedy tokens equal\n",
+           B, worst);
+    ck_assert_msg(worst <= 1e-5, "batched decode differs: %g", worst);
+    /* the same session twice is refused */
+    glm_session_t *dup[2] = {bs[0], bs[0]};
+    ck_assert_int_eq(glm_decode_batch(dup, first, 2, NULL, NULL, NULL), TX_EINVAL);
+    for (int i = 0; i < B; i++) {
+        glm_session_free(bs[i]);
+        glm_session_free(ss[i]);
+    }
+    OK(glm_model_free(m));
+    free(bl);
+    free(sl);
+    tx_device_close(dev);
+}
+END_TEST
+
+/* ---- sampling on the device ------------------------------------------------- */
+
+struct collect {
+    int n;
+    int32_t t[64];
+};
+
+static int collect_cb(void *user, int32_t tok, const char *piece, size_t len)
+{
+    (void)piece;
+    (void)len;
+    struct collect *c = user;
+    if (tok >= 0 && c->n < 64)
+        c->t[c->n++] = tok;
+    return 0;
+}
+
+static int gen(glm_model_t *m, const int32_t *prompt, int np, int n_predict,
+               struct glm_sampling smp, const int32_t *stop, int n_stop, int32_t *out,
+               struct glm_timings *t)
+{
+    glm_session_t *s = session(m, 64, 0);
+    struct glm_generate_params p;
+    memset(&p, 0, sizeof(p));
+    p.prompt = prompt;
+    p.n_prompt = np;
+    p.n_predict = n_predict;
+    p.sampling = smp;
+    p.stop = stop;
+    p.n_stop = n_stop;
+    struct collect col = {0, {0}};
+    p.on_token = collect_cb;
+    p.user = &col;
+    int n = 0;
+    OK(glm_generate(s, &p, out, 64, &n, t));
+    ck_assert_int_eq(col.n, n);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(col.t[i], out[i]);
+    glm_session_free(s);
+    return n;
+}
+
+START_TEST(test_sampling)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M5_F32, "golden");
+    int V = glm_model_config(m)->vocab_size;
+    int32_t prompt[6], a[64], b[64], c[64];
+    random_ids(prompt, 6, V, 3);
+    struct glm_sampling smp = {0.9f, 40, 0.95f, 7};
+    struct glm_timings t;
+    int na = gen(m, prompt, 6, 16, smp, NULL, -1, a, &t);
+    int nb = gen(m, prompt, 6, 16, smp, NULL, -1, b, NULL);
+    ck_assert_int_eq(na, 16);
+    ck_assert_int_eq(nb, 16);
+    ck_assert_mem_eq(a, b, sizeof(int32_t) * 16);
+    ck_assert_int_eq(t.stop, GLM_STOP_LENGTH);
+    ck_assert_int_eq(t.n_prompt, 6);
+    ck_assert_int_eq(t.n_eval, 15);
+    ck_assert(t.prompt_ms > 0 && t.eval_ms > 0 && t.eval_tps > 0);
+    smp.seed = 8;
+    int nc = gen(m, prompt, 6, 16, smp, NULL, -1, c, NULL);
+    ck_assert_int_eq(nc, 16);
+    int diff = memcmp(a, c, sizeof(int32_t) * 16) != 0;
+    printf("[runtime] on-device sampling: seed 7 twice identical, seed 8 %s; %.1f tokens/s\n",
+           diff ? "differs" : "equal", t.eval_tps);
+    ck_assert_msg(diff, "seeds 7 and 8 gave the same 16 tokens at temperature 0.9");
+
+    /* greedy = argmax of the logits */
+    struct glm_sampling greedy = {0.0f, 0, 1.0f, 0};
+    int ng = gen(m, prompt, 6, 1, greedy, NULL, -1, c, NULL);
+    ck_assert_int_eq(ng, 1);
+    float *l = malloc(sizeof(float) * (size_t)V);
+    glm_session_t *s = session(m, 64, 0);
+    OK(glm_eval(s, prompt, 6, 0, l));
+    int am = 0;
+    for (int v = 1; v < V; v++)
+        if (l[v] > l[am])
+            am = v;
+    ck_assert_int_eq(c[0], am);
+    glm_session_free(s);
+    free(l);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+START_TEST(test_stop_tokens)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_F32, "golden");
+    int V = glm_model_config(m)->vocab_size;
+    int32_t prompt[5], a[64], b[64];
+    random_ids(prompt, 5, V, 11);
+    struct glm_sampling greedy = {0.0f, 0, 1.0f, 0};
+    int na = gen(m, prompt, 5, 12, greedy, NULL, -1, a, NULL);
+    ck_assert_int_eq(na, 12);
+    /* the first generated token that did not occur before it */
+    int k = -1;
+    for (int i = 1; i < na && k < 0; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++)
+            seen |= a[j] == a[i];
+        if (!seen)
+            k = i;
+    }
+    ck_assert_msg(k > 0, "greedy output repeats one token");
+    struct glm_timings t;
+    int32_t stop[2] = {V - 1 == a[k] ? V - 2 : V - 1, a[k]};
+    int nb = gen(m, prompt, 5, 12, greedy, stop, 2, b, &t);
+    ck_assert_int_eq(nb, k);
+    ck_assert_mem_eq(a, b, sizeof(int32_t) * (size_t)k);
+    ck_assert_int_eq(t.stop, GLM_STOP_TOKEN);
+    printf("[runtime] stop token %d ends generation after %d tokens (not emitted)\n", a[k], k);
+
+    /* the model's own stop tokens: eos of the config and the chat ones */
+    int32_t st[16];
+    int ns = glm_model_stop_tokens(m, st, 16);
+    ck_assert_int_ge(ns, 1);
+    ck_assert_int_eq(st[0], 256);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+START_TEST(test_chat_template)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M5_F32, "golden");
+    struct tx_chat_message msg = {"user", "hi", NULL};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    OK(glm_chat_encode(m, &msg, 1, 0, &ids, &n));
+    /* [gMASK]=258 <sop>=260 <|user|>=263 'h' 'i' <|assistant|>=264 ... */
+    ck_assert_uint_ge(n, 6);
+    ck_assert_int_eq(ids[0], 258);
+    ck_assert_int_eq(ids[1], 260);
+    ck_assert_int_eq(ids[2], 263);
+    int has_asst = 0;
+    for (size_t i = 3; i < n; i++)
+        has_asst |= ids[i] == 264;
+    ck_assert(has_asst);
+    free(ids);
+    OK(glm_tokenize(m, "hi", &ids, &n));
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(ids[0], 'h');
+    free(ids);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+/* ---- expert load balancing -------------------------------------------------- */
+
+static double run_skewed(glm_model_t *m, enum glm_balance_mode mode, double *hot)
+{
+    struct glm_moe_options o;
+    glm_moe_defaults(&o);
+    o.balance = mode;
+    o.lambda = 0.2f;
+    OK(glm_model_set_moe(m, &o));
+    OK(glm_model_expert_stats_reset(m));
+    int V = glm_model_config(m)->vocab_size;
+    glm_session_t *s = session(m, 256, 16);
+    int32_t ids[192];
+    random_ids(ids, 192, V, 77);
+    OK(glm_eval(s, ids, 192, 0, NULL));
+    glm_session_free(s);
+    struct glm_expert_stats *st;
+    OK(glm_model_expert_stats(m, &st));
+    ck_assert_int_gt(st->n_moe_layers, 0);
+    ck_assert_uint_eq(st->total, (uint64_t)192 * st->n_moe_layers * st->top_k);
+    double sd = st->mean_layer_std;
+    *hot = st->max_share[0];
+    glm_expert_stats_free(st);
+    return sd;
+}
+
+START_TEST(test_load_balance)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_SKEW, "fp32");
+    double hot0, hot1;
+    double before = run_skewed(m, GLM_BALANCE_OFF, &hot0);
+    double after = run_skewed(m, GLM_BALANCE_ON, &hot1);
+    printf("[runtime] skewed router (experts 0,1 biased +0.1), 192 tokens in passes of 16: "
+           "expert utilisation std %.1f%% -> %.1f%% with the load penalty (lambda 0.2); "
+           "hottest expert %.1f%% -> %.1f%% of calls\n",
+           before, after, hot0, hot1);
+    ck_assert_msg(after < before, "load balancing did not lower the std (%g -> %g)", before, after);
+    ck_assert_msg(hot1 < hot0, "the hottest expert did not cool down");
+    /* auto: engages because the skewed layers have cold experts */
+    double hot2;
+    double autom = run_skewed(m, GLM_BALANCE_AUTO, &hot2);
+    printf("[runtime] load balance auto (min_expert_util 0.3): std %.1f%%\n", autom);
+    ck_assert(autom < before);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+START_TEST(test_moe_yaml)
+{
+    struct glm_moe_options o;
+    glm_moe_defaults(&o);
+    const char *d = rts_tmpdir();
+    char p[300];
+    const char *cfg = "config/expert_parallel.yaml"; /* the repository's file */
+    if (access(cfg, R_OK) != 0) {
+        /* not run from the source tree (e.g. in the VM): the article's text */
+        snprintf(p, sizeof(p), "%s/expert_parallel.yaml", d);
+        FILE *f = fopen(p, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("moe:\n  expert_parallel: 4      # suggested: number of experts / 2\n"
+              "  capacity_factor: 1.2\n  min_expert_util: 0.3\n",
+              f);
+        fclose(f);
+        cfg = p;
+    }
+    OK(glm_moe_config_load(cfg, &o));
+    ck_assert_int_eq(o.expert_parallel, 4);
+    ck_assert(fabsf(o.capacity_factor - 1.2f) < 1e-6f);
+    ck_assert(fabsf(o.min_expert_util - 0.3f) < 1e-6f);
+
+    snprintf(p, sizeof(p), "%s/bad.yaml", d);
+    static const char *bad[] = {
+        "moe:\n  expert_parallel: 0\n",
+        "moe:\n  capacity_factor: -1\n",
+        "moe:\n  min_expert_util: 2\n",
+        "moe:\n  expert_paralel: 4\n",
+        "moe: [1, 2]\n",
+        "other: 1\n",
+        "moe:\n  expert_parallel: 4.5\n",
+        "moe:\n  expert_parallel: [\n",
+        "moe:\n  load_balance: maybe\n",
+        "",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        FILE *f = fopen(p, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(bad[i], f);
+        fclose(f);
+        struct glm_moe_options x = o;
+        int rc = glm_moe_config_load(p, &x);
+        ck_assert_msg(rc == TX_EINVAL, "'%s' accepted", bad[i]);
+        ck_assert(tx_last_error()[0]);
+        ck_assert_mem_eq(&x, &o, sizeof(o));
+    }
+    ck_assert_int_eq(glm_moe_config_load("/nonexistent/x.yaml", &o), TX_ENOENT);
+
+    /* expert_parallel must divide the experts; capacity overflow is counted */
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_SKEW, "fp32");
+    struct glm_moe_options mo;
+    glm_moe_defaults(&mo);
+    mo.expert_parallel = 3;
+    ck_assert_int_eq(glm_model_set_moe(m, &mo), TX_EINVAL);
+    mo.expert_parallel = 4;
+    mo.capacity_factor = 1.2f;
+    OK(glm_model_set_moe(m, &mo));
+    OK(glm_model_expert_stats_reset(m));
+    int V = glm_model_config(m)->vocab_size;
+    int32_t ids[64];
+    random_ids(ids, 64, V, 5);
+    glm_session_t *s = session(m, 64, 64);
+    OK(glm_eval(s, ids, 64, 0, NULL));
+    struct glm_expert_stats *st;
+    OK(glm_model_expert_stats(m, &st));
+    ck_assert_int_eq(st->expert_parallel, 4);
+    uint64_t ov = 0;
+    for (int i = 0; i < st->n_moe_layers; i++) {
+        ov += st->overflow[i];
+        ck_assert(st->group_imbalance[i] >= 1.0);
+        /* the two biased experts of group 0 make it the busiest group */
+        ck_assert(st->group_imbalance[i] > 1.2);
+    }
+    printf("[runtime] capacity_factor 1.2, 64 tokens: %llu selections over capacity; group "
+           "imbalance layer %d: %.2f\n",
+           (unsigned long long)ov, st->layer[0], st->group_imbalance[0]);
+    ck_assert(ov > 0);
+    glm_expert_stats_free(st);
+    glm_session_free(s);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+/* ---- device memory labels ---------------------------------------------------- */
+
+START_TEST(test_memory_labels)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M5_F32, "golden");
+    glm_session_t *s = session(m, 16, 0);
+    int32_t ids[3] = {1, 2, 3};
+    OK(glm_eval(s, ids, 3, 0, NULL));
+    size_t n = 0;
+    int rc = tx_device_memory_view(dev, NULL, 0, &n);
+    if (rc == TX_ENOTSUP) {
+        printf("[runtime] memory view not offered by this backend: label check skipped\n");
+    } else {
+        OK(rc);
+        struct tx_mem_region *r = calloc(n, sizeof(*r));
+        OK(tx_device_memory_view(dev, r, n, &n));
+        int w = 0, kv = 0, act = 0;
+        for (size_t i = 0; i < n; i++) {
+            w |= !strcmp(r[i].label, "GLM-5.1_Weights");
+            kv |= !strcmp(r[i].label, "GLM-5.1_KVCache");
+            act |= !strcmp(r[i].label, "GLM-5.1_Activations");
+        }
+        ck_assert_msg(w && kv && act, "labels missing from the memory view");
+        free(r);
+    }
+    struct glm_model_info info;
+    OK(glm_model_info(m, &info));
+    ck_assert(info.weights_bytes > 0 && info.kv_bytes > 0 && info.activation_bytes > 0);
+    ck_assert(info.converted_bytes > 0); /* the FP32 package under the golden plan */
+    ck_assert_uint_eq(info.n_sessions, 1);
+    glm_session_free(s);
+    OK(glm_model_free(m));
+    /* a named model */
+    struct glm_load_options lo = {.name = "Test"};
+    OK(glm_model_load(dev, g_smd[M4_F32], &lo, &m));
+    ck_assert_str_eq(glm_model_name(m), "Test");
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+/* ---- bad input ------------------------------------------------------------------ */
+
+static void write_bytes(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+START_TEST(test_malformed_packages)
+{
+    tx_device_t *dev = open_dev();
+    const char *d = rts_tmpdir();
+    char p[300];
+    snprintf(p, sizeof(p), "%s/bad.smd", d);
+    FILE *f = fopen(g_smd[M4_F32], "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    size_t sz = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *good = malloc(sz), *bad = malloc(sz);
+    ck_assert_uint_eq(fread(good, 1, sz, f), sz);
+    fclose(f);
+    glm_model_t *m = NULL;
+    struct {
+        const char *what;
+        size_t len;
+        size_t flip; /* byte to corrupt, or SIZE_MAX */
+    } cases[] = {
+        {"empty", 0, SIZE_MAX},
+        {"truncated header", 100, SIZE_MAX},
+        {"truncated data", sz / 2, SIZE_MAX},
+        {"magic", sz, 0},
+        {"header checksum", sz, 40},
+        {"section table", sz, 130},
+        {"one byte short", sz - 1, SIZE_MAX},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        memcpy(bad, good, sz);
+        if (cases[i].flip != SIZE_MAX)
+            bad[cases[i].flip] ^= 0x5a;
+        write_bytes(p, bad, cases[i].len);
+        int rc = glm_model_load(dev, p, NULL, &m);
+        ck_assert_msg(rc != TX_OK, "%s: accepted", cases[i].what);
+        ck_assert_ptr_null(m);
+        ck_assert(tx_last_error()[0]);
+        printf("[runtime] malformed package (%s): %s\n", cases[i].what, tx_last_error());
+    }
+    /* random garbage */
+    uint64_t seed = 1;
+    for (size_t i = 0; i < 65536 && i < sz; i++)
+        bad[i] = (unsigned char)rts_rand(&seed);
+    write_bytes(p, bad, 65536 < sz ? 65536 : sz);
+    ck_assert_int_ne(glm_model_load(dev, p, NULL, &m), TX_OK);
+    /* a tensor's data changed: checksums catch it with GLM_LOAD_VERIFY */
+    memcpy(bad, good, sz);
+    {
+        struct tx_smd *smd;
+        char e[512];
+        ck_assert_int_eq(tx_smd_open(g_smd[M4_F32], 0, &smd, e, sizeof(e)), 0);
+        const struct tx_smd_tensor *t =
+            tx_smd_find(smd, "model.layers.1.mlp.experts.3.up_proj.weight");
+        ck_assert_ptr_nonnull(t);
+        bad[t->data_offset + t->data_size / 2] ^= 0x01;
+        tx_smd_close(smd);
+    }
+    write_bytes(p, bad, sz);
+    struct glm_load_options lo = {.flags = GLM_LOAD_VERIFY};
+    ck_assert_int_ne(glm_model_load(dev, p, &lo, &m), TX_OK);
+    printf("[runtime] corrupted tensor data with GLM_LOAD_VERIFY: %s\n", tx_last_error());
+    ck_assert_int_ne(glm_model_load(dev, "/nonexistent/model.smd", NULL, &m), TX_OK);
+
+    /* well-formed packages that are not a valid model: wrong shape, unknown
+     * tensor, missing tensors */
+    {
+        struct tx_smd *smd;
+        char e[512];
+        ck_assert_int_eq(tx_smd_open(g_smd[M4_F32], 0, &smd, e, sizeof(e)), 0);
+        size_t cl, tl;
+        const char *cj = tx_smd_config_json(smd, &cl), *tj = tx_smd_tokenizer_json(smd, &tl);
+        struct tx_smd_plan_entry plan[TX_SMD_LAYER_COUNT];
+        for (int l = 0; l < TX_SMD_LAYER_COUNT; l++)
+            plan[l] = *tx_smd_plan(smd, (enum tx_smd_layer)l);
+        static const struct {
+            const char *name;
+            uint64_t r, c;
+            const char *expect;
+        } tc[] = {
+            {"model.embed_tokens.weight", 512, 63, "shape"},
+            {"model.layers.0.self_attn.foo.weight", 4, 4, "not part"},
+            {"model.embed_tokens.weight", 512, 64, "missing"},
+        };
+        for (size_t i = 0; i < sizeof(tc) / sizeof(tc[0]); i++) {
+            struct tx_smd_writer *w;
+            ck_assert_int_eq(tx_smd_writer_open(p, &w, e, sizeof(e)), 0);
+            ck_assert_int_eq(tx_smd_writer_section(w, TX_SMD_SEC_CONFIG, cj, cl, e, sizeof(e)), 0);
+            ck_assert_int_eq(tx_smd_writer_section(w, TX_SMD_SEC_TOKENIZER, tj, tl, e, sizeof(e)),
+                             0);
+            ck_assert_int_eq(tx_smd_writer_plan(w, plan, e, sizeof(e)), 0);
+            struct tx_smd_tensor_desc dsc;
+            memset(&dsc, 0, sizeof(dsc));
+            dsc.name = tc[i].name;
+            dsc.dtype = TX8_DTYPE_F32;
+            dsc.format = TX8_WFMT_DENSE;
+            dsc.layer_type = TX_SMD_LAYER_EMBEDDING;
+            dsc.ndim = 2;
+            dsc.shape[0] = tc[i].r;
+            dsc.shape[1] = tc[i].c;
+            dsc.layer = dsc.expert = -1;
+            ck_assert_msg(tx_smd_writer_begin(w, &dsc, e, sizeof(e)) == 0, "%s", e);
+            size_t nb = (size_t)(tc[i].r * tc[i].c * 4);
+            float *z = calloc(1, nb);
+            ck_assert_int_eq(tx_smd_writer_data(w, z, nb, e, sizeof(e)), 0);
+            free(z);
+            ck_assert_int_eq(tx_smd_writer_end(w, NULL, 0, NULL, 0, e, sizeof(e)), 0);
+            ck_assert_int_eq(tx_smd_writer_finish(w, e, sizeof(e)), 0);
+            int rc = glm_model_load(dev, p, NULL, &m);
+            ck_assert_int_eq(rc, TX_EINVAL);
+            ck_assert_msg(strstr(tx_last_error(), tc[i].expect), "'%s' lacks '%s'", tx_last_error(),
+                          tc[i].expect);
+            printf("[runtime] invalid model package: %s\n", tx_last_error());
+        }
+        tx_smd_close(smd);
+    }
+    ck_assert_int_eq(glm_model_load(NULL, g_smd[M4_F32], NULL, &m), TX_EINVAL);
+
+    /* the device still works after all that */
+    m = load(dev, M4_F32, "golden");
+    glm_session_t *s = session(m, 16, 0);
+    int32_t ids[2] = {1, 600};
+    ck_assert_int_eq(glm_eval(s, ids, 2, 0, NULL), TX_EINVAL); /* id outside the vocabulary */
+    ids[1] = 2;
+    OK(glm_eval(s, ids, 2, 0, NULL));
+    int32_t many[20] = {0};
+    ck_assert_int_eq(glm_eval(s, many, 20, 0, NULL), TX_EINVAL); /* beyond n_ctx */
+    ck_assert_int_eq(glm_model_free(m), TX_EBUSY);               /* session alive */
+    glm_session_free(s);
+    OK(glm_model_free(m));
+    free(good);
+    free(bad);
+    tx_device_close(dev);
+}
+END_TEST
+
+/* ---- parameter shard streaming ------------------------------------------------- */
+
+static void streaming(int which, const char *plan)
+{
+    tx_device_t *dev = open_dev();
+    glm_precision_plan_t p;
+    glm_plan_golden(&p);
+    OK(glm_plan_parse(plan, &p));
+    OK(glm_plan_set(dev, &p));
+    glm_model_t *res, *str;
+    OK(glm_model_load(dev, g_smd[which], NULL, &res));
+    struct glm_load_options lo = {.flags = GLM_LOAD_STREAM};
+    OK(glm_model_load(dev, g_smd[which], &lo, &str));
+    int V = glm_model_config(res)->vocab_size;
+    const int n = 12, steps = 6;
+    int32_t ids[12];
+    random_ids(ids, n, V, 31);
+    float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
+    glm_session_t *sa = session(res, 32, 0), *sb = session(str, 32, 0);
+    OK(glm_eval(sa, ids, n, GLM_EVAL_ALL_LOGITS, a));
+    OK(glm_eval(sb, ids, n, GLM_EVAL_ALL_LOGITS, b));
+    double e = rts_rel_err(b, a, (size_t)n * V);
+    for (int i = 0; i < steps; i++) { /* decode passes: steady-state prefetch */
+        int32_t t = ids[i];
+        OK(glm_eval(sa, &t, 1, 0, a));
+        OK(glm_eval(sb, &t, 1, 0, b));
+        double x = rts_rel_err(b, a, (size_t)V);
+        if (x > e)
+            e = x;
+    }
+    struct glm_model_info ia, ib;
+    OK(glm_model_info(res, &ia));
+    OK(glm_model_info(str, &ib));
+    printf("[runtime] %s %s streaming the layers through 2 slots: resident weights %llu -> %llu "
+           "bytes, prefetch hits %llu misses %llu, logits vs resident: max relative error "
+           "%.3e\n",
+           glm_arch_name(glm_model_config(res)->arch), plan, (unsigned long long)ia.weights_bytes,
+           (unsigned long long)ib.weights_bytes, (unsigned long long)ib.prefetch_hits,
+           (unsigned long long)ib.prefetch_misses, e);
+    ck_assert_int_eq(ia.streaming, 0);
+    ck_assert_int_eq(ib.streaming, 1);
+    ck_assert(ib.weights_bytes < ia.weights_bytes);
+    fflush(stdout);
+    ck_assert(ib.prefetch_hits > ib.prefetch_misses);
+    ck_assert_msg(e <= 1e-6, "streamed model differs: %g", e);
+    glm_session_free(sa);
+    glm_session_free(sb);
+    OK(glm_model_free(res));
+    OK(glm_model_free(str));
+    free(a);
+    free(b);
+    tx_device_close(dev);
+}
+
+START_TEST(test_streaming_glm5)
+{
+    streaming(M5_F32, "fp32");
+    streaming(M5_F32, "golden"); /* streamed layers converted in their jobs */
+}
+END_TEST
+
+START_TEST(test_streaming_glm4_int8)
+{
+    streaming(M4_INT8, "golden");
+    streaming(M4_INT8, "fp16,expert=bf16");
+}
+END_TEST
+
+START_TEST(test_streaming_when_too_big)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m;
+    struct glm_load_options lo = {.max_weight_bytes = 64 << 10};
+    OK(glm_model_load(dev, g_smd[M5_F32], &lo, &m));
+    struct glm_model_info info;
+    OK(glm_model_info(m, &info));
+    ck_assert_int_eq(info.streaming, 1);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+/* ---- INT8 package: stored INT8 weights used in place ---------------------------- */
+
+START_TEST(test_int8_package)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_INT8, "golden");
+    glm_session_t *s = session(m, 16, 0);
+    int32_t ids[4] = {5, 6, 7, 8};
+    OK(glm_eval(s, ids, 4, 0, NULL));
+    struct glm_model_info info;
+    OK(glm_model_info(m, &info));
+    /* exported with the golden plan: the stored types are those the plan
+     * executes, nothing is converted */
+    ck_assert_uint_eq(info.converted_bytes, 0);
+    ck_assert_int_eq(info.stored.precision[GLM_MLP], INT8_MIXED);
+    ck_assert_int_eq(info.stored.precision[GLM_ATTENTION], FP16);
+    glm_session_free(s);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+static Suite *runtime_suite(void)
+{
+    Suite *s = suite_create("runtime");
+    TCase *tc = tcase_create("glm");
+    tcase_add_unchecked_fixture(tc, fixture_setup, fixture_teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_fp32_glm5);
+    tcase_add_test(tc, test_fp32_glm4);
+    tcase_add_test(tc, test_fp32_glm5_shared_bias_chunked);
+    tcase_add_test(tc, test_decode_equals_prefill_glm5);
+    tcase_add_test(tc, test_decode_equals_prefill_glm4);
+    tcase_add_test(tc, test_batched_decode);
+    tcase_add_test(tc, test_sampling);
+    tcase_add_test(tc, test_stop_tokens);
+    tcase_add_test(tc, test_chat_template);
+    tcase_add_test(tc, test_load_balance);
+    tcase_add_test(tc, test_moe_yaml);
+    tcase_add_test(tc, test_memory_labels);
+    tcase_add_test(tc, test_malformed_packages);
+    tcase_add_test(tc, test_int8_package);
+    tcase_add_test(tc, test_streaming_glm5);
+    tcase_add_test(tc, test_streaming_glm4_int8);
+    tcase_add_test(tc, test_streaming_when_too_big);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(runtime_suite());
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

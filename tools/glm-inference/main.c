@@ -1,0 +1,1069 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * glm-inference: run a GLM model package (.smd) on a TX8.
+ *
+ *   glm-inference --checkpoint MODEL.smd -p "prompt" [-n N] [--temp T] ...
+ *   glm-inference --checkpoint MODEL.smd --validate
+ *   glm-inference --checkpoint MODEL.smd --bench
+ *
+ * Generated text goes to stdout; logs, timings (llama.cpp's
+ * llama_perf_context_print lines), validation and benchmark tables go to
+ * stderr/stdout as documented in docs/glm-inference.md. Never interactive
+ * unless stdin is a terminal and -i is given.
+ *
+ * Exit status: 0 success, 1 error (or validation below the threshold),
+ * 2 usage error.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tx/glm.h>
+#include <tx/tx_device.h>
+
+static const char *prog = "glm-inference";
+static int verbose;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: %s --checkpoint MODEL.smd [options]\n"
+            "\n"
+            "Generation (llama.cpp-style):\n"
+            "  -p, --prompt TEXT        prompt text\n"
+            "  -f, --file FILE          read the prompt from FILE\n"
+            "      --tokens 1,2,3       prompt as raw token ids\n"
+            "  -n, --n-predict N        tokens to generate (default 128, -1 = until a stop "
+            "token)\n"
+            "  -c, --ctx-size N         context size (default 4096 or the model's maximum)\n"
+            "  -b, --batch-size N       most tokens per device pass (default 512)\n"
+            "  -s, --seed N             sampling seed (default -1 = from the clock)\n"
+            "      --temp T             temperature (default 0.8; 0 = greedy)\n"
+            "      --top-k N            top-k (default 40, 0 = off)\n"
+            "      --top-p P            top-p (default 0.95, 1 = off)\n"
+            "      --chat               apply the GLM chat template to the prompt (a user "
+            "turn)\n"
+            "      --system TEXT        with --chat: a system message\n"
+            "      --no-think           with --chat: thinking disabled\n"
+            "      --ignore-eos         do not stop at stop tokens\n"
+            "      --no-display-prompt  do not echo the prompt\n"
+            "  -i, --interactive        chat on a terminal (only if stdin is a TTY)\n"
+            "  -t, --threads N          host threads (reference, bandwidth probe)\n"
+            "\n"
+            "Device and precision:\n"
+            "      --device SPEC        device (emu:/path.sock, /dev/accel/accelN; default "
+            "$TX_DEVICE)\n"
+            "      --precision PLAN     e.g. golden, fp32, mlp=int8,attention=fp16 (default "
+            "golden)\n"
+            "      --moe-config FILE    expert parallel YAML (default "
+            "config/expert_parallel.yaml if present)\n"
+            "      --no-moe-config      do not read the default YAML\n"
+            "      --load-balance MODE  off, on or auto (expert load penalty)\n"
+            "      --lambda X           load penalty factor (default 0.2)\n"
+            "      --name NAME          model name for device memory labels\n"
+            "      --stream             stream the layers through device-side slots with "
+            "prefetch\n"
+            "      --max-weight-mem SIZE  stream the layers when the weights exceed SIZE "
+            "(e.g. 512M)\n"
+            "\n"
+            "Outputs and checks:\n"
+            "      --logits FILE        write the prompt's logits (float32 LE [T x vocab])\n"
+            "      --validate           100 random inputs vs the FP32 reference\n"
+            "      --validate-inputs N  inputs (default 100)\n"
+            "      --validate-tokens N  tokens per input (default 8)\n"
+            "      --validate-seed N    input seed\n"
+            "      --bench              llama-bench rows: pp512, tg128 per precision plan\n"
+            "      --bench-plans LIST   plans separated by ';' (default golden;fp32;fp16;int8)\n"
+            "      --bench-pp N         prompt tokens (default 512)\n"
+            "      --bench-tg N         generated tokens (default 128)\n"
+            "      --expert-stats       per-expert load histogram and utilisation std\n"
+            "      --memory-view        print the device's memory view while loaded\n"
+            "  -v, --verbose            more logs\n"
+            "  -h, --help\n"
+            "\n"
+            "TX_DEBUG=1 prints every device command and per-layer statistics to stderr.\n",
+            prog);
+}
+
+struct opts {
+    const char *checkpoint, *prompt, *file, *tokens, *device, *precision, *moe_config;
+    const char *logits, *system, *name, *bench_plans, *load_balance;
+    int n_predict, n_predict_set, n_ctx, n_batch, threads;
+    long long seed;
+    float temp, top_p, lambda;
+    int top_k;
+    int chat, no_think, ignore_eos, no_display, interactive, no_moe_config, lambda_set;
+    int validate, v_inputs, v_tokens;
+    unsigned long long v_seed;
+    int bench, bench_pp, bench_tg;
+    int expert_stats, memory_view, stream;
+    unsigned long long max_weight_mem;
+};
+
+static int read_file(const char *path, char **out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -errno;
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap + 1);
+    if (!b) {
+        fclose(f);
+        return -ENOMEM;
+    }
+    for (;;) {
+        if (n == cap) {
+            char *x = realloc(b, cap * 2 + 1);
+            if (!x) {
+                free(b);
+                fclose(f);
+                return -ENOMEM;
+            }
+            b = x;
+            cap *= 2;
+        }
+        size_t r = fread(b + n, 1, cap - n, f);
+        n += r;
+        if (!r)
+            break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(b);
+        return -EIO;
+    }
+    b[n] = 0;
+    *out = b;
+    return 0;
+}
+
+static int parse_ids(const char *s, int32_t **ids, size_t *n)
+{
+    size_t cap = 64, k = 0;
+    int32_t *v = malloc(cap * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    while (*s) {
+        while (*s == ',' || *s == ' ' || *s == '\n' || *s == '\t')
+            s++;
+        if (!*s)
+            break;
+        char *end;
+        errno = 0;
+        long x = strtol(s, &end, 10);
+        if (end == s || errno || x < 0 || x > 0x7fffffff) {
+            free(v);
+            return -EINVAL;
+        }
+        if (k == cap) {
+            int32_t *y = realloc(v, cap * 2 * sizeof(*v));
+            if (!y) {
+                free(v);
+                return -ENOMEM;
+            }
+            v = y;
+            cap *= 2;
+        }
+        v[k++] = (int32_t)x;
+        s = end;
+    }
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+static void log_err(const char *what)
+{
+    fprintf(stderr, "%s: %s: %s\n", prog, what, tx_last_error());
+}
+
+static int on_token(void *user, int32_t tok, const char *piece, size_t len)
+{
+    (void)user;
+    (void)tok;
+    if (len)
+        fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+static void print_perf(const struct glm_timings *t)
+{
+    fprintf(stderr, "llama_perf_sampler_print:    sampling time = on device (SAMPLE), included "
+                    "in the eval time\n");
+    fprintf(stderr, "llama_perf_context_print:        load time = %10.2f ms\n", t->load_ms);
+    fprintf(stderr,
+            "llama_perf_context_print: prompt eval time = %10.2f ms / %5d tokens (%8.2f ms per "
+            "token, %8.2f tokens per second)\n",
+            t->prompt_ms, t->n_prompt, t->n_prompt ? t->prompt_ms / t->n_prompt : 0.0,
+            t->prompt_tps);
+    fprintf(stderr,
+            "llama_perf_context_print:        eval time = %10.2f ms / %5d runs   (%8.2f ms per "
+            "token, %8.2f tokens per second)\n",
+            t->eval_ms, t->n_eval, t->n_eval ? t->eval_ms / t->n_eval : 0.0, t->eval_tps);
+    fprintf(stderr, "llama_perf_context_print:       total time = %10.2f ms / %5d tokens\n",
+            t->total_ms, t->n_prompt + t->n_eval);
+    fprintf(stderr, "glm_perf: device busy = %.2f ms, %llu multiply-accumulates\n", t->device_ms,
+            (unsigned long long)t->macs);
+}
+
+static void print_memory_view(tx_device_t *dev)
+{
+    size_t n = 0;
+    int rc = tx_device_memory_view(dev, NULL, 0, &n);
+    if (rc) {
+        fprintf(stderr, "%s: memory view: %s\n", prog, tx_last_error());
+        return;
+    }
+    struct tx_mem_region *r = calloc(n ? n : 1, sizeof(*r));
+    if (!r)
+        return;
+    size_t got = n;
+    if (tx_device_memory_view(dev, r, n, &got) == 0) {
+        struct tx_device_info info;
+        tx_device_info(dev, &info);
+        printf("TX8 device memory view (%s, %llu MiB, %llu MiB used)\n", info.name,
+               (unsigned long long)(info.mem_size >> 20),
+               (unsigned long long)(info.mem_used >> 20));
+        printf("%-18s %12s  %5s  %s\n", "address", "size kB", "owner", "label");
+        for (size_t i = 0; i < got && i < n; i++)
+            printf("0x%016llx %12llu  %5d  %s%s\n", (unsigned long long)r[i].addr,
+                   (unsigned long long)(r[i].size >> 10), r[i].owner, r[i].label,
+                   (r[i].flags & TX_MEM_OWN) ? " (this process)" : "");
+        /* totals per label */
+        printf("%-32s %12s\n", "label", "total kB");
+        for (size_t i = 0; i < got && i < n; i++) {
+            int seen = 0;
+            for (size_t j = 0; j < i; j++)
+                seen |= !strcmp(r[j].label, r[i].label);
+            if (seen)
+                continue;
+            unsigned long long tot = 0;
+            for (size_t j = i; j < got && j < n; j++)
+                if (!strcmp(r[j].label, r[i].label))
+                    tot += r[j].size;
+            printf("%-32s %12llu\n", r[i].label[0] ? r[i].label : "(unlabelled)", tot >> 10);
+        }
+    }
+    free(r);
+}
+
+static void print_expert_stats(glm_model_t *m)
+{
+    struct glm_expert_stats *st;
+    if (glm_model_expert_stats(m, &st)) {
+        log_err("expert stats");
+        return;
+    }
+    if (!st->n_moe_layers) {
+        printf("expert stats: the model has no MoE layers\n");
+        glm_expert_stats_free(st);
+        return;
+    }
+    struct glm_moe_options mo;
+    glm_model_get_moe(m, &mo);
+    printf("expert utilisation (count / mean count; std in %% of the mean), load balance %s, "
+           "lambda %.2f, expert_parallel %d\n",
+           mo.balance == GLM_BALANCE_ON     ? "on"
+           : mo.balance == GLM_BALANCE_AUTO ? "auto"
+                                            : "off",
+           (double)mo.lambda, st->expert_parallel);
+    for (int i = 0; i < st->n_moe_layers; i++) {
+        const uint64_t *c = st->counts + (size_t)i * st->n_experts;
+        uint64_t mx = 1;
+        for (int e = 0; e < st->n_experts; e++)
+            if (c[e] > mx)
+                mx = c[e];
+        printf("layer %3d: std %6.2f%%  hottest %5.1f%%  coldest %5.1f%%  cold %d  group "
+               "imbalance %.2f  overflow %llu\n",
+               st->layer[i], st->util_std[i], st->max_share[i], st->min_share[i], st->cold[i],
+               st->group_imbalance[i], (unsigned long long)st->overflow[i]);
+        for (int e = 0; e < st->n_experts; e++) {
+            int bar = (int)(40.0 * (double)c[e] / (double)mx + 0.5);
+            printf("  expert %4d %8llu |", e, (unsigned long long)c[e]);
+            for (int b = 0; b < bar; b++)
+                putchar('#');
+            putchar('\n');
+        }
+    }
+    printf("expert utilisation std: overall %.2f%%, mean over layers %.2f%% (%llu selections)\n",
+           st->overall_std, st->mean_layer_std, (unsigned long long)st->total);
+    glm_expert_stats_free(st);
+}
+
+static void v_progress(void *user, int done, int total, double cs)
+{
+    (void)user;
+    printf("input %3d/%d  cosine %.6f\n", done, total, cs);
+    fflush(stdout);
+}
+
+static int run_validate(glm_model_t *m, const struct opts *o)
+{
+    struct glm_validate_options vo;
+    memset(&vo, 0, sizeof(vo));
+    vo.n_inputs = o->v_inputs;
+    vo.n_tokens = o->v_tokens;
+    vo.seed = o->v_seed;
+    vo.ref_threads = o->threads;
+    vo.progress = v_progress;
+    struct glm_validate_report *r;
+    char plan[200];
+    glm_precision_plan_t p;
+    glm_plan_get(glm_model_device(m), &p);
+    fprintf(stderr, "%s: validating %s against the FP32 reference, plan %s\n", prog,
+            glm_model_name(m), glm_plan_format(&p, plan, sizeof(plan)));
+    if (glm_validate(m, &vo, &r)) {
+        log_err("validate");
+        return 1;
+    }
+    const struct glm_config *c = glm_model_config(m);
+    printf("\nper-layer statistics (residual stream after each layer, device vs reference)\n");
+    printf("%5s %12s %11s %11s %12s %11s %11s %10s %10s %8s %8s\n", "layer", "mean", "std",
+           "max|x|", "ref mean", "ref std", "max|err|", "cos min", "cos mean", "route!=", "dsa!=");
+    double worst = 2;
+    int worst_l = -1;
+    for (int l = 0; l < r->n_layers; l++) {
+        const struct glm_layer_stats *s = &r->layers[l];
+        char name[16];
+        if (l == c->num_hidden_layers)
+            snprintf(name, sizeof(name), "norm");
+        else
+            snprintf(name, sizeof(name), "%d", l);
+        char ra[16] = "-", da[16] = "-";
+        if (s->route_mismatch >= 0)
+            snprintf(ra, sizeof(ra), "%.2f%%", 100 * s->route_mismatch);
+        if (s->dsa_mismatch >= 0)
+            snprintf(da, sizeof(da), "%.2f%%", 100 * s->dsa_mismatch);
+        printf("%5s %+12.6f %11.6f %11.5f %+12.6f %11.6f %11.6f %10.6f %10.6f %8s %8s\n", name,
+               s->mean, s->std, s->max_abs, s->ref_mean, s->ref_std, s->max_abs_err, s->cosine_min,
+               s->cosine_mean, ra, da);
+        if (s->cosine_min < worst) {
+            worst = s->cosine_min;
+            worst_l = l;
+        }
+    }
+    printf("\nlogits: cosine min %.6f (input %d), mean %.6f, max relative error %.3e over %d "
+           "inputs of %d tokens\n",
+           r->min_cosine, r->worst_input, r->mean_cosine, r->max_rel_err, r->n_inputs, r->n_tokens);
+    printf("lowest layer cosine: layer %d (%.6f)\n", worst_l, worst);
+    printf("validation %s: min cosine %.6f %s %.2f (device %.0f ms, reference %.0f ms)\n",
+           r->passed ? "PASSED" : "FAILED", r->min_cosine, r->passed ? ">=" : "<", r->threshold,
+           r->device_ms, r->reference_ms);
+    int ok = r->passed;
+    glm_validate_report_free(r);
+    return ok ? 0 : 1;
+}
+
+/* ---- bench ---------------------------------------------------------------- */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
+{
+    const struct glm_config *c = glm_model_config(m);
+    struct glm_model_info mi;
+    glm_model_info(m, &mi);
+    struct tx_device_info di;
+    tx_device_info(dev, &di);
+    double bw = 0;
+    if (glm_measure_read_bandwidth(m, o->threads, 0, 5, &bw)) {
+        log_err("bandwidth");
+        return 1;
+    }
+    fprintf(stderr, "%s: streaming read bandwidth of device memory: %.2f GB/s (%u threads)\n", prog,
+            bw, o->threads > 0 ? (unsigned)o->threads : di.num_cores);
+    int pp = o->bench_pp, tg = o->bench_tg;
+    int n_ctx = pp + tg + 8;
+    if (c->max_position_embeddings > 0 && n_ctx > c->max_position_embeddings)
+        n_ctx = c->max_position_embeddings;
+    char *plans = strdup(o->bench_plans ? o->bench_plans : "golden;fp32;fp16;int8");
+    if (!plans)
+        return 1;
+    printf("| model | size | params | backend | plan | test | t/s | weights/token | GB/s | "
+           "%% of BW |\n");
+    printf("| --- | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    glm_precision_plan_t saved;
+    glm_plan_get(dev, &saved);
+    int rc = 0;
+    uint64_t seed = 12345;
+    char *save = NULL;
+    for (char *pl = strtok_r(plans, ";", &save); pl && !rc; pl = strtok_r(NULL, ";", &save)) {
+        glm_precision_plan_t p;
+        glm_plan_golden(&p);
+        if (glm_plan_parse(pl, &p) || glm_plan_set(dev, &p)) {
+            log_err(pl);
+            rc = 1;
+            break;
+        }
+        glm_model_trim(m);
+        struct glm_session_options so = {.n_ctx = n_ctx, .n_batch = pp};
+        glm_session_t *s;
+        if (glm_session_create(m, &so, &s)) {
+            log_err("session");
+            rc = 1;
+            break;
+        }
+        int32_t *ids = malloc(sizeof(int32_t) * (size_t)(pp > tg ? pp : tg));
+        for (int i = 0; i < (pp > tg ? pp : tg); i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            ids[i] = (int32_t)((seed >> 33) % (uint64_t)c->vocab_size);
+        }
+        float *lg = malloc(sizeof(float) * (size_t)c->vocab_size);
+        struct glm_sampling greedy = {0.0f, 0, 1.0f, 0};
+        int32_t next = 0;
+        /* warm-up: weight conversions for this plan happen here */
+        if (!lg || glm_eval(s, ids, 1, 0, lg)) {
+            log_err("warm-up");
+            rc = 1;
+        }
+        glm_session_reset(s);
+        /* pp: one prefill with the last position's logits (as generation) */
+        double t0 = now_ms();
+        if (!rc && glm_eval(s, ids, pp, 0, lg)) {
+            log_err("pp");
+            rc = 1;
+        }
+        double pp_ms = now_ms() - t0;
+        glm_session_reset(s);
+        /* tg: single-token passes from an empty context, each with the
+         * lm_head and on-device sampling (only the token id comes back) */
+        t0 = now_ms();
+        for (int i = 0; i < tg && !rc; i++)
+            if (glm_decode_batch(&s, &ids[i], 1, NULL, &greedy, &next)) {
+                log_err("tg");
+                rc = 1;
+            }
+        double tg_ms = now_ms() - t0;
+        glm_session_free(s);
+        free(ids);
+        free(lg);
+        if (rc)
+            break;
+        glm_model_info(m, &mi);
+        char short_plan[200];
+        snprintf(short_plan, sizeof(short_plan), "%s", pl);
+        double size_gib = (double)mi.package_bytes / (1 << 30);
+        double params_b = (double)mi.n_params / 1e9;
+        double pps = pp * 1e3 / pp_ms, tgs = tg * 1e3 / tg_ms;
+        double bpt = (double)mi.decode_bytes_per_token;
+        printf("| %s | %.2f GiB | %.3f B | TX8 %s | %s | pp%d | %.2f | %.1f MB | %.2f | - |\n",
+               glm_model_name(m), size_gib, params_b, di.backend, short_plan, pp, pps, bpt / 1e6,
+               bpt * pps / 1e9);
+        printf("| %s | %.2f GiB | %.3f B | TX8 %s | %s | tg%d | %.2f | %.1f MB | %.2f | %.1f%% |\n",
+               glm_model_name(m), size_gib, params_b, di.backend, short_plan, tg, tgs, bpt / 1e6,
+               bpt * tgs / 1e9, bw > 0 ? 100.0 * bpt * tgs / 1e9 / bw : 0.0);
+        fflush(stdout);
+    }
+    printf("\nread bandwidth %.2f GB/s; decode fraction = weight bytes per token x tokens/s / "
+           "read bandwidth\n",
+           bw);
+    glm_plan_set(dev, &saved);
+    free(plans);
+    return rc;
+}
+
+/* ---- interactive ---------------------------------------------------------- */
+
+static int interactive(glm_model_t *m, glm_session_t *s, const struct opts *o,
+                       struct glm_sampling *smp)
+{
+    char line[4096];
+    for (;;) {
+        fprintf(stderr, "\n> ");
+        if (!fgets(line, sizeof(line), stdin))
+            return 0;
+        size_t L = strlen(line);
+        while (L && (line[L - 1] == '\n' || line[L - 1] == '\r'))
+            line[--L] = 0;
+        if (!L)
+            continue;
+        struct tx_chat_message msgs[2];
+        size_t nm = 0;
+        if (o->system && glm_session_pos(s) == 0)
+            msgs[nm++] = (struct tx_chat_message){"system", o->system, NULL};
+        msgs[nm++] = (struct tx_chat_message){"user", line, NULL};
+        int32_t *ids;
+        size_t n;
+        if (glm_chat_encode(m, msgs, nm, o->no_think ? TX_CHAT_NO_THINKING : 0, &ids, &n)) {
+            log_err("chat");
+            return 1;
+        }
+        /* later turns: drop the "[gMASK]<sop>" prefix */
+        size_t skip = glm_session_pos(s) > 0 && n > 2 ? 2 : 0;
+        struct glm_generate_params gp;
+        memset(&gp, 0, sizeof(gp));
+        gp.prompt = ids + skip;
+        gp.n_prompt = (int)(n - skip);
+        gp.n_predict = o->n_predict;
+        gp.sampling = *smp;
+        gp.on_token = on_token;
+        struct glm_timings t;
+        int rc = glm_generate(s, &gp, NULL, 0, NULL, &t);
+        free(ids);
+        if (rc) {
+            log_err("generate");
+            return 1;
+        }
+        smp->seed++;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+    memset(&o, 0, sizeof(o));
+    o.n_predict = 128;
+    o.seed = -1;
+    o.temp = 0.8f;
+    o.top_k = 40;
+    o.top_p = 0.95f;
+    o.lambda = 0.2f;
+    o.v_inputs = 100;
+    o.v_tokens = 8;
+    o.bench_pp = 512;
+    o.bench_tg = 128;
+    enum {
+        O_TOKENS = 1000,
+        O_TEMP,
+        O_TOPK,
+        O_TOPP,
+        O_CHAT,
+        O_SYSTEM,
+        O_NOTHINK,
+        O_IGNEOS,
+        O_NODISP,
+        O_DEVICE,
+        O_PREC,
+        O_MOECFG,
+        O_NOMOECFG,
+        O_LB,
+        O_LAMBDA,
+        O_NAME,
+        O_LOGITS,
+        O_VALIDATE,
+        O_VIN,
+        O_VTOK,
+        O_VSEED,
+        O_BENCH,
+        O_BPLANS,
+        O_BPP,
+        O_BTG,
+        O_ESTATS,
+        O_MEMVIEW,
+        O_CKPT,
+        O_STREAM,
+        O_MAXW,
+    };
+    static const struct option lo[] = {
+        {"checkpoint", required_argument, NULL, O_CKPT},
+        {"model", required_argument, NULL, 'm'},
+        {"prompt", required_argument, NULL, 'p'},
+        {"file", required_argument, NULL, 'f'},
+        {"tokens", required_argument, NULL, O_TOKENS},
+        {"n-predict", required_argument, NULL, 'n'},
+        {"ctx-size", required_argument, NULL, 'c'},
+        {"batch-size", required_argument, NULL, 'b'},
+        {"seed", required_argument, NULL, 's'},
+        {"threads", required_argument, NULL, 't'},
+        {"temp", required_argument, NULL, O_TEMP},
+        {"top-k", required_argument, NULL, O_TOPK},
+        {"top-p", required_argument, NULL, O_TOPP},
+        {"chat", no_argument, NULL, O_CHAT},
+        {"system", required_argument, NULL, O_SYSTEM},
+        {"no-think", no_argument, NULL, O_NOTHINK},
+        {"ignore-eos", no_argument, NULL, O_IGNEOS},
+        {"no-display-prompt", no_argument, NULL, O_NODISP},
+        {"interactive", no_argument, NULL, 'i'},
+        {"device", required_argument, NULL, O_DEVICE},
+        {"precision", required_argument, NULL, O_PREC},
+        {"moe-config", required_argument, NULL, O_MOECFG},
+        {"no-moe-config", no_argument, NULL, O_NOMOECFG},
+        {"load-balance", required_argument, NULL, O_LB},
+        {"lambda", required_argument, NULL, O_LAMBDA},
+        {"name", required_argument, NULL, O_NAME},
+        {"logits", required_argument, NULL, O_LOGITS},
+        {"validate", no_argument, NULL, O_VALIDATE},
+        {"validate-inputs", required_argument, NULL, O_VIN},
+        {"validate-tokens", required_argument, NULL, O_VTOK},
+        {"validate-seed", required_argument, NULL, O_VSEED},
+        {"bench", no_argument, NULL, O_BENCH},
+        {"bench-plans", required_argument, NULL, O_BPLANS},
+        {"bench-pp", required_argument, NULL, O_BPP},
+        {"bench-tg", required_argument, NULL, O_BTG},
+        {"expert-stats", no_argument, NULL, O_ESTATS},
+        {"memory-view", no_argument, NULL, O_MEMVIEW},
+        {"stream", no_argument, NULL, O_STREAM},
+        {"max-weight-mem", required_argument, NULL, O_MAXW},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int ch;
+    char *end;
+#define NUM(dst, conv, what)                                                                       \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        dst = conv;                                                                                \
+        if (errno || end == optarg || *end) {                                                      \
+            fprintf(stderr, "%s: %s: '%s' is not a valid number\n", prog, what, optarg);           \
+            return 2;                                                                              \
+        }                                                                                          \
+    } while (0)
+    while ((ch = getopt_long(argc, argv, "m:p:f:n:c:b:s:t:ivh", lo, NULL)) != -1) {
+        switch (ch) {
+        case O_CKPT:
+        case 'm':
+            o.checkpoint = optarg;
+            break;
+        case 'p':
+            o.prompt = optarg;
+            break;
+        case 'f':
+            o.file = optarg;
+            break;
+        case O_TOKENS:
+            o.tokens = optarg;
+            break;
+        case 'n':
+            NUM(o.n_predict, (int)strtol(optarg, &end, 10), "-n");
+            o.n_predict_set = 1;
+            break;
+        case 'c':
+            NUM(o.n_ctx, (int)strtol(optarg, &end, 10), "-c");
+            break;
+        case 'b':
+            NUM(o.n_batch, (int)strtol(optarg, &end, 10), "-b");
+            break;
+        case 's':
+            NUM(o.seed, strtoll(optarg, &end, 10), "-s");
+            break;
+        case 't':
+            NUM(o.threads, (int)strtol(optarg, &end, 10), "-t");
+            break;
+        case O_TEMP:
+            NUM(o.temp, strtof(optarg, &end), "--temp");
+            break;
+        case O_TOPK:
+            NUM(o.top_k, (int)strtol(optarg, &end, 10), "--top-k");
+            break;
+        case O_TOPP:
+            NUM(o.top_p, strtof(optarg, &end), "--top-p");
+            break;
+        case O_CHAT:
+            o.chat = 1;
+            break;
+        case O_SYSTEM:
+            o.system = optarg;
+            break;
+        case O_NOTHINK:
+            o.no_think = 1;
+            break;
+        case O_IGNEOS:
+            o.ignore_eos = 1;
+            break;
+        case O_NODISP:
+            o.no_display = 1;
+            break;
+        case 'i':
+            o.interactive = 1;
+            break;
+        case O_DEVICE:
+            o.device = optarg;
+            break;
+        case O_PREC:
+            o.precision = optarg;
+            break;
+        case O_MOECFG:
+            o.moe_config = optarg;
+            break;
+        case O_NOMOECFG:
+            o.no_moe_config = 1;
+            break;
+        case O_LB:
+            o.load_balance = optarg;
+            break;
+        case O_LAMBDA:
+            NUM(o.lambda, strtof(optarg, &end), "--lambda");
+            o.lambda_set = 1;
+            break;
+        case O_NAME:
+            o.name = optarg;
+            break;
+        case O_LOGITS:
+            o.logits = optarg;
+            break;
+        case O_VALIDATE:
+            o.validate = 1;
+            break;
+        case O_VIN:
+            NUM(o.v_inputs, (int)strtol(optarg, &end, 10), "--validate-inputs");
+            break;
+        case O_VTOK:
+            NUM(o.v_tokens, (int)strtol(optarg, &end, 10), "--validate-tokens");
+            break;
+        case O_VSEED:
+            NUM(o.v_seed, strtoull(optarg, &end, 10), "--validate-seed");
+            break;
+        case O_BENCH:
+            o.bench = 1;
+            break;
+        case O_BPLANS:
+            o.bench_plans = optarg;
+            break;
+        case O_BPP:
+            NUM(o.bench_pp, (int)strtol(optarg, &end, 10), "--bench-pp");
+            break;
+        case O_BTG:
+            NUM(o.bench_tg, (int)strtol(optarg, &end, 10), "--bench-tg");
+            break;
+        case O_ESTATS:
+            o.expert_stats = 1;
+            break;
+        case O_MEMVIEW:
+            o.memory_view = 1;
+            break;
+        case O_STREAM:
+            o.stream = 1;
+            break;
+        case O_MAXW: {
+            errno = 0;
+            o.max_weight_mem = strtoull(optarg, &end, 10);
+            unsigned long long mul = 1;
+            if (*end == 'k' || *end == 'K')
+                mul = 1ull << 10;
+            else if (*end == 'm' || *end == 'M')
+                mul = 1ull << 20;
+            else if (*end == 'g' || *end == 'G')
+                mul = 1ull << 30;
+            if (mul > 1)
+                end++;
+            if (errno || end == optarg || *end || !o.max_weight_mem) {
+                fprintf(stderr, "%s: --max-weight-mem: '%s' is not a size\n", prog, optarg);
+                return 2;
+            }
+            o.max_weight_mem *= mul;
+            break;
+        }
+        case 'v':
+            verbose = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (!o.checkpoint) {
+        fprintf(stderr, "%s: --checkpoint MODEL.smd is required\n", prog);
+        usage(stderr);
+        return 2;
+    }
+    if (o.v_inputs <= 0 || o.v_tokens <= 0 || o.bench_pp <= 0 || o.bench_tg <= 0 || o.n_ctx < 0 ||
+        o.n_batch < 0 || o.top_k < 0 || !(o.top_p > 0 && o.top_p <= 1)) {
+        fprintf(stderr, "%s: a numeric option is out of range\n", prog);
+        return 2;
+    }
+    int n_sources = !!o.prompt + !!o.file + !!o.tokens;
+    if (n_sources > 1) {
+        fprintf(stderr, "%s: give only one of -p, -f and --tokens\n", prog);
+        return 2;
+    }
+    if (o.interactive && !isatty(STDIN_FILENO)) {
+        fprintf(stderr, "%s: -i needs a terminal on stdin; not interactive\n", prog);
+        o.interactive = 0;
+    }
+
+    /* device and plan */
+    tx_device_t *dev = NULL;
+    if (tx_device_open(o.device, &dev)) {
+        fprintf(stderr, "%s: cannot open device %s: %s\n", prog, o.device ? o.device : "(default)",
+                tx_last_error());
+        return 1;
+    }
+    int rc = 1;
+    glm_model_t *m = NULL;
+    glm_session_t *s = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    char *text = NULL;
+    glm_precision_plan_t plan;
+    glm_plan_golden(&plan);
+    if (o.precision && glm_plan_parse(o.precision, &plan)) {
+        log_err("--precision");
+        rc = 2;
+        goto out;
+    }
+    if (glm_plan_set(dev, &plan)) {
+        log_err("precision");
+        goto out;
+    }
+
+    struct glm_load_options lo_ = {.name = o.name};
+    if (o.stream)
+        lo_.flags |= GLM_LOAD_STREAM;
+    lo_.max_weight_bytes = o.max_weight_mem;
+    double t0 = now_ms();
+    if (glm_model_load(dev, o.checkpoint, &lo_, &m)) {
+        log_err("load");
+        goto out;
+    }
+    const struct glm_config *c = glm_model_config(m);
+    struct glm_model_info mi;
+    glm_model_info(m, &mi);
+    {
+        struct tx_device_info di;
+        tx_device_info(dev, &di);
+        char pb[200];
+        fprintf(stderr,
+                "%s: loaded %s (%s, %d layers, hidden %d, %d experts top-%d, vocab %d) on %s "
+                "[%s] in %.0f ms (%.1f MiB at %.0f MiB/s)\n",
+                prog, glm_model_name(m), glm_arch_name(c->arch), c->num_hidden_layers,
+                c->hidden_size, c->n_routed_experts, c->num_experts_per_tok, c->vocab_size, di.name,
+                di.backend, now_ms() - t0, mi.package_bytes / 1048576.0, mi.io_mib_s);
+        fprintf(stderr, "%s: precision plan %s\n", prog, glm_plan_format(&plan, pb, sizeof(pb)));
+        if (mi.streaming)
+            fprintf(stderr,
+                    "%s: parameter shard prefetch: %.1f MiB resident, layers streamed from the "
+                    "package\n",
+                    prog, mi.weights_bytes / 1048576.0);
+    }
+
+    /* MoE settings */
+    struct glm_moe_options mo;
+    glm_moe_defaults(&mo);
+    const char *mcfg = o.moe_config;
+    if (!mcfg && !o.no_moe_config && access("config/expert_parallel.yaml", R_OK) == 0)
+        mcfg = "config/expert_parallel.yaml";
+    if (mcfg) {
+        if (glm_moe_config_load(mcfg, &mo)) {
+            log_err("moe config");
+            goto out;
+        }
+        if (verbose || o.expert_stats)
+            fprintf(stderr,
+                    "%s: %s: expert_parallel %d, capacity_factor %.2f, min_expert_util %.2f\n",
+                    prog, mcfg, mo.expert_parallel, (double)mo.capacity_factor,
+                    (double)mo.min_expert_util);
+    }
+    if (o.load_balance) {
+        if (!strcmp(o.load_balance, "on"))
+            mo.balance = GLM_BALANCE_ON;
+        else if (!strcmp(o.load_balance, "off"))
+            mo.balance = GLM_BALANCE_OFF;
+        else if (!strcmp(o.load_balance, "auto"))
+            mo.balance = GLM_BALANCE_AUTO;
+        else {
+            fprintf(stderr, "%s: --load-balance: expected on, off or auto\n", prog);
+            rc = 2;
+            goto out;
+        }
+    }
+    if (o.lambda_set)
+        mo.lambda = o.lambda;
+    if (c->n_routed_experts > 0 && c->n_routed_experts % mo.expert_parallel) {
+        fprintf(stderr, "%s: expert_parallel %d does not divide %d experts; using 1\n", prog,
+                mo.expert_parallel, c->n_routed_experts);
+        mo.expert_parallel = 1;
+    }
+    if (glm_model_set_moe(m, &mo)) {
+        log_err("moe");
+        goto out;
+    }
+
+    if (o.validate) {
+        rc = run_validate(m, &o);
+        if (o.memory_view)
+            print_memory_view(dev);
+        goto out;
+    }
+    if (o.bench) {
+        rc = run_bench(m, dev, &o) ? 1 : 0;
+        if (o.expert_stats)
+            print_expert_stats(m);
+        goto out;
+    }
+
+    /* the prompt */
+    if (o.tokens) {
+        if (parse_ids(o.tokens, &ids, &n_ids) || !n_ids) {
+            fprintf(stderr, "%s: --tokens: expected comma-separated token ids\n", prog);
+            rc = 2;
+            goto out;
+        }
+    } else {
+        if (o.file) {
+            int r = read_file(o.file, &text);
+            if (r) {
+                fprintf(stderr, "%s: %s: %s\n", prog, o.file, strerror(-r));
+                goto out;
+            }
+        } else if (o.prompt) {
+            text = strdup(o.prompt);
+        } else if (!isatty(STDIN_FILENO)) {
+            int r = read_file("/dev/stdin", &text);
+            if (r) {
+                fprintf(stderr, "%s: stdin: %s\n", prog, strerror(-r));
+                goto out;
+            }
+        } else if (!o.interactive) {
+            fprintf(stderr, "%s: no prompt (-p, -f, --tokens, stdin or -i on a terminal)\n", prog);
+            rc = 2;
+            goto out;
+        }
+        if (text) {
+            int r;
+            if (o.chat) {
+                struct tx_chat_message msgs[2];
+                size_t nm = 0;
+                if (o.system)
+                    msgs[nm++] = (struct tx_chat_message){"system", o.system, NULL};
+                msgs[nm++] = (struct tx_chat_message){"user", text, NULL};
+                r = glm_chat_encode(m, msgs, nm, o.no_think ? TX_CHAT_NO_THINKING : 0, &ids,
+                                    &n_ids);
+            } else {
+                r = glm_tokenize(m, text, &ids, &n_ids);
+            }
+            if (r) {
+                log_err("prompt");
+                goto out;
+            }
+            if (!n_ids) {
+                fprintf(stderr, "%s: the prompt is empty\n", prog);
+                rc = 2;
+                goto out;
+            }
+        }
+    }
+    if (verbose && ids) {
+        fprintf(stderr, "%s: prompt tokens (%zu):", prog, n_ids);
+        for (size_t i = 0; i < n_ids; i++)
+            fprintf(stderr, "%s%d", i ? "," : " ", ids[i]);
+        fputc('\n', stderr);
+    }
+
+    struct glm_session_options so = {.n_ctx = o.n_ctx, .n_batch = o.n_batch};
+    if (glm_session_create(m, &so, &s)) {
+        log_err("session");
+        goto out;
+    }
+    if (ids && (int)n_ids >= glm_session_n_ctx(s)) {
+        fprintf(stderr, "%s: the prompt (%zu tokens) does not fit the context of %d\n", prog, n_ids,
+                glm_session_n_ctx(s));
+        goto out;
+    }
+
+    if (o.logits && ids) {
+        float *lg = malloc(sizeof(float) * n_ids * (size_t)c->vocab_size);
+        if (!lg) {
+            fprintf(stderr, "%s: out of memory for the logits\n", prog);
+            goto out;
+        }
+        double a = now_ms();
+        if (glm_eval(s, ids, (int)n_ids, GLM_EVAL_ALL_LOGITS, lg)) {
+            log_err("eval");
+            free(lg);
+            goto out;
+        }
+        double b = now_ms();
+        FILE *f = fopen(o.logits, "wb");
+        int bad = !f;
+        if (f) {
+            /* little-endian float32: the host order on every supported host */
+            bad = fwrite(lg, sizeof(float), n_ids * (size_t)c->vocab_size, f) !=
+                  n_ids * (size_t)c->vocab_size;
+            bad |= fclose(f) != 0;
+        }
+        free(lg);
+        if (bad) {
+            fprintf(stderr, "%s: %s: %s\n", prog, o.logits, strerror(errno));
+            goto out;
+        }
+        fprintf(stderr, "%s: wrote logits [%zu x %d] to %s (prompt eval %.2f ms)\n", prog, n_ids,
+                c->vocab_size, o.logits, b - a);
+        if (!o.n_predict_set) {
+            rc = 0;
+            if (o.expert_stats)
+                print_expert_stats(m);
+            if (o.memory_view)
+                print_memory_view(dev);
+            goto out;
+        }
+        glm_session_reset(s);
+    }
+
+    struct glm_sampling smp;
+    glm_sampling_default(&smp);
+    smp.temperature = o.temp;
+    smp.top_k = o.top_k;
+    smp.top_p = o.top_p;
+    smp.seed = o.seed < 0 ? (uint64_t)time(NULL) : (uint64_t)o.seed;
+    fprintf(stderr, "%s: sampling on the device: temp %.2f, top-k %d, top-p %.2f, seed %llu\n",
+            prog, (double)smp.temperature, smp.top_k, (double)smp.top_p,
+            (unsigned long long)smp.seed);
+
+    if (!ids && o.interactive) {
+        rc = interactive(m, s, &o, &smp);
+        goto out;
+    }
+
+    if (!o.no_display && text && !o.chat) {
+        fputs(text, stdout);
+        fflush(stdout);
+    }
+    struct glm_generate_params gp;
+    memset(&gp, 0, sizeof(gp));
+    gp.prompt = ids;
+    gp.n_prompt = (int)n_ids;
+    gp.n_predict = o.n_predict;
+    gp.sampling = smp;
+    gp.on_token = on_token;
+    if (o.ignore_eos)
+        gp.n_stop = -1;
+    struct glm_timings t;
+    int n_out = 0;
+    if (glm_generate(s, &gp, NULL, 0, &n_out, &t)) {
+        putchar('\n');
+        log_err("generate");
+        goto out;
+    }
+    putchar('\n');
+    fflush(stdout);
+    static const char *why[] = {"", "stop token", "length", "context full", "callback"};
+    fprintf(stderr, "%s: generated %d tokens (%s)\n", prog, n_out,
+            (unsigned)t.stop < 5 ? why[t.stop] : "?");
+    print_perf(&t);
+    if (o.expert_stats)
+        print_expert_stats(m);
+    if (o.memory_view)
+        print_memory_view(dev);
+    if (o.interactive)
+        interactive(m, s, &o, &smp);
+    rc = 0;
+out:
+    glm_session_free(s);
+    if (m && glm_model_free(m))
+        log_err("free");
+    free(ids);
+    free(text);
+    tx_device_close(dev);
+    return rc;
+}
