@@ -4,7 +4,8 @@
  * glm-synth): config.json with the field set the real checkpoints ship,
  * BF16 safetensors with the real tensor names and shapes (sharded with
  * model.safetensors.index.json for the larger presets) or an ONNX model,
- * and the tokenizer copied from a tokenizer directory.
+ * and the tokenizer of a tokenizer directory with GLM's special tokens
+ * added (tx_synth_glm_tokenizer).
  *
  * Weights are deterministic pseudo-random functions of (seed, tensor name,
  * element index), normal, scaled so that the forward pass stays healthy
@@ -51,10 +52,11 @@ struct tx_synth_opts {
     enum tx_synth_preset preset;
     uint64_t seed;
     enum tx_synth_format format;
-    /* directory holding tokenizer.json (+ tokenizer_config.json), copied
-     * into the output; its vocabulary (model vocab and added tokens) sets
-     * vocab_size (rounded up to a multiple of 128). NULL: no tokenizer, and
-     * vocab_size must be given. */
+    /* directory holding tokenizer.json (+ tokenizer_config.json), written
+     * into the output with GLM's special tokens added
+     * (tx_synth_glm_tokenizer); the resulting vocabulary sets vocab_size
+     * (rounded up to a multiple of 128) and the config's eos_token_id /
+     * pad_token_id. NULL: no tokenizer, and vocab_size must be given. */
     const char *tokenizer_dir;
     int vocab_size; /* 0: from the tokenizer */
     /* ONNX: -1 preset default (inline for tiny, external otherwise), 0
@@ -67,8 +69,71 @@ struct tx_synth_opts {
 };
 
 /* The config.json text (malloc'd) of an architecture/preset, with the
- * given vocab_size. */
+ * given vocab_size, and eos_token_id / pad_token_id of the tokenizer
+ * glm-synth writes from the Qwen3 one (TX_SYNTH_QWEN3_GLM_*). */
 TX_API char *tx_synth_config_json(enum glm_arch arch, enum tx_synth_preset preset, int vocab_size);
+
+/* The same with the given stop tokens (eos_token_id, 1..8 ids) and
+ * pad_token_id. NULL for a bad argument or out of memory. */
+TX_API char *tx_synth_config_json_ex(enum glm_arch arch, enum tx_synth_preset preset,
+                                     int vocab_size, const int32_t *eos, int n_eos, int32_t pad);
+
+/*
+ * GLM's special tokens, in the order of GLM-4.5's and GLM-5's tokenizers
+ * (which put them at consecutive ids right after their BPE vocabulary:
+ * 151329.. for GLM-4.5/4.6/4.7, 154820.. for GLM-5):
+ * <|endoftext|> [MASK] [gMASK] [sMASK] <sop> <eop> <|system|> <|user|>
+ * <|assistant|> <|observation|> <|begin_of_image|> <|end_of_image|>
+ * <|begin_of_video|> <|end_of_video|> <|begin_of_audio|> <|end_of_audio|>
+ * <|begin_of_transcription|> <|end_of_transcription|> <|code_prefix|>
+ * <|code_middle|> <|code_suffix|> <think> </think> <tool_call> </tool_call>
+ * <tool_response> </tool_response> <arg_key> </arg_key> <arg_value>
+ * </arg_value> /nothink <|begin_of_box|> <|end_of_box|> <|image|> <|video|>
+ */
+#define TX_SYNTH_GLM_SPECIAL_COUNT 36
+TX_API const char *tx_synth_glm_special_token(int i); /* NULL outside 0..35 */
+
+/* Ids in the tokenizer glm-synth makes from the Qwen3 one (151643 BPE
+ * tokens, 26 added tokens): the 7 GLM specials Qwen3 already has keep their
+ * ids (<|endoftext|> 151643, <tool_call> 151657, </tool_call> 151658,
+ * <tool_response> 151665, </tool_response> 151666, <think> 151667, </think>
+ * 151668), the 29 others follow at 151669..151697 in the order above. */
+#define TX_SYNTH_QWEN3_GLM_ENDOFTEXT 151643
+#define TX_SYNTH_QWEN3_GLM_GMASK 151670
+#define TX_SYNTH_QWEN3_GLM_SOP 151672
+#define TX_SYNTH_QWEN3_GLM_SYSTEM 151674
+#define TX_SYNTH_QWEN3_GLM_USER 151675
+#define TX_SYNTH_QWEN3_GLM_ASSISTANT 151676
+#define TX_SYNTH_QWEN3_GLM_OBSERVATION 151677
+#define TX_SYNTH_QWEN3_GLM_VOCAB 151808 /* 151698 rounded up to 128 */
+
+/* A tokenizer made GLM-ready by tx_synth_glm_tokenizer. */
+struct tx_synth_tokenizer {
+    char *tokenizer_json;        /* malloc'd, NUL-terminated */
+    char *tokenizer_config_json; /* malloc'd; NULL when the source has none */
+    int vocab_size;              /* largest id + 1, rounded up to 128 */
+    int32_t eos[3];              /* <|endoftext|>, <|user|>, <|observation|> */
+    int32_t pad;                 /* <|endoftext|> */
+    int n_added;                 /* special tokens added (0 for a GLM tokenizer) */
+    int32_t first_added;         /* id of the first added one (-1 if none) */
+};
+
+/*
+ * Reads DIR/tokenizer.json (+ DIR/tokenizer_config.json if present) and
+ * adds every GLM special token whose content is not already a token as an
+ * added token ("special": true, not normalized) at the ids after the
+ * largest existing one, in the order above; tokens already present keep
+ * their id and entry. tokenizer_config.json gets the new tokens in
+ * added_tokens_decoder and additional_special_tokens, eos_token and
+ * pad_token "<|endoftext|>", and a chat_template in the GLM-4.5 (glm4) or
+ * GLM-5 (glm5) form (system, user, assistant and tool turns, no tool
+ * definitions). A tokenizer that already has all of them (a real GLM one)
+ * comes out unchanged apart from JSON formatting. Free with
+ * tx_synth_tokenizer_free.
+ */
+TX_API int tx_synth_glm_tokenizer(const char *tokenizer_dir, enum glm_arch arch,
+                                  struct tx_synth_tokenizer *out, char *err, size_t errsz);
+TX_API void tx_synth_tokenizer_free(struct tx_synth_tokenizer *t);
 
 /* vocab_size for a tokenizer.json: 1 + the largest id of its model vocab
  * and added tokens, rounded up to a multiple of 128. */

@@ -57,6 +57,17 @@ TXM_HIDDEN void txm_unmap(struct txm_map *m);
 TXM_HIDDEN int txm_read_file(const char *path, uint64_t max, char **out, size_t *len, char *err,
                              size_t errsz);
 
+/*
+ * 1 if s[0..n) is one JSON object (RFC 8259 syntax, well-formed UTF-8, at
+ * most 16 levels deep), surrounded by nothing but JSON white space; 0
+ * otherwise. Allocation-free and fast (a syntax check, no tree): the .smd
+ * reader runs it on its JSON sections and leaves the documents it does not
+ * accept to json-c. Everything it accepts, json-c's parser accepts too (the
+ * config fuzz target checks this); it accepts less (no escaped surrogates,
+ * no raw control characters, no long numbers, nothing deeper).
+ */
+TXM_HIDDEN int txm_json_object_ok(const char *s, size_t n);
+
 /* malloc'd "dir/name". */
 TXM_HIDDEN char *txm_path_join(const char *dir, const char *name);
 /* malloc'd directory part of path ("." if none). */

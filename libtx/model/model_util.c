@@ -500,3 +500,216 @@ int txm_parallel(int nthreads, uint64_t ntasks, txm_task_fn fn, void *ctx)
         pthread_join(th[i], NULL);
     return atomic_load(&p.rc);
 }
+
+/* ---- JSON syntax check -------------------------------------------------- */
+
+static size_t js_ws(const char *s, size_t n, size_t i)
+{
+    while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t'))
+        i++;
+    return i;
+}
+
+static int js_hex(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Length of the well-formed UTF-8 sequence at s (shortest form, no
+ * surrogates, at most U+10FFFF), 0 if ill-formed. */
+static size_t js_utf8(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t need;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 1;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if (n < need + 1 || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t k = 2; k <= need; k++)
+        if (s[k] < 0x80 || s[k] > 0xBF)
+            return 0;
+    return need + 1;
+}
+
+/* A string at s[i] == '"'; the index after it, 0 if not accepted. */
+static size_t js_string(const char *s, size_t n, size_t i)
+{
+    for (i++; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"')
+            return i + 1;
+        if (c < 0x20)
+            return 0;
+        if (c == '\\') {
+            if (i + 1 >= n)
+                return 0;
+            char e = s[i + 1];
+            if (e == 'u') {
+                if (i + 6 > n)
+                    return 0;
+                int v = 0;
+                for (size_t k = i + 2; k < i + 6; k++) {
+                    int h = js_hex(s[k]);
+                    if (h < 0)
+                        return 0;
+                    v = v << 4 | h;
+                }
+                if (v >= 0xD800 && v <= 0xDFFF) /* escaped surrogates: left to json-c */
+                    return 0;
+                i += 6;
+            } else if (strchr("\"\\/bfnrt", e) && e) {
+                i += 2;
+            } else {
+                return 0;
+            }
+            continue;
+        }
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t l = js_utf8((const unsigned char *)s + i, n - i);
+        if (!l)
+            return 0;
+        i += l;
+    }
+    return 0;
+}
+
+/* A number at s[i]; the index after it, 0 if not accepted. Long or
+ * large-exponent numbers are left to json-c. */
+static size_t js_number(const char *s, size_t n, size_t i)
+{
+    size_t st = i;
+    if (i < n && s[i] == '-')
+        i++;
+    size_t d = i;
+    if (i < n && s[i] == '0')
+        i++;
+    else
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+    if (i == d || i - d > 18)
+        return 0;
+    if (i < n && s[i] == '.') {
+        size_t f = ++i;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+        if (i == f || i - f > 30)
+            return 0;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-'))
+            i++;
+        size_t e = i;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+        if (i == e || i - e > 2)
+            return 0;
+    }
+    return i - st > 40 ? 0 : i;
+}
+
+int txm_json_object_ok(const char *s, size_t n)
+{
+    /* containers open: bit k of stack = 1 for an object at depth k */
+    uint32_t stack = 0;
+    int depth = 0;
+    size_t i = js_ws(s, n, 0);
+    if (i >= n || s[i] != '{')
+        return 0;
+    enum { VALUE, KEY_OR_END, VALUE_OR_END, AFTER } want = VALUE;
+    for (;;) {
+        i = js_ws(s, n, i);
+        if (i >= n)
+            return 0;
+        char c = s[i];
+        if (want == AFTER) {
+            int obj = depth && (stack >> (depth - 1) & 1);
+            if (c == ',') {
+                i++;
+                if (obj) {
+                    i = js_ws(s, n, i);
+                    if (i >= n || s[i] != '"' || !(i = js_string(s, n, i)))
+                        return 0;
+                    i = js_ws(s, n, i);
+                    if (i >= n || s[i] != ':')
+                        return 0;
+                    i++;
+                }
+                want = VALUE;
+                continue;
+            }
+            if (c != (obj ? '}' : ']'))
+                return 0;
+            i++;
+            if (--depth == 0)
+                return js_ws(s, n, i) == n;
+            continue;
+        }
+        if ((want == KEY_OR_END && c == '}') || (want == VALUE_OR_END && c == ']')) {
+            i++;
+            want = AFTER;
+            if (--depth == 0)
+                return js_ws(s, n, i) == n;
+            continue;
+        }
+        if (want == KEY_OR_END) {
+            if (c != '"' || !(i = js_string(s, n, i)))
+                return 0;
+            i = js_ws(s, n, i);
+            if (i >= n || s[i] != ':')
+                return 0;
+            i++;
+            want = VALUE;
+            continue;
+        }
+        /* a value */
+        if (c == '{' || c == '[') {
+            if (depth >= 16) /* deeper documents are left to json-c */
+                return 0;
+            stack = (stack & ~(1u << depth)) | ((uint32_t)(c == '{') << depth);
+            depth++;
+            i++;
+            want = c == '{' ? KEY_OR_END : VALUE_OR_END;
+            continue;
+        }
+        if (c == '"')
+            i = js_string(s, n, i);
+        else if (c == '-' || (c >= '0' && c <= '9'))
+            i = js_number(s, n, i);
+        else if (n - i >= 4 && !memcmp(s + i, "true", 4))
+            i += 4;
+        else if (n - i >= 5 && !memcmp(s + i, "false", 5))
+            i += 5;
+        else if (n - i >= 4 && !memcmp(s + i, "null", 4))
+            i += 4;
+        else
+            return 0;
+        if (!i)
+            return 0;
+        want = AFTER;
+    }
+}

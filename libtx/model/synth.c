@@ -58,10 +58,6 @@ static const struct preset glm5_presets[3] = {
     {1024, 2816, 512, 8, 1, 16, 16, 32, 48, 8, 1, 1, 1, 32768, 512, 256, 64, 32, 64, 8, 64, 256},
 };
 
-/* Special token ids of the Qwen3 tokenizer the synthetic models ship with. */
-#define SYNTH_EOS0 151643 /* <|endoftext|> */
-#define SYNTH_EOS1 151645 /* <|im_end|> */
-
 static void add_i(struct json_object *o, const char *k, int64_t v)
 {
     json_object_object_add(o, k, json_object_new_int64(v));
@@ -81,8 +77,17 @@ static void add_s(struct json_object *o, const char *k, const char *v)
 
 char *tx_synth_config_json(enum glm_arch arch, enum tx_synth_preset preset, int vocab_size)
 {
+    static const int32_t eos[] = {TX_SYNTH_QWEN3_GLM_ENDOFTEXT, TX_SYNTH_QWEN3_GLM_USER,
+                                  TX_SYNTH_QWEN3_GLM_OBSERVATION};
+    return tx_synth_config_json_ex(arch, preset, vocab_size, eos, 3, TX_SYNTH_QWEN3_GLM_ENDOFTEXT);
+}
+
+char *tx_synth_config_json_ex(enum glm_arch arch, enum tx_synth_preset preset, int vocab_size,
+                              const int32_t *eos_ids, int n_eos, int32_t pad)
+{
     if ((unsigned)preset > TX_SYNTH_BENCH ||
-        (arch != GLM_ARCH_GLM4_MOE && arch != GLM_ARCH_GLM_MOE_DSA))
+        (arch != GLM_ARCH_GLM4_MOE && arch != GLM_ARCH_GLM_MOE_DSA) || !eos_ids || n_eos < 1 ||
+        n_eos > 8)
         return NULL;
     int dsa = arch == GLM_ARCH_GLM_MOE_DSA;
     const struct preset *p = dsa ? &glm5_presets[preset] : &glm4_presets[preset];
@@ -91,14 +96,15 @@ char *tx_synth_config_json(enum glm_arch arch, enum tx_synth_preset preset, int 
     json_object_array_add(
         a, json_object_new_string(dsa ? "GlmMoeDsaForCausalLM" : "Glm4MoeForCausalLM"));
     json_object_object_add(o, "architectures", a);
+    /* as the GLM configs list them: <|endoftext|>, <|user|>, <|observation|> */
     struct json_object *eos = json_object_new_array();
-    json_object_array_add(eos, json_object_new_int(SYNTH_EOS0));
-    json_object_array_add(eos, json_object_new_int(SYNTH_EOS1));
+    for (int i = 0; i < n_eos; i++)
+        json_object_array_add(eos, json_object_new_int(eos_ids[i]));
     if (!dsa) {
         /* the field set of GLM-4.5's config.json */
         add_b(o, "attention_bias", 1);
         add_d(o, "attention_dropout", 0.0);
-        add_i(o, "pad_token_id", SYNTH_EOS0);
+        add_i(o, "pad_token_id", pad);
         json_object_object_add(o, "eos_token_id", eos);
         add_i(o, "head_dim", p->head_dim);
         add_s(o, "hidden_act", "silu");
@@ -135,7 +141,7 @@ char *tx_synth_config_json(enum glm_arch arch, enum tx_synth_preset preset, int 
         add_b(o, "attention_bias", 0);
         add_d(o, "attention_dropout", 0.0);
         json_object_object_add(o, "eos_token_id", eos);
-        add_i(o, "pad_token_id", SYNTH_EOS0);
+        add_i(o, "pad_token_id", pad);
         add_i(o, "ep_size", 1);
         add_i(o, "first_k_dense_replace", p->dense);
         add_s(o, "hidden_act", "silu");
@@ -241,6 +247,292 @@ int tx_synth_vocab_for_tokenizer(const char *path, int *vocab_size, char *err, s
                        path);
     *vocab_size = (int)txm_align((uint64_t)maxid + 1, 128);
     return 0;
+}
+
+/* ---- the GLM tokenizer -------------------------------------------------- */
+
+static const char *const glm_specials[TX_SYNTH_GLM_SPECIAL_COUNT] = {
+    "<|endoftext|>",
+    "[MASK]",
+    "[gMASK]",
+    "[sMASK]",
+    "<sop>",
+    "<eop>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|observation|>",
+    "<|begin_of_image|>",
+    "<|end_of_image|>",
+    "<|begin_of_video|>",
+    "<|end_of_video|>",
+    "<|begin_of_audio|>",
+    "<|end_of_audio|>",
+    "<|begin_of_transcription|>",
+    "<|end_of_transcription|>",
+    "<|code_prefix|>",
+    "<|code_middle|>",
+    "<|code_suffix|>",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "/nothink",
+    "<|begin_of_box|>",
+    "<|end_of_box|>",
+    "<|image|>",
+    "<|video|>",
+};
+
+const char *tx_synth_glm_special_token(int i)
+{
+    return i >= 0 && i < TX_SYNTH_GLM_SPECIAL_COUNT ? glm_specials[i] : NULL;
+}
+
+/* Simplified GLM chat templates (no tool definitions), rendering what
+ * tx_tokenizer_chat_render renders for TX_CHAT_GLM45 and TX_CHAT_GLM5. */
+static const char glm45_template[] =
+    "[gMASK]<sop>{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}{{ '<|system|>\\n' + m.content }}"
+    "{%- elif m.role == 'user' -%}{{ '<|user|>\\n' + m.content }}"
+    "{%- if enable_thinking is defined and not enable_thinking and "
+    "not m.content.endswith('/nothink') -%}{{ '/nothink' }}{%- endif -%}"
+    "{%- elif m.role == 'assistant' -%}{{ '<|assistant|>\\n<think></think>' }}"
+    "{%- if m.content -%}{{ '\\n' + m.content | trim }}{%- endif -%}"
+    "{%- elif m.role == 'tool' -%}"
+    "{{ '<|observation|>\\n<tool_response>\\n' + m.content + '\\n</tool_response>' }}"
+    "{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|assistant|>' }}"
+    "{%- if enable_thinking is defined and not enable_thinking -%}{{ '\\n<think></think>' }}"
+    "{%- endif -%}{%- endif -%}";
+static const char glm5_template[] =
+    "[gMASK]<sop>{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}{{ '<|system|>' + m.content }}"
+    "{%- elif m.role == 'user' -%}{{ '<|user|>' + m.content }}"
+    "{%- elif m.role == 'assistant' -%}{{ '<|assistant|></think>' + m.content | trim }}"
+    "{%- elif m.role == 'tool' -%}"
+    "{{ '<|observation|><tool_response>' + m.content + '</tool_response>' }}"
+    "{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{%- if enable_thinking is defined and not enable_thinking -%}{{ '<|assistant|></think>' }}"
+    "{%- else -%}{{ '<|assistant|><think>' }}{%- endif -%}{%- endif -%}";
+
+void tx_synth_tokenizer_free(struct tx_synth_tokenizer *t)
+{
+    if (!t)
+        return;
+    free(t->tokenizer_json);
+    free(t->tokenizer_config_json);
+    memset(t, 0, sizeof(*t));
+}
+
+static struct json_object *parse_json_file(const char *path, char *err, size_t errsz, int *rc)
+{
+    char *txt;
+    size_t len;
+    *rc = txm_read_file(path, 512u << 20, &txt, &len, err, errsz);
+    if (*rc < 0)
+        return NULL;
+    struct json_tokener *jt = json_tokener_new();
+    struct json_object *root =
+        jt && len <= INT32_MAX ? json_tokener_parse_ex(jt, txt, (int)len) : NULL;
+    int ok = jt && json_tokener_get_error(jt) == json_tokener_success && root &&
+             json_object_is_type(root, json_type_object);
+    if (jt)
+        json_tokener_free(jt);
+    free(txt);
+    if (!ok) {
+        json_object_put(root);
+        *rc = txm_err(err, errsz, -EINVAL, "%s: not a JSON object", path);
+        return NULL;
+    }
+    *rc = 0;
+    return root;
+}
+
+static char *json_text(struct json_object *o)
+{
+    const char *s = json_object_to_json_string_ext(
+        o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+    size_t n = s ? strlen(s) : 0;
+    char *r = s ? malloc(n + 2) : NULL;
+    if (r) {
+        memcpy(r, s, n);
+        r[n] = '\n';
+        r[n + 1] = 0;
+    }
+    return r;
+}
+
+/* The id of a token by content: an added token's, else the model vocab's;
+ * -1 if none. */
+static int64_t token_id(struct json_object *added, struct json_object *vocab, const char *content)
+{
+    size_t n = added ? json_object_array_length(added) : 0;
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *a = json_object_array_get_idx(added, i), *c, *id;
+        if (json_object_object_get_ex(a, "content", &c) &&
+            json_object_is_type(c, json_type_string) &&
+            !strcmp(json_object_get_string(c), content) &&
+            json_object_object_get_ex(a, "id", &id) && json_object_is_type(id, json_type_int))
+            return json_object_get_int64(id);
+    }
+    struct json_object *v;
+    if (vocab && json_object_object_get_ex(vocab, content, &v) &&
+        json_object_is_type(v, json_type_int))
+        return json_object_get_int64(v);
+    return -1;
+}
+
+static struct json_object *added_entry(int64_t id, const char *content, int with_id)
+{
+    struct json_object *e = json_object_new_object();
+    if (with_id)
+        add_i(e, "id", id);
+    add_s(e, "content", content);
+    add_b(e, "single_word", 0);
+    add_b(e, "lstrip", 0);
+    add_b(e, "rstrip", 0);
+    add_b(e, "normalized", 0);
+    add_b(e, "special", 1);
+    return e;
+}
+
+/* tokenizer_config.json: the added tokens, the GLM eos/pad and template. */
+static int glm_tokenizer_config(const char *path, enum glm_arch arch, const int64_t *ids,
+                                const int *is_new, char **out, char *err, size_t errsz)
+{
+    int rc;
+    struct json_object *root = parse_json_file(path, err, errsz, &rc);
+    if (!root)
+        return rc;
+    struct json_object *dec, *extra;
+    if (!json_object_object_get_ex(root, "added_tokens_decoder", &dec) ||
+        !json_object_is_type(dec, json_type_object)) {
+        dec = json_object_new_object();
+        json_object_object_add(root, "added_tokens_decoder", dec);
+    }
+    if (!json_object_object_get_ex(root, "additional_special_tokens", &extra) ||
+        !json_object_is_type(extra, json_type_array)) {
+        extra = json_object_new_array();
+        json_object_object_add(root, "additional_special_tokens", extra);
+    }
+    for (int i = 0; i < TX_SYNTH_GLM_SPECIAL_COUNT; i++) {
+        if (!is_new[i])
+            continue;
+        char key[24];
+        snprintf(key, sizeof(key), "%" PRId64, ids[i]);
+        struct json_object *e = added_entry(ids[i], glm_specials[i], 0);
+        /* key order of the HF files: content, lstrip, normalized, rstrip,
+         * single_word, special (json-c keeps insertion order) */
+        struct json_object *o = json_object_new_object();
+        const char *const keys[] = {"content", "lstrip",      "normalized",
+                                    "rstrip",  "single_word", "special"};
+        for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+            struct json_object *v;
+            json_object_object_get_ex(e, keys[k], &v);
+            json_object_object_add(o, keys[k], json_object_get(v));
+        }
+        json_object_put(e);
+        json_object_object_add(dec, key, o);
+        json_object_array_add(extra, json_object_new_string(glm_specials[i]));
+    }
+    add_s(root, "eos_token", "<|endoftext|>");
+    add_s(root, "pad_token", "<|endoftext|>");
+    add_s(root, "chat_template", arch == GLM_ARCH_GLM4_MOE ? glm45_template : glm5_template);
+    *out = json_text(root);
+    json_object_put(root);
+    return *out ? 0 : txm_err(err, errsz, -ENOMEM, "out of memory");
+}
+
+int tx_synth_glm_tokenizer(const char *dir, enum glm_arch arch, struct tx_synth_tokenizer *out,
+                           char *err, size_t errsz)
+{
+    memset(out, 0, sizeof(*out));
+    out->first_added = -1;
+    char *tp = txm_path_join(dir, "tokenizer.json");
+    char *cp = txm_path_join(dir, "tokenizer_config.json");
+    int rc = 0;
+    struct json_object *root = NULL;
+    if (!tp || !cp) {
+        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        goto out;
+    }
+    root = parse_json_file(tp, err, errsz, &rc);
+    if (!root)
+        goto out;
+    struct json_object *model = NULL, *vocab = NULL, *added = NULL;
+    if (json_object_object_get_ex(root, "model", &model) &&
+        json_object_is_type(model, json_type_object))
+        json_object_object_get_ex(model, "vocab", &vocab);
+    if (vocab && !json_object_is_type(vocab, json_type_object))
+        vocab = NULL;
+    if (!json_object_object_get_ex(root, "added_tokens", &added) || !added) {
+        added = json_object_new_array();
+        json_object_object_add(root, "added_tokens", added);
+    } else if (!json_object_is_type(added, json_type_array)) {
+        rc = txm_err(err, errsz, -EINVAL, "%s: added_tokens is not an array", tp);
+        goto out;
+    }
+    /* the largest id in use */
+    int64_t maxid = -1;
+    if (vocab) {
+        json_object_object_foreach(vocab, k, v)
+        {
+            (void)k;
+            if (json_object_is_type(v, json_type_int) && json_object_get_int64(v) > maxid)
+                maxid = json_object_get_int64(v);
+        }
+    }
+    for (size_t i = 0; i < json_object_array_length(added); i++) {
+        struct json_object *id;
+        if (json_object_object_get_ex(json_object_array_get_idx(added, i), "id", &id) &&
+            json_object_is_type(id, json_type_int) && json_object_get_int64(id) > maxid)
+            maxid = json_object_get_int64(id);
+    }
+    if (maxid < 0 || maxid > (1 << 24)) {
+        rc = txm_err(err, errsz, -EINVAL, "%s: no usable vocabulary (model.vocab, added_tokens)",
+                     tp);
+        goto out;
+    }
+    int64_t ids[TX_SYNTH_GLM_SPECIAL_COUNT];
+    int is_new[TX_SYNTH_GLM_SPECIAL_COUNT];
+    for (int i = 0; i < TX_SYNTH_GLM_SPECIAL_COUNT; i++) {
+        ids[i] = token_id(added, vocab, glm_specials[i]);
+        is_new[i] = ids[i] < 0;
+        if (is_new[i]) {
+            ids[i] = ++maxid;
+            json_object_array_add(added, added_entry(ids[i], glm_specials[i], 1));
+            if (out->first_added < 0)
+                out->first_added = (int32_t)ids[i];
+            out->n_added++;
+        }
+    }
+    out->vocab_size = (int)txm_align((uint64_t)maxid + 1, 128);
+    out->eos[0] = (int32_t)ids[0]; /* <|endoftext|> */
+    out->eos[1] = (int32_t)ids[7]; /* <|user|> */
+    out->eos[2] = (int32_t)ids[9]; /* <|observation|> */
+    out->pad = (int32_t)ids[0];
+    out->tokenizer_json = json_text(root);
+    if (!out->tokenizer_json) {
+        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        goto out;
+    }
+    if (txm_file_exists(cp))
+        rc = glm_tokenizer_config(cp, arch, ids, is_new, &out->tokenizer_config_json, err, errsz);
+out:
+    json_object_put(root);
+    free(tp);
+    free(cp);
+    if (rc < 0)
+        tx_synth_tokenizer_free(out);
+    return rc;
 }
 
 /* ---- values ------------------------------------------------------------- */
@@ -505,35 +797,6 @@ static int onnx_sink(void *w, const void *d, size_t len, char *err, size_t errsz
     return tx_onnx_writer_append(w, d, len, err, errsz);
 }
 
-static int copy_file(const char *src, const char *dst, char *err, size_t errsz)
-{
-    char *txt;
-    size_t len;
-    int rc = txm_read_file(src, 1u << 30, &txt, &len, err, errsz);
-    if (rc < 0)
-        return rc;
-    char *tmp = txm_temp_name(dst);
-    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
-    if (fd < 0) {
-        rc = tmp ? -errno : -ENOMEM;
-        free(tmp);
-        free(txt);
-        return txm_err(err, errsz, rc, "%s: %s", dst, strerror(-rc));
-    }
-    rc = txm_write_all(fd, txt, len);
-    if (close(fd) < 0 && rc == 0)
-        rc = -errno;
-    if (rc == 0 && rename(tmp, dst) < 0)
-        rc = -errno;
-    if (rc < 0) {
-        unlink(tmp);
-        txm_err(err, errsz, rc, "%s: %s", dst, strerror(-rc));
-    }
-    free(tmp);
-    free(txt);
-    return rc;
-}
-
 static int write_text(const char *path, const char *txt, char *err, size_t errsz)
 {
     char *tmp = txm_temp_name(path);
@@ -742,50 +1005,38 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
         return txm_err(err, errsz, -EINVAL, "glm-synth: unknown architecture or preset");
     int rc;
     int vocab = o->vocab_size;
-    char *tok = NULL, *tokcfg = NULL;
+    struct tx_synth_tokenizer tk;
+    memset(&tk, 0, sizeof(tk));
     if (o->tokenizer_dir) {
-        tok = txm_path_join(o->tokenizer_dir, "tokenizer.json");
-        tokcfg = txm_path_join(o->tokenizer_dir, "tokenizer_config.json");
-        if (!tok || !tokcfg) {
-            free(tok);
-            free(tokcfg);
-            return txm_err(err, errsz, -ENOMEM, "out of memory");
-        }
-        if (!txm_file_exists(tok)) {
-            rc = txm_err(err, errsz, -ENOENT, "%s: no tokenizer.json there", o->tokenizer_dir);
-            free(tok);
-            free(tokcfg);
+        char *tok = txm_path_join(o->tokenizer_dir, "tokenizer.json");
+        int have = tok && txm_file_exists(tok);
+        free(tok);
+        if (!have)
+            return txm_err(err, errsz, -ENOENT, "%s: no tokenizer.json there", o->tokenizer_dir);
+        rc = tx_synth_glm_tokenizer(o->tokenizer_dir, o->arch, &tk, err, errsz);
+        if (rc < 0)
             return rc;
-        }
-        int tv;
-        rc = tx_synth_vocab_for_tokenizer(tok, &tv, err, errsz);
-        if (rc < 0) {
-            free(tok);
-            free(tokcfg);
-            return rc;
-        }
         if (vocab == 0)
-            vocab = tv;
-        else if (vocab < tv) {
+            vocab = tk.vocab_size;
+        else if (vocab < tk.vocab_size) {
             rc = txm_err(err, errsz, -EINVAL, "vocab_size %d does not cover the tokenizer's %d ids",
-                         vocab, tv);
-            free(tok);
-            free(tokcfg);
+                         vocab, tk.vocab_size);
+            tx_synth_tokenizer_free(&tk);
             return rc;
         }
     }
     if (vocab <= 0) {
-        free(tok);
-        free(tokcfg);
+        tx_synth_tokenizer_free(&tk);
         return txm_err(err, errsz, -EINVAL, "glm-synth: no tokenizer and no vocab_size");
     }
     if (mkdir(outdir, 0755) < 0 && errno != EEXIST) {
         rc = -errno;
-        free(tok);
-        free(tokcfg);
+        tx_synth_tokenizer_free(&tk);
         return txm_err(err, errsz, rc, "%s: %s", outdir, strerror(-rc));
     }
-    char *cj = tx_synth_config_json(o->arch, o->preset, vocab);
+    char *cj = tk.tokenizer_json
+                   ? tx_synth_config_json_ex(o->arch, o->preset, vocab, tk.eos, 3, tk.pad)
+                   : tx_synth_config_json(o->arch, o->preset, vocab);
     struct glm_config cfg;
     struct glist l = {.seed = o->seed, .blocks = !o->dense_ffn};
     unsigned char *buf = NULL;
@@ -826,13 +1077,15 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
             free(cp);
         }
     }
-    if (rc == 0 && tok) {
+    if (rc == 0 && tk.tokenizer_json) {
         char *dst = txm_path_join(outdir, "tokenizer.json");
-        rc = dst ? copy_file(tok, dst, err, errsz) : -ENOMEM;
+        rc = dst ? write_text(dst, tk.tokenizer_json, err, errsz)
+                 : txm_err(err, errsz, -ENOMEM, "out of memory");
         free(dst);
-        if (rc == 0 && txm_file_exists(tokcfg)) {
+        if (rc == 0 && tk.tokenizer_config_json) {
             dst = txm_path_join(outdir, "tokenizer_config.json");
-            rc = dst ? copy_file(tokcfg, dst, err, errsz) : -ENOMEM;
+            rc = dst ? write_text(dst, tk.tokenizer_config_json, err, errsz)
+                     : txm_err(err, errsz, -ENOMEM, "out of memory");
             free(dst);
         }
     }
@@ -840,7 +1093,6 @@ out:
     free(buf);
     free(l.g);
     free(cj);
-    free(tok);
-    free(tokcfg);
+    tx_synth_tokenizer_free(&tk);
     return rc;
 }

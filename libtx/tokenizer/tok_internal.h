@@ -30,6 +30,24 @@
 int tok_err(char *err, size_t errsz, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* ------------------------------------------------------------- loading */
+
+/*
+ * tx_tokenizer_load_buffer with options (tests and the fuzz target compare
+ * the two load paths of tok_load.c):
+ *   TOK_LOAD_NO_FAST    only the json-c path (the whole document as one
+ *                       json-c tree)
+ *   TOK_LOAD_FAST_ONLY  only the fast path (model.vocab and model.merges
+ *                       read from the text); returns 1 when that path does
+ *                       not apply or fails, instead of trying the other
+ * Without flags: the fast path, then the json-c path when it did not give
+ * a tokenizer (errors always come from the json-c path).
+ */
+#define TOK_LOAD_NO_FAST 1u
+#define TOK_LOAD_FAST_ONLY 2u
+int tok_load_buffer_ex(const void *json, size_t len, unsigned flags, struct tx_tokenizer **out,
+                       char *err, size_t errsz);
+
 /* ---------------------------------------------------------------- utf-8 */
 
 /* Length of the well-formed UTF-8 sequence at s (n bytes available), or 0
@@ -61,7 +79,7 @@ uint64_t tok_hash_bytes(const void *p, size_t n);
 
 /* string -> int32 map; keys live in the tokenizer's string pool. */
 struct tok_strmap {
-    uint32_t *slots; /* entry index + 1, 0 = empty */
+    uint64_t *slots; /* hash tag << 32 | (entry index + 1), 0 = empty */
     size_t mask;
     uint32_t *key_off, *key_len;
     int32_t *val;

@@ -347,10 +347,17 @@ void tok_strmap_free(struct tok_strmap *m)
     memset(m, 0, sizeof(*m));
 }
 
+/* A slot: the high 32 bits of the key's hash (a tag that rules out almost
+ * every other key without touching its bytes) and the entry index + 1. */
+static inline uint64_t strmap_slot(uint64_t h, size_t e)
+{
+    return (h & 0xFFFFFFFF00000000ull) | (uint64_t)(e + 1);
+}
+
 static int strmap_grow_slots(struct tok_strmap *m)
 {
     size_t slots = (m->mask + 1) * 2;
-    uint32_t *s = calloc(slots, sizeof(*s));
+    uint64_t *s = calloc(slots, sizeof(*s));
     if (!s)
         return TX_ENOMEM;
     for (size_t e = 0; e < m->n; e++) {
@@ -358,7 +365,7 @@ static int strmap_grow_slots(struct tok_strmap *m)
         size_t i = (size_t)h & (slots - 1);
         while (s[i])
             i = (i + 1) & (slots - 1);
-        s[i] = (uint32_t)e + 1;
+        s[i] = strmap_slot(h, e);
     }
     free(m->slots);
     m->slots = s;
@@ -372,11 +379,12 @@ int tok_strmap_put(struct tok_strmap *m, uint32_t key_off, uint32_t key_len, int
     uint64_t h = tok_hash_bytes(key, key_len);
     size_t i = (size_t)h & m->mask;
     for (;;) {
-        uint32_t e = m->slots[i];
-        if (!e)
+        uint64_t sl = m->slots[i];
+        if (!sl)
             break;
-        e--;
-        if (m->key_len[e] == key_len && !memcmp(m->pool->p + m->key_off[e], key, key_len)) {
+        uint32_t e = (uint32_t)sl - 1;
+        if ((sl >> 32) == (h >> 32) && m->key_len[e] == key_len &&
+            !memcmp(m->pool->p + m->key_off[e], key, key_len)) {
             m->val[e] = val;
             return 0;
         }
@@ -401,7 +409,7 @@ int tok_strmap_put(struct tok_strmap *m, uint32_t key_off, uint32_t key_len, int
     m->key_off[m->n] = key_off;
     m->key_len[m->n] = key_len;
     m->val[m->n] = val;
-    m->slots[i] = (uint32_t)m->n + 1;
+    m->slots[i] = strmap_slot(h, m->n);
     m->n++;
     if (m->n * 2 > m->mask + 1)
         return strmap_grow_slots(m);
@@ -415,11 +423,12 @@ int32_t tok_strmap_get(const struct tok_strmap *m, const char *key, size_t len)
     uint64_t h = tok_hash_bytes(key, len);
     size_t i = (size_t)h & m->mask;
     for (;;) {
-        uint32_t e = m->slots[i];
-        if (!e)
+        uint64_t sl = m->slots[i];
+        if (!sl)
             return -1;
-        e--;
-        if (m->key_len[e] == len && !memcmp(m->pool->p + m->key_off[e], key, len))
+        uint32_t e = (uint32_t)sl - 1;
+        if ((sl >> 32) == (h >> 32) && m->key_len[e] == len &&
+            !memcmp(m->pool->p + m->key_off[e], key, len))
             return m->val[e];
         i = (i + 1) & m->mask;
     }

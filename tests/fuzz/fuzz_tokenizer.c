@@ -3,7 +3,9 @@
  * Fuzz target for the tokenizer (libFuzzer entry point
  * LLVMFuzzerTestOneInput). The first input byte selects what is fuzzed:
  *   0  the rest is a tokenizer.json: load it; if it loads, encode and decode
- *      a few fixed strings with it;
+ *      a few fixed strings with it; the loader's two paths (model.vocab and
+ *      model.merges read from the text, or everything through json-c) give
+ *      the same result: the same error or the same tokenizer;
  *   1  the rest is text: encode it with a built-in GLM-style tokenizer
  *      (GLM split regex, ByteLevel, added tokens with every flag); valid
  *      UTF-8 must decode back to exactly the same bytes;
@@ -26,6 +28,8 @@
 #include <string.h>
 
 #include <tx/tx_tokenizer.h>
+
+#include "tokenizer/tok_internal.h" /* tok_load_buffer_ex: both load paths */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -164,6 +168,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_check(rc <= 0, "load returns 0 or a negative errno");
         fz_check((rc == 0) == (tok != NULL), "a tokenizer exactly on success");
         fz_check(rc == 0 || err[0], "a load error comes with a message");
+        /* the json-c-only path agrees */
+        struct tx_tokenizer *slow = NULL;
+        char err2[512];
+        int rc2 = tok_load_buffer_ex(data, size, TOK_LOAD_NO_FAST, &slow, err2, sizeof(err2));
+        fz_check(rc2 == rc, "both load paths return the same code");
+        fz_check(rc || (slow && tx_tokenizer_vocab_size(slow) == tx_tokenizer_vocab_size(tok) &&
+                        slow->pool.len == tok->pool.len &&
+                        !memcmp(slow->pool.p, tok->pool.p, tok->pool.len) &&
+                        slow->vocab.n == tok->vocab.n && slow->merges.n == tok->merges.n &&
+                        slow->merges.mask == tok->merges.mask &&
+                        !memcmp(slow->merges.keys, tok->merges.keys,
+                                (slow->merges.mask + 1) * sizeof(*slow->merges.keys))),
+                 "both load paths build the same tokenizer");
+        for (size_t i = 0; !rc && i <= tok->merges.mask; i++)
+            fz_check(!tok->merges.keys[i] || (tok->merges.rank[i] == slow->merges.rank[i] &&
+                                              tok->merges.new_id[i] == slow->merges.new_id[i]),
+                     "same merges");
+        fz_check(!rc || !strcmp(err, err2), "both load paths give the same message");
+        for (size_t id = 0; !rc && id < tx_tokenizer_vocab_size(tok); id++) {
+            const char *x = tx_tokenizer_id_to_token(tok, (int32_t)id);
+            const char *y = tx_tokenizer_id_to_token(slow, (int32_t)id);
+            fz_check((!x && !y) || (x && y && !strcmp(x, y)), "same token per id");
+        }
+        tx_tokenizer_free(slow);
         if (tok) {
             static const char *samples[] = {"Hello, world! 12345", "  \n\t x", "[gMASK]<sop>",
                                             "\xE5\x9B\xBD\xE4\xBA\xA7 \xF0\x9F\x98\x80", ""};

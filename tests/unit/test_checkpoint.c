@@ -15,6 +15,7 @@
 #include <tx/tx_dtype.h>
 #include <tx/tx_safetensors.h>
 #include <tx/tx_synth.h>
+#include <tx/tx_tokenizer.h>
 
 static char err[TX_ERR_MAX];
 
@@ -327,6 +328,148 @@ START_TEST(synth_deterministic)
 }
 END_TEST
 
+/* config.json's eos_token_id list and pad_token_id */
+static void config_tokens(const char *dir, int32_t *eos, int *n_eos, int32_t *pad)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/config.json", dir);
+    struct glm_config cfg;
+    ck_assert_int_eq(glm_config_load(p, &cfg, err, sizeof(err)), 0);
+    *n_eos = cfg.n_eos;
+    for (int i = 0; i < cfg.n_eos; i++)
+        eos[i] = cfg.eos_token_ids[i];
+    *pad = cfg.pad_token_id;
+}
+
+/* glm-synth adds GLM's special tokens to the tokenizer it copies */
+START_TEST(synth_glm_special_tokens)
+{
+    const char *tdir = tm_path("tok");
+    mkdir(tdir, 0755);
+    char tp[600];
+    snprintf(tp, sizeof(tp), "%s/tokenizer.json", tdir);
+    static const char tj[] =
+        "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": 3, \"content\": \"<think>\", "
+        "\"special\": false}], \"pre_tokenizer\": {\"type\": \"ByteLevel\", "
+        "\"add_prefix_space\": false, \"use_regex\": true}, \"decoder\": {\"type\": "
+        "\"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {\"h\": 0, \"i\": 1, "
+        "\"hi\": 2}, \"merges\": [\"h i\"]}}";
+    tm_write(tp, tj, strlen(tj));
+    snprintf(tp, sizeof(tp), "%s/tokenizer_config.json", tdir);
+    static const char tc[] = "{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"qwen\"}";
+    tm_write(tp, tc, strlen(tc));
+
+    struct tx_synth_tokenizer tk;
+    ck_assert_int_eq(tx_synth_glm_tokenizer(tdir, GLM_ARCH_GLM_MOE_DSA, &tk, err, sizeof(err)), 0);
+    /* 35 of the 36 are new (<think> exists): ids 4..38 in GLM's order */
+    ck_assert_int_eq(tk.n_added, 35);
+    ck_assert_int_eq(tk.first_added, 4);
+    ck_assert_int_eq(tk.vocab_size, 128);
+    ck_assert_int_eq(tk.eos[0], 4);     /* <|endoftext|> */
+    ck_assert_int_eq(tk.eos[1], 4 + 7); /* <|user|> */
+    ck_assert_int_eq(tk.eos[2], 4 + 9); /* <|observation|> */
+    ck_assert_int_eq(tk.pad, 4);
+    ck_assert_ptr_nonnull(strstr(tk.tokenizer_config_json, "\"eos_token\": \"<|endoftext|>\""));
+    ck_assert_ptr_nonnull(strstr(tk.tokenizer_config_json, "[gMASK]<sop>"));
+    tx_synth_tokenizer_free(&tk);
+
+    struct tx_synth_opts o = {.arch = GLM_ARCH_GLM_MOE_DSA,
+                              .preset = TX_SYNTH_TINY,
+                              .seed = 3,
+                              .tokenizer_dir = tdir,
+                              .threads = 1};
+    ck_assert_int_eq(tx_synth_write(tm_path("out"), &o, err, sizeof(err)), 0);
+    int32_t eos[8], pad;
+    int n_eos;
+    config_tokens(tm_path("out"), eos, &n_eos, &pad);
+    ck_assert_int_eq(n_eos, 3);
+    ck_assert_int_eq(eos[0], 4);
+    ck_assert_int_eq(eos[1], 11);
+    ck_assert_int_eq(eos[2], 13);
+    ck_assert_int_eq(pad, 4);
+
+    snprintf(tp, sizeof(tp), "%s/tokenizer.json", tm_path("out"));
+    struct tx_tokenizer *tok;
+    ck_assert_int_eq(tx_tokenizer_load_file(tp, &tok, err, sizeof(err)), 0);
+    ck_assert_int_eq(tx_tokenizer_token_to_id(tok, "[gMASK]", 7), 6);
+    ck_assert_int_eq(tx_tokenizer_token_to_id(tok, "<think>", 7), 3); /* kept */
+    ck_assert(tx_tokenizer_is_special(tok, 6));
+    ck_assert(!tx_tokenizer_is_special(tok, 3));
+    /* the chat template's markers are single special tokens */
+    struct tx_chat_message m = {"user", "hi", NULL};
+    int32_t *ids;
+    size_t n;
+    ck_assert_int_eq(tx_tokenizer_chat_encode(tok, TX_CHAT_GLM5, &m, 1,
+                                              TX_CHAT_ADD_GENERATION_PROMPT, &ids, &n, err,
+                                              sizeof(err)),
+                     0);
+    /* [gMASK] <sop> <|user|> hi <|assistant|> <think> */
+    static const int32_t want[] = {6, 8, 11, 2, 12, 3};
+    ck_assert_uint_eq(n, 6);
+    ck_assert_mem_eq(ids, want, sizeof(want));
+    free(ids);
+    int32_t st[4];
+    ck_assert_int_eq(tx_tokenizer_chat_stop_tokens(tok, st, 4), 3);
+    ck_assert_mem_eq(st, eos, 3 * sizeof(int32_t));
+    tx_tokenizer_free(tok);
+}
+END_TEST
+
+/* The same with the shared Qwen3 tokenizer: the documented ids */
+START_TEST(synth_glm_special_tokens_qwen3)
+{
+    char dir[1024];
+    const char *env = getenv("TX_SHARED_DIR");
+    const char *src = __FILE__; /* tests/unit/test_checkpoint.c */
+    const char *u = strstr(src, "tests/unit/");
+    if (env && *env)
+        snprintf(dir, sizeof(dir), "%s/data/tokenizers/qwen3", env);
+    else
+        snprintf(dir, sizeof(dir), "%.*s../shared/data/tokenizers/qwen3",
+                 (int)(u ? (size_t)(u - src) : 0), src);
+    char tp[1100];
+    snprintf(tp, sizeof(tp), "%s/tokenizer.json", dir);
+    ck_assert_msg(tm_exists(tp), "%s missing (set TX_SHARED_DIR to the shared/ directory)", tp);
+    struct tx_synth_tokenizer tk;
+    ck_assert_int_eq(tx_synth_glm_tokenizer(dir, GLM_ARCH_GLM4_MOE, &tk, err, sizeof(err)), 0);
+    ck_assert_int_eq(tk.n_added, 29);
+    ck_assert_int_eq(tk.first_added, 151669);
+    ck_assert_int_eq(tk.vocab_size, TX_SYNTH_QWEN3_GLM_VOCAB);
+    ck_assert_int_eq(tk.eos[0], TX_SYNTH_QWEN3_GLM_ENDOFTEXT);
+    ck_assert_int_eq(tk.eos[1], TX_SYNTH_QWEN3_GLM_USER);
+    ck_assert_int_eq(tk.eos[2], TX_SYNTH_QWEN3_GLM_OBSERVATION);
+    struct tx_tokenizer *tok;
+    ck_assert_int_eq(tx_tokenizer_load_buffer(tk.tokenizer_json, strlen(tk.tokenizer_json), &tok,
+                                              err, sizeof(err)),
+                     0);
+    ck_assert_uint_eq(tx_tokenizer_vocab_size(tok), 151698);
+    for (int i = 0; i < TX_SYNTH_GLM_SPECIAL_COUNT; i++) {
+        const char *t = tx_synth_glm_special_token(i);
+        ck_assert_msg(tx_tokenizer_token_to_id(tok, t, strlen(t)) >= 151643, "%s", t);
+    }
+    struct tx_chat_message m[2] = {{"system", "be brief", NULL}, {"user", "hi", NULL}};
+    int32_t *ids;
+    size_t n;
+    ck_assert_int_eq(tx_tokenizer_chat_encode(tok, TX_CHAT_GLM45, m, 2,
+                                              TX_CHAT_ADD_GENERATION_PROMPT, &ids, &n, err,
+                                              sizeof(err)),
+                     0);
+    /* [gMASK] <sop> <|system|> \n be brief <|user|> \n hi <|assistant|> */
+    ck_assert_uint_ge(n, 8);
+    ck_assert_int_eq(ids[0], TX_SYNTH_QWEN3_GLM_GMASK);
+    ck_assert_int_eq(ids[1], TX_SYNTH_QWEN3_GLM_SOP);
+    ck_assert_int_eq(ids[2], TX_SYNTH_QWEN3_GLM_SYSTEM);
+    ck_assert_int_eq(ids[n - 1], TX_SYNTH_QWEN3_GLM_ASSISTANT);
+    int users = 0;
+    for (size_t i = 0; i < n; i++)
+        users += ids[i] == TX_SYNTH_QWEN3_GLM_USER;
+    ck_assert_int_eq(users, 1);
+    free(ids);
+    tx_tokenizer_free(tok);
+    tx_synth_tokenizer_free(&tk);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -343,6 +486,8 @@ static Suite *suite(void)
     tcase_add_test(tc, synth_glm4);
     tcase_add_test(tc, synth_glm5_sharded);
     tcase_add_test(tc, synth_deterministic);
+    tcase_add_test(tc, synth_glm_special_tokens);
+    tcase_add_test(tc, synth_glm_special_tokens_qwen3);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Replays the committed fuzz corpora of the model parsers
- * (tests/fuzz/corpus/{safetensors,smd,onnx}/) through the fuzz targets
+ * (tests/fuzz/corpus/{safetensors,smd,onnx,config,moe_yaml}/) through the fuzz targets
  * themselves (their properties abort on violation), and checks that the
  * valid seeds do open, so the corpus exercises the deep paths.
  */
@@ -21,6 +21,12 @@
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_onnx_one
 #include "../fuzz/fuzz_onnx.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_config_one
+#include "../fuzz/fuzz_config.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_moe_yaml_one
+#include "../fuzz/fuzz_moe_yaml.c"
 #undef LLVMFuzzerTestOneInput
 
 static char err[TX_ERR_MAX];
@@ -114,6 +120,104 @@ START_TEST(replay_onnx)
 }
 END_TEST
 
+/* glm_config_from_json's verdict on a corpus file */
+static int config_ok(const char *name)
+{
+    char p[1100];
+    corpus_dir(name, p, sizeof(p));
+    char *t = tm_read(p, NULL);
+    struct glm_config cfg;
+    int rc = glm_config_from_json(t, &cfg, err, sizeof(err));
+    free(t);
+    return rc;
+}
+
+/* the fast JSON check's verdict on a corpus file */
+static int fast_json_ok(const char *name)
+{
+    char p[1100];
+    corpus_dir(name, p, sizeof(p));
+    size_t len;
+    char *t = tm_read(p, &len);
+    int ok = txm_json_object_ok(t, len);
+    free(t);
+    return ok;
+}
+
+START_TEST(replay_config)
+{
+    ck_assert_int_ge(replay("config", fuzz_config_one), 8);
+    ck_assert_int_eq(config_ok("config/glm4_synth.json"), 0);
+    ck_assert_int_eq(config_ok("config/glm5_synth.json"), 0);
+    ck_assert_int_eq(config_ok("config/glm5_rope_parameters.json"), 0);
+    ck_assert_int_lt(config_ok("config/glm4_wrong_type.json"), 0);
+    ck_assert_ptr_nonnull(strstr(err, "hidden_size"));
+    ck_assert_int_lt(config_ok("config/glm4_zero_layers.json"), 0);
+    ck_assert_int_lt(config_ok("config/truncated.json"), 0);
+    ck_assert_int_lt(config_ok("config/not_object.json"), 0);
+    /* the fast syntax check: real configs pass, the unusual is left to
+     * json-c (the fuzz target checks that it never accepts more) */
+    ck_assert(fast_json_ok("config/glm4_synth.json"));
+    ck_assert(fast_json_ok("config/glm5_rope_parameters.json"));
+    ck_assert(fast_json_ok("config/glm4_wrong_type.json"));
+    ck_assert(!fast_json_ok("config/truncated.json"));
+    ck_assert(!fast_json_ok("config/not_object.json"));
+    ck_assert(!fast_json_ok("config/trailing.json"));
+    ck_assert(!fast_json_ok("config/deep.json"));
+    ck_assert(!fast_json_ok("config/escapes.json"));
+    static const char *const bad[] = {"{\"a\":01}",
+                                      "{\"a\":1,}",
+                                      "{\"a\" 1}",
+                                      "{'a':1}",
+                                      "{\"a\":tru}",
+                                      "{\"a\":\"\x01\"}",
+                                      "{\"a\":\"\xC0\xAF\"}",
+                                      "{\"a\":[1 2]}",
+                                      "{\"a\":-}",
+                                      "{\"a\":1.}",
+                                      "{} {}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(!txm_json_object_ok(bad[i], strlen(bad[i])), "accepted %s", bad[i]);
+    static const char *const good[] = {"{}", " {\"a\":[]} \n",
+                                       "{\"a\":[1,-2.5e+3,true,false,null]}",
+                                       "{\"\\u00e9\\n\":{\"b\":\"\xC3\xA9\"}}"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        ck_assert_msg(txm_json_object_ok(good[i], strlen(good[i])), "rejected %s", good[i]);
+}
+END_TEST
+
+START_TEST(replay_moe_yaml)
+{
+    ck_assert_int_ge(replay("moe_yaml", fuzz_moe_yaml_one), 10);
+    char p[1100];
+    struct glm_moe_options o;
+    corpus_dir("moe_yaml/article.yaml", p, sizeof(p));
+    glm_moe_defaults(&o);
+    ck_assert_int_eq(glm_moe_config_load(p, &o), 0);
+    ck_assert_int_eq(o.expert_parallel, 4);
+    ck_assert_float_eq_tol(o.capacity_factor, 1.2f, 1e-6f);
+    ck_assert_float_eq_tol(o.min_expert_util, 0.3f, 1e-6f);
+    corpus_dir("moe_yaml/alias.yaml", p, sizeof(p));
+    ck_assert_int_eq(glm_moe_config_load(p, &o), 0);
+    ck_assert_int_eq(o.expert_parallel, 2);
+    ck_assert_float_eq_tol(o.capacity_factor, 1.5f, 1e-6f);
+    corpus_dir("moe_yaml/all_keys.yaml", p, sizeof(p));
+    ck_assert_int_eq(glm_moe_config_load(p, &o), 0);
+    ck_assert_int_eq(o.balance, GLM_BALANCE_AUTO);
+    ck_assert_float_eq_tol(o.lambda, 0.25f, 1e-6f);
+    static const char *const bad[] = {"not_integer",  "out_of_range", "unknown_key", "not_mapping",
+                                      "nested_value", "bad_indent",   "empty",       "nan",
+                                      "bad_balance",  "no_moe"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "moe_yaml/%s.yaml", bad[i]);
+        corpus_dir(name, p, sizeof(p));
+        ck_assert_msg(glm_moe_config_load(p, &o) < 0, "%s accepted", bad[i]);
+        ck_assert_ptr_nonnull(strstr(tx_last_error(), p));
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("model_fuzz");
@@ -123,6 +227,8 @@ static Suite *suite(void)
     tcase_add_test(tc, replay_safetensors);
     tcase_add_test(tc, replay_smd);
     tcase_add_test(tc, replay_onnx);
+    tcase_add_test(tc, replay_config);
+    tcase_add_test(tc, replay_moe_yaml);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1223,6 +1223,51 @@ START_TEST(test_truncated_everywhere)
 }
 END_TEST
 
+/* The loader's fast path (model.vocab / model.merges read from the text)
+ * applies to the real Qwen3 file and builds exactly what the json-c path
+ * builds. */
+START_TEST(test_load_paths_agree)
+{
+    NEED_QWEN();
+    char path[PATH_MAX + 128];
+    snprintf(path, sizeof(path), "%s/data/tokenizers/qwen3/tokenizer.json", shared_dir);
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    struct tx_tokenizer *fast = NULL, *slow = NULL;
+    char err[512];
+    ck_assert_int_eq(
+        tok_load_buffer_ex(buf, (size_t)n, TOK_LOAD_FAST_ONLY, &fast, err, sizeof(err)), 0);
+    ck_assert_int_eq(tok_load_buffer_ex(buf, (size_t)n, TOK_LOAD_NO_FAST, &slow, err, sizeof(err)),
+                     0);
+    free(buf);
+    ck_assert_uint_eq(tx_tokenizer_vocab_size(fast), tx_tokenizer_vocab_size(slow));
+    ck_assert_uint_eq(fast->pool.len, slow->pool.len);
+    ck_assert(!memcmp(fast->pool.p, slow->pool.p, fast->pool.len));
+    ck_assert_uint_eq(fast->vocab.n, 151643);
+    ck_assert_uint_eq(fast->merges.n, slow->merges.n);
+    ck_assert_uint_eq(fast->merges.mask, slow->merges.mask);
+    for (size_t i = 0; i <= fast->merges.mask; i++) {
+        ck_assert_uint_eq(fast->merges.keys[i], slow->merges.keys[i]);
+        if (fast->merges.keys[i])
+            ck_assert(fast->merges.rank[i] == slow->merges.rank[i] &&
+                      fast->merges.new_id[i] == slow->merges.new_id[i]);
+    }
+    for (int32_t id = 0; id < (int32_t)tx_tokenizer_vocab_size(fast); id++) {
+        const char *a = tx_tokenizer_id_to_token(fast, id), *b = tx_tokenizer_id_to_token(slow, id);
+        ck_assert(a && b && !strcmp(a, b));
+    }
+    tx_tokenizer_free(fast);
+    tx_tokenizer_free(slow);
+}
+END_TEST
+
 START_TEST(test_fuzz_corpus_replay)
 {
     ck_assert_msg(repo_root[0] != 0, "cannot find the repository root");
@@ -1266,6 +1311,7 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(ref, test_qwen_threads);
     tcase_add_test(ref, test_glm_tokenize_tool);
     tcase_add_test(ref, test_missing_shared_dir_fails);
+    tcase_add_test(ref, test_load_paths_agree);
     suite_add_tcase(s, ref);
 
     TCase *glm = tcase_create("handwritten");
