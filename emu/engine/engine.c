@@ -1,0 +1,815 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * TX8 compute engine: engine life cycle, worker pool, job runner and
+ * address checking.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <numa.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine_internal.h"
+
+uint64_t eng_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void futex_wait(_Atomic uint32_t *addr, uint32_t val)
+{
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *addr)
+{
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* How long an idle helper spins before sleeping, and a joiner before it
+ * sleeps: short, the host's cores are shared. */
+#define SPIN_NS 30000u
+
+/* ------------------------------------------------------------------------ */
+/* Status names, ISA                                                         */
+/* ------------------------------------------------------------------------ */
+
+const char *tx8_engine_status_name(unsigned status)
+{
+    static const char *const names[TX8_STATUS_COUNT] = {
+        "ok",      "invalid command", "address fault", "unsupported data type",
+        "aborted", "timeout",         "device error",  "invalid job",
+    };
+    return status < TX8_STATUS_COUNT ? names[status] : "unknown status";
+}
+
+const char *tx8_engine_isa_name(unsigned isa)
+{
+    switch (isa) {
+    case TX8_ISA_PORTABLE:
+        return "portable";
+    case TX8_ISA_AVX2:
+        return "avx2";
+    case TX8_ISA_AVX512:
+        return "avx512";
+    case TX8_ISA_AUTO:
+        return "auto";
+    default:
+        return "?";
+    }
+}
+
+int tx8_engine_isa_supported(unsigned isa)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    switch (isa) {
+    case TX8_ISA_PORTABLE:
+        return 1;
+    case TX8_ISA_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    case TX8_ISA_AVX512:
+        return tx8_engine_isa_supported(TX8_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+    default:
+        return 0;
+    }
+#else
+    return isa == TX8_ISA_PORTABLE;
+#endif
+}
+
+static const struct eng_kernels *kernels_for(unsigned isa)
+{
+    switch (isa) {
+    case TX8_ISA_AVX512:
+        return &eng_kernels_avx512;
+    case TX8_ISA_AVX2:
+        return &eng_kernels_avx2;
+    default:
+        return &eng_kernels_portable;
+    }
+}
+
+static int pick_isa(unsigned want, unsigned *out)
+{
+    if (want == TX8_ISA_AUTO) {
+        const char *env = getenv("TX8_ENGINE_ISA");
+        if (env && *env) {
+            if (!strcmp(env, "portable"))
+                want = TX8_ISA_PORTABLE;
+            else if (!strcmp(env, "avx2"))
+                want = TX8_ISA_AVX2;
+            else if (!strcmp(env, "avx512"))
+                want = TX8_ISA_AVX512;
+            else if (strcmp(env, "auto"))
+                return -EINVAL;
+        }
+    }
+    if (want == TX8_ISA_AUTO) {
+        want = tx8_engine_isa_supported(TX8_ISA_AVX512) ? TX8_ISA_AVX512
+               : tx8_engine_isa_supported(TX8_ISA_AVX2) ? TX8_ISA_AVX2
+                                                        : TX8_ISA_PORTABLE;
+    }
+    if (want > TX8_ISA_AVX512)
+        return -EINVAL;
+    if (!tx8_engine_isa_supported(want))
+        return -ENOTSUP;
+    *out = want;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Memory                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static size_t round_alloc(size_t bytes)
+{
+    return (bytes + 4095) & ~(size_t)4095;
+}
+
+void *eng_alloc(struct tx8_engine *e, size_t bytes)
+{
+    if (bytes == 0)
+        bytes = 1;
+    if (bytes > SIZE_MAX / 2)
+        return NULL;
+    bytes = round_alloc(bytes);
+    if (e->use_numa)
+        return numa_alloc_onnode(bytes, e->numa_node);
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, bytes))
+        return NULL;
+    return p;
+}
+
+void eng_free(struct tx8_engine *e, void *p, size_t bytes)
+{
+    if (!p)
+        return;
+    if (e->use_numa)
+        numa_free(p, round_alloc(bytes ? bytes : 1));
+    else
+        free(p);
+}
+
+static void *grow(struct tx8_engine *e, void **slot, size_t *size, size_t bytes)
+{
+    if (*slot && *size >= bytes)
+        return *slot;
+    eng_free(e, *slot, *size);
+    *slot = NULL;
+    *size = 0;
+    /* grow geometrically to avoid repeated reallocations */
+    size_t want = bytes < (SIZE_MAX / 4) ? bytes + bytes / 4 : bytes;
+    void *p = eng_alloc(e, want);
+    if (!p) {
+        atomic_store(&e->failed, 1);
+        return NULL;
+    }
+    *slot = p;
+    *size = want;
+    return p;
+}
+
+void *eng_wscratch(struct eng_worker *w, unsigned slot, size_t bytes)
+{
+    return grow(w->e, &w->scr[slot], &w->scr_size[slot], bytes);
+}
+
+void *eng_jscratch(struct tx8_engine *e, unsigned slot, size_t bytes)
+{
+    return grow(e, &e->jscr[slot], &e->jscr_size[slot], bytes);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Worker pool                                                               */
+/* ------------------------------------------------------------------------ */
+
+static void run_chunks(struct tx8_engine *e, struct eng_worker *w)
+{
+    size_t n = e->par_n, chunk = e->par_chunk;
+    for (;;) {
+        size_t i = atomic_fetch_add_explicit(&e->next, chunk, memory_order_relaxed);
+        if (i >= n)
+            break;
+        if (eng_aborted(e) || atomic_load_explicit(&e->failed, memory_order_relaxed))
+            break;
+        size_t end = n - i < chunk ? n : i + chunk;
+        e->par_fn(e->par_ctx, i, end, w);
+    }
+}
+
+#define RS_CLOSED (1ull << 31)
+#define RS_ACTIVE 0x7fffffffull
+
+/*
+ * Fork-join. Worker 0 opens a region (a new generation in rstate), works on
+ * the chunks itself, then closes the region and waits only for helpers that
+ * registered in it (they are running chunks). A helper that wakes up late
+ * finds the region closed and skips it, so worker 0 never waits for a
+ * sleeping thread to be scheduled. Region parameters are written before the
+ * region opens and are not touched until every registered helper left.
+ */
+void eng_parallel(struct tx8_engine *e, size_t n, size_t chunk, eng_par_fn fn, void *ctx)
+{
+    struct eng_worker *w0 = &e->w[0];
+    if (n == 0)
+        return;
+    if (chunk == 0)
+        chunk = 1;
+    if (e->cores == 1 || n <= chunk) {
+        if (!eng_aborted(e))
+            fn(ctx, 0, n, w0);
+        return;
+    }
+    e->par_n = n;
+    e->par_chunk = chunk;
+    e->par_fn = fn;
+    e->par_ctx = ctx;
+    atomic_store(&e->next, 0);
+    uint32_t g = ++e->cur_gen;
+    atomic_store(&e->rstate, (uint64_t)g << 32);
+    atomic_store(&e->gen, g);
+    if (atomic_load(&e->sleepers))
+        futex_wake(&e->gen);
+
+    run_chunks(e, w0);
+
+    /* close, then wait for the registered helpers */
+    uint64_t t0 = eng_now_ns();
+    uint64_t st = atomic_fetch_or(&e->rstate, RS_CLOSED) | RS_CLOSED;
+    unsigned spins = 0;
+    while (st & RS_ACTIVE) {
+        if (++spins < 64 || eng_now_ns() - t0 < SPIN_NS)
+            cpu_relax();
+        else
+            sched_yield();
+        st = atomic_load(&e->rstate);
+    }
+    e->join_wait_ns += eng_now_ns() - t0;
+}
+
+static void helper_loop(struct eng_worker *w)
+{
+    struct tx8_engine *e = w->e;
+    /* gen was 0 when the workers were created; a region may already have
+     * begun before this thread got here */
+    uint32_t my_gen = 0;
+    for (;;) {
+        uint64_t t0 = eng_now_ns();
+        unsigned spins = 0;
+        while (atomic_load(&e->gen) == my_gen) {
+            if (++spins < 256 || eng_now_ns() - t0 < SPIN_NS) {
+                cpu_relax();
+                continue;
+            }
+            atomic_fetch_add(&e->sleepers, 1);
+            if (atomic_load(&e->gen) == my_gen)
+                futex_wait(&e->gen, my_gen);
+            atomic_fetch_sub(&e->sleepers, 1);
+        }
+        if (e->stop)
+            return;
+        uint64_t st = atomic_load(&e->rstate);
+        my_gen = (uint32_t)(st >> 32);
+        int joined = 0;
+        while (!(st & RS_CLOSED)) {
+            if (atomic_compare_exchange_weak(&e->rstate, &st, st + 1)) {
+                joined = 1;
+                break;
+            }
+            if ((uint32_t)(st >> 32) != my_gen)
+                break;
+        }
+        if (!joined)
+            continue;
+        uint64_t s = eng_now_ns();
+        run_chunks(e, w);
+        w->busy_ns += eng_now_ns() - s;
+        atomic_fetch_sub(&e->rstate, 1);
+    }
+}
+
+static void exec_job(struct tx8_engine *e);
+
+static void pin_self(struct eng_worker *w)
+{
+    struct tx8_engine *e = w->e;
+    if (e->use_numa)
+        numa_run_on_node(e->numa_node);
+    if (w->cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(w->cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct eng_worker *w = arg;
+    struct tx8_engine *e = w->e;
+    pin_self(w);
+    if (w->id != 0) {
+        helper_loop(w);
+        return NULL;
+    }
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->job_ready && !e->stop)
+            pthread_cond_wait(&e->cv, &e->mu);
+        if (e->stop)
+            break;
+        e->job_ready = 0;
+        pthread_mutex_unlock(&e->mu);
+        exec_job(e);
+        pthread_mutex_lock(&e->mu);
+        e->job_done = 1;
+        pthread_cond_broadcast(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* CPUs the workers are pinned to: those of the NUMA node, or the process's. */
+static int list_cpus(int node, int *cpus, int max)
+{
+    int n = 0;
+    if (node >= 0 && numa_available() >= 0) {
+        struct bitmask *bm = numa_allocate_cpumask();
+        if (bm && numa_node_to_cpus(node, bm) == 0) {
+            for (unsigned i = 0; i < bm->size && n < max; i++)
+                if (numa_bitmask_isbitset(bm, i))
+                    cpus[n++] = (int)i;
+        }
+        if (bm)
+            numa_free_cpumask(bm);
+        if (n)
+            return n;
+    }
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        for (int i = 0; i < CPU_SETSIZE && n < max; i++)
+            if (CPU_ISSET(i, &set))
+                cpus[n++] = i;
+    }
+    return n;
+}
+
+static void stop_workers(struct tx8_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->stop = 1;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    atomic_store(&e->rstate, ((uint64_t)(e->cur_gen + 1) << 32) | RS_CLOSED);
+    atomic_store(&e->gen, e->cur_gen + 1);
+    futex_wake(&e->gen);
+    for (unsigned i = 0; i < e->cores; i++)
+        if (e->w[i].started)
+            pthread_join(e->w[i].th, NULL);
+}
+
+int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uint64_t heap_offset,
+                      const struct tx8_engine_config *cfg, struct tx8_counters *counters)
+{
+    struct tx8_engine_config def = {0, -1, 0, TX8_ISA_AUTO, {0, 0, 0}};
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    if (!cfg)
+        cfg = &def;
+    if (!mem || mem_size == 0 || heap_offset > mem_size || cfg->rsvd[0] || cfg->rsvd[1] ||
+        cfg->rsvd[2] || cfg->cores > TX8_MAX_CORES || cfg->numa_node < -1)
+        return -EINVAL;
+    unsigned isa;
+    int rc = pick_isa(cfg->isa, &isa);
+    if (rc)
+        return rc;
+
+    struct tx8_engine *e = calloc(1, sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    e->mem = mem;
+    e->mem_size = mem_size;
+    e->heap_offset = heap_offset;
+    e->isa = isa;
+    e->k = kernels_for(isa);
+    e->numa_node = cfg->numa_node;
+    e->use_numa = cfg->numa_node >= 0 && numa_available() >= 0 && cfg->numa_node <= numa_max_node();
+    if (cfg->numa_node >= 0 && !e->use_numa) {
+        free(e);
+        return -EINVAL;
+    }
+    e->ctr = counters ? counters : &e->own_ctr;
+
+    int cpus[TX8_MAX_CORES];
+    int ncpu = list_cpus(cfg->numa_node, cpus, TX8_MAX_CORES);
+    e->cores = cfg->cores ? cfg->cores : (ncpu > 0 ? (unsigned)ncpu : 1);
+
+    pthread_mutex_init(&e->run_mu, NULL);
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    e->cmd_cap = TX8_ENGINE_MAX_CMD_SIZE;
+    e->cmdbuf = malloc(e->cmd_cap);
+    e->cmd_off = malloc(sizeof(uint32_t) * (e->cmd_cap / 8 + 1));
+    e->w = aligned_alloc(64, sizeof(struct eng_worker) * e->cores);
+    rc = -ENOMEM;
+    if (!e->cmdbuf || !e->cmd_off || !e->w)
+        goto fail;
+    memset(e->w, 0, sizeof(struct eng_worker) * e->cores);
+    if (eng_xc_init(&e->xc, cfg->expert_cache_bytes ? cfg->expert_cache_bytes
+                                                    : TX8_ENGINE_EXPERT_CACHE_DEFAULT))
+        goto fail;
+
+    for (unsigned i = 0; i < e->cores; i++) {
+        struct eng_worker *w = &e->w[i];
+        w->e = e;
+        w->id = i;
+        w->cpu = ncpu > 0 ? cpus[i % (unsigned)ncpu] : -1;
+        if (pthread_create(&w->th, NULL, worker_main, w)) {
+            rc = -EAGAIN;
+            goto fail;
+        }
+        w->started = 1;
+    }
+    *out = e;
+    return 0;
+
+fail:
+    tx8_engine_destroy(e);
+    return rc;
+}
+
+void tx8_engine_destroy(struct tx8_engine *e)
+{
+    if (!e)
+        return;
+    if (e->w) {
+        stop_workers(e);
+        for (unsigned i = 0; i < e->cores; i++)
+            for (unsigned s = 0; s < ENG_SCRATCH_SLOTS; s++)
+                eng_free(e, e->w[i].scr[s], e->w[i].scr_size[s]);
+        free(e->w);
+    }
+    for (unsigned s = 0; s < ENG_SCRATCH_SLOTS; s++)
+        eng_free(e, e->jscr[s], e->jscr_size[s]);
+    eng_xc_free(&e->xc);
+    free(e->cmdbuf);
+    free(e->cmd_off);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
+    pthread_mutex_destroy(&e->run_mu);
+    free(e);
+}
+
+unsigned tx8_engine_cores(const struct tx8_engine *e)
+{
+    return e ? e->cores : 0;
+}
+
+unsigned tx8_engine_isa(const struct tx8_engine *e)
+{
+    return e ? e->isa : 0;
+}
+
+struct tx8_counters *tx8_engine_counters(struct tx8_engine *e)
+{
+    return e ? e->ctr : NULL;
+}
+
+void tx8_engine_reset_cache(struct tx8_engine *e)
+{
+    if (e)
+        eng_xc_reset(&e->xc);
+}
+
+int tx8_engine_run(struct tx8_engine *e, const struct tx8_job_desc *job,
+                   struct tx8_completion *done, const volatile int *abort_flag)
+{
+    if (!e || !job || !done)
+        return -EINVAL;
+    done->status = TX8_STATUS_OK;
+    done->fault_cmd = 0;
+    done->fault_addr = 0;
+    done->busy_ns = 0;
+    done->macs = 0;
+    pthread_mutex_lock(&e->run_mu); /* one job at a time */
+    pthread_mutex_lock(&e->mu);
+    e->job = job;
+    e->done = done;
+    e->abort_flag = abort_flag;
+    e->job_done = 0;
+    e->job_ready = 1;
+    pthread_cond_broadcast(&e->cv);
+    while (!e->job_done)
+        pthread_cond_wait(&e->cv, &e->mu);
+    e->job = NULL;
+    e->done = NULL;
+    e->abort_flag = NULL;
+    pthread_mutex_unlock(&e->mu);
+    pthread_mutex_unlock(&e->run_mu);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Address checking                                                          */
+/* ------------------------------------------------------------------------ */
+
+int eng_mul3(uint64_t a, uint64_t b, uint64_t c, uint64_t *out)
+{
+    uint64_t t;
+    if (__builtin_mul_overflow(a, b, &t) || __builtin_mul_overflow(t, c, out))
+        return -1;
+    return 0;
+}
+
+int eng_mat_bytes(uint64_t rows, uint64_t cols, uint64_t ld, uint64_t esize, uint64_t *out)
+{
+    uint64_t t;
+    if (rows == 0 || cols == 0) {
+        *out = 0;
+        return 0;
+    }
+    if (ld < cols)
+        return -1;
+    if (__builtin_mul_overflow(rows - 1, ld, &t) || __builtin_add_overflow(t, cols, &t) ||
+        __builtin_mul_overflow(t, esize, out))
+        return -1;
+    return 0;
+}
+
+/* First byte of [addr, end) not covered by ranges granting `bit`, or end. */
+static uint64_t first_uncovered(const struct tx8_job_desc *job, uint64_t addr, uint64_t end,
+                                unsigned bit)
+{
+    uint64_t cur = addr;
+    while (cur < end) {
+        uint64_t best = cur;
+        for (unsigned i = 0; i < job->num_ranges; i++) {
+            const struct tx8_range *r = &job->ranges[i];
+            if (!(r->access & bit))
+                continue;
+            uint64_t rend = r->addr + r->size; /* validated: no overflow */
+            if (r->addr <= cur && cur < rend && rend > best)
+                best = rend;
+        }
+        if (best == cur)
+            return cur;
+        cur = best;
+    }
+    return end;
+}
+
+int eng_check_range(const struct tx8_job_desc *job, uint64_t addr, uint64_t size, unsigned access,
+                    uint64_t *bad)
+{
+    if (size == 0)
+        return 0;
+    uint64_t end = size > UINT64_MAX - addr ? UINT64_MAX : addr + size;
+    uint64_t first = end;
+    for (unsigned bit = TX8_ACCESS_READ; bit <= TX8_ACCESS_WRITE; bit <<= 1) {
+        if (!(access & bit))
+            continue;
+        uint64_t u = first_uncovered(job, addr, end, bit);
+        if (u < first)
+            first = u;
+    }
+    if (first < end || end == UINT64_MAX) {
+        *bad = first < end ? first : end;
+        return TX8_STATUS_ADDR_FAULT;
+    }
+    return 0;
+}
+
+int eng_acc_add(struct eng_cmd *c, uint64_t addr, uint64_t bytes, unsigned access, unsigned align)
+{
+    if (bytes == 0)
+        return 0;
+    if (align > 1 && addr % align)
+        return TX8_STATUS_INVALID_CMD;
+    if (c->nacc >= ENG_MAX_ACCESS)
+        return TX8_STATUS_DEVICE_ERROR; /* engine bug */
+    c->acc[c->nacc].addr = addr;
+    c->acc[c->nacc].size = bytes;
+    c->acc[c->nacc].access = access;
+    c->nacc++;
+    return 0;
+}
+
+int eng_acc_check(struct eng_cmd *c, uint64_t addr, uint64_t bytes, unsigned access, unsigned align)
+{
+    if (bytes == 0)
+        return 0;
+    if (align > 1 && addr % align)
+        return TX8_STATUS_INVALID_CMD;
+    return eng_check_range(c->e->job, addr, bytes, access, &c->fault_addr);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Job runner                                                                */
+/* ------------------------------------------------------------------------ */
+
+const struct eng_op eng_ops[TX8_OP_COUNT] = {
+    [TX8_OP_NOP] = {sizeof(struct tx8_cmd_hdr), eng_check_nop, eng_exec_nop},
+    [TX8_OP_FILL] = {sizeof(struct tx8_cmd_fill), eng_check_fill, eng_exec_fill},
+    [TX8_OP_COPY] = {sizeof(struct tx8_cmd_copy), eng_check_copy, eng_exec_copy},
+    [TX8_OP_CONVERT] = {sizeof(struct tx8_cmd_convert), eng_check_convert, eng_exec_convert},
+    [TX8_OP_MATMUL] = {sizeof(struct tx8_cmd_matmul), eng_check_matmul, eng_exec_matmul},
+    [TX8_OP_RMSNORM] = {sizeof(struct tx8_cmd_rmsnorm), eng_check_rmsnorm, eng_exec_rmsnorm},
+    [TX8_OP_LAYERNORM] = {sizeof(struct tx8_cmd_layernorm), eng_check_layernorm,
+                          eng_exec_layernorm},
+    [TX8_OP_ROPE] = {sizeof(struct tx8_cmd_rope), eng_check_rope, eng_exec_rope},
+    [TX8_OP_ATTENTION] = {sizeof(struct tx8_cmd_attention), eng_check_attention,
+                          eng_exec_attention},
+    [TX8_OP_SWIGLU] = {sizeof(struct tx8_cmd_swiglu), eng_check_swiglu, eng_exec_swiglu},
+    [TX8_OP_ADD] = {sizeof(struct tx8_cmd_add), eng_check_add, eng_exec_add},
+    [TX8_OP_EMBED] = {sizeof(struct tx8_cmd_embed), eng_check_embed, eng_exec_embed},
+    [TX8_OP_MOE_ROUTE] = {sizeof(struct tx8_cmd_moe_route), eng_check_moe_route,
+                          eng_exec_moe_route},
+    [TX8_OP_MOE_FFN] = {sizeof(struct tx8_cmd_moe_ffn), eng_check_moe_ffn, eng_exec_moe_ffn},
+    [TX8_OP_DSA_INDEX] = {sizeof(struct tx8_cmd_dsa_index), eng_check_dsa_index,
+                          eng_exec_dsa_index},
+    [TX8_OP_SAMPLE] = {sizeof(struct tx8_cmd_sample), eng_check_sample, eng_exec_sample},
+};
+
+static int validate_desc(const struct tx8_engine *e, const struct tx8_job_desc *job)
+{
+    if (job->num_ranges < 1 || job->num_ranges > TX8_JOB_MAX_RANGES)
+        return TX8_STATUS_INVALID_JOB;
+    if (job->flags & ~(uint32_t)TX8_JOB_F_NO_IRQ)
+        return TX8_STATUS_INVALID_JOB;
+    if (job->rsvd0 || job->rsvd[0] || job->rsvd[1] || job->rsvd[2] || job->rsvd[3])
+        return TX8_STATUS_INVALID_JOB;
+    if (job->cmd_size % 8 || job->cmd_size > TX8_ENGINE_MAX_CMD_SIZE)
+        return TX8_STATUS_INVALID_JOB;
+    for (unsigned i = 0; i < job->num_ranges; i++) {
+        const struct tx8_range *r = &job->ranges[i];
+        if (r->size == 0 || r->rsvd || r->access == 0 ||
+            (r->access & ~(uint32_t)(TX8_ACCESS_READ | TX8_ACCESS_WRITE)))
+            return TX8_STATUS_INVALID_JOB;
+        if (r->addr < e->heap_offset || r->addr >= e->mem_size || r->size > e->mem_size - r->addr)
+            return TX8_STATUS_INVALID_JOB;
+    }
+    return 0;
+}
+
+static void flush_busy(struct tx8_engine *e, uint64_t *job_busy)
+{
+    for (unsigned i = 0; i < e->cores; i++) {
+        uint64_t b = e->w[i].busy_ns;
+        if (!b)
+            continue;
+        e->w[i].busy_ns = 0;
+        *job_busy += b;
+        if (i < TX8_MAX_CORES)
+            __atomic_fetch_add(&e->ctr->core_busy_ns[i], b, __ATOMIC_RELAXED);
+    }
+}
+
+static void ctr_add(__u64 *p, uint64_t v)
+{
+    if (v)
+        __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+
+static void exec_job(struct tx8_engine *e)
+{
+    const struct tx8_job_desc *job = e->job;
+    struct tx8_completion *done = e->done;
+    struct tx8_counters *ctr = e->ctr;
+    uint64_t job_busy = 0, job_macs = 0;
+    unsigned ncmd = 0;
+    int st;
+
+    atomic_store(&e->aborted, 0);
+    atomic_store(&e->failed, 0);
+    uint64_t t_start = eng_now_ns();
+    e->join_wait_ns = 0;
+
+    st = validate_desc(e, job);
+    if (st)
+        goto out;
+
+    /* The command buffer must be readable by the job (a descriptor error;
+     * fault_addr still tells the first unreadable byte). */
+    uint64_t bad;
+    if (eng_check_range(job, job->cmd_addr, job->cmd_size, TX8_ACCESS_READ, &bad)) {
+        st = TX8_STATUS_INVALID_JOB;
+        done->fault_addr = bad;
+        goto out;
+    }
+    /* Private copy: user space may rewrite the buffer while we run. */
+    if (job->cmd_size)
+        memcpy(e->cmdbuf, e->mem + job->cmd_addr, job->cmd_size);
+
+    /* Pass 1: every command's fields and direct operands, before any work. */
+    struct eng_cmd c;
+    size_t off = 0;
+    while (off < job->cmd_size) {
+        struct tx8_cmd_hdr h;
+        memcpy(&h, e->cmdbuf + off, sizeof(h));
+        memset(&c, 0, sizeof(c));
+        c.e = e;
+        c.index = ncmd;
+        c.cmd = e->cmdbuf + off;
+        if (h.opcode >= TX8_OP_COUNT || h.size != eng_ops[h.opcode].size ||
+            h.size > job->cmd_size - off) {
+            st = TX8_STATUS_INVALID_CMD;
+            goto fail_cmd;
+        }
+        st = eng_ops[h.opcode].check(&c);
+        if (!st) {
+            for (unsigned i = 0; i < c.nacc && !st; i++)
+                st = eng_check_range(job, c.acc[i].addr, c.acc[i].size, c.acc[i].access,
+                                     &c.fault_addr);
+        }
+        if (st)
+            goto fail_cmd;
+        e->cmd_off[ncmd++] = (uint32_t)off;
+        off += h.size;
+    }
+
+    /* Pass 2: execute in order. */
+    for (unsigned i = 0; i < ncmd; i++) {
+        if (eng_aborted(e)) {
+            st = TX8_STATUS_ABORTED;
+            done->fault_cmd = i;
+            goto out;
+        }
+        uint64_t t0 = eng_now_ns();
+        e->join_wait_ns = 0;
+        const uint8_t *p = e->cmdbuf + e->cmd_off[i];
+        struct tx8_cmd_hdr h;
+        memcpy(&h, p, sizeof(h));
+        memset(&c, 0, sizeof(c));
+        c.e = e;
+        c.index = i;
+        c.cmd = p;
+        st = eng_ops[h.opcode].check(&c); /* recompute the operand list */
+        if (!st)
+            st = eng_ops[h.opcode].exec(&c);
+        if (!st && atomic_load(&e->failed))
+            st = TX8_STATUS_DEVICE_ERROR;
+        if (!st && atomic_load(&e->aborted))
+            st = TX8_STATUS_ABORTED;
+        uint64_t t1 = eng_now_ns();
+        uint64_t serial = t1 - t0 > e->join_wait_ns ? t1 - t0 - e->join_wait_ns : 0;
+        e->w[0].busy_ns += serial;
+        flush_busy(e, &job_busy);
+        if (st) {
+            done->fault_cmd = i;
+            done->fault_addr = st == TX8_STATUS_ADDR_FAULT ? c.fault_addr : 0;
+            if (st == TX8_STATUS_ADDR_FAULT)
+                ctr_add(&ctr->faults, 1);
+            goto out;
+        }
+        /* counters */
+        uint64_t rd = c.bytes_read, wr = c.bytes_written;
+        for (unsigned a = 0; a < c.nacc && !c.bytes_exact; a++) {
+            if (c.acc[a].access & TX8_ACCESS_READ)
+                rd += c.acc[a].size;
+            if (c.acc[a].access & TX8_ACCESS_WRITE)
+                wr += c.acc[a].size;
+        }
+        ctr_add(&ctr->commands, 1);
+        ctr_add(&ctr->bytes_read, rd);
+        ctr_add(&ctr->bytes_written, wr);
+        if (c.macs && c.mac_dtype < TX8_DTYPE_COUNT)
+            ctr_add(&ctr->macs[c.mac_dtype], c.macs);
+        ctr_add(&ctr->macs_skipped, c.macs_skipped);
+        job_macs += c.macs;
+    }
+    goto out;
+
+fail_cmd:
+    done->fault_cmd = ncmd;
+    done->fault_addr = st == TX8_STATUS_ADDR_FAULT ? c.fault_addr : 0;
+    if (st == TX8_STATUS_ADDR_FAULT)
+        ctr_add(&ctr->faults, 1);
+out:
+    if (st != TX8_STATUS_ABORTED && atomic_load(&e->aborted) && st == TX8_STATUS_OK)
+        st = TX8_STATUS_ABORTED;
+    (void)t_start;
+    flush_busy(e, &job_busy);
+    done->status = (uint32_t)st;
+    done->busy_ns = job_busy;
+    done->macs = job_macs;
+}

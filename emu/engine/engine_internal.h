@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal interfaces of the TX8 compute engine (not installed).
+ */
+#ifndef TX8_ENGINE_INTERNAL_H
+#define TX8_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tx/tx_dtype.h>
+#include <tx8/tx8_hw.h>
+
+#include "tx8_engine.h"
+
+#define ENG_ALIGN 64
+#define ENG_SCRATCH_SLOTS 16
+
+/* Job scratch slots (eng_jscratch) */
+enum {
+    J_IDS = 0,
+    J_ACT,
+    J_XSCALE,
+    J_IDX0,
+    J_IDX1,
+    J_IDX2,
+    J_GATHER,
+    J_H1,
+    J_H2,
+    J_OUT,
+    J_WTS,
+    J_TABLE,
+    J_ORDER,
+    J_ROWS,
+    J_MISC,
+    J_XIL,
+};
+/* Worker scratch slots (eng_wscratch) */
+enum {
+    W_C = 0,
+    W_TMP,
+    W_TMP2,
+    W_TMP3,
+};
+#define ENG_MAX_ACCESS 24 /* direct operands of one command */
+
+/* ------------------------------------------------------------------------ */
+/* SIMD kernels                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A dense matmul tile: out[t * out_stride + r] += sum over k in [k0, k1) of
+ * act[t][k] * W[r][k], for r < R (<= 4; with T == 1: <= gemv_rows)
+ * weight rows and t < T (<= 4; f32 kernels: <= gemm_tokens) tokens.
+ *
+ * f32 kernels: act is f32 (x, x_stride elements between rows); W is dtype
+ * F32/F16/BF16/I8, and for I8 each element is multiplied by its scale
+ * scales[r * scale_stride + k / group] (group > 0 always; per-row scales are
+ * passed as group = K, scale_stride = 1).
+ *
+ * i8 kernels: act is int8 (signed, or q + 128 as unsigned bytes when the
+ * kernel set's act_u8 is set), W is I8; the sum is computed per group in
+ * int32, and out += scales[r][g] * int_dot_g (without the activation scale,
+ * applied by the caller). k0 and k1 are multiples of group (or K).
+ */
+struct mm_tile {
+    const uint8_t *w;
+    size_t w_stride; /* bytes between weight rows */
+    const float *scales;
+    size_t scale_stride; /* floats between rows' scales */
+    size_t group;
+    unsigned dtype;
+    unsigned R, T;
+    const void *x;
+    size_t x_stride; /* elements (f32) or bytes (i8) between act rows */
+    size_t k0, k1;
+    float *out;
+    size_t out_stride;
+};
+
+#define ENG_SPARSE_T 8 /* tokens per sparse-row kernel call */
+
+/*
+ * One block-sparse weight row against T (<= ENG_SPARSE_T) tokens:
+ * out[t * out_stride] += sum over the row's blocks b of
+ * act[t][cols[b] * 32 + i] * data[b * 32 + i] (with scales as above;
+ * groups are multiples of the block, so a block lies in one group).
+ */
+struct mm_sparse {
+    const uint8_t *w; /* the row's first block */
+    const uint16_t *cols;
+    unsigned nblk;
+    unsigned dtype;
+    const float *scales; /* the row's scales */
+    size_t group;
+    unsigned T;
+    const void *x;
+    size_t x_stride;
+    /* i8, T == 8, kernels with sparse_il: the 8 tokens' activations
+     * interleaved per block, [K / 32][8][32] bytes (else NULL) */
+    const uint8_t *x_il;
+    float *out;
+    size_t out_stride;
+};
+
+struct eng_kernels {
+    unsigned isa;
+    int act_u8;           /* i8 activations are stored as q + 128 (VNNI) */
+    unsigned gemv_rows;   /* weight rows per tile when T == 1 (4 or 8) */
+    unsigned gemm_tokens; /* tokens per f32 tile (4 or 6) */
+    int sparse_il;        /* mm_sparse_i8 uses x_il for 8-token tiles */
+    void (*mm_tile_f32)(const struct mm_tile *t);
+    void (*mm_tile_i8)(const struct mm_tile *t);
+    void (*mm_sparse_f32)(const struct mm_sparse *s);
+    void (*mm_sparse_i8)(const struct mm_sparse *s);
+    float (*dot_f32)(const float *a, const float *b, size_t n);
+    /* y[i] += a * x[i] */
+    void (*axpy_f32)(float *y, float a, const float *x, size_t n);
+    /* y[i] *= a */
+    void (*scale_f32)(float *y, float a, size_t n);
+    /* sparse index scan: max of c[0, n) into *max; returns the number of
+     * b in [1, n) with c[b] <= c[b - 1] */
+    size_t (*cols_scan)(const uint16_t *c, size_t n, unsigned *max);
+    /* s[i] = exp(s[i] - max), returns the sum (f32, ~1 ulp) */
+    float (*exp_sum)(float *s, size_t n, float max);
+    /* o[h][d] += sum_j p[h][j] * v[j][d], h < nh, j < n, d < vd (attention) */
+    void (*pv_f32)(float *o, size_t ldo, const float *p, size_t ldp, size_t nh, const float *v,
+                   size_t ldv, size_t n, size_t vd);
+    /* dtype F32/F16/BF16 <-> f32, bit-exact with tx_dtype.h */
+    void (*to_f32)(float *dst, const void *src, unsigned dtype, size_t n);
+    void (*from_f32)(void *dst, const float *src, unsigned dtype, size_t n);
+};
+
+extern const struct eng_kernels eng_kernels_portable;
+extern const struct eng_kernels eng_kernels_avx2;
+extern const struct eng_kernels eng_kernels_avx512;
+
+/* ------------------------------------------------------------------------ */
+/* Engine, workers, jobs                                                     */
+/* ------------------------------------------------------------------------ */
+
+struct tx8_engine;
+
+struct eng_worker {
+    struct tx8_engine *e;
+    unsigned id;
+    int cpu;
+    pthread_t th;
+    int started;
+    uint64_t busy_ns; /* not yet flushed to the counters */
+    void *scr[ENG_SCRATCH_SLOTS];
+    size_t scr_size[ENG_SCRATCH_SLOTS];
+} __attribute__((aligned(64)));
+
+typedef void (*eng_par_fn)(void *ctx, size_t begin, size_t end, struct eng_worker *w);
+
+/* Expert cache model: LRU of weight byte ranges. */
+struct eng_xc_entry {
+    uint64_t addr, bytes;
+    int32_t prev, next; /* LRU list */
+    int32_t hnext;      /* hash chain */
+    int32_t used;
+};
+
+struct eng_xcache {
+    uint64_t capacity, used_bytes;
+    struct eng_xc_entry *ent;
+    int32_t *bucket;
+    uint32_t nent, nbucket, count;
+    int32_t head, tail, free_list;
+};
+
+/* State of the command being executed (worker 0 only). */
+struct eng_cmd {
+    struct tx8_engine *e;
+    const void *cmd; /* private copy */
+    unsigned index;
+    /* direct operands, from the check pass */
+    struct {
+        uint64_t addr, size;
+        unsigned access;
+    } acc[ENG_MAX_ACCESS];
+    unsigned nacc;
+    uint64_t fault_addr;
+    uint64_t macs;
+    unsigned mac_dtype;
+    uint64_t macs_skipped;
+    /* bytes read/written: the direct operands' sizes plus these, or only
+     * these if bytes_exact */
+    uint64_t bytes_read, bytes_written;
+    int bytes_exact;
+};
+
+struct tx8_engine {
+    uint8_t *mem;
+    uint64_t mem_size, heap_offset;
+    unsigned cores;
+    unsigned isa;
+    int numa_node;
+    int use_numa;
+    const struct eng_kernels *k;
+    struct tx8_counters *ctr;
+    struct tx8_counters own_ctr;
+
+    /* workers; worker 0 runs jobs, the others help in parallel regions */
+    struct eng_worker *w;
+
+    /* job hand-off (caller <-> worker 0); run_mu serialises callers */
+    pthread_mutex_t run_mu;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int job_ready, job_done, stop;
+    const struct tx8_job_desc *job;
+    struct tx8_completion *done;
+    const volatile int *abort_flag;
+    atomic_int aborted;
+    atomic_int failed; /* a worker hit an error (e.g. out of memory) */
+
+    /* parallel region */
+    /* region state: generation << 32 | closed << 31 | helpers inside */
+    _Atomic uint64_t rstate;
+    _Atomic uint32_t gen; /* futex word: the generation, for idle helpers */
+    _Atomic uint32_t sleepers;
+    uint32_t cur_gen;
+    _Atomic size_t next;
+    size_t par_n, par_chunk;
+    eng_par_fn par_fn;
+    void *par_ctx;
+    uint64_t join_wait_ns;
+
+    /* private copy of the command buffer */
+    uint8_t *cmdbuf;
+    uint32_t *cmd_off;
+    size_t cmd_cap;
+
+    /* job-level scratch, allocated by worker 0 */
+    void *jscr[ENG_SCRATCH_SLOTS];
+    size_t jscr_size[ENG_SCRATCH_SLOTS];
+
+    struct eng_xcache xc;
+};
+
+/* Time */
+uint64_t eng_now_ns(void);
+
+/* Whether the job is being aborted (polls the abort flag). */
+static inline int eng_aborted(struct tx8_engine *e)
+{
+    if (atomic_load_explicit(&e->aborted, memory_order_relaxed))
+        return 1;
+    if (e->abort_flag && *e->abort_flag) {
+        atomic_store(&e->aborted, 1);
+        return 1;
+    }
+    return 0;
+}
+
+/* Run fn over [0, n) in chunks of `chunk` on all workers (worker 0 only). */
+void eng_parallel(struct tx8_engine *e, size_t n, size_t chunk, eng_par_fn fn, void *ctx);
+
+/* Scratch memory (64-byte aligned, contents undefined). NULL on failure. */
+void *eng_wscratch(struct eng_worker *w, unsigned slot, size_t bytes);
+void *eng_jscratch(struct tx8_engine *e, unsigned slot, size_t bytes);
+void *eng_alloc(struct tx8_engine *e, size_t bytes);
+void eng_free(struct tx8_engine *e, void *p, size_t bytes);
+
+/* Address check of one operand against the job's ranges: 0 or ADDR_FAULT. */
+int eng_check_range(const struct tx8_job_desc *job, uint64_t addr, uint64_t size, unsigned access,
+                    uint64_t *bad);
+
+/* Device memory pointer of a checked address. Operands that are not
+ * accessed (empty, or unused by the flags) may hold any value: they map to
+ * the base so that no out-of-object pointer is ever formed. */
+static inline void *eng_ptr(struct tx8_engine *e, uint64_t addr)
+{
+    return e->mem + (addr <= e->mem_size ? addr : 0);
+}
+
+/* Operand size helpers: 0 on success, -1 on overflow or bad stride. */
+int eng_mat_bytes(uint64_t rows, uint64_t cols, uint64_t ld, uint64_t esize, uint64_t *out);
+int eng_mul3(uint64_t a, uint64_t b, uint64_t c, uint64_t *out);
+
+/* Add a direct operand to a command's list: 0, or a TX8_STATUS_* on a
+ * misaligned or overflowing operand. bytes == 0 adds nothing. */
+int eng_acc_add(struct eng_cmd *c, uint64_t addr, uint64_t bytes, unsigned access, unsigned align);
+/* Check an indirect operand now: 0 or TX8_STATUS_ADDR_FAULT (c->fault_addr). */
+int eng_acc_check(struct eng_cmd *c, uint64_t addr, uint64_t bytes, unsigned access,
+                  unsigned align);
+
+/* Opcode table */
+struct eng_op {
+    uint32_t size;
+    int (*check)(struct eng_cmd *c);
+    int (*exec)(struct eng_cmd *c);
+};
+extern const struct eng_op eng_ops[TX8_OP_COUNT];
+
+/* Per-op check/exec functions */
+#define ENG_DECL_OP(name)                                                                          \
+    int eng_check_##name(struct eng_cmd *c);                                                       \
+    int eng_exec_##name(struct eng_cmd *c)
+ENG_DECL_OP(nop);
+ENG_DECL_OP(fill);
+ENG_DECL_OP(copy);
+ENG_DECL_OP(convert);
+ENG_DECL_OP(matmul);
+ENG_DECL_OP(rmsnorm);
+ENG_DECL_OP(layernorm);
+ENG_DECL_OP(rope);
+ENG_DECL_OP(attention);
+ENG_DECL_OP(swiglu);
+ENG_DECL_OP(add);
+ENG_DECL_OP(embed);
+ENG_DECL_OP(moe_route);
+ENG_DECL_OP(moe_ffn);
+ENG_DECL_OP(dsa_index);
+ENG_DECL_OP(sample);
+
+/* Weights: static check of a tx8_weight's fields and direct ranges. */
+int eng_weight_check(struct eng_cmd *c, const struct tx8_weight *w, int direct);
+/* Bytes of a weight's data, scales and index (valid after the check). */
+uint64_t eng_weight_bytes(const struct tx8_weight *w);
+
+/* Matrix multiply machinery (matmul.c), shared by MATMUL and MOE_FFN. */
+struct mm_w {
+    const uint8_t *data;
+    unsigned dtype;
+    size_t N, K, es;
+    const float *scales; /* I8 */
+    size_t group;        /* I8: elements per scale (K for per-row); else K */
+    size_t ngroups;      /* scales per row */
+    int sparse;
+    const uint32_t *row_ptr; /* sparse: private, validated copy */
+    const uint16_t *cols;
+    size_t nnz;
+};
+
+struct mm_act {
+    const void *p; /* f32 rows, or int8 rows (i8) */
+    size_t stride; /* elements (f32) or bytes (i8) */
+    int i8;
+    const float *xscale; /* i8: per token */
+    size_t T;
+    const uint8_t *x_il; /* see struct mm_sparse, tiles of 8 tokens */
+};
+
+struct mm_out {
+    float *y;
+    size_t ld;
+    const float *bias; /* or NULL */
+    int accumulate;
+};
+
+/* Make a weight runnable; sparse indexes are copied to job scratch slot
+ * `slot` and validated (INVALID_CMD if malformed). */
+int eng_mm_weight(struct tx8_engine *e, const struct tx8_weight *tw, unsigned slot, struct mm_w *w);
+/* Prepare T rows of f32 activations as act_dtype (rounded or quantised
+ * into job scratch when needed). Returns 0 or DEVICE_ERROR. */
+int eng_mm_act(struct tx8_engine *e, const float *x, size_t ld, size_t T, size_t K,
+               unsigned act_dtype, struct mm_act *a);
+/* y = act . W^T (+ bias) (+ y), in parallel. */
+void eng_mm_run(struct tx8_engine *e, const struct mm_w *w, const struct mm_act *a,
+                const struct mm_out *o);
+/* MACs of act . W^T for T tokens; *skipped gets the MACs sparse skipped */
+uint64_t eng_mm_macs(const struct mm_w *w, size_t T, uint64_t *skipped);
+
+/* Top-k selection: candidates ranked by higher score, then lower index. */
+struct eng_cand {
+    float s;
+    int32_t i;
+};
+/* The best min(k, n) of scores[0, n) (NaN ranks as -inf), best first, in
+ * heap[] (room for k). Returns how many. */
+size_t eng_topk(const float *scores, size_t n, size_t k, struct eng_cand *heap);
+
+/* Expert cache model */
+int eng_xc_init(struct eng_xcache *xc, uint64_t capacity);
+void eng_xc_free(struct eng_xcache *xc);
+void eng_xc_reset(struct eng_xcache *xc);
+/* Returns 1 on a hit, 0 on a miss (the range is then inserted). */
+int eng_xc_access(struct eng_xcache *xc, uint64_t addr, uint64_t bytes);
+
+/* Quantisation shared by every ISA (so all give identical results). */
+float eng_quant_row(const float *x, size_t n, int8_t *q, int u8);
+
+/* Counter-based random numbers: uniform in [0, 1). */
+double eng_rand_uniform(uint64_t seed, uint64_t counter);
+
+#endif /* TX8_ENGINE_INTERNAL_H */

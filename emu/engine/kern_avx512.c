@@ -1,0 +1,1004 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * AVX-512 kernels (F, BW, VL, DQ, VNNI). Compiled with SIMD_AVX512 flags;
+ * only called when the CPU supports them (tx8_engine_isa_supported).
+ *
+ * INT8 x INT8 uses vpdpbusd, which multiplies unsigned by signed bytes:
+ * activations are stored as u = q + 128 (eng_quant_row with u8), so
+ *   sum(u * w) = sum(q * w) + 128 * sum(w),
+ * and sum(w) is accumulated alongside with vpdpbusd(ones, w) per weight
+ * row, then subtracted. Everything stays exact in int32 (per 64-byte step a
+ * lane grows by at most 4 * 255 * 127, so K up to ~1M elements is safe).
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "engine_internal.h"
+
+#define AI __attribute__((always_inline)) static inline
+
+/* Software prefetch distance (bytes) of the GEMV weight streams (T == 1,
+ * 8 rows at a time): measured to add ~10% per-core bandwidth here. */
+#ifndef ENG_PREFETCH
+#define ENG_PREFETCH 1024
+#endif
+#define ES(D) ((D) == TX8_DTYPE_F32 ? 4 : (D) == TX8_DTYPE_I8 ? 1 : 2)
+
+/* ---- loads -------------------------------------------------------------- */
+
+AI __m512 load16(const uint8_t *w, size_t k, unsigned dtype)
+{
+    switch (dtype) {
+    case TX8_DTYPE_F16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(w + k * 2)));
+    case TX8_DTYPE_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(w + k * 2))),
+            16));
+    case TX8_DTYPE_I8:
+        return _mm512_cvtepi32_ps(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(w + k))));
+    default:
+        return _mm512_loadu_ps((const float *)(const void *)(w + k * 4));
+    }
+}
+
+AI __m512 load16m(const uint8_t *w, size_t k, unsigned dtype, __mmask16 m)
+{
+    switch (dtype) {
+    case TX8_DTYPE_F16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w + k * 2));
+    case TX8_DTYPE_BF16:
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, w + k * 2)), 16));
+    case TX8_DTYPE_I8:
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, w + k)));
+    default:
+        return _mm512_maskz_loadu_ps(m, w + k * 4);
+    }
+}
+
+AI __mmask16 mask16(size_t n)
+{
+    return (__mmask16)((1u << n) - 1u);
+}
+
+AI __mmask64 mask64(size_t n)
+{
+    return n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1);
+}
+
+/* ---- f32 tile ----------------------------------------------------------- */
+
+/* R = 4 weight rows (rows past t->R repeat the last one, results dropped),
+ * T tokens, weight dtype D: all compile-time constants after inlining. */
+AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D, const unsigned RM)
+{
+    __m512 acc[8][6];
+    const uint8_t *w[8];
+    const float *x[6];
+    const float *sc[8];
+#pragma GCC unroll 8
+    for (unsigned r = 0; r < RM; r++) {
+        unsigned rr = r < t->R ? r : t->R - 1;
+        w[r] = t->w + rr * t->w_stride;
+        sc[r] = t->scales ? t->scales + rr * t->scale_stride : NULL;
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++)
+            acc[r][j] = _mm512_setzero_ps();
+    }
+#pragma GCC unroll 6
+    for (unsigned j = 0; j < T; j++)
+        x[j] = (const float *)t->x + j * t->x_stride;
+
+    size_t k = t->k0;
+    while (k < t->k1) {
+        size_t kend = t->k1;
+        __m512 s[8];
+        if (D == TX8_DTYPE_I8) {
+            size_t g = k / t->group;
+            size_t ge = (g + 1) * t->group;
+            if (ge < kend)
+                kend = ge;
+#pragma GCC unroll 8
+            for (unsigned r = 0; r < RM; r++)
+                s[r] = _mm512_set1_ps(sc[r][g]);
+        }
+        for (; k + 16 <= kend; k += 16) {
+            __m512 wv[8];
+            if (ENG_PREFETCH && T == 1 && ((k * ES(D)) & 63) == 0) {
+#pragma GCC unroll 8
+                for (unsigned r = 0; r < RM; r++)
+                    _mm_prefetch((const char *)(w[r] + k * ES(D) + ENG_PREFETCH), _MM_HINT_T0);
+            }
+#pragma GCC unroll 8
+            for (unsigned r = 0; r < RM; r++) {
+                wv[r] = load16(w[r], k, D);
+                if (D == TX8_DTYPE_I8)
+                    wv[r] = _mm512_mul_ps(wv[r], s[r]);
+            }
+#pragma GCC unroll 6
+            for (unsigned j = 0; j < T; j++) {
+                __m512 xv = _mm512_loadu_ps(x[j] + k);
+#pragma GCC unroll 8
+                for (unsigned r = 0; r < RM; r++)
+                    acc[r][j] = _mm512_fmadd_ps(wv[r], xv, acc[r][j]);
+            }
+        }
+        if (k < kend) {
+            __mmask16 m = mask16(kend - k);
+            __m512 wv[8];
+#pragma GCC unroll 8
+            for (unsigned r = 0; r < RM; r++) {
+                wv[r] = load16m(w[r], k, D, m);
+                if (D == TX8_DTYPE_I8)
+                    wv[r] = _mm512_mul_ps(wv[r], s[r]);
+            }
+#pragma GCC unroll 6
+            for (unsigned j = 0; j < T; j++) {
+                __m512 xv = _mm512_maskz_loadu_ps(m, x[j] + k);
+#pragma GCC unroll 8
+                for (unsigned r = 0; r < RM; r++)
+                    acc[r][j] = _mm512_fmadd_ps(wv[r], xv, acc[r][j]);
+            }
+            k = kend;
+        }
+    }
+#pragma GCC unroll 8
+    for (unsigned r = 0; r < t->R; r++)
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++)
+            t->out[j * t->out_stride + r] += _mm512_reduce_add_ps(acc[r][j]);
+}
+
+/*
+ * GEMV (T == 1): one weight row at a time, 64 elements per step in four
+ * independent FMA chains, with software prefetch: the chunk's weights are
+ * read as one sequential stream, which the hardware prefetchers follow
+ * better than 8 interleaved row streams (measured: f16 ~40 -> ~50 GB/s on
+ * this machine's two cores).
+ */
+#ifndef ENG_GEMV_SEQ
+#define ENG_GEMV_SEQ 1
+#endif
+AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const unsigned D,
+                  const float *sc, size_t group)
+{
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    size_t k = k0;
+    if (D != TX8_DTYPE_I8) {
+        for (; k + 64 <= k1; k += 64) {
+            if (ENG_PREFETCH) {
+                _mm_prefetch((const char *)(w + k * ES(D) + ENG_PREFETCH), _MM_HINT_T0);
+                if (ES(D) >= 2)
+                    _mm_prefetch((const char *)(w + k * ES(D) + 64 + ENG_PREFETCH), _MM_HINT_T0);
+                if (ES(D) == 4) {
+                    _mm_prefetch((const char *)(w + k * ES(D) + 128 + ENG_PREFETCH), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(w + k * ES(D) + 192 + ENG_PREFETCH), _MM_HINT_T0);
+                }
+            }
+            a0 = _mm512_fmadd_ps(load16(w, k, D), _mm512_loadu_ps(x + k), a0);
+            a1 = _mm512_fmadd_ps(load16(w, k + 16, D), _mm512_loadu_ps(x + k + 16), a1);
+            a2 = _mm512_fmadd_ps(load16(w, k + 32, D), _mm512_loadu_ps(x + k + 32), a2);
+            a3 = _mm512_fmadd_ps(load16(w, k + 48, D), _mm512_loadu_ps(x + k + 48), a3);
+        }
+    }
+    while (k < k1) {
+        size_t kend = k1;
+        __m512 sv = _mm512_set1_ps(1.0f);
+        if (D == TX8_DTYPE_I8) {
+            size_t g = k / group;
+            if ((g + 1) * group < kend)
+                kend = (g + 1) * group;
+            sv = _mm512_set1_ps(sc[g]);
+        }
+        for (; k + 32 <= kend; k += 32) {
+            __m512 w0 = load16(w, k, D), w1 = load16(w, k + 16, D);
+            if (D == TX8_DTYPE_I8) {
+                w0 = _mm512_mul_ps(w0, sv);
+                w1 = _mm512_mul_ps(w1, sv);
+            }
+            a2 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + k), a2);
+            a3 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + k + 16), a3);
+        }
+        for (; k + 16 <= kend; k += 16) {
+            __m512 wv = load16(w, k, D);
+            if (D == TX8_DTYPE_I8)
+                wv = _mm512_mul_ps(wv, sv);
+            a0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + k), a0);
+        }
+        if (k < kend) {
+            __mmask16 m = mask16(kend - k);
+            __m512 wv = load16m(w, k, D, m);
+            if (D == TX8_DTYPE_I8)
+                wv = _mm512_mul_ps(wv, sv);
+            a1 = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + k), a1);
+            k = kend;
+        }
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+#define TILE_F32_D(D)                                                                              \
+    static void tile_f32_##D(const struct mm_tile *t)                                              \
+    {                                                                                              \
+        switch (t->T) {                                                                            \
+        case 1:                                                                                    \
+            if (ENG_GEMV_SEQ) {                                                                    \
+                for (unsigned r = 0; r < t->R; r++)                                                \
+                    t->out[r] +=                                                                   \
+                        row_dot1(t->w + r * t->w_stride, t->x, t->k0, t->k1, D,                    \
+                                 t->scales ? t->scales + r * t->scale_stride : NULL, t->group);    \
+            } else {                                                                               \
+                tile_f32(t, 1, D, 8);                                                              \
+            }                                                                                      \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            tile_f32(t, 2, D, 4);                                                                  \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            tile_f32(t, 3, D, 4);                                                                  \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            tile_f32(t, 4, D, 4);                                                                  \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            tile_f32(t, 5, D, 4);                                                                  \
+            break;                                                                                 \
+        default:                                                                                   \
+            tile_f32(t, 6, D, 4);                                                                  \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+TILE_F32_D(0)
+TILE_F32_D(1)
+TILE_F32_D(2)
+TILE_F32_D(3)
+
+static void mm_tile_f32(const struct mm_tile *t)
+{
+    switch (t->dtype) {
+    case TX8_DTYPE_F16:
+        tile_f32_1(t);
+        break;
+    case TX8_DTYPE_BF16:
+        tile_f32_2(t);
+        break;
+    case TX8_DTYPE_I8:
+        tile_f32_3(t);
+        break;
+    default:
+        tile_f32_0(t);
+        break;
+    }
+}
+
+/* ---- int8 tile (VNNI) --------------------------------------------------- */
+
+AI int64_t hsum_epi32(__m512i v)
+{
+    __m512i lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(v));
+    __m512i hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(v, 1));
+    return _mm512_reduce_add_epi64(_mm512_add_epi64(lo, hi));
+}
+
+AI void tile_i8(const struct mm_tile *t, const unsigned T, const unsigned RM)
+{
+    const __m512i ones = _mm512_set1_epi8(1);
+    const uint8_t *w[8];
+    const uint8_t *x[4];
+    const float *sc[8];
+    float res[8][4];
+#pragma GCC unroll 8
+    for (unsigned r = 0; r < RM; r++) {
+        unsigned rr = r < t->R ? r : t->R - 1;
+        w[r] = t->w + rr * t->w_stride;
+        sc[r] = t->scales + rr * t->scale_stride;
+#pragma GCC unroll 4
+        for (unsigned j = 0; j < 4; j++)
+            res[r][j] = 0;
+    }
+#pragma GCC unroll 4
+    for (unsigned j = 0; j < T; j++)
+        x[j] = (const uint8_t *)t->x + j * t->x_stride;
+
+    size_t k = t->k0;
+    while (k < t->k1) {
+        size_t g = k / t->group;
+        size_t kend = (g + 1) * t->group;
+        if (kend > t->k1)
+            kend = t->k1;
+        __m512i acc[8][4], ws[8];
+#pragma GCC unroll 8
+        for (unsigned r = 0; r < RM; r++) {
+            ws[r] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (unsigned j = 0; j < T; j++)
+                acc[r][j] = _mm512_setzero_si512();
+        }
+        for (; k + 64 <= kend; k += 64) {
+            __m512i wv[8];
+            if (ENG_PREFETCH && T == 1) {
+#pragma GCC unroll 8
+                for (unsigned r = 0; r < RM; r++)
+                    _mm_prefetch((const char *)(w[r] + k + ENG_PREFETCH), _MM_HINT_T0);
+            }
+#pragma GCC unroll 8
+            for (unsigned r = 0; r < RM; r++) {
+                wv[r] = _mm512_loadu_si512(w[r] + k);
+                ws[r] = _mm512_dpbusd_epi32(ws[r], ones, wv[r]);
+            }
+#pragma GCC unroll 4
+            for (unsigned j = 0; j < T; j++) {
+                __m512i xv = _mm512_loadu_si512(x[j] + k);
+#pragma GCC unroll 8
+                for (unsigned r = 0; r < RM; r++)
+                    acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv, wv[r]);
+            }
+        }
+        if (k < kend) {
+            __mmask64 m = mask64(kend - k);
+            __m512i wv[8];
+#pragma GCC unroll 8
+            for (unsigned r = 0; r < RM; r++) {
+                wv[r] = _mm512_maskz_loadu_epi8(m, w[r] + k);
+                ws[r] = _mm512_dpbusd_epi32(ws[r], ones, wv[r]);
+            }
+#pragma GCC unroll 4
+            for (unsigned j = 0; j < T; j++) {
+                __m512i xv = _mm512_maskz_loadu_epi8(m, x[j] + k);
+#pragma GCC unroll 8
+                for (unsigned r = 0; r < RM; r++)
+                    acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv, wv[r]);
+            }
+            k = kend;
+        }
+/* exact integer dot of this group, then its scale */
+#pragma GCC unroll 8
+        for (unsigned r = 0; r < RM; r++) {
+            int64_t wsum = hsum_epi32(ws[r]);
+#pragma GCC unroll 4
+            for (unsigned j = 0; j < T; j++) {
+                int64_t d = hsum_epi32(acc[r][j]) - 128 * wsum;
+                res[r][j] += sc[r][g] * (float)d;
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (unsigned r = 0; r < RM; r++)
+#pragma GCC unroll 4
+        for (unsigned j = 0; j < T; j++)
+            if (r < t->R)
+                t->out[j * t->out_stride + r] += res[r][j];
+}
+
+/*
+ * Many scale groups in the range (per-group weight scales): the group's
+ * exact int32 lanes are corrected lane-wise (acc - 128 * wsum), converted
+ * and accumulated in f32 vectors with the group's scale; one reduction at
+ * the end. Two tokens per call keep the 16 + 8 accumulators in registers.
+ */
+AI void tile_i8g(const struct mm_tile *t, const unsigned T)
+{
+    const __m512i ones = _mm512_set1_epi8(1);
+    const uint8_t *w[4];
+    const uint8_t *x[2];
+    const float *sc[4];
+    __m512 facc[4][2];
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < 4; r++) {
+        unsigned rr = r < t->R ? r : t->R - 1;
+        w[r] = t->w + rr * t->w_stride;
+        sc[r] = t->scales + rr * t->scale_stride;
+#pragma GCC unroll 2
+        for (unsigned j = 0; j < 2; j++)
+            facc[r][j] = _mm512_setzero_ps();
+    }
+#pragma GCC unroll 2
+    for (unsigned j = 0; j < T; j++)
+        x[j] = (const uint8_t *)t->x + j * t->x_stride;
+
+    size_t k = t->k0;
+    while (k < t->k1) {
+        size_t g = k / t->group;
+        size_t kend = (g + 1) * t->group;
+        if (kend > t->k1)
+            kend = t->k1;
+        __m512i acc[4][2], ws[4];
+#pragma GCC unroll 4
+        for (unsigned r = 0; r < 4; r++) {
+            ws[r] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+            for (unsigned j = 0; j < T; j++)
+                acc[r][j] = _mm512_setzero_si512();
+        }
+        while (k < kend) {
+            __mmask64 m = mask64(kend - k);
+            __m512i wv[4];
+#pragma GCC unroll 4
+            for (unsigned r = 0; r < 4; r++) {
+                wv[r] = _mm512_maskz_loadu_epi8(m, w[r] + k);
+                ws[r] = _mm512_dpbusd_epi32(ws[r], ones, wv[r]);
+            }
+#pragma GCC unroll 2
+            for (unsigned j = 0; j < T; j++) {
+                __m512i xv = _mm512_maskz_loadu_epi8(m, x[j] + k);
+#pragma GCC unroll 4
+                for (unsigned r = 0; r < 4; r++)
+                    acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv, wv[r]);
+            }
+            k = kend - k < 64 ? kend : k + 64;
+        }
+#pragma GCC unroll 4
+        for (unsigned r = 0; r < 4; r++) {
+            __m512 sv = _mm512_set1_ps(sc[r][g]);
+            __m512i c = _mm512_slli_epi32(ws[r], 7);
+#pragma GCC unroll 2
+            for (unsigned j = 0; j < T; j++)
+                facc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][j], c)), sv,
+                                             facc[r][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < t->R; r++)
+#pragma GCC unroll 2
+        for (unsigned j = 0; j < T; j++)
+            t->out[j * t->out_stride + r] += _mm512_reduce_add_ps(facc[r][j]);
+}
+
+/* GEMV with int8 activations (u8 = q + 128): one row, 256 bytes per step. */
+AI float row_dot1_i8(const uint8_t *w, const uint8_t *x, size_t k0, size_t k1, const float *sc,
+                     size_t group)
+{
+    const __m512i ones = _mm512_set1_epi8(1);
+    float res = 0;
+    size_t k = k0;
+    while (k < k1) {
+        size_t g = k / group;
+        size_t kend = (g + 1) * group;
+        if (kend > k1)
+            kend = k1;
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+        __m512i s0 = a0, s1 = a0, s2 = a0, s3 = a0;
+        for (; k + 256 <= kend; k += 256) {
+            if (ENG_PREFETCH) {
+                _mm_prefetch((const char *)(w + k + ENG_PREFETCH), _MM_HINT_T0);
+                _mm_prefetch((const char *)(w + k + 64 + ENG_PREFETCH), _MM_HINT_T0);
+                _mm_prefetch((const char *)(w + k + 128 + ENG_PREFETCH), _MM_HINT_T0);
+                _mm_prefetch((const char *)(w + k + 192 + ENG_PREFETCH), _MM_HINT_T0);
+            }
+            __m512i w0 = _mm512_loadu_si512(w + k), w1 = _mm512_loadu_si512(w + k + 64);
+            __m512i w2 = _mm512_loadu_si512(w + k + 128), w3 = _mm512_loadu_si512(w + k + 192);
+            s0 = _mm512_dpbusd_epi32(s0, ones, w0);
+            s1 = _mm512_dpbusd_epi32(s1, ones, w1);
+            s2 = _mm512_dpbusd_epi32(s2, ones, w2);
+            s3 = _mm512_dpbusd_epi32(s3, ones, w3);
+            a0 = _mm512_dpbusd_epi32(a0, _mm512_loadu_si512(x + k), w0);
+            a1 = _mm512_dpbusd_epi32(a1, _mm512_loadu_si512(x + k + 64), w1);
+            a2 = _mm512_dpbusd_epi32(a2, _mm512_loadu_si512(x + k + 128), w2);
+            a3 = _mm512_dpbusd_epi32(a3, _mm512_loadu_si512(x + k + 192), w3);
+        }
+        while (k < kend) {
+            __mmask64 m = mask64(kend - k);
+            __m512i wv = _mm512_maskz_loadu_epi8(m, w + k);
+            s0 = _mm512_dpbusd_epi32(s0, ones, wv);
+            a0 = _mm512_dpbusd_epi32(a0, _mm512_maskz_loadu_epi8(m, x + k), wv);
+            k = kend - k < 64 ? kend : k + 64;
+        }
+        __m512i a = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
+        __m512i ws = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
+        res += sc[g] * (float)(hsum_epi32(a) - 128 * hsum_epi32(ws));
+    }
+    return res;
+}
+
+static void mm_tile_i8(const struct mm_tile *t)
+{
+    if (ENG_GEMV_SEQ && t->T == 1 && t->k1 - t->k0 <= t->group) {
+        for (unsigned r = 0; r < t->R; r++)
+            t->out[r] += row_dot1_i8(t->w + r * t->w_stride, t->x, t->k0, t->k1,
+                                     t->scales + r * t->scale_stride, t->group);
+        return;
+    }
+    if (t->k1 - t->k0 > t->group) {
+        /* several groups: vector accumulation, two tokens at a time */
+        struct mm_tile h = *t;
+        for (unsigned r = 0; r < t->R; r += 4) {
+            h.R = t->R - r < 4 ? t->R - r : 4;
+            h.w = t->w + r * t->w_stride;
+            h.scales = t->scales + r * t->scale_stride;
+            for (unsigned j = 0; j < t->T; j += 2) {
+                h.T = t->T - j < 2 ? t->T - j : 2;
+                h.x = (const uint8_t *)t->x + j * t->x_stride;
+                h.out = t->out + j * t->out_stride + r;
+                if (h.T == 1)
+                    tile_i8g(&h, 1);
+                else
+                    tile_i8g(&h, 2);
+            }
+        }
+        return;
+    }
+    switch (t->T) {
+    case 1:
+        tile_i8(t, 1, 8);
+        break;
+    case 2:
+        tile_i8(t, 2, 4);
+        break;
+    case 3:
+        tile_i8(t, 3, 4);
+        break;
+    default:
+        tile_i8(t, 4, 4);
+        break;
+    }
+}
+
+/* ---- block-sparse rows -------------------------------------------------- */
+
+/* Dispatch on the token count of a sparse row (1..ENG_SPARSE_T). */
+#define SWITCH_T8(T, CALL)                                                                         \
+    switch (T) {                                                                                   \
+    case 1:                                                                                        \
+        CALL(1);                                                                                   \
+        break;                                                                                     \
+    case 2:                                                                                        \
+        CALL(2);                                                                                   \
+        break;                                                                                     \
+    case 3:                                                                                        \
+        CALL(3);                                                                                   \
+        break;                                                                                     \
+    case 4:                                                                                        \
+        CALL(4);                                                                                   \
+        break;                                                                                     \
+    case 5:                                                                                        \
+        CALL(5);                                                                                   \
+        break;                                                                                     \
+    case 6:                                                                                        \
+        CALL(6);                                                                                   \
+        break;                                                                                     \
+    case 7:                                                                                        \
+        CALL(7);                                                                                   \
+        break;                                                                                     \
+    default:                                                                                       \
+        CALL(8);                                                                                   \
+        break;                                                                                     \
+    }
+
+AI void sparse_f32(const struct mm_sparse *s, const unsigned D, const unsigned T)
+{
+    __m512 acc[8], acc2[8]; /* two chains per token: FMA latency */
+    const float *x[8];
+#pragma GCC unroll 8
+    for (unsigned j = 0; j < T; j++) {
+        acc[j] = _mm512_setzero_ps();
+        acc2[j] = _mm512_setzero_ps();
+        x[j] = (const float *)s->x + j * s->x_stride;
+    }
+    const size_t es = ES(D);
+    for (unsigned b = 0; b < s->nblk; b++) {
+        size_t col = (size_t)s->cols[b] * TX8_SPARSE_BLOCK;
+        const uint8_t *wp = s->w + (size_t)b * TX8_SPARSE_BLOCK * es;
+        __m512 w0 = load16(wp, 0, D), w1 = load16(wp, 16, D);
+        if (D == TX8_DTYPE_I8) {
+            __m512 sv = _mm512_set1_ps(s->scales[col / s->group]);
+            w0 = _mm512_mul_ps(w0, sv);
+            w1 = _mm512_mul_ps(w1, sv);
+        }
+#pragma GCC unroll 8
+        for (unsigned j = 0; j < T; j++) {
+            acc[j] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[j] + col), acc[j]);
+            acc2[j] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[j] + col + 16), acc2[j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (unsigned j = 0; j < T; j++)
+        s->out[j * s->out_stride] += _mm512_reduce_add_ps(_mm512_add_ps(acc[j], acc2[j]));
+}
+
+#define SPARSE_F32_D(D)                                                                            \
+    static void sparse_f32_##D(const struct mm_sparse *s)                                          \
+    {                                                                                              \
+        SWITCH_T8(s->T, SPARSE_F32_CALL_##D)                                                       \
+    }
+#define SPARSE_F32_CALL_0(T) sparse_f32(s, 0, T)
+#define SPARSE_F32_CALL_1(T) sparse_f32(s, 1, T)
+#define SPARSE_F32_CALL_2(T) sparse_f32(s, 2, T)
+#define SPARSE_F32_CALL_3(T) sparse_f32(s, 3, T)
+SPARSE_F32_D(0)
+SPARSE_F32_D(1)
+SPARSE_F32_D(2)
+SPARSE_F32_D(3)
+
+static void mm_sparse_f32(const struct mm_sparse *s)
+{
+    switch (s->dtype) {
+    case TX8_DTYPE_F16:
+        sparse_f32_1(s);
+        break;
+    case TX8_DTYPE_BF16:
+        sparse_f32_2(s);
+        break;
+    case TX8_DTYPE_I8:
+        sparse_f32_3(s);
+        break;
+    default:
+        sparse_f32_0(s);
+        break;
+    }
+}
+
+AI int64_t hsum256_epi32(__m256i v)
+{
+    __m512i w = _mm512_cvtepi32_epi64(v);
+    return _mm512_reduce_add_epi64(w);
+}
+
+/* One 32-byte block = one 256-bit vpdpbusd per token; the weight sum for
+ * the +128 correction is shared by the tokens. */
+AI void sparse_i8(const struct mm_sparse *s, const unsigned T)
+{
+    const __m256i ones = _mm256_set1_epi8(1);
+    const uint8_t *x[8];
+    float res[8];
+#pragma GCC unroll 8
+    for (unsigned j = 0; j < T; j++) {
+        x[j] = (const uint8_t *)s->x + j * s->x_stride;
+        res[j] = 0;
+    }
+    unsigned b = 0;
+    while (b < s->nblk) {
+        size_t g = (size_t)s->cols[b] * TX8_SPARSE_BLOCK / s->group;
+        size_t gend = (g + 1) * s->group;
+        /* NA independent accumulator sets so that few tokens do not wait
+         * on one vpdpbusd latency chain */
+        const unsigned NA = T == 1 ? 4 : T <= 3 ? 2 : 1;
+        __m256i acc[4][8], ws[4];
+#pragma GCC unroll 4
+        for (unsigned a = 0; a < NA; a++) {
+            ws[a] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (unsigned j = 0; j < T; j++)
+                acc[a][j] = _mm256_setzero_si256();
+        }
+        /* all consecutive blocks of this group */
+        int done = 0;
+        while (!done) {
+#pragma GCC unroll 4
+            for (unsigned a = 0; a < NA; a++) {
+                size_t col = b < s->nblk ? (size_t)s->cols[b] * TX8_SPARSE_BLOCK : gend;
+                if (col >= gend) {
+                    done = 1;
+                    break;
+                }
+                __m256i wv = _mm256_loadu_si256(
+                    (const __m256i *)(const void *)(s->w + (size_t)b * TX8_SPARSE_BLOCK));
+                ws[a] = _mm256_dpbusd_epi32(ws[a], ones, wv);
+#pragma GCC unroll 8
+                for (unsigned j = 0; j < T; j++)
+                    acc[a][j] = _mm256_dpbusd_epi32(
+                        acc[a][j], _mm256_loadu_si256((const __m256i *)(const void *)(x[j] + col)),
+                        wv);
+                b++;
+            }
+        }
+#pragma GCC unroll 4
+        for (unsigned a = 1; a < NA; a++) {
+            ws[0] = _mm256_add_epi32(ws[0], ws[a]);
+#pragma GCC unroll 8
+            for (unsigned j = 0; j < T; j++)
+                acc[0][j] = _mm256_add_epi32(acc[0][j], acc[a][j]);
+        }
+        int64_t wsum = hsum256_epi32(ws[0]);
+#pragma GCC unroll 8
+        for (unsigned j = 0; j < T; j++)
+            res[j] += s->scales[g] * (float)(hsum256_epi32(acc[0][j]) - 128 * wsum);
+    }
+#pragma GCC unroll 8
+    for (unsigned j = 0; j < T; j++)
+        s->out[j * s->out_stride] += res[j];
+}
+
+/* One token, all blocks in one scale group (per-row scales): two blocks
+ * per 512-bit vpdpbusd (the weights of consecutive stored blocks are
+ * contiguous; the two activation blocks are combined with one insert), in
+ * two independent chains, with no group bookkeeping per block. */
+static void sparse_i8_1(const struct mm_sparse *s)
+{
+    const __m512i ones = _mm512_set1_epi8(1);
+    const uint8_t *x = s->x, *w = s->w;
+    const uint16_t *cb = s->cols;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, s0 = a0, s1 = a0;
+    unsigned b = 0, n = s->nblk;
+#define XB(I) _mm256_loadu_si256((const __m256i *)(const void *)(x + (size_t)cb[I] * 32))
+    for (; b + 4 <= n; b += 4) {
+        __m512i w0 = _mm512_loadu_si512(w + (size_t)b * 32);
+        __m512i w1 = _mm512_loadu_si512(w + (size_t)b * 32 + 64);
+        __m512i x0 = _mm512_inserti64x4(_mm512_castsi256_si512(XB(b)), XB(b + 1), 1);
+        __m512i x1 = _mm512_inserti64x4(_mm512_castsi256_si512(XB(b + 2)), XB(b + 3), 1);
+        s0 = _mm512_dpbusd_epi32(s0, ones, w0);
+        s1 = _mm512_dpbusd_epi32(s1, ones, w1);
+        a0 = _mm512_dpbusd_epi32(a0, x0, w0);
+        a1 = _mm512_dpbusd_epi32(a1, x1, w1);
+    }
+    for (; b < n; b++) {
+        __m512i wv = _mm512_castsi256_si512(
+            _mm256_loadu_si256((const __m256i *)(const void *)(w + (size_t)b * 32)));
+        wv = _mm512_maskz_mov_epi32(0xff, wv);
+        s0 = _mm512_dpbusd_epi32(s0, ones, wv);
+        a0 = _mm512_dpbusd_epi32(a0, _mm512_maskz_mov_epi32(0xff, _mm512_castsi256_si512(XB(b))),
+                                 wv);
+    }
+#undef XB
+    __m512i a = _mm512_add_epi32(a0, a1), ws = _mm512_add_epi32(s0, s1);
+    size_t g = (size_t)cb[0] * TX8_SPARSE_BLOCK / s->group;
+    s->out[0] += s->scales[g] * (float)(hsum_epi32(a) - 128 * hsum_epi32(ws));
+}
+
+/* Eight tokens with interleaved activations: the block's 32 weight bytes
+ * are broadcast to both halves of a register, each 512-bit activation load
+ * holds two tokens' blocks, so one vpdpbusd does 2 x 32 x 4 MACs. */
+static void sparse_i8_il(const struct mm_sparse *s)
+{
+    const __m512i ones = _mm512_set1_epi8(1);
+    float res[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    unsigned b = 0;
+    while (b < s->nblk) {
+        size_t g = (size_t)s->cols[b] * TX8_SPARSE_BLOCK / s->group;
+        size_t gend = (g + 1) * s->group;
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, ws = a0;
+        for (; b < s->nblk; b++) {
+            size_t col = (size_t)s->cols[b] * TX8_SPARSE_BLOCK;
+            if (col >= gend)
+                break;
+            __m512i wv = _mm512_broadcast_i64x4(
+                _mm256_loadu_si256((const __m256i *)(const void *)(s->w + (size_t)b * 32)));
+            const uint8_t *xp = s->x_il + (size_t)s->cols[b] * 256;
+            ws = _mm512_dpbusd_epi32(ws, ones, wv);
+            a0 = _mm512_dpbusd_epi32(a0, _mm512_loadu_si512(xp), wv);
+            a1 = _mm512_dpbusd_epi32(a1, _mm512_loadu_si512(xp + 64), wv);
+            a2 = _mm512_dpbusd_epi32(a2, _mm512_loadu_si512(xp + 128), wv);
+            a3 = _mm512_dpbusd_epi32(a3, _mm512_loadu_si512(xp + 192), wv);
+        }
+        int64_t wsum = hsum256_epi32(_mm512_castsi512_si256(ws));
+        float sc = s->scales[g];
+        __m512i acc[4] = {a0, a1, a2, a3};
+#pragma GCC unroll 4
+        for (unsigned p = 0; p < 4; p++) {
+            res[2 * p] += sc * (float)(hsum256_epi32(_mm512_castsi512_si256(acc[p])) - 128 * wsum);
+            res[2 * p + 1] +=
+                sc * (float)(hsum256_epi32(_mm512_extracti64x4_epi64(acc[p], 1)) - 128 * wsum);
+        }
+    }
+    for (unsigned j = 0; j < 8; j++)
+        s->out[j * s->out_stride] += res[j];
+}
+
+#define SPARSE_I8_CALL(T) sparse_i8(s, T)
+static void mm_sparse_i8(const struct mm_sparse *s)
+{
+    if (s->x_il && s->T == 8) {
+        sparse_i8_il(s);
+        return;
+    }
+    if (s->T == 1 && s->nblk &&
+        (size_t)s->cols[0] * TX8_SPARSE_BLOCK / s->group ==
+            (size_t)s->cols[s->nblk - 1] * TX8_SPARSE_BLOCK / s->group) {
+        sparse_i8_1(s);
+        return;
+    }
+    SWITCH_T8(s->T, SPARSE_I8_CALL)
+}
+
+/* ---- vector helpers ----------------------------------------------------- */
+
+static float dot_f32(const float *a, const float *b, size_t n)
+{
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+    }
+    for (; i + 16 <= n; i += 16)
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    if (i < n) {
+        __mmask16 m = mask16(n - i);
+        s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+static void axpy_f32(float *y, float a, const float *x, size_t n)
+{
+    __m512 av = _mm512_set1_ps(a);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i,
+                         _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        __mmask16 m = mask16(n - i);
+        _mm512_mask_storeu_ps(
+            y + i, m,
+            _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+static void scale_f32(float *y, float a, size_t n)
+{
+    __m512 av = _mm512_set1_ps(a);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(av, _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        __mmask16 m = mask16(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(av, _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+static size_t cols_scan(const uint16_t *c, size_t n, unsigned *max)
+{
+    __m512i m = _mm512_setzero_si512();
+    size_t d = 0, b = 1;
+    if (n == 0) {
+        *max = 0;
+        return 0;
+    }
+    for (; b + 32 <= n; b += 32) {
+        __m512i cur = _mm512_loadu_si512(c + b), prev = _mm512_loadu_si512(c + b - 1);
+        m = _mm512_max_epu16(m, cur);
+        d += (size_t)__builtin_popcount(_mm512_cmple_epu16_mask(cur, prev));
+    }
+    unsigned mx = c[0];
+    for (; b < n; b++) {
+        mx = c[b] > mx ? c[b] : mx;
+        d += c[b] <= c[b - 1];
+    }
+    __m256i h = _mm256_max_epu16(_mm512_castsi512_si256(m), _mm512_extracti64x4_epi64(m, 1));
+    __m128i q = _mm_max_epu16(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    /* max of 8 u16: min of their complements */
+    q = _mm_minpos_epu16(_mm_xor_si128(q, _mm_set1_epi16(-1)));
+    unsigned vm = 0xffffu ^ (unsigned)_mm_extract_epi16(q, 0);
+    *max = vm > mx ? vm : mx;
+    return d;
+}
+
+/* exp(x) for x <= 0 (softmax): 2^n * p(r), r = x - n ln2, degree-6
+ * polynomial (relative error ~2e-7); below -87.3 the result is 0. */
+AI __m512 exp_ps(__m512 x)
+{
+    const __m512 lo = _mm512_set1_ps(-87.33654f);
+    __mmask16 tiny = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    x = _mm512_max_ps(x, lo);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_maskz_mov_ps(~tiny, _mm512_scalef_ps(p, n));
+}
+
+static float exp_sum(float *s, size_t n, float max)
+{
+    __m512 mv = _mm512_set1_ps(max), acc = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(s + i), mv));
+        _mm512_storeu_ps(s + i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    if (i < n) {
+        __mmask16 m = mask16(n - i);
+        __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + i), mv));
+        _mm512_mask_storeu_ps(s + i, m, e);
+        acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(m, e));
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+/* O += P V: tiles of 4 heads x 16 dims in registers, one V load per key
+ * shared by the 4 heads. */
+static void pv_f32(float *o, size_t ldo, const float *p, size_t ldp, size_t nh, const float *v,
+                   size_t ldv, size_t n, size_t vd)
+{
+    for (size_t h = 0; h < nh; h += 4) {
+        size_t hn = nh - h < 4 ? nh - h : 4;
+        for (size_t d = 0; d < vd; d += 16) {
+            __mmask16 m = vd - d >= 16 ? (__mmask16)0xffff : mask16(vd - d);
+            __m512 acc[4];
+#pragma GCC unroll 4
+            for (unsigned i = 0; i < 4; i++)
+                acc[i] =
+                    i < hn ? _mm512_maskz_loadu_ps(m, o + (h + i) * ldo + d) : _mm512_setzero_ps();
+            for (size_t j = 0; j < n; j++) {
+                __m512 vv = _mm512_maskz_loadu_ps(m, v + j * ldv + d);
+#pragma GCC unroll 4
+                for (unsigned i = 0; i < 4; i++)
+                    if (i < hn)
+                        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(p[(h + i) * ldp + j]), vv, acc[i]);
+            }
+#pragma GCC unroll 4
+            for (unsigned i = 0; i < 4; i++)
+                if (i < hn)
+                    _mm512_mask_storeu_ps(o + (h + i) * ldo + d, m, acc[i]);
+        }
+    }
+}
+
+static void to_f32(float *dst, const void *src, unsigned dtype, size_t n)
+{
+    const uint8_t *s = src;
+    size_t i = 0;
+    if (dtype == TX8_DTYPE_F32) {
+        memmove(dst, src, n * 4);
+        return;
+    }
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, load16(s, i, dtype));
+    if (i < n)
+        _mm512_mask_storeu_ps(dst + i, mask16(n - i), load16m(s, i, dtype, mask16(n - i)));
+}
+
+/* f32 -> bf16 with round-to-nearest-even, NaN kept quiet (as tx_f32_to_bf16) */
+AI __m256i f32_to_bf16(__m512 v)
+{
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    r = _mm512_mask_mov_epi32(r, nan, q);
+    return _mm512_cvtepi32_epi16(r);
+}
+
+static void from_f32(void *dst, const float *src, unsigned dtype, size_t n)
+{
+    uint8_t *d = dst;
+    size_t i = 0;
+    if (dtype == TX8_DTYPE_F32) {
+        memmove(dst, src, n * 4);
+        return;
+    }
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(src + i);
+        __m256i h =
+            dtype == TX8_DTYPE_F16 ? _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT) : f32_to_bf16(v);
+        _mm256_storeu_si256((__m256i *)(void *)(d + i * 2), h);
+    }
+    if (i < n) {
+        __mmask16 m = mask16(n - i);
+        __m512 v = _mm512_maskz_loadu_ps(m, src + i);
+        __m256i h =
+            dtype == TX8_DTYPE_F16 ? _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT) : f32_to_bf16(v);
+        _mm256_mask_storeu_epi16(d + i * 2, m, h);
+    }
+}
+
+const struct eng_kernels eng_kernels_avx512 = {
+    .isa = TX8_ISA_AVX512,
+    .gemv_rows = 8,
+    .gemm_tokens = 6,
+    .sparse_il = 1,
+    .act_u8 = 1,
+    .mm_tile_f32 = mm_tile_f32,
+    .mm_tile_i8 = mm_tile_i8,
+    .mm_sparse_f32 = mm_sparse_f32,
+    .mm_sparse_i8 = mm_sparse_i8,
+    .dot_f32 = dot_f32,
+    .axpy_f32 = axpy_f32,
+    .scale_f32 = scale_f32,
+    .cols_scan = cols_scan,
+    .exp_sum = exp_sum,
+    .pv_f32 = pv_f32,
+    .to_f32 = to_f32,
+    .from_f32 = from_f32,
+};

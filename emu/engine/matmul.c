@@ -1,0 +1,567 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Matrix multiply: MATMUL and the grouped expert FFN (MOE_FFN).
+ *
+ * Work is split across the cores by output columns (weight rows) in chunks
+ * of up to 64 rows. Within a chunk:
+ *   - T <= 4 (decode, GEMV): one pass over the chunk's weight rows against
+ *     all tokens (for T = 1 the kernels read the rows one after the other,
+ *     a single sequential stream); the weights stream from memory once.
+ *   - T > 4 (prefill, GEMM): tokens in blocks of 256, K in blocks of 1024
+ *     elements (2048 for int8); for each K block, every token tile (4 or 6
+ *     tokens) runs against every 4-row tile, so a weight tile is reused by
+ *     all the tokens of the block from L1/L2 while the token tile stays in
+ *     L1.
+ * Partial sums go to a per-worker f32 tile and are written to y at the end
+ * (activation scale, bias, accumulate).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "engine_internal.h"
+
+#define MM_TB 256 /* tokens per block (GEMM) */
+
+uint64_t eng_mm_macs(const struct mm_w *w, size_t T, uint64_t *skipped)
+{
+    uint64_t dense = (uint64_t)T * w->N * w->K;
+    if (!w->sparse) {
+        *skipped = 0;
+        return dense;
+    }
+    uint64_t done = (uint64_t)T * w->nnz * TX8_SPARSE_BLOCK;
+    *skipped = dense - done;
+    return done;
+}
+
+int eng_mm_weight(struct tx8_engine *e, const struct tx8_weight *tw, unsigned slot, struct mm_w *w)
+{
+    memset(w, 0, sizeof(*w));
+    w->data = eng_ptr(e, tw->data);
+    w->dtype = tw->dtype;
+    w->N = tw->rows;
+    w->K = tw->cols;
+    w->es = tx_dtype_size(tw->dtype);
+    w->group = w->K ? w->K : 1;
+    w->ngroups = 1;
+    if (tw->dtype == TX8_DTYPE_I8) {
+        w->scales = eng_ptr(e, tw->scales);
+        if (tw->group_size) {
+            w->group = tw->group_size;
+            w->ngroups = w->K / tw->group_size;
+        }
+    }
+    if (tw->format != TX8_WFMT_BLOCK_SPARSE)
+        return 0;
+
+    /* private copy of the index, then validation */
+    size_t N = tw->rows, nnz = tw->nnz_blocks, nbc = tw->cols / TX8_SPARSE_BLOCK;
+    size_t bytes = (N + 1) * 4 + nnz * 2;
+    uint8_t *idx = eng_jscratch(e, slot, bytes);
+    if (!idx)
+        return TX8_STATUS_DEVICE_ERROR;
+    memcpy(idx, eng_ptr(e, tw->index), bytes);
+    const uint32_t *rp = (const uint32_t *)(const void *)idx;
+    const uint16_t *cb = (const uint16_t *)(const void *)(idx + (N + 1) * 4);
+    /*
+     * Branch-free passes (this runs for every sparse MATMUL): row_ptr starts
+     * at 0, never decreases and ends at nnz; every col_block is < nbc; and
+     * the descents (col_block[b] <= col_block[b - 1]) are exactly at the
+     * starts of non-empty rows, so blocks increase strictly within a row.
+     */
+    if (rp[0] != 0 || rp[N] != nnz)
+        return TX8_STATUS_INVALID_CMD;
+    uint32_t dec = 0;
+    for (size_t r = 0; r < N; r++)
+        dec |= (uint32_t)(rp[r + 1] < rp[r]);
+    if (dec)
+        return TX8_STATUS_INVALID_CMD;
+    unsigned cmax;
+    size_t descents = e->k->cols_scan(cb, nnz, &cmax), starts = 0;
+    if (nnz && cmax >= nbc)
+        return TX8_STATUS_INVALID_CMD;
+    for (size_t r = 0; r < N; r++) {
+        size_t b = rp[r];
+        if (b > 0 && b < rp[r + 1])
+            starts += cb[b] <= cb[b - 1];
+    }
+    if (descents != starts)
+        return TX8_STATUS_INVALID_CMD;
+    w->sparse = 1;
+    w->row_ptr = rp;
+    w->cols = cb;
+    w->nnz = nnz;
+    return 0;
+}
+
+/* ---- activations -------------------------------------------------------- */
+
+struct act_ctx {
+    struct tx8_engine *e;
+    const float *x;
+    size_t ld, K;
+    unsigned dtype;
+    void *dst;
+    size_t dst_stride;
+    float *xscale;
+};
+
+static void act_fn(void *p, size_t b, size_t end, struct eng_worker *w)
+{
+    struct act_ctx *a = p;
+    (void)w;
+    for (size_t t = b; t < end; t++) {
+        const float *x = a->x + t * a->ld;
+        if (a->dtype == TX8_DTYPE_I8) {
+            int8_t *q = (int8_t *)a->dst + t * a->dst_stride;
+            a->xscale[t] = eng_quant_row(x, a->K, q, a->e->k->act_u8);
+        } else {
+            /* round to f16/bf16 and back, 256 elements at a time */
+            float *d = (float *)a->dst + t * a->dst_stride;
+            uint16_t tmp[256];
+            for (size_t k = 0; k < a->K; k += 256) {
+                size_t n = a->K - k < 256 ? a->K - k : 256;
+                a->e->k->from_f32(tmp, x + k, a->dtype, n);
+                a->e->k->to_f32(d + k, tmp, a->dtype, n);
+            }
+        }
+    }
+}
+
+int eng_mm_act(struct tx8_engine *e, const float *x, size_t ld, size_t T, size_t K,
+               unsigned act_dtype, struct mm_act *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->T = T;
+    if (act_dtype == TX8_DTYPE_F32 || T == 0 || K == 0) {
+        a->p = x;
+        a->stride = ld;
+        if (act_dtype == TX8_DTYPE_I8) {
+            /* K == 0: nothing to multiply; keep the int8 layout anyway */
+            float *xs = eng_jscratch(e, J_XSCALE, T * 4 + 4);
+            if (!xs)
+                return TX8_STATUS_DEVICE_ERROR;
+            memset(xs, 0, T * 4);
+            a->i8 = 1;
+            a->xscale = xs;
+        }
+        return 0;
+    }
+    struct act_ctx c = {e, x, ld, K, act_dtype, NULL, 0, NULL};
+    if (act_dtype == TX8_DTYPE_I8) {
+        c.dst_stride = (K + 63) & ~(size_t)63;
+        c.dst = eng_jscratch(e, J_ACT, T * c.dst_stride);
+        c.xscale = eng_jscratch(e, J_XSCALE, T * 4);
+        a->i8 = 1;
+    } else {
+        c.dst_stride = (K + 15) & ~(size_t)15;
+        c.dst = eng_jscratch(e, J_ACT, T * c.dst_stride * 4);
+    }
+    if (!c.dst || (act_dtype == TX8_DTYPE_I8 && !c.xscale))
+        return TX8_STATUS_DEVICE_ERROR;
+    size_t chunk = 65536 / (K ? K : 1);
+    eng_parallel(e, T, chunk ? chunk : 1, act_fn, &c);
+    a->p = c.dst;
+    a->stride = c.dst_stride;
+    a->xscale = c.xscale;
+    return 0;
+}
+
+/* ---- interleaved int8 activations for the sparse GEMM ------------------- */
+
+struct il_ctx {
+    const struct mm_act *a;
+    size_t nbc;
+    uint8_t *dst;
+    uint8_t pad;
+};
+
+static void il_fn(void *p, size_t b, size_t end, struct eng_worker *w)
+{
+    struct il_ctx *c = p;
+    (void)w;
+    for (size_t tile = b; tile < end; tile++) {
+        uint8_t *d = c->dst + tile * c->nbc * 256;
+        for (size_t cb = 0; cb < c->nbc; cb++)
+            for (size_t t = 0; t < 8; t++) {
+                size_t tok = tile * 8 + t;
+                uint8_t *o = d + cb * 256 + t * 32;
+                if (tok < c->a->T)
+                    memcpy(o, (const uint8_t *)c->a->p + tok * c->a->stride + cb * 32, 32);
+                else
+                    memset(o, c->pad, 32);
+            }
+    }
+}
+
+/* Activations of 8-token tiles, block by block ([K/32][8][32] bytes per
+ * tile), so that one 512-bit load feeds two tokens. NULL if not useful. */
+static const uint8_t *interleave(struct tx8_engine *e, const struct mm_act *a, size_t K)
+{
+    if (!e->k->sparse_il || !a->i8 || a->T < 8 || K % TX8_SPARSE_BLOCK || !K)
+        return NULL;
+    size_t tiles = (a->T + 7) / 8, nbc = K / TX8_SPARSE_BLOCK;
+    uint8_t *dst = eng_jscratch(e, J_XIL, tiles * nbc * 256);
+    if (!dst)
+        return NULL;
+    struct il_ctx c = {a, nbc, dst, (uint8_t)(e->k->act_u8 ? 128 : 0)};
+    eng_parallel(e, tiles, 1, il_fn, &c);
+    return dst;
+}
+
+/* ---- the parallel multiply ---------------------------------------------- */
+
+struct mm_ctx {
+    struct tx8_engine *e;
+    const struct mm_w *w;
+    const struct mm_act *a;
+    const struct mm_out *o;
+};
+
+static void mm_finish(const struct mm_ctx *m, const float *C, size_t nr, size_t n0, size_t t0,
+                      size_t nt)
+{
+    const struct mm_out *o = m->o;
+    for (size_t t = 0; t < nt; t++) {
+        float *y = o->y + (t0 + t) * o->ld + n0;
+        const float *c = C + t * nr;
+        float xs = m->a->i8 ? m->a->xscale[t0 + t] : 1.0f;
+        for (size_t r = 0; r < nr; r++) {
+            float v = m->a->i8 ? c[r] * xs : c[r];
+            if (o->bias)
+                v += o->bias[n0 + r];
+            y[r] = o->accumulate ? y[r] + v : v;
+        }
+    }
+}
+
+static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
+{
+    const struct mm_ctx *m = p;
+    const struct mm_w *w = m->w;
+    const struct mm_act *a = m->a;
+    const struct eng_kernels *k = m->e->k;
+    size_t nr = n1 - n0, T = a->T;
+    size_t tb = T < MM_TB ? T : MM_TB;
+    float *C = eng_wscratch(wk, W_C, tb * nr * sizeof(float) + 64);
+    if (!C)
+        return;
+    size_t act_es = a->i8 ? 1 : 4;
+    size_t kc = a->i8 ? 2048 : 1024;
+    if (T <= 4)
+        kc = w->K ? w->K : 1; /* GEMV: one pass */
+
+    for (size_t t0 = 0; t0 < T; t0 += tb) {
+        size_t nt = T - t0 < tb ? T - t0 : tb;
+        memset(C, 0, nt * nr * sizeof(float));
+        if (eng_aborted(m->e))
+            return;
+        if (w->sparse) {
+            struct mm_sparse s;
+            s.dtype = w->dtype;
+            s.group = w->group;
+            s.out_stride = nr;
+            s.x_stride = a->stride;
+            for (size_t tt = 0; tt < nt; tt += ENG_SPARSE_T) {
+                s.T = nt - tt < ENG_SPARSE_T ? (unsigned)(nt - tt) : ENG_SPARSE_T;
+                s.x = (const uint8_t *)a->p + (t0 + tt) * a->stride * act_es;
+                s.x_il = a->x_il && s.T == 8
+                             ? a->x_il + (t0 + tt) / 8 * (w->K / TX8_SPARSE_BLOCK) * 256
+                             : NULL;
+                for (size_t r = n0; r < n1; r++) {
+                    uint32_t b0 = w->row_ptr[r];
+                    s.w = w->data + (size_t)b0 * TX8_SPARSE_BLOCK * w->es;
+                    s.cols = w->cols + b0;
+                    s.nblk = w->row_ptr[r + 1] - b0;
+                    s.scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                    s.out = C + tt * nr + (r - n0);
+                    if (s.nblk) {
+                        if (a->i8)
+                            k->mm_sparse_i8(&s);
+                        else
+                            k->mm_sparse_f32(&s);
+                    }
+                }
+            }
+        } else if (w->K) {
+            struct mm_tile t;
+            t.dtype = w->dtype;
+            t.w_stride = w->K * w->es;
+            t.group = w->group;
+            t.scale_stride = w->ngroups;
+            t.x_stride = a->stride;
+            t.out_stride = nr;
+            for (size_t k0 = 0; k0 < w->K; k0 += kc) {
+                t.k0 = k0;
+                t.k1 = w->K - k0 < kc ? w->K : k0 + kc;
+                size_t ts = a->i8 ? 4 : k->gemm_tokens;
+                for (size_t tt = 0; tt < nt; tt += ts) {
+                    t.T = nt - tt < ts ? (unsigned)(nt - tt) : (unsigned)ts;
+                    t.x = (const uint8_t *)a->p + (t0 + tt) * a->stride * act_es;
+                    unsigned rs = t.T == 1 ? k->gemv_rows : 4;
+                    for (size_t r = n0; r < n1; r += rs) {
+                        t.R = n1 - r < rs ? (unsigned)(n1 - r) : rs;
+                        t.w = w->data + r * t.w_stride;
+                        t.scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                        t.out = C + tt * nr + (r - n0);
+                        if (a->i8)
+                            k->mm_tile_i8(&t);
+                        else
+                            k->mm_tile_f32(&t);
+                    }
+                }
+            }
+        }
+        mm_finish(m, C, nr, n0, t0, nt);
+    }
+}
+
+void eng_mm_run(struct tx8_engine *e, const struct mm_w *w, const struct mm_act *a,
+                const struct mm_out *o)
+{
+    struct mm_act al = *a;
+    struct mm_ctx m = {e, w, &al, o};
+    if (!w->N || !a->T)
+        return;
+    if (w->sparse && a->T > 4)
+        al.x_il = interleave(e, a, w->K);
+    /* rows per chunk: a multiple of 4, at most 64, several chunks per core */
+    size_t per = w->N / ((size_t)e->cores * 4);
+    size_t nb = (per + 3) & ~(size_t)3;
+    if (nb < 4)
+        nb = 4;
+    if (nb > 64)
+        nb = 64;
+    uint64_t work = (uint64_t)w->N * (w->K ? w->K : 1) * a->T;
+    if (work < 16384)
+        nb = w->N; /* too small to split */
+    eng_parallel(e, w->N, nb, mm_chunk, &m);
+}
+
+/* ---- MATMUL ------------------------------------------------------------- */
+
+int eng_exec_matmul(struct eng_cmd *c)
+{
+    const struct tx8_cmd_matmul *m = c->cmd;
+    struct tx8_engine *e = c->e;
+    struct mm_w w;
+    struct mm_act a;
+    int st = eng_mm_weight(e, &m->w, J_IDX0, &w);
+    if (st)
+        return st;
+    if (!m->tokens || !w.N)
+        return 0;
+    st = eng_mm_act(e, eng_ptr(e, m->x), m->ld_x, m->tokens, w.K, m->act_dtype, &a);
+    if (st)
+        return st;
+    struct mm_out o = {eng_ptr(e, m->y), m->ld_y,
+                       (m->hdr.flags & TX8_MATMUL_F_BIAS) ? eng_ptr(e, m->bias) : NULL,
+                       !!(m->hdr.flags & TX8_MATMUL_F_ACCUMULATE)};
+    eng_mm_run(e, &w, &a, &o);
+    c->macs = eng_mm_macs(&w, m->tokens, &c->macs_skipped);
+    c->mac_dtype = w.dtype;
+    return 0;
+}
+
+/* ---- MOE_FFN ------------------------------------------------------------ */
+
+#define MOE_CHUNK 256 /* token rows per expert pass */
+
+struct gather_ctx {
+    const float *x;
+    size_t ld_x, D;
+    const uint32_t *rows; /* token of each pair */
+    float *dst;
+};
+
+static void gather_fn(void *p, size_t b, size_t end, struct eng_worker *w)
+{
+    struct gather_ctx *g = p;
+    (void)w;
+    for (size_t i = b; i < end; i++)
+        memcpy(g->dst + i * g->D, g->x + (size_t)g->rows[i] * g->ld_x, g->D * 4);
+}
+
+struct silu_ctx {
+    float *h1;
+    const float *h2;
+};
+
+static void silu_fn(void *p, size_t b, size_t end, struct eng_worker *w)
+{
+    struct silu_ctx *s = p;
+    (void)w;
+    for (size_t i = b; i < end; i++) {
+        float g = s->h1[i];
+        s->h1[i] = g / (1.0f + expf(-g)) * s->h2[i];
+    }
+}
+
+struct scatter_ctx {
+    const struct eng_kernels *k;
+    float *y;
+    size_t ld_y;
+    const float *out; /* [n][D] */
+    size_t D, n;
+    const uint32_t *rows;
+    const float *wt;
+};
+
+/* y[rows[i]][cols] += wt[i] * out[i][cols], columns split across workers */
+static void scatter_fn(void *p, size_t b, size_t end, struct eng_worker *w)
+{
+    struct scatter_ctx *s = p;
+    (void)w;
+    for (size_t i = 0; i < s->n; i++)
+        s->k->axpy_f32(s->y + (size_t)s->rows[i] * s->ld_y + b, s->wt[i], s->out + i * s->D + b,
+                       end - b);
+}
+
+static int moe_weight_ok(const struct tx8_weight *w, size_t rows, size_t cols, unsigned act)
+{
+    if (w->rows != rows || w->cols != cols)
+        return TX8_STATUS_INVALID_CMD;
+    if (act == TX8_DTYPE_I8 && w->dtype != TX8_DTYPE_I8)
+        return TX8_STATUS_UNSUPPORTED_DTYPE;
+    return 0;
+}
+
+int eng_exec_moe_ffn(struct eng_cmd *c)
+{
+    const struct tx8_cmd_moe_ffn *m = c->cmd;
+    struct tx8_engine *e = c->e;
+    size_t T = m->tokens, K = m->top_k, D = m->dim, F = m->ffn_dim, NE = m->num_experts;
+    size_t n = T * K;
+    float *y = eng_ptr(e, m->y);
+    int st;
+
+    if (!T || !D)
+        return 0;
+    if (n == 0) {
+        if (!(m->hdr.flags & TX8_MOE_FFN_F_ACCUMULATE))
+            for (size_t t = 0; t < T; t++)
+                memset(y + t * m->ld_y, 0, D * 4);
+        return 0;
+    }
+
+    /* Private copies of the routing and of the expert table, then checks of
+     * every weight the table names, before any work. */
+    int32_t *ids = eng_jscratch(e, J_IDS, n * 4);
+    float *wts = eng_jscratch(e, J_WTS, n * 4);
+    struct tx8_weight *tab = eng_jscratch(e, J_TABLE, NE * 3 * sizeof(*tab));
+    uint32_t *cnt = eng_jscratch(e, J_ORDER, (NE + 1) * 4 + n * 4);
+    uint32_t *cur = eng_jscratch(e, J_MISC, NE * 4);
+    if (!ids || !wts || !tab || !cnt || !cur)
+        return TX8_STATUS_DEVICE_ERROR;
+    memcpy(ids, eng_ptr(e, m->ids), n * 4);
+    memcpy(wts, eng_ptr(e, m->w), n * 4);
+    memcpy(tab, eng_ptr(e, m->experts), NE * 3 * sizeof(*tab));
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && (size_t)ids[i] >= NE)
+            return TX8_STATUS_INVALID_CMD;
+    for (size_t x = 0; x < NE * 3; x++) {
+        const struct tx8_weight *tw = &tab[x];
+        int j = (int)(x % 3);
+        if ((st = eng_weight_check(c, tw, 0)) ||
+            (st = moe_weight_ok(tw, j == 2 ? D : F, j == 2 ? F : D, m->act_dtype)))
+            return st;
+    }
+
+    /* (token, slot) pairs grouped by expert: a counting sort */
+    uint32_t *order = cnt + NE + 1;
+    memset(cnt, 0, (NE + 1) * 4);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= 0)
+            cnt[ids[i] + 1]++;
+    for (size_t x = 0; x < NE; x++)
+        cnt[x + 1] += cnt[x];
+    memcpy(cur, cnt, NE * 4);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= 0)
+            order[cur[ids[i]]++] = (uint32_t)i;
+
+    /* the sparse indexes of the experts in use are validated up front */
+    for (size_t x = 0; x < NE; x++) {
+        if (cnt[x + 1] == cnt[x])
+            continue;
+        for (int j = 0; j < 3; j++) {
+            struct mm_w tmp;
+            if (tab[x * 3 + j].format == TX8_WFMT_BLOCK_SPARSE &&
+                (st = eng_mm_weight(e, &tab[x * 3 + j], J_IDX0, &tmp)))
+                return st;
+        }
+    }
+
+    size_t chunk = n < MOE_CHUNK ? n : MOE_CHUNK;
+    uint32_t *rows = eng_jscratch(e, J_ROWS, chunk * 8);
+    float *G = eng_jscratch(e, J_GATHER, chunk * D * 4);
+    float *H1 = eng_jscratch(e, J_H1, chunk * F * 4);
+    float *H2 = eng_jscratch(e, J_H2, chunk * F * 4);
+    float *OUT = eng_jscratch(e, J_OUT, chunk * D * 4);
+    if (!rows || !G || !H1 || !H2 || !OUT)
+        return TX8_STATUS_DEVICE_ERROR;
+    float *rwt = (float *)(rows + chunk);
+
+    if (!(m->hdr.flags & TX8_MOE_FFN_F_ACCUMULATE))
+        for (size_t t = 0; t < T; t++)
+            memset(y + t * m->ld_y, 0, D * 4);
+
+    const float *x = eng_ptr(e, m->x);
+    uint64_t macs = 0, skipped = 0, sk;
+    for (size_t ex = 0; ex < NE; ex++) {
+        size_t b = cnt[ex], end = cnt[ex + 1];
+        if (b == end)
+            continue;
+        struct mm_w wg, wu, wd;
+        if ((st = eng_mm_weight(e, &tab[ex * 3 + 0], J_IDX0, &wg)) ||
+            (st = eng_mm_weight(e, &tab[ex * 3 + 1], J_IDX1, &wu)) ||
+            (st = eng_mm_weight(e, &tab[ex * 3 + 2], J_IDX2, &wd)))
+            return st;
+        for (int j = 0; j < 3; j++) {
+            const struct tx8_weight *tw = &tab[ex * 3 + j];
+            uint64_t wb = eng_weight_bytes(tw);
+            if (eng_xc_access(&e->xc, tw->data, wb))
+                __atomic_fetch_add(&e->ctr->expert_cache_hits, 1, __ATOMIC_RELAXED);
+            else
+                __atomic_fetch_add(&e->ctr->expert_cache_misses, 1, __ATOMIC_RELAXED);
+            c->bytes_read += wb;
+        }
+        for (size_t p0 = b; p0 < end; p0 += chunk) {
+            size_t nr = end - p0 < chunk ? end - p0 : chunk;
+            if (eng_aborted(e))
+                return TX8_STATUS_ABORTED;
+            for (size_t i = 0; i < nr; i++) {
+                rows[i] = order[p0 + i] / (uint32_t)K;
+                rwt[i] = wts[order[p0 + i]];
+            }
+            struct gather_ctx gc = {x, m->ld_x, D, rows, G};
+            eng_parallel(e, nr, nr * D < 65536 ? nr : 16, gather_fn, &gc);
+
+            struct mm_act a;
+            if ((st = eng_mm_act(e, G, D, nr, D, m->act_dtype, &a)))
+                return st;
+            struct mm_out o1 = {H1, F, NULL, 0}, o2 = {H2, F, NULL, 0};
+            eng_mm_run(e, &wg, &a, &o1);
+            eng_mm_run(e, &wu, &a, &o2);
+            struct silu_ctx sc = {H1, H2};
+            eng_parallel(e, nr * F, nr * F < 65536 ? nr * F : 32768, silu_fn, &sc);
+            if ((st = eng_mm_act(e, H1, F, nr, F, m->act_dtype, &a)))
+                return st;
+            struct mm_out o3 = {OUT, D, NULL, 0};
+            eng_mm_run(e, &wd, &a, &o3);
+            struct scatter_ctx sg = {e->k, y, m->ld_y, OUT, D, nr, rows, rwt};
+            eng_parallel(e, D, nr * D < 65536 ? D : 1024, scatter_fn, &sg);
+
+            macs += eng_mm_macs(&wg, nr, &sk);
+            skipped += sk;
+            macs += eng_mm_macs(&wu, nr, &sk);
+            skipped += sk;
+            macs += eng_mm_macs(&wd, nr, &sk);
+            skipped += sk;
+        }
+        c->mac_dtype = wg.dtype;
+    }
+    c->macs = macs;
+    c->macs_skipped = skipped;
+    return 0;
+}

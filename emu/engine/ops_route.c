@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * MOE_ROUTE (sigmoid router with correction bias, load penalty, group
+ * limit, top-k, normalisation, scaling) and SAMPLE (argmax or temperature /
+ * top-k / top-p sampling with a counter-based generator).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+
+/* ---- MOE_ROUTE ---------------------------------------------------------- */
+
+struct route_ctx {
+    struct tx8_engine *e;
+    const struct tx8_cmd_moe_route *m;
+    const float *logits, *bias, *load;
+    int32_t *ids;
+    float *wout;
+};
+
+static void route_fn(void *p, size_t b, size_t end, struct eng_worker *w)
+{
+    struct route_ctx *r = p;
+    const struct tx8_cmd_moe_route *m = r->m;
+    size_t E = m->experts, K = m->top_k;
+    size_t ng = m->n_group > 1 ? m->n_group : 1, gsz = E / ng;
+    float *s = eng_wscratch(w, W_TMP, (E * 2 + ng) * 4 + ng + 64);
+    struct eng_cand *cand = eng_wscratch(w, W_TMP2, E * sizeof(struct eng_cand));
+    if (!s || !cand)
+        return;
+    float *choice = s + E, *gsc = choice + E;
+    uint8_t *keep = (uint8_t *)(gsc + ng);
+    for (size_t t = b; t < end; t++) {
+        const float *lg = r->logits + t * E;
+        for (size_t e = 0; e < E; e++) {
+            s[e] = 1.0f / (1.0f + expf(-lg[e]));
+            float ch = s[e];
+            if (r->bias)
+                ch += r->bias[e];
+            if (r->load)
+                ch -= m->lambda * r->load[e];
+            choice[e] = isnan(ch) ? -INFINITY : ch;
+        }
+        if (ng > 1) {
+            /* group scores: sum of the two best choices of each group */
+            for (size_t g = 0; g < ng; g++) {
+                float b1 = -INFINITY, b2 = -INFINITY;
+                for (size_t e = g * gsz; e < (g + 1) * gsz; e++) {
+                    if (choice[e] > b1) {
+                        b2 = b1;
+                        b1 = choice[e];
+                    } else if (choice[e] > b2) {
+                        b2 = choice[e];
+                    }
+                }
+                gsc[g] = gsz >= 2 ? b1 + b2 : b1;
+            }
+            /* only the topk_group best groups (ties: lower index) stay */
+            size_t kept = eng_topk(gsc, ng, m->topk_group, cand);
+            memset(keep, 0, ng);
+            for (size_t j = 0; j < kept; j++)
+                keep[cand[j].i] = 1;
+            for (size_t g = 0; g < ng; g++)
+                if (!keep[g])
+                    for (size_t e = g * gsz; e < (g + 1) * gsz; e++)
+                        choice[e] = -INFINITY;
+        }
+        /* top-k by choice; ineligible experts sit at -inf and rank by index
+         * after every eligible one, and top_k <= eligible count */
+        size_t got = eng_topk(choice, E, K, cand);
+        int32_t *ids = r->ids + t * K;
+        float *wo = r->wout + t * K;
+        double sum = 0;
+        for (size_t j = 0; j < got; j++) {
+            ids[j] = cand[j].i;
+            wo[j] = s[cand[j].i];
+            sum += wo[j];
+        }
+        for (size_t j = 0; j < got; j++) {
+            float v = wo[j];
+            if (m->hdr.flags & TX8_ROUTE_F_NORM_TOPK)
+                v = (float)(v / (sum + 1e-20));
+            wo[j] = v * m->scaling;
+        }
+    }
+}
+
+int eng_exec_moe_route(struct eng_cmd *c)
+{
+    const struct tx8_cmd_moe_route *m = c->cmd;
+    struct tx8_engine *e = c->e;
+    if (!m->tokens)
+        return 0;
+    struct route_ctx r = {e,
+                          m,
+                          eng_ptr(e, m->logits),
+                          m->bias ? eng_ptr(e, m->bias) : NULL,
+                          NULL,
+                          eng_ptr(e, m->out_ids),
+                          eng_ptr(e, m->out_w)};
+    uint64_t *counts = m->counts ? eng_ptr(e, m->counts) : NULL;
+    if (counts && (m->hdr.flags & TX8_ROUTE_F_LOAD_PENALTY)) {
+        float *load = eng_jscratch(e, J_MISC, (size_t)m->experts * 4);
+        if (!load)
+            return TX8_STATUS_DEVICE_ERROR;
+        uint64_t total = 0;
+        for (size_t i = 0; i < m->experts; i++)
+            total += counts[i];
+        double denom = total > 1 ? (double)total : 1.0;
+        for (size_t i = 0; i < m->experts; i++)
+            load[i] = (float)((double)counts[i] / denom);
+        r.load = load;
+    }
+    size_t chunk = 16384 / m->experts;
+    eng_parallel(e, m->tokens, chunk ? chunk : 1, route_fn, &r);
+    if (eng_aborted(e) || atomic_load(&e->failed))
+        return 0; /* the runner reports it */
+    if (counts && (m->hdr.flags & TX8_ROUTE_F_COUNT)) {
+        size_t n = (size_t)m->tokens * m->top_k;
+        for (size_t i = 0; i < n; i++) {
+            int32_t id = r.ids[i]; /* device memory: re-check the bound */
+            if (id >= 0 && (uint32_t)id < m->experts)
+                counts[id]++;
+        }
+    }
+    return 0;
+}
+
+/* ---- SAMPLE ------------------------------------------------------------- */
+
+struct sample_ctx {
+    struct tx8_engine *e;
+    const struct tx8_cmd_sample *m;
+    const float *logits;
+    int32_t *out;
+    float *probs;
+};
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const struct eng_cand *x = a, *y = b;
+    if (x->s > y->s)
+        return -1;
+    if (x->s < y->s)
+        return 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int idx_cmp(const void *a, const void *b)
+{
+    const struct eng_cand *x = a, *y = b;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static void sample_row(struct sample_ctx *c, size_t row, struct eng_worker *w)
+{
+    const struct tx8_cmd_sample *m = c->m;
+    const float *lg = c->logits + row * m->ld_logits;
+    size_t V = m->vocab;
+
+    /* greedy */
+    if (!(m->temperature > 0.0f)) {
+        size_t best = 0;
+        float bv = -INFINITY;
+        int found = 0;
+        for (size_t i = 0; i < V; i++) {
+            if (!isnan(lg[i]) && (!found || lg[i] > bv)) {
+                bv = lg[i];
+                best = i;
+                found = 1;
+            }
+        }
+        c->out[row] = (int32_t)best;
+        if (c->probs) {
+            double sum = 0;
+            for (size_t i = 0; i < V; i++)
+                if (!isnan(lg[i]))
+                    sum += exp((double)lg[i] - bv);
+            c->probs[row] = found && sum > 0 ? (float)(1.0 / sum) : 0.0f;
+        }
+        return;
+    }
+
+    size_t K = m->top_k && m->top_k < V ? m->top_k : V;
+    struct eng_cand *cd = eng_wscratch(w, W_TMP, V * sizeof(struct eng_cand));
+    float *z = eng_wscratch(w, W_TMP2, V * 4);
+    if (!cd || !z)
+        return;
+    float inv_t = 1.0f / m->temperature;
+    for (size_t i = 0; i < V; i++) {
+        z[i] = lg[i] * inv_t;
+        if (isnan(z[i]))
+            z[i] = -INFINITY;
+    }
+    size_t n;
+    int sorted = 0;
+    if (K < V) {
+        n = eng_topk(z, V, K, cd); /* best first */
+        sorted = 1;
+    } else {
+        n = V;
+        for (size_t i = 0; i < V; i++) {
+            cd[i].s = z[i];
+            cd[i].i = (int32_t)i;
+        }
+    }
+    float zmax = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (cd[i].s > zmax)
+            zmax = cd[i].s;
+    if (zmax == -INFINITY) { /* every logit -inf or NaN */
+        c->out[row] = 0;
+        if (c->probs)
+            c->probs[row] = 0;
+        return;
+    }
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        cd[i].s = (float)exp((double)cd[i].s - zmax);
+        total += cd[i].s;
+    }
+    /* nucleus: the smallest best-first prefix with probability >= top_p */
+    if (m->top_p < 1.0f) {
+        if (!sorted)
+            qsort(cd, n, sizeof(*cd), cand_cmp);
+        double cum = 0, lim = (double)m->top_p * total;
+        size_t keep = n;
+        for (size_t i = 0; i < n; i++) {
+            cum += cd[i].s;
+            if (cum >= lim) {
+                keep = i + 1;
+                break;
+            }
+        }
+        n = keep;
+        total = cum < lim ? total : cum;
+        sorted = 1;
+    }
+    /* draw: walk the kept tokens in increasing id order */
+    if (sorted)
+        qsort(cd, n, sizeof(*cd), idx_cmp);
+    double u = eng_rand_uniform(m->seed, m->counter + row) * total;
+    double cum = 0;
+    size_t pick = n - 1;
+    for (size_t i = 0; i < n; i++) {
+        cum += cd[i].s;
+        if (cum > u) {
+            pick = i;
+            break;
+        }
+    }
+    c->out[row] = cd[pick].i;
+    if (c->probs)
+        c->probs[row] = (float)(cd[pick].s / total);
+}
+
+static void sample_fn(void *p, size_t b, size_t end, struct eng_worker *w)
+{
+    for (size_t r = b; r < end; r++)
+        sample_row(p, r, w);
+}
+
+int eng_exec_sample(struct eng_cmd *c)
+{
+    const struct tx8_cmd_sample *m = c->cmd;
+    struct tx8_engine *e = c->e;
+    if (!m->rows)
+        return 0;
+    struct sample_ctx s = {e, m, eng_ptr(e, m->logits), eng_ptr(e, m->out),
+                           m->probs ? eng_ptr(e, m->probs) : NULL};
+    eng_parallel(e, m->rows, 1, sample_fn, &s);
+    return 0;
+}

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The TX8 compute engine: the "silicon" of the emulated device.
+ *
+ * The engine executes jobs (struct tx8_job_desc, include/tx8/tx8_hw.h) on a
+ * region of memory that plays the device memory (BAR2). It owns a pool of
+ * worker threads, one per compute core, pinned to host CPUs, and SIMD kernels
+ * chosen at run time. It checks every operand of every command against the
+ * job's address ranges before touching memory.
+ *
+ * Thread safety: an engine runs one job at a time; concurrent calls of
+ * tx8_engine_run on the same engine are serialised. Counters are updated
+ * with atomic adds, so other processes may read them at any time.
+ *
+ * Counters the engine maintains in struct tx8_counters: commands, faults
+ * (address faults), bytes_read, bytes_written, macs[], macs_skipped,
+ * expert_cache_hits, expert_cache_misses, core_busy_ns[]. The caller (the
+ * device's command processor) maintains jobs_submitted, jobs_completed,
+ * jobs_failed, resets and busy_ns.
+ *
+ * See docs/engine.md.
+ */
+#ifndef TX8_ENGINE_H
+#define TX8_ENGINE_H
+
+#include <stdint.h>
+
+#include <tx8/tx8_hw.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Largest command buffer a job may carry (fill caps.max_cmd_size with it). */
+#define TX8_ENGINE_MAX_CMD_SIZE (4u << 20)
+/* Largest k of MOE_ROUTE / SAMPLE / DSA_INDEX (fill caps.max_topk with it). */
+#define TX8_ENGINE_MAX_TOPK 4096u
+/* Default capacity of the modelled expert cache. */
+#define TX8_ENGINE_EXPERT_CACHE_DEFAULT (32ull << 20)
+
+/* Instruction-set levels of the SIMD kernels. */
+enum tx8_engine_isa {
+    TX8_ISA_AUTO = 0, /* best the CPU supports (or $TX8_ENGINE_ISA) */
+    TX8_ISA_PORTABLE = 1,
+    TX8_ISA_AVX2 = 2,   /* AVX2 + FMA + F16C */
+    TX8_ISA_AVX512 = 3, /* AVX-512 F/BW/VL/DQ + VNNI (+BF16 if present) */
+};
+
+struct tx8_engine_config {
+    unsigned cores;              /* worker threads; 0 = one per online CPU of the node */
+    int numa_node;               /* -1: any */
+    uint64_t expert_cache_bytes; /* 0: TX8_ENGINE_EXPERT_CACHE_DEFAULT */
+    /* TX8_ISA_AUTO: the best supported, unless the environment variable
+     * TX8_ENGINE_ISA=portable|avx2|avx512 asks for another one. Asking for
+     * an ISA the CPU lacks makes tx8_engine_create fail with -ENOTSUP. */
+    unsigned isa;
+    unsigned rsvd[3]; /* zero */
+};
+
+struct tx8_engine;
+
+/*
+ * Create an engine over device memory [mem, mem + mem_size). Only
+ * [heap_offset, mem_size) may be named by job ranges (below it lies the
+ * control block). counters: the device-wide counters (in the control block)
+ * or NULL for engine-internal ones. cfg may be NULL (defaults).
+ * Returns 0 or a negative errno value (-EINVAL, -ENOMEM, -ENOTSUP).
+ */
+int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uint64_t heap_offset,
+                      const struct tx8_engine_config *cfg, struct tx8_counters *counters);
+
+/* Stop the workers and free everything. NULL is accepted. */
+void tx8_engine_destroy(struct tx8_engine *e);
+
+/*
+ * Execute one job. `job` is a private (host-side) copy of the descriptor.
+ * Fills done->status, fault_cmd, fault_addr, busy_ns and macs; the caller
+ * fills seqno, user_data, start_ns and end_ns. Calls are serialised.
+ * abort_flag (may be NULL) is
+ * polled between commands and inside long operations; when it becomes
+ * non-zero the job ends with TX8_STATUS_ABORTED. Returns 0 (the outcome is
+ * in done->status), or -EINVAL if e, job or done is NULL.
+ */
+int tx8_engine_run(struct tx8_engine *e, const struct tx8_job_desc *job,
+                   struct tx8_completion *done, const volatile int *abort_flag);
+
+/* Number of worker threads (compute cores). */
+unsigned tx8_engine_cores(const struct tx8_engine *e);
+
+/* ISA the engine's kernels use (enum tx8_engine_isa, never AUTO). */
+unsigned tx8_engine_isa(const struct tx8_engine *e);
+
+/* "portable", "avx2", "avx512" */
+const char *tx8_engine_isa_name(unsigned isa);
+
+/* Whether this CPU can run the kernels of `isa`. */
+int tx8_engine_isa_supported(unsigned isa);
+
+/* The counters the engine writes (the caller's, or its internal ones). */
+struct tx8_counters *tx8_engine_counters(struct tx8_engine *e);
+
+/* Forget the modelled expert cache's contents (e.g. after a device reset). */
+void tx8_engine_reset_cache(struct tx8_engine *e);
+
+/* Human-readable name of a status ("ok", "address fault", ...). */
+const char *tx8_engine_status_name(unsigned status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TX8_ENGINE_H */

@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Engine helpers shared by all ISAs: activation quantisation, the
+ * counter-based random generator and the expert cache model.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+
+/*
+ * Symmetric per-row int8 quantisation: scale = max|x| / 127 over the finite
+ * elements, q = round-to-nearest-even(x * (127 / max|x|)) clamped to
+ * [-127, 127] (NaN -> 0, +-Inf -> +-127). With u8, q + 128 is stored (the
+ * unsigned operand of VNNI's vpdpbusd). Returns the scale (0 for a zero row).
+ */
+float eng_quant_row(const float *x, size_t n, int8_t *q, int u8)
+{
+    float amax = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        if (a > amax && a != INFINITY)
+            amax = a;
+    }
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    uint8_t off = u8 ? 128 : 0;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i] * inv;
+        if (isnan(v)) /* NaN input, or 0 * Inf for a denormal max */
+            v = 0.0f;
+        else if (v > 127.0f)
+            v = 127.0f;
+        else if (v < -127.0f)
+            v = -127.0f;
+        if (isinf(x[i]))
+            v = x[i] > 0 ? 127.0f : -127.0f;
+        int iv = (int)nearbyintf(v);
+        q[i] = (int8_t)(uint8_t)((uint8_t)iv + off);
+    }
+    return amax / 127.0f;
+}
+
+static uint64_t splitmix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* u = 53 random bits of splitmix64(seed ^ splitmix64(counter)) / 2^53 */
+double eng_rand_uniform(uint64_t seed, uint64_t counter)
+{
+    uint64_t h = splitmix64(seed ^ splitmix64(counter));
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Expert cache model                                                        */
+/* ------------------------------------------------------------------------ */
+/*
+ * An LRU set of weight byte ranges (keyed by base address and size) with a
+ * byte capacity. Each use of an expert weight is a hit if the range is
+ * resident, else a miss that inserts it and evicts least recently used
+ * ranges until the total fits. A range larger than the capacity is never
+ * resident (always a miss).
+ */
+
+#define XC_MAX_ENTRIES 16384u
+#define XC_BUCKETS 32768u
+
+int eng_xc_init(struct eng_xcache *xc, uint64_t capacity)
+{
+    memset(xc, 0, sizeof(*xc));
+    xc->capacity = capacity;
+    xc->nent = XC_MAX_ENTRIES;
+    xc->nbucket = XC_BUCKETS;
+    xc->ent = calloc(xc->nent, sizeof(*xc->ent));
+    xc->bucket = malloc(sizeof(int32_t) * xc->nbucket);
+    if (!xc->ent || !xc->bucket) {
+        eng_xc_free(xc);
+        return -1;
+    }
+    eng_xc_reset(xc);
+    return 0;
+}
+
+void eng_xc_free(struct eng_xcache *xc)
+{
+    free(xc->ent);
+    free(xc->bucket);
+    xc->ent = NULL;
+    xc->bucket = NULL;
+}
+
+void eng_xc_reset(struct eng_xcache *xc)
+{
+    if (!xc->ent)
+        return;
+    for (uint32_t i = 0; i < xc->nbucket; i++)
+        xc->bucket[i] = -1;
+    for (uint32_t i = 0; i < xc->nent; i++) {
+        xc->ent[i].used = 0;
+        xc->ent[i].hnext = (int32_t)i + 1 < (int32_t)xc->nent ? (int32_t)i + 1 : -1;
+    }
+    xc->free_list = 0;
+    xc->head = xc->tail = -1;
+    xc->count = 0;
+    xc->used_bytes = 0;
+}
+
+static uint32_t xc_hash(const struct eng_xcache *xc, uint64_t addr, uint64_t bytes)
+{
+    uint64_t h = (addr ^ (bytes * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+    return (uint32_t)(h >> 33) % xc->nbucket;
+}
+
+static void lru_unlink(struct eng_xcache *xc, int32_t i)
+{
+    struct eng_xc_entry *en = &xc->ent[i];
+    if (en->prev >= 0)
+        xc->ent[en->prev].next = en->next;
+    else
+        xc->head = en->next;
+    if (en->next >= 0)
+        xc->ent[en->next].prev = en->prev;
+    else
+        xc->tail = en->prev;
+}
+
+static void lru_push_front(struct eng_xcache *xc, int32_t i)
+{
+    struct eng_xc_entry *en = &xc->ent[i];
+    en->prev = -1;
+    en->next = xc->head;
+    if (xc->head >= 0)
+        xc->ent[xc->head].prev = i;
+    xc->head = i;
+    if (xc->tail < 0)
+        xc->tail = i;
+}
+
+static void xc_evict(struct eng_xcache *xc, int32_t i)
+{
+    struct eng_xc_entry *en = &xc->ent[i];
+    uint32_t b = xc_hash(xc, en->addr, en->bytes);
+    int32_t *pp = &xc->bucket[b];
+    while (*pp >= 0 && *pp != i)
+        pp = &xc->ent[*pp].hnext;
+    if (*pp == i)
+        *pp = en->hnext;
+    lru_unlink(xc, i);
+    xc->used_bytes -= en->bytes;
+    xc->count--;
+    en->used = 0;
+    en->hnext = xc->free_list;
+    xc->free_list = i;
+}
+
+int eng_xc_access(struct eng_xcache *xc, uint64_t addr, uint64_t bytes)
+{
+    if (!xc->ent)
+        return 0;
+    uint32_t b = xc_hash(xc, addr, bytes);
+    for (int32_t i = xc->bucket[b]; i >= 0; i = xc->ent[i].hnext) {
+        if (xc->ent[i].addr == addr && xc->ent[i].bytes == bytes) {
+            lru_unlink(xc, i);
+            lru_push_front(xc, i);
+            return 1;
+        }
+    }
+    if (bytes > xc->capacity)
+        return 0;
+    while (xc->tail >= 0 && (xc->used_bytes + bytes > xc->capacity || xc->free_list < 0))
+        xc_evict(xc, xc->tail);
+    if (xc->free_list < 0)
+        return 0;
+    int32_t i = xc->free_list;
+    struct eng_xc_entry *en = &xc->ent[i];
+    xc->free_list = en->hnext;
+    en->addr = addr;
+    en->bytes = bytes;
+    en->used = 1;
+    en->hnext = xc->bucket[b];
+    xc->bucket[b] = i;
+    lru_push_front(xc, i);
+    xc->used_bytes += bytes;
+    xc->count++;
+    return 0;
+}

@@ -1,0 +1,660 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tx-bench: throughput of the TX8 compute engine (the emulated device's
+ * silicon) next to the machine's own read bandwidth.
+ *
+ * It measures the read bandwidth itself (all threads streaming a buffer
+ * much larger than the L3 cache), then runs GEMV (T = 1) and GEMM (T = 64,
+ * 512, ...) jobs through the engine on weight matrices of --size MiB per
+ * data type (f32, f16, bf16, int8, int8 block-sparse) and prints a
+ * llama-bench-like Markdown table, or JSON with --json.
+ *
+ * See docs/engine.md.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tx/tx_dtype.h>
+#include <tx8/tx8_hw.h>
+
+#include "bench.h"
+#include "engine/tx8_engine.h"
+
+#define MIB (1ull << 20)
+
+struct opts {
+    unsigned threads;
+    unsigned reps;
+    uint64_t size; /* bytes of weights per matrix */
+    unsigned K;
+    int json;
+    unsigned tokens[16];
+    unsigned ntok;
+    unsigned isa;
+    unsigned dtype_mask; /* bit per bench dtype */
+    unsigned density;    /* percent of blocks kept by the sparse matrix */
+    unsigned batch;      /* GEMV commands per job */
+};
+
+enum { B_F32, B_F16, B_BF16, B_I8, B_I8S, B_COUNT };
+static const char *const bdt_name[B_COUNT] = {"f32", "f16", "bf16", "int8", "int8-sparse"};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, unsigned n)
+{
+    qsort(v, n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ---- read bandwidth ----------------------------------------------------- */
+
+struct bw_thread {
+    const uint8_t *buf;
+    size_t bytes;
+    int cpu;
+    int simd;
+    unsigned passes;
+    pthread_barrier_t *bar;
+    double t0, t1;
+    uint64_t sink;
+};
+
+static uint64_t read_portable(const void *buf, size_t bytes)
+{
+    const uint64_t *p = buf;
+    size_t n = bytes / 8;
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+        a0 ^= p[i];
+        a1 ^= p[i + 1];
+        a2 ^= p[i + 2];
+        a3 ^= p[i + 3];
+    }
+    return a0 ^ a1 ^ a2 ^ a3;
+}
+
+static void *bw_main(void *arg)
+{
+    struct bw_thread *t = arg;
+    if (t->cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(t->cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    }
+    pthread_barrier_wait(t->bar);
+    t->t0 = now_s();
+    for (unsigned i = 0; i < t->passes; i++)
+        t->sink ^= t->simd ? txb_read_avx512(t->buf, t->bytes) : read_portable(t->buf, t->bytes);
+    t->t1 = now_s();
+    return NULL;
+}
+
+static int cpu_list(int *cpus, int max)
+{
+    cpu_set_t set;
+    int n = 0;
+    if (sched_getaffinity(0, sizeof(set), &set))
+        return 0;
+    for (int i = 0; i < CPU_SETSIZE && n < max; i++)
+        if (CPU_ISSET(i, &set))
+            cpus[n++] = i;
+    return n;
+}
+
+/*
+ * GB/s of `threads` pinned threads each streaming 1/threads of buf, `passes`
+ * times (as long as a GEMV job of `passes` commands: short bursts read
+ * faster than the sustained rate); median of reps after one warm-up.
+ */
+static double read_bandwidth(const uint8_t *buf, size_t bytes, unsigned threads, unsigned reps,
+                             unsigned passes, int simd)
+{
+    int cpus[TX8_MAX_CORES];
+    int ncpu = cpu_list(cpus, TX8_MAX_CORES);
+    struct bw_thread th[TX8_MAX_CORES];
+    pthread_t tid[TX8_MAX_CORES];
+    size_t part = (bytes / threads) & ~(size_t)4095;
+    double *gbs = calloc(reps, sizeof(double));
+    uint64_t sink = 0;
+    for (unsigned r = 0; r < reps + 1; r++) {
+        pthread_barrier_t bar;
+        pthread_barrier_init(&bar, NULL, threads);
+        for (unsigned i = 0; i < threads; i++) {
+            th[i] = (struct bw_thread){buf + i * part,
+                                       part,
+                                       ncpu ? cpus[i % (unsigned)ncpu] : -1,
+                                       simd,
+                                       passes,
+                                       &bar,
+                                       0,
+                                       0,
+                                       0};
+            pthread_create(&tid[i], NULL, bw_main, &th[i]);
+        }
+        double t0 = 1e300, t1 = 0;
+        for (unsigned i = 0; i < threads; i++) {
+            pthread_join(tid[i], NULL);
+            t0 = fmin(t0, th[i].t0);
+            t1 = fmax(t1, th[i].t1);
+            sink ^= th[i].sink;
+        }
+        pthread_barrier_destroy(&bar);
+        if (r > 0) /* the first run warms up */
+            gbs[r - 1] = (double)part * threads * passes / (t1 - t0) / 1e9;
+    }
+    if (sink == 0x5555)
+        fprintf(stderr, " ");
+    double med = median(gbs, reps);
+    free(gbs);
+    return med;
+}
+
+/* L3 size of CPU 0 (sysfs, as lscpu reports it), or -1 */
+static long l3_bytes(void)
+{
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    long v = -1;
+    char unit = 0;
+    if (f) {
+        if (fscanf(f, "%ld%c", &v, &unit) >= 1) {
+            if (unit == 'K')
+                v <<= 10;
+            else if (unit == 'M')
+                v <<= 20;
+        } else {
+            v = -1;
+        }
+        fclose(f);
+    }
+    return v > 0 ? v : sysconf(_SC_LEVEL3_CACHE_SIZE);
+}
+
+/* ---- device memory and weights ------------------------------------------ */
+
+struct dev {
+    uint8_t *mem;
+    uint64_t size;
+    uint64_t brk;
+    struct tx8_engine *e;
+    uint64_t cmd;
+};
+
+static uint64_t dev_alloc(struct dev *d, uint64_t bytes)
+{
+    uint64_t a = (d->brk + 4095) & ~4095ull;
+    if (a + bytes > d->size) {
+        fprintf(stderr, "tx-bench: internal error: device memory exhausted\n");
+        exit(1);
+    }
+    d->brk = a + bytes;
+    return a;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static inline uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static inline float rndf(void)
+{
+    return (float)((double)(rnd() >> 40) / 16777216.0 * 2.0 - 1.0);
+}
+
+struct matrix {
+    struct tx8_weight w;
+    uint64_t stored; /* bytes the engine streams: data + scales + index */
+    uint64_t macs_per_token;
+};
+
+/* A weight of `bytes` data bytes (dense shape), K columns, in device memory. */
+static void make_weight(struct dev *d, struct matrix *m, unsigned bdt, uint64_t bytes, unsigned K,
+                        unsigned density)
+{
+    unsigned dtype = bdt == B_F32    ? TX8_DTYPE_F32
+                     : bdt == B_F16  ? TX8_DTYPE_F16
+                     : bdt == B_BF16 ? TX8_DTYPE_BF16
+                                     : TX8_DTYPE_I8;
+    size_t es = tx_dtype_size(dtype);
+    uint64_t N = bytes / (K * es);
+    memset(m, 0, sizeof(*m));
+    m->w.rows = (uint32_t)N;
+    m->w.cols = K;
+    m->w.dtype = (uint16_t)dtype;
+    uint64_t nel = N * K;
+    if (bdt == B_I8S) {
+        unsigned nbc = K / TX8_SPARSE_BLOCK;
+        uint64_t ib = (N + 1) * 4 + N * nbc * 2;
+        m->w.index = dev_alloc(d, ib);
+        uint32_t *rp = (uint32_t *)(void *)(d->mem + m->w.index);
+        uint16_t *cb = (uint16_t *)(rp + N + 1);
+        uint32_t nnz = 0;
+        for (uint64_t r = 0; r < N; r++) {
+            rp[r] = nnz;
+            for (unsigned b = 0; b < nbc; b++)
+                if (rnd() % 100 < density)
+                    cb[nnz++] = (uint16_t)b;
+        }
+        rp[N] = nnz;
+        m->w.format = TX8_WFMT_BLOCK_SPARSE;
+        m->w.nnz_blocks = nnz;
+        nel = (uint64_t)nnz * TX8_SPARSE_BLOCK;
+        m->stored += (N + 1) * 4 + (uint64_t)nnz * 2;
+    }
+    m->w.data = dev_alloc(d, nel * es);
+    uint8_t *p = d->mem + m->w.data;
+    for (uint64_t i = 0; i < nel; i++) {
+        float v = rndf();
+        switch (dtype) {
+        case TX8_DTYPE_F32:
+            memcpy(p + i * 4, &v, 4);
+            break;
+        case TX8_DTYPE_F16: {
+            uint16_t h = tx_f32_to_f16(v);
+            memcpy(p + i * 2, &h, 2);
+            break;
+        }
+        case TX8_DTYPE_BF16: {
+            uint16_t h = tx_f32_to_bf16(v);
+            memcpy(p + i * 2, &h, 2);
+            break;
+        }
+        default:
+            p[i] = (uint8_t)(int8_t)(v * 127.0f);
+        }
+    }
+    m->stored += nel * es;
+    if (dtype == TX8_DTYPE_I8) {
+        m->w.scales = dev_alloc(d, N * 4);
+        float *s = (float *)(void *)(d->mem + m->w.scales);
+        for (uint64_t r = 0; r < N; r++)
+            s[r] = 1.0f / 127.0f;
+        m->stored += N * 4;
+    }
+    m->macs_per_token = nel;
+}
+
+/* ---- one measurement ---------------------------------------------------- */
+
+struct result {
+    const char *op, *dtype;
+    char shape[64];
+    unsigned tokens;
+    double ms, ms_min, ms_max, gbs, gflops, ratio;
+    uint64_t bytes, flops;
+    int failed;
+};
+
+static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_t x, uint64_t y,
+                      unsigned act, unsigned reps, unsigned batch, struct result *res)
+{
+    struct tx8_cmd_matmul c;
+    memset(&c, 0, sizeof(c));
+    c.hdr.opcode = TX8_OP_MATMUL;
+    c.hdr.size = sizeof(c);
+    c.y = y;
+    c.x = x;
+    c.w = m->w;
+    c.tokens = T;
+    c.ld_x = m->w.cols;
+    c.ld_y = m->w.rows;
+    c.act_dtype = (uint16_t)act;
+    /* `batch` identical commands per job: the engine's per-job start-up
+     * (waking its threads) is paid once, as in a real command stream */
+    for (unsigned i = 0; i < batch; i++)
+        memcpy(d->mem + d->cmd + i * sizeof(c), &c, sizeof(c));
+    struct tx8_job_desc job;
+    memset(&job, 0, sizeof(job));
+    job.cmd_addr = d->cmd;
+    job.cmd_size = (uint32_t)(sizeof(c) * batch);
+    job.num_ranges = 1;
+    job.ranges[0].addr = TX8_CTRL_SIZE;
+    job.ranges[0].size = d->size - TX8_CTRL_SIZE;
+    job.ranges[0].access = TX8_ACCESS_READ | TX8_ACCESS_WRITE;
+    double *t = calloc(reps, sizeof(double));
+    struct tx8_completion done;
+    for (unsigned r = 0; r <= reps; r++) {
+        job.seqno = r + 1;
+        double t0 = now_s();
+        tx8_engine_run(d->e, &job, &done, NULL);
+        double t1 = now_s();
+        if (done.status != TX8_STATUS_OK) {
+            fprintf(stderr, "tx-bench: job failed: %s\n", tx8_engine_status_name(done.status));
+            free(t);
+            res->failed = 1;
+            return -1;
+        }
+        if (r > 0) /* the first run warms up */
+            t[r - 1] = (t1 - t0) / batch;
+    }
+    double mn = t[0], mx = t[0];
+    for (unsigned r = 1; r < reps; r++) {
+        mn = fmin(mn, t[r]);
+        mx = fmax(mx, t[r]);
+    }
+    double med = median(t, reps);
+    free(t);
+    res->tokens = T;
+    res->ms = med * 1e3;
+    res->ms_min = mn * 1e3;
+    res->ms_max = mx * 1e3;
+    res->bytes = m->stored + (uint64_t)T * m->w.cols * 4 + (uint64_t)T * m->w.rows * 4;
+    res->flops = 2ull * T * m->macs_per_token;
+    res->gbs = (double)res->bytes / med / 1e9;
+    res->gflops = (double)res->flops / med / 1e9;
+    return 0;
+}
+
+/* ---- output ------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tx-bench [options]\n"
+               "  -t, --threads N     compute cores (engine worker threads); default: all CPUs\n"
+               "  -r, --repetitions N timed runs per test (after one warm-up); default 5\n"
+               "  -s, --size MIB      weight bytes per matrix; default 256 (> L3)\n"
+               "  -p, --tokens LIST   token counts, comma separated; default 1,64,512\n"
+               "  -d, --dtypes LIST   f32,f16,bf16,int8,int8-sparse (default: all)\n"
+               "  -k, --cols K        matrix columns (inputs); default 4096\n"
+               "  -b, --batch N       GEMV commands per job (T <= 4); default 8\n"
+               "      --density PCT   blocks kept by the sparse matrix; default 50\n"
+               "      --isa NAME      portable, avx2, avx512 (default: best)\n"
+               "      --json          machine-readable output\n"
+               "  -h, --help\n");
+}
+
+static int parse_uint(const char *s, unsigned long long max, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+    static const struct option lo[] = {
+        {"threads", required_argument, 0, 't'},
+        {"repetitions", required_argument, 0, 'r'},
+        {"size", required_argument, 0, 's'},
+        {"tokens", required_argument, 0, 'p'},
+        {"dtypes", required_argument, 0, 'd'},
+        {"cols", required_argument, 0, 'k'},
+        {"density", required_argument, 0, 1},
+        {"isa", required_argument, 0, 2},
+        {"json", no_argument, 0, 3},
+        {"help", no_argument, 0, 'h'},
+        {"batch", required_argument, 0, 'b'},
+        {0, 0, 0, 0},
+    };
+    int c;
+    unsigned long long v;
+    while ((c = getopt_long(argc, argv, "t:r:s:p:d:k:b:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            if (parse_uint(optarg, TX8_MAX_CORES, &v) || !v)
+                goto bad;
+            o->threads = (unsigned)v;
+            break;
+        case 'r':
+            if (parse_uint(optarg, 1000, &v) || !v)
+                goto bad;
+            o->reps = (unsigned)v;
+            break;
+        case 's':
+            if (parse_uint(optarg, 16384, &v) || v < 1)
+                goto bad;
+            o->size = v * MIB;
+            break;
+        case 'b':
+            if (parse_uint(optarg, 64, &v) || !v)
+                goto bad;
+            o->batch = (unsigned)v;
+            break;
+        case 'k':
+            if (parse_uint(optarg, 1u << 20, &v) || v < 64 || v % 64)
+                goto bad;
+            o->K = (unsigned)v;
+            break;
+        case 'p': {
+            o->ntok = 0;
+            char *s = strdup(optarg), *save = NULL;
+            for (char *tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                if (o->ntok == 16 || parse_uint(tok, 65536, &v) || !v) {
+                    free(s);
+                    goto bad;
+                }
+                o->tokens[o->ntok++] = (unsigned)v;
+            }
+            free(s);
+            if (!o->ntok)
+                goto bad;
+            break;
+        }
+        case 'd': {
+            o->dtype_mask = 0;
+            char *s = strdup(optarg), *save = NULL;
+            for (char *tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                int found = 0;
+                for (unsigned i = 0; i < B_COUNT; i++)
+                    if (!strcmp(tok, bdt_name[i])) {
+                        o->dtype_mask |= 1u << i;
+                        found = 1;
+                    }
+                if (!found) {
+                    fprintf(stderr, "tx-bench: unknown data type '%s'\n", tok);
+                    free(s);
+                    return -1;
+                }
+            }
+            free(s);
+            break;
+        }
+        case 1:
+            if (parse_uint(optarg, 100, &v) || !v)
+                goto bad;
+            o->density = (unsigned)v;
+            break;
+        case 2:
+            if (!strcmp(optarg, "portable"))
+                o->isa = TX8_ISA_PORTABLE;
+            else if (!strcmp(optarg, "avx2"))
+                o->isa = TX8_ISA_AVX2;
+            else if (!strcmp(optarg, "avx512"))
+                o->isa = TX8_ISA_AVX512;
+            else
+                goto bad;
+            break;
+        case 3:
+            o->json = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "tx-bench: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    return 0;
+bad:
+    fprintf(stderr, "tx-bench: invalid value '%s' for -%c\n", optarg, c > 32 ? c : '-');
+    usage(stderr);
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = {0,  5, 256 * MIB, 4096, 0, {1, 64, 512}, 3, TX8_ISA_AUTO, (1u << B_COUNT) - 1,
+                     50, 8};
+    if (parse_opts(argc, argv, &o))
+        return 2;
+    int cpus[TX8_MAX_CORES];
+    int ncpu = cpu_list(cpus, TX8_MAX_CORES);
+    if (!o.threads)
+        o.threads = ncpu > 0 ? (unsigned)ncpu : 1;
+    if (o.size < (uint64_t)o.K * 4 * 4) {
+        fprintf(stderr, "tx-bench: --size too small for %u columns\n", o.K);
+        return 2;
+    }
+    unsigned maxT = 0;
+    for (unsigned i = 0; i < o.ntok; i++)
+        maxT = o.tokens[i] > maxT ? o.tokens[i] : maxT;
+
+    /* device memory: control block, command buffer, the largest matrix
+     * (int8 dense) with its scales and sparse index, activations, outputs */
+    uint64_t maxN = o.size / o.K;
+    struct dev d = {0};
+    d.size = TX8_CTRL_SIZE + MIB + o.size + maxN * 4 + (maxN + 1) * 4 +
+             maxN * (o.K / TX8_SPARSE_BLOCK) * 2 + (uint64_t)maxT * o.K * 4 +
+             (uint64_t)maxT * maxN * 4 + 16 * MIB;
+    d.mem = mmap(NULL, d.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (d.mem == MAP_FAILED) {
+        fprintf(stderr, "tx-bench: cannot map %llu MiB: %s\n", (unsigned long long)(d.size / MIB),
+                strerror(errno));
+        return 1;
+    }
+    madvise(d.mem, d.size, MADV_HUGEPAGE);
+    struct tx8_engine_config cfg = {o.threads, -1, 0, o.isa, {0, 0, 0}};
+    int rc = tx8_engine_create(&d.e, d.mem, d.size, TX8_CTRL_SIZE, &cfg, NULL);
+    if (rc) {
+        fprintf(stderr, "tx-bench: cannot create the engine: %s\n", strerror(-rc));
+        return 1;
+    }
+    d.brk = TX8_CTRL_SIZE;
+    d.cmd = dev_alloc(&d, 65536);
+    uint64_t mark = d.brk;
+
+    long l3 = l3_bytes();
+    if (l3 > 0 && o.size < 4 * (uint64_t)l3)
+        fprintf(stderr,
+                "tx-bench: note: %llu MiB is not much larger than the L3 cache (%ld MiB): "
+                "figures include cache hits\n",
+                (unsigned long long)(o.size / MIB), l3 >> 20);
+
+    /* the machine's read bandwidth, over a buffer of --size bytes */
+    uint64_t bwbuf = dev_alloc(&d, o.size);
+    memset(d.mem + bwbuf, 1, o.size);
+    int simd = tx8_engine_isa_supported(TX8_ISA_AVX512);
+    double bw = read_bandwidth(d.mem + bwbuf, o.size, o.threads, o.reps, o.batch, simd);
+    d.brk = mark;
+
+    struct result res[64];
+    unsigned nres = 0;
+    for (unsigned b = 0; b < B_COUNT; b++) {
+        if (!(o.dtype_mask & (1u << b)))
+            continue;
+        d.brk = mark;
+        struct matrix m;
+        make_weight(&d, &m, b, o.size, o.K, o.density);
+        uint64_t x = dev_alloc(&d, (uint64_t)maxT * o.K * 4);
+        uint64_t y = dev_alloc(&d, (uint64_t)maxT * m.w.rows * 4);
+        float *xp = (float *)(void *)(d.mem + x);
+        for (uint64_t i = 0; i < (uint64_t)maxT * o.K; i++)
+            xp[i] = rndf();
+        memset(d.mem + y, 0, (uint64_t)maxT * m.w.rows * 4);
+        unsigned act = b >= B_I8 ? TX8_DTYPE_I8 : TX8_DTYPE_F32;
+        for (unsigned i = 0; i < o.ntok && nres < 64; i++) {
+            struct result *r = &res[nres];
+            memset(r, 0, sizeof(*r));
+            unsigned T = o.tokens[i];
+            r->op = T == 1 ? "gemv" : "gemm";
+            r->dtype = bdt_name[b];
+            if (b == B_I8S)
+                snprintf(r->shape, sizeof(r->shape), "%ux%ux%u@%u%%", T, m.w.rows, m.w.cols,
+                         (unsigned)((uint64_t)m.w.nnz_blocks * 100 /
+                                    ((uint64_t)m.w.rows * (m.w.cols / TX8_SPARSE_BLOCK))));
+            else
+                snprintf(r->shape, sizeof(r->shape), "%ux%ux%u", T, m.w.rows, m.w.cols);
+            /* GEMV jobs are short: several per job (see --batch) */
+            unsigned batch = T <= 4 ? o.batch : 1;
+            if (run_matmul(&d, &m, T, x, y, act, o.reps, batch, r) == 0) {
+                r->ratio = bw > 0 ? r->gbs / bw : 0;
+                nres++;
+            }
+        }
+    }
+
+    const char *isa = tx8_engine_isa_name(tx8_engine_isa(d.e));
+    if (o.json) {
+        json_object *root = json_object_new_object();
+        json_object_object_add(root, "isa", json_object_new_string(isa));
+        json_object_object_add(root, "threads", json_object_new_int((int)o.threads));
+        json_object_object_add(root, "repetitions", json_object_new_int((int)o.reps));
+        json_object_object_add(root, "gemv_batch", json_object_new_int((int)o.batch));
+        json_object_object_add(root, "weight_bytes", json_object_new_int64((int64_t)o.size));
+        json_object_object_add(root, "read_bandwidth_gbs", json_object_new_double(bw));
+        json_object *arr = json_object_new_array();
+        for (unsigned i = 0; i < nres; i++) {
+            struct result *r = &res[i];
+            json_object *e = json_object_new_object();
+            json_object_object_add(e, "op", json_object_new_string(r->op));
+            json_object_object_add(e, "dtype", json_object_new_string(r->dtype));
+            json_object_object_add(e, "shape", json_object_new_string(r->shape));
+            json_object_object_add(e, "tokens", json_object_new_int((int)r->tokens));
+            json_object_object_add(e, "ms", json_object_new_double(r->ms));
+            json_object_object_add(e, "ms_min", json_object_new_double(r->ms_min));
+            json_object_object_add(e, "ms_max", json_object_new_double(r->ms_max));
+            json_object_object_add(e, "bytes", json_object_new_int64((int64_t)r->bytes));
+            json_object_object_add(e, "flops", json_object_new_int64((int64_t)r->flops));
+            json_object_object_add(e, "gbs", json_object_new_double(r->gbs));
+            json_object_object_add(e, "gflops", json_object_new_double(r->gflops));
+            json_object_object_add(e, "ratio", json_object_new_double(r->ratio));
+            json_object_array_add(arr, e);
+        }
+        json_object_object_add(root, "results", arr);
+        printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+                                                                JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(root);
+    } else {
+        printf("tx-bench: engine %s, %u threads, weights %llu MiB per matrix, %u runs, "
+               "%u GEMV commands per job\n",
+               isa, o.threads, (unsigned long long)(o.size / MIB), o.reps, o.batch);
+        printf("measured read bandwidth: %.2f GB/s (%u threads)\n\n", bw, o.threads);
+        printf("| op   | dtype       | shape (TxNxK)          |        ms |    GB/s |  GFLOP/s | "
+               "ratio |\n");
+        printf("| ---- | ----------- | ---------------------- | --------: | ------: | -------: | "
+               "----: |\n");
+        for (unsigned i = 0; i < nres; i++) {
+            struct result *r = &res[i];
+            printf("| %-4s | %-11s | %-22s | %9.3f | %7.2f | %8.1f | %5.2f |\n", r->op, r->dtype,
+                   r->shape, r->ms, r->gbs, r->gflops, r->ratio);
+        }
+        printf("\nratio = achieved GB/s / measured read bandwidth\n");
+    }
+    tx8_engine_destroy(d.e);
+    munmap(d.mem, d.size);
+    return 0;
+}
