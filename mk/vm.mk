@@ -49,7 +49,25 @@ module-clean:
 VM_TEST_SRCS := $(sort $(wildcard tests/vm/*.c))
 VM_TEST_BINS := $(patsubst tests/vm/%.c,$(BUILD)/vm/bin/%,$(VM_TEST_SRCS))
 VM_INITRD    := $(BUILD)/vm/initramfs.cpio.gz
-VM_DEVICE_TEST := $(if $(wildcard tests/unit/test_device.c),$(BUILD)/tests/test_device)
+# Unit-test programs the guest runs on backend accel (tests/vm/run-suite).
+VM_UNIT_NAMES := $(filter $(UNIT_TESTS),test_device test_runtime test_precision \
+	test_runtime_telemetry test_txtop_live)
+VM_UNIT_BINS  := $(addprefix $(BUILD)/tests/,$(VM_UNIT_NAMES))
+
+# The GLM package of the in-guest inference tests: glm-synth's tiny GLM-5.1
+# checkpoint exported with --quant int8 (the article's golden plan), made
+# at image build time on the host.
+VM_GLM_DIR := $(BUILD)/vm/glm
+VM_GLM_SMD := $(VM_GLM_DIR)/glm5-tiny.smd
+$(VM_GLM_SMD): $(BUILD)/bin/glm-synth $(BUILD)/bin/glm-export
+	@mkdir -p $(VM_GLM_DIR)
+	rm -rf $(VM_GLM_DIR)/ck $(VM_GLM_DIR)/tmp.smd
+	$(BUILD)/bin/glm-synth --arch glm5 --preset tiny --seed 42 --quiet \
+		--output $(VM_GLM_DIR)/ck
+	$(BUILD)/bin/glm-export --input $(VM_GLM_DIR)/ck --output $(VM_GLM_DIR)/tmp.smd \
+		--quant int8 --quiet
+	rm -rf $(VM_GLM_DIR)/ck
+	mv $(VM_GLM_DIR)/tmp.smd $@
 
 # In-guest test programs: raw UAPI plus libdrm, no libtx.
 $(BUILD)/vm/bin/%: tests/vm/%.c $(wildcard tests/vm/*.h) include/uapi/drm/tx8_accel.h \
@@ -59,9 +77,11 @@ $(BUILD)/vm/bin/%: tests/vm/%.c $(wildcard tests/vm/*.h) include/uapi/drm/tx8_ac
 		$(shell pkg-config --libs libdrm) $(LDLIBS)
 
 vm-image: $(VM_INITRD)
-$(VM_INITRD): $(TX8_KO) all $(VM_DEVICE_TEST) $(VM_TEST_BINS) \
-		scripts/vm/mkinitramfs scripts/vm/init tests/vm/run-suite
-	scripts/vm/mkinitramfs --build $(BUILD) --kver $(KVER) --module $(TX8_KO) --out $@
+$(VM_INITRD): $(TX8_KO) all $(VM_UNIT_BINS) $(VM_TEST_BINS) $(VM_GLM_SMD) \
+		scripts/vm/mkinitramfs scripts/vm/init tests/vm/run-suite \
+		$(wildcard tests/txtop/vm-check.sh)
+	scripts/vm/mkinitramfs --build $(BUILD) --kver $(KVER) --module $(TX8_KO) \
+		--tests "$(VM_UNIT_NAMES)" --glm $(VM_GLM_SMD) --out $@
 
 vm: vm-image
 	scripts/vm/run --build $(BUILD) --kver $(KVER) --mode shell

@@ -31,7 +31,8 @@
 #define EMU_MAX_FAULT_COUNT 1000000u
 
 struct emu_queue {
-    int32_t owner; /* peer id, -1 when free */
+    int32_t owner;     /* peer id, -1 when free */
+    int32_t owner_pid; /* the peer's process (SO_PEERCRED), 0 unknown */
     uint32_t state;
     int irq_fd[TX8_NUM_VECTORS];
     uint32_t sq_head;
@@ -143,6 +144,7 @@ static void publish_queue(struct emu_dev *d, int qi)
     struct tx8_queue *s = qshm(d, qi);
 
     __atomic_store_n(&s->owner_peer, q->owner, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->owner_pid, q->owner >= 0 ? q->owner_pid : 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->sq_offset, (uint64_t)TX8_SQ_OFFSET(qi), __ATOMIC_RELAXED);
     __atomic_store_n(&s->cq_offset, (uint64_t)TX8_CQ_OFFSET(qi), __ATOMIC_RELAXED);
     __atomic_store_n(&s->sq_head, q->sq_head, __ATOMIC_RELAXED);
@@ -734,7 +736,7 @@ void dev_doorbell(struct emu_dev *d, unsigned vector)
     pthread_mutex_unlock(&d->lock);
 }
 
-int dev_attach_peer(struct emu_dev *d, int32_t peer, const int efd[TX8_NUM_VECTORS])
+int dev_attach_peer(struct emu_dev *d, int32_t peer, int32_t pid, const int efd[TX8_NUM_VECTORS])
 {
     int qi, found = -EBUSY;
 
@@ -747,6 +749,7 @@ int dev_attach_peer(struct emu_dev *d, int32_t peer, const int efd[TX8_NUM_VECTO
         queue_clear(q);
         queue_wipe_shm(d, qi);
         q->owner = peer;
+        q->owner_pid = pid > 0 ? pid : 0;
         for (int v = 0; v < TX8_NUM_VECTORS; v++)
             q->irq_fd[v] = efd[v];
         q->state = TX8_QUEUE_ACTIVE;

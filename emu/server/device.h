@@ -47,10 +47,12 @@ int dev_create(struct emu_dev **out, const struct emu_dev_config *cfg);
 /* Stop the executor (aborting a running job), mark the device OFF, free. */
 void dev_destroy(struct emu_dev *d);
 
-/* A peer connected: give it a free queue. efd are its interrupt eventfds
- * (TX8_NUM_VECTORS, owned by the caller, which must call dev_detach_peer
- * before closing them). Returns the queue index or -EBUSY if none is free. */
-int dev_attach_peer(struct emu_dev *d, int32_t peer, const int efd[TX8_NUM_VECTORS]);
+/* A peer connected: give it a free queue. pid is the connecting process
+ * (SO_PEERCRED; 0 unknown), published as tx8_queue.owner_pid. efd are its
+ * interrupt eventfds (TX8_NUM_VECTORS, owned by the caller, which must call
+ * dev_detach_peer before closing them). Returns the queue index or -EBUSY if
+ * none is free. */
+int dev_attach_peer(struct emu_dev *d, int32_t peer, int32_t pid, const int efd[TX8_NUM_VECTORS]);
 
 /* The peer of queue q left: abort its jobs, then free its leases and queue
  * (at once, or when its running job has stopped). After return the device

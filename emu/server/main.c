@@ -37,7 +37,8 @@
 #define MAX_PEER_ID 65535
 
 struct peer {
-    int32_t id; /* 0 = slot unused */
+    int32_t id;  /* 0 = slot unused */
+    int32_t pid; /* SO_PEERCRED of the connection, 0 unknown */
     int sock;
     int efd[TX8_NUM_VECTORS];
     int queue;
@@ -322,6 +323,15 @@ static void accept_peer(struct server *s)
     p = &s->peers[slot];
     memset(p, 0, sizeof(*p));
     p->sock = sock;
+    {
+        /* the connecting process, for monitors (tx8_queue.owner_pid) */
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+
+        if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof(cred) &&
+            cred.pid > 0)
+            p->pid = cred.pid;
+    }
     for (int v = 0; v < TX8_NUM_VECTORS; v++)
         p->efd[v] = -1;
     for (int v = 0; v < TX8_NUM_VECTORS; v++) {
@@ -337,7 +347,7 @@ static void accept_peer(struct server *s)
         goto fail;
     }
     /* The queue is assigned before the peer learns its id. */
-    p->queue = dev_attach_peer(s->dev, p->id, p->efd);
+    p->queue = dev_attach_peer(s->dev, p->id, p->pid, p->efd);
     if (p->queue < 0) {
         emu_log("refusing peer %d: all %d queues are in use (a leaving peer's job may still be "
                 "stopping)",
@@ -365,7 +375,7 @@ static void accept_peer(struct server *s)
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.u64 = EP_TAG(EP_PEER, slot);
     epoll_ctl(s->epfd, EPOLL_CTL_ADD, sock, &ev);
-    emu_log("peer %d joined (queue %d)", p->id, p->queue);
+    emu_log("peer %d joined (queue %d, pid %d)", p->id, p->queue, p->pid);
     return;
 
 fail:

@@ -11,5 +11,6 @@
 #include <tx/tx_device.h>
 
 #include <tx/glm.h>
+#include <tx/tx_telemetry.h>
 
 #endif /* TX_H */

@@ -137,6 +137,11 @@ struct tx_queue_stats {
     uint64_t busy_ns;
     uint64_t bytes_allocated;
     uint64_t completed_seqno;
+    /* emu: the process owning the queue, as tx8-emu saw it connect
+     * (SO_PEERCRED; a QEMU guest is its QEMU process); 0 when unknown: a
+     * free queue, a device older than interface 1.1, or the accel backend. */
+    int32_t owner_pid;
+    uint32_t rsvd;
 };
 
 struct tx_device_counters {

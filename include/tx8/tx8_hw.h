@@ -58,7 +58,7 @@ typedef float tx8_f32;
 
 #define TX8_SIGNATURE			0x30385854u	/* "TX80" in memory */
 #define TX8_IF_VERSION_MAJOR		1
-#define TX8_IF_VERSION_MINOR		0
+#define TX8_IF_VERSION_MINOR		1
 #define TX8_IF_VERSION \
 	((TX8_IF_VERSION_MAJOR << 16) | TX8_IF_VERSION_MINOR)
 #define TX8_IF_MAJOR(v)			((v) >> 16)
@@ -271,7 +271,15 @@ struct tx8_queue {
 	__u64 jobs_failed;
 	__u64 busy_ns;
 	__u64 bytes_leased;
-	__u64 rsvd[8];
+
+	/* Since interface 1.1 (zero before): the process id of the host peer
+	 * owning the queue, as the device's transport sees it (tx8-emu: the
+	 * SO_PEERCRED pid of the peer's connection, in tx8-emu's PID
+	 * namespace; a QEMU guest is its QEMU process). 0 when unknown or the
+	 * queue is free. Device-written, informational only. */
+	__s32 owner_pid;
+	__u32 rsvd1;
+	__u64 rsvd[7];
 };
 
 /* ------------------------------------------------------------------------ */
@@ -753,7 +761,11 @@ struct tx8_cmd_sample {
 
 TX8_STATIC_ASSERT(sizeof(struct tx8_caps) == 128, "tx8_caps");
 TX8_STATIC_ASSERT(sizeof(struct tx8_lease) == 56, "tx8_lease");
-TX8_STATIC_ASSERT(sizeof(struct tx8_queue) <= 0x1000, "tx8_queue");
+TX8_STATIC_ASSERT(sizeof(struct tx8_queue) == 248, "tx8_queue");
+TX8_STATIC_ASSERT(__builtin_offsetof(struct tx8_queue, bytes_leased) == 176,
+		  "tx8_queue.bytes_leased");
+TX8_STATIC_ASSERT(__builtin_offsetof(struct tx8_queue, owner_pid) == 184,
+		  "tx8_queue.owner_pid");
 TX8_STATIC_ASSERT(sizeof(struct tx8_ctrl) <= 0x10000, "tx8_ctrl");
 TX8_STATIC_ASSERT(sizeof(struct tx8_job_desc) <= TX8_SQ_ENTRY_SIZE,
 		  "tx8_job_desc");

@@ -593,9 +593,16 @@ static int emu_info(struct tx_backend *be, struct tx_device_info *info)
     return TX_OK;
 }
 
-static void queue_stats(const struct tx8_queue *q, struct tx_queue_stats *s)
+static void queue_stats(const struct tx8_queue *q, uint32_t if_version, struct tx_queue_stats *s)
 {
+    memset(s, 0, sizeof(*s));
     s->owner = __atomic_load_n(&q->owner_peer, __ATOMIC_RELAXED);
+    /* interface 1.1 added owner_pid in what was reserved (zero) before */
+    if (TX8_IF_MINOR(if_version) >= 1 && s->owner >= 0) {
+        int32_t pid = __atomic_load_n(&q->owner_pid, __ATOMIC_RELAXED);
+
+        s->owner_pid = pid > 0 ? pid : 0;
+    }
     s->state = __atomic_load_n(&q->state, __ATOMIC_RELAXED);
     s->jobs_completed = __atomic_load_n(&q->jobs_completed, __ATOMIC_RELAXED);
     s->jobs_failed = __atomic_load_n(&q->jobs_failed, __ATOMIC_RELAXED);
@@ -616,8 +623,9 @@ static int emu_counters(struct tx_backend *be, struct tx_device_counters *c)
     c->state = __atomic_load_n(&be->ctrl->state, __ATOMIC_RELAXED);
     c->num_queues = TX8_MAX_QUEUES;
     c->own_queue = be->qi;
+    uint32_t ifv = __atomic_load_n(&be->ctrl->if_version, __ATOMIC_RELAXED);
     for (int i = 0; i < TX8_MAX_QUEUES; i++)
-        queue_stats((const struct tx8_queue *)(be->mem + TX8_QUEUE_OFFSET(i)), &c->queues[i]);
+        queue_stats((const struct tx8_queue *)(be->mem + TX8_QUEUE_OFFSET(i)), ifv, &c->queues[i]);
     c->client = c->queues[be->qi];
     return TX_OK;
 }

@@ -1167,6 +1167,7 @@ static void free_model(glm_model_t *m)
 {
     if (!m)
         return;
+    rt_telemetry_close(m);
     rt_stream_free(m);
     for (int lt = 0; lt < RT_NLTYPES; lt++)
         for (int p = 0; p < GLM_PRECISION_COUNT; p++)
@@ -1432,6 +1433,10 @@ TX_API int glm_model_load(tx_device_t *dev, const char *path, const struct glm_l
              "submission = %.0f MiB/s",
              m->name, glm_arch_name(m->cfg.arch), m->cfg.num_hidden_layers,
              (unsigned long long)m->n_params, m->load_ms, m->io_ms, m->io_mib_s);
+    /* optional: a model that cannot be published still works */
+    pthread_mutex_lock(&m->lock);
+    rt_telemetry_open(m);
+    pthread_mutex_unlock(&m->lock);
     *out = m;
     return TX_OK;
 

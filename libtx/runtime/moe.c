@@ -248,6 +248,7 @@ void rt_moe_after_pass(glm_model_t *m, int T)
         }
         m->cold_layer[i] = cold;
     }
+    rt_telemetry_publish(m, 0);
 }
 
 TX_API int glm_model_expert_stats(glm_model_t *m, struct glm_expert_stats **out)
@@ -365,6 +366,7 @@ TX_API int glm_model_expert_stats_reset(glm_model_t *m)
         memset(m->counts_prev, 0, (size_t)m->n_moe_layers * (size_t)E * 8);
         memset(m->overflow, 0, (size_t)m->n_moe_layers * 8);
         memset(m->cold_layer, 0, (size_t)m->n_moe_layers * sizeof(int));
+        rt_telemetry_publish(m, 1);
     }
     pthread_mutex_unlock(&m->lock);
     return TX_OK;

@@ -25,6 +25,7 @@
 #include <tx/glm.h>
 #include <tx/glm_reference.h>
 #include <tx/tx_smd.h>
+#include <tx/tx_telemetry.h>
 
 #include "common/error.h"
 
@@ -166,6 +167,11 @@ struct glm_model {
     int streaming;
     uint64_t n_params, n_params_active;
     struct rt_stream st;
+
+    /* telemetry channel (telemetry.c), under lock; NULL: not published */
+    tx_telemetry_pub_t *telem;
+    double telem_last_ms; /* rt_now_ms() of the last update */
+    int telem_dirty;      /* passes ran since then */
 };
 
 struct glm_session {
@@ -247,6 +253,12 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f);
 
 /* moe.c */
 void rt_moe_after_pass(glm_model_t *m, int T);
+
+/* telemetry.c: publish the expert counters for monitors (tx-top) */
+#define RT_TELEMETRY_PERIOD_MS 100.0 /* at most one update per period after passes */
+void rt_telemetry_open(glm_model_t *m);
+void rt_telemetry_publish(glm_model_t *m, int force); /* model lock held */
+void rt_telemetry_close(glm_model_t *m);
 
 /* helpers */
 double rt_now_ms(void);

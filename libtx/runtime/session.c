@@ -532,6 +532,10 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
         tm.n_eval++;
     }
     double t2 = rt_now_ms();
+    /* monitors see the final expert counts of every generate call */
+    pthread_mutex_lock(&m->lock);
+    rt_telemetry_publish(m, 1);
+    pthread_mutex_unlock(&m->lock);
     if (ts) {
         const char *txt;
         size_t len;

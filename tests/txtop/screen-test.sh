@@ -168,7 +168,7 @@ fi
 # let the history fill a little (and the sawtooth go round once)
 sleep 3
 capture top
-has "^\[0\] TX8 \(tx8-emu\) emu $sock +2 cores +interface 1\.0 +ready" &&
+has "^\[0\] TX8 \(tx8-emu\) emu $sock +2 cores +interface 1\.[0-9]+ +ready" &&
 	ok "device header" || bad "device header"
 util=$(printf '%s\n' "$screen" | sed -n 's/.*UTIL\[[| ]*\([0-9.]*\)%\].*/\1/p' | head -n 1)
 if [ -n "$util" ] && [ "${util%.*}" -ge 40 ]; then

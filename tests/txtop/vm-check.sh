@@ -5,7 +5,9 @@
 #   /opt/tx8/txtop/vm-check.sh [DEV_INDEX]
 #
 # It prints "PASS txtop-..." / "FAIL txtop-..." lines and exits non-zero
-# if anything failed. The workload is, in order of preference:
+# if anything failed. With the libtx workload it also checks the full-screen
+# view on a pseudo-terminal (ptyrun, tests/vm/ptyrun.c). The workload is, in
+# order of preference:
 #   - test_txtop_live --workload (libtx, needs libtx's accel backend): known
 #     buffer sizes and labels, a 50% duty cycle, a published model;
 #   - otherwise a loop of `tx8_vmtest stress` (raw UAPI clients).
@@ -27,7 +29,7 @@ cleanup() {
 		kill "$load_pid" 2>/dev/null
 		wait "$load_pid" 2>/dev/null
 	fi
-	rm -f /tmp/txtop-vm.json /tmp/txtop-vm.load
+	rm -f /tmp/txtop-vm.json /tmp/txtop-vm.load /tmp/txtop-vm.screen
 }
 trap cleanup EXIT
 
@@ -47,11 +49,43 @@ case $out in
 *) fail "list: $out" ;;
 esac
 
+# The full-screen view on a terminal (a pty of 120x40 run by ptyrun, which
+# prints the screen tx-top leaves after 4 refreshes): header, bars, the
+# workload's process row and its model. TERM=xterm: the terminfo entry the
+# image carries for `make vm` sessions from a usual terminal.
+screen_check() {
+	if ! command -v ptyrun >/dev/null 2>&1; then
+		fail "screen (no ptyrun in the image)"
+		return
+	fi
+	TERM=xterm ptyrun -s 120x40 -t 60 -- tx-top -d "$node" -d 5 -n 4 >/tmp/txtop-vm.screen 2>&1
+	rc=$?
+	if [ $rc -ne 0 ]; then
+		fail "screen: exit $rc"
+		sed 's/^/  screen: /' /tmp/txtop-vm.screen
+		return
+	fi
+	has() { grep -Eq "$1" /tmp/txtop-vm.screen; }
+	ok=1
+	has "^\[0\] TX8.* accel$dev  PCI $pci  [0-9]+ cores  interface 1\.[0-9]+" ||
+		{ ok=0; echo "  screen: no device header"; }
+	has "UTIL\[.*[0-9.]+%\] +MEM\[.*MiB/[0-9.]+MiB\]" || { ok=0; echo "  screen: no bars"; }
+	has "^ +$load_pid +root +0 +[0-9.]+ .*test_txtop_live" ||
+		{ ok=0; echo "  screen: no process row for PID $load_pid"; }
+	has "^Model txtop-test +pid $load_pid " || { ok=0; echo "  screen: no model panel"; }
+	if [ $ok -eq 1 ]; then
+		pass "screen (full-screen view on a 120x40 terminal, TERM=xterm)"
+	else
+		fail "screen"
+		sed 's/^/  screen: /' /tmp/txtop-vm.screen
+	fi
+}
+
 # a workload
 if command -v test_txtop_live >/dev/null 2>&1 &&
 	test_txtop_live --workload "$node" 0.1 0.5 >/dev/null 2>&1; then
 	kind=libtx
-	test_txtop_live --workload "$node" 8 0.5 >/tmp/txtop-vm.load 2>&1 &
+	test_txtop_live --workload "$node" 15 0.5 >/tmp/txtop-vm.load 2>&1 &
 	load_pid=$!
 	i=0
 	while ! grep -q '^ready' /tmp/txtop-vm.load && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
@@ -92,6 +126,7 @@ if [ "$kind" = libtx ]; then
 		pass "label sizes (/proc/tx_meminfo)" || fail "label txtop-test_Weights"
 	grep -q '"model": "txtop-test"' /tmp/txtop-vm.json && pass "model (telemetry)" ||
 		fail "model txtop-test"
+	screen_check
 else
 	# short-lived clients: look at a few refreshes
 	tx-top --json -l -n 5 -d "$node" -d 5 >/tmp/txtop-vm.json

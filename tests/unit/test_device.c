@@ -592,6 +592,22 @@ START_TEST(test_counters)
         ck_assert_uint_ge(c1.client.bytes_allocated, 1 << 20);
         ck_assert_uint_eq(c1.queues[c1.own_queue].state, TX8_QUEUE_ACTIVE);
     }
+    {
+        struct tx_device_info info;
+
+        TX_OKAY(tx_device_info(dev, &info));
+        if (!strcmp(info.backend, "emu") && TX8_IF_MINOR(info.if_version) >= 1) {
+            /* interface 1.1: the emulator names the process of each queue */
+            ck_assert_int_eq(c1.client.owner_pid, getpid());
+            ck_assert_int_eq(c1.queues[c1.own_queue].owner_pid, getpid());
+            for (unsigned i = 0; i < c1.num_queues; i++)
+                if (c1.queues[i].owner < 0)
+                    ck_assert_int_eq(c1.queues[i].owner_pid, 0);
+        } else {
+            /* the kernel driver's one device queue serves every client */
+            ck_assert_int_eq(c1.client.owner_pid, 0);
+        }
+    }
     if (c1.heartbeat) {
         /* the device's clock and heartbeat move (every 10 ms) */
         tx_test_emu_sleep_ms(60);

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <tx/tx.h>
@@ -226,6 +227,8 @@ static void peer_open(struct peer *p, const char *path)
     ck_assert_uint_eq(p->q->cq_offset, TX8_CQ_OFFSET(p->qi));
     ck_assert_uint_eq(p->q->sq_head, 0);
     ck_assert_uint_eq(p->q->cq_tail, 0);
+    /* interface 1.1: the device names the connecting process */
+    ck_assert_int_eq(p->q->owner_pid, getpid());
     p->mbox_seq = p->q->mbox_ack_seq;
 }
 
@@ -376,6 +379,7 @@ static void wait_queue_free(uint8_t *mem, int qi)
         tx_test_emu_sleep_ms(1);
     ck_assert_msg(queue_at(mem, qi)->state == TX8_QUEUE_FREE, "queue %d not freed", qi);
     ck_assert_int_eq(queue_at(mem, qi)->owner_peer, -1);
+    ck_assert_int_eq(queue_at(mem, qi)->owner_pid, 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -418,8 +422,69 @@ START_TEST(test_handshake)
         if (i != p.qi) {
             ck_assert_uint_eq(queue_at(p.mem, i)->state, TX8_QUEUE_FREE);
             ck_assert_int_eq(queue_at(p.mem, i)->owner_peer, -1);
+            ck_assert_int_eq(queue_at(p.mem, i)->owner_pid, 0);
         }
     peer_close(&p);
+}
+END_TEST
+
+/* owner_pid (interface 1.1) is the process that connected, not merely the
+ * process that looks: a child process connects, the parent sees the child's
+ * pid on the child's queue and its own on its own. */
+START_TEST(test_owner_pid)
+{
+    struct peer a;
+    int ready[2], hold[2], qi = -1;
+    pid_t child;
+    char c = 0;
+
+    peer_open(&a, g_emu.sock);
+    ck_assert_int_eq(a.q->owner_pid, getpid());
+    ck_assert_int_eq(pipe(ready), 0);
+    ck_assert_int_eq(pipe(hold), 0);
+    child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        struct sockaddr_un sa;
+        int s = socket(AF_UNIX, SOCK_STREAM, 0);
+
+        close(ready[0]);
+        close(hold[1]);
+        memset(&sa, 0, sizeof(sa));
+        sa.sun_family = AF_UNIX;
+        if (strlen(g_emu.sock) >= sizeof(sa.sun_path))
+            _exit(1);
+        memcpy(sa.sun_path, g_emu.sock, strlen(g_emu.sock) + 1);
+        if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+            _exit(1);
+        if (write(ready[1], "c", 1) != 1)
+            _exit(1);
+        /* hold the connection until the parent closes the pipe */
+        while (read(hold[0], &c, 1) > 0)
+            ;
+        _exit(0);
+    }
+    close(ready[1]);
+    close(hold[0]);
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    /* the emulator accepts asynchronously */
+    for (int t = 0; t < 3000 && qi < 0; t++) {
+        for (int i = 0; i < TX8_MAX_QUEUES; i++)
+            if (i != a.qi && queue_at(a.mem, i)->state == TX8_QUEUE_ACTIVE &&
+                queue_at(a.mem, i)->owner_pid == child)
+                qi = i;
+        if (qi < 0)
+            tx_test_emu_sleep_ms(1);
+    }
+    ck_assert_msg(qi >= 0, "no queue with owner_pid %d (the child)", (int)child);
+    ck_assert_int_gt(queue_at(a.mem, qi)->owner_peer, 0);
+    ck_assert_int_ne(queue_at(a.mem, qi)->owner_peer, a.id);
+    ck_assert_int_eq(a.q->owner_pid, getpid());
+    close(hold[1]);
+    ck_assert_int_eq(waitpid(child, NULL, 0), child);
+    wait_queue_free(a.mem, qi);
+    peer_close(&a);
 }
 END_TEST
 
@@ -1262,6 +1327,7 @@ int main(void)
     int failed;
 
     add(s, "handshake", test_handshake);
+    add(s, "owner_pid", test_owner_pid);
     add(s, "join_leave", test_join_leave);
     add(s, "leave_message", test_leave_message);
     add(s, "queues_full", test_queues_full);

@@ -552,7 +552,19 @@ START_TEST(test_memory_labels)
     size_t n = 0;
     int rc = tx_device_memory_view(dev, NULL, 0, &n);
     if (rc == TX_ENOTSUP) {
-        printf("[runtime] memory view not offered by this backend: label check skipped\n");
+        /* the kernel driver: the labels are keys of /proc/tx_meminfo */
+        FILE *f = fopen("/proc/tx_meminfo", "r");
+        char line[256];
+        int w = 0, kv = 0, act = 0;
+        ck_assert_msg(f != NULL, "no memory view and no /proc/tx_meminfo");
+        while (fgets(line, sizeof(line), f)) {
+            w |= !strncmp(line, "GLM-5.1_Weights:", 16);
+            kv |= !strncmp(line, "GLM-5.1_KVCache:", 16);
+            act |= !strncmp(line, "GLM-5.1_Activations:", 20);
+        }
+        fclose(f);
+        printf("[runtime] labels checked in /proc/tx_meminfo\n");
+        ck_assert_msg(w && kv && act, "labels missing from /proc/tx_meminfo");
     } else {
         OK(rc);
         struct tx_mem_region *r = calloc(n, sizeof(*r));
@@ -770,7 +782,16 @@ static void streaming(int which, const char *plan)
     ck_assert_int_eq(ib.streaming, 1);
     ck_assert(ib.weights_bytes < ia.weights_bytes);
     fflush(stdout);
-    ck_assert(ib.prefetch_hits > ib.prefetch_misses);
+    /* every layer of every pass (1 + steps) went through a slot */
+    ck_assert_uint_eq(ib.prefetch_hits + ib.prefetch_misses,
+                      (uint64_t)(1 + steps) * glm_model_config(res)->num_hidden_layers);
+    /* A prefetch whose reads are still in flight when its layer starts is
+     * counted as a miss: on this program's own emulator (a fast host) most
+     * are hits; on a device given by $TX_DEVICE (e.g. the accel backend in a
+     * TCG guest, where the reads run at guest speed) that is a matter of
+     * speed, which is not asserted. */
+    if (rts_own_emu)
+        ck_assert(ib.prefetch_hits > ib.prefetch_misses);
     ck_assert_msg(e <= 1e-6, "streamed model differs: %g", e);
     glm_session_free(sa);
     glm_session_free(sb);

@@ -94,13 +94,14 @@ static int wl_fail(const char *what)
  * NULL) gets "ready\n" once the buffers, the routing and the publication are
  * done, and the result at the end.
  */
-static int run_workload(const char *spec, double seconds, double duty, bool sawtooth, FILE *report)
+static int run_workload(const char *spec, double seconds, double duty, bool sawtooth,
+                        uint64_t extra, FILE *report)
 {
     tx_bo_t *grow[8];
     int ngrow = 0;
     uint64_t next_grow = 0;
     tx_device_t *dev;
-    tx_bo_t *w, *act, *kv, *router;
+    tx_bo_t *w, *act, *kv, *router, *more = NULL;
     tx_cmdbuf_t *cb;
     tx_telemetry_pub_t *pub = NULL;
     struct wl_result r;
@@ -115,7 +116,8 @@ static int run_workload(const char *spec, double seconds, double duty, bool sawt
     if (tx_bo_alloc(dev, SZ_WEIGHTS, 0, MODEL_NAME "_Weights", &w) < 0 ||
         tx_bo_alloc(dev, SZ_ACT, 0, MODEL_NAME "_Activations", &act) < 0 ||
         tx_bo_alloc(dev, SZ_KV, 0, MODEL_NAME "_KVCache", &kv) < 0 ||
-        tx_bo_alloc(dev, SZ_ROUTER, 0, MODEL_NAME "_Router", &router) < 0)
+        tx_bo_alloc(dev, SZ_ROUTER, 0, MODEL_NAME "_Router", &router) < 0 ||
+        (extra && tx_bo_alloc(dev, extra, 0, MODEL_NAME "_Extra", &more) < 0))
         return wl_fail("bo_alloc");
     if (tx_bo_map(w, &p) < 0)
         return wl_fail("map");
@@ -270,6 +272,8 @@ static int run_workload(const char *spec, double seconds, double duty, bool sawt
     }
     tx_telemetry_close(pub);
     tx_cmdbuf_destroy(cb);
+    if (more)
+        tx_bo_free(more);
     tx_device_close(dev);
     return 0;
 }
@@ -387,7 +391,7 @@ struct workload {
     FILE *report;
 };
 
-static void workload_start(struct workload *wl, double seconds, double duty)
+static void workload_start_ex(struct workload *wl, double seconds, double duty, uint64_t extra)
 {
     int pfd[2];
     char line[64];
@@ -402,13 +406,18 @@ static void workload_start(struct workload *wl, double seconds, double duty)
         close(pfd[0]);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         f = fdopen(pfd[1], "w");
-        _exit(run_workload(emu.spec, seconds, duty, false, f) == 0 ? 0 : 1);
+        _exit(run_workload(emu.spec, seconds, duty, false, extra, f) == 0 ? 0 : 1);
     }
     close(pfd[1]);
     wl->report = fdopen(pfd[0], "r");
     ck_assert_ptr_nonnull(wl->report);
     ck_assert_msg(fgets(line, sizeof(line), wl->report) != NULL && !strcmp(line, "ready\n"),
                   "the workload did not start");
+}
+
+static void workload_start(struct workload *wl, double seconds, double duty)
+{
+    workload_start_ex(wl, seconds, duty, 0);
 }
 
 static void workload_finish(struct workload *wl, double *duty, uint64_t counts[W_LAYERS][W_EXPERTS])
@@ -690,11 +699,68 @@ START_TEST(json_not_root)
     ck_assert(!is_null(dev, "utilization"));
     ck_assert_int_eq(json_object_array_length(get(dev, "processes")), 1);
     row = json_object_array_get_idx(get(dev, "processes"), 0);
-    ck_assert(is_null(row, "pid"));   /* whose socket it is cannot be read */
-    ck_assert(!is_null(row, "peer")); /* but the device knows the queue */
+    /* its sockets cannot be read, but the device names the queue's process
+     * (interface 1.1, owner_pid) and /proc/PID/status is world-readable */
+    ck_assert(!is_null(row, "peer"));
+    ck_assert_int_eq((int)num(row, "pid"), (int)wl.pid);
+    ck_assert_str_eq(json_object_get_string(get(row, "user")), "root");
     ck_assert(!is_null(row, "utilization"));
     ck_assert_uint_ge((uint64_t)num(row, "device_memory"), SZ_WEIGHTS + SZ_KV);
-    ck_assert(is_null(row, "host_memory"));
+    ck_assert_uint_gt((uint64_t)num(row, "host_memory"), 0);
+    json_object_put(root);
+    free(out);
+}
+END_TEST
+
+/* Two client processes on one emulator: each gets its own row with its PID
+ * (the device's owner_pid: with several clients the socket scan alone
+ * cannot tell which queue is whose). The first holds 8 MiB more than the
+ * second, so a swapped mapping would show. */
+START_TEST(json_two_clients)
+{
+    uint64_t counts[W_LAYERS][W_EXPERTS];
+    const uint64_t extra = 8ull << 20;
+    json_object *root, *dev, *procs, *r1 = NULL, *r2 = NULL;
+    struct workload a, b;
+    double duty;
+    char *out;
+    int rc;
+
+    workload_start_ex(&a, 2.5, 0.3, extra);
+    workload_start_ex(&b, 2.5, 0.3, 0);
+    tx_test_emu_sleep_ms(300);
+    rc = run_txtop(&out, -1, "--json", "-d", emu.spec, "-d", "5", NULL);
+    workload_finish(&a, &duty, counts);
+    workload_finish(&b, &duty, counts);
+    ck_assert_msg(rc == 0, "tx-top exit %d:\n%s", rc, out);
+    root = json_tokener_parse(out);
+    ck_assert_msg(root != NULL, "not JSON:\n%s", out);
+    dev = json_object_array_get_idx(get(root, "devices"), 0);
+    ck_assert_int_eq((int)num(dev, "interface_version_minor"), TX8_IF_VERSION_MINOR);
+    procs = get(dev, "processes");
+    ck_assert_msg(json_object_array_length(procs) == 2, "%s", out);
+    for (size_t i = 0; i < 2; i++) {
+        json_object *r = json_object_array_get_idx(procs, i);
+
+        ck_assert_msg(!is_null(r, "pid"), "a row without PID: %s", json_object_to_json_string(r));
+        if ((int)num(r, "pid") == (int)a.pid)
+            r1 = r;
+        else if ((int)num(r, "pid") == (int)b.pid)
+            r2 = r;
+        ck_assert_msg(strstr(json_object_get_string(get(r, "command")), "test_txtop_live"),
+                      "command %s", json_object_get_string(get(r, "command")));
+        ck_assert_int_eq((int)num(r, "clients"), 1);
+    }
+    ck_assert_msg(r1 && r2, "rows are not the two workloads (%d, %d): %s", (int)a.pid, (int)b.pid,
+                  out);
+    ck_assert_int_ne((int)num(r1, "peer"), (int)num(r2, "peer"));
+    ck_assert_uint_ge((uint64_t)num(r1, "device_memory"),
+                      SZ_WEIGHTS + SZ_ACT + SZ_KV + SZ_ROUTER + extra);
+    ck_assert_uint_ge((uint64_t)num(r2, "device_memory"), SZ_WEIGHTS + SZ_ACT + SZ_KV + SZ_ROUTER);
+    ck_assert_uint_lt((uint64_t)num(r2, "device_memory"),
+                      SZ_WEIGHTS + SZ_ACT + SZ_KV + SZ_ROUTER + extra);
+    ck_assert_uint_ge((uint64_t)num(r1, "device_memory"),
+                      (uint64_t)num(r2, "device_memory") + extra);
     json_object_put(root);
     free(out);
 }
@@ -712,6 +778,7 @@ static Suite *suite(void)
     tcase_add_test(tc, json_loop);
     tcase_add_test(tc, list_and_errors);
     tcase_add_test(tc, json_not_root);
+    tcase_add_test(tc, json_two_clients);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -732,7 +799,8 @@ int main(int argc, char **argv)
         sa.sa_handler = w_on_term;
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
-        return run_workload(argv[2], atof(argv[3]), atof(argv[4]), argc == 6, stdout) == 0 ? 0 : 1;
+        return run_workload(argv[2], atof(argv[3]), atof(argv[4]), argc == 6, 0, stdout) == 0 ? 0
+                                                                                              : 1;
     }
     sr = srunner_create(suite());
     srunner_run_all(sr, CK_NORMAL);

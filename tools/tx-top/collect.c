@@ -875,6 +875,8 @@ struct emu_row {
     int queue;
     double util;
     uint64_t vram;
+    int pid;     /* the device's owner_pid (interface 1.1), 0 unknown */
+    bool exact;  /* pid verified: the row is that process's */
     bool silent; /* never ran a job, holds no memory (a monitor, or idle) */
     bool skip;
 };
@@ -998,6 +1000,7 @@ static void sample_emu(struct tt_state *s, struct tt_dev *d, int di, struct emu_
         r.dev = di;
         r.peer = q->owner;
         r.queue = (int)qi;
+        r.pid = q->owner_pid;
         snprintf(key, sizeof(key), "emu:%s:%" PRIx64 ":q%u:p%d", d->socket, d->boot_id, qi,
                  q->owner);
         r.util = txm_rate(&s->rates, key, q->busy_ns, s->now_ns, 1);
@@ -1090,6 +1093,25 @@ static bool is_monitor(const struct tt_state *s, int pid)
         exe_of(s->proc_root, 0, self, sizeof(self));
     exe_of(s->proc_root, pid, exe, sizeof(exe));
     return self[0] && exe[0] && !strcmp(self, exe);
+}
+
+/* A device-reported owner_pid that is not among the socket's client
+ * processes found by the /proc scan: it can still be trusted when the
+ * process exists and the scan could not have seen it, because the socket's
+ * clients are unknown (sock_diag gave nothing: have_clients false) or the
+ * process's file descriptors are not readable by this user. */
+static bool pid_unverifiable(const struct tt_state *s, int pid, bool have_clients)
+{
+    char path[PATH_MAX];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s/%d", s->proc_root, pid);
+    if (stat(path, &st) != 0)
+        return false;
+    if (!have_clients)
+        return true;
+    snprintf(path, sizeof(path), "%s/%d/fd", s->proc_root, pid);
+    return access(path, R_OK | X_OK) != 0;
 }
 
 /* User, command and RSS of a row's process; false if it exited since the
@@ -1218,12 +1240,16 @@ void tt_sample(struct tt_state *s)
         free(cl);
     }
 
-    /* emu: queues to processes. The emulator knows a queue's peer id, not
-     * its process: processes are the clients of the emulator's socket. Other
-     * tx-top instances among them are monitors: as many silent queues (no
-     * job ever, no memory) as there are monitors are theirs and not listed.
-     * With one remaining client process every queue is its own; with more,
-     * the PID of a queue cannot be known (docs/tx-top.md). */
+    /* emu: queues to processes. Since interface 1.1 the emulator names the
+     * process of each queue (owner_pid, from SO_PEERCRED): a row whose pid
+     * is one of the socket's client processes (or whose process we cannot
+     * look into, e.g. another user's) is that process's, exactly; a
+     * silent queue of another tx-top is a monitor and not listed. Other
+     * rows (a 1.0 device, or a pid that is not a client here: another PID
+     * namespace) fall back to the socket's clients: as many silent queues
+     * (no job ever, no memory) as there are monitors are theirs and not
+     * listed; with one remaining client process every queue is its own;
+     * with more, the PID of a queue cannot be known (docs/tx-top.md). */
     for (size_t i = 0; i < s->ndev; i++) {
         int pids[64], np = 0, self = (int)getpid(), monitors = 0;
 
@@ -1245,8 +1271,29 @@ void tt_sample(struct tt_state *s)
             else if (np < 64)
                 pids[np++] = scan.socks[k].pid;
         }
+        for (size_t k = 0; k < erows.n; k++) {
+            struct emu_row *r = &erows.r[k];
+            bool client = false;
+
+            if (r->dev != (int)i || r->pid <= 0)
+                continue;
+            for (int j = 0; j < np; j++)
+                client |= pids[j] == r->pid;
+            if (!client && is_monitor(s, r->pid)) {
+                r->exact = true;
+                if (r->silent) {
+                    r->skip = true;
+                    if (monitors > 0)
+                        monitors--;
+                }
+                continue;
+            }
+            /* trusted unless the socket's clients are known, readable and
+             * it is not one of them */
+            r->exact = client || pid_unverifiable(s, r->pid, peers && npeers[i]);
+        }
         for (size_t k = erows.n; k-- > 0 && monitors > 0;)
-            if (erows.r[k].dev == (int)i && erows.r[k].silent) {
+            if (erows.r[k].dev == (int)i && !erows.r[k].exact && erows.r[k].silent) {
                 erows.r[k].skip = true;
                 monitors--;
             }
@@ -1257,7 +1304,7 @@ void tt_sample(struct tt_state *s)
 
             if (r->dev != (int)i || r->skip)
                 continue;
-            pid = np == 1 ? pids[0] : -1;
+            pid = r->exact ? r->pid : np == 1 ? pids[0] : -1;
             p = row_for(&rows, &nrows, &rcap, pid, r->dev, r->peer);
             if (!p)
                 continue;
