@@ -8,6 +8,8 @@
  * right status and leave the whole heap unchanged (checksummed). Also: job
  * descriptor validation, the abort flag, and a fuzz run of mutated commands.
  */
+#include <errno.h>
+#include <numa.h>
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
@@ -1315,6 +1317,88 @@ START_TEST(test_counters)
 }
 END_TEST
 
+/* ---- ISA selection and creation errors ----------------------------------- */
+
+START_TEST(test_isa_select)
+{
+    static uint8_t mem[TX8_CTRL_SIZE + 65536] __attribute__((aligned(4096)));
+    struct tx8_engine *e = NULL;
+    struct tx8_engine_config cfg = {1, -1, 0, TX8_ISA_AUTO, {0, 0, 0}};
+    setenv("TX8_ENGINE_ISA", "portable", 1);
+    ck_assert_int_eq(tx8_engine_create(&e, mem, sizeof(mem), TX8_CTRL_SIZE, &cfg, NULL), 0);
+    ck_assert_uint_eq(tx8_engine_isa(e), TX8_ISA_PORTABLE);
+    ck_assert_str_eq(tx8_engine_isa_name(tx8_engine_isa(e)), "portable");
+    tx8_engine_destroy(e);
+    setenv("TX8_ENGINE_ISA", "bogus", 1);
+    ck_assert_int_eq(tx8_engine_create(&e, mem, sizeof(mem), TX8_CTRL_SIZE, &cfg, NULL), -EINVAL);
+    ck_assert_ptr_null(e);
+    unsetenv("TX8_ENGINE_ISA");
+    ck_assert_int_eq(tx8_engine_create(&e, mem, sizeof(mem), TX8_CTRL_SIZE, &cfg, NULL), 0);
+    unsigned best = tx8_engine_isa(e);
+    ck_assert(tx8_engine_isa_supported(best));
+    for (unsigned i = best + 1; i <= TX8_ISA_AVX512; i++)
+        ck_assert(!tx8_engine_isa_supported(i));
+    tx8_engine_destroy(e);
+    for (unsigned i = TX8_ISA_PORTABLE; i <= TX8_ISA_AVX512; i++) {
+        cfg.isa = i;
+        int rc = tx8_engine_create(&e, mem, sizeof(mem), TX8_CTRL_SIZE, &cfg, NULL);
+        ck_assert_int_eq(rc, tx8_engine_isa_supported(i) ? 0 : -ENOTSUP);
+        tx8_engine_destroy(e);
+        e = NULL;
+    }
+    /* bad arguments */
+    cfg.isa = 9;
+    ck_assert_int_eq(tx8_engine_create(&e, mem, sizeof(mem), TX8_CTRL_SIZE, &cfg, NULL), -EINVAL);
+    cfg.isa = TX8_ISA_PORTABLE;
+    cfg.rsvd[1] = 1;
+    ck_assert_int_eq(tx8_engine_create(&e, mem, sizeof(mem), TX8_CTRL_SIZE, &cfg, NULL), -EINVAL);
+    cfg.rsvd[1] = 0;
+    cfg.cores = TX8_MAX_CORES + 1;
+    ck_assert_int_eq(tx8_engine_create(&e, mem, sizeof(mem), TX8_CTRL_SIZE, &cfg, NULL), -EINVAL);
+    cfg.cores = 1;
+    ck_assert_int_eq(tx8_engine_create(&e, NULL, sizeof(mem), TX8_CTRL_SIZE, &cfg, NULL), -EINVAL);
+    ck_assert_int_eq(tx8_engine_create(&e, mem, 4096, TX8_CTRL_SIZE, &cfg, NULL), -EINVAL);
+    ck_assert_int_eq(tx8_engine_create(NULL, mem, sizeof(mem), TX8_CTRL_SIZE, &cfg, NULL), -EINVAL);
+    cfg.numa_node = 1000;
+    ck_assert_int_eq(tx8_engine_create(&e, mem, sizeof(mem), TX8_CTRL_SIZE, &cfg, NULL), -EINVAL);
+    if (numa_available() >= 0) {
+        /* on node 0: workers bound to it, scratch from numa_alloc_onnode */
+        cfg.numa_node = 0;
+        cfg.cores = 2;
+        ck_assert_int_eq(tx8_engine_create(&e, mem, sizeof(mem), TX8_CTRL_SIZE, &cfg, NULL), 0);
+        struct tx8_cmd_embed em = {TE_HDR(TX8_OP_EMBED, struct tx8_cmd_embed),
+                                   TX8_CTRL_SIZE + 4096,
+                                   TX8_CTRL_SIZE + 8192,
+                                   TX8_CTRL_SIZE + 12288,
+                                   0,
+                                   4,
+                                   2,
+                                   8,
+                                   8,
+                                   TX8_DTYPE_F32,
+                                   0,
+                                   0};
+        memcpy(mem + TX8_CTRL_SIZE, &em, sizeof(em));
+        struct tx8_job_desc job;
+        memset(&job, 0, sizeof(job));
+        job.cmd_addr = TX8_CTRL_SIZE;
+        job.cmd_size = sizeof(em);
+        job.num_ranges = 1;
+        job.ranges[0].addr = TX8_CTRL_SIZE;
+        job.ranges[0].size = 65536;
+        job.ranges[0].access = R | W;
+        struct tx8_completion done;
+        ck_assert_int_eq(tx8_engine_run(e, &job, &done, NULL), 0);
+        ck_assert_uint_eq(done.status, TX8_STATUS_OK);
+        tx8_engine_destroy(e);
+        e = NULL;
+    }
+    tx8_engine_destroy(NULL);
+    ck_assert_str_eq(tx8_engine_status_name(TX8_STATUS_ADDR_FAULT), "address fault");
+    ck_assert_str_eq(tx8_engine_status_name(99), "unknown status");
+}
+END_TEST
+
 /* ---- fuzz --------------------------------------------------------------- */
 
 /*
@@ -1464,6 +1548,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_bad_expert_table);
     tcase_add_test(tc, test_abort);
     tcase_add_test(tc, test_counters);
+    tcase_add_test(tc, test_isa_select);
     tcase_add_loop_test(tc, test_fuzz, 0, 3);
     suite_add_tcase(s, tc);
     return s;

@@ -5,7 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Read every byte of buf (64-byte aligned, bytes a multiple of 64). */
-uint64_t txb_read_avx512(const void *buf, size_t bytes);
+/* Read every byte of buf (64-byte aligned, bytes a multiple of 64), with
+ * or without software prefetch. */
+uint64_t txb_read_avx512(const void *buf, size_t bytes, int prefetch);
 
 #endif

@@ -75,6 +75,7 @@ struct bw_thread {
     size_t bytes;
     int cpu;
     int simd;
+    int prefetch;
     unsigned passes;
     pthread_barrier_t *bar;
     double t0, t1;
@@ -107,7 +108,8 @@ static void *bw_main(void *arg)
     pthread_barrier_wait(t->bar);
     t->t0 = now_s();
     for (unsigned i = 0; i < t->passes; i++)
-        t->sink ^= t->simd ? txb_read_avx512(t->buf, t->bytes) : read_portable(t->buf, t->bytes);
+        t->sink ^= t->simd ? txb_read_avx512(t->buf, t->bytes, t->prefetch)
+                           : read_portable(t->buf, t->bytes);
     t->t1 = now_s();
     return NULL;
 }
@@ -124,52 +126,61 @@ static int cpu_list(int *cpus, int max)
     return n;
 }
 
-/*
- * GB/s of `threads` pinned threads each streaming 1/threads of buf, `passes`
- * times (as long as a GEMV job of `passes` commands: short bursts read
- * faster than the sustained rate); median of reps after one warm-up.
- */
-static double read_bandwidth(const uint8_t *buf, size_t bytes, unsigned threads, unsigned reps,
-                             unsigned passes, int simd)
+/* GB/s of one run: `threads` pinned threads each stream 1/threads of buf,
+ * `passes` times (as long as a GEMV job of `passes` commands: short bursts
+ * read faster than the sustained rate). */
+static double bw_run(const uint8_t *buf, size_t bytes, unsigned threads, unsigned passes, int simd,
+                     int prefetch)
 {
     int cpus[TX8_MAX_CORES];
     int ncpu = cpu_list(cpus, TX8_MAX_CORES);
     struct bw_thread th[TX8_MAX_CORES];
     pthread_t tid[TX8_MAX_CORES];
     size_t part = (bytes / threads) & ~(size_t)4095;
-    double *gbs = calloc(reps, sizeof(double));
-    uint64_t sink = 0;
-    for (unsigned r = 0; r < reps + 1; r++) {
-        pthread_barrier_t bar;
-        pthread_barrier_init(&bar, NULL, threads);
-        for (unsigned i = 0; i < threads; i++) {
-            th[i] = (struct bw_thread){buf + i * part,
-                                       part,
-                                       ncpu ? cpus[i % (unsigned)ncpu] : -1,
-                                       simd,
-                                       passes,
-                                       &bar,
-                                       0,
-                                       0,
-                                       0};
-            pthread_create(&tid[i], NULL, bw_main, &th[i]);
-        }
-        double t0 = 1e300, t1 = 0;
-        for (unsigned i = 0; i < threads; i++) {
-            pthread_join(tid[i], NULL);
-            t0 = fmin(t0, th[i].t0);
-            t1 = fmax(t1, th[i].t1);
-            sink ^= th[i].sink;
-        }
-        pthread_barrier_destroy(&bar);
-        if (r > 0) /* the first run warms up */
-            gbs[r - 1] = (double)part * threads * passes / (t1 - t0) / 1e9;
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, threads);
+    for (unsigned i = 0; i < threads; i++) {
+        th[i] = (struct bw_thread){0};
+        th[i].buf = buf + i * part;
+        th[i].bytes = part;
+        th[i].cpu = ncpu ? cpus[i % (unsigned)ncpu] : -1;
+        th[i].simd = simd;
+        th[i].prefetch = prefetch;
+        th[i].passes = passes;
+        th[i].bar = &bar;
+        pthread_create(&tid[i], NULL, bw_main, &th[i]);
     }
+    double t0 = 1e300, t1 = 0;
+    uint64_t sink = 0;
+    for (unsigned i = 0; i < threads; i++) {
+        pthread_join(tid[i], NULL);
+        t0 = fmin(t0, th[i].t0);
+        t1 = fmax(t1, th[i].t1);
+        sink ^= th[i].sink;
+    }
+    pthread_barrier_destroy(&bar);
     if (sink == 0x5555)
         fprintf(stderr, " ");
-    double med = median(gbs, reps);
-    free(gbs);
-    return med;
+    return (double)part * threads * passes / (t1 - t0) / 1e9;
+}
+
+/* The machine's read bandwidth now: plain 512-bit loads and loads with the
+ * engine's software prefetch, the better of the two. */
+struct bwref {
+    const uint8_t *buf;
+    size_t bytes;
+    unsigned threads, passes;
+    int simd;
+};
+
+static double bw_sample(const struct bwref *b)
+{
+    double bw = bw_run(b->buf, b->bytes, b->threads, b->passes, b->simd, 0);
+    if (b->simd) {
+        double p = bw_run(b->buf, b->bytes, b->threads, b->passes, b->simd, 1);
+        bw = p > bw ? p : bw;
+    }
+    return bw;
 }
 
 /* L3 size of CPU 0 (sysfs, as lscpu reports it), or -1 */
@@ -306,12 +317,20 @@ struct result {
     char shape[64];
     unsigned tokens;
     double ms, ms_min, ms_max, gbs, gflops, ratio;
+    double bw; /* read bandwidth measured alongside (GEMV), else 0 */
     uint64_t bytes, flops;
     int failed;
 };
 
+/*
+ * Time a MATMUL: one warm-up job, then `reps` timed jobs of `batch`
+ * commands. With bw, a read-bandwidth sample is taken before each timed job
+ * (GEMV): the ratio then compares figures measured side by side, which
+ * matters on a host whose bandwidth varies over time.
+ */
 static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_t x, uint64_t y,
-                      unsigned act, unsigned reps, unsigned batch, struct result *res)
+                      unsigned act, unsigned reps, unsigned batch, const struct bwref *bw,
+                      struct result *res)
 {
     struct tx8_cmd_matmul c;
     memset(&c, 0, sizeof(c));
@@ -336,16 +355,19 @@ static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_
     job.ranges[0].addr = TX8_CTRL_SIZE;
     job.ranges[0].size = d->size - TX8_CTRL_SIZE;
     job.ranges[0].access = TX8_ACCESS_READ | TX8_ACCESS_WRITE;
-    double *t = calloc(reps, sizeof(double));
+    double *t = calloc(reps, sizeof(double)), *bws = calloc(reps, sizeof(double));
     struct tx8_completion done;
     for (unsigned r = 0; r <= reps; r++) {
         job.seqno = r + 1;
+        if (bw && r > 0)
+            bws[r - 1] = bw_sample(bw);
         double t0 = now_s();
         tx8_engine_run(d->e, &job, &done, NULL);
         double t1 = now_s();
         if (done.status != TX8_STATUS_OK) {
             fprintf(stderr, "tx-bench: job failed: %s\n", tx8_engine_status_name(done.status));
             free(t);
+            free(bws);
             res->failed = 1;
             return -1;
         }
@@ -358,7 +380,9 @@ static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_
         mx = fmax(mx, t[r]);
     }
     double med = median(t, reps);
+    res->bw = bw ? median(bws, reps) : 0;
     free(t);
+    free(bws);
     res->tokens = T;
     res->ms = med * 1e3;
     res->ms_min = mn * 1e3;
@@ -537,7 +561,7 @@ int main(int argc, char **argv)
      * (int8 dense) with its scales and sparse index, activations, outputs */
     uint64_t maxN = o.size / o.K;
     struct dev d = {0};
-    d.size = TX8_CTRL_SIZE + MIB + o.size + maxN * 4 + (maxN + 1) * 4 +
+    d.size = TX8_CTRL_SIZE + MIB + 2 * o.size + maxN * 4 + (maxN + 1) * 4 +
              maxN * (o.K / TX8_SPARSE_BLOCK) * 2 + (uint64_t)maxT * o.K * 4 +
              (uint64_t)maxT * maxN * 4 + 16 * MIB;
     d.mem = mmap(NULL, d.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -555,7 +579,6 @@ int main(int argc, char **argv)
     }
     d.brk = TX8_CTRL_SIZE;
     d.cmd = dev_alloc(&d, 65536);
-    uint64_t mark = d.brk;
 
     long l3 = l3_bytes();
     if (l3 > 0 && o.size < 4 * (uint64_t)l3)
@@ -564,12 +587,20 @@ int main(int argc, char **argv)
                 "figures include cache hits\n",
                 (unsigned long long)(o.size / MIB), l3 >> 20);
 
-    /* the machine's read bandwidth, over a buffer of --size bytes */
+    /* the machine's read bandwidth, over a buffer of --size bytes of its
+     * own: median of reps samples after a warm-up (and again alongside
+     * every GEMV run, see run_matmul) */
     uint64_t bwbuf = dev_alloc(&d, o.size);
     memset(d.mem + bwbuf, 1, o.size);
-    int simd = tx8_engine_isa_supported(TX8_ISA_AVX512);
-    double bw = read_bandwidth(d.mem + bwbuf, o.size, o.threads, o.reps, o.batch, simd);
-    d.brk = mark;
+    uint64_t mark = d.brk;
+    struct bwref ref = {d.mem + bwbuf, o.size, o.threads, o.batch,
+                        tx8_engine_isa_supported(TX8_ISA_AVX512)};
+    double *bws = calloc(o.reps, sizeof(double));
+    bw_sample(&ref);
+    for (unsigned r = 0; r < o.reps; r++)
+        bws[r] = bw_sample(&ref);
+    double bw = median(bws, o.reps);
+    free(bws);
 
     struct result res[64];
     unsigned nres = 0;
@@ -600,8 +631,10 @@ int main(int argc, char **argv)
                 snprintf(r->shape, sizeof(r->shape), "%ux%ux%u", T, m.w.rows, m.w.cols);
             /* GEMV jobs are short: several per job (see --batch) */
             unsigned batch = T <= 4 ? o.batch : 1;
-            if (run_matmul(&d, &m, T, x, y, act, o.reps, batch, r) == 0) {
-                r->ratio = bw > 0 ? r->gbs / bw : 0;
+            if (run_matmul(&d, &m, T, x, y, act, o.reps, batch, T <= 4 ? &ref : NULL, r) == 0) {
+                if (!r->bw)
+                    r->bw = bw;
+                r->ratio = r->bw > 0 ? r->gbs / r->bw : 0;
                 nres++;
             }
         }
@@ -632,6 +665,7 @@ int main(int argc, char **argv)
             json_object_object_add(e, "gbs", json_object_new_double(r->gbs));
             json_object_object_add(e, "gflops", json_object_new_double(r->gflops));
             json_object_object_add(e, "ratio", json_object_new_double(r->ratio));
+            json_object_object_add(e, "read_bandwidth_gbs", json_object_new_double(r->bw));
             json_object_array_add(arr, e);
         }
         json_object_object_add(root, "results", arr);
@@ -644,15 +678,16 @@ int main(int argc, char **argv)
                isa, o.threads, (unsigned long long)(o.size / MIB), o.reps, o.batch);
         printf("measured read bandwidth: %.2f GB/s (%u threads)\n\n", bw, o.threads);
         printf("| op   | dtype       | shape (TxNxK)          |        ms |    GB/s |  GFLOP/s | "
-               "ratio |\n");
+               "read GB/s | ratio |\n");
         printf("| ---- | ----------- | ---------------------- | --------: | ------: | -------: | "
-               "----: |\n");
+               "--------: | ----: |\n");
         for (unsigned i = 0; i < nres; i++) {
             struct result *r = &res[i];
-            printf("| %-4s | %-11s | %-22s | %9.3f | %7.2f | %8.1f | %5.2f |\n", r->op, r->dtype,
-                   r->shape, r->ms, r->gbs, r->gflops, r->ratio);
+            printf("| %-4s | %-11s | %-22s | %9.3f | %7.2f | %8.1f | %9.2f | %5.2f |\n", r->op,
+                   r->dtype, r->shape, r->ms, r->gbs, r->gflops, r->bw, r->ratio);
         }
-        printf("\nratio = achieved GB/s / measured read bandwidth\n");
+        printf("\nratio = GB/s / read GB/s: the machine's read bandwidth, for gemv sampled\n"
+               "between the timed runs (the host's bandwidth varies), else the figure above\n");
     }
     tx8_engine_destroy(d.e);
     munmap(d.mem, d.size);
