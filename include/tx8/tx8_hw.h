@@ -84,7 +84,8 @@ typedef float tx8_f32;
 #define TX8_SQ_OFFSET(q)		(0x100000u + (q) * 0x20000u)
 #define TX8_SQ_ENTRY_SIZE		0x1000u
 /* Device address of SQ slot i of queue q: slots are TX8_SQ_ENTRY_SIZE apart,
- * larger than struct tx8_job_desc, so never index them as an array of it. */
+ * larger than struct tx8_job_desc, so never index them as an array of it.
+ */
 #define TX8_SQ_SLOT_OFFSET(q, i) \
 	(TX8_SQ_OFFSET(q) + ((i) & (TX8_SQ_ENTRIES - 1)) * TX8_SQ_ENTRY_SIZE)
 #define TX8_CQ_OFFSET(q)		(TX8_SQ_OFFSET(q) + 0x10000u)
@@ -217,17 +218,20 @@ enum tx8_mbox_cmd {
 	TX8_MBOX_NOP		= 0,
 	/* arg0 = size, arg1 = alignment (0 = page); label = owner label.
 	 * ret0 = base, ret1 = size (rounded up to pages). The memory reads
-	 * as zeros. -ENOMEM: no room; -ENOSPC: lease table full. */
+	 * as zeros. -ENOMEM: no room; -ENOSPC: lease table full.
+	 */
 	TX8_MBOX_LEASE		= 1,
 	/* arg0 = base of a lease of this peer. */
 	TX8_MBOX_RELEASE	= 2,
 	/* Abort this queue's jobs (status TX8_STATUS_ABORTED), empty both
 	 * rings (heads = tails = 0), state ACTIVE. ret0 = jobs aborted.
 	 * ret1 = highest seqno aborted (completed_seqno is raised to it).
-	 * No completion records are written for the aborted jobs. */
+	 * No completion records are written for the aborted jobs.
+	 */
 	TX8_MBOX_RESET_QUEUE	= 3,
 	/* arg0 = enum tx8_fault, arg1 = parameter (ms for SLOW), arg2 =
-	 * number of jobs to affect (0 = 1). */
+	 * number of jobs to affect (0 = 1).
+	 */
 	TX8_MBOX_INJECT_FAULT	= 4,
 	/* arg0 = base of a lease of this peer; label = new label. */
 	TX8_MBOX_SET_LABEL	= 5,
@@ -257,7 +261,8 @@ struct tx8_queue {
 
 	/* Mailbox: host fills cmd/args/label, then increments req_seq and
 	 * rings TX8_DEV_VEC_MBOX; device answers, sets ack_seq = req_seq and
-	 * rings TX8_HOST_VEC_MBOX. */
+	 * rings TX8_HOST_VEC_MBOX.
+	 */
 	__u32 mbox_req_seq;	/* host */
 	__u32 mbox_ack_seq;	/* device */
 	__u32 mbox_cmd;		/* host: enum tx8_mbox_cmd */
@@ -276,7 +281,8 @@ struct tx8_queue {
 	 * owning the queue, as the device's transport sees it (tx8-emu: the
 	 * SO_PEERCRED pid of the peer's connection, in tx8-emu's PID
 	 * namespace; a QEMU guest is its QEMU process). 0 when unknown or the
-	 * queue is free. Device-written, informational only. */
+	 * queue is free. Device-written, informational only.
+	 */
 	__s32 owner_pid;
 	__u32 rsvd1;
 	__u64 rsvd[7];
@@ -722,7 +728,7 @@ struct tx8_cmd_dsa_index {
 };
 
 /*
- * SAMPLE: for each of rows rows of logits f32 [rows][ld_logits] (vocab
+ * SAMPLE: for each of the `rows` rows of logits f32 [rows][ld_logits] (vocab
  * entries used), choose a token into out i32 [rows].
  * temperature <= 0: argmax (ties: lower id). Otherwise: logits / temperature,
  * keep the top_k (0 = all, at most caps.max_topk when non-zero), softmax,
