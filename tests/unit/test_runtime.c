@@ -786,12 +786,8 @@ static void streaming(int which, const char *plan)
     ck_assert_uint_eq(ib.prefetch_hits + ib.prefetch_misses,
                       (uint64_t)(1 + steps) * glm_model_config(res)->num_hidden_layers);
     /* A prefetch whose reads are still in flight when its layer starts is
-     * counted as a miss: on this program's own emulator (a fast host) most
-     * are hits; on a device given by $TX_DEVICE (e.g. the accel backend in a
-     * TCG guest, where the reads run at guest speed) that is a matter of
-     * speed, which is not asserted. */
-    if (rts_own_emu)
-        ck_assert(ib.prefetch_hits > ib.prefetch_misses);
+     * counted as a miss: how many hit is a matter of speed (printed above,
+     * never asserted); correctness must not depend on it. */
     ck_assert_msg(e <= 1e-6, "streamed model differs: %g", e);
     glm_session_free(sa);
     glm_session_free(sb);
