@@ -84,6 +84,18 @@ TXM_HIDDEN int txm_pread_all(int fd, void *buf, size_t len, uint64_t off);
 /* A temporary name next to path ("path.tmp.PID.N"), malloc'd. */
 TXM_HIDDEN char *txm_temp_name(const char *path);
 
+/* Writes txt and then tail (NULL: nothing) to path all or nothing: into a
+ * temporary name next to it, renamed over path once complete. 0 or -errno;
+ * the message names path. */
+/* The end of writing a file under a temporary name: with rc 0 renames *tmp
+ * to path, then frees *tmp and sets it NULL; on failure (rc < 0 on entry, or
+ * the rename) fills err ("path: reason"), returns the error and leaves *tmp
+ * for the caller to unlink. */
+TXM_HIDDEN int txm_commit_temp(char **tmp, const char *path, int rc, char *err, size_t errsz);
+
+TXM_HIDDEN int txm_write_text(const char *path, const char *txt, const char *tail, char *err,
+                              size_t errsz);
+
 /* Element type from a safetensors dtype string; -1 if unknown. */
 TXM_HIDDEN int txm_elem_from_name(const char *s);
 

@@ -219,6 +219,38 @@ char *txm_temp_name(const char *path)
     return p;
 }
 
+int txm_write_text(const char *path, const char *txt, const char *tail, char *err, size_t errsz)
+{
+    char *tmp = txm_temp_name(path);
+    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+    if (fd < 0) {
+        int rc = tmp ? -errno : -ENOMEM;
+        free(tmp);
+        return txm_err(err, errsz, rc, "%s: %s", path, strerror(-rc));
+    }
+    int rc = txm_write_all(fd, txt, strlen(txt));
+    if (rc == 0 && tail)
+        rc = txm_write_all(fd, tail, strlen(tail));
+    if (close(fd) < 0 && rc == 0)
+        rc = -errno;
+    rc = txm_commit_temp(&tmp, path, rc, err, errsz);
+    if (tmp)
+        unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+int txm_commit_temp(char **tmp, const char *path, int rc, char *err, size_t errsz)
+{
+    if (rc == 0 && rename(*tmp, path) < 0)
+        rc = -errno;
+    if (rc < 0)
+        return txm_err(err, errsz, rc, "%s: %s", path, strerror(-rc));
+    free(*tmp);
+    *tmp = NULL;
+    return 0;
+}
+
 int txm_buf_put(struct txm_buf *b, const void *p, size_t n)
 {
     if (b->len + n + 1 > b->cap) {

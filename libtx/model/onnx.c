@@ -895,14 +895,9 @@ int tx_onnx_writer_finish(struct tx_onnx_writer *w, char *err, size_t errsz)
         if (rc == 0 && rename(w->ext_tmp, w->ext_path) < 0)
             rc = -errno;
     }
-    if (rc == 0 && rename(w->tmp, w->path) < 0)
-        rc = -errno;
-    if (rc < 0) {
-        txm_err(err, errsz, rc, "%s: %s", w->path, strerror(-rc));
+    rc = txm_commit_temp(&w->tmp, w->path, rc, err, errsz);
+    if (rc < 0)
         goto fail;
-    }
-    free(w->tmp);
-    w->tmp = NULL;
     free(w->ext_tmp);
     w->ext_tmp = NULL;
     tx_onnx_writer_abort(w);

@@ -775,26 +775,7 @@ int tx_st_write_index(const char *path, const char *const *names, const char *co
     json_object_object_add(root, "weight_map", wm);
     const char *js = json_object_to_json_string_ext(
         root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
-    int rc = 0;
-    char *tmp = txm_temp_name(path);
-    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
-    if (fd < 0) {
-        rc = tmp ? -errno : -ENOMEM;
-        txm_err(err, errsz, rc, "%s: %s", path, strerror(-rc));
-    } else {
-        rc = txm_write_all(fd, js, strlen(js));
-        if (rc == 0)
-            rc = txm_write_all(fd, "\n", 1);
-        if (close(fd) < 0 && rc == 0)
-            rc = -errno;
-        if (rc == 0 && rename(tmp, path) < 0)
-            rc = -errno;
-        if (rc < 0) {
-            unlink(tmp);
-            txm_err(err, errsz, rc, "%s: %s", path, strerror(-rc));
-        }
-    }
-    free(tmp);
+    int rc = txm_write_text(path, js, "\n", err, errsz);
     json_object_put(root);
     return rc;
 }

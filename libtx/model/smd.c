@@ -1240,14 +1240,9 @@ int tx_smd_writer_finish(struct tx_smd_writer *w, char *err, size_t errsz)
         if (close(fd) < 0)
             rc = -errno;
     }
-    if (rc == 0 && rename(w->tmp, w->path) < 0)
-        rc = -errno;
-    if (rc < 0) {
-        txm_err(err, errsz, rc, "%s: %s", w->path, strerror(-rc));
+    rc = txm_commit_temp(&w->tmp, w->path, rc, err, errsz);
+    if (rc < 0)
         goto fail;
-    }
-    free(w->tmp);
-    w->tmp = NULL;
     tx_smd_writer_abort(w);
     return 0;
 fail:

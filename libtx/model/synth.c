@@ -797,28 +797,6 @@ static int onnx_sink(void *w, const void *d, size_t len, char *err, size_t errsz
     return tx_onnx_writer_append(w, d, len, err, errsz);
 }
 
-static int write_text(const char *path, const char *txt, char *err, size_t errsz)
-{
-    char *tmp = txm_temp_name(path);
-    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
-    if (fd < 0) {
-        int rc = tmp ? -errno : -ENOMEM;
-        free(tmp);
-        return txm_err(err, errsz, rc, "%s: %s", path, strerror(-rc));
-    }
-    int rc = txm_write_all(fd, txt, strlen(txt));
-    if (close(fd) < 0 && rc == 0)
-        rc = -errno;
-    if (rc == 0 && rename(tmp, path) < 0)
-        rc = -errno;
-    if (rc < 0) {
-        unlink(tmp);
-        txm_err(err, errsz, rc, "%s: %s", path, strerror(-rc));
-    }
-    free(tmp);
-    return rc;
-}
-
 static int progress_last;
 
 static void progress(const struct tx_synth_opts *o, uint64_t done, uint64_t total, const char *what)
@@ -1072,19 +1050,19 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
         rc = write_hf(outdir, o, &l, sb, buf, threads, err, errsz);
         if (rc == 0) {
             char *cp = txm_path_join(outdir, "config.json");
-            rc =
-                cp ? write_text(cp, cj, err, errsz) : txm_err(err, errsz, -ENOMEM, "out of memory");
+            rc = cp ? txm_write_text(cp, cj, NULL, err, errsz)
+                    : txm_err(err, errsz, -ENOMEM, "out of memory");
             free(cp);
         }
     }
     if (rc == 0 && tk.tokenizer_json) {
         char *dst = txm_path_join(outdir, "tokenizer.json");
-        rc = dst ? write_text(dst, tk.tokenizer_json, err, errsz)
+        rc = dst ? txm_write_text(dst, tk.tokenizer_json, NULL, err, errsz)
                  : txm_err(err, errsz, -ENOMEM, "out of memory");
         free(dst);
         if (rc == 0 && tk.tokenizer_config_json) {
             dst = txm_path_join(outdir, "tokenizer_config.json");
-            rc = dst ? write_text(dst, tk.tokenizer_config_json, err, errsz)
+            rc = dst ? txm_write_text(dst, tk.tokenizer_config_json, NULL, err, errsz)
                      : txm_err(err, errsz, -ENOMEM, "out of memory");
             free(dst);
         }

@@ -9,15 +9,14 @@
  * or a config.json. The report is JSON with numbers; a short summary goes
  * to stderr. Usage: docs/tools-export.md.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <tx/tx_analyze.h>
+
+#include "common/cli.h"
 
 static void usage(FILE *f)
 {
@@ -31,37 +30,6 @@ static void usage(FILE *f)
                "  --device-memory SIZE  device memory to fit, e.g. 8G (default 8G)\n");
 }
 
-static int write_all(const char *path, const char *txt)
-{
-    if (!strcmp(path, "-")) {
-        fputs(txt, stdout);
-        return fflush(stdout) == 0 ? 0 : -1;
-    }
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return -1;
-    int ok = fputs(txt, f) >= 0;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
-}
-
-static int parse_pos(const char *s, int *v)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(s, &end, 10);
-    if (errno || *end || x < 1 || x > (1 << 24))
-        return -1;
-    *v = (int)x;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
@@ -73,7 +41,8 @@ int main(int argc, char **argv)
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *model = NULL, *out = NULL;
-    int seq = 512, ctx = 4096, quiet = 0, c;
+    long seq = 512, ctx = 4096;
+    int quiet = 0, c;
     int64_t mem = 8ll << 30;
     while ((c = getopt_long(argc, argv, "m:o:s:c:M:qh", opts, NULL)) != -1) {
         switch (c) {
@@ -84,13 +53,13 @@ int main(int argc, char **argv)
             out = optarg;
             break;
         case 's':
-            if (parse_pos(optarg, &seq) < 0) {
+            if (txc_parse_long(optarg, 1, 1 << 24, &seq) < 0) {
                 fprintf(stderr, "glm-analyze: --seq %s: expected a positive integer\n", optarg);
                 return 2;
             }
             break;
         case 'c':
-            if (parse_pos(optarg, &ctx) < 0) {
+            if (txc_parse_long(optarg, 1, 1 << 24, &ctx) < 0) {
                 fprintf(stderr, "glm-analyze: --ctx %s: expected a positive integer\n", optarg);
                 return 2;
             }
@@ -106,22 +75,14 @@ int main(int argc, char **argv)
         case 'q':
             quiet = 1;
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* --help, or an option getopt_long has reported */
+            return txc_help_or_usage(c, usage);
         }
     }
-    if (optind < argc || !model || !out) {
-        if (optind < argc)
-            fprintf(stderr, "glm-analyze: unexpected argument %s\n", argv[optind]);
-        else
-            fprintf(stderr, "glm-analyze: --model and --output are required\n");
-        usage(stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return txc_usage_error("glm-analyze", usage, "unexpected argument %s", argv[optind]);
+    if (!model || !out)
+        return txc_usage_error("glm-analyze", usage, "--model and --output are required");
     char err[TX_ERR_MAX];
     struct glm_config cfg;
     const char *fmt;
@@ -130,7 +91,7 @@ int main(int argc, char **argv)
         return 1;
     }
     struct tx_analysis a;
-    if (tx_analyze_config(&cfg, seq, ctx, (uint64_t)mem, &a, err, sizeof(err)) < 0) {
+    if (tx_analyze_config(&cfg, (int)seq, (int)ctx, (uint64_t)mem, &a, err, sizeof(err)) < 0) {
         fprintf(stderr, "glm-analyze: %s\n", err);
         return 1;
     }
@@ -140,7 +101,7 @@ int main(int argc, char **argv)
     if (!json || !sum) {
         fprintf(stderr, "glm-analyze: out of memory\n");
         rc = 1;
-    } else if (write_all(out, json) < 0) {
+    } else if (txc_write_text(out, json) < 0) {
         fprintf(stderr, "glm-analyze: %s: cannot write the report\n", out);
         rc = 1;
     } else if (!quiet) {

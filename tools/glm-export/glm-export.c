@@ -20,6 +20,8 @@
 
 #include <tx/tx_export.h>
 
+#include "common/cli.h"
+
 static volatile int cancelled;
 
 static void on_signal(int sig)
@@ -118,9 +120,7 @@ int main(int argc, char **argv)
             prec = optarg;
             break;
         case 'g':
-            errno = 0;
-            group = strtol(optarg, &end, 10);
-            if (errno || *end || group < 0 || group % 32 || group > (1 << 20)) {
+            if (txc_parse_long(optarg, 0, 1 << 20, &group) < 0 || group % 32) {
                 fprintf(stderr, "glm-export: --group-size %s: expected 0 or a multiple of 32\n",
                         optarg);
                 return 2;
@@ -144,33 +144,27 @@ int main(int argc, char **argv)
         case 'n':
             o.model_name = optarg;
             break;
-        case 't':
-            o.threads = atoi(optarg);
-            if (o.threads < 1 || o.threads > 256) {
+        case 't': {
+            long t;
+            if (txc_parse_long(optarg, 1, 256, &t) < 0) {
                 fprintf(stderr, "glm-export: --threads %s: expected 1..256\n", optarg);
                 return 2;
             }
+            o.threads = (int)t;
             break;
+        }
         case 'q':
             quiet = 1;
             o.progress = 0;
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* --help, or an option getopt_long has reported */
+            return txc_help_or_usage(c, usage);
         }
     }
-    if (optind < argc || !in || !out) {
-        if (optind < argc)
-            fprintf(stderr, "glm-export: unexpected argument %s\n", argv[optind]);
-        else
-            fprintf(stderr, "glm-export: --input and --output are required\n");
-        usage(stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return txc_usage_error("glm-export", usage, "unexpected argument %s", argv[optind]);
+    if (!in || !out)
+        return txc_usage_error("glm-export", usage, "--input and --output are required");
     if (quant && tx_plan_apply_quant(o.plan, quant, err, sizeof(err)) < 0) {
         fprintf(stderr, "glm-export: %s\n", err);
         return 2;

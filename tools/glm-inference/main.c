@@ -24,7 +24,10 @@
 #include <unistd.h>
 
 #include <tx/glm.h>
+#include <tx/tx_analyze.h>
 #include <tx/tx_device.h>
+
+#include "common/cli.h"
 
 static const char *prog = "glm-inference";
 static int verbose;
@@ -104,44 +107,6 @@ struct opts {
     int expert_stats, memory_view, stream;
     unsigned long long max_weight_mem;
 };
-
-static int read_file(const char *path, char **out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -errno;
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap + 1);
-    if (!b) {
-        fclose(f);
-        return -ENOMEM;
-    }
-    for (;;) {
-        if (n == cap) {
-            char *x = realloc(b, cap * 2 + 1);
-            if (!x) {
-                free(b);
-                fclose(f);
-                return -ENOMEM;
-            }
-            b = x;
-            cap *= 2;
-        }
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (!r)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(b);
-        return -EIO;
-    }
-    b[n] = 0;
-    *out = b;
-    return 0;
-}
 
 static int parse_ids(const char *s, int32_t **ids, size_t *n)
 {
@@ -738,45 +703,25 @@ int main(int argc, char **argv)
             o.stream = 1;
             break;
         case O_MAXW: {
-            errno = 0;
-            o.max_weight_mem = strtoull(optarg, &end, 10);
-            unsigned long long mul = 1;
-            if (*end == 'k' || *end == 'K')
-                mul = 1ull << 10;
-            else if (*end == 'm' || *end == 'M')
-                mul = 1ull << 20;
-            else if (*end == 'g' || *end == 'G')
-                mul = 1ull << 30;
-            if (mul > 1)
-                end++;
-            if (errno || end == optarg || *end || !o.max_weight_mem) {
+            int64_t v = tx_parse_size(optarg);
+            if (v <= 0) {
                 fprintf(stderr, "%s: --max-weight-mem: '%s' is not a size\n", prog, optarg);
                 return 2;
             }
-            o.max_weight_mem *= mul;
+            o.max_weight_mem = (unsigned long long)v;
             break;
         }
         case 'v':
             verbose = 1;
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* --help, or an option getopt_long has reported */
+            return txc_help_or_usage(ch, usage);
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
-        usage(stderr);
-        return 2;
-    }
-    if (!o.checkpoint) {
-        fprintf(stderr, "%s: --checkpoint MODEL.smd is required\n", prog);
-        usage(stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return txc_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
+    if (!o.checkpoint)
+        return txc_usage_error(prog, usage, "--checkpoint MODEL.smd is required");
     if (o.v_inputs <= 0 || o.v_tokens <= 0 || o.bench_pp <= 0 || o.bench_tg <= 0 || o.n_ctx < 0 ||
         o.n_batch < 0 || o.top_k < 0 || !(o.top_p > 0 && o.top_p <= 1)) {
         fprintf(stderr, "%s: a numeric option is out of range\n", prog);
@@ -911,7 +856,7 @@ int main(int argc, char **argv)
         }
     } else {
         if (o.file) {
-            int r = read_file(o.file, &text);
+            int r = txc_read_path(o.file, &text, NULL);
             if (r) {
                 fprintf(stderr, "%s: %s: %s\n", prog, o.file, strerror(-r));
                 goto out;
@@ -919,7 +864,7 @@ int main(int argc, char **argv)
         } else if (o.prompt) {
             text = strdup(o.prompt);
         } else if (!isatty(STDIN_FILENO)) {
-            int r = read_file("/dev/stdin", &text);
+            int r = txc_read_stream(stdin, &text, NULL);
             if (r) {
                 fprintf(stderr, "%s: stdin: %s\n", prog, strerror(-r));
                 goto out;

@@ -22,6 +22,8 @@
 #include <tx/tx_analyze.h>
 #include <tx/tx_synth.h>
 
+#include "common/cli.h"
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: glm-synth --arch glm4|glm5 --preset tiny|small|bench --output DIR\n"
@@ -202,32 +204,26 @@ int main(int argc, char **argv)
         case 'F':
             o.dense_ffn = 1;
             break;
-        case 't':
-            o.threads = atoi(optarg);
-            if (o.threads < 1 || o.threads > 256) {
+        case 't': {
+            long t;
+            if (txc_parse_long(optarg, 1, 256, &t) < 0) {
                 fprintf(stderr, "glm-synth: --threads %s: expected 1..256\n", optarg);
                 return 2;
             }
+            o.threads = (int)t;
             break;
+        }
         case 'q':
             o.progress = 0;
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* --help, or an option getopt_long has reported */
+            return txc_help_or_usage(c, usage);
         }
     }
-    if (optind < argc || o.arch == GLM_ARCH_UNKNOWN || (int)o.preset < 0 || !out) {
-        if (optind < argc)
-            fprintf(stderr, "glm-synth: unexpected argument %s\n", argv[optind]);
-        else
-            fprintf(stderr, "glm-synth: --arch, --preset and --output are required\n");
-        usage(stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return txc_usage_error("glm-synth", usage, "unexpected argument %s", argv[optind]);
+    if (o.arch == GLM_ARCH_UNKNOWN || (int)o.preset < 0 || !out)
+        return txc_usage_error("glm-synth", usage, "--arch, --preset and --output are required");
     char tbuf[PATH_MAX];
     if (tokdir) {
         if (!has_tokenizer(tokdir)) {

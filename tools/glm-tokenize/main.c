@@ -21,6 +21,8 @@
 
 #include <tx/tx_tokenizer.h>
 
+#include "common/cli.h"
+
 static const char *prog = "glm-tokenize";
 
 static void usage(FILE *f)
@@ -41,37 +43,6 @@ static void usage(FILE *f)
             "  --show-tokens     also print each token string on stderr\n"
             "  --stats           print bytes, tokens, time and tokens/s on stderr\n",
             prog);
-}
-
-static int read_all(FILE *in, char **out, size_t *len)
-{
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf)
-        return -ENOMEM;
-    for (;;) {
-        if (n == cap) {
-            char *b = realloc(buf, cap * 2);
-            if (!b) {
-                free(buf);
-                return -ENOMEM;
-            }
-            buf = b;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n, in);
-        n += r;
-        if (r == 0) {
-            if (ferror(in)) {
-                free(buf);
-                return -EIO;
-            }
-            break;
-        }
-    }
-    *out = buf;
-    *len = n;
-    return 0;
 }
 
 /* Parses "1, 2,3\n4" into ids. */
@@ -186,24 +157,14 @@ int main(int argc, char **argv)
         case O_STATS:
             stats = 1;
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* --help, or an option getopt_long has reported */
+            return txc_help_or_usage(c, usage);
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
-        usage(stderr);
-        return 2;
-    }
-    if (!path) {
-        fprintf(stderr, "%s: --tokenizer FILE is required\n", prog);
-        usage(stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return txc_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
+    if (!path)
+        return txc_usage_error(prog, usage, "--tokenizer FILE is required");
     if (decode && (chat || no_special || add_special)) {
         fprintf(stderr,
                 "%s: --decode cannot be combined with --chat, --no-special or "
@@ -230,7 +191,7 @@ int main(int argc, char **argv)
     }
     char *in;
     size_t in_len;
-    if ((rc = read_all(stdin, &in, &in_len))) {
+    if ((rc = txc_read_stream(stdin, &in, &in_len))) {
         fprintf(stderr, "%s: cannot read stdin: %s\n", prog, strerror(-rc));
         tx_tokenizer_free(tok);
         return 1;
@@ -255,14 +216,7 @@ int main(int argc, char **argv)
         free(text);
     } else {
         if (chat) {
-            in = realloc(in, in_len + 1); /* NUL-terminate the message */
-            if (!in) {
-                fprintf(stderr, "%s: out of memory\n", prog);
-                tx_tokenizer_free(tok);
-                return 1;
-            }
-            in[in_len] = 0;
-            if (strlen(in) != in_len) {
+            if (strlen(in) != in_len) { /* txc_read_stream NUL-terminates */
                 fprintf(stderr, "%s: --chat input contains a NUL byte\n", prog);
                 rc = -EINVAL;
             } else {
