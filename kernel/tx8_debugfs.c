@@ -66,6 +66,9 @@ static int tx8_ring_show(struct seq_file *m, void *v)
 	seq_puts(m, "pending:");
 	list_for_each_entry(job, &tdev->pending, node)
 		seq_printf(m, " %llu", job->fence.seqno);
+	seq_puts(m, "\nwaiting:");
+	list_for_each_entry(job, &tdev->waiting, node)
+		seq_printf(m, " %llu", job->fence.seqno);
 	seq_puts(m, "\n");
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
 	drm_dev_exit(idx);

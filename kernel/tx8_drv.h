@@ -30,6 +30,8 @@
 #define TX8_LEASE_LABEL		"tx8.ko"
 #define TX8_FILE_JOB_HISTORY	1024
 #define TX8_MAX_IN_SYNCOBJS	64
+#define TX8_MAX_WAITING		256	/* per file, jobs not yet in the ring */
+#define TX8_DEP_POLL_MS		10	/* fenceless in-syncobjs */
 #define TX8_MBOX_TIMEOUT_MS	5000
 
 extern unsigned int tx8_job_timeout_ms;
@@ -71,20 +73,33 @@ struct tx8_device {
 
 	/* jobs */
 	spinlock_t job_lock;		/* everything below, fences */
-	struct list_head pending;	/* jobs in the ring, in seqno order */
+	struct list_head pending;	/* jobs in the ring, in ring order */
 	unsigned int inflight;
-	u64 next_seqno;
+	u64 next_seqno;			/* job (fence, WAIT) numbers */
+	u64 next_hw_seqno;		/* ring descriptor numbers */
 	u32 sq_tail;			/* shadow of q->sq_tail */
 	u32 cq_head;			/* shadow of q->cq_head */
 	bool resetting;
 	bool lost;			/* device stopped answering */
 	bool gone;			/* PCI function removed */
-	u64 fence_context;
 	wait_queue_head_t ring_wq;
 	u64 watch_seqno;		/* head job the timeout watches */
 	unsigned long watch_start;	/* jiffies it became head */
 	struct delayed_work timeout_work;
 	struct mutex reset_lock;	/* one reset at a time */
+
+	/*
+	 * Jobs whose in-fences have not all signalled yet, in submission
+	 * order. Changed only with both dep_lock and job_lock held, so
+	 * either lock suffices to read it. dep_lock also guards the
+	 * dependency state of the jobs on it (tx8_job.deps, dep_next,
+	 * cb_fence) and tx8_file.dep_gen; it is taken before job_lock and
+	 * is never held while waiting for a fence.
+	 */
+	struct list_head waiting;
+	struct mutex dep_lock;		/* see above */
+	struct delayed_work dep_work;	/* runs the waiting list */
+	u64 dep_gen;			/* pass number of the dep_work */
 
 	/* statistics */
 	atomic64_t page_faults;
@@ -129,6 +144,14 @@ struct tx8_file {
 	u64 busy_ns;			/* device time of its finished jobs */
 	u64 jobs_ok;
 	u64 jobs_failed;
+	unsigned int nr_waiting;	/* its jobs on tdev->waiting (job_lock) */
+	u64 dep_gen;			/* tdev->dep_gen of a pass it blocks */
+};
+
+/* One in-syncobj of a job: its fence, or the syncobj until it has one. */
+struct tx8_dep {
+	struct dma_fence *fence;	/* referenced */
+	struct drm_syncobj *syncobj;	/* referenced, while fence is NULL */
 };
 
 /* One job; freed when its fence's last reference goes. */
@@ -136,12 +159,13 @@ struct tx8_job {
 	struct dma_fence fence;
 	struct tx8_device *tdev;
 	struct tx8_file *tfile;		/* referenced */
-	struct list_head node;		/* tdev->pending */
+	struct list_head node;		/* tdev->waiting, then ->pending */
 	struct list_head file_node;	/* tfile->history */
 	struct drm_gem_object **bos;	/* referenced until completion */
 	unsigned int nr_bos;
 	u64 cmd_addr;
 	u32 cmd_size;
+	u64 hw_seqno;			/* descriptor seqno, 0 until queued */
 	u32 ring_idx;			/* sq index it was last written at */
 	u32 nr_ranges;
 	struct tx8_range *ranges;
@@ -155,6 +179,14 @@ struct tx8_job {
 	u64 core_busy_ns;		/* summed over its cores */
 	u64 macs;
 	bool done;
+	bool queued;			/* entered the ring (counts in inflight) */
+	/* dependencies, under tdev->dep_lock while on tdev->waiting */
+	struct tx8_dep *deps;
+	unsigned int nr_deps;
+	unsigned int dep_next;		/* deps before it have signalled */
+	int dep_error;			/* error of a failed in-fence */
+	struct dma_fence *cb_fence;	/* dep_cb is armed on it */
+	struct dma_fence_cb dep_cb;
 };
 
 static inline struct tx8_job *to_tx8_job(struct dma_fence *f)

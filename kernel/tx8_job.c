@@ -4,10 +4,17 @@
  * the job timeout and the queue reset.
  *
  * All jobs of the device go through the one queue the device assigned to
- * this ivshmem peer. They enter the ring in sequence-number order and the
- * device completes them in that order, so one fence context per device
- * suffices. Everything about the ring is guarded by tdev->job_lock, which
- * is also the lock of every fence.
+ * this ivshmem peer. SUBMIT never waits for a job's in-syncobjs: it gives
+ * the job its fence (placed in the out-syncobj at once) and puts it on the
+ * device's waiting list; the dependency pass (tx8_deps_run) moves a job to
+ * the ring once all its in-fences have signalled, jobs of one file in
+ * submission order, and fails it without running it if one signalled
+ * with an error. Jobs of different files may thus enter the ring in
+ * another order than their job numbers, so every job fence gets its own
+ * fence context; the ring descriptors carry a separate, strictly
+ * increasing hw_seqno. The device completes jobs in ring order.
+ * Everything about the ring is guarded by tdev->job_lock, which is also
+ * the lock of every fence.
  */
 
 #include <linux/jiffies.h>
@@ -44,6 +51,7 @@ static void tx8_fence_release(struct dma_fence *f)
 
 	kfree(job->ranges);
 	kfree(job->bos);
+	kfree(job->deps);
 	if (job->tfile)
 		tx8_file_put(job->tfile);
 	dma_fence_free(f);
@@ -68,12 +76,19 @@ void tx8_file_put(struct tx8_file *tfile)
 	kref_put(&tfile->ref, tx8_file_free);
 }
 
-/* At close: drop the file's records of its jobs (running ones go on). */
+static u64 tx8_deps_cancel(struct tx8_device *tdev, struct tx8_file *tfile,
+			   u32 status);
+
+/*
+ * At close: jobs still waiting for in-fences fail with ABORTED without
+ * running; drop the file's records of its jobs (running ones go on).
+ */
 void tx8_file_release_jobs(struct tx8_file *tfile)
 {
 	struct tx8_job *job, *tmp;
 	LIST_HEAD(list);
 
+	tx8_deps_cancel(tfile->tdev, tfile, TX8_STATUS_ABORTED);
 	spin_lock(&tfile->lock);
 	list_splice_init(&tfile->history, &list);
 	tfile->nr_history = 0;
@@ -101,7 +116,7 @@ static void tx8_write_desc(struct tx8_device *tdev, struct tx8_job *job)
 		(tdev->sq_tail % TX8_SQ_ENTRIES) * TX8_SQ_ENTRY_SIZE;
 
 	job->ring_idx = tdev->sq_tail;
-	desc->seqno = job->fence.seqno;
+	desc->seqno = job->hw_seqno;
 	desc->cmd_addr = job->cmd_addr;
 	desc->cmd_size = job->cmd_size;
 	desc->num_ranges = job->nr_ranges;
@@ -126,15 +141,18 @@ static void tx8_watch_head(struct tx8_device *tdev)
 	struct tx8_job *head;
 
 	head = list_first_entry_or_null(&tdev->pending, struct tx8_job, node);
-	if (!head || head->fence.seqno == tdev->watch_seqno)
+	if (!head || head->hw_seqno == tdev->watch_seqno)
 		return;
-	tdev->watch_seqno = head->fence.seqno;
+	tdev->watch_seqno = head->hw_seqno;
 	tdev->watch_start = jiffies;
 	mod_delayed_work(system_wq, &tdev->timeout_work,
 			 msecs_to_jiffies(tx8_job_timeout_ms));
 }
 
-/* Finish a job. Caller holds job_lock; the job moves to @done. */
+/*
+ * Finish a job, in the ring or (not queued) on the waiting list. Caller
+ * holds job_lock (and dep_lock for a waiting job); the job moves to @done.
+ */
 static void tx8_job_finish(struct tx8_device *tdev, struct tx8_job *job,
 			   const struct tx8_completion *rec, u32 status,
 			   struct list_head *done)
@@ -150,7 +168,9 @@ static void tx8_job_finish(struct tx8_device *tdev, struct tx8_job *job,
 		job->core_busy_ns = rec->busy_ns;
 		job->macs = rec->macs;
 	}
-	if (status != TX8_STATUS_OK)
+	if (job->dep_error)
+		dma_fence_set_error(&job->fence, job->dep_error);
+	else if (status != TX8_STATUS_OK)
 		dma_fence_set_error(&job->fence,
 				    status == TX8_STATUS_TIMEOUT ? -ETIMEDOUT :
 				    status == TX8_STATUS_ABORTED ? -ECANCELED :
@@ -164,7 +184,10 @@ static void tx8_job_finish(struct tx8_device *tdev, struct tx8_job *job,
 	spin_unlock(&job->tfile->lock);
 	WRITE_ONCE(job->done, true);
 	list_del(&job->node);
-	tdev->inflight--;
+	if (job->queued)
+		tdev->inflight--;
+	else
+		job->tfile->nr_waiting--;
 	dma_fence_signal_locked(&job->fence);
 	list_add_tail(&job->node, done);
 }
@@ -180,6 +203,14 @@ static void tx8_retire(struct list_head *done)
 		for (i = 0; i < job->nr_bos; i++)
 			drm_gem_object_put(job->bos[i]);
 		job->nr_bos = 0;
+		/* no dep_cb is armed any more: finished jobs left the list */
+		for (i = 0; i < job->nr_deps; i++) {
+			if (job->deps[i].fence)
+				dma_fence_put(job->deps[i].fence);
+			if (job->deps[i].syncobj)
+				drm_syncobj_put(job->deps[i].syncobj);
+		}
+		job->nr_deps = 0;
 		dma_fence_put(&job->fence);
 	}
 }
@@ -189,7 +220,7 @@ static struct tx8_job *tx8_find_pending(struct tx8_device *tdev, u64 seqno)
 	struct tx8_job *job;
 
 	list_for_each_entry(job, &tdev->pending, node)
-		if (job->fence.seqno == seqno)
+		if (job->hw_seqno == seqno)
 			return job;
 	return NULL;
 }
@@ -200,6 +231,7 @@ void tx8_process_completions(struct tx8_device *tdev)
 	struct tx8_completion rec;
 	unsigned long flags;
 	LIST_HEAD(done);
+	bool kick;
 	u32 tail;
 
 	spin_lock_irqsave(&tdev->job_lock, flags);
@@ -231,9 +263,13 @@ void tx8_process_completions(struct tx8_device *tdev)
 	}
 	WRITE_ONCE(tdev->q->cq_head, tdev->cq_head);
 	tx8_watch_head(tdev);
+	kick = !list_empty(&done) && !list_empty(&tdev->waiting);
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
 
 	if (!list_empty(&done)) {
+		/* ring slots came free for ready waiting jobs */
+		if (kick)
+			mod_delayed_work(system_wq, &tdev->dep_work, 0);
 		wake_up_all(&tdev->ring_wq);
 		tx8_retire(&done);
 	}
@@ -291,6 +327,13 @@ static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
 	u32 taken;
 	int ret;
 
+	/* the victim's jobs that wait for in-fences never run */
+	if (victim) {
+		u64 n = tx8_deps_cancel(tdev, victim, TX8_STATUS_ABORTED);
+
+		if (nr_victim)
+			*nr_victim += n;
+	}
 	mutex_lock(&tdev->reset_lock);
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	if (tdev->gone || tdev->lost) {
@@ -351,6 +394,8 @@ static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
 
 	if (requeued)
 		tx8_ring_doorbell(tdev, TX8_DEV_VEC_SUBMIT);
+	/* ready waiting jobs were held back while resetting */
+	mod_delayed_work(system_wq, &tdev->dep_work, 0);
 	wake_up_all(&tdev->ring_wq);
 	tx8_retire(&done);
 	if (ret)
@@ -408,6 +453,174 @@ int tx8_inject_fault_ioctl(struct drm_device *drm, void *data,
 	return ret;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Dependencies                                                              */
+
+/*
+ * An in-fence signalled. Runs under that fence's lock, which is
+ * tdev->job_lock when the fence is one of ours, so it only queues the
+ * dependency pass. The job is alive: it stays on the waiting list until
+ * tx8_deps_run or tx8_deps_cancel took the callback off (or saw it run,
+ * under the same fence lock) with dma_fence_remove_callback.
+ */
+static void tx8_dep_cb(struct dma_fence *f, struct dma_fence_cb *cb)
+{
+	struct tx8_job *job = container_of(cb, struct tx8_job, dep_cb);
+
+	mod_delayed_work(system_wq, &job->tdev->dep_work, 0);
+}
+
+/* Take the callback off the fence; afterwards it neither runs nor will. */
+static void tx8_dep_disarm(struct tx8_job *job)
+{
+	if (job->cb_fence) {
+		dma_fence_remove_callback(job->cb_fence, &job->dep_cb);
+		job->cb_fence = NULL;
+	}
+}
+
+/*
+ * Look at the job's in-fences, from the first not known signalled.
+ * Returns 0 when all signalled without error, the error of one that
+ * failed, or -EAGAIN with a callback armed (or *@poll set for a syncobj
+ * without a fence yet). dep_lock held, job_lock not (our own fences use
+ * it as their lock).
+ */
+static int tx8_deps_check(struct tx8_job *job, bool *poll)
+{
+	while (job->dep_next < job->nr_deps) {
+		struct tx8_dep *d = &job->deps[job->dep_next];
+		int status;
+
+		if (!d->fence) {
+			d->fence = drm_syncobj_fence_get(d->syncobj);
+			if (!d->fence) {
+				*poll = true;
+				return -EAGAIN;
+			}
+			drm_syncobj_put(d->syncobj);
+			d->syncobj = NULL;
+		}
+		if (job->cb_fence) {
+			if (!dma_fence_is_signaled(job->cb_fence))
+				return -EAGAIN;
+			tx8_dep_disarm(job);
+		}
+		if (!dma_fence_is_signaled(d->fence) &&
+		    !dma_fence_add_callback(d->fence, &job->dep_cb, tx8_dep_cb)) {
+			job->cb_fence = d->fence;
+			return -EAGAIN;
+		}
+		status = dma_fence_get_status(d->fence);
+		if (status < 0)
+			return status;
+		job->dep_next++;
+	}
+	return 0;
+}
+
+/*
+ * The dependency pass: move every waiting job whose in-fences all
+ * signalled to the ring, in submission order, skipping the jobs of a file
+ * with an older job still waiting (a file's jobs stay in order). A job
+ * whose in-fence failed finishes with ABORTED and that error, unrun.
+ * Stops at a full ring or a reset; completions and resets run it again.
+ * Caller holds dep_lock.
+ */
+static void tx8_deps_run(struct tx8_device *tdev)
+{
+	struct tx8_job *job, *tmp;
+	bool poll = false, pushed = false, moved = false;
+	unsigned long flags;
+	LIST_HEAD(done);
+	int ret;
+
+	lockdep_assert_held(&tdev->dep_lock);
+	tdev->dep_gen++;
+	list_for_each_entry_safe(job, tmp, &tdev->waiting, node) {
+		if (job->tfile->dep_gen == tdev->dep_gen)
+			continue;
+		ret = tx8_deps_check(job, &poll);
+		if (ret == -EAGAIN) {
+			job->tfile->dep_gen = tdev->dep_gen;
+			continue;
+		}
+		spin_lock_irqsave(&tdev->job_lock, flags);
+		if (!ret && !tdev->gone && !tdev->lost && !tx8_can_push(tdev)) {
+			spin_unlock_irqrestore(&tdev->job_lock, flags);
+			break;
+		}
+		/* tx8_deps_check left no callback armed */
+		moved = true;
+		if (ret || tdev->gone || tdev->lost) {
+			job->dep_error = ret;
+			tx8_job_finish(tdev, job, NULL,
+				       ret || tdev->gone ? TX8_STATUS_ABORTED :
+				       TX8_STATUS_DEVICE_ERROR, &done);
+		} else {
+			job->hw_seqno = ++tdev->next_hw_seqno;
+			tx8_write_desc(tdev, job);
+			tx8_publish_tail(tdev);
+			list_move_tail(&job->node, &tdev->pending);
+			job->tfile->nr_waiting--;
+			job->queued = true;
+			tdev->inflight++;
+			tx8_watch_head(tdev);
+			pushed = true;
+		}
+		spin_unlock_irqrestore(&tdev->job_lock, flags);
+	}
+	if (pushed)
+		tx8_ring_doorbell(tdev, TX8_DEV_VEC_SUBMIT);
+	if (moved)
+		wake_up_all(&tdev->ring_wq);
+	tx8_retire(&done);
+	/* no callback exists for a fence yet to be attached: look again */
+	if (poll && !READ_ONCE(tdev->gone))
+		queue_delayed_work(system_wq, &tdev->dep_work,
+				   msecs_to_jiffies(TX8_DEP_POLL_MS));
+}
+
+static void tx8_dep_work(struct work_struct *work)
+{
+	struct tx8_device *tdev = container_of(to_delayed_work(work),
+					       struct tx8_device, dep_work);
+
+	mutex_lock(&tdev->dep_lock);
+	tx8_deps_run(tdev);
+	mutex_unlock(&tdev->dep_lock);
+}
+
+/*
+ * Fail the waiting jobs of @tfile (all with NULL) with @status, unrun;
+ * returns how many. Their callbacks are removed first, so none runs on a
+ * job after it is freed.
+ */
+static u64 tx8_deps_cancel(struct tx8_device *tdev, struct tx8_file *tfile,
+			   u32 status)
+{
+	struct tx8_job *job, *tmp;
+	unsigned long flags;
+	LIST_HEAD(done);
+	u64 n = 0;
+
+	mutex_lock(&tdev->dep_lock);
+	list_for_each_entry_safe(job, tmp, &tdev->waiting, node) {
+		if (tfile && job->tfile != tfile)
+			continue;
+		tx8_dep_disarm(job);
+		spin_lock_irqsave(&tdev->job_lock, flags);
+		tx8_job_finish(tdev, job, NULL, status, &done);
+		spin_unlock_irqrestore(&tdev->job_lock, flags);
+		n++;
+	}
+	mutex_unlock(&tdev->dep_lock);
+	if (n)
+		wake_up_all(&tdev->ring_wq);
+	tx8_retire(&done);
+	return n;
+}
+
 static void tx8_timeout_work(struct work_struct *work)
 {
 	struct tx8_device *tdev = container_of(to_delayed_work(work),
@@ -425,7 +638,7 @@ static void tx8_timeout_work(struct work_struct *work)
 		spin_unlock_irqrestore(&tdev->job_lock, flags);
 		return;
 	}
-	if (head->fence.seqno != tdev->watch_seqno) {
+	if (head->hw_seqno != tdev->watch_seqno) {
 		tdev->watch_seqno = 0;
 		tx8_watch_head(tdev);
 		spin_unlock_irqrestore(&tdev->job_lock, flags);
@@ -452,7 +665,9 @@ void tx8_jobs_init(struct tx8_device *tdev)
 	init_waitqueue_head(&tdev->ring_wq);
 	INIT_DELAYED_WORK(&tdev->timeout_work, tx8_timeout_work);
 	mutex_init(&tdev->reset_lock);
-	tdev->fence_context = dma_fence_context_alloc(1);
+	INIT_LIST_HEAD(&tdev->waiting);
+	mutex_init(&tdev->dep_lock);
+	INIT_DELAYED_WORK(&tdev->dep_work, tx8_dep_work);
 }
 
 /* At remove: stop the queue and fail every job still pending. */
@@ -476,6 +691,15 @@ void tx8_jobs_fini(struct tx8_device *tdev)
 	mutex_unlock(&tdev->reset_lock);
 	wake_up_all(&tdev->ring_wq);
 	tx8_retire(&done);
+	/*
+	 * Jobs still waiting for in-fences fail too, their fence callbacks
+	 * removed. With gone set nothing arms a callback or queues dep_work
+	 * again (tx8_deps_run, completions and resets check it, SUBMIT is
+	 * fenced off by drm_dev_unplug), so after the cancel below no
+	 * callback or work can touch tdev or a job any more.
+	 */
+	tx8_deps_cancel(tdev, NULL, TX8_STATUS_ABORTED);
+	cancel_delayed_work_sync(&tdev->dep_work);
 	cancel_delayed_work_sync(&tdev->timeout_work);
 }
 
@@ -543,33 +767,47 @@ static long tx8_submit_timeout(const struct drm_tx8_submit *args)
 				  MAX_SCHEDULE_TIMEOUT;
 }
 
-static int tx8_wait_in_syncobjs(struct drm_file *file,
-				const struct drm_tx8_submit *args)
+/*
+ * Take the in-syncobjs: the fence each holds now, or, for one without a
+ * fence yet, the syncobj itself; the job then waits for a fence to be
+ * attached and for that fence (DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT
+ * semantics).
+ */
+static int tx8_get_in_syncobjs(struct tx8_job *job, struct drm_file *file,
+			       const struct drm_tx8_submit *args)
 {
-	long left;
-
 	u32 __user *handles = u64_to_user_ptr(args->in_syncobjs);
 	unsigned int i;
-	int ret;
 
+	if (!args->in_syncobj_count)
+		return 0;
+	job->deps = kcalloc(args->in_syncobj_count, sizeof(*job->deps),
+			    GFP_KERNEL);
+	if (!job->deps)
+		return -ENOMEM;
 	for (i = 0; i < args->in_syncobj_count; i++) {
-		struct dma_fence *fence;
+		struct drm_syncobj *syncobj;
 		u32 h;
 
 		if (get_user(h, handles + i))
 			return -EFAULT;
-		ret = drm_syncobj_find_fence(file, h, 0, 0, &fence);
-		if (ret)
-			return ret;
-		left = dma_fence_wait_timeout(fence, true,
-					      tx8_submit_timeout(args));
-		dma_fence_put(fence);
-		if (left < 0)
-			return left;
-		if (!left)
-			return -ETIME;
+		syncobj = drm_syncobj_find(file, h);
+		if (!syncobj)
+			return -ENOENT;
+		job->deps[i].fence = drm_syncobj_fence_get(syncobj);
+		if (job->deps[i].fence)
+			drm_syncobj_put(syncobj);
+		else
+			job->deps[i].syncobj = syncobj;
+		job->nr_deps = i + 1;
 	}
 	return 0;
+}
+
+static bool tx8_can_wait(struct tx8_device *tdev, struct tx8_file *tfile)
+{
+	return READ_ONCE(tdev->gone) || READ_ONCE(tdev->lost) ||
+	       READ_ONCE(tfile->nr_waiting) < TX8_MAX_WAITING;
 }
 
 static void tx8_file_record(struct tx8_file *tfile, struct tx8_job *job)
@@ -677,39 +915,45 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 			goto err_job;
 		}
 	}
-	ret = tx8_wait_in_syncobjs(file, args);
+	ret = tx8_get_in_syncobjs(job, file, args);
 	if (ret)
 		goto err_job;
 
+	/* bounded: a file has at most TX8_MAX_WAITING jobs not in the ring */
 	for (;;) {
 		long left;
 
 		left = wait_event_interruptible_timeout(tdev->ring_wq,
-							tx8_can_push(tdev),
+							tx8_can_wait(tdev, tfile),
 							tx8_submit_timeout(args));
 		if (left < 0 || !left) {
 			ret = left ? left : -EBUSY;
 			goto err_job;
 		}
+		mutex_lock(&tdev->dep_lock);
 		spin_lock_irqsave(&tdev->job_lock, flags);
 		if (tdev->gone || tdev->lost) {
 			spin_unlock_irqrestore(&tdev->job_lock, flags);
+			mutex_unlock(&tdev->dep_lock);
 			ret = tdev->gone ? -ENODEV : -EIO;
 			goto err_job;
 		}
-		if (tx8_can_push(tdev))
+		if (tfile->nr_waiting < TX8_MAX_WAITING)
 			break;
 		spin_unlock_irqrestore(&tdev->job_lock, flags);
+		mutex_unlock(&tdev->dep_lock);
 	}
-	/* job_lock held: the job gets its sequence number and ring slot */
+	/*
+	 * dep_lock and job_lock held: the job gets its number and fence and
+	 * joins the waiting list, which owns the initial reference; it
+	 * cannot leave the list before dep_lock is dropped below.
+	 */
 	kref_get(&tfile->ref);
 	job->tfile = tfile;
 	dma_fence_init(&job->fence, &tx8_fence_ops, &tdev->job_lock,
-		       tdev->fence_context, ++tdev->next_seqno);
-	tx8_write_desc(tdev, job);
-	tx8_publish_tail(tdev);
-	list_add_tail(&job->node, &tdev->pending);
-	tdev->inflight++;
+		       dma_fence_context_alloc(1), ++tdev->next_seqno);
+	list_add_tail(&job->node, &tdev->waiting);
+	tfile->nr_waiting++;
 	for (i = 0; i < job->nr_bos; i++) {
 		struct tx8_bo *bo = to_tx8_bo(job->bos[i]);
 
@@ -718,9 +962,7 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 			dma_fence_put(&bo->last_job->fence);
 		bo->last_job = to_tx8_job(dma_fence_get(&job->fence));
 	}
-	tx8_watch_head(tdev);
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
-	tx8_ring_doorbell(tdev, TX8_DEV_VEC_SUBMIT);
 	atomic64_inc(&tdev->jobs);
 
 	args->seqno = job->fence.seqno;
@@ -729,7 +971,9 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		drm_syncobj_put(out_sync);
 	}
 	tx8_file_record(tfile, job);
-	/* the pending list owns the initial reference */
+	/* a job that is ready enters the ring before SUBMIT returns */
+	tx8_deps_run(tdev);
+	mutex_unlock(&tdev->dep_lock);
 	ret = 0;
 	goto out;
 
@@ -738,6 +982,13 @@ err_job:
 		drm_syncobj_put(out_sync);
 	for (i = 0; i < job->nr_bos; i++)
 		drm_gem_object_put(job->bos[i]);
+	for (i = 0; i < job->nr_deps; i++) {
+		if (job->deps[i].fence)
+			dma_fence_put(job->deps[i].fence);
+		if (job->deps[i].syncobj)
+			drm_syncobj_put(job->deps[i].syncobj);
+	}
+	kfree(job->deps);
 	kfree(job->bos);
 	kfree(job->ranges);
 	kfree(job);

@@ -752,6 +752,158 @@ static int t_job_status(void)
     return 0;
 }
 
+/* SUBMIT of a job with in-syncobjs. */
+static int submit_dep(struct ctx *c, uint64_t off, size_t len, const struct drm_tx8_bo_ref *ref,
+                      const uint32_t *in, uint32_t nin, uint32_t out, uint64_t *seqno)
+{
+    struct drm_tx8_submit s;
+    int r;
+
+    memset(&s, 0, sizeof(s));
+    s.cmd_handle = c->cmd.handle;
+    s.cmd_offset = off;
+    s.cmd_size = len;
+    s.bos = (uintptr_t)ref;
+    s.bo_count = 1;
+    s.bo_stride = sizeof(*ref);
+    s.in_syncobjs = (uintptr_t)in;
+    s.in_syncobj_count = nin;
+    s.out_syncobj = out;
+    r = xioctl(c->fd, DRM_IOCTL_TX8_SUBMIT, &s);
+    if (!r)
+        *seqno = s.seqno;
+    return r;
+}
+
+/*
+ * In-syncobjs are waited for asynchronously: SUBMIT returns at once, the
+ * job runs when its in-fences signal, a failed in-fence fails it unrun.
+ */
+static int t_deps(void)
+{
+    struct ctx c, c2;
+    struct drm_tx8_bo_create data;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    uint32_t in, out, go, sa, sb, sc, sf, pend;
+    uint64_t seq, sqa, sqb, sqc;
+    uint32_t *p;
+    int64_t t0;
+    size_t len;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 3 * 4096, "vmtest-deps", &data));
+    p = bo_map(c.fd, &data);
+    CHECK(p, "mmap");
+    memset(p, 0x11, 3 * 4096);
+    ref.handle = data.handle;
+    ref.access = DRM_TX8_ACCESS_RW;
+
+    /* B waits for a syncobj that has no fence yet */
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &in));
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &out));
+    len = put_fill(c.cmdmap, data.dev_addr, 4096, 0x5a5a5a5au);
+    t0 = now_ns();
+    CHECK_OK(submit_dep(&c, 0, len, &ref, &in, 1, out, &seq));
+    CHECK(now_ns() - t0 < 2000000000ll, "SUBMIT blocked %" PRId64 " ms", (now_ns() - t0) / 1000000);
+    CHECK_ERR(wait_job(c.fd, seq, 300, &w), ETIME);
+    /* the out-syncobj holds B's fence at once, unsignalled */
+    CHECK_ERR(drmSyncobjWait(c.fd, &out, 1, now_ns() + 100000000ll, 0, NULL), ETIME);
+    for (int i = 0; i < 1024; i++)
+        CHECK(p[i] == 0x11111111u, "B ran before its in-fence: %#x at %d", p[i], i);
+    CHECK_OK(drmSyncobjSignal(c.fd, &in, 1));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "B status %u", w.status);
+    CHECK(p[0] == 0x5a5a5a5au && p[1023] == 0x5a5a5a5au, "B result %#x", p[0]);
+    CHECK_OK(drmSyncobjWait(c.fd, &out, 1, now_ns() + 20000000000ll, 0, NULL));
+
+    /* A -> B -> C through syncobjs, all submitted before A may start */
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &go));
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &sa));
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &sb));
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &sc));
+    len = put_fill(c.cmdmap + 256, data.dev_addr, 4096, 0x01020304u);
+    CHECK_OK(submit_dep(&c, 256, len, &ref, &go, 1, sa, &sqa));
+    len = put_copy(c.cmdmap + 512, data.dev_addr + 4096, data.dev_addr, 4096);
+    CHECK_OK(submit_dep(&c, 512, len, &ref, &sa, 1, sb, &sqb));
+    len = put_copy(c.cmdmap + 768, data.dev_addr + 8192, data.dev_addr + 4096, 4096);
+    CHECK_OK(submit_dep(&c, 768, len, &ref, &sb, 1, sc, &sqc));
+    CHECK(sqa < sqb && sqb < sqc, "seqnos %" PRIu64 " %" PRIu64 " %" PRIu64, sqa, sqb, sqc);
+    CHECK_ERR(wait_job(c.fd, sqc, 200, &w), ETIME);
+    CHECK(p[1024] == 0x11111111u && p[2048] == 0x11111111u, "chain ran early");
+    CHECK_OK(drmSyncobjSignal(c.fd, &go, 1));
+    CHECK_OK(wait_job(c.fd, sqc, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "C status %u", w.status);
+    CHECK_OK(wait_job(c.fd, sqa, 0, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "A status %u", w.status);
+    CHECK_OK(wait_job(c.fd, sqb, 0, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "B status %u", w.status);
+    for (int i = 0; i < 1024; i++)
+        CHECK(p[i] == 0x01020304u && p[1024 + i] == 0x01020304u && p[2048 + i] == 0x01020304u,
+              "chain out of order at %d: %#x %#x %#x", i, p[i], p[1024 + i], p[2048 + i]);
+    CHECK_OK(drmSyncobjWait(c.fd, &sc, 1, now_ns() + 20000000000ll, 0, NULL));
+
+    /* a failed in-fence fails the job without running it */
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &sf));
+    memset(c.cmdmap + 1024, 0xff, 64);
+    CHECK_OK(submit_dep(&c, 1024, 64, &ref, NULL, 0, sf, &sqa));
+    len = put_fill(c.cmdmap + 1280, data.dev_addr, 4096, 7);
+    CHECK_OK(submit_dep(&c, 1280, len, &ref, &sf, 1, 0, &sqb));
+    CHECK_OK(wait_job(c.fd, sqb, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_ABORTED, "dependent of a failed job: status %u", w.status);
+    CHECK(w.start_ns == 0, "dependent of a failed job ran");
+    CHECK(p[0] == 0x01020304u, "dependent of a failed job wrote %#x", p[0]);
+    CHECK_OK(wait_job(c.fd, sqa, 0, &w));
+    CHECK(w.status == DRM_TX8_STATUS_INVALID_CMD, "garbage status %u", w.status);
+
+    /* the RESET ioctl aborts the caller's waiting jobs too */
+    {
+        struct drm_tx8_reset r;
+        uint32_t never;
+
+        CHECK_OK(drmSyncobjCreate(c.fd, 0, &never));
+        len = put_fill(c.cmdmap + 1536, data.dev_addr, 4096, 6);
+        CHECK_OK(submit_dep(&c, 1536, len, &ref, &never, 1, 0, &seq));
+        memset(&r, 0, sizeof(r));
+        CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_RESET, &r));
+        CHECK(r.aborted >= 1, "RESET aborted %llu", (unsigned long long)r.aborted);
+        CHECK_OK(wait_job(c.fd, seq, 0, &w));
+        CHECK(w.status == DRM_TX8_STATUS_ABORTED && w.start_ns == 0, "waiting job after RESET: %u",
+              w.status);
+        CHECK(p[0] == 0x01020304u, "aborted waiting job wrote %#x", p[0]);
+        drmSyncobjDestroy(c.fd, never);
+    }
+
+    /* closing a file with a job still waiting frees it; the device goes on */
+    CHECK_OK(ctx_open(&c2, dev_index));
+    CHECK_OK(drmSyncobjCreate(c2.fd, 0, &pend));
+    {
+        struct drm_tx8_bo_create d2;
+        struct drm_tx8_bo_ref r2;
+
+        CHECK_OK(bo_new(c2.fd, 4096, NULL, &d2));
+        r2.handle = d2.handle;
+        r2.access = DRM_TX8_ACCESS_WRITE;
+        len = put_fill(c2.cmdmap, d2.dev_addr, 4096, 9);
+        CHECK_OK(submit_dep(&c2, 0, len, &r2, &pend, 1, 0, &seq));
+        CHECK_ERR(wait_job(c2.fd, seq, 0, &w), ETIME);
+    }
+    ctx_close(&c2);
+    CHECK_OK(run_fill(&c, data.dev_addr, 4096, 8, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK && p[0] == 8, "after close: status %u", w.status);
+
+    drmSyncobjDestroy(c.fd, in);
+    drmSyncobjDestroy(c.fd, out);
+    drmSyncobjDestroy(c.fd, go);
+    drmSyncobjDestroy(c.fd, sa);
+    drmSyncobjDestroy(c.fd, sb);
+    drmSyncobjDestroy(c.fd, sc);
+    drmSyncobjDestroy(c.fd, sf);
+    munmap(p, data.size);
+    ctx_close(&c);
+    return 0;
+}
+
 /* Process B cannot reach process A's buffer, whatever it submits. */
 static int t_isolation(void)
 {
@@ -1262,6 +1414,21 @@ static int t_unbind(void)
     p = bo_map(c.fd, &bo);
     CHECK(p, "mmap");
     p[0] = 42;
+    /* two jobs waiting for in-fences: X for a fenceless syncobj, Y for X */
+    {
+        uint32_t g, o;
+        uint64_t sx, sy;
+        size_t len;
+
+        ref.handle = bo.handle;
+        ref.access = DRM_TX8_ACCESS_WRITE;
+        CHECK_OK(drmSyncobjCreate(c.fd, 0, &g));
+        CHECK_OK(drmSyncobjCreate(c.fd, 0, &o));
+        len = put_fill(c.cmdmap, bo.dev_addr, 4096, 1);
+        CHECK_OK(submit_dep(&c, 0, len, &ref, &g, 1, o, &sx));
+        CHECK_OK(submit_dep(&c, 0, len, &ref, &o, 1, 0, &sy));
+        CHECK_ERR(wait_job(c.fd, sy, 0, &w), ETIME);
+    }
 
     CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/unbind", addr));
     CHECK_OK(wait_for_node(dev_index, false, 5000));
@@ -1448,6 +1615,7 @@ static const struct test {
     {"mmap", t_mmap},
     {"submit_args", t_submit_args},
     {"job_status", t_job_status},
+    {"deps", t_deps},
     {"isolation", t_isolation},
     {"zero_copy", t_zero_copy},
     {"meminfo", t_meminfo},

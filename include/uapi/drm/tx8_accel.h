@@ -266,9 +266,12 @@ struct drm_tx8_bo_ref {
  * checks every operand and fails the job with DRM_TX8_STATUS_ADDR_FAULT
  * otherwise. The kernel does not parse the commands.
  *
- * The call first waits (interruptibly) for the fences of @in_syncobjs,
- * then queues the job and returns; the job's fence is placed in
- * @out_syncobj and in the reservation of every listed BO.
+ * The call does not wait for @in_syncobjs: it places the job's fence in
+ * @out_syncobj and returns; the job is handed to the device once the
+ * fences of all @in_syncobjs have signalled (a syncobj without a fence is
+ * waited on until one is attached). Jobs of one file run in submission
+ * order. A job whose in-fence fails does not run; it ends with
+ * DRM_TX8_STATUS_ABORTED.
  */
 struct drm_tx8_submit {
 	/** @cmd_handle: BO holding the command buffer */
@@ -301,9 +304,9 @@ struct drm_tx8_submit {
 	/** @user_data: any value; returned by DRM_IOCTL_TX8_WAIT */
 	__u64 user_data;
 	/**
-	 * @timeout_ns: absolute CLOCK_MONOTONIC deadline for the waits of the
-	 * call (in-syncobjs, a full ring), 0 for none. When it passes the call
-	 * fails with -ETIME (in-syncobjs) or -EBUSY (ring full), queueing
+	 * @timeout_ns: absolute CLOCK_MONOTONIC deadline for the wait of the
+	 * call while the file has 256 jobs not yet handed to the device, 0
+	 * for none. When it passes the call fails with -EBUSY, queueing
 	 * nothing.
 	 */
 	__s64 timeout_ns;
