@@ -7,7 +7,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include "tx_test_tmp.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +16,6 @@
 
 /* A fresh temporary directory per test (Check forks each test). */
 static char tm_dir[256];
-
-static inline int tm_rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
 
 static inline void tm_setup(void)
 {
@@ -34,8 +26,7 @@ static inline void tm_setup(void)
 
 static inline void tm_teardown(void)
 {
-    if (tm_dir[0])
-        nftw(tm_dir, tm_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    tx_test_rmtree(tm_dir);
     tm_dir[0] = 0;
 }
 

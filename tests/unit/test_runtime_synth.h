@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ftw.h>
+#include "tx_test_tmp.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -282,20 +282,10 @@ static inline const char *rts_tmpdir(void)
     return rts_dir;
 }
 
-static int rts_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static inline void rts_cleanup(void)
 {
-    if (rts_dir[0]) {
-        nftw(rts_dir, rts_rm, 16, FTW_DEPTH | FTW_PHYS);
-        rts_dir[0] = 0;
-    }
+    tx_test_rmtree(rts_dir);
+    rts_dir[0] = 0;
 }
 
 /* ---- device ------------------------------------------------------------ */

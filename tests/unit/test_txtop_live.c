@@ -300,12 +300,8 @@ static void emu_up(void)
 
 static void emu_down(void)
 {
-    char cmd[128];
-
     tx_test_emu_stop(&emu);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", shm_dir);
-    if (strncmp(shm_dir, "/tmp/txtop-shm-", 15) == 0 && system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", shm_dir);
+    tx_test_rmtree(shm_dir);
 }
 
 /* Run tx-top with args (NULL terminated); stdout into *out (malloc()ed).

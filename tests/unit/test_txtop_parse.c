@@ -24,6 +24,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tx_test_tmp.h"
+
 #include <tx/tx_device.h>
 #include <tx/tx_telemetry.h>
 
@@ -117,18 +119,6 @@ static void make_tmpdir(void)
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
     chmod(tmpdir, 0755);
     setenv("TX_TELEMETRY_DIR", tmpdir, 1);
-}
-
-static void rm_tree(const char *path)
-{
-    char cmd[600];
-
-    /* only our own mkdtemp directories */
-    if (strncmp(path, "/tmp/txtop-test-", 16))
-        return;
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", path);
 }
 
 static int count_files(const char *dir, const char *prefix)
@@ -732,7 +722,7 @@ START_TEST(proc_scan_tree)
     /* no such tree */
     o.proc_root = "/nonexistent/proc";
     ck_assert_int_eq(txm_proc_scan(&o, &s), -1);
-    rm_tree(tmpdir);
+    tx_test_rmtree(tmpdir);
 }
 END_TEST
 
@@ -840,7 +830,7 @@ START_TEST(unix_socket_peers)
     close(c1);
     close(s1);
     close(lfd);
-    rm_tree(tmpdir);
+    tx_test_rmtree(tmpdir);
 }
 END_TEST
 
@@ -967,7 +957,7 @@ START_TEST(telemetry_publish_read)
     ck_assert_int_eq(tx_telemetry_close(pub2), TX_OK);
     ck_assert_int_eq(count_files(tmpdir, "tx8-telemetry-"), 0);
     ck_assert_int_eq(count_files(tmpdir, ".tx8-telemetry-"), 0);
-    rm_tree(tmpdir);
+    tx_test_rmtree(tmpdir);
 }
 END_TEST
 
@@ -1013,7 +1003,7 @@ START_TEST(telemetry_stale_dead_pid)
     memset(&s, 0, sizeof(s));
     ck_assert_int_eq(tx_telemetry_scan(collect, &s, NULL), 0);
     ck_assert_int_eq(access(path, F_OK), -1); /* cleaned */
-    rm_tree(tmpdir);
+    tx_test_rmtree(tmpdir);
 }
 END_TEST
 
@@ -1100,7 +1090,7 @@ START_TEST(telemetry_reused_pid_and_version)
     write_file(path, "garbage");
     ck_assert_int_eq(tx_telemetry_scan(collect, &s, &skipped), 0);
     ck_assert_uint_eq(skipped, 1);
-    rm_tree(tmpdir);
+    tx_test_rmtree(tmpdir);
 }
 END_TEST
 
@@ -1156,7 +1146,7 @@ START_TEST(telemetry_no_torn_reads)
     ck_assert_int_eq(bad, 0);
     ck_assert_int_gt(seen, 0); /* most scans got a consistent copy */
     tx_telemetry_close(w.pub);
-    rm_tree(tmpdir);
+    tx_test_rmtree(tmpdir);
 }
 END_TEST
 

@@ -29,7 +29,6 @@
 #ifndef TX_TEST_EMU_H
 #define TX_TEST_EMU_H
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -44,6 +43,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "tx_test_tmp.h"
 
 #define TX_TEST_EMU_MAX_ARGS 32
 
@@ -146,25 +147,7 @@ static inline void tx_test_emu_untrack(struct tx_test_emu *e)
 
 static inline void tx_test_emu_rmdir(struct tx_test_emu *e)
 {
-    DIR *d;
-
-    if (!e->dir[0])
-        return;
-    d = opendir(e->dir);
-    if (d) {
-        struct dirent *de;
-
-        while ((de = readdir(d))) {
-            char path[sizeof(e->dir) + 260];
-
-            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                continue;
-            snprintf(path, sizeof(path), "%s/%s", e->dir, de->d_name);
-            unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(e->dir);
+    tx_test_rmtree(e->dir);
     e->dir[0] = 0;
 }
 
