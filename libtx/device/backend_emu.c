@@ -224,6 +224,17 @@ static struct tx8_completion *cq_entry(struct tx_backend *be, uint32_t i)
     return (struct tx8_completion *)(be->mem + TX8_CQ_OFFSET(be->qi)) + (i % TX8_CQ_ENTRIES);
 }
 
+/* Job s ended without a completion record of its own. be->lock held. */
+static void set_unrecorded(struct tx_backend *be, uint64_t s, uint32_t status)
+{
+    struct tx_job_result *r = &be->res[s % RESULTS];
+
+    memset(r, 0, sizeof(*r));
+    r->job = s;
+    r->status = status;
+    r->fault_cmd = UINT32_MAX;
+}
+
 /* Read new completion records. be->lock held. */
 static void drain_cq(struct tx_backend *be)
 {
@@ -247,14 +258,8 @@ static void drain_cq(struct tx_backend *be)
 
             /* Jobs skipped (cannot happen with an in-order device) stay
              * unknown: mark them as device errors rather than pending. */
-            for (uint64_t s = be->done_job + 1; s < c.seqno; s++) {
-                struct tx_job_result *m = &be->res[s % RESULTS];
-
-                memset(m, 0, sizeof(*m));
-                m->job = s;
-                m->status = TX_JOB_DEVICE_ERROR;
-                m->fault_cmd = UINT32_MAX;
-            }
+            for (uint64_t s = be->done_job + 1; s < c.seqno; s++)
+                set_unrecorded(be, s, TX_JOB_DEVICE_ERROR);
             memset(r, 0, sizeof(*r));
             r->job = c.seqno;
             r->status = c.status;
@@ -275,14 +280,8 @@ static void drain_cq(struct tx_backend *be)
 /* Every unfinished job ends with `status`. be->lock held. */
 static void fail_pending(struct tx_backend *be, uint32_t status)
 {
-    for (uint64_t s = be->done_job + 1; s <= be->last_job; s++) {
-        struct tx_job_result *r = &be->res[s % RESULTS];
-
-        memset(r, 0, sizeof(*r));
-        r->job = s;
-        r->status = status;
-        r->fault_cmd = UINT32_MAX;
-    }
+    for (uint64_t s = be->done_job + 1; s <= be->last_job; s++)
+        set_unrecorded(be, s, status);
     be->done_job = be->last_job;
 }
 

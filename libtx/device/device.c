@@ -45,6 +45,18 @@ uint64_t tx_deadline(int64_t timeout_ns)
                                                        : now + (uint64_t)timeout_ns;
 }
 
+/* The end of one slice of a blocking backend call that must end by
+ * deadline (0: do not block). */
+static uint64_t slice_end(uint64_t deadline)
+{
+    uint64_t slice;
+
+    if (deadline == 0)
+        return 0;
+    slice = tx_now_ns() + WAIT_SLICE_NS;
+    return slice < deadline ? slice : deadline;
+}
+
 void txd_label(char dst[TX8_LABEL_LEN], const char *src)
 {
     memset(dst, 0, TX8_LABEL_LEN);
@@ -750,9 +762,7 @@ static int arena_alloc(struct tx_device *d, const uint8_t *cmds, uint64_t len, u
         wait_job = front ? front->job : 0;
         pthread_mutex_unlock(&d->lock);
         if (wait_job) {
-            uint64_t slice = tx_now_ns() + WAIT_SLICE_NS;
-
-            rc = d->ops->wait(d->be, wait_job, slice < deadline ? slice : deadline, &r);
+            rc = d->ops->wait(d->be, wait_job, slice_end(deadline), &r);
             if (rc < 0 && rc != TX_ETIMEDOUT && rc != TX_ENOENT)
                 return rc;
         } else {
@@ -817,8 +827,7 @@ static void use_set_release(struct tx_device *d, struct use_set *s, uint64_t job
     pthread_mutex_unlock(&d->lock);
     for (unsigned i = 0; i < s->n; i++)
         tx_obj_put(&s->bos[i]->obj);
-    free(s->bos);
-    free(s->uses);
+    free(s->uses); /* s->bos lives in the same block */
     s->bos = NULL;
     s->uses = NULL;
     s->n = 0;
@@ -839,13 +848,11 @@ static int use_set_build(struct tx_device *d, const char *fn, const uint64_t *ha
     if (n + extra > limit)
         return tx_error(TX_EINVAL, "%s: the job uses %u buffer objects, the device allows %u", fn,
                         n + extra, limit);
-    s->bos = calloc(n ? n : 1, sizeof(*s->bos));
-    s->uses = calloc(n + 1, sizeof(*s->uses));
-    if (!s->bos || !s->uses) {
-        free(s->bos);
-        free(s->uses);
+    /* One block: uses[n + 1] (room for the command BO), then bos[n]. */
+    s->uses = calloc(1, (n + 1) * sizeof(*s->uses) + n * sizeof(*s->bos));
+    if (!s->uses)
         return tx_error(TX_ENOMEM, "%s: out of memory", fn);
-    }
+    s->bos = (struct tx_bo **)(s->uses + n + 1);
     for (unsigned i = 0; i < n; i++) {
         struct tx_bo *bo;
         unsigned j;
@@ -906,16 +913,13 @@ static int do_submit(struct tx_device *d, const char *fn, struct tx_backend_bo *
     j.flags = flags;
     j.user_data = user_data;
     for (;;) {
-        uint64_t slice = tx_now_ns() + WAIT_SLICE_NS;
-
-        rc = d->ops->submit(d->be, &j, slice < deadline ? slice : deadline, job);
+        rc = d->ops->submit(d->be, &j, slice_end(deadline), job);
         if (rc != TX_EBUSY || tx_now_ns() >= deadline ||
             __atomic_load_n(&d->closing, __ATOMIC_ACQUIRE))
             break;
     }
     if (rc == TX_EBUSY)
         rc = tx_error(TX_EBUSY, "%s: the device's submission ring stayed full", fn);
-    (void)fn;
     return rc;
 }
 
@@ -1090,9 +1094,7 @@ TX_API int tx_wait(tx_device_t *h, tx_job_t job, int64_t timeout_ns, struct tx_j
         rc = txd_enter(h, &d, "tx_wait");
         if (rc < 0)
             break;
-        slice = deadline == 0 ? 0 : tx_now_ns() + WAIT_SLICE_NS;
-        if (slice > deadline)
-            slice = deadline;
+        slice = slice_end(deadline);
         rc = d->ops->wait(d->be, job, slice, &r);
         if (rc == TX_OK)
             reap_zombies(d);
