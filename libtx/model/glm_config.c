@@ -14,20 +14,7 @@
 
 #include <tx/glm_config.h>
 
-/* ------------------------------------------------------------------------ */
-/* error helper */
-
-__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errsz, int code,
-                                                      const char *fmt, ...)
-{
-    if (err && errsz) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errsz, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
+#include "model_internal.h"
 
 const char *glm_arch_name(enum glm_arch arch)
 {
@@ -80,7 +67,8 @@ static int get_i64(struct json_object *o, const char *key, const char *ctx, int6
         errno = 0;
         int64_t x = json_object_get_int64(v);
         if (errno == ERANGE)
-            return fail(err, errsz, -EINVAL, "config.json: %s%s: integer out of range", ctx, key);
+            return txm_err(err, errsz, -EINVAL, "config.json: %s%s: integer out of range", ctx,
+                           key);
         *out = x;
         return 1;
     }
@@ -91,8 +79,8 @@ static int get_i64(struct json_object *o, const char *key, const char *ctx, int6
             return 1;
         }
     }
-    return fail(err, errsz, -EINVAL, "config.json: %s%s: expected an integer, got %s", ctx, key,
-                json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+    return txm_err(err, errsz, -EINVAL, "config.json: %s%s: expected an integer, got %s", ctx, key,
+                   json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
 }
 
 static int get_int(struct json_object *o, const char *key, int *out, char *err, size_t errsz)
@@ -102,8 +90,8 @@ static int get_int(struct json_object *o, const char *key, int *out, char *err, 
     if (rc <= 0)
         return rc;
     if (x < -2147483647LL || x > 2147483647LL)
-        return fail(err, errsz, -EINVAL, "config.json: %s: %lld does not fit in 32 bits", key,
-                    (long long)x);
+        return txm_err(err, errsz, -EINVAL, "config.json: %s: %lld does not fit in 32 bits", key,
+                       (long long)x);
     *out = (int)x;
     return 1;
 }
@@ -116,11 +104,11 @@ static int get_num(struct json_object *o, const char *key, const char *ctx, doub
         return 0;
     enum json_type t = json_object_get_type(v);
     if (t != json_type_int && t != json_type_double)
-        return fail(err, errsz, -EINVAL, "config.json: %s%s: expected a number, got %s", ctx, key,
-                    json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+        return txm_err(err, errsz, -EINVAL, "config.json: %s%s: expected a number, got %s", ctx,
+                       key, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
     double d = t == json_type_int ? (double)json_object_get_int64(v) : json_object_get_double(v);
     if (!isfinite(d))
-        return fail(err, errsz, -EINVAL, "config.json: %s%s: not a finite number", ctx, key);
+        return txm_err(err, errsz, -EINVAL, "config.json: %s%s: not a finite number", ctx, key);
     *out = d;
     return 1;
 }
@@ -131,8 +119,8 @@ static int get_bool(struct json_object *o, const char *key, int *out, char *err,
     if (!v)
         return 0;
     if (json_object_get_type(v) != json_type_boolean)
-        return fail(err, errsz, -EINVAL, "config.json: %s: expected true or false, got %s", key,
-                    json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+        return txm_err(err, errsz, -EINVAL, "config.json: %s: expected true or false, got %s", key,
+                       json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
     *out = json_object_get_boolean(v) ? 1 : 0;
     return 1;
 }
@@ -144,8 +132,8 @@ static int get_str(struct json_object *o, const char *key, const char *ctx, cons
     if (!v)
         return 0;
     if (json_object_get_type(v) != json_type_string)
-        return fail(err, errsz, -EINVAL, "config.json: %s%s: expected a string, got %s", ctx, key,
-                    json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+        return txm_err(err, errsz, -EINVAL, "config.json: %s%s: expected a string, got %s", ctx,
+                       key, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
     *out = json_object_get_string(v);
     return 1;
 }
@@ -162,7 +150,7 @@ static int get_token(struct json_object *o, const char *key, int *out, char *err
     if (rc < 0)
         return rc;
     if (rc == 1 && *out < 0)
-        return fail(err, errsz, -EINVAL, "config.json: %s: negative token id %d", key, *out);
+        return txm_err(err, errsz, -EINVAL, "config.json: %s: negative token id %d", key, *out);
     return rc;
 }
 
@@ -248,42 +236,42 @@ static int parse_arch(struct json_object *root, enum glm_arch *arch, char *err, 
         else if (!strcmp(mt, "glm_moe_dsa"))
             from_mt = GLM_ARCH_GLM_MOE_DSA;
         else
-            return fail(err, errsz, -EINVAL,
-                        "config.json: model_type: \"%s\" is not supported "
-                        "(supported: glm4_moe, glm_moe_dsa)",
-                        mt);
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: model_type: \"%s\" is not supported "
+                           "(supported: glm4_moe, glm_moe_dsa)",
+                           mt);
     }
     struct json_object *a = field(root, "architectures");
     if (a) {
         if (json_object_get_type(a) != json_type_array || json_object_array_length(a) < 1)
-            return fail(err, errsz, -EINVAL,
-                        "config.json: architectures: expected a non-empty list of strings");
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: architectures: expected a non-empty list of strings");
         struct json_object *a0 = json_object_array_get_idx(a, 0);
         if (json_object_get_type(a0) != json_type_string)
-            return fail(err, errsz, -EINVAL, "config.json: architectures[0]: expected a string");
+            return txm_err(err, errsz, -EINVAL, "config.json: architectures[0]: expected a string");
         const char *s = json_object_get_string(a0);
         if (!strcmp(s, "Glm4MoeForCausalLM"))
             from_arch = GLM_ARCH_GLM4_MOE;
         else if (!strcmp(s, "GlmMoeDsaForCausalLM"))
             from_arch = GLM_ARCH_GLM_MOE_DSA;
         else if (!mt)
-            return fail(err, errsz, -EINVAL,
-                        "config.json: architectures[0]: \"%s\" is not supported "
-                        "(supported: Glm4MoeForCausalLM, GlmMoeDsaForCausalLM)",
-                        s);
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: architectures[0]: \"%s\" is not supported "
+                           "(supported: Glm4MoeForCausalLM, GlmMoeDsaForCausalLM)",
+                           s);
         else
-            return fail(err, errsz, -EINVAL,
-                        "config.json: architectures[0]: \"%s\" does not match model_type \"%s\"", s,
-                        mt);
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: architectures[0]: \"%s\" does not match model_type \"%s\"",
+                           s, mt);
     }
     if (from_mt && from_arch && from_mt != from_arch)
-        return fail(err, errsz, -EINVAL,
-                    "config.json: architectures[0] (%s) does not match model_type (%s)",
-                    arch_class_name(from_arch), glm_arch_name(from_mt));
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: architectures[0] (%s) does not match model_type (%s)",
+                       arch_class_name(from_arch), glm_arch_name(from_mt));
     *arch = from_mt ? from_mt : from_arch;
     if (!*arch)
-        return fail(err, errsz, -EINVAL,
-                    "config.json: model_type: missing (and no architectures list)");
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: model_type: missing (and no architectures list)");
     return 0;
 }
 
@@ -309,9 +297,9 @@ static int parse_dtype(struct json_object *root, struct glm_config *c, char *err
     else if (!strcmp(s, "float32"))
         c->dtype = GLM_DTYPE_F32;
     else
-        return fail(err, errsz, -EINVAL,
-                    "config.json: %s: \"%s\" is not supported (bfloat16, float16, float32)", key,
-                    s);
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: %s: \"%s\" is not supported (bfloat16, float16, float32)", key,
+                       s);
     return 0;
 }
 
@@ -338,7 +326,7 @@ static int parse_rope(struct json_object *root, struct glm_config *c, char *err,
     if (!rp)
         return 0;
     if (json_object_get_type(rp) != json_type_object)
-        return fail(err, errsz, -EINVAL, "config.json: %s: expected an object", src);
+        return txm_err(err, errsz, -EINVAL, "config.json: %s: expected an object", src);
     char ctx[40];
     snprintf(ctx, sizeof(ctx), "%s.", src);
     rc = get_num(rp, "rope_theta", ctx, &c->rope_theta, err, errsz);
@@ -365,16 +353,16 @@ static int parse_rope(struct json_object *root, struct glm_config *c, char *err,
         if (rc < 0)
             return rc;
         if (rc == 0)
-            return fail(err, errsz, -EINVAL, "config.json: %sfactor: required for rope_type linear",
-                        ctx);
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: %sfactor: required for rope_type linear", ctx);
         if (!(c->rope_factor >= 1.0))
-            return fail(err, errsz, -EINVAL, "config.json: %sfactor: must be >= 1 (got %g)", ctx,
-                        c->rope_factor);
+            return txm_err(err, errsz, -EINVAL, "config.json: %sfactor: must be >= 1 (got %g)", ctx,
+                           c->rope_factor);
     } else {
-        return fail(err, errsz, -ENOTSUP,
-                    "config.json: %srope_type: \"%s\" is not supported (supported: default, "
-                    "linear)",
-                    ctx, type);
+        return txm_err(err, errsz, -ENOTSUP,
+                       "config.json: %srope_type: \"%s\" is not supported (supported: default, "
+                       "linear)",
+                       ctx, type);
     }
     return 0;
 }
@@ -390,18 +378,18 @@ static int parse_eos(struct json_object *root, struct glm_config *c, char *err, 
     if (json_object_get_type(v) == json_type_array) {
         size_t n = json_object_array_length(v);
         if (n > GLM_MAX_EOS)
-            return fail(err, errsz, -EINVAL, "config.json: eos_token_id: more than %d ids",
-                        GLM_MAX_EOS);
+            return txm_err(err, errsz, -EINVAL, "config.json: eos_token_id: more than %d ids",
+                           GLM_MAX_EOS);
         for (size_t i = 0; i < n; i++) {
             struct json_object *e = json_object_array_get_idx(v, i);
             if (json_object_get_type(e) != json_type_int)
-                return fail(err, errsz, -EINVAL,
-                            "config.json: eos_token_id[%zu]: expected an integer", i);
+                return txm_err(err, errsz, -EINVAL,
+                               "config.json: eos_token_id[%zu]: expected an integer", i);
             int64_t x = json_object_get_int64(e);
             if (x < 0 || x > 2147483647LL)
-                return fail(err, errsz, -EINVAL,
-                            "config.json: eos_token_id[%zu]: invalid token id %lld", i,
-                            (long long)x);
+                return txm_err(err, errsz, -EINVAL,
+                               "config.json: eos_token_id[%zu]: invalid token id %lld", i,
+                               (long long)x);
             c->eos_token_ids[c->n_eos++] = (int)x;
         }
         return 0;
@@ -409,8 +397,9 @@ static int parse_eos(struct json_object *root, struct glm_config *c, char *err, 
     int id = 0;
     int rc = get_token(root, "eos_token_id", &id, err, errsz);
     if (rc < 0)
-        return fail(err, errsz, -EINVAL,
-                    "config.json: eos_token_id: expected an integer, a list of integers or null");
+        return txm_err(
+            err, errsz, -EINVAL,
+            "config.json: eos_token_id: expected an integer, a list of integers or null");
     c->eos_token_ids[0] = id;
     c->n_eos = 1;
     return 0;
@@ -424,11 +413,11 @@ static int parse_layer_list(struct json_object *root, const char *key, const cha
     if (!v)
         return 0;
     if (json_object_get_type(v) != json_type_array)
-        return fail(err, errsz, -EINVAL, "config.json: %s: expected a list of strings", key);
+        return txm_err(err, errsz, -EINVAL, "config.json: %s: expected a list of strings", key);
     size_t len = json_object_array_length(v);
     if (len != (size_t)n)
-        return fail(err, errsz, -EINVAL,
-                    "config.json: %s: has %zu entries, num_hidden_layers is %d", key, len, n);
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: %s: has %zu entries, num_hidden_layers is %d", key, len, n);
     for (size_t i = 0; i < len; i++) {
         struct json_object *e = json_object_array_get_idx(v, i);
         const char *s =
@@ -438,9 +427,9 @@ static int parse_layer_list(struct json_object *root, const char *key, const cha
         else if (s && !strcmp(s, b))
             out[i] = 1;
         else
-            return fail(err, errsz, -EINVAL,
-                        "config.json: %s[%zu]: expected \"%s\" or \"%s\", got %s", key, i, a, b,
-                        json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN));
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: %s[%zu]: expected \"%s\" or \"%s\", got %s", key, i, a, b,
+                           json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN));
     }
     *present = 1;
     return 0;
@@ -462,19 +451,19 @@ static int parse_indexer_types(struct json_object *root, struct glm_config *c, c
     if (pat && json_object_get_type(pat) == json_type_string) {
         const char *s = json_object_get_string(pat);
         if ((int)strlen(s) != n)
-            return fail(err, errsz, -EINVAL,
-                        "config.json: index_topk_pattern: has %zu letters, num_hidden_layers is "
-                        "%d",
-                        strlen(s), n);
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: index_topk_pattern: has %zu letters, num_hidden_layers is "
+                           "%d",
+                           strlen(s), n);
         for (int i = 0; i < n; i++) {
             if (s[i] == 'F')
                 c->indexer_types[i] = GLM_INDEXER_FULL;
             else if (s[i] == 'S')
                 c->indexer_types[i] = GLM_INDEXER_SHARED;
             else
-                return fail(err, errsz, -EINVAL,
-                            "config.json: index_topk_pattern[%d]: expected 'F' or 'S', got '%c'", i,
-                            s[i]);
+                return txm_err(err, errsz, -EINVAL,
+                               "config.json: index_topk_pattern[%d]: expected 'F' or 'S', got '%c'",
+                               i, s[i]);
         }
         return 0;
     }
@@ -511,7 +500,7 @@ static int parse_indexer_types(struct json_object *root, struct glm_config *c, c
 static int from_object(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
 {
     if (json_object_get_type(root) != json_type_object)
-        return fail(err, errsz, -EINVAL, "config.json: top level is not a JSON object");
+        return txm_err(err, errsz, -EINVAL, "config.json: top level is not a JSON object");
     enum glm_arch arch = GLM_ARCH_UNKNOWN;
     int rc = parse_arch(root, &arch, err, errsz);
     if (rc < 0)
@@ -548,8 +537,8 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
     if (rc < 0)
         return rc;
     if (act && strcmp(act, "silu") != 0)
-        return fail(err, errsz, -ENOTSUP,
-                    "config.json: hidden_act: \"%s\" is not supported (GLM uses silu)", act);
+        return txm_err(err, errsz, -ENOTSUP,
+                       "config.json: hidden_act: \"%s\" is not supported (GLM uses silu)", act);
 
     /* MoE */
     GET(get_int, "n_routed_experts", &c->n_routed_experts);
@@ -575,16 +564,16 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
     if (rc < 0)
         return rc;
     if (s && strcmp(s, "sigmoid") != 0)
-        return fail(err, errsz, -ENOTSUP,
-                    "config.json: scoring_func: \"%s\" is not supported (GLM routers use sigmoid)",
-                    s);
+        return txm_err(
+            err, errsz, -ENOTSUP,
+            "config.json: scoring_func: \"%s\" is not supported (GLM routers use sigmoid)", s);
     s = NULL;
     rc = get_str(root, "topk_method", "", &s, err, errsz);
     if (rc < 0)
         return rc;
     if (s && strcmp(s, "noaux_tc") != 0)
-        return fail(err, errsz, -ENOTSUP,
-                    "config.json: topk_method: \"%s\" is not supported (GLM uses noaux_tc)", s);
+        return txm_err(err, errsz, -ENOTSUP,
+                       "config.json: topk_method: \"%s\" is not supported (GLM uses noaux_tc)", s);
 
     if (arch == GLM_ARCH_GLM4_MOE) {
         GET(get_bool, "use_qk_norm", &c->use_qk_norm);
@@ -594,9 +583,9 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
         struct json_object *q;
         if (json_object_object_get_ex(root, "q_lora_rank", &q) &&
             json_object_get_type(q) == json_type_null)
-            return fail(err, errsz, -ENOTSUP,
-                        "config.json: q_lora_rank: null (no q latent) is not supported: the DSA "
-                        "indexer reads the q latent");
+            return txm_err(err, errsz, -ENOTSUP,
+                           "config.json: q_lora_rank: null (no q latent) is not supported: the DSA "
+                           "indexer reads the q latent");
         GET(get_int, "q_lora_rank", &c->q_lora_rank);
         GET(get_int, "kv_lora_rank", &c->kv_lora_rank);
         GET(get_int, "qk_nope_head_dim", &c->qk_nope_head_dim);
@@ -612,10 +601,10 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
         if (rc < 0)
             return rc;
         if (rc == 1 && qkh != c->qk_nope_head_dim + c->qk_rope_head_dim)
-            return fail(err, errsz, -EINVAL,
-                        "config.json: qk_head_dim (%d) != qk_nope_head_dim (%d) + "
-                        "qk_rope_head_dim (%d)",
-                        qkh, c->qk_nope_head_dim, c->qk_rope_head_dim);
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: qk_head_dim (%d) != qk_nope_head_dim (%d) + "
+                           "qk_rope_head_dim (%d)",
+                           qkh, c->qk_nope_head_dim, c->qk_rope_head_dim);
         c->qk_head_dim = c->qk_nope_head_dim + c->qk_rope_head_dim;
     }
 
@@ -636,8 +625,8 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
     if (qc) {
         const char *qm = NULL;
         if (json_object_get_type(qc) != json_type_object)
-            return fail(err, errsz, -EINVAL,
-                        "config.json: quantization_config: expected an object");
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: quantization_config: expected an object");
         rc = get_str(qc, "quant_method", "quantization_config.", &qm, err, errsz);
         if (rc < 0)
             return rc;
@@ -651,8 +640,8 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
 
     /* per-layer lists need a sane layer count first */
     if (c->num_hidden_layers < 1 || c->num_hidden_layers > GLM_MAX_LAYERS)
-        return fail(err, errsz, -EINVAL, "config.json: num_hidden_layers: %d is outside [1, %d]",
-                    c->num_hidden_layers, GLM_MAX_LAYERS);
+        return txm_err(err, errsz, -EINVAL, "config.json: num_hidden_layers: %d is outside [1, %d]",
+                       c->num_hidden_layers, GLM_MAX_LAYERS);
     int present = 0;
     rc = parse_layer_list(root, "mlp_layer_types", "dense", "sparse", c->mlp_layer_types,
                           c->num_hidden_layers, &present, err, errsz);
@@ -681,10 +670,10 @@ int glm_config_from_json(const char *json, struct glm_config *cfg, char *err, si
     if (err && errsz)
         err[0] = 0;
     if (!json || !cfg)
-        return fail(err, errsz, -EINVAL, "glm_config_from_json: NULL argument");
+        return txm_err(err, errsz, -EINVAL, "glm_config_from_json: NULL argument");
     struct json_tokener *tok = json_tokener_new();
     if (!tok)
-        return fail(err, errsz, -ENOMEM, "out of memory");
+        return txm_err(err, errsz, -ENOMEM, "out of memory");
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
     size_t len = strlen(json);
     struct json_object *root = json_tokener_parse_ex(tok, json, (int)len);
@@ -695,7 +684,7 @@ int glm_config_from_json(const char *json, struct glm_config *cfg, char *err, si
         if (root)
             json_object_put(root);
         if (jerr == json_tokener_continue)
-            return fail(err, errsz, -EINVAL, "config.json: truncated JSON");
+            return txm_err(err, errsz, -EINVAL, "config.json: truncated JSON");
         int line = 1, col = 1;
         for (size_t i = 0; i < off && i < len; i++) {
             if (json[i] == '\n') {
@@ -705,13 +694,13 @@ int glm_config_from_json(const char *json, struct glm_config *cfg, char *err, si
                 col++;
             }
         }
-        return fail(err, errsz, -EINVAL, "config.json: invalid JSON at line %d column %d: %s", line,
-                    col, json_tokener_error_desc(jerr));
+        return txm_err(err, errsz, -EINVAL, "config.json: invalid JSON at line %d column %d: %s",
+                       line, col, json_tokener_error_desc(jerr));
     }
     for (size_t i = off; i < len; i++) {
         if (json[i] != ' ' && json[i] != '\n' && json[i] != '\r' && json[i] != '\t') {
             json_object_put(root);
-            return fail(err, errsz, -EINVAL, "config.json: trailing data at byte %zu", i);
+            return txm_err(err, errsz, -EINVAL, "config.json: trailing data at byte %zu", i);
         }
     }
     struct glm_config tmp;
@@ -725,44 +714,27 @@ int glm_config_from_json(const char *json, struct glm_config *cfg, char *err, si
 int glm_config_load(const char *path, struct glm_config *cfg, char *err, size_t errsz)
 {
     if (!path || !cfg)
-        return fail(err, errsz, -EINVAL, "glm_config_load: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        return fail(err, errsz, -e, "%s: %s", path, strerror(e));
-    }
-    const long max = 16L << 20; /* config.json is a few KiB */
-    char *buf = malloc((size_t)max + 1);
-    if (!buf) {
-        fclose(f);
-        return fail(err, errsz, -ENOMEM, "out of memory");
-    }
-    size_t n = fread(buf, 1, (size_t)max + 1, f);
-    int rerr = ferror(f);
-    fclose(f);
-    if (rerr) {
-        free(buf);
-        return fail(err, errsz, -EIO, "%s: read error", path);
-    }
-    if (n > (size_t)max) {
-        free(buf);
-        return fail(err, errsz, -EFBIG, "%s: larger than 16 MiB, not a config.json", path);
-    }
+        return txm_err(err, errsz, -EINVAL, "glm_config_load: NULL argument");
+    char *buf;
+    size_t n;
+    /* config.json is a few KiB */
+    int rc = txm_read_file(path, 16u << 20, &buf, &n, err, errsz);
+    if (rc < 0)
+        return rc;
     if (memchr(buf, 0, n)) {
         free(buf);
-        return fail(err, errsz, -EINVAL, "%s: contains a NUL byte, not a JSON text", path);
+        return txm_err(err, errsz, -EINVAL, "%s: contains a NUL byte, not a JSON text", path);
     }
-    buf[n] = 0;
     char inner[384];
     inner[0] = 0;
-    int rc = glm_config_from_json(buf, cfg, inner, sizeof(inner));
+    rc = glm_config_from_json(buf, cfg, inner, sizeof(inner));
     free(buf);
     if (rc < 0) {
         /* "config.json: field: ..." -> "PATH: field: ..." */
         const char *msg = inner;
         if (!strncmp(msg, "config.json: ", 13))
             msg += 13;
-        return fail(err, errsz, rc, "%s: %s", path, msg);
+        return txm_err(err, errsz, rc, "%s: %s", path, msg);
     }
     return 0;
 }
@@ -773,16 +745,16 @@ int glm_config_load(const char *path, struct glm_config *cfg, char *err, size_t 
 #define POS(fieldname)                                                                             \
     do {                                                                                           \
         if (c->fieldname <= 0)                                                                     \
-            return fail(err, errsz, -EINVAL, "config.json: " #fieldname ": must be > 0 (got %d)",  \
-                        c->fieldname);                                                             \
+            return txm_err(err, errsz, -EINVAL,                                                    \
+                           "config.json: " #fieldname ": must be > 0 (got %d)", c->fieldname);     \
     } while (0)
 
 int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
 {
     if (!c)
-        return fail(err, errsz, -EINVAL, "glm_config_validate: NULL config");
+        return txm_err(err, errsz, -EINVAL, "glm_config_validate: NULL config");
     if (c->arch != GLM_ARCH_GLM4_MOE && c->arch != GLM_ARCH_GLM_MOE_DSA)
-        return fail(err, errsz, -EINVAL, "config: unknown architecture %d", (int)c->arch);
+        return txm_err(err, errsz, -EINVAL, "config: unknown architecture %d", (int)c->arch);
     POS(vocab_size);
     POS(hidden_size);
     POS(num_hidden_layers);
@@ -790,25 +762,27 @@ int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
     POS(num_key_value_heads);
     POS(max_position_embeddings);
     if (c->num_hidden_layers > GLM_MAX_LAYERS)
-        return fail(err, errsz, -EINVAL, "config.json: num_hidden_layers: %d exceeds the limit %d",
-                    c->num_hidden_layers, GLM_MAX_LAYERS);
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: num_hidden_layers: %d exceeds the limit %d",
+                       c->num_hidden_layers, GLM_MAX_LAYERS);
     if (c->num_nextn_predict_layers < 0)
-        return fail(err, errsz, -EINVAL, "config.json: num_nextn_predict_layers: must be >= 0");
+        return txm_err(err, errsz, -EINVAL, "config.json: num_nextn_predict_layers: must be >= 0");
     if (!(c->rms_norm_eps > 0.0) || !isfinite(c->rms_norm_eps))
-        return fail(err, errsz, -EINVAL, "config.json: rms_norm_eps: must be > 0 (got %g)",
-                    c->rms_norm_eps);
+        return txm_err(err, errsz, -EINVAL, "config.json: rms_norm_eps: must be > 0 (got %g)",
+                       c->rms_norm_eps);
     if (!(c->rope_theta > 0.0) || !isfinite(c->rope_theta))
-        return fail(err, errsz, -EINVAL, "config.json: rope_theta: must be > 0 (got %g)",
-                    c->rope_theta);
+        return txm_err(err, errsz, -EINVAL, "config.json: rope_theta: must be > 0 (got %g)",
+                       c->rope_theta);
     if (c->rope_type != GLM_ROPE_DEFAULT && c->rope_type != GLM_ROPE_LINEAR)
-        return fail(err, errsz, -EINVAL, "config: rope_type: unknown value %d", (int)c->rope_type);
+        return txm_err(err, errsz, -EINVAL, "config: rope_type: unknown value %d",
+                       (int)c->rope_type);
     if (!(c->rope_factor >= 1.0) || !isfinite(c->rope_factor))
-        return fail(err, errsz, -EINVAL, "config.json: rope_parameters.factor: must be >= 1");
+        return txm_err(err, errsz, -EINVAL, "config.json: rope_parameters.factor: must be >= 1");
     if (c->num_attention_heads % c->num_key_value_heads != 0)
-        return fail(err, errsz, -EINVAL,
-                    "config.json: num_attention_heads (%d) is not a multiple of "
-                    "num_key_value_heads (%d)",
-                    c->num_attention_heads, c->num_key_value_heads);
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: num_attention_heads (%d) is not a multiple of "
+                       "num_key_value_heads (%d)",
+                       c->num_attention_heads, c->num_key_value_heads);
 
     /* feed-forward */
     int any_dense = 0, any_sparse = 0;
@@ -818,12 +792,12 @@ int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
         else if (c->mlp_layer_types[i] == GLM_MLP_SPARSE)
             any_sparse = 1;
         else
-            return fail(err, errsz, -EINVAL, "config: mlp_layer_types[%d]: invalid value", i);
+            return txm_err(err, errsz, -EINVAL, "config: mlp_layer_types[%d]: invalid value", i);
     }
     if (c->first_k_dense_replace < 0)
-        return fail(err, errsz, -EINVAL,
-                    "config.json: first_k_dense_replace: must be >= 0 (got %d)",
-                    c->first_k_dense_replace);
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: first_k_dense_replace: must be >= 0 (got %d)",
+                       c->first_k_dense_replace);
     if (any_dense)
         POS(intermediate_size);
     if (any_sparse) {
@@ -833,46 +807,50 @@ int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
         POS(n_group);
         POS(topk_group);
         if (c->n_shared_experts < 0)
-            return fail(err, errsz, -EINVAL, "config.json: n_shared_experts: must be >= 0 (got %d)",
-                        c->n_shared_experts);
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: n_shared_experts: must be >= 0 (got %d)",
+                           c->n_shared_experts);
         if (c->n_routed_experts % c->n_group != 0)
-            return fail(err, errsz, -EINVAL,
-                        "config.json: n_routed_experts (%d) is not a multiple of n_group (%d)",
-                        c->n_routed_experts, c->n_group);
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: n_routed_experts (%d) is not a multiple of n_group (%d)",
+                           c->n_routed_experts, c->n_group);
         if (c->n_routed_experts / c->n_group < 2)
-            return fail(err, errsz, -EINVAL,
-                        "config.json: n_group (%d): each group needs at least 2 experts "
-                        "(group score = sum of its top 2)",
-                        c->n_group);
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: n_group (%d): each group needs at least 2 experts "
+                           "(group score = sum of its top 2)",
+                           c->n_group);
         if (c->topk_group > c->n_group)
-            return fail(err, errsz, -EINVAL, "config.json: topk_group (%d) exceeds n_group (%d)",
-                        c->topk_group, c->n_group);
+            return txm_err(err, errsz, -EINVAL, "config.json: topk_group (%d) exceeds n_group (%d)",
+                           c->topk_group, c->n_group);
         if (c->num_experts_per_tok > c->topk_group * (c->n_routed_experts / c->n_group))
-            return fail(err, errsz, -EINVAL,
-                        "config.json: num_experts_per_tok (%d) exceeds the experts in topk_group "
-                        "(%d) groups of %d",
-                        c->num_experts_per_tok, c->topk_group, c->n_routed_experts / c->n_group);
+            return txm_err(
+                err, errsz, -EINVAL,
+                "config.json: num_experts_per_tok (%d) exceeds the experts in topk_group "
+                "(%d) groups of %d",
+                c->num_experts_per_tok, c->topk_group, c->n_routed_experts / c->n_group);
         if (!(c->routed_scaling_factor > 0.0) || !isfinite(c->routed_scaling_factor))
-            return fail(err, errsz, -EINVAL,
-                        "config.json: routed_scaling_factor: must be > 0 (got %g)",
-                        c->routed_scaling_factor);
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: routed_scaling_factor: must be > 0 (got %g)",
+                           c->routed_scaling_factor);
     }
 
     if (c->arch == GLM_ARCH_GLM4_MOE) {
         POS(head_dim);
         if (!(c->partial_rotary_factor > 0.0 && c->partial_rotary_factor <= 1.0))
-            return fail(err, errsz, -EINVAL,
-                        "config.json: partial_rotary_factor: must be in (0, 1] (got %g)",
-                        c->partial_rotary_factor);
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: partial_rotary_factor: must be in (0, 1] (got %g)",
+                           c->partial_rotary_factor);
         if (c->rotary_dim != (int)(c->head_dim * c->partial_rotary_factor))
-            return fail(err, errsz, -EINVAL, "config: rotary_dim inconsistent with head_dim");
+            return txm_err(err, errsz, -EINVAL, "config: rotary_dim inconsistent with head_dim");
         if (c->rotary_dim <= 0 || c->rotary_dim % 2 != 0)
-            return fail(err, errsz, -EINVAL,
-                        "config.json: head_dim (%d) * partial_rotary_factor (%g) = %d rotary dims: "
-                        "must be even and > 0",
-                        c->head_dim, c->partial_rotary_factor, c->rotary_dim);
+            return txm_err(
+                err, errsz, -EINVAL,
+                "config.json: head_dim (%d) * partial_rotary_factor (%g) = %d rotary dims: "
+                "must be even and > 0",
+                c->head_dim, c->partial_rotary_factor, c->rotary_dim);
         if (c->rope_interleave)
-            return fail(err, errsz, -EINVAL, "config: glm4_moe uses NeoX RoPE (rope_interleave 0)");
+            return txm_err(err, errsz, -EINVAL,
+                           "config: glm4_moe uses NeoX RoPE (rope_interleave 0)");
     } else {
         POS(q_lora_rank);
         POS(kv_lora_rank);
@@ -883,44 +861,48 @@ int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
         POS(index_head_dim);
         POS(index_n_heads);
         if (c->qk_rope_head_dim % 2 != 0)
-            return fail(err, errsz, -EINVAL, "config.json: qk_rope_head_dim: must be even (got %d)",
-                        c->qk_rope_head_dim);
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: qk_rope_head_dim: must be even (got %d)",
+                           c->qk_rope_head_dim);
         if (c->qk_head_dim != c->qk_nope_head_dim + c->qk_rope_head_dim)
-            return fail(err, errsz, -EINVAL,
-                        "config: qk_head_dim != qk_nope_head_dim + qk_rope_head_dim");
+            return txm_err(err, errsz, -EINVAL,
+                           "config: qk_head_dim != qk_nope_head_dim + qk_rope_head_dim");
         if (c->rotary_dim != c->qk_rope_head_dim)
-            return fail(err, errsz, -EINVAL, "config: rotary_dim must equal qk_rope_head_dim");
+            return txm_err(err, errsz, -EINVAL, "config: rotary_dim must equal qk_rope_head_dim");
         if (c->index_head_dim < c->qk_rope_head_dim)
-            return fail(err, errsz, -EINVAL,
-                        "config.json: index_head_dim (%d) is smaller than qk_rope_head_dim (%d), "
-                        "the indexer's rotary slice",
-                        c->index_head_dim, c->qk_rope_head_dim);
+            return txm_err(
+                err, errsz, -EINVAL,
+                "config.json: index_head_dim (%d) is smaller than qk_rope_head_dim (%d), "
+                "the indexer's rotary slice",
+                c->index_head_dim, c->qk_rope_head_dim);
         if (c->num_key_value_heads != c->num_attention_heads)
-            return fail(err, errsz, -EINVAL,
-                        "config.json: num_key_value_heads (%d) must equal num_attention_heads (%d) "
-                        "for MLA (kv_b_proj expands one K/V per head)",
-                        c->num_key_value_heads, c->num_attention_heads);
+            return txm_err(
+                err, errsz, -EINVAL,
+                "config.json: num_key_value_heads (%d) must equal num_attention_heads (%d) "
+                "for MLA (kv_b_proj expands one K/V per head)",
+                c->num_key_value_heads, c->num_attention_heads);
         if (c->partial_rotary_factor != 1.0)
-            return fail(err, errsz, -ENOTSUP,
-                        "config.json: partial_rotary_factor: %g is not supported for glm_moe_dsa "
-                        "(RoPE covers the qk_rope_head_dim slice)",
-                        c->partial_rotary_factor);
+            return txm_err(
+                err, errsz, -ENOTSUP,
+                "config.json: partial_rotary_factor: %g is not supported for glm_moe_dsa "
+                "(RoPE covers the qk_rope_head_dim slice)",
+                c->partial_rotary_factor);
         if (c->use_qk_norm)
-            return fail(err, errsz, -EINVAL, "config: use_qk_norm is a glm4_moe field");
+            return txm_err(err, errsz, -EINVAL, "config: use_qk_norm is a glm4_moe field");
         for (int i = 0; i < c->num_hidden_layers; i++) {
             if (c->indexer_types[i] > GLM_INDEXER_SHARED)
-                return fail(err, errsz, -EINVAL, "config: indexer_types[%d]: invalid value", i);
+                return txm_err(err, errsz, -EINVAL, "config: indexer_types[%d]: invalid value", i);
         }
         if (c->indexer_types[0] != GLM_INDEXER_FULL)
-            return fail(err, errsz, -EINVAL,
-                        "config.json: indexer_types[0]: must be \"full\" (a \"shared\" layer "
-                        "reuses the top-k of the previous full layer)");
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: indexer_types[0]: must be \"full\" (a \"shared\" layer "
+                           "reuses the top-k of the previous full layer)");
     }
     if (c->n_eos < 0 || c->n_eos > GLM_MAX_EOS)
-        return fail(err, errsz, -EINVAL, "config: n_eos out of range");
+        return txm_err(err, errsz, -EINVAL, "config: n_eos out of range");
     for (int i = 0; i < c->n_eos; i++) {
         if (c->eos_token_ids[i] < 0)
-            return fail(err, errsz, -EINVAL, "config.json: eos_token_id[%d]: negative", i);
+            return txm_err(err, errsz, -EINVAL, "config.json: eos_token_id[%d]: negative", i);
     }
     return 0;
 }
@@ -1445,23 +1427,23 @@ int glm_config_tensor_lookup(const struct glm_config *c, const char *name,
                              struct glm_tensor_info *out, char *err, size_t errsz)
 {
     if (!c || !name || !out)
-        return fail(err, errsz, -EINVAL, "glm_config_tensor_lookup: NULL argument");
+        return txm_err(err, errsz, -EINVAL, "glm_config_tensor_lookup: NULL argument");
     for (int r = GLM_T_EMBED; r <= GLM_T_LM_HEAD; r++) {
         if (!strcmp(name, roles[r].suffix)) {
             if (glm_config_tensor_info(c, (enum glm_tensor_role)r, -1, -1, out) == 0)
                 return 0;
-            return fail(err, errsz, -ENOENT,
-                        "tensor %s: not expected (tie_word_embeddings is true)", name);
+            return txm_err(err, errsz, -ENOENT,
+                           "tensor %s: not expected (tie_word_embeddings is true)", name);
         }
     }
     static const char prefix[] = "model.layers.";
     if (strncmp(name, prefix, sizeof(prefix) - 1) != 0)
-        return fail(err, errsz, -ENOENT, "tensor %s: not a tensor of %s", name,
-                    arch_class_name(c->arch));
+        return txm_err(err, errsz, -ENOENT, "tensor %s: not a tensor of %s", name,
+                       arch_class_name(c->arch));
     const char *p = name + sizeof(prefix) - 1;
     int layer;
     if (parse_index(&p, &layer) < 0 || *p != '.')
-        return fail(err, errsz, -ENOENT, "tensor %s: malformed layer index", name);
+        return txm_err(err, errsz, -ENOENT, "tensor %s: malformed layer index", name);
     p++;
     if (layer >= c->num_hidden_layers) {
         memset(out, 0, sizeof(*out));
@@ -1475,7 +1457,7 @@ int glm_config_tensor_lookup(const struct glm_config *c, const char *name,
         const char *q = p + sizeof(ex) - 1;
         int e;
         if (parse_index(&q, &e) < 0 || *q != '.')
-            return fail(err, errsz, -ENOENT, "tensor %s: malformed expert index", name);
+            return txm_err(err, errsz, -ENOENT, "tensor %s: malformed expert index", name);
         q++;
         for (int r = GLM_T_EXP_GATE; r <= GLM_T_EXP_DOWN; r++) {
             const char *tail = strchr(roles[r].suffix, '%') + 3; /* after "%d." */
@@ -1483,16 +1465,16 @@ int glm_config_tensor_lookup(const struct glm_config *c, const char *name,
                 if (glm_config_tensor_info(c, (enum glm_tensor_role)r, layer, e, out) == 0)
                     return 0;
                 if (c->mlp_layer_types[layer] != GLM_MLP_SPARSE)
-                    return fail(err, errsz, -ENOENT,
-                                "tensor %s: layer %d has a dense MLP (mlp_layer_types / "
-                                "first_k_dense_replace), not experts",
-                                name, layer);
-                return fail(err, errsz, -ENOENT,
-                            "tensor %s: expert %d out of range (n_routed_experts is %d)", name, e,
-                            c->n_routed_experts);
+                    return txm_err(err, errsz, -ENOENT,
+                                   "tensor %s: layer %d has a dense MLP (mlp_layer_types / "
+                                   "first_k_dense_replace), not experts",
+                                   name, layer);
+                return txm_err(err, errsz, -ENOENT,
+                               "tensor %s: expert %d out of range (n_routed_experts is %d)", name,
+                               e, c->n_routed_experts);
             }
         }
-        return fail(err, errsz, -ENOENT, "tensor %s: unknown expert tensor", name);
+        return txm_err(err, errsz, -ENOENT, "tensor %s: unknown expert tensor", name);
     }
     for (int r = GLM_T_INPUT_NORM; r < GLM_T_ROLE_COUNT; r++) {
         if (is_expert_role((enum glm_tensor_role)r))
@@ -1500,16 +1482,16 @@ int glm_config_tensor_lookup(const struct glm_config *c, const char *name,
         if (!strcmp(p, roles[r].suffix)) {
             if (glm_config_tensor_info(c, (enum glm_tensor_role)r, layer, -1, out) == 0)
                 return 0;
-            return fail(err, errsz, -ENOENT,
-                        "tensor %s: not expected for this %s config (layer %d: %s MLP%s%s)", name,
-                        glm_arch_name(c->arch), layer,
-                        c->mlp_layer_types[layer] == GLM_MLP_SPARSE ? "MoE" : "dense",
-                        c->arch == GLM_ARCH_GLM_MOE_DSA ? ", indexer " : "",
-                        c->arch == GLM_ARCH_GLM_MOE_DSA
-                            ? (c->indexer_types[layer] == GLM_INDEXER_FULL ? "full" : "shared")
-                            : "");
+            return txm_err(err, errsz, -ENOENT,
+                           "tensor %s: not expected for this %s config (layer %d: %s MLP%s%s)",
+                           name, glm_arch_name(c->arch), layer,
+                           c->mlp_layer_types[layer] == GLM_MLP_SPARSE ? "MoE" : "dense",
+                           c->arch == GLM_ARCH_GLM_MOE_DSA ? ", indexer " : "",
+                           c->arch == GLM_ARCH_GLM_MOE_DSA
+                               ? (c->indexer_types[layer] == GLM_INDEXER_FULL ? "full" : "shared")
+                               : "");
         }
     }
-    return fail(err, errsz, -ENOENT, "tensor %s: not a tensor of %s", name,
-                arch_class_name(c->arch));
+    return txm_err(err, errsz, -ENOENT, "tensor %s: not a tensor of %s", name,
+                   arch_class_name(c->arch));
 }

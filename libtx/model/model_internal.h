@@ -11,14 +11,6 @@
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the model formats are little-endian; a big-endian port needs byte swaps"
-/* Runs fn(ctx, i) for i in [0, ntasks) on up to nthreads threads (tasks are
- * taken in order from a shared counter); returns the first non-zero value
- * fn returned (the remaining tasks are skipped), else 0. */
-typedef int (*txm_task_fn)(void *ctx, uint64_t i);
-TXM_HIDDEN int txm_parallel(int nthreads, uint64_t ntasks, txm_task_fn fn, void *ctx);
-/* Number of online CPUs (>= 1). */
-TXM_HIDDEN int txm_ncpus(void);
-
 #endif
 
 #define TXM_HIDDEN __attribute__((visibility("hidden")))

@@ -112,21 +112,58 @@ static int add_vocab(struct ctx *c, json_object *vocab, int64_t *max_id)
     return 0;
 }
 
+/* Splits the merge "a b" (exactly one space) into its two tokens; false if
+ * s[0..n) is not of that form. */
+static bool split_merge(const char *s, size_t n, const char **a, size_t *na, const char **b,
+                        size_t *nb)
+{
+    const char *sp = memchr(s, ' ', n);
+    if (!sp || memchr(sp + 1, ' ', n - (size_t)(sp + 1 - s)))
+        return false;
+    *a = s;
+    *na = (size_t)(sp - s);
+    *b = sp + 1;
+    *nb = n - *na - 1;
+    return true;
+}
+
+/* Outcomes of merge_put other than 0. */
+enum { MERGE_NO_A = 1, MERGE_NO_B, MERGE_SHORT_B, MERGE_NO_NEW, MERGE_NOMEM };
+
+/* Resolves the merge (a, b) against the vocabulary (the merged token is a
+ * followed by b without continuing_subword_prefix, built in scratch) and
+ * stores it with rank; 0, or which check failed. */
+static int merge_put(struct tx_tokenizer *tok, struct tok_buf *scratch, const char *a, size_t na,
+                     const char *b, size_t nb, size_t rank)
+{
+    int32_t ia = tok_strmap_get(&tok->vocab, a, na);
+    if (ia < 0)
+        return MERGE_NO_A;
+    int32_t ib = tok_strmap_get(&tok->vocab, b, nb);
+    if (ib < 0)
+        return MERGE_NO_B;
+    if (nb < tok->prefix_len)
+        return MERGE_SHORT_B;
+    scratch->len = 0;
+    if (tok_buf_put(scratch, a, na) ||
+        tok_buf_put(scratch, b + tok->prefix_len, nb - tok->prefix_len))
+        return MERGE_NOMEM;
+    int32_t inew = tok_strmap_get(&tok->vocab, scratch->p, scratch->len);
+    if (inew < 0)
+        return MERGE_NO_NEW;
+    tok_pairmap_put(&tok->merges, (uint32_t)ia, (uint32_t)ib, (uint32_t)rank, (uint32_t)inew);
+    return 0;
+}
+
 static int parse_merge(struct ctx *c, json_object *m, size_t i, const char **a, size_t *na,
                        const char **b, size_t *nb)
 {
     if (json_object_is_type(m, json_type_string)) {
         const char *s = json_object_get_string(m);
-        size_t n = (size_t)json_object_get_string_len(m);
-        const char *sp = memchr(s, ' ', n);
-        if (!sp || memchr(sp + 1, ' ', n - (size_t)(sp + 1 - s)))
+        if (!split_merge(s, (size_t)json_object_get_string_len(m), a, na, b, nb))
             return ERR(c, TX_EINVAL,
                        "model.merges[%zu]: \"%.64s\" is not two tokens separated by one space", i,
                        s);
-        *a = s;
-        *na = (size_t)(sp - s);
-        *b = sp + 1;
-        *nb = n - *na - 1;
         return 0;
     }
     if (json_object_is_type(m, json_type_array)) {
@@ -165,29 +202,27 @@ static int add_merges(struct ctx *c, json_object *merges)
             continue; /* merges.txt header carried over (HF skips it) */
         if ((rc = parse_merge(c, m, i, &a, &na, &b, &nb)))
             return rc;
-        int32_t ia = tok_strmap_get(&tok->vocab, a, na);
-        if (ia < 0)
+        switch (merge_put(tok, &c->tmp, a, na, b, nb, rank)) {
+        case 0:
+            break;
+        case MERGE_NO_A:
             return ERR(c, TX_EINVAL, "model.merges[%zu]: token \"%.*s\" is not in the vocabulary",
                        i, (int)(na > 64 ? 64 : na), a);
-        int32_t ib = tok_strmap_get(&tok->vocab, b, nb);
-        if (ib < 0)
+        case MERGE_NO_B:
             return ERR(c, TX_EINVAL, "model.merges[%zu]: token \"%.*s\" is not in the vocabulary",
                        i, (int)(nb > 64 ? 64 : nb), b);
-        if (nb < tok->prefix_len)
+        case MERGE_SHORT_B:
             return ERR(c, TX_EINVAL,
                        "model.merges[%zu]: token \"%.*s\" is shorter than "
                        "continuing_subword_prefix",
                        i, (int)(nb > 64 ? 64 : nb), b);
-        c->tmp.len = 0;
-        if (tok_buf_put(&c->tmp, a, na) ||
-            tok_buf_put(&c->tmp, b + tok->prefix_len, nb - tok->prefix_len))
-            return ERR(c, TX_ENOMEM, "out of memory");
-        int32_t inew = tok_strmap_get(&tok->vocab, c->tmp.p, c->tmp.len);
-        if (inew < 0)
+        case MERGE_NO_NEW:
             return ERR(c, TX_EINVAL,
                        "model.merges[%zu]: merged token \"%.*s\" is not in the vocabulary", i,
                        (int)(c->tmp.len > 64 ? 64 : c->tmp.len), c->tmp.p);
-        tok_pairmap_put(&tok->merges, (uint32_t)ia, (uint32_t)ib, (uint32_t)rank, (uint32_t)inew);
+        default:
+            return ERR(c, TX_ENOMEM, "out of memory");
+        }
         rank++;
     }
     return 0;
@@ -685,13 +720,8 @@ static int fast_merges(struct ctx *c, struct fspan sp)
                 goto out;
             if (mn >= 8 && !memcmp(m, "#version", 8))
                 goto next; /* merges.txt header carried over (HF skips it) */
-            const char *sp1 = memchr(m, ' ', mn);
-            if (!sp1 || memchr(sp1 + 1, ' ', mn - (size_t)(sp1 + 1 - m)))
+            if (!split_merge(m, mn, &a, &na, &b, &nb))
                 goto out;
-            a = m;
-            na = (size_t)(sp1 - m);
-            b = sp1 + 1;
-            nb = mn - na - 1;
         } else if (i < n && s[i] == '[') {
             i = fws(s, n, i + 1);
             if (fstring(s, n, &i, &c->tmp, &a, &na))
@@ -715,18 +745,8 @@ static int fast_merges(struct ctx *c, struct fspan sp)
         } else {
             goto out;
         }
-        int32_t ia = tok_strmap_get(&tok->vocab, a, na);
-        int32_t ib = tok_strmap_get(&tok->vocab, b, nb);
-        if (ia < 0 || ib < 0 || nb < tok->prefix_len)
-            goto out;
-        merged.len = 0;
-        if (tok_buf_put(&merged, a, na) ||
-            tok_buf_put(&merged, b + tok->prefix_len, nb - tok->prefix_len))
-            goto out;
-        int32_t inew = tok_strmap_get(&tok->vocab, merged.p, merged.len);
-        if (inew < 0)
-            goto out;
-        tok_pairmap_put(&tok->merges, (uint32_t)ia, (uint32_t)ib, (uint32_t)rank, (uint32_t)inew);
+        if (merge_put(tok, &merged, a, na, b, nb, rank))
+            goto out; /* the json-c path names the problem */
         rank++;
     next:
         i = fws(s, n, i);
