@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tx/tx_dtype.h>
+
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 #define MLA_NORM_EPS 1e-6f     /* q_a_layernorm / kv_a_layernorm (DeepseekV3RMSNorm) */
 #define INDEXER_NORM_EPS 1e-6f /* indexer.k_norm (nn.LayerNorm eps=1e-6) */
@@ -135,12 +137,6 @@ static void layout(const glm_model_t *m, int T, int R, int dump, struct act_layo
     a->total = ALIGN_UP(o, 4096);
 }
 
-static const char *dt_name(unsigned d)
-{
-    static const char *n[] = {"f32", "f16", "bf16", "i8", "i32"};
-    return d < 5 ? n[d] : "?";
-}
-
 static tx_ref_t A(struct gctx *g, uint64_t off)
 {
     return tx_ref(g->act, off);
@@ -228,9 +224,9 @@ static void mm(struct gctx *g, uint64_t y, uint64_t x, int mat, int tokens, int 
         a.flags |= TX8_MATMUL_F_BIAS;
     }
     dbg(g, "MATMUL %-28s T=%d N=%u K=%u w=%s%s act=%s%s",
-        g->m->tensors[g->m->mats[mat].t].info.name, tokens, a.w.rows, a.w.cols, dt_name(a.w.dtype),
-        a.w.format == TX8_WFMT_BLOCK_SPARSE ? "/sparse" : "", dt_name(a.act_dtype),
-        (flags & TX8_MATMUL_F_ACCUMULATE) ? " +=" : "");
+        g->m->tensors[g->m->mats[mat].t].info.name, tokens, a.w.rows, a.w.cols,
+        tx_dtype_name(a.w.dtype), a.w.format == TX8_WFMT_BLOCK_SPARSE ? "/sparse" : "",
+        tx_dtype_name(a.act_dtype), (flags & TX8_MATMUL_F_ACCUMULATE) ? " +=" : "");
     EMIT(tx_cmd_matmul(g->cb, &a));
 }
 
@@ -250,7 +246,7 @@ static void round_norm(struct gctx *g, uint64_t x, int rows, int cols, int ld)
     c.ld_src = (uint32_t)ld;
     c.dst_dtype = rt_prec_dtype(p);
     c.src_dtype = TX8_DTYPE_F32;
-    dbg(g, "CONVERT norm output %dx%d f32 -> %s -> f32", rows, cols, dt_name(c.dst_dtype));
+    dbg(g, "CONVERT norm output %dx%d f32 -> %s -> f32", rows, cols, tx_dtype_name(c.dst_dtype));
     EMIT(tx_cmd_convert(g->cb, &c));
     c.dst = A(g, x);
     c.src = A(g, g->a.r16);
@@ -345,7 +341,7 @@ static void swiglu_mlp(struct gctx *g, int wg, int wu, int wd, int T)
 
 static uint64_t kv_elem(const glm_session_t *s)
 {
-    return rt_dtype_size(s->kv_dtype);
+    return tx_dtype_size(s->kv_dtype);
 }
 
 /* ---- attention ---------------------------------------------------------- */
@@ -379,7 +375,7 @@ static void attn_glm4(struct gctx *g, int l)
         uint64_t es = kv_elem(s);
         tx_ref_t kc = tx_ref(s->kv_bo, s->k_off[l]), vc = tx_ref(s->kv_bo, s->v_off[l]);
         dbg(g, "CONVERT K,V -> cache layer %d pos %d..%d (%s)", l, sg->pos0, sg->pos0 + sg->n - 1,
-            dt_name(s->kv_dtype));
+            tx_dtype_name(s->kv_dtype));
         convert(g, tx_ref(s->kv_bo, s->k_off[l] + (uint64_t)sg->pos0 * kw * es),
                 A(g, g->a.k + (uint64_t)sg->row0 * kw * 4), sg->n, kw, kw, kw, s->kv_dtype);
         convert(g, tx_ref(s->kv_bo, s->v_off[l] + (uint64_t)sg->pos0 * kw * es),
@@ -474,7 +470,7 @@ static void attn_dsa(struct gctx *g, int l)
         uint64_t es = kv_elem(s);
         uint64_t kb = s->k_off[l] + (uint64_t)sg->pos0 * H * qk * es;
         dbg(g, "CONVERT K,V -> cache layer %d pos %d..%d (%s)", l, sg->pos0, sg->pos0 + sg->n - 1,
-            dt_name(s->kv_dtype));
+            tx_dtype_name(s->kv_dtype));
         /* k_nope of every (token, head), V of every (token, head) */
         convert(g, tx_ref(s->kv_bo, kb), A(g, g->a.kvb + (uint64_t)sg->row0 * H * (nope + vd) * 4),
                 sg->n * H, nope, qk, nope + vd, s->kv_dtype);
@@ -610,7 +606,7 @@ static void ffn(struct gctx *g, int l)
     x.act_dtype = rt_prec_dtype(g->plan->precision[GLM_EXPERT]);
     x.flags = TX8_MOE_FFN_F_ACCUMULATE;
     dbg(g, "MOE_FFN layer %d tokens=%d top_k=%d F=%d act=%s", l, T, K, c->moe_intermediate_size,
-        dt_name(x.act_dtype));
+        tx_dtype_name(x.act_dtype));
     EMIT(tx_cmd_moe_ffn(g->cb, &x));
     if (c->n_shared_experts > 0)
         swiglu_mlp(g, rt_mat_of(m, GLM_T_SHEXP_GATE, l), rt_mat_of(m, GLM_T_SHEXP_UP, l),
@@ -838,7 +834,7 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f)
             e.dtype = w.dtype;
             struct gctx *gp = &g;
             dbg(gp, "EMBED tokens=%d vocab=%u dim=%u table=%s", T, w.rows, w.cols,
-                dt_name(w.dtype));
+                tx_dtype_name(w.dtype));
             int r = tx_cmd_embed(g.cb, &e);
             if (r)
                 g.rc = tx_error(r, "forward: embed: %s", tx_last_error());

@@ -58,21 +58,6 @@ void rt_debug(const char *fmt, ...)
     va_end(ap);
 }
 
-size_t rt_dtype_size(unsigned dtype)
-{
-    switch (dtype) {
-    case TX8_DTYPE_F32:
-    case TX8_DTYPE_I32:
-        return 4;
-    case TX8_DTYPE_F16:
-    case TX8_DTYPE_BF16:
-        return 2;
-    case TX8_DTYPE_I8:
-        return 1;
-    }
-    return 0;
-}
-
 uint16_t rt_prec_dtype(glm_precision_t p)
 {
     switch (p) {
@@ -643,7 +628,7 @@ uint64_t rt_copy_data_bytes(const glm_model_t *m, const struct rt_mat *x, uint16
     const struct tx_smd_tensor *st = m->tensors[x->t].smd;
     uint64_t n = st->format == TX8_WFMT_BLOCK_SPARSE ? (uint64_t)st->nnz_blocks * TX8_SPARSE_BLOCK
                                                      : (uint64_t)st->rows * st->cols;
-    return n * rt_dtype_size(dtype);
+    return n * tx_dtype_size(dtype);
 }
 
 uint64_t rt_copy_scales_bytes(const glm_model_t *m, const struct rt_mat *x, uint16_t dtype,
@@ -1093,11 +1078,11 @@ uint64_t rt_decode_bytes(const glm_model_t *m, const glm_precision_plan_t *plan)
         double elems = t->smd->format == TX8_WFMT_BLOCK_SPARSE
                            ? (double)t->smd->nnz_blocks * TX8_SPARSE_BLOCK
                            : (double)t->smd->rows * t->smd->cols;
-        double b = elems * (double)rt_dtype_size(dt);
+        double b = elems * (double)tx_dtype_size(dt);
         if (dt == TX8_DTYPE_I8)
             b += (double)t->smd->rows * 4;
         if (x->ltype == GLM_EMBEDDING)
-            b = (double)t->smd->cols * (double)rt_dtype_size(dt) + 4; /* one row */
+            b = (double)t->smd->cols * (double)tx_dtype_size(dt) + 4; /* one row */
         if (t->info.expert >= 0)
             b *= E ? (double)k / E : 0;
         total += b;

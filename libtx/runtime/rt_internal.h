@@ -264,6 +264,5 @@ void rt_telemetry_close(glm_model_t *m);
 double rt_now_ms(void);
 int rt_debug_on(void);
 void rt_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-size_t rt_dtype_size(unsigned dtype);
 
 #endif

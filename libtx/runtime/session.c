@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tx/tx_dtype.h>
+
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 /* Most logits rows one pass produces (a vocabulary row is ~600 KB). */
 #define RT_MAX_LOGIT_ROWS 32
@@ -31,7 +33,7 @@ static int kv_alloc(glm_session_t *s, uint16_t dtype, tx_bo_t **bo, void **map, 
 {
     glm_model_t *m = s->m;
     const struct glm_config *c = &m->cfg;
-    uint64_t ke, ve, es = rt_dtype_size(dtype), n = (uint64_t)s->n_ctx, off = 0;
+    uint64_t ke, ve, es = tx_dtype_size(dtype), n = (uint64_t)s->n_ctx, off = 0;
     kv_dims(c, &ke, &ve);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         k_off[l] = off;

@@ -213,6 +213,10 @@ struct txm_proc_info {
     bool has_rss;
 };
 
+/* Up to size - 1 bytes of a small (/proc, sysfs) file into buf, NUL
+ * terminated. The byte count, or -1 if it cannot be opened. */
+ssize_t txm_read_small(const char *path, char *buf, size_t size);
+
 /* Read /proc/PID/{status,cmdline,stat}. 0, or -1 if the process is gone. */
 int txm_proc_info(const char *proc_root, int pid, struct txm_proc_info *pi);
 /* Start time (field 22 of /proc/PID/stat, clock ticks after boot), 0 if

@@ -23,7 +23,7 @@
 #include "telemetry/monitor.h"
 
 /* Read a small file into buf (NUL terminated). Bytes read, or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t size)
+ssize_t txm_read_small(const char *path, char *buf, size_t size)
 {
     ssize_t n, total = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -153,7 +153,7 @@ int txm_proc_scan(const struct txm_scan_opts *o, struct txm_scan *out)
                     major(st.st_rdev) != o->accel_major)
                     continue;
                 snprintf(ipath, sizeof(ipath), "%s/%d/fdinfo/%s", root, pid, fe->d_name);
-                tl = read_small(ipath, text, sizeof(text));
+                tl = txm_read_small(ipath, text, sizeof(text));
                 if (tl < 0)
                     continue;
                 memset(&f, 0, sizeof(f));
@@ -193,7 +193,7 @@ int txm_proc_rss(const char *proc_root, int pid, uint64_t *bytes)
     unsigned long long kb;
 
     snprintf(path, sizeof(path), "%s/%d/status", proc_root ? proc_root : "/proc", pid);
-    if (read_small(path, buf, sizeof(buf)) < 0)
+    if (txm_read_small(path, buf, sizeof(buf)) < 0)
         return -1;
     p = strstr(buf, "\nVmRSS:");
     if (!p || sscanf(p + 7, "%llu", &kb) != 1)
@@ -223,7 +223,7 @@ uint64_t txm_proc_start_time(const char *proc_root, int pid)
     char path[PATH_MAX], buf[1024];
 
     snprintf(path, sizeof(path), "%s/%d/stat", proc_root ? proc_root : "/proc", pid);
-    if (read_small(path, buf, sizeof(buf)) <= 0)
+    if (txm_read_small(path, buf, sizeof(buf)) <= 0)
         return 0;
     return stat_start_time(buf);
 }
@@ -238,7 +238,7 @@ int txm_proc_info(const char *proc_root, int pid, struct txm_proc_info *pi)
     memset(pi, 0, sizeof(*pi));
     pi->pid = pid;
     snprintf(path, sizeof(path), "%s/%d/status", root, pid);
-    if (read_small(path, buf, sizeof(buf)) < 0)
+    if (txm_read_small(path, buf, sizeof(buf)) < 0)
         return -1;
     if (!strncmp(buf, "Name:\t", 6)) {
         size_t l = strcspn(buf + 6, "\n");
@@ -267,7 +267,7 @@ int txm_proc_info(const char *proc_root, int pid, struct txm_proc_info *pi)
         }
     }
     snprintf(path, sizeof(path), "%s/%d/cmdline", root, pid);
-    n = read_small(path, pi->cmdline, sizeof(pi->cmdline));
+    n = txm_read_small(path, pi->cmdline, sizeof(pi->cmdline));
     if (n > 0) {
         /* arguments are NUL separated (and the last NUL terminated) */
         for (ssize_t i = 0; i < n; i++)

@@ -89,33 +89,13 @@ static void scopy(char *dst, size_t size, const char *src)
 /* Small files                                                               */
 /* ------------------------------------------------------------------------ */
 
-static ssize_t read_file(const char *path, char *buf, size_t size)
-{
-    ssize_t n, total = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-
-    if (fd < 0)
-        return -1;
-    while ((size_t)total < size - 1) {
-        n = read(fd, buf + total, size - 1 - (size_t)total);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        total += n;
-    }
-    close(fd);
-    buf[total] = 0;
-    return total;
-}
-
 /* One decimal value (sysfs one-value attribute). 0 or -1. */
 static int read_u64(const char *path, uint64_t *v)
 {
     char buf[64], *end;
     unsigned long long x;
 
-    if (read_file(path, buf, sizeof(buf)) <= 0)
+    if (txm_read_small(path, buf, sizeof(buf)) <= 0)
         return -1;
     if (buf[0] < '0' || buf[0] > '9')
         return -1;
