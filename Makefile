@@ -161,6 +161,11 @@ install: all
 	install -m 644 $(LIBTX_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 644 include/tx/*.h $(DESTDIR)$(PREFIX)/include/tx/
 	install -m 644 include/tx8/*.h $(DESTDIR)$(PREFIX)/include/tx8/
+	install -d $(DESTDIR)$(PREFIX)/share/tx8/tokenizers/qwen3
+	install -m 644 data/tokenizers/qwen3/tokenizer.json \
+		data/tokenizers/qwen3/tokenizer_config.json \
+		data/tokenizers/qwen3/NOTICE data/tokenizers/qwen3/LICENSE.* \
+		$(DESTDIR)$(PREFIX)/share/tx8/tokenizers/qwen3/
 
 clean:
 	rm -rf build build-san

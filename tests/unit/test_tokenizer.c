@@ -6,9 +6,9 @@
  * post-processor, the chat templates, streaming decode, concurrency,
  * malformed files, and a replay of the fuzz corpus.
  *
- * The shared data directory is $TX_SHARED_DIR, else ../shared next to the
- * repository root (found from the working directory or the executable).
- * A missing directory is a test failure, not a skip.
+ * The tokenizer data is the repository's own data/tokenizers/qwen3/ (the
+ * root is found from the working directory or the executable). Missing
+ * data is a test failure, not a skip.
  */
 #include <check.h>
 #include <errno.h>
@@ -30,7 +30,7 @@
 /* ------------------------------------------------------------ helpers */
 
 static char repo_root[PATH_MAX];
-static char shared_dir[PATH_MAX + 64];
+static char data_dir[PATH_MAX + 64];
 static struct tx_tokenizer *qwen;
 static char qwen_err[1024];
 
@@ -75,29 +75,24 @@ static void locate_dirs(void)
             find_root_from(exe);
         }
     }
-    const char *env = getenv("TX_SHARED_DIR");
-    if (env && *env)
-        snprintf(shared_dir, sizeof(shared_dir), "%s", env);
-    else if (repo_root[0])
-        snprintf(shared_dir, sizeof(shared_dir), "%s/../shared", repo_root);
+    if (repo_root[0])
+        snprintf(data_dir, sizeof(data_dir), "%s", repo_root);
 }
 
 static void setup_qwen(void)
 {
     locate_dirs();
-    if (!shared_dir[0]) {
+    if (!data_dir[0]) {
         snprintf(qwen_err, sizeof(qwen_err),
-                 "cannot find the repository root (run from inside the tree) and "
-                 "TX_SHARED_DIR is not set");
+                 "cannot find the repository root (run from inside the tree)");
         return;
     }
     char path[PATH_MAX + 160];
-    snprintf(path, sizeof(path), "%s/data/tokenizers/qwen3/tokenizer.json", shared_dir);
+    snprintf(path, sizeof(path), "%s/data/tokenizers/qwen3/tokenizer.json", data_dir);
     char err[512];
     if (tx_tokenizer_load_file(path, &qwen, err, sizeof(err)))
         snprintf(qwen_err, sizeof(qwen_err),
-                 "the shared tokenizer data is missing or unreadable (set TX_SHARED_DIR to "
-                 "the shared/ directory): %s",
+                 "the repository's tokenizer data is missing or unreadable: %s",
                  err);
 }
 
@@ -202,10 +197,10 @@ START_TEST(test_reference_encodings)
 {
     NEED_QWEN();
     char path[PATH_MAX + 160];
-    snprintf(path, sizeof(path), "%s/data/tokenizers/qwen3/reference-encodings.jsonl", shared_dir);
+    snprintf(path, sizeof(path), "%s/data/tokenizers/qwen3/reference-encodings.jsonl", data_dir);
     size_t len;
     char *data = read_file(path, &len);
-    ck_assert_msg(data != NULL, "cannot read %s (set TX_SHARED_DIR)", path);
+    ck_assert_msg(data != NULL, "cannot read %s", path);
     size_t lines = 0, matched = 0;
     char *save = NULL;
     for (char *line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -477,7 +472,7 @@ START_TEST(test_qwen_threads)
     }
     /* expected results from a separate, fresh tokenizer (cold cache) */
     char path[PATH_MAX + 160], err[512];
-    snprintf(path, sizeof(path), "%s/data/tokenizers/qwen3/tokenizer.json", shared_dir);
+    snprintf(path, sizeof(path), "%s/data/tokenizers/qwen3/tokenizer.json", data_dir);
     struct tx_tokenizer *fresh;
     ck_assert_int_eq(tx_tokenizer_load_file(path, &fresh, err, sizeof(err)), 0);
     for (int i = 0; i < 8; i++)
@@ -523,7 +518,7 @@ START_TEST(test_glm_tokenize_tool)
     char bin[PATH_MAX + 64], tokp[PATH_MAX + 160], cmd[3 * PATH_MAX];
     snprintf(bin, sizeof(bin), "%s/../bin/glm-tokenize", exe);
     ck_assert_msg(access(bin, X_OK) == 0, "%s is missing (make all)", bin);
-    snprintf(tokp, sizeof(tokp), "%s/data/tokenizers/qwen3/tokenizer.json", shared_dir);
+    snprintf(tokp, sizeof(tokp), "%s/data/tokenizers/qwen3/tokenizer.json", data_dir);
 
     snprintf(cmd, sizeof(cmd), "printf 'Hello, world!' | '%s' --tokenizer '%s'; echo rc=$?", bin,
              tokp);
@@ -560,9 +555,9 @@ START_TEST(test_glm_tokenize_tool)
 }
 END_TEST
 
-START_TEST(test_missing_shared_dir_fails)
+START_TEST(test_missing_data_dir_fails)
 {
-    /* A wrong TX_SHARED_DIR makes loading fail loudly, with the path. */
+    /* A missing tokenizer file makes loading fail loudly, with the path. */
     struct tx_tokenizer *tok = (struct tx_tokenizer *)1;
     char err[512];
     ck_assert_int_eq(tx_tokenizer_load_file("/nonexistent-dir/tokenizer.json", &tok, err, 512),
@@ -1230,7 +1225,7 @@ START_TEST(test_load_paths_agree)
 {
     NEED_QWEN();
     char path[PATH_MAX + 128];
-    snprintf(path, sizeof(path), "%s/data/tokenizers/qwen3/tokenizer.json", shared_dir);
+    snprintf(path, sizeof(path), "%s/data/tokenizers/qwen3/tokenizer.json", data_dir);
     FILE *f = fopen(path, "rb");
     ck_assert_ptr_nonnull(f);
     fseek(f, 0, SEEK_END);
@@ -1310,7 +1305,7 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(ref, test_qwen_stream);
     tcase_add_test(ref, test_qwen_threads);
     tcase_add_test(ref, test_glm_tokenize_tool);
-    tcase_add_test(ref, test_missing_shared_dir_fails);
+    tcase_add_test(ref, test_missing_data_dir_fails);
     tcase_add_test(ref, test_load_paths_agree);
     suite_add_tcase(s, ref);
 

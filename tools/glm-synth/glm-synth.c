@@ -37,9 +37,10 @@ static void usage(FILE *f)
                "  --arch glm4      Glm4MoeForCausalLM (GLM-4.5/4.6/4.7)\n"
                "  --arch glm5      GlmMoeDsaForCausalLM (GLM-5/5.1)\n"
                "  --preset         tiny (unit tests), small (~80 MB, demo), bench (~1.8 GB)\n"
-               "  --tokenizer-dir  directory with tokenizer.json (default:\n"
-               "                   $TX_SHARED_DIR/data/tokenizers/qwen3, TX_SHARED_DIR defaulting\n"
-               "                   to ../shared next to the source tree)\n");
+               "  --tokenizer-dir  directory with tokenizer.json (default: the Qwen3 tokenizer\n"
+               "                   the project ships, $TX8_DATA_DIR/tokenizers/qwen3, else\n"
+               "                   PREFIX/share/tx8/tokenizers/qwen3, else the source tree's\n"
+               "                   data/tokenizers/qwen3)\n");
 }
 
 static int parse_arch(const char *s)
@@ -60,32 +61,43 @@ static int has_tokenizer(const char *dir)
     return access(p, R_OK) == 0;
 }
 
-/* The default tokenizer directory: $TX_SHARED_DIR, else ../shared next to
- * the source tree (found from this executable, BUILD/bin/glm-synth), else
- * ../shared from the current directory. */
-static int find_tokenizer_dir(char *out, size_t n)
+/* The default tokenizer directory, the first of these that holds a
+ * tokenizer.json:
+ *   $TX8_DATA_DIR/tokenizers/qwen3              (explicit override)
+ *   EXE/../share/tx8/tokenizers/qwen3           (installed: PREFIX/bin, PREFIX/share)
+ *   TX8_DATADIR/tokenizers/qwen3                (PREFIX/share/tx8, set at build time)
+ *   TX8_SRCDIR/data/tokenizers/qwen3            (the source tree it was built from)
+ * Each tried path is kept in `tried` for the error message. */
+static int find_tokenizer_dir(char *out, size_t n, char *tried, size_t tn)
 {
-    const char *env = getenv("TX_SHARED_DIR");
-    if (env && *env) {
-        snprintf(out, n, "%s/data/tokenizers/qwen3", env);
-        return has_tokenizer(out) ? 0 : -1;
-    }
+    char cand[4][PATH_MAX];
+    int nc = 0;
+    const char *env = getenv("TX8_DATA_DIR");
+    if (env && *env)
+        snprintf(cand[nc++], PATH_MAX, "%s/tokenizers/qwen3", env);
     char exe[PATH_MAX - 64];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (len > 0) {
         exe[len] = 0;
-        for (int up = 0; up < 3; up++) { /* bin, BUILD, repository */
-            char *s = strrchr(exe, '/');
-            if (!s)
-                break;
+        char *s = strrchr(exe, '/');
+        if (s) {
             *s = 0;
+            snprintf(cand[nc++], PATH_MAX, "%s/../share/tx8/tokenizers/qwen3", exe);
         }
-        snprintf(out, n, "%s/../shared/data/tokenizers/qwen3", exe);
-        if (has_tokenizer(out))
-            return 0;
     }
-    snprintf(out, n, "../shared/data/tokenizers/qwen3");
-    return has_tokenizer(out) ? 0 : -1;
+    snprintf(cand[nc++], PATH_MAX, "%s/tokenizers/qwen3", TX8_DATADIR);
+    snprintf(cand[nc++], PATH_MAX, "%s/data/tokenizers/qwen3", TX8_SRCDIR);
+    size_t tl = 0;
+    tried[0] = 0;
+    for (int i = 0; i < nc; i++) {
+        if (has_tokenizer(cand[i])) {
+            snprintf(out, n, "%s", cand[i]);
+            return 0;
+        }
+        if (tl < tn)
+            tl += (size_t)snprintf(tried + tl, tn - tl, "%s%s", i ? ", " : "", cand[i]);
+    }
+    return -1;
 }
 
 /* Bytes and number of the weight files written (model*.safetensors,
@@ -231,10 +243,10 @@ int main(int argc, char **argv)
             return 1;
         }
     } else {
-        if (find_tokenizer_dir(tbuf, sizeof(tbuf)) < 0) {
-            fprintf(stderr,
-                    "glm-synth: no tokenizer found (tried $TX_SHARED_DIR, ../shared next to the "
-                    "source tree and ../shared); give --tokenizer-dir\n");
+        char tried[4 * PATH_MAX];
+        if (find_tokenizer_dir(tbuf, sizeof(tbuf), tried, sizeof(tried)) < 0) {
+            fprintf(stderr, "glm-synth: no tokenizer.json found (tried %s); give --tokenizer-dir\n",
+                    tried);
             return 1;
         }
         tokdir = tbuf;
