@@ -4,6 +4,9 @@
  * address checking.
  */
 #include <errno.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <limits.h>
 #include <linux/futex.h>
 #include <numa.h>
@@ -73,6 +76,16 @@ const char *tx8_engine_isa_name(unsigned isa)
     }
 }
 
+#if defined(__x86_64__)
+/* F16C (CPUID leaf 1, ECX bit 29): not every compiler's
+ * __builtin_cpu_supports knows it (clang 14 does not). */
+static int cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 int tx8_engine_isa_supported(unsigned isa)
 {
 #if defined(__x86_64__)
@@ -81,8 +94,7 @@ int tx8_engine_isa_supported(unsigned isa)
     case TX8_ISA_PORTABLE:
         return 1;
     case TX8_ISA_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     case TX8_ISA_AVX512:
         return tx8_engine_isa_supported(TX8_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&

@@ -7,7 +7,7 @@
  * property calls abort().
  *
  * Builds (libtx/model.mk):
- *   make BUILD=... fuzz-model        libFuzzer binaries (clang) in $(BUILD)/fuzz/
+ *   make BUILD=... fuzz-build        libFuzzer binaries (clang) in $(BUILD)/fuzz/
  *   make BUILD=... tests             $(BUILD)/fuzz/fuzz_safetensors_replay:
  *                                    -DTX_FUZZ_STANDALONE, a main() replaying
  *                                    the files and directories named

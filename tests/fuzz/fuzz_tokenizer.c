@@ -14,7 +14,7 @@
  * A violated property calls abort(), so the fuzzer reports it.
  *
  * Builds:
- *   make -f tests/fuzz.mk fuzz-tokenizer   (clang -fsanitize=fuzzer, see
+ *   make fuzz-tokenizer   (clang -fsanitize=fuzzer, see
  *                                           tests/fuzz/README.md)
  *   -DTX_FUZZ_STANDALONE                   a main() that replays the files
  *                                           named on the command line
