@@ -436,10 +436,39 @@ TX_API int glm_forward_layers(glm_model_t *model, const int32_t *ids, int n, flo
 /* Measurement helpers                                                       */
 /* ------------------------------------------------------------------------ */
 
-/* Streaming-read bandwidth of device memory as the device's cores see it:
- * `threads` threads (0 = the device's core count) sum `bytes` of the model's
- * mapped weight memory (at most the stored weights), best of `reps`. GB/s
- * (1e9 bytes/s). */
+/*
+ * Streaming-read bandwidth of device memory as the device's cores see it:
+ * `threads` threads (0 = the device's core count) sum 64-bit words of a
+ * working set of at least 4 x the host's last-level cache (sysfs
+ * /sys/devices/system/cpu/cpuN/cache, summed over the LLC instances; or
+ * TX_LLC_BYTES in the environment, e.g. "480M"), best of `reps` (0: 3)
+ * passes. The working set is the model's mapped weights when they are that
+ * large, else a scratch buffer of device memory of 4 x LLC, allocated and
+ * freed by the call.
+ *
+ * Returns TX_OK with either gbs > 0, or gbs = 0 and `refused` saying why no
+ * figure was measured (the LLC size is unknown, or the device has no room
+ * for the scratch buffer); an error code for bad arguments or a failing
+ * device.
+ */
+struct glm_read_bandwidth {
+    double gbs;               /* GB/s (1e9 bytes/s); 0 when refused */
+    uint64_t working_set;     /* bytes read per pass */
+    uint64_t llc_bytes;       /* host last-level cache used for sizing; 0: unknown */
+    uint64_t min_working_set; /* 4 x llc_bytes */
+    uint32_t llc_level;       /* 3 for an L3; 0: from TX_LLC_BYTES */
+    uint32_t llc_instances;   /* distinct LLC instances summed */
+    int32_t threads;
+    int32_t scratch;     /* 1: a scratch buffer was read (the weights are smaller) */
+    char llc_source[32]; /* "sysfs" or "TX_LLC_BYTES" */
+    char refused[320];   /* "" or why there is no figure */
+};
+TX_API int glm_probe_read_bandwidth(glm_model_t *model, int threads, int reps,
+                                    struct glm_read_bandwidth *out);
+
+/* The same as one figure: the working set is max(bytes, 4 x LLC) (bytes 0:
+ * as glm_probe_read_bandwidth); TX_ENOTSUP (tx_last_error() says why) where
+ * glm_probe_read_bandwidth would refuse. */
 TX_API int glm_measure_read_bandwidth(glm_model_t *model, int threads, uint64_t bytes, int reps,
                                       double *gbs);
 

@@ -342,13 +342,25 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
     glm_model_info(m, &mi);
     struct tx_device_info di;
     tx_device_info(dev, &di);
-    double bw = 0;
-    if (glm_measure_read_bandwidth(m, o->threads, 0, 5, &bw)) {
+    /* read probe: a working set of >= 4 x the host's LLC, or no figure */
+    struct glm_read_bandwidth rb;
+    if (glm_probe_read_bandwidth(m, o->threads, 5, &rb)) {
         log_err("bandwidth");
         return 1;
     }
-    fprintf(stderr, "%s: streaming read bandwidth of device memory: %.2f GB/s (%u threads)\n", prog,
-            bw, o->threads > 0 ? (unsigned)o->threads : di.num_cores);
+    double bw = rb.gbs;
+    if (rb.refused[0]) {
+        fprintf(stderr, "%s: no read bandwidth, %% of BW not reported: %s\n", prog, rb.refused);
+    } else {
+        fprintf(stderr,
+                "%s: read probe working set %.1f MiB (%s), >= 4 x the last-level cache "
+                "%.1f MiB (%s)\n",
+                prog, (double)rb.working_set / (1 << 20),
+                rb.scratch ? "a scratch buffer" : "the weights", (double)rb.llc_bytes / (1 << 20),
+                rb.llc_source);
+        fprintf(stderr, "%s: streaming read bandwidth of device memory: %.2f GB/s (%d threads)\n",
+                prog, bw, rb.threads);
+    }
     int pp = o->bench_pp, tg = o->bench_tg;
     int n_ctx = pp + tg + 8;
     if (c->max_position_embeddings > 0 && n_ctx > c->max_position_embeddings)
@@ -426,14 +438,20 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
         printf("| %s | %.2f GiB | %.3f B | TX8 %s | %s | pp%d | %.2f | %.1f MB | %.2f | - |\n",
                glm_model_name(m), size_gib, params_b, di.backend, short_plan, pp, pps, bpt / 1e6,
                bpt * pps / 1e9);
-        printf("| %s | %.2f GiB | %.3f B | TX8 %s | %s | tg%d | %.2f | %.1f MB | %.2f | %.1f%% |\n",
+        char pct[16] = "-";
+        if (bw > 0)
+            snprintf(pct, sizeof(pct), "%.1f%%", 100.0 * bpt * tgs / 1e9 / bw);
+        printf("| %s | %.2f GiB | %.3f B | TX8 %s | %s | tg%d | %.2f | %.1f MB | %.2f | %s |\n",
                glm_model_name(m), size_gib, params_b, di.backend, short_plan, tg, tgs, bpt / 1e6,
-               bpt * tgs / 1e9, bw > 0 ? 100.0 * bpt * tgs / 1e9 / bw : 0.0);
+               bpt * tgs / 1e9, pct);
         fflush(stdout);
     }
-    printf("\nread bandwidth %.2f GB/s; decode fraction = weight bytes per token x tokens/s / "
-           "read bandwidth\n",
-           bw);
+    if (bw > 0)
+        printf("\nread bandwidth %.2f GB/s (working set %.1f MiB, >= 4 x LLC %.1f MiB); decode "
+               "fraction = weight bytes per token x tokens/s / read bandwidth\n",
+               bw, (double)rb.working_set / (1 << 20), (double)rb.llc_bytes / (1 << 20));
+    else
+        printf("\nread bandwidth not measured (%s): no decode fraction\n", rb.refused);
     glm_plan_set(dev, &saved);
     free(plans);
     return rc;

@@ -4,10 +4,13 @@
  * silicon) next to the machine's own read bandwidth.
  *
  * It measures the read bandwidth itself (all threads streaming a buffer
- * much larger than the L3 cache), then runs GEMV (T = 1) and GEMM (T = 64,
- * 512, ...) jobs through the engine on weight matrices of --size MiB per
- * data type (f32, f16, bf16, int8, int8 block-sparse) and prints a
- * llama-bench-like Markdown table, or JSON with --json.
+ * of at least 4 x the last-level cache), then runs GEMV (T = 1) and GEMM
+ * (T = 64, 512, ...) jobs through the engine on weight matrices of --size
+ * MiB of stored weights per data type (f32, f16, bf16, int8, int8
+ * block-sparse) and prints a llama-bench-like Markdown table, or JSON with
+ * --json. The last-level cache comes from sysfs (or --llc / TX_LLC_BYTES);
+ * a bandwidth ratio whose working set is not at least 4 x the LLC is not
+ * reported (see libtx/common/cpu_cache.h).
  *
  * See docs/engine.md.
  */
@@ -28,6 +31,7 @@
 #include <tx8/tx8_hw.h>
 
 #include "bench.h"
+#include "common/cpu_cache.h"
 #include "engine/tx8_engine.h"
 
 #define MIB (1ull << 20)
@@ -35,7 +39,9 @@
 struct opts {
     unsigned threads;
     unsigned reps;
-    uint64_t size; /* bytes of weights per matrix */
+    uint64_t size; /* stored bytes of weights per matrix */
+    int size_given;
+    const char *llc; /* --llc SIZE, or NULL */
     unsigned K;
     int json;
     unsigned tokens[16];
@@ -183,24 +189,10 @@ static double bw_sample(const struct bwref *b)
     return bw;
 }
 
-/* L3 size of CPU 0 (sysfs, as lscpu reports it), or -1 */
-static long l3_bytes(void)
+/* bytes bw_run reads per pass: threads shares of whole pages */
+static uint64_t bw_bytes(uint64_t bytes, unsigned threads)
 {
-    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
-    long v = -1;
-    char unit = 0;
-    if (f) {
-        if (fscanf(f, "%ld%c", &v, &unit) >= 1) {
-            if (unit == 'K')
-                v <<= 10;
-            else if (unit == 'M')
-                v <<= 20;
-        } else {
-            v = -1;
-        }
-        fclose(f);
-    }
-    return v > 0 ? v : sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return ((bytes / threads) & ~(uint64_t)4095) * threads;
 }
 
 /* ---- device memory and weights ------------------------------------------ */
@@ -237,13 +229,39 @@ static inline float rndf(void)
     return (float)((double)(rnd() >> 40) / 16777216.0 * 2.0 - 1.0);
 }
 
+/* Dense shape of a matrix storing about `bytes` bytes: the sparse one keeps
+ * `density` percent of its blocks, so it gets 100 / density times the rows
+ * (every matrix then streams about the same bytes per GEMV). */
+static uint64_t matrix_rows(unsigned bdt, uint64_t bytes, unsigned K, unsigned density)
+{
+    size_t es = bdt == B_F32 ? 4 : bdt == B_F16 || bdt == B_BF16 ? 2 : 1;
+    if (bdt == B_I8S)
+        bytes = bytes * 100 / density;
+    return bytes / ((uint64_t)K * es);
+}
+
+/* Upper bound of the device memory one matrix needs with its activations
+ * and outputs for maxT tokens (see make_weight and main). */
+static uint64_t matrix_mem(unsigned bdt, uint64_t bytes, unsigned K, unsigned density,
+                           unsigned maxT)
+{
+    size_t es = bdt == B_F32 ? 4 : bdt == B_F16 || bdt == B_BF16 ? 2 : 1;
+    uint64_t N = matrix_rows(bdt, bytes, K, density), m = N * K * es + 4 * 4096;
+    if (bdt >= B_I8)
+        m += N * 4;
+    if (bdt == B_I8S)
+        m += (N + 1) * 4 + N * (K / TX8_SPARSE_BLOCK) * 2;
+    return m + (uint64_t)maxT * K * 4 + (uint64_t)maxT * N * 4;
+}
+
 struct matrix {
     struct tx8_weight w;
     uint64_t stored; /* bytes the engine streams: data + scales + index */
     uint64_t macs_per_token;
 };
 
-/* A weight of `bytes` data bytes (dense shape), K columns, in device memory. */
+/* A weight of about `bytes` stored data bytes (see matrix_rows), K columns,
+ * in device memory. */
 static void make_weight(struct dev *d, struct matrix *m, unsigned bdt, uint64_t bytes, unsigned K,
                         unsigned density)
 {
@@ -252,7 +270,7 @@ static void make_weight(struct dev *d, struct matrix *m, unsigned bdt, uint64_t 
                      : bdt == B_BF16 ? TX8_DTYPE_BF16
                                      : TX8_DTYPE_I8;
     size_t es = tx_dtype_size(dtype);
-    uint64_t N = bytes / (K * es);
+    uint64_t N = matrix_rows(bdt, bytes, K, density);
     memset(m, 0, sizeof(*m));
     m->w.rows = (uint32_t)N;
     m->w.cols = K;
@@ -320,6 +338,8 @@ struct result {
     double bw; /* read bandwidth measured alongside (GEMV), else 0 */
     uint64_t bytes, flops;
     int failed;
+    int ratio_ok;      /* the ratio may be reported (working set >= 4 x LLC) */
+    char refused[320]; /* else why not */
 };
 
 /*
@@ -401,13 +421,16 @@ static void usage(FILE *f)
     fprintf(f, "usage: tx-bench [options]\n"
                "  -t, --threads N     compute cores (engine worker threads); default: all CPUs\n"
                "  -r, --repetitions N timed runs per test (after one warm-up); default 5\n"
-               "  -s, --size MIB      weight bytes per matrix; default 256 (> L3)\n"
+               "  -s, --size MIB      stored weight bytes per matrix; default: 256 or\n"
+               "                      4 x LLC + 1/16, whichever is larger\n"
                "  -p, --tokens LIST   token counts, comma separated; default 1,64,512\n"
                "  -d, --dtypes LIST   f32,f16,bf16,int8,int8-sparse (default: all)\n"
                "  -k, --cols K        matrix columns (inputs); default 4096\n"
                "  -b, --batch N       GEMV commands per job (T <= 4); default 8\n"
                "      --density PCT   blocks kept by the sparse matrix; default 50\n"
                "      --isa NAME      portable, avx2, avx512 (default: best)\n"
+               "      --llc SIZE      last-level cache size (e.g. 32M, 480M) instead of sysfs;\n"
+               "                      also TX_LLC_BYTES. Ratios need working sets >= 4 x LLC\n"
                "      --json          machine-readable output\n"
                "  -h, --help\n");
 }
@@ -437,6 +460,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"json", no_argument, 0, 3},
         {"help", no_argument, 0, 'h'},
         {"batch", required_argument, 0, 'b'},
+        {"llc", required_argument, 0, 4},
         {0, 0, 0, 0},
     };
     int c;
@@ -457,6 +481,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             if (parse_uint(optarg, 16384, &v) || v < 1)
                 goto bad;
             o->size = v * MIB;
+            o->size_given = 1;
             break;
         case 'b':
             if (parse_uint(optarg, 64, &v) || !v)
@@ -520,6 +545,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 3:
             o->json = 1;
             break;
+        case 4:
+            o->llc = optarg;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -539,16 +567,165 @@ bad:
     return -1;
 }
 
+static void add_str_or_null(json_object *o, const char *key, const char *s)
+{
+    json_object_object_add(o, key, s && s[0] ? json_object_new_string(s) : NULL);
+}
+
+struct run {
+    const struct opts *o;
+    const char *isa;
+    struct tx_llc llc;
+    uint64_t min_ws;   /* 4 x LLC, 0 when unknown */
+    uint64_t ref_ws;   /* bytes the read reference streams per pass */
+    int ref_ok;        /* the read reference may be reported */
+    char ref_why[256]; /* else why not */
+    double bw;         /* the read reference, GB/s (0 when refused) */
+    struct result res[64];
+    unsigned nres;
+};
+
+static void print_json(const struct run *R)
+{
+    const struct opts *o = R->o;
+    json_object *root = json_object_new_object();
+    json_object_object_add(root, "isa", json_object_new_string(R->isa));
+    json_object_object_add(root, "threads", json_object_new_int((int)o->threads));
+    json_object_object_add(root, "repetitions", json_object_new_int((int)o->reps));
+    json_object_object_add(root, "gemv_batch", json_object_new_int((int)o->batch));
+    json_object_object_add(root, "weight_bytes", json_object_new_int64((int64_t)o->size));
+    json_object_object_add(root, "llc_bytes",
+                           R->llc.bytes ? json_object_new_int64((int64_t)R->llc.bytes) : NULL);
+    json_object_object_add(root, "llc_level",
+                           R->llc.level ? json_object_new_int((int)R->llc.level) : NULL);
+    json_object_object_add(root, "llc_instances",
+                           R->llc.bytes ? json_object_new_int((int)R->llc.instances) : NULL);
+    add_str_or_null(root, "llc_source", R->llc.bytes ? R->llc.source : NULL);
+    add_str_or_null(root, "llc_error", R->llc.bytes ? NULL : R->llc.error);
+    json_object_object_add(root, "min_working_set_bytes",
+                           R->min_ws ? json_object_new_int64((int64_t)R->min_ws) : NULL);
+    json_object_object_add(root, "read_working_set_bytes",
+                           json_object_new_int64((int64_t)R->ref_ws));
+    json_object_object_add(root, "read_bandwidth_gbs",
+                           R->ref_ok ? json_object_new_double(R->bw) : NULL);
+    add_str_or_null(root, "read_bandwidth_refused", R->ref_ok ? NULL : R->ref_why);
+    json_object *arr = json_object_new_array();
+    for (unsigned i = 0; i < R->nres; i++) {
+        const struct result *r = &R->res[i];
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "op", json_object_new_string(r->op));
+        json_object_object_add(e, "dtype", json_object_new_string(r->dtype));
+        json_object_object_add(e, "shape", json_object_new_string(r->shape));
+        json_object_object_add(e, "tokens", json_object_new_int((int)r->tokens));
+        json_object_object_add(e, "ms", json_object_new_double(r->ms));
+        json_object_object_add(e, "ms_min", json_object_new_double(r->ms_min));
+        json_object_object_add(e, "ms_max", json_object_new_double(r->ms_max));
+        json_object_object_add(e, "bytes", json_object_new_int64((int64_t)r->bytes));
+        json_object_object_add(e, "working_set_bytes", json_object_new_int64((int64_t)r->bytes));
+        json_object_object_add(e, "flops", json_object_new_int64((int64_t)r->flops));
+        json_object_object_add(e, "gbs", json_object_new_double(r->gbs));
+        json_object_object_add(e, "gflops", json_object_new_double(r->gflops));
+        json_object_object_add(e, "ratio", r->ratio_ok ? json_object_new_double(r->ratio) : NULL);
+        add_str_or_null(e, "ratio_refused", r->ratio_ok ? NULL : r->refused);
+        json_object_object_add(e, "read_bandwidth_gbs",
+                               r->bw > 0 ? json_object_new_double(r->bw) : NULL);
+        json_object_array_add(arr, e);
+    }
+    json_object_object_add(root, "results", arr);
+    printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(root);
+}
+
+static void print_table(const struct run *R)
+{
+    const struct opts *o = R->o;
+    char llc[400];
+    tx_llc_describe(&R->llc, llc, sizeof(llc));
+    printf("tx-bench: engine %s, %u threads, weights %llu MiB per matrix, %u runs, "
+           "%u GEMV commands per job\n",
+           R->isa, o->threads, (unsigned long long)(o->size / MIB), o->reps, o->batch);
+    if (R->min_ws)
+        printf("last-level cache: %s; minimum working set %u x LLC = %.1f MiB\n", llc,
+               TX_LLC_FACTOR, (double)R->min_ws / MIB);
+    else
+        printf("last-level cache: %s\n", llc);
+    if (R->ref_ok)
+        printf("measured read bandwidth: %.2f GB/s (%u threads, working set %.1f MiB)\n\n", R->bw,
+               o->threads, (double)R->ref_ws / MIB);
+    else
+        printf("read bandwidth: not reported: %s\n\n", R->ref_why);
+    printf("| op   | dtype       | shape (TxNxK)          |        ms |    GB/s |  GFLOP/s | "
+           "read GB/s | ratio |\n");
+    printf("| ---- | ----------- | ---------------------- | --------: | ------: | -------: | "
+           "--------: | ----: |\n");
+    for (unsigned i = 0; i < R->nres; i++) {
+        const struct result *r = &R->res[i];
+        char bw[16] = "-", ratio[16] = "-";
+        if (r->bw > 0)
+            snprintf(bw, sizeof(bw), "%.2f", r->bw);
+        if (r->ratio_ok)
+            snprintf(ratio, sizeof(ratio), "%.2f", r->ratio);
+        printf("| %-4s | %-11s | %-22s | %9.3f | %7.2f | %8.1f | %9s | %5s |\n", r->op, r->dtype,
+               r->shape, r->ms, r->gbs, r->gflops, bw, ratio);
+    }
+    printf("\nratio = GB/s / read GB/s: the machine's read bandwidth, for gemv sampled\n"
+           "between the timed runs (the host's bandwidth varies), else the figure above;\n"
+           "only for working sets >= %u x the last-level cache\n",
+           TX_LLC_FACTOR);
+    /* each distinct reason once */
+    for (unsigned i = 0; i < R->nres; i++) {
+        const struct result *r = &R->res[i];
+        if (r->ratio_ok)
+            continue;
+        int seen = 0;
+        for (unsigned j = 0; j < i && !seen; j++)
+            seen = !R->res[j].ratio_ok && !strcmp(R->res[j].refused, r->refused);
+        if (!seen)
+            printf("ratio not reported (%s %s): %s\n", r->dtype, r->shape, r->refused);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    struct opts o = {0,  5, 256 * MIB, 4096, 0, {1, 64, 512}, 3, TX8_ISA_AUTO, (1u << B_COUNT) - 1,
-                     50, 8};
+    struct opts o = {.threads = 0,
+                     .reps = 5,
+                     .size = 256 * MIB,
+                     .K = 4096,
+                     .tokens = {1, 64, 512},
+                     .ntok = 3,
+                     .isa = TX8_ISA_AUTO,
+                     .dtype_mask = (1u << B_COUNT) - 1,
+                     .density = 50,
+                     .batch = 8};
     if (parse_opts(argc, argv, &o))
         return 2;
+    static struct run R;
+    R.o = &o;
+    int bad_llc = 0;
+    if (tx_llc_resolve(o.llc, NULL, &R.llc, &bad_llc)) {
+        if (bad_llc) {
+            fprintf(stderr, "tx-bench: %s\n", R.llc.error);
+            usage(stderr);
+            return 2;
+        }
+        fprintf(stderr,
+                "tx-bench: last-level cache size unknown (%s): bandwidth ratios will not be "
+                "reported; give --llc SIZE or TX_LLC_BYTES\n",
+                R.llc.error);
+    }
+    R.min_ws = tx_llc_min_working_set(&R.llc);
     int cpus[TX8_MAX_CORES];
     int ncpu = cpu_list(cpus, TX8_MAX_CORES);
     if (!o.threads)
         o.threads = ncpu > 0 ? (unsigned)ncpu : 1;
+    if (!o.size_given && R.min_ws) {
+        /* 4 x LLC with 1/16 headroom: the sparse matrix's stored bytes
+         * vary a little with its random block pattern */
+        uint64_t want = (R.min_ws + R.min_ws / 16 + MIB - 1) / MIB * MIB;
+        if (want > o.size)
+            o.size = want;
+    }
     if (o.size < (uint64_t)o.K * 4 * 4) {
         fprintf(stderr, "tx-bench: --size too small for %u columns\n", o.K);
         return 2;
@@ -557,13 +734,41 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < o.ntok; i++)
         maxT = o.tokens[i] > maxT ? o.tokens[i] : maxT;
 
-    /* device memory: control block, command buffer, the largest matrix
-     * (int8 dense) with its scales and sparse index, activations, outputs */
-    uint64_t maxN = o.size / o.K;
+    /* the read reference's buffer: --size bytes (as long as a GEMV's
+     * stream), at least 4 x LLC */
+    uint64_t rbytes = o.size;
+    if (R.min_ws) {
+        uint64_t need = (R.min_ws + (uint64_t)o.threads * 4096 + MIB - 1) / MIB * MIB;
+        if (need > rbytes)
+            rbytes = need;
+    }
+    R.ref_ws = bw_bytes(rbytes, o.threads);
+    R.ref_ok = tx_llc_check(&R.llc, R.ref_ws, R.ref_why, sizeof(R.ref_why));
+
+    /* device memory: control block, command buffer, the read reference's
+     * buffer, the largest matrix with its scales, sparse index,
+     * activations and outputs */
+    uint64_t mmax = 0;
+    for (unsigned b = 0; b < B_COUNT; b++)
+        if (o.dtype_mask & (1u << b)) {
+            uint64_t m = matrix_mem(b, o.size, o.K, o.density, maxT);
+            mmax = m > mmax ? m : mmax;
+        }
     struct dev d = {0};
-    d.size = TX8_CTRL_SIZE + MIB + 2 * o.size + maxN * 4 + (maxN + 1) * 4 +
-             maxN * (o.K / TX8_SPARSE_BLOCK) * 2 + (uint64_t)maxT * o.K * 4 +
-             (uint64_t)maxT * maxN * 4 + 16 * MIB;
+    d.size = TX8_CTRL_SIZE + MIB + rbytes + mmax + 16 * MIB;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t phys = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+    if (phys && d.size > phys / 4 * 3) {
+        fprintf(stderr,
+                "tx-bench: needs %.2f GiB of memory (read reference %llu MiB, weights %llu MiB "
+                "per matrix, activations and outputs of %u tokens), more than 3/4 of the "
+                "machine's %.2f GiB; the working sets are sized from the last-level cache "
+                "(%u x %.1f MiB): use fewer tokens (-p), a smaller --size, or --llc\n",
+                (double)d.size / (1 << 30), (unsigned long long)(rbytes / MIB),
+                (unsigned long long)(o.size / MIB), maxT, (double)phys / (1 << 30), TX_LLC_FACTOR,
+                (double)R.llc.bytes / MIB);
+        return 1;
+    }
     d.mem = mmap(NULL, d.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (d.mem == MAP_FAILED) {
         fprintf(stderr, "tx-bench: cannot map %llu MiB: %s\n", (unsigned long long)(d.size / MIB),
@@ -575,35 +780,29 @@ int main(int argc, char **argv)
     int rc = tx8_engine_create(&d.e, d.mem, d.size, TX8_CTRL_SIZE, &cfg, NULL);
     if (rc) {
         fprintf(stderr, "tx-bench: cannot create the engine: %s\n", strerror(-rc));
+        munmap(d.mem, d.size);
         return 1;
     }
     d.brk = TX8_CTRL_SIZE;
     d.cmd = dev_alloc(&d, 65536);
 
-    long l3 = l3_bytes();
-    if (l3 > 0 && o.size < 4 * (uint64_t)l3)
-        fprintf(stderr,
-                "tx-bench: note: %llu MiB is not much larger than the L3 cache (%ld MiB): "
-                "figures include cache hits\n",
-                (unsigned long long)(o.size / MIB), l3 >> 20);
-
-    /* the machine's read bandwidth, over a buffer of --size bytes of its
-     * own: median of reps samples after a warm-up (and again alongside
-     * every GEMV run, see run_matmul) */
-    uint64_t bwbuf = dev_alloc(&d, o.size);
-    memset(d.mem + bwbuf, 1, o.size);
-    uint64_t mark = d.brk;
-    struct bwref ref = {d.mem + bwbuf, o.size, o.threads, o.batch,
+    /* the machine's read bandwidth over a buffer of its own: median of
+     * reps samples after a warm-up (and again alongside every GEMV run,
+     * see run_matmul); not measured when it could not be reported */
+    uint64_t bwbuf = dev_alloc(&d, rbytes);
+    struct bwref ref = {d.mem + bwbuf, rbytes, o.threads, o.batch,
                         tx8_engine_isa_supported(TX8_ISA_AVX512)};
-    double *bws = calloc(o.reps, sizeof(double));
-    bw_sample(&ref);
-    for (unsigned r = 0; r < o.reps; r++)
-        bws[r] = bw_sample(&ref);
-    double bw = median(bws, o.reps);
-    free(bws);
+    uint64_t mark = d.brk;
+    if (R.ref_ok) {
+        memset(d.mem + bwbuf, 1, rbytes);
+        double *bws = calloc(o.reps, sizeof(double));
+        bw_sample(&ref);
+        for (unsigned r = 0; r < o.reps; r++)
+            bws[r] = bw_sample(&ref);
+        R.bw = median(bws, o.reps);
+        free(bws);
+    }
 
-    struct result res[64];
-    unsigned nres = 0;
     for (unsigned b = 0; b < B_COUNT; b++) {
         if (!(o.dtype_mask & (1u << b)))
             continue;
@@ -617,8 +816,8 @@ int main(int argc, char **argv)
             xp[i] = rndf();
         memset(d.mem + y, 0, (uint64_t)maxT * m.w.rows * 4);
         unsigned act = b >= B_I8 ? TX8_DTYPE_I8 : TX8_DTYPE_F32;
-        for (unsigned i = 0; i < o.ntok && nres < 64; i++) {
-            struct result *r = &res[nres];
+        for (unsigned i = 0; i < o.ntok && R.nres < 64; i++) {
+            struct result *r = &R.res[R.nres];
             memset(r, 0, sizeof(*r));
             unsigned T = o.tokens[i];
             r->op = T == 1 ? "gemv" : "gemm";
@@ -631,64 +830,27 @@ int main(int argc, char **argv)
                 snprintf(r->shape, sizeof(r->shape), "%ux%ux%u", T, m.w.rows, m.w.cols);
             /* GEMV jobs are short: several per job (see --batch) */
             unsigned batch = T <= 4 ? o.batch : 1;
-            if (run_matmul(&d, &m, T, x, y, act, o.reps, batch, T <= 4 ? &ref : NULL, r) == 0) {
+            const struct bwref *sample = T <= 4 && R.ref_ok ? &ref : NULL;
+            if (run_matmul(&d, &m, T, x, y, act, o.reps, batch, sample, r) == 0) {
                 if (!r->bw)
-                    r->bw = bw;
-                r->ratio = r->bw > 0 ? r->gbs / r->bw : 0;
-                nres++;
+                    r->bw = R.bw;
+                /* the job's working set: weights (data, scales, index),
+                 * activations and outputs */
+                if (!R.ref_ok)
+                    snprintf(r->refused, sizeof(r->refused), "no read bandwidth: %s", R.ref_why);
+                else
+                    r->ratio_ok = tx_llc_check(&R.llc, r->bytes, r->refused, sizeof(r->refused));
+                r->ratio = r->ratio_ok && r->bw > 0 ? r->gbs / r->bw : 0;
+                R.nres++;
             }
         }
     }
 
-    const char *isa = tx8_engine_isa_name(tx8_engine_isa(d.e));
-    if (o.json) {
-        json_object *root = json_object_new_object();
-        json_object_object_add(root, "isa", json_object_new_string(isa));
-        json_object_object_add(root, "threads", json_object_new_int((int)o.threads));
-        json_object_object_add(root, "repetitions", json_object_new_int((int)o.reps));
-        json_object_object_add(root, "gemv_batch", json_object_new_int((int)o.batch));
-        json_object_object_add(root, "weight_bytes", json_object_new_int64((int64_t)o.size));
-        json_object_object_add(root, "read_bandwidth_gbs", json_object_new_double(bw));
-        json_object *arr = json_object_new_array();
-        for (unsigned i = 0; i < nres; i++) {
-            struct result *r = &res[i];
-            json_object *e = json_object_new_object();
-            json_object_object_add(e, "op", json_object_new_string(r->op));
-            json_object_object_add(e, "dtype", json_object_new_string(r->dtype));
-            json_object_object_add(e, "shape", json_object_new_string(r->shape));
-            json_object_object_add(e, "tokens", json_object_new_int((int)r->tokens));
-            json_object_object_add(e, "ms", json_object_new_double(r->ms));
-            json_object_object_add(e, "ms_min", json_object_new_double(r->ms_min));
-            json_object_object_add(e, "ms_max", json_object_new_double(r->ms_max));
-            json_object_object_add(e, "bytes", json_object_new_int64((int64_t)r->bytes));
-            json_object_object_add(e, "flops", json_object_new_int64((int64_t)r->flops));
-            json_object_object_add(e, "gbs", json_object_new_double(r->gbs));
-            json_object_object_add(e, "gflops", json_object_new_double(r->gflops));
-            json_object_object_add(e, "ratio", json_object_new_double(r->ratio));
-            json_object_object_add(e, "read_bandwidth_gbs", json_object_new_double(r->bw));
-            json_object_array_add(arr, e);
-        }
-        json_object_object_add(root, "results", arr);
-        printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
-                                                                JSON_C_TO_STRING_NOSLASHESCAPE));
-        json_object_put(root);
-    } else {
-        printf("tx-bench: engine %s, %u threads, weights %llu MiB per matrix, %u runs, "
-               "%u GEMV commands per job\n",
-               isa, o.threads, (unsigned long long)(o.size / MIB), o.reps, o.batch);
-        printf("measured read bandwidth: %.2f GB/s (%u threads)\n\n", bw, o.threads);
-        printf("| op   | dtype       | shape (TxNxK)          |        ms |    GB/s |  GFLOP/s | "
-               "read GB/s | ratio |\n");
-        printf("| ---- | ----------- | ---------------------- | --------: | ------: | -------: | "
-               "--------: | ----: |\n");
-        for (unsigned i = 0; i < nres; i++) {
-            struct result *r = &res[i];
-            printf("| %-4s | %-11s | %-22s | %9.3f | %7.2f | %8.1f | %9.2f | %5.2f |\n", r->op,
-                   r->dtype, r->shape, r->ms, r->gbs, r->gflops, r->bw, r->ratio);
-        }
-        printf("\nratio = GB/s / read GB/s: the machine's read bandwidth, for gemv sampled\n"
-               "between the timed runs (the host's bandwidth varies), else the figure above\n");
-    }
+    R.isa = tx8_engine_isa_name(tx8_engine_isa(d.e));
+    if (o.json)
+        print_json(&R);
+    else
+        print_table(&R);
     tx8_engine_destroy(d.e);
     munmap(d.mem, d.size);
     return 0;
