@@ -340,6 +340,7 @@ struct io_state {
     int verify;
     uint64_t *landed;  /* bytes of each tensor's extent read so far */
     uint8_t *verified; /* tensor checked */
+    double verify_ms;  /* time spent checking */
 };
 
 /* A tensor's extent has landed in device memory: check its CRC32C (and
@@ -353,8 +354,17 @@ static int io_landed(struct io_state *io, int t, uint32_t len)
     const struct rt_tensor *rt = &m->tensors[t];
     if (io->landed[t] < rt->smd->extent_size)
         return 0;
-    if (tx_smd_check_extent(m->smd, rt->smd, (const uint8_t *)m->w_map + rt->off, io->msg,
-                            sizeof(io->msg))) {
+    char err[TX_ERR_MAX];
+    double t0 = rt_now_ms();
+    int bad = tx_smd_check_extent(m->smd, rt->smd, (const uint8_t *)m->w_map + rt->off, err,
+                                  sizeof(err));
+    io->verify_ms += rt_now_ms() - t0;
+    if (bad) {
+        /* "PATH: tensor ...": the caller adds the path */
+        const char *p = tx_smd_path(m->smd);
+        size_t n = strlen(p);
+        const char *msg = !strncmp(err, p, n) && !strncmp(err + n, ": ", 2) ? err + n + 2 : err;
+        snprintf(io->msg, sizeof(io->msg), "%s", msg);
         io->error = TX_EINVAL;
         return -1;
     }
@@ -1433,7 +1443,8 @@ TX_API int glm_model_load(tx_device_t *dev, const char *path, const struct glm_l
                 goto fail;
             }
         }
-        rt_debug("load: checksums: %.1f ms after the reads", rt_now_ms() - tv);
+        rt_debug("load: checksums: %.1f ms while the reads were in flight, %.1f ms after them",
+                 io.verify_ms, rt_now_ms() - tv);
     } else {
         /* sparse indices are always checked: the device would refuse them
          * anyway, but with a less helpful message */
