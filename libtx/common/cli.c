@@ -88,16 +88,16 @@ int txc_opt_long(const char *prog, const char *opt, const char *s, long long lo,
     long long x = strtoll(s, &end, 10);
     /* strtoll skips leading blanks: an option value is the number only */
     if (errno || end == s || *end || isspace((unsigned char)*s) || x < lo || x > hi) {
-        fprintf(stderr, "%s: %s: '%s' is not an integer in [%lld, %lld]%s%s%s\n", prog, opt, s,
-                lo, hi, note ? " (" : "", note ? note : "", note ? ")" : "");
+        fprintf(stderr, "%s: %s: '%s' is not an integer in [%lld, %lld]%s%s%s\n", prog, opt, s, lo,
+                hi, note ? " (" : "", note ? note : "", note ? ")" : "");
         return -1;
     }
     *out = x;
     return 0;
 }
 
-int txc_opt_int(const char *prog, const char *opt, const char *s, int lo, int hi,
-                const char *note, int *out)
+int txc_opt_int(const char *prog, const char *opt, const char *s, int lo, int hi, const char *note,
+                int *out)
 {
     long long x;
     if (txc_opt_long(prog, opt, s, lo, hi, note, &x) < 0)
@@ -113,16 +113,15 @@ int txc_opt_u64(const char *prog, const char *opt, const char *s, unsigned long 
     unsigned long long x = strtoull(s, &end, 10);
     /* strtoull accepts "-1" as ULLONG_MAX: only digits here */
     if (errno || end == s || *end || !isdigit((unsigned char)*s)) {
-        fprintf(stderr, "%s: %s: '%s' is not an integer in [0, %llu]\n", prog, opt, s,
-                ULLONG_MAX);
+        fprintf(stderr, "%s: %s: '%s' is not an integer in [0, %llu]\n", prog, opt, s, ULLONG_MAX);
         return -1;
     }
     *out = x;
     return 0;
 }
 
-int txc_opt_double(const char *prog, const char *opt, const char *s, double lo, double hi,
-                   int open, double *out)
+int txc_opt_double(const char *prog, const char *opt, const char *s, double lo, double hi, int open,
+                   double *out)
 {
     char *end;
     errno = 0;
@@ -143,8 +142,8 @@ int txc_opt_double(const char *prog, const char *opt, const char *s, double lo, 
     return 0;
 }
 
-int txc_opt_float(const char *prog, const char *opt, const char *s, double lo, double hi,
-                  int open, float *out)
+int txc_opt_float(const char *prog, const char *opt, const char *s, double lo, double hi, int open,
+                  float *out)
 {
     double x;
     if (txc_opt_double(prog, opt, s, lo, hi, open, &x) < 0)
@@ -165,8 +164,8 @@ int txc_verify_package(const char *prog, const char *path)
     }
     clock_gettime(CLOCK_MONOTONIC, &b);
     const struct tx_smd_header *h = tx_smd_header(s);
-    fprintf(stderr, "%s: %s: %u tensors, %.1f MiB: every checksum matches (%.0f ms)\n", prog,
-            path, h->tensor_count, (double)h->file_size / 1048576.0,
+    fprintf(stderr, "%s: %s: %u tensors, %.1f MiB: every checksum matches (%.0f ms)\n", prog, path,
+            h->tensor_count, (double)h->file_size / 1048576.0,
             (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6);
     tx_smd_close(s);
     return 0;

@@ -39,15 +39,15 @@ int txc_parse_long(const char *s, long lo, long hi, long *out);
  */
 int txc_opt_long(const char *prog, const char *opt, const char *s, long long lo, long long hi,
                  const char *note, long long *out);
-int txc_opt_int(const char *prog, const char *opt, const char *s, int lo, int hi,
-                const char *note, int *out);
+int txc_opt_int(const char *prog, const char *opt, const char *s, int lo, int hi, const char *note,
+                int *out);
 int txc_opt_u64(const char *prog, const char *opt, const char *s, unsigned long long *out);
 #define TXC_LO_OPEN 1 /* (lo, ... */
 #define TXC_HI_OPEN 2 /* ..., hi) */
-int txc_opt_double(const char *prog, const char *opt, const char *s, double lo, double hi,
-                   int open, double *out);
-int txc_opt_float(const char *prog, const char *opt, const char *s, double lo, double hi,
-                  int open, float *out);
+int txc_opt_double(const char *prog, const char *opt, const char *s, double lo, double hi, int open,
+                   double *out);
+int txc_opt_float(const char *prog, const char *opt, const char *s, double lo, double hi, int open,
+                  float *out);
 
 /* --verify PACKAGE.smd (glm-inference, glm-export): opens the package and
  * checks every checksum (header, sections, each tensor's data, scales and

@@ -338,9 +338,8 @@ static int apply_words(struct tx_smd_plan_entry plan[TX_SMD_LAYER_COUNT], const 
 {
     glm_precision_plan_t p;
     for (int l = 0; l < GLM_LAYER_TYPE_COUNT; l++)
-        p.precision[l] = plan[l].precision < TX_SMD_PREC_COUNT
-                             ? (glm_precision_t)plan[l].precision
-                             : FP32;
+        p.precision[l] =
+            plan[l].precision < TX_SMD_PREC_COUNT ? (glm_precision_t)plan[l].precision : FP32;
     if (glm_plan_parse(words, &p) != TX_OK)
         return txm_err(err, errsz, -EINVAL, "%s: %s", opt, tx_last_error());
     /* enum glm_layer_type and enum tx_smd_layer agree on 0..5, the

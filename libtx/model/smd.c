@@ -1338,8 +1338,7 @@ int tx_smd_writer_finish(struct tx_smd_writer *w, char *err, size_t errsz)
         else if (linkat(AT_FDCWD, proc, AT_FDCWD, w->tmp, AT_SYMLINK_FOLLOW) < 0)
             rc = -errno;
         if (rc < 0) {
-            txm_err(err, errsz, rc, "%s: cannot link the new package: %s", w->path,
-                    strerror(-rc));
+            txm_err(err, errsz, rc, "%s: cannot link the new package: %s", w->path, strerror(-rc));
             free(w->tmp);
             w->tmp = NULL;
             goto fail;

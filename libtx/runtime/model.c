@@ -356,8 +356,8 @@ static int io_landed(struct io_state *io, int t, uint32_t len)
         return 0;
     char err[TX_ERR_MAX];
     double t0 = rt_now_ms();
-    int bad = tx_smd_check_extent(m->smd, rt->smd, (const uint8_t *)m->w_map + rt->off, err,
-                                  sizeof(err));
+    int bad =
+        tx_smd_check_extent(m->smd, rt->smd, (const uint8_t *)m->w_map + rt->off, err, sizeof(err));
     io->verify_ms += rt_now_ms() - t0;
     if (bad) {
         /* "PATH: tensor ...": the caller adds the path */

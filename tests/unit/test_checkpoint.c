@@ -88,8 +88,8 @@ static void write_ckpt(const char *dir, enum defect def)
         break;
     }
     if (def == UNKNOWN)
-        c.d[c.n++] = (struct tx_tensor_decl){"model.layers.0.self_attn.q_a_proj.lora_A.weight",
-                                             TX_ELEM_BF16, 2, {8, 64}};
+        c.d[c.n++] = (struct tx_tensor_decl){
+            "model.layers.0.self_attn.q_a_proj.lora_A.weight", TX_ELEM_BF16, 2, {8, 64}};
     if (def == BEYOND) /* layers 0..2, the MTP layer 3: layer 5 is nothing */
         c.d[c.n++] =
             (struct tx_tensor_decl){"model.layers.5.eh_proj.weight", TX_ELEM_BF16, 2, {64, 128}};

@@ -609,8 +609,10 @@ END_TEST
  * --precision parse the same words into the same plan. */
 START_TEST(precision_words)
 {
-    static const char *const words[] = {"golden", "fp32", "fp16", "bf16", "int8",
-                                        "golden,output=fp16", "all=bf16", "mlp=int8,attention=fp16",
+    static const char *const words[] = {"golden",         "fp32",
+                                        "fp16",           "bf16",
+                                        "int8",           "golden,output=fp16",
+                                        "all=bf16",       "mlp=int8,attention=fp16",
                                         "fp16,norm=fp16", "GLM_MLP=bf16"};
     for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
         struct tx_smd_plan_entry p[TX_SMD_LAYER_COUNT];

@@ -633,18 +633,23 @@ static char *without(const char *src, const char *key)
 START_TEST(test_required_fields)
 {
     static const char *const common[] = {
-        "vocab_size",          "hidden_size",         "intermediate_size",
-        "moe_intermediate_size", "num_hidden_layers", "num_attention_heads",
-        "num_key_value_heads", "n_routed_experts",    "n_shared_experts",
-        "num_experts_per_tok", "first_k_dense_replace"};
+        "vocab_size",        "hidden_size",         "intermediate_size",    "moe_intermediate_size",
+        "num_hidden_layers", "num_attention_heads", "num_key_value_heads",  "n_routed_experts",
+        "n_shared_experts",  "num_experts_per_tok", "first_k_dense_replace"};
     static const char *const dsa[] = {"q_lora_rank",      "kv_lora_rank", "qk_nope_head_dim",
                                       "qk_rope_head_dim", "v_head_dim",   "index_head_dim",
                                       "index_n_heads"};
-    static const char *const optional[] = {
-        "rms_norm_eps",      "max_position_embeddings", "attention_bias",
-        "tie_word_embeddings", "routed_scaling_factor", "n_group",
-        "topk_group",        "norm_topk_prob",          "num_nextn_predict_layers",
-        "eos_token_id",      "pad_token_id"};
+    static const char *const optional[] = {"rms_norm_eps",
+                                           "max_position_embeddings",
+                                           "attention_bias",
+                                           "tie_word_embeddings",
+                                           "routed_scaling_factor",
+                                           "n_group",
+                                           "topk_group",
+                                           "norm_topk_prob",
+                                           "num_nextn_predict_layers",
+                                           "eos_token_id",
+                                           "pad_token_id"};
     const char *samples[] = {AIR_JSON, GLM5_JSON};
     struct glm_config c;
     for (int k = 0; k < 2; k++) {
@@ -675,12 +680,11 @@ START_TEST(test_required_fields)
     /* the MTP layers are model.layers.[L, L + num_nextn_predict_layers) */
     ck_assert_int_eq(glm_config_from_json(AIR_JSON, &c, err, sizeof(err)), 0);
     struct glm_tensor_info ti;
-    ck_assert_int_eq(glm_config_tensor_lookup(&c, "model.layers.46.eh_proj.weight", &ti, err,
-                                              sizeof(err)),
-                     1);
-    ck_assert_int_eq(glm_config_tensor_lookup(&c, "model.layers.47.eh_proj.weight", &ti, err,
-                                              sizeof(err)),
-                     -ENOENT);
+    ck_assert_int_eq(
+        glm_config_tensor_lookup(&c, "model.layers.46.eh_proj.weight", &ti, err, sizeof(err)), 1);
+    ck_assert_int_eq(
+        glm_config_tensor_lookup(&c, "model.layers.47.eh_proj.weight", &ti, err, sizeof(err)),
+        -ENOENT);
     ck_assert_msg(strstr(err, "model.layers.47.eh_proj.weight") && strstr(err, "does not exist"),
                   "%s", err);
 }

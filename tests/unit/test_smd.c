@@ -577,8 +577,7 @@ START_TEST(writer_killed)
     if (pid == 0) {
         struct tx_smd_writer *w;
         if (tx_smd_writer_open(p, &w, err, sizeof(err)) ||
-            tx_smd_writer_section(w, TX_SMD_SEC_CONFIG, CONFIG, strlen(CONFIG), err,
-                                  sizeof(err)))
+            tx_smd_writer_section(w, TX_SMD_SEC_CONFIG, CONFIG, strlen(CONFIG), err, sizeof(err)))
             _exit(1);
         /* nothing with a name while writing */
         if (tm_count_files() != 0)

@@ -223,15 +223,32 @@ START_TEST(crc_flipped_bytes)
     res_free(&r);
 
     /* the load checks by default: generation and --validate stop there */
-    const char *g[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", p,
-                       "--no-moe-config", "--tokens", "1,2,3", "-n", "2", NULL};
+    const char *g[] = {bin("glm-inference"),
+                       "--device",
+                       rts_spec,
+                       "--checkpoint",
+                       p,
+                       "--no-moe-config",
+                       "--tokens",
+                       "1,2,3",
+                       "-n",
+                       "2",
+                       NULL};
     r = run(g);
     ck_assert_int_eq(r.rc, 1);
     HAS(r.err, victim);
     HAS(r.err, "checksum mismatch");
     res_free(&r);
-    const char *va[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", p,
-                        "--no-moe-config", "--validate", "--validate-inputs", "1", NULL};
+    const char *va[] = {bin("glm-inference"),
+                        "--device",
+                        rts_spec,
+                        "--checkpoint",
+                        p,
+                        "--no-moe-config",
+                        "--validate",
+                        "--validate-inputs",
+                        "1",
+                        NULL};
     r = run(va);
     ck_assert_int_eq(r.rc, 1);
     HAS(r.err, victim);
@@ -270,7 +287,8 @@ struct bad_opt {
 START_TEST(option_errors)
 {
     static const struct bad_opt cases[] = {
-        {"glm-inference", "-n", "4294967297", "-n: '4294967297' is not an integer in [-1, 2147483647]"},
+        {"glm-inference", "-n", "4294967297",
+         "-n: '4294967297' is not an integer in [-1, 2147483647]"},
         {"glm-inference", "-n", "-5", "-n: '-5' is not an integer in [-1, 2147483647] (-1 = "},
         {"glm-inference", "-n", "1x", "-n: '1x'"},
         {"glm-inference", "--temp", "nan", "--temp: 'nan' is not a number in [0, 100]"},
@@ -283,14 +301,17 @@ START_TEST(option_errors)
         {"glm-inference", "-s", "-2", "-s: '-2' is not an integer in [-1, "},
         {"glm-inference", "-t", "5000", "-t: '5000' is not an integer in [0, 4096]"},
         {"glm-inference", "--lambda", "-1", "--lambda: '-1' is not a number in [0, 100]"},
-        {"glm-inference", "--validate-inputs", "0", "--validate-inputs: '0' is not an integer in [1, "},
-        {"glm-inference", "--validate-seed", "-1", "--validate-seed: '-1' is not an integer in [0, "},
+        {"glm-inference", "--validate-inputs", "0",
+         "--validate-inputs: '0' is not an integer in [1, "},
+        {"glm-inference", "--validate-seed", "-1",
+         "--validate-seed: '-1' is not an integer in [0, "},
         {"glm-inference", "--bench-pp", "0", "--bench-pp: '0' is not an integer in [1, "},
         {"glm-inference", "--max-weight-mem", "lots", "--max-weight-mem: 'lots' is not a size"},
         {"glm-export", "--threads", "0", "--threads: '0' is not an integer in [1, 256]"},
         {"glm-export", "--sparsity", "1", "--sparsity: '1' is not a number in [0, 1)"},
         {"glm-export", "--sparsity", "nan", "--sparsity: 'nan' is not a number in [0, 1)"},
-        {"glm-export", "--group-size", "48", "--group-size: '48' is not an integer in [0, 1048576]"},
+        {"glm-export", "--group-size", "48",
+         "--group-size: '48' is not an integer in [0, 1048576]"},
         {"glm-synth", "--threads", "x", "--threads: 'x' is not an integer in [1, 256]"},
         {"glm-synth", "--seed", "-1", "--seed: '-1' is not an integer in [0, "},
         {"glm-analyze", "--seq", "0", "--seq: '0' is not an integer in [1, 16777216]"},
@@ -303,8 +324,8 @@ START_TEST(option_errors)
         ck_assert_msg(r.rc == 2, "%s %s %s: exit %d: %s", c->tool, c->opt, c->val, r.rc, r.err);
         char want[300];
         snprintf(want, sizeof(want), "%s: %s", c->tool, c->expect);
-        ck_assert_msg(strstr(r.err, want), "%s %s %s: \"%s\" lacks \"%s\"", c->tool, c->opt,
-                      c->val, r.err, want);
+        ck_assert_msg(strstr(r.err, want), "%s %s %s: \"%s\" lacks \"%s\"", c->tool, c->opt, c->val,
+                      r.err, want);
         res_free(&r);
     }
 }
@@ -321,9 +342,20 @@ static int count(const char *s, const char *sub)
 START_TEST(n_predict)
 {
     /* -n 0: the prompt only, not one token */
-    const char *a0[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
-                        "--no-moe-config", "--tokens", "1,2,3", "-n", "0", "--temp", "0",
-                        "--ignore-eos", NULL};
+    const char *a0[] = {bin("glm-inference"),
+                        "--device",
+                        rts_spec,
+                        "--checkpoint",
+                        g_smd,
+                        "--no-moe-config",
+                        "--tokens",
+                        "1,2,3",
+                        "-n",
+                        "0",
+                        "--temp",
+                        "0",
+                        "--ignore-eos",
+                        NULL};
     struct res r = run(a0);
     ck_assert_msg(r.rc == 0, "%s", r.err);
     HAS(r.err, "generated 0 tokens (length)");
@@ -331,18 +363,42 @@ START_TEST(n_predict)
     ck_assert_str_eq(r.out, "\n");
     res_free(&r);
     /* -n 3 */
-    const char *a3[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
-                        "--no-moe-config", "--tokens", "1,2,3", "-n", "3", "--temp", "0",
-                        "--ignore-eos", NULL};
+    const char *a3[] = {bin("glm-inference"),
+                        "--device",
+                        rts_spec,
+                        "--checkpoint",
+                        g_smd,
+                        "--no-moe-config",
+                        "--tokens",
+                        "1,2,3",
+                        "-n",
+                        "3",
+                        "--temp",
+                        "0",
+                        "--ignore-eos",
+                        NULL};
     r = run(a3);
     ck_assert_msg(r.rc == 0, "%s", r.err);
     HAS(r.err, "generated 3 tokens (length)");
     HAS(r.err, "/     2 runs"); /* n_eval: the passes after the prompt's */
     res_free(&r);
     /* -n -1: until the context is full */
-    const char *am[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
-                        "--no-moe-config", "--tokens", "1,2,3", "-n", "-1", "-c", "12", "--temp",
-                        "0", "--ignore-eos", NULL};
+    const char *am[] = {bin("glm-inference"),
+                        "--device",
+                        rts_spec,
+                        "--checkpoint",
+                        g_smd,
+                        "--no-moe-config",
+                        "--tokens",
+                        "1,2,3",
+                        "-n",
+                        "-1",
+                        "-c",
+                        "12",
+                        "--temp",
+                        "0",
+                        "--ignore-eos",
+                        NULL};
     r = run(am);
     ck_assert_msg(r.rc == 0, "%s", r.err);
     HAS(r.err, "generated 10 tokens (context full)"); /* positions 3..12 */
@@ -354,9 +410,22 @@ END_TEST
 
 START_TEST(diagnostics_to_stderr)
 {
-    const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
-                       "--no-moe-config", "--tokens", "1,2,3", "-n", "4", "--temp", "0",
-                       "--ignore-eos", "--expert-stats", "--memory-view", NULL};
+    const char *a[] = {bin("glm-inference"),
+                       "--device",
+                       rts_spec,
+                       "--checkpoint",
+                       g_smd,
+                       "--no-moe-config",
+                       "--tokens",
+                       "1,2,3",
+                       "-n",
+                       "4",
+                       "--temp",
+                       "0",
+                       "--ignore-eos",
+                       "--expert-stats",
+                       "--memory-view",
+                       NULL};
     struct res r = run(a);
     ck_assert_msg(r.rc == 0, "%s", r.err);
     HAS(r.err, "expert utilisation");
@@ -385,9 +454,20 @@ START_TEST(device_lost_one_line)
 {
     struct tx_test_emu emu;
     ck_assert_int_eq(tx_test_emu_start(&emu, "256M", "--cores", "2", NULL), 0);
-    const char *a[] = {bin("glm-inference"), "--device", emu.spec, "--checkpoint", g_smd,
-                       "--no-moe-config", "--tokens", "1,2,3", "-n", "-1", "--ignore-eos",
-                       "--temp", "0", NULL};
+    const char *a[] = {bin("glm-inference"),
+                       "--device",
+                       emu.spec,
+                       "--checkpoint",
+                       g_smd,
+                       "--no-moe-config",
+                       "--tokens",
+                       "1,2,3",
+                       "-n",
+                       "-1",
+                       "--ignore-eos",
+                       "--temp",
+                       "0",
+                       NULL};
     pid_t pid = spawn(a, NULL);
     ck_assert_msg(wait_file_nonempty(tpath("out"), 120000) == 0, "no output");
     ck_assert_int_ge(tx_test_emu_kill(&emu, SIGKILL), 0);
@@ -452,9 +532,20 @@ START_TEST(sigint_prints_timings)
     char env[512];
     snprintf(env, sizeof(env), "TX_TELEMETRY_DIR=%s", tele);
     const char *envv[] = {env, NULL};
-    const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
-                       "--no-moe-config", "--tokens", "1,2,3", "-n", "-1", "--ignore-eos",
-                       "--temp", "0", NULL};
+    const char *a[] = {bin("glm-inference"),
+                       "--device",
+                       rts_spec,
+                       "--checkpoint",
+                       g_smd,
+                       "--no-moe-config",
+                       "--tokens",
+                       "1,2,3",
+                       "-n",
+                       "-1",
+                       "--ignore-eos",
+                       "--temp",
+                       "0",
+                       NULL};
     pid_t pid = spawn(a, envv);
     ck_assert_msg(wait_file_nonempty(tpath("out"), 120000) == 0, "no output");
     char own[64];
@@ -501,8 +592,8 @@ START_TEST(export_killed_leaves_nothing)
     fclose(f);
     char out[400];
     snprintf(out, sizeof(out), "%s", tpath("k.smd"));
-    const char *a[] = {bin("glm-export"), "--input", g_ck, "--output", out, "--quiet", "--verify",
-                       out, NULL};
+    const char *a[] = {bin("glm-export"), "--input",  g_ck, "--output", out,
+                       "--quiet",         "--verify", out,  NULL};
     struct res r = run(a);
     ck_assert_msg(r.rc == 0, "%s", r.err);
     HAS(r.err, "every checksum matches");
@@ -526,8 +617,8 @@ START_TEST(export_truncated_tokenizer)
     char out[400], tk[400];
     snprintf(out, sizeof(out), "%s", tpath("t.smd"));
     snprintf(tk, sizeof(tk), "%s", tpath("truncated.json"));
-    const char *a[] = {bin("glm-export"), "--input", g_ck, "--output", out, "--tokenizer", tk,
-                       "--quiet", NULL};
+    const char *a[] = {bin("glm-export"), "--input", g_ck,      "--output", out,
+                       "--tokenizer",     tk,        "--quiet", NULL};
     struct res r = run(a);
     ck_assert_int_eq(r.rc, 1);
     HAS(r.err, "truncated.json: not a valid JSON object");
@@ -586,9 +677,9 @@ START_TEST(pkgconfig_uninstalled)
     free(cmd);
     free(flags);
     /* no LD_LIBRARY_PATH: the rpath finds build/lib/libtx.so.1 */
-    ck_assert_int_gt(asprintf(&cmd, "env -u LD_LIBRARY_PATH '%s' > '%s' 2>&1", tpath("app"),
-                              tpath("app.out")),
-                     0);
+    ck_assert_int_gt(
+        asprintf(&cmd, "env -u LD_LIBRARY_PATH '%s' > '%s' 2>&1", tpath("app"), tpath("app.out")),
+        0);
     rc = system(cmd);
     char *out = slurp(tpath("app.out"));
     ck_assert_msg(rc == 0, "%s", out);
@@ -613,8 +704,9 @@ START_TEST(precision_names_clash)
           f);
     fclose(f);
     char *cmd = NULL;
-    ck_assert_int_gt(asprintf(&cmd, "cc -std=c11 -Wall -Wextra -Werror -Iinclude -c -o '%s' '%s' "
-                                    "> '%s' 2>&1",
+    ck_assert_int_gt(asprintf(&cmd,
+                              "cc -std=c11 -Wall -Wextra -Werror -Iinclude -c -o '%s' '%s' "
+                              "> '%s' 2>&1",
                               tpath("clash.o"), src, tpath("cc.log")),
                      0);
     int rc = system(cmd);

@@ -63,7 +63,8 @@ int main(int argc, char **argv)
         case 'M':
             mem = tx_parse_size(optarg);
             if (mem <= 0) {
-                fprintf(stderr, "glm-analyze: --device-memory: '%s' is not a size > 0 (bytes, or with "
+                fprintf(stderr,
+                        "glm-analyze: --device-memory: '%s' is not a size > 0 (bytes, or with "
                         "K, M, G)\n",
                         optarg);
                 return 2;

@@ -134,8 +134,8 @@ int main(int argc, char **argv)
             }
             break;
         case 'r':
-            if (txc_opt_double("glm-export", "--sparsity", optarg, 0, 1, TXC_HI_OPEN,
-                               &o.sparsity) < 0)
+            if (txc_opt_double("glm-export", "--sparsity", optarg, 0, 1, TXC_HI_OPEN, &o.sparsity) <
+                0)
                 return 2;
             break;
         case 'T':
@@ -170,8 +170,9 @@ int main(int argc, char **argv)
     if (!in || !out)
         return txc_usage_error("glm-export", usage, "--input and --output are required");
     if (verify && strcmp(verify, out)) {
-        fprintf(stderr, "glm-export: --verify %s with --output %s: give the same file, or "
-                        "--verify alone\n",
+        fprintf(stderr,
+                "glm-export: --verify %s with --output %s: give the same file, or "
+                "--verify alone\n",
                 verify, out);
         return 2;
     }

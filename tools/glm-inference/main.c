@@ -236,13 +236,13 @@ static void print_memory_view(tx_device_t *dev)
         struct tx_device_info info;
         tx_device_info(dev, &info);
         fprintf(stderr, "TX8 device memory view (%s, %llu MiB, %llu MiB used)\n", info.name,
-               (unsigned long long)(info.mem_size >> 20),
-               (unsigned long long)(info.mem_used >> 20));
+                (unsigned long long)(info.mem_size >> 20),
+                (unsigned long long)(info.mem_used >> 20));
         fprintf(stderr, "%-18s %12s  %5s  %s\n", "address", "size kB", "owner", "label");
         for (size_t i = 0; i < got && i < n; i++)
             fprintf(stderr, "0x%016llx %12llu  %5d  %s%s\n", (unsigned long long)r[i].addr,
-                   (unsigned long long)(r[i].size >> 10), r[i].owner, r[i].label,
-                   (r[i].flags & TX_MEM_OWN) ? " (this process)" : "");
+                    (unsigned long long)(r[i].size >> 10), r[i].owner, r[i].label,
+                    (r[i].flags & TX_MEM_OWN) ? " (this process)" : "");
         /* totals per label */
         fprintf(stderr, "%-32s %12s\n", "label", "total kB");
         for (size_t i = 0; i < got && i < n; i++) {
@@ -255,7 +255,8 @@ static void print_memory_view(tx_device_t *dev)
             for (size_t j = i; j < got && j < n; j++)
                 if (!strcmp(r[j].label, r[i].label))
                     tot += r[j].size;
-            fprintf(stderr, "%-32s %12llu\n", r[i].label[0] ? r[i].label : "(unlabelled)", tot >> 10);
+            fprintf(stderr, "%-32s %12llu\n", r[i].label[0] ? r[i].label : "(unlabelled)",
+                    tot >> 10);
         }
     }
     free(r);
@@ -275,22 +276,24 @@ static void print_expert_stats(glm_model_t *m)
     }
     struct glm_moe_options mo;
     glm_model_get_moe(m, &mo);
-    fprintf(stderr, "expert utilisation (count / mean count; std in %% of the mean), load balance %s, "
-           "lambda %.2f, expert_parallel %d\n",
-           mo.balance == GLM_BALANCE_ON     ? "on"
-           : mo.balance == GLM_BALANCE_AUTO ? "auto"
-                                            : "off",
-           (double)mo.lambda, st->expert_parallel);
+    fprintf(stderr,
+            "expert utilisation (count / mean count; std in %% of the mean), load balance %s, "
+            "lambda %.2f, expert_parallel %d\n",
+            mo.balance == GLM_BALANCE_ON     ? "on"
+            : mo.balance == GLM_BALANCE_AUTO ? "auto"
+                                             : "off",
+            (double)mo.lambda, st->expert_parallel);
     for (int i = 0; i < st->n_moe_layers; i++) {
         const uint64_t *c = st->counts + (size_t)i * st->n_experts;
         uint64_t mx = 1;
         for (int e = 0; e < st->n_experts; e++)
             if (c[e] > mx)
                 mx = c[e];
-        fprintf(stderr, "layer %3d: std %6.2f%%  hottest %5.1f%%  coldest %5.1f%%  cold %d  group "
-               "imbalance %.2f  overflow %llu\n",
-               st->layer[i], st->util_std[i], st->max_share[i], st->min_share[i], st->cold[i],
-               st->group_imbalance[i], (unsigned long long)st->overflow[i]);
+        fprintf(stderr,
+                "layer %3d: std %6.2f%%  hottest %5.1f%%  coldest %5.1f%%  cold %d  group "
+                "imbalance %.2f  overflow %llu\n",
+                st->layer[i], st->util_std[i], st->max_share[i], st->min_share[i], st->cold[i],
+                st->group_imbalance[i], (unsigned long long)st->overflow[i]);
         for (int e = 0; e < st->n_experts; e++) {
             int bar = (int)(40.0 * (double)c[e] / (double)mx + 0.5);
             fprintf(stderr, "  expert %4d %8llu |", e, (unsigned long long)c[e]);
@@ -299,8 +302,9 @@ static void print_expert_stats(glm_model_t *m)
             fputc('\n', stderr);
         }
     }
-    fprintf(stderr, "expert utilisation std: overall %.2f%%, mean over layers %.2f%% (%llu selections)\n",
-           st->overall_std, st->mean_layer_std, (unsigned long long)st->total);
+    fprintf(stderr,
+            "expert utilisation std: overall %.2f%%, mean over layers %.2f%% (%llu selections)\n",
+            st->overall_std, st->mean_layer_std, (unsigned long long)st->total);
     glm_expert_stats_free(st);
 }
 
@@ -652,7 +656,7 @@ int main(int argc, char **argv)
             break;
         case 'n':
             OPT(txc_opt_int(prog, "-n", optarg, -1, INT_MAX,
-                             "-1 = until a stop token or the context is full", &o.n_predict));
+                            "-1 = until a stop token or the context is full", &o.n_predict));
             o.n_predict_set = 1;
             break;
         case 'c':
@@ -1056,7 +1060,7 @@ int main(int argc, char **argv)
     fflush(stdout);
     static const char *why[] = {"", "stop token", "length", "context full", "callback"};
     fprintf(stderr, "%s: generated %d tokens (%s)\n", prog, n_out,
-            interrupted                ? "interrupted"
+            interrupted            ? "interrupted"
             : (unsigned)t.stop < 5 ? why[t.stop]
                                    : "?");
     print_perf(&t);

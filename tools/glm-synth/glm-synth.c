@@ -164,8 +164,7 @@ int main(int argc, char **argv)
         case 's':
             errno = 0;
             o.seed = strtoull(optarg, &end, 0);
-            if (errno || *end || !*optarg || *optarg == '-' || *optarg == '+' ||
-                *optarg == ' ') {
+            if (errno || *end || !*optarg || *optarg == '-' || *optarg == '+' || *optarg == ' ') {
                 fprintf(stderr,
                         "glm-synth: --seed: '%s' is not an integer in [0, %llu] (decimal, or "
                         "hex with 0x)\n",
@@ -199,7 +198,10 @@ int main(int argc, char **argv)
         case 'S': {
             int64_t v = tx_parse_size(optarg);
             if (v <= 0) {
-                fprintf(stderr, "glm-synth: --shard-size: '%s' is not a size > 0 (bytes, or with K, M, G)\n", optarg);
+                fprintf(
+                    stderr,
+                    "glm-synth: --shard-size: '%s' is not a size > 0 (bytes, or with K, M, G)\n",
+                    optarg);
                 return 2;
             }
             o.shard_bytes = (uint64_t)v;
