@@ -69,10 +69,11 @@ ENGINE_A := $(BUILD)/lib/libtx8engine.a
 LIBTX_A  := $(BUILD)/lib/libtx.a
 LIBTX_SO := $(BUILD)/lib/libtx.so.$(LIBTX_VERSION)
 LIBTX_PC := $(BUILD)/lib/pkgconfig/libtx.pc
+LIBTX_UPC := $(BUILD)/lib/pkgconfig/libtx-uninstalled.pc
 BINS     := $(BUILD)/bin/tx8-emu $(addprefix $(BUILD)/bin/,$(TOOLS))
 UNIT_BINS := $(addprefix $(BUILD)/tests/,$(UNIT_TESTS))
 
-all: $(ENGINE_A) $(LIBTX_A) $(LIBTX_SO) $(LIBTX_PC) $(BINS)
+all: $(ENGINE_A) $(LIBTX_A) $(LIBTX_SO) $(LIBTX_PC) $(LIBTX_UPC) $(BINS)
 tests: $(UNIT_BINS)
 
 # ---------------------------------------------------------------------------
@@ -108,6 +109,21 @@ $(LIBTX_SO): $(LIBTX_OBJS)
 $(LIBTX_PC): libtx/libtx.pc.in Makefile
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(LIBTX_VERSION)|g' \
+	    -e 's|@PRIVATE_LIBS@|$(LIBTX_LIBS) -lm -pthread|g' $< > $@
+
+# The pkg-config convention for building against an uninstalled tree
+# (pkg-config prefers NAME-uninstalled.pc when PKG_CONFIG_PATH has it):
+#   PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig pkg-config --cflags --libs libtx-uninstalled
+# gives this tree's include/ and $(BUILD)/lib, with an rpath to
+# $(BUILD)/lib so the program finds libtx.so.1 without LD_LIBRARY_PATH
+# (docs/libtx.md, "Building against the tree").
+$(LIBTX_UPC): libtx/libtx.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|^prefix=.*|prefix=$(CURDIR)|' -e 's|^libdir=.*|libdir=$(abspath $(BUILD))/lib|' \
+	    -e 's|^includedir=.*|includedir=$${prefix}/include|' \
+	    -e 's|@VERSION@|$(LIBTX_VERSION)|g' \
+	    -e 's|^Libs: .*|Libs: -L$${libdir} -Wl,-rpath,$${libdir} -ltx|' \
+	    -e 's|^Description: \(.*\)|Description: \1, uninstalled build tree|' \
 	    -e 's|@PRIVATE_LIBS@|$(LIBTX_LIBS) -lm -pthread|g' $< > $@
 
 $(BUILD)/bin/tx8-emu: $(EMU_OBJS) $(ENGINE_A)

@@ -85,11 +85,27 @@ typedef enum glm_layer_type {
     GLM_LAYER_TYPE_COUNT = 6
 } glm_layer_type_t;
 
+/*
+ * Precision names. FP32, FP16, BF16 and INT8_MIXED are the article's API and
+ * stay, but they are global enumerators with common names: a program that
+ * also includes another library defining FP16 or BF16 (a macro or another
+ * enum: CUDA, oneDNN, some BLAS and DSP headers) does not compile, or worse,
+ * gets the macro's value. Every name therefore also has a prefixed spelling,
+ * GLM_PRECISION_FP32 ... GLM_PRECISION_INT8_MIXED, with the same value; new
+ * code should use those. Defining GLM_NO_SHORT_PRECISION_NAMES before
+ * including this header leaves the short names out altogether.
+ */
 typedef enum glm_precision {
-    FP32 = 0,
-    FP16 = 1,
-    BF16 = 2,
-    INT8_MIXED = 3,
+    GLM_PRECISION_FP32 = 0,
+    GLM_PRECISION_FP16 = 1,
+    GLM_PRECISION_BF16 = 2,
+    GLM_PRECISION_INT8_MIXED = 3,
+#ifndef GLM_NO_SHORT_PRECISION_NAMES
+    FP32 = GLM_PRECISION_FP32,
+    FP16 = GLM_PRECISION_FP16,
+    BF16 = GLM_PRECISION_BF16,
+    INT8_MIXED = GLM_PRECISION_INT8_MIXED,
+#endif
     GLM_PRECISION_COUNT = 4
 } glm_precision_t;
 
@@ -114,18 +130,22 @@ typedef struct glm_precision_plan {
 /* The article's golden configuration: embedding INT8_MIXED, attention FP16,
  * MLP and experts INT8_MIXED, norms FP32, output FP32. */
 TX_API void glm_plan_golden(glm_precision_plan_t *plan);
-/* Every layer type at p (FP32 ... INT8_MIXED; norms stay FP32 when p is
- * INT8_MIXED). */
+/* Every layer type at p (FP32 ... INT8_MIXED) except norms, which stay FP32
+ * (they are computed in f32; glm-export stores them F32): the plan the words
+ * "fp32", "fp16", "bf16", "int8" of glm_plan_parse name. */
 TX_API void glm_plan_uniform(glm_precision_plan_t *plan, glm_precision_t p);
 TX_API int glm_plan_set(tx_device_t *device, const glm_precision_plan_t *plan);
 TX_API int glm_plan_get(tx_device_t *device, glm_precision_plan_t *plan);
 
 /*
  * Parse a plan text, starting from *plan as given: "golden", "fp32", "fp16",
- * "bf16", "int8" (whole plans), and/or "TYPE=PREC" items separated by commas,
- * e.g. "mlp=int8,attention=fp16" or "golden,output=fp16". TYPE: embedding,
- * attention, mlp, expert(s), norm(s), output, or all; PREC: fp32, fp16, bf16,
- * int8 / int8_mixed (case-insensitive).
+ * "bf16", "int8" (whole plans, glm_plan_golden / glm_plan_uniform), and/or
+ * "TYPE=PREC" items separated by commas, e.g. "mlp=int8,attention=fp16" or
+ * "golden,output=fp16". TYPE: embedding, attention, mlp, expert(s), norm(s),
+ * output (or GLM_MLP, ...), or all (= glm_plan_uniform); PREC: fp32, fp16,
+ * bf16, int8 / int8_mixed (case-insensitive). The one precision syntax of
+ * libtx: glm-inference --precision and glm-export --precision / --quant
+ * parse with it (docs/precision.md).
  */
 TX_API int glm_plan_parse(const char *text, glm_precision_plan_t *plan);
 /* "embedding=INT8_MIXED,attention=FP16,..." into buf; returns buf. */
@@ -142,10 +162,19 @@ typedef struct glm_model glm_model_t;
 typedef struct glm_session glm_session_t;
 
 /* Load flags */
-#define GLM_LOAD_VERIFY (1u << 0)   /* verify every tensor checksum after reading */
-#define GLM_LOAD_NO_URING (1u << 1) /* read with pread() instead of io_uring */
-#define GLM_LOAD_STREAM (1u << 2)   /* stream the layers (parameter shard prefetch) */
-#define GLM_LOAD_DIRECT (1u << 3)   /* O_DIRECT reads (bypass the page cache) */
+/*
+ * Checksums: every resident tensor's CRC32C (data, scales, sparse index) is
+ * checked by default as its extent lands, overlapped with the reads still
+ * in flight, and INT8 scales must be finite and >= 0; a mismatch fails the
+ * load with TX_EINVAL and a message naming the tensor. GLM_LOAD_VERIFY also
+ * reads the streamed layers back from the file to check them;
+ * GLM_LOAD_NO_VERIFY skips the checks (sparse indices are still checked).
+ */
+#define GLM_LOAD_VERIFY (1u << 0)    /* also verify streamed layers (re-read) */
+#define GLM_LOAD_NO_URING (1u << 1)  /* read with pread() instead of io_uring */
+#define GLM_LOAD_STREAM (1u << 2)    /* stream the layers (parameter shard prefetch) */
+#define GLM_LOAD_DIRECT (1u << 3)    /* O_DIRECT reads (bypass the page cache) */
+#define GLM_LOAD_NO_VERIFY (1u << 4) /* no checksums at load (see above) */
 
 struct glm_load_options {
     /* Model name for labels and reports (device memory labels are
@@ -267,7 +296,8 @@ enum glm_stop_reason {
 struct glm_generate_params {
     const int32_t *prompt; /* appended at the session's position */
     int n_prompt;
-    int n_predict; /* tokens to generate; < 0: until a stop or the context is full */
+    int n_predict; /* tokens to generate; 0: the prompt only (nothing emitted);
+                    * < 0: until a stop token or the context is full */
     struct glm_sampling sampling;
     /* Stop tokens; NULL with n_stop 0: the model's (glm_model_stop_tokens).
      * n_stop < 0: none at all. */
@@ -283,7 +313,15 @@ struct glm_timings {
     double prompt_ms; /* prompt evaluation (prefill) wall time */
     int n_prompt;
     double eval_ms; /* generation wall time (forward + on-device sampling) */
-    int n_eval;     /* tokens generated (forward passes after the prompt) */
+    /* Single-token forward passes after the prompt: llama.cpp's eval "runs",
+     * eval_ms / n_eval is the time per decode pass. The first generated
+     * token is sampled by the prompt's pass, so with n generated tokens
+     * (*n_out) n_eval is n - 1 when n_predict or a full context ends
+     * generation, n when a stop token does (the pass that sampled the stop
+     * token counts; the stop token is not emitted), 0 for n_predict 0 (the
+     * prompt pass only, nothing emitted). A callback that stops generation
+     * (GLM_STOP_CALLBACK) leaves the passes done so far. */
+    int n_eval;
     double total_ms;
     double prompt_tps; /* n_prompt / prompt_ms * 1000 */
     double eval_tps;

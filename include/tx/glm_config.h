@@ -234,8 +234,9 @@ TX_API int64_t glm_config_tensor_count(const struct glm_config *cfg);
 
 /* Looks a checkpoint tensor name up (O(1) in the number of tensors):
  *   0        expected tensor, *out filled
- *   1        an MTP-layer tensor (model.layers.N.* with N >= num_hidden_layers):
- *            ignore it (out->layer = N)
+ *   1        an MTP-layer tensor (model.layers.N.* with num_hidden_layers <= N <
+ *            num_hidden_layers + num_nextn_predict_layers): ignore it
+ *            (out->layer = N); a layer index beyond that is -ENOENT
  *   -ENOENT  not a tensor of this architecture/config (message in err) */
 TX_API int glm_config_tensor_lookup(const struct glm_config *cfg, const char *name,
                                     struct glm_tensor_info *out, char *err, size_t errsz);

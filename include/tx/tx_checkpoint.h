@@ -18,9 +18,12 @@
  *
  * Validation: every tensor of glm_config_tensor_list() must be present with
  * that shape and a BF16, F16 or F32 dtype; the message names the file and
- * the tensor. Tensors of the MTP layer (model.layers.N, N >=
- * num_hidden_layers) and tensors unknown to the architecture are reported
- * (tx_ckpt_ignored) and otherwise ignored.
+ * the tensor. Tensors of the MTP layers (model.layers.N with
+ * num_hidden_layers <= N < num_hidden_layers + num_nextn_predict_layers, a
+ * layer that has its eh_proj) and known non-parameter buffers
+ * (*.rotary_emb.inv_freq) are reported (tx_ckpt_ignored) and otherwise
+ * ignored; any other tensor is an error naming it (a renamed parameter, or
+ * a decoder layer a lowered num_hidden_layers would drop).
  */
 #ifndef TX_CHECKPOINT_H
 #define TX_CHECKPOINT_H
@@ -65,7 +68,7 @@ TX_API const struct tx_ckpt_tensor *tx_ckpt_find(const struct tx_ckpt *c, const 
 TX_API uint64_t tx_ckpt_bytes(const struct tx_ckpt *c);
 
 /* Tensors present but not used: *is_mtp = 1 for MTP-layer tensors, 0 for
- * names the architecture does not know. */
+ * known non-parameter buffers (*.rotary_emb.inv_freq). */
 TX_API size_t tx_ckpt_n_ignored(const struct tx_ckpt *c);
 TX_API const char *tx_ckpt_ignored(const struct tx_ckpt *c, size_t i, int *is_mtp);
 

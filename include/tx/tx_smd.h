@@ -283,7 +283,9 @@ TX_API int tx_smd_writer_end(struct tx_smd_writer *w, const void *scales, size_t
 TX_API int tx_smd_writer_finish(struct tx_smd_writer *w, char *err, size_t errsz);
 /* Removes the temporary file; frees w. */
 TX_API void tx_smd_writer_abort(struct tx_smd_writer *w);
-/* Temporary file name (for a signal handler that must unlink it). */
+/* Temporary file name (for a signal handler that must unlink it); NULL
+ * while the package is an unnamed O_TMPFILE file (the usual case: nothing
+ * to unlink, a killed writer leaves nothing behind). */
 TX_API const char *tx_smd_writer_temp_path(const struct tx_smd_writer *w);
 
 #ifdef __cplusplus

@@ -4,10 +4,16 @@
  */
 #include "common/cli.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <tx/tx_smd.h>
 
 #include "model/model_internal.h"
 
@@ -71,6 +77,97 @@ int txc_parse_long(const char *s, long lo, long hi, long *out)
     if (errno || end == s || *end || x < lo || x > hi)
         return -1;
     *out = x;
+    return 0;
+}
+
+int txc_opt_long(const char *prog, const char *opt, const char *s, long long lo, long long hi,
+                 const char *note, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    /* strtoll skips leading blanks: an option value is the number only */
+    if (errno || end == s || *end || isspace((unsigned char)*s) || x < lo || x > hi) {
+        fprintf(stderr, "%s: %s: '%s' is not an integer in [%lld, %lld]%s%s%s\n", prog, opt, s, lo,
+                hi, note ? " (" : "", note ? note : "", note ? ")" : "");
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int txc_opt_int(const char *prog, const char *opt, const char *s, int lo, int hi, const char *note,
+                int *out)
+{
+    long long x;
+    if (txc_opt_long(prog, opt, s, lo, hi, note, &x) < 0)
+        return -1;
+    *out = (int)x;
+    return 0;
+}
+
+int txc_opt_u64(const char *prog, const char *opt, const char *s, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    /* strtoull accepts "-1" as ULLONG_MAX: only digits here */
+    if (errno || end == s || *end || !isdigit((unsigned char)*s)) {
+        fprintf(stderr, "%s: %s: '%s' is not an integer in [0, %llu]\n", prog, opt, s, ULLONG_MAX);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int txc_opt_double(const char *prog, const char *opt, const char *s, double lo, double hi, int open,
+                   double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(s, &end);
+    /* decimal only: strtod also takes "nan", "inf" and hex floats */
+    int bad = errno || end == s || *end || isspace((unsigned char)*s) || !isfinite(x) ||
+              strpbrk(s, "xXnNiI") != NULL;
+    if (!bad)
+        bad = (open & TXC_LO_OPEN) ? !(x > lo) : !(x >= lo);
+    if (!bad)
+        bad = (open & TXC_HI_OPEN) ? !(x < hi) : !(x <= hi);
+    if (bad) {
+        fprintf(stderr, "%s: %s: '%s' is not a number in %c%g, %g%c\n", prog, opt, s,
+                (open & TXC_LO_OPEN) ? '(' : '[', lo, hi, (open & TXC_HI_OPEN) ? ')' : ']');
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int txc_opt_float(const char *prog, const char *opt, const char *s, double lo, double hi, int open,
+                  float *out)
+{
+    double x;
+    if (txc_opt_double(prog, opt, s, lo, hi, open, &x) < 0)
+        return -1;
+    *out = (float)x;
+    return 0;
+}
+
+int txc_verify_package(const char *prog, const char *path)
+{
+    char err[TX_ERR_MAX];
+    struct tx_smd *s = NULL;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    if (tx_smd_open(path, TX_SMD_OPEN_VERIFY, &s, err, sizeof(err)) < 0) {
+        fprintf(stderr, "%s: verify: %s\n", prog, err);
+        return 1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    const struct tx_smd_header *h = tx_smd_header(s);
+    fprintf(stderr, "%s: %s: %u tensors, %.1f MiB: every checksum matches (%.0f ms)\n", prog, path,
+            h->tensor_count, (double)h->file_size / 1048576.0,
+            (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6);
+    tx_smd_close(s);
     return 0;
 }
 

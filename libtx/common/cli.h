@@ -26,6 +26,36 @@ int txc_write_text(const char *path, const char *txt);
  * *out untouched) for anything else. */
 int txc_parse_long(const char *s, long lo, long hi, long *out);
 
+/*
+ * Option values (every tool): parse the whole of s, or print one line
+ * naming the option and its accepted range, as llama.cpp does,
+ *     glm-inference: --temp: 'nan' is not a number in [0, 100]
+ *     glm-inference: -n: '-5' is not an integer in [-1, 2147483647] (-1 = ...)
+ * and return -1 (*out untouched); 0 on success. note (may be NULL) is
+ * appended in parentheses. Integers: decimal, no wrap-around (4294967297
+ * is out of the range of an int option, not 1). Numbers: finite decimal
+ * values only (no nan, inf or hex floats); open (TXC_LO_OPEN, TXC_HI_OPEN)
+ * excludes a bound ("(0, 1]", "[0, 1)").
+ */
+int txc_opt_long(const char *prog, const char *opt, const char *s, long long lo, long long hi,
+                 const char *note, long long *out);
+int txc_opt_int(const char *prog, const char *opt, const char *s, int lo, int hi, const char *note,
+                int *out);
+int txc_opt_u64(const char *prog, const char *opt, const char *s, unsigned long long *out);
+#define TXC_LO_OPEN 1 /* (lo, ... */
+#define TXC_HI_OPEN 2 /* ..., hi) */
+int txc_opt_double(const char *prog, const char *opt, const char *s, double lo, double hi, int open,
+                   double *out);
+int txc_opt_float(const char *prog, const char *opt, const char *s, double lo, double hi, int open,
+                  float *out);
+
+/* --verify PACKAGE.smd (glm-inference, glm-export): opens the package and
+ * checks every checksum (header, sections, each tensor's data, scales and
+ * sparse index; INT8 scales finite and >= 0), without a device. Prints
+ * "prog: PATH: N tensors, X MiB: every checksum matches (T ms)" on stderr,
+ * or the first mismatch naming the tensor. Returns the exit status, 0 or 1. */
+int txc_verify_package(const char *prog, const char *path);
+
 /* The end of a getopt_long switch: for 'h' (--help) prints usage on stdout
  * and returns 0, for anything else ('?': getopt_long has named the bad
  * option) prints usage on stderr and returns 2. main returns the result. */

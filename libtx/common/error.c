@@ -40,16 +40,55 @@ void tx_debug(const char *fmt, ...)
     va_end(ap);
 }
 
-int tx_error(int code, const char *fmt, ...)
-{
-    va_list ap;
+/*
+ * The message is formatted into a local buffer first: callers wrap the
+ * previous message ("forward: %s", tx_last_error()), and formatting into
+ * last_error while reading from it (overlapping vsnprintf) truncated and
+ * garbled the inner message.
+ *
+ * A final message (tx_error_final: a lost device) is kept as it is when a
+ * caller wraps it with the same code: the one line names the device and
+ * what happened, without a chain of "generate: forward: wait: ..." around
+ * it. Any other error replaces it.
+ */
+static _Thread_local int last_final;      /* last_error is a final message */
+static _Thread_local int last_final_code; /* ... of this code */
 
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof(last_error), fmt, ap);
-    va_end(ap);
+static int record(int code, int final, const char *fmt, va_list ap)
+{
+    char msg[sizeof(last_error)];
+
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (!final && last_final && code == last_final_code && strstr(msg, last_error))
+        return code; /* a wrapper of the final message: keep it */
+    memcpy(last_error, msg, sizeof(msg));
+    last_final = final;
+    last_final_code = code;
     if (tx_debug_enabled())
         fprintf(stderr, "libtx: error: %s (%s)\n", last_error, tx_strerror(code));
     return code;
+}
+
+int tx_error(int code, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, fmt);
+    rc = record(code, 0, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int tx_error_final(int code, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, fmt);
+    rc = record(code, 1, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 TX_API const char *tx_last_error(void)

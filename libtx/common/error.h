@@ -15,6 +15,12 @@
 
 int tx_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Like tx_error, for a message that says all there is to say (a lost
+ * device: "device emu:/x.sock: tx8-emu closed the connection ..."): later
+ * tx_error calls with the same code that merely wrap it ("forward: %s",
+ * tx_last_error()) leave it as it is, so the caller prints one clear line. */
+int tx_error_final(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Map an errno value (positive or negative) to a TX_E* code. */
 int tx_errno_code(int err);
 

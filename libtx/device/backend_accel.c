@@ -77,8 +77,8 @@ static int accel_fail(struct tx_backend *be, const char *what, int err)
         break;
     }
     if (code == TX_EDEVICE_LOST)
-        return tx_error(code, "%s: accel %s: the device is gone (%s)", what, be->path,
-                        strerror(-err));
+        return tx_error_final(code, "device %s: the device is gone (%s, in %s)", be->path,
+                              strerror(-err), what);
     return tx_error(code, "%s: accel %s: %s", what, be->path, strerror(-err));
 }
 

@@ -212,7 +212,10 @@ static void wait_irq(struct tx_backend *be, unsigned vector, uint64_t deadline)
 
 static int lost_error(struct tx_backend *be, const char *what)
 {
-    return tx_error(TX_EDEVICE_LOST, "%s: %s: %s", what, be->path, be->lost_why);
+    /* one final line naming the device (the spec a user gives --device) */
+    tx_debug("emu %s: %s: device lost", be->path, what);
+    return tx_error_final(TX_EDEVICE_LOST, "device emu:%s: %s: device lost", be->path,
+                          be->lost_why);
 }
 
 /* ------------------------------------------------------------------------ */

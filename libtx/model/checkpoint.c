@@ -173,6 +173,23 @@ static int ends_with(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* Non-parameter buffers older exports save beside the weights, ignored by
+ * transformers on load (_keys_to_ignore_on_load_unexpected). */
+static int is_buffer(const char *name)
+{
+    return ends_with(name, ".rotary_emb.inv_freq");
+}
+
+/* Whether MTP layer L carries its own projection (model.layers.L.eh_proj):
+ * what tells a real next-n layer from a decoder layer past a lowered
+ * num_hidden_layers. */
+static int has_mtp_proj(const struct tx_ckpt *c, int layer)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "model.layers.%d.eh_proj.weight", layer);
+    return src_find(c, name) != NULL;
+}
+
 int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz)
 {
     *out = NULL;
@@ -315,12 +332,31 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
         rc = txm_err(err, errsz, -ENOMEM, "out of memory");
         goto fail;
     }
+    /* Tensors the model does not use: the MTP (next-n) layers' and known
+     * non-parameter buffers are ignored, anything else is an error naming
+     * it (a renamed parameter, or a decoder layer beyond num_hidden_layers
+     * that would otherwise be dropped silently). */
     for (size_t i = 0; i < ns; i++) {
         const struct tx_tensor *t = src_at(c, i);
         if (tx_ckpt_find(c, t->name))
             continue;
         struct glm_tensor_info ti;
-        int lr = glm_config_tensor_lookup(&c->cfg, t->name, &ti, NULL, 0);
+        char sub[TX_ERR_MAX];
+        int lr = glm_config_tensor_lookup(&c->cfg, t->name, &ti, sub, sizeof(sub));
+        if (lr < 0 && !is_buffer(t->name)) {
+            rc = txm_err(err, errsz, -EINVAL, "%s: %s; %s does not expect it", t->file, sub,
+                         c->config_path);
+            goto fail;
+        }
+        if (lr == 1 && !has_mtp_proj(c, ti.layer)) {
+            rc = txm_err(err, errsz, -EINVAL,
+                         "%s: tensor %s: layer %d is counted as an MTP layer "
+                         "(num_hidden_layers %d, num_nextn_predict_layers %d) but has no "
+                         "eh_proj: a decoder layer that %s does not count?",
+                         t->file, t->name, ti.layer, c->cfg.num_hidden_layers,
+                         c->cfg.num_nextn_predict_layers, c->config_path);
+            goto fail;
+        }
         c->ignored[c->nignored] = strdup(t->name);
         if (!c->ignored[c->nignored]) {
             rc = txm_err(err, errsz, -ENOMEM, "out of memory");

@@ -19,6 +19,7 @@
 #include <tx/tx_checkpoint.h>
 #include <tx/tx_dtype.h>
 #include <tx/tx_export.h>
+#include <tx/tx_tokenizer.h>
 
 void tx_export_default_opts(struct tx_export_opts *o)
 {
@@ -84,11 +85,35 @@ static int chunk_task(void *ctx, uint64_t i)
             memcpy(j->err, err, sizeof(err));
         return rc;
     }
+    /* a NaN or infinity would become a NaN scale, or garbage in F16/BF16 */
+    for (uint64_t k = 0; k < n * C; k++)
+        if (!isfinite(w[k])) {
+            if (atomic_exchange(&j->failed, 1) == 0)
+                snprintf(j->err, sizeof(j->err),
+                         "%s: tensor %s: element [%" PRIu64 ", %" PRIu64 "] is %g: non-finite "
+                         "weights cannot be exported",
+                         j->src->file, j->src->name, j->r0 + a + k / C, k % C, (double)w[k]);
+            return -EINVAL;
+        }
     struct txq_scratch s;
     if (txq_scratch_init(&s, j->sp->cols) < 0)
         return -ENOMEM;
     txq_rows(j->sp, w, j->r0 + a, n, j->r0, &s, j->data, j->scales, j->colblk, &j->acc[i]);
     txq_scratch_free(&s);
+    if (j->sp->dtype == TX8_DTYPE_I8) {
+        /* finite weights give finite scales >= 0; check what is stored */
+        uint64_t ng = j->sp->group_size ? C / j->sp->group_size : 1;
+        const float *sc = j->scales + a * ng;
+        for (uint64_t k = 0; k < n * ng; k++)
+            if (!isfinite(sc[k]) || sc[k] < 0) {
+                if (atomic_exchange(&j->failed, 1) == 0)
+                    snprintf(j->err, sizeof(j->err),
+                             "%s: tensor %s: INT8 scale of row %" PRIu64 " is %g (must be "
+                             "finite and >= 0)",
+                             j->src->file, j->src->name, j->r0 + a + k / ng, (double)sc[k]);
+                return -EINVAL;
+            }
+    }
     return 0;
 }
 
@@ -229,6 +254,45 @@ static char *metadata_json(const char *input, const struct tx_ckpt *c,
     return r;
 }
 
+static int check_sections(const struct tx_ckpt *c, const char *tp, const char *tok, size_t toklen,
+                          const char *tcp, const char *tokcfg, size_t tokcfglen, char *err,
+                          size_t errsz)
+{
+    char sub[TX_ERR_MAX];
+    size_t cjl;
+    const char *cj = tx_ckpt_config_json(c, &cjl);
+    struct glm_config cfg;
+    /* the stored config text is parsed again by the loader */
+    int rc = txm_smd_check_json("config.json", TX_SMD_SEC_CONFIG, cj, cjl, sub, sizeof(sub));
+    if (rc == 0)
+        rc = glm_config_from_json(cj, &cfg, sub, sizeof(sub));
+    if (rc < 0)
+        return txm_err(err, errsz, rc, "%s; nothing written", sub);
+    rc = txm_smd_check_json(tp, TX_SMD_SEC_TOKENIZER, tok, toklen, sub, sizeof(sub));
+    if (rc < 0)
+        return txm_err(err, errsz, rc,
+                       "tokenizer %s: not a valid JSON object (truncated, or not a "
+                       "tokenizer.json); nothing written",
+                       tp);
+    struct tx_tokenizer *tk = NULL;
+    rc = tx_tokenizer_load_buffer(tok, toklen, &tk, sub, sizeof(sub));
+    tx_tokenizer_free(tk);
+    if (rc != 0)
+        return txm_err(err, errsz, -EINVAL,
+                       "tokenizer %s: not a tokenizer glm-inference can load: %s; nothing written",
+                       tp, sub);
+    if (tokcfg) {
+        rc = txm_smd_check_json(tcp, TX_SMD_SEC_TOKENIZER_CONFIG, tokcfg, tokcfglen, sub,
+                                sizeof(sub));
+        if (rc < 0)
+            return txm_err(err, errsz, rc,
+                           "tokenizer config %s: not a valid JSON object (truncated, or not a "
+                           "tokenizer_config.json); nothing written",
+                           tcp);
+    }
+    return 0;
+}
+
 int tx_export(const char *input, const char *output, const struct tx_export_opts *o,
               struct tx_export_stats *st_out, char *err, size_t errsz)
 {
@@ -275,6 +339,12 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
         if (rc < 0)
             goto out;
     }
+    /* Every section is checked before anything is written, as tx_smd_open
+     * and glm_model_load will check it: a package that exports is a package
+     * that loads. */
+    rc = check_sections(c, tp, tok, toklen, tcp, tokcfg, tokcfglen, err, errsz);
+    if (rc < 0)
+        goto out;
     rc = tx_smd_writer_open(output, &w, err, errsz);
     if (rc < 0)
         goto out;

@@ -497,6 +497,27 @@ static int parse_indexer_types(struct json_object *root, struct glm_config *c, c
             return r_;                                                                             \
     } while (0)
 
+/*
+ * Required fields: every field that decides a tensor's shape or the layer
+ * structure. transformers' configuration classes give them defaults too
+ * (Glm4MoeConfig hidden_size 4096, GlmMoeDsaConfig 6144, ...), but those
+ * describe one particular model: a checkpoint whose config.json lacks
+ * hidden_size is broken, not a 6144-wide model. The optional fields keep
+ * the transformers defaults (set_defaults; docs/glm-config.md lists both).
+ */
+#define REQ(kind, key, dst)                                                                        \
+    do {                                                                                           \
+        int r_ = kind(root, key, dst, err, errsz);                                                 \
+        if (r_ < 0)                                                                                \
+            return r_;                                                                             \
+        if (r_ == 0)                                                                               \
+            return txm_err(err, errsz, -EINVAL,                                                    \
+                           "config.json: %s: required field is missing (it decides the shape "     \
+                           "of the model's tensors; transformers' default describes another "      \
+                           "model)",                                                               \
+                           key);                                                                   \
+    } while (0)
+
 static int from_object(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
 {
     if (json_object_get_type(root) != json_type_object)
@@ -507,14 +528,14 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
         return rc;
     set_defaults(c, arch);
 
-    GET(get_int, "vocab_size", &c->vocab_size);
-    GET(get_int, "hidden_size", &c->hidden_size);
-    GET(get_int, "intermediate_size", &c->intermediate_size);
-    GET(get_int, "moe_intermediate_size", &c->moe_intermediate_size);
-    GET(get_int, "num_hidden_layers", &c->num_hidden_layers);
+    REQ(get_int, "vocab_size", &c->vocab_size);
+    REQ(get_int, "hidden_size", &c->hidden_size);
+    REQ(get_int, "intermediate_size", &c->intermediate_size);
+    REQ(get_int, "moe_intermediate_size", &c->moe_intermediate_size);
+    REQ(get_int, "num_hidden_layers", &c->num_hidden_layers);
     GET(get_int, "num_nextn_predict_layers", &c->num_nextn_predict_layers);
-    GET(get_int, "num_attention_heads", &c->num_attention_heads);
-    GET(get_int, "num_key_value_heads", &c->num_key_value_heads);
+    REQ(get_int, "num_attention_heads", &c->num_attention_heads);
+    REQ(get_int, "num_key_value_heads", &c->num_key_value_heads);
     GET(get_int, "max_position_embeddings", &c->max_position_embeddings);
     GET(get_bool, "attention_bias", &c->attention_bias);
     GET(get_bool, "tie_word_embeddings", &c->tie_word_embeddings);
@@ -549,9 +570,13 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
             return rc;
         if (rc == 1 && !field(root, "n_routed_experts"))
             c->n_routed_experts = ne;
+        if (rc == 0 && !field(root, "n_routed_experts"))
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: n_routed_experts: required field is missing (or "
+                           "num_experts; it decides the number of expert tensors)");
     }
-    GET(get_int, "n_shared_experts", &c->n_shared_experts);
-    GET(get_int, "num_experts_per_tok", &c->num_experts_per_tok);
+    REQ(get_int, "n_shared_experts", &c->n_shared_experts);
+    REQ(get_int, "num_experts_per_tok", &c->num_experts_per_tok);
     rc = get_num(root, "routed_scaling_factor", "", &c->routed_scaling_factor, err, errsz);
     if (rc < 0)
         return rc;
@@ -586,14 +611,14 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
             return txm_err(err, errsz, -ENOTSUP,
                            "config.json: q_lora_rank: null (no q latent) is not supported: the DSA "
                            "indexer reads the q latent");
-        GET(get_int, "q_lora_rank", &c->q_lora_rank);
-        GET(get_int, "kv_lora_rank", &c->kv_lora_rank);
-        GET(get_int, "qk_nope_head_dim", &c->qk_nope_head_dim);
-        GET(get_int, "qk_rope_head_dim", &c->qk_rope_head_dim);
-        GET(get_int, "v_head_dim", &c->v_head_dim);
+        REQ(get_int, "q_lora_rank", &c->q_lora_rank);
+        REQ(get_int, "kv_lora_rank", &c->kv_lora_rank);
+        REQ(get_int, "qk_nope_head_dim", &c->qk_nope_head_dim);
+        REQ(get_int, "qk_rope_head_dim", &c->qk_rope_head_dim);
+        REQ(get_int, "v_head_dim", &c->v_head_dim);
         GET(get_int, "index_topk", &c->index_topk);
-        GET(get_int, "index_head_dim", &c->index_head_dim);
-        GET(get_int, "index_n_heads", &c->index_n_heads);
+        REQ(get_int, "index_head_dim", &c->index_head_dim);
+        REQ(get_int, "index_n_heads", &c->index_n_heads);
         GET(get_bool, "rope_interleave", &c->rope_interleave);
         GET(get_bool, "indexer_rope_interleave", &c->indexer_rope_interleave);
         int qkh = 0;
@@ -648,6 +673,10 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
     if (rc < 0)
         return rc;
     if (!present) {
+        if (!field(root, "first_k_dense_replace"))
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: first_k_dense_replace: required field is missing (or "
+                           "mlp_layer_types; it decides which layers have a dense MLP)");
         for (int i = 0; i < c->num_hidden_layers; i++)
             c->mlp_layer_types[i] = i < c->first_k_dense_replace ? GLM_MLP_DENSE : GLM_MLP_SPARSE;
     }
@@ -1445,6 +1474,11 @@ int glm_config_tensor_lookup(const struct glm_config *c, const char *name,
     if (parse_index(&p, &layer) < 0 || *p != '.')
         return txm_err(err, errsz, -ENOENT, "tensor %s: malformed layer index", name);
     p++;
+    if (layer >= c->num_hidden_layers + c->num_nextn_predict_layers)
+        return txm_err(err, errsz, -ENOENT,
+                       "tensor %s: layer %d does not exist (num_hidden_layers %d + "
+                       "num_nextn_predict_layers %d)",
+                       name, layer, c->num_hidden_layers, c->num_nextn_predict_layers);
     if (layer >= c->num_hidden_layers) {
         memset(out, 0, sizeof(*out));
         snprintf(out->name, sizeof(out->name), "%.*s", GLM_TENSOR_NAME_MAX - 1, name);

@@ -60,6 +60,12 @@ TXM_HIDDEN int txm_read_file(const char *path, uint64_t max, char **out, size_t 
  */
 TXM_HIDDEN int txm_json_object_ok(const char *s, size_t n);
 
+/* The check tx_smd_open makes of a JSON section (enum tx_smd_section_kind):
+ * a NUL-free, valid JSON object; the message names path and the section.
+ * glm-export runs it before committing a package. */
+TXM_HIDDEN int txm_smd_check_json(const char *path, int kind, const char *txt, size_t len,
+                                  char *err, size_t errsz);
+
 /* malloc'd "dir/name". */
 TXM_HIDDEN char *txm_path_join(const char *dir, const char *name);
 /* malloc'd directory part of path ("." if none). */

@@ -20,10 +20,13 @@
 int txm_err(char *err, size_t errsz, int rc, const char *fmt, ...)
 {
     if (err && errsz) {
+        /* through a local buffer: callers may pass err itself as an argument */
+        char tmp[TX_ERR_MAX * 2];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err, errsz, fmt, ap);
+        vsnprintf(tmp, sizeof(tmp), fmt, ap);
         va_end(ap);
+        snprintf(err, errsz, "%s", tmp);
     }
     return rc;
 }

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include <tx/tx_dtype.h>
+#include <tx/glm.h>
 #include <tx/tx_export.h>
 
 uint32_t tx_sparse_keep_blocks(uint32_t cols, double sparsity)
@@ -326,71 +327,48 @@ void tx_plan_golden(struct tx_smd_plan_entry plan[TX_SMD_LAYER_COUNT])
         plan[l] = (struct tx_smd_plan_entry){l, golden[l], 0, 0};
 }
 
+/*
+ * One precision syntax (docs/precision.md): glm-export's --quant and
+ * --precision go through glm_plan_parse, the parser of glm-inference
+ * --precision, so "fp16" is the same plan in both tools. The package plan's
+ * router entry is not a runtime layer type: it stays FP32.
+ */
+static int apply_words(struct tx_smd_plan_entry plan[TX_SMD_LAYER_COUNT], const char *words,
+                       const char *opt, char *err, size_t errsz)
+{
+    glm_precision_plan_t p;
+    for (int l = 0; l < GLM_LAYER_TYPE_COUNT; l++)
+        p.precision[l] =
+            plan[l].precision < TX_SMD_PREC_COUNT ? (glm_precision_t)plan[l].precision : FP32;
+    if (glm_plan_parse(words, &p) != TX_OK)
+        return txm_err(err, errsz, -EINVAL, "%s: %s", opt, tx_last_error());
+    /* enum glm_layer_type and enum tx_smd_layer agree on 0..5, the
+     * precisions on 0..3 */
+    for (int l = 0; l < GLM_LAYER_TYPE_COUNT; l++)
+        plan[l].precision = (uint32_t)p.precision[l];
+    plan[TX_SMD_LAYER_ROUTER].precision = TX_SMD_PREC_FP32;
+    return 0;
+}
+
 int tx_plan_apply_quant(struct tx_smd_plan_entry plan[TX_SMD_LAYER_COUNT], const char *quant,
                         char *err, size_t errsz)
 {
-    if (!strcasecmp(quant, "int8") || !strcasecmp(quant, "golden")) {
-        struct tx_smd_plan_entry g[TX_SMD_LAYER_COUNT];
-        tx_plan_golden(g);
-        for (unsigned l = 0; l < TX_SMD_LAYER_COUNT; l++)
-            plan[l].precision = g[l].precision;
-        return 0;
-    }
-    int p;
-    if (!strcasecmp(quant, "none"))
-        p = TX_SMD_PREC_FP32;
-    else if (!strcasecmp(quant, "fp16"))
-        p = TX_SMD_PREC_FP16;
-    else if (!strcasecmp(quant, "bf16"))
-        p = TX_SMD_PREC_BF16;
-    else if (!strcasecmp(quant, "fp32"))
-        p = TX_SMD_PREC_FP32;
-    else
-        return txm_err(err, errsz, -EINVAL, "--quant %s: expected none, fp16, bf16 or int8", quant);
-    for (unsigned l = 0; l < TX_SMD_LAYER_COUNT; l++)
-        if (l != TX_SMD_LAYER_NORM && l != TX_SMD_LAYER_ROUTER)
-            plan[l].precision = (uint32_t)p;
-        else
-            plan[l].precision = TX_SMD_PREC_FP32;
-    return 0;
+    /* --quant WORD is --precision with a whole plan: none = fp32, int8 =
+     * golden (the article's INT8 deployment plan) */
+    static const struct {
+        const char *quant, *plan;
+    } tab[] = {{"none", "fp32"}, {"fp32", "fp32"},   {"fp16", "fp16"},
+               {"bf16", "bf16"}, {"int8", "golden"}, {"golden", "golden"}};
+    for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
+        if (!strcasecmp(quant, tab[i].quant))
+            return apply_words(plan, tab[i].plan, "--quant", err, errsz);
+    return txm_err(err, errsz, -EINVAL, "--quant %s: expected none, fp16, bf16 or int8", quant);
 }
 
 int tx_plan_apply_spec(struct tx_smd_plan_entry plan[TX_SMD_LAYER_COUNT], const char *spec,
                        char *err, size_t errsz)
 {
-    char *copy = strdup(spec), *save = NULL;
-    if (!copy)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
-    int rc = 0;
-    for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(item, '=');
-        if (!eq) {
-            rc = txm_err(err, errsz, -EINVAL, "--precision item \"%s\": expected TYPE=PREC", item);
-            break;
-        }
-        *eq = 0;
-        int l = tx_smd_layer_parse(item), p = tx_smd_precision_parse(eq + 1);
-        if (l < 0 || l == TX_SMD_LAYER_ROUTER) {
-            rc = txm_err(err, errsz, -EINVAL,
-                         "--precision: unknown layer type \"%s\" (embedding, attention, mlp, "
-                         "experts, norm, output)",
-                         item);
-            break;
-        }
-        if (p < 0) {
-            rc = txm_err(err, errsz, -EINVAL,
-                         "--precision %s: unknown precision \"%s\" (fp32, fp16, bf16, int8)", item,
-                         eq + 1);
-            break;
-        }
-        if (l == TX_SMD_LAYER_NORM && p == TX_SMD_PREC_INT8_MIXED) {
-            rc = txm_err(err, errsz, -EINVAL, "--precision norm=int8: norms cannot be INT8");
-            break;
-        }
-        plan[l].precision = (uint32_t)p;
-    }
-    free(copy);
-    return rc;
+    return apply_words(plan, spec, "--precision", err, errsz);
 }
 
 char *tx_plan_format(const struct tx_smd_plan_entry plan[TX_SMD_LAYER_COUNT], char *buf,

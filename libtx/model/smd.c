@@ -4,7 +4,10 @@
 #include "model_internal.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <math.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -313,8 +316,14 @@ static int read_section(struct tx_smd *s, const struct tx_smd_section *sc, uint6
 static int check_json_object(const struct tx_smd *s, int kind, const char *txt, size_t len,
                              char *err, size_t errsz)
 {
+    return txm_smd_check_json(s->path, kind, txt, len, err, errsz);
+}
+
+int txm_smd_check_json(const char *path, int kind, const char *txt, size_t len, char *err,
+                       size_t errsz)
+{
     if (memchr(txt, 0, len))
-        return txm_err(err, errsz, -EINVAL, "%s: section %s contains a NUL byte", s->path,
+        return txm_err(err, errsz, -EINVAL, "%s: section %s contains a NUL byte", path,
                        sec_name((uint32_t)kind));
     /* The syntax check decides for every well-formed section (json-c's
      * parser accepts whatever it accepts) without building a tree of the
@@ -335,7 +344,7 @@ static int check_json_object(const struct tx_smd *s, int kind, const char *txt, 
         if (!isspace((unsigned char)txt[i]))
             ok = 0;
     if (!ok)
-        return txm_err(err, errsz, -EINVAL, "%s: section %s is not a valid JSON object", s->path,
+        return txm_err(err, errsz, -EINVAL, "%s: section %s is not a valid JSON object", path,
                        sec_name((uint32_t)kind));
     return 0;
 }
@@ -766,11 +775,24 @@ int tx_smd_check_extent(const struct tx_smd *s, const struct tx_smd_tensor *t, c
                        "%s: tensor %s: data checksum mismatch (stored %08x, computed %08x)",
                        s->path, N, t->data_crc, c);
     if (t->scales_size) {
-        c = tx_crc32c(0, b + (t->scales_offset - t->data_offset), (size_t)t->scales_size);
+        const unsigned char *sc = b + (t->scales_offset - t->data_offset);
+        c = tx_crc32c(0, sc, (size_t)t->scales_size);
         if (c != t->scales_crc)
             return txm_err(err, errsz, -EBADMSG,
                            "%s: tensor %s: scales checksum mismatch (stored %08x, computed %08x)",
                            s->path, N, t->scales_crc, c);
+        /* a consistent checksum over a NaN scale (a broken exporter, or a
+         * package rewritten with new checksums) would still give garbage:
+         * scales are finite and >= 0 (0 only for an all-zero group) */
+        for (uint64_t i = 0; i < t->scales_size / 4; i++) {
+            float f;
+            memcpy(&f, sc + i * 4, 4);
+            if (!isfinite(f) || f < 0)
+                return txm_err(err, errsz, -EBADMSG,
+                               "%s: tensor %s: scale %" PRIu64 " is %g (scales must be finite "
+                               "and >= 0)",
+                               s->path, N, i, (double)f);
+        }
     }
     if (t->index_size) {
         const unsigned char *ix = b + (t->index_offset - t->data_offset);
@@ -886,6 +908,69 @@ static int wput(struct tx_smd_writer *w, const void *p, size_t n)
     return rc;
 }
 
+/*
+ * The package is written to a file without a name (O_TMPFILE in the output's
+ * directory) and linked in by finish: a writer killed by SIGKILL leaves
+ * nothing behind. Where the file system has no O_TMPFILE, a named temporary
+ * "OUT.tmp.PID.N" is used, and temporaries of OUT left by processes that no
+ * longer exist are removed when the next writer of OUT opens.
+ */
+/* The directory of path, malloc'd: "." without a slash, "/" for "/x". */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return strdup(".");
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, path, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+static void remove_stale_temps(const char *path)
+{
+    char *dir = dir_of(path);
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    DIR *d = dir ? opendir(dir) : NULL;
+    size_t bl = strlen(base);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        /* base ".tmp." PID "." N */
+        if (strncmp(e->d_name, base, bl) || strncmp(e->d_name + bl, ".tmp.", 5))
+            continue;
+        char *end;
+        long pid = strtol(e->d_name + bl + 5, &end, 10);
+        if (pid <= 0 || *end != '.' || !end[1] || strspn(end + 1, "0123456789") != strlen(end + 1))
+            continue;
+        if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* its writer may still be running */
+        unlinkat(dirfd(d), e->d_name, 0);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+}
+
+static int open_unnamed(const char *path)
+{
+#ifdef O_TMPFILE
+    char *dir = dir_of(path);
+    if (!dir)
+        return -1;
+    int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    free(dir);
+    return fd;
+#else
+    (void)path;
+    errno = EOPNOTSUPP;
+    return -1;
+#endif
+}
+
 int tx_smd_writer_open(const char *path, struct tx_smd_writer **out, char *err, size_t errsz)
 {
     *out = NULL;
@@ -894,12 +979,20 @@ int tx_smd_writer_open(const char *path, struct tx_smd_writer **out, char *err, 
         return txm_err(err, errsz, -ENOMEM, "out of memory");
     w->fd = -1;
     w->path = strdup(path);
-    w->tmp = txm_temp_name(path);
-    if (!w->path || !w->tmp) {
+    if (!w->path) {
         tx_smd_writer_abort(w);
         return txm_err(err, errsz, -ENOMEM, "out of memory");
     }
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    remove_stale_temps(path);
+    w->fd = open_unnamed(path);
+    if (w->fd < 0) {
+        w->tmp = txm_temp_name(path);
+        if (!w->tmp) {
+            tx_smd_writer_abort(w);
+            return txm_err(err, errsz, -ENOMEM, "out of memory");
+        }
+        w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    }
     if (w->fd < 0) {
         int rc = -errno;
         txm_err(err, errsz, rc, "%s: cannot create (temporary %s): %s", path, w->tmp,
@@ -1234,6 +1327,23 @@ int tx_smd_writer_finish(struct tx_smd_writer *w, char *err, size_t errsz)
     rc = txm_pwrite_all(w->fd, area, sizeof(area), 0);
     if (rc == 0 && fsync(w->fd) < 0)
         rc = -errno;
+    if (rc == 0 && !w->tmp) {
+        /* the unnamed file gets a temporary name, then the rename below
+         * replaces path atomically (linkat cannot replace a file) */
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);
+        w->tmp = txm_temp_name(w->path);
+        if (!w->tmp)
+            rc = -ENOMEM;
+        else if (linkat(AT_FDCWD, proc, AT_FDCWD, w->tmp, AT_SYMLINK_FOLLOW) < 0)
+            rc = -errno;
+        if (rc < 0) {
+            txm_err(err, errsz, rc, "%s: cannot link the new package: %s", w->path, strerror(-rc));
+            free(w->tmp);
+            w->tmp = NULL;
+            goto fail;
+        }
+    }
     if (rc == 0) {
         int fd = w->fd;
         w->fd = -1;

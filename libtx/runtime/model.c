@@ -335,8 +335,42 @@ struct io_state {
     uint64_t done_bytes;
     double t_last; /* when the last read completed */
     int error;
-    char msg[256];
+    char msg[TX_ERR_MAX];
+    /* checksums as the extents land (overlapped with the reads in flight) */
+    int verify;
+    uint64_t *landed;  /* bytes of each tensor's extent read so far */
+    uint8_t *verified; /* tensor checked */
+    double verify_ms;  /* time spent checking */
 };
+
+/* A tensor's extent has landed in device memory: check its CRC32C (and
+ * scales) while the other reads are still in flight. */
+static int io_landed(struct io_state *io, int t, uint32_t len)
+{
+    glm_model_t *m = io->m;
+    if (!io->verify || !io->landed)
+        return 0;
+    io->landed[t] += len;
+    const struct rt_tensor *rt = &m->tensors[t];
+    if (io->landed[t] < rt->smd->extent_size)
+        return 0;
+    char err[TX_ERR_MAX];
+    double t0 = rt_now_ms();
+    int bad =
+        tx_smd_check_extent(m->smd, rt->smd, (const uint8_t *)m->w_map + rt->off, err, sizeof(err));
+    io->verify_ms += rt_now_ms() - t0;
+    if (bad) {
+        /* "PATH: tensor ...": the caller adds the path */
+        const char *p = tx_smd_path(m->smd);
+        size_t n = strlen(p);
+        const char *msg = !strncmp(err, p, n) && !strncmp(err + n, ": ", 2) ? err + n + 2 : err;
+        snprintf(io->msg, sizeof(io->msg), "%s", msg);
+        io->error = TX_EINVAL;
+        return -1;
+    }
+    io->verified[t] = 1;
+    return 0;
+}
 
 struct io_req {
     uint8_t *dst;
@@ -425,8 +459,10 @@ static int io_complete(struct io_state *io, struct io_uring_cqe *cqe)
             uint64_t fsz = tx_smd_header(io->m->smd)->file_size;
             if (r->foff + r->got >= fsz) {
                 memset(r->dst + r->got, 0, r->len - r->got);
+                int t = r->tensor;
+                uint32_t n = r->len;
                 free(r);
-                return 0;
+                return io_landed(io, t, n);
             }
         }
         struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
@@ -451,8 +487,10 @@ static int io_complete(struct io_state *io, struct io_uring_cqe *cqe)
         io_uring_submit(&io->ring);
         return 0;
     }
+    int t = r->tensor;
+    uint32_t n = r->len;
     free(r);
-    return 0;
+    return io_landed(io, t, n);
 }
 
 /* Reap what is ready (wait = 0) or everything (wait = 1). */
@@ -494,9 +532,11 @@ static void io_cleanup(struct io_state *io)
             io->inflight--;
         }
         io_uring_queue_exit(&io->ring);
+        io->ring_ok = 0;
     }
     if (io->fd_direct >= 0)
         close(io->fd_direct);
+    io->fd_direct = -1;
 }
 
 /* Plain pread() path (GLM_LOAD_NO_URING or no io_uring in this kernel). */
@@ -1190,6 +1230,8 @@ TX_API int glm_model_load(tx_device_t *dev, const char *path, const struct glm_l
     struct glm_load_options o;
     char err[TX_ERR_MAX];
     int rc;
+    uint64_t *landed = NULL; /* io_state's, freed here */
+    uint8_t *verified = NULL;
 
     if (!out)
         return tx_error(TX_EINVAL, "glm_model_load: out is NULL");
@@ -1295,6 +1337,14 @@ TX_API int glm_model_load(tx_device_t *dev, const char *path, const struct glm_l
     io.fd_direct = -1;
     io.fd_buf = tx_smd_fd(m->smd);
     io.depth = o.io_depth ? o.io_depth : 32;
+    /* per-tensor CRC32C by default (GLM_LOAD_NO_VERIFY turns it off) */
+    io.verify = !(o.flags & GLM_LOAD_NO_VERIFY) || (o.flags & GLM_LOAD_VERIFY);
+    io.landed = landed = calloc((size_t)(m->n_tensors ? m->n_tensors : 1), sizeof(*landed));
+    io.verified = verified = calloc((size_t)(m->n_tensors ? m->n_tensors : 1), 1);
+    if (!landed || !verified) {
+        rc = tx_error(TX_ENOMEM, "glm_model_load: out of memory");
+        goto fail;
+    }
     const char *iov = getenv("TX_GLM_LOAD_IO"); /* debugging: pread | buffered | direct */
     if (iov && !strcmp(iov, "pread"))
         o.flags |= GLM_LOAD_NO_URING;
@@ -1371,15 +1421,21 @@ TX_API int glm_model_load(tx_device_t *dev, const char *path, const struct glm_l
     }
     m->io_mib_s = m->io_ms > 0 ? (double)m->package_bytes / (1 << 20) / (m->io_ms / 1e3) : 0;
 
-    if (o.flags & GLM_LOAD_VERIFY) {
+    double tv = rt_now_ms();
+    if (io.verify) {
+        /* what io_landed has not checked yet (the pread path); streamed
+         * layers are read again from the file only with GLM_LOAD_VERIFY */
         for (int i = 0; i < m->n_tensors; i++) {
             if (m->tensors[i].streamed) {
-                if (tx_smd_verify_tensor(m->smd, m->tensors[i].smd, err, sizeof(err))) {
+                if ((o.flags & GLM_LOAD_VERIFY) &&
+                    tx_smd_verify_tensor(m->smd, m->tensors[i].smd, err, sizeof(err))) {
                     rc = tx_error(TX_EINVAL, "%s", err);
                     goto fail;
                 }
                 continue;
             }
+            if (verified[i])
+                continue;
             if (tx_smd_check_extent(m->smd, m->tensors[i].smd,
                                     (const uint8_t *)m->w_map + m->tensors[i].off, err,
                                     sizeof(err))) {
@@ -1387,6 +1443,8 @@ TX_API int glm_model_load(tx_device_t *dev, const char *path, const struct glm_l
                 goto fail;
             }
         }
+        rt_debug("load: checksums: %.1f ms while the reads were in flight, %.1f ms after them",
+                 io.verify_ms, rt_now_ms() - tv);
     } else {
         /* sparse indices are always checked: the device would refuse them
          * anyway, but with a less helpful message */
@@ -1422,10 +1480,14 @@ TX_API int glm_model_load(tx_device_t *dev, const char *path, const struct glm_l
     pthread_mutex_lock(&m->lock);
     rt_telemetry_open(m);
     pthread_mutex_unlock(&m->lock);
+    free(landed);
+    free(verified);
     *out = m;
     return TX_OK;
 
 fail:
+    free(landed);
+    free(verified);
     free_model(m);
     return rc;
 }

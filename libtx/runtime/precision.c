@@ -63,8 +63,10 @@ TX_API void glm_plan_uniform(glm_precision_plan_t *plan, glm_precision_t p)
         return;
     for (int i = 0; i < GLM_LAYER_TYPE_COUNT; i++)
         plan->precision[i] = p;
-    if (p == INT8_MIXED)
-        plan->precision[GLM_NORM] = FP32;
+    /* norms are computed in f32 and stored F32 by every export: a whole plan
+     * ("fp16", "int8", ...) keeps them FP32, in glm-inference and glm-export
+     * alike; norm=fp16 / norm=bf16 asks for the rounding explicitly */
+    plan->precision[GLM_NORM] = FP32;
 }
 
 static int check_entry(glm_layer_type_t t, glm_precision_t p)
@@ -228,6 +230,9 @@ static int ltype_parse(const char *s, size_t n)
         {"lm_head", GLM_OUTPUT},
         {"all", -2},
     };
+    /* the enum spelling (GLM_MLP, GLM_EXPERT, ...) too */
+    if (n > 4 && !strncasecmp(s, "GLM_", 4))
+        s += 4, n -= 4;
     for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
         if (strlen(tab[i].name) == n && !strncasecmp(s, tab[i].name, n))
             return tab[i].t;

@@ -499,7 +499,9 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
     tm.n_prompt = p->n_prompt;
     int n = 0;
     enum glm_stop_reason why = GLM_STOP_NONE;
-    while (!rc) {
+    if (!rc && p->n_predict == 0)
+        why = GLM_STOP_LENGTH; /* the prompt only: the token it sampled is not emitted */
+    while (!rc && why == GLM_STOP_NONE) {
         if (is_stop(stop, n_stop, tok)) {
             why = GLM_STOP_TOKEN;
             break;

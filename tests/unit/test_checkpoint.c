@@ -3,8 +3,8 @@
  * Hugging Face checkpoint directories: synthetic checkpoints of both
  * architectures load (single file and sharded), and every defect is
  * reported with the file and the tensor: missing tensor, wrong shape
- * against config.json, unsupported dtype, missing config, extra tensors
- * (reported and ignored).
+ * against config.json, unsupported dtype, missing config, MTP tensors and
+ * known buffers (reported and ignored), any other tensor (an error).
  */
 #include "test_model_util.h"
 
@@ -22,7 +22,7 @@ static char err[TX_ERR_MAX];
 
 /* ---- a checkpoint written tensor by tensor, with one defect ------------- */
 
-enum defect { NONE, MISSING, TRANSPOSED, F64, EXTRA, F32_AND_F16 };
+enum defect { NONE, MISSING, TRANSPOSED, F64, EXTRA, F32_AND_F16, UNKNOWN, BEYOND, FEWER_LAYERS };
 
 struct collect {
     struct tx_tensor_decl d[512];
@@ -53,9 +53,19 @@ static void write_ckpt(const char *dir, enum defect def)
     ck_assert_ptr_nonnull(cj);
     char p[600];
     snprintf(p, sizeof(p), "%s/config.json", dir);
-    tm_write(p, cj, strlen(cj));
     struct glm_config cfg;
     ck_assert_int_eq(glm_config_from_json(cj, &cfg, err, sizeof(err)), 0);
+    if (def == FEWER_LAYERS) {
+        /* config.json says 2 layers; the tensors are those of 3 */
+        struct glm_config fewer = cfg;
+        fewer.num_hidden_layers = 2;
+        char *fj = glm_config_to_json(&fewer);
+        ck_assert_ptr_nonnull(fj);
+        tm_write(p, fj, strlen(fj));
+        free(fj);
+    } else {
+        tm_write(p, cj, strlen(cj));
+    }
     free(cj);
     static struct collect c;
     memset(&c, 0, sizeof(c));
@@ -78,6 +88,12 @@ static void write_ckpt(const char *dir, enum defect def)
         }
         break;
     }
+    if (def == UNKNOWN)
+        c.d[c.n++] = (struct tx_tensor_decl){
+            "model.layers.0.self_attn.q_a_proj.lora_A.weight", TX_ELEM_BF16, 2, {8, 64}};
+    if (def == BEYOND) /* layers 0..2, the MTP layer 3: layer 5 is nothing */
+        c.d[c.n++] =
+            (struct tx_tensor_decl){"model.layers.5.eh_proj.weight", TX_ELEM_BF16, 2, {64, 128}};
     if (def == EXTRA) {
         c.d[c.n++] = (struct tx_tensor_decl){
             "model.layers.0.self_attn.rotary_emb.inv_freq", TX_ELEM_F32, 1, {8}};
@@ -185,6 +201,28 @@ START_TEST(extra_tensors)
     }
     ck_assert(seen_mtp && seen_unknown);
     tx_ckpt_close(c);
+}
+END_TEST
+
+/* Only the MTP layers' tensors and known buffers are ignored: an unknown
+ * tensor, a layer beyond num_hidden_layers + num_nextn_predict_layers, or a
+ * real decoder layer past a lowered num_hidden_layers is an error naming
+ * the tensor (never "N tensors of the MTP layer ignored"). */
+START_TEST(unexpected_tensors)
+{
+    struct tx_ckpt *c;
+    write_ckpt(tm_path("u"), UNKNOWN);
+    ck_assert_int_eq(tx_ckpt_open(tm_path("u"), &c, err, sizeof(err)), -EINVAL);
+    tm_err_has(err, "model.layers.0.self_attn.q_a_proj.lora_A.weight");
+    tm_err_has(err, "model.safetensors");
+    write_ckpt(tm_path("b"), BEYOND);
+    ck_assert_int_eq(tx_ckpt_open(tm_path("b"), &c, err, sizeof(err)), -EINVAL);
+    tm_err_has(err, "model.layers.5.eh_proj.weight");
+    tm_err_has(err, "does not exist");
+    write_ckpt(tm_path("f"), FEWER_LAYERS);
+    ck_assert_int_eq(tx_ckpt_open(tm_path("f"), &c, err, sizeof(err)), -EINVAL);
+    tm_err_has(err, "model.layers.2.");
+    tm_err_has(err, "has no eh_proj");
 }
 END_TEST
 
@@ -485,6 +523,7 @@ static Suite *suite(void)
     tcase_add_test(tc, unsupported_dtype);
     tcase_add_test(tc, mixed_dtypes);
     tcase_add_test(tc, extra_tensors);
+    tcase_add_test(tc, unexpected_tensors);
     tcase_add_test(tc, bad_config);
     tcase_add_test(tc, synth_glm4);
     tcase_add_test(tc, synth_glm5_sharded);

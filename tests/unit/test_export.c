@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <tx/glm.h>
 #include <tx/tx_checkpoint.h>
 #include <tx/tx_dtype.h>
 #include <tx/tx_export.h>
@@ -536,6 +537,126 @@ START_TEST(export_errors)
 }
 END_TEST
 
+/* Bad input never makes a package: every section is checked before the
+ * output is committed, non-finite weights are refused naming the tensor,
+ * and nothing is left behind. */
+START_TEST(export_bad_input)
+{
+    struct tx_export_opts o;
+    tx_export_default_opts(&o);
+    o.threads = 2;
+    const char *out = tm_path("b.smd");
+    const char *in = make_ckpt(GLM_ARCH_GLM4_MOE);
+    int before = tm_count_files();
+    /* a truncated tokenizer.json */
+    size_t n = strlen(TM_TOKENIZER);
+    o.tokenizer = tm_path("truncated.json");
+    tm_write(o.tokenizer, TM_TOKENIZER, n / 2);
+    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), -EINVAL);
+    tm_err_has(err, "truncated.json");
+    tm_err_has(err, "nothing written");
+    ck_assert_int_eq(tm_count_files(), before + 1);
+    /* a JSON object that is not a tokenizer the loader takes */
+    tm_write(o.tokenizer, "{\"model\": 7}", 12);
+    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), -EINVAL);
+    tm_err_has(err, "not a tokenizer glm-inference can load");
+    ck_assert_int_eq(tm_count_files(), before + 1);
+    o.tokenizer = NULL;
+    /* a truncated tokenizer_config.json */
+    o.tokenizer_config = tm_path("tc.json");
+    tm_write(o.tokenizer_config, "{\"chat_template\": \"x", 20);
+    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), -EINVAL);
+    tm_err_has(err, "tc.json");
+    ck_assert_int_eq(tm_count_files(), before + 2);
+    o.tokenizer_config = NULL;
+    /* a NaN and an infinity in the weights, for every storage type */
+    static const char *const quants[] = {"none", "fp16", "bf16", "int8"};
+    const char *victim = "model.layers.1.mlp.experts.2.up_proj.weight";
+    char sp[600];
+    snprintf(sp, sizeof(sp), "%s/model.safetensors", in);
+    struct tx_st_file *f;
+    ck_assert_int_eq(tx_st_open(sp, &f, err, sizeof(err)), 0);
+    const struct tx_tensor *vt = tx_st_find(f, victim);
+    ck_assert_ptr_nonnull(vt);
+    uint64_t off = vt->file_offset;
+    size_t es = tx_elem_size(vt->type);
+    tx_st_close(f);
+    size_t len;
+    unsigned char *b = tm_read(sp, &len);
+    for (int k = 0; k < 2; k++) {
+        float bad = k ? INFINITY : NAN;
+        if (es == 2) {
+            uint16_t h = tx_f32_to_bf16(bad);
+            memcpy(b + off + 2 * 13, &h, 2);
+        } else {
+            memcpy(b + off + 4 * 13, &bad, 4);
+        }
+        tm_write(sp, b, len);
+        for (int q = 0; q < 4; q++) {
+            ck_assert_int_eq(tx_plan_apply_quant(o.plan, quants[q], err, sizeof(err)), 0);
+            ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), -EINVAL);
+            tm_err_has(err, victim);
+            tm_err_has(err, "non-finite");
+            tm_err_has(err, "[0, 13]");
+            ck_assert_int_eq(tm_count_files(), before + 2);
+        }
+    }
+    free(b);
+}
+END_TEST
+
+/* One precision syntax: glm-export --precision / --quant and glm-inference
+ * --precision parse the same words into the same plan. */
+START_TEST(precision_words)
+{
+    static const char *const words[] = {"golden",         "fp32",
+                                        "fp16",           "bf16",
+                                        "int8",           "golden,output=fp16",
+                                        "all=bf16",       "mlp=int8,attention=fp16",
+                                        "fp16,norm=fp16", "GLM_MLP=bf16"};
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        struct tx_smd_plan_entry p[TX_SMD_LAYER_COUNT];
+        tx_plan_golden(p);
+        glm_precision_plan_t g;
+        glm_plan_golden(&g);
+        ck_assert_msg(tx_plan_apply_spec(p, words[i], err, sizeof(err)) == 0, "%s: %s", words[i],
+                      err);
+        ck_assert_int_eq(glm_plan_parse(words[i], &g), TX_OK);
+        for (int l = 0; l < GLM_LAYER_TYPE_COUNT; l++)
+            ck_assert_msg(p[l].precision == (uint32_t)g.precision[l], "%s: layer %d: %u vs %d",
+                          words[i], l, p[l].precision, (int)g.precision[l]);
+        ck_assert_uint_eq(p[TX_SMD_LAYER_ROUTER].precision, TX_SMD_PREC_FP32);
+    }
+    /* fp16: every matrix type FP16, norms FP32, in both */
+    glm_precision_plan_t g;
+    ck_assert_int_eq(glm_plan_parse("fp16", &g), TX_OK);
+    ck_assert_int_eq(g.precision[GLM_NORM], GLM_PRECISION_FP32);
+    ck_assert_int_eq(g.precision[GLM_ATTENTION], GLM_PRECISION_FP16);
+    /* --quant is --precision with a whole plan (int8 = golden) */
+    static const char *const q[][2] = {
+        {"none", "fp32"}, {"fp16", "fp16"}, {"bf16", "bf16"}, {"int8", "golden"}};
+    for (size_t i = 0; i < 4; i++) {
+        struct tx_smd_plan_entry a[TX_SMD_LAYER_COUNT], b[TX_SMD_LAYER_COUNT];
+        tx_plan_golden(a);
+        tx_plan_golden(b);
+        ck_assert_int_eq(tx_plan_apply_quant(a, q[i][0], err, sizeof(err)), 0);
+        ck_assert_int_eq(tx_plan_apply_spec(b, q[i][1], err, sizeof(err)), 0);
+        ck_assert_mem_eq(a, b, sizeof(a));
+    }
+    /* errors name the option and the word */
+    struct tx_smd_plan_entry p[TX_SMD_LAYER_COUNT];
+    tx_plan_golden(p);
+    ck_assert_int_eq(tx_plan_apply_spec(p, "fp8", err, sizeof(err)), -EINVAL);
+    tm_err_has(err, "--precision");
+    tm_err_has(err, "fp8");
+    /* the prefixed precision names are the article's */
+    ck_assert_int_eq(GLM_PRECISION_FP32, FP32);
+    ck_assert_int_eq(GLM_PRECISION_FP16, FP16);
+    ck_assert_int_eq(GLM_PRECISION_BF16, BF16);
+    ck_assert_int_eq(GLM_PRECISION_INT8_MIXED, INT8_MIXED);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("export");
@@ -552,6 +673,8 @@ static Suite *suite(void)
     tcase_add_test(tc, export_none_exact);
     tcase_add_test(tc, export_sparse);
     tcase_add_test(tc, export_errors);
+    tcase_add_test(tc, export_bad_input);
+    tcase_add_test(tc, precision_words);
     suite_add_tcase(s, tc);
     return s;
 }

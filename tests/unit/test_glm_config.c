@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include <tx/glm_config.h>
 
 /* zai-org/GLM-4.5-Air config.json (transformers 4.54 era: rope_theta,
@@ -597,7 +599,7 @@ START_TEST(test_load_file)
 
     f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
-    fputs("{\"model_type\": \"glm4_moe\", \"hidden_size\": [1]}", f);
+    fputs("{\"model_type\": \"glm4_moe\", \"vocab_size\": 8, \"hidden_size\": [1]}", f);
     fclose(f);
     rc = glm_config_load(path, &c, err, sizeof(err));
     ck_assert_int_eq(rc, -EINVAL);
@@ -610,6 +612,81 @@ START_TEST(test_load_file)
     ck_assert_int_lt(glm_config_load(path, &c, err, sizeof(err)), 0);
     unlink(path);
     rmdir(dir);
+}
+END_TEST
+
+/* src without the top-level field key (json-c round trip), malloc'd */
+static char *without(const char *src, const char *key)
+{
+    struct json_object *o = json_tokener_parse(src);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_msg(json_object_object_get_ex(o, key, NULL), "sample lacks %s", key);
+    json_object_object_del(o, key);
+    char *r = strdup(json_object_to_json_string(o));
+    json_object_put(o);
+    return r;
+}
+
+/* Fields that decide a tensor's shape or the layer structure are required:
+ * no silent transformers default (hidden_size 6144 is another model). The
+ * optional ones keep the defaults of the transformers classes. */
+START_TEST(test_required_fields)
+{
+    static const char *const common[] = {
+        "vocab_size",        "hidden_size",         "intermediate_size",    "moe_intermediate_size",
+        "num_hidden_layers", "num_attention_heads", "num_key_value_heads",  "n_routed_experts",
+        "n_shared_experts",  "num_experts_per_tok", "first_k_dense_replace"};
+    static const char *const dsa[] = {"q_lora_rank",      "kv_lora_rank", "qk_nope_head_dim",
+                                      "qk_rope_head_dim", "v_head_dim",   "index_head_dim",
+                                      "index_n_heads"};
+    static const char *const optional[] = {"rms_norm_eps",
+                                           "max_position_embeddings",
+                                           "attention_bias",
+                                           "tie_word_embeddings",
+                                           "routed_scaling_factor",
+                                           "n_group",
+                                           "topk_group",
+                                           "norm_topk_prob",
+                                           "num_nextn_predict_layers",
+                                           "eos_token_id",
+                                           "pad_token_id"};
+    const char *samples[] = {AIR_JSON, GLM5_JSON};
+    struct glm_config c;
+    for (int k = 0; k < 2; k++) {
+        size_t n = sizeof(common) / sizeof(common[0]) + (k ? sizeof(dsa) / sizeof(dsa[0]) : 0);
+        for (size_t i = 0; i < n; i++) {
+            const char *key = i < sizeof(common) / sizeof(common[0])
+                                  ? common[i]
+                                  : dsa[i - sizeof(common) / sizeof(common[0])];
+            char *j = without(samples[k], key);
+            ck_assert_int_eq(glm_config_from_json(j, &c, err, sizeof(err)), -EINVAL);
+            ck_assert_msg(strstr(err, key) && strstr(err, "required field is missing"),
+                          "%s without %s: %s", k ? "GLM-5" : "Air", key, err);
+            free(j);
+        }
+        for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++) {
+            char *j = without(samples[k], optional[i]);
+            ck_assert_msg(glm_config_from_json(j, &c, err, sizeof(err)) == 0, "%s without %s: %s",
+                          k ? "GLM-5" : "Air", optional[i], err);
+            free(j);
+        }
+    }
+    /* the old spelling num_experts stands in for n_routed_experts, and
+     * mlp_layer_types for first_k_dense_replace */
+    char *j = patch(AIR_JSON, "\"n_routed_experts\"", "\"num_experts\"");
+    ck_assert_msg(glm_config_from_json(j, &c, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(c.n_routed_experts, 128);
+    free(j);
+    /* the MTP layers are model.layers.[L, L + num_nextn_predict_layers) */
+    ck_assert_int_eq(glm_config_from_json(AIR_JSON, &c, err, sizeof(err)), 0);
+    struct glm_tensor_info ti;
+    ck_assert_int_eq(
+        glm_config_tensor_lookup(&c, "model.layers.46.eh_proj.weight", &ti, err, sizeof(err)), 1);
+    ck_assert_int_eq(
+        glm_config_tensor_lookup(&c, "model.layers.47.eh_proj.weight", &ti, err, sizeof(err)),
+        -ENOENT);
+    ck_assert_msg(strstr(err, "model.layers.47.eh_proj.weight") && strstr(err, "does not exist"),
+                  "%s", err);
 }
 END_TEST
 
@@ -738,6 +815,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_not_object);
     tcase_add_test(tc, test_load_file);
     tcase_add_test(tc, test_inv_freq);
+    tcase_add_test(tc, test_required_fields);
     tcase_add_test(tc, test_mutations);
     suite_add_tcase(s, tc);
     return s;

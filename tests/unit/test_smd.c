@@ -8,7 +8,9 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/wait.h>
 
 #include <tx/tx_dtype.h>
 #include <tx/tx_export.h>
@@ -535,6 +537,84 @@ START_TEST(writer_errors)
 }
 END_TEST
 
+/* A NaN scale with consistent checksums (a broken exporter, or a package
+ * rewritten with new CRCs) is still refused, naming the tensor. */
+START_TEST(nan_scale)
+{
+    const char *p = fresh();
+    size_t len;
+    unsigned char *b = load(p, &len);
+    struct tx_smd_tensor *t = entry(b, 4); /* dense.i8.group */
+    float nan = NAN;
+    memcpy(b + t->scales_offset + 8, &nan, 4);
+    t->scales_crc = tx_crc32c(0, b + t->scales_offset, (size_t)t->scales_size);
+    reseal(b);
+    store(p, b, len);
+    ck_assert_int_eq(reopen(p, TX_SMD_OPEN_VERIFY), -EBADMSG);
+    tm_err_has(err, "dense.i8.group");
+    tm_err_has(err, "scale 2 is nan");
+    /* a negative one too */
+    float neg = -0.5f;
+    memcpy(b + t->scales_offset + 8, &neg, 4);
+    t->scales_crc = tx_crc32c(0, b + t->scales_offset, (size_t)t->scales_size);
+    reseal(b);
+    store(p, b, len);
+    ck_assert_int_eq(reopen(p, TX_SMD_OPEN_VERIFY), -EBADMSG);
+    tm_err_has(err, "must be finite and >= 0");
+    free(b);
+}
+END_TEST
+
+/* The writer's file has no name until finish (O_TMPFILE): a writer killed
+ * with SIGKILL leaves nothing; temporaries "OUT.tmp.PID.N" of processes that
+ * no longer exist (the fallback without O_TMPFILE, or a kill between link
+ * and rename) are removed by the next writer of OUT. */
+START_TEST(writer_killed)
+{
+    const char *p = tm_path("k.smd");
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct tx_smd_writer *w;
+        if (tx_smd_writer_open(p, &w, err, sizeof(err)) ||
+            tx_smd_writer_section(w, TX_SMD_SEC_CONFIG, CONFIG, strlen(CONFIG), err, sizeof(err)))
+            _exit(1);
+        /* nothing with a name while writing */
+        if (tm_count_files() != 0)
+            _exit(2);
+        raise(SIGKILL);
+        _exit(3);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child status %d", st);
+    ck_assert_int_eq(tm_count_files(), 0);
+
+    /* stale temporaries: a dead writer's is removed, a live one's kept */
+    pid_t dead = fork();
+    ck_assert_int_ge(dead, 0);
+    if (dead == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(dead, &st, 0), dead);
+    char stale[600], live[600], other[600];
+    snprintf(stale, sizeof(stale), "%s.tmp.%d.0", p, (int)dead);
+    snprintf(live, sizeof(live), "%s.tmp.%d.7", p, (int)getppid());
+    snprintf(other, sizeof(other), "%s.tmp.x.0", p);
+    tm_write(stale, "x", 1);
+    tm_write(live, "x", 1);
+    tm_write(other, "x", 1);
+    struct built b[NSPECS];
+    write_pkg(p, b);
+    for (size_t i = 0; i < NSPECS; i++)
+        free_built(&b[i]);
+    ck_assert(!tm_exists(stale));
+    ck_assert(tm_exists(live));
+    ck_assert(tm_exists(other));
+    ck_assert(tm_exists(p));
+    ck_assert_int_eq(reopen(p, TX_SMD_OPEN_VERIFY), 0);
+}
+END_TEST
+
 START_TEST(names_and_plans)
 {
     ck_assert_int_eq(tx_smd_precision_parse("int8"), TX_SMD_PREC_INT8_MIXED);
@@ -569,6 +649,8 @@ static Suite *suite(void)
     tcase_add_test(tc, sparse_index_validation);
     tcase_add_test(tc, writer_errors);
     tcase_add_test(tc, names_and_plans);
+    tcase_add_test(tc, nan_scale);
+    tcase_add_test(tc, writer_killed);
     suite_add_tcase(s, tc);
     return s;
 }

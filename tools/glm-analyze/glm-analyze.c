@@ -41,7 +41,7 @@ int main(int argc, char **argv)
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *model = NULL, *out = NULL;
-    long seq = 512, ctx = 4096;
+    long long seq = 512, ctx = 4096;
     int quiet = 0, c;
     int64_t mem = 8ll << 30;
     while ((c = getopt_long(argc, argv, "m:o:s:c:M:qh", opts, NULL)) != -1) {
@@ -53,21 +53,19 @@ int main(int argc, char **argv)
             out = optarg;
             break;
         case 's':
-            if (txc_parse_long(optarg, 1, 1 << 24, &seq) < 0) {
-                fprintf(stderr, "glm-analyze: --seq %s: expected a positive integer\n", optarg);
+            if (txc_opt_long("glm-analyze", "--seq", optarg, 1, 1 << 24, NULL, &seq) < 0)
                 return 2;
-            }
             break;
         case 'c':
-            if (txc_parse_long(optarg, 1, 1 << 24, &ctx) < 0) {
-                fprintf(stderr, "glm-analyze: --ctx %s: expected a positive integer\n", optarg);
+            if (txc_opt_long("glm-analyze", "--ctx", optarg, 1, 1 << 24, NULL, &ctx) < 0)
                 return 2;
-            }
             break;
         case 'M':
             mem = tx_parse_size(optarg);
             if (mem <= 0) {
-                fprintf(stderr, "glm-analyze: --device-memory %s: expected a size like 8G\n",
+                fprintf(stderr,
+                        "glm-analyze: --device-memory: '%s' is not a size > 0 (bytes, or with "
+                        "K, M, G)\n",
                         optarg);
                 return 2;
             }

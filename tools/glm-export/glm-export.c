@@ -45,7 +45,7 @@ static void on_ignored(void *ctx, const char *name, int is_mtp)
         return;
     }
     if (!ig->quiet && ig->unknown < 10)
-        fprintf(stderr, "glm-export: ignoring %s: not a tensor of this architecture\n", name);
+        fprintf(stderr, "glm-export: ignoring %s: a non-parameter buffer\n", name);
     ig->unknown++;
 }
 
@@ -67,7 +67,11 @@ static void usage(FILE *f)
                "  --group-size N     INT8 scales per group of N columns (multiple of 32;\n"
                "                     default 0 = one scale per output channel)\n"
                "  --optimize sparse  prune MLP/expert weights to the TX8 block-sparse format\n"
-               "  --sparsity F       fraction of 32-column blocks pruned per row (default 0.5)\n");
+               "  --sparsity F       fraction of 32-column blocks pruned per row (default 0.5)\n"
+               "  --verify PKG.smd   check every checksum of a package and exit; after an\n"
+               "                     export (with --input/--output), check the new package\n"
+               "PLAN words for --precision (also glm-inference --precision): golden, fp32,\n"
+               "fp16, bf16, int8 and TYPE=PREC items (docs/precision.md).\n");
 }
 
 int main(int argc, char **argv)
@@ -84,6 +88,7 @@ int main(int argc, char **argv)
                                          {"name", required_argument, NULL, 'n'},
                                          {"threads", required_argument, NULL, 't'},
                                          {"quiet", no_argument, NULL, 'q'},
+                                         {"verify", required_argument, NULL, 'V'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     struct tx_export_opts o;
@@ -91,11 +96,11 @@ int main(int argc, char **argv)
     o.progress = 1;
     const char *in = NULL, *out = NULL, *quant = NULL, *prec = NULL;
     int sparse = 0, quiet = 0;
+    const char *verify = NULL;
     long group = 0;
     char err[TX_ERR_MAX];
     int c;
-    while ((c = getopt_long(argc, argv, "i:o:Q:O:P:g:r:T:C:n:t:qh", opts, NULL)) != -1) {
-        char *end;
+    while ((c = getopt_long(argc, argv, "i:o:Q:O:P:g:r:T:C:n:t:qhV:", opts, NULL)) != -1) {
         switch (c) {
         case 'i':
             in = optarg;
@@ -121,19 +126,17 @@ int main(int argc, char **argv)
             break;
         case 'g':
             if (txc_parse_long(optarg, 0, 1 << 20, &group) < 0 || group % 32) {
-                fprintf(stderr, "glm-export: --group-size %s: expected 0 or a multiple of 32\n",
+                fprintf(stderr,
+                        "glm-export: --group-size: '%s' is not an integer in [0, 1048576] (0 or "
+                        "a multiple of 32)\n",
                         optarg);
                 return 2;
             }
             break;
         case 'r':
-            errno = 0;
-            o.sparsity = strtod(optarg, &end);
-            if (errno || *end || !(o.sparsity >= 0 && o.sparsity < 1)) {
-                fprintf(stderr, "glm-export: --sparsity %s: expected a fraction in [0, 1)\n",
-                        optarg);
+            if (txc_opt_double("glm-export", "--sparsity", optarg, 0, 1, TXC_HI_OPEN, &o.sparsity) <
+                0)
                 return 2;
-            }
             break;
         case 'T':
             o.tokenizer = optarg;
@@ -145,17 +148,16 @@ int main(int argc, char **argv)
             o.model_name = optarg;
             break;
         case 't': {
-            long t;
-            if (txc_parse_long(optarg, 1, 256, &t) < 0) {
-                fprintf(stderr, "glm-export: --threads %s: expected 1..256\n", optarg);
+            if (txc_opt_int("glm-export", "--threads", optarg, 1, 256, NULL, &o.threads) < 0)
                 return 2;
-            }
-            o.threads = (int)t;
             break;
         }
         case 'q':
             quiet = 1;
             o.progress = 0;
+            break;
+        case 'V':
+            verify = optarg;
             break;
         default: /* --help, or an option getopt_long has reported */
             return txc_help_or_usage(c, usage);
@@ -163,8 +165,17 @@ int main(int argc, char **argv)
     }
     if (optind < argc)
         return txc_usage_error("glm-export", usage, "unexpected argument %s", argv[optind]);
+    if (verify && !in && !out)
+        return txc_verify_package("glm-export", verify);
     if (!in || !out)
         return txc_usage_error("glm-export", usage, "--input and --output are required");
+    if (verify && strcmp(verify, out)) {
+        fprintf(stderr,
+                "glm-export: --verify %s with --output %s: give the same file, or "
+                "--verify alone\n",
+                verify, out);
+        return 2;
+    }
     if (quant && tx_plan_apply_quant(o.plan, quant, err, sizeof(err)) < 0) {
         fprintf(stderr, "glm-export: %s\n", err);
         return 2;
@@ -225,5 +236,7 @@ int main(int argc, char **argv)
                     (unsigned long long)st.sparse_tensors, 100 * st.pruned_fraction,
                     100 * st.ffn_mac_reduction, 100 * st.model_mac_reduction);
     }
+    if (verify)
+        return txc_verify_package("glm-export", out);
     return 0;
 }

@@ -16,7 +16,9 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +75,11 @@ static void usage(FILE *f)
             "prefetch\n"
             "      --max-weight-mem SIZE  stream the layers when the weights exceed SIZE "
             "(e.g. 512M)\n"
+            "      --no-verify          skip the per-tensor CRC32C checks at load\n"
             "\n"
             "Outputs and checks:\n"
+            "      --verify             check every checksum of the package and exit (no "
+            "device)\n"
             "      --logits FILE        write the prompt's logits (float32 LE [T x vocab])\n"
             "      --validate           100 random inputs vs the FP32 reference\n"
             "      --validate-inputs N  inputs (default 100)\n"
@@ -105,6 +110,7 @@ struct opts {
     unsigned long long v_seed;
     int bench, bench_pp, bench_tg;
     int expert_stats, memory_view, stream;
+    int verify, no_verify;
     unsigned long long max_weight_mem;
 };
 
@@ -148,6 +154,40 @@ static void log_err(const char *what)
     fprintf(stderr, "%s: %s: %s\n", prog, what, tx_last_error());
 }
 
+/* A lost device's message says all there is to say, in one line
+ * ("device emu:/x.sock: tx8-emu closed the connection ...: device lost"). */
+static void log_rc(const char *what, int rc)
+{
+    if (rc == TX_EDEVICE_LOST)
+        fprintf(stderr, "%s: %s\n", prog, tx_last_error());
+    else
+        log_err(what);
+}
+
+/* Ctrl-C (SIGINT), SIGTERM, SIGHUP during generation: stop after the current
+ * token, print the timings as llama.cpp does and exit 130 through the normal
+ * clean-up (the model's telemetry file in /dev/shm is removed). A second
+ * signal terminates at once. */
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    interrupted = sig;
+    signal(sig, SIG_DFL);
+}
+
+static void catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 static int on_token(void *user, int32_t tok, const char *piece, size_t len)
 {
     (void)user;
@@ -155,7 +195,7 @@ static int on_token(void *user, int32_t tok, const char *piece, size_t len)
     if (len)
         fwrite(piece, 1, len, stdout);
     fflush(stdout);
-    return 0;
+    return interrupted != 0;
 }
 
 static void print_perf(const struct glm_timings *t)
@@ -178,6 +218,8 @@ static void print_perf(const struct glm_timings *t)
             (unsigned long long)t->macs);
 }
 
+/* --memory-view and --expert-stats are diagnostics: stderr, like the timings,
+ * so that stdout carries the generated text only. */
 static void print_memory_view(tx_device_t *dev)
 {
     size_t n = 0;
@@ -193,16 +235,16 @@ static void print_memory_view(tx_device_t *dev)
     if (tx_device_memory_view(dev, r, n, &got) == 0) {
         struct tx_device_info info;
         tx_device_info(dev, &info);
-        printf("TX8 device memory view (%s, %llu MiB, %llu MiB used)\n", info.name,
-               (unsigned long long)(info.mem_size >> 20),
-               (unsigned long long)(info.mem_used >> 20));
-        printf("%-18s %12s  %5s  %s\n", "address", "size kB", "owner", "label");
+        fprintf(stderr, "TX8 device memory view (%s, %llu MiB, %llu MiB used)\n", info.name,
+                (unsigned long long)(info.mem_size >> 20),
+                (unsigned long long)(info.mem_used >> 20));
+        fprintf(stderr, "%-18s %12s  %5s  %s\n", "address", "size kB", "owner", "label");
         for (size_t i = 0; i < got && i < n; i++)
-            printf("0x%016llx %12llu  %5d  %s%s\n", (unsigned long long)r[i].addr,
-                   (unsigned long long)(r[i].size >> 10), r[i].owner, r[i].label,
-                   (r[i].flags & TX_MEM_OWN) ? " (this process)" : "");
+            fprintf(stderr, "0x%016llx %12llu  %5d  %s%s\n", (unsigned long long)r[i].addr,
+                    (unsigned long long)(r[i].size >> 10), r[i].owner, r[i].label,
+                    (r[i].flags & TX_MEM_OWN) ? " (this process)" : "");
         /* totals per label */
-        printf("%-32s %12s\n", "label", "total kB");
+        fprintf(stderr, "%-32s %12s\n", "label", "total kB");
         for (size_t i = 0; i < got && i < n; i++) {
             int seen = 0;
             for (size_t j = 0; j < i; j++)
@@ -213,7 +255,8 @@ static void print_memory_view(tx_device_t *dev)
             for (size_t j = i; j < got && j < n; j++)
                 if (!strcmp(r[j].label, r[i].label))
                     tot += r[j].size;
-            printf("%-32s %12llu\n", r[i].label[0] ? r[i].label : "(unlabelled)", tot >> 10);
+            fprintf(stderr, "%-32s %12llu\n", r[i].label[0] ? r[i].label : "(unlabelled)",
+                    tot >> 10);
         }
     }
     free(r);
@@ -227,38 +270,41 @@ static void print_expert_stats(glm_model_t *m)
         return;
     }
     if (!st->n_moe_layers) {
-        printf("expert stats: the model has no MoE layers\n");
+        fprintf(stderr, "expert stats: the model has no MoE layers\n");
         glm_expert_stats_free(st);
         return;
     }
     struct glm_moe_options mo;
     glm_model_get_moe(m, &mo);
-    printf("expert utilisation (count / mean count; std in %% of the mean), load balance %s, "
-           "lambda %.2f, expert_parallel %d\n",
-           mo.balance == GLM_BALANCE_ON     ? "on"
-           : mo.balance == GLM_BALANCE_AUTO ? "auto"
-                                            : "off",
-           (double)mo.lambda, st->expert_parallel);
+    fprintf(stderr,
+            "expert utilisation (count / mean count; std in %% of the mean), load balance %s, "
+            "lambda %.2f, expert_parallel %d\n",
+            mo.balance == GLM_BALANCE_ON     ? "on"
+            : mo.balance == GLM_BALANCE_AUTO ? "auto"
+                                             : "off",
+            (double)mo.lambda, st->expert_parallel);
     for (int i = 0; i < st->n_moe_layers; i++) {
         const uint64_t *c = st->counts + (size_t)i * st->n_experts;
         uint64_t mx = 1;
         for (int e = 0; e < st->n_experts; e++)
             if (c[e] > mx)
                 mx = c[e];
-        printf("layer %3d: std %6.2f%%  hottest %5.1f%%  coldest %5.1f%%  cold %d  group "
-               "imbalance %.2f  overflow %llu\n",
-               st->layer[i], st->util_std[i], st->max_share[i], st->min_share[i], st->cold[i],
-               st->group_imbalance[i], (unsigned long long)st->overflow[i]);
+        fprintf(stderr,
+                "layer %3d: std %6.2f%%  hottest %5.1f%%  coldest %5.1f%%  cold %d  group "
+                "imbalance %.2f  overflow %llu\n",
+                st->layer[i], st->util_std[i], st->max_share[i], st->min_share[i], st->cold[i],
+                st->group_imbalance[i], (unsigned long long)st->overflow[i]);
         for (int e = 0; e < st->n_experts; e++) {
             int bar = (int)(40.0 * (double)c[e] / (double)mx + 0.5);
-            printf("  expert %4d %8llu |", e, (unsigned long long)c[e]);
+            fprintf(stderr, "  expert %4d %8llu |", e, (unsigned long long)c[e]);
             for (int b = 0; b < bar; b++)
-                putchar('#');
-            putchar('\n');
+                fputc('#', stderr);
+            fputc('\n', stderr);
         }
     }
-    printf("expert utilisation std: overall %.2f%%, mean over layers %.2f%% (%llu selections)\n",
-           st->overall_std, st->mean_layer_std, (unsigned long long)st->total);
+    fprintf(stderr,
+            "expert utilisation std: overall %.2f%%, mean over layers %.2f%% (%llu selections)\n",
+            st->overall_std, st->mean_layer_std, (unsigned long long)st->total);
     glm_expert_stats_free(st);
 }
 
@@ -284,8 +330,9 @@ static int run_validate(glm_model_t *m, const struct opts *o)
     glm_plan_get(glm_model_device(m), &p);
     fprintf(stderr, "%s: validating %s against the FP32 reference, plan %s\n", prog,
             glm_model_name(m), glm_plan_format(&p, plan, sizeof(plan)));
-    if (glm_validate(m, &vo, &r)) {
-        log_err("validate");
+    int vrc = glm_validate(m, &vo, &r);
+    if (vrc) {
+        log_rc("validate", vrc);
         return 1;
     }
     const struct glm_config *c = glm_model_config(m);
@@ -496,8 +543,14 @@ static int interactive(glm_model_t *m, glm_session_t *s, const struct opts *o,
         int rc = glm_generate(s, &gp, NULL, 0, NULL, &t);
         free(ids);
         if (rc) {
-            log_err("generate");
+            log_rc("generate", rc);
             return 1;
+        }
+        if (interrupted) {
+            fputc('\n', stdout);
+            fflush(stdout);
+            print_perf(&t);
+            return 130;
         }
         smp->seed++;
     }
@@ -548,6 +601,8 @@ int main(int argc, char **argv)
         O_CKPT,
         O_STREAM,
         O_MAXW,
+        O_VERIFY,
+        O_NOVERIFY,
     };
     static const struct option lo[] = {
         {"checkpoint", required_argument, NULL, O_CKPT},
@@ -589,20 +644,18 @@ int main(int argc, char **argv)
         {"memory-view", no_argument, NULL, O_MEMVIEW},
         {"stream", no_argument, NULL, O_STREAM},
         {"max-weight-mem", required_argument, NULL, O_MAXW},
+        {"verify", no_argument, NULL, O_VERIFY},
+        {"no-verify", no_argument, NULL, O_NOVERIFY},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int ch;
-    char *end;
-#define NUM(dst, conv, what)                                                                       \
+    /* every numeric option: its name and accepted range on error (common/cli.h) */
+#define OPT(call)                                                                                  \
     do {                                                                                           \
-        errno = 0;                                                                                 \
-        dst = conv;                                                                                \
-        if (errno || end == optarg || *end) {                                                      \
-            fprintf(stderr, "%s: %s: '%s' is not a valid number\n", prog, what, optarg);           \
+        if ((call) < 0)                                                                            \
             return 2;                                                                              \
-        }                                                                                          \
     } while (0)
     while ((ch = getopt_long(argc, argv, "m:p:f:n:c:b:s:t:ivh", lo, NULL)) != -1) {
         switch (ch) {
@@ -620,29 +673,30 @@ int main(int argc, char **argv)
             o.tokens = optarg;
             break;
         case 'n':
-            NUM(o.n_predict, (int)strtol(optarg, &end, 10), "-n");
+            OPT(txc_opt_int(prog, "-n", optarg, -1, INT_MAX,
+                            "-1 = until a stop token or the context is full", &o.n_predict));
             o.n_predict_set = 1;
             break;
         case 'c':
-            NUM(o.n_ctx, (int)strtol(optarg, &end, 10), "-c");
+            OPT(txc_opt_int(prog, "-c", optarg, 0, INT_MAX, "0 = the default", &o.n_ctx));
             break;
         case 'b':
-            NUM(o.n_batch, (int)strtol(optarg, &end, 10), "-b");
+            OPT(txc_opt_int(prog, "-b", optarg, 0, INT_MAX, "0 = the default", &o.n_batch));
             break;
         case 's':
-            NUM(o.seed, strtoll(optarg, &end, 10), "-s");
+            OPT(txc_opt_long(prog, "-s", optarg, -1, LLONG_MAX, "-1 = from the clock", &o.seed));
             break;
         case 't':
-            NUM(o.threads, (int)strtol(optarg, &end, 10), "-t");
+            OPT(txc_opt_int(prog, "-t", optarg, 0, 4096, "0 = all cores", &o.threads));
             break;
         case O_TEMP:
-            NUM(o.temp, strtof(optarg, &end), "--temp");
+            OPT(txc_opt_float(prog, "--temp", optarg, 0, 100, 0, &o.temp));
             break;
         case O_TOPK:
-            NUM(o.top_k, (int)strtol(optarg, &end, 10), "--top-k");
+            OPT(txc_opt_int(prog, "--top-k", optarg, 0, INT_MAX, "0 = off", &o.top_k));
             break;
         case O_TOPP:
-            NUM(o.top_p, strtof(optarg, &end), "--top-p");
+            OPT(txc_opt_float(prog, "--top-p", optarg, 0, 1, TXC_LO_OPEN, &o.top_p));
             break;
         case O_CHAT:
             o.chat = 1;
@@ -678,7 +732,7 @@ int main(int argc, char **argv)
             o.load_balance = optarg;
             break;
         case O_LAMBDA:
-            NUM(o.lambda, strtof(optarg, &end), "--lambda");
+            OPT(txc_opt_float(prog, "--lambda", optarg, 0, 100, 0, &o.lambda));
             o.lambda_set = 1;
             break;
         case O_NAME:
@@ -691,13 +745,13 @@ int main(int argc, char **argv)
             o.validate = 1;
             break;
         case O_VIN:
-            NUM(o.v_inputs, (int)strtol(optarg, &end, 10), "--validate-inputs");
+            OPT(txc_opt_int(prog, "--validate-inputs", optarg, 1, 1000000, NULL, &o.v_inputs));
             break;
         case O_VTOK:
-            NUM(o.v_tokens, (int)strtol(optarg, &end, 10), "--validate-tokens");
+            OPT(txc_opt_int(prog, "--validate-tokens", optarg, 1, 1 << 20, NULL, &o.v_tokens));
             break;
         case O_VSEED:
-            NUM(o.v_seed, strtoull(optarg, &end, 10), "--validate-seed");
+            OPT(txc_opt_u64(prog, "--validate-seed", optarg, &o.v_seed));
             break;
         case O_BENCH:
             o.bench = 1;
@@ -706,10 +760,10 @@ int main(int argc, char **argv)
             o.bench_plans = optarg;
             break;
         case O_BPP:
-            NUM(o.bench_pp, (int)strtol(optarg, &end, 10), "--bench-pp");
+            OPT(txc_opt_int(prog, "--bench-pp", optarg, 1, 1 << 20, NULL, &o.bench_pp));
             break;
         case O_BTG:
-            NUM(o.bench_tg, (int)strtol(optarg, &end, 10), "--bench-tg");
+            OPT(txc_opt_int(prog, "--bench-tg", optarg, 1, 1 << 20, NULL, &o.bench_tg));
             break;
         case O_ESTATS:
             o.expert_stats = 1;
@@ -723,12 +777,20 @@ int main(int argc, char **argv)
         case O_MAXW: {
             int64_t v = tx_parse_size(optarg);
             if (v <= 0) {
-                fprintf(stderr, "%s: --max-weight-mem: '%s' is not a size\n", prog, optarg);
+                fprintf(stderr,
+                        "%s: --max-weight-mem: '%s' is not a size > 0 (bytes, or with K, M, G)\n",
+                        prog, optarg);
                 return 2;
             }
             o.max_weight_mem = (unsigned long long)v;
             break;
         }
+        case O_VERIFY:
+            o.verify = 1;
+            break;
+        case O_NOVERIFY:
+            o.no_verify = 1;
+            break;
         case 'v':
             verbose = 1;
             break;
@@ -740,11 +802,8 @@ int main(int argc, char **argv)
         return txc_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
     if (!o.checkpoint)
         return txc_usage_error(prog, usage, "--checkpoint MODEL.smd is required");
-    if (o.v_inputs <= 0 || o.v_tokens <= 0 || o.bench_pp <= 0 || o.bench_tg <= 0 || o.n_ctx < 0 ||
-        o.n_batch < 0 || o.top_k < 0 || !(o.top_p > 0 && o.top_p <= 1)) {
-        fprintf(stderr, "%s: a numeric option is out of range\n", prog);
-        return 2;
-    }
+    if (o.verify)
+        return txc_verify_package(prog, o.checkpoint);
     int n_sources = !!o.prompt + !!o.file + !!o.tokens;
     if (n_sources > 1) {
         fprintf(stderr, "%s: give only one of -p, -f and --tokens\n", prog);
@@ -783,10 +842,13 @@ int main(int argc, char **argv)
     struct glm_load_options lo_ = {.name = o.name};
     if (o.stream)
         lo_.flags |= GLM_LOAD_STREAM;
+    if (o.no_verify)
+        lo_.flags |= GLM_LOAD_NO_VERIFY;
     lo_.max_weight_bytes = o.max_weight_mem;
     double t0 = now_ms();
-    if (glm_model_load(dev, o.checkpoint, &lo_, &m)) {
-        log_err("load");
+    int lrc = glm_model_load(dev, o.checkpoint, &lo_, &m);
+    if (lrc) {
+        log_rc("load", lrc);
         goto out;
     }
     const struct glm_config *c = glm_model_config(m);
@@ -941,8 +1003,9 @@ int main(int argc, char **argv)
             goto out;
         }
         double a = now_ms();
-        if (glm_eval(s, ids, (int)n_ids, GLM_EVAL_ALL_LOGITS, lg)) {
-            log_err("eval");
+        int erc = glm_eval(s, ids, (int)n_ids, GLM_EVAL_ALL_LOGITS, lg);
+        if (erc) {
+            log_rc("eval", erc);
             free(lg);
             goto out;
         }
@@ -983,6 +1046,7 @@ int main(int argc, char **argv)
             prog, (double)smp.temperature, smp.top_k, (double)smp.top_p,
             (unsigned long long)smp.seed);
 
+    catch_signals();
     if (!ids && o.interactive) {
         rc = interactive(m, s, &o, &smp);
         goto out;
@@ -1003,24 +1067,30 @@ int main(int argc, char **argv)
         gp.n_stop = -1;
     struct glm_timings t;
     int n_out = 0;
-    if (glm_generate(s, &gp, NULL, 0, &n_out, &t)) {
+    int grc = glm_generate(s, &gp, NULL, 0, &n_out, &t);
+    if (grc) {
         putchar('\n');
-        log_err("generate");
+        fflush(stdout);
+        log_rc("generate", grc);
         goto out;
     }
     putchar('\n');
     fflush(stdout);
     static const char *why[] = {"", "stop token", "length", "context full", "callback"};
     fprintf(stderr, "%s: generated %d tokens (%s)\n", prog, n_out,
-            (unsigned)t.stop < 5 ? why[t.stop] : "?");
+            interrupted            ? "interrupted"
+            : (unsigned)t.stop < 5 ? why[t.stop]
+                                   : "?");
     print_perf(&t);
+    if (interrupted) {
+        rc = 130;
+        goto out;
+    }
     if (o.expert_stats)
         print_expert_stats(m);
     if (o.memory_view)
         print_memory_view(dev);
-    if (o.interactive)
-        interactive(m, s, &o, &smp);
-    rc = 0;
+    rc = o.interactive ? interactive(m, s, &o, &smp) : 0;
 out:
     glm_session_free(s);
     if (m && glm_model_free(m))

@@ -176,8 +176,11 @@ int main(int argc, char **argv)
         case 's':
             errno = 0;
             o.seed = strtoull(optarg, &end, 0);
-            if (errno || *end || !*optarg) {
-                fprintf(stderr, "glm-synth: --seed %s: not a number\n", optarg);
+            if (errno || *end || !*optarg || *optarg == '-' || *optarg == '+' || *optarg == ' ') {
+                fprintf(stderr,
+                        "glm-synth: --seed: '%s' is not an integer in [0, %llu] (decimal, or "
+                        "hex with 0x)\n",
+                        optarg, ULLONG_MAX);
                 return 2;
             }
             break;
@@ -207,7 +210,10 @@ int main(int argc, char **argv)
         case 'S': {
             int64_t v = tx_parse_size(optarg);
             if (v <= 0) {
-                fprintf(stderr, "glm-synth: --shard-size %s: expected a size like 512M\n", optarg);
+                fprintf(
+                    stderr,
+                    "glm-synth: --shard-size: '%s' is not a size > 0 (bytes, or with K, M, G)\n",
+                    optarg);
                 return 2;
             }
             o.shard_bytes = (uint64_t)v;
@@ -217,12 +223,8 @@ int main(int argc, char **argv)
             o.dense_ffn = 1;
             break;
         case 't': {
-            long t;
-            if (txc_parse_long(optarg, 1, 256, &t) < 0) {
-                fprintf(stderr, "glm-synth: --threads %s: expected 1..256\n", optarg);
+            if (txc_opt_int("glm-synth", "--threads", optarg, 1, 256, NULL, &o.threads) < 0)
                 return 2;
-            }
-            o.threads = (int)t;
             break;
         }
         case 'q':

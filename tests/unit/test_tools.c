@@ -1,0 +1,748 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Bad input and trust, as a user meets them through the tools (issue 8,
+ * section 5): the binaries of the build tree run against a tiny synthetic
+ * GLM-5.1 package on a tx8-emu started for this program.
+ *
+ * - flipped bytes in tensor data fail the load, --validate, and
+ *   glm-inference / glm-export --verify with a message naming the tensor;
+ * - numeric options: -n 0 generates nothing, -n -1 runs to the end of the
+ *   context, wrap-around and nan are refused; every error names the option
+ *   and its accepted range, in every tool;
+ * - a tx8-emu that dies mid-generation gives one line naming the device;
+ * - SIGINT during generation prints the timings, exits 130 and removes the
+ *   model's telemetry file; glm-export killed with SIGKILL leaves no
+ *   temporary file; a truncated tokenizer makes no package;
+ * - --expert-stats and --memory-view write to stderr, stdout carries only
+ *   the generated text;
+ * - build/lib/pkgconfig/libtx-uninstalled.pc builds and runs a program
+ *   against the tree; the prefixed precision names compile beside a
+ *   conflicting FP16 macro.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <tx/tx.h>
+
+#include "test_runtime_synth.h"
+
+static char g_smd[300];  /* GLM-5.1 tiny, FP32 */
+static char g_smd8[300]; /* the same, golden (INT8 with scales) */
+static char g_ck[300];   /* its checkpoint directory */
+
+static void fixture_setup(void)
+{
+    if (rts_device_setup("256M"))
+        ck_abort_msg("cannot start tx8-emu");
+    snprintf(g_ck, sizeof(g_ck), "%s/ck", rts_tmpdir());
+    snprintf(g_smd, sizeof(g_smd), "%s/m.smd", rts_tmpdir());
+    snprintf(g_smd8, sizeof(g_smd8), "%s/m8.smd", rts_tmpdir());
+    if (rts_write_checkpoint(g_ck, GLM_ARCH_GLM_MOE_DSA, NULL) || rts_export(g_ck, g_smd, "none") ||
+        rts_export(g_ck, g_smd8, "int8"))
+        ck_abort_msg("cannot make the test packages");
+}
+
+static void fixture_teardown(void)
+{
+    rts_device_teardown();
+    rts_cleanup();
+}
+
+/* ---- running the tools ---------------------------------------------------- */
+
+static char t_dir[128]; /* per test */
+
+static void t_setup(void)
+{
+    snprintf(t_dir, sizeof(t_dir), "%s/t-XXXXXX", rts_tmpdir());
+    ck_assert_ptr_nonnull(mkdtemp(t_dir));
+}
+
+static void t_teardown(void)
+{
+    tx_test_rmtree(t_dir);
+}
+
+static const char *tpath(const char *name)
+{
+    static char b[32][400];
+    static int k;
+    char *p = b[k++ & 31];
+    snprintf(p, 400, "%s/%s", t_dir, name);
+    return p;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *b = calloc(1, 1 << 20);
+    ck_assert_ptr_nonnull(b);
+    if (f) {
+        size_t n = fread(b, 1, (1 << 20) - 1, f);
+        b[n] = 0;
+        fclose(f);
+    }
+    return b;
+}
+
+static const char *bin(const char *name)
+{
+    static char b[4][300];
+    static int k;
+    return tx_test_bin(name, b[k++ & 3], sizeof(b[0]));
+}
+
+/* Starts argv[0] with stdout and stderr to t_dir/out, t_dir/err; extra
+ * environment "K=V" entries (may be NULL). */
+static pid_t spawn(const char *const *argv, const char *const *env)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int o = open(tpath("out"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(tpath("err"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int n = open("/dev/null", O_RDONLY);
+        if (o < 0 || e < 0 || n < 0)
+            _exit(126);
+        dup2(n, 0);
+        dup2(o, 1);
+        dup2(e, 2);
+        for (int i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits up to ms for pid; its exit status, 128 + signal, or -1 (killed on
+ * timeout). */
+static int reap(pid_t pid, unsigned ms)
+{
+    int st;
+    for (unsigned t = 0; t < ms; t += 10) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        tx_test_emu_sleep_ms(10);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+struct res {
+    int rc;
+    char *out, *err;
+};
+
+static struct res run_env(const char *const *argv, const char *const *env)
+{
+    struct res r;
+    r.rc = reap(spawn(argv, env), 240000);
+    r.out = slurp(tpath("out"));
+    r.err = slurp(tpath("err"));
+    return r;
+}
+
+static struct res run(const char *const *argv)
+{
+    return run_env(argv, NULL);
+}
+
+static void res_free(struct res *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+#define HAS(s, sub) ck_assert_msg(strstr((s), (sub)) != NULL, "\"%s\" lacks \"%s\"", (s), (sub))
+#define LACKS(s, sub) ck_assert_msg(strstr((s), (sub)) == NULL, "\"%s\" has \"%s\"", (s), (sub))
+
+static void copy_file(const char *from, const char *to)
+{
+    char *cmd = NULL;
+    ck_assert_int_gt(asprintf(&cmd, "cp '%s' '%s'", from, to), 0);
+    ck_assert_int_eq(system(cmd), 0);
+    free(cmd);
+}
+
+/* Flips one bit of tensor name's data (or, scales != 0, of its scales). */
+static void flip(const char *path, const char *name, int scales)
+{
+    char err[TX_ERR_MAX];
+    struct tx_smd *s;
+    ck_assert_int_eq(tx_smd_open(path, 0, &s, err, sizeof(err)), 0);
+    const struct tx_smd_tensor *t = tx_smd_find(s, name);
+    ck_assert_ptr_nonnull(t);
+    uint64_t off = scales ? t->scales_offset : t->data_offset + t->data_size / 2;
+    tx_smd_close(s);
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    unsigned char b;
+    ck_assert_int_eq(pread(fd, &b, 1, (off_t)off), 1);
+    b ^= 0x10;
+    ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)off), 1);
+    close(fd);
+}
+
+/* ---- checksums -------------------------------------------------------------- */
+
+START_TEST(crc_flipped_bytes)
+{
+    const char *victim = "model.layers.1.mlp.experts.3.down_proj.weight";
+    char p[400];
+    snprintf(p, sizeof(p), "%s", tpath("flipped.smd"));
+    copy_file(g_smd8, p);
+
+    /* the intact package verifies */
+    const char *v0[] = {bin("glm-inference"), "--checkpoint", g_smd8, "--verify", NULL};
+    struct res r = run(v0);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.err, "every checksum matches");
+    res_free(&r);
+
+    flip(p, victim, 0);
+    const char *v1[] = {bin("glm-inference"), "--checkpoint", p, "--verify", NULL};
+    r = run(v1);
+    ck_assert_int_eq(r.rc, 1);
+    HAS(r.err, victim);
+    HAS(r.err, "data checksum mismatch");
+    res_free(&r);
+    const char *v2[] = {bin("glm-export"), "--verify", p, NULL};
+    r = run(v2);
+    ck_assert_int_eq(r.rc, 1);
+    HAS(r.err, victim);
+    res_free(&r);
+
+    /* the load checks by default: generation and --validate stop there */
+    const char *g[] = {bin("glm-inference"),
+                       "--device",
+                       rts_spec,
+                       "--checkpoint",
+                       p,
+                       "--no-moe-config",
+                       "--tokens",
+                       "1,2,3",
+                       "-n",
+                       "2",
+                       NULL};
+    r = run(g);
+    ck_assert_int_eq(r.rc, 1);
+    HAS(r.err, victim);
+    HAS(r.err, "checksum mismatch");
+    res_free(&r);
+    const char *va[] = {bin("glm-inference"),
+                        "--device",
+                        rts_spec,
+                        "--checkpoint",
+                        p,
+                        "--no-moe-config",
+                        "--validate",
+                        "--validate-inputs",
+                        "1",
+                        NULL};
+    r = run(va);
+    ck_assert_int_eq(r.rc, 1);
+    HAS(r.err, victim);
+    res_free(&r);
+
+    /* the library: io_uring (overlapped with the reads) and pread paths */
+    tx_device_t *dev;
+    ck_assert_int_eq(tx_device_open(rts_spec, &dev), TX_OK);
+    glm_model_t *m = NULL;
+    ck_assert_int_eq(glm_model_load(dev, p, NULL, &m), TX_EINVAL);
+    HAS(tx_last_error(), victim);
+    struct glm_load_options lo = {.flags = GLM_LOAD_NO_URING};
+    ck_assert_int_eq(glm_model_load(dev, p, &lo, &m), TX_EINVAL);
+    HAS(tx_last_error(), victim);
+    /* GLM_LOAD_NO_VERIFY: the caller's choice */
+    lo.flags = GLM_LOAD_NO_VERIFY;
+    ck_assert_int_eq(glm_model_load(dev, p, &lo, &m), TX_OK);
+    glm_model_free(m);
+
+    /* a flipped scale is caught the same way */
+    copy_file(g_smd8, p);
+    flip(p, victim, 1);
+    ck_assert_int_eq(glm_model_load(dev, p, NULL, &m), TX_EINVAL);
+    HAS(tx_last_error(), victim);
+    HAS(tx_last_error(), "scales checksum");
+    tx_device_close(dev);
+}
+END_TEST
+
+/* ---- numbers ------------------------------------------------------------------ */
+
+struct bad_opt {
+    const char *tool, *opt, *val, *expect;
+};
+
+START_TEST(option_errors)
+{
+    static const struct bad_opt cases[] = {
+        {"glm-inference", "-n", "4294967297",
+         "-n: '4294967297' is not an integer in [-1, 2147483647]"},
+        {"glm-inference", "-n", "-5", "-n: '-5' is not an integer in [-1, 2147483647] (-1 = "},
+        {"glm-inference", "-n", "1x", "-n: '1x'"},
+        {"glm-inference", "--temp", "nan", "--temp: 'nan' is not a number in [0, 100]"},
+        {"glm-inference", "--temp", "inf", "--temp: 'inf' is not a number in [0, 100]"},
+        {"glm-inference", "--temp", "0x1p3", "--temp: '0x1p3' is not a number in [0, 100]"},
+        {"glm-inference", "--top-p", "0", "--top-p: '0' is not a number in (0, 1]"},
+        {"glm-inference", "--top-k", "-1", "--top-k: '-1' is not an integer in [0, 2147483647]"},
+        {"glm-inference", "-c", "-1", "-c: '-1' is not an integer in [0, 2147483647]"},
+        {"glm-inference", "-b", "99999999999", "-b: '99999999999' is not an integer in [0, "},
+        {"glm-inference", "-s", "-2", "-s: '-2' is not an integer in [-1, "},
+        {"glm-inference", "-t", "5000", "-t: '5000' is not an integer in [0, 4096]"},
+        {"glm-inference", "--lambda", "-1", "--lambda: '-1' is not a number in [0, 100]"},
+        {"glm-inference", "--validate-inputs", "0",
+         "--validate-inputs: '0' is not an integer in [1, "},
+        {"glm-inference", "--validate-seed", "-1",
+         "--validate-seed: '-1' is not an integer in [0, "},
+        {"glm-inference", "--bench-pp", "0", "--bench-pp: '0' is not an integer in [1, "},
+        {"glm-inference", "--max-weight-mem", "lots", "--max-weight-mem: 'lots' is not a size"},
+        {"glm-export", "--threads", "0", "--threads: '0' is not an integer in [1, 256]"},
+        {"glm-export", "--sparsity", "1", "--sparsity: '1' is not a number in [0, 1)"},
+        {"glm-export", "--sparsity", "nan", "--sparsity: 'nan' is not a number in [0, 1)"},
+        {"glm-export", "--group-size", "48",
+         "--group-size: '48' is not an integer in [0, 1048576]"},
+        {"glm-synth", "--threads", "x", "--threads: 'x' is not an integer in [1, 256]"},
+        {"glm-synth", "--seed", "-1", "--seed: '-1' is not an integer in [0, "},
+        {"glm-analyze", "--seq", "0", "--seq: '0' is not an integer in [1, 16777216]"},
+        {"glm-analyze", "--ctx", "4294967297", "--ctx: '4294967297' is not an integer in [1, "},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct bad_opt *c = &cases[i];
+        const char *argv[] = {bin(c->tool), c->opt, c->val, NULL};
+        struct res r = run(argv);
+        ck_assert_msg(r.rc == 2, "%s %s %s: exit %d: %s", c->tool, c->opt, c->val, r.rc, r.err);
+        char want[300];
+        snprintf(want, sizeof(want), "%s: %s", c->tool, c->expect);
+        ck_assert_msg(strstr(r.err, want), "%s %s %s: \"%s\" lacks \"%s\"", c->tool, c->opt, c->val,
+                      r.err, want);
+        res_free(&r);
+    }
+}
+END_TEST
+
+static int count(const char *s, const char *sub)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, sub)); p += strlen(sub))
+        n++;
+    return n;
+}
+
+START_TEST(n_predict)
+{
+    /* -n 0: the prompt only, not one token */
+    const char *a0[] = {bin("glm-inference"),
+                        "--device",
+                        rts_spec,
+                        "--checkpoint",
+                        g_smd,
+                        "--no-moe-config",
+                        "--tokens",
+                        "1,2,3",
+                        "-n",
+                        "0",
+                        "--temp",
+                        "0",
+                        "--ignore-eos",
+                        NULL};
+    struct res r = run(a0);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.err, "generated 0 tokens (length)");
+    HAS(r.err, "eval time =       0.00 ms /     0 runs");
+    ck_assert_str_eq(r.out, "\n");
+    res_free(&r);
+    /* -n 3 */
+    const char *a3[] = {bin("glm-inference"),
+                        "--device",
+                        rts_spec,
+                        "--checkpoint",
+                        g_smd,
+                        "--no-moe-config",
+                        "--tokens",
+                        "1,2,3",
+                        "-n",
+                        "3",
+                        "--temp",
+                        "0",
+                        "--ignore-eos",
+                        NULL};
+    r = run(a3);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.err, "generated 3 tokens (length)");
+    HAS(r.err, "/     2 runs"); /* n_eval: the passes after the prompt's */
+    res_free(&r);
+    /* -n -1: until the context is full */
+    const char *am[] = {bin("glm-inference"),
+                        "--device",
+                        rts_spec,
+                        "--checkpoint",
+                        g_smd,
+                        "--no-moe-config",
+                        "--tokens",
+                        "1,2,3",
+                        "-n",
+                        "-1",
+                        "-c",
+                        "12",
+                        "--temp",
+                        "0",
+                        "--ignore-eos",
+                        NULL};
+    r = run(am);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.err, "generated 10 tokens (context full)"); /* positions 3..12 */
+    res_free(&r);
+}
+END_TEST
+
+/* ---- diagnostics on stderr ---------------------------------------------------- */
+
+START_TEST(diagnostics_to_stderr)
+{
+    const char *a[] = {bin("glm-inference"),
+                       "--device",
+                       rts_spec,
+                       "--checkpoint",
+                       g_smd,
+                       "--no-moe-config",
+                       "--tokens",
+                       "1,2,3",
+                       "-n",
+                       "4",
+                       "--temp",
+                       "0",
+                       "--ignore-eos",
+                       "--expert-stats",
+                       "--memory-view",
+                       NULL};
+    struct res r = run(a);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.err, "expert utilisation");
+    HAS(r.err, "TX8 device memory view");
+    LACKS(r.out, "expert");
+    LACKS(r.out, "memory view");
+    LACKS(r.out, "label");
+    res_free(&r);
+}
+END_TEST
+
+/* ---- a device that dies --------------------------------------------------------- */
+
+static int wait_file_nonempty(const char *path, unsigned ms)
+{
+    for (unsigned t = 0; t < ms; t += 10) {
+        struct stat st;
+        if (stat(path, &st) == 0 && st.st_size > 0)
+            return 0;
+        tx_test_emu_sleep_ms(10);
+    }
+    return -1;
+}
+
+START_TEST(device_lost_one_line)
+{
+    struct tx_test_emu emu;
+    ck_assert_int_eq(tx_test_emu_start(&emu, "256M", "--cores", "2", NULL), 0);
+    const char *a[] = {bin("glm-inference"),
+                       "--device",
+                       emu.spec,
+                       "--checkpoint",
+                       g_smd,
+                       "--no-moe-config",
+                       "--tokens",
+                       "1,2,3",
+                       "-n",
+                       "-1",
+                       "--ignore-eos",
+                       "--temp",
+                       "0",
+                       NULL};
+    pid_t pid = spawn(a, NULL);
+    ck_assert_msg(wait_file_nonempty(tpath("out"), 120000) == 0, "no output");
+    ck_assert_int_ge(tx_test_emu_kill(&emu, SIGKILL), 0);
+    int rc = reap(pid, 60000);
+    char *err = slurp(tpath("err"));
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, err);
+    char want[300];
+    snprintf(want, sizeof(want), "\nglm-inference: device %s: ", emu.spec);
+    HAS(err, want);
+    HAS(err, ": device lost\n");
+    ck_assert_msg(count(err, "device lost") == 1, "%s", err);
+    LACKS(err, "forward:");
+    LACKS(err, "wait:");
+    free(err);
+    tx_test_emu_stop(&emu);
+
+    /* library: the message of the first failing call, whatever wraps it */
+    ck_assert_int_eq(tx_test_emu_start(&emu, "256M", "--cores", "2", NULL), 0);
+    tx_device_t *dev;
+    ck_assert_int_eq(tx_device_open(emu.spec, &dev), TX_OK);
+    glm_model_t *m;
+    ck_assert_int_eq(glm_model_load(dev, g_smd, NULL, &m), TX_OK);
+    glm_session_t *s;
+    ck_assert_int_eq(glm_session_create(m, NULL, &s), TX_OK);
+    ck_assert_int_ge(tx_test_emu_kill(&emu, SIGKILL), 0);
+    int32_t ids[3] = {1, 2, 3};
+    struct glm_generate_params gp;
+    memset(&gp, 0, sizeof(gp));
+    gp.prompt = ids;
+    gp.n_prompt = 3;
+    gp.n_predict = 4;
+    ck_assert_int_eq(glm_generate(s, &gp, NULL, 0, NULL, NULL), TX_EDEVICE_LOST);
+    snprintf(want, sizeof(want), "device %s: ", emu.spec);
+    ck_assert_msg(!strncmp(tx_last_error(), want, strlen(want)), "%s", tx_last_error());
+    HAS(tx_last_error(), "device lost");
+    glm_session_free(s);
+    glm_model_free(m);
+    tx_device_close(dev);
+    tx_test_emu_stop(&emu);
+}
+END_TEST
+
+/* ---- signals ----------------------------------------------------------------------- */
+
+static int dir_has_prefix(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += !strncmp(e->d_name, prefix, strlen(prefix));
+    if (d)
+        closedir(d);
+    return n;
+}
+
+START_TEST(sigint_prints_timings)
+{
+    char tele[400];
+    snprintf(tele, sizeof(tele), "%s", tpath("telemetry"));
+    mkdir(tele, 0755);
+    char env[512];
+    snprintf(env, sizeof(env), "TX_TELEMETRY_DIR=%s", tele);
+    const char *envv[] = {env, NULL};
+    const char *a[] = {bin("glm-inference"),
+                       "--device",
+                       rts_spec,
+                       "--checkpoint",
+                       g_smd,
+                       "--no-moe-config",
+                       "--tokens",
+                       "1,2,3",
+                       "-n",
+                       "-1",
+                       "--ignore-eos",
+                       "--temp",
+                       "0",
+                       NULL};
+    pid_t pid = spawn(a, envv);
+    ck_assert_msg(wait_file_nonempty(tpath("out"), 120000) == 0, "no output");
+    char own[64];
+    snprintf(own, sizeof(own), "tx8-telemetry-%d", (int)pid);
+    ck_assert_int_eq(dir_has_prefix(tele, own), 1);
+    kill(pid, SIGINT);
+    int rc = reap(pid, 60000);
+    char *err = slurp(tpath("err"));
+    ck_assert_msg(rc == 130, "exit %d: %s", rc, err);
+    HAS(err, "(interrupted)");
+    HAS(err, "llama_perf_context_print: prompt eval time =");
+    HAS(err, "llama_perf_context_print:        eval time =");
+    HAS(err, "llama_perf_context_print:       total time =");
+    ck_assert_int_eq(dir_has_prefix(tele, "tx8-telemetry-"), 0);
+    free(err);
+}
+END_TEST
+
+START_TEST(export_killed_leaves_nothing)
+{
+    /* whenever SIGKILL lands, nothing but a complete package is left */
+    static const unsigned delays_ms[] = {0, 30, 80, 150, 300};
+    for (size_t i = 0; i < sizeof(delays_ms) / sizeof(delays_ms[0]); i++) {
+        char out[400];
+        snprintf(out, sizeof(out), "%s", tpath("k.smd"));
+        const char *a[] = {bin("glm-export"), "--input", g_ck, "--output", out, "--quiet", NULL};
+        pid_t pid = spawn(a, NULL);
+        tx_test_emu_sleep_ms(delays_ms[i]);
+        kill(pid, SIGKILL);
+        reap(pid, 60000);
+        ck_assert_int_eq(dir_has_prefix(t_dir, "k.smd.tmp."), 0);
+        unlink(out);
+    }
+    /* a stale temporary of a dead writer (a kill between link and rename,
+     * or a file system without O_TMPFILE) goes with the next export */
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    waitpid(dead, NULL, 0);
+    char stale[400];
+    snprintf(stale, sizeof(stale), "%s.tmp.%d.0", tpath("k.smd"), (int)dead);
+    FILE *f = fopen(stale, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    char out[400];
+    snprintf(out, sizeof(out), "%s", tpath("k.smd"));
+    const char *a[] = {bin("glm-export"), "--input",  g_ck, "--output", out,
+                       "--quiet",         "--verify", out,  NULL};
+    struct res r = run(a);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.err, "every checksum matches");
+    ck_assert_int_eq(dir_has_prefix(t_dir, "k.smd.tmp."), 0);
+    res_free(&r);
+}
+END_TEST
+
+START_TEST(export_truncated_tokenizer)
+{
+    char tp[400];
+    snprintf(tp, sizeof(tp), "%s/tokenizer.json", g_ck);
+    char *tok = slurp(tp);
+    size_t n = strlen(tok);
+    ck_assert_uint_gt(n, 100);
+    FILE *f = fopen(tpath("truncated.json"), "w");
+    ck_assert_ptr_nonnull(f);
+    fwrite(tok, 1, n / 2, f);
+    fclose(f);
+    free(tok);
+    char out[400], tk[400];
+    snprintf(out, sizeof(out), "%s", tpath("t.smd"));
+    snprintf(tk, sizeof(tk), "%s", tpath("truncated.json"));
+    const char *a[] = {bin("glm-export"), "--input", g_ck,      "--output", out,
+                       "--tokenizer",     tk,        "--quiet", NULL};
+    struct res r = run(a);
+    ck_assert_int_eq(r.rc, 1);
+    HAS(r.err, "truncated.json: not a valid JSON object");
+    HAS(r.err, "nothing written");
+    ck_assert_int_eq(dir_has_prefix(t_dir, "t.smd"), 0);
+    res_free(&r);
+}
+END_TEST
+
+/* ---- building against the tree -------------------------------------------------------- */
+
+static const char *build_dir(void)
+{
+    const char *b = getenv("BUILD");
+    return b && *b ? b : "build";
+}
+
+START_TEST(pkgconfig_uninstalled)
+{
+    const char *src = tpath("app.c");
+    FILE *f = fopen(src, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("#include <stdio.h>\n#include <tx/glm.h>\n"
+          "int main(void)\n{\n"
+          "    printf(\"%s %d\\n\", tx_strerror(TX_EDEVICE_LOST), (int)GLM_PRECISION_FP16);\n"
+          "    return 0;\n}\n",
+          f);
+    fclose(f);
+    char cwd[PATH_MAX];
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+#if defined(__SANITIZE_ADDRESS__)
+    const char *san = "-fsanitize=address,undefined"; /* libtx.so of this tree is sanitized */
+#else
+    const char *san = "";
+#endif
+    char *cmd = NULL;
+    ck_assert_int_gt(asprintf(&cmd,
+                              "PKG_CONFIG_PATH='%s/%s/lib/pkgconfig' pkg-config --cflags --libs "
+                              "libtx-uninstalled > '%s' 2>&1",
+                              cwd, build_dir(), tpath("flags")),
+                     0);
+    ck_assert_int_eq(system(cmd), 0);
+    free(cmd);
+    char *flags = slurp(tpath("flags"));
+    char *nl = strchr(flags, '\n');
+    if (nl)
+        *nl = 0;
+    HAS(flags, "-Wl,-rpath,");
+    ck_assert_int_gt(asprintf(&cmd, "cc %s -o '%s' '%s' %s > '%s' 2>&1", san, tpath("app"), src,
+                              flags, tpath("cc.log")),
+                     0);
+    int rc = system(cmd);
+    char *log = slurp(tpath("cc.log"));
+    ck_assert_msg(rc == 0, "%s: %s", cmd, log);
+    free(log);
+    free(cmd);
+    free(flags);
+    /* no LD_LIBRARY_PATH: the rpath finds build/lib/libtx.so.1 */
+    ck_assert_int_gt(
+        asprintf(&cmd, "env -u LD_LIBRARY_PATH '%s' > '%s' 2>&1", tpath("app"), tpath("app.out")),
+        0);
+    rc = system(cmd);
+    char *out = slurp(tpath("app.out"));
+    ck_assert_msg(rc == 0, "%s", out);
+    ck_assert_str_eq(out, "device lost 1\n");
+    free(out);
+    free(cmd);
+}
+END_TEST
+
+START_TEST(precision_names_clash)
+{
+    /* A program with its own FP16 macro and BF16 enum builds with the
+     * prefixed names only. */
+    const char *src = tpath("clash.c");
+    FILE *f = fopen(src, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("#define FP16 0x10\nenum other { BF16 = 7 };\n"
+          "#define GLM_NO_SHORT_PRECISION_NAMES\n#include <tx/glm.h>\n"
+          "int f(void);\nint f(void)\n{\n"
+          "    glm_layer_config_t c = {GLM_MLP, GLM_PRECISION_FP16};\n"
+          "    return (int)c.precision + FP16 + BF16 + GLM_PRECISION_INT8_MIXED;\n}\n",
+          f);
+    fclose(f);
+    char *cmd = NULL;
+    ck_assert_int_gt(asprintf(&cmd,
+                              "cc -std=c11 -Wall -Wextra -Werror -Iinclude -c -o '%s' '%s' "
+                              "> '%s' 2>&1",
+                              tpath("clash.o"), src, tpath("cc.log")),
+                     0);
+    int rc = system(cmd);
+    char *log = slurp(tpath("cc.log"));
+    ck_assert_msg(rc == 0, "%s", log);
+    free(log);
+    free(cmd);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("tools");
+    TCase *tc = tcase_create("core");
+    tcase_add_unchecked_fixture(tc, fixture_setup, fixture_teardown);
+    tcase_add_checked_fixture(tc, t_setup, t_teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, crc_flipped_bytes);
+    tcase_add_test(tc, option_errors);
+    tcase_add_test(tc, n_predict);
+    tcase_add_test(tc, diagnostics_to_stderr);
+    tcase_add_test(tc, device_lost_one_line);
+    tcase_add_test(tc, sigint_prints_timings);
+    tcase_add_test(tc, export_killed_leaves_nothing);
+    tcase_add_test(tc, export_truncated_tokenizer);
+    tcase_add_test(tc, pkgconfig_uninstalled);
+    tcase_add_test(tc, precision_names_clash);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf == 0 && tx_test_emu_problems == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
