@@ -569,6 +569,9 @@ static int attribute(glm_model_t *m, glm_session_t *ds, const struct tx_ckpt *or
             if (!rc)
                 r->quant_alone[t] = cos_or_nan(lg, orig_logits, NV);
         }
+    /* the device side converts weights to FP32 copies (kept with the model
+     * like any plan change's); if the device cannot (e.g. out of memory),
+     * those types stay "not measured" and validation goes on */
     glm_precision_plan_t saved = r->plan;
     for (int t = 0; t < GLM_LAYER_TYPE_COUNT && !rc; t++) {
         if (!present[t] || saved.precision[t] == FP32)
@@ -576,11 +579,9 @@ static int attribute(glm_model_t *m, glm_session_t *ds, const struct tx_ckpt *or
         glm_precision_plan_t p;
         glm_plan_uniform(&p, FP32);
         p.precision[t] = saved.precision[t];
-        rc = glm_plan_set(m->dev, &p);
-        if (!rc)
-            rc = forward_layers_session(ds, ids, n, dl, lg, NULL, NULL);
-        if (!rc)
-            r->device_alone[t] = cos_or_nan(lg, pkg_logits, NV);
+        if (glm_plan_set(m->dev, &p) || forward_layers_session(ds, ids, n, dl, lg, NULL, NULL))
+            break;
+        r->device_alone[t] = cos_or_nan(lg, pkg_logits, NV);
     }
     int rc2 = glm_plan_set(m->dev, &saved);
     if (!rc)
