@@ -413,8 +413,27 @@ TX_API void glm_expert_stats_free(struct glm_expert_stats *st);
 TX_API int glm_model_expert_stats_reset(glm_model_t *model);
 
 /* ------------------------------------------------------------------------ */
-/* Validation against the FP32 reference (article 3.3)                       */
+/* Validation against the original model (article 3.3)                      */
 /* ------------------------------------------------------------------------ */
+
+/*
+ * Two FP32 host references run beside the device: one on the package's
+ * weights expanded to FP32 (device vs it = the device's arithmetic: plan,
+ * conversions), and one on the ORIGINAL checkpoint's weights (BF16/F16/F32
+ * expanded to FP32; package reference vs it = the export's quantisation).
+ * The original is the checkpoint the package records as its source
+ * (metadata "source_path", verified against "source_hash"), or
+ * glm_validate_options.original. Without it only the device arithmetic is
+ * measured (report->original == 0, report->original_note says why).
+ * The pass criterion is the article's: every input's cosine (over all its
+ * positions' logits) of the device against the original >= threshold, and
+ * no non-finite value anywhere in the outputs.
+ */
+enum glm_validate_original {
+    GLM_VALIDATE_ORIGINAL_AUTO = 0,    /* use it when found and its hash matches */
+    GLM_VALIDATE_ORIGINAL_REQUIRE = 1, /* error when it cannot be used */
+    GLM_VALIDATE_ORIGINAL_NONE = -1,   /* device arithmetic only */
+};
 
 struct glm_validate_options {
     int n_inputs;     /* random inputs (0 = 100) */
@@ -422,10 +441,17 @@ struct glm_validate_options {
     uint64_t seed;    /* input generator seed */
     double threshold; /* pass if every cosine >= threshold (0 = 0.99) */
     int ref_threads;  /* reference threads (0 = 1) */
-    /* progress callback after each input (may be NULL) */
+    /* progress callback after each input (may be NULL); cosine is the
+     * input's pass figure (NaN for a non-finite output) */
     void (*progress)(void *user, int done, int total, double cosine);
     void *user;
-    int rsvd[4];
+    /* the original checkpoint (HF directory or .onnx) instead of the
+     * recorded source path (NULL: the recorded one); with a path given a
+     * hash mismatch is an error (TX_EINVAL), in AUTO mode without one it
+     * is a note and validation falls back to device arithmetic only */
+    const char *original;
+    int use_original; /* enum glm_validate_original */
+    int rsvd[1];
 };
 
 /* Statistics of one layer's output (residual stream after the layer; index
@@ -451,13 +477,49 @@ struct glm_validate_report {
     int n_layers;       /* num_hidden_layers + 1 */
     struct glm_layer_stats *layers;
     double threshold;
-    int passed; /* min_cosine >= threshold */
+    int passed; /* n_nonfinite == 0 && min_cosine >= threshold */
     glm_precision_plan_t plan;
     double device_ms, reference_ms;
+
+    /* --- against the original model (see above) ------------------------ */
+    int original;         /* 1: the original's reference ran; cosine[] etc. are
+                           * device vs original, else device vs package */
+    char *original_path;  /* the checkpoint used (NULL if none) */
+    char *original_note;  /* why it was not used / what to know (NULL: nothing) */
+    char source_hash[32]; /* recorded by the package ("" for an old package) */
+    /* worst single position of each input ([n_inputs], same pair as
+     * cosine[]) and over all inputs */
+    double *position_cosine;
+    double min_position_cosine;
+    int worst_position_input, worst_position;
+    /* inputs with a non-finite value in the device's or a reference's
+     * logits (they count as failed: cosine[] NaN) */
+    int n_nonfinite;
+    /* device vs package reference: device arithmetic alone */
+    double *device_cosine; /* [n_inputs] */
+    double device_min_cosine, device_mean_cosine;
+    /* package reference vs original reference: quantisation alone
+     * (1 when no original) */
+    double *quant_cosine; /* [n_inputs] */
+    double quant_min_cosine, quant_mean_cosine;
+    /* per layer, package reference ("device" fields) vs original reference
+     * ("ref" fields); NULL without the original */
+    struct glm_layer_stats *quant_layers;
+    /* Which layer type is responsible, measured on the worst input:
+     *   device_alone[T]: cosine (device vs package) with only type T at its
+     *     plan precision and every other type FP32;
+     *   quant_alone[T]: cosine (package vs original reference) with only
+     *     type T's weights from the package, every other from the original.
+     * < -1: not measured (type absent, not quantised, or no original).
+     * device_blame / quant_blame: the type with the lowest figure, or -1. */
+    double device_alone[GLM_LAYER_TYPE_COUNT];
+    double quant_alone[GLM_LAYER_TYPE_COUNT];
+    int device_blame, quant_blame;
 };
 
-/* Runs the inputs on the device (one fresh sequence each) and on the host
- * reference with the package's weights expanded to FP32. */
+/* Runs the inputs on the device (one fresh sequence each), on the host
+ * reference with the package's weights expanded to FP32 and, when found,
+ * on the host reference with the original checkpoint's weights. */
 TX_API int glm_validate(glm_model_t *model, const struct glm_validate_options *opt,
                         struct glm_validate_report **out);
 TX_API void glm_validate_report_free(struct glm_validate_report *r);

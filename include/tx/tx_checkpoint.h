@@ -72,6 +72,17 @@ TX_API uint64_t tx_ckpt_bytes(const struct tx_ckpt *c);
 TX_API size_t tx_ckpt_n_ignored(const struct tx_ckpt *c);
 TX_API const char *tx_ckpt_ignored(const struct tx_ckpt *c, size_t i, int *is_mtp);
 
+/* Content hash of the source tensors, recorded in a package's metadata
+ * ("source_hash") so glm-inference --validate can find out whether a model
+ * on disk is the one the package was made from: a CRC32C chained over, for
+ * every expected tensor in tx_ckpt_tensor() order, its name (with the NUL),
+ * element type (u32), rank (u32), dims (u64 each) and the CRC32C of its raw
+ * bytes as stored in the checkpoint (all little-endian). Reads every tensor
+ * once. tx_ckpt_hash_tensor() is one step of the chain (for writers that
+ * hash the bytes while streaming them). */
+TX_API int tx_ckpt_source_hash(const struct tx_ckpt *c, uint32_t *hash, char *err, size_t errsz);
+TX_API uint32_t tx_ckpt_hash_tensor(uint32_t h, const struct tx_tensor *t, uint32_t data_crc);
+
 #ifdef __cplusplus
 }
 #endif

@@ -122,6 +122,9 @@ struct tx_export_stats {
     double ffn_mac_reduction;   /* 1 - sparse / dense, FFN and experts */
     double model_mac_reduction; /* same over every weight matrix */
     double seconds;
+    /* content hash of the source tensors (tx_ckpt_source_hash), recorded
+     * in the metadata as "source_hash" with "source_path" */
+    uint32_t source_hash;
 };
 
 /* golden plan, sparsity 0.5, all CPUs, no progress */

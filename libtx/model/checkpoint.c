@@ -373,3 +373,45 @@ fail:
     tx_ckpt_close(c);
     return rc;
 }
+
+/* ---- source hash (docs/smd-format.md, "Source of a package") ------------ */
+
+uint32_t tx_ckpt_hash_tensor(uint32_t h, const struct tx_tensor *t, uint32_t data_crc)
+{
+    unsigned char rec[4 + 4 + 8 * TX_TENSOR_MAX_DIMS + 4];
+    size_t n = 0;
+    uint32_t ty = (uint32_t)t->type, nd = (uint32_t)t->ndim;
+    for (int b = 0; b < 4; b++)
+        rec[n++] = (unsigned char)(ty >> (8 * b));
+    for (int b = 0; b < 4; b++)
+        rec[n++] = (unsigned char)(nd >> (8 * b));
+    for (int d = 0; d < t->ndim && d < TX_TENSOR_MAX_DIMS; d++)
+        for (int b = 0; b < 8; b++)
+            rec[n++] = (unsigned char)(t->shape[d] >> (8 * b));
+    for (int b = 0; b < 4; b++)
+        rec[n++] = (unsigned char)(data_crc >> (8 * b));
+    h = tx_crc32c(h, t->name, strlen(t->name) + 1);
+    return tx_crc32c(h, rec, n);
+}
+
+int tx_ckpt_source_hash(const struct tx_ckpt *c, uint32_t *hash, char *err, size_t errsz)
+{
+    if (!c || !hash)
+        return txm_err(err, errsz, -EINVAL, "tx_ckpt_source_hash: NULL argument");
+    uint32_t h = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        const struct tx_tensor *t = c->t[i].t;
+        uint32_t dc = 0;
+        /* in pieces, dropping each from memory once hashed (streams a
+         * checkpoint larger than RAM) */
+        const uint64_t piece = 64ull << 20;
+        for (uint64_t off = 0; off < t->nbytes; off += piece) {
+            uint64_t len = t->nbytes - off < piece ? t->nbytes - off : piece;
+            dc = tx_crc32c(dc, (const char *)t->data + off, (size_t)len);
+        }
+        tx_tensor_release(t);
+        h = tx_ckpt_hash_tensor(h, t, dc);
+    }
+    *hash = h;
+    return 0;
+}

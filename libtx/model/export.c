@@ -191,13 +191,33 @@ static void add_int(struct json_object *o, const char *k, int64_t v)
     json_object_object_add(o, k, json_object_new_int64(v));
 }
 
+/* CRC32C of the raw source bytes of elements [first, first + count) */
+static uint32_t source_crc(uint32_t crc, const struct tx_tensor *t, uint64_t first, uint64_t count)
+{
+    size_t es = tx_elem_size(t->type);
+    return tx_crc32c(crc, (const char *)t->data + first * es, (size_t)(count * es));
+}
+
+/* where the package came from: the absolute path of the input and the
+ * content hash of its tensors (tx_ckpt_source_hash), for --validate */
+static void add_source(struct json_object *m, const char *input, const struct tx_export_stats *st)
+{
+    char *abs = realpath(input, NULL);
+    json_object_object_add(m, "source_path", json_object_new_string(abs ? abs : input));
+    free(abs);
+    char h[32];
+    snprintf(h, sizeof(h), "crc32c:%08" PRIx32, st->source_hash);
+    json_object_object_add(m, "source_hash", json_object_new_string(h));
+    add_int(m, "source_tensors", (int64_t)st->tensors);
+}
+
 static char *metadata_json(const char *input, const struct tx_ckpt *c,
                            const struct tx_export_opts *o, const struct tx_export_stats *st)
 {
     const struct glm_config *cfg = tx_ckpt_config(c);
     struct json_object *m = json_object_new_object();
     json_object_object_add(m, "producer", json_object_new_string("glm-export"));
-    json_object_object_add(m, "producer_version", json_object_new_string("1.1"));
+    json_object_object_add(m, "producer_version", json_object_new_string("1.2"));
     const char *name = o->model_name;
     if (!name)
         name = cfg->arch == GLM_ARCH_GLM_MOE_DSA ? "GLM-5.1" : "GLM-4.5";
@@ -208,6 +228,7 @@ static char *metadata_json(const char *input, const struct tx_ckpt *c,
     json_object_object_add(
         m, "source_format",
         json_object_new_string(tx_ckpt_format(c) == TX_CKPT_ONNX ? "onnx" : "hf"));
+    add_source(m, input, st);
     time_t now = time(NULL);
     struct tm tm;
     char ts[32];
@@ -447,6 +468,7 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
             goto out;
         }
         struct txq_acc tacc = {0};
+        uint32_t src_crc = 0;
         for (uint64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
             uint64_t n = rows - r0 < chunk_rows ? rows - r0 : chunk_rows;
             if (o->cancel && *o->cancel) {
@@ -485,6 +507,7 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
             rc = tx_smd_writer_data(w, data, (size_t)(n * row_out), err, errsz);
             if (rc < 0)
                 goto out;
+            src_crc = source_crc(src_crc, src, r0 * cols, n * cols);
             /* stream: keep only the chunk being converted resident */
             tx_tensor_release_range(src, r0 * cols, n * cols);
             pg.done += n * cols * tx_elem_size(src->type);
@@ -507,6 +530,7 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
         if (rc < 0)
             goto out;
         /* statistics */
+        st.source_hash = tx_ckpt_hash_tensor(st.source_hash, src, src_crc);
         st.tensors++;
         st.params += src->nelem;
         st.input_bytes += src->nbytes;

@@ -4,18 +4,24 @@
  * host reference (the article's "100 random inputs, cosine > 0.99" check
  * with per-layer statistics), and a streaming-read bandwidth measurement.
  *
- * The reference gets the package's weights expanded to FP32 straight from
- * the device's weights buffer (tx_smd_dequant on the mapped extents), so it
- * computes in FP32 from exactly the stored parameters; the comparison
- * measures the device execution path (precision plan, conversions, the
- * device's arithmetic), not the export's quantisation.
+ * Two references: one gets the package's weights expanded to FP32 straight
+ * from the device's weights buffer (tx_smd_dequant on the mapped extents),
+ * so device vs it measures the device execution path (precision plan,
+ * conversions, the device's arithmetic); the other gets the original
+ * checkpoint's weights (the source the package records, verified by its
+ * content hash), so package reference vs it measures the export's
+ * quantisation, and device vs it is the article's deployment check.
  */
 #include "runtime/rt_internal.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <json-c/json.h>
+#include <tx/tx_checkpoint.h>
 
 #define MAX_LAYER_ROWS 64
 
@@ -224,6 +230,369 @@ static uint64_t xs(uint64_t *s)
     return *s = x;
 }
 
+/* ---- the original model ---------------------------------------------------- */
+
+static int orig_provider(void *ctx, const struct glm_tensor_info *t, float *dst, char *err,
+                         size_t errsz)
+{
+    const struct tx_ckpt *c = ctx;
+    const struct tx_ckpt_tensor *ct = tx_ckpt_find(c, t->name);
+    if (!ct) {
+        snprintf(err, errsz, "tensor '%s' not in the original %s", t->name, tx_ckpt_path(c));
+        return -2;
+    }
+    uint64_t want = (uint64_t)t->shape[0] * (uint64_t)(t->ndim == 2 ? t->shape[1] : 1);
+    if (ct->t->nelem != want) {
+        snprintf(err, errsz, "tensor '%s' of the original %s has %llu elements, the package %llu",
+                 t->name, tx_ckpt_path(c), (unsigned long long)ct->t->nelem,
+                 (unsigned long long)want);
+        return -22;
+    }
+    int rc = tx_tensor_read_f32(ct->t, 0, want, dst, err, errsz);
+    tx_tensor_release(ct->t);
+    return rc < 0 ? rc : 0;
+}
+
+/* every tensor from the original except those of one layer type, which come
+ * from the package: the quantisation error of that type alone */
+struct mixed_ctx {
+    glm_model_t *m;
+    const struct tx_ckpt *c;
+    int type; /* enum tx_smd_layer */
+};
+
+static int mixed_provider(void *ctx, const struct glm_tensor_info *t, float *dst, char *err,
+                          size_t errsz)
+{
+    struct mixed_ctx *x = ctx;
+    const struct tx_smd_tensor *st = tx_smd_find(x->m->smd, t->name);
+    if (st && st->layer_type == x->type)
+        return ref_provider(x->m, t, dst, err, errsz);
+    return orig_provider((void *)x->c, t, dst, err, errsz);
+}
+
+static void note(struct glm_validate_report *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note(struct glm_validate_report *r, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    free(r->original_note);
+    r->original_note = strdup(buf);
+}
+
+/* The recorded source: metadata "source_path" and "source_hash". */
+static void recorded_source(glm_model_t *m, char *path, size_t pathsz, char *hash, size_t hashsz)
+{
+    path[0] = hash[0] = 0;
+    size_t len = 0;
+    const char *txt = tx_smd_metadata_json(m->smd, &len);
+    if (!txt)
+        return;
+    struct json_tokener *tk = json_tokener_new();
+    if (!tk)
+        return;
+    struct json_object *o = json_tokener_parse_ex(tk, txt, (int)len);
+    json_tokener_free(tk);
+    if (!o)
+        return;
+    struct json_object *v;
+    if (json_object_object_get_ex(o, "source_path", &v) && json_object_is_type(v, json_type_string))
+        snprintf(path, pathsz, "%s", json_object_get_string(v));
+    if (json_object_object_get_ex(o, "source_hash", &v) && json_object_is_type(v, json_type_string))
+        snprintf(hash, hashsz, "%s", json_object_get_string(v));
+    json_object_put(o);
+}
+
+/* Opens the original for the report: *out NULL (with a note) when it is not
+ * to be used; an error only when the caller asked for it explicitly. */
+static int open_original(glm_model_t *m, const struct glm_validate_options *o,
+                         struct glm_validate_report *r, struct tx_ckpt **out)
+{
+    *out = NULL;
+    char rec[4096], err[TX_ERR_MAX];
+    recorded_source(m, rec, sizeof(rec), r->source_hash, sizeof(r->source_hash));
+    if (o->use_original == GLM_VALIDATE_ORIGINAL_NONE) {
+        note(r, "the original model was not requested");
+        return TX_OK;
+    }
+    const char *path = o->original ? o->original : rec[0] ? rec : NULL;
+    int strict = o->original || o->use_original == GLM_VALIDATE_ORIGINAL_REQUIRE;
+    if (!path) {
+        note(r, "the package records no source model (exported by an older glm-export); give "
+                "the original with --original");
+        return strict ? tx_error(TX_EINVAL, "glm_validate: %s", r->original_note) : TX_OK;
+    }
+    struct tx_ckpt *c = NULL;
+    if (tx_ckpt_open(path, &c, err, sizeof(err)) < 0) {
+        if (!strict) {
+            note(r,
+                 "the package's source %s cannot be opened (%s); give the original with "
+                 "--original",
+                 path, err);
+            return TX_OK;
+        }
+        return tx_error(TX_EINVAL, "glm_validate: original model: %s", err);
+    }
+    uint32_t h;
+    if (tx_ckpt_source_hash(c, &h, err, sizeof(err)) < 0) {
+        tx_ckpt_close(c);
+        return tx_error(TX_EIO, "glm_validate: original model %s: %s", path, err);
+    }
+    char hs[32];
+    snprintf(hs, sizeof(hs), "crc32c:%08x", h);
+    if (r->source_hash[0] && strcmp(hs, r->source_hash)) {
+        tx_ckpt_close(c);
+        note(r,
+             "%s is not the model this package was made from: its tensors hash to %s, the "
+             "package records %s",
+             path, hs, r->source_hash);
+        return strict ? tx_error(TX_EINVAL, "glm_validate: %s", r->original_note) : TX_OK;
+    }
+    if (!r->source_hash[0])
+        note(r, "the package records no source hash: %s is used unverified (hash %s)", path, hs);
+    r->original_path = strdup(path);
+    if (!r->original_path) {
+        tx_ckpt_close(c);
+        return tx_error(TX_ENOMEM, "glm_validate: out of memory");
+    }
+    *out = c;
+    return TX_OK;
+}
+
+/* ---- accumulation ---------------------------------------------------------- */
+
+struct side {
+    float *layers, *logits;
+    int32_t *rid, *sel, *nsel; /* nsel NULL for the device */
+};
+
+static int side_alloc(struct side *x, int L, int n, int D, int V, size_t nmoe, int KR, int KI,
+                      int with_nsel)
+{
+    x->layers = malloc(sizeof(float) * (size_t)(L + 1) * n * D);
+    x->logits = malloc(sizeof(float) * (size_t)n * V);
+    x->rid = malloc(sizeof(int32_t) * nmoe * n * KR);
+    x->sel = malloc(sizeof(int32_t) * (size_t)L * n * KI);
+    x->nsel = with_nsel ? calloc((size_t)L * n, sizeof(int32_t)) : NULL;
+    return x->layers && x->logits && x->rid && x->sel && (!with_nsel || x->nsel);
+}
+
+static void side_free(struct side *x)
+{
+    free(x->layers);
+    free(x->logits);
+    free(x->rid);
+    free(x->sel);
+    free(x->nsel);
+}
+
+/* a (the side measured) against b (the side trusted) */
+static void acc_input(struct acc *ac, const glm_model_t *m, int n, const struct side *a,
+                      const struct side *b)
+{
+    const struct glm_config *c = &m->cfg;
+    int L = c->num_hidden_layers, D = c->hidden_size;
+    int KR = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
+    int KI = c->index_topk > 0 ? c->index_topk : 1;
+    for (int l = 0; l <= L; l++) {
+        const float *d = a->layers + (size_t)l * n * D, *q = b->layers + (size_t)l * n * D;
+        struct acc *x = &ac[l];
+        for (size_t i = 0; i < (size_t)n * D; i++) {
+            double dv = d[i], rv = q[i];
+            x->s += dv;
+            x->s2 += dv * dv;
+            x->rs += rv;
+            x->rs2 += rv * rv;
+            if (fabs(dv) > x->mx)
+                x->mx = fabs(dv);
+            if (fabs(rv) > x->rmx)
+                x->rmx = fabs(rv);
+            if (fabs(dv - rv) > x->err)
+                x->err = fabs(dv - rv);
+        }
+        x->n += (double)n * D;
+        if (l < L && m->moe_index[l] >= 0) {
+            size_t o = (size_t)m->moe_index[l] * n * KR;
+            for (int t = 0; t < n; t++) {
+                x->r_n++;
+                x->r_bad += !same_set(a->rid + o + (size_t)t * KR, b->rid + o + (size_t)t * KR, KR);
+            }
+        }
+        if (l < L && c->arch == GLM_ARCH_GLM_MOE_DSA && c->indexer_types[l] == GLM_INDEXER_FULL &&
+            n > KI) {
+            for (int t = KI; t < n; t++) { /* queries that see more than K keys */
+                size_t k = (size_t)l * n + t;
+                x->d_n++;
+                x->d_bad += b->nsel[k] != KI || (a->nsel && a->nsel[k] != KI) ||
+                            !same_set(a->sel + k * KI, b->sel + k * KI, KI);
+            }
+        }
+        double lc = cosine(d, q, (size_t)n * D);
+        if (!isnan(x->cmin) && (isnan(lc) || lc < x->cmin))
+            x->cmin = lc;
+        x->csum += lc;
+    }
+}
+
+static void acc_finish(const struct acc *ac, int nl, int n_inputs, struct glm_layer_stats *out)
+{
+    for (int l = 0; l < nl; l++) {
+        const struct acc *x = &ac[l];
+        struct glm_layer_stats *s = &out[l];
+        s->mean = x->s / x->n;
+        s->std = sqrt(fmax(0, x->s2 / x->n - s->mean * s->mean));
+        s->max_abs = x->mx;
+        s->ref_mean = x->rs / x->n;
+        s->ref_std = sqrt(fmax(0, x->rs2 / x->n - s->ref_mean * s->ref_mean));
+        s->ref_max_abs = x->rmx;
+        s->cosine_min = x->cmin;
+        s->cosine_mean = x->csum / n_inputs;
+        s->max_abs_err = x->err;
+        s->route_mismatch = x->r_n ? x->r_bad / x->r_n : -1;
+        s->dsa_mismatch = x->d_n ? x->d_bad / x->d_n : -1;
+    }
+}
+
+static int all_finite(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return 0;
+    return 1;
+}
+
+/* lowest cosine of one position's logits; *pos receives that position */
+static double worst_position(const float *a, const float *b, int n, int V, int *pos)
+{
+    double w = 2;
+    *pos = 0;
+    for (int p = 0; p < n; p++) {
+        double c = cosine(a + (size_t)p * V, b + (size_t)p * V, (size_t)V);
+        if (isnan(c) || c < w) {
+            w = c;
+            *pos = p;
+            if (isnan(c))
+                break;
+        }
+    }
+    return w;
+}
+
+static int ref_run(struct glm_ref_session *rs, glm_model_t *m, const int32_t *ids, int n,
+                   struct side *x)
+{
+    char err[TX_ERR_MAX];
+    const struct glm_config *c = &m->cfg;
+    glm_ref_session_reset(rs);
+    struct ref_capture cap = {x->layers, n, c->hidden_size, m, x->rid, x->sel, x->nsel};
+    memset(x->nsel, 0, sizeof(int32_t) * (size_t)c->num_hidden_layers * n);
+    struct glm_ref_hooks hk = {
+        .ctx = &cap, .layer_output = cap_layer, .router = cap_router, .indexer = cap_indexer};
+    if (glm_ref_forward(rs, ids, n, x->logits, &hk, err, sizeof(err)))
+        return tx_error(TX_EINVAL, "glm_validate: reference forward: %s", err);
+    return TX_OK;
+}
+
+/* logits of one input on a reference over the provider (lazy: one layer's
+ * weights in memory at a time) */
+static int ref_logits_once(glm_model_t *m, glm_ref_tensor_fn get, void *ctx, const int32_t *ids,
+                           int n, int threads, float *logits)
+{
+    char err[TX_ERR_MAX];
+    struct glm_ref_options ro = {.lazy = 1, .n_threads = threads};
+    struct glm_ref_model *ref = NULL;
+    struct glm_ref_session *rs = NULL;
+    int rc = TX_OK;
+    if (glm_ref_model_create(&m->cfg, get, ctx, &ro, &ref, err, sizeof(err)) ||
+        glm_ref_session_create(ref, n, &rs, err, sizeof(err)) ||
+        glm_ref_forward(rs, ids, n, logits, NULL, err, sizeof(err)))
+        rc = tx_error(TX_EINVAL, "glm_validate: reference: %s", err);
+    glm_ref_session_destroy(rs);
+    glm_ref_model_destroy(ref);
+    return rc;
+}
+
+static double cos_or_nan(const float *a, const float *b, size_t n)
+{
+    if (!all_finite(a, n) || !all_finite(b, n))
+        return NAN;
+    return cosine(a, b, n);
+}
+
+static int blame_of(const double *alone)
+{
+    int b = -1;
+    for (int t = 0; t < GLM_LAYER_TYPE_COUNT; t++)
+        if (alone[t] >= -1 && (b < 0 || isnan(alone[t]) || alone[t] < alone[b])) {
+            b = t;
+            if (isnan(alone[t]))
+                break;
+        }
+    return b;
+}
+
+/* Which layer type is responsible, on one input (see glm.h). */
+static int attribute(glm_model_t *m, glm_session_t *ds, const struct tx_ckpt *orig,
+                     const int32_t *ids, int n, int threads, const float *pkg_logits,
+                     const float *orig_logits, struct glm_validate_report *r)
+{
+    const struct glm_config *c = &m->cfg;
+    size_t NV = (size_t)n * c->vocab_size;
+    int present[TX_SMD_LAYER_COUNT] = {0}, quantised[TX_SMD_LAYER_COUNT] = {0};
+    for (size_t i = 0; i < tx_smd_tensor_count(m->smd); i++) {
+        const struct tx_smd_tensor *t = tx_smd_tensor_at(m->smd, i);
+        if (t->layer_type >= TX_SMD_LAYER_COUNT)
+            continue;
+        present[t->layer_type] = 1;
+        quantised[t->layer_type] |= t->dtype != t->src_dtype && t->dtype != TX8_DTYPE_F32;
+    }
+    for (int t = 0; t < GLM_LAYER_TYPE_COUNT; t++)
+        r->device_alone[t] = r->quant_alone[t] = -2;
+    float *lg = malloc(sizeof(float) * NV);
+    float *dl = malloc(sizeof(float) * (size_t)(c->num_hidden_layers + 1) * n * c->hidden_size);
+    if (!lg || !dl) {
+        free(lg);
+        free(dl);
+        return tx_error(TX_ENOMEM, "glm_validate: out of memory");
+    }
+    int rc = TX_OK;
+    if (orig)
+        for (int t = 0; t < GLM_LAYER_TYPE_COUNT && !rc; t++) {
+            if (!present[t] || !quantised[t])
+                continue;
+            struct mixed_ctx mx = {m, orig, t};
+            rc = ref_logits_once(m, mixed_provider, &mx, ids, n, threads, lg);
+            if (!rc)
+                r->quant_alone[t] = cos_or_nan(lg, orig_logits, NV);
+        }
+    /* the device side converts weights to FP32 copies (kept with the model
+     * like any plan change's); if the device cannot (e.g. out of memory),
+     * those types stay "not measured" and validation goes on */
+    glm_precision_plan_t saved = r->plan;
+    for (int t = 0; t < GLM_LAYER_TYPE_COUNT && !rc; t++) {
+        if (!present[t] || saved.precision[t] == FP32)
+            continue;
+        glm_precision_plan_t p;
+        glm_plan_uniform(&p, FP32);
+        p.precision[t] = saved.precision[t];
+        if (glm_plan_set(m->dev, &p) || forward_layers_session(ds, ids, n, dl, lg, NULL, NULL))
+            break;
+        r->device_alone[t] = cos_or_nan(lg, pkg_logits, NV);
+    }
+    int rc2 = glm_plan_set(m->dev, &saved);
+    if (!rc)
+        rc = rc2;
+    r->device_blame = blame_of(r->device_alone);
+    r->quant_blame = blame_of(r->quant_alone);
+    free(lg);
+    free(dl);
+    return rc;
+}
+
 TX_API int glm_validate(glm_model_t *m, const struct glm_validate_options *opt,
                         struct glm_validate_report **out)
 {
@@ -243,39 +612,56 @@ TX_API int glm_validate(glm_model_t *m, const struct glm_validate_options *opt,
         o.threshold = 0.99;
     if (o.n_tokens > MAX_LAYER_ROWS)
         return tx_error(TX_EINVAL, "glm_validate: at most %d tokens per input", MAX_LAYER_ROWS);
+    if (o.use_original < GLM_VALIDATE_ORIGINAL_NONE ||
+        o.use_original > GLM_VALIDATE_ORIGINAL_REQUIRE)
+        return tx_error(TX_EINVAL, "glm_validate: use_original %d unknown", o.use_original);
     const struct glm_config *c = &m->cfg;
     int L = c->num_hidden_layers, D = c->hidden_size, V = c->vocab_size, n = o.n_tokens;
+    size_t NV = (size_t)n * V;
+    int threads = o.ref_threads > 1 ? o.ref_threads : 0;
 
-    struct glm_ref_options ro = {.lazy = 0, .n_threads = o.ref_threads > 1 ? o.ref_threads : 0};
-    struct glm_ref_model *ref = NULL;
-    struct glm_ref_session *rs = NULL;
+    struct glm_ref_options ro = {.lazy = 0, .n_threads = threads};
+    struct glm_ref_model *ref = NULL, *oref = NULL;
+    struct glm_ref_session *rs = NULL, *ors = NULL;
+    struct tx_ckpt *orig = NULL;
     glm_session_t *ds = NULL;
     struct glm_validate_report *r = calloc(1, sizeof(*r));
-    float *dl = malloc(sizeof(float) * (size_t)(L + 1) * n * D);
-    float *rl = malloc(sizeof(float) * (size_t)(L + 1) * n * D);
-    float *dlog = malloc(sizeof(float) * (size_t)n * V);
-    float *rlog = malloc(sizeof(float) * (size_t)n * V);
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    struct side dv = {0}, pk = {0}, og = {0};
     int KR = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
     int KI = c->index_topk > 0 ? c->index_topk : 1;
     size_t nmoe = (size_t)(m->n_moe_layers ? m->n_moe_layers : 1);
-    int32_t *drid = malloc(sizeof(int32_t) * nmoe * n * KR);
-    int32_t *rrid = malloc(sizeof(int32_t) * nmoe * n * KR);
-    int32_t *dsel = malloc(sizeof(int32_t) * (size_t)L * n * KI);
-    int32_t *rsel = malloc(sizeof(int32_t) * (size_t)L * n * KI);
-    int32_t *rnsel = calloc((size_t)L * n, sizeof(int32_t));
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    int32_t *wids = malloc(sizeof(int32_t) * (size_t)n);
     struct acc *ac = calloc((size_t)L + 1, sizeof(*ac));
+    struct acc *qac = calloc((size_t)L + 1, sizeof(*qac));
     int rc = TX_OK;
-    if (!r || !dl || !rl || !dlog || !rlog || !ids || !ac || !drid || !rrid || !dsel || !rsel ||
-        !rnsel) {
+    if (!r || !ids || !wids || !ac || !qac || !side_alloc(&dv, L, n, D, V, nmoe, KR, KI, 0) ||
+        !side_alloc(&pk, L, n, D, V, nmoe, KR, KI, 1)) {
         rc = tx_error(TX_ENOMEM, "glm_validate: out of memory");
         goto out;
     }
+    r->device_blame = r->quant_blame = -1;
+    for (int t = 0; t < GLM_LAYER_TYPE_COUNT; t++)
+        r->device_alone[t] = r->quant_alone[t] = -2;
     r->cosine = calloc((size_t)o.n_inputs, sizeof(double));
+    r->position_cosine = calloc((size_t)o.n_inputs, sizeof(double));
+    r->device_cosine = calloc((size_t)o.n_inputs, sizeof(double));
+    r->quant_cosine = calloc((size_t)o.n_inputs, sizeof(double));
     r->layers = calloc((size_t)L + 1, sizeof(*r->layers));
-    if (!r->cosine || !r->layers) {
+    if (!r->cosine || !r->layers || !r->position_cosine || !r->device_cosine || !r->quant_cosine) {
         rc = tx_error(TX_ENOMEM, "glm_validate: out of memory");
         goto out;
+    }
+    rc = open_original(m, &o, r, &orig);
+    if (rc)
+        goto out;
+    r->original = orig != NULL;
+    if (orig) {
+        r->quant_layers = calloc((size_t)L + 1, sizeof(*r->quant_layers));
+        if (!r->quant_layers || !side_alloc(&og, L, n, D, V, nmoe, KR, KI, 1)) {
+            rc = tx_error(TX_ENOMEM, "glm_validate: out of memory");
+            goto out;
+        }
     }
     double t0 = rt_now_ms();
     if (glm_ref_model_create(c, ref_provider, m, &ro, &ref, err, sizeof(err))) {
@@ -285,6 +671,17 @@ TX_API int glm_validate(glm_model_t *m, const struct glm_validate_options *opt,
     if (glm_ref_session_create(ref, n, &rs, err, sizeof(err))) {
         rc = tx_error(TX_ENOMEM, "glm_validate: reference session: %s", err);
         goto out;
+    }
+    if (orig) {
+        if (glm_ref_model_create(c, orig_provider, orig, &ro, &oref, err, sizeof(err))) {
+            rc = tx_error(TX_EINVAL, "glm_validate: reference on the original %s: %s",
+                          r->original_path, err);
+            goto out;
+        }
+        if (glm_ref_session_create(oref, n, &ors, err, sizeof(err))) {
+            rc = tx_error(TX_ENOMEM, "glm_validate: reference session: %s", err);
+            goto out;
+        }
     }
     double tref = rt_now_ms() - t0, tdev = 0;
     struct glm_session_options so = {.n_ctx = n, .n_batch = n};
@@ -298,119 +695,130 @@ TX_API int glm_validate(glm_model_t *m, const struct glm_validate_options *opt,
     r->n_tokens = n;
     r->n_layers = L + 1;
     r->threshold = o.threshold;
-    r->min_cosine = 2.0;
+    r->min_cosine = r->device_min_cosine = r->quant_min_cosine = 2.0;
+    r->min_position_cosine = 2.0;
     for (int l = 0; l <= L; l++)
-        ac[l].cmin = 2.0;
+        ac[l].cmin = qac[l].cmin = 2.0;
     double max_ref = 0, max_err = 0;
+    int have_worst = 0;
     for (int in = 0; in < o.n_inputs; in++) {
         for (int i = 0; i < n; i++)
             ids[i] = (int32_t)(xs(&seed) % (uint64_t)V);
         double a = rt_now_ms();
-        rc = forward_layers_session(ds, ids, n, dl, dlog, drid, dsel);
+        rc = forward_layers_session(ds, ids, n, dv.layers, dv.logits, dv.rid, dv.sel);
         tdev += rt_now_ms() - a;
         if (rc)
             goto out;
         a = rt_now_ms();
-        glm_ref_session_reset(rs);
-        struct ref_capture cap = {rl, n, D, m, rrid, rsel, rnsel};
-        memset(rnsel, 0, sizeof(int32_t) * (size_t)L * n);
-        struct glm_ref_hooks hk = {
-            .ctx = &cap, .layer_output = cap_layer, .router = cap_router, .indexer = cap_indexer};
-        if (glm_ref_forward(rs, ids, n, rlog, &hk, err, sizeof(err))) {
-            rc = tx_error(TX_EINVAL, "glm_validate: reference forward: %s", err);
+        rc = ref_run(rs, m, ids, n, &pk);
+        if (!rc && orig)
+            rc = ref_run(ors, m, ids, n, &og);
+        if (rc)
             goto out;
-        }
         tref += rt_now_ms() - a;
-        double cs = cosine(dlog, rlog, (size_t)n * V);
+        const float *target = orig ? og.logits : pk.logits;
+        int finite = all_finite(dv.logits, NV) && all_finite(pk.logits, NV) &&
+                     (!orig || all_finite(og.logits, NV));
+        double dcs = finite ? cosine(dv.logits, pk.logits, NV) : NAN;
+        double qcs = !orig ? 1.0 : finite ? cosine(pk.logits, og.logits, NV) : NAN;
+        double cs = finite ? cosine(dv.logits, target, NV) : NAN;
+        int pos = 0;
+        double pcs = finite ? worst_position(dv.logits, target, n, V, &pos) : NAN;
         r->cosine[in] = cs;
-        r->mean_cosine += cs;
-        if (cs < r->min_cosine) {
+        r->device_cosine[in] = dcs;
+        r->quant_cosine[in] = qcs;
+        r->position_cosine[in] = pcs;
+        r->n_nonfinite += !finite;
+        if (finite) {
+            r->mean_cosine += cs;
+            r->device_mean_cosine += dcs;
+            r->quant_mean_cosine += qcs;
+            if (dcs < r->device_min_cosine)
+                r->device_min_cosine = dcs;
+            if (qcs < r->quant_min_cosine)
+                r->quant_min_cosine = qcs;
+            if (pcs < r->min_position_cosine && !isnan(r->min_position_cosine)) {
+                r->min_position_cosine = pcs;
+                r->worst_position_input = in;
+                r->worst_position = pos;
+            }
+        } else if (r->n_nonfinite == 1) {
+            r->min_position_cosine = NAN;
+            r->worst_position_input = in;
+            r->worst_position = 0;
+        }
+        /* the worst input: the first non-finite one, else the lowest cosine */
+        if (!have_worst || (!isnan(r->min_cosine) && (isnan(cs) || cs < r->min_cosine))) {
             r->min_cosine = cs;
             r->worst_input = in;
+            memcpy(wids, ids, sizeof(int32_t) * (size_t)n);
+            have_worst = 1;
         }
-        for (size_t i = 0; i < (size_t)n * V; i++) {
-            double e = fabs((double)dlog[i] - rlog[i]);
+        for (size_t i = 0; finite && i < NV; i++) {
+            double e = fabs((double)dv.logits[i] - target[i]);
             if (e > max_err)
                 max_err = e;
-            if (fabs(rlog[i]) > max_ref)
-                max_ref = fabs(rlog[i]);
+            if (fabs(target[i]) > max_ref)
+                max_ref = fabs(target[i]);
         }
-        for (int l = 0; l <= L; l++) {
-            const float *d = dl + (size_t)l * n * D, *q = rl + (size_t)l * n * D;
-            struct acc *x = &ac[l];
-            for (size_t i = 0; i < (size_t)n * D; i++) {
-                double dv = d[i], rv = q[i];
-                x->s += dv;
-                x->s2 += dv * dv;
-                x->rs += rv;
-                x->rs2 += rv * rv;
-                if (fabs(dv) > x->mx)
-                    x->mx = fabs(dv);
-                if (fabs(rv) > x->rmx)
-                    x->rmx = fabs(rv);
-                if (fabs(dv - rv) > x->err)
-                    x->err = fabs(dv - rv);
-            }
-            x->n += (double)n * D;
-            if (l < L && m->moe_index[l] >= 0) {
-                size_t b = (size_t)m->moe_index[l] * n * KR;
-                for (int t = 0; t < n; t++) {
-                    x->r_n++;
-                    x->r_bad += !same_set(drid + b + (size_t)t * KR, rrid + b + (size_t)t * KR, KR);
-                }
-            }
-            if (l < L && c->arch == GLM_ARCH_GLM_MOE_DSA &&
-                c->indexer_types[l] == GLM_INDEXER_FULL && n > KI) {
-                for (int t = KI; t < n; t++) { /* queries that see more than K keys */
-                    x->d_n++;
-                    x->d_bad += rnsel[(size_t)l * n + t] != KI ||
-                                !same_set(dsel + ((size_t)l * n + t) * KI,
-                                          rsel + ((size_t)l * n + t) * KI, KI);
-                }
-            }
-            double lc = cosine(d, q, (size_t)n * D);
-            if (lc < x->cmin)
-                x->cmin = lc;
-            x->csum += lc;
-        }
+        acc_input(ac, m, n, &dv, &pk);
+        if (orig)
+            acc_input(qac, m, n, &pk, &og);
         if (o.progress)
             o.progress(o.user, in + 1, o.n_inputs, cs);
     }
-    r->mean_cosine /= o.n_inputs;
-    r->max_rel_err = max_ref > 0 ? max_err / max_ref : max_err;
-    for (int l = 0; l <= L; l++) {
-        struct acc *x = &ac[l];
-        struct glm_layer_stats *s = &r->layers[l];
-        s->mean = x->s / x->n;
-        s->std = sqrt(fmax(0, x->s2 / x->n - s->mean * s->mean));
-        s->max_abs = x->mx;
-        s->ref_mean = x->rs / x->n;
-        s->ref_std = sqrt(fmax(0, x->rs2 / x->n - s->ref_mean * s->ref_mean));
-        s->ref_max_abs = x->rmx;
-        s->cosine_min = x->cmin;
-        s->cosine_mean = x->csum / o.n_inputs;
-        s->max_abs_err = x->err;
-        s->route_mismatch = x->r_n ? x->r_bad / x->r_n : -1;
-        s->dsa_mismatch = x->d_n ? x->d_bad / x->d_n : -1;
+    int nf = o.n_inputs - r->n_nonfinite;
+    r->mean_cosine = nf ? r->mean_cosine / nf : NAN;
+    r->device_mean_cosine = nf ? r->device_mean_cosine / nf : NAN;
+    r->quant_mean_cosine = nf ? r->quant_mean_cosine / nf : NAN;
+    if (r->n_nonfinite) {
+        r->min_cosine = r->device_min_cosine = NAN;
+        if (orig)
+            r->quant_min_cosine = NAN;
+        else
+            r->quant_min_cosine = 1;
     }
-    r->passed = r->min_cosine >= o.threshold;
+    if (!orig && !r->n_nonfinite)
+        r->quant_min_cosine = 1;
+    r->max_rel_err = max_ref > 0 ? max_err / max_ref : max_err;
+    acc_finish(ac, L + 1, o.n_inputs, r->layers);
+    if (orig)
+        acc_finish(qac, L + 1, o.n_inputs, r->quant_layers);
+    r->passed = !r->n_nonfinite && r->min_cosine >= o.threshold;
     r->device_ms = tdev;
     r->reference_ms = tref;
+    /* which layer type is responsible, on the worst input */
+    if (have_worst) {
+        rc = ref_run(rs, m, wids, n, &pk);
+        if (!rc && orig)
+            rc = ref_run(ors, m, wids, n, &og);
+        if (!rc) {
+            /* the full references are no longer needed: free their memory */
+            glm_ref_session_destroy(rs);
+            glm_ref_model_destroy(ref);
+            glm_ref_session_destroy(ors);
+            glm_ref_model_destroy(oref);
+            rs = ors = NULL;
+            ref = oref = NULL;
+            rc = attribute(m, ds, orig, wids, n, threads, pk.logits, orig ? og.logits : NULL, r);
+        }
+        if (rc)
+            goto out;
+    }
 out:
     glm_session_free(ds);
     glm_ref_session_destroy(rs);
     glm_ref_model_destroy(ref);
-    free(dl);
-    free(rl);
-    free(dlog);
-    free(rlog);
+    glm_ref_session_destroy(ors);
+    glm_ref_model_destroy(oref);
+    tx_ckpt_close(orig);
+    side_free(&dv);
+    side_free(&pk);
+    side_free(&og);
     free(ids);
+    free(wids);
     free(ac);
-    free(drid);
-    free(rrid);
-    free(dsel);
-    free(rsel);
-    free(rnsel);
+    free(qac);
     if (rc) {
         glm_validate_report_free(r);
         return rc;
@@ -425,5 +833,11 @@ TX_API void glm_validate_report_free(struct glm_validate_report *r)
         return;
     free(r->cosine);
     free(r->layers);
+    free(r->original_path);
+    free(r->original_note);
+    free(r->position_cosine);
+    free(r->device_cosine);
+    free(r->quant_cosine);
+    free(r->quant_layers);
     free(r);
 }

@@ -8,6 +8,7 @@
  */
 #include "test_model_util.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -356,6 +357,22 @@ START_TEST(export_golden)
     ck_assert_int_eq(tx_smd_open(out, TX_SMD_OPEN_VERIFY, &s, err, sizeof(err)), 0);
     ck_assert_uint_eq(tx_smd_tensor_count(s), tx_ckpt_count(c));
     ck_assert_ptr_nonnull(strstr(tx_smd_metadata_json(s, NULL), "\"model_name\": \"GLM-5.1\""));
+    /* the source is recorded: absolute path and the content hash */
+    {
+        uint32_t h;
+        ck_assert_int_eq(tx_ckpt_source_hash(c, &h, err, sizeof(err)), 0);
+        ck_assert_uint_eq(h, st.source_hash);
+        char want[PATH_MAX + 64], abs[PATH_MAX];
+        ck_assert_ptr_nonnull(realpath(in, abs));
+        snprintf(want, sizeof(want), "\"source_hash\": \"crc32c:%08x\"", h);
+        ck_assert_ptr_nonnull(strstr(tx_smd_metadata_json(s, NULL), want));
+        snprintf(want, sizeof(want), "\"source_path\": \"%s\"", abs);
+        ck_assert_msg(strstr(tx_smd_metadata_json(s, NULL), want), "%s",
+                      tx_smd_metadata_json(s, NULL));
+        uint32_t h2;
+        ck_assert_int_eq(tx_ckpt_source_hash(c, &h2, err, sizeof(err)), 0);
+        ck_assert_uint_eq(h, h2);
+    }
     size_t cl;
     ck_assert_str_eq(tx_smd_config_json(s, NULL), tx_ckpt_config_json(c, &cl));
     ck_assert_str_eq(tx_smd_tokenizer_json(s, NULL), TM_TOKENIZER);
