@@ -2,7 +2,7 @@
 /*
  * GLM runtime: per-layer outputs of a pass, validation against the FP32
  * host reference (the article's "100 random inputs, cosine > 0.99" check
- * with per-layer statistics), and a streaming-read bandwidth measurement.
+ * with per-layer statistics). The read-bandwidth probe is in bandwidth.c.
  *
  * Two references: one gets the package's weights expanded to FP32 straight
  * from the device's weights buffer (tx_smd_dequant on the mapped extents),
