@@ -97,11 +97,9 @@ static int tx8_query_ioctl(struct drm_device *drm, void *data,
 		int id;
 
 		tx8_read_counters(tdev, c);
-		spin_lock(&tfile->lock);
-		c->client_jobs_completed = tfile->jobs_ok;
-		c->client_jobs_failed = tfile->jobs_failed;
-		c->client_busy_ns = tfile->busy_ns;
-		spin_unlock(&tfile->lock);
+		c->client_jobs_completed = atomic64_read(&tfile->jobs_ok);
+		c->client_jobs_failed = atomic64_read(&tfile->jobs_failed);
+		c->client_busy_ns = tx8_file_busy_ns(tfile);
 		spin_lock(&file->table_lock);
 		idr_for_each_entry(&file->object_idr, obj, id)
 			c->client_mem += obj->size;
@@ -166,9 +164,8 @@ static void tx8_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 	u64 total = 0, busy;
 	int id;
 
-	spin_lock(&tfile->lock);
-	busy = tfile->busy_ns;
-	spin_unlock(&tfile->lock);
+	/* finished jobs and the one running now */
+	busy = tx8_file_busy_ns(tfile);
 
 	spin_lock(&file->table_lock);
 	idr_for_each_entry(&file->object_idr, obj, id)

@@ -43,13 +43,20 @@ static vm_fault_t tx8_gem_fault(struct vm_fault *vmf)
 	struct drm_gem_object *obj = vma->vm_private_data;
 	struct tx8_bo *bo = to_tx8_bo(obj);
 	struct tx8_device *tdev = to_tx8(obj->dev);
-	unsigned long pgoff = (vmf->address - vma->vm_start) >> PAGE_SHIFT;
+	unsigned long pgoff;
 	vm_fault_t ret;
 	int idx;
 
+	/*
+	 * The page of the BO: vmf->pgoff counts from the fake offset of the
+	 * BO (vm_pgoff moves with the start of a mapping split by munmap or
+	 * mprotect), not from where this VMA happens to start.
+	 */
+	pgoff = vmf->pgoff - drm_vma_node_start(&obj->vma_node);
 	if (!drm_dev_enter(obj->dev, &idx))
 		return VM_FAULT_SIGBUS;
-	if (pgoff >= obj->size >> PAGE_SHIFT || !tdev->mem) {
+	if (vmf->pgoff < drm_vma_node_start(&obj->vma_node) ||
+	    pgoff >= obj->size >> PAGE_SHIFT || !tdev->mem) {
 		ret = VM_FAULT_SIGBUS;
 		goto out;
 	}
@@ -73,7 +80,13 @@ static const struct vm_operations_struct tx8_gem_vm_ops = {
 
 static int tx8_gem_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
 {
-	/* the BAR pages: no struct page, never copied on fork */
+	/*
+	 * The BAR pages have no struct page: a copy-on-write (MAP_PRIVATE)
+	 * mapping of them is impossible (vmf_insert_pfn() would BUG).
+	 */
+	if (is_cow_mapping(vma->vm_flags))
+		return -EINVAL;
+	/* never copied on fork */
 	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP |
 		     VM_DONTCOPY);
 	vma->vm_page_prot = vm_get_page_prot(vma->vm_flags);

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/netlink.h>
+#include <linux/sync_file.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -775,9 +776,46 @@ static int submit_dep(struct ctx *c, uint64_t off, size_t len, const struct drm_
     return r;
 }
 
+static int inject(int fd, uint32_t kind, uint32_t param, uint32_t count)
+{
+    struct drm_tx8_inject_fault f;
+
+    memset(&f, 0, sizeof(f));
+    f.kind = kind;
+    f.param = param;
+    f.count = count;
+    return xioctl(fd, DRM_IOCTL_TX8_INJECT_FAULT, &f);
+}
+
+/*
+ * A producer whose fence signals about ms from now: the next job of the
+ * queue is made slow (fault injection), a 4 KiB FILL of a BO of its own
+ * (at cmd offset off of c), its fence into out.
+ */
+static int slow_producer(struct ctx *c, uint32_t ms, uint64_t off, uint32_t out, uint64_t *seqno)
+{
+    struct drm_tx8_bo_create scratch;
+    struct drm_tx8_bo_ref ref;
+    size_t len;
+    int r;
+
+    r = bo_new(c->fd, 4096, "vmtest-producer", &scratch);
+    if (r)
+        return r;
+    ref.handle = scratch.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    r = inject(c->fd, DRM_TX8_FAULT_SLOW, ms, 1);
+    if (r)
+        return r;
+    len = put_fill(c->cmdmap + off, scratch.dev_addr, 4096, 0xfeu);
+    return submit_dep(c, off, len, &ref, NULL, 0, out, seqno);
+}
+
 /*
  * In-syncobjs are waited for asynchronously: SUBMIT returns at once, the
  * job runs when its in-fences signal, a failed in-fence fails it unrun.
+ * (An in-syncobj must have a fence when SUBMIT looks at it: test
+ * fence_bounds.)
  */
 static int t_deps(void)
 {
@@ -799,19 +837,19 @@ static int t_deps(void)
     ref.handle = data.handle;
     ref.access = DRM_TX8_ACCESS_RW;
 
-    /* B waits for a syncobj that has no fence yet */
+    /* B waits for a slow producer P (about 1.5 s) */
     CHECK_OK(drmSyncobjCreate(c.fd, 0, &in));
     CHECK_OK(drmSyncobjCreate(c.fd, 0, &out));
+    CHECK_OK(slow_producer(&c, 1500, 2048, in, &seq));
     len = put_fill(c.cmdmap, data.dev_addr, 4096, 0x5a5a5a5au);
     t0 = now_ns();
     CHECK_OK(submit_dep(&c, 0, len, &ref, &in, 1, out, &seq));
-    CHECK(now_ns() - t0 < 2000000000ll, "SUBMIT blocked %" PRId64 " ms", (now_ns() - t0) / 1000000);
+    CHECK(now_ns() - t0 < 1000000000ll, "SUBMIT blocked %" PRId64 " ms", (now_ns() - t0) / 1000000);
     CHECK_ERR(wait_job(c.fd, seq, 300, &w), ETIME);
     /* the out-syncobj holds B's fence at once, unsignalled */
     CHECK_ERR(drmSyncobjWait(c.fd, &out, 1, now_ns() + 100000000ll, 0, NULL), ETIME);
     for (int i = 0; i < 1024; i++)
         CHECK(p[i] == 0x11111111u, "B ran before its in-fence: %#x at %d", p[i], i);
-    CHECK_OK(drmSyncobjSignal(c.fd, &in, 1));
     CHECK_OK(wait_job(c.fd, seq, 20000, &w));
     CHECK(w.status == DRM_TX8_STATUS_OK, "B status %u", w.status);
     CHECK(p[0] == 0x5a5a5a5au && p[1023] == 0x5a5a5a5au, "B result %#x", p[0]);
@@ -819,6 +857,7 @@ static int t_deps(void)
 
     /* A -> B -> C through syncobjs, all submitted before A may start */
     CHECK_OK(drmSyncobjCreate(c.fd, 0, &go));
+    CHECK_OK(slow_producer(&c, 1500, 2304, go, &seq));
     CHECK_OK(drmSyncobjCreate(c.fd, 0, &sa));
     CHECK_OK(drmSyncobjCreate(c.fd, 0, &sb));
     CHECK_OK(drmSyncobjCreate(c.fd, 0, &sc));
@@ -831,7 +870,6 @@ static int t_deps(void)
     CHECK(sqa < sqb && sqb < sqc, "seqnos %" PRIu64 " %" PRIu64 " %" PRIu64, sqa, sqb, sqc);
     CHECK_ERR(wait_job(c.fd, sqc, 200, &w), ETIME);
     CHECK(p[1024] == 0x11111111u && p[2048] == 0x11111111u, "chain ran early");
-    CHECK_OK(drmSyncobjSignal(c.fd, &go, 1));
     CHECK_OK(wait_job(c.fd, sqc, 20000, &w));
     CHECK(w.status == DRM_TX8_STATUS_OK, "C status %u", w.status);
     CHECK_OK(wait_job(c.fd, sqa, 0, &w));
@@ -857,11 +895,21 @@ static int t_deps(void)
     CHECK(w.status == DRM_TX8_STATUS_INVALID_CMD, "garbage status %u", w.status);
 
     /* the RESET ioctl aborts the caller's waiting jobs too */
+    CHECK_OK(ctx_open(&c2, dev_index));
     {
         struct drm_tx8_reset r;
         uint32_t never;
 
-        CHECK_OK(drmSyncobjCreate(c.fd, 0, &never));
+        /* its in-fence is another client's slow job */
+        CHECK_OK(drmSyncobjCreate(c2.fd, 0, &pend));
+        CHECK_OK(slow_producer(&c2, 2000, 0, pend, &seq));
+        {
+            int sfd = -1;
+
+            CHECK_OK(drmSyncobjHandleToFD(c2.fd, pend, &sfd));
+            CHECK_OK(drmSyncobjFDToHandle(c.fd, sfd, &never));
+            close(sfd);
+        }
         len = put_fill(c.cmdmap + 1536, data.dev_addr, 4096, 6);
         CHECK_OK(submit_dep(&c, 1536, len, &ref, &never, 1, 0, &seq));
         memset(&r, 0, sizeof(r));
@@ -875,12 +923,11 @@ static int t_deps(void)
     }
 
     /* closing a file with a job still waiting frees it; the device goes on */
-    CHECK_OK(ctx_open(&c2, dev_index));
-    CHECK_OK(drmSyncobjCreate(c2.fd, 0, &pend));
     {
         struct drm_tx8_bo_create d2;
         struct drm_tx8_bo_ref r2;
 
+        CHECK_OK(slow_producer(&c2, 1500, 256, pend, &seq));
         CHECK_OK(bo_new(c2.fd, 4096, NULL, &d2));
         r2.handle = d2.handle;
         r2.access = DRM_TX8_ACCESS_WRITE;
@@ -1414,16 +1461,17 @@ static int t_unbind(void)
     p = bo_map(c.fd, &bo);
     CHECK(p, "mmap");
     p[0] = 42;
-    /* two jobs waiting for in-fences: X for a fenceless syncobj, Y for X */
+    /* two jobs waiting for in-fences: X for a slow producer, Y for X */
     {
         uint32_t g, o;
-        uint64_t sx, sy;
+        uint64_t sx, sy, sg;
         size_t len;
 
         ref.handle = bo.handle;
         ref.access = DRM_TX8_ACCESS_WRITE;
         CHECK_OK(drmSyncobjCreate(c.fd, 0, &g));
         CHECK_OK(drmSyncobjCreate(c.fd, 0, &o));
+        CHECK_OK(slow_producer(&c, 4000, 4096, g, &sg));
         len = put_fill(c.cmdmap, bo.dev_addr, 4096, 1);
         CHECK_OK(submit_dep(&c, 0, len, &ref, &g, 1, o, &sx));
         CHECK_OK(submit_dep(&c, 0, len, &ref, &o, 1, 0, &sy));
@@ -1606,6 +1654,443 @@ static int t_stress(void)
     return 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Hostile clients (issue 9)                                                 */
+
+/* A copy-on-write mapping of device memory is refused (it used to BUG). */
+static int t_mmap_cow(void)
+{
+    struct drm_tx8_bo_create bo;
+    uint32_t *p;
+    void *m;
+    int fd = dev_open(dev_index);
+
+    CHECK(fd >= 0, "open: %s", strerror(errno));
+    CHECK_OK(bo_new(fd, 8192, NULL, &bo));
+    m = mmap(NULL, bo.size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, (off_t)bo.mmap_offset);
+    if (m != MAP_FAILED)
+        munmap(m, bo.size); /* not touched: that would crash an old kernel */
+    CHECK(m == MAP_FAILED && errno == EINVAL, "MAP_PRIVATE read-write: %s",
+          m == MAP_FAILED ? strerror(errno) : "mapped");
+    m = mmap(NULL, bo.size, PROT_READ, MAP_PRIVATE, fd, (off_t)bo.mmap_offset);
+    if (m != MAP_FAILED)
+        munmap(m, bo.size);
+    CHECK(m == MAP_FAILED && errno == EINVAL, "MAP_PRIVATE read-only: %s",
+          m == MAP_FAILED ? strerror(errno) : "mapped");
+    /* MAP_SHARED goes on working */
+    p = bo_map(fd, &bo);
+    CHECK(p, "MAP_SHARED: %s", strerror(errno));
+    p[0] = 7;
+    CHECK(p[0] == 7, "MAP_SHARED write");
+    munmap(p, bo.size);
+    close(fd);
+    return 0;
+}
+
+/* After munmap/mprotect split a mapping, faults map the right pages. */
+static int t_mmap_split(void)
+{
+    enum { PAGES = 4 };
+    struct drm_tx8_bo_create bo;
+    uint8_t *p, *q, *r;
+    int fd = dev_open(dev_index);
+
+#define PAGE_WORD(m, i) (((volatile uint32_t *)((m) + (size_t)(i) * 4096))[5])
+    CHECK(fd >= 0, "open: %s", strerror(errno));
+    CHECK_OK(bo_new(fd, PAGES * 4096, NULL, &bo));
+    p = bo_map(fd, &bo);
+    CHECK(p, "mmap");
+    for (int i = 0; i < PAGES; i++)
+        PAGE_WORD(p, i) = 0x1000u + (uint32_t)i;
+
+    /* the head unmapped: the rest starts at page 1 of the BO */
+    q = bo_map(fd, &bo);
+    CHECK(q, "mmap q");
+    CHECK(munmap(q, 4096) == 0, "munmap head");
+    for (int i = 1; i < PAGES; i++)
+        CHECK(PAGE_WORD(q, i) == 0x1000u + (uint32_t)i, "after munmap: page %d reads %#x", i,
+              PAGE_WORD(q, i));
+    PAGE_WORD(q, 2) = 0x2002u;
+    CHECK(PAGE_WORD(p, 2) == 0x2002u, "write through the split mapping went elsewhere");
+    munmap(q + 4096, (PAGES - 1) * 4096);
+
+    /* mprotect in the middle: three VMAs */
+    r = bo_map(fd, &bo);
+    CHECK(r, "mmap r");
+    CHECK(mprotect(r + 4096, 4096, PROT_READ) == 0, "mprotect");
+    CHECK(PAGE_WORD(r, 3) == 0x1003u, "after mprotect: page 3 reads %#x", PAGE_WORD(r, 3));
+    CHECK(PAGE_WORD(r, 1) == 0x1001u, "after mprotect: page 1 reads %#x", PAGE_WORD(r, 1));
+    CHECK(PAGE_WORD(r, 2) == 0x2002u, "after mprotect: page 2 reads %#x", PAGE_WORD(r, 2));
+    CHECK(PAGE_WORD(r, 0) == 0x1000u, "after mprotect: page 0 reads %#x", PAGE_WORD(r, 0));
+    munmap(r, PAGES * 4096);
+
+    /* a shrinking mremap keeps the pages; growing is refused */
+    r = bo_map(fd, &bo);
+    CHECK(r, "mmap r2");
+    CHECK(mremap(r, PAGES * 4096, (PAGES + 4) * 4096, 0) == MAP_FAILED, "mremap grew");
+    CHECK(mremap(r, PAGES * 4096, 2 * 4096, 0) == r, "mremap shrink: %s", strerror(errno));
+    CHECK(PAGE_WORD(r, 1) == 0x1001u, "after mremap: page 1 reads %#x", PAGE_WORD(r, 1));
+    munmap(r, 2 * 4096);
+#undef PAGE_WORD
+    munmap(p, bo.size);
+    close(fd);
+    return 0;
+}
+
+/* WAIT on jobs whose records are being trimmed, while jobs are submitted. */
+static int t_history_race(void)
+{
+    enum { JOBS = 1700 };
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    volatile uint64_t *last;
+    uint64_t first, seq = 0;
+    struct ctx c;
+    pid_t pid;
+    size_t len;
+    int status;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    len = put_fill(c.cmdmap, bo.dev_addr, 64, 1);
+    CHECK_OK(submit(c.fd, c.cmd.handle, 0, len, &ref, 1, &first));
+    last = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(last != MAP_FAILED, "shared page");
+    last[0] = first;
+    last[1] = 0;
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        /* the same file: WAIT right at the edge of the trimmed records */
+        for (uint64_t k = 0; !last[1]; k++) {
+            uint64_t l = last[0], s = l > first + 1024 ? l - 1024 + k % 6 - 3 : first + k % 4;
+            int r;
+
+            memset(&w, 0, sizeof(w));
+            w.seqno = s;
+            r = xioctl(c.fd, DRM_IOCTL_TX8_WAIT, &w);
+            if (r && r != -ETIME && r != -ENOENT && r != -EINVAL)
+                _exit(10);
+        }
+        _exit(0);
+    }
+    for (int j = 0; j < JOBS; j++) {
+        int r = submit(c.fd, c.cmd.handle, 0, len, &ref, 1, &seq);
+
+        if (r) {
+            last[1] = 1;
+            waitpid(pid, &status, 0);
+            FAIL("submit %d: %d", j, r);
+        }
+        last[0] = seq;
+    }
+    last[1] = 1;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "waiter: status %#x", status);
+    CHECK_OK(wait_job(c.fd, seq, 30000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "last job status %u", w.status);
+    CHECK_ERR(wait_job(c.fd, first, 0, &w), ENOENT);
+    munmap((void *)last, 4096);
+    ctx_close(&c);
+    return 0;
+}
+
+/* RESET affects only the caller's jobs; a device-wide reset is admin only. */
+static int t_reset_scope(void)
+{
+    struct ctx a, b;
+    struct drm_tx8_bo_create ba, bb;
+    struct drm_tx8_bo_ref ra, rb;
+    struct drm_tx8_reset r;
+    struct drm_tx8_wait w;
+    uint64_t sa, sb;
+    long long resets0;
+    char path[320];
+    int64_t t0;
+    size_t len;
+    int status;
+    pid_t pid;
+
+    CHECK_OK(ctx_open(&a, dev_index));
+    CHECK_OK(ctx_open(&b, dev_index));
+    CHECK_OK(bo_new(a.fd, 4096, NULL, &ba));
+    CHECK_OK(bo_new(b.fd, 4096, NULL, &bb));
+    ra.handle = ba.handle;
+    ra.access = DRM_TX8_ACCESS_WRITE;
+    rb.handle = bb.handle;
+    rb.access = DRM_TX8_ACCESS_WRITE;
+    resets0 = sysattr(dev_index, "resets");
+
+    /* A's job runs (slow); B, with no job, resets: A's job is not touched */
+    CHECK_OK(inject(a.fd, DRM_TX8_FAULT_SLOW, 1500, 1));
+    len = put_fill(a.cmdmap, ba.dev_addr, 4096, 0xa1u);
+    CHECK_OK(submit(a.fd, a.cmd.handle, 0, len, &ra, 1, &sa));
+    usleep(300000);
+    memset(&r, 0, sizeof(r));
+    t0 = now_ns();
+    CHECK_OK(xioctl(b.fd, DRM_IOCTL_TX8_RESET, &r));
+    CHECK(r.aborted == 0, "B's reset aborted %llu", (unsigned long long)r.aborted);
+    CHECK(now_ns() - t0 < 1000000000ll, "B's reset took %" PRId64 " ms", (now_ns() - t0) / 1000000);
+    CHECK_OK(wait_job(a.fd, sa, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "A's job after B's reset: status %u", w.status);
+    CHECK(sysattr(dev_index, "resets") == resets0, "B's reset reset the device (%lld -> %lld)",
+          resets0, sysattr(dev_index, "resets"));
+
+    /* B's job queued behind A's running one: B's reset spares A's job */
+    CHECK_OK(inject(a.fd, DRM_TX8_FAULT_SLOW, 1500, 1));
+    CHECK_OK(submit(a.fd, a.cmd.handle, 0, len, &ra, 1, &sa));
+    len = put_fill(b.cmdmap, bb.dev_addr, 4096, 0xb1u);
+    CHECK_OK(submit(b.fd, b.cmd.handle, 0, len, &rb, 1, &sb));
+    usleep(300000);
+    memset(&r, 0, sizeof(r));
+    CHECK_OK(xioctl(b.fd, DRM_IOCTL_TX8_RESET, &r));
+    CHECK_OK(wait_job(a.fd, sa, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "A's running job after B's reset: status %u", w.status);
+    CHECK_OK(wait_job(b.fd, sb, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK || w.status == DRM_TX8_STATUS_ABORTED,
+          "B's job after its reset: status %u", w.status);
+
+    /* an unprivileged client may reset itself, not the device */
+    snprintf(path, sizeof(path), "%s/reset", sysattr_dir(dev_index));
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        struct drm_tx8_reset rr;
+
+        memset(&rr, 0, sizeof(rr));
+        if (setgid(65534) || setuid(65534))
+            _exit(10);
+        if (write_file(path, "1") == 0)
+            _exit(11);
+        if (xioctl(b.fd, DRM_IOCTL_TX8_RESET, &rr))
+            _exit(12);
+        _exit(0);
+    }
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "unprivileged child: status %#x", status);
+    /* the admin resets the device */
+    resets0 = sysattr(dev_index, "resets");
+    CHECK_OK(write_file(path, "1"));
+    CHECK(sysattr(dev_index, "resets") == resets0 + 1, "admin reset not counted");
+    len = put_fill(b.cmdmap, bb.dev_addr, 4096, 0xb2u);
+    CHECK_OK(run_fill(&b, bb.dev_addr, 4096, 0xb2u, &rb, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after admin reset: status %u", w.status);
+    ctx_close(&a);
+    ctx_close(&b);
+    return 0;
+}
+
+/* No job waits for ever on a fence that does not exist or on itself. */
+static int t_fence_bounds(void)
+{
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    uint32_t empty, sig, shared;
+    uint64_t seq;
+    struct ctx c;
+    int64_t t0;
+    size_t len, len0;
+    int r, status;
+    pid_t pid;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    len0 = len = put_fill(c.cmdmap, bo.dev_addr, 4096, 3);
+
+    /* an in-syncobj that never gets a fence: refused after a bounded wait */
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &empty));
+    t0 = now_ns();
+    r = submit_dep(&c, 0, len, &ref, &empty, 1, 0, &seq);
+    if (r == 0) {
+        r = wait_job(c.fd, seq, 3000, &w);
+        FAIL("a job waiting for a fenceless syncobj was accepted (WAIT: %d)", r);
+    }
+    CHECK(r == -ETIME, "fenceless in-syncobj: %d, expected -ETIME", r);
+    CHECK(now_ns() - t0 < 5000000000ll, "SUBMIT waited %" PRId64 " ms",
+          (now_ns() - t0) / 1000000);
+
+    /* the same syncobj in and out: refused */
+    CHECK_OK(drmSyncobjCreate(c.fd, DRM_SYNCOBJ_CREATE_SIGNALED, &sig));
+    r = submit_dep(&c, 0, len, &ref, &sig, 1, sig, &seq);
+    if (r == 0)
+        wait_job(c.fd, seq, 3000, &w);
+    CHECK(r == -EINVAL, "in == out syncobj: %d, expected -EINVAL", r);
+    /* a signalled syncobj as in-fence runs at once */
+    CHECK_OK(submit_dep(&c, 0, len, &ref, &sig, 1, 0, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after signalled in-fence: status %u", w.status);
+
+    /* a fence attached while SUBMIT waits for it (wait-for-submit) */
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &shared));
+    /* the child has the file, not the mapping (VM_DONTCOPY) */
+    len = put_fill(c.cmdmap + 1024, bo.dev_addr, 4096, 4);
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        uint64_t s;
+
+        usleep(200000);
+        _exit(submit_dep(&c, 1024, len, &ref, NULL, 0, shared, &s) ? 1 : 0);
+    }
+    r = submit_dep(&c, 0, len0, &ref, &shared, 1, 0, &seq);
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && !WEXITSTATUS(status),
+          "producer: status %#x", status);
+    CHECK(r == 0, "SUBMIT with a fence attached 200 ms later: %d", r);
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "wait-for-submit job: status %u", w.status);
+    drmSyncobjDestroy(c.fd, empty);
+    drmSyncobjDestroy(c.fd, sig);
+    drmSyncobjDestroy(c.fd, shared);
+    ctx_close(&c);
+    return 0;
+}
+
+/*
+ * Unbind while a SUBMIT waits for room on the waiting list: the unplug
+ * does not wait for it (it used to, for as long as the job timeout).
+ */
+static int t_unbind_submit(void)
+{
+    char addr[64];
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    uint32_t hs;
+    uint64_t seq;
+    struct ctx c;
+    int64_t t0, t1;
+    size_t len;
+    int status;
+    pid_t pid;
+
+    CHECK_OK(pci_addr(dev_index, addr, sizeof(addr)));
+    CHECK_OK(write_file("/sys/module/tx8/parameters/job_timeout_ms", "60000"));
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    len = put_fill(c.cmdmap, bo.dev_addr, 4096, 1);
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &hs));
+    CHECK_OK(inject(c.fd, DRM_TX8_FAULT_HANG, 0, 1));
+    CHECK_OK(submit_dep(&c, 0, len, &ref, NULL, 0, hs, &seq));
+    for (int i = 0; i < 256; i++)
+        CHECK_OK(submit_dep(&c, 0, len, &ref, &hs, 1, 0, &seq));
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        int r = submit_dep(&c, 0, len, &ref, &hs, 1, 0, &seq);
+
+        _exit(r == -ENODEV ? 0 : 20 + (r < 0 ? -r : 0) % 100);
+    }
+    usleep(500000);
+    CHECK(waitpid(pid, &status, WNOHANG) == 0, "the 257th SUBMIT did not block");
+    t0 = now_ns();
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/unbind", addr));
+    t1 = now_ns();
+    for (int i = 0; i < 100 && waitpid(pid, &status, WNOHANG) == 0; i++)
+        usleep(100000);
+    if (waitpid(pid, &status, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    write_file("/sys/module/tx8/parameters/job_timeout_ms", "5000");
+    ctx_close(&c);
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/bind", addr));
+    CHECK_OK(wait_for_node(dev_index, true, 5000));
+    CHECK(t1 - t0 < 10000000000ll, "unbind took %" PRId64 " ms", (t1 - t0) / 1000000);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the blocked SUBMIT: status %#x",
+          status);
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    CHECK_OK(run_fill(&c, bo.dev_addr, 4096, 1, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after rebind: status %u", w.status);
+    ctx_close(&c);
+    return 0;
+}
+
+/* A job's fence, exported as a sync_file, outlives its device and file. */
+static int sync_file_check(int sf, char *why, size_t size)
+{
+    struct sync_fence_info fi;
+    struct sync_file_info info;
+
+    memset(&info, 0, sizeof(info));
+    memset(&fi, 0, sizeof(fi));
+    info.num_fences = 1;
+    info.sync_fence_info = (uintptr_t)&fi;
+    if (ioctl(sf, SYNC_IOC_FILE_INFO, &info)) {
+        snprintf(why, size, "SYNC_IOC_FILE_INFO: %s", strerror(errno));
+        return -1;
+    }
+    if (info.status != 1 || fi.status != 1 || strcmp(fi.driver_name, "tx8")) {
+        snprintf(why, size, "sync_file status %d/%d driver '%.32s'", info.status, fi.status,
+                 fi.driver_name);
+        return -1;
+    }
+    return 0;
+}
+
+static int t_fence_lifetime(void)
+{
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    char addr[64], why[128];
+    uint32_t o;
+    uint64_t seq;
+    struct ctx c;
+    int sf = -1;
+
+    CHECK_OK(pci_addr(dev_index, addr, sizeof(addr)));
+    /* 1: unbind, with the device's last file closed */
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &o));
+    CHECK_OK(submit_dep(&c, 0, put_fill(c.cmdmap, bo.dev_addr, 4096, 1), &ref, NULL, 0, o, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK_OK(drmSyncobjExportSyncFile(c.fd, o, &sf));
+    ctx_close(&c);
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/unbind", addr));
+    CHECK_OK(wait_for_node(dev_index, false, 5000));
+    CHECK(sync_file_check(sf, why, sizeof(why)) == 0, "after unbind: %s", why);
+    close(sf);
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/bind", addr));
+    CHECK_OK(wait_for_node(dev_index, true, 5000));
+
+    /* 2: rmmod, with every file closed: the fence holds the module */
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &o));
+    CHECK_OK(submit_dep(&c, 0, put_fill(c.cmdmap, bo.dev_addr, 4096, 2), &ref, NULL, 0, o, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK_OK(drmSyncobjExportSyncFile(c.fd, o, &sf));
+    ctx_close(&c);
+    CHECK(run_cmd("rmmod tx8 2>/dev/null") != 0,
+          "rmmod succeeded while a sync_file of a tx8 fence exists");
+    CHECK(sync_file_check(sf, why, sizeof(why)) == 0, "after rmmod attempt: %s", why);
+    close(sf);
+    CHECK(run_cmd("rmmod tx8") == 0, "rmmod failed after the sync_file was closed");
+    CHECK(run_cmd("modprobe tx8") == 0, "modprobe failed");
+    CHECK_OK(wait_for_node(dev_index, true, 5000));
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    CHECK_OK(run_fill(&c, bo.dev_addr, 4096, 1, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after reload: status %u", w.status);
+    ctx_close(&c);
+    return 0;
+}
+
 static const struct test {
     const char *name;
     int (*fn)(void);
@@ -1627,6 +2112,13 @@ static const struct test {
     {"two_devices", t_two_devices},
     {"unbind", t_unbind},
     {"reload", t_reload},
+    {"mmap_cow", t_mmap_cow},
+    {"mmap_split", t_mmap_split},
+    {"history_race", t_history_race},
+    {"reset_scope", t_reset_scope},
+    {"fence_bounds", t_fence_bounds},
+    {"unbind_submit", t_unbind_submit},
+    {"fence_lifetime", t_fence_lifetime},
 };
 
 int main(int argc, char **argv)

@@ -378,10 +378,12 @@ struct drm_tx8_bo_set_label {
 /**
  * struct drm_tx8_reset - abort this file's jobs (DRM_IOCTL_TX8_RESET)
  *
- * Resets the device queue: every unfinished job of this file ends with
- * DRM_TX8_STATUS_ABORTED; the unfinished jobs of other files are queued
- * again and run as if nothing happened. Counts as a reset (sysfs resets,
- * /proc/tx_meminfo Resets) and sends the reset uevent.
+ * Affects only this file's jobs: every unfinished job of this file ends
+ * with DRM_TX8_STATUS_ABORTED. If some are in the device ring, the queue
+ * is reset (once this file's job is the one running); the jobs of other
+ * files are queued again and run as if nothing happened, and the reset is
+ * counted (sysfs resets, /proc/tx_meminfo Resets) and announced by uevent.
+ * A device-wide reset needs CAP_SYS_ADMIN (sysfs tx8/reset, debugfs).
  */
 struct drm_tx8_reset {
 	/** @flags: must be zero */
