@@ -137,6 +137,12 @@ static ssize_t tx8_inject_write(struct file *f, const char __user *ubuf,
 		[TX8_FAULT_SLOW] = "slow",
 		[TX8_FAULT_CRASH] = "crash",
 		[TX8_FAULT_ERROR] = "error",
+		[TX8_FAULT_BAD_RECORD] = "bad_record",
+		[TX8_FAULT_RESTART] = "restart",
+		[TX8_FAULT_STOP] = "stop",
+		[TX8_FAULT_BAD_CAPS] = "bad_caps",
+		[TX8_FAULT_BAD_LEASE] = "bad_lease",
+		[TX8_FAULT_TAKE_ON_RESET] = "take_on_reset",
 	};
 	char buf[64], *s, *word;
 	u64 args[3] = { 0, 0, 0 };
@@ -156,7 +162,8 @@ static ssize_t tx8_inject_write(struct file *f, const char __user *ubuf,
 	if (i == ARRAY_SIZE(kinds))
 		return -EINVAL;
 	args[0] = i;
-	if (i == TX8_FAULT_SLOW) {
+	if (i == TX8_FAULT_SLOW || i == TX8_FAULT_STOP ||
+	    i == TX8_FAULT_BAD_CAPS) {
 		word = strsep(&s, " \t");
 		if (!word || kstrtou64(word, 0, &args[1]))
 			return -EINVAL;

@@ -63,11 +63,11 @@ static int tx8_query_ioctl(struct drm_device *drm, void *data,
 		ret = -ENOMEM;
 		goto out;
 	}
-	caps = &tdev->ctrl->caps;
+	caps = &tdev->caps;	/* the validated snapshot */
 	if (args->query == DRM_TX8_QUERY_DEVICE) {
 		struct drm_tx8_device_info *i = &ans->info;
 
-		i->if_version = READ_ONCE(tdev->ctrl->if_version);
+		i->if_version = tdev->if_version;
 		i->driver_version = TX8_DRIVER_MAJOR << 16 | TX8_DRIVER_MINOR;
 		i->mem_size = caps->mem_size;
 		i->heap_offset = tdev->lease_base;
@@ -243,6 +243,7 @@ static int tx8_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto err_unregister;
 	tx8_debugfs_init(tdev);
+	tx8_health_start(tdev);
 
 	mutex_lock(&tx8_devices_lock);
 	list_add_tail(&tdev->node, &tx8_devices);
@@ -267,6 +268,7 @@ static void tx8_remove(struct pci_dev *pdev)
 
 	/* From here on every call of an open file fails with -ENODEV. */
 	drm_dev_unplug(&tdev->drm);
+	tx8_health_stop(tdev);
 	tx8_gem_unmap_all(tdev);
 	tx8_jobs_fini(tdev);
 	tx8_hw_fini(tdev);

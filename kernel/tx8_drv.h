@@ -36,6 +36,8 @@
 #define TX8_WAIT_FOR_SUBMIT_MS	1000	/* an in-syncobj without a fence yet */
 #define TX8_FOREIGN_DEP_FACTOR	4	/* x job timeout: other drivers' fences */
 #define TX8_MBOX_TIMEOUT_MS	5000
+#define TX8_HEALTH_PERIOD_MS	250	/* heartbeat / boot_id check */
+#define TX8_HEARTBEAT_TIMEOUT_MS 3000	/* heartbeat stalled: device lost */
 
 extern unsigned int tx8_job_timeout_ms;
 
@@ -56,8 +58,16 @@ struct tx8_device {
 	struct tx8_job_desc *sq;	/* slots are TX8_SQ_ENTRY_SIZE apart */
 	struct tx8_completion *cq;
 	int peer;			/* our ivshmem peer id */
-	u32 max_ranges;			/* caps, checked and kept at probe */
-	u32 max_cmd_size;
+	/*
+	 * The device's capabilities, copied out of shared memory once at
+	 * probe and validated (against the BAR length, overflow-checked):
+	 * the driver never reads the device's copy again.
+	 */
+	struct tx8_caps caps;
+	u32 max_ranges;			/* = caps.max_ranges */
+	u32 max_cmd_size;		/* = caps.max_cmd_size */
+	u32 if_version;			/* at probe */
+	u64 boot_id;			/* at probe; another one: a restart */
 	unsigned int qid;		/* our queue index */
 	int irqs[TX8_NUM_VECTORS];
 	unsigned int num_irqs;
@@ -108,6 +118,12 @@ struct tx8_device {
 	struct delayed_work dep_work;	/* runs the waiting list */
 	u64 dep_gen;			/* pass number of the dep_work */
 
+	/* device health: heartbeat and boot_id monitoring, device loss */
+	struct delayed_work health_work;
+	struct work_struct lost_work;	/* fails everything once lost */
+	const char *lost_reason;
+	bool restarted;			/* boot_id changed: memory not ours */
+
 	/* statistics */
 	atomic64_t page_faults;
 	atomic64_t resets;
@@ -131,6 +147,7 @@ struct tx8_bo {
 	struct tx8_job *last_job;	/* under tdev->job_lock */
 	atomic64_t faults;
 	pid_t owner_pid;
+	kuid_t owner_uid;		/* who may see its label */
 };
 
 static inline struct tx8_bo *to_tx8_bo(struct drm_gem_object *obj)
@@ -237,6 +254,9 @@ void tx8_process_completions(struct tx8_device *tdev);
 void tx8_jobs_init(struct tx8_device *tdev);
 void tx8_jobs_fini(struct tx8_device *tdev);
 int tx8_reset(struct tx8_device *tdev, const char *reason);
+void tx8_device_lost(struct tx8_device *tdev, const char *reason);
+void tx8_health_start(struct tx8_device *tdev);
+void tx8_health_stop(struct tx8_device *tdev);
 u64 tx8_file_busy_ns(struct tx8_file *tfile);
 int tx8_reset_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
 int tx8_inject_fault_ioctl(struct drm_device *drm, void *data,

@@ -20,6 +20,7 @@
  * or for a fence yet to be made. Lock order: docs/kernel.md.
  */
 
+#include <linux/dma-resv.h>
 #include <linux/jiffies.h>
 #include <linux/kobject.h>
 #include <linux/ktime.h>
@@ -36,9 +37,28 @@
 #include "tx8_drv.h"
 
 unsigned int tx8_job_timeout_ms = 5000;
-module_param_named(job_timeout_ms, tx8_job_timeout_ms, uint, 0644);
+
+/* 100 ms .. 10 min: 0 (no timeout) would let a job hang for ever */
+static int tx8_timeout_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret = kstrtouint(val, 0, &v);
+
+	if (ret)
+		return ret;
+	if (v < 100 || v > 600000)
+		return -EINVAL;
+	WRITE_ONCE(tx8_job_timeout_ms, v);
+	return 0;
+}
+
+static const struct kernel_param_ops tx8_timeout_ops = {
+	.set = tx8_timeout_set,
+	.get = param_get_uint,
+};
+module_param_cb(job_timeout_ms, &tx8_timeout_ops, &tx8_job_timeout_ms, 0644);
 MODULE_PARM_DESC(job_timeout_ms,
-		 "A job running longer fails with TIMEOUT and resets the queue (ms, default 5000)");
+		 "A job running longer fails with TIMEOUT and resets the queue (ms, 100..600000, default 5000)");
 
 static const char *tx8_fence_driver_name(struct dma_fence *f)
 {
@@ -347,7 +367,8 @@ static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
 	unsigned long flags;
 	u64 aborted = 0, hung_seqno = 0;
 	LIST_HEAD(done);
-	bool requeued = false;
+	bool requeued = false, have_taken_seqno;
+	u64 taken_seqno = 0;
 	u32 taken;
 	int ret;
 
@@ -371,21 +392,34 @@ static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
 
 	/* Harvest what did finish, then stop the device's queue. */
 	tx8_process_completions(tdev);
+	/*
+	 * Which jobs had the device taken? Interface 1.2 says so after the
+	 * reset (taken_seqno, the device is stopped then); with 1.1 only
+	 * sq_head read before the reset tells, and a job taken between that
+	 * read and the reset would wrongly count as never started.
+	 */
 	taken = READ_ONCE(tdev->q->sq_head);
 	ret = tx8_mbox(tdev, TX8_MBOX_RESET_QUEUE, NULL, 0, NULL, &aborted);
+	have_taken_seqno = TX8_IF_MINOR(tdev->if_version) >= 2;
+	if (have_taken_seqno)
+		taken_seqno = READ_ONCE(tdev->q->taken_seqno);
 	/* counted before any waiter of a failed job wakes up */
 	if (!ret)
 		atomic64_inc(&tdev->resets);
 
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	if (ret) {
+		/* tx8_mbox declared the device lost (tx8_lost_work) */
 		tdev->lost = true;
 		tx8_fail_all_locked(tdev, TX8_STATUS_DEVICE_ERROR, &done);
 	} else {
 		head = list_first_entry_or_null(&tdev->pending,
 						struct tx8_job, node);
 		list_for_each_entry_safe(job, tmp, &tdev->pending, node) {
-			bool started = (s32)(taken - job->ring_idx) > 0;
+			/* a bogus taken_seqno only aborts more: never runs twice */
+			bool started = have_taken_seqno ?
+				job->hw_seqno <= taken_seqno :
+				(s32)(taken - job->ring_idx) > 0;
 
 			if (job == head && hung_status != TX8_STATUS_OK) {
 				hung_seqno = job->fence.seqno;
@@ -436,6 +470,54 @@ static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
 	}
 	mutex_unlock(&tdev->reset_lock);
 	return ret;
+}
+
+/*
+ * The device is lost (no mailbox answer, heartbeat stopped, restarted):
+ * every job fails with DEVICE_ERROR, new work is refused with -EIO and
+ * user space is told by a uevent (WEDGED=rebind, as DRM's wedged event).
+ */
+static void tx8_lost_work(struct work_struct *work)
+{
+	struct tx8_device *tdev = container_of(work, struct tx8_device,
+					       lost_work);
+	struct device *kdev = tdev->drm.accel ? tdev->drm.accel->kdev : NULL;
+	char ev_reason[48];
+	char *envp[4] = { "WEDGED=rebind", "TX8_LOST=1", ev_reason, NULL };
+	unsigned long flags;
+	LIST_HEAD(done);
+
+	drm_err(&tdev->drm,
+		"device lost (%s): its jobs fail, new work is refused, its memory is quarantined; unbind and bind it to recover\n",
+		tdev->lost_reason);
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	if (!tdev->gone)
+		tx8_fail_all_locked(tdev, TX8_STATUS_DEVICE_ERROR, &done);
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	tx8_retire(&done);
+	tx8_deps_cancel(tdev, NULL, TX8_STATUS_DEVICE_ERROR);
+	wake_up_all(&tdev->ring_wq);
+	snprintf(ev_reason, sizeof(ev_reason), "TX8_REASON=%s",
+		 tdev->lost_reason);
+	kobject_uevent_env(kdev ? &kdev->kobj : &tdev->pdev->dev.kobj,
+			   KOBJ_CHANGE, envp);
+}
+
+void tx8_device_lost(struct tx8_device *tdev, const char *reason)
+{
+	unsigned long flags;
+	bool first;
+
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	first = !tdev->lost;
+	if (first) {
+		tdev->lost = true;
+		tdev->lost_reason = reason;
+	}
+	/* after tx8_jobs_fini (gone) nothing may be queued on tdev */
+	if (first && !tdev->gone)
+		queue_work(system_wq, &tdev->lost_work);
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
 }
 
 int tx8_reset(struct tx8_device *tdev, const char *reason)
@@ -522,8 +604,10 @@ int tx8_inject_fault_ioctl(struct drm_device *drm, void *data,
 	u64 mbox[3];
 	int ret, idx;
 
-	if (args->flags || args->kind > DRM_TX8_FAULT_ERROR ||
-	    (args->kind != DRM_TX8_FAULT_SLOW && args->param))
+	if (args->flags || args->kind > DRM_TX8_FAULT_TAKE_ON_RESET ||
+	    (args->kind != DRM_TX8_FAULT_SLOW &&
+	     args->kind != DRM_TX8_FAULT_STOP &&
+	     args->kind != DRM_TX8_FAULT_BAD_CAPS && args->param))
 		return -EINVAL;
 	if (!capable(CAP_SYS_ADMIN))
 		return -EPERM;
@@ -755,6 +839,7 @@ void tx8_jobs_init(struct tx8_device *tdev)
 	INIT_LIST_HEAD(&tdev->waiting);
 	mutex_init(&tdev->dep_lock);
 	INIT_DELAYED_WORK(&tdev->dep_work, tx8_dep_work);
+	INIT_WORK(&tdev->lost_work, tx8_lost_work);
 	ratelimit_state_init(&tdev->reset_rs, 5 * HZ, 5);
 	ratelimit_set_flags(&tdev->reset_rs, RATELIMIT_MSG_ON_RELEASE);
 }
@@ -796,6 +881,7 @@ void tx8_jobs_fini(struct tx8_device *tdev)
 	 * callback or work can touch tdev or a job any more.
 	 */
 	tx8_deps_cancel(tdev, NULL, TX8_STATUS_ABORTED);
+	cancel_work_sync(&tdev->lost_work);
 	cancel_delayed_work_sync(&tdev->dep_work);
 	cancel_delayed_work_sync(&tdev->timeout_work);
 }
@@ -858,15 +944,18 @@ static int tx8_get_bos(struct tx8_job *job, struct drm_file *file,
 	return 0;
 }
 
-/* The SUBMIT deadline in jiffies; 0 for none. */
+/*
+ * The SUBMIT deadline in jiffies; 0 for none. As for WAIT, timeout_ns is
+ * an absolute CLOCK_MONOTONIC time: one in the past (0) polls, one too far
+ * to count in jiffies (e.g. INT64_MAX) means no limit.
+ */
 static unsigned long tx8_submit_deadline(const struct drm_tx8_submit *args)
 {
-	long t;
+	long t = drm_timeout_abs_to_jiffies(args->timeout_ns);
 
-	if (!args->timeout_ns)
+	if (t == MAX_SCHEDULE_TIMEOUT)
 		return 0;
-	t = drm_timeout_abs_to_jiffies(args->timeout_ns);
-	return jiffies + (t == MAX_SCHEDULE_TIMEOUT ? MAX_JIFFY_OFFSET : t);
+	return (jiffies + t) | 1;
 }
 
 /* Jiffies left until @deadline (0 = none); 0 when it passed. */
@@ -949,6 +1038,62 @@ static int tx8_get_in_fences(struct tx8_job *job, struct drm_file *file,
 	return 0;
 }
 
+/*
+ * Implicit sync (BO reservations locked): reserve a slot for the job's
+ * fence in each BO's dma_resv, and make the job depend on the fences it
+ * must wait for there (the writers for a read, all for a write) that do
+ * not order before it anyway: fences of other files or other drivers. A
+ * file's own jobs run in submission order already.
+ */
+static int tx8_resv_prepare(struct tx8_job *job, struct tx8_file *tfile)
+{
+	struct dma_resv_iter cursor;
+	struct dma_fence *fence;
+	unsigned int i, j;
+	int ret;
+
+	for (i = 0; i < job->nr_bos; i++) {
+		struct dma_resv *resv = job->bos[i]->resv;
+		bool write = job->ranges[i].access & TX8_ACCESS_WRITE;
+
+		ret = dma_resv_reserve_fences(resv, 1);
+		if (ret)
+			return ret;
+		dma_resv_for_each_fence(&cursor, resv, dma_resv_usage_rw(write),
+					fence) {
+			struct dma_fence **deps;
+
+			if (dma_fence_is_signaled(fence) ||
+			    (fence->ops == &tx8_fence_ops &&
+			     to_tx8_job(fence)->tfile == tfile))
+				continue;
+			for (j = 0; j < job->nr_deps; j++)
+				if (job->deps[j] == fence)
+					break;
+			if (j < job->nr_deps)
+				continue;
+			deps = krealloc_array(job->deps, job->nr_deps + 1,
+					      sizeof(*deps), GFP_KERNEL_ACCOUNT);
+			if (!deps)
+				return -ENOMEM;
+			job->deps = deps;
+			job->deps[job->nr_deps++] = dma_fence_get(fence);
+		}
+	}
+	return 0;
+}
+
+/* The job's fence into each BO's dma_resv: write or read usage. */
+static void tx8_resv_add(struct tx8_job *job)
+{
+	unsigned int i;
+
+	for (i = 0; i < job->nr_bos; i++)
+		dma_resv_add_fence(job->bos[i]->resv, &job->fence,
+				   job->ranges[i].access & TX8_ACCESS_WRITE ?
+				   DMA_RESV_USAGE_WRITE : DMA_RESV_USAGE_READ);
+}
+
 static bool tx8_can_wait(struct tx8_device *tdev, struct tx8_file *tfile)
 {
 	return READ_ONCE(tdev->gone) || READ_ONCE(tdev->lost) ||
@@ -1020,6 +1165,7 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	struct tx8_file *tfile = file->driver_priv;
 	struct drm_tx8_submit *args = data;
 	struct drm_syncobj *out_sync = NULL;
+	struct ww_acquire_ctx ticket;
 	unsigned long flags, deadline;
 	struct drm_gem_object *cmd;
 	struct tx8_job *job;
@@ -1108,12 +1254,27 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 			ret = -ENODEV;
 			goto err_job;
 		}
+		/* lock order: BO reservations, dep_lock, job_lock */
+		ret = drm_gem_lock_reservations(job->bos, job->nr_bos, &ticket);
+		if (ret) {
+			drm_dev_exit(idx);
+			goto err_job;
+		}
+		ret = tx8_resv_prepare(job, tfile);
+		if (ret) {
+			drm_gem_unlock_reservations(job->bos, job->nr_bos,
+						    &ticket);
+			drm_dev_exit(idx);
+			goto err_job;
+		}
 		mutex_lock(&tdev->dep_lock);
 		spin_lock_irqsave(&tdev->job_lock, flags);
 		if (tdev->gone || tdev->stopping || tdev->lost) {
 			ret = tdev->lost ? -EIO : -ENODEV;
 			spin_unlock_irqrestore(&tdev->job_lock, flags);
 			mutex_unlock(&tdev->dep_lock);
+			drm_gem_unlock_reservations(job->bos, job->nr_bos,
+						    &ticket);
 			drm_dev_exit(idx);
 			goto err_job;
 		}
@@ -1122,6 +1283,7 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 			break;
 		spin_unlock_irqrestore(&tdev->job_lock, flags);
 		mutex_unlock(&tdev->dep_lock);
+		drm_gem_unlock_reservations(job->bos, job->nr_bos, &ticket);
 		drm_dev_exit(idx);
 	}
 	/*
@@ -1147,6 +1309,8 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		bo->last_job = to_tx8_job(dma_fence_get(&job->fence));
 	}
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	tx8_resv_add(job);
+	drm_gem_unlock_reservations(job->bos, job->nr_bos, &ticket);
 	atomic64_inc(&tdev->jobs);
 
 	args->seqno = job->fence.seqno;
@@ -1190,6 +1354,14 @@ int tx8_wait_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		obj = drm_gem_object_lookup(file, args->handle);
 		if (!obj)
 			return -ENOENT;
+		/* every job using the BO, readers and writers (dma_resv) */
+		ret = dma_resv_wait_timeout(obj->resv, DMA_RESV_USAGE_READ, true,
+					    drm_timeout_abs_to_jiffies(args->timeout_ns));
+		if (ret <= 0) {
+			drm_gem_object_put(obj);
+			return ret ? ret : -ETIME;
+		}
+		/* its status: the last job that used it */
 		bo = to_tx8_bo(obj);
 		spin_lock_irqsave(&tdev->job_lock, flags);
 		if (bo->last_job)

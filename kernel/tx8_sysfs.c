@@ -55,7 +55,7 @@ static ssize_t tx8_attr_show(struct device *dev, enum tx8_attr a, char *buf)
 		v = atomic64_read(&tdev->timeouts);
 		break;
 	case TX8_A_CORES:
-		v = READ_ONCE(tdev->ctrl->caps.num_cores);
+		v = tdev->caps.num_cores;
 		break;
 	case TX8_A_PAGE_FAULTS:
 		v = atomic64_read(&tdev->page_faults);
