@@ -2147,10 +2147,15 @@ static int t_dev_bad_caps(void)
     CHECK_OK(inject(c.fd, DRM_TX8_FAULT_BAD_CAPS, 4000, 1));
     q.data = (uintptr_t)&info;
     CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_QUERY, &q));
-    CHECK(info.mem_size == info0.mem_size && info.num_cores == info0.num_cores &&
-              info.max_bos == info0.max_bos && info.max_cmd_size == info0.max_cmd_size,
-          "QUERY follows the corrupted capabilities: mem_size %" PRIu64 " cores %u max_bos %u",
-          info.mem_size, info.num_cores, info.max_bos);
+    if (info.mem_size != info0.mem_size || info.num_cores != info0.num_cores ||
+        info.max_bos != info0.max_bos || info.max_cmd_size != info0.max_cmd_size) {
+        /* leave the device as it was for the next tests, then fail */
+        ctx_close(&c);
+        while (now_ns() - t0 < 4500000000ll)
+            usleep(100000);
+        FAIL("QUERY follows the corrupted capabilities: mem_size %" PRIu64 " cores %u max_bos %u",
+             info.mem_size, info.num_cores, info.max_bos);
+    }
     CHECK_OK(bo_new(c.fd, 8192, NULL, &bo));
     ref.handle = bo.handle;
     ref.access = DRM_TX8_ACCESS_WRITE;
@@ -2373,7 +2378,7 @@ static int t_reset_taken(void)
  * random and bit-flipped arguments, mmap variants (MAP_PRIVATE, partial
  * munmap, mprotect, mremap, fork with mappings), syncobj graphs with
  * cycles, and close files at random points. Fixed seed, bounded number of
- * operations (TX8_FUZZ_OPS, default 12000 per process) and time (150 s).
+ * operations (TX8_FUZZ_OPS, default 20000 per process) and time (150 s).
  * Then a normal client must still be served and no device memory leak.
  * run-suite checks the kernel log afterwards.
  */
@@ -2852,7 +2857,7 @@ static int fz_run(int idx, uint64_t seed, uint64_t ops)
 static int t_fuzz(void)
 {
     const char *e = getenv("TX8_FUZZ_OPS");
-    uint64_t ops = e ? strtoull(e, NULL, 0) : 12000, seed = 20261201;
+    uint64_t ops = e ? strtoull(e, NULL, 0) : 20000, seed = 20261201;
     long long used0 = sysattr(dev_index, "mem_used");
     struct drm_tx8_bo_create bo;
     struct drm_tx8_bo_ref ref;
@@ -3042,11 +3047,15 @@ static int t_small_items(void)
     int64_t t0;
     size_t len;
 
-    CHECK(write_file("/sys/module/tx8/parameters/job_timeout_ms", "0") != 0,
-          "job_timeout_ms 0 accepted");
-    CHECK(write_file("/sys/module/tx8/parameters/job_timeout_ms", "10") != 0,
-          "job_timeout_ms 10 accepted");
-    CHECK_OK(write_file("/sys/module/tx8/parameters/job_timeout_ms", "5000"));
+    {
+        int r0 = write_file("/sys/module/tx8/parameters/job_timeout_ms", "0");
+        int r10 = write_file("/sys/module/tx8/parameters/job_timeout_ms", "10");
+
+        /* restored first: a timeout of 0 would fail every later job */
+        CHECK_OK(write_file("/sys/module/tx8/parameters/job_timeout_ms", "5000"));
+        CHECK(r0 != 0, "job_timeout_ms 0 accepted");
+        CHECK(r10 != 0, "job_timeout_ms 10 accepted");
+    }
 
     CHECK_OK(ctx_open(&c, dev_index));
     CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
@@ -3097,6 +3106,71 @@ static int t_small_items(void)
     return 0;
 }
 
+/* Two clients saturating the device both make progress. */
+static int fair_client(int secs)
+{
+    enum { DEPTH = 16 };
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    uint64_t seqs[DEPTH], done = 0, n = 0;
+    int64_t end = now_ns() + (int64_t)secs * 1000000000ll;
+    struct ctx c;
+    size_t len;
+
+    if (ctx_open(&c, dev_index) || bo_new(c.fd, 256 * 1024, NULL, &bo))
+        return -1;
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    len = put_fill(c.cmdmap, bo.dev_addr, 256 * 1024, 5);
+    while (now_ns() < end) {
+        if (n >= DEPTH) {
+            if (wait_job(c.fd, seqs[n % DEPTH], 20000, &w) || w.status != DRM_TX8_STATUS_OK)
+                return -2;
+            done++;
+        }
+        if (submit(c.fd, c.cmd.handle, 0, len, &ref, 1, &seqs[n % DEPTH]))
+            return -3;
+        n++;
+    }
+    /* jobs finished after the end do not count */
+    ctx_close(&c);
+    return (int)done;
+}
+
+static int t_fairness(void)
+{
+    int pipes[2][2], status, got[2];
+    pid_t pids[2];
+
+    for (int i = 0; i < 2; i++) {
+        CHECK(pipe(pipes[i]) == 0, "pipe");
+        pids[i] = fork();
+        CHECK(pids[i] >= 0, "fork");
+        if (pids[i] == 0) {
+            int r = fair_client(6);
+
+            if (write(pipes[i][1], &r, sizeof(r)) != sizeof(r))
+                _exit(2);
+            _exit(0);
+        }
+        close(pipes[i][1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        CHECK(read(pipes[i][0], &got[i], sizeof(got[i])) == sizeof(got[i]), "client %d: no result",
+              i);
+        close(pipes[i][0]);
+        CHECK(waitpid(pids[i], &status, 0) == pids[i] && WIFEXITED(status) && !WEXITSTATUS(status),
+              "client %d: status %#x", i, status);
+        CHECK(got[i] >= 0, "client %d failed: %d", i, got[i]);
+    }
+    printf("fairness: %d and %d jobs completed in 6 s\n", got[0], got[1]);
+    CHECK(got[0] + got[1] > 20, "too few jobs: %d + %d", got[0], got[1]);
+    CHECK(got[0] * 3 >= got[0] + got[1] && got[1] * 3 >= got[0] + got[1],
+          "unfair: %d and %d jobs", got[0], got[1]);
+    return 0;
+}
+
 static const struct test {
     const char *name;
     int (*fn)(void);
@@ -3135,6 +3209,7 @@ static const struct test {
     {"bo_wait_resv", t_bo_wait_resv},
     {"meminfo_keys", t_meminfo_keys},
     {"small_items", t_small_items},
+    {"fairness", t_fairness},
 };
 
 int main(int argc, char **argv)
