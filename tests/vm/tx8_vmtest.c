@@ -3171,6 +3171,51 @@ static int t_fairness(void)
     return 0;
 }
 
+/*
+ * tx-top as a normal user: it runs, sees the device and its memory, and
+ * sees no label of another user's BO (/proc/tx_meminfo hides them).
+ */
+static int t_txtop_user(void)
+{
+    static char out[65536];
+    struct drm_tx8_bo_create bo;
+    char dev[64];
+    int p[2], status, fd = dev_open(dev_index);
+    size_t n = 0;
+    ssize_t r;
+    pid_t pid;
+
+    CHECK(fd >= 0, "open");
+    CHECK_OK(bo_new(fd, 1 << 20, "RootSecret_Weights", &bo));
+    snprintf(dev, sizeof(dev), "/dev/accel/accel%d", dev_index);
+    CHECK(pipe(p) == 0, "pipe");
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        close(p[0]);
+        if (setgid(65534) || setuid(65534))
+            _exit(10);
+        execlp("tx-top", "tx-top", "--json", "-d", dev, "-d", "5", (char *)NULL);
+        _exit(11);
+    }
+    close(p[1]);
+    while (n < sizeof(out) - 1 && (r = read(p[0], out + n, sizeof(out) - 1 - n)) > 0)
+        n += (size_t)r;
+    out[n] = 0;
+    close(p[0]);
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tx-top as uid 65534: status %#x\n%s",
+          status, out);
+    CHECK(strstr(out, "\"devices\"") && strstr(out, "\"status\": \"ok\"") &&
+              strstr(out, "\"total\": "),
+          "tx-top as a normal user does not see the device and its memory:\n%s", out);
+    CHECK(!strstr(out, "RootSecret"), "a normal user sees root's BO label:\n%s", out);
+    close(fd);
+    return 0;
+}
+
 static const struct test {
     const char *name;
     int (*fn)(void);
@@ -3210,6 +3255,7 @@ static const struct test {
     {"meminfo_keys", t_meminfo_keys},
     {"small_items", t_small_items},
     {"fairness", t_fairness},
+    {"txtop_user", t_txtop_user},
 };
 
 int main(int argc, char **argv)
