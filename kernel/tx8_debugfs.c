@@ -5,11 +5,13 @@
  *   bos           every BO: device address, size, mapped pages, pid, label
  *   ring          queue, ring pointers, pending jobs, lease, state
  *   counters      the device's counters
- *   reset         write 1: reset the queue (the running job is aborted)
+ *   reset         write 1: reset the queue (the running job is aborted;
+ *                 CAP_SYS_ADMIN, like sysfs tx8/reset)
  *   inject_fault  write "hang|slow MS|error|crash|none [COUNT]": ask the
  *                 device to misbehave on its next COUNT jobs
  */
 
+#include <linux/capability.h>
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
 #include <linux/string.h>
@@ -109,6 +111,9 @@ static ssize_t tx8_reset_write(struct file *f, const char __user *ubuf,
 	struct tx8_device *tdev = f->private_data;
 	int ret, idx;
 
+	/* a device-wide reset disturbs every client: admin only */
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
 	if (!drm_dev_enter(&tdev->drm, &idx))
 		return -ENODEV;
 	ret = tx8_reset(tdev, "debugfs");
@@ -132,6 +137,12 @@ static ssize_t tx8_inject_write(struct file *f, const char __user *ubuf,
 		[TX8_FAULT_SLOW] = "slow",
 		[TX8_FAULT_CRASH] = "crash",
 		[TX8_FAULT_ERROR] = "error",
+		[TX8_FAULT_BAD_RECORD] = "bad_record",
+		[TX8_FAULT_RESTART] = "restart",
+		[TX8_FAULT_STOP] = "stop",
+		[TX8_FAULT_BAD_CAPS] = "bad_caps",
+		[TX8_FAULT_BAD_LEASE] = "bad_lease",
+		[TX8_FAULT_TAKE_ON_RESET] = "take_on_reset",
 	};
 	char buf[64], *s, *word;
 	u64 args[3] = { 0, 0, 0 };
@@ -151,7 +162,8 @@ static ssize_t tx8_inject_write(struct file *f, const char __user *ubuf,
 	if (i == ARRAY_SIZE(kinds))
 		return -EINVAL;
 	args[0] = i;
-	if (i == TX8_FAULT_SLOW) {
+	if (i == TX8_FAULT_SLOW || i == TX8_FAULT_STOP ||
+	    i == TX8_FAULT_BAD_CAPS) {
 		word = strsep(&s, " \t");
 		if (!word || kstrtou64(word, 0, &args[1]))
 			return -EINVAL;

@@ -63,11 +63,11 @@ static int tx8_query_ioctl(struct drm_device *drm, void *data,
 		ret = -ENOMEM;
 		goto out;
 	}
-	caps = &tdev->ctrl->caps;
+	caps = &tdev->caps;	/* the validated snapshot */
 	if (args->query == DRM_TX8_QUERY_DEVICE) {
 		struct drm_tx8_device_info *i = &ans->info;
 
-		i->if_version = READ_ONCE(tdev->ctrl->if_version);
+		i->if_version = tdev->if_version;
 		i->driver_version = TX8_DRIVER_MAJOR << 16 | TX8_DRIVER_MINOR;
 		i->mem_size = caps->mem_size;
 		i->heap_offset = tdev->lease_base;
@@ -97,11 +97,9 @@ static int tx8_query_ioctl(struct drm_device *drm, void *data,
 		int id;
 
 		tx8_read_counters(tdev, c);
-		spin_lock(&tfile->lock);
-		c->client_jobs_completed = tfile->jobs_ok;
-		c->client_jobs_failed = tfile->jobs_failed;
-		c->client_busy_ns = tfile->busy_ns;
-		spin_unlock(&tfile->lock);
+		c->client_jobs_completed = atomic64_read(&tfile->jobs_ok);
+		c->client_jobs_failed = atomic64_read(&tfile->jobs_failed);
+		c->client_busy_ns = tx8_file_busy_ns(tfile);
 		spin_lock(&file->table_lock);
 		idr_for_each_entry(&file->object_idr, obj, id)
 			c->client_mem += obj->size;
@@ -166,9 +164,8 @@ static void tx8_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 	u64 total = 0, busy;
 	int id;
 
-	spin_lock(&tfile->lock);
-	busy = tfile->busy_ns;
-	spin_unlock(&tfile->lock);
+	/* finished jobs and the one running now */
+	busy = tx8_file_busy_ns(tfile);
 
 	spin_lock(&file->table_lock);
 	idr_for_each_entry(&file->object_idr, obj, id)
@@ -246,6 +243,7 @@ static int tx8_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto err_unregister;
 	tx8_debugfs_init(tdev);
+	tx8_health_start(tdev);
 
 	mutex_lock(&tx8_devices_lock);
 	list_add_tail(&tdev->node, &tx8_devices);
@@ -270,6 +268,7 @@ static void tx8_remove(struct pci_dev *pdev)
 
 	/* From here on every call of an open file fails with -ENODEV. */
 	drm_dev_unplug(&tdev->drm);
+	tx8_health_stop(tdev);
 	tx8_gem_unmap_all(tdev);
 	tx8_jobs_fini(tdev);
 	tx8_hw_fini(tdev);

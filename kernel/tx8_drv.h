@@ -10,6 +10,7 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
+#include <linux/ratelimit.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
@@ -31,8 +32,12 @@
 #define TX8_FILE_JOB_HISTORY	1024
 #define TX8_MAX_IN_SYNCOBJS	64
 #define TX8_MAX_WAITING		256	/* per file, jobs not yet in the ring */
-#define TX8_DEP_POLL_MS		10	/* fenceless in-syncobjs */
+#define TX8_MAX_DEV_WAITING	4096	/* per device, jobs not yet in the ring */
+#define TX8_WAIT_FOR_SUBMIT_MS	1000	/* an in-syncobj without a fence yet */
+#define TX8_FOREIGN_DEP_FACTOR	4	/* x job timeout: other drivers' fences */
 #define TX8_MBOX_TIMEOUT_MS	5000
+#define TX8_HEALTH_PERIOD_MS	250	/* heartbeat / boot_id check */
+#define TX8_HEARTBEAT_TIMEOUT_MS 3000	/* heartbeat stalled: device lost */
 
 extern unsigned int tx8_job_timeout_ms;
 
@@ -53,8 +58,16 @@ struct tx8_device {
 	struct tx8_job_desc *sq;	/* slots are TX8_SQ_ENTRY_SIZE apart */
 	struct tx8_completion *cq;
 	int peer;			/* our ivshmem peer id */
-	u32 max_ranges;			/* caps, checked and kept at probe */
-	u32 max_cmd_size;
+	/*
+	 * The device's capabilities, copied out of shared memory once at
+	 * probe and validated (against the BAR length, overflow-checked):
+	 * the driver never reads the device's copy again.
+	 */
+	struct tx8_caps caps;
+	u32 max_ranges;			/* = caps.max_ranges */
+	u32 max_cmd_size;		/* = caps.max_cmd_size */
+	u32 if_version;			/* at probe */
+	u64 boot_id;			/* at probe; another one: a restart */
 	unsigned int qid;		/* our queue index */
 	int irqs[TX8_NUM_VECTORS];
 	unsigned int num_irqs;
@@ -72,9 +85,10 @@ struct tx8_device {
 	u64 mem_used;
 
 	/* jobs */
-	spinlock_t job_lock;		/* everything below, fences */
+	spinlock_t job_lock;		/* everything below (not the fences) */
 	struct list_head pending;	/* jobs in the ring, in ring order */
 	unsigned int inflight;
+	unsigned int nr_waiting;	/* jobs on ->waiting, all files */
 	u64 next_seqno;			/* job (fence, WAIT) numbers */
 	u64 next_hw_seqno;		/* ring descriptor numbers */
 	u32 sq_tail;			/* shadow of q->sq_tail */
@@ -82,9 +96,12 @@ struct tx8_device {
 	bool resetting;
 	bool lost;			/* device stopped answering */
 	bool gone;			/* PCI function removed */
+	bool stopping;			/* remove began: no timeout work */
 	wait_queue_head_t ring_wq;
 	u64 watch_seqno;		/* head job the timeout watches */
 	unsigned long watch_start;	/* jiffies it became head */
+	u64 watch_start_ns;		/* the same, ktime_get_ns() */
+	struct ratelimit_state reset_rs; /* reset warnings and uevents */
 	struct delayed_work timeout_work;
 	struct mutex reset_lock;	/* one reset at a time */
 
@@ -100,6 +117,12 @@ struct tx8_device {
 	struct mutex dep_lock;		/* see above */
 	struct delayed_work dep_work;	/* runs the waiting list */
 	u64 dep_gen;			/* pass number of the dep_work */
+
+	/* device health: heartbeat and boot_id monitoring, device loss */
+	struct delayed_work health_work;
+	struct work_struct lost_work;	/* fails everything once lost */
+	const char *lost_reason;
+	bool restarted;			/* boot_id changed: memory not ours */
 
 	/* statistics */
 	atomic64_t page_faults;
@@ -124,6 +147,7 @@ struct tx8_bo {
 	struct tx8_job *last_job;	/* under tdev->job_lock */
 	atomic64_t faults;
 	pid_t owner_pid;
+	kuid_t owner_uid;		/* who may see its label */
 };
 
 static inline struct tx8_bo *to_tx8_bo(struct drm_gem_object *obj)
@@ -131,32 +155,36 @@ static inline struct tx8_bo *to_tx8_bo(struct drm_gem_object *obj)
 	return container_of(obj, struct tx8_bo, base);
 }
 
-/* Per open file. */
+/*
+ * Per open file. lock is a leaf lock (never held while taking another,
+ * never taken under tdev->job_lock); the counters are atomic because jobs
+ * finish under job_lock.
+ */
 struct tx8_file {
 	struct kref ref;
 	struct tx8_device *tdev;
-	spinlock_t lock;		/* jobs, history, counters */
+	spinlock_t lock;		/* jobs, history, first/last_seqno */
 	struct xarray jobs;		/* seqno -> tx8_job (referenced) */
 	struct list_head history;	/* the same jobs, oldest first */
 	unsigned int nr_history;
 	u64 first_seqno;		/* first job of this file, 0 if none */
 	u64 last_seqno;
-	u64 busy_ns;			/* device time of its finished jobs */
-	u64 jobs_ok;
-	u64 jobs_failed;
+	atomic64_t busy_ns;		/* device time of its finished jobs */
+	atomic64_t jobs_ok;
+	atomic64_t jobs_failed;
 	unsigned int nr_waiting;	/* its jobs on tdev->waiting (job_lock) */
 	u64 dep_gen;			/* tdev->dep_gen of a pass it blocks */
 };
 
-/* One in-syncobj of a job: its fence, or the syncobj until it has one. */
-struct tx8_dep {
-	struct dma_fence *fence;	/* referenced */
-	struct drm_syncobj *syncobj;	/* referenced, while fence is NULL */
-};
-
-/* One job; freed when its fence's last reference goes. */
+/*
+ * One job; freed when its fence's last reference goes. The fence has its
+ * own lock, inside the job, so that a fence that outlives the device (a
+ * sync_file, another driver's syncobj) never touches freed device memory;
+ * every live fence holds a reference on the module (its ops).
+ */
 struct tx8_job {
 	struct dma_fence fence;
+	spinlock_t fence_lock;		/* the lock of fence, nothing else */
 	struct tx8_device *tdev;
 	struct tx8_file *tfile;		/* referenced */
 	struct list_head node;		/* tdev->waiting, then ->pending */
@@ -181,8 +209,9 @@ struct tx8_job {
 	bool done;
 	bool queued;			/* entered the ring (counts in inflight) */
 	/* dependencies, under tdev->dep_lock while on tdev->waiting */
-	struct tx8_dep *deps;
+	struct dma_fence **deps;	/* referenced, resolved at SUBMIT */
 	unsigned int nr_deps;
+	unsigned long dep_deadline;	/* jiffies; 0: only tx8 fences */
 	unsigned int dep_next;		/* deps before it have signalled */
 	int dep_error;			/* error of a failed in-fence */
 	struct dma_fence *cb_fence;	/* dep_cb is armed on it */
@@ -225,6 +254,10 @@ void tx8_process_completions(struct tx8_device *tdev);
 void tx8_jobs_init(struct tx8_device *tdev);
 void tx8_jobs_fini(struct tx8_device *tdev);
 int tx8_reset(struct tx8_device *tdev, const char *reason);
+void tx8_device_lost(struct tx8_device *tdev, const char *reason);
+void tx8_health_start(struct tx8_device *tdev);
+void tx8_health_stop(struct tx8_device *tdev);
+u64 tx8_file_busy_ns(struct tx8_file *tfile);
 int tx8_reset_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
 int tx8_inject_fault_ioctl(struct drm_device *drm, void *data,
 			   struct drm_file *file);

@@ -43,13 +43,22 @@ static vm_fault_t tx8_gem_fault(struct vm_fault *vmf)
 	struct drm_gem_object *obj = vma->vm_private_data;
 	struct tx8_bo *bo = to_tx8_bo(obj);
 	struct tx8_device *tdev = to_tx8(obj->dev);
-	unsigned long pgoff = (vmf->address - vma->vm_start) >> PAGE_SHIFT;
+	unsigned long pgoff;
 	vm_fault_t ret;
 	int idx;
 
+	/*
+	 * The page of the BO: vmf->pgoff counts from the fake offset of the
+	 * BO (vm_pgoff moves with the start of a mapping split by munmap or
+	 * mprotect), not from where this VMA happens to start.
+	 */
+	pgoff = vmf->pgoff - drm_vma_node_start(&obj->vma_node);
 	if (!drm_dev_enter(obj->dev, &idx))
 		return VM_FAULT_SIGBUS;
-	if (pgoff >= obj->size >> PAGE_SHIFT || !tdev->mem) {
+	/* a restarted device's memory is no longer ours */
+	if (vmf->pgoff < drm_vma_node_start(&obj->vma_node) ||
+	    pgoff >= obj->size >> PAGE_SHIFT || !tdev->mem ||
+	    READ_ONCE(tdev->restarted)) {
 		ret = VM_FAULT_SIGBUS;
 		goto out;
 	}
@@ -73,7 +82,13 @@ static const struct vm_operations_struct tx8_gem_vm_ops = {
 
 static int tx8_gem_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
 {
-	/* the BAR pages: no struct page, never copied on fork */
+	/*
+	 * The BAR pages have no struct page: a copy-on-write (MAP_PRIVATE)
+	 * mapping of them is impossible (vmf_insert_pfn() would BUG).
+	 */
+	if (is_cow_mapping(vma->vm_flags))
+		return -EINVAL;
+	/* never copied on fork */
 	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP |
 		     VM_DONTCOPY);
 	vma->vm_page_prot = vm_get_page_prot(vma->vm_flags);
@@ -130,7 +145,7 @@ int tx8_bo_create_ioctl(struct drm_device *drm, void *data,
 	struct tx8_device *tdev = to_tx8(drm);
 	struct drm_tx8_bo_create *args = data;
 	struct tx8_bo *bo;
-	u64 size;
+	u64 size, off;
 	int ret, idx;
 
 	if (args->flags & ~DRM_TX8_BO_FLAGS_MASK)
@@ -143,8 +158,16 @@ int tx8_bo_create_ioctl(struct drm_device *drm, void *data,
 
 	if (!drm_dev_enter(drm, &idx))
 		return -ENODEV;
+	/*
+	 * A lost device may still write memory it was given: nothing of the
+	 * lease is handed out again (quarantined until unbind).
+	 */
+	if (READ_ONCE(tdev->lost)) {
+		ret = -EIO;
+		goto out;
+	}
 
-	bo = kzalloc(sizeof(*bo), GFP_KERNEL);
+	bo = kzalloc(sizeof(*bo), GFP_KERNEL_ACCOUNT);
 	if (!bo) {
 		ret = -ENOMEM;
 		goto out;
@@ -152,6 +175,7 @@ int tx8_bo_create_ioctl(struct drm_device *drm, void *data,
 	bo->base.funcs = &tx8_gem_funcs;
 	memcpy(bo->label, args->label, sizeof(bo->label));
 	bo->owner_pid = task_tgid_nr(current);
+	bo->owner_uid = current_euid();
 	INIT_LIST_HEAD(&bo->dev_node);
 	drm_gem_private_object_init(drm, &bo->base, size);
 
@@ -174,8 +198,15 @@ int tx8_bo_create_ioctl(struct drm_device *drm, void *data,
 		goto out;
 	}
 
-	/* Never hand out what an earlier owner left in device memory. */
-	memset(tdev->mem + bo->node.start, 0, size);
+	/*
+	 * Never hand out what an earlier owner left in device memory; in
+	 * steps, so that a huge BO does not hog the CPU.
+	 */
+	for (off = 0; off < size; off += SZ_2M) {
+		memset(tdev->mem + bo->node.start + off, 0,
+		       min_t(u64, SZ_2M, size - off));
+		cond_resched();
+	}
 
 	ret = drm_gem_create_mmap_offset(&bo->base);
 	if (ret) {

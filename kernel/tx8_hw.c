@@ -37,13 +37,14 @@ int tx8_mbox(struct tx8_device *tdev, u32 cmd, const u64 *args,
 {
 	struct tx8_queue *q = tdev->q;
 	unsigned long deadline;
+	bool timed_out = false;
 	u32 seq;
 	s32 status;
 	unsigned int i;
 	int ret = 0;
 
 	mutex_lock(&tdev->mbox_lock);
-	if (tdev->lost) {
+	if (READ_ONCE(tdev->lost)) {
 		ret = -EIO;
 		goto out;
 	}
@@ -69,7 +70,7 @@ int tx8_mbox(struct tx8_device *tdev, u32 cmd, const u64 *args,
 			drm_err(&tdev->drm,
 				"mailbox command %u: no answer in %u ms, device lost\n",
 				cmd, TX8_MBOX_TIMEOUT_MS);
-			tdev->lost = true;
+			timed_out = true;
 			ret = -EIO;
 			goto out;
 		}
@@ -88,7 +89,61 @@ int tx8_mbox(struct tx8_device *tdev, u32 cmd, const u64 *args,
 		ret = status;
 out:
 	mutex_unlock(&tdev->mbox_lock);
+	if (timed_out)
+		tx8_device_lost(tdev, "mailbox timeout");
 	return ret;
+}
+
+/*
+ * Device health, every TX8_HEALTH_PERIOD_MS: a changed boot_id (or a lost
+ * signature) means the device restarted: its queues and leases are gone,
+ * so our memory may be another peer's now; the device is lost and every
+ * mapping of its memory zapped. A heartbeat that stops for
+ * TX8_HEARTBEAT_TIMEOUT_MS means the device died or hangs: lost.
+ */
+static void tx8_health_work(struct work_struct *work)
+{
+	struct tx8_device *tdev = container_of(to_delayed_work(work),
+					       struct tx8_device, health_work);
+	u64 hb = READ_ONCE(tdev->ctrl->heartbeat);
+	u64 boot_id = READ_ONCE(tdev->ctrl->boot_id);
+	u32 sig = READ_ONCE(tdev->ctrl->signature);
+
+	if (sig != TX8_SIGNATURE || boot_id != tdev->boot_id) {
+		drm_err(&tdev->drm,
+			"device restarted (boot_id %#llx, was %#llx): its memory is no longer ours\n",
+			boot_id, tdev->boot_id);
+		WRITE_ONCE(tdev->restarted, true);
+		tx8_gem_unmap_all(tdev);
+		tx8_device_lost(tdev, "device restarted");
+		return;
+	}
+	if (hb != tdev->heartbeat_seen) {
+		tdev->heartbeat_seen = hb;
+		tdev->heartbeat_jiffies = jiffies;
+	} else if (!READ_ONCE(tdev->lost) &&
+		   time_after(jiffies, tdev->heartbeat_jiffies +
+			      msecs_to_jiffies(TX8_HEARTBEAT_TIMEOUT_MS))) {
+		drm_err(&tdev->drm, "device heartbeat stopped for %u ms\n",
+			TX8_HEARTBEAT_TIMEOUT_MS);
+		tx8_device_lost(tdev, "heartbeat stopped");
+	}
+	queue_delayed_work(system_wq, &tdev->health_work,
+			   msecs_to_jiffies(TX8_HEALTH_PERIOD_MS));
+}
+
+void tx8_health_start(struct tx8_device *tdev)
+{
+	tdev->heartbeat_seen = READ_ONCE(tdev->ctrl->heartbeat);
+	tdev->heartbeat_jiffies = jiffies;
+	queue_delayed_work(system_wq, &tdev->health_work,
+			   msecs_to_jiffies(TX8_HEALTH_PERIOD_MS));
+}
+
+/* Before the BAR is unmapped; the work does not queue itself again after. */
+void tx8_health_stop(struct tx8_device *tdev)
+{
+	disable_delayed_work_sync(&tdev->health_work);
 }
 
 void tx8_read_counters(struct tx8_device *tdev, struct drm_tx8_counters *c)
@@ -115,7 +170,7 @@ void tx8_read_counters(struct tx8_device *tdev, struct drm_tx8_counters *c)
 	c->page_faults = atomic64_read(&tdev->page_faults);
 	c->driver_resets = atomic64_read(&tdev->resets);
 	c->driver_timeouts = atomic64_read(&tdev->timeouts);
-	cores = min_t(u32, READ_ONCE(tdev->ctrl->caps.num_cores),
+	cores = min_t(u32, tdev->caps.num_cores,
 		      min(TX8_MAX_CORES, DRM_TX8_MAX_CORES));
 	c->num_cores = cores;
 	for (i = 0; i < cores; i++)
@@ -215,10 +270,44 @@ static void tx8_irq_fini(struct tx8_device *tdev)
 /* ------------------------------------------------------------------------ */
 /* Identity, queue and memory                                               */
 
+/* Largest command buffer the driver accepts, whatever the device says. */
+#define TX8_MAX_CMD_SIZE_LIMIT	(64u << 20)
+
+/*
+ * Copy the capabilities out of shared memory (the device may change them
+ * at any time) and check the copy: every size and offset against the BAR
+ * length the PCI core reports, with overflow-checked sums.
+ */
+static int tx8_check_caps(struct tx8_device *tdev)
+{
+	struct tx8_caps *caps = &tdev->caps;
+	u64 heap_end;
+
+	memcpy(caps, (const void *)&tdev->ctrl->caps, sizeof(*caps));
+	caps->name[sizeof(caps->name) - 1] = 0;
+	if (caps->mem_size > tdev->mem_len ||
+	    caps->mem_size < TX8_CTRL_SIZE + TX8_PAGE_SIZE ||
+	    caps->heap_offset < TX8_CTRL_SIZE ||
+	    caps->heap_offset % TX8_PAGE_SIZE ||
+	    check_add_overflow(caps->heap_offset, caps->heap_size, &heap_end) ||
+	    heap_end > caps->mem_size || caps->heap_size < TX8_PAGE_SIZE)
+		return -EINVAL;
+	if (!caps->max_queues || caps->max_queues > TX8_MAX_QUEUES ||
+	    caps->sq_entries != TX8_SQ_ENTRIES ||
+	    caps->cq_entries != TX8_CQ_ENTRIES ||
+	    !caps->max_ranges || caps->max_ranges > TX8_JOB_MAX_RANGES ||
+	    !caps->num_cores || caps->num_cores > TX8_MAX_CORES)
+		return -EINVAL;
+	/* the descriptor's cmd_size is 32 bits; and keep it sane */
+	if (caps->max_cmd_size < 8 || caps->max_cmd_size % 8 ||
+	    caps->max_cmd_size > TX8_MAX_CMD_SIZE_LIMIT)
+		return -EINVAL;
+	return 0;
+}
+
 static int tx8_check_ctrl(struct tx8_device *tdev)
 {
 	const struct tx8_ctrl *c = tdev->ctrl;
-	const struct tx8_caps *caps = &c->caps;
 	u32 sig = READ_ONCE(c->signature);
 	u32 ver = READ_ONCE(c->if_version);
 
@@ -235,27 +324,23 @@ static int tx8_check_ctrl(struct tx8_device *tdev)
 			 TX8_IF_VERSION_MAJOR);
 		return -ENODEV;
 	}
-	if (READ_ONCE(c->ctrl_size) != TX8_CTRL_SIZE ||
-	    caps->mem_size > tdev->mem_len ||
-	    caps->heap_offset < TX8_CTRL_SIZE ||
-	    caps->heap_offset + caps->heap_size > caps->mem_size ||
-	    caps->heap_offset + caps->heap_size < caps->heap_offset ||
-	    !caps->max_queues || caps->max_queues > TX8_MAX_QUEUES ||
-	    caps->sq_entries != TX8_SQ_ENTRIES ||
-	    caps->cq_entries != TX8_CQ_ENTRIES ||
-	    !caps->max_ranges || caps->max_ranges > TX8_JOB_MAX_RANGES) {
-		dev_err(&tdev->pdev->dev, "TX8 control block inconsistent\n");
+	if (READ_ONCE(c->ctrl_size) != TX8_CTRL_SIZE || tx8_check_caps(tdev)) {
+		dev_err(&tdev->pdev->dev,
+			"TX8 control block inconsistent (capabilities out of range for a %llu MiB BAR), not used\n",
+			(u64)tdev->mem_len >> 20);
 		return -ENODEV;
 	}
-	tdev->max_ranges = caps->max_ranges;
-	tdev->max_cmd_size = caps->max_cmd_size;
+	tdev->max_ranges = tdev->caps.max_ranges;
+	tdev->max_cmd_size = tdev->caps.max_cmd_size;
+	tdev->if_version = ver;
+	tdev->boot_id = READ_ONCE(c->boot_id);
 	return 0;
 }
 
 static int tx8_find_queue(struct tx8_device *tdev)
 {
 	unsigned long deadline = jiffies + 2 * HZ;
-	unsigned int i, n = tdev->ctrl->caps.max_queues;
+	unsigned int i, n = tdev->caps.max_queues;	/* validated copy */
 
 	do {
 		for (i = 0; i < n; i++) {
@@ -263,8 +348,8 @@ static int tx8_find_queue(struct tx8_device *tdev)
 
 			if (READ_ONCE(q->owner_peer) == tdev->peer &&
 			    READ_ONCE(q->state) != TX8_QUEUE_FREE) {
-				if (q->sq_offset != TX8_SQ_OFFSET(i) ||
-				    q->cq_offset != TX8_CQ_OFFSET(i)) {
+				if (READ_ONCE(q->sq_offset) != TX8_SQ_OFFSET(i) ||
+				    READ_ONCE(q->cq_offset) != TX8_CQ_OFFSET(i)) {
 					drm_err(&tdev->drm, "queue %u: bad ring offsets\n", i);
 					return -ENODEV;
 				}
@@ -299,7 +384,8 @@ static void tx8_release_stale_leases(struct tx8_device *tdev)
 
 static int tx8_lease_memory(struct tx8_device *tdev)
 {
-	const struct tx8_caps *caps = &tdev->ctrl->caps;
+	const struct tx8_caps *caps = &tdev->caps;
+	u64 end;
 	u64 free = caps->heap_size - min(caps->heap_size,
 					 READ_ONCE(tdev->ctrl->heap_used));
 	u64 size = free, args[2], base = 0;
@@ -324,8 +410,10 @@ static int tx8_lease_memory(struct tx8_device *tdev)
 		drm_err(&tdev->drm, "no device memory could be leased: %d\n", ret);
 		return ret;
 	}
-	if (base < caps->heap_offset || base + size > caps->mem_size ||
-	    base % TX8_PAGE_SIZE) {
+	/* the device's answer: inside the heap and the BAR, no wrap */
+	if (base < caps->heap_offset || base % TX8_PAGE_SIZE ||
+	    check_add_overflow(base, size, &end) ||
+	    end > caps->heap_offset + caps->heap_size || end > tdev->mem_len) {
 		drm_err(&tdev->drm, "device leased a bad range %#llx+%#llx\n",
 			base, size);
 		return -EIO;
@@ -366,6 +454,7 @@ int tx8_hw_init(struct tx8_device *tdev)
 		goto err_unmap_regs;
 	}
 	tdev->ctrl = tdev->mem;
+	INIT_DELAYED_WORK(&tdev->health_work, tx8_health_work);
 	ret = tx8_check_ctrl(tdev);
 	if (ret)
 		goto err_unmap_mem;
@@ -396,10 +485,10 @@ int tx8_hw_init(struct tx8_device *tdev)
 
 	drm_info(&tdev->drm,
 		 "%.32s: interface %u.%u, %llu MiB memory (%llu MiB leased at %#llx), %u cores, peer %d, queue %u\n",
-		 tdev->ctrl->caps.name, TX8_IF_MAJOR(tdev->ctrl->if_version),
-		 TX8_IF_MINOR(tdev->ctrl->if_version),
-		 tdev->ctrl->caps.mem_size >> 20, tdev->lease_size >> 20,
-		 tdev->lease_base, tdev->ctrl->caps.num_cores, tdev->peer,
+		 tdev->caps.name, TX8_IF_MAJOR(tdev->if_version),
+		 TX8_IF_MINOR(tdev->if_version),
+		 tdev->caps.mem_size >> 20, tdev->lease_size >> 20,
+		 tdev->lease_base, tdev->caps.num_cores, tdev->peer,
 		 tdev->qid);
 	return 0;
 

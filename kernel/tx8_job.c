@@ -13,13 +13,19 @@
  * another order than their job numbers, so every job fence gets its own
  * fence context; the ring descriptors carry a separate, strictly
  * increasing hw_seqno. The device completes jobs in ring order.
- * Everything about the ring is guarded by tdev->job_lock, which is also
- * the lock of every fence.
+ * Everything about the ring is guarded by tdev->job_lock; every fence has
+ * its own lock (tx8_job.fence_lock), taken inside job_lock when a job
+ * finishes. In-syncobjs are resolved to fences at SUBMIT (a syncobj
+ * without a fence is waited for, bounded), so no job can wait for itself
+ * or for a fence yet to be made. Lock order: docs/kernel.md.
  */
 
+#include <linux/dma-resv.h>
 #include <linux/jiffies.h>
 #include <linux/kobject.h>
+#include <linux/ktime.h>
 #include <linux/module.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -31,9 +37,28 @@
 #include "tx8_drv.h"
 
 unsigned int tx8_job_timeout_ms = 5000;
-module_param_named(job_timeout_ms, tx8_job_timeout_ms, uint, 0644);
+
+/* 100 ms .. 10 min: 0 (no timeout) would let a job hang for ever */
+static int tx8_timeout_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret = kstrtouint(val, 0, &v);
+
+	if (ret)
+		return ret;
+	if (v < 100 || v > 600000)
+		return -EINVAL;
+	WRITE_ONCE(tx8_job_timeout_ms, v);
+	return 0;
+}
+
+static const struct kernel_param_ops tx8_timeout_ops = {
+	.set = tx8_timeout_set,
+	.get = param_get_uint,
+};
+module_param_cb(job_timeout_ms, &tx8_timeout_ops, &tx8_job_timeout_ms, 0644);
 MODULE_PARM_DESC(job_timeout_ms,
-		 "A job running longer fails with TIMEOUT and resets the queue (ms, default 5000)");
+		 "A job running longer fails with TIMEOUT and resets the queue (ms, 100..600000, default 5000)");
 
 static const char *tx8_fence_driver_name(struct dma_fence *f)
 {
@@ -55,6 +80,8 @@ static void tx8_fence_release(struct dma_fence *f)
 	if (job->tfile)
 		tx8_file_put(job->tfile);
 	dma_fence_free(f);
+	/* taken at dma_fence_init: the ops of a live fence are module text */
+	module_put(THIS_MODULE);
 }
 
 static const struct dma_fence_ops tx8_fence_ops = {
@@ -103,6 +130,23 @@ void tx8_file_release_jobs(struct tx8_file *tfile)
 /* ------------------------------------------------------------------------ */
 /* Ring                                                                      */
 
+u64 tx8_file_busy_ns(struct tx8_file *tfile)
+{
+	struct tx8_device *tdev = tfile->tdev;
+	struct tx8_job *head;
+	unsigned long flags;
+	u64 busy = atomic64_read(&tfile->busy_ns), now = ktime_get_ns();
+
+	/* the job running now counts too, so the figure does not jump */
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	head = list_first_entry_or_null(&tdev->pending, struct tx8_job, node);
+	if (head && head->tfile == tfile && tdev->watch_seqno == head->hw_seqno &&
+	    now > tdev->watch_start_ns)
+		busy += now - tdev->watch_start_ns;
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	return busy;
+}
+
 static bool tx8_can_push(struct tx8_device *tdev)
 {
 	return tdev->lost || tdev->gone ||
@@ -145,8 +189,11 @@ static void tx8_watch_head(struct tx8_device *tdev)
 		return;
 	tdev->watch_seqno = head->hw_seqno;
 	tdev->watch_start = jiffies;
-	mod_delayed_work(system_wq, &tdev->timeout_work,
-			 msecs_to_jiffies(tx8_job_timeout_ms));
+	tdev->watch_start_ns = ktime_get_ns();
+	/* at remove the timeout work is cancelled once and for all */
+	if (!tdev->stopping)
+		mod_delayed_work(system_wq, &tdev->timeout_work,
+				 msecs_to_jiffies(tx8_job_timeout_ms));
 }
 
 /*
@@ -175,20 +222,21 @@ static void tx8_job_finish(struct tx8_device *tdev, struct tx8_job *job,
 				    status == TX8_STATUS_TIMEOUT ? -ETIMEDOUT :
 				    status == TX8_STATUS_ABORTED ? -ECANCELED :
 				    -EIO);
-	spin_lock(&job->tfile->lock);
-	job->tfile->busy_ns += job->busy_ns;
+	/* no tfile->lock here: it is not IRQ-safe and never nests in ours */
+	atomic64_add(job->busy_ns, &job->tfile->busy_ns);
 	if (status == TX8_STATUS_OK)
-		job->tfile->jobs_ok++;
+		atomic64_inc(&job->tfile->jobs_ok);
 	else
-		job->tfile->jobs_failed++;
-	spin_unlock(&job->tfile->lock);
+		atomic64_inc(&job->tfile->jobs_failed);
 	WRITE_ONCE(job->done, true);
 	list_del(&job->node);
-	if (job->queued)
+	if (job->queued) {
 		tdev->inflight--;
-	else
+	} else {
 		job->tfile->nr_waiting--;
-	dma_fence_signal_locked(&job->fence);
+		tdev->nr_waiting--;
+	}
+	dma_fence_signal(&job->fence);
 	list_add_tail(&job->node, done);
 }
 
@@ -204,12 +252,8 @@ static void tx8_retire(struct list_head *done)
 			drm_gem_object_put(job->bos[i]);
 		job->nr_bos = 0;
 		/* no dep_cb is armed any more: finished jobs left the list */
-		for (i = 0; i < job->nr_deps; i++) {
-			if (job->deps[i].fence)
-				dma_fence_put(job->deps[i].fence);
-			if (job->deps[i].syncobj)
-				drm_syncobj_put(job->deps[i].syncobj);
-		}
+		for (i = 0; i < job->nr_deps; i++)
+			dma_fence_put(job->deps[i]);
 		job->nr_deps = 0;
 		dma_fence_put(&job->fence);
 	}
@@ -323,7 +367,8 @@ static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
 	unsigned long flags;
 	u64 aborted = 0, hung_seqno = 0;
 	LIST_HEAD(done);
-	bool requeued = false;
+	bool requeued = false, have_taken_seqno;
+	u64 taken_seqno = 0;
 	u32 taken;
 	int ret;
 
@@ -336,31 +381,45 @@ static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
 	}
 	mutex_lock(&tdev->reset_lock);
 	spin_lock_irqsave(&tdev->job_lock, flags);
-	if (tdev->gone || tdev->lost) {
+	if (tdev->gone || tdev->stopping || tdev->lost) {
+		ret = tdev->lost ? -EIO : -ENODEV;
 		spin_unlock_irqrestore(&tdev->job_lock, flags);
 		mutex_unlock(&tdev->reset_lock);
-		return tdev->gone ? -ENODEV : -EIO;
+		return ret;
 	}
 	tdev->resetting = true;
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
 
 	/* Harvest what did finish, then stop the device's queue. */
 	tx8_process_completions(tdev);
+	/*
+	 * Which jobs had the device taken? Interface 1.2 says so after the
+	 * reset (taken_seqno, the device is stopped then); with 1.1 only
+	 * sq_head read before the reset tells, and a job taken between that
+	 * read and the reset would wrongly count as never started.
+	 */
 	taken = READ_ONCE(tdev->q->sq_head);
 	ret = tx8_mbox(tdev, TX8_MBOX_RESET_QUEUE, NULL, 0, NULL, &aborted);
+	have_taken_seqno = TX8_IF_MINOR(tdev->if_version) >= 2;
+	if (have_taken_seqno)
+		taken_seqno = READ_ONCE(tdev->q->taken_seqno);
 	/* counted before any waiter of a failed job wakes up */
 	if (!ret)
 		atomic64_inc(&tdev->resets);
 
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	if (ret) {
+		/* tx8_mbox declared the device lost (tx8_lost_work) */
 		tdev->lost = true;
 		tx8_fail_all_locked(tdev, TX8_STATUS_DEVICE_ERROR, &done);
 	} else {
 		head = list_first_entry_or_null(&tdev->pending,
 						struct tx8_job, node);
 		list_for_each_entry_safe(job, tmp, &tdev->pending, node) {
-			bool started = (s32)(taken - job->ring_idx) > 0;
+			/* a bogus taken_seqno only aborts more: never runs twice */
+			bool started = have_taken_seqno ?
+				job->hw_seqno <= taken_seqno :
+				(s32)(taken - job->ring_idx) > 0;
 
 			if (job == head && hung_status != TX8_STATUS_OK) {
 				hung_seqno = job->fence.seqno;
@@ -398,16 +457,67 @@ static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
 	mod_delayed_work(system_wq, &tdev->dep_work, 0);
 	wake_up_all(&tdev->ring_wq);
 	tx8_retire(&done);
-	if (ret)
+	if (ret) {
 		drm_err(&tdev->drm, "reset (%s) failed: %d; device lost\n",
 			reason, ret);
-	else
+		tx8_send_uevent(tdev, reason, hung_seqno);
+	} else if (__ratelimit(&tdev->reset_rs)) {
+		/* a client can cause resets: neither log nor uevents flood */
 		drm_warn(&tdev->drm,
 			 "queue reset (%s): failed job %llu, %llu job(s) stopped by the device\n",
 			 reason, hung_seqno, aborted);
-	tx8_send_uevent(tdev, reason, hung_seqno);
+		tx8_send_uevent(tdev, reason, hung_seqno);
+	}
 	mutex_unlock(&tdev->reset_lock);
 	return ret;
+}
+
+/*
+ * The device is lost (no mailbox answer, heartbeat stopped, restarted):
+ * every job fails with DEVICE_ERROR, new work is refused with -EIO and
+ * user space is told by a uevent (WEDGED=rebind, as DRM's wedged event).
+ */
+static void tx8_lost_work(struct work_struct *work)
+{
+	struct tx8_device *tdev = container_of(work, struct tx8_device,
+					       lost_work);
+	struct device *kdev = tdev->drm.accel ? tdev->drm.accel->kdev : NULL;
+	char ev_reason[48];
+	char *envp[4] = { "WEDGED=rebind", "TX8_LOST=1", ev_reason, NULL };
+	unsigned long flags;
+	LIST_HEAD(done);
+
+	drm_err(&tdev->drm,
+		"device lost (%s): its jobs fail, new work is refused, its memory is quarantined; unbind and bind it to recover\n",
+		tdev->lost_reason);
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	if (!tdev->gone)
+		tx8_fail_all_locked(tdev, TX8_STATUS_DEVICE_ERROR, &done);
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	tx8_retire(&done);
+	tx8_deps_cancel(tdev, NULL, TX8_STATUS_DEVICE_ERROR);
+	wake_up_all(&tdev->ring_wq);
+	snprintf(ev_reason, sizeof(ev_reason), "TX8_REASON=%s",
+		 tdev->lost_reason);
+	kobject_uevent_env(kdev ? &kdev->kobj : &tdev->pdev->dev.kobj,
+			   KOBJ_CHANGE, envp);
+}
+
+void tx8_device_lost(struct tx8_device *tdev, const char *reason)
+{
+	unsigned long flags;
+	bool first;
+
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	first = !tdev->lost;
+	if (first) {
+		tdev->lost = true;
+		tdev->lost_reason = reason;
+	}
+	/* after tx8_jobs_fini (gone) nothing may be queued on tdev */
+	if (first && !tdev->gone)
+		queue_work(system_wq, &tdev->lost_work);
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
 }
 
 int tx8_reset(struct tx8_device *tdev, const char *reason)
@@ -415,18 +525,74 @@ int tx8_reset(struct tx8_device *tdev, const char *reason)
 	return tx8_do_reset(tdev, TX8_STATUS_ABORTED, NULL, NULL, reason);
 }
 
+/*
+ * The ring state the client reset waits on: 0 when @tfile has no job in
+ * the ring (nothing to reset), 1 when its job is at the head (reset now),
+ * else the head's hw_seqno + 2 (another client's job runs: let it end).
+ */
+static u64 tx8_reset_state(struct tx8_device *tdev, struct tx8_file *tfile)
+{
+	struct tx8_job *job, *head;
+	unsigned long flags;
+	u64 state = 0;
+
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	head = list_first_entry_or_null(&tdev->pending, struct tx8_job, node);
+	list_for_each_entry(job, &tdev->pending, node) {
+		if (job->tfile == tfile) {
+			state = job == head ? 1 : head->hw_seqno + 2;
+			break;
+		}
+	}
+	if (tdev->gone || tdev->stopping || tdev->lost)
+		state = 0;
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	return state;
+}
+
+/*
+ * RESET of one client: it affects only the caller's jobs. Its jobs that
+ * wait for in-fences fail unrun; its jobs in the ring fail with ABORTED.
+ * The device queue is reset only if the client has jobs in the ring, and
+ * only once its own job is the one running (the head); another client's
+ * running job is left to finish first (bounded by the job timeout, whose
+ * handler resets the queue for a hung job anyway). Other clients' jobs
+ * that never started are queued again.
+ */
 int tx8_reset_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 {
+	struct tx8_device *tdev = to_tx8(drm);
+	struct tx8_file *tfile = file->driver_priv;
 	struct drm_tx8_reset *args = data;
-	int ret, idx;
+	unsigned long deadline;
+	u64 state;
+	int ret = 0, idx;
 
 	if (args->flags || args->pad)
 		return -EINVAL;
 	if (!drm_dev_enter(drm, &idx))
 		return -ENODEV;
-	args->aborted = 0;
-	ret = tx8_do_reset(to_tx8(drm), TX8_STATUS_OK, file->driver_priv,
-			   &args->aborted, "client");
+	drm_dev_exit(idx);
+	args->aborted = tx8_deps_cancel(tdev, tfile, TX8_STATUS_ABORTED);
+	/* waits outside drm_dev_enter: an unplug must not wait for us */
+	deadline = jiffies + msecs_to_jiffies(tx8_job_timeout_ms) + HZ;
+	while ((state = tx8_reset_state(tdev, tfile)) > 1 &&
+	       time_before(jiffies, deadline)) {
+		long left;
+
+		left = wait_event_interruptible_timeout(tdev->ring_wq,
+							tx8_reset_state(tdev, tfile) != state,
+							deadline - jiffies);
+		if (left < 0)
+			return left;
+	}
+	if (!drm_dev_enter(drm, &idx))
+		return -ENODEV;
+	if (state)
+		ret = tx8_do_reset(tdev, TX8_STATUS_OK, tfile, &args->aborted,
+				   "client");
+	else if (READ_ONCE(tdev->lost))
+		ret = -EIO;
 	drm_dev_exit(idx);
 	return ret;
 }
@@ -438,8 +604,10 @@ int tx8_inject_fault_ioctl(struct drm_device *drm, void *data,
 	u64 mbox[3];
 	int ret, idx;
 
-	if (args->flags || args->kind > DRM_TX8_FAULT_ERROR ||
-	    (args->kind != DRM_TX8_FAULT_SLOW && args->param))
+	if (args->flags || args->kind > DRM_TX8_FAULT_TAKE_ON_RESET ||
+	    (args->kind != DRM_TX8_FAULT_SLOW &&
+	     args->kind != DRM_TX8_FAULT_STOP &&
+	     args->kind != DRM_TX8_FAULT_BAD_CAPS && args->param))
 		return -EINVAL;
 	if (!capable(CAP_SYS_ADMIN))
 		return -EPERM;
@@ -457,11 +625,11 @@ int tx8_inject_fault_ioctl(struct drm_device *drm, void *data,
 /* Dependencies                                                              */
 
 /*
- * An in-fence signalled. Runs under that fence's lock, which is
- * tdev->job_lock when the fence is one of ours, so it only queues the
- * dependency pass. The job is alive: it stays on the waiting list until
- * tx8_deps_run or tx8_deps_cancel took the callback off (or saw it run,
- * under the same fence lock) with dma_fence_remove_callback.
+ * An in-fence signalled. Runs under that fence's lock (for one of ours
+ * inside tdev->job_lock), so it only queues the dependency pass. The
+ * job is alive: it stays on the waiting list until tx8_deps_run or
+ * tx8_deps_cancel took the callback off (or saw it run, under the same
+ * fence lock) with dma_fence_remove_callback.
  */
 static void tx8_dep_cb(struct dma_fence *f, struct dma_fence_cb *cb)
 {
@@ -482,36 +650,25 @@ static void tx8_dep_disarm(struct tx8_job *job)
 /*
  * Look at the job's in-fences, from the first not known signalled.
  * Returns 0 when all signalled without error, the error of one that
- * failed, or -EAGAIN with a callback armed (or *@poll set for a syncobj
- * without a fence yet). dep_lock held, job_lock not (our own fences use
- * it as their lock).
+ * failed, or -EAGAIN with a callback armed. dep_lock held, job_lock not.
  */
-static int tx8_deps_check(struct tx8_job *job, bool *poll)
+static int tx8_deps_check(struct tx8_job *job)
 {
 	while (job->dep_next < job->nr_deps) {
-		struct tx8_dep *d = &job->deps[job->dep_next];
+		struct dma_fence *fence = job->deps[job->dep_next];
 		int status;
 
-		if (!d->fence) {
-			d->fence = drm_syncobj_fence_get(d->syncobj);
-			if (!d->fence) {
-				*poll = true;
-				return -EAGAIN;
-			}
-			drm_syncobj_put(d->syncobj);
-			d->syncobj = NULL;
-		}
 		if (job->cb_fence) {
 			if (!dma_fence_is_signaled(job->cb_fence))
 				return -EAGAIN;
 			tx8_dep_disarm(job);
 		}
-		if (!dma_fence_is_signaled(d->fence) &&
-		    !dma_fence_add_callback(d->fence, &job->dep_cb, tx8_dep_cb)) {
-			job->cb_fence = d->fence;
+		if (!dma_fence_is_signaled(fence) &&
+		    !dma_fence_add_callback(fence, &job->dep_cb, tx8_dep_cb)) {
+			job->cb_fence = fence;
 			return -EAGAIN;
 		}
-		status = dma_fence_get_status(d->fence);
+		status = dma_fence_get_status(fence);
 		if (status < 0)
 			return status;
 		job->dep_next++;
@@ -523,16 +680,18 @@ static int tx8_deps_check(struct tx8_job *job, bool *poll)
  * The dependency pass: move every waiting job whose in-fences all
  * signalled to the ring, in submission order, skipping the jobs of a file
  * with an older job still waiting (a file's jobs stay in order). A job
- * whose in-fence failed finishes with ABORTED and that error, unrun.
- * Stops at a full ring or a reset; completions and resets run it again.
- * Caller holds dep_lock.
+ * whose in-fence failed finishes with ABORTED and that error, unrun; a
+ * job waiting longer than its dep_deadline for another driver's fence
+ * finishes with TIMEOUT (no job waits for ever). Stops at a full ring or
+ * a reset; completions and resets run it again. Caller holds dep_lock.
  */
 static void tx8_deps_run(struct tx8_device *tdev)
 {
 	struct tx8_job *job, *tmp;
-	bool poll = false, pushed = false, moved = false;
-	unsigned long flags;
+	bool pushed = false, moved = false;
+	unsigned long flags, next = 0;
 	LIST_HEAD(done);
+	u32 status;
 	int ret;
 
 	lockdep_assert_held(&tdev->dep_lock);
@@ -540,8 +699,16 @@ static void tx8_deps_run(struct tx8_device *tdev)
 	list_for_each_entry_safe(job, tmp, &tdev->waiting, node) {
 		if (job->tfile->dep_gen == tdev->dep_gen)
 			continue;
-		ret = tx8_deps_check(job, &poll);
+		ret = tx8_deps_check(job);
+		if (ret == -EAGAIN && job->dep_deadline &&
+		    time_after_eq(jiffies, job->dep_deadline)) {
+			tx8_dep_disarm(job);
+			ret = -ETIMEDOUT;
+		}
 		if (ret == -EAGAIN) {
+			if (job->dep_deadline &&
+			    (!next || time_before(job->dep_deadline, next)))
+				next = job->dep_deadline;
 			job->tfile->dep_gen = tdev->dep_gen;
 			continue;
 		}
@@ -554,15 +721,17 @@ static void tx8_deps_run(struct tx8_device *tdev)
 		moved = true;
 		if (ret || tdev->gone || tdev->lost) {
 			job->dep_error = ret;
-			tx8_job_finish(tdev, job, NULL,
-				       ret || tdev->gone ? TX8_STATUS_ABORTED :
-				       TX8_STATUS_DEVICE_ERROR, &done);
+			status = ret == -ETIMEDOUT ? TX8_STATUS_TIMEOUT :
+				 ret || tdev->gone ? TX8_STATUS_ABORTED :
+				 TX8_STATUS_DEVICE_ERROR;
+			tx8_job_finish(tdev, job, NULL, status, &done);
 		} else {
 			job->hw_seqno = ++tdev->next_hw_seqno;
 			tx8_write_desc(tdev, job);
 			tx8_publish_tail(tdev);
 			list_move_tail(&job->node, &tdev->pending);
 			job->tfile->nr_waiting--;
+			tdev->nr_waiting--;
 			job->queued = true;
 			tdev->inflight++;
 			tx8_watch_head(tdev);
@@ -575,10 +744,10 @@ static void tx8_deps_run(struct tx8_device *tdev)
 	if (moved)
 		wake_up_all(&tdev->ring_wq);
 	tx8_retire(&done);
-	/* no callback exists for a fence yet to be attached: look again */
-	if (poll && !READ_ONCE(tdev->gone))
+	/* a fence of another driver bounds its wait: look again then */
+	if (next && !READ_ONCE(tdev->gone))
 		queue_delayed_work(system_wq, &tdev->dep_work,
-				   msecs_to_jiffies(TX8_DEP_POLL_MS));
+				   time_after(next, jiffies) ? next - jiffies : 0);
 }
 
 static void tx8_dep_work(struct work_struct *work)
@@ -634,7 +803,8 @@ static void tx8_timeout_work(struct work_struct *work)
 
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	head = list_first_entry_or_null(&tdev->pending, struct tx8_job, node);
-	if (!head || tdev->resetting || tdev->lost || tdev->gone) {
+	if (!head || tdev->resetting || tdev->lost || tdev->gone ||
+	    tdev->stopping) {
 		spin_unlock_irqrestore(&tdev->job_lock, flags);
 		return;
 	}
@@ -645,6 +815,7 @@ static void tx8_timeout_work(struct work_struct *work)
 		return;
 	}
 	if (time_before(jiffies, tdev->watch_start + timeout)) {
+		/* ->stopping is clear: tx8_jobs_fini has not cancelled us yet */
 		mod_delayed_work(system_wq, &tdev->timeout_work,
 				 tdev->watch_start + timeout - jiffies);
 		spin_unlock_irqrestore(&tdev->job_lock, flags);
@@ -653,8 +824,8 @@ static void tx8_timeout_work(struct work_struct *work)
 	seqno = head->fence.seqno;
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
 
-	drm_warn(&tdev->drm, "job %llu timed out after %u ms\n", seqno,
-		 tx8_job_timeout_ms);
+	dev_warn_ratelimited(tdev->drm.dev, "job %llu timed out after %u ms\n",
+			     seqno, tx8_job_timeout_ms);
 	tx8_do_reset(tdev, TX8_STATUS_TIMEOUT, NULL, NULL, "timeout");
 }
 
@@ -668,6 +839,9 @@ void tx8_jobs_init(struct tx8_device *tdev)
 	INIT_LIST_HEAD(&tdev->waiting);
 	mutex_init(&tdev->dep_lock);
 	INIT_DELAYED_WORK(&tdev->dep_work, tx8_dep_work);
+	INIT_WORK(&tdev->lost_work, tx8_lost_work);
+	ratelimit_state_init(&tdev->reset_rs, 5 * HZ, 5);
+	ratelimit_set_flags(&tdev->reset_rs, RATELIMIT_MSG_ON_RELEASE);
 }
 
 /* At remove: stop the queue and fail every job still pending. */
@@ -676,11 +850,19 @@ void tx8_jobs_fini(struct tx8_device *tdev)
 	unsigned long flags;
 	LIST_HEAD(done);
 
+	/*
+	 * The timeout work takes reset_lock: cancel it before taking that
+	 * lock, with ->stopping set so that nothing queues it again and no
+	 * new reset starts. A reset already under way finishes first.
+	 */
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	tdev->stopping = true;
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	cancel_delayed_work_sync(&tdev->timeout_work);
 	mutex_lock(&tdev->reset_lock);
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	tdev->resetting = true;
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
-	cancel_delayed_work_sync(&tdev->timeout_work);
 	tx8_process_completions(tdev);
 	if (!tdev->lost)
 		tx8_mbox(tdev, TX8_MBOX_RESET_QUEUE, NULL, 0, NULL, NULL);
@@ -699,6 +881,7 @@ void tx8_jobs_fini(struct tx8_device *tdev)
 	 * callback or work can touch tdev or a job any more.
 	 */
 	tx8_deps_cancel(tdev, NULL, TX8_STATUS_ABORTED);
+	cancel_work_sync(&tdev->lost_work);
 	cancel_delayed_work_sync(&tdev->dep_work);
 	cancel_delayed_work_sync(&tdev->timeout_work);
 }
@@ -761,61 +944,176 @@ static int tx8_get_bos(struct tx8_job *job, struct drm_file *file,
 	return 0;
 }
 
-static long tx8_submit_timeout(const struct drm_tx8_submit *args)
+/*
+ * The SUBMIT deadline in jiffies; 0 for none. As for WAIT, timeout_ns is
+ * an absolute CLOCK_MONOTONIC time: one in the past (0) polls, one too far
+ * to count in jiffies (e.g. INT64_MAX) means no limit.
+ */
+static unsigned long tx8_submit_deadline(const struct drm_tx8_submit *args)
 {
-	return args->timeout_ns ? drm_timeout_abs_to_jiffies(args->timeout_ns) :
-				  MAX_SCHEDULE_TIMEOUT;
+	long t = drm_timeout_abs_to_jiffies(args->timeout_ns);
+
+	if (t == MAX_SCHEDULE_TIMEOUT)
+		return 0;
+	return (jiffies + t) | 1;
+}
+
+/* Jiffies left until @deadline (0 = none); 0 when it passed. */
+static long tx8_left(unsigned long deadline)
+{
+	if (!deadline)
+		return MAX_SCHEDULE_TIMEOUT;
+	return time_after(deadline, jiffies) ? deadline - jiffies : 0;
 }
 
 /*
- * Take the in-syncobjs: the fence each holds now, or, for one without a
- * fence yet, the syncobj itself; the job then waits for a fence to be
- * attached and for that fence (DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT
- * semantics).
+ * The fence of an in-syncobj. One without a fence yet is waited for
+ * (DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT semantics) for at most
+ * TX8_WAIT_FOR_SUBMIT_MS and the SUBMIT's own deadline: a job never waits
+ * for a fence that does not exist yet, which could be never. -ETIME when
+ * none came.
  */
-static int tx8_get_in_syncobjs(struct tx8_job *job, struct drm_file *file,
-			       const struct drm_tx8_submit *args)
+static int tx8_in_fence(struct drm_syncobj *syncobj, unsigned long deadline,
+			struct dma_fence **fence)
+{
+	unsigned long end = jiffies + msecs_to_jiffies(TX8_WAIT_FOR_SUBMIT_MS);
+
+	if (deadline && time_before(deadline, end))
+		end = deadline;
+	for (;;) {
+		*fence = drm_syncobj_fence_get(syncobj);
+		if (*fence)
+			return 0;
+		if (!time_before(jiffies, end))
+			return -ETIME;
+		if (schedule_timeout_interruptible(1) && signal_pending(current))
+			return -ERESTARTSYS;
+	}
+}
+
+/*
+ * Take the in-syncobjs' fences, before the job exists: its fence cannot
+ * be among them. The out-syncobj cannot be an in-syncobj too.
+ */
+static int tx8_get_in_fences(struct tx8_job *job, struct drm_file *file,
+			     const struct drm_tx8_submit *args,
+			     unsigned long deadline)
 {
 	u32 __user *handles = u64_to_user_ptr(args->in_syncobjs);
+	unsigned long timeout = msecs_to_jiffies(tx8_job_timeout_ms);
 	unsigned int i;
+	int ret;
 
 	if (!args->in_syncobj_count)
 		return 0;
 	job->deps = kcalloc(args->in_syncobj_count, sizeof(*job->deps),
-			    GFP_KERNEL);
+			    GFP_KERNEL_ACCOUNT);
 	if (!job->deps)
 		return -ENOMEM;
 	for (i = 0; i < args->in_syncobj_count; i++) {
 		struct drm_syncobj *syncobj;
+		struct dma_fence *fence;
 		u32 h;
 
 		if (get_user(h, handles + i))
 			return -EFAULT;
+		if (args->out_syncobj && h == args->out_syncobj)
+			return -EINVAL;
 		syncobj = drm_syncobj_find(file, h);
 		if (!syncobj)
 			return -ENOENT;
-		job->deps[i].fence = drm_syncobj_fence_get(syncobj);
-		if (job->deps[i].fence)
-			drm_syncobj_put(syncobj);
-		else
-			job->deps[i].syncobj = syncobj;
-		job->nr_deps = i + 1;
+		ret = tx8_in_fence(syncobj, deadline, &fence);
+		drm_syncobj_put(syncobj);
+		if (ret)
+			return ret;
+		job->deps[job->nr_deps++] = fence;
+		/*
+		 * Our fences are bounded by the job timeout; one of another
+		 * driver (a chain, a sync_file) gets a bound of its own.
+		 */
+		if (fence->ops != &tx8_fence_ops && !job->dep_deadline)
+			job->dep_deadline = jiffies + 1 +
+				TX8_FOREIGN_DEP_FACTOR * timeout;
 	}
 	return 0;
+}
+
+/*
+ * Implicit sync (BO reservations locked): reserve a slot for the job's
+ * fence in each BO's dma_resv, and make the job depend on the fences it
+ * must wait for there (the writers for a read, all for a write) that do
+ * not order before it anyway: fences of other files or other drivers. A
+ * file's own jobs run in submission order already.
+ */
+static int tx8_resv_prepare(struct tx8_job *job, struct tx8_file *tfile)
+{
+	struct dma_resv_iter cursor;
+	struct dma_fence *fence;
+	unsigned int i, j;
+	int ret;
+
+	for (i = 0; i < job->nr_bos; i++) {
+		struct dma_resv *resv = job->bos[i]->resv;
+		bool write = job->ranges[i].access & TX8_ACCESS_WRITE;
+
+		ret = dma_resv_reserve_fences(resv, 1);
+		if (ret)
+			return ret;
+		dma_resv_for_each_fence(&cursor, resv, dma_resv_usage_rw(write),
+					fence) {
+			struct dma_fence **deps;
+
+			if (dma_fence_is_signaled(fence) ||
+			    (fence->ops == &tx8_fence_ops &&
+			     to_tx8_job(fence)->tfile == tfile))
+				continue;
+			for (j = 0; j < job->nr_deps; j++)
+				if (job->deps[j] == fence)
+					break;
+			if (j < job->nr_deps)
+				continue;
+			deps = krealloc_array(job->deps, job->nr_deps + 1,
+					      sizeof(*deps), GFP_KERNEL_ACCOUNT);
+			if (!deps)
+				return -ENOMEM;
+			job->deps = deps;
+			job->deps[job->nr_deps++] = dma_fence_get(fence);
+		}
+	}
+	return 0;
+}
+
+/* The job's fence into each BO's dma_resv: write or read usage. */
+static void tx8_resv_add(struct tx8_job *job)
+{
+	unsigned int i;
+
+	for (i = 0; i < job->nr_bos; i++)
+		dma_resv_add_fence(job->bos[i]->resv, &job->fence,
+				   job->ranges[i].access & TX8_ACCESS_WRITE ?
+				   DMA_RESV_USAGE_WRITE : DMA_RESV_USAGE_READ);
 }
 
 static bool tx8_can_wait(struct tx8_device *tdev, struct tx8_file *tfile)
 {
 	return READ_ONCE(tdev->gone) || READ_ONCE(tdev->lost) ||
-	       READ_ONCE(tfile->nr_waiting) < TX8_MAX_WAITING;
+	       (READ_ONCE(tfile->nr_waiting) < TX8_MAX_WAITING &&
+		READ_ONCE(tdev->nr_waiting) < TX8_MAX_DEV_WAITING);
 }
 
+/*
+ * Keep the job for WAIT by number. Old finished records are dropped under
+ * tfile->lock, erased before the lock is released: WAIT, which takes its
+ * reference under the same lock, never sees a record being dropped.
+ */
 static void tx8_file_record(struct tx8_file *tfile, struct tx8_job *job)
 {
-	struct tx8_job *old;
+	struct tx8_job *old, *tmp;
+	LIST_HEAD(drop);
 
 	dma_fence_get(&job->fence);
-	if (xa_err(xa_store(&tfile->jobs, job->fence.seqno, job, GFP_KERNEL))) {
+	if (xa_err(xa_store(&tfile->jobs, job->fence.seqno, job,
+			    GFP_KERNEL_ACCOUNT))) {
 		dma_fence_put(&job->fence);
 		return;
 	}
@@ -830,25 +1128,47 @@ static void tx8_file_record(struct tx8_file *tfile, struct tx8_job *job)
 				       file_node);
 		if (!READ_ONCE(old->done))
 			break;
-		list_del_init(&old->file_node);
+		list_move_tail(&old->file_node, &drop);
 		tfile->nr_history--;
-		spin_unlock(&tfile->lock);
 		xa_erase(&tfile->jobs, old->fence.seqno);
-		dma_fence_put(&old->fence);
-		spin_lock(&tfile->lock);
 	}
 	spin_unlock(&tfile->lock);
+	list_for_each_entry_safe(old, tmp, &drop, file_node) {
+		list_del_init(&old->file_node);
+		dma_fence_put(&old->fence);
+	}
 }
 
+static void tx8_job_free_unsubmitted(struct tx8_job *job)
+{
+	unsigned int i;
+
+	for (i = 0; i < job->nr_bos; i++)
+		drm_gem_object_put(job->bos[i]);
+	for (i = 0; i < job->nr_deps; i++)
+		dma_fence_put(job->deps[i]);
+	kfree(job->deps);
+	kfree(job->bos);
+	kfree(job->ranges);
+	kfree(job);
+}
+
+/*
+ * SUBMIT. Everything that may sleep for long (waiting for an in-syncobj's
+ * fence, for room on the waiting list) happens outside drm_dev_enter, so
+ * that an unplug never waits for a client: the device is entered only to
+ * queue the job, under the locks.
+ */
 int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 {
 	struct tx8_device *tdev = to_tx8(drm);
 	struct tx8_file *tfile = file->driver_priv;
 	struct drm_tx8_submit *args = data;
 	struct drm_syncobj *out_sync = NULL;
+	struct ww_acquire_ctx ticket;
+	unsigned long flags, deadline;
 	struct drm_gem_object *cmd;
 	struct tx8_job *job;
-	unsigned long flags;
 	unsigned int i;
 	int ret, idx;
 
@@ -864,34 +1184,34 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	if (!args->cmd_size || args->cmd_size % 8 || args->cmd_offset % 8 ||
 	    args->cmd_size > tdev->max_cmd_size)
 		return -EINVAL;
+	deadline = tx8_submit_deadline(args);
 
 	if (!drm_dev_enter(drm, &idx))
 		return -ENODEV;
+	drm_dev_exit(idx);
 
 	cmd = drm_gem_object_lookup(file, args->cmd_handle);
-	if (!cmd) {
-		ret = -ENOENT;
-		goto out;
-	}
+	if (!cmd)
+		return -ENOENT;
 	if (args->cmd_offset > cmd->size ||
 	    args->cmd_size > cmd->size - args->cmd_offset) {
 		drm_gem_object_put(cmd);
-		ret = -EINVAL;
-		goto out;
+		return -EINVAL;
 	}
 
-	job = kzalloc(sizeof(*job), GFP_KERNEL);
+	job = kzalloc(sizeof(*job), GFP_KERNEL_ACCOUNT);
 	if (!job) {
 		drm_gem_object_put(cmd);
-		ret = -ENOMEM;
-		goto out;
+		return -ENOMEM;
 	}
 	job->tdev = tdev;
+	spin_lock_init(&job->fence_lock);
 	INIT_LIST_HEAD(&job->node);
 	INIT_LIST_HEAD(&job->file_node);
-	job->bos = kcalloc(args->bo_count + 1, sizeof(*job->bos), GFP_KERNEL);
+	job->bos = kcalloc(args->bo_count + 1, sizeof(*job->bos),
+			   GFP_KERNEL_ACCOUNT);
 	job->ranges = kcalloc(args->bo_count + 1, sizeof(*job->ranges),
-			      GFP_KERNEL);
+			      GFP_KERNEL_ACCOUNT);
 	if (!job->bos || !job->ranges) {
 		drm_gem_object_put(cmd);
 		ret = -ENOMEM;
@@ -915,33 +1235,56 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 			goto err_job;
 		}
 	}
-	ret = tx8_get_in_syncobjs(job, file, args);
+	ret = tx8_get_in_fences(job, file, args, deadline);
 	if (ret)
 		goto err_job;
 
-	/* bounded: a file has at most TX8_MAX_WAITING jobs not in the ring */
+	/* bounded: a file, and the device, have few jobs not in the ring */
 	for (;;) {
 		long left;
 
 		left = wait_event_interruptible_timeout(tdev->ring_wq,
 							tx8_can_wait(tdev, tfile),
-							tx8_submit_timeout(args));
+							tx8_left(deadline));
 		if (left < 0 || !left) {
 			ret = left ? left : -EBUSY;
 			goto err_job;
 		}
-		mutex_lock(&tdev->dep_lock);
-		spin_lock_irqsave(&tdev->job_lock, flags);
-		if (tdev->gone || tdev->lost) {
-			spin_unlock_irqrestore(&tdev->job_lock, flags);
-			mutex_unlock(&tdev->dep_lock);
-			ret = tdev->gone ? -ENODEV : -EIO;
+		if (!drm_dev_enter(drm, &idx)) {
+			ret = -ENODEV;
 			goto err_job;
 		}
-		if (tfile->nr_waiting < TX8_MAX_WAITING)
+		/* lock order: BO reservations, dep_lock, job_lock */
+		ret = drm_gem_lock_reservations(job->bos, job->nr_bos, &ticket);
+		if (ret) {
+			drm_dev_exit(idx);
+			goto err_job;
+		}
+		ret = tx8_resv_prepare(job, tfile);
+		if (ret) {
+			drm_gem_unlock_reservations(job->bos, job->nr_bos,
+						    &ticket);
+			drm_dev_exit(idx);
+			goto err_job;
+		}
+		mutex_lock(&tdev->dep_lock);
+		spin_lock_irqsave(&tdev->job_lock, flags);
+		if (tdev->gone || tdev->stopping || tdev->lost) {
+			ret = tdev->lost ? -EIO : -ENODEV;
+			spin_unlock_irqrestore(&tdev->job_lock, flags);
+			mutex_unlock(&tdev->dep_lock);
+			drm_gem_unlock_reservations(job->bos, job->nr_bos,
+						    &ticket);
+			drm_dev_exit(idx);
+			goto err_job;
+		}
+		if (tfile->nr_waiting < TX8_MAX_WAITING &&
+		    tdev->nr_waiting < TX8_MAX_DEV_WAITING)
 			break;
 		spin_unlock_irqrestore(&tdev->job_lock, flags);
 		mutex_unlock(&tdev->dep_lock);
+		drm_gem_unlock_reservations(job->bos, job->nr_bos, &ticket);
+		drm_dev_exit(idx);
 	}
 	/*
 	 * dep_lock and job_lock held: the job gets its number and fence and
@@ -950,10 +1293,13 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	 */
 	kref_get(&tfile->ref);
 	job->tfile = tfile;
-	dma_fence_init(&job->fence, &tx8_fence_ops, &tdev->job_lock,
+	/* dropped by tx8_fence_release: fences outlive files and devices */
+	__module_get(THIS_MODULE);
+	dma_fence_init(&job->fence, &tx8_fence_ops, &job->fence_lock,
 		       dma_fence_context_alloc(1), ++tdev->next_seqno);
 	list_add_tail(&job->node, &tdev->waiting);
 	tfile->nr_waiting++;
+	tdev->nr_waiting++;
 	for (i = 0; i < job->nr_bos; i++) {
 		struct tx8_bo *bo = to_tx8_bo(job->bos[i]);
 
@@ -963,6 +1309,8 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		bo->last_job = to_tx8_job(dma_fence_get(&job->fence));
 	}
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	tx8_resv_add(job);
+	drm_gem_unlock_reservations(job->bos, job->nr_bos, &ticket);
 	atomic64_inc(&tdev->jobs);
 
 	args->seqno = job->fence.seqno;
@@ -974,26 +1322,13 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	/* a job that is ready enters the ring before SUBMIT returns */
 	tx8_deps_run(tdev);
 	mutex_unlock(&tdev->dep_lock);
-	ret = 0;
-	goto out;
+	drm_dev_exit(idx);
+	return 0;
 
 err_job:
 	if (out_sync)
 		drm_syncobj_put(out_sync);
-	for (i = 0; i < job->nr_bos; i++)
-		drm_gem_object_put(job->bos[i]);
-	for (i = 0; i < job->nr_deps; i++) {
-		if (job->deps[i].fence)
-			dma_fence_put(job->deps[i].fence);
-		if (job->deps[i].syncobj)
-			drm_syncobj_put(job->deps[i].syncobj);
-	}
-	kfree(job->deps);
-	kfree(job->bos);
-	kfree(job->ranges);
-	kfree(job);
-out:
-	drm_dev_exit(idx);
+	tx8_job_free_unsubmitted(job);
 	return ret;
 }
 
@@ -1019,6 +1354,14 @@ int tx8_wait_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		obj = drm_gem_object_lookup(file, args->handle);
 		if (!obj)
 			return -ENOENT;
+		/* every job using the BO, readers and writers (dma_resv) */
+		ret = dma_resv_wait_timeout(obj->resv, DMA_RESV_USAGE_READ, true,
+					    drm_timeout_abs_to_jiffies(args->timeout_ns));
+		if (ret <= 0) {
+			drm_gem_object_put(obj);
+			return ret ? ret : -ETIME;
+		}
+		/* its status: the last job that used it */
 		bo = to_tx8_bo(obj);
 		spin_lock_irqsave(&tdev->job_lock, flags);
 		if (bo->last_job)

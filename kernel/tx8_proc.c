@@ -9,8 +9,16 @@
  *   then per label, all devices   <label>: kB
  *
  * CacheMiss is the device's expert_cache_misses counter (docs/kernel.md).
+ * Label lines are unambiguous: a label that would read as one of the fixed
+ * keys (Total, DeviceUsed, accel7_Total, ...) is shown as Label_<label>,
+ * and labels beyond the 256th are summed in OtherLabels. They show only
+ * the reader's own BOs (created with its effective uid), all of them to
+ * an admin (CAP_SYS_ADMIN); the totals are for everyone.
  */
 
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/ctype.h>
 #include <linux/proc_fs.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
@@ -28,8 +36,27 @@ struct tx8_label_sum {
 
 struct tx8_label_table {
 	unsigned int n;
+	u64 other;			/* labels beyond the table */
 	struct tx8_label_sum e[TX8_PROC_MAX_LABELS];
 };
+
+/* Fixed keys; "Label_" and "OtherLabels" are reserved too. */
+static const char * const tx8_fixed_keys[] = {
+	"DeviceTotal", "DeviceUsed", "DeviceFree", "PageFaults", "CacheMiss",
+	"Resets", "Total", "Used", "Free", "Buffers", "OtherLabels",
+};
+
+/* Whether a label, as a key, could be mistaken for a fixed key. */
+static bool tx8_label_reserved(const char *label)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(tx8_fixed_keys); i++)
+		if (!strcmp(label, tx8_fixed_keys[i]))
+			return true;
+	return !strncmp(label, "Label_", 6) ||
+	       (!strncmp(label, "accel", 5) && isdigit(label[5]));
+}
 
 static void tx8_label_add(struct tx8_label_table *t, const char *label,
 			  u64 bytes)
@@ -45,9 +72,8 @@ static void tx8_label_add(struct tx8_label_table *t, const char *label,
 		}
 	}
 	if (t->n == TX8_PROC_MAX_LABELS) {
-		/* the last slot collects whatever does not fit */
-		strscpy(t->e[t->n - 1].label, "Other", DRM_TX8_LABEL_LEN);
-		t->e[t->n - 1].bytes += bytes;
+		/* no label is renamed: the rest is summed apart */
+		t->other += bytes;
 		return;
 	}
 	strscpy(t->e[t->n].label, label, DRM_TX8_LABEL_LEN);
@@ -76,6 +102,25 @@ static void tx8_kb(struct seq_file *m, const char *prefix, const char *key,
 	seq_printf(m, "%-28s%12llu kB\n", k, bytes >> 10);
 }
 
+/* A label line: Label_ in front of one that could pass for a fixed key. */
+static void tx8_label_kb(struct seq_file *m, const char *prefix,
+			 const char *label, u64 bytes)
+{
+	char k[DRM_TX8_LABEL_LEN + 8], *c;
+
+	strscpy(k, label, sizeof(k));
+	for (c = k; *c; c++)
+		if (*c == ' ' || *c == ':')
+			*c = '_';
+	if (tx8_label_reserved(k)) {
+		snprintf(k, sizeof(k), "Label_%s", label);
+		for (c = k; *c; c++)
+			if (*c == ' ' || *c == ':')
+				*c = '_';
+	}
+	tx8_kb(m, prefix, k, bytes);
+}
+
 static void tx8_num(struct seq_file *m, const char *prefix, const char *key,
 		    u64 n)
 {
@@ -91,13 +136,15 @@ struct tx8_dev_sums {
 
 static void tx8_dev_sums(struct tx8_device *tdev, struct tx8_dev_sums *s,
 			 struct tx8_label_table *dev_labels,
-			 struct tx8_label_table *all_labels)
+			 struct tx8_label_table *all_labels,
+			 const struct cred *reader, bool admin)
 {
 	struct tx8_bo *bo;
 	int idx;
 
 	memset(s, 0, sizeof(*s));
 	dev_labels->n = 0;
+	dev_labels->other = 0;
 	s->total = tdev->lease_size;
 	s->faults = atomic64_read(&tdev->page_faults);
 	s->resets = atomic64_read(&tdev->resets);
@@ -109,6 +156,9 @@ static void tx8_dev_sums(struct tx8_device *tdev, struct tx8_dev_sums *s,
 	s->used = tdev->mem_used;
 	list_for_each_entry(bo, &tdev->bos, dev_node) {
 		s->buffers++;
+		/* labels say what a process does: its own, or an admin */
+		if (!admin && !uid_eq(bo->owner_uid, reader->euid))
+			continue;
 		tx8_label_add(dev_labels, bo->label, bo->base.size);
 		tx8_label_add(all_labels, bo->label, bo->base.size);
 	}
@@ -118,6 +168,8 @@ static void tx8_dev_sums(struct tx8_device *tdev, struct tx8_dev_sums *s,
 static int tx8_meminfo_show(struct seq_file *m, void *v)
 {
 	struct tx8_label_table *dev_labels, *all_labels;
+	const struct cred *reader = m->file->f_cred;
+	bool admin = file_ns_capable(m->file, &init_user_ns, CAP_SYS_ADMIN);
 	struct tx8_dev_sums s, sum = {};
 	struct tx8_device *tdev;
 	unsigned int i;
@@ -133,7 +185,7 @@ static int tx8_meminfo_show(struct seq_file *m, void *v)
 	mutex_lock(&tx8_devices_lock);
 	/* totals first: one pass to sum, one to print per device */
 	list_for_each_entry(tdev, &tx8_devices, node) {
-		tx8_dev_sums(tdev, &s, dev_labels, all_labels);
+		tx8_dev_sums(tdev, &s, dev_labels, all_labels, reader, admin);
 		sum.total += s.total;
 		sum.used += s.used;
 		sum.faults += s.faults;
@@ -148,12 +200,13 @@ static int tx8_meminfo_show(struct seq_file *m, void *v)
 	tx8_num(m, "", "Resets", sum.resets);
 
 	all_labels->n = 0;
+	all_labels->other = 0;
 	list_for_each_entry(tdev, &tx8_devices, node) {
 		char prefix[24];
 
 		snprintf(prefix, sizeof(prefix), "accel%d_",
 			 tdev->drm.accel ? tdev->drm.accel->index : 0);
-		tx8_dev_sums(tdev, &s, dev_labels, all_labels);
+		tx8_dev_sums(tdev, &s, dev_labels, all_labels, reader, admin);
 		tx8_kb(m, prefix, "Total", s.total);
 		tx8_kb(m, prefix, "Used", s.used);
 		tx8_kb(m, prefix, "Free", s.total - min(s.total, s.used));
@@ -162,13 +215,18 @@ static int tx8_meminfo_show(struct seq_file *m, void *v)
 		tx8_num(m, prefix, "Resets", s.resets);
 		tx8_num(m, prefix, "Buffers", s.buffers);
 		for (i = 0; i < dev_labels->n; i++)
-			tx8_kb(m, prefix, dev_labels->e[i].label,
-			       dev_labels->e[i].bytes);
+			tx8_label_kb(m, prefix, dev_labels->e[i].label,
+				     dev_labels->e[i].bytes);
+		if (dev_labels->other)
+			tx8_kb(m, prefix, "OtherLabels", dev_labels->other);
 	}
 	mutex_unlock(&tx8_devices_lock);
 
 	for (i = 0; i < all_labels->n; i++)
-		tx8_kb(m, "", all_labels->e[i].label, all_labels->e[i].bytes);
+		tx8_label_kb(m, "", all_labels->e[i].label,
+			     all_labels->e[i].bytes);
+	if (all_labels->other)
+		tx8_kb(m, "", "OtherLabels", all_labels->other);
 	kfree(dev_labels);
 	kfree(all_labels);
 	return 0;

@@ -4,7 +4,9 @@
  * PCI device (/sys/class/accel/accelN/device/tx8/).
  */
 
+#include <linux/capability.h>
 #include <linux/device.h>
+#include <linux/kstrtox.h>
 #include <linux/sysfs.h>
 
 #include <drm/drm_drv.h>
@@ -53,7 +55,7 @@ static ssize_t tx8_attr_show(struct device *dev, enum tx8_attr a, char *buf)
 		v = atomic64_read(&tdev->timeouts);
 		break;
 	case TX8_A_CORES:
-		v = READ_ONCE(tdev->ctrl->caps.num_cores);
+		v = tdev->caps.num_cores;
 		break;
 	case TX8_A_PAGE_FAULTS:
 		v = atomic64_read(&tdev->page_faults);
@@ -84,7 +86,32 @@ TX8_ATTR(cores, TX8_A_CORES);
 TX8_ATTR(page_faults, TX8_A_PAGE_FAULTS);
 TX8_ATTR(cache_misses, TX8_A_CACHE_MISSES);
 
+/*
+ * reset (write only, CAP_SYS_ADMIN): a device-wide queue reset; the
+ * running job fails with ABORTED, the others run again. A client resets
+ * only its own jobs (DRM_IOCTL_TX8_RESET).
+ */
+static ssize_t reset_store(struct device *dev, struct device_attribute *attr,
+			   const char *buf, size_t count)
+{
+	struct tx8_device *tdev = pci_get_drvdata(to_pci_dev(dev));
+	bool yes;
+	int ret, idx;
+
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (kstrtobool(buf, &yes) || !yes)
+		return -EINVAL;
+	if (!tdev || !drm_dev_enter(&tdev->drm, &idx))
+		return -ENODEV;
+	ret = tx8_reset(tdev, "sysfs");
+	drm_dev_exit(idx);
+	return ret ? ret : count;
+}
+static DEVICE_ATTR_WO(reset);
+
 static struct attribute *tx8_attrs[] = {
+	&dev_attr_reset.attr,
 	&dev_attr_busy_ns.attr,
 	&dev_attr_mem_total.attr,
 	&dev_attr_mem_used.attr,

@@ -54,6 +54,8 @@ struct emu_queue {
 
     /* faults injected through the mailbox */
     unsigned f_hang, f_error, f_slow_count, f_slow_ms;
+    /* a misbehaving device (interface 1.2, host robustness tests) */
+    unsigned f_bad_record, f_bad_lease, f_take_on_reset;
 
     volatile int abort;
     uint64_t acct_ns; /* running job: busy time counted up to here (now_ns) */
@@ -79,6 +81,10 @@ struct emu_dev {
 
     struct emu_faults faults;
     uint64_t jobs_taken;
+    uint64_t stop_until;      /* TX8_FAULT_STOP: silent until (now_ns) */
+    uint64_t caps_restore_at; /* TX8_FAULT_BAD_CAPS: restore at (now_ns) */
+    struct tx8_caps caps_saved;
+    bool mbox_runs_job; /* TX8_FAULT_TAKE_ON_RESET: a job runs in handle_mbox */
 
     struct emu_queue q[TX8_MAX_QUEUES];
     struct emu_heap heap;
@@ -274,6 +280,8 @@ static uint64_t queue_reset(struct emu_dev *d, int qi, bool running_aborted, uin
     q->has_pending = false;
     q->reset_pending = false;
     q->f_hang = q->f_error = q->f_slow_count = q->f_slow_ms = 0;
+    /* f_bad_lease survives: it is for the LEASE of the next probe */
+    q->f_bad_record = q->f_take_on_reset = 0;
     q->state = TX8_QUEUE_ACTIVE;
     __atomic_store_n(&s->sq_tail, 0u, __ATOMIC_RELAXED);
     __atomic_store_n(&s->cq_head, 0u, __ATOMIC_RELAXED);
@@ -334,6 +342,18 @@ static void complete_job(struct emu_dev *d, int qi, const struct tx8_completion 
     q->pending = *c;
     q->pending_irq = !(flags & TX8_JOB_F_NO_IRQ);
     q->has_pending = true;
+    if (q->f_bad_record) {
+        /* a record no job has, then a tail far past the records */
+        q->f_bad_record--;
+        emu_log("fault injection: queue %d job %llu: bad completion record", qi,
+                (unsigned long long)c->seqno);
+        q->pending.seqno = c->seqno + (1ull << 40);
+        q->pending.status = 0xdead;
+        post_pending(d, qi);
+        q->cq_tail += 1000;
+        __atomic_store_n(&qshm(d, qi)->cq_tail, q->cq_tail, __ATOMIC_RELEASE);
+        return;
+    }
     post_pending(d, qi);
 }
 
@@ -385,6 +405,14 @@ static bool slow_delay(struct emu_queue *q, unsigned ms)
 
 static void handle_mbox(struct emu_dev *d, int qi);
 
+static bool any_running(const struct emu_dev *d)
+{
+    for (int qi = 0; qi < TX8_MAX_QUEUES; qi++)
+        if (d->q[qi].running)
+            return true;
+    return false;
+}
+
 static void run_job(struct emu_dev *d, int qi)
 {
     struct emu_queue *q = &d->q[qi];
@@ -399,6 +427,8 @@ static void run_job(struct emu_dev *d, int qi)
 
     memcpy(j, d->mem + TX8_SQ_OFFSET(qi) + (uint64_t)slot * TX8_SQ_ENTRY_SIZE, sizeof(*j));
     q->sq_head++;
+    /* since 1.2: the last job taken, kept across RESET_QUEUE */
+    __atomic_store_n(&s->taken_seqno, j->seqno, __ATOMIC_RELEASE);
     __atomic_store_n(&s->sq_head, q->sq_head, __ATOMIC_RELEASE);
     cnt_add(&d->ctrl->counters.jobs_submitted, 1);
     d->jobs_taken++;
@@ -513,6 +543,8 @@ static void run_job(struct emu_dev *d, int qi)
 /* Do one unit of work. Lock held. Returns whether anything happened. */
 static bool exec_step(struct emu_dev *d)
 {
+    if (d->stop_until || d->mbox_runs_job)
+        return false; /* TX8_FAULT_STOP, TX8_FAULT_TAKE_ON_RESET */
     for (int qi = 0; qi < TX8_MAX_QUEUES; qi++)
         if (d->q[qi].has_pending && !d->q[qi].closing)
             post_pending(d, qi);
@@ -619,7 +651,7 @@ static void handle_mbox(struct emu_dev *d, int qi)
     uint32_t cmd;
     int32_t st = 0;
 
-    if (req == q->mbox_ack || q->reset_pending)
+    if (req == q->mbox_ack || q->reset_pending || d->stop_until)
         return;
     cmd = __atomic_load_n(&s->mbox_cmd, __ATOMIC_RELAXED);
     memcpy(arg, (const void *)s->mbox_arg, sizeof(arg));
@@ -634,6 +666,12 @@ static void handle_mbox(struct emu_dev *d, int qi)
         if (st == 0) {
             heap_publish(&d->heap, d->mem);
             ret1 = d->heap.l[heap_find(&d->heap, ret0)].size;
+            if (q->f_bad_lease) {
+                /* the lease is made, the answer lies: base + size wraps */
+                q->f_bad_lease--;
+                emu_log("fault injection: queue %d: LEASE answers a bad base", qi);
+                ret0 = UINT64_MAX - TX8_PAGE_SIZE + 1;
+            }
         }
         break;
     case TX8_MBOX_RELEASE: {
@@ -667,6 +705,22 @@ static void handle_mbox(struct emu_dev *d, int qi)
             emu_debug("queue %d: RESET_QUEUE: aborting the running job", qi);
             return;
         }
+        if (q->f_take_on_reset && !q->has_pending && q->state == TX8_QUEUE_ACTIVE &&
+            !any_running(d) &&
+            __atomic_load_n(&s->sq_tail, __ATOMIC_ACQUIRE) - q->sq_head - 1 < TX8_SQ_ENTRIES) {
+            /* take one more job before resetting; run_job answers */
+            q->f_take_on_reset--;
+            emu_log("fault injection: queue %d: taking a job on RESET_QUEUE", qi);
+            q->reset_pending = true;
+            q->reset_req = req;
+            d->mbox_runs_job = true; /* the executor keeps off d->desc */
+            run_job(d, qi);
+            d->mbox_runs_job = false;
+            if (!q->reset_pending)
+                return; /* answered by run_job */
+            ret0 = queue_reset(d, qi, false, 0, &ret1);
+            break;
+        }
         ret0 = queue_reset(d, qi, false, 0, &ret1);
         break;
     case TX8_MBOX_INJECT_FAULT: {
@@ -679,6 +733,7 @@ static void handle_mbox(struct emu_dev *d, int qi)
         switch (arg[0]) {
         case TX8_FAULT_NONE:
             q->f_hang = q->f_error = q->f_slow_count = q->f_slow_ms = 0;
+            q->f_bad_record = q->f_bad_lease = q->f_take_on_reset = 0;
             break;
         case TX8_FAULT_HANG:
             q->f_hang = (unsigned)count;
@@ -697,6 +752,49 @@ static void handle_mbox(struct emu_dev *d, int qi)
         case TX8_FAULT_CRASH:
             emu_log("fault injection: crash requested by peer %d", q->owner);
             _exit(EMU_CRASH_EXIT);
+        case TX8_FAULT_BAD_RECORD:
+            q->f_bad_record = (unsigned)count;
+            break;
+        case TX8_FAULT_BAD_LEASE:
+            q->f_bad_lease = (unsigned)count;
+            break;
+        case TX8_FAULT_TAKE_ON_RESET:
+            q->f_take_on_reset = (unsigned)count;
+            break;
+        case TX8_FAULT_RESTART: {
+            uint64_t boot_id = d->ctrl->boot_id;
+
+            /* a new device: new boot_id, the queue's jobs gone unreported */
+            while (boot_id == d->ctrl->boot_id)
+                if (getrandom(&boot_id, sizeof(boot_id), 0) != sizeof(boot_id))
+                    boot_id = now_ns();
+            __atomic_store_n(&d->ctrl->boot_id, boot_id, __ATOMIC_RELEASE);
+            if (!q->running)
+                queue_reset(d, qi, false, 0, &ret1);
+            ret1 = 0;
+            break;
+        }
+        case TX8_FAULT_STOP:
+        case TX8_FAULT_BAD_CAPS:
+            if (arg[1] == 0 || arg[1] > EMU_MAX_SLOW_MS) {
+                st = -EINVAL;
+                break;
+            }
+            if (arg[0] == TX8_FAULT_STOP) {
+                d->stop_until = now_ns() + arg[1] * 1000000ull;
+                break;
+            }
+            if (!d->caps_restore_at)
+                d->caps_saved = d->ctrl->caps;
+            d->caps_restore_at = now_ns() + arg[1] * 1000000ull;
+            /* sizes past the memory, sums that wrap, counts out of range */
+            d->ctrl->caps.mem_size = 1ull << 62;
+            d->ctrl->caps.heap_size = UINT64_MAX - TX8_PAGE_SIZE;
+            d->ctrl->caps.max_queues = 1000;
+            d->ctrl->caps.max_ranges = 100000;
+            d->ctrl->caps.num_cores = 0;
+            d->ctrl->caps.max_cmd_size = 3;
+            break;
         default:
             st = -EINVAL;
             break;
@@ -789,6 +887,24 @@ void dev_tick(struct emu_dev *d)
     /* Busy time of a running job counts as it passes, so that utilisation
      * read over short intervals is right also for long jobs. */
     pthread_mutex_lock(&d->lock);
+    if (d->caps_restore_at && now >= d->caps_restore_at) {
+        d->ctrl->caps = d->caps_saved;
+        d->caps_restore_at = 0;
+        emu_log("fault injection: capabilities restored");
+    }
+    if (d->stop_until) {
+        if (now < d->stop_until) {
+            pthread_mutex_unlock(&d->lock); /* silent: no clock, no heartbeat */
+            return;
+        }
+        d->stop_until = 0;
+        emu_log("fault injection: the device answers again");
+        for (int qi = 0; qi < TX8_MAX_QUEUES; qi++)
+            if (d->q[qi].owner >= 0 && !d->q[qi].closing)
+                handle_mbox(d, qi);
+        d->kick = true;
+        pthread_cond_signal(&d->cond);
+    }
     for (int qi = 0; qi < TX8_MAX_QUEUES; qi++) {
         struct emu_queue *q = &d->q[qi];
 

@@ -58,7 +58,7 @@ typedef float tx8_f32;
 
 #define TX8_SIGNATURE			0x30385854u	/* "TX80" in memory */
 #define TX8_IF_VERSION_MAJOR		1
-#define TX8_IF_VERSION_MINOR		1
+#define TX8_IF_VERSION_MINOR		2
 #define TX8_IF_VERSION \
 	((TX8_IF_VERSION_MAJOR << 16) | TX8_IF_VERSION_MINOR)
 #define TX8_IF_MAJOR(v)			((v) >> 16)
@@ -244,6 +244,25 @@ enum tx8_fault {
 	TX8_FAULT_SLOW		= 2,	/* next job takes arg1 ms longer */
 	TX8_FAULT_CRASH		= 3,	/* the device process exits at once */
 	TX8_FAULT_ERROR		= 4,	/* next job fails with DEVICE_ERROR */
+	/* Since 1.2: a misbehaving device, for host robustness tests. */
+	TX8_FAULT_BAD_RECORD	= 5,	/* next job: a record with a wrong
+					 * seqno instead of its own, then
+					 * cq_tail jumps 1000 records ahead
+					 */
+	TX8_FAULT_RESTART	= 6,	/* the device restarts: new boot_id,
+					 * the queue's jobs aborted unreported
+					 */
+	TX8_FAULT_STOP		= 7,	/* no heartbeat, mailbox or jobs for
+					 * arg1 ms
+					 */
+	TX8_FAULT_BAD_CAPS	= 8,	/* caps corrupted for arg1 ms */
+	TX8_FAULT_BAD_LEASE	= 9,	/* next LEASE answers a base outside
+					 * the memory
+					 */
+	TX8_FAULT_TAKE_ON_RESET	= 10,	/* next RESET_QUEUE first takes and
+					 * runs one more descriptor
+					 */
+	TX8_FAULT_COUNT		= 11,
 };
 
 struct tx8_queue {
@@ -285,7 +304,13 @@ struct tx8_queue {
 	 */
 	__s32 owner_pid;
 	__u32 rsvd1;
-	__u64 rsvd[7];
+	/* Since interface 1.2 (zero before): the seqno of the last
+	 * descriptor the device took from the ring (written when it takes
+	 * it, before running it). Not cleared by RESET_QUEUE: after the reset
+	 * answer, every job up to it had started, every later one had not.
+	 */
+	__u64 taken_seqno;
+	__u64 rsvd[6];
 };
 
 /* ------------------------------------------------------------------------ */

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/netlink.h>
+#include <linux/sync_file.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -138,6 +139,7 @@ static int submit(int fd, uint32_t cmd, uint64_t off, uint64_t size,
     s.bos = (uintptr_t)refs;
     s.bo_count = n;
     s.bo_stride = sizeof(*refs);
+    s.timeout_ns = INT64_MAX; /* no limit (0 polls) */
     r = xioctl(fd, DRM_IOCTL_TX8_SUBMIT, &s);
     if (!r && seqno)
         *seqno = s.seqno;
@@ -769,15 +771,53 @@ static int submit_dep(struct ctx *c, uint64_t off, size_t len, const struct drm_
     s.in_syncobjs = (uintptr_t)in;
     s.in_syncobj_count = nin;
     s.out_syncobj = out;
+    s.timeout_ns = INT64_MAX; /* no limit (0 polls) */
     r = xioctl(c->fd, DRM_IOCTL_TX8_SUBMIT, &s);
     if (!r)
         *seqno = s.seqno;
     return r;
 }
 
+static int inject(int fd, uint32_t kind, uint32_t param, uint32_t count)
+{
+    struct drm_tx8_inject_fault f;
+
+    memset(&f, 0, sizeof(f));
+    f.kind = kind;
+    f.param = param;
+    f.count = count;
+    return xioctl(fd, DRM_IOCTL_TX8_INJECT_FAULT, &f);
+}
+
+/*
+ * A producer whose fence signals about ms from now: the next job of the
+ * queue is made slow (fault injection), a 4 KiB FILL of a BO of its own
+ * (at cmd offset off of c), its fence into out.
+ */
+static int slow_producer(struct ctx *c, uint32_t ms, uint64_t off, uint32_t out, uint64_t *seqno)
+{
+    struct drm_tx8_bo_create scratch;
+    struct drm_tx8_bo_ref ref;
+    size_t len;
+    int r;
+
+    r = bo_new(c->fd, 4096, "vmtest-producer", &scratch);
+    if (r)
+        return r;
+    ref.handle = scratch.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    r = inject(c->fd, DRM_TX8_FAULT_SLOW, ms, 1);
+    if (r)
+        return r;
+    len = put_fill(c->cmdmap + off, scratch.dev_addr, 4096, 0xfeu);
+    return submit_dep(c, off, len, &ref, NULL, 0, out, seqno);
+}
+
 /*
  * In-syncobjs are waited for asynchronously: SUBMIT returns at once, the
  * job runs when its in-fences signal, a failed in-fence fails it unrun.
+ * (An in-syncobj must have a fence when SUBMIT looks at it: test
+ * fence_bounds.)
  */
 static int t_deps(void)
 {
@@ -799,19 +839,19 @@ static int t_deps(void)
     ref.handle = data.handle;
     ref.access = DRM_TX8_ACCESS_RW;
 
-    /* B waits for a syncobj that has no fence yet */
+    /* B waits for a slow producer P (about 1.5 s) */
     CHECK_OK(drmSyncobjCreate(c.fd, 0, &in));
     CHECK_OK(drmSyncobjCreate(c.fd, 0, &out));
+    CHECK_OK(slow_producer(&c, 1500, 2048, in, &seq));
     len = put_fill(c.cmdmap, data.dev_addr, 4096, 0x5a5a5a5au);
     t0 = now_ns();
     CHECK_OK(submit_dep(&c, 0, len, &ref, &in, 1, out, &seq));
-    CHECK(now_ns() - t0 < 2000000000ll, "SUBMIT blocked %" PRId64 " ms", (now_ns() - t0) / 1000000);
+    CHECK(now_ns() - t0 < 1000000000ll, "SUBMIT blocked %" PRId64 " ms", (now_ns() - t0) / 1000000);
     CHECK_ERR(wait_job(c.fd, seq, 300, &w), ETIME);
     /* the out-syncobj holds B's fence at once, unsignalled */
     CHECK_ERR(drmSyncobjWait(c.fd, &out, 1, now_ns() + 100000000ll, 0, NULL), ETIME);
     for (int i = 0; i < 1024; i++)
         CHECK(p[i] == 0x11111111u, "B ran before its in-fence: %#x at %d", p[i], i);
-    CHECK_OK(drmSyncobjSignal(c.fd, &in, 1));
     CHECK_OK(wait_job(c.fd, seq, 20000, &w));
     CHECK(w.status == DRM_TX8_STATUS_OK, "B status %u", w.status);
     CHECK(p[0] == 0x5a5a5a5au && p[1023] == 0x5a5a5a5au, "B result %#x", p[0]);
@@ -819,6 +859,7 @@ static int t_deps(void)
 
     /* A -> B -> C through syncobjs, all submitted before A may start */
     CHECK_OK(drmSyncobjCreate(c.fd, 0, &go));
+    CHECK_OK(slow_producer(&c, 1500, 2304, go, &seq));
     CHECK_OK(drmSyncobjCreate(c.fd, 0, &sa));
     CHECK_OK(drmSyncobjCreate(c.fd, 0, &sb));
     CHECK_OK(drmSyncobjCreate(c.fd, 0, &sc));
@@ -831,7 +872,6 @@ static int t_deps(void)
     CHECK(sqa < sqb && sqb < sqc, "seqnos %" PRIu64 " %" PRIu64 " %" PRIu64, sqa, sqb, sqc);
     CHECK_ERR(wait_job(c.fd, sqc, 200, &w), ETIME);
     CHECK(p[1024] == 0x11111111u && p[2048] == 0x11111111u, "chain ran early");
-    CHECK_OK(drmSyncobjSignal(c.fd, &go, 1));
     CHECK_OK(wait_job(c.fd, sqc, 20000, &w));
     CHECK(w.status == DRM_TX8_STATUS_OK, "C status %u", w.status);
     CHECK_OK(wait_job(c.fd, sqa, 0, &w));
@@ -857,11 +897,21 @@ static int t_deps(void)
     CHECK(w.status == DRM_TX8_STATUS_INVALID_CMD, "garbage status %u", w.status);
 
     /* the RESET ioctl aborts the caller's waiting jobs too */
+    CHECK_OK(ctx_open(&c2, dev_index));
     {
         struct drm_tx8_reset r;
         uint32_t never;
 
-        CHECK_OK(drmSyncobjCreate(c.fd, 0, &never));
+        /* its in-fence is another client's slow job */
+        CHECK_OK(drmSyncobjCreate(c2.fd, 0, &pend));
+        CHECK_OK(slow_producer(&c2, 2000, 0, pend, &seq));
+        {
+            int sfd = -1;
+
+            CHECK_OK(drmSyncobjHandleToFD(c2.fd, pend, &sfd));
+            CHECK_OK(drmSyncobjFDToHandle(c.fd, sfd, &never));
+            close(sfd);
+        }
         len = put_fill(c.cmdmap + 1536, data.dev_addr, 4096, 6);
         CHECK_OK(submit_dep(&c, 1536, len, &ref, &never, 1, 0, &seq));
         memset(&r, 0, sizeof(r));
@@ -875,12 +925,11 @@ static int t_deps(void)
     }
 
     /* closing a file with a job still waiting frees it; the device goes on */
-    CHECK_OK(ctx_open(&c2, dev_index));
-    CHECK_OK(drmSyncobjCreate(c2.fd, 0, &pend));
     {
         struct drm_tx8_bo_create d2;
         struct drm_tx8_bo_ref r2;
 
+        CHECK_OK(slow_producer(&c2, 1500, 256, pend, &seq));
         CHECK_OK(bo_new(c2.fd, 4096, NULL, &d2));
         r2.handle = d2.handle;
         r2.access = DRM_TX8_ACCESS_WRITE;
@@ -1414,16 +1463,17 @@ static int t_unbind(void)
     p = bo_map(c.fd, &bo);
     CHECK(p, "mmap");
     p[0] = 42;
-    /* two jobs waiting for in-fences: X for a fenceless syncobj, Y for X */
+    /* two jobs waiting for in-fences: X for a slow producer, Y for X */
     {
         uint32_t g, o;
-        uint64_t sx, sy;
+        uint64_t sx, sy, sg;
         size_t len;
 
         ref.handle = bo.handle;
         ref.access = DRM_TX8_ACCESS_WRITE;
         CHECK_OK(drmSyncobjCreate(c.fd, 0, &g));
         CHECK_OK(drmSyncobjCreate(c.fd, 0, &o));
+        CHECK_OK(slow_producer(&c, 4000, 4096, g, &sg));
         len = put_fill(c.cmdmap, bo.dev_addr, 4096, 1);
         CHECK_OK(submit_dep(&c, 0, len, &ref, &g, 1, o, &sx));
         CHECK_OK(submit_dep(&c, 0, len, &ref, &o, 1, 0, &sy));
@@ -1606,6 +1656,1566 @@ static int t_stress(void)
     return 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Hostile clients (issue 9)                                                 */
+
+/* A copy-on-write mapping of device memory is refused (it used to BUG). */
+static int t_mmap_cow(void)
+{
+    struct drm_tx8_bo_create bo;
+    uint32_t *p;
+    void *m;
+    int fd = dev_open(dev_index);
+
+    CHECK(fd >= 0, "open: %s", strerror(errno));
+    CHECK_OK(bo_new(fd, 8192, NULL, &bo));
+    m = mmap(NULL, bo.size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, (off_t)bo.mmap_offset);
+    if (m != MAP_FAILED)
+        munmap(m, bo.size); /* not touched: that would crash an old kernel */
+    CHECK(m == MAP_FAILED && errno == EINVAL, "MAP_PRIVATE read-write: %s",
+          m == MAP_FAILED ? strerror(errno) : "mapped");
+    m = mmap(NULL, bo.size, PROT_READ, MAP_PRIVATE, fd, (off_t)bo.mmap_offset);
+    if (m != MAP_FAILED)
+        munmap(m, bo.size);
+    CHECK(m == MAP_FAILED && errno == EINVAL, "MAP_PRIVATE read-only: %s",
+          m == MAP_FAILED ? strerror(errno) : "mapped");
+    /* MAP_SHARED goes on working */
+    p = bo_map(fd, &bo);
+    CHECK(p, "MAP_SHARED: %s", strerror(errno));
+    p[0] = 7;
+    CHECK(p[0] == 7, "MAP_SHARED write");
+    munmap(p, bo.size);
+    close(fd);
+    return 0;
+}
+
+/* After munmap/mprotect split a mapping, faults map the right pages. */
+static int t_mmap_split(void)
+{
+    enum { PAGES = 4 };
+    struct drm_tx8_bo_create bo;
+    uint8_t *p, *q, *r;
+    int fd = dev_open(dev_index);
+
+#define PAGE_WORD(m, i) (((volatile uint32_t *)((m) + (size_t)(i) * 4096))[5])
+    CHECK(fd >= 0, "open: %s", strerror(errno));
+    CHECK_OK(bo_new(fd, PAGES * 4096, NULL, &bo));
+    p = bo_map(fd, &bo);
+    CHECK(p, "mmap");
+    for (int i = 0; i < PAGES; i++)
+        PAGE_WORD(p, i) = 0x1000u + (uint32_t)i;
+
+    /* the head unmapped: the rest starts at page 1 of the BO */
+    q = bo_map(fd, &bo);
+    CHECK(q, "mmap q");
+    CHECK(munmap(q, 4096) == 0, "munmap head");
+    for (int i = 1; i < PAGES; i++)
+        CHECK(PAGE_WORD(q, i) == 0x1000u + (uint32_t)i, "after munmap: page %d reads %#x", i,
+              PAGE_WORD(q, i));
+    PAGE_WORD(q, 2) = 0x2002u;
+    CHECK(PAGE_WORD(p, 2) == 0x2002u, "write through the split mapping went elsewhere");
+    munmap(q + 4096, (PAGES - 1) * 4096);
+
+    /* mprotect in the middle: three VMAs */
+    r = bo_map(fd, &bo);
+    CHECK(r, "mmap r");
+    CHECK(mprotect(r + 4096, 4096, PROT_READ) == 0, "mprotect");
+    CHECK(PAGE_WORD(r, 3) == 0x1003u, "after mprotect: page 3 reads %#x", PAGE_WORD(r, 3));
+    CHECK(PAGE_WORD(r, 1) == 0x1001u, "after mprotect: page 1 reads %#x", PAGE_WORD(r, 1));
+    CHECK(PAGE_WORD(r, 2) == 0x2002u, "after mprotect: page 2 reads %#x", PAGE_WORD(r, 2));
+    CHECK(PAGE_WORD(r, 0) == 0x1000u, "after mprotect: page 0 reads %#x", PAGE_WORD(r, 0));
+    munmap(r, PAGES * 4096);
+
+    /* a shrinking mremap keeps the pages; growing is refused */
+    r = bo_map(fd, &bo);
+    CHECK(r, "mmap r2");
+    CHECK(mremap(r, PAGES * 4096, (PAGES + 4) * 4096, 0) == MAP_FAILED, "mremap grew");
+    CHECK(mremap(r, PAGES * 4096, 2 * 4096, 0) == r, "mremap shrink: %s", strerror(errno));
+    CHECK(PAGE_WORD(r, 1) == 0x1001u, "after mremap: page 1 reads %#x", PAGE_WORD(r, 1));
+    munmap(r, 2 * 4096);
+#undef PAGE_WORD
+    munmap(p, bo.size);
+    close(fd);
+    return 0;
+}
+
+/* WAIT on jobs whose records are being trimmed, while jobs are submitted. */
+static int t_history_race(void)
+{
+    enum { JOBS = 1700 };
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    volatile uint64_t *last;
+    uint64_t first, seq = 0;
+    struct ctx c;
+    pid_t pid;
+    size_t len;
+    int status;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    len = put_fill(c.cmdmap, bo.dev_addr, 64, 1);
+    CHECK_OK(submit(c.fd, c.cmd.handle, 0, len, &ref, 1, &first));
+    last = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(last != MAP_FAILED, "shared page");
+    last[0] = first;
+    last[1] = 0;
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        /* the same file: WAIT right at the edge of the trimmed records */
+        for (uint64_t k = 0; !last[1]; k++) {
+            uint64_t l = last[0], s = l > first + 1024 ? l - 1024 + k % 6 - 3 : first + k % 4;
+            int r;
+
+            memset(&w, 0, sizeof(w));
+            w.seqno = s;
+            r = xioctl(c.fd, DRM_IOCTL_TX8_WAIT, &w);
+            if (r && r != -ETIME && r != -ENOENT && r != -EINVAL)
+                _exit(10);
+        }
+        _exit(0);
+    }
+    for (int j = 0; j < JOBS; j++) {
+        int r = submit(c.fd, c.cmd.handle, 0, len, &ref, 1, &seq);
+
+        if (r) {
+            last[1] = 1;
+            waitpid(pid, &status, 0);
+            FAIL("submit %d: %d", j, r);
+        }
+        last[0] = seq;
+    }
+    last[1] = 1;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "waiter: status %#x", status);
+    CHECK_OK(wait_job(c.fd, seq, 30000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "last job status %u", w.status);
+    CHECK_ERR(wait_job(c.fd, first, 0, &w), ENOENT);
+    munmap((void *)last, 4096);
+    ctx_close(&c);
+    return 0;
+}
+
+/* RESET affects only the caller's jobs; a device-wide reset is admin only. */
+static int t_reset_scope(void)
+{
+    struct ctx a, b;
+    struct drm_tx8_bo_create ba, bb;
+    struct drm_tx8_bo_ref ra, rb;
+    struct drm_tx8_reset r;
+    struct drm_tx8_wait w;
+    uint64_t sa, sb;
+    long long resets0;
+    char path[320];
+    int64_t t0;
+    size_t len;
+    int status;
+    pid_t pid;
+
+    CHECK_OK(ctx_open(&a, dev_index));
+    CHECK_OK(ctx_open(&b, dev_index));
+    CHECK_OK(bo_new(a.fd, 4096, NULL, &ba));
+    CHECK_OK(bo_new(b.fd, 4096, NULL, &bb));
+    ra.handle = ba.handle;
+    ra.access = DRM_TX8_ACCESS_WRITE;
+    rb.handle = bb.handle;
+    rb.access = DRM_TX8_ACCESS_WRITE;
+    resets0 = sysattr(dev_index, "resets");
+
+    /* A's job runs (slow); B, with no job, resets: A's job is not touched */
+    CHECK_OK(inject(a.fd, DRM_TX8_FAULT_SLOW, 1500, 1));
+    len = put_fill(a.cmdmap, ba.dev_addr, 4096, 0xa1u);
+    CHECK_OK(submit(a.fd, a.cmd.handle, 0, len, &ra, 1, &sa));
+    usleep(300000);
+    memset(&r, 0, sizeof(r));
+    t0 = now_ns();
+    CHECK_OK(xioctl(b.fd, DRM_IOCTL_TX8_RESET, &r));
+    CHECK(r.aborted == 0, "B's reset aborted %llu", (unsigned long long)r.aborted);
+    CHECK(now_ns() - t0 < 1000000000ll, "B's reset took %" PRId64 " ms", (now_ns() - t0) / 1000000);
+    CHECK_OK(wait_job(a.fd, sa, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "A's job after B's reset: status %u", w.status);
+    CHECK(sysattr(dev_index, "resets") == resets0, "B's reset reset the device (%lld -> %lld)",
+          resets0, sysattr(dev_index, "resets"));
+
+    /* B's job queued behind A's running one: B's reset spares A's job */
+    CHECK_OK(inject(a.fd, DRM_TX8_FAULT_SLOW, 1500, 1));
+    CHECK_OK(submit(a.fd, a.cmd.handle, 0, len, &ra, 1, &sa));
+    len = put_fill(b.cmdmap, bb.dev_addr, 4096, 0xb1u);
+    CHECK_OK(submit(b.fd, b.cmd.handle, 0, len, &rb, 1, &sb));
+    usleep(300000);
+    memset(&r, 0, sizeof(r));
+    CHECK_OK(xioctl(b.fd, DRM_IOCTL_TX8_RESET, &r));
+    CHECK_OK(wait_job(a.fd, sa, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "A's running job after B's reset: status %u", w.status);
+    CHECK_OK(wait_job(b.fd, sb, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK || w.status == DRM_TX8_STATUS_ABORTED,
+          "B's job after its reset: status %u", w.status);
+
+    /* an unprivileged client may reset itself, not the device */
+    snprintf(path, sizeof(path), "%s/reset", sysattr_dir(dev_index));
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        struct drm_tx8_reset rr;
+
+        memset(&rr, 0, sizeof(rr));
+        if (setgid(65534) || setuid(65534))
+            _exit(10);
+        if (write_file(path, "1") == 0)
+            _exit(11);
+        if (xioctl(b.fd, DRM_IOCTL_TX8_RESET, &rr))
+            _exit(12);
+        _exit(0);
+    }
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "unprivileged child: status %#x", status);
+    /* the admin resets the device */
+    resets0 = sysattr(dev_index, "resets");
+    CHECK_OK(write_file(path, "1"));
+    CHECK(sysattr(dev_index, "resets") == resets0 + 1, "admin reset not counted");
+    len = put_fill(b.cmdmap, bb.dev_addr, 4096, 0xb2u);
+    CHECK_OK(run_fill(&b, bb.dev_addr, 4096, 0xb2u, &rb, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after admin reset: status %u", w.status);
+    ctx_close(&a);
+    ctx_close(&b);
+    return 0;
+}
+
+/* No job waits for ever on a fence that does not exist or on itself. */
+static int t_fence_bounds(void)
+{
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    uint32_t empty, sig, shared;
+    uint64_t seq;
+    struct ctx c;
+    int64_t t0;
+    size_t len, len0;
+    int r, status;
+    pid_t pid;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    len0 = len = put_fill(c.cmdmap, bo.dev_addr, 4096, 3);
+
+    /* an in-syncobj that never gets a fence: refused after a bounded wait */
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &empty));
+    t0 = now_ns();
+    r = submit_dep(&c, 0, len, &ref, &empty, 1, 0, &seq);
+    if (r == 0) {
+        r = wait_job(c.fd, seq, 3000, &w);
+        FAIL("a job waiting for a fenceless syncobj was accepted (WAIT: %d)", r);
+    }
+    CHECK(r == -ETIME, "fenceless in-syncobj: %d, expected -ETIME", r);
+    CHECK(now_ns() - t0 < 5000000000ll, "SUBMIT waited %" PRId64 " ms",
+          (now_ns() - t0) / 1000000);
+
+    /* the same syncobj in and out: refused */
+    CHECK_OK(drmSyncobjCreate(c.fd, DRM_SYNCOBJ_CREATE_SIGNALED, &sig));
+    r = submit_dep(&c, 0, len, &ref, &sig, 1, sig, &seq);
+    if (r == 0)
+        wait_job(c.fd, seq, 3000, &w);
+    CHECK(r == -EINVAL, "in == out syncobj: %d, expected -EINVAL", r);
+    /* a signalled syncobj as in-fence runs at once */
+    CHECK_OK(submit_dep(&c, 0, len, &ref, &sig, 1, 0, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after signalled in-fence: status %u", w.status);
+
+    /* a fence attached while SUBMIT waits for it (wait-for-submit) */
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &shared));
+    /* the child has the file, not the mapping (VM_DONTCOPY) */
+    len = put_fill(c.cmdmap + 1024, bo.dev_addr, 4096, 4);
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        uint64_t s;
+
+        usleep(200000);
+        _exit(submit_dep(&c, 1024, len, &ref, NULL, 0, shared, &s) ? 1 : 0);
+    }
+    r = submit_dep(&c, 0, len0, &ref, &shared, 1, 0, &seq);
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && !WEXITSTATUS(status),
+          "producer: status %#x", status);
+    CHECK(r == 0, "SUBMIT with a fence attached 200 ms later: %d", r);
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "wait-for-submit job: status %u", w.status);
+    drmSyncobjDestroy(c.fd, empty);
+    drmSyncobjDestroy(c.fd, sig);
+    drmSyncobjDestroy(c.fd, shared);
+    ctx_close(&c);
+    return 0;
+}
+
+/*
+ * Unbind while a SUBMIT waits for room on the waiting list: the unplug
+ * does not wait for it (it used to, for as long as the job timeout).
+ */
+static int t_unbind_submit(void)
+{
+    char addr[64];
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    uint32_t hs;
+    uint64_t seq;
+    struct ctx c;
+    int64_t t0, t1;
+    size_t len;
+    int status;
+    pid_t pid;
+
+    CHECK_OK(pci_addr(dev_index, addr, sizeof(addr)));
+    CHECK_OK(write_file("/sys/module/tx8/parameters/job_timeout_ms", "60000"));
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    len = put_fill(c.cmdmap, bo.dev_addr, 4096, 1);
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &hs));
+    CHECK_OK(inject(c.fd, DRM_TX8_FAULT_HANG, 0, 1));
+    CHECK_OK(submit_dep(&c, 0, len, &ref, NULL, 0, hs, &seq));
+    for (int i = 0; i < 256; i++)
+        CHECK_OK(submit_dep(&c, 0, len, &ref, &hs, 1, 0, &seq));
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        int r = submit_dep(&c, 0, len, &ref, &hs, 1, 0, &seq);
+
+        _exit(r == -ENODEV ? 0 : 20 + (r < 0 ? -r : 0) % 100);
+    }
+    usleep(500000);
+    CHECK(waitpid(pid, &status, WNOHANG) == 0, "the 257th SUBMIT did not block");
+    t0 = now_ns();
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/unbind", addr));
+    t1 = now_ns();
+    for (int i = 0; i < 100 && waitpid(pid, &status, WNOHANG) == 0; i++)
+        usleep(100000);
+    if (waitpid(pid, &status, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    write_file("/sys/module/tx8/parameters/job_timeout_ms", "5000");
+    ctx_close(&c);
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/bind", addr));
+    CHECK_OK(wait_for_node(dev_index, true, 5000));
+    CHECK(t1 - t0 < 10000000000ll, "unbind took %" PRId64 " ms", (t1 - t0) / 1000000);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the blocked SUBMIT: status %#x",
+          status);
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    CHECK_OK(run_fill(&c, bo.dev_addr, 4096, 1, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after rebind: status %u", w.status);
+    ctx_close(&c);
+    return 0;
+}
+
+/* A job's fence, exported as a sync_file, outlives its device and file. */
+static int sync_file_check(int sf, char *why, size_t size)
+{
+    struct sync_fence_info fi;
+    struct sync_file_info info;
+
+    memset(&info, 0, sizeof(info));
+    memset(&fi, 0, sizeof(fi));
+    info.num_fences = 1;
+    info.sync_fence_info = (uintptr_t)&fi;
+    if (ioctl(sf, SYNC_IOC_FILE_INFO, &info)) {
+        snprintf(why, size, "SYNC_IOC_FILE_INFO: %s", strerror(errno));
+        return -1;
+    }
+    if (info.status != 1 || fi.status != 1 || strcmp(fi.driver_name, "tx8")) {
+        snprintf(why, size, "sync_file status %d/%d driver '%.32s'", info.status, fi.status,
+                 fi.driver_name);
+        return -1;
+    }
+    return 0;
+}
+
+static int t_fence_lifetime(void)
+{
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    char addr[64], why[128];
+    uint32_t o;
+    uint64_t seq;
+    struct ctx c;
+    int sf = -1;
+
+    CHECK_OK(pci_addr(dev_index, addr, sizeof(addr)));
+    /* 1: unbind, with the device's last file closed */
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &o));
+    CHECK_OK(submit_dep(&c, 0, put_fill(c.cmdmap, bo.dev_addr, 4096, 1), &ref, NULL, 0, o, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK_OK(drmSyncobjExportSyncFile(c.fd, o, &sf));
+    ctx_close(&c);
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/unbind", addr));
+    CHECK_OK(wait_for_node(dev_index, false, 5000));
+    CHECK(sync_file_check(sf, why, sizeof(why)) == 0, "after unbind: %s", why);
+    close(sf);
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/bind", addr));
+    CHECK_OK(wait_for_node(dev_index, true, 5000));
+
+    /* 2: rmmod, with every file closed: the fence holds the module */
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &o));
+    CHECK_OK(submit_dep(&c, 0, put_fill(c.cmdmap, bo.dev_addr, 4096, 2), &ref, NULL, 0, o, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK_OK(drmSyncobjExportSyncFile(c.fd, o, &sf));
+    ctx_close(&c);
+    CHECK(run_cmd("rmmod tx8 2>/dev/null") != 0,
+          "rmmod succeeded while a sync_file of a tx8 fence exists");
+    CHECK(sync_file_check(sf, why, sizeof(why)) == 0, "after rmmod attempt: %s", why);
+    close(sf);
+    CHECK(run_cmd("rmmod tx8") == 0, "rmmod failed after the sync_file was closed");
+    CHECK(run_cmd("modprobe tx8") == 0, "modprobe failed");
+    CHECK_OK(wait_for_node(dev_index, true, 5000));
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    CHECK_OK(run_fill(&c, bo.dev_addr, 4096, 1, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after reload: status %u", w.status);
+    ctx_close(&c);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* A misbehaving device (tx8-emu fault injection, interface 1.2)             */
+
+/* The kernel log has a line containing s (since boot). */
+static int klog_has(const char *s)
+{
+    char cmd[256];
+
+    snprintf(cmd, sizeof(cmd), "dmesg | grep -q -- '%s'", s);
+    return run_cmd(cmd) == 0;
+}
+
+static int rebind_ok(const char *addr)
+{
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    struct ctx c;
+
+    if (write_file("/sys/bus/pci/drivers/tx8/bind", addr) || wait_for_node(dev_index, true, 5000))
+        return -1;
+    if (ctx_open(&c, dev_index))
+        return -2;
+    if (bo_new(c.fd, 4096, NULL, &bo))
+        return -3;
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    if (run_fill(&c, bo.dev_addr, 4096, 1, &ref, 1, &w) || w.status != DRM_TX8_STATUS_OK)
+        return -4;
+    ctx_close(&c);
+    return 0;
+}
+
+/* Capabilities the device scribbles over later are never read again. */
+static int t_dev_bad_caps(void)
+{
+    struct drm_tx8_device_info info0, info;
+    struct drm_tx8_query q = {.query = DRM_TX8_QUERY_DEVICE, .size = sizeof(info)};
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    char addr[64];
+    struct ctx c;
+    int64_t t0;
+    int r;
+
+    CHECK_OK(pci_addr(dev_index, addr, sizeof(addr)));
+    CHECK_OK(ctx_open(&c, dev_index));
+    q.data = (uintptr_t)&info0;
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_QUERY, &q));
+    t0 = now_ns();
+    CHECK_OK(inject(c.fd, DRM_TX8_FAULT_BAD_CAPS, 4000, 1));
+    q.data = (uintptr_t)&info;
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_QUERY, &q));
+    if (info.mem_size != info0.mem_size || info.num_cores != info0.num_cores ||
+        info.max_bos != info0.max_bos || info.max_cmd_size != info0.max_cmd_size) {
+        /* leave the device as it was for the next tests, then fail */
+        ctx_close(&c);
+        while (now_ns() - t0 < 4500000000ll)
+            usleep(100000);
+        FAIL("QUERY follows the corrupted capabilities: mem_size %" PRIu64 " cores %u max_bos %u",
+             info.mem_size, info.num_cores, info.max_bos);
+    }
+    CHECK_OK(bo_new(c.fd, 8192, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    CHECK_OK(run_fill(&c, bo.dev_addr, 8192, 1, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "job with corrupted caps: status %u", w.status);
+    ctx_close(&c);
+    /* a new probe sees them and refuses the device, clearly */
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/unbind", addr));
+    CHECK_OK(wait_for_node(dev_index, false, 5000));
+    r = write_file("/sys/bus/pci/drivers/tx8/bind", addr);
+    CHECK(r != 0, "bind with corrupted capabilities succeeded");
+    CHECK(klog_has("control block inconsistent"), "no clear message in the kernel log");
+    while (now_ns() - t0 < 4500000000ll)
+        usleep(100000);
+    r = rebind_ok(addr);
+    CHECK(r == 0, "after the capabilities were restored: %d", r);
+    return 0;
+}
+
+/* A lease the device places outside its memory (base + size wraps). */
+static int t_dev_bad_lease(void)
+{
+    char addr[64];
+    struct ctx c;
+    int r;
+
+    CHECK_OK(pci_addr(dev_index, addr, sizeof(addr)));
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(inject(c.fd, DRM_TX8_FAULT_BAD_LEASE, 0, 1));
+    ctx_close(&c);
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/unbind", addr));
+    CHECK_OK(wait_for_node(dev_index, false, 5000));
+    r = write_file("/sys/bus/pci/drivers/tx8/bind", addr);
+    if (r == 0) {
+        /* do not touch it: an old driver would memset outside the BAR */
+        write_file("/sys/bus/pci/drivers/tx8/unbind", addr);
+        rebind_ok(addr);
+        FAIL("the driver took a lease outside the device memory");
+    }
+    CHECK(klog_has("device leased a bad range"), "no clear message in the kernel log");
+    r = rebind_ok(addr);
+    CHECK(r == 0, "after a good lease: %d", r);
+    return 0;
+}
+
+/* Completion records with a wrong seqno and a tail far ahead. */
+static int t_dev_bad_record(void)
+{
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    uint64_t seq;
+    struct ctx c;
+    size_t len;
+
+    CHECK_OK(write_file("/sys/module/tx8/parameters/job_timeout_ms", "1500"));
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    CHECK_OK(inject(c.fd, DRM_TX8_FAULT_BAD_RECORD, 0, 1));
+    len = put_fill(c.cmdmap, bo.dev_addr, 4096, 1);
+    CHECK_OK(submit(c.fd, c.cmd.handle, 0, len, &ref, 1, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_TIMEOUT, "job without its record: status %u", w.status);
+    CHECK_OK(run_fill(&c, bo.dev_addr, 4096, 2, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after bad records: status %u", w.status);
+    write_file("/sys/module/tx8/parameters/job_timeout_ms", "5000");
+    ctx_close(&c);
+    return 0;
+}
+
+/* A device that restarts (new boot_id) or stops answering is lost. */
+static int lost_checks(struct ctx *c, const char *what)
+{
+    struct drm_tx8_bo_create bo;
+
+    CHECK_ERR(bo_new(c->fd, 4096, NULL, &bo), EIO);
+    CHECK_ERR(submit(c->fd, c->cmd.handle, 0, sizeof(struct tx8_cmd_fill), NULL, 0, NULL), EIO);
+    (void)what;
+    return 0;
+}
+
+static int t_dev_restart(void)
+{
+    struct drm_tx8_bo_create bo;
+    volatile uint32_t *p;
+    char addr[64];
+    struct ctx c;
+    int ue, r, sig;
+
+    CHECK_OK(pci_addr(dev_index, addr, sizeof(addr)));
+    ue = uevent_socket();
+    CHECK(ue >= 0, "uevent socket");
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    p = bo_map(c.fd, &bo);
+    CHECK(p, "mmap");
+    p[0] = 1;
+    CHECK_OK(inject(c.fd, DRM_TX8_FAULT_RESTART, 0, 1));
+    CHECK(uevent_seen(ue, "WEDGED=rebind", 3000), "no wedged uevent after a device restart");
+    if (lost_checks(&c, "restart"))
+        return 1;
+    /* the memory may be another peer's now: the mapping is gone */
+    signal(SIGBUS, on_sigbus);
+    signal(SIGSEGV, on_sigbus);
+    sig = sigsetjmp(segv_jmp, 1);
+    if (sig == 0) {
+        (void)p[1];
+        FAIL("mapping still usable after the device restarted");
+    }
+    signal(SIGBUS, SIG_DFL);
+    signal(SIGSEGV, SIG_DFL);
+    CHECK(klog_has("device restarted"), "no clear message in the kernel log");
+    munmap((void *)p, bo.size);
+    ctx_close(&c);
+    close(ue);
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/unbind", addr));
+    CHECK_OK(wait_for_node(dev_index, false, 5000));
+    r = rebind_ok(addr);
+    CHECK(r == 0, "rebind after the restart: %d", r);
+    return 0;
+}
+
+static int t_dev_stop(void)
+{
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    char addr[64];
+    uint64_t seq;
+    struct ctx c;
+    int64_t t0;
+    size_t len;
+    int ue, r;
+
+    CHECK_OK(pci_addr(dev_index, addr, sizeof(addr)));
+    ue = uevent_socket();
+    CHECK(ue >= 0, "uevent socket");
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    t0 = now_ns();
+    CHECK_OK(inject(c.fd, DRM_TX8_FAULT_STOP, 7000, 1));
+    len = put_fill(c.cmdmap, bo.dev_addr, 4096, 1);
+    CHECK_OK(submit(c.fd, c.cmd.handle, 0, len, &ref, 1, &seq));
+    /* the heartbeat stops: the job fails well before the device wakes */
+    CHECK_OK(wait_job(c.fd, seq, 6000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_DEVICE_ERROR, "job on a silent device: status %u", w.status);
+    CHECK(now_ns() - t0 < 6000000000ll, "took %" PRId64 " ms", (now_ns() - t0) / 1000000);
+    CHECK(uevent_seen(ue, "WEDGED=rebind", 3000), "no wedged uevent");
+    if (lost_checks(&c, "stop"))
+        return 1;
+    CHECK(klog_has("heartbeat stopped"), "no clear message in the kernel log");
+    ctx_close(&c);
+    close(ue);
+    while (now_ns() - t0 < 7500000000ll)
+        usleep(100000);
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/unbind", addr));
+    CHECK_OK(wait_for_node(dev_index, false, 5000));
+    r = rebind_ok(addr);
+    CHECK(r == 0, "rebind after the device woke up: %d", r);
+    return 0;
+}
+
+/* A job the device takes just before a reset is not run again. */
+static int t_reset_taken(void)
+{
+    struct drm_tx8_counters k0, k1;
+    struct drm_tx8_query q = {.query = DRM_TX8_QUERY_COUNTERS, .size = sizeof(k0)};
+    struct ctx a, b;
+    struct drm_tx8_bo_create ba, bb;
+    struct drm_tx8_bo_ref ra, rb;
+    struct drm_tx8_wait w;
+    uint64_t sa, sb;
+    char path[320];
+    size_t len;
+
+    CHECK_OK(ctx_open(&a, dev_index));
+    CHECK_OK(ctx_open(&b, dev_index));
+    CHECK_OK(bo_new(a.fd, 4096, NULL, &ba));
+    CHECK_OK(bo_new(b.fd, 4096, NULL, &bb));
+    ra.handle = ba.handle;
+    ra.access = DRM_TX8_ACCESS_WRITE;
+    rb.handle = bb.handle;
+    rb.access = DRM_TX8_ACCESS_WRITE;
+    q.data = (uintptr_t)&k0;
+    CHECK_OK(xioctl(a.fd, DRM_IOCTL_TX8_QUERY, &q));
+    /* A's job hangs, B's waits in the ring behind it */
+    CHECK_OK(inject(a.fd, DRM_TX8_FAULT_HANG, 0, 1));
+    len = put_fill(a.cmdmap, ba.dev_addr, 4096, 0xa1u);
+    CHECK_OK(submit(a.fd, a.cmd.handle, 0, len, &ra, 1, &sa));
+    len = put_fill(b.cmdmap, bb.dev_addr, 4096, 0xb1u);
+    CHECK_OK(submit(b.fd, b.cmd.handle, 0, len, &rb, 1, &sb));
+    usleep(300000);
+    /* the device takes (and runs) B's job as the reset arrives */
+    CHECK_OK(inject(a.fd, DRM_TX8_FAULT_TAKE_ON_RESET, 0, 1));
+    snprintf(path, sizeof(path), "%s/reset", sysattr_dir(dev_index));
+    CHECK_OK(write_file(path, "1"));
+    CHECK_OK(wait_job(a.fd, sa, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_ABORTED, "hung job: status %u", w.status);
+    CHECK_OK(wait_job(b.fd, sb, 20000, &w));
+    q.data = (uintptr_t)&k1;
+    CHECK_OK(xioctl(a.fd, DRM_IOCTL_TX8_QUERY, &q));
+    CHECK(k1.jobs_submitted - k0.jobs_submitted == 2,
+          "the device took %llu descriptors for 2 jobs: a job ran twice (B's status %u)",
+          (unsigned long long)(k1.jobs_submitted - k0.jobs_submitted), w.status);
+    CHECK(w.status == DRM_TX8_STATUS_ABORTED, "B's job, taken at the reset: status %u", w.status);
+    ctx_close(&a);
+    ctx_close(&b);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Hostile-client fuzzer                                                     */
+
+/*
+ * Two unprivileged processes issue random sequences of every ioctl with
+ * random and bit-flipped arguments, mmap variants (MAP_PRIVATE, partial
+ * munmap, mprotect, mremap, fork with mappings), syncobj graphs with
+ * cycles, and close files at random points. Fixed seed, bounded number of
+ * operations (TX8_FUZZ_OPS, default 20000 per process) and time (150 s).
+ * Then a normal client must still be served and no device memory leak.
+ * run-suite checks the kernel log afterwards.
+ */
+enum { FZ_FDS = 4, FZ_BOS = 48, FZ_SYNCS = 32, FZ_MAPS = 24 };
+
+struct fz_bo {
+    int fd; /* index into fds, -1 when free */
+    uint32_t handle;
+    uint64_t size, offset, addr;
+};
+
+struct fz_map {
+    uint8_t *p;
+    size_t len;
+};
+
+struct fz {
+    uint64_t rng;
+    int fds[FZ_FDS];
+    struct fz_bo bos[FZ_BOS];
+    struct {
+        int fd;
+        uint32_t handle;
+    } syncs[FZ_SYNCS];
+    struct fz_map maps[FZ_MAPS];
+    uint64_t last_seq[FZ_FDS];
+    uint64_t ops, ok, err;
+    char path[64];
+};
+
+static uint64_t fz_rand(struct fz *f)
+{
+    f->rng ^= f->rng << 13;
+    f->rng ^= f->rng >> 7;
+    f->rng ^= f->rng << 17;
+    return f->rng;
+}
+
+static unsigned fz_below(struct fz *f, unsigned n)
+{
+    return n ? (unsigned)(fz_rand(f) % n) : 0;
+}
+
+/* With probability 1/3 flip 1..3 random bits of the argument struct. */
+static void fz_flip(struct fz *f, void *arg, size_t size)
+{
+    if (fz_below(f, 3))
+        return;
+    for (unsigned i = 0, n = 1 + fz_below(f, 3); i < n; i++)
+        ((uint8_t *)arg)[fz_below(f, (unsigned)size)] ^= (uint8_t)(1u << fz_below(f, 8));
+}
+
+static int fz_fd(struct fz *f)
+{
+    unsigned i = fz_below(f, FZ_FDS);
+
+    for (unsigned k = 0; k < FZ_FDS; k++)
+        if (f->fds[(i + k) % FZ_FDS] >= 0)
+            return (int)((i + k) % FZ_FDS);
+    return -1;
+}
+
+static struct fz_bo *fz_bo(struct fz *f, int fdi)
+{
+    unsigned i = fz_below(f, FZ_BOS);
+
+    for (unsigned k = 0; k < FZ_BOS; k++) {
+        struct fz_bo *b = &f->bos[(i + k) % FZ_BOS];
+
+        if (b->fd >= 0 && (fdi < 0 || b->fd == fdi))
+            return b;
+    }
+    return NULL;
+}
+
+static uint32_t fz_sync(struct fz *f, int fdi)
+{
+    unsigned i = fz_below(f, FZ_SYNCS);
+
+    for (unsigned k = 0; k < FZ_SYNCS; k++)
+        if (f->syncs[(i + k) % FZ_SYNCS].fd == fdi)
+            return f->syncs[(i + k) % FZ_SYNCS].handle;
+    return fz_below(f, 4) ? 0 : (uint32_t)fz_rand(f);
+}
+
+static void fz_result(struct fz *f, int r)
+{
+    f->ops++;
+    if (r)
+        f->err++;
+    else
+        f->ok++;
+}
+
+/* Read or write a byte of a mapping; SIGBUS/SIGSEGV are expected outcomes. */
+static void fz_touch(struct fz *f, struct fz_map *m)
+{
+    volatile uint8_t *volatile p;
+
+    if (!m->p)
+        return;
+    p = m->p + fz_below(f, (unsigned)m->len);
+    signal(SIGBUS, on_sigbus);
+    signal(SIGSEGV, on_sigbus);
+    if (sigsetjmp(segv_jmp, 1) == 0) {
+        if (fz_below(f, 2))
+            *p = (uint8_t)fz_rand(f);
+        else
+            (void)*p;
+    }
+    signal(SIGBUS, SIG_DFL);
+    signal(SIGSEGV, SIG_DFL);
+}
+
+static void fz_close_fd(struct fz *f, int i)
+{
+    close(f->fds[i]);
+    f->fds[i] = -1;
+    for (int k = 0; k < FZ_BOS; k++)
+        if (f->bos[k].fd == i)
+            f->bos[k].fd = -1;
+    for (int k = 0; k < FZ_SYNCS; k++)
+        if (f->syncs[k].fd == i)
+            f->syncs[k].fd = -1;
+}
+
+static void fz_submit(struct fz *f, int fdi)
+{
+    struct drm_tx8_bo_ref refs[4];
+    struct drm_tx8_submit s;
+    struct fz_bo *cmd = fz_bo(f, fdi), *b;
+    uint32_t in[4];
+    unsigned n = fz_below(f, 4);
+    int r;
+
+    if (!cmd)
+        return;
+    memset(&s, 0, sizeof(s));
+    s.cmd_handle = cmd->handle;
+    s.cmd_offset = fz_below(f, 4) ? 0 : 8u * fz_below(f, 64);
+    s.cmd_size = fz_below(f, 8) ? sizeof(struct tx8_cmd_fill) : 8u * (1 + fz_below(f, 512));
+    for (unsigned i = 0; i < n; i++) {
+        b = fz_bo(f, fdi);
+        refs[i].handle = b ? b->handle : (uint32_t)fz_rand(f);
+        refs[i].access = 1 + fz_below(f, 3);
+    }
+    s.bos = (uintptr_t)refs;
+    s.bo_count = n;
+    s.bo_stride = sizeof(refs[0]);
+    n = fz_below(f, 4);
+    for (unsigned i = 0; i < n; i++)
+        in[i] = fz_sync(f, fdi);
+    s.in_syncobjs = (uintptr_t)in;
+    s.in_syncobj_count = n;
+    s.out_syncobj = fz_below(f, 2) ? fz_sync(f, fdi) : 0;
+    s.user_data = fz_rand(f);
+    /* bounded: a deadline soon, rarely none (an in-syncobj without a fence costs 1 s) */
+    s.timeout_ns = fz_below(f, 500) ? (uint64_t)(now_ns() + 20000000ll) : 0;
+    fz_flip(f, &s, sizeof(s));
+    r = xioctl(f->fds[fdi], DRM_IOCTL_TX8_SUBMIT, &s);
+    if (!r)
+        f->last_seq[fdi] = s.seqno;
+    fz_result(f, r);
+}
+
+static void fz_one(struct fz *f)
+{
+    int fdi = fz_fd(f), r = 0;
+    struct fz_bo *b;
+    struct fz_map *m = &f->maps[fz_below(f, FZ_MAPS)];
+    unsigned op = fz_below(f, 22);
+
+    if (fdi < 0)
+        op = 0;
+    switch (op) {
+    case 0: /* open */
+        for (int i = 0; i < FZ_FDS; i++) {
+            if (f->fds[i] < 0) {
+                f->fds[i] = open(f->path, O_RDWR | O_CLOEXEC);
+                fz_result(f, f->fds[i] < 0);
+                break;
+            }
+        }
+        break;
+    case 1: /* close at a random point */
+        if (!fz_below(f, 4))
+            fz_close_fd(f, fdi);
+        break;
+    case 2:
+    case 3: { /* BO_CREATE */
+        static const uint64_t sizes[] = {4096, 8192, 65536, 1 << 20, 0, 1ull << 62, 4097, 3 << 20};
+        struct drm_tx8_bo_create c;
+
+        memset(&c, 0, sizeof(c));
+        c.size = sizes[fz_below(f, 8)];
+        snprintf(c.label, sizeof(c.label), "fz%u", fz_below(f, 1000));
+        fz_flip(f, &c, sizeof(c));
+        r = xioctl(f->fds[fdi], DRM_IOCTL_TX8_BO_CREATE, &c);
+        fz_result(f, r);
+        if (!r) {
+            struct fz_bo *slot = NULL;
+
+            for (int i = 0; i < FZ_BOS && !slot; i++)
+                if (f->bos[i].fd < 0)
+                    slot = &f->bos[i];
+            if (!slot) {
+                bo_close(f->fds[fdi], c.handle);
+                break;
+            }
+            slot->fd = fdi;
+            slot->handle = c.handle;
+            slot->size = c.size;
+            slot->offset = c.mmap_offset;
+            slot->addr = c.dev_addr;
+        }
+        break;
+    }
+    case 4: /* GEM_CLOSE */
+        b = fz_bo(f, fdi);
+        fz_result(f, bo_close(f->fds[fdi], b && fz_below(f, 4) ? b->handle : (uint32_t)fz_rand(f)));
+        if (b && !fz_below(f, 2))
+            b->fd = -1;
+        break;
+    case 5: { /* BO_INFO, SET_LABEL */
+        struct drm_tx8_bo_set_label l;
+        struct drm_tx8_bo_info i;
+
+        b = fz_bo(f, fdi);
+        memset(&i, 0, sizeof(i));
+        i.handle = b ? b->handle : (uint32_t)fz_rand(f);
+        fz_flip(f, &i, sizeof(i));
+        fz_result(f, xioctl(f->fds[fdi], DRM_IOCTL_TX8_BO_INFO, &i));
+        memset(&l, 0, sizeof(l));
+        l.handle = b ? b->handle : (uint32_t)fz_rand(f);
+        snprintf(l.label, sizeof(l.label), "fz-label %u", fz_below(f, 100));
+        fz_flip(f, &l, sizeof(l));
+        fz_result(f, xioctl(f->fds[fdi], DRM_IOCTL_TX8_BO_SET_LABEL, &l));
+        break;
+    }
+    case 6:
+    case 7: { /* mmap variants */
+        static const int flags[] = {MAP_SHARED, MAP_SHARED, MAP_PRIVATE, MAP_SHARED | MAP_FIXED};
+        int fl = flags[fz_below(f, 4)];
+        size_t len;
+        off_t off;
+        void *p;
+
+        b = fz_bo(f, fdi);
+        if (!b || m->p)
+            break;
+        len = (size_t)b->size - (fz_below(f, 3) ? 0 : 4096);
+        if (!len || !fz_below(f, 8))
+            len = (size_t)b->size + 4096;
+        off = (off_t)b->offset + (fz_below(f, 8) ? 0 : 4096);
+        if (fl & MAP_FIXED)
+            fl = MAP_SHARED; /* never over our own memory */
+        p = mmap(NULL, len, fz_below(f, 4) ? PROT_READ | PROT_WRITE : PROT_READ, fl,
+                 f->fds[fdi], off);
+        fz_result(f, p == MAP_FAILED);
+        if (p != MAP_FAILED) {
+            m->p = p;
+            m->len = len;
+        }
+        break;
+    }
+    case 8:
+    case 9: /* touch */
+        fz_touch(f, m);
+        break;
+    case 10: /* partial or full munmap */
+        if (!m->p)
+            break;
+        if (m->len > 4096 && fz_below(f, 2)) {
+            if (fz_below(f, 2)) {
+                munmap(m->p, 4096);
+                m->p += 4096;
+            } else {
+                munmap(m->p + m->len - 4096, 4096);
+            }
+            m->len -= 4096;
+        } else {
+            munmap(m->p, m->len);
+            m->p = NULL;
+        }
+        break;
+    case 11: /* mprotect a page */
+        if (m->p)
+            fz_result(f, mprotect(m->p + 4096 * fz_below(f, (unsigned)(m->len / 4096)), 4096,
+                                  fz_below(f, 2) ? PROT_READ : PROT_NONE));
+        fz_touch(f, m);
+        break;
+    case 12: { /* mremap: shrink, grow, move */
+        void *p;
+        size_t nl;
+
+        if (!m->p)
+            break;
+        nl = fz_below(f, 2) && m->len > 4096 ? m->len - 4096 : m->len + 4096;
+        p = mremap(m->p, m->len, nl, fz_below(f, 2) ? MREMAP_MAYMOVE : 0);
+        fz_result(f, p == MAP_FAILED);
+        if (p != MAP_FAILED) {
+            m->p = p;
+            m->len = nl;
+        }
+        fz_touch(f, m);
+        break;
+    }
+    case 13: { /* fork with mappings (not inherited: VM_DONTCOPY) */
+        pid_t pid = fork();
+        int st;
+
+        if (pid == 0) {
+            struct drm_tx8_reset rr = {0};
+
+            fz_touch(f, m);
+            xioctl(f->fds[fdi], DRM_IOCTL_TX8_RESET, &rr);
+            _exit(0);
+        }
+        if (pid > 0)
+            waitpid(pid, &st, 0);
+        break;
+    }
+    case 14: { /* syncobjs */
+        uint32_t h = 0;
+        int slot = (int)fz_below(f, FZ_SYNCS);
+
+        switch (fz_below(f, 4)) {
+        case 0:
+            if (f->syncs[slot].fd >= 0 && f->fds[f->syncs[slot].fd] >= 0)
+                drmSyncobjDestroy(f->fds[f->syncs[slot].fd], f->syncs[slot].handle);
+            r = drmSyncobjCreate(f->fds[fdi], fz_below(f, 2) ? DRM_SYNCOBJ_CREATE_SIGNALED : 0,
+                                 &h);
+            f->syncs[slot].fd = r ? -1 : fdi;
+            f->syncs[slot].handle = h;
+            break;
+        case 1:
+            h = fz_sync(f, fdi);
+            r = drmSyncobjSignal(f->fds[fdi], &h, 1);
+            break;
+        case 2:
+            h = fz_sync(f, fdi);
+            r = drmSyncobjReset(f->fds[fdi], &h, 1);
+            break;
+        default: {
+            int sf = -1;
+
+            h = fz_sync(f, fdi);
+            r = drmSyncobjExportSyncFile(f->fds[fdi], h, &sf);
+            if (!r) {
+                uint32_t h2 = fz_sync(f, fdi);
+
+                drmSyncobjImportSyncFile(f->fds[fdi], h2, sf);
+                close(sf);
+            }
+        }
+        }
+        fz_result(f, r);
+        break;
+    }
+    case 15:
+    case 16: /* SUBMIT */
+        fz_submit(f, fdi);
+        break;
+    case 17: { /* a syncobj cycle: A in s1 out s2, B in s2 out s1 */
+        uint32_t s1 = fz_sync(f, fdi), s2 = fz_sync(f, fdi);
+        struct drm_tx8_submit s;
+
+        b = fz_bo(f, fdi);
+        if (!b)
+            break;
+        for (int k = 0; k < 2; k++) {
+            memset(&s, 0, sizeof(s));
+            s.cmd_handle = b->handle;
+            s.cmd_size = 64;
+            s.in_syncobjs = (uintptr_t)(k ? &s2 : &s1);
+            s.in_syncobj_count = 1;
+            s.out_syncobj = k ? s1 : s2;
+            s.timeout_ns = (uint64_t)(now_ns() + 20000000ll);
+            fz_result(f, xioctl(f->fds[fdi], DRM_IOCTL_TX8_SUBMIT, &s));
+        }
+        break;
+    }
+    case 18: { /* WAIT, bounded */
+        struct drm_tx8_wait w;
+
+        memset(&w, 0, sizeof(w));
+        w.seqno = f->last_seq[fdi] - fz_below(f, 8) + fz_below(f, 3);
+        if (!fz_below(f, 4)) {
+            b = fz_bo(f, fdi);
+            w.handle = b ? b->handle : (uint32_t)fz_rand(f);
+        }
+        fz_flip(f, &w, sizeof(w));
+        w.timeout_ns = fz_below(f, 2) ? 0 : (uint64_t)(now_ns() + 20000000ll);
+        fz_result(f, xioctl(f->fds[fdi], DRM_IOCTL_TX8_WAIT, &w));
+        break;
+    }
+    case 19: { /* QUERY, RESET, INJECT_FAULT (refused: not admin) */
+        static uint8_t buf[8192];
+        struct drm_tx8_query q;
+        struct drm_tx8_reset rr;
+        struct drm_tx8_inject_fault fi;
+
+        memset(&q, 0, sizeof(q));
+        q.query = fz_below(f, 3);
+        q.size = fz_below(f, 2) ? 4096 : (uint32_t)fz_rand(f) % 8192;
+        q.data = fz_below(f, 8) ? (uintptr_t)buf : (uintptr_t)fz_rand(f);
+        fz_flip(f, &q, sizeof(q));
+        fz_result(f, xioctl(f->fds[fdi], DRM_IOCTL_TX8_QUERY, &q));
+        if (!fz_below(f, 8)) {
+            memset(&rr, 0, sizeof(rr));
+            fz_flip(f, &rr, sizeof(rr));
+            fz_result(f, xioctl(f->fds[fdi], DRM_IOCTL_TX8_RESET, &rr));
+        }
+        memset(&fi, 0, sizeof(fi));
+        fi.kind = fz_below(f, 12);
+        r = xioctl(f->fds[fdi], DRM_IOCTL_TX8_INJECT_FAULT, &fi);
+        if (r == 0)
+            f->err += 1000000; /* an unprivileged client injected a fault */
+        break;
+    }
+    case 20: { /* a raw ioctl of the driver's range with random bytes */
+        static uint8_t buf[4096];
+        unsigned nr = DRM_COMMAND_BASE + fz_below(f, 12), size = 8 * fz_below(f, 40);
+        unsigned long req;
+
+        for (unsigned i = 0; i < size; i++)
+            buf[i] = (uint8_t)fz_rand(f);
+        req = _IOC(fz_below(f, 4), DRM_IOCTL_BASE, nr, size);
+        /* INJECT_FAULT is refused anyway; keep the ring of this test quiet */
+        fz_result(f, xioctl(f->fds[fdi], req, buf));
+        break;
+    }
+    default: /* fill the command BO through a mapping, if any */
+        if (m->p && m->len >= 64) {
+            signal(SIGBUS, on_sigbus);
+            signal(SIGSEGV, on_sigbus);
+            if (sigsetjmp(segv_jmp, 1) == 0) {
+                b = fz_bo(f, fdi);
+                if (fz_below(f, 2) && b)
+                    put_fill(m->p, b->addr, fz_below(f, 2) ? 4096 : b->size + 4096, 7);
+                else
+                    memset(m->p, (int)fz_rand(f), 64);
+            }
+            signal(SIGBUS, SIG_DFL);
+            signal(SIGSEGV, SIG_DFL);
+        }
+        break;
+    }
+}
+
+static int fz_run(int idx, uint64_t seed, uint64_t ops)
+{
+    struct fz f;
+    int64_t end = now_ns() + 150000000000ll;
+
+    memset(&f, 0, sizeof(f));
+    f.rng = seed * 0x9e3779b97f4a7c15ull + (uint64_t)idx + 1;
+    snprintf(f.path, sizeof(f.path), "/dev/accel/accel%d", dev_index);
+    for (int i = 0; i < FZ_FDS; i++)
+        f.fds[i] = -1;
+    for (int i = 0; i < FZ_BOS; i++)
+        f.bos[i].fd = -1;
+    for (int i = 0; i < FZ_SYNCS; i++)
+        f.syncs[i].fd = -1;
+    while (f.ops < ops && now_ns() < end)
+        fz_one(&f);
+    printf("fuzz: process %d: %" PRIu64 " operations, %" PRIu64 " succeeded, %" PRIu64
+           " refused\n",
+           idx, f.ops, f.ok, f.err);
+    if (f.err >= 1000000)
+        return 3; /* an unprivileged client injected a fault */
+    /* a fuzzer whose every call fails tests nothing */
+    return f.ok * 10 < f.ops ? 4 : 0;
+}
+
+static int t_fuzz(void)
+{
+    const char *e = getenv("TX8_FUZZ_OPS");
+    uint64_t ops = e ? strtoull(e, NULL, 0) : 20000, seed = 20261201;
+    long long used0 = sysattr(dev_index, "mem_used");
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    struct stat st;
+    char path[64];
+    pid_t pids[2];
+    struct ctx c;
+    int status;
+
+    snprintf(path, sizeof(path), "/dev/accel/accel%d", dev_index);
+    CHECK(stat(path, &st) == 0, "stat %s", path);
+    /* unprivileged clients: the node is opened to everyone meanwhile */
+    CHECK(chmod(path, 0666) == 0, "chmod");
+    fflush(stdout);
+    for (int i = 0; i < 2; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            if (setgid(65534) || setuid(65534))
+                _exit(10);
+            _exit(fz_run(i, seed, ops));
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        if (pids[i] < 0 || waitpid(pids[i], &status, 0) != pids[i]) {
+            chmod(path, st.st_mode & 07777);
+            FAIL("fuzzer %d: fork/waitpid", i);
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+            chmod(path, st.st_mode & 07777);
+            FAIL("fuzzer %d: status %#x", i, status);
+        }
+    }
+    chmod(path, st.st_mode & 07777);
+    /* the device still serves a normal client, and nothing leaked */
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    CHECK_OK(run_fill(&c, bo.dev_addr, 4096, 1, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after the fuzzer: status %u", w.status);
+    ctx_close(&c);
+    for (int i = 0; i < 50 && sysattr(dev_index, "mem_used") != used0; i++)
+        usleep(100000);
+    CHECK(sysattr(dev_index, "mem_used") == used0, "device memory leaked: %lld bytes used, was %lld",
+          sysattr(dev_index, "mem_used"), used0);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Implicit sync and the smaller items (issue 9, 12 and 13)                  */
+
+/*
+ * WAIT on a BO waits for every job using it (dma_resv), not only the last:
+ * here the last one fails unrun at once while an earlier one still runs.
+ */
+static int t_bo_wait_resv(void)
+{
+    struct drm_tx8_bo_create x;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    uint32_t sf;
+    uint64_t sa, sb, s0;
+    struct ctx c;
+    size_t len;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &x));
+    ref.handle = x.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    /* a failed fence */
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &sf));
+    memset(c.cmdmap + 1024, 0xff, 64);
+    CHECK_OK(submit_dep(&c, 1024, 64, &ref, NULL, 0, sf, &s0));
+    CHECK_OK(wait_job(c.fd, s0, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_INVALID_CMD, "garbage: status %u", w.status);
+    /* A writes X slowly; B uses X and fails at once (failed in-fence) */
+    CHECK_OK(inject(c.fd, DRM_TX8_FAULT_SLOW, 1500, 1));
+    len = put_fill(c.cmdmap, x.dev_addr, 4096, 0xa5u);
+    CHECK_OK(submit_dep(&c, 0, len, &ref, NULL, 0, 0, &sa));
+    ref.access = DRM_TX8_ACCESS_READ;
+    CHECK_OK(submit_dep(&c, 0, len, &ref, &sf, 1, 0, &sb));
+    CHECK_OK(wait_job(c.fd, sb, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_ABORTED, "B: status %u", w.status);
+    CHECK_ERR(wait_job(c.fd, sa, 0, &w), ETIME);
+    /* WAIT on X returns only when A is done too */
+    memset(&w, 0, sizeof(w));
+    w.handle = x.handle;
+    w.timeout_ns = now_ns() + 20000000000ll;
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_WAIT, &w));
+    CHECK(wait_job(c.fd, sa, 0, &w) == 0, "WAIT on the BO returned while job A still wrote it");
+    CHECK(w.status == DRM_TX8_STATUS_OK, "A: status %u", w.status);
+    /* a poll on an idle BO */
+    memset(&w, 0, sizeof(w));
+    w.handle = x.handle;
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_WAIT, &w));
+    drmSyncobjDestroy(c.fd, sf);
+    ctx_close(&c);
+    return 0;
+}
+
+/* /proc/tx_meminfo: labels never pass for fixed keys; others' are hidden. */
+static int t_meminfo_keys(void)
+{
+    static char text[65536];
+    static const char *const tricky[] = {"Total", "DeviceTotal", "accel7_Total", "Label_x",
+                                         "Buffers"};
+    struct drm_tx8_bo_create bo;
+    long long total, dtotal;
+    char key[96];
+    int fd = dev_open(dev_index), status;
+    pid_t pid;
+
+    CHECK(fd >= 0, "open");
+    for (size_t i = 0; i < sizeof(tricky) / sizeof(tricky[0]); i++)
+        CHECK_OK(bo_new(fd, 8192, tricky[i], &bo));
+    CHECK(read_file("/proc/tx_meminfo", text, sizeof(text)) > 0, "read");
+    dtotal = meminfo_value(text, "DeviceTotal");
+    snprintf(key, sizeof(key), "accel%d_Total", dev_index);
+    total = meminfo_value(text, key);
+    CHECK(total > 8, "%s %lld: a label took the key", key, total);
+    CHECK(dtotal >= total, "DeviceTotal %lld", dtotal);
+    snprintf(key, sizeof(key), "accel%d_Label_Total", dev_index);
+    CHECK(meminfo_value(text, key) == 8, "%s missing:\n%s", key, text);
+    CHECK(meminfo_value(text, "Label_DeviceTotal") == 8, "Label_DeviceTotal missing");
+    CHECK(meminfo_value(text, "Label_accel7_Total") == 8, "Label_accel7_Total missing");
+    CHECK(meminfo_value(text, "Label_Label_x") == 8, "Label_Label_x missing");
+    CHECK(meminfo_value(text, "Label_Buffers") == 8, "Label_Buffers missing");
+    close(fd);
+
+    /* 300 labels: the 256th keeps its name, the rest are OtherLabels */
+    fd = dev_open(dev_index);
+    CHECK(fd >= 0, "open");
+    for (int i = 0; i < 300; i++) {
+        char l[32];
+
+        snprintf(l, sizeof(l), "many-%03d", i);
+        CHECK_OK(bo_new(fd, 4096, l, &bo));
+    }
+    CHECK(read_file("/proc/tx_meminfo", text, sizeof(text)) > 0, "read");
+    CHECK(meminfo_value(text, "OtherLabels") > 0, "no OtherLabels");
+    CHECK(!strstr(text, "\nOther:"), "a label was renamed Other");
+    {
+        int named = 0;
+
+        for (int i = 0; i < 300; i++) {
+            snprintf(key, sizeof(key), "many-%03d", i);
+            named += meminfo_value(text, key) == 4;
+        }
+        CHECK(named >= 250 && named <= 256, "%d labels listed by name", named);
+    }
+
+    /* another user sees the totals, not our labels */
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        if (setgid(65534) || setuid(65534))
+            _exit(10);
+        if (read_file("/proc/tx_meminfo", text, sizeof(text)) <= 0)
+            _exit(11);
+        if (meminfo_value(text, "DeviceUsed") <= 0)
+            _exit(12);
+        if (strstr(text, "many-0"))
+            _exit(13);
+        _exit(0);
+    }
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "another user: status %#x (13: saw labels)",
+          status);
+    close(fd);
+    return 0;
+}
+
+/* job_timeout_ms is checked; SUBMIT's timeout 0 polls; fdinfo is live. */
+static int t_small_items(void)
+{
+    char path[64], text[4096];
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_submit s;
+    struct drm_tx8_reset r;
+    struct drm_tx8_wait w;
+    unsigned long long e0, e1;
+    uint32_t hs;
+    uint64_t seq;
+    struct ctx c;
+    int64_t t0;
+    size_t len;
+
+    {
+        int r0 = write_file("/sys/module/tx8/parameters/job_timeout_ms", "0");
+        int r10 = write_file("/sys/module/tx8/parameters/job_timeout_ms", "10");
+
+        /* restored first: a timeout of 0 would fail every later job */
+        CHECK_OK(write_file("/sys/module/tx8/parameters/job_timeout_ms", "5000"));
+        CHECK(r0 != 0, "job_timeout_ms 0 accepted");
+        CHECK(r10 != 0, "job_timeout_ms 10 accepted");
+    }
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    len = put_fill(c.cmdmap, bo.dev_addr, 4096, 1);
+
+    /* fdinfo counts the running job */
+    CHECK_OK(inject(c.fd, DRM_TX8_FAULT_SLOW, 2000, 1));
+    CHECK_OK(submit(c.fd, c.cmd.handle, 0, len, &ref, 1, &seq));
+    usleep(300000);
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", c.fd);
+    CHECK(read_file(path, text, sizeof(text)) > 0, "fdinfo");
+    e0 = strtoull(strstr(text, "drm-engine-compute:\t") + 20, NULL, 10);
+    usleep(500000);
+    CHECK(read_file(path, text, sizeof(text)) > 0, "fdinfo");
+    e1 = strtoull(strstr(text, "drm-engine-compute:\t") + 20, NULL, 10);
+    CHECK_ERR(wait_job(c.fd, seq, 0, &w), ETIME);
+    CHECK(e1 > e0 + 100000000ull, "drm-engine-compute did not grow while a job ran: %llu -> %llu",
+          e0, e1);
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+
+    /* a full waiting list: timeout 0 polls (-EBUSY at once) */
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &hs));
+    CHECK_OK(inject(c.fd, DRM_TX8_FAULT_HANG, 0, 1));
+    CHECK_OK(submit_dep(&c, 0, len, &ref, NULL, 0, hs, &seq));
+    for (int i = 0; i < 256; i++)
+        CHECK_OK(submit_dep(&c, 0, len, &ref, &hs, 1, 0, &seq));
+    memset(&s, 0, sizeof(s));
+    s.cmd_handle = c.cmd.handle;
+    s.cmd_size = len;
+    s.in_syncobjs = (uintptr_t)&hs;
+    s.in_syncobj_count = 1;
+    t0 = now_ns();
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EBUSY);
+    CHECK(now_ns() - t0 < 1000000000ll, "SUBMIT with timeout 0 waited %" PRId64 " ms",
+          (now_ns() - t0) / 1000000);
+    s.timeout_ns = now_ns() + 300000000ll;
+    CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EBUSY);
+    CHECK(now_ns() - t0 >= 250000000ll, "SUBMIT did not wait for its deadline");
+    memset(&r, 0, sizeof(r));
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_RESET, &r));
+    CHECK(r.aborted == 257, "RESET aborted %llu of 257", (unsigned long long)r.aborted);
+    CHECK_OK(run_fill(&c, bo.dev_addr, 4096, 2, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after the reset: status %u", w.status);
+    drmSyncobjDestroy(c.fd, hs);
+    ctx_close(&c);
+    return 0;
+}
+
+/* Two clients saturating the device both make progress. */
+static int fair_client(int secs)
+{
+    enum { DEPTH = 16 };
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    uint64_t seqs[DEPTH], done = 0, n = 0;
+    int64_t end = now_ns() + (int64_t)secs * 1000000000ll;
+    struct ctx c;
+    size_t len;
+
+    if (ctx_open(&c, dev_index) || bo_new(c.fd, 256 * 1024, NULL, &bo))
+        return -1;
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    len = put_fill(c.cmdmap, bo.dev_addr, 256 * 1024, 5);
+    while (now_ns() < end) {
+        if (n >= DEPTH) {
+            if (wait_job(c.fd, seqs[n % DEPTH], 20000, &w) || w.status != DRM_TX8_STATUS_OK)
+                return -2;
+            done++;
+        }
+        if (submit(c.fd, c.cmd.handle, 0, len, &ref, 1, &seqs[n % DEPTH]))
+            return -3;
+        n++;
+    }
+    /* jobs finished after the end do not count */
+    ctx_close(&c);
+    return (int)done;
+}
+
+static int t_fairness(void)
+{
+    int pipes[2][2], status, got[2];
+    pid_t pids[2];
+
+    for (int i = 0; i < 2; i++) {
+        CHECK(pipe(pipes[i]) == 0, "pipe");
+        pids[i] = fork();
+        CHECK(pids[i] >= 0, "fork");
+        if (pids[i] == 0) {
+            int r = fair_client(6);
+
+            if (write(pipes[i][1], &r, sizeof(r)) != sizeof(r))
+                _exit(2);
+            _exit(0);
+        }
+        close(pipes[i][1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        CHECK(read(pipes[i][0], &got[i], sizeof(got[i])) == sizeof(got[i]), "client %d: no result",
+              i);
+        close(pipes[i][0]);
+        CHECK(waitpid(pids[i], &status, 0) == pids[i] && WIFEXITED(status) && !WEXITSTATUS(status),
+              "client %d: status %#x", i, status);
+        CHECK(got[i] >= 0, "client %d failed: %d", i, got[i]);
+    }
+    printf("fairness: %d and %d jobs completed in 6 s\n", got[0], got[1]);
+    CHECK(got[0] + got[1] > 20, "too few jobs: %d + %d", got[0], got[1]);
+    CHECK(got[0] * 3 >= got[0] + got[1] && got[1] * 3 >= got[0] + got[1],
+          "unfair: %d and %d jobs", got[0], got[1]);
+    return 0;
+}
+
+/*
+ * tx-top as a normal user: it runs, sees the device and its memory, and
+ * sees no label of another user's BO (/proc/tx_meminfo hides them).
+ */
+static int t_txtop_user(void)
+{
+    static char out[65536];
+    struct drm_tx8_bo_create bo;
+    char dev[64];
+    int p[2], status, fd = dev_open(dev_index);
+    size_t n = 0;
+    ssize_t r;
+    pid_t pid;
+
+    CHECK(fd >= 0, "open");
+    CHECK_OK(bo_new(fd, 1 << 20, "RootSecret_Weights", &bo));
+    snprintf(dev, sizeof(dev), "/dev/accel/accel%d", dev_index);
+    CHECK(pipe(p) == 0, "pipe");
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        close(p[0]);
+        if (setgid(65534) || setuid(65534))
+            _exit(10);
+        execlp("tx-top", "tx-top", "--json", "-d", dev, "-d", "5", (char *)NULL);
+        _exit(11);
+    }
+    close(p[1]);
+    while (n < sizeof(out) - 1 && (r = read(p[0], out + n, sizeof(out) - 1 - n)) > 0)
+        n += (size_t)r;
+    out[n] = 0;
+    close(p[0]);
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tx-top as uid 65534: status %#x\n%s",
+          status, out);
+    CHECK(strstr(out, "\"devices\"") && strstr(out, "\"status\": \"ok\"") &&
+              strstr(out, "\"total\": "),
+          "tx-top as a normal user does not see the device and its memory:\n%s", out);
+    CHECK(!strstr(out, "RootSecret"), "a normal user sees root's BO label:\n%s", out);
+    close(fd);
+    return 0;
+}
+
 static const struct test {
     const char *name;
     int (*fn)(void);
@@ -1627,6 +3237,25 @@ static const struct test {
     {"two_devices", t_two_devices},
     {"unbind", t_unbind},
     {"reload", t_reload},
+    {"mmap_cow", t_mmap_cow},
+    {"mmap_split", t_mmap_split},
+    {"history_race", t_history_race},
+    {"reset_scope", t_reset_scope},
+    {"fence_bounds", t_fence_bounds},
+    {"unbind_submit", t_unbind_submit},
+    {"fence_lifetime", t_fence_lifetime},
+    {"reset_taken", t_reset_taken},
+    {"dev_bad_record", t_dev_bad_record},
+    {"dev_bad_caps", t_dev_bad_caps},
+    {"dev_bad_lease", t_dev_bad_lease},
+    {"dev_restart", t_dev_restart},
+    {"dev_stop", t_dev_stop},
+    {"fuzz", t_fuzz},
+    {"bo_wait_resv", t_bo_wait_resv},
+    {"meminfo_keys", t_meminfo_keys},
+    {"small_items", t_small_items},
+    {"fairness", t_fairness},
+    {"txtop_user", t_txtop_user},
 };
 
 int main(int argc, char **argv)

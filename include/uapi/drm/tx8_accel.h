@@ -304,10 +304,11 @@ struct drm_tx8_submit {
 	/** @user_data: any value; returned by DRM_IOCTL_TX8_WAIT */
 	__u64 user_data;
 	/**
-	 * @timeout_ns: absolute CLOCK_MONOTONIC deadline for the wait of the
-	 * call while the file has 256 jobs not yet handed to the device, 0
-	 * for none. When it passes the call fails with -EBUSY, queueing
-	 * nothing.
+	 * @timeout_ns: absolute CLOCK_MONOTONIC deadline for the waits of
+	 * the call (room on the waiting list, a fence for an in-syncobj), as
+	 * for DRM_IOCTL_TX8_WAIT: a deadline in the past (e.g. 0) only polls,
+	 * INT64_MAX waits without limit. When it passes the call fails with
+	 * -EBUSY (no room) or -ETIME (no fence), queueing nothing.
 	 */
 	__s64 timeout_ns;
 	/** @seqno: out: sequence number of the job, for DRM_IOCTL_TX8_WAIT */
@@ -378,10 +379,12 @@ struct drm_tx8_bo_set_label {
 /**
  * struct drm_tx8_reset - abort this file's jobs (DRM_IOCTL_TX8_RESET)
  *
- * Resets the device queue: every unfinished job of this file ends with
- * DRM_TX8_STATUS_ABORTED; the unfinished jobs of other files are queued
- * again and run as if nothing happened. Counts as a reset (sysfs resets,
- * /proc/tx_meminfo Resets) and sends the reset uevent.
+ * Affects only this file's jobs: every unfinished job of this file ends
+ * with DRM_TX8_STATUS_ABORTED. If some are in the device ring, the queue
+ * is reset (once this file's job is the one running); the jobs of other
+ * files are queued again and run as if nothing happened, and the reset is
+ * counted (sysfs resets, /proc/tx_meminfo Resets) and announced by uevent.
+ * A device-wide reset needs CAP_SYS_ADMIN (sysfs tx8/reset, debugfs).
  */
 struct drm_tx8_reset {
 	/** @flags: must be zero */
@@ -398,6 +401,13 @@ struct drm_tx8_reset {
 #define DRM_TX8_FAULT_SLOW	2
 #define DRM_TX8_FAULT_CRASH	3
 #define DRM_TX8_FAULT_ERROR	4
+/* A misbehaving device (interface 1.2), for robustness tests: */
+#define DRM_TX8_FAULT_BAD_RECORD	5	/* a wrong completion record */
+#define DRM_TX8_FAULT_RESTART	6	/* the device restarts (boot_id) */
+#define DRM_TX8_FAULT_STOP	7	/* silent for param ms */
+#define DRM_TX8_FAULT_BAD_CAPS	8	/* capabilities garbage for param ms */
+#define DRM_TX8_FAULT_BAD_LEASE	9	/* next lease answer out of range */
+#define DRM_TX8_FAULT_TAKE_ON_RESET	10	/* takes a job at the next reset */
 
 /**
  * struct drm_tx8_inject_fault - make the device misbehave
@@ -410,7 +420,10 @@ struct drm_tx8_reset {
 struct drm_tx8_inject_fault {
 	/** @kind: DRM_TX8_FAULT_* (NONE cancels pending injections) */
 	__u32 kind;
-	/** @param: for SLOW: extra milliseconds per job; else zero */
+	/**
+	 * @param: for SLOW: extra milliseconds per job; for STOP and BAD_CAPS:
+	 * milliseconds the fault lasts; else zero
+	 */
 	__u32 param;
 	/** @count: jobs to affect, 0 meaning 1 */
 	__u32 count;
