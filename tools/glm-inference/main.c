@@ -408,8 +408,12 @@ static int run_validate(glm_model_t *m, const struct opts *o)
     char plan[200];
     glm_precision_plan_t p;
     glm_plan_get(glm_model_device(m), &p);
-    fprintf(stderr, "%s: validating %s (plan %s) against the FP32 reference\n", prog,
-            glm_model_name(m), glm_plan_format(&p, plan, sizeof(plan)));
+    fprintf(stderr,
+            "%s: validating %s (plan %s) against the FP32 reference on the %s; the per-input "
+            "figure is device vs %s\n",
+            prog, glm_model_name(m), glm_plan_format(&p, plan, sizeof(plan)),
+            o->no_original ? "package's own weights" : "original model's weights if found",
+            o->no_original ? "package" : "original (if found)");
     int vrc = glm_validate(m, &vo, &r);
     if (vrc) {
         log_rc("validate", vrc);
