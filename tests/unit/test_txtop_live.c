@@ -416,13 +416,34 @@ static void workload_start(struct workload *wl, double seconds, double duty)
     workload_start_ex(wl, seconds, duty, 0);
 }
 
+/*
+ * The utilisation checks compare tx-top with the duty cycle the workload
+ * paces on the wall clock. On a host whose CPUs are oversubscribed by other
+ * work (load average above 2 jobs per CPU) the emulator's threads and the
+ * workload's pauses are descheduled at random and that comparison measures
+ * the host, not tx-top: those assertions are then skipped with a message
+ * (everything else is still checked).
+ */
+static int host_overloaded(void)
+{
+    double la[1];
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+    if (getloadavg(la, 1) != 1 || n < 1 || la[0] <= 2.0 * (double)n)
+        return 0;
+    fprintf(stderr, "test_txtop_live: host load %.1f on %ld CPUs: wall-clock utilisation "
+            "checks skipped\n", la[0], n);
+    return 1;
+}
+
 static void workload_finish(struct workload *wl, double *duty, uint64_t counts[W_LAYERS][W_EXPERTS])
 {
     unsigned long long jobs;
     int status;
 
     ck_assert_int_eq(fscanf(wl->report, "result %lf %llu\n", duty, &jobs), 2);
-    ck_assert_uint_gt(jobs, 5);
+    if (!host_overloaded())
+        ck_assert_uint_gt(jobs, 5);
     for (int l = 0; l < W_LAYERS; l++) {
         ck_assert_int_eq(fscanf(wl->report, "counts"), 0);
         for (int e = 0; e < W_EXPERTS; e++) {
@@ -472,7 +493,9 @@ START_TEST(json_under_load)
     workload_finish(&wl, &duty, counts);
     ck_assert_msg(rc == 0, "tx-top exit %d:\n%s", rc, out);
     /* the workload did what it meant to */
-    ck_assert_msg(fabs(duty - duty_target) < 0.1, "workload duty %.3f", duty);
+    int paced = !host_overloaded();
+    if (paced)
+        ck_assert_msg(fabs(duty - duty_target) < 0.1, "workload duty %.3f", duty);
 
     root = json_tokener_parse(out);
     ck_assert_msg(root != NULL, "not JSON:\n%s", out);
@@ -490,8 +513,9 @@ START_TEST(json_under_load)
 
     /* utilisation: what the workload measured, within 15 points */
     util = num(dev, "utilization");
-    ck_assert_msg(fabs(util - 100.0 * duty) < 15.0, "tx-top %.1f%%, workload %.1f%%", util,
-                  100.0 * duty);
+    if (paced)
+        ck_assert_msg(fabs(util - 100.0 * duty) < 15.0, "tx-top %.1f%%, workload %.1f%%", util,
+                      100.0 * duty);
     ck_assert_int_eq(json_object_array_length(get(dev, "core_utilization")), 2);
 
     /* memory: the labelled buffers exactly, the total at least their sum */
@@ -507,7 +531,8 @@ START_TEST(json_under_load)
     ck_assert_uint_eq((uint64_t)num(find_label(dev, MODEL_NAME "_KVCache"), "size"), SZ_KV);
     ck_assert_uint_eq((uint64_t)num(find_label(dev, MODEL_NAME "_Activations"), "size"), SZ_ACT);
     ck_assert_uint_eq((uint64_t)num(find_label(dev, MODEL_NAME "_Router"), "size"), SZ_ROUTER);
-    ck_assert_uint_gt((uint64_t)num(dev, "jobs"), 5);
+    if (paced)
+        ck_assert_uint_gt((uint64_t)num(dev, "jobs"), 5);
     ck_assert_uint_eq((uint64_t)num(dev, "jobs_failed"), 0);
     ck_assert(is_null(dev, "page_faults")); /* no kernel: N/A, not 0 */
 
@@ -518,8 +543,9 @@ START_TEST(json_under_load)
     ck_assert_int_eq((int)num(row, "pid"), (int)wl.pid);
     ck_assert_msg(strstr(json_object_get_string(get(row, "command")), "test_txtop_live"),
                   "command %s", json_object_get_string(get(row, "command")));
-    ck_assert_msg(fabs(num(row, "utilization") - 100.0 * duty) < 15.0, "process %.1f%%",
-                  num(row, "utilization"));
+    if (paced)
+        ck_assert_msg(fabs(num(row, "utilization") - 100.0 * duty) < 15.0, "process %.1f%%",
+                      num(row, "utilization"));
     ck_assert_uint_ge((uint64_t)num(row, "device_memory"), SZ_WEIGHTS + SZ_ACT + SZ_KV + SZ_ROUTER);
     ck_assert_uint_gt((uint64_t)num(row, "host_memory"), 1u << 20);
     ck_assert_int_eq(json_object_get_boolean(get(row, "readable")), 1);
