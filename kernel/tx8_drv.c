@@ -135,6 +135,7 @@ static const struct drm_ioctl_desc tx8_ioctls[] = {
 static int tx8_open(struct drm_device *drm, struct drm_file *file)
 {
 	struct tx8_file *tfile;
+	int ret;
 
 	tfile = kzalloc(sizeof(*tfile), GFP_KERNEL);
 	if (!tfile)
@@ -144,6 +145,12 @@ static int tx8_open(struct drm_device *drm, struct drm_file *file)
 	spin_lock_init(&tfile->lock);
 	xa_init(&tfile->jobs);
 	INIT_LIST_HEAD(&tfile->history);
+	ret = tx8_file_init(tfile);
+	if (ret) {
+		xa_destroy(&tfile->jobs);
+		kfree(tfile);
+		return ret;
+	}
 	file->driver_priv = tfile;
 	return 0;
 }
@@ -227,14 +234,20 @@ static int tx8_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	mutex_init(&tdev->mm_lock);
 	INIT_LIST_HEAD(&tdev->bos);
 	INIT_LIST_HEAD(&tdev->node);
-	tx8_jobs_init(tdev);
-	ret = drmm_add_action(&tdev->drm, tx8_drm_release, NULL);
+	ret = tx8_jobs_init(tdev);
 	if (ret)
 		return ret;
+	ret = drmm_add_action(&tdev->drm, tx8_drm_release, NULL);
+	if (ret) {
+		tx8_sched_release(tdev);
+		return ret;
+	}
 
 	ret = tx8_hw_init(tdev);
-	if (ret)
+	if (ret) {
+		tx8_sched_release(tdev);
 		return ret;
+	}
 
 	ret = drm_dev_register(&tdev->drm, 0);
 	if (ret)
@@ -304,6 +317,7 @@ static void __exit tx8_exit(void)
 {
 	pci_unregister_driver(&tx8_pci_driver);
 	tx8_proc_fini();
+	tx8_sched_exit();
 }
 
 module_init(tx8_init);

@@ -20,6 +20,7 @@
 #include <drm/drm_file.h>
 #include <drm/drm_gem.h>
 #include <drm/drm_mm.h>
+#include <drm/gpu_scheduler.h>
 
 #include <tx8/tx8_hw.h>
 #include <uapi/drm/tx8_accel.h>
@@ -34,12 +35,14 @@
 #define TX8_MAX_WAITING		256	/* per file, jobs not yet in the ring */
 #define TX8_MAX_DEV_WAITING	4096	/* per device, jobs not yet in the ring */
 #define TX8_WAIT_FOR_SUBMIT_MS	1000	/* an in-syncobj without a fence yet */
-#define TX8_FOREIGN_DEP_FACTOR	4	/* x job timeout: other drivers' fences */
 #define TX8_MBOX_TIMEOUT_MS	5000
 #define TX8_HEALTH_PERIOD_MS	250	/* heartbeat / boot_id check */
 #define TX8_HEARTBEAT_TIMEOUT_MS 3000	/* heartbeat stalled: device lost */
 
 extern unsigned int tx8_job_timeout_ms;
+
+/* scheduler entities of a file: one per SUBMIT priority */
+#define TX8_NUM_PRIOS		3
 
 struct tx8_file;
 
@@ -102,21 +105,18 @@ struct tx8_device {
 	unsigned long watch_start;	/* jiffies it became head */
 	u64 watch_start_ns;		/* the same, ktime_get_ns() */
 	struct ratelimit_state reset_rs; /* reset warnings and uevents */
-	struct delayed_work timeout_work;
 	struct mutex reset_lock;	/* one reset at a time */
 
 	/*
-	 * Jobs whose in-fences have not all signalled yet, in submission
-	 * order. Changed only with both dep_lock and job_lock held, so
-	 * either lock suffices to read it. dep_lock also guards the
-	 * dependency state of the jobs on it (tx8_job.deps, dep_next,
-	 * cb_fence) and tx8_file.dep_gen; it is taken before job_lock and
-	 * is never held while waiting for a fence.
+	 * The GPU scheduler of our one hardware queue (allocated apart: the
+	 * scheduler's fences point at it and may outlive the device, so it is
+	 * freed only at module unload). Jobs submitted but not yet handed to
+	 * the ring (run_job) are on ->waiting, under job_lock.
 	 */
+	struct drm_gpu_scheduler *sched;
 	struct list_head waiting;
-	struct mutex dep_lock;		/* see above */
-	struct delayed_work dep_work;	/* runs the waiting list */
-	u64 dep_gen;			/* pass number of the dep_work */
+	struct mutex files_lock;	/* files, tx8_file.entities_live */
+	struct list_head files;		/* open files (their entities) */
 
 	/* device health: heartbeat and boot_id monitoring, device loss */
 	struct delayed_work health_work;
@@ -173,7 +173,11 @@ struct tx8_file {
 	atomic64_t jobs_ok;
 	atomic64_t jobs_failed;
 	unsigned int nr_waiting;	/* its jobs on tdev->waiting (job_lock) */
-	u64 dep_gen;			/* tdev->dep_gen of a pass it blocks */
+	/* scheduler entities, one per priority (LOW, NORMAL, HIGH) */
+	struct drm_sched_entity entity[TX8_NUM_PRIOS];
+	bool entities_live;		/* under tdev->files_lock */
+	struct list_head dev_node;	/* tdev->files, under files_lock */
+	struct mutex submit_lock;	/* job arm + push order */
 };
 
 /*
@@ -183,7 +187,9 @@ struct tx8_file {
  * every live fence holds a reference on the module (its ops).
  */
 struct tx8_job {
-	struct dma_fence fence;
+	/* first: dma_fence_free() frees the fence's address */
+	struct dma_fence fence;		/* the hardware fence (run_job) */
+	struct drm_sched_job base;	/* its scheduler job */
 	spinlock_t fence_lock;		/* the lock of fence, nothing else */
 	struct tx8_device *tdev;
 	struct tx8_file *tfile;		/* referenced */
@@ -208,14 +214,16 @@ struct tx8_job {
 	u64 macs;
 	bool done;
 	bool queued;			/* entered the ring (counts in inflight) */
-	/* dependencies, under tdev->dep_lock while on tdev->waiting */
-	struct dma_fence **deps;	/* referenced, resolved at SUBMIT */
+	/*
+	 * Its dependencies (also given to the scheduler), referenced: the
+	 * scheduler's prepare_job and run_job look at them to wait for jobs
+	 * of the same file fully and to fail a job whose dependency failed.
+	 */
+	struct dma_fence **deps;
 	unsigned int nr_deps;
-	unsigned long dep_deadline;	/* jiffies; 0: only tx8 fences */
 	unsigned int dep_next;		/* deps before it have signalled */
 	int dep_error;			/* error of a failed in-fence */
-	struct dma_fence *cb_fence;	/* dep_cb is armed on it */
-	struct dma_fence_cb dep_cb;
+	bool in_sched;			/* drm_sched_job_init done */
 };
 
 static inline struct tx8_job *to_tx8_job(struct dma_fence *f)
@@ -251,7 +259,7 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data,
 		     struct drm_file *file);
 int tx8_wait_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
 void tx8_process_completions(struct tx8_device *tdev);
-void tx8_jobs_init(struct tx8_device *tdev);
+int tx8_jobs_init(struct tx8_device *tdev);
 void tx8_jobs_fini(struct tx8_device *tdev);
 int tx8_reset(struct tx8_device *tdev, const char *reason);
 void tx8_device_lost(struct tx8_device *tdev, const char *reason);
@@ -259,6 +267,9 @@ void tx8_health_start(struct tx8_device *tdev);
 void tx8_health_stop(struct tx8_device *tdev);
 u64 tx8_file_busy_ns(struct tx8_file *tfile);
 int tx8_reset_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
+int tx8_file_init(struct tx8_file *tfile);
+void tx8_sched_exit(void);
+void tx8_sched_release(struct tx8_device *tdev);
 int tx8_inject_fault_ioctl(struct drm_device *drm, void *data,
 			   struct drm_file *file);
 void tx8_file_put(struct tx8_file *tfile);

@@ -1,25 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * TX8 accelerator: jobs. Submission ring, completion records, dma_fences,
- * the job timeout and the queue reset.
+ * TX8 accelerator: jobs. The GPU scheduler (drm_sched), the submission
+ * ring, completion records, dma_fences, the job timeout and the reset.
  *
- * All jobs of the device go through the one queue the device assigned to
- * this ivshmem peer. SUBMIT never waits for a job's in-syncobjs: it gives
- * the job its fence (placed in the out-syncobj at once) and puts it on the
- * device's waiting list; the dependency pass (tx8_deps_run) moves a job to
- * the ring once all its in-fences have signalled, jobs of one file in
- * submission order, and fails it without running it if one signalled
- * with an error. Jobs of different files may thus enter the ring in
- * another order than their job numbers, so every job fence gets its own
- * fence context; the ring descriptors carry a separate, strictly
- * increasing hw_seqno. The device completes jobs in ring order.
+ * The device gives this ivshmem peer one queue (ring); the driver runs one
+ * drm_gpu_scheduler on it, and every open file has one scheduler entity
+ * per SUBMIT priority. SUBMIT never waits for a job's in-syncobjs: it
+ * gives the job to its entity with the dependencies (in-fences, implicit
+ * dma_resv fences) and places the scheduler's finished fence in the
+ * out-syncobj. Once the dependencies signalled, the scheduler picks the
+ * ready entity with the oldest job (fair between clients, higher priority
+ * first) and calls run_job, which writes the job into the ring with a
+ * strictly increasing hw_seqno; the job's own fence (tx8_job.fence, the
+ * scheduler's hardware fence) is signalled from the completion interrupt.
+ * The scheduler's timeout (job_timeout_ms) calls timedout_job, which
+ * resets the queue: the hung job fails with TIMEOUT, every other job that
+ * had not started is given to the ring again (drm_sched_resubmit_jobs).
  * Everything about the ring is guarded by tdev->job_lock; every fence has
- * its own lock (tx8_job.fence_lock), taken inside job_lock when a job
- * finishes. In-syncobjs are resolved to fences at SUBMIT (a syncobj
- * without a fence is waited for, bounded), so no job can wait for itself
- * or for a fence yet to be made. Lock order: docs/kernel.md.
+ * its own lock. Lock order: docs/kernel.md.
  */
 
+#include <linux/delay.h>
 #include <linux/dma-resv.h>
 #include <linux/jiffies.h>
 #include <linux/kobject.h>
@@ -36,11 +37,27 @@
 
 #include "tx8_drv.h"
 
+/* A scheduler lives apart from its device: its fences point at it. */
+struct tx8_sched {
+	struct drm_gpu_scheduler sched;
+	struct list_head node;		/* tx8_sched_graveyard */
+	char name[32];
+};
+
+static LIST_HEAD(tx8_sched_graveyard);
+static DEFINE_MUTEX(tx8_sched_graveyard_lock);
+
+static inline struct tx8_job *to_tx8_sjob(struct drm_sched_job *sj)
+{
+	return container_of(sj, struct tx8_job, base);
+}
+
 unsigned int tx8_job_timeout_ms = 5000;
 
 /* 100 ms .. 10 min: 0 (no timeout) would let a job hang for ever */
 static int tx8_timeout_set(const char *val, const struct kernel_param *kp)
 {
+	struct tx8_device *tdev;
 	unsigned int v;
 	int ret = kstrtouint(val, 0, &v);
 
@@ -49,6 +66,12 @@ static int tx8_timeout_set(const char *val, const struct kernel_param *kp)
 	if (v < 100 || v > 600000)
 		return -EINVAL;
 	WRITE_ONCE(tx8_job_timeout_ms, v);
+	/* the schedulers read their timeout each time they arm it */
+	mutex_lock(&tx8_devices_lock);
+	list_for_each_entry(tdev, &tx8_devices, node)
+		if (tdev->sched)
+			WRITE_ONCE(tdev->sched->timeout, msecs_to_jiffies(v));
+	mutex_unlock(&tx8_devices_lock);
 	return 0;
 }
 
@@ -106,16 +129,69 @@ void tx8_file_put(struct tx8_file *tfile)
 static u64 tx8_deps_cancel(struct tx8_device *tdev, struct tx8_file *tfile,
 			   u32 status);
 
+static void tx8_file_entities_fini(struct tx8_file *tfile)
+{
+	unsigned int i;
+
+	lockdep_assert_held(&tfile->tdev->files_lock);
+	if (!tfile->entities_live)
+		return;
+	/* jobs still queued are killed: free_job after their dependencies */
+	for (i = 0; i < TX8_NUM_PRIOS; i++)
+		drm_sched_entity_fini(&tfile->entity[i]);
+	tfile->entities_live = false;
+	list_del_init(&tfile->dev_node);
+}
+
+/* At open: the file's scheduler entities, one per priority. */
+int tx8_file_init(struct tx8_file *tfile)
+{
+	static const enum drm_sched_priority prio[TX8_NUM_PRIOS] = {
+		DRM_SCHED_PRIORITY_LOW, DRM_SCHED_PRIORITY_NORMAL,
+		DRM_SCHED_PRIORITY_HIGH,
+	};
+	struct tx8_device *tdev = tfile->tdev;
+	unsigned int i;
+	int ret = 0;
+
+	mutex_init(&tfile->submit_lock);
+	INIT_LIST_HEAD(&tfile->dev_node);
+	mutex_lock(&tdev->files_lock);
+	if (!tdev->sched || READ_ONCE(tdev->gone)) {
+		mutex_unlock(&tdev->files_lock);
+		return -ENODEV;
+	}
+	for (i = 0; i < TX8_NUM_PRIOS; i++) {
+		ret = drm_sched_entity_init(&tfile->entity[i], prio[i],
+					    &tdev->sched, 1, NULL);
+		if (ret)
+			break;
+	}
+	if (ret) {
+		while (i--)
+			drm_sched_entity_fini(&tfile->entity[i]);
+	} else {
+		tfile->entities_live = true;
+		list_add_tail(&tfile->dev_node, &tdev->files);
+	}
+	mutex_unlock(&tdev->files_lock);
+	return ret;
+}
+
 /*
- * At close: jobs still waiting for in-fences fail with ABORTED without
+ * At close: jobs not yet handed to the ring fail with ABORTED without
  * running; drop the file's records of its jobs (running ones go on).
  */
 void tx8_file_release_jobs(struct tx8_file *tfile)
 {
+	struct tx8_device *tdev = tfile->tdev;
 	struct tx8_job *job, *tmp;
 	LIST_HEAD(list);
 
-	tx8_deps_cancel(tfile->tdev, tfile, TX8_STATUS_ABORTED);
+	tx8_deps_cancel(tdev, tfile, TX8_STATUS_ABORTED);
+	mutex_lock(&tdev->files_lock);
+	tx8_file_entities_fini(tfile);
+	mutex_unlock(&tdev->files_lock);
 	spin_lock(&tfile->lock);
 	list_splice_init(&tfile->history, &list);
 	tfile->nr_history = 0;
@@ -145,12 +221,6 @@ u64 tx8_file_busy_ns(struct tx8_file *tfile)
 		busy += now - tdev->watch_start_ns;
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
 	return busy;
-}
-
-static bool tx8_can_push(struct tx8_device *tdev)
-{
-	return tdev->lost || tdev->gone ||
-	       (!tdev->resetting && tdev->inflight < TX8_SQ_ENTRIES);
 }
 
 /* Write the job into the next ring slot. Caller holds job_lock. */
@@ -190,15 +260,11 @@ static void tx8_watch_head(struct tx8_device *tdev)
 	tdev->watch_seqno = head->hw_seqno;
 	tdev->watch_start = jiffies;
 	tdev->watch_start_ns = ktime_get_ns();
-	/* at remove the timeout work is cancelled once and for all */
-	if (!tdev->stopping)
-		mod_delayed_work(system_wq, &tdev->timeout_work,
-				 msecs_to_jiffies(tx8_job_timeout_ms));
 }
 
 /*
  * Finish a job, in the ring or (not queued) on the waiting list. Caller
- * holds job_lock (and dep_lock for a waiting job); the job moves to @done.
+ * holds job_lock; the job moves to @done.
  */
 static void tx8_job_finish(struct tx8_device *tdev, struct tx8_job *job,
 			   const struct tx8_completion *rec, u32 status,
@@ -251,10 +317,6 @@ static void tx8_retire(struct list_head *done)
 		for (i = 0; i < job->nr_bos; i++)
 			drm_gem_object_put(job->bos[i]);
 		job->nr_bos = 0;
-		/* no dep_cb is armed any more: finished jobs left the list */
-		for (i = 0; i < job->nr_deps; i++)
-			dma_fence_put(job->deps[i]);
-		job->nr_deps = 0;
 		dma_fence_put(&job->fence);
 	}
 }
@@ -275,7 +337,6 @@ void tx8_process_completions(struct tx8_device *tdev)
 	struct tx8_completion rec;
 	unsigned long flags;
 	LIST_HEAD(done);
-	bool kick;
 	u32 tail;
 
 	spin_lock_irqsave(&tdev->job_lock, flags);
@@ -307,13 +368,9 @@ void tx8_process_completions(struct tx8_device *tdev)
 	}
 	WRITE_ONCE(tdev->q->cq_head, tdev->cq_head);
 	tx8_watch_head(tdev);
-	kick = !list_empty(&done) && !list_empty(&tdev->waiting);
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
 
 	if (!list_empty(&done)) {
-		/* ring slots came free for ready waiting jobs */
-		if (kick)
-			mod_delayed_work(system_wq, &tdev->dep_work, 0);
 		wake_up_all(&tdev->ring_wq);
 		tx8_retire(&done);
 	}
@@ -353,38 +410,32 @@ static void tx8_send_uevent(struct tx8_device *tdev, const char *reason,
 
 /*
  * Reset the queue: the device aborts its jobs and empties both rings.
- * Afterwards: with @hung_status not OK, the job at the head fails with
- * @hung_status (the job that timed out); any other job the device had
- * already taken fails with ABORTED (it may have run in part); every job of
- * @victim fails with ABORTED (counted in *@nr_victim); all other jobs,
- * never started, are queued again.
+ * Caller holds reset_lock and has stopped the scheduler (drm_sched_stop:
+ * no run_job meanwhile). Afterwards: with @hung_status not OK, the job at
+ * the head fails with @hung_status (the job that timed out); any other job
+ * the device had already taken fails with ABORTED (it may have run in
+ * part); every job of @victim fails with ABORTED (counted in *@nr_victim);
+ * all other jobs, never started, leave the ring: the caller gives them to
+ * it again (drm_sched_resubmit_jobs calls run_job for each, in order).
  */
-static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
-			struct tx8_file *victim, u64 *nr_victim,
-			const char *reason)
+static int tx8_hw_reset_locked(struct tx8_device *tdev, u32 hung_status,
+			       struct tx8_file *victim, u64 *nr_victim,
+			       const char *reason)
 {
 	struct tx8_job *job, *tmp, *head;
 	unsigned long flags;
 	u64 aborted = 0, hung_seqno = 0;
 	LIST_HEAD(done);
-	bool requeued = false, have_taken_seqno;
+	bool have_taken_seqno;
 	u64 taken_seqno = 0;
 	u32 taken;
 	int ret;
 
-	/* the victim's jobs that wait for in-fences never run */
-	if (victim) {
-		u64 n = tx8_deps_cancel(tdev, victim, TX8_STATUS_ABORTED);
-
-		if (nr_victim)
-			*nr_victim += n;
-	}
-	mutex_lock(&tdev->reset_lock);
+	lockdep_assert_held(&tdev->reset_lock);
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	if (tdev->gone || tdev->stopping || tdev->lost) {
 		ret = tdev->lost ? -EIO : -ENODEV;
 		spin_unlock_irqrestore(&tdev->job_lock, flags);
-		mutex_unlock(&tdev->reset_lock);
 		return ret;
 	}
 	tdev->resetting = true;
@@ -435,26 +486,24 @@ static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
 			} else if (started) {
 				tx8_job_finish(tdev, job, NULL,
 					       TX8_STATUS_ABORTED, &done);
+			} else {
+				/* never started: run_job queues it again */
+				list_move_tail(&job->node, &tdev->waiting);
+				job->queued = false;
+				tdev->inflight--;
+				job->tfile->nr_waiting++;
+				tdev->nr_waiting++;
 			}
 		}
 		tdev->sq_tail = 0;
 		tdev->cq_head = 0;
 		WRITE_ONCE(tdev->q->cq_head, 0);
-		list_for_each_entry(job, &tdev->pending, node) {
-			tx8_write_desc(tdev, job);
-			requeued = true;
-		}
 		tx8_publish_tail(tdev);
 		tdev->watch_seqno = 0;
-		tx8_watch_head(tdev);
 	}
 	tdev->resetting = false;
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
 
-	if (requeued)
-		tx8_ring_doorbell(tdev, TX8_DEV_VEC_SUBMIT);
-	/* ready waiting jobs were held back while resetting */
-	mod_delayed_work(system_wq, &tdev->dep_work, 0);
 	wake_up_all(&tdev->ring_wq);
 	tx8_retire(&done);
 	if (ret) {
@@ -468,6 +517,43 @@ static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
 			 reason, hung_seqno, aborted);
 		tx8_send_uevent(tdev, reason, hung_seqno);
 	}
+	return ret;
+}
+
+/*
+ * A reset outside the scheduler's timeout handler (a client, the admin):
+ * stop the scheduler, reset, hand the jobs that never started to the ring
+ * again, restart it.
+ */
+static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
+			struct tx8_file *victim, u64 *nr_victim,
+			const char *reason)
+{
+	unsigned long flags;
+	bool dead;
+	int ret;
+
+	/* the victim's jobs not yet in the ring never run */
+	if (victim) {
+		u64 n = tx8_deps_cancel(tdev, victim, TX8_STATUS_ABORTED);
+
+		if (nr_victim)
+			*nr_victim += n;
+	}
+	mutex_lock(&tdev->reset_lock);
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	dead = tdev->gone || tdev->stopping || tdev->lost;
+	ret = tdev->lost ? -EIO : -ENODEV;
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	if (dead) {
+		mutex_unlock(&tdev->reset_lock);
+		return ret;
+	}
+	drm_sched_stop(tdev->sched, NULL);
+	ret = tx8_hw_reset_locked(tdev, hung_status, victim, nr_victim,
+				  reason);
+	drm_sched_resubmit_jobs(tdev->sched);
+	drm_sched_start(tdev->sched);
 	mutex_unlock(&tdev->reset_lock);
 	return ret;
 }
@@ -622,109 +708,83 @@ int tx8_inject_fault_ioctl(struct drm_device *drm, void *data,
 }
 
 /* ------------------------------------------------------------------------ */
-/* Dependencies                                                              */
+/* Scheduler                                                                 */
 
 /*
- * An in-fence signalled. Runs under that fence's lock (for one of ours
- * inside tdev->job_lock), so it only queues the dependency pass. The
- * job is alive: it stays on the waiting list until tx8_deps_run or
- * tx8_deps_cancel took the callback off (or saw it run, under the same
- * fence lock) with dma_fence_remove_callback.
+ * The fence to look at for a dependency: for a finished fence of our own
+ * scheduler whose job was handed to the ring, that job's hardware fence.
+ * The scheduler ignores fences of the job's own entity (its jobs enter the
+ * ring in order), but a job must not run before an in-fence of its own
+ * file signalled, nor at all when it failed.
  */
-static void tx8_dep_cb(struct dma_fence *f, struct dma_fence_cb *cb)
+static struct dma_fence *tx8_dep_fence(struct tx8_device *tdev,
+				       struct dma_fence *f)
 {
-	struct tx8_job *job = container_of(cb, struct tx8_job, dep_cb);
+	struct drm_sched_fence *s = to_drm_sched_fence(f);
+	struct dma_fence *parent;
 
-	mod_delayed_work(system_wq, &job->tdev->dep_work, 0);
-}
-
-/* Take the callback off the fence; afterwards it neither runs nor will. */
-static void tx8_dep_disarm(struct tx8_job *job)
-{
-	if (job->cb_fence) {
-		dma_fence_remove_callback(job->cb_fence, &job->dep_cb);
-		job->cb_fence = NULL;
-	}
+	if (!s || f != &s->finished || s->sched != tdev->sched)
+		return f;
+	/* pairs with the scheduler's smp_store_release() of the parent */
+	parent = smp_load_acquire(&s->parent);
+	return parent ? parent : f;
 }
 
 /*
- * Look at the job's in-fences, from the first not known signalled.
- * Returns 0 when all signalled without error, the error of one that
- * failed, or -EAGAIN with a callback armed. dep_lock held, job_lock not.
+ * Called by the scheduler after the job's dependencies it tracks itself
+ * signalled: returns the next one it must still wait for (referenced), or
+ * NULL when all did. The run work is the only caller (no lock needed).
  */
-static int tx8_deps_check(struct tx8_job *job)
+static struct dma_fence *tx8_prepare_job(struct drm_sched_job *sj,
+					 struct drm_sched_entity *entity)
 {
+	struct tx8_job *job = to_tx8_sjob(sj);
+
 	while (job->dep_next < job->nr_deps) {
-		struct dma_fence *fence = job->deps[job->dep_next];
-		int status;
+		struct dma_fence *f = tx8_dep_fence(job->tdev,
+						    job->deps[job->dep_next]);
 
-		if (job->cb_fence) {
-			if (!dma_fence_is_signaled(job->cb_fence))
-				return -EAGAIN;
-			tx8_dep_disarm(job);
-		}
-		if (!dma_fence_is_signaled(fence) &&
-		    !dma_fence_add_callback(fence, &job->dep_cb, tx8_dep_cb)) {
-			job->cb_fence = fence;
-			return -EAGAIN;
-		}
-		status = dma_fence_get_status(fence);
-		if (status < 0)
-			return status;
+		if (!dma_fence_is_signaled(f))
+			return dma_fence_get(f);
 		job->dep_next++;
 	}
-	return 0;
+	return NULL;
 }
 
 /*
- * The dependency pass: move every waiting job whose in-fences all
- * signalled to the ring, in submission order, skipping the jobs of a file
- * with an older job still waiting (a file's jobs stay in order). A job
- * whose in-fence failed finishes with ABORTED and that error, unrun; a
- * job waiting longer than its dep_deadline for another driver's fence
- * finishes with TIMEOUT (no job waits for ever). Stops at a full ring or
- * a reset; completions and resets run it again. Caller holds dep_lock.
+ * Hand a job to the ring: all its dependencies signalled. A job whose
+ * dependency failed, or that the scheduler cancelled, finishes with
+ * ABORTED unrun; one finished already (cancelled by RESET, device lost)
+ * or still in the ring (resubmission without a reset) just returns its
+ * fence.
  */
-static void tx8_deps_run(struct tx8_device *tdev)
+static struct dma_fence *tx8_run_job(struct drm_sched_job *sj)
 {
-	struct tx8_job *job, *tmp;
-	bool pushed = false, moved = false;
-	unsigned long flags, next = 0;
+	struct tx8_job *job = to_tx8_sjob(sj);
+	struct tx8_device *tdev = job->tdev;
+	unsigned long flags;
+	bool pushed = false;
 	LIST_HEAD(done);
-	u32 status;
-	int ret;
+	unsigned int i;
+	int err = 0;
 
-	lockdep_assert_held(&tdev->dep_lock);
-	tdev->dep_gen++;
-	list_for_each_entry_safe(job, tmp, &tdev->waiting, node) {
-		if (job->tfile->dep_gen == tdev->dep_gen)
-			continue;
-		ret = tx8_deps_check(job);
-		if (ret == -EAGAIN && job->dep_deadline &&
-		    time_after_eq(jiffies, job->dep_deadline)) {
-			tx8_dep_disarm(job);
-			ret = -ETIMEDOUT;
-		}
-		if (ret == -EAGAIN) {
-			if (job->dep_deadline &&
-			    (!next || time_before(job->dep_deadline, next)))
-				next = job->dep_deadline;
-			job->tfile->dep_gen = tdev->dep_gen;
-			continue;
-		}
-		spin_lock_irqsave(&tdev->job_lock, flags);
-		if (!ret && !tdev->gone && !tdev->lost && !tx8_can_push(tdev)) {
-			spin_unlock_irqrestore(&tdev->job_lock, flags);
-			break;
-		}
-		/* tx8_deps_check left no callback armed */
-		moved = true;
-		if (ret || tdev->gone || tdev->lost) {
-			job->dep_error = ret;
-			status = ret == -ETIMEDOUT ? TX8_STATUS_TIMEOUT :
-				 ret || tdev->gone ? TX8_STATUS_ABORTED :
-				 TX8_STATUS_DEVICE_ERROR;
-			tx8_job_finish(tdev, job, NULL, status, &done);
+	for (i = 0; i < job->nr_deps && !err; i++) {
+		int st = dma_fence_get_status(tx8_dep_fence(tdev,
+							    job->deps[i]));
+
+		if (st < 0)
+			err = st;
+	}
+	if (!err && sj->s_fence)
+		err = sj->s_fence->finished.error;
+
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	if (!job->done && !job->queued) {
+		if (err || tdev->gone || tdev->lost) {
+			job->dep_error = err;
+			tx8_job_finish(tdev, job, NULL,
+				       err || tdev->gone ? TX8_STATUS_ABORTED :
+				       TX8_STATUS_DEVICE_ERROR, &done);
 		} else {
 			job->hw_seqno = ++tdev->next_hw_seqno;
 			tx8_write_desc(tdev, job);
@@ -737,33 +797,99 @@ static void tx8_deps_run(struct tx8_device *tdev)
 			tx8_watch_head(tdev);
 			pushed = true;
 		}
-		spin_unlock_irqrestore(&tdev->job_lock, flags);
 	}
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
 	if (pushed)
 		tx8_ring_doorbell(tdev, TX8_DEV_VEC_SUBMIT);
-	if (moved)
-		wake_up_all(&tdev->ring_wq);
+	/* room on the waiting list for a blocked SUBMIT */
+	wake_up_all(&tdev->ring_wq);
 	tx8_retire(&done);
-	/* a fence of another driver bounds its wait: look again then */
-	if (next && !READ_ONCE(tdev->gone))
-		queue_delayed_work(system_wq, &tdev->dep_work,
-				   time_after(next, jiffies) ? next - jiffies : 0);
-}
-
-static void tx8_dep_work(struct work_struct *work)
-{
-	struct tx8_device *tdev = container_of(to_delayed_work(work),
-					       struct tx8_device, dep_work);
-
-	mutex_lock(&tdev->dep_lock);
-	tx8_deps_run(tdev);
-	mutex_unlock(&tdev->dep_lock);
+	return dma_fence_get(&job->fence);
 }
 
 /*
- * Fail the waiting jobs of @tfile (all with NULL) with @status, unrun;
- * returns how many. Their callbacks are removed first, so none runs on a
- * job after it is freed.
+ * The scheduler's timeout: its oldest job in the ring (@sj) ran for
+ * job_timeout_ms. The scheduler is stopped around the reset and the jobs
+ * that never started are handed to the ring again; only the hung job
+ * fails (TIMEOUT), other clients' jobs see a delay. If the job at the head
+ * has not run that long (it became head later), nothing is reset.
+ */
+static enum drm_gpu_sched_stat tx8_timedout_job(struct drm_sched_job *sj)
+{
+	struct tx8_job *job = to_tx8_sjob(sj);
+	struct tx8_device *tdev = job->tdev;
+	unsigned long flags, timeout = msecs_to_jiffies(tx8_job_timeout_ms);
+	struct tx8_job *head;
+	bool hung;
+	u64 seqno = 0;
+
+	/* an interrupt may have been missed: look at the ring first */
+	tx8_process_completions(tdev);
+	mutex_lock(&tdev->reset_lock);
+	drm_sched_stop(tdev->sched, sj);
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	head = list_first_entry_or_null(&tdev->pending, struct tx8_job, node);
+	hung = head && !tdev->lost && !tdev->gone && !tdev->stopping &&
+	       head->hw_seqno == tdev->watch_seqno &&
+	       !time_before(jiffies, tdev->watch_start + timeout);
+	if (head && head->hw_seqno != tdev->watch_seqno) {
+		tdev->watch_seqno = 0;
+		tx8_watch_head(tdev);
+	}
+	if (hung)
+		seqno = head->fence.seqno;
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	if (hung) {
+		dev_warn_ratelimited(tdev->drm.dev,
+				     "job %llu timed out after %u ms\n",
+				     seqno, tx8_job_timeout_ms);
+		tx8_hw_reset_locked(tdev, TX8_STATUS_TIMEOUT, NULL, NULL,
+				    "timeout");
+	}
+	drm_sched_resubmit_jobs(tdev->sched);
+	drm_sched_start(tdev->sched);
+	mutex_unlock(&tdev->reset_lock);
+	return DRM_GPU_SCHED_STAT_NOMINAL;
+}
+
+/*
+ * The scheduler is done with a job (its finished fence signalled). A job
+ * it never ran (its entity was killed at close or unbind) finishes here.
+ */
+static void tx8_free_job(struct drm_sched_job *sj)
+{
+	struct tx8_job *job = to_tx8_sjob(sj);
+	struct tx8_device *tdev = job->tdev;
+	unsigned long flags;
+	LIST_HEAD(done);
+	unsigned int i;
+
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	if (!job->done && !job->queued)
+		tx8_job_finish(tdev, job, NULL, TX8_STATUS_ABORTED, &done);
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	tx8_retire(&done);
+	wake_up_all(&tdev->ring_wq);
+	drm_sched_job_cleanup(sj);
+	for (i = 0; i < job->nr_deps; i++)
+		dma_fence_put(job->deps[i]);
+	job->nr_deps = 0;
+	dma_fence_put(&job->fence);
+	/* taken at SUBMIT: the job may be the last user of the device */
+	drm_dev_put(&tdev->drm);
+}
+
+static const struct drm_sched_backend_ops tx8_sched_ops = {
+	.prepare_job = tx8_prepare_job,
+	.run_job = tx8_run_job,
+	.timedout_job = tx8_timedout_job,
+	.free_job = tx8_free_job,
+};
+
+/*
+ * Fail the jobs of @tfile (all with NULL) not yet handed to the ring with
+ * @status, unrun; returns how many. The scheduler still holds them: when
+ * it gets to them, run_job finds them finished.
  */
 static u64 tx8_deps_cancel(struct tx8_device *tdev, struct tx8_file *tfile,
 			   u32 status)
@@ -773,93 +899,98 @@ static u64 tx8_deps_cancel(struct tx8_device *tdev, struct tx8_file *tfile,
 	LIST_HEAD(done);
 	u64 n = 0;
 
-	mutex_lock(&tdev->dep_lock);
+	spin_lock_irqsave(&tdev->job_lock, flags);
 	list_for_each_entry_safe(job, tmp, &tdev->waiting, node) {
 		if (tfile && job->tfile != tfile)
 			continue;
-		tx8_dep_disarm(job);
-		spin_lock_irqsave(&tdev->job_lock, flags);
 		tx8_job_finish(tdev, job, NULL, status, &done);
-		spin_unlock_irqrestore(&tdev->job_lock, flags);
 		n++;
 	}
-	mutex_unlock(&tdev->dep_lock);
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
 	if (n)
 		wake_up_all(&tdev->ring_wq);
 	tx8_retire(&done);
 	return n;
 }
 
-static void tx8_timeout_work(struct work_struct *work)
+int tx8_jobs_init(struct tx8_device *tdev)
 {
-	struct tx8_device *tdev = container_of(to_delayed_work(work),
-					       struct tx8_device, timeout_work);
-	unsigned long flags, timeout = msecs_to_jiffies(tx8_job_timeout_ms);
-	struct tx8_job *head;
-	u64 seqno;
+	struct tx8_sched *ts;
+	int ret;
 
-	/* an interrupt may have been missed: look at the ring first */
-	tx8_process_completions(tdev);
-
-	spin_lock_irqsave(&tdev->job_lock, flags);
-	head = list_first_entry_or_null(&tdev->pending, struct tx8_job, node);
-	if (!head || tdev->resetting || tdev->lost || tdev->gone ||
-	    tdev->stopping) {
-		spin_unlock_irqrestore(&tdev->job_lock, flags);
-		return;
-	}
-	if (head->hw_seqno != tdev->watch_seqno) {
-		tdev->watch_seqno = 0;
-		tx8_watch_head(tdev);
-		spin_unlock_irqrestore(&tdev->job_lock, flags);
-		return;
-	}
-	if (time_before(jiffies, tdev->watch_start + timeout)) {
-		/* ->stopping is clear: tx8_jobs_fini has not cancelled us yet */
-		mod_delayed_work(system_wq, &tdev->timeout_work,
-				 tdev->watch_start + timeout - jiffies);
-		spin_unlock_irqrestore(&tdev->job_lock, flags);
-		return;
-	}
-	seqno = head->fence.seqno;
-	spin_unlock_irqrestore(&tdev->job_lock, flags);
-
-	dev_warn_ratelimited(tdev->drm.dev, "job %llu timed out after %u ms\n",
-			     seqno, tx8_job_timeout_ms);
-	tx8_do_reset(tdev, TX8_STATUS_TIMEOUT, NULL, NULL, "timeout");
-}
-
-void tx8_jobs_init(struct tx8_device *tdev)
-{
 	spin_lock_init(&tdev->job_lock);
 	INIT_LIST_HEAD(&tdev->pending);
 	init_waitqueue_head(&tdev->ring_wq);
-	INIT_DELAYED_WORK(&tdev->timeout_work, tx8_timeout_work);
 	mutex_init(&tdev->reset_lock);
 	INIT_LIST_HEAD(&tdev->waiting);
-	mutex_init(&tdev->dep_lock);
-	INIT_DELAYED_WORK(&tdev->dep_work, tx8_dep_work);
+	mutex_init(&tdev->files_lock);
+	INIT_LIST_HEAD(&tdev->files);
 	INIT_WORK(&tdev->lost_work, tx8_lost_work);
 	ratelimit_state_init(&tdev->reset_rs, 5 * HZ, 5);
 	ratelimit_set_flags(&tdev->reset_rs, RATELIMIT_MSG_ON_RELEASE);
+
+	ts = kzalloc(sizeof(*ts), GFP_KERNEL);
+	if (!ts)
+		return -ENOMEM;
+	snprintf(ts->name, sizeof(ts->name), "tx8-%s", pci_name(tdev->pdev));
+	/* one scheduler for our one queue; the ring holds 16 jobs */
+	ret = drm_sched_init(&ts->sched, &tx8_sched_ops, NULL,
+			     DRM_SCHED_PRIORITY_COUNT, TX8_SQ_ENTRIES, 0,
+			     msecs_to_jiffies(tx8_job_timeout_ms), NULL, NULL,
+			     ts->name, tdev->drm.dev);
+	if (ret) {
+		kfree(ts);
+		return ret;
+	}
+	tdev->sched = &ts->sched;
+	return 0;
+}
+
+/* At module unload: no fence of a scheduler can be left (module refs). */
+void tx8_sched_exit(void)
+{
+	struct tx8_sched *ts, *tmp;
+
+	mutex_lock(&tx8_sched_graveyard_lock);
+	list_for_each_entry_safe(ts, tmp, &tx8_sched_graveyard, node) {
+		list_del(&ts->node);
+		kfree(ts);
+	}
+	mutex_unlock(&tx8_sched_graveyard_lock);
+}
+
+/* The scheduler stops; its memory is kept: its fences name it. */
+void tx8_sched_release(struct tx8_device *tdev)
+{
+	struct tx8_sched *ts = container_of(tdev->sched, struct tx8_sched,
+					    sched);
+
+	mutex_lock(&tdev->files_lock);
+	tdev->gone = true;
+	mutex_unlock(&tdev->files_lock);
+	drm_sched_fini(tdev->sched);
+	mutex_lock(&tx8_sched_graveyard_lock);
+	list_add_tail(&ts->node, &tx8_sched_graveyard);
+	mutex_unlock(&tx8_sched_graveyard_lock);
 }
 
 /* At remove: stop the queue and fail every job still pending. */
 void tx8_jobs_fini(struct tx8_device *tdev)
 {
+	struct tx8_file *tfile, *tmp;
 	unsigned long flags;
 	LIST_HEAD(done);
-
+	int i;
 	/*
-	 * The timeout work takes reset_lock: cancel it before taking that
-	 * lock, with ->stopping set so that nothing queues it again and no
-	 * new reset starts. A reset already under way finishes first.
+	 * No new reset starts (->stopping); one under way finishes first.
+	 * The scheduler's timeout handler takes reset_lock: drm_sched_fini,
+	 * which waits for that handler, runs after reset_lock is dropped.
 	 */
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	tdev->stopping = true;
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
-	cancel_delayed_work_sync(&tdev->timeout_work);
 	mutex_lock(&tdev->reset_lock);
+	drm_sched_wqueue_stop(tdev->sched);
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	tdev->resetting = true;
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
@@ -867,23 +998,32 @@ void tx8_jobs_fini(struct tx8_device *tdev)
 	if (!tdev->lost)
 		tx8_mbox(tdev, TX8_MBOX_RESET_QUEUE, NULL, 0, NULL, NULL);
 	spin_lock_irqsave(&tdev->job_lock, flags);
-	tdev->gone = true;
+	WRITE_ONCE(tdev->gone, true);
 	tx8_fail_all_locked(tdev, TX8_STATUS_ABORTED, &done);
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
 	mutex_unlock(&tdev->reset_lock);
 	wake_up_all(&tdev->ring_wq);
 	tx8_retire(&done);
-	/*
-	 * Jobs still waiting for in-fences fail too, their fence callbacks
-	 * removed. With gone set nothing arms a callback or queues dep_work
-	 * again (tx8_deps_run, completions and resets check it, SUBMIT is
-	 * fenced off by drm_dev_unplug), so after the cancel below no
-	 * callback or work can touch tdev or a job any more.
-	 */
+	/* jobs not in the ring fail too; the entities of open files go */
 	tx8_deps_cancel(tdev, NULL, TX8_STATUS_ABORTED);
+	mutex_lock(&tdev->files_lock);
+	list_for_each_entry_safe(tfile, tmp, &tdev->files, dev_node)
+		tx8_file_entities_fini(tfile);
+	mutex_unlock(&tdev->files_lock);
+	/* let the scheduler free the jobs it still holds (all finished) */
+	drm_sched_wqueue_start(tdev->sched);
+	for (i = 0; i < 250; i++) {
+		bool empty;
+
+		spin_lock(&tdev->sched->job_list_lock);
+		empty = list_empty(&tdev->sched->pending_list);
+		spin_unlock(&tdev->sched->job_list_lock);
+		if (empty)
+			break;
+		msleep(20);
+	}
 	cancel_work_sync(&tdev->lost_work);
-	cancel_delayed_work_sync(&tdev->dep_work);
-	cancel_delayed_work_sync(&tdev->timeout_work);
+	tx8_sched_release(tdev);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1000,7 +1140,6 @@ static int tx8_get_in_fences(struct tx8_job *job, struct drm_file *file,
 			     unsigned long deadline)
 {
 	u32 __user *handles = u64_to_user_ptr(args->in_syncobjs);
-	unsigned long timeout = msecs_to_jiffies(tx8_job_timeout_ms);
 	unsigned int i;
 	int ret;
 
@@ -1027,13 +1166,6 @@ static int tx8_get_in_fences(struct tx8_job *job, struct drm_file *file,
 		if (ret)
 			return ret;
 		job->deps[job->nr_deps++] = fence;
-		/*
-		 * Our fences are bounded by the job timeout; one of another
-		 * driver (a chain, a sync_file) gets a bound of its own.
-		 */
-		if (fence->ops != &tx8_fence_ops && !job->dep_deadline)
-			job->dep_deadline = jiffies + 1 +
-				TX8_FOREIGN_DEP_FACTOR * timeout;
 	}
 	return 0;
 }
@@ -1042,10 +1174,10 @@ static int tx8_get_in_fences(struct tx8_job *job, struct drm_file *file,
  * Implicit sync (BO reservations locked): reserve a slot for the job's
  * fence in each BO's dma_resv, and make the job depend on the fences it
  * must wait for there (the writers for a read, all for a write) that do
- * not order before it anyway: fences of other files or other drivers. A
- * file's own jobs run in submission order already.
+ * not order before it anyway: fences of other entities or other drivers.
+ * The jobs of one entity run in submission order already.
  */
-static int tx8_resv_prepare(struct tx8_job *job, struct tx8_file *tfile)
+static int tx8_resv_prepare(struct tx8_job *job, struct drm_sched_entity *e)
 {
 	struct dma_resv_iter cursor;
 	struct dma_fence *fence;
@@ -1064,8 +1196,8 @@ static int tx8_resv_prepare(struct tx8_job *job, struct tx8_file *tfile)
 			struct dma_fence **deps;
 
 			if (dma_fence_is_signaled(fence) ||
-			    (fence->ops == &tx8_fence_ops &&
-			     to_tx8_job(fence)->tfile == tfile))
+			    fence->context == e->fence_context ||
+			    fence->context == e->fence_context + 1)
 				continue;
 			for (j = 0; j < job->nr_deps; j++)
 				if (job->deps[j] == fence)
@@ -1083,13 +1215,14 @@ static int tx8_resv_prepare(struct tx8_job *job, struct tx8_file *tfile)
 	return 0;
 }
 
-/* The job's fence into each BO's dma_resv: write or read usage. */
+/* The job's finished fence into each BO's dma_resv: write or read usage. */
 static void tx8_resv_add(struct tx8_job *job)
 {
 	unsigned int i;
 
 	for (i = 0; i < job->nr_bos; i++)
-		dma_resv_add_fence(job->bos[i]->resv, &job->fence,
+		dma_resv_add_fence(job->bos[i]->resv,
+				   &job->base.s_fence->finished,
 				   job->ranges[i].access & TX8_ACCESS_WRITE ?
 				   DMA_RESV_USAGE_WRITE : DMA_RESV_USAGE_READ);
 }
@@ -1143,6 +1276,8 @@ static void tx8_job_free_unsubmitted(struct tx8_job *job)
 {
 	unsigned int i;
 
+	if (job->in_sched)
+		drm_sched_job_cleanup(&job->base);
 	for (i = 0; i < job->nr_bos; i++)
 		drm_gem_object_put(job->bos[i]);
 	for (i = 0; i < job->nr_deps; i++)
@@ -1165,15 +1300,25 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	struct tx8_file *tfile = file->driver_priv;
 	struct drm_tx8_submit *args = data;
 	struct drm_syncobj *out_sync = NULL;
+	struct drm_sched_entity *entity;
 	struct ww_acquire_ctx ticket;
 	unsigned long flags, deadline;
 	struct drm_gem_object *cmd;
+	unsigned int i, given = 0;
 	struct tx8_job *job;
-	unsigned int i;
 	int ret, idx;
 
-	if (args->flags)
+	if (args->flags & ~DRM_TX8_SUBMIT_FLAGS_MASK)
 		return -EINVAL;
+	if ((args->flags & DRM_TX8_SUBMIT_PRIORITY_LOW) &&
+	    (args->flags & DRM_TX8_SUBMIT_PRIORITY_HIGH))
+		return -EINVAL;
+	/* a high priority can starve the others: not for everyone */
+	if ((args->flags & DRM_TX8_SUBMIT_PRIORITY_HIGH) &&
+	    !capable(CAP_SYS_NICE))
+		return -EPERM;
+	entity = &tfile->entity[args->flags & DRM_TX8_SUBMIT_PRIORITY_LOW ? 0 :
+				args->flags & DRM_TX8_SUBMIT_PRIORITY_HIGH ? 2 : 1];
 	if (args->bo_count > tdev->max_ranges)
 		return -EINVAL;
 	if (args->bo_count && (args->bo_stride < sizeof(struct drm_tx8_bo_ref) ||
@@ -1238,6 +1383,10 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	ret = tx8_get_in_fences(job, file, args, deadline);
 	if (ret)
 		goto err_job;
+	ret = drm_sched_job_init(&job->base, entity, 1, tfile);
+	if (ret)
+		goto err_job;
+	job->in_sched = true;
 
 	/* bounded: a file, and the device, have few jobs not in the ring */
 	for (;;) {
@@ -1254,27 +1403,33 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 			ret = -ENODEV;
 			goto err_job;
 		}
-		/* lock order: BO reservations, dep_lock, job_lock */
+		/* lock order: submit_lock, BO reservations, job_lock */
+		mutex_lock(&tfile->submit_lock);
 		ret = drm_gem_lock_reservations(job->bos, job->nr_bos, &ticket);
 		if (ret) {
+			mutex_unlock(&tfile->submit_lock);
 			drm_dev_exit(idx);
 			goto err_job;
 		}
-		ret = tx8_resv_prepare(job, tfile);
+		ret = tx8_resv_prepare(job, entity);
+		/* the dependencies, for the scheduler (it consumes references) */
+		for (; !ret && given < job->nr_deps; given++)
+			ret = drm_sched_job_add_dependency(&job->base,
+							   dma_fence_get(job->deps[given]));
 		if (ret) {
 			drm_gem_unlock_reservations(job->bos, job->nr_bos,
 						    &ticket);
+			mutex_unlock(&tfile->submit_lock);
 			drm_dev_exit(idx);
 			goto err_job;
 		}
-		mutex_lock(&tdev->dep_lock);
 		spin_lock_irqsave(&tdev->job_lock, flags);
 		if (tdev->gone || tdev->stopping || tdev->lost) {
 			ret = tdev->lost ? -EIO : -ENODEV;
 			spin_unlock_irqrestore(&tdev->job_lock, flags);
-			mutex_unlock(&tdev->dep_lock);
 			drm_gem_unlock_reservations(job->bos, job->nr_bos,
 						    &ticket);
+			mutex_unlock(&tfile->submit_lock);
 			drm_dev_exit(idx);
 			goto err_job;
 		}
@@ -1282,14 +1437,14 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		    tdev->nr_waiting < TX8_MAX_DEV_WAITING)
 			break;
 		spin_unlock_irqrestore(&tdev->job_lock, flags);
-		mutex_unlock(&tdev->dep_lock);
 		drm_gem_unlock_reservations(job->bos, job->nr_bos, &ticket);
+		mutex_unlock(&tfile->submit_lock);
 		drm_dev_exit(idx);
 	}
 	/*
-	 * dep_lock and job_lock held: the job gets its number and fence and
-	 * joins the waiting list, which owns the initial reference; it
-	 * cannot leave the list before dep_lock is dropped below.
+	 * job_lock held: the job gets its number and hardware fence and
+	 * joins the waiting list (jobs not yet in the ring), which owns the
+	 * initial reference; the scheduler gets one of its own (free_job).
 	 */
 	kref_get(&tfile->ref);
 	job->tfile = tfile;
@@ -1309,19 +1464,26 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		bo->last_job = to_tx8_job(dma_fence_get(&job->fence));
 	}
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	drm_sched_job_arm(&job->base);
+	/* a job waiting for another entity's waits for it to finish */
+	set_bit(DRM_SCHED_FENCE_DONT_PIPELINE,
+		&job->base.s_fence->finished.flags);
 	tx8_resv_add(job);
 	drm_gem_unlock_reservations(job->bos, job->nr_bos, &ticket);
 	atomic64_inc(&tdev->jobs);
 
 	args->seqno = job->fence.seqno;
 	if (out_sync) {
-		drm_syncobj_replace_fence(out_sync, &job->fence);
+		/* the out-fence is the scheduler's finished fence */
+		drm_syncobj_replace_fence(out_sync,
+					  &job->base.s_fence->finished);
 		drm_syncobj_put(out_sync);
 	}
 	tx8_file_record(tfile, job);
-	/* a job that is ready enters the ring before SUBMIT returns */
-	tx8_deps_run(tdev);
-	mutex_unlock(&tdev->dep_lock);
+	drm_dev_get(drm);
+	dma_fence_get(&job->fence);
+	drm_sched_entity_push_job(&job->base);
+	mutex_unlock(&tfile->submit_lock);
 	drm_dev_exit(idx);
 	return 0;
 

@@ -559,7 +559,7 @@ static int t_submit_args(void)
     CHECK(w.status == DRM_TX8_STATUS_OK, "status %u", w.status);
 
     S_INIT();
-    s.flags = 1;
+    s.flags = 1u << 2; /* the first undefined flag (1, 2: priorities) */
     CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
     S_INIT();
     s.cmd_handle = 999;
@@ -2031,7 +2031,8 @@ static int sync_file_check(int sf, char *why, size_t size)
         snprintf(why, size, "SYNC_IOC_FILE_INFO: %s", strerror(errno));
         return -1;
     }
-    if (info.status != 1 || fi.status != 1 || strcmp(fi.driver_name, "tx8")) {
+    /* the out-syncobj holds the GPU scheduler's finished fence */
+    if (info.status != 1 || fi.status != 1 || strcmp(fi.driver_name, "drm_sched")) {
         snprintf(why, size, "sync_file status %d/%d driver '%.32s'", info.status, fi.status,
                  fi.driver_name);
         return -1;
@@ -3172,6 +3173,100 @@ static int t_fairness(void)
 }
 
 /*
+ * SUBMIT priorities (drm_sched entities per priority): bad flags are
+ * refused, HIGH needs CAP_SYS_NICE, and a HIGH job overtakes normal jobs
+ * still queued behind a full ring.
+ */
+static int submit_flags(struct ctx *c, uint64_t off, size_t len, const struct drm_tx8_bo_ref *ref,
+                        uint32_t flags, uint64_t *seqno)
+{
+    struct drm_tx8_submit s;
+    int r;
+
+    memset(&s, 0, sizeof(s));
+    s.cmd_handle = c->cmd.handle;
+    s.flags = flags;
+    s.cmd_offset = off;
+    s.cmd_size = len;
+    s.bos = (uintptr_t)ref;
+    s.bo_count = 1;
+    s.bo_stride = sizeof(*ref);
+    s.timeout_ns = INT64_MAX;
+    r = xioctl(c->fd, DRM_IOCTL_TX8_SUBMIT, &s);
+    if (!r && seqno)
+        *seqno = s.seqno;
+    return r;
+}
+
+static int t_priority(void)
+{
+    struct drm_tx8_bo_create ba, bb, bh;
+    struct drm_tx8_bo_ref ra, rb, rh;
+    struct drm_tx8_wait w, wl, wh;
+    uint64_t seq, last = 0, sh;
+    struct ctx a, b, h;
+    size_t la, lb, lh;
+    int status;
+    pid_t pid;
+
+    CHECK_OK(ctx_open(&a, dev_index));
+    CHECK_OK(ctx_open(&b, dev_index));
+    CHECK_OK(ctx_open(&h, dev_index));
+    CHECK_OK(bo_new(a.fd, 4096, NULL, &ba));
+    CHECK_OK(bo_new(b.fd, 4096, NULL, &bb));
+    CHECK_OK(bo_new(h.fd, 4096, NULL, &bh));
+    ra.handle = ba.handle;
+    ra.access = DRM_TX8_ACCESS_WRITE;
+    rb.handle = bb.handle;
+    rb.access = DRM_TX8_ACCESS_WRITE;
+    rh.handle = bh.handle;
+    rh.access = DRM_TX8_ACCESS_WRITE;
+    la = put_fill(a.cmdmap, ba.dev_addr, 4096, 1);
+    lb = put_fill(b.cmdmap, bb.dev_addr, 4096, 2);
+    lh = put_fill(h.cmdmap, bh.dev_addr, 4096, 3);
+
+    CHECK_ERR(submit_flags(&a, 0, la, &ra, DRM_TX8_SUBMIT_PRIORITY_LOW | DRM_TX8_SUBMIT_PRIORITY_HIGH,
+                           &seq), EINVAL);
+    CHECK_ERR(submit_flags(&a, 0, la, &ra, 1u << 2, &seq), EINVAL);
+    CHECK_ERR(submit_flags(&a, 0, la, &ra, 1u << 31, &seq), EINVAL);
+    CHECK_OK(submit_flags(&a, 0, la, &ra, DRM_TX8_SUBMIT_PRIORITY_LOW, &seq));
+    CHECK_OK(wait_job(a.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "LOW job: status %u", w.status);
+    /* HIGH without CAP_SYS_NICE */
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        uint64_t s2;
+
+        if (setgid(65534) || setuid(65534))
+            _exit(10);
+        _exit(submit_flags(&a, 0, la, &ra, DRM_TX8_SUBMIT_PRIORITY_HIGH, &s2) == -EPERM ? 0 : 11);
+    }
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && !WEXITSTATUS(status),
+          "unprivileged HIGH SUBMIT: status %#x", status);
+
+    /* A's slow job runs; B queues 40 jobs (the ring holds 16); then H's HIGH job */
+    CHECK_OK(inject(a.fd, DRM_TX8_FAULT_SLOW, 1500, 1));
+    CHECK_OK(submit_flags(&a, 0, la, &ra, 0, &seq));
+    usleep(200000);
+    for (int i = 0; i < 40; i++)
+        CHECK_OK(submit_flags(&b, 0, lb, &rb, 0, &last));
+    CHECK_OK(submit_flags(&h, 0, lh, &rh, DRM_TX8_SUBMIT_PRIORITY_HIGH, &sh));
+    CHECK_OK(wait_job(h.fd, sh, 30000, &wh));
+    CHECK(wh.status == DRM_TX8_STATUS_OK, "HIGH job: status %u", wh.status);
+    CHECK_OK(wait_job(b.fd, last, 30000, &wl));
+    CHECK(wl.status == DRM_TX8_STATUS_OK, "last normal job: status %u", wl.status);
+    CHECK(wh.end_ns < wl.end_ns, "the HIGH job did not overtake queued normal jobs (%llu >= %llu)",
+          (unsigned long long)wh.end_ns, (unsigned long long)wl.end_ns);
+    CHECK_OK(wait_job(a.fd, seq, 20000, &w));
+    ctx_close(&a);
+    ctx_close(&b);
+    ctx_close(&h);
+    return 0;
+}
+
+
+/*
  * tx-top as a normal user: it runs, sees the device and its memory, and
  * sees no label of another user's BO (/proc/tx_meminfo hides them).
  */
@@ -3255,6 +3350,7 @@ static const struct test {
     {"meminfo_keys", t_meminfo_keys},
     {"small_items", t_small_items},
     {"fairness", t_fairness},
+    {"priority", t_priority},
     {"txtop_user", t_txtop_user},
 };
 

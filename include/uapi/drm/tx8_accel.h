@@ -258,6 +258,20 @@ struct drm_tx8_bo_ref {
 };
 
 /**
+ * DRM_TX8_SUBMIT_PRIORITY_LOW - run the job after ready jobs of normal and
+ * high priority (batch work)
+ */
+#define DRM_TX8_SUBMIT_PRIORITY_LOW	(1u << 0)
+/**
+ * DRM_TX8_SUBMIT_PRIORITY_HIGH - run the job before ready jobs of normal
+ * and low priority; needs CAP_SYS_NICE (-EPERM otherwise)
+ */
+#define DRM_TX8_SUBMIT_PRIORITY_HIGH	(1u << 1)
+/** DRM_TX8_SUBMIT_FLAGS_MASK - SUBMIT flags defined so far */
+#define DRM_TX8_SUBMIT_FLAGS_MASK \
+	(DRM_TX8_SUBMIT_PRIORITY_LOW | DRM_TX8_SUBMIT_PRIORITY_HIGH)
+
+/**
  * struct drm_tx8_submit - queue a job (DRM_IOCTL_TX8_SUBMIT)
  *
  * A job runs the command buffer at @cmd_offset of BO @cmd_handle. Its
@@ -270,13 +284,21 @@ struct drm_tx8_bo_ref {
  * @out_syncobj and returns; the job is handed to the device once the
  * fences of all @in_syncobjs have signalled (a syncobj without a fence is
  * waited on until one is attached). Jobs of one file run in submission
- * order. A job whose in-fence fails does not run; it ends with
- * DRM_TX8_STATUS_ABORTED.
+ * order (of one priority). A job whose in-fence fails does not run; it
+ * ends with DRM_TX8_STATUS_ABORTED.
+ *
+ * Jobs are scheduled by the kernel's GPU scheduler: each open file has a
+ * queue per priority; ready jobs of queues of one priority are taken
+ * oldest first (clients progress fairly), a higher priority before a
+ * lower one.
  */
 struct drm_tx8_submit {
 	/** @cmd_handle: BO holding the command buffer */
 	__u32 cmd_handle;
-	/** @flags: must be zero */
+	/**
+	 * @flags: DRM_TX8_SUBMIT_* (at most one priority); other bits must be
+	 * zero
+	 */
 	__u32 flags;
 	/** @cmd_offset: byte offset of the commands in the BO, multiple of 8 */
 	__u64 cmd_offset;
