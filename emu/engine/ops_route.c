@@ -154,31 +154,55 @@ static int idx_cmp(const void *a, const void *b)
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
+/* Argmax: the lowest id among the largest non-NaN logits; 0 if all are NaN.
+ * *n_max: how many logits equal the largest one. */
+static size_t argmax_row(const float *lg, size_t V, float *bv_out, size_t *n_max)
+{
+    size_t best = 0, cnt = 0;
+    float bv = -INFINITY;
+    int found = 0;
+    for (size_t i = 0; i < V; i++) {
+        if (isnan(lg[i]))
+            continue;
+        if (!found || lg[i] > bv) {
+            bv = lg[i];
+            best = i;
+            found = 1;
+            cnt = 1;
+        } else if (lg[i] == bv) {
+            cnt++;
+        }
+    }
+    *bv_out = found ? bv : NAN;
+    *n_max = cnt;
+    return best;
+}
+
 static void sample_row(struct sample_ctx *c, size_t row, struct eng_worker *w)
 {
     const struct tx8_cmd_sample *m = c->m;
     const float *lg = c->logits + row * m->ld_logits;
     size_t V = m->vocab;
+    float bv;
+    size_t n_max;
+    size_t best = argmax_row(lg, V, &bv, &n_max);
 
-    /* greedy */
-    if (!(m->temperature > 0.0f)) {
-        size_t best = 0;
-        float bv = -INFINITY;
-        int found = 0;
-        for (size_t i = 0; i < V; i++) {
-            if (!isnan(lg[i]) && (!found || lg[i] > bv)) {
-                bv = lg[i];
-                best = i;
-                found = 1;
-            }
-        }
+    /* greedy; also when no logit is finite enough to sample from (all NaN or
+     * all -inf) */
+    if (!(m->temperature > 0.0f) || isnan(bv) || bv == -INFINITY) {
         c->out[row] = (int32_t)best;
         if (c->probs) {
-            double sum = 0;
-            for (size_t i = 0; i < V; i++)
-                if (!isnan(lg[i]))
-                    sum += exp((double)lg[i] - bv);
-            c->probs[row] = found && sum > 0 ? (float)(1.0 / sum) : 0.0f;
+            double p = 0;
+            if (bv == INFINITY) {
+                p = 1.0 / (double)n_max; /* the +inf logits share the mass */
+            } else if (!isnan(bv) && bv != -INFINITY) {
+                double sum = 0;
+                for (size_t i = 0; i < V; i++)
+                    if (!isnan(lg[i]))
+                        sum += exp((double)lg[i] - bv);
+                p = sum > 0 ? 1.0 / sum : 0.0;
+            }
+            c->probs[row] = (float)p;
         }
         return;
     }
@@ -188,11 +212,23 @@ static void sample_row(struct sample_ctx *c, size_t row, struct eng_worker *w)
     float *z = eng_wscratch(w, W_TMP2, V * 4);
     if (!cd || !z)
         return;
-    float inv_t = 1.0f / m->temperature;
+    /*
+     * z = (logit - max) / temperature in double: 1 / temperature cannot
+     * overflow (the smallest f32 temperature gives ~7e44) and the largest
+     * z is exactly 0, so a tiny temperature leaves the maximum (and exact
+     * ties with it) and sends everything else to -inf: greedy. NaN logits
+     * are -inf (never drawn). If some logits are +inf they alone share the
+     * probability (the limit of the softmax), ties broken by id as usual.
+     */
+    double inv_t = 1.0 / (double)m->temperature;
     for (size_t i = 0; i < V; i++) {
-        z[i] = lg[i] * inv_t;
-        if (isnan(z[i]))
+        float l = lg[i];
+        if (isnan(l) || l == -INFINITY)
             z[i] = -INFINITY;
+        else if (bv == INFINITY)
+            z[i] = l == INFINITY ? 0.0f : -INFINITY;
+        else
+            z[i] = (float)(((double)l - (double)bv) * inv_t);
     }
     size_t n;
     int sorted = 0;
@@ -210,8 +246,8 @@ static void sample_row(struct sample_ctx *c, size_t row, struct eng_worker *w)
     for (size_t i = 0; i < n; i++)
         if (cd[i].s > zmax)
             zmax = cd[i].s;
-    if (zmax == -INFINITY) { /* every logit -inf or NaN */
-        c->out[row] = 0;
+    if (zmax == -INFINITY) { /* not reached: the maximum is finite or +inf */
+        c->out[row] = (int32_t)best;
         if (c->probs)
             c->probs[row] = 0;
         return;
@@ -244,6 +280,8 @@ static void sample_row(struct sample_ctx *c, size_t row, struct eng_worker *w)
     double u = eng_rand_uniform(m->seed, m->counter + row) * total;
     double cum = 0;
     size_t pick = n - 1;
+    while (pick > 0 && !(cd[pick].s > 0)) /* rounding fallback: never a zero */
+        pick--;
     for (size_t i = 0; i < n; i++) {
         cum += cd[i].s;
         if (cum > u) {

@@ -58,7 +58,7 @@ typedef float tx8_f32;
 
 #define TX8_SIGNATURE			0x30385854u	/* "TX80" in memory */
 #define TX8_IF_VERSION_MAJOR		1
-#define TX8_IF_VERSION_MINOR		2
+#define TX8_IF_VERSION_MINOR		3
 #define TX8_IF_VERSION \
 	((TX8_IF_VERSION_MAJOR << 16) | TX8_IF_VERSION_MINOR)
 #define TX8_IF_MAJOR(v)			((v) >> 16)
@@ -755,12 +755,18 @@ struct tx8_cmd_dsa_index {
 /*
  * SAMPLE: for each of the `rows` rows of logits f32 [rows][ld_logits] (vocab
  * entries used), choose a token into out i32 [rows].
- * temperature <= 0: argmax (ties: lower id). Otherwise: logits / temperature,
+ * temperature <= 0: argmax (ties: lower id). Otherwise: (logits - max) /
+ * temperature (in double precision: 1 / temperature never overflows, so a
+ * tiny temperature keeps only the maximum and exact ties with it),
  * keep the top_k (0 = all, at most caps.max_topk when non-zero), softmax,
  * keep the smallest set with cumulative probability >= top_p (1 = all),
  * renormalise and draw with a counter-based generator keyed by
  * (seed, counter + row) -- the same inputs give the same token.
  * If probs != 0 the chosen token's probability is written there (f32[rows]).
+ * Non-finite logits (since interface 1.3): NaN is never chosen (it counts
+ * as -inf); if a row has +inf logits they alone share the probability
+ * (greedy: the lowest such id); a row with no logit above -inf gives its
+ * lowest non-NaN id (0 if all are NaN) with probability 0.
  */
 struct tx8_cmd_sample {
 	struct tx8_cmd_hdr hdr;

@@ -1348,16 +1348,26 @@ static int ref_sample(const float *lg, unsigned V, float temp, unsigned top_k, f
                       uint64_t seed, uint64_t ctr, float *prob)
 {
     struct rc *c = malloc(sizeof(*c) * V);
+    /* the largest non-NaN logit; NaN counts as -inf, +inf logits share the
+     * probability alone; (logit - max) / temperature in double */
+    float mx = -INFINITY;
+    for (unsigned i = 0; i < V; i++)
+        if (lg[i] == lg[i] && lg[i] > mx)
+            mx = lg[i];
     for (unsigned i = 0; i < V; i++) {
-        c[i].s = lg[i] * (1.0f / temp);
+        if (lg[i] != lg[i] || lg[i] == -INFINITY)
+            c[i].s = -INFINITY;
+        else if (mx == INFINITY)
+            c[i].s = lg[i] == INFINITY ? 0.0f : -INFINITY;
+        else
+            c[i].s = (float)(((double)lg[i] - (double)mx) / (double)temp);
         c[i].i = (int)i;
     }
     qsort(c, V, sizeof(*c), rc_cmp);
     unsigned n = top_k && top_k < V ? top_k : V;
-    float zmax = c[0].s;
     double total = 0;
     for (unsigned i = 0; i < n; i++) {
-        c[i].s = (float)exp((double)c[i].s - zmax);
+        c[i].s = (float)exp((double)c[i].s);
         total += c[i].s;
     }
     if (top_p < 1.0f) {
@@ -1384,6 +1394,8 @@ static int ref_sample(const float *lg, unsigned V, float temp, unsigned top_k, f
             break;
         }
     }
+    while (pick > 0 && !(c[pick].s > 0))
+        pick--;
     int tok = c[pick].i;
     *prob = (float)(c[pick].s / total);
     free(c);
@@ -1477,6 +1489,93 @@ START_TEST(test_sample)
     for (unsigned i = 0; i < 4; i++)
         TE_CHECK(fabs(hist[i] / 2048.0 - 0.1 * (i + 1)) < 0.04, "sample histogram %u: %u", i,
                  hist[i]);
+    te_free(t);
+}
+END_TEST
+
+/* Non-finite logits and extreme temperatures (issue 17 item 3). */
+static int32_t sample1(struct te *t, const float *l, unsigned V, float temp, unsigned top_k,
+                       float top_p, uint64_t seed, float *prob)
+{
+    uint64_t mark = t->brk;
+    uint64_t lg = te_alloc(t, V * 4), out = te_alloc(t, 4), pr = te_alloc(t, 4);
+    memcpy(te_ptr(t, lg), l, V * 4);
+    struct tx8_cmd_sample c = {TE_HDR(TX8_OP_SAMPLE, struct tx8_cmd_sample),
+                               out,
+                               lg,
+                               pr,
+                               seed,
+                               0,
+                               1,
+                               V,
+                               V,
+                               top_k,
+                               temp,
+                               top_p};
+    int32_t r = te_run1(t, &c) == TX8_STATUS_OK ? *(int32_t *)te_ptr(t, out) : -100;
+    if (prob)
+        *prob = *(float *)te_ptr(t, pr);
+    te_reset(t, mark);
+    return r;
+}
+
+START_TEST(test_sample_nonfinite)
+{
+    TE_BEGIN(_i);
+    (void)rng;
+    const float inf = INFINITY, nan = NAN;
+    float p;
+    /* +inf wins: at temperature 1, with top-k 3, with top-p, and greedy */
+    const float a[6] = {1, 2, inf, 3, 0, 0};
+    for (uint64_t seed = 0; seed < 64; seed++) {
+        TE_EQ(sample1(t, a, 6, 1.0f, 0, 1.0f, seed, &p), 2);
+        TE_CHECK(p == 1.0f, "+inf: probability %g", (double)p);
+        TE_EQ(sample1(t, a, 6, 1.0f, 3, 1.0f, seed, NULL), 2);
+        TE_EQ(sample1(t, a, 6, 0.7f, 0, 0.9f, seed, NULL), 2);
+    }
+    TE_EQ(sample1(t, a, 6, 0.0f, 0, 1.0f, 0, &p), 2);
+    TE_CHECK(p == 1.0f, "greedy +inf: probability %g", (double)p);
+    /* two +inf logits share the draws; nothing else is drawn */
+    const float b[5] = {5, inf, 4, inf, nan};
+    unsigned hit[5] = {0};
+    for (uint64_t seed = 0; seed < 400; seed++)
+        hit[sample1(t, b, 5, 1.0f, 0, 1.0f, seed, NULL)]++;
+    TE_CHECK(hit[1] + hit[3] == 400 && hit[1] > 120 && hit[3] > 120, "+inf pair: %u %u", hit[1],
+             hit[3]);
+    TE_EQ(sample1(t, b, 5, 0.0f, 0, 1.0f, 0, &p), 1);
+    TE_CHECK(p == 0.5f, "greedy +inf pair: probability %g", (double)p);
+    /* NaN is never drawn, even as the highest id or next to -inf only */
+    const float c[4] = {-inf, 0.5f, -inf, nan};
+    const float d[3] = {nan, nan, nan};
+    const float e[3] = {nan, -inf, -inf};
+    for (uint64_t seed = 0; seed < 64; seed++) {
+        TE_EQ(sample1(t, c, 4, 1.0f, 0, 1.0f, seed, NULL), 1);
+        TE_EQ(sample1(t, c, 4, 2.0f, 2, 0.5f, seed, NULL), 1);
+    }
+    TE_EQ(sample1(t, c, 4, 0.0f, 0, 1.0f, 0, NULL), 1);
+    TE_EQ(sample1(t, d, 3, 1.0f, 0, 1.0f, 3, &p), 0);
+    TE_CHECK(p == 0.0f, "all NaN: probability %g", (double)p);
+    TE_EQ(sample1(t, e, 3, 1.0f, 0, 1.0f, 3, &p), 1);
+    TE_CHECK(p == 0.0f, "all -inf: probability %g", (double)p);
+    /* tiny temperatures (1 / T overflows f32) behave as greedy */
+    const float f[6] = {-3, 7, 1.5f, 6.999f, -1e30f, 2};
+    const float tiny[] = {1e-30f, 1e-38f, 1e-45f, 1e-7f};
+    for (unsigned k = 0; k < sizeof(tiny) / sizeof(tiny[0]); k++)
+        for (uint64_t seed = 0; seed < 32; seed++) {
+            TE_EQ(sample1(t, f, 6, tiny[k], 0, 1.0f, seed, &p), 1);
+            TE_CHECK(p == 1.0f, "T=%g: probability %g", (double)tiny[k], (double)p);
+            TE_EQ(sample1(t, f, 6, tiny[k], 3, 0.5f, seed, NULL), 1);
+        }
+    /* huge logits at a small temperature: no overflow either */
+    const float g[3] = {3e38f, -3e38f, 2.9e38f};
+    TE_EQ(sample1(t, g, 3, 1e-3f, 0, 1.0f, 1, NULL), 0);
+    /* temperature +inf: uniform over the finite logits, never -inf/NaN */
+    const float h[4] = {1, -inf, 100, nan};
+    unsigned hh[4] = {0};
+    for (uint64_t seed = 0; seed < 400; seed++)
+        hh[sample1(t, h, 4, inf, 0, 1.0f, seed, NULL)]++;
+    TE_CHECK(hh[1] == 0 && hh[3] == 0 && hh[0] > 140 && hh[2] > 140, "T=inf: %u %u %u %u", hh[0],
+             hh[1], hh[2], hh[3]);
     te_free(t);
 }
 END_TEST
@@ -1575,6 +1674,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_expert_cache, 0, NISA);
     tcase_add_test(tc, test_expert_cache_evict);
     tcase_add_loop_test(tc, test_sample, 0, NISA);
+    tcase_add_loop_test(tc, test_sample_nonfinite, 0, NISA);
     tcase_add_loop_test(tc, test_sequence, 0, NISA);
     tcase_add_test(tc, test_isa_agree);
     suite_add_tcase(s, tc);
