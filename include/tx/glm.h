@@ -268,6 +268,13 @@ struct glm_sampling {
 /* llama.cpp defaults: temperature 0.8, top_k 40, top_p 0.95, seed 0. */
 TX_API void glm_sampling_default(struct glm_sampling *s);
 
+/* How many ids the device sampler chooses from: the tokenizer's vocabulary
+ * size when the package has a tokenizer with fewer ids than
+ * config.vocab_size (the other lm_head rows are padding and are never
+ * sampled, greedy included), else vocab_size. Logits returned by glm_eval
+ * and glm_decode_batch still have vocab_size entries. */
+TX_API int glm_model_sample_vocab(const glm_model_t *m);
+
 /*
  * Batched decode: one token for each of n sessions (of the same model) in one
  * device pass. logits: NULL or [n x vocab]. If sampling is not NULL, a token

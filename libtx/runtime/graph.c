@@ -906,7 +906,9 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f)
                 const struct rt_seg *sg = f->n_seg == f->lrows ? &f->seg[r] : &f->seg[0];
                 s.counter = (uint64_t)(sg->pos0 + sg->n);
                 s.rows = 1;
-                s.vocab = (uint32_t)Vv;
+                /* the padding rows of lm_head (ids the tokenizer does not
+                 * have) are never candidates */
+                s.vocab = (uint32_t)rt_sample_vocab(m);
                 s.ld_logits = (uint32_t)Vv;
                 uint32_t tk = f->sampling->top_k > 0 ? (uint32_t)f->sampling->top_k : 0;
                 if (tk > m->dinfo.max_topk && m->dinfo.max_topk)

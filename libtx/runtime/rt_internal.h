@@ -250,6 +250,10 @@ int rt_stream_read_tensor(glm_model_t *m, int t, void **buf);
 
 /* graph.c */
 int rt_forward(glm_model_t *m, struct rt_fwd *f);
+/* Ids the sampler may choose: [0, tokenizer vocabulary size) when the
+ * package has a tokenizer smaller than config.vocab_size (the rest are
+ * padding rows of lm_head), else [0, vocab_size). */
+int rt_sample_vocab(const glm_model_t *m);
 
 /* moe.c */
 void rt_moe_after_pass(glm_model_t *m, int T);

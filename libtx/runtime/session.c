@@ -325,6 +325,18 @@ TX_API int glm_eval(glm_session_t *s, const int32_t *ids, int n, unsigned flags,
     return rc;
 }
 
+int rt_sample_vocab(const glm_model_t *m)
+{
+    int V = m->cfg.vocab_size;
+    size_t tv = m->tok ? tx_tokenizer_vocab_size(m->tok) : 0;
+    return tv > 0 && tv < (size_t)V ? (int)tv : V;
+}
+
+TX_API int glm_model_sample_vocab(const glm_model_t *m)
+{
+    return m ? rt_sample_vocab(m) : 0;
+}
+
 TX_API void glm_sampling_default(struct glm_sampling *s)
 {
     if (!s)

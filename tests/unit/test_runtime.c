@@ -228,8 +228,8 @@ START_TEST(test_batched_decode)
         double e = rts_rel_err(bl + (size_t)i * V, sl, (size_t)V);
         if (e > worst)
             worst = e;
-        int am = 0;
-        for (int v = 1; v < V; v++)
+        int am = 0; /* argmax over the ids the sampler may choose */
+        for (int v = 1; v < glm_model_sample_vocab(m); v++)
             if (sl[v] > sl[am])
                 am = v;
         ck_assert_int_eq(next[i], am);
@@ -329,12 +329,67 @@ START_TEST(test_sampling)
     glm_session_t *s = session(m, 64, 0);
     OK(glm_eval(s, prompt, 6, 0, l));
     int am = 0;
-    for (int v = 1; v < V; v++)
+    for (int v = 1; v < glm_model_sample_vocab(m); v++)
         if (l[v] > l[am])
             am = v;
     ck_assert_int_eq(c[0], am);
     glm_session_free(s);
     free(l);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+/* The lm_head rows past the tokenizer's ids (padding: 268..511 here) are
+ * never sampled (issue 17 item 2). */
+START_TEST(test_padding_never_sampled)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_F32, "golden");
+    int V = glm_model_config(m)->vocab_size;
+    int SV = glm_model_sample_vocab(m);
+    ck_assert_int_eq(V, 512);
+    ck_assert_int_eq(SV, 268); /* 256 bytes + 12 special tokens */
+    ck_assert_int_eq(glm_model_sample_vocab(NULL), 0);
+    int32_t prompt[4], out[64];
+    int pad = 0, total = 0;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        random_ids(prompt, 4, SV, 40 + seed);
+        struct glm_sampling hot = {3.0f, 0, 1.0f, seed};
+        int n = gen(m, prompt, 4, 40, hot, NULL, -1, out, NULL);
+        ck_assert_int_eq(n, 40);
+        for (int i = 0; i < n; i++) {
+            pad += out[i] >= SV;
+            total++;
+        }
+    }
+    /* greedy: the argmax over the real ids even where a padding row is
+     * larger */
+    float *l = malloc(sizeof(float) * (size_t)V);
+    ck_assert(l);
+    int greedy_pad_larger = 0;
+    for (uint64_t k = 0; k < 8; k++) {
+        random_ids(prompt, 4, SV, 90 + k);
+        glm_session_t *s = session(m, 64, 0);
+        OK(glm_eval(s, prompt, 4, 0, l));
+        glm_session_free(s);
+        int am = 0, amv = 0;
+        for (int v = 1; v < V; v++)
+            if (l[v] > l[amv])
+                amv = v;
+        for (int v = 1; v < SV; v++)
+            if (l[v] > l[am])
+                am = v;
+        greedy_pad_larger += amv >= SV;
+        struct glm_sampling g = {0.0f, 0, 1.0f, 0};
+        ck_assert_int_eq(gen(m, prompt, 4, 1, g, NULL, -1, out, NULL), 1);
+        ck_assert_int_eq(out[0], am);
+    }
+    free(l);
+    printf("[runtime] padding ids [%d, %d): %d of %d draws at temperature 3 (must be 0); "
+           "greedy over the real ids where %d of 8 prompts' argmax is a padding row\n",
+           SV, V, pad, total, greedy_pad_larger);
+    ck_assert_int_eq(pad, 0);
     OK(glm_model_free(m));
     tx_device_close(dev);
 }
@@ -861,6 +916,7 @@ static Suite *runtime_suite(void)
     tcase_add_test(tc, test_decode_equals_prefill_glm4);
     tcase_add_test(tc, test_batched_decode);
     tcase_add_test(tc, test_sampling);
+    tcase_add_test(tc, test_padding_never_sampled);
     tcase_add_test(tc, test_stop_tokens);
     tcase_add_test(tc, test_chat_template);
     tcase_add_test(tc, test_load_balance);
