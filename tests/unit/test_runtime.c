@@ -321,6 +321,14 @@ START_TEST(test_sampling)
            diff ? "differs" : "equal", t.eval_tps);
     ck_assert_msg(diff, "seeds 7 and 8 gave the same 16 tokens at temperature 0.9");
 
+    /* n_predict 0: the prompt is evaluated, nothing is generated (item 4) */
+    struct glm_timings t0;
+    int n0 = gen(m, prompt, 6, 0, smp, NULL, -1, c, &t0);
+    ck_assert_int_eq(n0, 0);
+    ck_assert_int_eq(t0.stop, GLM_STOP_LENGTH);
+    ck_assert_int_eq(t0.n_eval, 0);
+    ck_assert_int_eq(t0.n_prompt, 6);
+
     /* greedy = argmax of the logits */
     struct glm_sampling greedy = {0.0f, 0, 1.0f, 0};
     int ng = gen(m, prompt, 6, 1, greedy, NULL, -1, c, NULL);
