@@ -247,6 +247,10 @@ TX_API int glm_session_reset(glm_session_t *s);
 TX_API int glm_session_pos(const glm_session_t *s);
 TX_API int glm_session_n_ctx(const glm_session_t *s);
 TX_API glm_model_t *glm_session_model(const glm_session_t *s);
+/* Keep the first pos positions of the sequence (0 <= pos <= the current
+ * position; the KV cache of positions [0, pos) is reused as it is, later
+ * evaluation overwrites the rest). glm_session_reset is truncate to 0. */
+TX_API int glm_session_truncate(glm_session_t *s, int pos);
 
 /* glm_eval flags */
 #define GLM_EVAL_ALL_LOGITS (1u << 0) /* logits of every position, else the last */
@@ -258,7 +262,10 @@ TX_API glm_model_t *glm_session_model(const glm_session_t *s);
  */
 TX_API int glm_eval(glm_session_t *s, const int32_t *ids, int n, unsigned flags, float *logits);
 
-/* Sampling parameters of the device's SAMPLE command. */
+/* Sampling parameters of the device's SAMPLE command. With temperature > 0
+ * a top_k above the device's limit (caps.max_topk, 4096 on tx8-emu), a
+ * negative top_k, a top_p outside (0, 1] or a NaN temperature are refused
+ * (TX_EINVAL naming the field); greedy ignores top_k and top_p. */
 struct glm_sampling {
     float temperature; /* <= 0: greedy (argmax) */
     int top_k;         /* 0 = all */
@@ -283,6 +290,18 @@ TX_API int glm_model_sample_vocab(const glm_model_t *m);
  */
 TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, int n,
                             float *logits, const struct glm_sampling *sampling, int32_t *next);
+/*
+ * glm_decode_batch with one glm_sampling per session: sampling[i] (its
+ * temperature, top-k, top-p and seed) draws next[i]. The random number of
+ * a draw is keyed by (sampling[i].seed, the session's position), so every
+ * session has its own stream: a session gives the tokens it would give
+ * alone with that seed, whatever the other sessions of the batch use.
+ * With glm_decode_batch (one glm_sampling for all) sessions at the same
+ * position draw the same number.
+ */
+TX_API int glm_decode_batch_each(glm_session_t *const *sessions, const int32_t *ids, int n,
+                                 float *logits, const struct glm_sampling *sampling,
+                                 int32_t *next);
 
 /* ------------------------------------------------------------------------ */
 /* Generation                                                                */

@@ -901,7 +901,9 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f)
                 s.out = A(&g, g.a.tok + (uint64_t)r * 4);
                 s.logits = A(&g, g.a.logits + (uint64_t)r * Vv * 4);
                 s.probs = A(&g, g.a.prob + (uint64_t)r * 4);
-                s.seed = f->sampling->seed;
+                /* one glm_sampling per row (per session), or one for all */
+                const struct glm_sampling *sp = f->sampling + (f->n_sampling > 1 ? r : 0);
+                s.seed = sp->seed;
                 /* counter: the position the sampled token will take */
                 const struct rt_seg *sg = f->n_seg == f->lrows ? &f->seg[r] : &f->seg[0];
                 s.counter = (uint64_t)(sg->pos0 + sg->n);
@@ -910,13 +912,12 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f)
                  * have) are never candidates */
                 s.vocab = (uint32_t)rt_sample_vocab(m);
                 s.ld_logits = (uint32_t)Vv;
-                uint32_t tk = f->sampling->top_k > 0 ? (uint32_t)f->sampling->top_k : 0;
-                if (tk > m->dinfo.max_topk && m->dinfo.max_topk)
-                    tk = m->dinfo.max_topk;
-                s.top_k = tk;
-                s.temperature = f->sampling->temperature;
-                s.top_p =
-                    f->sampling->top_p > 0 && f->sampling->top_p <= 1 ? f->sampling->top_p : 1.0f;
+                /* rt_sampling_check refused what the device cannot do;
+                 * greedy ignores top-k and top-p */
+                int greedy = !(sp->temperature > 0.0f);
+                s.top_k = !greedy && sp->top_k > 0 ? (uint32_t)sp->top_k : 0;
+                s.temperature = greedy ? 0.0f : sp->temperature;
+                s.top_p = greedy ? 1.0f : sp->top_p;
                 struct gctx *gp = &g;
                 dbg(gp, "SAMPLE row %d temp=%g top_k=%u top_p=%g seed=%llu counter=%llu", r,
                     (double)s.temperature, s.top_k, (double)s.top_p, (unsigned long long)s.seed,

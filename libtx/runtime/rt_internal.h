@@ -200,6 +200,7 @@ struct rt_fwd {
     int lrow0, lrows;   /* rows of the final norm output fed to lm_head (lrows may be 0) */
     float *logits;      /* host destination [lrows x vocab] or NULL */
     const struct glm_sampling *sampling; /* sample every logits row on the device */
+    int n_sampling;                      /* 1: sampling[0] for all rows; lrows: one per row */
     int32_t *sampled;                    /* [lrows] */
     float *dump;                         /* [(L + 1) x T x D] per-layer outputs, or NULL */
     int32_t *dump_rid;                   /* [n_moe x T x top_k] routed experts (with dump) */
@@ -254,6 +255,8 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f);
  * package has a tokenizer smaller than config.vocab_size (the rest are
  * padding rows of lm_head), else [0, vocab_size). */
 int rt_sample_vocab(const glm_model_t *m);
+/* TX_OK, or TX_EINVAL naming `who` and the field the device cannot honour. */
+int rt_sampling_check(const glm_model_t *m, const struct glm_sampling *s, const char *who);
 
 /* moe.c */
 void rt_moe_after_pass(glm_model_t *m, int T);

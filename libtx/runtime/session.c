@@ -6,6 +6,7 @@
  */
 #include "runtime/rt_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +232,21 @@ TX_API int glm_session_reset(glm_session_t *s)
     return TX_OK;
 }
 
+TX_API int glm_session_truncate(glm_session_t *s, int pos)
+{
+    if (!s)
+        return tx_error(TX_EINVAL, "glm_session_truncate: session is NULL");
+    pthread_mutex_lock(&s->m->lock);
+    int rc = TX_OK;
+    if (pos < 0 || pos > s->pos)
+        rc = tx_error(TX_EINVAL, "glm_session_truncate: position %d is outside [0, %d]", pos,
+                      s->pos);
+    else
+        s->pos = pos;
+    pthread_mutex_unlock(&s->m->lock);
+    return rc;
+}
+
 TX_API int glm_session_pos(const glm_session_t *s)
 {
     return s ? s->pos : 0;
@@ -300,6 +316,7 @@ static int eval_locked(glm_session_t *s, const int32_t *ids, int n, unsigned fla
         }
         if (last && sampling) { /* never with all logits (internal use) */
             f.sampling = sampling;
+            f.n_sampling = 1;
             f.sampled = sampled;
         }
         rc = rt_forward(m, &f);
@@ -337,6 +354,26 @@ TX_API int glm_model_sample_vocab(const glm_model_t *m)
     return m ? rt_sample_vocab(m) : 0;
 }
 
+int rt_sampling_check(const glm_model_t *m, const struct glm_sampling *s, const char *who)
+{
+    if (isnan(s->temperature))
+        return tx_error(TX_EINVAL, "%s: temperature is NaN", who);
+    if (!(s->temperature > 0.0f))
+        return TX_OK; /* greedy: top-k and top-p play no part */
+    if (s->top_k < 0)
+        return tx_error(TX_EINVAL, "%s: top_k %d is negative (0 = all tokens)", who, s->top_k);
+    uint32_t lim = m->dinfo.max_topk;
+    if (lim && (uint32_t)s->top_k > lim)
+        return tx_error(TX_EINVAL,
+                        "%s: top_k %d exceeds the device's limit of %u (caps.max_topk); use 0 "
+                        "(all tokens) or at most %u",
+                        who, s->top_k, lim, lim);
+    if (!(s->top_p > 0.0f && s->top_p <= 1.0f))
+        return tx_error(TX_EINVAL, "%s: top_p %g is outside (0, 1] (1 = all tokens)", who,
+                        (double)s->top_p);
+    return TX_OK;
+}
+
 TX_API void glm_sampling_default(struct glm_sampling *s)
 {
     if (!s)
@@ -347,33 +384,44 @@ TX_API void glm_sampling_default(struct glm_sampling *s)
     s->seed = 0;
 }
 
-TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, int n,
-                            float *logits, const struct glm_sampling *sampling, int32_t *next)
+static int decode_batch(const char *who, glm_session_t *const *sessions, const int32_t *ids, int n,
+                        float *logits, const struct glm_sampling *sampling, int n_sampling,
+                        int32_t *next)
 {
     if (!sessions || !ids || n <= 0)
-        return tx_error(TX_EINVAL, "glm_decode_batch: no sessions");
+        return tx_error(TX_EINVAL, "%s: no sessions", who);
     if (sampling && !next)
-        return tx_error(TX_EINVAL, "glm_decode_batch: sampling needs next[]");
+        return tx_error(TX_EINVAL, "%s: sampling needs next[]", who);
     glm_model_t *m = sessions[0] ? sessions[0]->m : NULL;
     if (!m)
-        return tx_error(TX_EINVAL, "glm_decode_batch: session 0 is NULL");
+        return tx_error(TX_EINVAL, "%s: session 0 is NULL", who);
     if (n > RT_MAX_LOGIT_ROWS)
-        return tx_error(TX_EINVAL, "glm_decode_batch: at most %d sessions per pass",
+        return tx_error(TX_EINVAL, "%s: at most %d sessions per pass", who,
                         RT_MAX_LOGIT_ROWS);
     for (int i = 0; i < n; i++) {
         if (!sessions[i] || sessions[i]->m != m)
-            return tx_error(TX_EINVAL, "glm_decode_batch: session %d is NULL or of another model",
-                            i);
+            return tx_error(TX_EINVAL, "%s: session %d is NULL or of another model",
+                            who, i);
         for (int j = 0; j < i; j++)
             if (sessions[j] == sessions[i])
-                return tx_error(TX_EINVAL, "glm_decode_batch: session %d appears twice", i);
+                return tx_error(TX_EINVAL, "%s: session %d appears twice", who, i);
+    }
+    for (int i = 0; sampling && i < n_sampling; i++) {
+        char w[96];
+        if (n_sampling > 1)
+            snprintf(w, sizeof(w), "%s: session %d", who, i);
+        else
+            snprintf(w, sizeof(w), "%s", who);
+        int rc = rt_sampling_check(m, &sampling[i], w);
+        if (rc)
+            return rc;
     }
     struct rt_seg seg[RT_MAX_LOGIT_ROWS];
     pthread_mutex_lock(&m->lock);
     int rc = check_ids(m, ids, n);
     for (int i = 0; i < n && !rc; i++) {
         if (sessions[i]->pos + 1 > sessions[i]->n_ctx)
-            rc = tx_error(TX_EINVAL, "glm_decode_batch: session %d's context is full", i);
+            rc = tx_error(TX_EINVAL, "%s: session %d's context is full", who, i);
         seg[i].s = sessions[i];
         seg[i].pos0 = sessions[i]->pos;
         seg[i].n = 1;
@@ -390,6 +438,7 @@ TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, 
         f.lrows = (logits || sampling) ? n : 0;
         f.logits = logits;
         f.sampling = sampling;
+        f.n_sampling = n_sampling;
         f.sampled = next;
         rc = rt_forward(m, &f);
         if (!rc)
@@ -398,6 +447,21 @@ TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, 
     }
     pthread_mutex_unlock(&m->lock);
     return rc;
+}
+
+TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, int n,
+                            float *logits, const struct glm_sampling *sampling, int32_t *next)
+{
+    return decode_batch("glm_decode_batch", sessions, ids, n, logits, sampling, 1, next);
+}
+
+TX_API int glm_decode_batch_each(glm_session_t *const *sessions, const int32_t *ids, int n,
+                                 float *logits, const struct glm_sampling *sampling,
+                                 int32_t *next)
+{
+    if (!sampling)
+        return tx_error(TX_EINVAL, "glm_decode_batch_each: sampling[n] is NULL");
+    return decode_batch("glm_decode_batch_each", sessions, ids, n, logits, sampling, n, next);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -481,6 +545,9 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
     if (p->n_prompt <= 0 || !p->prompt)
         return tx_error(TX_EINVAL, "glm_generate: a prompt of at least one token is needed");
     glm_model_t *m = s->m;
+    int vrc = rt_sampling_check(m, &p->sampling, "glm_generate");
+    if (vrc)
+        return vrc;
     struct glm_timings tm;
     memset(&tm, 0, sizeof(tm));
     tm.load_ms = m->load_ms;

@@ -253,6 +253,125 @@ START_TEST(test_batched_decode)
 }
 END_TEST
 
+/* ---- per-session sampling in one batch (issue 17 item 8) --------------------- */
+
+START_TEST(test_batch_sampling_each)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M5_F32, "golden");
+    int V = glm_model_config(m)->vocab_size, SV = glm_model_sample_vocab(m);
+    enum { B = 6 };
+    int32_t prompt[6], first[B], next[B], shared[B];
+    random_ids(prompt, 6, SV, 21);
+    glm_session_t *bs[B];
+    struct glm_sampling smp[B];
+    for (int i = 0; i < B; i++) {
+        bs[i] = session(m, 32, 0);
+        OK(glm_eval(bs[i], prompt, 6, 0, NULL));
+        first[i] = prompt[5];
+        smp[i] = (struct glm_sampling){2.0f, i == 2 ? 5 : 0, i == 3 ? 0.9f : 1.0f,
+                                       100 + (uint64_t)i};
+    }
+    smp[0].temperature = 0.0f; /* session 0 greedy among sampling ones */
+    smp[0].top_p = 0.0f;       /* ignored when greedy */
+    float *bl = malloc(sizeof(float) * B * (size_t)V), *sl = malloc(sizeof(float) * (size_t)V);
+    ck_assert(bl && sl);
+    OK(glm_decode_batch_each(bs, first, B, bl, smp, next));
+    int am = 0;
+    for (int v = 1; v < SV; v++)
+        if (bl[v] > bl[am])
+            am = v;
+    ck_assert_int_eq(next[0], am);
+    /* every session draws what it draws alone with its own parameters */
+    for (int i = 0; i < B; i++) {
+        glm_session_t *s1 = session(m, 32, 0);
+        OK(glm_eval(s1, prompt, 6, 0, NULL));
+        int32_t nx = -1;
+        OK(glm_decode_batch_each(&s1, &first[i], 1, sl, &smp[i], &nx));
+        ck_assert_int_eq(nx, next[i]);
+        glm_session_free(s1);
+    }
+    int distinct = 0;
+    for (int i = 1; i < B; i++) {
+        int seen = 0;
+        for (int j = 1; j < i; j++)
+            seen |= next[j] == next[i];
+        distinct += !seen;
+    }
+    /* one glm_sampling for all: same prompt, same position, same draw */
+    for (int i = 0; i < B; i++)
+        OK(glm_session_truncate(bs[i], 6));
+    OK(glm_decode_batch(bs, first, B, NULL, &smp[1], shared));
+    for (int i = 1; i < B; i++)
+        ck_assert_int_eq(shared[i], shared[0]);
+    printf("[runtime] one batch, %d sessions with the same prompt and their own seeds: %d "
+           "distinct tokens among the %d sampling ones (shared sampling: all equal)\n",
+           B, distinct, B - 1);
+    ck_assert_int_ge(distinct, 2);
+    for (int i = 0; i < B; i++)
+        glm_session_free(bs[i]);
+    free(bl);
+    free(sl);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+/* ---- no silent rewrites of sampling parameters (issue 17 item 10) ----------- */
+
+START_TEST(test_sampling_refused)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_F32, "golden");
+    int32_t prompt[3] = {1, 2, 3}, next;
+    glm_session_t *s = session(m, 32, 0);
+    struct {
+        struct glm_sampling smp;
+        const char *what;
+    } bad[] = {
+        {{0.8f, 4097, 0.95f, 0}, "top_k 4097 exceeds the device's limit of 4096"},
+        {{0.8f, -1, 0.95f, 0}, "top_k -1 is negative"},
+        {{0.8f, 40, 0.0f, 0}, "top_p 0 is outside (0, 1]"},
+        {{0.8f, 40, -0.5f, 0}, "top_p -0.5 is outside (0, 1]"},
+        {{0.8f, 40, 1.5f, 0}, "top_p 1.5 is outside (0, 1]"},
+        {{0.8f, 40, NAN, 0}, "top_p nan is outside (0, 1]"},
+        {{NAN, 40, 0.9f, 0}, "temperature is NaN"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct glm_generate_params p;
+        memset(&p, 0, sizeof(p));
+        p.prompt = prompt;
+        p.n_prompt = 3;
+        p.n_predict = 2;
+        p.sampling = bad[i].smp;
+        ck_assert_int_eq(glm_generate(s, &p, NULL, 0, NULL, NULL), TX_EINVAL);
+        ck_assert_msg(strstr(tx_last_error(), bad[i].what), "%zu: '%s' lacks '%s'", i,
+                      tx_last_error(), bad[i].what);
+        ck_assert_int_eq(glm_session_pos(s), 0); /* nothing was evaluated */
+        ck_assert_int_eq(glm_decode_batch(&s, prompt, 1, NULL, &bad[i].smp, &next), TX_EINVAL);
+        ck_assert_int_eq(glm_decode_batch_each(&s, prompt, 1, NULL, &bad[i].smp, &next),
+                         TX_EINVAL);
+        ck_assert_int_eq(glm_session_pos(s), 0);
+    }
+    printf("[runtime] sampling parameters the device cannot honour are refused: %s\n",
+           tx_last_error());
+    /* the limits themselves and greedy with any top-k/top-p are accepted */
+    struct glm_sampling ok[] = {{0.8f, 4096, 1.0f, 0}, {0.8f, 0, 1e-6f, 0}, {0.0f, -3, 0.0f, 0},
+                                {0.0f, 99999, 7.0f, 0}};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        OK(glm_decode_batch(&s, prompt, 1, NULL, &ok[i], &next));
+        ck_assert_int_lt(next, glm_model_sample_vocab(m));
+    }
+    ck_assert_int_eq(glm_session_truncate(s, glm_session_pos(s) + 1), TX_EINVAL);
+    ck_assert_int_eq(glm_session_truncate(s, -1), TX_EINVAL);
+    OK(glm_session_truncate(s, 1));
+    ck_assert_int_eq(glm_session_pos(s), 1);
+    glm_session_free(s);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
 /* ---- sampling on the device ------------------------------------------------- */
 
 struct collect {
@@ -925,6 +1044,8 @@ static Suite *runtime_suite(void)
     tcase_add_test(tc, test_batched_decode);
     tcase_add_test(tc, test_sampling);
     tcase_add_test(tc, test_padding_never_sampled);
+    tcase_add_test(tc, test_batch_sampling_each);
+    tcase_add_test(tc, test_sampling_refused);
     tcase_add_test(tc, test_stop_tokens);
     tcase_add_test(tc, test_chat_template);
     tcase_add_test(tc, test_load_balance);
