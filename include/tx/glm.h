@@ -286,7 +286,11 @@ TX_API int glm_model_sample_vocab(const glm_model_t *m);
  * Batched decode: one token for each of n sessions (of the same model) in one
  * device pass. logits: NULL or [n x vocab]. If sampling is not NULL, a token
  * is drawn on the device for every session into next[n] (sessions sample
- * with counter = their position, so results equal single-session decoding).
+ * with counter = their position). Not bit-identical to single-session
+ * decoding: the matmul kernels tile the rows of a pass, so the reduction
+ * order of a row depends on the batch; per row the logits agree within
+ * 1e-5 of the row's largest |logit|, and tokens agree except at near-ties
+ * of that size (docs/libtx-glm.md, "Batched decode: the guarantee").
  */
 TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, int n,
                             float *logits, const struct glm_sampling *sampling, int32_t *next);
