@@ -335,8 +335,14 @@ struct glm_generate_params {
     int n_stop;
     glm_token_cb on_token; /* may be NULL */
     void *user;
-    int rsvd[4];
+    unsigned flags; /* GLM_GEN_* (was rsvd[0]: zero keeps the old behaviour) */
+    int rsvd[3];
 };
+/* glm_generate_params.flags: the stop tokens (stop[], or the model's when
+ * stop is NULL and n_stop 0) get a -inf logit bias on the device, as
+ * llama.cpp's --ignore-eos: they are never sampled, and generation runs to
+ * n_predict or the end of the context. */
+#define GLM_GEN_IGNORE_EOS (1u << 0)
 
 struct glm_timings {
     double load_ms;   /* the model's load time */

@@ -918,6 +918,19 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f)
                 s.top_k = !greedy && sp->top_k > 0 ? (uint32_t)sp->top_k : 0;
                 s.temperature = greedy ? 0.0f : sp->temperature;
                 s.top_p = greedy ? 1.0f : sp->top_p;
+                /* logit bias -inf (GLM_GEN_IGNORE_EOS): written into the
+                 * row on the device before SAMPLE reads it */
+                for (int b = 0; b < f->n_ban && !g.rc; b++) {
+                    if (f->ban[b] < 0 || f->ban[b] >= Vv)
+                        continue;
+                    int fr = tx_cmd_fill(
+                        g.cb, A(&g, g.a.logits + ((uint64_t)r * Vv + (uint64_t)f->ban[b]) * 4), 4,
+                        0xff800000u /* -inf */);
+                    if (fr)
+                        g.rc = tx_error(fr, "forward: logit bias: %s", tx_last_error());
+                    g.ncmd++;
+                    g.total++;
+                }
                 struct gctx *gp = &g;
                 dbg(gp, "SAMPLE row %d temp=%g top_k=%u top_p=%g seed=%llu counter=%llu", r,
                     (double)s.temperature, s.top_k, (double)s.top_p, (unsigned long long)s.seed,

@@ -202,6 +202,8 @@ struct rt_fwd {
     const struct glm_sampling *sampling; /* sample every logits row on the device */
     int n_sampling;                      /* 1: sampling[0] for all rows; lrows: one per row */
     int32_t *sampled;                    /* [lrows] */
+    const int32_t *ban;                  /* ids whose logit is set to -inf before sampling */
+    int n_ban;
     float *dump;                         /* [(L + 1) x T x D] per-layer outputs, or NULL */
     int32_t *dump_rid;                   /* [n_moe x T x top_k] routed experts (with dump) */
     int32_t *dump_sel;                   /* [L x T x index_topk] DSA selections (with dump) */

@@ -277,7 +277,7 @@ static int check_ids(const glm_model_t *m, const int32_t *ids, int n)
  * held. */
 static int eval_locked(glm_session_t *s, const int32_t *ids, int n, unsigned flags, float *logits,
                        const struct glm_sampling *sampling, int32_t *sampled, uint64_t *busy_ns,
-                       uint64_t *macs)
+                       uint64_t *macs, const int32_t *ban, int n_ban)
 {
     glm_model_t *m = s->m;
     int V = m->cfg.vocab_size;
@@ -317,6 +317,8 @@ static int eval_locked(glm_session_t *s, const int32_t *ids, int n, unsigned fla
         if (last && sampling) { /* never with all logits (internal use) */
             f.sampling = sampling;
             f.n_sampling = 1;
+            f.ban = ban;
+            f.n_ban = n_ban;
             f.sampled = sampled;
         }
         rc = rt_forward(m, &f);
@@ -337,7 +339,7 @@ TX_API int glm_eval(glm_session_t *s, const int32_t *ids, int n, unsigned flags,
     if (!s || (!ids && n))
         return tx_error(TX_EINVAL, "glm_eval: NULL argument");
     pthread_mutex_lock(&s->m->lock);
-    int rc = eval_locked(s, ids, n, flags, logits, NULL, NULL, NULL, NULL);
+    int rc = eval_locked(s, ids, n, flags, logits, NULL, NULL, NULL, NULL, NULL, 0);
     pthread_mutex_unlock(&s->m->lock);
     return rc;
 }
@@ -562,6 +564,17 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
     } else if (n_stop < 0 || !stop) {
         n_stop = 0;
     }
+    if (p->flags & ~GLM_GEN_IGNORE_EOS)
+        return tx_error(TX_EINVAL, "glm_generate: unknown flags 0x%x",
+                        p->flags & ~GLM_GEN_IGNORE_EOS);
+    /* --ignore-eos: the stop tokens are banned (-inf) rather than hidden */
+    const int32_t *ban = NULL;
+    int n_ban = 0;
+    if (p->flags & GLM_GEN_IGNORE_EOS) {
+        ban = stop;
+        n_ban = n_stop;
+        n_stop = 0;
+    }
     struct tx_tokenizer_stream *ts =
         m->tok
             ? tx_tokenizer_stream_new(m->tok, TX_TOKENIZER_SKIP_SPECIAL | TX_TOKENIZER_SKIP_UNKNOWN)
@@ -571,7 +584,8 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
     int32_t tok = -1;
     uint64_t busy = 0, macs = 0;
     pthread_mutex_lock(&m->lock);
-    int rc = eval_locked(s, p->prompt, p->n_prompt, 0, NULL, &p->sampling, &tok, &busy, &macs);
+    int rc = eval_locked(s, p->prompt, p->n_prompt, 0, NULL, &p->sampling, &tok, &busy, &macs,
+                         ban, n_ban);
     pthread_mutex_unlock(&m->lock);
     double t1 = rt_now_ms();
     tm.prompt_ms = t1 - t0;
@@ -610,7 +624,7 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
         }
         int32_t in = tok;
         pthread_mutex_lock(&m->lock);
-        rc = eval_locked(s, &in, 1, 0, NULL, &p->sampling, &tok, &busy, &macs);
+        rc = eval_locked(s, &in, 1, 0, NULL, &p->sampling, &tok, &busy, &macs, ban, n_ban);
         pthread_mutex_unlock(&m->lock);
         tm.n_eval++;
     }

@@ -649,6 +649,83 @@ START_TEST(test_stop_tokens)
 }
 END_TEST
 
+/* GLM_GEN_IGNORE_EOS (--ignore-eos): stop tokens get a -inf logit bias and
+ * are never sampled, rather than sampled and hidden (issue 17 item 5). */
+static int gen_flags(glm_model_t *m, const int32_t *prompt, int np, int n_predict,
+                     struct glm_sampling smp, const int32_t *stop, int n_stop, unsigned flags,
+                     int32_t *out, struct glm_timings *t)
+{
+    glm_session_t *s = session(m, 64, 0);
+    struct glm_generate_params p;
+    memset(&p, 0, sizeof(p));
+    p.prompt = prompt;
+    p.n_prompt = np;
+    p.n_predict = n_predict;
+    p.sampling = smp;
+    p.stop = stop;
+    p.n_stop = n_stop;
+    p.flags = flags;
+    int n = 0;
+    OK(glm_generate(s, &p, out, 64, &n, t));
+    glm_session_free(s);
+    return n;
+}
+
+START_TEST(test_ignore_eos)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_F32, "golden");
+    int SV = glm_model_sample_vocab(m);
+    int32_t prompt[4], out[64], ban[80];
+    for (int i = 0; i < 80; i++)
+        ban[i] = i; /* ids 0..79 as "stop tokens": ~30% of the sampled ids */
+    int hidden = 0, banned = 0, tot = 0;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        random_ids(prompt, 4, SV, 60 + seed);
+        struct glm_sampling hot = {3.0f, 0, 1.0f, seed};
+        struct glm_timings t;
+        /* no stop tokens at all: ids < 80 are drawn */
+        int n = gen_flags(m, prompt, 4, 40, hot, NULL, -1, 0, out, &t);
+        for (int i = 0; i < n; i++)
+            hidden += out[i] < 80;
+        /* ignore-eos: never drawn, generation runs to n_predict */
+        n = gen_flags(m, prompt, 4, 40, hot, ban, 80, GLM_GEN_IGNORE_EOS, out, &t);
+        ck_assert_int_eq(n, 40);
+        ck_assert_int_eq(t.stop, GLM_STOP_LENGTH);
+        for (int i = 0; i < n; i++)
+            banned += out[i] < 80;
+        tot += n;
+        /* the model's stop tokens (stop NULL, n_stop 0) */
+        n = gen_flags(m, prompt, 4, 40, hot, NULL, 0, GLM_GEN_IGNORE_EOS, out, &t);
+        ck_assert_int_eq(n, 40);
+        int32_t st[16];
+        int ns = glm_model_stop_tokens(m, st, 16);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < ns; j++)
+                ck_assert_int_ne(out[i], st[j]);
+    }
+    printf("[runtime] ignore-eos: %d of %d draws are banned ids with the -inf bias (without "
+           "it: %d)\n",
+           banned, tot, hidden);
+    ck_assert_int_gt(hidden, 0);
+    ck_assert_int_eq(banned, 0);
+    /* unknown flags are refused */
+    struct glm_sampling g = {0.0f, 0, 1.0f, 0};
+    glm_session_t *s = session(m, 64, 0);
+    struct glm_generate_params p;
+    memset(&p, 0, sizeof(p));
+    p.prompt = prompt;
+    p.n_prompt = 4;
+    p.n_predict = 1;
+    p.sampling = g;
+    p.flags = 0x80;
+    ck_assert_int_eq(glm_generate(s, &p, NULL, 0, NULL, NULL), TX_EINVAL);
+    glm_session_free(s);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
 START_TEST(test_chat_template)
 {
     tx_device_t *dev = open_dev();
@@ -1137,6 +1214,7 @@ static Suite *runtime_suite(void)
     tcase_add_test(tc, test_batch_sampling_each);
     tcase_add_test(tc, test_sampling_refused);
     tcase_add_test(tc, test_stop_tokens);
+    tcase_add_test(tc, test_ignore_eos);
     tcase_add_test(tc, test_chat_template);
     tcase_add_test(tc, test_load_balance);
     tcase_add_test(tc, test_moe_yaml);

@@ -55,7 +55,7 @@ static void usage(FILE *f)
             "turn)\n"
             "      --system TEXT        with --chat: a system message\n"
             "      --no-think           with --chat: thinking disabled\n"
-            "      --ignore-eos         do not stop at stop tokens\n"
+            "      --ignore-eos         never sample the stop tokens (-inf logit bias)\n"
             "      --no-display-prompt  do not echo the prompt\n"
             "  -i, --interactive        chat on a terminal (only if stdin is a TTY)\n"
             "  -t, --threads N          host threads (reference, bandwidth probe)\n"
@@ -1181,7 +1181,7 @@ int main(int argc, char **argv)
     gp.sampling = smp;
     gp.on_token = on_token;
     if (o.ignore_eos)
-        gp.n_stop = -1;
+        gp.flags |= GLM_GEN_IGNORE_EOS; /* -inf bias on the stop tokens */
     struct glm_timings t;
     int n_out = 0;
     int grc = glm_generate(s, &gp, NULL, 0, &n_out, &t);
