@@ -271,8 +271,34 @@ struct glm_sampling {
     int top_k;         /* 0 = all */
     float top_p;       /* (0, 1], 1 = all */
     uint64_t seed;     /* same seed and inputs give the same tokens */
+    /* Appended (zero = off / llama.cpp's order). A literal of the first four
+     * fields keeps its meaning except the order: see enum glm_sampler_order. */
+    float min_p;             /* [0, 1]: keep p >= min_p * p_max; 0 = off */
+    float repeat_penalty;    /* >= 0; 0 or 1 = off */
+    float presence_penalty;  /* subtracted once from a logit of a seen id */
+    float frequency_penalty; /* subtracted per occurrence */
+    int repeat_last_n;       /* ids looked back for the penalties: 0 = none (off),
+                                -1 = the context up to GLM_MAX_REPEAT_LAST_N */
+    int order;               /* enum glm_sampler_order */
 };
-/* llama.cpp defaults: temperature 0.8, top_k 40, top_p 0.95, seed 0. */
+#define GLM_MAX_REPEAT_LAST_N 4096
+/*
+ * Penalties come first (llama.cpp's penalties sampler, on the last
+ * repeat_last_n ids of the session: prompt and generated), also for greedy.
+ * Then, with temperature > 0:
+ *  LLAMA (0):      top-k, top-p, min-p on the probabilities at temperature 1,
+ *                  then the temperature on the kept tokens (llama.cpp);
+ *  TEMP_FIRST (1): the temperature first, then top-k, top-p, min-p on the
+ *                  tempered probabilities (transformers' warpers; the only
+ *                  order before min-p existed).
+ */
+enum glm_sampler_order {
+    GLM_SAMPLER_ORDER_LLAMA = 0,
+    GLM_SAMPLER_ORDER_TEMP_FIRST = 1,
+};
+/* llama.cpp's defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,
+ * repeat_penalty 1 (off), presence/frequency 0, repeat_last_n 64, the
+ * LLAMA order, seed 0. */
 TX_API void glm_sampling_default(struct glm_sampling *s);
 
 /* How many ids the device sampler chooses from: the tokenizer's vocabulary

@@ -781,7 +781,32 @@ struct tx8_cmd_sample {
 	__u32 top_k;
 	tx8_f32 temperature;
 	tx8_f32 top_p;
+	/*
+	 * Since 1.3. A command of TX8_CMD_SAMPLE_SIZE_1_2 bytes (the 1.2 form)
+	 * has all of them 0 and no flags.
+	 * Penalties first (llama.cpp): for every id occurring c > 0 times in
+	 * the row's history, logit = logit > 0 ? logit / repeat_penalty :
+	 * logit * repeat_penalty (0 or 1: off), then
+	 * logit -= c * frequency_penalty + presence_penalty. They apply to
+	 * greedy too. Then, with temperature > 0, the filters: top-k, top-p,
+	 * then min-p (keep p >= min_p * p_max; 0 = off). Without
+	 * TX8_SAMPLE_F_TEMP_LAST the probabilities the filters see are those
+	 * at the temperature (transformers' order: temperature first); with it
+	 * they are those at temperature 1 and the temperature applies to the
+	 * kept tokens only (llama.cpp's order). The draw uses the kept tokens'
+	 * probabilities at the temperature.
+	 */
+	tx8_f32 min_p;
+	tx8_f32 repeat_penalty;
+	tx8_f32 presence_penalty;
+	tx8_f32 frequency_penalty;
+	__u64 history;		/* i32 [rows][n_history] ids (< 0: none), or 0 */
+	__u32 n_history;	/* ids per row (at most TX8_SAMPLE_MAX_HISTORY) */
+	__u32 rsvd;
 };
+#define TX8_SAMPLE_F_TEMP_LAST	(1u << 0)	/* hdr.flags: llama.cpp order */
+#define TX8_SAMPLE_MAX_HISTORY	65536
+#define TX8_CMD_SAMPLE_SIZE_1_2	__builtin_offsetof(struct tx8_cmd_sample, min_p)
 
 /* ------------------------------------------------------------------------ */
 /* Size checks                                                               */
@@ -823,6 +848,7 @@ TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_moe_route) % 8 == 0, "route");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_moe_ffn) % 8 == 0, "moe_ffn");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_dsa_index) % 8 == 0, "dsa");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_sample) % 8 == 0, "sample");
+TX8_STATIC_ASSERT(TX8_CMD_SAMPLE_SIZE_1_2 % 8 == 0, "sample 1.2");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_embed) % 8 == 0, "embed");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_convert) % 8 == 0, "convert");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_rope) % 8 == 0, "rope");

@@ -182,6 +182,7 @@ struct glm_session {
     uint64_t kv_size;
     uint16_t kv_dtype;
     uint64_t *k_off, *v_off, *ik_off; /* per layer; ik_off = RT_NONE-less: UINT64_MAX */
+    int32_t *toks;                    /* [n_ctx] the ids at positions [0, pos) */
 };
 
 /* One sequence's part of a forward pass. */

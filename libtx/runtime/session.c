@@ -166,9 +166,14 @@ TX_API int glm_session_create(glm_model_t *m, const struct glm_session_options *
     int L = c->num_hidden_layers;
     if (s)
         s->k_off = calloc((size_t)L * 3, sizeof(uint64_t));
-    if (!s || !s->k_off) {
-        if (s)
+    if (s)
+        s->toks = calloc((size_t)n_ctx, sizeof(int32_t));
+    if (!s || !s->k_off || !s->toks) {
+        if (s) {
+            free(s->k_off);
+            free(s->toks);
             free(s);
+        }
         return tx_error(TX_ENOMEM, "glm_session_create: out of memory");
     }
     s->v_off = s->k_off + L;
@@ -197,6 +202,7 @@ TX_API int glm_session_create(glm_model_t *m, const struct glm_session_options *
         if (s->kv_bo)
             tx_bo_free(s->kv_bo);
         free(s->k_off);
+        free(s->toks);
         free(s);
         return rc;
     }
@@ -219,6 +225,7 @@ TX_API void glm_session_free(glm_session_t *s)
     if (s->kv_bo)
         tx_bo_free(s->kv_bo);
     free(s->k_off);
+    free(s->toks);
     free(s);
 }
 
@@ -321,6 +328,8 @@ static int eval_locked(glm_session_t *s, const int32_t *ids, int n, unsigned fla
             f.n_ban = n_ban;
             f.sampled = sampled;
         }
+        /* the sequence's ids (repetition penalties read them) */
+        memcpy(s->toks + s->pos, ids + done, (size_t)k * sizeof(int32_t));
         rc = rt_forward(m, &f);
         if (rc)
             return rc;
@@ -356,10 +365,29 @@ TX_API int glm_model_sample_vocab(const glm_model_t *m)
     return m ? rt_sample_vocab(m) : 0;
 }
 
+/* The penalties apply to greedy decoding too. */
+static int penalty_check(const struct glm_sampling *s, const char *who)
+{
+    if (!isfinite(s->repeat_penalty) || s->repeat_penalty < 0.0f)
+        return tx_error(TX_EINVAL, "%s: repeat_penalty %g is not a finite value >= 0 (1 = off)",
+                        who, (double)s->repeat_penalty);
+    if (!isfinite(s->presence_penalty) || !isfinite(s->frequency_penalty))
+        return tx_error(TX_EINVAL, "%s: presence/frequency penalties must be finite", who);
+    if (s->repeat_last_n < -1 || s->repeat_last_n > GLM_MAX_REPEAT_LAST_N)
+        return tx_error(TX_EINVAL,
+                        "%s: repeat_last_n %d is outside [-1, %d] (0 = no penalties, -1 = the "
+                        "context up to %d)",
+                        who, s->repeat_last_n, GLM_MAX_REPEAT_LAST_N, GLM_MAX_REPEAT_LAST_N);
+    return TX_OK;
+}
+
 int rt_sampling_check(const glm_model_t *m, const struct glm_sampling *s, const char *who)
 {
     if (isnan(s->temperature))
         return tx_error(TX_EINVAL, "%s: temperature is NaN", who);
+    int prc = penalty_check(s, who);
+    if (prc)
+        return prc;
     if (!(s->temperature > 0.0f))
         return TX_OK; /* greedy: top-k and top-p play no part */
     if (s->top_k < 0)
@@ -373,17 +401,28 @@ int rt_sampling_check(const glm_model_t *m, const struct glm_sampling *s, const 
     if (!(s->top_p > 0.0f && s->top_p <= 1.0f))
         return tx_error(TX_EINVAL, "%s: top_p %g is outside (0, 1] (1 = all tokens)", who,
                         (double)s->top_p);
+    if (!(s->min_p >= 0.0f && s->min_p <= 1.0f))
+        return tx_error(TX_EINVAL, "%s: min_p %g is outside [0, 1] (0 = off)", who,
+                        (double)s->min_p);
+    if (s->order != GLM_SAMPLER_ORDER_LLAMA && s->order != GLM_SAMPLER_ORDER_TEMP_FIRST)
+        return tx_error(TX_EINVAL, "%s: sampler order %d is unknown", who, s->order);
     return TX_OK;
 }
+
 
 TX_API void glm_sampling_default(struct glm_sampling *s)
 {
     if (!s)
         return;
+    memset(s, 0, sizeof(*s));
     s->temperature = 0.8f;
     s->top_k = 40;
     s->top_p = 0.95f;
     s->seed = 0;
+    s->min_p = 0.05f;
+    s->repeat_penalty = 1.0f;
+    s->repeat_last_n = 64;
+    s->order = GLM_SAMPLER_ORDER_LLAMA;
 }
 
 static int decode_batch(const char *who, glm_session_t *const *sessions, const int32_t *ids, int n,
@@ -442,6 +481,8 @@ static int decode_batch(const char *who, glm_session_t *const *sessions, const i
         f.sampling = sampling;
         f.n_sampling = n_sampling;
         f.sampled = next;
+        for (int i = 0; i < n; i++)
+            sessions[i]->toks[sessions[i]->pos] = ids[i];
         rc = rt_forward(m, &f);
         if (!rc)
             for (int i = 0; i < n; i++)

@@ -220,7 +220,7 @@ START_TEST(test_batched_decode)
         OK(glm_eval(ss[i], ids[i], len, 0, NULL));
         first[i] = (int32_t)(i * 37 + 11) % V;
     }
-    struct glm_sampling g = {0.0f, 0, 1.0f, 0};
+    struct glm_sampling g = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
     OK(glm_decode_batch(bs, first, B, bl, &g, next));
     double worst = 0;
     for (int i = 0; i < B; i++) {
@@ -282,7 +282,7 @@ static void batch_guarantee(const char *plan, double *worst_out, int *ties_out)
         OK(glm_eval(ss[i], ids, len, 0, NULL));
         cur[i] = ids[len - 1];
     }
-    struct glm_sampling g = {0.0f, 0, 1.0f, 0};
+    struct glm_sampling g = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
     double worst = 0;
     int differ = 0, near = 0, bits_equal = 1;
     for (int step = 0; step < STEPS; step++) {
@@ -358,8 +358,10 @@ START_TEST(test_batch_sampling_each)
         bs[i] = session(m, 32, 0);
         OK(glm_eval(bs[i], prompt, 6, 0, NULL));
         first[i] = prompt[5];
-        smp[i] = (struct glm_sampling){2.0f, i == 2 ? 5 : 0, i == 3 ? 0.9f : 1.0f,
-                                       100 + (uint64_t)i};
+        smp[i] = (struct glm_sampling){.temperature = 2.0f,
+                                       .top_k = i == 2 ? 5 : 0,
+                                       .top_p = i == 3 ? 0.9f : 1.0f,
+                                       .seed = 100 + (uint64_t)i};
     }
     smp[0].temperature = 0.0f; /* session 0 greedy among sampling ones */
     smp[0].top_p = 0.0f;       /* ignored when greedy */
@@ -418,13 +420,13 @@ START_TEST(test_sampling_refused)
         struct glm_sampling smp;
         const char *what;
     } bad[] = {
-        {{0.8f, 4097, 0.95f, 0}, "top_k 4097 exceeds the device's limit of 4096"},
-        {{0.8f, -1, 0.95f, 0}, "top_k -1 is negative"},
-        {{0.8f, 40, 0.0f, 0}, "top_p 0 is outside (0, 1]"},
-        {{0.8f, 40, -0.5f, 0}, "top_p -0.5 is outside (0, 1]"},
-        {{0.8f, 40, 1.5f, 0}, "top_p 1.5 is outside (0, 1]"},
-        {{0.8f, 40, NAN, 0}, "top_p nan is outside (0, 1]"},
-        {{NAN, 40, 0.9f, 0}, "temperature is NaN"},
+        {{.temperature = 0.8f, .top_k = 4097, .top_p = 0.95f, .seed = 0}, "top_k 4097 exceeds the device's limit of 4096"},
+        {{.temperature = 0.8f, .top_k = -1, .top_p = 0.95f, .seed = 0}, "top_k -1 is negative"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = 0.0f, .seed = 0}, "top_p 0 is outside (0, 1]"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = -0.5f, .seed = 0}, "top_p -0.5 is outside (0, 1]"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = 1.5f, .seed = 0}, "top_p 1.5 is outside (0, 1]"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = NAN, .seed = 0}, "top_p nan is outside (0, 1]"},
+        {{.temperature = NAN, .top_k = 40, .top_p = 0.9f, .seed = 0}, "temperature is NaN"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct glm_generate_params p;
@@ -445,8 +447,10 @@ START_TEST(test_sampling_refused)
     printf("[runtime] sampling parameters the device cannot honour are refused: %s\n",
            tx_last_error());
     /* the limits themselves and greedy with any top-k/top-p are accepted */
-    struct glm_sampling ok[] = {{0.8f, 4096, 1.0f, 0}, {0.8f, 0, 1e-6f, 0}, {0.0f, -3, 0.0f, 0},
-                                {0.0f, 99999, 7.0f, 0}};
+    struct glm_sampling ok[] = {{.temperature = 0.8f, .top_k = 4096, .top_p = 1.0f},
+                                {.temperature = 0.8f, .top_k = 0, .top_p = 1e-6f},
+                                {.temperature = 0.0f, .top_k = -3, .top_p = 0.0f},
+                                {.temperature = 0.0f, .top_k = 99999, .top_p = 7.0f}};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         OK(glm_decode_batch(&s, prompt, 1, NULL, &ok[i], &next));
         ck_assert_int_lt(next, glm_model_sample_vocab(m));
@@ -510,7 +514,7 @@ START_TEST(test_sampling)
     int V = glm_model_config(m)->vocab_size;
     int32_t prompt[6], a[64], b[64], c[64];
     random_ids(prompt, 6, V, 3);
-    struct glm_sampling smp = {0.9f, 40, 0.95f, 7};
+    struct glm_sampling smp = {.temperature = 0.9f, .top_k = 40, .top_p = 0.95f, .seed = 7};
     struct glm_timings t;
     int na = gen(m, prompt, 6, 16, smp, NULL, -1, a, &t);
     int nb = gen(m, prompt, 6, 16, smp, NULL, -1, b, NULL);
@@ -538,7 +542,7 @@ START_TEST(test_sampling)
     ck_assert_int_eq(t0.n_prompt, 6);
 
     /* greedy = argmax of the logits */
-    struct glm_sampling greedy = {0.0f, 0, 1.0f, 0};
+    struct glm_sampling greedy = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
     int ng = gen(m, prompt, 6, 1, greedy, NULL, -1, c, NULL);
     ck_assert_int_eq(ng, 1);
     float *l = malloc(sizeof(float) * (size_t)V);
@@ -571,7 +575,7 @@ START_TEST(test_padding_never_sampled)
     int pad = 0, total = 0;
     for (uint64_t seed = 1; seed <= 3; seed++) {
         random_ids(prompt, 4, SV, 40 + seed);
-        struct glm_sampling hot = {3.0f, 0, 1.0f, seed};
+        struct glm_sampling hot = {.temperature = 3.0f, .top_k = 0, .top_p = 1.0f, .seed = seed};
         int n = gen(m, prompt, 4, 40, hot, NULL, -1, out, NULL);
         ck_assert_int_eq(n, 40);
         for (int i = 0; i < n; i++) {
@@ -597,7 +601,7 @@ START_TEST(test_padding_never_sampled)
             if (l[v] > l[am])
                 am = v;
         greedy_pad_larger += amv >= SV;
-        struct glm_sampling g = {0.0f, 0, 1.0f, 0};
+        struct glm_sampling g = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
         ck_assert_int_eq(gen(m, prompt, 4, 1, g, NULL, -1, out, NULL), 1);
         ck_assert_int_eq(out[0], am);
     }
@@ -618,7 +622,7 @@ START_TEST(test_stop_tokens)
     int V = glm_model_config(m)->vocab_size;
     int32_t prompt[5], a[64], b[64];
     random_ids(prompt, 5, V, 11);
-    struct glm_sampling greedy = {0.0f, 0, 1.0f, 0};
+    struct glm_sampling greedy = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
     int na = gen(m, prompt, 5, 12, greedy, NULL, -1, a, NULL);
     ck_assert_int_eq(na, 12);
     /* the first generated token that did not occur before it */
@@ -644,6 +648,85 @@ START_TEST(test_stop_tokens)
     int ns = glm_model_stop_tokens(m, st, 16);
     ck_assert_int_ge(ns, 1);
     ck_assert_int_eq(st[0], 256);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+/* ---- sampler order, min-p and penalties on the device (issue 17 item 9) ----- */
+
+START_TEST(test_sampler_order_penalties)
+{
+    struct glm_sampling d;
+    glm_sampling_default(&d);
+    ck_assert(d.temperature == 0.8f && d.top_k == 40 && d.top_p == 0.95f && d.min_p == 0.05f);
+    ck_assert(d.repeat_penalty == 1.0f && d.presence_penalty == 0.0f &&
+              d.frequency_penalty == 0.0f && d.repeat_last_n == 64);
+    ck_assert_int_eq(d.order, GLM_SAMPLER_ORDER_LLAMA);
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_F32, "golden");
+    int SV = glm_model_sample_vocab(m);
+    int32_t prompt[6], a[64], b[64];
+    random_ids(prompt, 6, SV, 13);
+    /* greedy repeats itself; a presence penalty over the whole context
+     * forbids every id seen (prompt included) */
+    struct glm_sampling g = {.temperature = 0.0f, .top_p = 1.0f};
+    int n = gen(m, prompt, 6, 24, g, NULL, -1, a, NULL);
+    ck_assert_int_eq(n, 24);
+    int rep0 = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            rep0 += a[j] == a[i];
+    g.presence_penalty = 1000.0f;
+    g.repeat_last_n = -1;
+    n = gen(m, prompt, 6, 24, g, NULL, -1, b, NULL);
+    int rep1 = 0;
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < i; j++)
+            rep1 += b[j] == b[i];
+        for (int j = 0; j < 6; j++)
+            rep1 += prompt[j] == b[i];
+    }
+    /* repeat_last_n 0: no penalties even with the values set */
+    g.repeat_last_n = 0;
+    int32_t c[64];
+    n = gen(m, prompt, 6, 24, g, NULL, -1, c, NULL);
+    ck_assert_mem_eq(a, c, sizeof(int32_t) * 24);
+    /* the two orders differ at a temperature != 1 with top-p */
+    struct glm_sampling o1 = {.temperature = 0.5f, .top_p = 0.6f, .seed = 5};
+    struct glm_sampling o2 = o1;
+    o2.order = GLM_SAMPLER_ORDER_TEMP_FIRST;
+    int d12 = 0;
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        o1.seed = o2.seed = seed;
+        int n1 = gen(m, prompt, 6, 16, o1, NULL, -1, a, NULL);
+        int n2 = gen(m, prompt, 6, 16, o2, NULL, -1, b, NULL);
+        ck_assert_int_eq(n1, n2);
+        d12 += memcmp(a, b, sizeof(int32_t) * 16) != 0;
+    }
+    printf("[runtime] greedy repeats %d pairs, with presence_penalty 1000 over the context %d; "
+           "llama vs temperature-first order: %d of 4 seeds differ\n",
+           rep0, rep1, d12);
+    ck_assert_int_gt(rep0, 0);
+    ck_assert_int_eq(rep1, 0);
+    ck_assert_int_gt(d12, 0);
+    /* refused */
+    glm_session_t *s = session(m, 32, 0);
+    int32_t next;
+    struct glm_sampling bad[4];
+    for (int i = 0; i < 4; i++)
+        glm_sampling_default(&bad[i]);
+    bad[0].min_p = 1.5f;
+    bad[1].order = 7;
+    bad[2].repeat_penalty = -1.0f;
+    bad[3].repeat_last_n = GLM_MAX_REPEAT_LAST_N + 1;
+    const char *what[4] = {"min_p 1.5", "order 7", "repeat_penalty -1", "repeat_last_n 4097"};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(glm_decode_batch(&s, prompt, 1, NULL, &bad[i], &next), TX_EINVAL);
+        ck_assert_msg(strstr(tx_last_error(), what[i]), "'%s' lacks '%s'", tx_last_error(),
+                      what[i]);
+    }
+    glm_session_free(s);
     OK(glm_model_free(m));
     tx_device_close(dev);
 }
@@ -682,7 +765,7 @@ START_TEST(test_ignore_eos)
     int hidden = 0, banned = 0, tot = 0;
     for (uint64_t seed = 1; seed <= 3; seed++) {
         random_ids(prompt, 4, SV, 60 + seed);
-        struct glm_sampling hot = {3.0f, 0, 1.0f, seed};
+        struct glm_sampling hot = {.temperature = 3.0f, .top_k = 0, .top_p = 1.0f, .seed = seed};
         struct glm_timings t;
         /* no stop tokens at all: ids < 80 are drawn */
         int n = gen_flags(m, prompt, 4, 40, hot, NULL, -1, 0, out, &t);
@@ -710,7 +793,7 @@ START_TEST(test_ignore_eos)
     ck_assert_int_gt(hidden, 0);
     ck_assert_int_eq(banned, 0);
     /* unknown flags are refused */
-    struct glm_sampling g = {0.0f, 0, 1.0f, 0};
+    struct glm_sampling g = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
     glm_session_t *s = session(m, 64, 0);
     struct glm_generate_params p;
     memset(&p, 0, sizeof(p));
@@ -1213,6 +1296,7 @@ static Suite *runtime_suite(void)
     tcase_add_test(tc, test_batched_decode_guarantee);
     tcase_add_test(tc, test_batch_sampling_each);
     tcase_add_test(tc, test_sampling_refused);
+    tcase_add_test(tc, test_sampler_order_penalties);
     tcase_add_test(tc, test_stop_tokens);
     tcase_add_test(tc, test_ignore_eos);
     tcase_add_test(tc, test_chat_template);

@@ -296,6 +296,13 @@ START_TEST(option_errors)
         {"glm-inference", "--temp", "0x1p3", "--temp: '0x1p3' is not a number in [0, 100]"},
         {"glm-inference", "--top-p", "0", "--top-p: '0' is not a number in (0, 1]"},
         {"glm-inference", "--top-k", "-1", "--top-k: '-1' is not an integer in [0, 2147483647]"},
+        {"glm-inference", "--min-p", "1.5", "--min-p: '1.5' is not a number in [0, 1]"},
+        {"glm-inference", "--repeat-last-n", "5000", "--repeat-last-n: '5000' is not an integer"},
+        {"glm-inference", "--repeat-penalty", "-1", "--repeat-penalty: '-1' is not a number"},
+        {"glm-inference", "--samplers", "top_p;top_k;temperature",
+         "--samplers: 'top_p;top_k;temperature' is not an order the device has"},
+        {"glm-inference", "--sampler-order", "random",
+         "--sampler-order: 'random' is not llama or temp-first"},
         {"glm-inference", "-c", "-1", "-c: '-1' is not an integer in [0, 2147483647]"},
         {"glm-inference", "-b", "99999999999", "-b: '99999999999' is not an integer in [0, "},
         {"glm-inference", "-s", "-2", "-s: '-2' is not an integer in [-1, "},
@@ -359,6 +366,10 @@ START_TEST(n_predict)
     struct res r = run(a0);
     ck_assert_msg(r.rc == 0, "%s", r.err);
     HAS(r.err, "generated 0 tokens (length)");
+    /* the defaults are llama.cpp's, labelled with their order */
+    HAS(r.err, "sampling on the device: penalties;top_k;top_p;min_p;temperature; temp 0.00, "
+               "top-k 40, top-p 0.95, min-p 0.05, repeat-penalty 1.00, presence 0.00, "
+               "frequency 0.00, last-n 64");
     HAS(r.err, "eval time =       0.00 ms /     0 runs");
     ck_assert_str_eq(r.out, "\n");
     res_free(&r);

@@ -51,6 +51,17 @@ static void usage(FILE *f)
             "      --temp T             temperature (default 0.8; 0 = greedy)\n"
             "      --top-k N            top-k (default 40, 0 = off)\n"
             "      --top-p P            top-p (default 0.95, 1 = off)\n"
+            "      --min-p P            min-p (default 0.05, 0 = off)\n"
+            "      --repeat-penalty R   repetition penalty (default 1.0 = off)\n"
+            "      --presence-penalty P presence penalty (default 0.0 = off)\n"
+            "      --frequency-penalty F frequency penalty (default 0.0 = off)\n"
+            "      --repeat-last-n N    ids the penalties look back (default 64; 0 = off,\n"
+            "                           -1 = the context up to 4096)\n"
+            "      --samplers LIST      sampler order, llama.cpp's names separated by ';':\n"
+            "                           top_k;top_p;min_p;temperature (default, llama.cpp) or\n"
+            "                           temperature;top_k;top_p;min_p (transformers);\n"
+            "                           penalties always come first\n"
+            "      --sampler-order NAME llama (default) or temp-first, the same two orders\n"
             "      --chat               apply the GLM chat template to the prompt (a user "
             "turn)\n"
             "      --system TEXT        with --chat: a system message\n"
@@ -108,6 +119,8 @@ struct opts {
     long long seed;
     float temp, top_p, lambda;
     int top_k;
+    float min_p, repeat_penalty, presence_penalty, frequency_penalty;
+    int repeat_last_n, sampler_order;
     int chat, no_think, ignore_eos, no_display, interactive, no_moe_config, lambda_set;
     int validate, v_inputs, v_tokens;
     unsigned long long v_seed;
@@ -548,7 +561,7 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
             ids[i] = (int32_t)((seed >> 33) % (uint64_t)c->vocab_size);
         }
         float *lg = malloc(sizeof(float) * (size_t)c->vocab_size);
-        struct glm_sampling greedy = {0.0f, 0, 1.0f, 0};
+        struct glm_sampling greedy = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
         int32_t next = 0;
         /* warm-up: weight conversions for this plan happen here */
         if (!lg || glm_eval(s, ids, 1, 0, lg)) {
@@ -668,6 +681,10 @@ int main(int argc, char **argv)
     o.temp = 0.8f;
     o.top_k = 40;
     o.top_p = 0.95f;
+    o.min_p = 0.05f;
+    o.repeat_penalty = 1.0f;
+    o.repeat_last_n = 64;
+    o.sampler_order = GLM_SAMPLER_ORDER_LLAMA;
     o.lambda = 0.2f;
     o.v_inputs = 100;
     o.v_tokens = 8;
@@ -708,6 +725,13 @@ int main(int argc, char **argv)
         O_MAXW,
         O_VERIFY,
         O_NOVERIFY,
+        O_MINP,
+        O_REPPEN,
+        O_PRESPEN,
+        O_FREQPEN,
+        O_REPLASTN,
+        O_SAMPLERS,
+        O_SORDER,
     };
     static const struct option lo[] = {
         {"checkpoint", required_argument, NULL, O_CKPT},
@@ -723,6 +747,13 @@ int main(int argc, char **argv)
         {"temp", required_argument, NULL, O_TEMP},
         {"top-k", required_argument, NULL, O_TOPK},
         {"top-p", required_argument, NULL, O_TOPP},
+        {"min-p", required_argument, NULL, O_MINP},
+        {"repeat-penalty", required_argument, NULL, O_REPPEN},
+        {"presence-penalty", required_argument, NULL, O_PRESPEN},
+        {"frequency-penalty", required_argument, NULL, O_FREQPEN},
+        {"repeat-last-n", required_argument, NULL, O_REPLASTN},
+        {"samplers", required_argument, NULL, O_SAMPLERS},
+        {"sampler-order", required_argument, NULL, O_SORDER},
         {"chat", no_argument, NULL, O_CHAT},
         {"system", required_argument, NULL, O_SYSTEM},
         {"no-think", no_argument, NULL, O_NOTHINK},
@@ -804,6 +835,60 @@ int main(int argc, char **argv)
             break;
         case O_TOPP:
             OPT(txc_opt_float(prog, "--top-p", optarg, 0, 1, TXC_LO_OPEN, &o.top_p));
+            break;
+        case O_MINP:
+            OPT(txc_opt_float(prog, "--min-p", optarg, 0, 1, 0, &o.min_p));
+            break;
+        case O_REPPEN:
+            OPT(txc_opt_float(prog, "--repeat-penalty", optarg, 0, 100, 0, &o.repeat_penalty));
+            break;
+        case O_PRESPEN:
+            OPT(txc_opt_float(prog, "--presence-penalty", optarg, -100, 100, 0,
+                              &o.presence_penalty));
+            break;
+        case O_FREQPEN:
+            OPT(txc_opt_float(prog, "--frequency-penalty", optarg, -100, 100, 0,
+                              &o.frequency_penalty));
+            break;
+        case O_REPLASTN:
+            OPT(txc_opt_int(prog, "--repeat-last-n", optarg, -1, GLM_MAX_REPEAT_LAST_N,
+                            "-1 = the context", &o.repeat_last_n));
+            break;
+        case O_SAMPLERS: {
+            /* llama.cpp's names; the device has two orders */
+            char norm[256];
+            size_t k = 0;
+            for (const char *q = optarg; *q && k + 1 < sizeof(norm); q++)
+                norm[k++] = *q == ',' ? ';' : *q;
+            norm[k] = 0;
+            const char *body = norm;
+            if (!strncmp(body, "penalties;", 10))
+                body += 10;
+            if (!strcmp(body, "top_k;top_p;min_p;temperature")) {
+                o.sampler_order = GLM_SAMPLER_ORDER_LLAMA;
+            } else if (!strcmp(body, "temperature;top_k;top_p;min_p")) {
+                o.sampler_order = GLM_SAMPLER_ORDER_TEMP_FIRST;
+            } else {
+                fprintf(stderr,
+                        "%s: --samplers: '%s' is not an order the device has; use "
+                        "top_k;top_p;min_p;temperature (llama.cpp) or "
+                        "temperature;top_k;top_p;min_p (transformers), optionally after "
+                        "penalties;\n",
+                        prog, optarg);
+                return 2;
+            }
+            break;
+        }
+        case O_SORDER:
+            if (!strcmp(optarg, "llama")) {
+                o.sampler_order = GLM_SAMPLER_ORDER_LLAMA;
+            } else if (!strcmp(optarg, "temp-first")) {
+                o.sampler_order = GLM_SAMPLER_ORDER_TEMP_FIRST;
+            } else {
+                fprintf(stderr, "%s: --sampler-order: '%s' is not llama or temp-first\n", prog,
+                        optarg);
+                return 2;
+            }
             break;
         case O_CHAT:
             o.chat = 1;
@@ -1158,10 +1243,22 @@ int main(int argc, char **argv)
     smp.temperature = o.temp;
     smp.top_k = o.top_k;
     smp.top_p = o.top_p;
+    smp.min_p = o.min_p;
+    smp.repeat_penalty = o.repeat_penalty;
+    smp.presence_penalty = o.presence_penalty;
+    smp.frequency_penalty = o.frequency_penalty;
+    smp.repeat_last_n = o.repeat_last_n;
+    smp.order = o.sampler_order;
     smp.seed = o.seed < 0 ? (uint64_t)time(NULL) : (uint64_t)o.seed;
-    fprintf(stderr, "%s: sampling on the device: temp %.2f, top-k %d, top-p %.2f, seed %llu\n",
-            prog, (double)smp.temperature, smp.top_k, (double)smp.top_p,
-            (unsigned long long)smp.seed);
+    fprintf(stderr,
+            "%s: sampling on the device: %s; temp %.2f, top-k %d, top-p %.2f, min-p %.2f, "
+            "repeat-penalty %.2f, presence %.2f, frequency %.2f, last-n %d, seed %llu\n",
+            prog,
+            smp.order == GLM_SAMPLER_ORDER_LLAMA ? "penalties;top_k;top_p;min_p;temperature"
+                                                 : "penalties;temperature;top_k;top_p;min_p",
+            (double)smp.temperature, smp.top_k, (double)smp.top_p, (double)smp.min_p,
+            (double)smp.repeat_penalty, (double)smp.presence_penalty,
+            (double)smp.frequency_penalty, smp.repeat_last_n, (unsigned long long)smp.seed);
 
     catch_signals();
     if (!ids && o.interactive) {
