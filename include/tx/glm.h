@@ -406,6 +406,21 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
  * without duplicates. Returns how many (may exceed cap). */
 TX_API int glm_model_stop_tokens(const glm_model_t *model, int32_t *ids, int cap);
 
+/*
+ * The chat format glm_chat_encode uses (enum tx_chat_format): the one set by
+ * glm_model_set_chat_format, else recognised from the text of the package's
+ * chat_template (tokenizer_config.json): GLM-4 ("<|user|>\n", no <think>),
+ * GLM-4.5/4.6 ("<|user|>\n", "/nothink") or GLM-4.7/5 ("<|user|>" then the
+ * content, "<|assistant|><think>"). An unknown template fails with
+ * TX_ENOTSUP (glm_chat_encode too) rather than render the wrong format; a
+ * package without a template gets the format of its architecture and why
+ * says so. why (may be NULL) receives one line: the format and the reason.
+ */
+TX_API int glm_model_chat_format(const glm_model_t *model, char *why, size_t whysz);
+/* fmt: an enum tx_chat_format (see tx_chat_format_from_name), 0 = from the
+ * package again. */
+TX_API int glm_model_set_chat_format(glm_model_t *model, int fmt);
+
 /* Encode a conversation with the GLM chat template of the model's
  * architecture ("[gMASK]<sop><|system|>...<|user|>...<|assistant|>").
  * flags: TX_CHAT_* (tx_tokenizer.h); the generation prompt is added.

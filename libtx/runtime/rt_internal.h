@@ -116,6 +116,7 @@ struct glm_model {
     struct glm_config cfg;
     struct tx_smd *smd;
     struct tx_tokenizer *tok;
+    int chat_format_override; /* glm_model_set_chat_format; 0 = from the package */
     glm_precision_plan_t stored_plan;
     uint32_t plan_group[RT_NLTYPES];
 

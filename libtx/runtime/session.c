@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
+
 #include <tx/tx_dtype.h>
 
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
@@ -536,6 +538,103 @@ TX_API int glm_model_stop_tokens(const glm_model_t *m, int32_t *ids, int cap)
     return n;
 }
 
+/* What follows the first "<|user|>" of the template text: a newline (raw,
+ * or the two characters \n of a Jinja string) in GLM-4 and GLM-4.5/4.6,
+ * content directly in GLM-4.7 and GLM-5. */
+static int user_newline(const char *t)
+{
+    const char *u = strstr(t, "<|user|>");
+    if (!u)
+        return -1;
+    u += 8;
+    return *u == '\n' || (u[0] == '\\' && u[1] == 'n');
+}
+
+/* The format of a chat_template text, or -1 (unknown). */
+static int format_of_template(const char *t, const char **which)
+{
+    if (!strstr(t, "[gMASK]<sop>") || !strstr(t, "<|assistant|>") || !strstr(t, "<|user|>"))
+        return -1;
+    int nl = user_newline(t);
+    int think = strstr(t, "<think>") != NULL;
+    if (nl == 1 && !think) {
+        *which = "GLM-4 (glm-4-9b-chat)";
+        return TX_CHAT_GLM4;
+    }
+    /* GLM-4.5/4.6: "<|user|>\n", "/nothink", generation prompt
+     * "<|assistant|>" + "\n<think></think>" without thinking */
+    if (nl == 1 && think && strstr(t, "/nothink")) {
+        *which = "GLM-4.5/4.6";
+        return TX_CHAT_GLM45;
+    }
+    /* GLM-4.7/5: "<|user|>" + content, generation prompt "<|assistant|><think>"
+     * or "<|assistant|></think>" */
+    if (nl == 0 && think && strstr(t, "</think>") && !strstr(t, "/nothink")) {
+        *which = "GLM-4.7/GLM-5";
+        return TX_CHAT_GLM5;
+    }
+    return -1;
+}
+
+static const char *format_name(int f)
+{
+    return f == TX_CHAT_GLM4 ? "glm4" : f == TX_CHAT_GLM45 ? "glm4.5" : "glm4.7";
+}
+
+TX_API int glm_model_chat_format(const glm_model_t *m, char *why, size_t whysz)
+{
+    if (!m)
+        return tx_error(TX_EINVAL, "glm_model_chat_format: model is NULL");
+    char tmp[256];
+    if (!why || !whysz) {
+        why = tmp;
+        whysz = sizeof(tmp);
+    }
+    if (m->chat_format_override) {
+        snprintf(why, whysz, "%s (set by the caller)", format_name(m->chat_format_override));
+        return m->chat_format_override;
+    }
+    size_t len = 0;
+    const char *tc = m->smd ? tx_smd_tokenizer_config_json(m->smd, &len) : NULL;
+    struct json_object *o = tc ? json_tokener_parse(tc) : NULL, *v = NULL;
+    const char *t = NULL;
+    if (o && json_object_object_get_ex(o, "chat_template", &v) &&
+        json_object_is_type(v, json_type_string))
+        t = json_object_get_string(v);
+    int f = -1;
+    if (!t) {
+        /* no template in the package: by architecture, said loudly */
+        f = m->cfg.arch == GLM_ARCH_GLM_MOE_DSA ? TX_CHAT_GLM5 : TX_CHAT_GLM45;
+        snprintf(why, whysz,
+                 "%s: the package has no chat_template (tokenizer_config.json), chosen by "
+                 "the architecture %s; set the format if this model is another GLM",
+                 format_name(f), m->cfg.arch == GLM_ARCH_GLM_MOE_DSA ? "glm_moe_dsa" : "glm4_moe");
+    } else {
+        const char *which = "";
+        f = format_of_template(t, &which);
+        if (f > 0)
+            snprintf(why, whysz, "%s: the package's chat_template is the %s template",
+                     format_name(f), which);
+    }
+    json_object_put(o);
+    if (f < 0)
+        return tx_error(TX_ENOTSUP,
+                        "the package's chat_template is not a GLM template this runtime renders "
+                        "(GLM-4, GLM-4.5/4.6, GLM-4.7/5); choose the format explicitly "
+                        "(glm_model_set_chat_format, glm-inference --chat-template-format)");
+    return f;
+}
+
+TX_API int glm_model_set_chat_format(glm_model_t *m, int fmt)
+{
+    if (!m)
+        return tx_error(TX_EINVAL, "glm_model_set_chat_format: model is NULL");
+    if (fmt != 0 && fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5)
+        return tx_error(TX_EINVAL, "glm_model_set_chat_format: unknown format %d", fmt);
+    m->chat_format_override = fmt;
+    return TX_OK;
+}
+
 TX_API int glm_chat_encode(const glm_model_t *m, const struct tx_chat_message *msgs, size_t n_msgs,
                            unsigned flags, int32_t **ids, size_t *n_ids)
 {
@@ -544,7 +643,10 @@ TX_API int glm_chat_encode(const glm_model_t *m, const struct tx_chat_message *m
         return tx_error(TX_EINVAL, "glm_chat_encode: NULL argument");
     if (!m->tok)
         return tx_error(TX_ENOTSUP, "glm_chat_encode: the package has no tokenizer");
-    enum tx_chat_format fmt = m->cfg.arch == GLM_ARCH_GLM_MOE_DSA ? TX_CHAT_GLM5 : TX_CHAT_GLM45;
+    int f = glm_model_chat_format(m, NULL, 0);
+    if (f < 0)
+        return f;
+    enum tx_chat_format fmt = (enum tx_chat_format)f;
     int rc =
         tx_tokenizer_chat_encode(m->tok, fmt, msgs, n_msgs, flags | TX_CHAT_ADD_GENERATION_PROMPT,
                                  ids, n_ids, err, sizeof(err));

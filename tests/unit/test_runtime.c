@@ -836,6 +836,114 @@ START_TEST(test_chat_template)
 }
 END_TEST
 
+/* ---- the chat format comes from the packaged chat_template (issue 17 item 1) - */
+
+/* Templates with the markers of the zai-org ones (abridged). */
+static const char tmpl_glm47[] =
+    "[gMASK]<sop>{%- for m in messages -%}{%- if m.role == 'system' -%}<|system|>{{ m.content "
+    "}}{%- elif m.role == 'user' -%}<|user|>{{ m.content }}{%- elif m.role == 'assistant' "
+    "-%}<|assistant|></think>{{ m.content }}{%- endif -%}{%- endfor -%}{%- if "
+    "add_generation_prompt -%}<|assistant|>{{- '</think>' if (enable_thinking is defined and "
+    "not enable_thinking) else '<think>' -}}{%- endif -%}";
+static const char tmpl_glm45[] =
+    "[gMASK]<sop>\n{%- for m in messages -%}{%- if m.role == 'user' -%}<|user|>\n{{ m.content "
+    "}}{{- '/nothink' if (enable_thinking is defined and not enable_thinking and not "
+    "m.content.endswith(\"/nothink\")) else '' -}}{%- elif m.role == 'assistant' "
+    "-%}<|assistant|>\n<think></think>\n{{ m.content }}{%- endif -%}{%- endfor -%}{%- if "
+    "add_generation_prompt -%}<|assistant|>{{- '\\n<think></think>' if (enable_thinking is "
+    "defined and not enable_thinking) else '' -}}{%- endif -%}";
+static const char tmpl_chatml[] = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content "
+                                  "}}<|im_end|>\n{% endfor %}<|im_start|>assistant\n";
+
+static glm_model_t *load_with_template(tx_device_t *dev, int k, const char *tmpl)
+{
+    char ck[300], smd[300], path[340];
+    snprintf(ck, sizeof(ck), "%s/tmpl%d", rts_tmpdir(), k);
+    snprintf(smd, sizeof(smd), "%s/tmpl%d.smd", rts_tmpdir(), k);
+    ck_assert_int_eq(rts_write_checkpoint(ck, GLM_ARCH_GLM4_MOE, NULL), 0);
+    if (tmpl) {
+        snprintf(path, sizeof(path), "%s/tokenizer_config.json", ck);
+        FILE *f = fopen(path, "w");
+        ck_assert(f);
+        fputs("{\"chat_template\": \"", f);
+        for (const char *c = tmpl; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                fputc('\\', f);
+            if (*c == '\n')
+                fputs("\\n", f);
+            else
+                fputc(*c, f);
+        }
+        fputs("\"}\n", f);
+        ck_assert_int_eq(fclose(f), 0);
+    }
+    ck_assert_int_eq(rts_export(ck, smd, "none"), 0);
+    glm_precision_plan_t p;
+    glm_plan_golden(&p);
+    OK(glm_plan_set(dev, &p));
+    glm_model_t *m = NULL;
+    OK(glm_model_load(dev, smd, NULL, &m));
+    return m;
+}
+
+static void expect_chat(glm_model_t *m, unsigned flags, const char *want)
+{
+    struct tx_chat_message msg = {"user", "hi", NULL};
+    int32_t *ids = NULL, *w = NULL;
+    size_t n = 0, nw = 0;
+    OK(glm_chat_encode(m, &msg, 1, flags, &ids, &n));
+    OK(glm_tokenize(m, want, &w, &nw));
+    ck_assert_msg(n == nw && !memcmp(ids, w, n * sizeof(int32_t)), "rendered %zu ids, \"%s\" is %zu",
+                  n, want, nw);
+    free(ids);
+    free(w);
+}
+
+START_TEST(test_chat_format_from_template)
+{
+    tx_device_t *dev = open_dev();
+    char why[256];
+    /* GLM-4.7 is glm4_moe, but renders like GLM-5 */
+    glm_model_t *m = load_with_template(dev, 0, tmpl_glm47);
+    ck_assert_int_eq(glm_model_chat_format(m, why, sizeof(why)), TX_CHAT_GLM5);
+    printf("[runtime] glm4_moe with the GLM-4.7 template: %s\n", why);
+    expect_chat(m, 0, "[gMASK]<sop><|user|>hi<|assistant|><think>");
+    expect_chat(m, TX_CHAT_NO_THINKING, "[gMASK]<sop><|user|>hi<|assistant|></think>");
+    /* the override */
+    OK(glm_model_set_chat_format(m, TX_CHAT_GLM45));
+    ck_assert_int_eq(glm_model_chat_format(m, why, sizeof(why)), TX_CHAT_GLM45);
+    expect_chat(m, 0, "[gMASK]<sop><|user|>\nhi<|assistant|>");
+    ck_assert_int_eq(glm_model_set_chat_format(m, 9), TX_EINVAL);
+    OK(glm_model_set_chat_format(m, 0));
+    ck_assert_int_eq(glm_model_chat_format(m, NULL, 0), TX_CHAT_GLM5);
+    OK(glm_model_free(m));
+    /* GLM-4.5/4.6 */
+    m = load_with_template(dev, 1, tmpl_glm45);
+    ck_assert_int_eq(glm_model_chat_format(m, why, sizeof(why)), TX_CHAT_GLM45);
+    printf("[runtime] glm4_moe with the GLM-4.5 template: %s\n", why);
+    expect_chat(m, 0, "[gMASK]<sop><|user|>\nhi<|assistant|>");
+    OK(glm_model_free(m));
+    /* an unknown template is refused, not rendered as GLM */
+    m = load_with_template(dev, 2, tmpl_chatml);
+    ck_assert_int_eq(glm_model_chat_format(m, why, sizeof(why)), TX_ENOTSUP);
+    struct tx_chat_message msg = {"user", "hi", NULL};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(glm_chat_encode(m, &msg, 1, 0, &ids, &n), TX_ENOTSUP);
+    ck_assert_ptr_nonnull(strstr(tx_last_error(), "--chat-template-format"));
+    printf("[runtime] unknown template: %s\n", tx_last_error());
+    OK(glm_model_set_chat_format(m, TX_CHAT_GLM5)); /* the caller decides */
+    expect_chat(m, 0, "[gMASK]<sop><|user|>hi<|assistant|><think>");
+    OK(glm_model_free(m));
+    /* no template: the architecture, said so */
+    m = load_with_template(dev, 3, NULL);
+    ck_assert_int_eq(glm_model_chat_format(m, why, sizeof(why)), TX_CHAT_GLM45);
+    ck_assert_ptr_nonnull(strstr(why, "no chat_template"));
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
 /* ---- expert load balancing -------------------------------------------------- */
 
 static double run_skewed(glm_model_t *m, enum glm_balance_mode mode, double *hot)
@@ -880,6 +988,43 @@ START_TEST(test_load_balance)
     double autom = run_skewed(m, GLM_BALANCE_AUTO, &hot2);
     printf("[runtime] load balance auto (min_expert_util 0.3): std %.1f%%\n", autom);
     ck_assert(autom < before);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+/* With load balancing on, routing depends on the model-wide expert counts of
+ * every earlier pass, so greedy decoding of one prompt differs after
+ * glm_session_reset; glm_model_expert_stats_reset makes it repeat
+ * (issue 17 item 11, docs/libtx-glm.md). */
+START_TEST(test_balance_reset_determinism)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_SKEW, "fp32");
+    struct glm_moe_options o;
+    glm_moe_defaults(&o);
+    o.balance = GLM_BALANCE_ON;
+    o.lambda = 0.2f;
+    OK(glm_model_set_moe(m, &o));
+    int SV = glm_model_sample_vocab(m);
+    int32_t prompt[8], a[64], b[64], c[64];
+    random_ids(prompt, 8, SV, 404);
+    struct glm_sampling g = {.temperature = 0.0f, .top_p = 1.0f};
+    OK(glm_model_expert_stats_reset(m));
+    int na = gen(m, prompt, 8, 40, g, NULL, -1, a, NULL);
+    int nb = gen(m, prompt, 8, 40, g, NULL, -1, b, NULL); /* counts carried over */
+    OK(glm_model_expert_stats_reset(m));
+    int nc = gen(m, prompt, 8, 40, g, NULL, -1, c, NULL);
+    ck_assert_int_eq(na, 40);
+    ck_assert_int_eq(nb, 40);
+    ck_assert_int_eq(nc, 40);
+    int diff = 0;
+    for (int i = 0; i < 40; i++)
+        diff += a[i] != b[i];
+    printf("[runtime] load balance on: greedy after a session reset differs in %d of 40 "
+           "tokens; after glm_model_expert_stats_reset it repeats exactly\n",
+           diff);
+    ck_assert_mem_eq(a, c, sizeof(int32_t) * 40);
     OK(glm_model_free(m));
     tx_device_close(dev);
 }
@@ -1300,7 +1445,9 @@ static Suite *runtime_suite(void)
     tcase_add_test(tc, test_stop_tokens);
     tcase_add_test(tc, test_ignore_eos);
     tcase_add_test(tc, test_chat_template);
+    tcase_add_test(tc, test_chat_format_from_template);
     tcase_add_test(tc, test_load_balance);
+    tcase_add_test(tc, test_balance_reset_determinism);
     tcase_add_test(tc, test_moe_yaml);
     tcase_add_test(tc, test_memory_labels);
     tcase_add_test(tc, test_malformed_packages);

@@ -301,6 +301,8 @@ START_TEST(option_errors)
         {"glm-inference", "--repeat-penalty", "-1", "--repeat-penalty: '-1' is not a number"},
         {"glm-inference", "--samplers", "top_p;top_k;temperature",
          "--samplers: 'top_p;top_k;temperature' is not an order the device has"},
+        {"glm-inference", "--chat-template-format", "chatml",
+         "--chat-template-format: unknown chat format \"chatml\""},
         {"glm-inference", "--sampler-order", "random",
          "--sampler-order: 'random' is not llama or temp-first"},
         {"glm-inference", "-c", "-1", "-c: '-1' is not an integer in [0, 2147483647]"},

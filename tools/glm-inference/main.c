@@ -65,6 +65,9 @@ static void usage(FILE *f)
             "      --chat               apply the GLM chat template to the prompt (a user "
             "turn)\n"
             "      --system TEXT        with --chat: a system message\n"
+            "      --chat-template-format NAME  (or --chat-template NAME) the chat format:\n"
+            "                           glm4, glm4.5 (= glm4.6), glm4.7 (= glm5, glm5.1);\n"
+            "                           default: recognised from the package's chat_template\n"
             "      --no-think           with --chat: thinking disabled\n"
             "      --ignore-eos         never sample the stop tokens (-inf logit bias)\n"
             "      --no-display-prompt  do not echo the prompt\n"
@@ -121,6 +124,7 @@ struct opts {
     int top_k;
     float min_p, repeat_penalty, presence_penalty, frequency_penalty;
     int repeat_last_n, sampler_order;
+    int chat_format;
     int chat, no_think, ignore_eos, no_display, interactive, no_moe_config, lambda_set;
     int validate, v_inputs, v_tokens;
     unsigned long long v_seed;
@@ -732,6 +736,7 @@ int main(int argc, char **argv)
         O_REPLASTN,
         O_SAMPLERS,
         O_SORDER,
+        O_CHATFMT,
     };
     static const struct option lo[] = {
         {"checkpoint", required_argument, NULL, O_CKPT},
@@ -755,6 +760,8 @@ int main(int argc, char **argv)
         {"samplers", required_argument, NULL, O_SAMPLERS},
         {"sampler-order", required_argument, NULL, O_SORDER},
         {"chat", no_argument, NULL, O_CHAT},
+        {"chat-template-format", required_argument, NULL, O_CHATFMT},
+        {"chat-template", required_argument, NULL, O_CHATFMT},
         {"system", required_argument, NULL, O_SYSTEM},
         {"no-think", no_argument, NULL, O_NOTHINK},
         {"ignore-eos", no_argument, NULL, O_IGNEOS},
@@ -893,6 +900,15 @@ int main(int argc, char **argv)
         case O_CHAT:
             o.chat = 1;
             break;
+        case O_CHATFMT: {
+            int f = tx_chat_format_from_name(optarg);
+            if (f < 0) {
+                fprintf(stderr, "%s: --chat-template-format: %s\n", prog, tx_last_error());
+                return 2;
+            }
+            o.chat_format = f;
+            break;
+        }
         case O_SYSTEM:
             o.system = optarg;
             break;
@@ -1127,6 +1143,19 @@ int main(int argc, char **argv)
         if (o.expert_stats)
             print_expert_stats(m);
         goto out;
+    }
+
+    /* the chat format: the option, else the package's chat_template */
+    if (o.chat || o.interactive) {
+        char why[256];
+        if (o.chat_format)
+            glm_model_set_chat_format(m, o.chat_format);
+        int f = glm_model_chat_format(m, why, sizeof(why));
+        if (f < 0) {
+            log_err("chat format");
+            goto out;
+        }
+        fprintf(stderr, "%s: chat format %s\n", prog, why);
     }
 
     /* the prompt */
