@@ -242,7 +242,10 @@ struct glm_session_options {
 TX_API int glm_session_create(glm_model_t *model, const struct glm_session_options *opt,
                               glm_session_t **out);
 TX_API void glm_session_free(glm_session_t *s);
-/* Forget the sequence (position 0); the KV cache memory stays. */
+/* Forget the sequence (position 0); the KV cache memory stays. With expert
+ * load balancing on, routing also depends on the model-wide expert counts
+ * of every earlier pass (all sessions), which this does not reset: call
+ * glm_model_expert_stats_reset too for a decode that repeats exactly. */
 TX_API int glm_session_reset(glm_session_t *s);
 TX_API int glm_session_pos(const glm_session_t *s);
 TX_API int glm_session_n_ctx(const glm_session_t *s);
