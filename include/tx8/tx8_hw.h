@@ -804,6 +804,7 @@ struct tx8_cmd_sample {
 	__u32 n_history;	/* ids per row (at most TX8_SAMPLE_MAX_HISTORY) */
 	__u32 rsvd;
 };
+
 #define TX8_SAMPLE_F_TEMP_LAST	(1u << 0)	/* hdr.flags: llama.cpp order */
 #define TX8_SAMPLE_MAX_HISTORY	65536
 #define TX8_CMD_SAMPLE_SIZE_1_2	__builtin_offsetof(struct tx8_cmd_sample, min_p)
