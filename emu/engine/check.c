@@ -437,9 +437,19 @@ int eng_check_dsa_index(struct eng_cmd *c)
 
 int eng_check_sample(struct eng_cmd *c)
 {
-    const struct tx8_cmd_sample *m = c->cmd;
-    if (m->hdr.flags || isnan(m->temperature) || isnan(m->top_p) || m->top_p <= 0.0f)
+    struct tx8_cmd_sample mm;
+    const struct tx8_cmd_sample *m = &mm;
+    eng_sample_cmd(c, &mm);
+    if ((m->hdr.flags & ~(uint32_t)TX8_SAMPLE_F_TEMP_LAST) || isnan(m->temperature) ||
+        isnan(m->top_p) || m->top_p <= 0.0f || m->rsvd)
         return TX8_STATUS_INVALID_CMD;
+    /* 1.3: min-p in [0, 1], finite penalties, repeat_penalty >= 0 */
+    if (!(m->min_p >= 0.0f && m->min_p <= 1.0f) || !isfinite(m->repeat_penalty) ||
+        m->repeat_penalty < 0.0f || !isfinite(m->presence_penalty) ||
+        !isfinite(m->frequency_penalty) || m->n_history > TX8_SAMPLE_MAX_HISTORY)
+        return TX8_STATUS_INVALID_CMD;
+    if (m->n_history && m->rows)
+        TRY(vec(c, m->history, (uint64_t)m->rows * m->n_history, 4, R));
     if (!m->rows)
         return 0;
     if (!m->vocab || m->top_k > TX8_ENGINE_MAX_TOPK)

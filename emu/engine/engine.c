@@ -640,26 +640,26 @@ int eng_acc_check(struct eng_cmd *c, uint64_t addr, uint64_t bytes, unsigned acc
 /* ------------------------------------------------------------------------ */
 
 const struct eng_op eng_ops[TX8_OP_COUNT] = {
-    [TX8_OP_NOP] = {sizeof(struct tx8_cmd_hdr), eng_check_nop, eng_exec_nop},
-    [TX8_OP_FILL] = {sizeof(struct tx8_cmd_fill), eng_check_fill, eng_exec_fill},
-    [TX8_OP_COPY] = {sizeof(struct tx8_cmd_copy), eng_check_copy, eng_exec_copy},
-    [TX8_OP_CONVERT] = {sizeof(struct tx8_cmd_convert), eng_check_convert, eng_exec_convert},
-    [TX8_OP_MATMUL] = {sizeof(struct tx8_cmd_matmul), eng_check_matmul, eng_exec_matmul},
-    [TX8_OP_RMSNORM] = {sizeof(struct tx8_cmd_rmsnorm), eng_check_rmsnorm, eng_exec_rmsnorm},
-    [TX8_OP_LAYERNORM] = {sizeof(struct tx8_cmd_layernorm), eng_check_layernorm,
+    [TX8_OP_NOP] = {sizeof(struct tx8_cmd_hdr), 0, eng_check_nop, eng_exec_nop},
+    [TX8_OP_FILL] = {sizeof(struct tx8_cmd_fill), 0, eng_check_fill, eng_exec_fill},
+    [TX8_OP_COPY] = {sizeof(struct tx8_cmd_copy), 0, eng_check_copy, eng_exec_copy},
+    [TX8_OP_CONVERT] = {sizeof(struct tx8_cmd_convert), 0, eng_check_convert, eng_exec_convert},
+    [TX8_OP_MATMUL] = {sizeof(struct tx8_cmd_matmul), 0, eng_check_matmul, eng_exec_matmul},
+    [TX8_OP_RMSNORM] = {sizeof(struct tx8_cmd_rmsnorm), 0, eng_check_rmsnorm, eng_exec_rmsnorm},
+    [TX8_OP_LAYERNORM] = {sizeof(struct tx8_cmd_layernorm), 0, eng_check_layernorm,
                           eng_exec_layernorm},
-    [TX8_OP_ROPE] = {sizeof(struct tx8_cmd_rope), eng_check_rope, eng_exec_rope},
-    [TX8_OP_ATTENTION] = {sizeof(struct tx8_cmd_attention), eng_check_attention,
+    [TX8_OP_ROPE] = {sizeof(struct tx8_cmd_rope), 0, eng_check_rope, eng_exec_rope},
+    [TX8_OP_ATTENTION] = {sizeof(struct tx8_cmd_attention), 0, eng_check_attention,
                           eng_exec_attention},
-    [TX8_OP_SWIGLU] = {sizeof(struct tx8_cmd_swiglu), eng_check_swiglu, eng_exec_swiglu},
-    [TX8_OP_ADD] = {sizeof(struct tx8_cmd_add), eng_check_add, eng_exec_add},
-    [TX8_OP_EMBED] = {sizeof(struct tx8_cmd_embed), eng_check_embed, eng_exec_embed},
-    [TX8_OP_MOE_ROUTE] = {sizeof(struct tx8_cmd_moe_route), eng_check_moe_route,
+    [TX8_OP_SWIGLU] = {sizeof(struct tx8_cmd_swiglu), 0, eng_check_swiglu, eng_exec_swiglu},
+    [TX8_OP_ADD] = {sizeof(struct tx8_cmd_add), 0, eng_check_add, eng_exec_add},
+    [TX8_OP_EMBED] = {sizeof(struct tx8_cmd_embed), 0, eng_check_embed, eng_exec_embed},
+    [TX8_OP_MOE_ROUTE] = {sizeof(struct tx8_cmd_moe_route), 0, eng_check_moe_route,
                           eng_exec_moe_route},
-    [TX8_OP_MOE_FFN] = {sizeof(struct tx8_cmd_moe_ffn), eng_check_moe_ffn, eng_exec_moe_ffn},
-    [TX8_OP_DSA_INDEX] = {sizeof(struct tx8_cmd_dsa_index), eng_check_dsa_index,
+    [TX8_OP_MOE_FFN] = {sizeof(struct tx8_cmd_moe_ffn), 0, eng_check_moe_ffn, eng_exec_moe_ffn},
+    [TX8_OP_DSA_INDEX] = {sizeof(struct tx8_cmd_dsa_index), 0, eng_check_dsa_index,
                           eng_exec_dsa_index},
-    [TX8_OP_SAMPLE] = {sizeof(struct tx8_cmd_sample), eng_check_sample, eng_exec_sample},
+    [TX8_OP_SAMPLE] = {sizeof(struct tx8_cmd_sample), TX8_CMD_SAMPLE_SIZE_1_2, eng_check_sample, eng_exec_sample},
 };
 
 static int validate_desc(const struct tx8_engine *e, const struct tx8_job_desc *job)
@@ -742,7 +742,9 @@ static void exec_job(struct tx8_engine *e)
         c.e = e;
         c.index = ncmd;
         c.cmd = e->cmdbuf + off;
-        if (h.opcode >= TX8_OP_COUNT || h.size != eng_ops[h.opcode].size ||
+        if (h.opcode >= TX8_OP_COUNT ||
+            (h.size != eng_ops[h.opcode].size &&
+             (!eng_ops[h.opcode].size_old || h.size != eng_ops[h.opcode].size_old)) ||
             h.size > job->cmd_size - off) {
             st = TX8_STATUS_INVALID_CMD;
             goto fail_cmd;

@@ -292,6 +292,7 @@ int eng_acc_check(struct eng_cmd *c, uint64_t addr, uint64_t bytes, unsigned acc
 /* Opcode table */
 struct eng_op {
     uint32_t size;
+    uint32_t size_old; /* an earlier minor's (shorter) form, or 0 */
     int (*check)(struct eng_cmd *c);
     int (*exec)(struct eng_cmd *c);
 };
@@ -317,6 +318,8 @@ ENG_DECL_OP(moe_route);
 ENG_DECL_OP(moe_ffn);
 ENG_DECL_OP(dsa_index);
 ENG_DECL_OP(sample);
+/* The SAMPLE command of c in its 1.3 form (a 1.2 command zero-extended). */
+void eng_sample_cmd(const struct eng_cmd *c, struct tx8_cmd_sample *out);
 
 /* Weights: static check of a tx8_weight's fields and direct ranges. */
 int eng_weight_check(struct eng_cmd *c, const struct tx8_weight *w, int direct);

@@ -136,7 +136,50 @@ struct sample_ctx {
     const float *logits;
     int32_t *out;
     float *probs;
+    const int32_t *history;
 };
+
+void eng_sample_cmd(const struct eng_cmd *c, struct tx8_cmd_sample *out)
+{
+    struct tx8_cmd_hdr h;
+    memcpy(&h, c->cmd, sizeof(h));
+    size_t n = h.size < sizeof(*out) ? h.size : sizeof(*out);
+    memset(out, 0, sizeof(*out));
+    memcpy(out, c->cmd, n);
+}
+
+static int i32_cmp(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* llama.cpp's penalties on the row copy z (ids of the history < V). */
+static void apply_penalties(const struct tx8_cmd_sample *m, const int32_t *hist, float *z,
+                            size_t V, int32_t *tmp)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < m->n_history; i++)
+        if (hist[i] >= 0 && (size_t)hist[i] < V)
+            tmp[n++] = hist[i];
+    if (!n)
+        return;
+    qsort(tmp, n, sizeof(*tmp), i32_cmp);
+    float rp = m->repeat_penalty;
+    int rep = rp != 0.0f && rp != 1.0f;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && tmp[j] == tmp[i])
+            j++;
+        float *l = &z[tmp[i]];
+        if (!isnan(*l) && isfinite(*l)) {
+            if (rep)
+                *l = *l > 0 ? *l / rp : *l * rp;
+            *l -= (float)(j - i) * m->frequency_penalty + m->presence_penalty;
+        }
+        i = j;
+    }
+}
 
 static int cand_cmp(const void *a, const void *b)
 {
@@ -154,45 +197,95 @@ static int idx_cmp(const void *a, const void *b)
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
+/* Argmax: the lowest id among the largest non-NaN logits; 0 if all are NaN.
+ * *n_max: how many logits equal the largest one. */
+static size_t argmax_row(const float *lg, size_t V, float *bv_out, size_t *n_max)
+{
+    size_t best = 0, cnt = 0;
+    float bv = -INFINITY;
+    int found = 0;
+    for (size_t i = 0; i < V; i++) {
+        if (isnan(lg[i]))
+            continue;
+        if (!found || lg[i] > bv) {
+            bv = lg[i];
+            best = i;
+            found = 1;
+            cnt = 1;
+        } else if (lg[i] == bv) {
+            cnt++;
+        }
+    }
+    *bv_out = found ? bv : NAN;
+    *n_max = cnt;
+    return best;
+}
+
 static void sample_row(struct sample_ctx *c, size_t row, struct eng_worker *w)
 {
     const struct tx8_cmd_sample *m = c->m;
     const float *lg = c->logits + row * m->ld_logits;
     size_t V = m->vocab;
+    struct eng_cand *cd = eng_wscratch(w, W_TMP, V * sizeof(struct eng_cand));
+    float *z = eng_wscratch(w, W_TMP2, V * 4);
+    if (!cd || !z)
+        return;
+    /* penalties first, on a copy of the row */
+    if (c->history && m->n_history) {
+        int32_t *tmp = eng_wscratch(w, W_TMP3, (size_t)m->n_history * 4);
+        float *pz = eng_wscratch(w, W_C, V * 4);
+        if (!tmp || !pz)
+            return;
+        memcpy(pz, lg, V * 4);
+        apply_penalties(m, c->history + row * m->n_history, pz, V, tmp);
+        lg = pz;
+    }
+    float bv;
+    size_t n_max;
+    size_t best = argmax_row(lg, V, &bv, &n_max);
 
-    /* greedy */
-    if (!(m->temperature > 0.0f)) {
-        size_t best = 0;
-        float bv = -INFINITY;
-        int found = 0;
-        for (size_t i = 0; i < V; i++) {
-            if (!isnan(lg[i]) && (!found || lg[i] > bv)) {
-                bv = lg[i];
-                best = i;
-                found = 1;
-            }
-        }
+    /* greedy; also when no logit is finite enough to sample from (all NaN or
+     * all -inf) */
+    if (!(m->temperature > 0.0f) || isnan(bv) || bv == -INFINITY) {
         c->out[row] = (int32_t)best;
         if (c->probs) {
-            double sum = 0;
-            for (size_t i = 0; i < V; i++)
-                if (!isnan(lg[i]))
-                    sum += exp((double)lg[i] - bv);
-            c->probs[row] = found && sum > 0 ? (float)(1.0 / sum) : 0.0f;
+            double p = 0;
+            if (bv == INFINITY) {
+                p = 1.0 / (double)n_max; /* the +inf logits share the mass */
+            } else if (!isnan(bv) && bv != -INFINITY) {
+                double sum = 0;
+                for (size_t i = 0; i < V; i++)
+                    if (!isnan(lg[i]))
+                        sum += exp((double)lg[i] - bv);
+                p = sum > 0 ? 1.0 / sum : 0.0;
+            }
+            c->probs[row] = (float)p;
         }
         return;
     }
 
     size_t K = m->top_k && m->top_k < V ? m->top_k : V;
-    struct eng_cand *cd = eng_wscratch(w, W_TMP, V * sizeof(struct eng_cand));
-    float *z = eng_wscratch(w, W_TMP2, V * 4);
-    if (!cd || !z)
-        return;
-    float inv_t = 1.0f / m->temperature;
+    /*
+     * z = (logit - max) in double, divided by the temperature unless the
+     * temperature comes last (TX8_SAMPLE_F_TEMP_LAST: the filters see the
+     * probabilities at temperature 1). 1 / temperature cannot overflow in
+     * double (the smallest f32 temperature gives ~7e44) and the largest z
+     * is exactly 0, so a tiny temperature keeps the maximum (and exact ties
+     * with it) and sends everything else to -inf: greedy. NaN logits are
+     * -inf (never drawn). If some logits are +inf they alone share the
+     * probability (the limit of the softmax), ties broken by id as usual.
+     */
+    int temp_last = (m->hdr.flags & TX8_SAMPLE_F_TEMP_LAST) != 0;
+    double inv_t = 1.0 / (double)m->temperature;
+    double sel_t = temp_last ? 1.0 : inv_t;
     for (size_t i = 0; i < V; i++) {
-        z[i] = lg[i] * inv_t;
-        if (isnan(z[i]))
+        float l = lg[i];
+        if (isnan(l) || l == -INFINITY)
             z[i] = -INFINITY;
+        else if (bv == INFINITY)
+            z[i] = l == INFINITY ? 0.0f : -INFINITY;
+        else
+            z[i] = (float)(((double)l - (double)bv) * sel_t);
     }
     size_t n;
     int sorted = 0;
@@ -210,8 +303,8 @@ static void sample_row(struct sample_ctx *c, size_t row, struct eng_worker *w)
     for (size_t i = 0; i < n; i++)
         if (cd[i].s > zmax)
             zmax = cd[i].s;
-    if (zmax == -INFINITY) { /* every logit -inf or NaN */
-        c->out[row] = 0;
+    if (zmax == -INFINITY) { /* not reached: the maximum is finite or +inf */
+        c->out[row] = (int32_t)best;
         if (c->probs)
             c->probs[row] = 0;
         return;
@@ -238,12 +331,36 @@ static void sample_row(struct sample_ctx *c, size_t row, struct eng_worker *w)
         total = cum < lim ? total : cum;
         sorted = 1;
     }
+    /* min-p: keep p >= min_p * p_max (p_max is exp(0) = 1 here) */
+    if (m->min_p > 0.0f) {
+        size_t k = 0;
+        double t2 = 0;
+        for (size_t i = 0; i < n; i++)
+            if (cd[i].s >= m->min_p) {
+                cd[k++] = cd[i];
+                t2 += cd[i].s;
+            }
+        n = k; /* the maximum (1 >= min_p) always stays */
+        total = t2;
+    }
+    /* the temperature last: the kept tokens' probabilities at it */
+    if (temp_last && inv_t != 1.0) {
+        total = 0;
+        for (size_t i = 0; i < n; i++) {
+            float l = lg[cd[i].i];
+            double zz = bv == INFINITY ? 0.0 : ((double)l - (double)bv) * inv_t;
+            cd[i].s = (float)exp(zz);
+            total += cd[i].s;
+        }
+    }
     /* draw: walk the kept tokens in increasing id order */
     if (sorted)
         qsort(cd, n, sizeof(*cd), idx_cmp);
     double u = eng_rand_uniform(m->seed, m->counter + row) * total;
     double cum = 0;
     size_t pick = n - 1;
+    while (pick > 0 && !(cd[pick].s > 0)) /* rounding fallback: never a zero */
+        pick--;
     for (size_t i = 0; i < n; i++) {
         cum += cd[i].s;
         if (cum > u) {
@@ -264,12 +381,18 @@ static void sample_fn(void *p, size_t b, size_t end, struct eng_worker *w)
 
 int eng_exec_sample(struct eng_cmd *c)
 {
-    const struct tx8_cmd_sample *m = c->cmd;
+    struct tx8_cmd_sample mm;
+    const struct tx8_cmd_sample *m = &mm;
+    eng_sample_cmd(c, &mm);
     struct tx8_engine *e = c->e;
     if (!m->rows)
         return 0;
-    struct sample_ctx s = {e, m, eng_ptr(e, m->logits), eng_ptr(e, m->out),
-                           m->probs ? eng_ptr(e, m->probs) : NULL};
+    struct sample_ctx s = {e,
+                           m,
+                           eng_ptr(e, m->logits),
+                           eng_ptr(e, m->out),
+                           m->probs ? eng_ptr(e, m->probs) : NULL,
+                           m->n_history ? eng_ptr(e, m->history) : NULL};
     eng_parallel(e, m->rows, 1, sample_fn, &s);
     return 0;
 }

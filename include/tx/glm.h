@@ -242,11 +242,18 @@ struct glm_session_options {
 TX_API int glm_session_create(glm_model_t *model, const struct glm_session_options *opt,
                               glm_session_t **out);
 TX_API void glm_session_free(glm_session_t *s);
-/* Forget the sequence (position 0); the KV cache memory stays. */
+/* Forget the sequence (position 0); the KV cache memory stays. With expert
+ * load balancing on, routing also depends on the model-wide expert counts
+ * of every earlier pass (all sessions), which this does not reset: call
+ * glm_model_expert_stats_reset too for a decode that repeats exactly. */
 TX_API int glm_session_reset(glm_session_t *s);
 TX_API int glm_session_pos(const glm_session_t *s);
 TX_API int glm_session_n_ctx(const glm_session_t *s);
 TX_API glm_model_t *glm_session_model(const glm_session_t *s);
+/* Keep the first pos positions of the sequence (0 <= pos <= the current
+ * position; the KV cache of positions [0, pos) is reused as it is, later
+ * evaluation overwrites the rest). glm_session_reset is truncate to 0. */
+TX_API int glm_session_truncate(glm_session_t *s, int pos);
 
 /* glm_eval flags */
 #define GLM_EVAL_ALL_LOGITS (1u << 0) /* logits of every position, else the last */
@@ -258,24 +265,76 @@ TX_API glm_model_t *glm_session_model(const glm_session_t *s);
  */
 TX_API int glm_eval(glm_session_t *s, const int32_t *ids, int n, unsigned flags, float *logits);
 
-/* Sampling parameters of the device's SAMPLE command. */
+/* Sampling parameters of the device's SAMPLE command. With temperature > 0
+ * a top_k above the device's limit (caps.max_topk, 4096 on tx8-emu), a
+ * negative top_k, a top_p outside (0, 1] or a NaN temperature are refused
+ * (TX_EINVAL naming the field); greedy ignores top_k and top_p. */
 struct glm_sampling {
     float temperature; /* <= 0: greedy (argmax) */
     int top_k;         /* 0 = all */
     float top_p;       /* (0, 1], 1 = all */
     uint64_t seed;     /* same seed and inputs give the same tokens */
+    /* Appended (zero = off / llama.cpp's order). A literal of the first four
+     * fields keeps its meaning except the order: see enum glm_sampler_order. */
+    float min_p;             /* [0, 1]: keep p >= min_p * p_max; 0 = off */
+    float repeat_penalty;    /* >= 0; 0 or 1 = off */
+    float presence_penalty;  /* subtracted once from a logit of a seen id */
+    float frequency_penalty; /* subtracted per occurrence */
+    int repeat_last_n;       /* ids looked back for the penalties: 0 = none (off),
+                                -1 = the context up to GLM_MAX_REPEAT_LAST_N */
+    int order;               /* enum glm_sampler_order */
 };
-/* llama.cpp defaults: temperature 0.8, top_k 40, top_p 0.95, seed 0. */
+#define GLM_MAX_REPEAT_LAST_N 4096
+/*
+ * Penalties come first (llama.cpp's penalties sampler, on the last
+ * repeat_last_n ids of the session: prompt and generated), also for greedy.
+ * Then, with temperature > 0:
+ *  LLAMA (0):      top-k, top-p, min-p on the probabilities at temperature 1,
+ *                  then the temperature on the kept tokens (llama.cpp);
+ *  TEMP_FIRST (1): the temperature first, then top-k, top-p, min-p on the
+ *                  tempered probabilities (transformers' warpers; the only
+ *                  order before min-p existed).
+ */
+enum glm_sampler_order {
+    GLM_SAMPLER_ORDER_LLAMA = 0,
+    GLM_SAMPLER_ORDER_TEMP_FIRST = 1,
+};
+/* llama.cpp's defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,
+ * repeat_penalty 1 (off), presence/frequency 0, repeat_last_n 64, the
+ * LLAMA order, seed 0. */
 TX_API void glm_sampling_default(struct glm_sampling *s);
+
+/* How many ids the device sampler chooses from: the tokenizer's vocabulary
+ * size when the package has a tokenizer with fewer ids than
+ * config.vocab_size (the other lm_head rows are padding and are never
+ * sampled, greedy included), else vocab_size. Logits returned by glm_eval
+ * and glm_decode_batch still have vocab_size entries. */
+TX_API int glm_model_sample_vocab(const glm_model_t *m);
 
 /*
  * Batched decode: one token for each of n sessions (of the same model) in one
  * device pass. logits: NULL or [n x vocab]. If sampling is not NULL, a token
  * is drawn on the device for every session into next[n] (sessions sample
- * with counter = their position, so results equal single-session decoding).
+ * with counter = their position). Not bit-identical to single-session
+ * decoding: the matmul kernels tile the rows of a pass, so the reduction
+ * order of a row depends on the batch; per row the logits agree within
+ * 1e-5 of the row's largest |logit|, and tokens agree except at near-ties
+ * of that size (docs/libtx-glm.md, "Batched decode: the guarantee").
  */
 TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, int n,
                             float *logits, const struct glm_sampling *sampling, int32_t *next);
+/*
+ * glm_decode_batch with one glm_sampling per session: sampling[i] (its
+ * temperature, top-k, top-p and seed) draws next[i]. The random number of
+ * a draw is keyed by (sampling[i].seed, the session's position), so every
+ * session has its own stream: a session gives the tokens it would give
+ * alone with that seed, whatever the other sessions of the batch use.
+ * With glm_decode_batch (one glm_sampling for all) sessions at the same
+ * position draw the same number.
+ */
+TX_API int glm_decode_batch_each(glm_session_t *const *sessions, const int32_t *ids, int n,
+                                 float *logits, const struct glm_sampling *sampling,
+                                 int32_t *next);
 
 /* ------------------------------------------------------------------------ */
 /* Generation                                                                */
@@ -305,8 +364,14 @@ struct glm_generate_params {
     int n_stop;
     glm_token_cb on_token; /* may be NULL */
     void *user;
-    int rsvd[4];
+    unsigned flags; /* GLM_GEN_* (was rsvd[0]: zero keeps the old behaviour) */
+    int rsvd[3];
 };
+/* glm_generate_params.flags: the stop tokens (stop[], or the model's when
+ * stop is NULL and n_stop 0) get a -inf logit bias on the device, as
+ * llama.cpp's --ignore-eos: they are never sampled, and generation runs to
+ * n_predict or the end of the context. */
+#define GLM_GEN_IGNORE_EOS (1u << 0)
 
 struct glm_timings {
     double load_ms;   /* the model's load time */
@@ -343,6 +408,21 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
  * tokens of its tokenizer (<|endoftext|>, <|user|>, <|observation|>),
  * without duplicates. Returns how many (may exceed cap). */
 TX_API int glm_model_stop_tokens(const glm_model_t *model, int32_t *ids, int cap);
+
+/*
+ * The chat format glm_chat_encode uses (enum tx_chat_format): the one set by
+ * glm_model_set_chat_format, else recognised from the text of the package's
+ * chat_template (tokenizer_config.json): GLM-4 ("<|user|>\n", no <think>),
+ * GLM-4.5/4.6 ("<|user|>\n", "/nothink") or GLM-4.7/5 ("<|user|>" then the
+ * content, "<|assistant|><think>"). An unknown template fails with
+ * TX_ENOTSUP (glm_chat_encode too) rather than render the wrong format; a
+ * package without a template gets the format of its architecture and why
+ * says so. why (may be NULL) receives one line: the format and the reason.
+ */
+TX_API int glm_model_chat_format(const glm_model_t *model, char *why, size_t whysz);
+/* fmt: an enum tx_chat_format (see tx_chat_format_from_name), 0 = from the
+ * package again. */
+TX_API int glm_model_set_chat_format(glm_model_t *model, int fmt);
 
 /* Encode a conversation with the GLM chat template of the model's
  * architecture ("[gMASK]<sop><|system|>...<|user|>...<|assistant|>").

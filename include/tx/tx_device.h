@@ -400,6 +400,11 @@ struct tx_sample_args {
     uint64_t seed, counter;
     uint32_t rows, vocab, ld_logits, top_k;
     float temperature, top_p;
+    /* interface 1.3 (all 0: the 1.2 command is sent, any device takes it) */
+    float min_p, repeat_penalty, presence_penalty, frequency_penalty;
+    tx_ref_t history;   /* i32 [rows][n_history] ids to penalise (< 0: none) */
+    uint32_t n_history;
+    uint32_t flags; /* TX8_SAMPLE_F_TEMP_LAST: llama.cpp's order */
 };
 TX_API int tx_cmd_sample(tx_cmdbuf_t *cb, const struct tx_sample_args *a);
 

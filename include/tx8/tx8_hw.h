@@ -58,7 +58,7 @@ typedef float tx8_f32;
 
 #define TX8_SIGNATURE			0x30385854u	/* "TX80" in memory */
 #define TX8_IF_VERSION_MAJOR		1
-#define TX8_IF_VERSION_MINOR		2
+#define TX8_IF_VERSION_MINOR		3
 #define TX8_IF_VERSION \
 	((TX8_IF_VERSION_MAJOR << 16) | TX8_IF_VERSION_MINOR)
 #define TX8_IF_MAJOR(v)			((v) >> 16)
@@ -755,12 +755,18 @@ struct tx8_cmd_dsa_index {
 /*
  * SAMPLE: for each of the `rows` rows of logits f32 [rows][ld_logits] (vocab
  * entries used), choose a token into out i32 [rows].
- * temperature <= 0: argmax (ties: lower id). Otherwise: logits / temperature,
+ * temperature <= 0: argmax (ties: lower id). Otherwise: (logits - max) /
+ * temperature (in double precision: 1 / temperature never overflows, so a
+ * tiny temperature keeps only the maximum and exact ties with it),
  * keep the top_k (0 = all, at most caps.max_topk when non-zero), softmax,
  * keep the smallest set with cumulative probability >= top_p (1 = all),
  * renormalise and draw with a counter-based generator keyed by
  * (seed, counter + row) -- the same inputs give the same token.
  * If probs != 0 the chosen token's probability is written there (f32[rows]).
+ * Non-finite logits (since interface 1.3): NaN is never chosen (it counts
+ * as -inf); if a row has +inf logits they alone share the probability
+ * (greedy: the lowest such id); a row with no logit above -inf gives its
+ * lowest non-NaN id (0 if all are NaN) with probability 0.
  */
 struct tx8_cmd_sample {
 	struct tx8_cmd_hdr hdr;
@@ -775,7 +781,33 @@ struct tx8_cmd_sample {
 	__u32 top_k;
 	tx8_f32 temperature;
 	tx8_f32 top_p;
+	/*
+	 * Since 1.3. A command of TX8_CMD_SAMPLE_SIZE_1_2 bytes (the 1.2 form)
+	 * has all of them 0 and no flags.
+	 * Penalties first (llama.cpp): for every id occurring c > 0 times in
+	 * the row's history, logit = logit > 0 ? logit / repeat_penalty :
+	 * logit * repeat_penalty (0 or 1: off), then
+	 * logit -= c * frequency_penalty + presence_penalty. They apply to
+	 * greedy too. Then, with temperature > 0, the filters: top-k, top-p,
+	 * then min-p (keep p >= min_p * p_max; 0 = off). Without
+	 * TX8_SAMPLE_F_TEMP_LAST the probabilities the filters see are those
+	 * at the temperature (transformers' order: temperature first); with it
+	 * they are those at temperature 1 and the temperature applies to the
+	 * kept tokens only (llama.cpp's order). The draw uses the kept tokens'
+	 * probabilities at the temperature.
+	 */
+	tx8_f32 min_p;
+	tx8_f32 repeat_penalty;
+	tx8_f32 presence_penalty;
+	tx8_f32 frequency_penalty;
+	__u64 history;		/* i32 [rows][n_history] ids (< 0: none), or 0 */
+	__u32 n_history;	/* ids per row (at most TX8_SAMPLE_MAX_HISTORY) */
+	__u32 rsvd;
 };
+
+#define TX8_SAMPLE_F_TEMP_LAST	(1u << 0)	/* hdr.flags: llama.cpp order */
+#define TX8_SAMPLE_MAX_HISTORY	65536
+#define TX8_CMD_SAMPLE_SIZE_1_2	__builtin_offsetof(struct tx8_cmd_sample, min_p)
 
 /* ------------------------------------------------------------------------ */
 /* Size checks                                                               */
@@ -817,6 +849,7 @@ TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_moe_route) % 8 == 0, "route");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_moe_ffn) % 8 == 0, "moe_ffn");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_dsa_index) % 8 == 0, "dsa");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_sample) % 8 == 0, "sample");
+TX8_STATIC_ASSERT(TX8_CMD_SAMPLE_SIZE_1_2 % 8 == 0, "sample 1.2");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_embed) % 8 == 0, "embed");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_convert) % 8 == 0, "convert");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_rope) % 8 == 0, "rope");

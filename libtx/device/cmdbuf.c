@@ -812,8 +812,19 @@ TX_API int tx_cmd_sample(tx_cmdbuf_t *cb, const struct tx_sample_args *a)
     c.top_k = a->top_k;
     c.temperature = a->temperature;
     c.top_p = a->top_p;
+    c.min_p = a->min_p;
+    c.repeat_penalty = a->repeat_penalty;
+    c.presence_penalty = a->presence_penalty;
+    c.frequency_penalty = a->frequency_penalty;
+    c.n_history = a->n_history;
     op_add(&s, "out", a->out, TX_ACCESS_WRITE, 0, &c.out);
     op_add(&s, "logits", a->logits, TX_ACCESS_READ, 0, &c.logits);
     op_add(&s, "probs", a->probs, TX_ACCESS_WRITE, 1, &c.probs);
-    return emit(cb, "tx_cmd_sample", &c, sizeof(c), TX8_OP_SAMPLE, 0, &s);
+    if (a->n_history)
+        op_add(&s, "history", a->history, TX_ACCESS_READ, 0, &c.history);
+    /* the 1.2 form unless a 1.3 field is used */
+    int v13 = a->flags || a->n_history || a->min_p != 0.0f || a->repeat_penalty != 0.0f ||
+              a->presence_penalty != 0.0f || a->frequency_penalty != 0.0f;
+    return emit(cb, "tx_cmd_sample", &c, v13 ? sizeof(c) : TX8_CMD_SAMPLE_SIZE_1_2, TX8_OP_SAMPLE,
+                (uint16_t)a->flags, &s);
 }

@@ -47,7 +47,7 @@ struct act_layout {
     uint64_t qa, ckv, kvb, qi, ki, iw, sel; /* dsa (q, ao shared) */
     uint64_t g, u, a;                       /* MLP */
     uint64_t rl, rid, rw;                   /* MoE */
-    uint64_t logits, tok, prob;
+    uint64_t logits, tok, prob, hist;
     uint64_t dump, dump_rid, dump_sel;
     uint64_t total;
 };
@@ -129,6 +129,7 @@ static void layout(const glm_model_t *m, int T, int R, int dump, struct act_layo
     a->logits = take(&o, r * (uint64_t)c->vocab_size * 4);
     a->tok = take(&o, r * 4);
     a->prob = take(&o, r * 4);
+    a->hist = take(&o, r * GLM_MAX_REPEAT_LAST_N * 4);
     a->dump = dump ? take(&o, (uint64_t)(c->num_hidden_layers + 1) * t * D * 4) : 0;
     a->dump_rid = dump ? take(&o, (uint64_t)m->n_moe_layers * t * K * 4) : 0;
     a->dump_sel = dump && c->arch == GLM_ARCH_GLM_MOE_DSA
@@ -901,20 +902,57 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f)
                 s.out = A(&g, g.a.tok + (uint64_t)r * 4);
                 s.logits = A(&g, g.a.logits + (uint64_t)r * Vv * 4);
                 s.probs = A(&g, g.a.prob + (uint64_t)r * 4);
-                s.seed = f->sampling->seed;
+                /* one glm_sampling per row (per session), or one for all */
+                const struct glm_sampling *sp = f->sampling + (f->n_sampling > 1 ? r : 0);
+                s.seed = sp->seed;
                 /* counter: the position the sampled token will take */
                 const struct rt_seg *sg = f->n_seg == f->lrows ? &f->seg[r] : &f->seg[0];
                 s.counter = (uint64_t)(sg->pos0 + sg->n);
                 s.rows = 1;
-                s.vocab = (uint32_t)Vv;
+                /* the padding rows of lm_head (ids the tokenizer does not
+                 * have) are never candidates */
+                s.vocab = (uint32_t)rt_sample_vocab(m);
                 s.ld_logits = (uint32_t)Vv;
-                uint32_t tk = f->sampling->top_k > 0 ? (uint32_t)f->sampling->top_k : 0;
-                if (tk > m->dinfo.max_topk && m->dinfo.max_topk)
-                    tk = m->dinfo.max_topk;
-                s.top_k = tk;
-                s.temperature = f->sampling->temperature;
-                s.top_p =
-                    f->sampling->top_p > 0 && f->sampling->top_p <= 1 ? f->sampling->top_p : 1.0f;
+                /* rt_sampling_check refused what the device cannot do;
+                 * greedy ignores top-k and top-p */
+                int greedy = !(sp->temperature > 0.0f);
+                s.top_k = !greedy && sp->top_k > 0 ? (uint32_t)sp->top_k : 0;
+                s.temperature = greedy ? 0.0f : sp->temperature;
+                s.top_p = greedy ? 1.0f : sp->top_p;
+                s.min_p = greedy ? 0.0f : sp->min_p;
+                s.flags = !greedy && sp->order == GLM_SAMPLER_ORDER_LLAMA && sp->temperature != 1.0f
+                              ? TX8_SAMPLE_F_TEMP_LAST
+                              : 0;
+                /* penalties: the session's last repeat_last_n ids */
+                int pen = (sp->repeat_penalty != 0.0f && sp->repeat_penalty != 1.0f) ||
+                          sp->presence_penalty != 0.0f || sp->frequency_penalty != 0.0f;
+                if (pen && sp->repeat_last_n != 0 && sg->s && sg->s->toks) {
+                    int end = sg->pos0 + sg->n;
+                    int nl = sp->repeat_last_n < 0 ? GLM_MAX_REPEAT_LAST_N : sp->repeat_last_n;
+                    int from = end - nl > 0 ? end - nl : 0;
+                    int32_t *h = (int32_t *)((uint8_t *)m->act_map + g.a.hist +
+                                             (uint64_t)r * GLM_MAX_REPEAT_LAST_N * 4);
+                    /* the ids of this pass are in toks already */
+                    memcpy(h, sg->s->toks + from, (size_t)(end - from) * 4);
+                    s.history = A(&g, g.a.hist + (uint64_t)r * GLM_MAX_REPEAT_LAST_N * 4);
+                    s.n_history = (uint32_t)(end - from);
+                    s.repeat_penalty = sp->repeat_penalty;
+                    s.presence_penalty = sp->presence_penalty;
+                    s.frequency_penalty = sp->frequency_penalty;
+                }
+                /* logit bias -inf (GLM_GEN_IGNORE_EOS): written into the
+                 * row on the device before SAMPLE reads it */
+                for (int b = 0; b < f->n_ban && !g.rc; b++) {
+                    if (f->ban[b] < 0 || f->ban[b] >= Vv)
+                        continue;
+                    int fr = tx_cmd_fill(
+                        g.cb, A(&g, g.a.logits + ((uint64_t)r * Vv + (uint64_t)f->ban[b]) * 4), 4,
+                        0xff800000u /* -inf */);
+                    if (fr)
+                        g.rc = tx_error(fr, "forward: logit bias: %s", tx_last_error());
+                    g.ncmd++;
+                    g.total++;
+                }
                 struct gctx *gp = &g;
                 dbg(gp, "SAMPLE row %d temp=%g top_k=%u top_p=%g seed=%llu counter=%llu", r,
                     (double)s.temperature, s.top_k, (double)s.top_p, (unsigned long long)s.seed,

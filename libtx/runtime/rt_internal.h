@@ -116,6 +116,7 @@ struct glm_model {
     struct glm_config cfg;
     struct tx_smd *smd;
     struct tx_tokenizer *tok;
+    int chat_format_override; /* glm_model_set_chat_format; 0 = from the package */
     glm_precision_plan_t stored_plan;
     uint32_t plan_group[RT_NLTYPES];
 
@@ -182,6 +183,7 @@ struct glm_session {
     uint64_t kv_size;
     uint16_t kv_dtype;
     uint64_t *k_off, *v_off, *ik_off; /* per layer; ik_off = RT_NONE-less: UINT64_MAX */
+    int32_t *toks;                    /* [n_ctx] the ids at positions [0, pos) */
 };
 
 /* One sequence's part of a forward pass. */
@@ -200,7 +202,10 @@ struct rt_fwd {
     int lrow0, lrows;   /* rows of the final norm output fed to lm_head (lrows may be 0) */
     float *logits;      /* host destination [lrows x vocab] or NULL */
     const struct glm_sampling *sampling; /* sample every logits row on the device */
+    int n_sampling;                      /* 1: sampling[0] for all rows; lrows: one per row */
     int32_t *sampled;                    /* [lrows] */
+    const int32_t *ban;                  /* ids whose logit is set to -inf before sampling */
+    int n_ban;
     float *dump;                         /* [(L + 1) x T x D] per-layer outputs, or NULL */
     int32_t *dump_rid;                   /* [n_moe x T x top_k] routed experts (with dump) */
     int32_t *dump_sel;                   /* [L x T x index_topk] DSA selections (with dump) */
@@ -250,6 +255,12 @@ int rt_stream_read_tensor(glm_model_t *m, int t, void **buf);
 
 /* graph.c */
 int rt_forward(glm_model_t *m, struct rt_fwd *f);
+/* Ids the sampler may choose: [0, tokenizer vocabulary size) when the
+ * package has a tokenizer smaller than config.vocab_size (the rest are
+ * padding rows of lm_head), else [0, vocab_size). */
+int rt_sample_vocab(const glm_model_t *m);
+/* TX_OK, or TX_EINVAL naming `who` and the field the device cannot honour. */
+int rt_sampling_check(const glm_model_t *m, const struct glm_sampling *s, const char *who);
 
 /* moe.c */
 void rt_moe_after_pass(glm_model_t *m, int T);

@@ -6,9 +6,12 @@
  */
 #include "runtime/rt_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <json-c/json.h>
 
 #include <tx/tx_dtype.h>
 
@@ -165,9 +168,14 @@ TX_API int glm_session_create(glm_model_t *m, const struct glm_session_options *
     int L = c->num_hidden_layers;
     if (s)
         s->k_off = calloc((size_t)L * 3, sizeof(uint64_t));
-    if (!s || !s->k_off) {
-        if (s)
+    if (s)
+        s->toks = calloc((size_t)n_ctx, sizeof(int32_t));
+    if (!s || !s->k_off || !s->toks) {
+        if (s) {
+            free(s->k_off);
+            free(s->toks);
             free(s);
+        }
         return tx_error(TX_ENOMEM, "glm_session_create: out of memory");
     }
     s->v_off = s->k_off + L;
@@ -196,6 +204,7 @@ TX_API int glm_session_create(glm_model_t *m, const struct glm_session_options *
         if (s->kv_bo)
             tx_bo_free(s->kv_bo);
         free(s->k_off);
+        free(s->toks);
         free(s);
         return rc;
     }
@@ -218,6 +227,7 @@ TX_API void glm_session_free(glm_session_t *s)
     if (s->kv_bo)
         tx_bo_free(s->kv_bo);
     free(s->k_off);
+    free(s->toks);
     free(s);
 }
 
@@ -229,6 +239,21 @@ TX_API int glm_session_reset(glm_session_t *s)
     s->pos = 0;
     pthread_mutex_unlock(&s->m->lock);
     return TX_OK;
+}
+
+TX_API int glm_session_truncate(glm_session_t *s, int pos)
+{
+    if (!s)
+        return tx_error(TX_EINVAL, "glm_session_truncate: session is NULL");
+    pthread_mutex_lock(&s->m->lock);
+    int rc = TX_OK;
+    if (pos < 0 || pos > s->pos)
+        rc = tx_error(TX_EINVAL, "glm_session_truncate: position %d is outside [0, %d]", pos,
+                      s->pos);
+    else
+        s->pos = pos;
+    pthread_mutex_unlock(&s->m->lock);
+    return rc;
 }
 
 TX_API int glm_session_pos(const glm_session_t *s)
@@ -261,7 +286,7 @@ static int check_ids(const glm_model_t *m, const int32_t *ids, int n)
  * held. */
 static int eval_locked(glm_session_t *s, const int32_t *ids, int n, unsigned flags, float *logits,
                        const struct glm_sampling *sampling, int32_t *sampled, uint64_t *busy_ns,
-                       uint64_t *macs)
+                       uint64_t *macs, const int32_t *ban, int n_ban)
 {
     glm_model_t *m = s->m;
     int V = m->cfg.vocab_size;
@@ -300,8 +325,13 @@ static int eval_locked(glm_session_t *s, const int32_t *ids, int n, unsigned fla
         }
         if (last && sampling) { /* never with all logits (internal use) */
             f.sampling = sampling;
+            f.n_sampling = 1;
+            f.ban = ban;
+            f.n_ban = n_ban;
             f.sampled = sampled;
         }
+        /* the sequence's ids (repetition penalties read them) */
+        memcpy(s->toks + s->pos, ids + done, (size_t)k * sizeof(int32_t));
         rc = rt_forward(m, &f);
         if (rc)
             return rc;
@@ -320,48 +350,121 @@ TX_API int glm_eval(glm_session_t *s, const int32_t *ids, int n, unsigned flags,
     if (!s || (!ids && n))
         return tx_error(TX_EINVAL, "glm_eval: NULL argument");
     pthread_mutex_lock(&s->m->lock);
-    int rc = eval_locked(s, ids, n, flags, logits, NULL, NULL, NULL, NULL);
+    int rc = eval_locked(s, ids, n, flags, logits, NULL, NULL, NULL, NULL, NULL, 0);
     pthread_mutex_unlock(&s->m->lock);
     return rc;
 }
+
+int rt_sample_vocab(const glm_model_t *m)
+{
+    int V = m->cfg.vocab_size;
+    size_t tv = m->tok ? tx_tokenizer_vocab_size(m->tok) : 0;
+    return tv > 0 && tv < (size_t)V ? (int)tv : V;
+}
+
+TX_API int glm_model_sample_vocab(const glm_model_t *m)
+{
+    return m ? rt_sample_vocab(m) : 0;
+}
+
+/* The penalties apply to greedy decoding too. */
+static int penalty_check(const struct glm_sampling *s, const char *who)
+{
+    if (!isfinite(s->repeat_penalty) || s->repeat_penalty < 0.0f)
+        return tx_error(TX_EINVAL, "%s: repeat_penalty %g is not a finite value >= 0 (1 = off)",
+                        who, (double)s->repeat_penalty);
+    if (!isfinite(s->presence_penalty) || !isfinite(s->frequency_penalty))
+        return tx_error(TX_EINVAL, "%s: presence/frequency penalties must be finite", who);
+    if (s->repeat_last_n < -1 || s->repeat_last_n > GLM_MAX_REPEAT_LAST_N)
+        return tx_error(TX_EINVAL,
+                        "%s: repeat_last_n %d is outside [-1, %d] (0 = no penalties, -1 = the "
+                        "context up to %d)",
+                        who, s->repeat_last_n, GLM_MAX_REPEAT_LAST_N, GLM_MAX_REPEAT_LAST_N);
+    return TX_OK;
+}
+
+int rt_sampling_check(const glm_model_t *m, const struct glm_sampling *s, const char *who)
+{
+    if (isnan(s->temperature))
+        return tx_error(TX_EINVAL, "%s: temperature is NaN", who);
+    int prc = penalty_check(s, who);
+    if (prc)
+        return prc;
+    if (!(s->temperature > 0.0f))
+        return TX_OK; /* greedy: top-k and top-p play no part */
+    if (s->top_k < 0)
+        return tx_error(TX_EINVAL, "%s: top_k %d is negative (0 = all tokens)", who, s->top_k);
+    uint32_t lim = m->dinfo.max_topk;
+    if (lim && (uint32_t)s->top_k > lim)
+        return tx_error(TX_EINVAL,
+                        "%s: top_k %d exceeds the device's limit of %u (caps.max_topk); use 0 "
+                        "(all tokens) or at most %u",
+                        who, s->top_k, lim, lim);
+    if (!(s->top_p > 0.0f && s->top_p <= 1.0f))
+        return tx_error(TX_EINVAL, "%s: top_p %g is outside (0, 1] (1 = all tokens)", who,
+                        (double)s->top_p);
+    if (!(s->min_p >= 0.0f && s->min_p <= 1.0f))
+        return tx_error(TX_EINVAL, "%s: min_p %g is outside [0, 1] (0 = off)", who,
+                        (double)s->min_p);
+    if (s->order != GLM_SAMPLER_ORDER_LLAMA && s->order != GLM_SAMPLER_ORDER_TEMP_FIRST)
+        return tx_error(TX_EINVAL, "%s: sampler order %d is unknown", who, s->order);
+    return TX_OK;
+}
+
 
 TX_API void glm_sampling_default(struct glm_sampling *s)
 {
     if (!s)
         return;
+    memset(s, 0, sizeof(*s));
     s->temperature = 0.8f;
     s->top_k = 40;
     s->top_p = 0.95f;
     s->seed = 0;
+    s->min_p = 0.05f;
+    s->repeat_penalty = 1.0f;
+    s->repeat_last_n = 64;
+    s->order = GLM_SAMPLER_ORDER_LLAMA;
 }
 
-TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, int n,
-                            float *logits, const struct glm_sampling *sampling, int32_t *next)
+static int decode_batch(const char *who, glm_session_t *const *sessions, const int32_t *ids, int n,
+                        float *logits, const struct glm_sampling *sampling, int n_sampling,
+                        int32_t *next)
 {
     if (!sessions || !ids || n <= 0)
-        return tx_error(TX_EINVAL, "glm_decode_batch: no sessions");
+        return tx_error(TX_EINVAL, "%s: no sessions", who);
     if (sampling && !next)
-        return tx_error(TX_EINVAL, "glm_decode_batch: sampling needs next[]");
+        return tx_error(TX_EINVAL, "%s: sampling needs next[]", who);
     glm_model_t *m = sessions[0] ? sessions[0]->m : NULL;
     if (!m)
-        return tx_error(TX_EINVAL, "glm_decode_batch: session 0 is NULL");
+        return tx_error(TX_EINVAL, "%s: session 0 is NULL", who);
     if (n > RT_MAX_LOGIT_ROWS)
-        return tx_error(TX_EINVAL, "glm_decode_batch: at most %d sessions per pass",
+        return tx_error(TX_EINVAL, "%s: at most %d sessions per pass", who,
                         RT_MAX_LOGIT_ROWS);
     for (int i = 0; i < n; i++) {
         if (!sessions[i] || sessions[i]->m != m)
-            return tx_error(TX_EINVAL, "glm_decode_batch: session %d is NULL or of another model",
-                            i);
+            return tx_error(TX_EINVAL, "%s: session %d is NULL or of another model",
+                            who, i);
         for (int j = 0; j < i; j++)
             if (sessions[j] == sessions[i])
-                return tx_error(TX_EINVAL, "glm_decode_batch: session %d appears twice", i);
+                return tx_error(TX_EINVAL, "%s: session %d appears twice", who, i);
+    }
+    for (int i = 0; sampling && i < n_sampling; i++) {
+        char w[96];
+        if (n_sampling > 1)
+            snprintf(w, sizeof(w), "%s: session %d", who, i);
+        else
+            snprintf(w, sizeof(w), "%s", who);
+        int rc = rt_sampling_check(m, &sampling[i], w);
+        if (rc)
+            return rc;
     }
     struct rt_seg seg[RT_MAX_LOGIT_ROWS];
     pthread_mutex_lock(&m->lock);
     int rc = check_ids(m, ids, n);
     for (int i = 0; i < n && !rc; i++) {
         if (sessions[i]->pos + 1 > sessions[i]->n_ctx)
-            rc = tx_error(TX_EINVAL, "glm_decode_batch: session %d's context is full", i);
+            rc = tx_error(TX_EINVAL, "%s: session %d's context is full", who, i);
         seg[i].s = sessions[i];
         seg[i].pos0 = sessions[i]->pos;
         seg[i].n = 1;
@@ -378,7 +481,10 @@ TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, 
         f.lrows = (logits || sampling) ? n : 0;
         f.logits = logits;
         f.sampling = sampling;
+        f.n_sampling = n_sampling;
         f.sampled = next;
+        for (int i = 0; i < n; i++)
+            sessions[i]->toks[sessions[i]->pos] = ids[i];
         rc = rt_forward(m, &f);
         if (!rc)
             for (int i = 0; i < n; i++)
@@ -386,6 +492,21 @@ TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, 
     }
     pthread_mutex_unlock(&m->lock);
     return rc;
+}
+
+TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, int n,
+                            float *logits, const struct glm_sampling *sampling, int32_t *next)
+{
+    return decode_batch("glm_decode_batch", sessions, ids, n, logits, sampling, 1, next);
+}
+
+TX_API int glm_decode_batch_each(glm_session_t *const *sessions, const int32_t *ids, int n,
+                                 float *logits, const struct glm_sampling *sampling,
+                                 int32_t *next)
+{
+    if (!sampling)
+        return tx_error(TX_EINVAL, "glm_decode_batch_each: sampling[n] is NULL");
+    return decode_batch("glm_decode_batch_each", sessions, ids, n, logits, sampling, n, next);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -417,6 +538,103 @@ TX_API int glm_model_stop_tokens(const glm_model_t *m, int32_t *ids, int cap)
     return n;
 }
 
+/* What follows the first "<|user|>" of the template text: a newline (raw,
+ * or the two characters \n of a Jinja string) in GLM-4 and GLM-4.5/4.6,
+ * content directly in GLM-4.7 and GLM-5. */
+static int user_newline(const char *t)
+{
+    const char *u = strstr(t, "<|user|>");
+    if (!u)
+        return -1;
+    u += 8;
+    return *u == '\n' || (u[0] == '\\' && u[1] == 'n');
+}
+
+/* The format of a chat_template text, or -1 (unknown). */
+static int format_of_template(const char *t, const char **which)
+{
+    if (!strstr(t, "[gMASK]<sop>") || !strstr(t, "<|assistant|>") || !strstr(t, "<|user|>"))
+        return -1;
+    int nl = user_newline(t);
+    int think = strstr(t, "<think>") != NULL;
+    if (nl == 1 && !think) {
+        *which = "GLM-4 (glm-4-9b-chat)";
+        return TX_CHAT_GLM4;
+    }
+    /* GLM-4.5/4.6: "<|user|>\n", "/nothink", generation prompt
+     * "<|assistant|>" + "\n<think></think>" without thinking */
+    if (nl == 1 && think && strstr(t, "/nothink")) {
+        *which = "GLM-4.5/4.6";
+        return TX_CHAT_GLM45;
+    }
+    /* GLM-4.7/5: "<|user|>" + content, generation prompt "<|assistant|><think>"
+     * or "<|assistant|></think>" */
+    if (nl == 0 && think && strstr(t, "</think>") && !strstr(t, "/nothink")) {
+        *which = "GLM-4.7/GLM-5";
+        return TX_CHAT_GLM5;
+    }
+    return -1;
+}
+
+static const char *format_name(int f)
+{
+    return f == TX_CHAT_GLM4 ? "glm4" : f == TX_CHAT_GLM45 ? "glm4.5" : "glm4.7";
+}
+
+TX_API int glm_model_chat_format(const glm_model_t *m, char *why, size_t whysz)
+{
+    if (!m)
+        return tx_error(TX_EINVAL, "glm_model_chat_format: model is NULL");
+    char tmp[256];
+    if (!why || !whysz) {
+        why = tmp;
+        whysz = sizeof(tmp);
+    }
+    if (m->chat_format_override) {
+        snprintf(why, whysz, "%s (set by the caller)", format_name(m->chat_format_override));
+        return m->chat_format_override;
+    }
+    size_t len = 0;
+    const char *tc = m->smd ? tx_smd_tokenizer_config_json(m->smd, &len) : NULL;
+    struct json_object *o = tc ? json_tokener_parse(tc) : NULL, *v = NULL;
+    const char *t = NULL;
+    if (o && json_object_object_get_ex(o, "chat_template", &v) &&
+        json_object_is_type(v, json_type_string))
+        t = json_object_get_string(v);
+    int f = -1;
+    if (!t) {
+        /* no template in the package: by architecture, said loudly */
+        f = m->cfg.arch == GLM_ARCH_GLM_MOE_DSA ? TX_CHAT_GLM5 : TX_CHAT_GLM45;
+        snprintf(why, whysz,
+                 "%s: the package has no chat_template (tokenizer_config.json), chosen by "
+                 "the architecture %s; set the format if this model is another GLM",
+                 format_name(f), m->cfg.arch == GLM_ARCH_GLM_MOE_DSA ? "glm_moe_dsa" : "glm4_moe");
+    } else {
+        const char *which = "";
+        f = format_of_template(t, &which);
+        if (f > 0)
+            snprintf(why, whysz, "%s: the package's chat_template is the %s template",
+                     format_name(f), which);
+    }
+    json_object_put(o);
+    if (f < 0)
+        return tx_error(TX_ENOTSUP,
+                        "the package's chat_template is not a GLM template this runtime renders "
+                        "(GLM-4, GLM-4.5/4.6, GLM-4.7/5); choose the format explicitly "
+                        "(glm_model_set_chat_format, glm-inference --chat-template-format)");
+    return f;
+}
+
+TX_API int glm_model_set_chat_format(glm_model_t *m, int fmt)
+{
+    if (!m)
+        return tx_error(TX_EINVAL, "glm_model_set_chat_format: model is NULL");
+    if (fmt != 0 && fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5)
+        return tx_error(TX_EINVAL, "glm_model_set_chat_format: unknown format %d", fmt);
+    m->chat_format_override = fmt;
+    return TX_OK;
+}
+
 TX_API int glm_chat_encode(const glm_model_t *m, const struct tx_chat_message *msgs, size_t n_msgs,
                            unsigned flags, int32_t **ids, size_t *n_ids)
 {
@@ -425,7 +643,10 @@ TX_API int glm_chat_encode(const glm_model_t *m, const struct tx_chat_message *m
         return tx_error(TX_EINVAL, "glm_chat_encode: NULL argument");
     if (!m->tok)
         return tx_error(TX_ENOTSUP, "glm_chat_encode: the package has no tokenizer");
-    enum tx_chat_format fmt = m->cfg.arch == GLM_ARCH_GLM_MOE_DSA ? TX_CHAT_GLM5 : TX_CHAT_GLM45;
+    int f = glm_model_chat_format(m, NULL, 0);
+    if (f < 0)
+        return f;
+    enum tx_chat_format fmt = (enum tx_chat_format)f;
     int rc =
         tx_tokenizer_chat_encode(m->tok, fmt, msgs, n_msgs, flags | TX_CHAT_ADD_GENERATION_PROMPT,
                                  ids, n_ids, err, sizeof(err));
@@ -469,6 +690,9 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
     if (p->n_prompt <= 0 || !p->prompt)
         return tx_error(TX_EINVAL, "glm_generate: a prompt of at least one token is needed");
     glm_model_t *m = s->m;
+    int vrc = rt_sampling_check(m, &p->sampling, "glm_generate");
+    if (vrc)
+        return vrc;
     struct glm_timings tm;
     memset(&tm, 0, sizeof(tm));
     tm.load_ms = m->load_ms;
@@ -483,6 +707,17 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
     } else if (n_stop < 0 || !stop) {
         n_stop = 0;
     }
+    if (p->flags & ~GLM_GEN_IGNORE_EOS)
+        return tx_error(TX_EINVAL, "glm_generate: unknown flags 0x%x",
+                        p->flags & ~GLM_GEN_IGNORE_EOS);
+    /* --ignore-eos: the stop tokens are banned (-inf) rather than hidden */
+    const int32_t *ban = NULL;
+    int n_ban = 0;
+    if (p->flags & GLM_GEN_IGNORE_EOS) {
+        ban = stop;
+        n_ban = n_stop;
+        n_stop = 0;
+    }
     struct tx_tokenizer_stream *ts =
         m->tok
             ? tx_tokenizer_stream_new(m->tok, TX_TOKENIZER_SKIP_SPECIAL | TX_TOKENIZER_SKIP_UNKNOWN)
@@ -492,7 +727,8 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
     int32_t tok = -1;
     uint64_t busy = 0, macs = 0;
     pthread_mutex_lock(&m->lock);
-    int rc = eval_locked(s, p->prompt, p->n_prompt, 0, NULL, &p->sampling, &tok, &busy, &macs);
+    int rc = eval_locked(s, p->prompt, p->n_prompt, 0, NULL, &p->sampling, &tok, &busy, &macs,
+                         ban, n_ban);
     pthread_mutex_unlock(&m->lock);
     double t1 = rt_now_ms();
     tm.prompt_ms = t1 - t0;
@@ -531,7 +767,7 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
         }
         int32_t in = tok;
         pthread_mutex_lock(&m->lock);
-        rc = eval_locked(s, &in, 1, 0, NULL, &p->sampling, &tok, &busy, &macs);
+        rc = eval_locked(s, &in, 1, 0, NULL, &p->sampling, &tok, &busy, &macs, ban, n_ban);
         pthread_mutex_unlock(&m->lock);
         tm.n_eval++;
     }

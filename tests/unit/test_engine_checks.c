@@ -986,7 +986,14 @@ START_TEST(test_bad_fields)
                                 16,
                                 TX8_ENGINE_MAX_TOPK + 1,
                                 1.0f,
-                                1.0f};
+                                1.0f,
+                                0.0f,
+                                0.0f,
+                                0.0f,
+                                0.0f,
+                                0,
+                                0,
+                                0};
     ck_assert_uint_eq(te_run1(t, &sp), TX8_STATUS_INVALID_CMD);
     sp.top_k = 0;
     sp.top_p = 0.0f;

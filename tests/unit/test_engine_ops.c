@@ -1348,16 +1348,26 @@ static int ref_sample(const float *lg, unsigned V, float temp, unsigned top_k, f
                       uint64_t seed, uint64_t ctr, float *prob)
 {
     struct rc *c = malloc(sizeof(*c) * V);
+    /* the largest non-NaN logit; NaN counts as -inf, +inf logits share the
+     * probability alone; (logit - max) / temperature in double */
+    float mx = -INFINITY;
+    for (unsigned i = 0; i < V; i++)
+        if (lg[i] == lg[i] && lg[i] > mx)
+            mx = lg[i];
     for (unsigned i = 0; i < V; i++) {
-        c[i].s = lg[i] * (1.0f / temp);
+        if (lg[i] != lg[i] || lg[i] == -INFINITY)
+            c[i].s = -INFINITY;
+        else if (mx == INFINITY)
+            c[i].s = lg[i] == INFINITY ? 0.0f : -INFINITY;
+        else
+            c[i].s = (float)(((double)lg[i] - (double)mx) / (double)temp);
         c[i].i = (int)i;
     }
     qsort(c, V, sizeof(*c), rc_cmp);
     unsigned n = top_k && top_k < V ? top_k : V;
-    float zmax = c[0].s;
     double total = 0;
     for (unsigned i = 0; i < n; i++) {
-        c[i].s = (float)exp((double)c[i].s - zmax);
+        c[i].s = (float)exp((double)c[i].s);
         total += c[i].s;
     }
     if (top_p < 1.0f) {
@@ -1384,6 +1394,8 @@ static int ref_sample(const float *lg, unsigned V, float temp, unsigned top_k, f
             break;
         }
     }
+    while (pick > 0 && !(c[pick].s > 0))
+        pick--;
     int tok = c[pick].i;
     *prob = (float)(c[pick].s / total);
     free(c);
@@ -1420,7 +1432,8 @@ START_TEST(test_sample)
                                    ld,
                                    top_k,
                                    temp,
-                                   top_p};
+                                   top_p,
+                                   0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 0};
         TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
         int32_t *op = te_ptr(t, out);
         float *pp = te_ptr(t, pr);
@@ -1469,7 +1482,8 @@ START_TEST(test_sample)
                                    4,
                                    0,
                                    1.0f,
-                                   1.0f};
+                                   1.0f,
+                                   0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 0};
         TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
         for (unsigned r = 0; r < 256; r++)
             hist[((int32_t *)te_ptr(t, out))[r]]++;
@@ -1477,6 +1491,330 @@ START_TEST(test_sample)
     for (unsigned i = 0; i < 4; i++)
         TE_CHECK(fabs(hist[i] / 2048.0 - 0.1 * (i + 1)) < 0.04, "sample histogram %u: %u", i,
                  hist[i]);
+    te_free(t);
+}
+END_TEST
+
+/* Non-finite logits and extreme temperatures (issue 17 item 3). */
+static int32_t sample1(struct te *t, const float *l, unsigned V, float temp, unsigned top_k,
+                       float top_p, uint64_t seed, float *prob)
+{
+    uint64_t mark = t->brk;
+    uint64_t lg = te_alloc(t, V * 4), out = te_alloc(t, 4), pr = te_alloc(t, 4);
+    memcpy(te_ptr(t, lg), l, V * 4);
+    struct tx8_cmd_sample c = {TE_HDR(TX8_OP_SAMPLE, struct tx8_cmd_sample),
+                               out,
+                               lg,
+                               pr,
+                               seed,
+                               0,
+                               1,
+                               V,
+                               V,
+                               top_k,
+                               temp,
+                               top_p,
+                                   0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 0};
+    int32_t r = te_run1(t, &c) == TX8_STATUS_OK ? *(int32_t *)te_ptr(t, out) : -100;
+    if (prob)
+        *prob = *(float *)te_ptr(t, pr);
+    te_reset(t, mark);
+    return r;
+}
+
+START_TEST(test_sample_nonfinite)
+{
+    TE_BEGIN(_i);
+    (void)rng;
+    const float inf = INFINITY, nan = NAN;
+    float p;
+    /* +inf wins: at temperature 1, with top-k 3, with top-p, and greedy */
+    const float a[6] = {1, 2, inf, 3, 0, 0};
+    for (uint64_t seed = 0; seed < 64; seed++) {
+        TE_EQ(sample1(t, a, 6, 1.0f, 0, 1.0f, seed, &p), 2);
+        TE_CHECK(p == 1.0f, "+inf: probability %g", (double)p);
+        TE_EQ(sample1(t, a, 6, 1.0f, 3, 1.0f, seed, NULL), 2);
+        TE_EQ(sample1(t, a, 6, 0.7f, 0, 0.9f, seed, NULL), 2);
+    }
+    TE_EQ(sample1(t, a, 6, 0.0f, 0, 1.0f, 0, &p), 2);
+    TE_CHECK(p == 1.0f, "greedy +inf: probability %g", (double)p);
+    /* two +inf logits share the draws; nothing else is drawn */
+    const float b[5] = {5, inf, 4, inf, nan};
+    unsigned hit[5] = {0};
+    for (uint64_t seed = 0; seed < 400; seed++)
+        hit[sample1(t, b, 5, 1.0f, 0, 1.0f, seed, NULL)]++;
+    TE_CHECK(hit[1] + hit[3] == 400 && hit[1] > 120 && hit[3] > 120, "+inf pair: %u %u", hit[1],
+             hit[3]);
+    TE_EQ(sample1(t, b, 5, 0.0f, 0, 1.0f, 0, &p), 1);
+    TE_CHECK(p == 0.5f, "greedy +inf pair: probability %g", (double)p);
+    /* NaN is never drawn, even as the highest id or next to -inf only */
+    const float c[4] = {-inf, 0.5f, -inf, nan};
+    const float d[3] = {nan, nan, nan};
+    const float e[3] = {nan, -inf, -inf};
+    for (uint64_t seed = 0; seed < 64; seed++) {
+        TE_EQ(sample1(t, c, 4, 1.0f, 0, 1.0f, seed, NULL), 1);
+        TE_EQ(sample1(t, c, 4, 2.0f, 2, 0.5f, seed, NULL), 1);
+    }
+    TE_EQ(sample1(t, c, 4, 0.0f, 0, 1.0f, 0, NULL), 1);
+    TE_EQ(sample1(t, d, 3, 1.0f, 0, 1.0f, 3, &p), 0);
+    TE_CHECK(p == 0.0f, "all NaN: probability %g", (double)p);
+    TE_EQ(sample1(t, e, 3, 1.0f, 0, 1.0f, 3, &p), 1);
+    TE_CHECK(p == 0.0f, "all -inf: probability %g", (double)p);
+    /* tiny temperatures (1 / T overflows f32) behave as greedy */
+    const float f[6] = {-3, 7, 1.5f, 6.999f, -1e30f, 2};
+    const float tiny[] = {1e-30f, 1e-38f, 1e-45f, 1e-7f};
+    for (unsigned k = 0; k < sizeof(tiny) / sizeof(tiny[0]); k++)
+        for (uint64_t seed = 0; seed < 32; seed++) {
+            TE_EQ(sample1(t, f, 6, tiny[k], 0, 1.0f, seed, &p), 1);
+            TE_CHECK(p == 1.0f, "T=%g: probability %g", (double)tiny[k], (double)p);
+            TE_EQ(sample1(t, f, 6, tiny[k], 3, 0.5f, seed, NULL), 1);
+        }
+    /* huge logits at a small temperature: no overflow either */
+    const float g[3] = {3e38f, -3e38f, 2.9e38f};
+    TE_EQ(sample1(t, g, 3, 1e-3f, 0, 1.0f, 1, NULL), 0);
+    /* temperature +inf: uniform over the finite logits, never -inf/NaN */
+    const float h[4] = {1, -inf, 100, nan};
+    unsigned hh[4] = {0};
+    for (uint64_t seed = 0; seed < 400; seed++)
+        hh[sample1(t, h, 4, inf, 0, 1.0f, seed, NULL)]++;
+    TE_CHECK(hh[1] == 0 && hh[3] == 0 && hh[0] > 140 && hh[2] > 140, "T=inf: %u %u %u %u", hh[0],
+             hh[1], hh[2], hh[3]);
+    te_free(t);
+}
+END_TEST
+
+/* Interface 1.3 fields: penalties, min-p, the llama.cpp order (temperature
+ * last), and the 1.2 form of the command. An independent reference: */
+struct samp13 {
+    float temp, top_p, min_p, rep, pres, freq;
+    unsigned top_k, nh;
+    int temp_last;
+    const int32_t *hist;
+};
+
+static int ref_sample13(const float *lg0, unsigned V, const struct samp13 *q, uint64_t seed,
+                        uint64_t ctr)
+{
+    float *lg = malloc(sizeof(float) * V);
+    memcpy(lg, lg0, sizeof(float) * V);
+    /* penalties: count every id of the history */
+    for (unsigned id = 0; id < V; id++) {
+        unsigned cnt = 0;
+        for (unsigned h = 0; h < q->nh; h++)
+            cnt += q->hist[h] == (int32_t)id;
+        if (!cnt)
+            continue;
+        if (q->rep != 0.0f && q->rep != 1.0f)
+            lg[id] = lg[id] > 0 ? lg[id] / q->rep : lg[id] * q->rep;
+        lg[id] -= (float)cnt * q->freq + q->pres;
+    }
+    unsigned best = 0;
+    for (unsigned i = 1; i < V; i++)
+        if (lg[i] > lg[best])
+            best = i;
+    if (q->temp <= 0) {
+        free(lg);
+        return (int)best;
+    }
+    double mx = lg[best], sel = q->temp_last ? 1.0 : 1.0 / (double)q->temp;
+    struct rc *c = malloc(sizeof(*c) * V);
+    for (unsigned i = 0; i < V; i++) {
+        c[i].s = (float)(((double)lg[i] - mx) * sel);
+        c[i].i = (int)i;
+    }
+    qsort(c, V, sizeof(*c), rc_cmp);
+    unsigned n = q->top_k && q->top_k < V ? q->top_k : V;
+    double total = 0;
+    for (unsigned i = 0; i < n; i++) {
+        c[i].s = (float)exp((double)c[i].s);
+        total += c[i].s;
+    }
+    if (q->top_p < 1.0f) {
+        double cum = 0, lim = (double)q->top_p * total;
+        unsigned keep = n;
+        for (unsigned i = 0; i < n; i++) {
+            cum += c[i].s;
+            if (cum >= lim) {
+                keep = i + 1;
+                break;
+            }
+        }
+        n = keep;
+        total = cum < lim ? total : cum;
+    }
+    if (q->min_p > 0) {
+        unsigned k = 0;
+        total = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (c[i].s >= q->min_p) {
+                c[k++] = c[i];
+                total += c[i].s;
+            }
+        n = k;
+    }
+    if (q->temp_last && q->temp != 1.0f) {
+        total = 0;
+        for (unsigned i = 0; i < n; i++) {
+            c[i].s = (float)exp(((double)lg[c[i].i] - mx) * (1.0 / (double)q->temp));
+            total += c[i].s;
+        }
+    }
+    qsort(c, n, sizeof(*c), rc_idx);
+    double u = (double)(ref_splitmix(seed ^ ref_splitmix(ctr)) >> 11) / 9007199254740992.0 * total;
+    double cum = 0;
+    unsigned pick = n - 1;
+    while (pick > 0 && !(c[pick].s > 0))
+        pick--;
+    for (unsigned i = 0; i < n; i++) {
+        cum += c[i].s;
+        if (cum > u) {
+            pick = i;
+            break;
+        }
+    }
+    int tok = c[pick].i;
+    free(c);
+    free(lg);
+    return tok;
+}
+
+START_TEST(test_sample_v13)
+{
+    TE_BEGIN(_i);
+    int differ_order = 0;
+    for (int it = 0; it < 40; it++) {
+        uint64_t mark = t->brk;
+        unsigned rows = te_rand(&rng, 1, 4), V = te_rand(&rng, 2, 1500), nh = te_rand(&rng, 0, 80);
+        uint64_t lg = te_alloc(t, (size_t)rows * V * 4), out = te_alloc(t, rows * 4),
+                 hi = te_alloc(t, (size_t)rows * (nh ? nh : 1) * 4), out2 = te_alloc(t, rows * 4);
+        float *lp = te_ptr(t, lg);
+        te_fill_f32(&rng, lp, (size_t)rows * V, 5.0f);
+        int32_t *hp = te_ptr(t, hi);
+        for (unsigned i = 0; i < rows * nh; i++) /* repeats, padding (-1), out of range */
+            hp[i] = i % 7 == 6 ? -1 : i % 11 == 10 ? (int32_t)V + 3 : (int32_t)te_rand(&rng, 0, V < 30 ? V - 1 : 29);
+        struct samp13 q = {it % 5 == 0 ? 0.0f : 0.4f + te_randf(&rng) * 0.3f + 0.5f,
+                           it % 2 ? 1.0f : 0.8f,
+                           it % 3 ? 0.05f : 0.0f,
+                           it % 4 ? 1.1f + 0.2f * (float)(it % 3) : 1.0f,
+                           it % 3 == 1 ? 0.5f : 0.0f,
+                           it % 4 == 2 ? 0.3f : 0.0f,
+                           it % 6 ? (unsigned)te_rand(&rng, 1, 50) : 0,
+                           nh,
+                           it % 2,
+                           NULL};
+        uint64_t seed = te_rand_u64(&rng), ctr = te_rand(&rng, 0, 100000);
+        struct tx8_cmd_sample c = {TE_HDR(TX8_OP_SAMPLE, struct tx8_cmd_sample),
+                                   out,
+                                   lg,
+                                   0,
+                                   seed,
+                                   ctr,
+                                   rows,
+                                   V,
+                                   V,
+                                   q.top_k,
+                                   q.temp,
+                                   q.top_p,
+                                   q.min_p,
+                                   q.rep,
+                                   q.pres,
+                                   q.freq,
+                                   nh ? hi : 0,
+                                   nh,
+                                   0};
+        c.hdr.flags = q.temp_last ? TX8_SAMPLE_F_TEMP_LAST : 0;
+        TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
+        int32_t *op = te_ptr(t, out);
+        for (unsigned r = 0; r < rows; r++) {
+            struct samp13 qr = q;
+            qr.hist = hp + (size_t)r * nh;
+            TE_EQ(op[r], ref_sample13(lp + (size_t)r * V, V, &qr, seed, ctr + r));
+        }
+        /* the other order */
+        if (q.temp > 0 && q.temp != 1.0f) {
+            c.out = out2;
+            c.hdr.flags ^= TX8_SAMPLE_F_TEMP_LAST;
+            TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
+            int32_t *o2 = te_ptr(t, out2);
+            for (unsigned r = 0; r < rows; r++) {
+                struct samp13 qr = q;
+                qr.hist = hp + (size_t)r * nh;
+                qr.temp_last = !q.temp_last;
+                TE_EQ(o2[r], ref_sample13(lp + (size_t)r * V, V, &qr, seed, ctr + r));
+                differ_order += o2[r] != op[r];
+            }
+        }
+        te_reset(t, mark);
+    }
+    (void)differ_order;
+    /* penalties reach greedy: a repeated argmax loses to the runner-up */
+    const float l[4] = {1.0f, 3.0f, 2.9f, -1.0f};
+    const int32_t h[3] = {1, 1, 3};
+    uint64_t lg = te_alloc(t, 16), out = te_alloc(t, 4), hi = te_alloc(t, 12);
+    memcpy(te_ptr(t, lg), l, 16);
+    memcpy(te_ptr(t, hi), h, 12);
+    struct tx8_cmd_sample g = {TE_HDR(TX8_OP_SAMPLE, struct tx8_cmd_sample),
+                               out, lg, 0, 0, 0, 1, 4, 4, 0, 0.0f, 1.0f,
+                               0.0f, 1.1f, 0.0f, 0.0f, hi, 3, 0};
+    TE_EQ(te_run1(t, &g), TX8_STATUS_OK);
+    TE_EQ(*(int32_t *)te_ptr(t, out), 2); /* 3 / 1.1 = 2.73 < 2.9 */
+    g.repeat_penalty = 1.0f;
+    g.frequency_penalty = 0.06f; /* 3 - 2 * 0.06 = 2.88 < 2.9 */
+    TE_EQ(te_run1(t, &g), TX8_STATUS_OK);
+    TE_EQ(*(int32_t *)te_ptr(t, out), 2);
+    g.frequency_penalty = 0.0f;
+    g.presence_penalty = 0.05f; /* 2.95 > 2.9 */
+    TE_EQ(te_run1(t, &g), TX8_STATUS_OK);
+    TE_EQ(*(int32_t *)te_ptr(t, out), 1);
+    /* min-p 0.5 at temperature 1: only ids with p >= p_max / 2 */
+    const float mp[4] = {0.0f, logf(0.4f), logf(0.1f), logf(0.5f)};
+    memcpy(te_ptr(t, lg), mp, 16);
+    g.presence_penalty = 0.0f;
+    g.n_history = 0;
+    g.history = 0;
+    g.temperature = 1.0f;
+    g.min_p = 0.5f;
+    unsigned hit[4] = {0};
+    for (uint64_t seed = 0; seed < 300; seed++) {
+        g.seed = seed;
+        TE_EQ(te_run1(t, &g), TX8_STATUS_OK);
+        hit[*(int32_t *)te_ptr(t, out)]++;
+    }
+    TE_CHECK(hit[0] > 0 && hit[1] == 0 && hit[2] == 0 && hit[3] > 0, "min-p: %u %u %u %u", hit[0],
+             hit[1], hit[2], hit[3]);
+    /* the 1.2 form (without the 1.3 fields) is accepted and means them 0,
+     * also when another command follows it (its bytes are not fields) */
+    g.min_p = 0.0f;
+    unsigned same = 0;
+    uint64_t out12 = te_alloc(t, 8), fl = te_alloc(t, 64);
+    for (uint64_t seed = 0; seed < 50; seed++) {
+        g.seed = seed;
+        g.out = out;
+        g.hdr.size = sizeof(g);
+        TE_EQ(te_run1(t, &g), TX8_STATUS_OK);
+        int32_t full = *(int32_t *)te_ptr(t, out);
+        g.out = out12;
+        g.hdr.size = TX8_CMD_SAMPLE_SIZE_1_2;
+        struct tx8_cmd_fill f = {TE_HDR(TX8_OP_FILL, struct tx8_cmd_fill), fl, 64, 0x3f000000u,
+                                 0};
+        te_cmd_begin(t);
+        te_cmd(t, &g);
+        te_cmd(t, &f);
+        TE_EQ(te_run(t), TX8_STATUS_OK);
+        same += *(int32_t *)te_ptr(t, out12) == full;
+    }
+    TE_EQ(same, 50);
+    g.out = out;
+    /* bad 1.3 fields */
+    g.hdr.size = sizeof(g);
+    g.min_p = 1.5f;
+    TE_EQ(te_run1(t, &g), TX8_STATUS_INVALID_CMD);
+    g.min_p = 0.0f;
+    g.repeat_penalty = NAN;
+    TE_EQ(te_run1(t, &g), TX8_STATUS_INVALID_CMD);
+    g.repeat_penalty = 1.0f;
+    g.hdr.flags = 2;
+    TE_EQ(te_run1(t, &g), TX8_STATUS_INVALID_CMD);
     te_free(t);
 }
 END_TEST
@@ -1575,6 +1913,8 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_expert_cache, 0, NISA);
     tcase_add_test(tc, test_expert_cache_evict);
     tcase_add_loop_test(tc, test_sample, 0, NISA);
+    tcase_add_loop_test(tc, test_sample_nonfinite, 0, NISA);
+    tcase_add_loop_test(tc, test_sample_v13, 0, NISA);
     tcase_add_loop_test(tc, test_sequence, 0, NISA);
     tcase_add_test(tc, test_isa_agree);
     suite_add_tcase(s, tc);

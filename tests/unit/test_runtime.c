@@ -220,7 +220,7 @@ START_TEST(test_batched_decode)
         OK(glm_eval(ss[i], ids[i], len, 0, NULL));
         first[i] = (int32_t)(i * 37 + 11) % V;
     }
-    struct glm_sampling g = {0.0f, 0, 1.0f, 0};
+    struct glm_sampling g = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
     OK(glm_decode_batch(bs, first, B, bl, &g, next));
     double worst = 0;
     for (int i = 0; i < B; i++) {
@@ -228,8 +228,8 @@ START_TEST(test_batched_decode)
         double e = rts_rel_err(bl + (size_t)i * V, sl, (size_t)V);
         if (e > worst)
             worst = e;
-        int am = 0;
-        for (int v = 1; v < V; v++)
+        int am = 0; /* argmax over the ids the sampler may choose */
+        for (int v = 1; v < glm_model_sample_vocab(m); v++)
             if (sl[v] > sl[am])
                 am = v;
         ck_assert_int_eq(next[i], am);
@@ -249,6 +249,218 @@ START_TEST(test_batched_decode)
     OK(glm_model_free(m));
     free(bl);
     free(sl);
+    tx_device_close(dev);
+}
+END_TEST
+
+/*
+ * The guarantee of batched decode (issue 17 item 7, docs/libtx-glm.md): the
+ * matmul kernels tile the rows of a pass, so a row's reduction order depends
+ * on how many rows the pass has and batched logits are NOT bit-identical to
+ * single-session ones. What holds: per row, max |batched - single| <=
+ * 1e-5 * max |single logit| (FP32 and golden plans); greedy tokens are equal
+ * whenever the single-session top-2 margin exceeds twice that bound. Four
+ * sessions at different positions, 20 steps, for each plan.
+ */
+static void batch_guarantee(const char *plan, double *worst_out, int *ties_out)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M5_F32, plan);
+    int V = glm_model_config(m)->vocab_size, SV = glm_model_sample_vocab(m);
+    enum { B = 4, STEPS = 20 };
+    glm_session_t *bs[B], *ss[B];
+    int32_t cur[B], next[B];
+    float *bl = malloc(sizeof(float) * B * (size_t)V), *sl = malloc(sizeof(float) * (size_t)V);
+    ck_assert(bl && sl);
+    for (int i = 0; i < B; i++) {
+        int32_t ids[16];
+        int len = 3 + 4 * i;
+        random_ids(ids, len, SV, 700 + (uint64_t)i);
+        bs[i] = session(m, 64, 0);
+        ss[i] = session(m, 64, 0);
+        OK(glm_eval(bs[i], ids, len, 0, NULL));
+        OK(glm_eval(ss[i], ids, len, 0, NULL));
+        cur[i] = ids[len - 1];
+    }
+    struct glm_sampling g = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
+    double worst = 0;
+    int differ = 0, near = 0, bits_equal = 1;
+    for (int step = 0; step < STEPS; step++) {
+        OK(glm_decode_batch(bs, cur, B, bl, &g, next));
+        for (int i = 0; i < B; i++) {
+            int32_t sn;
+            OK(glm_decode_batch(&ss[i], &cur[i], 1, sl, &g, &sn));
+            const float *b = bl + (size_t)i * V;
+            bits_equal &= memcmp(b, sl, sizeof(float) * (size_t)V) == 0;
+            double e = rts_rel_err(b, sl, (size_t)V), mx = 0;
+            for (int v = 0; v < V; v++)
+                mx = fabs(sl[v]) > mx ? fabs(sl[v]) : mx;
+            if (e > worst)
+                worst = e;
+            /* the single-session top-2 margin over the sampled ids */
+            int a1 = 0;
+            for (int v = 1; v < SV; v++)
+                if (sl[v] > sl[a1])
+                    a1 = v;
+            double second = -INFINITY;
+            for (int v = 0; v < SV; v++)
+                if (v != a1 && sl[v] > second)
+                    second = sl[v];
+            int tie = sl[a1] - second <= 2 * 1e-5 * mx;
+            near += tie;
+            if (sn != next[i]) {
+                differ++;
+                ck_assert_msg(tie, "%s: step %d session %d: tokens %d vs %d with margin %g", plan,
+                              step, i, next[i], sn, sl[a1] - second);
+            }
+            cur[i] = next[i]; /* both sessions are fed the batched token */
+        }
+    }
+    printf("[runtime] batched vs single decode, %s plan, %d sessions x %d steps: logits "
+           "bit-identical %s, max |diff| / max |logit| %.3e (bound 1e-5), greedy tokens differ "
+           "%d times (%d near-ties within the bound)\n",
+           plan, B, STEPS, bits_equal ? "yes" : "no", worst, differ, near);
+    ck_assert_msg(worst <= 1e-5, "%s: batched decode differs by %g", plan, worst);
+    *worst_out = worst;
+    *ties_out = near;
+    for (int i = 0; i < B; i++) {
+        glm_session_free(bs[i]);
+        glm_session_free(ss[i]);
+    }
+    free(bl);
+    free(sl);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+
+START_TEST(test_batched_decode_guarantee)
+{
+    double w32, wg;
+    int t32, tg;
+    batch_guarantee("fp32", &w32, &t32);
+    batch_guarantee("golden", &wg, &tg);
+}
+END_TEST
+
+/* ---- per-session sampling in one batch (issue 17 item 8) --------------------- */
+
+START_TEST(test_batch_sampling_each)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M5_F32, "golden");
+    int V = glm_model_config(m)->vocab_size, SV = glm_model_sample_vocab(m);
+    enum { B = 6 };
+    int32_t prompt[6], first[B], next[B], shared[B];
+    random_ids(prompt, 6, SV, 21);
+    glm_session_t *bs[B];
+    struct glm_sampling smp[B];
+    for (int i = 0; i < B; i++) {
+        bs[i] = session(m, 32, 0);
+        OK(glm_eval(bs[i], prompt, 6, 0, NULL));
+        first[i] = prompt[5];
+        smp[i] = (struct glm_sampling){.temperature = 2.0f,
+                                       .top_k = i == 2 ? 5 : 0,
+                                       .top_p = i == 3 ? 0.9f : 1.0f,
+                                       .seed = 100 + (uint64_t)i};
+    }
+    smp[0].temperature = 0.0f; /* session 0 greedy among sampling ones */
+    smp[0].top_p = 0.0f;       /* ignored when greedy */
+    float *bl = malloc(sizeof(float) * B * (size_t)V), *sl = malloc(sizeof(float) * (size_t)V);
+    ck_assert(bl && sl);
+    OK(glm_decode_batch_each(bs, first, B, bl, smp, next));
+    int am = 0;
+    for (int v = 1; v < SV; v++)
+        if (bl[v] > bl[am])
+            am = v;
+    ck_assert_int_eq(next[0], am);
+    /* every session draws what it draws alone with its own parameters */
+    for (int i = 0; i < B; i++) {
+        glm_session_t *s1 = session(m, 32, 0);
+        OK(glm_eval(s1, prompt, 6, 0, NULL));
+        int32_t nx = -1;
+        OK(glm_decode_batch_each(&s1, &first[i], 1, sl, &smp[i], &nx));
+        ck_assert_int_eq(nx, next[i]);
+        glm_session_free(s1);
+    }
+    int distinct = 0;
+    for (int i = 1; i < B; i++) {
+        int seen = 0;
+        for (int j = 1; j < i; j++)
+            seen |= next[j] == next[i];
+        distinct += !seen;
+    }
+    /* one glm_sampling for all: same prompt, same position, same draw */
+    for (int i = 0; i < B; i++)
+        OK(glm_session_truncate(bs[i], 6));
+    OK(glm_decode_batch(bs, first, B, NULL, &smp[1], shared));
+    for (int i = 1; i < B; i++)
+        ck_assert_int_eq(shared[i], shared[0]);
+    printf("[runtime] one batch, %d sessions with the same prompt and their own seeds: %d "
+           "distinct tokens among the %d sampling ones (shared sampling: all equal)\n",
+           B, distinct, B - 1);
+    ck_assert_int_ge(distinct, 2);
+    for (int i = 0; i < B; i++)
+        glm_session_free(bs[i]);
+    free(bl);
+    free(sl);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+/* ---- no silent rewrites of sampling parameters (issue 17 item 10) ----------- */
+
+START_TEST(test_sampling_refused)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_F32, "golden");
+    int32_t prompt[3] = {1, 2, 3}, next;
+    glm_session_t *s = session(m, 32, 0);
+    struct {
+        struct glm_sampling smp;
+        const char *what;
+    } bad[] = {
+        {{.temperature = 0.8f, .top_k = 4097, .top_p = 0.95f, .seed = 0}, "top_k 4097 exceeds the device's limit of 4096"},
+        {{.temperature = 0.8f, .top_k = -1, .top_p = 0.95f, .seed = 0}, "top_k -1 is negative"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = 0.0f, .seed = 0}, "top_p 0 is outside (0, 1]"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = -0.5f, .seed = 0}, "top_p -0.5 is outside (0, 1]"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = 1.5f, .seed = 0}, "top_p 1.5 is outside (0, 1]"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = NAN, .seed = 0}, "top_p nan is outside (0, 1]"},
+        {{.temperature = NAN, .top_k = 40, .top_p = 0.9f, .seed = 0}, "temperature is NaN"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct glm_generate_params p;
+        memset(&p, 0, sizeof(p));
+        p.prompt = prompt;
+        p.n_prompt = 3;
+        p.n_predict = 2;
+        p.sampling = bad[i].smp;
+        ck_assert_int_eq(glm_generate(s, &p, NULL, 0, NULL, NULL), TX_EINVAL);
+        ck_assert_msg(strstr(tx_last_error(), bad[i].what), "%zu: '%s' lacks '%s'", i,
+                      tx_last_error(), bad[i].what);
+        ck_assert_int_eq(glm_session_pos(s), 0); /* nothing was evaluated */
+        ck_assert_int_eq(glm_decode_batch(&s, prompt, 1, NULL, &bad[i].smp, &next), TX_EINVAL);
+        ck_assert_int_eq(glm_decode_batch_each(&s, prompt, 1, NULL, &bad[i].smp, &next),
+                         TX_EINVAL);
+        ck_assert_int_eq(glm_session_pos(s), 0);
+    }
+    printf("[runtime] sampling parameters the device cannot honour are refused: %s\n",
+           tx_last_error());
+    /* the limits themselves and greedy with any top-k/top-p are accepted */
+    struct glm_sampling ok[] = {{.temperature = 0.8f, .top_k = 4096, .top_p = 1.0f},
+                                {.temperature = 0.8f, .top_k = 0, .top_p = 1e-6f},
+                                {.temperature = 0.0f, .top_k = -3, .top_p = 0.0f},
+                                {.temperature = 0.0f, .top_k = 99999, .top_p = 7.0f}};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        OK(glm_decode_batch(&s, prompt, 1, NULL, &ok[i], &next));
+        ck_assert_int_lt(next, glm_model_sample_vocab(m));
+    }
+    ck_assert_int_eq(glm_session_truncate(s, glm_session_pos(s) + 1), TX_EINVAL);
+    ck_assert_int_eq(glm_session_truncate(s, -1), TX_EINVAL);
+    OK(glm_session_truncate(s, 1));
+    ck_assert_int_eq(glm_session_pos(s), 1);
+    glm_session_free(s);
+    OK(glm_model_free(m));
     tx_device_close(dev);
 }
 END_TEST
@@ -302,7 +514,7 @@ START_TEST(test_sampling)
     int V = glm_model_config(m)->vocab_size;
     int32_t prompt[6], a[64], b[64], c[64];
     random_ids(prompt, 6, V, 3);
-    struct glm_sampling smp = {0.9f, 40, 0.95f, 7};
+    struct glm_sampling smp = {.temperature = 0.9f, .top_k = 40, .top_p = 0.95f, .seed = 7};
     struct glm_timings t;
     int na = gen(m, prompt, 6, 16, smp, NULL, -1, a, &t);
     int nb = gen(m, prompt, 6, 16, smp, NULL, -1, b, NULL);
@@ -321,20 +533,83 @@ START_TEST(test_sampling)
            diff ? "differs" : "equal", t.eval_tps);
     ck_assert_msg(diff, "seeds 7 and 8 gave the same 16 tokens at temperature 0.9");
 
+    /* n_predict 0: the prompt is evaluated, nothing is generated (item 4) */
+    struct glm_timings t0;
+    int n0 = gen(m, prompt, 6, 0, smp, NULL, -1, c, &t0);
+    ck_assert_int_eq(n0, 0);
+    ck_assert_int_eq(t0.stop, GLM_STOP_LENGTH);
+    ck_assert_int_eq(t0.n_eval, 0);
+    ck_assert_int_eq(t0.n_prompt, 6);
+
     /* greedy = argmax of the logits */
-    struct glm_sampling greedy = {0.0f, 0, 1.0f, 0};
+    struct glm_sampling greedy = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
     int ng = gen(m, prompt, 6, 1, greedy, NULL, -1, c, NULL);
     ck_assert_int_eq(ng, 1);
     float *l = malloc(sizeof(float) * (size_t)V);
     glm_session_t *s = session(m, 64, 0);
     OK(glm_eval(s, prompt, 6, 0, l));
     int am = 0;
-    for (int v = 1; v < V; v++)
+    for (int v = 1; v < glm_model_sample_vocab(m); v++)
         if (l[v] > l[am])
             am = v;
     ck_assert_int_eq(c[0], am);
     glm_session_free(s);
     free(l);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+/* The lm_head rows past the tokenizer's ids (padding: 268..511 here) are
+ * never sampled (issue 17 item 2). */
+START_TEST(test_padding_never_sampled)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_F32, "golden");
+    int V = glm_model_config(m)->vocab_size;
+    int SV = glm_model_sample_vocab(m);
+    ck_assert_int_eq(V, 512);
+    ck_assert_int_eq(SV, 268); /* 256 bytes + 12 special tokens */
+    ck_assert_int_eq(glm_model_sample_vocab(NULL), 0);
+    int32_t prompt[4], out[64];
+    int pad = 0, total = 0;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        random_ids(prompt, 4, SV, 40 + seed);
+        struct glm_sampling hot = {.temperature = 3.0f, .top_k = 0, .top_p = 1.0f, .seed = seed};
+        int n = gen(m, prompt, 4, 40, hot, NULL, -1, out, NULL);
+        ck_assert_int_eq(n, 40);
+        for (int i = 0; i < n; i++) {
+            pad += out[i] >= SV;
+            total++;
+        }
+    }
+    /* greedy: the argmax over the real ids even where a padding row is
+     * larger */
+    float *l = malloc(sizeof(float) * (size_t)V);
+    ck_assert(l);
+    int greedy_pad_larger = 0;
+    for (uint64_t k = 0; k < 8; k++) {
+        random_ids(prompt, 4, SV, 90 + k);
+        glm_session_t *s = session(m, 64, 0);
+        OK(glm_eval(s, prompt, 4, 0, l));
+        glm_session_free(s);
+        int am = 0, amv = 0;
+        for (int v = 1; v < V; v++)
+            if (l[v] > l[amv])
+                amv = v;
+        for (int v = 1; v < SV; v++)
+            if (l[v] > l[am])
+                am = v;
+        greedy_pad_larger += amv >= SV;
+        struct glm_sampling g = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
+        ck_assert_int_eq(gen(m, prompt, 4, 1, g, NULL, -1, out, NULL), 1);
+        ck_assert_int_eq(out[0], am);
+    }
+    free(l);
+    printf("[runtime] padding ids [%d, %d): %d of %d draws at temperature 3 (must be 0); "
+           "greedy over the real ids where %d of 8 prompts' argmax is a padding row\n",
+           SV, V, pad, total, greedy_pad_larger);
+    ck_assert_int_eq(pad, 0);
     OK(glm_model_free(m));
     tx_device_close(dev);
 }
@@ -347,7 +622,7 @@ START_TEST(test_stop_tokens)
     int V = glm_model_config(m)->vocab_size;
     int32_t prompt[5], a[64], b[64];
     random_ids(prompt, 5, V, 11);
-    struct glm_sampling greedy = {0.0f, 0, 1.0f, 0};
+    struct glm_sampling greedy = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
     int na = gen(m, prompt, 5, 12, greedy, NULL, -1, a, NULL);
     ck_assert_int_eq(na, 12);
     /* the first generated token that did not occur before it */
@@ -378,6 +653,162 @@ START_TEST(test_stop_tokens)
 }
 END_TEST
 
+/* ---- sampler order, min-p and penalties on the device (issue 17 item 9) ----- */
+
+START_TEST(test_sampler_order_penalties)
+{
+    struct glm_sampling d;
+    glm_sampling_default(&d);
+    ck_assert(d.temperature == 0.8f && d.top_k == 40 && d.top_p == 0.95f && d.min_p == 0.05f);
+    ck_assert(d.repeat_penalty == 1.0f && d.presence_penalty == 0.0f &&
+              d.frequency_penalty == 0.0f && d.repeat_last_n == 64);
+    ck_assert_int_eq(d.order, GLM_SAMPLER_ORDER_LLAMA);
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_F32, "golden");
+    int SV = glm_model_sample_vocab(m);
+    int32_t prompt[6], a[64], b[64];
+    random_ids(prompt, 6, SV, 13);
+    /* greedy repeats itself; a presence penalty over the whole context
+     * forbids every id seen (prompt included) */
+    struct glm_sampling g = {.temperature = 0.0f, .top_p = 1.0f};
+    int n = gen(m, prompt, 6, 24, g, NULL, -1, a, NULL);
+    ck_assert_int_eq(n, 24);
+    int rep0 = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            rep0 += a[j] == a[i];
+    g.presence_penalty = 1000.0f;
+    g.repeat_last_n = -1;
+    n = gen(m, prompt, 6, 24, g, NULL, -1, b, NULL);
+    int rep1 = 0;
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < i; j++)
+            rep1 += b[j] == b[i];
+        for (int j = 0; j < 6; j++)
+            rep1 += prompt[j] == b[i];
+    }
+    /* repeat_last_n 0: no penalties even with the values set */
+    g.repeat_last_n = 0;
+    int32_t c[64];
+    n = gen(m, prompt, 6, 24, g, NULL, -1, c, NULL);
+    ck_assert_mem_eq(a, c, sizeof(int32_t) * 24);
+    /* the two orders differ at a temperature != 1 with top-p */
+    struct glm_sampling o1 = {.temperature = 0.5f, .top_p = 0.6f, .seed = 5};
+    struct glm_sampling o2 = o1;
+    o2.order = GLM_SAMPLER_ORDER_TEMP_FIRST;
+    int d12 = 0;
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        o1.seed = o2.seed = seed;
+        int n1 = gen(m, prompt, 6, 16, o1, NULL, -1, a, NULL);
+        int n2 = gen(m, prompt, 6, 16, o2, NULL, -1, b, NULL);
+        ck_assert_int_eq(n1, n2);
+        d12 += memcmp(a, b, sizeof(int32_t) * 16) != 0;
+    }
+    printf("[runtime] greedy repeats %d pairs, with presence_penalty 1000 over the context %d; "
+           "llama vs temperature-first order: %d of 4 seeds differ\n",
+           rep0, rep1, d12);
+    ck_assert_int_gt(rep0, 0);
+    ck_assert_int_eq(rep1, 0);
+    ck_assert_int_gt(d12, 0);
+    /* refused */
+    glm_session_t *s = session(m, 32, 0);
+    int32_t next;
+    struct glm_sampling bad[4];
+    for (int i = 0; i < 4; i++)
+        glm_sampling_default(&bad[i]);
+    bad[0].min_p = 1.5f;
+    bad[1].order = 7;
+    bad[2].repeat_penalty = -1.0f;
+    bad[3].repeat_last_n = GLM_MAX_REPEAT_LAST_N + 1;
+    const char *what[4] = {"min_p 1.5", "order 7", "repeat_penalty -1", "repeat_last_n 4097"};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(glm_decode_batch(&s, prompt, 1, NULL, &bad[i], &next), TX_EINVAL);
+        ck_assert_msg(strstr(tx_last_error(), what[i]), "'%s' lacks '%s'", tx_last_error(),
+                      what[i]);
+    }
+    glm_session_free(s);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+/* GLM_GEN_IGNORE_EOS (--ignore-eos): stop tokens get a -inf logit bias and
+ * are never sampled, rather than sampled and hidden (issue 17 item 5). */
+static int gen_flags(glm_model_t *m, const int32_t *prompt, int np, int n_predict,
+                     struct glm_sampling smp, const int32_t *stop, int n_stop, unsigned flags,
+                     int32_t *out, struct glm_timings *t)
+{
+    glm_session_t *s = session(m, 64, 0);
+    struct glm_generate_params p;
+    memset(&p, 0, sizeof(p));
+    p.prompt = prompt;
+    p.n_prompt = np;
+    p.n_predict = n_predict;
+    p.sampling = smp;
+    p.stop = stop;
+    p.n_stop = n_stop;
+    p.flags = flags;
+    int n = 0;
+    OK(glm_generate(s, &p, out, 64, &n, t));
+    glm_session_free(s);
+    return n;
+}
+
+START_TEST(test_ignore_eos)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_F32, "golden");
+    int SV = glm_model_sample_vocab(m);
+    int32_t prompt[4], out[64], ban[80];
+    for (int i = 0; i < 80; i++)
+        ban[i] = i; /* ids 0..79 as "stop tokens": ~30% of the sampled ids */
+    int hidden = 0, banned = 0, tot = 0;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        random_ids(prompt, 4, SV, 60 + seed);
+        struct glm_sampling hot = {.temperature = 3.0f, .top_k = 0, .top_p = 1.0f, .seed = seed};
+        struct glm_timings t;
+        /* no stop tokens at all: ids < 80 are drawn */
+        int n = gen_flags(m, prompt, 4, 40, hot, NULL, -1, 0, out, &t);
+        for (int i = 0; i < n; i++)
+            hidden += out[i] < 80;
+        /* ignore-eos: never drawn, generation runs to n_predict */
+        n = gen_flags(m, prompt, 4, 40, hot, ban, 80, GLM_GEN_IGNORE_EOS, out, &t);
+        ck_assert_int_eq(n, 40);
+        ck_assert_int_eq(t.stop, GLM_STOP_LENGTH);
+        for (int i = 0; i < n; i++)
+            banned += out[i] < 80;
+        tot += n;
+        /* the model's stop tokens (stop NULL, n_stop 0) */
+        n = gen_flags(m, prompt, 4, 40, hot, NULL, 0, GLM_GEN_IGNORE_EOS, out, &t);
+        ck_assert_int_eq(n, 40);
+        int32_t st[16];
+        int ns = glm_model_stop_tokens(m, st, 16);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < ns; j++)
+                ck_assert_int_ne(out[i], st[j]);
+    }
+    printf("[runtime] ignore-eos: %d of %d draws are banned ids with the -inf bias (without "
+           "it: %d)\n",
+           banned, tot, hidden);
+    ck_assert_int_gt(hidden, 0);
+    ck_assert_int_eq(banned, 0);
+    /* unknown flags are refused */
+    struct glm_sampling g = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
+    glm_session_t *s = session(m, 64, 0);
+    struct glm_generate_params p;
+    memset(&p, 0, sizeof(p));
+    p.prompt = prompt;
+    p.n_prompt = 4;
+    p.n_predict = 1;
+    p.sampling = g;
+    p.flags = 0x80;
+    ck_assert_int_eq(glm_generate(s, &p, NULL, 0, NULL, NULL), TX_EINVAL);
+    glm_session_free(s);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
 START_TEST(test_chat_template)
 {
     tx_device_t *dev = open_dev();
@@ -400,6 +831,114 @@ START_TEST(test_chat_template)
     ck_assert_uint_eq(n, 2);
     ck_assert_int_eq(ids[0], 'h');
     free(ids);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+/* ---- the chat format comes from the packaged chat_template (issue 17 item 1) - */
+
+/* Templates with the markers of the zai-org ones (abridged). */
+static const char tmpl_glm47[] =
+    "[gMASK]<sop>{%- for m in messages -%}{%- if m.role == 'system' -%}<|system|>{{ m.content "
+    "}}{%- elif m.role == 'user' -%}<|user|>{{ m.content }}{%- elif m.role == 'assistant' "
+    "-%}<|assistant|></think>{{ m.content }}{%- endif -%}{%- endfor -%}{%- if "
+    "add_generation_prompt -%}<|assistant|>{{- '</think>' if (enable_thinking is defined and "
+    "not enable_thinking) else '<think>' -}}{%- endif -%}";
+static const char tmpl_glm45[] =
+    "[gMASK]<sop>\n{%- for m in messages -%}{%- if m.role == 'user' -%}<|user|>\n{{ m.content "
+    "}}{{- '/nothink' if (enable_thinking is defined and not enable_thinking and not "
+    "m.content.endswith(\"/nothink\")) else '' -}}{%- elif m.role == 'assistant' "
+    "-%}<|assistant|>\n<think></think>\n{{ m.content }}{%- endif -%}{%- endfor -%}{%- if "
+    "add_generation_prompt -%}<|assistant|>{{- '\\n<think></think>' if (enable_thinking is "
+    "defined and not enable_thinking) else '' -}}{%- endif -%}";
+static const char tmpl_chatml[] = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content "
+                                  "}}<|im_end|>\n{% endfor %}<|im_start|>assistant\n";
+
+static glm_model_t *load_with_template(tx_device_t *dev, int k, const char *tmpl)
+{
+    char ck[300], smd[300], path[340];
+    snprintf(ck, sizeof(ck), "%s/tmpl%d", rts_tmpdir(), k);
+    snprintf(smd, sizeof(smd), "%s/tmpl%d.smd", rts_tmpdir(), k);
+    ck_assert_int_eq(rts_write_checkpoint(ck, GLM_ARCH_GLM4_MOE, NULL), 0);
+    if (tmpl) {
+        snprintf(path, sizeof(path), "%s/tokenizer_config.json", ck);
+        FILE *f = fopen(path, "w");
+        ck_assert(f);
+        fputs("{\"chat_template\": \"", f);
+        for (const char *c = tmpl; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                fputc('\\', f);
+            if (*c == '\n')
+                fputs("\\n", f);
+            else
+                fputc(*c, f);
+        }
+        fputs("\"}\n", f);
+        ck_assert_int_eq(fclose(f), 0);
+    }
+    ck_assert_int_eq(rts_export(ck, smd, "none"), 0);
+    glm_precision_plan_t p;
+    glm_plan_golden(&p);
+    OK(glm_plan_set(dev, &p));
+    glm_model_t *m = NULL;
+    OK(glm_model_load(dev, smd, NULL, &m));
+    return m;
+}
+
+static void expect_chat(glm_model_t *m, unsigned flags, const char *want)
+{
+    struct tx_chat_message msg = {"user", "hi", NULL};
+    int32_t *ids = NULL, *w = NULL;
+    size_t n = 0, nw = 0;
+    OK(glm_chat_encode(m, &msg, 1, flags, &ids, &n));
+    OK(glm_tokenize(m, want, &w, &nw));
+    ck_assert_msg(n == nw && !memcmp(ids, w, n * sizeof(int32_t)), "rendered %zu ids, \"%s\" is %zu",
+                  n, want, nw);
+    free(ids);
+    free(w);
+}
+
+START_TEST(test_chat_format_from_template)
+{
+    tx_device_t *dev = open_dev();
+    char why[256];
+    /* GLM-4.7 is glm4_moe, but renders like GLM-5 */
+    glm_model_t *m = load_with_template(dev, 0, tmpl_glm47);
+    ck_assert_int_eq(glm_model_chat_format(m, why, sizeof(why)), TX_CHAT_GLM5);
+    printf("[runtime] glm4_moe with the GLM-4.7 template: %s\n", why);
+    expect_chat(m, 0, "[gMASK]<sop><|user|>hi<|assistant|><think>");
+    expect_chat(m, TX_CHAT_NO_THINKING, "[gMASK]<sop><|user|>hi<|assistant|></think>");
+    /* the override */
+    OK(glm_model_set_chat_format(m, TX_CHAT_GLM45));
+    ck_assert_int_eq(glm_model_chat_format(m, why, sizeof(why)), TX_CHAT_GLM45);
+    expect_chat(m, 0, "[gMASK]<sop><|user|>\nhi<|assistant|>");
+    ck_assert_int_eq(glm_model_set_chat_format(m, 9), TX_EINVAL);
+    OK(glm_model_set_chat_format(m, 0));
+    ck_assert_int_eq(glm_model_chat_format(m, NULL, 0), TX_CHAT_GLM5);
+    OK(glm_model_free(m));
+    /* GLM-4.5/4.6 */
+    m = load_with_template(dev, 1, tmpl_glm45);
+    ck_assert_int_eq(glm_model_chat_format(m, why, sizeof(why)), TX_CHAT_GLM45);
+    printf("[runtime] glm4_moe with the GLM-4.5 template: %s\n", why);
+    expect_chat(m, 0, "[gMASK]<sop><|user|>\nhi<|assistant|>");
+    OK(glm_model_free(m));
+    /* an unknown template is refused, not rendered as GLM */
+    m = load_with_template(dev, 2, tmpl_chatml);
+    ck_assert_int_eq(glm_model_chat_format(m, why, sizeof(why)), TX_ENOTSUP);
+    struct tx_chat_message msg = {"user", "hi", NULL};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(glm_chat_encode(m, &msg, 1, 0, &ids, &n), TX_ENOTSUP);
+    ck_assert_ptr_nonnull(strstr(tx_last_error(), "--chat-template-format"));
+    printf("[runtime] unknown template: %s\n", tx_last_error());
+    OK(glm_model_set_chat_format(m, TX_CHAT_GLM5)); /* the caller decides */
+    expect_chat(m, 0, "[gMASK]<sop><|user|>hi<|assistant|><think>");
+    OK(glm_model_free(m));
+    /* no template: the architecture, said so */
+    m = load_with_template(dev, 3, NULL);
+    ck_assert_int_eq(glm_model_chat_format(m, why, sizeof(why)), TX_CHAT_GLM45);
+    ck_assert_ptr_nonnull(strstr(why, "no chat_template"));
     OK(glm_model_free(m));
     tx_device_close(dev);
 }
@@ -449,6 +988,44 @@ START_TEST(test_load_balance)
     double autom = run_skewed(m, GLM_BALANCE_AUTO, &hot2);
     printf("[runtime] load balance auto (min_expert_util 0.3): std %.1f%%\n", autom);
     ck_assert(autom < before);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
+/* With load balancing on, routing depends on the model-wide expert counts of
+ * every earlier pass, so greedy decoding of one prompt differs after
+ * glm_session_reset; glm_model_expert_stats_reset makes it repeat
+ * (issue 17 item 11, docs/libtx-glm.md). */
+START_TEST(test_balance_reset_determinism)
+{
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = load(dev, M4_SKEW, "fp32");
+    struct glm_moe_options o;
+    glm_moe_defaults(&o);
+    o.balance = GLM_BALANCE_ON;
+    o.lambda = 2.0f;
+    OK(glm_model_set_moe(m, &o));
+    int SV = glm_model_sample_vocab(m);
+    int32_t prompt[8], a[64], b[64], c[64];
+    random_ids(prompt, 8, SV, 404);
+    struct glm_sampling g = {.temperature = 0.0f, .top_p = 1.0f};
+    OK(glm_model_expert_stats_reset(m));
+    int na = gen(m, prompt, 8, 40, g, NULL, -1, a, NULL);
+    int nb = gen(m, prompt, 8, 40, g, NULL, -1, b, NULL); /* counts carried over */
+    OK(glm_model_expert_stats_reset(m));
+    int nc = gen(m, prompt, 8, 40, g, NULL, -1, c, NULL);
+    ck_assert_int_eq(na, 40);
+    ck_assert_int_eq(nb, 40);
+    ck_assert_int_eq(nc, 40);
+    int diff = 0;
+    for (int i = 0; i < 40; i++)
+        diff += a[i] != b[i];
+    printf("[runtime] load balance on: greedy after a session reset differs in %d of 40 "
+           "tokens; after glm_model_expert_stats_reset it repeats exactly\n",
+           diff);
+    ck_assert_msg(diff > 0, "the counts carried over should change the routing (lambda 2)");
+    ck_assert_mem_eq(a, c, sizeof(int32_t) * 40);
     OK(glm_model_free(m));
     tx_device_close(dev);
 }
@@ -861,9 +1438,17 @@ static Suite *runtime_suite(void)
     tcase_add_test(tc, test_decode_equals_prefill_glm4);
     tcase_add_test(tc, test_batched_decode);
     tcase_add_test(tc, test_sampling);
+    tcase_add_test(tc, test_padding_never_sampled);
+    tcase_add_test(tc, test_batched_decode_guarantee);
+    tcase_add_test(tc, test_batch_sampling_each);
+    tcase_add_test(tc, test_sampling_refused);
+    tcase_add_test(tc, test_sampler_order_penalties);
     tcase_add_test(tc, test_stop_tokens);
+    tcase_add_test(tc, test_ignore_eos);
     tcase_add_test(tc, test_chat_template);
+    tcase_add_test(tc, test_chat_format_from_template);
     tcase_add_test(tc, test_load_balance);
+    tcase_add_test(tc, test_balance_reset_determinism);
     tcase_add_test(tc, test_moe_yaml);
     tcase_add_test(tc, test_memory_labels);
     tcase_add_test(tc, test_malformed_packages);

@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
 
 #include <tx/tx.h>
 
@@ -296,6 +298,15 @@ START_TEST(option_errors)
         {"glm-inference", "--temp", "0x1p3", "--temp: '0x1p3' is not a number in [0, 100]"},
         {"glm-inference", "--top-p", "0", "--top-p: '0' is not a number in (0, 1]"},
         {"glm-inference", "--top-k", "-1", "--top-k: '-1' is not an integer in [0, 2147483647]"},
+        {"glm-inference", "--min-p", "1.5", "--min-p: '1.5' is not a number in [0, 1]"},
+        {"glm-inference", "--repeat-last-n", "5000", "--repeat-last-n: '5000' is not an integer"},
+        {"glm-inference", "--repeat-penalty", "-1", "--repeat-penalty: '-1' is not a number"},
+        {"glm-inference", "--samplers", "top_p;top_k;temperature",
+         "--samplers: 'top_p;top_k;temperature' is not an order the device has"},
+        {"glm-inference", "--chat-template-format", "chatml",
+         "--chat-template-format: unknown chat format \"chatml\""},
+        {"glm-inference", "--sampler-order", "random",
+         "--sampler-order: 'random' is not llama or temp-first"},
         {"glm-inference", "-c", "-1", "-c: '-1' is not an integer in [0, 2147483647]"},
         {"glm-inference", "-b", "99999999999", "-b: '99999999999' is not an integer in [0, "},
         {"glm-inference", "-s", "-2", "-s: '-2' is not an integer in [-1, "},
@@ -359,6 +370,10 @@ START_TEST(n_predict)
     struct res r = run(a0);
     ck_assert_msg(r.rc == 0, "%s", r.err);
     HAS(r.err, "generated 0 tokens (length)");
+    /* the defaults are llama.cpp's, labelled with their order */
+    HAS(r.err, "sampling on the device: penalties;top_k;top_p;min_p;temperature; temp 0.00, "
+               "top-k 40, top-p 0.95, min-p 0.05, repeat-penalty 1.00, presence 0.00, "
+               "frequency 0.00, last-n 64");
     HAS(r.err, "eval time =       0.00 ms /     0 runs");
     ck_assert_str_eq(r.out, "\n");
     res_free(&r);
@@ -407,6 +422,96 @@ START_TEST(n_predict)
 END_TEST
 
 /* ---- diagnostics on stderr ---------------------------------------------------- */
+
+/* -i on a terminal (a pty in raw mode, so lines longer than the tty's
+ * canonical 4096 bytes pass): the conversation is rendered through the
+ * template each turn reusing the cache's common prefix, whole lines are
+ * read, a message that cannot fit is refused, a full context drops the
+ * oldest turns (issue 17 item 6). */
+START_TEST(interactive_chat)
+{
+    int mfd = posix_openpt(O_RDWR | O_NOCTTY);
+    ck_assert_int_ge(mfd, 0);
+    ck_assert_int_eq(grantpt(mfd), 0);
+    ck_assert_int_eq(unlockpt(mfd), 0);
+    char sname[128];
+    ck_assert_int_eq(ptsname_r(mfd, sname, sizeof(sname)), 0);
+    const char *argv[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                          "--no-moe-config", "-i", "-c", "96", "-n", "6", "--temp", "0", NULL};
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(mfd); /* else the master never closes: no end of input */
+        setsid();
+        int sl = open(sname, O_RDWR | O_NOCTTY); /* a terminal, not the controlling one */
+        int o = open(tpath("out"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(tpath("err"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        struct termios tio;
+        if (sl < 0 || o < 0 || e < 0 || tcgetattr(sl, &tio))
+            _exit(126);
+        cfmakeraw(&tio);
+        tcsetattr(sl, TCSANOW, &tio);
+        dup2(sl, 0);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    char *big = malloc(6002);
+    ck_assert(big);
+    memset(big, 'a', 6000);
+    big[6000] = '\n';
+    big[6001] = 0;
+    const char *lines[] = {"hello there\n", big, "how are you\n", "tell me more\n",
+                           "and again\n", "one more time\n"};
+    int nl = (int)(sizeof(lines) / sizeof(lines[0])), prompts = 0;
+    char *err = NULL;
+    for (int i = 0; i < nl; i++) {
+        /* wait for the prompt of turn i */
+        for (int w = 0; w < 24000; w++) {
+            free(err);
+            err = slurp(tpath("err"));
+            prompts = count(err, "\n> ");
+            if (prompts > i)
+                break;
+            tx_test_emu_sleep_ms(10);
+        }
+        ck_assert_msg(prompts > i, "no prompt for line %d: %s", i, err);
+        size_t len = strlen(lines[i]);
+        for (size_t off = 0; off < len;) {
+            ssize_t k = write(mfd, lines[i] + off, len - off);
+            ck_assert_int_gt(k, 0);
+            off += (size_t)k;
+        }
+    }
+    for (int w = 0; w < 24000 && prompts <= nl; w++) {
+        free(err);
+        err = slurp(tpath("err"));
+        prompts = count(err, "\n> ");
+        tx_test_emu_sleep_ms(10);
+    }
+    close(mfd); /* end of input */
+    int rc = reap(pid, 60000);
+    free(err);
+    err = slurp(tpath("err"));
+    ck_assert_msg(rc == 0, "rc %d: %s", rc, err);
+    HAS(err, "chat format ");
+    /* the 6000-byte line is one message (fgets 4096 made it two) */
+    ck_assert_int_eq(count(err, "positions (-c): not sent"), 1);
+    HAS(err, "[chat: ");
+    /* the second turn reuses the first turn's prompt from the cache */
+    const char *t2 = strstr(strstr(err, "[chat: ") + 1, "[chat: ");
+    ck_assert_ptr_nonnull(t2);
+    size_t ntok = 0, reused = 0;
+    ck_assert_int_eq(sscanf(t2, "[chat: %zu tokens, %zu reused", &ntok, &reused), 2);
+    ck_assert_msg(reused > 0 && reused < ntok, "turn 2: %zu of %zu reused", reused, ntok);
+    HAS(err, "dropping the oldest turn");
+    printf("[tools] interactive: %d prompts, whole 6000-byte line, context shift by turns\n",
+           prompts);
+    free(err);
+    free(big);
+}
+END_TEST
 
 START_TEST(diagnostics_to_stderr)
 {
@@ -727,6 +832,7 @@ static Suite *suite(void)
     tcase_add_test(tc, crc_flipped_bytes);
     tcase_add_test(tc, option_errors);
     tcase_add_test(tc, n_predict);
+    tcase_add_test(tc, interactive_chat);
     tcase_add_test(tc, diagnostics_to_stderr);
     tcase_add_test(tc, device_lost_one_line);
     tcase_add_test(tc, sigint_prints_timings);

@@ -51,11 +51,25 @@ static void usage(FILE *f)
             "      --temp T             temperature (default 0.8; 0 = greedy)\n"
             "      --top-k N            top-k (default 40, 0 = off)\n"
             "      --top-p P            top-p (default 0.95, 1 = off)\n"
+            "      --min-p P            min-p (default 0.05, 0 = off)\n"
+            "      --repeat-penalty R   repetition penalty (default 1.0 = off)\n"
+            "      --presence-penalty P presence penalty (default 0.0 = off)\n"
+            "      --frequency-penalty F frequency penalty (default 0.0 = off)\n"
+            "      --repeat-last-n N    ids the penalties look back (default 64; 0 = off,\n"
+            "                           -1 = the context up to 4096)\n"
+            "      --samplers LIST      sampler order, llama.cpp's names separated by ';':\n"
+            "                           top_k;top_p;min_p;temperature (default, llama.cpp) or\n"
+            "                           temperature;top_k;top_p;min_p (transformers);\n"
+            "                           penalties always come first\n"
+            "      --sampler-order NAME llama (default) or temp-first, the same two orders\n"
             "      --chat               apply the GLM chat template to the prompt (a user "
             "turn)\n"
             "      --system TEXT        with --chat: a system message\n"
+            "      --chat-template-format NAME  (or --chat-template NAME) the chat format:\n"
+            "                           glm4, glm4.5 (= glm4.6), glm4.7 (= glm5, glm5.1);\n"
+            "                           default: recognised from the package's chat_template\n"
             "      --no-think           with --chat: thinking disabled\n"
-            "      --ignore-eos         do not stop at stop tokens\n"
+            "      --ignore-eos         never sample the stop tokens (-inf logit bias)\n"
             "      --no-display-prompt  do not echo the prompt\n"
             "  -i, --interactive        chat on a terminal (only if stdin is a TTY)\n"
             "  -t, --threads N          host threads (reference, bandwidth probe)\n"
@@ -108,6 +122,9 @@ struct opts {
     long long seed;
     float temp, top_p, lambda;
     int top_k;
+    float min_p, repeat_penalty, presence_penalty, frequency_penalty;
+    int repeat_last_n, sampler_order;
+    int chat_format;
     int chat, no_think, ignore_eos, no_display, interactive, no_moe_config, lambda_set;
     int validate, v_inputs, v_tokens;
     unsigned long long v_seed;
@@ -552,7 +569,7 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
             ids[i] = (int32_t)((seed >> 33) % (uint64_t)c->vocab_size);
         }
         float *lg = malloc(sizeof(float) * (size_t)c->vocab_size);
-        struct glm_sampling greedy = {0.0f, 0, 1.0f, 0};
+        struct glm_sampling greedy = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
         int32_t next = 0;
         /* warm-up: weight conversions for this plan happen here */
         if (!lg || glm_eval(s, ids, 1, 0, lg)) {
@@ -613,54 +630,210 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
 
 /* ---- interactive ---------------------------------------------------------- */
 
+/*
+ * The chat loop. Every turn renders the whole conversation through the
+ * model's chat template (earlier reasoning dropped, contents stripped, as
+ * the template does), keeps the common prefix of the KV cache and
+ * evaluates only the rest. When the conversation no longer fits the
+ * context, the oldest turns are dropped (said on stderr) and the
+ * conversation is rendered again; a single message that cannot fit is
+ * refused and the chat goes on. Lines are read whole (getline).
+ */
+struct chat {
+    struct tx_chat_message *msg;
+    char **own; /* strings owned, per message (NULL: not owned) */
+    size_t n, cap;
+};
+
+static int chat_push(struct chat *c, const char *role, char *text, int owned)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        void *a = realloc(c->msg, cap * sizeof(*c->msg)), *b = NULL;
+        if (a)
+            c->msg = a;
+        b = a ? realloc(c->own, cap * sizeof(*c->own)) : NULL;
+        if (!a || !b)
+            return -1;
+        c->own = b;
+        c->cap = cap;
+    }
+    c->msg[c->n] = (struct tx_chat_message){role, text, NULL};
+    c->own[c->n] = owned ? text : NULL;
+    c->n++;
+    return 0;
+}
+
+static void chat_drop(struct chat *c, size_t i)
+{
+    free(c->own[i]);
+    memmove(c->msg + i, c->msg + i + 1, (c->n - i - 1) * sizeof(*c->msg));
+    memmove(c->own + i, c->own + i + 1, (c->n - i - 1) * sizeof(*c->own));
+    c->n--;
+}
+
+static void chat_free(struct chat *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        free(c->own[i]);
+    free(c->msg);
+    free(c->own);
+}
+
 static int interactive(glm_model_t *m, glm_session_t *s, const struct opts *o,
                        struct glm_sampling *smp)
 {
-    char line[4096];
+    int n_ctx = glm_session_n_ctx(s), rc = 0;
+    unsigned flags = o->no_think ? TX_CHAT_NO_THINKING : 0;
+    struct chat c = {NULL, NULL, 0, 0};
+    int32_t *cache = malloc(sizeof(int32_t) * (size_t)n_ctx * 2), *out = cache + n_ctx;
+    int n_cache = 0;
+    char *line = NULL;
+    size_t lcap = 0;
+    if (!cache) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 1;
+    }
+    if (glm_session_pos(s) > 0) {
+        /* the one-shot prompt before is not a turn of this conversation */
+        glm_session_reset(s);
+    }
+    if (o->system && chat_push(&c, "system", (char *)o->system, 0))
+        goto oom;
     for (;;) {
         fprintf(stderr, "\n> ");
-        if (!fgets(line, sizeof(line), stdin))
-            return 0;
-        size_t L = strlen(line);
+        ssize_t L = getline(&line, &lcap, stdin);
+        if (L < 0)
+            break;
         while (L && (line[L - 1] == '\n' || line[L - 1] == '\r'))
             line[--L] = 0;
         if (!L)
             continue;
-        struct tx_chat_message msgs[2];
-        size_t nm = 0;
-        if (o->system && glm_session_pos(s) == 0)
-            msgs[nm++] = (struct tx_chat_message){"system", o->system, NULL};
-        msgs[nm++] = (struct tx_chat_message){"user", line, NULL};
-        int32_t *ids;
-        size_t n;
-        if (glm_chat_encode(m, msgs, nm, o->no_think ? TX_CHAT_NO_THINKING : 0, &ids, &n)) {
-            log_err("chat");
-            return 1;
+        char *u = strdup(line);
+        if (!u || chat_push(&c, "user", u, 1)) {
+            free(u);
+            goto oom;
         }
-        /* later turns: drop the "[gMASK]<sop>" prefix */
-        size_t skip = glm_session_pos(s) > 0 && n > 2 ? 2 : 0;
+        int32_t *ids = NULL;
+        size_t n = 0;
+        /* a message that cannot fit even alone is refused, the history kept */
+        {
+            size_t first = o->system ? 1 : 0;
+            struct tx_chat_message alone[2];
+            size_t na = 0;
+            if (first)
+                alone[na++] = c.msg[0];
+            alone[na++] = c.msg[c.n - 1];
+            if (glm_chat_encode(m, alone, na, flags, &ids, &n)) {
+                log_err("chat");
+                rc = 1;
+                goto done;
+            }
+            free(ids);
+            ids = NULL;
+            if (n >= (size_t)n_ctx) {
+                fprintf(stderr,
+                        "%s: this message renders to %zu tokens and the context has %d "
+                        "positions (-c): not sent\n",
+                        prog, n, n_ctx);
+                chat_drop(&c, c.n - 1);
+                continue;
+            }
+        }
+        for (;;) {
+            if (glm_chat_encode(m, c.msg, c.n, flags, &ids, &n)) {
+                log_err("chat");
+                rc = 1;
+                goto done;
+            }
+            if (n < (size_t)n_ctx)
+                break; /* fits, with room for at least one generated token */
+            free(ids);
+            ids = NULL;
+            size_t first = o->system ? 1 : 0;
+            if (c.n - first <= 1) { /* the new message alone */
+                fprintf(stderr,
+                        "%s: this message renders to %zu tokens and the context has %d "
+                        "positions (-c): not sent\n",
+                        prog, n, n_ctx);
+                chat_drop(&c, c.n - 1);
+                break;
+            }
+            /* context shift by turns: drop the oldest turn and render again */
+            fprintf(stderr, "%s: context full (%zu of %d positions): dropping the oldest turn\n",
+                    prog, n, n_ctx);
+            chat_drop(&c, first);
+            while (c.n > first + 1 && strcmp(c.msg[first].role, "user"))
+                chat_drop(&c, first);
+        }
+        if (!ids)
+            continue;
+        /* reuse the common prefix of the cache; evaluate at least one token */
+        size_t k = 0;
+        while (k < (size_t)n_cache && k < n && cache[k] == ids[k])
+            k++;
+        if (k == n)
+            k--;
+        glm_session_truncate(s, (int)k);
+        fprintf(stderr, "[chat: %zu tokens, %zu reused from the cache]\n", n, k);
         struct glm_generate_params gp;
         memset(&gp, 0, sizeof(gp));
-        gp.prompt = ids + skip;
-        gp.n_prompt = (int)(n - skip);
+        gp.prompt = ids + k;
+        gp.n_prompt = (int)(n - k);
         gp.n_predict = o->n_predict;
         gp.sampling = *smp;
         gp.on_token = on_token;
         struct glm_timings t;
-        int rc = glm_generate(s, &gp, NULL, 0, NULL, &t);
+        int n_out = 0;
+        int grc = glm_generate(s, &gp, out, n_ctx, &n_out, &t);
+        /* the cache holds the rendered ids, then what was generated */
+        memcpy(cache, ids, n * sizeof(int32_t));
+        int pos = glm_session_pos(s);
+        for (int i = 0; i < n_out && (int)n + i < n_ctx; i++)
+            cache[n + (size_t)i] = out[i];
+        n_cache = pos;
         free(ids);
-        if (rc) {
-            log_rc("generate", rc);
-            return 1;
+        if (grc) {
+            log_rc("generate", grc);
+            rc = 1;
+            goto done;
         }
+        char *reply = NULL;
+        size_t rl = 0;
+        char err[256];
+        if (tx_tokenizer_decode(glm_model_tokenizer(m), out, (size_t)(n_out < n_ctx ? n_out : n_ctx),
+                                0, &reply, &rl, err, sizeof(err))) {
+            fprintf(stderr, "%s: decode: %s\n", prog, err);
+            rc = 1;
+            goto done;
+        }
+        if (chat_push(&c, "assistant", reply, 1)) {
+            free(reply);
+            goto oom;
+        }
+        if (t.stop == GLM_STOP_CONTEXT)
+            fprintf(stderr,
+                    "\n%s: the context is full (%d positions): the reply was cut; the next turn "
+                    "drops the oldest turns\n",
+                    prog, n_ctx);
         if (interrupted) {
             fputc('\n', stdout);
             fflush(stdout);
             print_perf(&t);
-            return 130;
+            rc = 130;
+            goto done;
         }
         smp->seed++;
     }
+    goto done;
+oom:
+    fprintf(stderr, "%s: out of memory\n", prog);
+    rc = 1;
+done:
+    free(line);
+    free(cache);
+    chat_free(&c);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -672,6 +845,10 @@ int main(int argc, char **argv)
     o.temp = 0.8f;
     o.top_k = 40;
     o.top_p = 0.95f;
+    o.min_p = 0.05f;
+    o.repeat_penalty = 1.0f;
+    o.repeat_last_n = 64;
+    o.sampler_order = GLM_SAMPLER_ORDER_LLAMA;
     o.lambda = 0.2f;
     o.v_inputs = 100;
     o.v_tokens = 8;
@@ -712,6 +889,14 @@ int main(int argc, char **argv)
         O_MAXW,
         O_VERIFY,
         O_NOVERIFY,
+        O_MINP,
+        O_REPPEN,
+        O_PRESPEN,
+        O_FREQPEN,
+        O_REPLASTN,
+        O_SAMPLERS,
+        O_SORDER,
+        O_CHATFMT,
     };
     static const struct option lo[] = {
         {"checkpoint", required_argument, NULL, O_CKPT},
@@ -727,7 +912,16 @@ int main(int argc, char **argv)
         {"temp", required_argument, NULL, O_TEMP},
         {"top-k", required_argument, NULL, O_TOPK},
         {"top-p", required_argument, NULL, O_TOPP},
+        {"min-p", required_argument, NULL, O_MINP},
+        {"repeat-penalty", required_argument, NULL, O_REPPEN},
+        {"presence-penalty", required_argument, NULL, O_PRESPEN},
+        {"frequency-penalty", required_argument, NULL, O_FREQPEN},
+        {"repeat-last-n", required_argument, NULL, O_REPLASTN},
+        {"samplers", required_argument, NULL, O_SAMPLERS},
+        {"sampler-order", required_argument, NULL, O_SORDER},
         {"chat", no_argument, NULL, O_CHAT},
+        {"chat-template-format", required_argument, NULL, O_CHATFMT},
+        {"chat-template", required_argument, NULL, O_CHATFMT},
         {"system", required_argument, NULL, O_SYSTEM},
         {"no-think", no_argument, NULL, O_NOTHINK},
         {"ignore-eos", no_argument, NULL, O_IGNEOS},
@@ -809,9 +1003,72 @@ int main(int argc, char **argv)
         case O_TOPP:
             OPT(txc_opt_float(prog, "--top-p", optarg, 0, 1, TXC_LO_OPEN, &o.top_p));
             break;
+        case O_MINP:
+            OPT(txc_opt_float(prog, "--min-p", optarg, 0, 1, 0, &o.min_p));
+            break;
+        case O_REPPEN:
+            OPT(txc_opt_float(prog, "--repeat-penalty", optarg, 0, 100, 0, &o.repeat_penalty));
+            break;
+        case O_PRESPEN:
+            OPT(txc_opt_float(prog, "--presence-penalty", optarg, -100, 100, 0,
+                              &o.presence_penalty));
+            break;
+        case O_FREQPEN:
+            OPT(txc_opt_float(prog, "--frequency-penalty", optarg, -100, 100, 0,
+                              &o.frequency_penalty));
+            break;
+        case O_REPLASTN:
+            OPT(txc_opt_int(prog, "--repeat-last-n", optarg, -1, GLM_MAX_REPEAT_LAST_N,
+                            "-1 = the context", &o.repeat_last_n));
+            break;
+        case O_SAMPLERS: {
+            /* llama.cpp's names; the device has two orders */
+            char norm[256];
+            size_t k = 0;
+            for (const char *q = optarg; *q && k + 1 < sizeof(norm); q++)
+                norm[k++] = *q == ',' ? ';' : *q;
+            norm[k] = 0;
+            const char *body = norm;
+            if (!strncmp(body, "penalties;", 10))
+                body += 10;
+            if (!strcmp(body, "top_k;top_p;min_p;temperature")) {
+                o.sampler_order = GLM_SAMPLER_ORDER_LLAMA;
+            } else if (!strcmp(body, "temperature;top_k;top_p;min_p")) {
+                o.sampler_order = GLM_SAMPLER_ORDER_TEMP_FIRST;
+            } else {
+                fprintf(stderr,
+                        "%s: --samplers: '%s' is not an order the device has; use "
+                        "top_k;top_p;min_p;temperature (llama.cpp) or "
+                        "temperature;top_k;top_p;min_p (transformers), optionally after "
+                        "penalties;\n",
+                        prog, optarg);
+                return 2;
+            }
+            break;
+        }
+        case O_SORDER:
+            if (!strcmp(optarg, "llama")) {
+                o.sampler_order = GLM_SAMPLER_ORDER_LLAMA;
+            } else if (!strcmp(optarg, "temp-first")) {
+                o.sampler_order = GLM_SAMPLER_ORDER_TEMP_FIRST;
+            } else {
+                fprintf(stderr, "%s: --sampler-order: '%s' is not llama or temp-first\n", prog,
+                        optarg);
+                return 2;
+            }
+            break;
         case O_CHAT:
             o.chat = 1;
             break;
+        case O_CHATFMT: {
+            int f = tx_chat_format_from_name(optarg);
+            if (f < 0) {
+                fprintf(stderr, "%s: --chat-template-format: %s\n", prog, tx_last_error());
+                return 2;
+            }
+            o.chat_format = f;
+            break;
+        }
         case O_SYSTEM:
             o.system = optarg;
             break;
@@ -1048,6 +1305,19 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    /* the chat format: the option, else the package's chat_template */
+    if (o.chat || o.interactive) {
+        char why[256];
+        if (o.chat_format)
+            glm_model_set_chat_format(m, o.chat_format);
+        int f = glm_model_chat_format(m, why, sizeof(why));
+        if (f < 0) {
+            log_err("chat format");
+            goto out;
+        }
+        fprintf(stderr, "%s: chat format %s\n", prog, why);
+    }
+
     /* the prompt */
     if (o.tokens) {
         if (parse_ids(o.tokens, &ids, &n_ids) || !n_ids) {
@@ -1162,10 +1432,22 @@ int main(int argc, char **argv)
     smp.temperature = o.temp;
     smp.top_k = o.top_k;
     smp.top_p = o.top_p;
+    smp.min_p = o.min_p;
+    smp.repeat_penalty = o.repeat_penalty;
+    smp.presence_penalty = o.presence_penalty;
+    smp.frequency_penalty = o.frequency_penalty;
+    smp.repeat_last_n = o.repeat_last_n;
+    smp.order = o.sampler_order;
     smp.seed = o.seed < 0 ? (uint64_t)time(NULL) : (uint64_t)o.seed;
-    fprintf(stderr, "%s: sampling on the device: temp %.2f, top-k %d, top-p %.2f, seed %llu\n",
-            prog, (double)smp.temperature, smp.top_k, (double)smp.top_p,
-            (unsigned long long)smp.seed);
+    fprintf(stderr,
+            "%s: sampling on the device: %s; temp %.2f, top-k %d, top-p %.2f, min-p %.2f, "
+            "repeat-penalty %.2f, presence %.2f, frequency %.2f, last-n %d, seed %llu\n",
+            prog,
+            smp.order == GLM_SAMPLER_ORDER_LLAMA ? "penalties;top_k;top_p;min_p;temperature"
+                                                 : "penalties;temperature;top_k;top_p;min_p",
+            (double)smp.temperature, smp.top_k, (double)smp.top_p, (double)smp.min_p,
+            (double)smp.repeat_penalty, (double)smp.presence_penalty,
+            (double)smp.frequency_penalty, smp.repeat_last_n, (unsigned long long)smp.seed);
 
     catch_signals();
     if (!ids && o.interactive) {
@@ -1185,7 +1467,7 @@ int main(int argc, char **argv)
     gp.sampling = smp;
     gp.on_token = on_token;
     if (o.ignore_eos)
-        gp.n_stop = -1;
+        gp.flags |= GLM_GEN_IGNORE_EOS; /* -inf bias on the stop tokens */
     struct glm_timings t;
     int n_out = 0;
     int grc = glm_generate(s, &gp, NULL, 0, &n_out, &t);
