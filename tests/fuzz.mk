@@ -59,8 +59,11 @@ fuzz-build:
 		{ echo "fuzz: $(FUZZ_CC) not found (scripts/install-deps installs clang)"; exit 1; }
 	@$(MAKE) --no-print-directory $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
 
+# fuzz_smd_load starts $(BUILD)/bin/tx8-emu (tests/unit/tx_test_emu.h)
+$(FUZZ_DIR)/fuzz_smd_load: | $(BUILD)/bin/tx8-emu
+
 fuzz: fuzz-build
-	@tests/fuzz/run --dir $(FUZZ_DIR) --time $(FUZZ_TIME) $(FUZZ_TARGETS)
+	@BUILD=$(BUILD) tests/fuzz/run --dir $(FUZZ_DIR) --time $(FUZZ_TIME) $(FUZZ_TARGETS)
 
 # make fuzz-tokenizer, fuzz-smd, ...: build one target
 $(addprefix fuzz-,$(patsubst fuzz_%,%,$(FUZZ_ALL))): fuzz-%: $(FUZZ_DIR)/fuzz_%

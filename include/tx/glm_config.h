@@ -32,8 +32,21 @@ extern "C" {
 #define TX_API __attribute__((visibility("default")))
 #endif
 
-#define GLM_MAX_LAYERS 512 /* num_hidden_layers limit (GLM-4.5: 92, GLM-5: 78) */
-#define GLM_MAX_EOS 16     /* eos_token_id list limit */
+/* Limits of config.json fields (docs/glm-architectures.md, "Limits"): far
+ * above the largest real checkpoints, low enough that nothing sized by them
+ * can exhaust memory or time. glm_config_validate() enforces them. */
+#define GLM_MAX_LAYERS 512            /* num_hidden_layers (GLM-4.5: 92, GLM-5: 78) */
+#define GLM_MAX_EOS 16                /* eos_token_id list */
+#define GLM_MAX_VOCAB 1048576         /* vocab_size, token ids (largest real: 262144) */
+#define GLM_MAX_HIDDEN 65536          /* hidden_size, q/kv_lora_rank (largest: 16384) */
+#define GLM_MAX_FFN 262144            /* (moe_)intermediate_size (largest: 53248) */
+#define GLM_MAX_NEXTN 16              /* num_nextn_predict_layers (real: 1) */
+#define GLM_MAX_HEADS 1024            /* attention / KV / indexer heads (largest: 128) */
+#define GLM_MAX_HEAD_DIM 4096         /* head_dim and the MLA/indexer head dims (largest: 256) */
+#define GLM_MAX_POSITIONS 16777216    /* max_position_embeddings, index_topk (largest: 10M) */
+#define GLM_MAX_EXPERTS 4096          /* n_routed_experts, top-k, groups (largest: 384) */
+#define GLM_MAX_SHARED_EXPERTS 64     /* n_shared_experts (real: 1-2) */
+#define GLM_MAX_TENSORS 262144        /* tensors of the expected list (Kimi-K2: ~70k) */
 #define GLM_TENSOR_NAME_MAX 128
 
 enum glm_arch {

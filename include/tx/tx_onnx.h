@@ -26,6 +26,10 @@
 
 #include <tx/tx_model.h>
 
+/* Limits (docs/tools-export.md, "Limits of the input formats") */
+#define TX_ONNX_MAX_TENSORS 1048576 /* graph initializers (DeepSeek-V3: ~92k) */
+#define TX_ONNX_MAX_NAME 1024       /* bytes of an initializer name (real: < 100) */
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -29,6 +29,10 @@ extern "C" {
 #endif
 
 #define TX_ST_MAX_HEADER (100u * 1000u * 1000u)
+/* Limits (docs/tools-export.md, "Limits of the input formats") */
+#define TX_ST_MAX_TENSORS 1048576 /* header entries / weight_map entries (DeepSeek-V3: ~92k) */
+#define TX_ST_MAX_NAME 1024       /* bytes of a tensor name (real: < 100) */
+#define TX_ST_MAX_SHARDS 4096     /* files named by the shard index (DeepSeek-V3: 163) */
 
 struct tx_st_file;
 

@@ -136,6 +136,25 @@ static int collect_cb(void *ctx, const struct glm_tensor_info *ti)
     return 0;
 }
 
+struct missing_ctx {
+    const struct tx_ckpt *c;
+    int found;
+    struct glm_tensor_info t;
+};
+
+static const struct tx_tensor *src_find(const struct tx_ckpt *c, const char *name);
+
+/* stops the tensor list at the first expected tensor the files lack */
+static int missing_cb(void *ctx, const struct glm_tensor_info *ti)
+{
+    struct missing_ctx *m = ctx;
+    if (src_find(m->c, ti->name))
+        return 0;
+    m->found = 1;
+    m->t = *ti;
+    return 1;
+}
+
 static int cmp_ct(const void *a, const void *b)
 {
     return strcmp((*(const struct tx_ckpt_tensor *const *)a)->info.name,
@@ -262,7 +281,9 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
     }
     rc = glm_config_from_json(c->config_json, &c->cfg, sub, sizeof(sub));
     if (rc < 0) {
-        txm_err(err, errsz, rc, "%s: %s", c->config_path, sub);
+        /* "config.json: field: ..." -> "PATH: field: ..." */
+        txm_err(err, errsz, rc, "%s: %s", c->config_path,
+                strncmp(sub, "config.json: ", 13) ? sub : sub + 13);
         goto fail;
     }
     c->tok_path = opt_file(dir, "tokenizer.json");
@@ -271,16 +292,6 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
         rc = tx_st_set_open(dir, &c->st, err, errsz);
         if (rc < 0)
             goto fail;
-    }
-    rc = glm_config_tensor_list(&c->cfg, collect_cb, c);
-    if (rc < 0) {
-        rc = txm_err(err, errsz, rc, "%s: cannot list the expected tensors", c->config_path);
-        goto fail;
-    }
-    c->sorted = calloc(c->n + 1, sizeof(*c->sorted));
-    if (!c->sorted) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
-        goto fail;
     }
     /* where a missing tensor should have been: the .onnx, the single
      * safetensors file, the shard index, or the directory */
@@ -291,6 +302,39 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
         where_buf = txm_path_join(dir, "model.safetensors.index.json");
         if (where_buf && txm_file_exists(where_buf))
             where = where_buf;
+    }
+    /* Compare the config with what is on disk before building anything per
+     * tensor: if the config expects more tensors than the files hold (its
+     * counts are bounded by glm_config_validate), name the first missing
+     * one without allocating. */
+    int64_t want = glm_config_tensor_count(&c->cfg);
+    if (want < 0) {
+        rc = txm_err(err, errsz, -EINVAL, "%s: cannot count the expected tensors", c->config_path);
+        goto fail;
+    }
+    if ((uint64_t)want > src_count(c)) {
+        struct missing_ctx m = {.c = c};
+        glm_config_tensor_list(&c->cfg, missing_cb, &m);
+        char s1[96];
+        uint64_t ws[2] = {(uint64_t)m.t.shape[0], (uint64_t)m.t.shape[1]};
+        rc = txm_err(err, errsz, -ENOENT,
+                     "%s: tensor %s (shape %s) is missing; %s expects it (it expects %lld "
+                     "tensors: num_hidden_layers %d, n_routed_experts %d; the files hold %zu)",
+                     where, m.found ? m.t.name : "?",
+                     m.found ? tx_shape_str(ws, m.t.ndim, s1, sizeof(s1)) : "?", c->config_path,
+                     (long long)want, c->cfg.num_hidden_layers, c->cfg.n_routed_experts,
+                     src_count(c));
+        goto fail;
+    }
+    rc = glm_config_tensor_list(&c->cfg, collect_cb, c);
+    if (rc < 0) {
+        rc = txm_err(err, errsz, rc, "%s: cannot list the expected tensors", c->config_path);
+        goto fail;
+    }
+    c->sorted = calloc(c->n + 1, sizeof(*c->sorted));
+    if (!c->sorted) {
+        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        goto fail;
     }
     for (size_t i = 0; i < c->n; i++) {
         struct tx_ckpt_tensor *ct = &c->t[i];

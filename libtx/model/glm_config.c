@@ -790,10 +790,52 @@ int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
     POS(num_attention_heads);
     POS(num_key_value_heads);
     POS(max_position_embeddings);
-    if (c->num_hidden_layers > GLM_MAX_LAYERS)
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: num_hidden_layers: %d exceeds the limit %d",
-                       c->num_hidden_layers, GLM_MAX_LAYERS);
+    /* Upper bounds, checked before anything iterates over a count
+     * (docs/glm-architectures.md, "Limits"). Generous: the largest real
+     * checkpoints are far below them. */
+    const struct {
+        const char *name;
+        int value;
+        int limit;
+    } lim[] = {
+        {"vocab_size", c->vocab_size, GLM_MAX_VOCAB},
+        {"hidden_size", c->hidden_size, GLM_MAX_HIDDEN},
+        {"intermediate_size", c->intermediate_size, GLM_MAX_FFN},
+        {"moe_intermediate_size", c->moe_intermediate_size, GLM_MAX_FFN},
+        {"num_hidden_layers", c->num_hidden_layers, GLM_MAX_LAYERS},
+        {"num_nextn_predict_layers", c->num_nextn_predict_layers, GLM_MAX_NEXTN},
+        {"num_attention_heads", c->num_attention_heads, GLM_MAX_HEADS},
+        {"num_key_value_heads", c->num_key_value_heads, GLM_MAX_HEADS},
+        {"head_dim", c->head_dim, GLM_MAX_HEAD_DIM},
+        {"max_position_embeddings", c->max_position_embeddings, GLM_MAX_POSITIONS},
+        {"n_routed_experts", c->n_routed_experts, GLM_MAX_EXPERTS},
+        {"n_shared_experts", c->n_shared_experts, GLM_MAX_SHARED_EXPERTS},
+        {"num_experts_per_tok", c->num_experts_per_tok, GLM_MAX_EXPERTS},
+        {"n_group", c->n_group, GLM_MAX_EXPERTS},
+        {"topk_group", c->topk_group, GLM_MAX_EXPERTS},
+        {"first_k_dense_replace", c->first_k_dense_replace, GLM_MAX_LAYERS},
+        {"q_lora_rank", c->q_lora_rank, GLM_MAX_HIDDEN},
+        {"kv_lora_rank", c->kv_lora_rank, GLM_MAX_HIDDEN},
+        {"qk_nope_head_dim", c->qk_nope_head_dim, GLM_MAX_HEAD_DIM},
+        {"qk_rope_head_dim", c->qk_rope_head_dim, GLM_MAX_HEAD_DIM},
+        {"v_head_dim", c->v_head_dim, GLM_MAX_HEAD_DIM},
+        {"index_topk", c->index_topk, GLM_MAX_POSITIONS},
+        {"index_head_dim", c->index_head_dim, GLM_MAX_HEAD_DIM},
+        {"index_n_heads", c->index_n_heads, GLM_MAX_HEADS},
+        {"bos_token_id", c->bos_token_id, GLM_MAX_VOCAB},
+        {"pad_token_id", c->pad_token_id, GLM_MAX_VOCAB},
+    };
+    for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
+        if (lim[i].value > lim[i].limit)
+            return txm_err(err, errsz, -EINVAL, "config.json: %s: %d exceeds the limit %d",
+                           lim[i].name, lim[i].value, lim[i].limit);
+    }
+    for (int i = 0; i < c->n_eos && i < GLM_MAX_EOS; i++) {
+        if (c->eos_token_ids[i] > GLM_MAX_VOCAB)
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: eos_token_id[%d]: %d exceeds the limit %d", i,
+                           c->eos_token_ids[i], GLM_MAX_VOCAB);
+    }
     if (c->num_nextn_predict_layers < 0)
         return txm_err(err, errsz, -EINVAL, "config.json: num_nextn_predict_layers: must be >= 0");
     if (!(c->rms_norm_eps > 0.0) || !isfinite(c->rms_norm_eps))
@@ -929,6 +971,13 @@ int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
     }
     if (c->n_eos < 0 || c->n_eos > GLM_MAX_EOS)
         return txm_err(err, errsz, -EINVAL, "config: n_eos out of range");
+    /* the tensor list: counted without enumerating the expert names */
+    int64_t nt = glm_config_tensor_count(c);
+    if (nt > GLM_MAX_TENSORS)
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: num_hidden_layers (%d) x n_routed_experts (%d) gives %lld "
+                       "tensors, more than the limit %d",
+                       c->num_hidden_layers, c->n_routed_experts, (long long)nt, GLM_MAX_TENSORS);
     for (int i = 0; i < c->n_eos; i++) {
         if (c->eos_token_ids[i] < 0)
             return txm_err(err, errsz, -EINVAL, "config.json: eos_token_id[%d]: negative", i);
@@ -1417,18 +1466,28 @@ int glm_config_tensor_list(const struct glm_config *c, glm_tensor_cb cb, void *c
     return 0;
 }
 
-static int count_cb(void *ctx, const struct glm_tensor_info *t)
-{
-    (void)t;
-    (*(int64_t *)ctx)++;
-    return 0;
-}
-
+/* Same count as glm_config_tensor_list, in time linear in the layers: the
+ * routed experts' three matrices per sparse layer are counted, not named. */
 int64_t glm_config_tensor_count(const struct glm_config *c)
 {
-    int64_t n = 0;
-    if (glm_config_tensor_list(c, count_cb, &n) < 0)
+    if (!c || c->num_hidden_layers < 0 || c->num_hidden_layers > GLM_MAX_LAYERS)
         return -EINVAL;
+    struct glm_tensor_info t;
+    int64_t n = 0;
+    if (glm_config_tensor_info(c, GLM_T_EMBED, -1, -1, &t) == 0)
+        n++;
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        for (size_t i = 0; i < sizeof(layer_order) / sizeof(layer_order[0]); i++) {
+            if (glm_config_tensor_info(c, layer_order[i], l, -1, &t) == 0)
+                n++;
+        }
+        if (c->mlp_layer_types[l] == GLM_MLP_SPARSE && c->n_routed_experts > 0)
+            n += 3 * (int64_t)c->n_routed_experts;
+    }
+    if (glm_config_tensor_info(c, GLM_T_FINAL_NORM, -1, -1, &t) == 0)
+        n++;
+    if (glm_config_tensor_info(c, GLM_T_LM_HEAD, -1, -1, &t) == 0)
+        n++;
     return n;
 }
 

@@ -300,6 +300,10 @@ static int load_tensor(struct tx_onnx *m, const Onnx__TensorProto *tp, size_t id
     const char *name = tp->name;
     if (!name || !name[0])
         return txm_err(err, errsz, -EINVAL, "%s: initializer %zu has no name", m->path, idx);
+    if (strlen(name) > TX_ONNX_MAX_NAME)
+        return txm_err(err, errsz, -EINVAL,
+                       "%s: initializer %zu: name of %zu bytes (\"%.40s...\") exceeds the limit %u",
+                       m->path, idx, strlen(name), name, TX_ONNX_MAX_NAME);
     t->name = name;
     int dt = tp->has_data_type ? tp->data_type : 0;
     int et = elem_of_onnx(dt);
@@ -447,6 +451,11 @@ int tx_onnx_open(const char *path, struct tx_onnx **out, char *err, size_t errsz
         goto fail;
     }
     size_t nn = g->n_initializer;
+    if (nn > TX_ONNX_MAX_TENSORS) {
+        rc = txm_err(err, errsz, -EINVAL, "%s: graph.initializer: %zu tensors exceeds the limit %u",
+                     path, nn, TX_ONNX_MAX_TENSORS);
+        goto fail;
+    }
     m->t = calloc(nn + 1, sizeof(*m->t));
     m->sorted = calloc(nn + 1, sizeof(*m->sorted));
     m->owned = calloc(nn + 1, sizeof(*m->owned));

@@ -262,6 +262,11 @@ int tx_st_open(const char *path, struct tx_st_file **out, char *err, size_t errs
         goto fail;
     }
     size_t nkeys = (size_t)json_object_object_length(root);
+    if (nkeys > TX_ST_MAX_TENSORS + 1) {
+        rc = txm_err(err, errsz, -EINVAL, "%s: header: %zu entries exceeds the limit %u", path,
+                     nkeys, TX_ST_MAX_TENSORS);
+        goto fail;
+    }
     f->t = calloc(nkeys ? nkeys : 1, sizeof(*f->t));
     f->sorted = calloc(nkeys ? nkeys : 1, sizeof(*f->sorted));
     if (!f->t || !f->sorted) {
@@ -301,6 +306,12 @@ int tx_st_open(const char *path, struct tx_st_file **out, char *err, size_t errs
         }
         if (!key[0]) {
             rc = txm_err(err, errsz, -EINVAL, "%s: a tensor has an empty name", path);
+            goto fail;
+        }
+        if (strlen(key) > TX_ST_MAX_NAME) {
+            rc = txm_err(err, errsz, -EINVAL,
+                         "%s: tensor name of %zu bytes (\"%.40s...\") exceeds the limit %u", path,
+                         strlen(key), key, TX_ST_MAX_NAME);
             goto fail;
         }
         rc = parse_entry(f, key, val, bufsize, data_base, &f->t[f->n], err, errsz);
@@ -595,8 +606,20 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
             return rc;
         }
         size_t cap = (size_t)json_object_object_length(wm) + 1;
+        if (cap > TX_ST_MAX_TENSORS + 1) {
+            rc = txm_err(err, errsz, -EINVAL, "%s: weight_map: %zu entries exceeds the limit %u",
+                         ip, cap - 1, TX_ST_MAX_TENSORS);
+            json_object_put(root);
+            free(ip);
+            return rc;
+        }
         char **v = calloc(cap, sizeof(char *));
         size_t n = 0;
+        if (!v) {
+            json_object_put(root);
+            free(ip);
+            return txm_err(err, errsz, -ENOMEM, "out of memory");
+        }
         json_object_object_foreach(wm, k, fv)
         {
             if (!json_object_is_type(fv, json_type_string) ||
@@ -617,6 +640,18 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
             for (j = 0; j < n; j++)
                 if (strcmp(v[j], fn) == 0)
                     break;
+            if (j == n && n == TX_ST_MAX_SHARDS) {
+                /* also keeps this search linear in the entries */
+                rc = txm_err(err, errsz, -EINVAL,
+                             "%s: weight_map names more than %u shard files (the limit)", ip,
+                             TX_ST_MAX_SHARDS);
+                for (size_t i = 0; i < n; i++)
+                    free(v[i]);
+                free(v);
+                json_object_put(root);
+                free(ip);
+                return rc;
+            }
             if (j == n)
                 v[n++] = strdup(fn);
         }
@@ -709,6 +744,12 @@ int tx_st_set_open(const char *dir, struct tx_st_set **out, char *err, size_t er
             goto fail;
         total += tx_st_count(s->files[s->nfiles]);
         s->nfiles++;
+        if (total > TX_ST_MAX_TENSORS) {
+            rc = txm_err(err, errsz, -EINVAL,
+                         "%s: the safetensors files hold more than %u tensors (the limit)", dir,
+                         TX_ST_MAX_TENSORS);
+            goto fail;
+        }
     }
     s->t = calloc(total ? total : 1, sizeof(*s->t));
     s->sorted = calloc(total ? total : 1, sizeof(*s->sorted));

@@ -24,7 +24,7 @@
 #include <tx/tx_smd.h>
 
 /* Sanity limits of the reader (well above anything real). */
-#define SMD_MAX_TENSORS (16u << 20)
+#define SMD_MAX_TENSORS (1u << 20) /* docs/tools-export.md, "Limits of the input formats" */
 #define SMD_MAX_JSON (512ull << 20)
 #define SMD_MAX_STRINGS (1ull << 30)
 #define SMD_MAX_NAME 255u
@@ -582,8 +582,18 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
         goto fail;
     }
     if (h->tensor_count > SMD_MAX_TENSORS) {
-        rc =
-            txm_err(err, errsz, -EINVAL, "%s: %u tensors exceeds the limit", path, h->tensor_count);
+        rc = txm_err(err, errsz, -EINVAL, "%s: header: tensor_count %u exceeds the limit %u", path,
+                     h->tensor_count, SMD_MAX_TENSORS);
+        goto fail;
+    }
+    /* the tensor table is in the file: nothing is sized by a count the
+     * file cannot hold */
+    if ((uint64_t)h->tensor_count * sizeof(struct tx_smd_tensor) > fsize) {
+        rc = txm_err(err, errsz, -EINVAL,
+                     "%s: header: tensor_count %u needs a %" PRIu64
+                     "-byte tensor table but the file is %" PRIu64 " bytes",
+                     path, h->tensor_count,
+                     (uint64_t)h->tensor_count * sizeof(struct tx_smd_tensor), fsize);
         goto fail;
     }
     memcpy(s->sec, area + sizeof(*h), 32u * h->section_count);

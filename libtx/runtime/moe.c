@@ -35,7 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <yaml.h>
+
+#define GLM_MOE_YAML_MAX (1 << 20) /* bytes of config/expert_parallel.yaml */
 
 TX_API void glm_moe_defaults(struct glm_moe_options *o)
 {
@@ -87,6 +90,14 @@ TX_API int glm_moe_config_load(const char *path, struct glm_moe_options *o)
     FILE *fp = fopen(path, "rb");
     if (!fp)
         return tx_error(errno == ENOENT ? TX_ENOENT : TX_EIO, "%s: %s", path, strerror(errno));
+    /* the file is a few lines: a limit keeps libyaml's work (linear in the
+     * size: it keeps explicit stacks, no recursion) small */
+    struct stat st;
+    if (fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > GLM_MOE_YAML_MAX) {
+        fclose(fp);
+        return tx_error(TX_EINVAL, "%s: %lld bytes exceeds the limit %d for this file", path,
+                        (long long)st.st_size, GLM_MOE_YAML_MAX);
+    }
     yaml_parser_t p;
     yaml_document_t doc;
     int rc = TX_OK;

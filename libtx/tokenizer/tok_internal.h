@@ -17,6 +17,8 @@
 /* Largest token id accepted in a file (keeps a hostile file from making us
  * allocate gigabytes for the id table). */
 #define TOK_MAX_ID (1u << 24)
+/* the largest id is below 2 x (vocab + added tokens) + this (tok_load.c) */
+#define TOK_ID_SLACK 65536u
 /* Words longer than this are not cached (as HF's BPE cache). */
 #define TOK_CACHE_MAX_WORD 256
 /* Cache slots (power of two) and the entry count at which inserting stops. */

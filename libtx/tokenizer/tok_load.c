@@ -98,8 +98,9 @@ static int add_vocab(struct ctx *c, json_object *vocab, int64_t *max_id)
                        key, type_name(val));
         int64_t id = json_object_get_int64(val);
         if (id < 0 || id >= (int64_t)TOK_MAX_ID)
-            return ERR(c, TX_EINVAL, "model.vocab: id %lld of token \"%.64s\" is out of range",
-                       (long long)id, key);
+            return ERR(c, TX_EINVAL,
+                       "model.vocab: id %lld of token \"%.64s\" is out of range [0, %u)",
+                       (long long)id, key, TOK_MAX_ID);
         size_t klen = strlen(key);
         int64_t off = tok_pool_add(&tok->pool, key, klen);
         if (off < 0)
@@ -1227,7 +1228,8 @@ static int parse_added(struct ctx *c, json_object *list, int64_t *max_id)
             return ERR(c, TX_EINVAL, "%s.id: expected an integer, found %s", where, type_name(idv));
         int64_t id = json_object_get_int64(idv);
         if (id < 0 || id >= (int64_t)TOK_MAX_ID)
-            return ERR(c, TX_EINVAL, "%s.id: %lld is out of range", where, (long long)id);
+            return ERR(c, TX_EINVAL, "%s.id: %lld is out of range [0, %u)", where, (long long)id,
+                       TOK_MAX_ID);
         const char *s;
         size_t sl;
         if ((rc = opt_string(c, o, "content", where, &s, &sl)))
@@ -1427,6 +1429,16 @@ static int load_root(struct ctx *c, json_object *root, const struct fast *fs)
         return rc;
     if (max_id < 0)
         return ERR(c, TX_EINVAL, "model.vocab: empty vocabulary");
+    /* The id tables are sized by the largest id: keep them linear in the
+     * input. Real vocabularies are dense (ids 0..N-1 plus added tokens just
+     * above), so a largest id far beyond the number of tokens is refused. */
+    size_t ntok = tok->vocab.n + tok->n_added;
+    if ((uint64_t)max_id >= 2 * (uint64_t)ntok + TOK_ID_SLACK)
+        return ERR(c, TX_EINVAL,
+                   "model.vocab: largest token id %lld with only %zu tokens exceeds the limit "
+                   "%llu (2 x tokens + %u: ids must be nearly dense)",
+                   (long long)max_id, ntok, (unsigned long long)(2 * (uint64_t)ntok + TOK_ID_SLACK),
+                   TOK_ID_SLACK);
     if ((rc = build_ids(c, max_id)))
         return rc;
     if ((rc = load_normalizer(c, get(root, "normalizer"), "normalizer")))

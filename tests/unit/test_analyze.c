@@ -193,6 +193,45 @@ START_TEST(sizes)
 }
 END_TEST
 
+
+/* issue 16: a checkpoint whose config.json claims 500 layers of 851643
+ * experts (or, inside every limit, far more tensors than the files hold)
+ * fails at once with a clear error instead of growing until the OOM killer */
+static void set_config(const char *dir, const char *key, const char *value, const char *key2,
+                       const char *value2)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/config.json", dir);
+    struct json_object *o = json_object_from_file(p);
+    ck_assert_ptr_nonnull(o);
+    json_object_object_add(o, key, json_tokener_parse(value));
+    json_object_object_add(o, key2, json_tokener_parse(value2));
+    json_object_object_add(o, "n_group", json_object_new_int(1));
+    const char *s = json_object_to_json_string(o);
+    tm_write(p, s, strlen(s));
+    json_object_put(o);
+}
+
+START_TEST(oversized_config)
+{
+    const char *d = tm_path("big");
+    struct tx_synth_opts o = {
+        .arch = GLM_ARCH_GLM4_MOE, .preset = TX_SYNTH_TINY, .seed = 1, .vocab_size = 256};
+    ck_assert_int_eq(tx_synth_write(d, &o, err, sizeof(err)), 0);
+    struct glm_config c;
+    const char *f;
+    set_config(d, "num_hidden_layers", "500", "n_routed_experts", "851643");
+    ck_assert_int_eq(tx_analyze_load_config(d, &c, &f, err, sizeof(err)), -EINVAL);
+    ck_assert_msg(strstr(err, "config.json: n_routed_experts: 851643 exceeds the limit 4096"),
+                  "got \"%s\"", err);
+    /* every field inside its limit: the count is compared with the files */
+    set_config(d, "num_hidden_layers", "20", "n_routed_experts", "4096");
+    ck_assert_int_eq(tx_analyze_load_config(d, &c, &f, err, sizeof(err)), -ENOENT);
+    ck_assert_msg(strstr(err, "is missing") && strstr(err, "it expects 233793 tensors"),
+                  "got \"%s\"", err);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("analyze");
@@ -204,6 +243,7 @@ static Suite *suite(void)
     tcase_add_test(tc, fits_and_json);
     tcase_add_test(tc, inputs);
     tcase_add_test(tc, sizes);
+    tcase_add_test(tc, oversized_config);
     suite_add_tcase(s, tc);
     return s;
 }

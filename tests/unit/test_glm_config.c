@@ -800,6 +800,70 @@ START_TEST(test_mutations)
 }
 END_TEST
 
+static int count_listed(void *ctx, const struct glm_tensor_info *t)
+{
+    (void)t;
+    (*(int64_t *)ctx)++;
+    return 0;
+}
+
+/* issue 16: counts beyond what a real checkpoint holds fail at once with
+ * the field, its value and the limit, before anything iterates over them */
+static char *with_field(const char *base, const char *key, const char *value)
+{
+    struct json_object *o = json_tokener_parse(base);
+    ck_assert_ptr_nonnull(o);
+    json_object_object_add(o, key, json_tokener_parse(value));
+    char *s = strdup(json_object_to_json_string(o));
+    json_object_put(o);
+    return s;
+}
+
+START_TEST(test_limits)
+{
+    static const struct {
+        const char *key, *value, *msg;
+    } cases[] = {
+        {"n_routed_experts", "851643", "n_routed_experts: 851643 exceeds the limit 4096"},
+        {"num_hidden_layers", "513", "num_hidden_layers: 513 is outside [1, 512]"},
+        {"vocab_size", "2000000000", "vocab_size: 2000000000 exceeds the limit 1048576"},
+        {"hidden_size", "1000000", "hidden_size: 1000000 exceeds the limit 65536"},
+        {"num_attention_heads", "65536", "num_attention_heads: 65536 exceeds the limit 1024"},
+        {"max_position_embeddings", "2000000000", "max_position_embeddings: 2000000000 exceeds"},
+        {"head_dim", "100000", "head_dim: 100000 exceeds the limit 4096"},
+        {"moe_intermediate_size", "1000000", "moe_intermediate_size: 1000000 exceeds"},
+        {"n_shared_experts", "1000", "n_shared_experts: 1000 exceeds the limit 64"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *j = with_field(AIR_JSON, cases[i].key, cases[i].value);
+        struct glm_config c;
+        err[0] = 0;
+        ck_assert_int_eq(glm_config_from_json(j, &c, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, cases[i].msg), "%s: got \"%s\"", cases[i].key, err);
+        free(j);
+    }
+    /* both inside their own limits, together too many tensors */
+    char *j = with_field(AIR_JSON, "n_routed_experts", "4096");
+    char *k = with_field(j, "num_hidden_layers", "500");
+    struct glm_config c;
+    ck_assert_int_eq(glm_config_from_json(k, &c, err, sizeof(err)), -EINVAL);
+    ck_assert_msg(strstr(err, "num_hidden_layers (500) x n_routed_experts (4096) gives") &&
+                      strstr(err, "more than the limit 262144"),
+                  "got \"%s\"", err);
+    free(k);
+    free(j);
+    /* Kimi-K2-sized expert counts stay accepted, and the count is exact */
+    j = with_field(AIR_JSON, "n_routed_experts", "384");
+    ck_assert_int_eq(glm_config_from_json(j, &c, err, sizeof(err)), 0);
+    int64_t n = glm_config_tensor_count(&c);
+    ck_assert_int_gt(n, 45 * 384 * 3);
+    int64_t listed = 0;
+    ck_assert_int_eq(glm_config_tensor_list(&c, count_listed, &listed), 0);
+    ck_assert_int_eq(n, listed);
+    free(j);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("glm_config");
@@ -817,6 +881,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_inv_freq);
     tcase_add_test(tc, test_required_fields);
     tcase_add_test(tc, test_mutations);
+    tcase_add_test(tc, test_limits);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+# Writes the seed corpus of fuzz_engine (tests/fuzz/corpus/engine/): one
+# valid job per covered opcode plus a few multi-command and faulting jobs.
+# Layout of an input: tests/fuzz/fuzz_engine.c. Run from the repository root.
+import os
+import struct
+
+HEAP = 0x10000
+DATA = HEAP + 0x1000          # first byte after the command buffer
+RD, WR, RW = 1, 2, 3
+out = "tests/fuzz/corpus/engine"
+
+
+def hdr(op, size, flags=0):
+    return struct.pack("<HHI", op, flags, size)
+
+
+def fill(dst, n, v=7):
+    return hdr(1, 32) + struct.pack("<QQII", dst, n, v, 0)
+
+
+def copy(dst, src, n):
+    return hdr(2, 32) + struct.pack("<QQQ", dst, src, n)
+
+
+def convert(dst, src, scales, rows, cols, ldd, lds, dd, sd):
+    return hdr(3, 56) + struct.pack("<QQQIIIIHHI", dst, src, scales, rows, cols, ldd, lds, dd, sd, 0)
+
+
+def weight(data, rows, cols, dtype=0, scales=0, group=0):
+    return struct.pack("<QQQIIIIHHI", data, scales, 0, rows, cols, 0, group, dtype, 0, 0)
+
+
+def matmul(y, x, bias, w, T, ldx, ldy, act=0, flags=0):
+    body = struct.pack("<QQQ", y, x, bias) + w + struct.pack("<IIIHH", T, ldx, ldy, act, 0)
+    return hdr(4, 8 + len(body), flags) + body
+
+
+def rmsnorm(y, x, g, rows, dim):
+    return hdr(5, 56) + struct.pack("<QQQIIIIfI", y, x, g, rows, dim, dim, dim, 1e-5, 0)
+
+
+def add(y, a, b, n):
+    return hdr(10, 48) + struct.pack("<QQQQff", y, a, b, n, 1.0, 1.0)
+
+
+def swiglu(y, g, u, rows, cols):
+    return hdr(9, 56) + struct.pack("<QQQIIIIII", y, g, u, rows, cols, cols, cols, cols, 0)
+
+
+def embed(out_, ids, table, scales, T, V, D, dtype=0):
+    return hdr(11, 64) + struct.pack("<QQQQIIIIHHI", out_, ids, table, scales, T, V, D, D, dtype, 0, 0)
+
+
+def job(ranges, cmds):
+    b = bytes([len(ranges)])
+    for a, s, acc in ranges:
+        b += struct.pack("<III", a, s, acc)
+    return b + b"".join(cmds)
+
+
+A, B, C, D = DATA, DATA + 0x4000, DATA + 0x8000, DATA + 0xC000
+whole = [(DATA, 0x20000, RW)]
+seeds = {
+    "fill": job(whole, [fill(A, 1000)]),
+    "copy": job(whole, [copy(B, A, 999)]),
+    "convert_bf16": job(whole, [convert(B, A, 0, 5, 33, 35, 40, 2, 0)]),
+    "convert_quant": job(whole, [convert(B, A, C, 5, 33, 35, 40, 3, 0)]),
+    "matmul_f32": job(whole, [matmul(C, A, 0, weight(B, 10, 64), 3, 64, 10)]),
+    "matmul_i8_bias": job(whole, [matmul(C, A, D, weight(B, 10, 64, 3, D + 64, 32), 3, 64, 10, 0, 2)]),
+    "matmul_bf16_acc": job(whole, [matmul(C, A, 0, weight(B, 8, 32, 2), 2, 32, 8, 0, 1)]),
+    "rmsnorm": job(whole, [rmsnorm(B, A, C, 3, 50)]),
+    "add": job(whole, [add(C, A, B, 77)]),
+    "swiglu": job(whole, [swiglu(C, A, B, 4, 30)]),
+    "embed": job(whole, [fill(A, 64, 1), embed(C, A, B, 0, 4, 8, 16)]),
+    "embed_i8": job(whole, [fill(A, 64, 2), embed(C, A, B, D, 4, 8, 16, 3)]),
+    "chain": job(whole, [fill(A, 4096, 0), add(B, A, A, 1024), rmsnorm(C, B, A, 4, 256),
+                         swiglu(D, B, C, 4, 256)]),
+    # exact operand ranges, separate read and write ranges
+    "split_ranges": job([(A, 3 * 64 * 4, RD), (B, 10 * 64 * 4, RD), (C, 3 * 10 * 4, WR)],
+                        [matmul(C, A, 0, weight(B, 10, 64), 3, 64, 10)]),
+    # faults: past the range end, read-only destination, below the heap
+    "fault_end": job([(A, 996, WR)], [fill(A, 1000)]),
+    "fault_ro": job([(A, 1000, RD)], [fill(A, 1000)]),
+    "fault_ctrl": job(whole, [copy(A, 0x100, 64)]),
+    "bad_range": job([(0x100, 64, RW)], [fill(A, 64)]),
+    "bad_opcode": job(whole, [hdr(99, 8)]),
+    "overflow": job(whole, [rmsnorm(B, A, C, 0xFFFFFFFF, 0xFFFFFFFF)]),
+}
+os.makedirs(out, exist_ok=True)
+for name, data in seeds.items():
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(data)

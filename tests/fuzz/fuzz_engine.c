@@ -1,0 +1,551 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libFuzzer target for the device's command decoder and checker
+ * (emu/engine): one job per input, run on a small engine.
+ *
+ * Input: byte 0 = number of extra ranges n (byte % 9); then n records of
+ * 12 bytes (u32 address, u32 size, u32 access, little-endian; the address
+ * and size taken modulo a little more than the device memory, so invalid
+ * ranges occur too; an access below 256 is taken as is, so 0 and unknown
+ * bits occur, any other becomes a valid one); the rest is the command buffer (cut to a multiple of
+ * 8, at most FE_CMD_MAX bytes), placed at the start of the heap. Range 0
+ * of the job is always the command buffer, read-only.
+ *
+ * Properties (a violation calls abort()):
+ *  - tx8_engine_run returns 0 and a status < TX8_STATUS_COUNT;
+ *  - no byte outside the job's writable ranges changes (the control block
+ *    below the heap included);
+ *  - a reported ADDR_FAULT address lies outside every range granting both
+ *    read and write;
+ *  - when every command up to the first static failure is one the
+ *    reference below covers, the engine's verdict (status, failing command
+ *    and fault address) equals the reference's, and a job failing its
+ *    static checks changes no byte at all.
+ *
+ * The reference is an independent implementation of the static operand
+ * rules (docs/hardware.md 4.5, include/tx8/tx8_hw.h) for FILL, COPY,
+ * CONVERT, MATMUL (dense weights), RMSNORM, ADD, SWIGLU and EMBED, using
+ * byte bitmaps of the ranges instead of the engine's interval walk.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tx8/tx8_hw.h>
+
+#include "engine/tx8_engine.h"
+
+#define FE_HEAP_OFF (64u << 10)
+#define FE_MEM_SIZE (256u << 10)
+#define FE_CMD_MAX 4096u
+#define FE_MAX_RANGES 8u
+#define R TX8_ACCESS_READ
+#define W TX8_ACCESS_WRITE
+#define RW (TX8_ACCESS_READ | TX8_ACCESS_WRITE)
+
+static struct tx8_engine *fe_eng;
+static uint8_t *fe_mem, *fe_before, *fe_pattern;
+static uint8_t *fe_cov[2]; /* per byte: a range grants read / write */
+static struct tx8_counters fe_ctr;
+/* outcome of the last input (for the unit test's replay) */
+static unsigned fe_last_status;
+static int fe_last_ref;
+
+#define FE_FAIL(...)                                                                               \
+    do {                                                                                           \
+        fprintf(stderr, "fuzz_engine: " __VA_ARGS__);                                              \
+        fputc('\n', stderr);                                                                       \
+        abort();                                                                                   \
+    } while (0)
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    fe_mem = aligned_alloc(4096, FE_MEM_SIZE);
+    fe_before = malloc(FE_MEM_SIZE);
+    fe_pattern = malloc(FE_MEM_SIZE);
+    fe_cov[0] = malloc(FE_MEM_SIZE);
+    fe_cov[1] = malloc(FE_MEM_SIZE);
+    if (!fe_mem || !fe_before || !fe_pattern || !fe_cov[0] || !fe_cov[1])
+        FE_FAIL("out of memory");
+    /* small finite floats, some zeros, some int-like words */
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < FE_MEM_SIZE / 4; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        uint32_t w;
+        if (i % 7 == 0) {
+            w = (uint32_t)(s % 16); /* small integers: ids, indexes */
+        } else {
+            float f = (float)((int64_t)(s % 2001) - 1000) / 500.0f;
+            memcpy(&w, &f, 4);
+        }
+        memcpy(fe_pattern + 4 * i, &w, 4);
+    }
+    struct tx8_engine_config cfg = {1, -1, 0, TX8_ISA_AUTO, {0, 0, 0}};
+    if (tx8_engine_create(&fe_eng, fe_mem, FE_MEM_SIZE, FE_HEAP_OFF, &cfg, &fe_ctr))
+        FE_FAIL("tx8_engine_create failed");
+    return 0;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reference checker */
+
+enum { REF_UNKNOWN = -1 };
+
+struct ref {
+    const struct tx8_job_desc *job;
+    int status;        /* TX8_STATUS_* of the command being checked */
+    uint64_t fault;    /* its first uncovered byte */
+    unsigned nop;      /* operands listed for the range pass */
+    struct {
+        uint64_t addr;
+        unsigned __int128 end; /* exclusive; may exceed 2^64 */
+        unsigned access;
+    } op[16];
+};
+
+static unsigned esize_of(unsigned dtype)
+{
+    switch (dtype) {
+    case TX8_DTYPE_F32:
+        return 4;
+    case TX8_DTYPE_F16:
+    case TX8_DTYPE_BF16:
+        return 2;
+    case TX8_DTYPE_I8:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int is_float(unsigned d)
+{
+    return d == TX8_DTYPE_F32 || d == TX8_DTYPE_F16 || d == TX8_DTYPE_BF16;
+}
+
+/* An operand of `bytes` (exact, 128-bit) bytes: empty ones are skipped,
+ * misaligned ones are INVALID_CMD; one whose size exceeds 64 bits is
+ * listed without an alignment rule (it faults anyway). */
+static void operand(struct ref *r, uint64_t addr, unsigned __int128 bytes, unsigned access,
+                    unsigned align)
+{
+    if (r->status)
+        return;
+    if (bytes == 0)
+        return;
+    int huge = bytes > (unsigned __int128)UINT64_MAX;
+    if (!huge && align > 1 && addr % align) {
+        r->status = TX8_STATUS_INVALID_CMD;
+        return;
+    }
+    r->op[r->nop].addr = addr;
+    r->op[r->nop].end = huge ? (unsigned __int128)UINT64_MAX + addr : (unsigned __int128)addr + bytes;
+    r->op[r->nop].access = access;
+    r->nop++;
+}
+
+static void matrix(struct ref *r, uint64_t addr, uint64_t rows, uint64_t cols, uint64_t ld,
+                   unsigned es, unsigned access)
+{
+    if (r->status)
+        return;
+    if (rows == 0 || cols == 0)
+        return;
+    if (ld < cols) {
+        r->status = TX8_STATUS_INVALID_CMD;
+        return;
+    }
+    unsigned __int128 b = ((unsigned __int128)(rows - 1) * ld + cols) * es;
+    operand(r, addr, b, access, es);
+}
+
+static void vector(struct ref *r, uint64_t addr, uint64_t n, unsigned es, unsigned access)
+{
+    operand(r, addr, (unsigned __int128)n * es, access, es);
+}
+
+static void bad(struct ref *r, int status)
+{
+    if (!r->status)
+        r->status = status;
+}
+
+/* first byte of [addr, end) not granted `bit` (end clamped to 2^64 - 1) */
+static uint64_t uncovered(uint64_t addr, unsigned __int128 end, unsigned bit)
+{
+    const uint8_t *cov = fe_cov[bit == W];
+    uint64_t lim = end > FE_MEM_SIZE ? FE_MEM_SIZE : (uint64_t)end;
+    for (uint64_t a = addr; a < lim; a++)
+        if (!cov[a])
+            return a;
+    if (end <= FE_MEM_SIZE)
+        return UINT64_MAX; /* all covered */
+    return addr > FE_MEM_SIZE ? addr : FE_MEM_SIZE;
+}
+
+/* Range pass of one command: the first listed operand leaving the ranges.
+ * An extent reaching 2^64 - 1 always faults (it cannot lie in memory). */
+static void ranges(struct ref *r)
+{
+    for (unsigned i = 0; i < r->nop && !r->status; i++) {
+        uint64_t first = UINT64_MAX;
+        int found = 0;
+        for (unsigned bit = R; bit <= W; bit <<= 1) {
+            if (!(r->op[i].access & bit))
+                continue;
+            uint64_t u = uncovered(r->op[i].addr, r->op[i].end, bit);
+            if (u != UINT64_MAX && (!found || u < first)) {
+                first = u;
+                found = 1;
+            }
+        }
+        if (found || r->op[i].end >= UINT64_MAX) {
+            r->status = TX8_STATUS_ADDR_FAULT;
+            r->fault = found ? first : UINT64_MAX;
+        }
+    }
+}
+
+static void ref_weight(struct ref *r, const struct tx8_weight *w)
+{
+    if (w->rsvd)
+        return bad(r, TX8_STATUS_INVALID_CMD);
+    unsigned es = esize_of(w->dtype);
+    if (!es)
+        return bad(r, TX8_STATUS_UNSUPPORTED_DTYPE);
+    if (w->format != TX8_WFMT_DENSE)
+        return bad(r, TX8_STATUS_INVALID_CMD); /* sparse: not covered (caller) */
+    int i8 = w->dtype == TX8_DTYPE_I8;
+    if (i8) {
+        if (!w->scales)
+            return bad(r, TX8_STATUS_INVALID_CMD);
+        if (w->group_size && w->cols % w->group_size)
+            return bad(r, TX8_STATUS_INVALID_CMD);
+    } else if (w->scales || w->group_size) {
+        return bad(r, TX8_STATUS_INVALID_CMD);
+    }
+    if (w->index || w->nnz_blocks)
+        return bad(r, TX8_STATUS_INVALID_CMD);
+    operand(r, w->data, (unsigned __int128)w->rows * w->cols * es, R, es);
+    if (i8 && w->rows && w->cols) {
+        uint64_t g = w->group_size ? w->cols / w->group_size : 1;
+        operand(r, w->scales, (unsigned __int128)w->rows * g * 4, R, 4);
+    }
+}
+
+/* Static verdict of one command (status 0 = passes). Returns REF_UNKNOWN
+ * for a command the reference does not cover. */
+static int ref_cmd(struct ref *r, const uint8_t *p)
+{
+    struct tx8_cmd_hdr h;
+    memcpy(&h, p, sizeof(h));
+    r->status = 0;
+    r->nop = 0;
+    union {
+        struct tx8_cmd_fill fill;
+        struct tx8_cmd_copy copy;
+        struct tx8_cmd_convert cv;
+        struct tx8_cmd_matmul mm;
+        struct tx8_cmd_rmsnorm rn;
+        struct tx8_cmd_add add;
+        struct tx8_cmd_swiglu sw;
+        struct tx8_cmd_embed em;
+    } u;
+    memcpy(&u, p, h.size < sizeof(u) ? h.size : sizeof(u));
+    switch (h.opcode) {
+    case TX8_OP_FILL: {
+        const struct tx8_cmd_fill *f = &u.fill;
+        if (h.flags || f->rsvd || f->dst % 4 || f->bytes % 4)
+            bad(r, TX8_STATUS_INVALID_CMD);
+        operand(r, f->dst, f->bytes, W, 4);
+        break;
+    }
+    case TX8_OP_COPY:
+        if (h.flags)
+            bad(r, TX8_STATUS_INVALID_CMD);
+        operand(r, u.copy.src, u.copy.bytes, R, 1);
+        operand(r, u.copy.dst, u.copy.bytes, W, 1);
+        break;
+    case TX8_OP_CONVERT: {
+        const struct tx8_cmd_convert *f = &u.cv;
+        if (h.flags || f->rsvd)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        unsigned sd = f->src_dtype, dd = f->dst_dtype;
+        int q = sd == TX8_DTYPE_F32 && dd == TX8_DTYPE_I8;
+        int dq = sd == TX8_DTYPE_I8 && dd == TX8_DTYPE_F32;
+        if (!(is_float(sd) && is_float(dd)) && !q && !dq)
+            return bad(r, TX8_STATUS_UNSUPPORTED_DTYPE), 0;
+        if (!q && !dq && f->scales)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        matrix(r, f->src, f->rows, f->cols, f->ld_src, esize_of(sd), R);
+        matrix(r, f->dst, f->rows, f->cols, f->ld_dst, esize_of(dd), W);
+        if ((q || dq) && f->rows && f->cols)
+            vector(r, f->scales, f->rows, 4, q ? W : R);
+        break;
+    }
+    case TX8_OP_MATMUL: {
+        const struct tx8_cmd_matmul *m = &u.mm;
+        if (m->w.format != TX8_WFMT_DENSE)
+            return REF_UNKNOWN; /* sparse indexes are checked at run time */
+        if ((h.flags & ~(TX8_MATMUL_F_ACCUMULATE | TX8_MATMUL_F_BIAS)) || m->rsvd)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if (!is_float(m->act_dtype) && m->act_dtype != TX8_DTYPE_I8)
+            return bad(r, TX8_STATUS_UNSUPPORTED_DTYPE), 0;
+        ref_weight(r, &m->w);
+        if (r->status)
+            return 0;
+        if (m->act_dtype == TX8_DTYPE_I8 && m->w.dtype != TX8_DTYPE_I8)
+            return bad(r, TX8_STATUS_UNSUPPORTED_DTYPE), 0;
+        uint64_t T = m->tokens, N = m->w.rows, K = m->w.cols;
+        matrix(r, m->x, N ? T : 0, K, m->ld_x, 4, R);
+        matrix(r, m->y, T, N, m->ld_y, 4, (h.flags & TX8_MATMUL_F_ACCUMULATE) ? RW : W);
+        if ((h.flags & TX8_MATMUL_F_BIAS) && T)
+            vector(r, m->bias, N, 4, R);
+        break;
+    }
+    case TX8_OP_RMSNORM: {
+        const struct tx8_cmd_rmsnorm *m = &u.rn;
+        if (h.flags || m->rsvd || isnan(m->eps))
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        matrix(r, m->x, m->rows, m->dim, m->ld_x, 4, R);
+        matrix(r, m->y, m->rows, m->dim, m->ld_y, 4, W);
+        if (m->rows)
+            vector(r, m->gamma, m->dim, 4, R);
+        break;
+    }
+    case TX8_OP_ADD:
+        if (h.flags)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        vector(r, u.add.a, u.add.n, 4, R);
+        vector(r, u.add.b, u.add.n, 4, R);
+        vector(r, u.add.y, u.add.n, 4, W);
+        break;
+    case TX8_OP_SWIGLU: {
+        const struct tx8_cmd_swiglu *m = &u.sw;
+        if (h.flags || m->rsvd)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        matrix(r, m->gate, m->rows, m->cols, m->ld_gate, 4, R);
+        matrix(r, m->up, m->rows, m->cols, m->ld_up, 4, R);
+        matrix(r, m->y, m->rows, m->cols, m->ld_y, 4, W);
+        break;
+    }
+    case TX8_OP_EMBED: {
+        const struct tx8_cmd_embed *m = &u.em;
+        if (h.flags || m->rsvd0 || m->rsvd1)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if (!is_float(m->dtype) && m->dtype != TX8_DTYPE_I8)
+            return bad(r, TX8_STATUS_UNSUPPORTED_DTYPE), 0;
+        int i8 = m->dtype == TX8_DTYPE_I8;
+        if (i8 != (m->scales != 0))
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if (!m->tokens)
+            break;
+        if (!m->vocab)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        vector(r, m->ids, m->tokens, 4, R);
+        matrix(r, m->table, m->dim ? m->vocab : 0, m->dim, m->dim, esize_of(m->dtype), R);
+        if (i8 && m->dim)
+            vector(r, m->scales, m->vocab, 4, R);
+        matrix(r, m->out, m->tokens, m->dim, m->ld_out, 4, W);
+        break;
+    }
+    default:
+        return REF_UNKNOWN;
+    }
+    ranges(r);
+    return 0;
+}
+
+static const uint32_t cmd_sizes[TX8_OP_COUNT] = {
+    [TX8_OP_NOP] = sizeof(struct tx8_cmd_hdr),
+    [TX8_OP_FILL] = sizeof(struct tx8_cmd_fill),
+    [TX8_OP_COPY] = sizeof(struct tx8_cmd_copy),
+    [TX8_OP_CONVERT] = sizeof(struct tx8_cmd_convert),
+    [TX8_OP_MATMUL] = sizeof(struct tx8_cmd_matmul),
+    [TX8_OP_RMSNORM] = sizeof(struct tx8_cmd_rmsnorm),
+    [TX8_OP_LAYERNORM] = sizeof(struct tx8_cmd_layernorm),
+    [TX8_OP_ROPE] = sizeof(struct tx8_cmd_rope),
+    [TX8_OP_ATTENTION] = sizeof(struct tx8_cmd_attention),
+    [TX8_OP_SWIGLU] = sizeof(struct tx8_cmd_swiglu),
+    [TX8_OP_ADD] = sizeof(struct tx8_cmd_add),
+    [TX8_OP_EMBED] = sizeof(struct tx8_cmd_embed),
+    [TX8_OP_MOE_ROUTE] = sizeof(struct tx8_cmd_moe_route),
+    [TX8_OP_MOE_FFN] = sizeof(struct tx8_cmd_moe_ffn),
+    [TX8_OP_DSA_INDEX] = sizeof(struct tx8_cmd_dsa_index),
+    [TX8_OP_SAMPLE] = sizeof(struct tx8_cmd_sample),
+};
+
+/* Static verdict of the job. Returns REF_UNKNOWN if a command outside the
+ * reference's set is reached before a verdict; sets *has_embed if a
+ * passing EMBED (whose ids are checked when it runs) is in the job. */
+static int ref_job(const struct tx8_job_desc *job, const uint8_t *cmd, unsigned *fcmd,
+                   uint64_t *faddr, int *has_embed)
+{
+    *has_embed = 0;
+    for (unsigned i = 0; i < job->num_ranges; i++) {
+        const struct tx8_range *g = &job->ranges[i];
+        if (!g->size || g->rsvd || !g->access || (g->access & ~(uint32_t)RW) ||
+            g->addr < FE_HEAP_OFF || g->addr >= FE_MEM_SIZE || g->size > FE_MEM_SIZE - g->addr)
+            return TX8_STATUS_INVALID_JOB;
+    }
+    memset(fe_cov[0], 0, FE_MEM_SIZE);
+    memset(fe_cov[1], 0, FE_MEM_SIZE);
+    for (unsigned i = 0; i < job->num_ranges; i++) {
+        const struct tx8_range *g = &job->ranges[i];
+        if (g->access & R)
+            memset(fe_cov[0] + g->addr, 1, g->size);
+        if (g->access & W)
+            memset(fe_cov[1] + g->addr, 1, g->size);
+    }
+    struct ref r = {.job = job};
+    size_t off = 0;
+    unsigned n = 0;
+    while (off < job->cmd_size) {
+        struct tx8_cmd_hdr h;
+        memcpy(&h, cmd + off, sizeof(h));
+        *fcmd = n;
+        *faddr = 0;
+        if (h.opcode >= TX8_OP_COUNT || h.size != cmd_sizes[h.opcode] ||
+            h.size > job->cmd_size - off)
+            return TX8_STATUS_INVALID_CMD;
+        if (ref_cmd(&r, cmd + off) == REF_UNKNOWN)
+            return REF_UNKNOWN;
+        if (r.status) {
+            *faddr = r.status == TX8_STATUS_ADDR_FAULT ? r.fault : 0;
+            return r.status;
+        }
+        if (h.opcode == TX8_OP_EMBED)
+            *has_embed = 1;
+        off += h.size;
+        n++;
+    }
+    return TX8_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!fe_eng)
+        LLVMFuzzerInitialize(NULL, NULL);
+    if (size < 1)
+        return 0;
+    unsigned nr = data[0] % (FE_MAX_RANGES + 1);
+    size_t pos = 1;
+    if (size < pos + 12 * (size_t)nr)
+        return 0;
+    static struct tx8_job_desc job;
+    memset(&job, 0, sizeof(job));
+    job.seqno = 1;
+    job.cmd_addr = FE_HEAP_OFF;
+    job.num_ranges = 1 + nr;
+    job.ranges[0].addr = FE_HEAP_OFF;
+    job.ranges[0].size = FE_CMD_MAX;
+    job.ranges[0].access = R;
+    for (unsigned i = 0; i < nr; i++, pos += 12) {
+        struct tx8_range *g = &job.ranges[1 + i];
+        g->addr = rd32(data + pos) % (FE_MEM_SIZE + 4096);
+        g->size = rd32(data + pos + 4) % (FE_MEM_SIZE + 1);
+        uint32_t a = rd32(data + pos + 8);
+        /* a small value is taken as is (0 and unknown bits are invalid),
+         * anything else becomes a valid access */
+        g->access = a < 256 ? a : (a & RW) ? (a & RW) : RW;
+    }
+    size_t clen = size - pos;
+    if (clen > FE_CMD_MAX)
+        clen = FE_CMD_MAX;
+    clen &= ~(size_t)7;
+    job.cmd_size = (uint32_t)clen;
+
+    memcpy(fe_mem, fe_pattern, FE_MEM_SIZE);
+    memset(fe_mem + FE_HEAP_OFF, 0, FE_CMD_MAX);
+    memcpy(fe_mem + FE_HEAP_OFF, data + pos, clen);
+    memcpy(fe_before, fe_mem, FE_MEM_SIZE);
+
+    struct tx8_completion done;
+    memset(&done, 0xa5, sizeof(done));
+    if (tx8_engine_run(fe_eng, &job, &done, NULL) != 0)
+        FE_FAIL("tx8_engine_run failed");
+    if (done.status >= TX8_STATUS_COUNT)
+        FE_FAIL("status %u out of range", done.status);
+    fe_last_status = done.status;
+    fe_last_ref = -2;
+    if (getenv("FUZZ_ENGINE_VERBOSE"))
+        fprintf(stderr, "fuzz_engine: %u commands bytes, %u ranges: %s at command %u addr %#llx\n",
+                job.cmd_size, job.num_ranges, tx8_engine_status_name(done.status), done.fault_cmd,
+                (unsigned long long)done.fault_addr);
+
+    /* writes only inside writable ranges (of a valid job) */
+    static uint8_t wmask[FE_MEM_SIZE];
+    memset(wmask, 0, sizeof(wmask));
+    for (unsigned i = 0; i < job.num_ranges; i++) {
+        const struct tx8_range *g = &job.ranges[i];
+        if ((g->access & W) && g->addr < FE_MEM_SIZE) {
+            uint64_t e = g->size > FE_MEM_SIZE - g->addr ? FE_MEM_SIZE : g->addr + g->size;
+            memset(wmask + g->addr, 1, e - g->addr);
+        }
+    }
+    for (size_t a = 0; a < FE_MEM_SIZE; a++)
+        if (!wmask[a] && fe_mem[a] != fe_before[a])
+            FE_FAIL("byte %#zx outside the writable ranges changed (status %s)", a,
+                    tx8_engine_status_name(done.status));
+
+    if (done.status == TX8_STATUS_ADDR_FAULT) {
+        for (unsigned i = 0; i < job.num_ranges; i++) {
+            const struct tx8_range *g = &job.ranges[i];
+            if ((g->access & RW) == RW && done.fault_addr >= g->addr &&
+                done.fault_addr - g->addr < g->size)
+                FE_FAIL("fault address %#llx lies inside read-write range %u",
+                        (unsigned long long)done.fault_addr, i);
+        }
+    }
+
+    unsigned fcmd = 0;
+    uint64_t faddr = 0;
+    int has_embed = 0;
+    int want = ref_job(&job, fe_before + FE_HEAP_OFF, &fcmd, &faddr, &has_embed);
+    fe_last_ref = want;
+    if (want == REF_UNKNOWN)
+        return 0;
+    if (want == TX8_STATUS_OK) {
+        /* EMBED's ids are checked when it runs */
+        if (done.status == TX8_STATUS_INVALID_CMD && has_embed)
+            return 0;
+        if (done.status != TX8_STATUS_OK)
+            FE_FAIL("reference: ok; engine: %s at command %u addr %#llx",
+                    tx8_engine_status_name(done.status), done.fault_cmd,
+                    (unsigned long long)done.fault_addr);
+        return 0;
+    }
+    if ((int)done.status != want)
+        FE_FAIL("reference: %s at command %u (addr %#llx); engine: %s at command %u addr %#llx",
+                tx8_engine_status_name((unsigned)want), fcmd, (unsigned long long)faddr,
+                tx8_engine_status_name(done.status), done.fault_cmd,
+                (unsigned long long)done.fault_addr);
+    if (want == TX8_STATUS_INVALID_JOB)
+        return 0;
+    if (done.fault_cmd != fcmd)
+        FE_FAIL("reference: %s at command %u; engine: at command %u",
+                tx8_engine_status_name((unsigned)want), fcmd, done.fault_cmd);
+    if (want == TX8_STATUS_ADDR_FAULT && done.fault_addr != faddr)
+        FE_FAIL("reference: fault at %#llx; engine: at %#llx (command %u)",
+                (unsigned long long)faddr, (unsigned long long)done.fault_addr, fcmd);
+    if (memcmp(fe_mem, fe_before, FE_MEM_SIZE))
+        FE_FAIL("a job failing its static checks (%s) changed memory",
+                tx8_engine_status_name(done.status));
+    return 0;
+}
