@@ -121,6 +121,32 @@ START_TEST(bad_llc)
 }
 END_TEST
 
+/* every option error names the option and what it accepts (one line),
+ * exit status 2, nothing on stdout: no wrap-around, no silent default */
+START_TEST(bad_options)
+{
+    static const struct {
+        const char *args, *want;
+    } c[] = {
+        {"-t 0", "tx-bench: -t: '0' is not an integer in [1, 64]"},
+        {"-t 4294967297", "tx-bench: -t: '4294967297' is not an integer in [1, 64]"},
+        {"-r nan", "tx-bench: -r: 'nan' is not an integer in [1, 1000]"},
+        {"-s 1x", "tx-bench: -s: '1x' is not an integer in [1, 16384] (MiB)"},
+        {"-k 100", "tx-bench: -k: '100' is not a multiple of 64"},
+        {"-p 1,0", "tx-bench: -p: '0' is not an integer in [1, 65536]"},
+        {"--density 101", "tx-bench: --density: '101' is not an integer in [1, 100]"},
+        {"--isa sse9", "tx-bench: --isa: 'sse9' is not one of portable, avx2, avx512"},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        char args[128], *out;
+        snprintf(args, sizeof(args), "%s 2>&1", c[i].args);
+        ck_assert_int_eq(run(NULL, args, &out), 2);
+        ck_assert_msg(strstr(out, c[i].want) == out, "%s: %s", c[i].args, out);
+        free(out);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tx_bench");
@@ -129,6 +155,7 @@ static Suite *suite(void)
     tcase_add_test(tc, ratio_reported_above_4x_llc);
     tcase_add_test(tc, ratio_refused_below_4x_llc);
     tcase_add_test(tc, bad_llc);
+    tcase_add_test(tc, bad_options);
     suite_add_tcase(s, tc);
     return s;
 }

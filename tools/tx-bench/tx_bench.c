@@ -31,6 +31,7 @@
 #include <tx8/tx8_hw.h>
 
 #include "bench.h"
+#include "common/cli.h"
 #include "common/cpu_cache.h"
 #include "engine/tx8_engine.h"
 
@@ -435,14 +436,15 @@ static void usage(FILE *f)
                "  -h, --help\n");
 }
 
-static int parse_uint(const char *s, unsigned long long max, unsigned long long *out)
+/* An integer option in [lo, hi]: else one line naming the option and its
+ * range (common/cli.c), as every tool of the project prints it. */
+static int uopt(const char *opt, const char *s, long long lo, long long hi, const char *note,
+                unsigned long long *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || v > max)
+    long long x;
+    if (txc_opt_long("tx-bench", opt, s, lo, hi, note, &x) < 0)
         return -1;
-    *out = v;
+    *out = (unsigned long long)x;
     return 0;
 }
 
@@ -468,44 +470,55 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     while ((c = getopt_long(argc, argv, "t:r:s:p:d:k:b:h", lo, NULL)) != -1) {
         switch (c) {
         case 't':
-            if (parse_uint(optarg, TX8_MAX_CORES, &v) || !v)
+            if (uopt("-t", optarg, 1, TX8_MAX_CORES, NULL, &v))
                 goto bad;
             o->threads = (unsigned)v;
             break;
         case 'r':
-            if (parse_uint(optarg, 1000, &v) || !v)
+            if (uopt("-r", optarg, 1, 1000, NULL, &v))
                 goto bad;
             o->reps = (unsigned)v;
             break;
         case 's':
-            if (parse_uint(optarg, 16384, &v) || v < 1)
+            if (uopt("-s", optarg, 1, 16384, "MiB", &v))
                 goto bad;
             o->size = v * MIB;
             o->size_given = 1;
             break;
         case 'b':
-            if (parse_uint(optarg, 64, &v) || !v)
+            if (uopt("-b", optarg, 1, 64, NULL, &v))
                 goto bad;
             o->batch = (unsigned)v;
             break;
         case 'k':
-            if (parse_uint(optarg, 1u << 20, &v) || v < 64 || v % 64)
+            if (uopt("-k", optarg, 64, 1 << 20, "a multiple of 64", &v))
                 goto bad;
+            if (v % 64) {
+                fprintf(stderr, "tx-bench: -k: '%s' is not a multiple of 64\n", optarg);
+                goto bad;
+            }
             o->K = (unsigned)v;
             break;
         case 'p': {
             o->ntok = 0;
             char *s = strdup(optarg), *save = NULL;
             for (char *tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                if (o->ntok == 16 || parse_uint(tok, 65536, &v) || !v) {
+                if (o->ntok == 16) {
+                    fprintf(stderr, "tx-bench: -p: at most 16 token counts\n");
+                    free(s);
+                    goto bad;
+                }
+                if (uopt("-p", tok, 1, 65536, "a comma-separated list", &v)) {
                     free(s);
                     goto bad;
                 }
                 o->tokens[o->ntok++] = (unsigned)v;
             }
             free(s);
-            if (!o->ntok)
+            if (!o->ntok) {
+                fprintf(stderr, "tx-bench: -p: '%s' names no token count\n", optarg);
                 goto bad;
+            }
             break;
         }
         case 'd': {
@@ -528,7 +541,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         }
         case 1:
-            if (parse_uint(optarg, 100, &v) || !v)
+            if (uopt("--density", optarg, 1, 100, "percent", &v))
                 goto bad;
             o->density = (unsigned)v;
             break;
@@ -539,8 +552,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
                 o->isa = TX8_ISA_AVX2;
             else if (!strcmp(optarg, "avx512"))
                 o->isa = TX8_ISA_AVX512;
-            else
+            else {
+                fprintf(stderr, "tx-bench: --isa: '%s' is not one of portable, avx2, avx512\n",
+                        optarg);
                 goto bad;
+            }
             break;
         case 3:
             o->json = 1;
@@ -561,9 +577,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         return -1;
     }
     return 0;
-bad:
-    fprintf(stderr, "tx-bench: invalid value '%s' for -%c\n", optarg, c > 32 ? c : '-');
-    usage(stderr);
+bad: /* the message named the option and what it accepts */
     return -1;
 }
 
