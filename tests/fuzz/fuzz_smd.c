@@ -23,6 +23,8 @@
 
 #include <tx/tx_smd.h>
 
+#include "fuzz_smd_reseal.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void fsmd_check(int cond, const char *what)
@@ -33,29 +35,6 @@ static void fsmd_check(int cond, const char *what)
     }
 }
 
-static void fsmd_reseal(uint8_t *b, size_t size)
-{
-    struct tx_smd_header h;
-    if (size < sizeof(h))
-        return;
-    memcpy(&h, b, sizeof(h));
-    if (h.section_count > 64 || sizeof(h) + 32ull * h.section_count > size)
-        return;
-    for (uint32_t i = 0; i < h.section_count; i++) {
-        struct tx_smd_section sc;
-        memcpy(&sc, b + sizeof(h) + 32 * i, 32);
-        if (sc.offset <= size && sc.size <= size - sc.offset) {
-            sc.crc = tx_crc32c(0, b + sc.offset, (size_t)sc.size);
-            memcpy(b + sizeof(h) + 32 * i, &sc, 32);
-        }
-    }
-    h.header_size = (uint32_t)(sizeof(h) + 32u * h.section_count);
-    h.file_size = size;
-    h.header_crc = 0;
-    memcpy(b, &h, sizeof(h));
-    h.header_crc = tx_crc32c(0, b, h.header_size);
-    memcpy(b, &h, sizeof(h));
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -69,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(copy, data, size);
     if (mode & 1)
-        fsmd_reseal(copy, size);
+        fuzz_smd_reseal(copy, size);
     int fd = memfd_create("fuzz.smd", MFD_CLOEXEC);
     if (fd < 0 || (size && write(fd, copy, size) != (ssize_t)size)) {
         if (fd >= 0)

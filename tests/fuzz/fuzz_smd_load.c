@@ -25,6 +25,8 @@
 #include <tx/tx.h>
 #include <tx/tx_smd.h>
 
+#include "fuzz_smd_reseal.h"
+
 #include "../unit/tx_test_emu.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -53,29 +55,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void fsl_reseal(uint8_t *b, size_t size)
-{
-    struct tx_smd_header h;
-    if (size < sizeof(h))
-        return;
-    memcpy(&h, b, sizeof(h));
-    if (h.section_count > 64 || sizeof(h) + 32ull * h.section_count > size)
-        return;
-    for (uint32_t i = 0; i < h.section_count; i++) {
-        struct tx_smd_section sc;
-        memcpy(&sc, b + sizeof(h) + 32 * i, 32);
-        if (sc.offset <= size && sc.size <= size - sc.offset) {
-            sc.crc = tx_crc32c(0, b + sc.offset, (size_t)sc.size);
-            memcpy(b + sizeof(h) + 32 * i, &sc, 32);
-        }
-    }
-    h.header_size = (uint32_t)(sizeof(h) + 32u * h.section_count);
-    h.file_size = size;
-    h.header_crc = 0;
-    memcpy(b, &h, sizeof(h));
-    h.header_crc = tx_crc32c(0, b, h.header_size);
-    memcpy(b, &h, sizeof(h));
-}
 
 static uint64_t fsl_used(void)
 {
@@ -114,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(copy, data, size);
     if (mode & 1)
-        fsl_reseal(copy, size);
+        fuzz_smd_reseal(copy, size);
     FILE *f = fopen(fsl_path, "wb");
     if (!f || fwrite(copy, 1, size, f) != size || fclose(f) != 0)
         FSL_FAIL("cannot write %s", fsl_path);

@@ -7,6 +7,8 @@
  * input, also in the sanitizer build.
  */
 #include <check.h>
+
+#include "tx_test_corpus.h"
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,18 +16,11 @@
 
 #include "../fuzz/fuzz_engine.c"
 
-static void corpus_dir(const char *name, char *out, size_t n)
-{
-    const char *src = __FILE__; /* tests/unit/test_engine_fuzz.c */
-    const char *s = strstr(src, "tests/unit/");
-    size_t pre = s ? (size_t)(s - src) : 0;
-    snprintf(out, n, "%.*stests/fuzz/corpus/%s", (int)pre, src, name);
-}
 
 START_TEST(replay_engine)
 {
     char dir[1024];
-    corpus_dir("engine", dir, sizeof(dir));
+    tx_test_corpus_dir("engine", dir, sizeof(dir));
     DIR *d = opendir(dir);
     ck_assert_msg(d != NULL, "%s: corpus missing", dir);
     int count = 0;
@@ -65,7 +60,7 @@ START_TEST(seed_verdicts)
         {"overflow", TX8_STATUS_ADDR_FAULT},
     };
     char dir[1024];
-    corpus_dir("engine", dir, sizeof(dir));
+    tx_test_corpus_dir("engine", dir, sizeof(dir));
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         char p[2048];
         snprintf(p, sizeof(p), "%s/%s", dir, want[i].name);

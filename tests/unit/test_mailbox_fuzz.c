@@ -6,23 +6,18 @@
  * libtx or the engine library).
  */
 #include <check.h>
+
+#include "tx_test_corpus.h"
 #include <dirent.h>
 
 #include "../../emu/server/lease.c"
 #include "../fuzz/fuzz_mailbox.c"
 
-static void corpus_dir(const char *name, char *out, size_t n)
-{
-    const char *src = __FILE__; /* tests/unit/test_mailbox_fuzz.c */
-    const char *s = strstr(src, "tests/unit/");
-    size_t pre = s ? (size_t)(s - src) : 0;
-    snprintf(out, n, "%.*stests/fuzz/corpus/%s", (int)pre, src, name);
-}
 
 START_TEST(replay_mailbox)
 {
     char dir[1024];
-    corpus_dir("mailbox", dir, sizeof(dir));
+    tx_test_corpus_dir("mailbox", dir, sizeof(dir));
     DIR *d = opendir(dir);
     ck_assert_msg(d != NULL, "%s: corpus missing", dir);
     int count = 0;

@@ -6,6 +6,7 @@
  * valid seeds do open, so the corpus exercises the deep paths.
  */
 #include "test_model_util.h"
+#include "tx_test_corpus.h"
 
 #include <dirent.h>
 
@@ -32,18 +33,11 @@
 static char err[TX_ERR_MAX];
 
 /* tests/fuzz/corpus/NAME, found from this source file's path */
-static void corpus_dir(const char *name, char *out, size_t n)
-{
-    const char *src = __FILE__; /* tests/unit/test_model_fuzz.c */
-    const char *s = strstr(src, "tests/unit/");
-    size_t pre = s ? (size_t)(s - src) : 0;
-    snprintf(out, n, "%.*stests/fuzz/corpus/%s", (int)pre, src, name);
-}
 
 static int replay(const char *name, int (*fn)(const uint8_t *, size_t))
 {
     char dir[1024];
-    corpus_dir(name, dir, sizeof(dir));
+    tx_test_corpus_dir(name, dir, sizeof(dir));
     DIR *d = opendir(dir);
     ck_assert_msg(d != NULL, "%s: corpus missing", dir);
     int count = 0;
@@ -67,7 +61,7 @@ START_TEST(replay_safetensors)
 {
     ck_assert_int_ge(replay("safetensors", fuzz_safetensors_one), 5);
     char p[1100];
-    corpus_dir("safetensors/valid.safetensors", p, sizeof(p));
+    tx_test_corpus_dir("safetensors/valid.safetensors", p, sizeof(p));
     struct tx_st_file *f;
     ck_assert_int_eq(tx_st_open(p, &f, err, sizeof(err)), 0);
     ck_assert_uint_eq(tx_st_count(f), 3);
@@ -80,7 +74,7 @@ START_TEST(replay_smd)
     ck_assert_int_ge(replay("smd", fuzz_smd_one), 4);
     /* the valid seed (after its mode byte) is a package that verifies */
     char p[1100];
-    corpus_dir("smd/valid_verify", p, sizeof(p));
+    tx_test_corpus_dir("smd/valid_verify", p, sizeof(p));
     size_t len;
     uint8_t *b = tm_read(p, &len);
     tm_write(tm_path("v.smd"), b + 1, len - 1);
@@ -100,14 +94,14 @@ START_TEST(replay_onnx)
     setenv("TMPDIR", tm_dir, 1);
     ck_assert_int_ge(replay("onnx", fuzz_onnx_one), 3);
     char p[1100];
-    corpus_dir("onnx/inline.onnx", p, sizeof(p));
+    tx_test_corpus_dir("onnx/inline.onnx", p, sizeof(p));
     struct tx_onnx *m;
     ck_assert_int_eq(tx_onnx_open(p, &m, err, sizeof(err)), 0);
     ck_assert_uint_eq(tx_onnx_count(m), 2);
     tx_onnx_close(m);
     /* the external-data seed opens next to its data file, as the fuzz target
      * runs it */
-    corpus_dir("onnx/typed_external.onnx", p, sizeof(p));
+    tx_test_corpus_dir("onnx/typed_external.onnx", p, sizeof(p));
     size_t len;
     uint8_t *b = tm_read(p, &len);
     tm_write(tm_path("model.onnx"), b, len);
@@ -124,7 +118,7 @@ END_TEST
 static int config_ok(const char *name)
 {
     char p[1100];
-    corpus_dir(name, p, sizeof(p));
+    tx_test_corpus_dir(name, p, sizeof(p));
     char *t = tm_read(p, NULL);
     struct glm_config cfg;
     int rc = glm_config_from_json(t, &cfg, err, sizeof(err));
@@ -136,7 +130,7 @@ static int config_ok(const char *name)
 static int fast_json_ok(const char *name)
 {
     char p[1100];
-    corpus_dir(name, p, sizeof(p));
+    tx_test_corpus_dir(name, p, sizeof(p));
     size_t len;
     char *t = tm_read(p, &len);
     int ok = txm_json_object_ok(t, len);
@@ -191,17 +185,17 @@ START_TEST(replay_moe_yaml)
     ck_assert_int_ge(replay("moe_yaml", fuzz_moe_yaml_one), 10);
     char p[1100];
     struct glm_moe_options o;
-    corpus_dir("moe_yaml/article.yaml", p, sizeof(p));
+    tx_test_corpus_dir("moe_yaml/article.yaml", p, sizeof(p));
     glm_moe_defaults(&o);
     ck_assert_int_eq(glm_moe_config_load(p, &o), 0);
     ck_assert_int_eq(o.expert_parallel, 4);
     ck_assert_float_eq_tol(o.capacity_factor, 1.2f, 1e-6f);
     ck_assert_float_eq_tol(o.min_expert_util, 0.3f, 1e-6f);
-    corpus_dir("moe_yaml/alias.yaml", p, sizeof(p));
+    tx_test_corpus_dir("moe_yaml/alias.yaml", p, sizeof(p));
     ck_assert_int_eq(glm_moe_config_load(p, &o), 0);
     ck_assert_int_eq(o.expert_parallel, 2);
     ck_assert_float_eq_tol(o.capacity_factor, 1.5f, 1e-6f);
-    corpus_dir("moe_yaml/all_keys.yaml", p, sizeof(p));
+    tx_test_corpus_dir("moe_yaml/all_keys.yaml", p, sizeof(p));
     ck_assert_int_eq(glm_moe_config_load(p, &o), 0);
     ck_assert_int_eq(o.balance, GLM_BALANCE_AUTO);
     ck_assert_float_eq_tol(o.lambda, 0.25f, 1e-6f);
@@ -211,7 +205,7 @@ START_TEST(replay_moe_yaml)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char name[64];
         snprintf(name, sizeof(name), "moe_yaml/%s.yaml", bad[i]);
-        corpus_dir(name, p, sizeof(p));
+        tx_test_corpus_dir(name, p, sizeof(p));
         ck_assert_msg(glm_moe_config_load(p, &o) < 0, "%s accepted", bad[i]);
         ck_assert_ptr_nonnull(strstr(tx_last_error(), p));
     }

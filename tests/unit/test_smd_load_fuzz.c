@@ -6,22 +6,17 @@
  * device's memory use as it was. The valid seeds must load.
  */
 #include <check.h>
+
+#include "tx_test_corpus.h"
 #include <dirent.h>
 
 #include "../fuzz/fuzz_smd_load.c"
 
-static void corpus_dir(const char *name, char *out, size_t n)
-{
-    const char *src = __FILE__; /* tests/unit/test_smd_load_fuzz.c */
-    const char *s = strstr(src, "tests/unit/");
-    size_t pre = s ? (size_t)(s - src) : 0;
-    snprintf(out, n, "%.*stests/fuzz/corpus/%s", (int)pre, src, name);
-}
 
 START_TEST(replay_smd_load)
 {
     char dir[1024];
-    corpus_dir("smd_load", dir, sizeof(dir));
+    tx_test_corpus_dir("smd_load", dir, sizeof(dir));
     DIR *d = opendir(dir);
     ck_assert_msg(d != NULL, "%s: corpus missing", dir);
     LLVMFuzzerInitialize(NULL, NULL);
