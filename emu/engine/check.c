@@ -223,8 +223,14 @@ int eng_check_layernorm(struct eng_cmd *c)
 int eng_check_rope(struct eng_cmd *c)
 {
     const struct tx8_cmd_rope *m = c->cmd;
-    if (m->hdr.flags || m->rsvd || m->rot_dim % 2 ||
+    uint32_t af_bits;
+    memcpy(&af_bits, &m->attn_factor, sizeof(af_bits));
+    if ((m->hdr.flags & ~(uint16_t)TX8_ROPE_F_ATTN_FACTOR) || m->rot_dim % 2 ||
         (m->mode != TX8_ROPE_NEOX && m->mode != TX8_ROPE_INTERLEAVED))
+        return TX8_STATUS_INVALID_CMD;
+    /* 1.4: attn_factor (the former rsvd) is read only with its flag; without
+     * it the word must stay zero, as rsvd had to be (any bit, -0.0 too). */
+    if (m->hdr.flags & TX8_ROPE_F_ATTN_FACTOR ? !isfinite(m->attn_factor) : af_bits != 0)
         return TX8_STATUS_INVALID_CMD;
     if (!m->tokens || !m->heads || !m->rot_dim)
         return 0;
@@ -352,8 +358,13 @@ int eng_check_embed(struct eng_cmd *c)
 int eng_check_moe_route(struct eng_cmd *c)
 {
     const struct tx8_cmd_moe_route *m = c->cmd;
-    const uint16_t known = TX8_ROUTE_F_NORM_TOPK | TX8_ROUTE_F_LOAD_PENALTY | TX8_ROUTE_F_COUNT;
+    const uint16_t known = TX8_ROUTE_F_NORM_TOPK | TX8_ROUTE_F_LOAD_PENALTY | TX8_ROUTE_F_COUNT |
+                           TX8_ROUTE_F_SOFTMAX;
     if ((m->hdr.flags & ~known) || m->rsvd || isnan(m->scaling) || isnan(m->lambda))
+        return TX8_STATUS_INVALID_CMD;
+    /* 1.4: the softmax router has no correction bias and no group limit
+     * (the bias is defined on sigmoid scores; Qwen3-MoE has neither). */
+    if ((m->hdr.flags & TX8_ROUTE_F_SOFTMAX) && (m->bias || m->n_group > 1))
         return TX8_STATUS_INVALID_CMD;
     if (!m->tokens)
         return 0;

@@ -229,6 +229,8 @@ static void rope_fn(void *p, size_t b, size_t end, struct eng_worker *w)
     struct rope_ctx *r = p;
     const struct tx8_cmd_rope *m = r->m;
     size_t half = m->rot_dim / 2;
+    int scaled = (m->hdr.flags & TX8_ROPE_F_ATTN_FACTOR) != 0;
+    float af = m->attn_factor;
     float *cs = eng_wscratch(w, 0, half * 2 * sizeof(float) + 64);
     if (!cs)
         return;
@@ -238,6 +240,10 @@ static void rope_fn(void *p, size_t b, size_t end, struct eng_worker *w)
             double a = pos * (double)r->inv_freq[i];
             cs[2 * i] = (float)cos(a);
             cs[2 * i + 1] = (float)sin(a);
+            if (scaled) { /* 1.4: YaRN's attention_factor, rounded like the cache */
+                cs[2 * i] *= af;
+                cs[2 * i + 1] *= af;
+            }
         }
         for (size_t h = 0; h < m->heads; h++) {
             float *x = r->x + t * (size_t)m->ld_token + h * (size_t)m->ld_head + m->offset;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * MOE_ROUTE (sigmoid router with correction bias, load penalty, group
- * limit, top-k, normalisation, scaling) and SAMPLE (argmax or temperature /
+ * limit, top-k, normalisation, scaling; or the softmax router) and SAMPLE (argmax or temperature /
  * top-k / top-p sampling with a counter-based generator).
  */
 #include <math.h>
@@ -11,6 +11,39 @@
 #include "engine_internal.h"
 
 /* ---- MOE_ROUTE ---------------------------------------------------------- */
+
+/*
+ * The softmax router's scores (TX8_ROUTE_F_SOFTMAX): p = exp(l - max) / sum
+ * with the exponentials in f32 and their sum in double. NaN logits count as
+ * -inf (probability 0); if some logits are +inf they alone share the
+ * probability; a row with no logit above -inf gives every expert 0.
+ */
+static void eng_softmax_row(const float *lg, size_t E, float *p)
+{
+    float mx = -INFINITY;
+    for (size_t e = 0; e < E; e++)
+        if (!isnan(lg[e]) && lg[e] > mx)
+            mx = lg[e];
+    if (mx == -INFINITY) {
+        for (size_t e = 0; e < E; e++)
+            p[e] = 0.0f;
+        return;
+    }
+    double sum = 0;
+    for (size_t e = 0; e < E; e++) {
+        float v;
+        if (isnan(lg[e]) || lg[e] == -INFINITY)
+            v = 0.0f;
+        else if (mx == INFINITY)
+            v = lg[e] == INFINITY ? 1.0f : 0.0f;
+        else
+            v = expf(lg[e] - mx);
+        p[e] = v;
+        sum += v;
+    }
+    for (size_t e = 0; e < E; e++) /* sum >= 1: the maximum gives exp(0) */
+        p[e] = (float)(p[e] / sum);
+}
 
 struct route_ctx {
     struct tx8_engine *e;
@@ -34,8 +67,12 @@ static void route_fn(void *p, size_t b, size_t end, struct eng_worker *w)
     uint8_t *keep = (uint8_t *)(gsc + ng);
     for (size_t t = b; t < end; t++) {
         const float *lg = r->logits + t * E;
+        if (m->hdr.flags & TX8_ROUTE_F_SOFTMAX)
+            eng_softmax_row(lg, E, s);
+        else
+            for (size_t e = 0; e < E; e++)
+                s[e] = 1.0f / (1.0f + expf(-lg[e]));
         for (size_t e = 0; e < E; e++) {
-            s[e] = 1.0f / (1.0f + expf(-lg[e]));
             float ch = s[e];
             if (r->bias)
                 ch += r->bias[e];

@@ -342,6 +342,12 @@ struct tx_rope_args {
     tx_ref_t x, pos, inv_freq;
     uint32_t tokens, heads, ld_token, ld_head, offset, rot_dim;
     uint32_t mode; /* enum tx8_rope_mode */
+    /* interface 1.4: cos and sin times attn_factor (YaRN's attention_factor)
+     * when flags has TX8_ROPE_F_ATTN_FACTOR; flags 0 sends the 1.3 command
+     * (attn_factor must then be 0), which any device takes. A flag needs a
+     * device of interface >= 1.4 (else TX_ENOTSUP). */
+    uint32_t flags; /* TX8_ROPE_F_* */
+    float attn_factor;
 };
 TX_API int tx_cmd_rope(tx_cmdbuf_t *cb, const struct tx_rope_args *a);
 
@@ -375,7 +381,10 @@ struct tx_moe_route_args {
     tx_ref_t out_ids, out_w, logits, bias, counts;
     uint32_t tokens, experts, top_k, n_group, topk_group;
     float scaling, lambda;
-    uint16_t flags; /* TX8_ROUTE_F_* */
+    /* TX8_ROUTE_F_*; TX8_ROUTE_F_SOFTMAX (interface 1.4: the Qwen3-MoE
+     * softmax router) takes no bias and n_group <= 1 (else TX_EINVAL) and
+     * needs a device of interface >= 1.4 (else TX_ENOTSUP) */
+    uint16_t flags;
 };
 TX_API int tx_cmd_moe_route(tx_cmdbuf_t *cb, const struct tx_moe_route_args *a);
 

@@ -58,7 +58,7 @@ typedef float tx8_f32;
 
 #define TX8_SIGNATURE			0x30385854u	/* "TX80" in memory */
 #define TX8_IF_VERSION_MAJOR		1
-#define TX8_IF_VERSION_MINOR		3
+#define TX8_IF_VERSION_MINOR		4
 #define TX8_IF_VERSION \
 	((TX8_IF_VERSION_MAJOR << 16) | TX8_IF_VERSION_MINOR)
 #define TX8_IF_MAJOR(v)			((v) >> 16)
@@ -552,12 +552,19 @@ enum tx8_rope_mode {
 	TX8_ROPE_INTERLEAVED	= 1,	/* pairs (2i, 2i + 1) */
 };
 
+/* ROPE flags (since interface 1.4) */
+#define TX8_ROPE_F_ATTN_FACTOR		(1u << 0)	/* cos, sin *= attn_factor */
+
 /*
  * ROPE, in place on x: for token t < tokens and head h < heads, the slice
  * x[t * ld_token + h * ld_head + offset .. + rot_dim) is rotated by angles
  * pos[t] * inv_freq[i], i < rot_dim / 2. pos i32 [tokens], inv_freq f32
  * [rot_dim / 2] (computed by the host, so any scaling rule fits).
  * NEOX: (x[i], x[i + rot_dim/2]); INTERLEAVED: (x[2i], x[2i + 1]).
+ * With TX8_ROPE_F_ATTN_FACTOR (1.4): c = f32(cos(angle)) * attn_factor and
+ * s = f32(sin(angle)) * attn_factor (YaRN's attention_factor, "mscale");
+ * attn_factor must be finite. Without the flag attn_factor must be 0 (it
+ * was rsvd before 1.4) and c, s are the plain cos, sin.
  */
 struct tx8_cmd_rope {
 	struct tx8_cmd_hdr hdr;
@@ -571,7 +578,7 @@ struct tx8_cmd_rope {
 	__u32 offset;
 	__u32 rot_dim;		/* even */
 	__u32 mode;		/* enum tx8_rope_mode */
-	__u32 rsvd;
+	tx8_f32 attn_factor;	/* 1.4, with TX8_ROPE_F_ATTN_FACTOR; else 0 */
 };
 
 /*
@@ -660,11 +667,16 @@ struct tx8_cmd_embed {
 #define TX8_ROUTE_F_NORM_TOPK		(1u << 0)	/* renormalise */
 #define TX8_ROUTE_F_LOAD_PENALTY	(1u << 1)	/* use lambda * load */
 #define TX8_ROUTE_F_COUNT		(1u << 2)	/* update counts */
+#define TX8_ROUTE_F_SOFTMAX		(1u << 3)	/* 1.4: softmax scores */
 
 /*
- * MOE_ROUTE (GLM / DeepSeek-V3 style router).
+ * MOE_ROUTE (GLM / DeepSeek-V3 style router; Qwen3-MoE with SOFTMAX).
  * logits f32 [tokens][experts] (from a MATMUL with the gate weight).
- *   s = sigmoid(logits)
+ *   s = sigmoid(logits), or with SOFTMAX (1.4) s = softmax(logits) over the
+ *   token's experts in f32 (max subtracted, sum in double; Qwen3-MoE's
+ *   softmax(router_logits, dtype=float32)). SOFTMAX requires bias == 0 and
+ *   n_group <= 1 (else INVALID_CMD); lambda, LOAD_PENALTY, NORM_TOPK,
+ *   COUNT and scaling act as below.
  *   choice = s + bias (bias f32 [experts], the e_score_correction_bias)
  *   if LOAD_PENALTY: choice -= lambda * load[e], where
  *     load[e] = counts[e] / max(1, sum(counts))

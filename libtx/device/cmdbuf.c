@@ -7,6 +7,7 @@
  * access. tx_submit() copies both into a job (device.c).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -356,6 +357,9 @@ struct opnd {
 struct opset {
     struct opnd op[MAX_OPS];
     unsigned n;
+    /* a feature of a later interface minor the command uses (0: none) */
+    unsigned min_minor;
+    const char *feature;
 };
 
 static void op_add(struct opset *s, const char *name, tx_ref_t ref, uint32_t access, int optional,
@@ -429,6 +433,13 @@ static int emit(tx_cmdbuf_t *h, const char *fn, void *cmd, size_t size, uint16_t
     cb = cb_enter(h, fn, &rc);
     if (!cb)
         return rc;
+    if (s && s->min_minor && TX8_IF_MINOR(cb->dev->info.if_version) < s->min_minor) {
+        rc = tx_error(TX_ENOTSUP, "%s: %s needs TX8 interface %u.%u, the device has %u.%u", fn,
+                      s->feature, (unsigned)TX8_IF_VERSION_MAJOR, s->min_minor,
+                      (unsigned)TX8_IF_MAJOR(cb->dev->info.if_version),
+                      (unsigned)TX8_IF_MINOR(cb->dev->info.if_version));
+        goto out;
+    }
     for (i = 0; s && i < s->n; i++) {
         uint64_t addr;
 
@@ -628,7 +639,21 @@ TX_API int tx_cmd_rope(tx_cmdbuf_t *cb, const struct tx_rope_args *a)
     struct opset s = {.n = 0};
 
     ARGS_CHECK("tx_cmd_rope");
+    if (a->flags & ~(uint32_t)TX8_ROPE_F_ATTN_FACTOR)
+        return tx_error(TX_EINVAL, "tx_cmd_rope: unknown flags 0x%x (TX8_ROPE_F_ATTN_FACTOR)",
+                        a->flags);
+    if (a->flags ? !isfinite(a->attn_factor) : a->attn_factor != 0.0f)
+        return tx_error(TX_EINVAL,
+                        a->flags ? "tx_cmd_rope: attn_factor %g is not finite"
+                                 : "tx_cmd_rope: attn_factor %g without TX8_ROPE_F_ATTN_FACTOR "
+                                   "(0 unless the flag is set)",
+                        (double)a->attn_factor);
     memset(&c, 0, sizeof(c));
+    if (a->flags) {
+        c.attn_factor = a->attn_factor;
+        s.min_minor = 4;
+        s.feature = "TX8_ROPE_F_ATTN_FACTOR";
+    }
     c.tokens = a->tokens;
     c.heads = a->heads;
     c.ld_token = a->ld_token;
@@ -639,7 +664,7 @@ TX_API int tx_cmd_rope(tx_cmdbuf_t *cb, const struct tx_rope_args *a)
     op_add(&s, "x", a->x, TX_ACCESS_RW, 0, &c.x);
     op_add(&s, "pos", a->pos, TX_ACCESS_READ, 0, &c.pos);
     op_add(&s, "inv_freq", a->inv_freq, TX_ACCESS_READ, 0, &c.inv_freq);
-    return emit(cb, "tx_cmd_rope", &c, sizeof(c), TX8_OP_ROPE, 0, &s);
+    return emit(cb, "tx_cmd_rope", &c, sizeof(c), TX8_OP_ROPE, (uint16_t)a->flags, &s);
 }
 
 TX_API int tx_cmd_attention(tx_cmdbuf_t *cb, const struct tx_attention_args *a)
@@ -731,6 +756,18 @@ TX_API int tx_cmd_moe_route(tx_cmdbuf_t *cb, const struct tx_moe_route_args *a)
     uint32_t cacc = 0;
 
     ARGS_CHECK("tx_cmd_moe_route");
+    if (a->flags & TX8_ROUTE_F_SOFTMAX) {
+        if (a->bias.bo || a->bias.offset)
+            return tx_error(TX_EINVAL, "tx_cmd_moe_route: TX8_ROUTE_F_SOFTMAX takes no bias (the "
+                                       "correction bias is defined for the sigmoid router)");
+        if (a->n_group > 1)
+            return tx_error(TX_EINVAL,
+                            "tx_cmd_moe_route: TX8_ROUTE_F_SOFTMAX takes no group limit "
+                            "(n_group %u, must be 0 or 1)",
+                            a->n_group);
+        s.min_minor = 4;
+        s.feature = "TX8_ROUTE_F_SOFTMAX";
+    }
     memset(&c, 0, sizeof(c));
     c.tokens = a->tokens;
     c.experts = a->experts;

@@ -35,4 +35,20 @@ void txref_linear(struct txref_pool *p, const float *x, int64_t n, int64_t in, c
 
 float txref_dot(const float *a, const float *b, int64_t n);
 
+/* glm_ref_rope with cos and sin multiplied by attn_factor (in f32, as
+ * transformers' `cos * attention_scaling`): YaRN's attention_factor
+ * (libtx/model/rope_scaling.h). attn_factor 1.0f is glm_ref_rope exactly.
+ * The device's ROPE with TX8_ROPE_F_ATTN_FACTOR computes the same. */
+void txref_rope_scaled(float *x, int dim, int interleaved, const float *inv_freq, int64_t pos,
+                       float attn_factor);
+
+/* Softmax router of one token, as transformers' Qwen3MoeSparseMoeBlock:
+ * p = softmax(logits[0..experts)) (f32 result, double sum), the top_k
+ * experts by p, descending (ties: lower index) into ids[top_k], their p into
+ * weights[top_k], divided by the sum of the k when norm_topk_prob. No bias,
+ * no groups, no scaling. The device's MOE_ROUTE with TX8_ROUTE_F_SOFTMAX
+ * computes the same. Returns 0, -EINVAL (bad sizes, NULL) or -ENOMEM. */
+int txref_route_softmax(const float *logits, int experts, int top_k, int norm_topk_prob,
+                        int32_t *ids, float *weights);
+
 #endif

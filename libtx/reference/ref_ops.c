@@ -222,12 +222,19 @@ void glm_ref_layernorm(const float *x, const float *w, const float *b, int n, fl
 
 void glm_ref_rope(float *x, int dim, int interleaved, const float *inv_freq, int64_t pos)
 {
+    txref_rope_scaled(x, dim, interleaved, inv_freq, pos, 1.0f);
+}
+
+void txref_rope_scaled(float *x, int dim, int interleaved, const float *inv_freq, int64_t pos,
+                       float attn_factor)
+{
     const int half = dim / 2;
     for (int i = 0; i < half; i++) {
-        /* transformers: freqs = inv_freq (fp32) * position (fp32), in fp32 */
+        /* transformers: freqs = inv_freq (fp32) * position (fp32), in fp32;
+         * cos = emb.cos() * attention_scaling (fp32; * 1.0f is exact) */
         const float ang = (float)pos * inv_freq[i];
-        const float c = (float)cos((double)ang);
-        const float s = (float)sin((double)ang);
+        const float c = (float)cos((double)ang) * attn_factor;
+        const float s = (float)sin((double)ang) * attn_factor;
         const int ia = interleaved ? 2 * i : i;
         const int ib = interleaved ? 2 * i + 1 : i + half;
         const float a = x[ia], b = x[ib];
@@ -314,6 +321,66 @@ int glm_ref_route(const struct glm_config *cfg, const float *logits, const float
         weights[k] *= scale;
     }
     free(s);
+    return 0;
+}
+
+/*
+ * Softmax router (Qwen3MoeSparseMoeBlock): p = softmax(logits) in f32, the
+ * top_k experts by p (ties: lower index), weights p or p / sum of the k.
+ * Non-finite logits follow the device (docs/hardware.md 4.4): NaN counts
+ * as -inf, +inf logits alone share the probability, a row without a logit
+ * above -inf gives all 0 (and ids 0..top_k-1).
+ */
+int txref_route_softmax(const float *logits, int experts, int top_k, int norm_topk_prob,
+                        int32_t *ids, float *weights)
+{
+    if (!logits || !ids || !weights || experts <= 0 || top_k <= 0 || top_k > experts)
+        return -EINVAL;
+    float *p = malloc(sizeof(float) * (size_t)experts);
+    if (!p)
+        return -ENOMEM;
+    float mx = -INFINITY;
+    for (int e = 0; e < experts; e++) {
+        if (isnan(logits[e]))
+            continue;
+        if (logits[e] > mx)
+            mx = logits[e];
+    }
+    double sum = 0.0;
+    for (int e = 0; e < experts; e++) {
+        const float l = logits[e];
+        double v;
+        if (isnan(l) || l == -INFINITY || mx == -INFINITY)
+            v = 0.0;
+        else if (mx == INFINITY)
+            v = l == INFINITY ? 1.0 : 0.0;
+        else
+            v = exp((double)l - (double)mx);
+        p[e] = (float)v;
+        sum += v;
+    }
+    for (int e = 0; e < experts; e++)
+        p[e] = sum > 0.0 ? (float)((double)p[e] / sum) : 0.0f;
+    /* selection by repeated arg-max: exact and order-independent */
+    for (int k = 0; k < top_k; k++) {
+        int best = -1;
+        for (int e = 0; e < experts; e++) {
+            int taken = 0;
+            for (int j = 0; j < k && !taken; j++)
+                taken = ids[j] == e;
+            if (!taken && (best < 0 || better(p[e], e, p[best], best)))
+                best = e;
+        }
+        ids[k] = best;
+        weights[k] = p[best];
+    }
+    double ksum = 0.0;
+    for (int k = 0; k < top_k; k++)
+        ksum += weights[k];
+    if (norm_topk_prob && ksum > 0.0)
+        for (int k = 0; k < top_k; k++)
+            weights[k] = (float)((double)weights[k] / ksum);
+    free(p);
     return 0;
 }
 

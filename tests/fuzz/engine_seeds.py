@@ -52,6 +52,18 @@ def embed(out_, ids, table, scales, T, V, D, dtype=0):
     return hdr(11, 64) + struct.pack("<QQQQIIIIHHI", out_, ids, table, scales, T, V, D, D, dtype, 0, 0)
 
 
+def rope(x, pos, freq, T, H, ldt, ldh, off, rot, mode=0, flags=0, attn_factor=0.0):
+    # interface 1.4: flags TX8_ROPE_F_ATTN_FACTOR (1) with attn_factor
+    return hdr(7, 64, flags) + struct.pack("<QQQIIIIIIIf", x, pos, freq, T, H, ldt, ldh, off, rot,
+                                           mode, attn_factor)
+
+
+def moe_route(ids, w, logits, bias, counts, T, E, K, ng=0, tkg=0, scaling=1.0, lam=0.0, flags=0):
+    # flags: NORM_TOPK 1, LOAD_PENALTY 2, COUNT 4, SOFTMAX 8 (interface 1.4)
+    return hdr(12, 80, flags) + struct.pack("<QQQQQIIIIIffI", ids, w, logits, bias, counts, T, E, K,
+                                            ng, tkg, scaling, lam, 0)
+
+
 def job(ranges, cmds):
     b = bytes([len(ranges)])
     for a, s, acc in ranges:
@@ -76,6 +88,11 @@ seeds = {
     "embed_i8": job(whole, [fill(A, 64, 2), embed(C, A, B, D, 4, 8, 16, 3)]),
     "chain": job(whole, [fill(A, 4096, 0), add(B, A, A, 1024), rmsnorm(C, B, A, 4, 256),
                          swiglu(D, B, C, 4, 256)]),
+    "rope_neox": job(whole, [fill(B, 16, 3), rope(A, B, C, 3, 2, 80, 40, 4, 32)]),
+    "rope_attn_factor": job(whole, [fill(B, 16, 5), rope(A, B, C, 3, 2, 80, 40, 4, 32, 1, 1, 1.25)]),
+    "route_sigmoid": job(whole, [moe_route(B, C, A, D, D + 512, 4, 16, 4, 4, 2, 2.5, 0.1, 7)]),
+    "route_softmax": job(whole, [moe_route(B, C, A, 0, D + 512, 4, 16, 16, 1, 1, 1.0, 0.0, 8 | 4 | 1)]),
+    "route_softmax_bias": job(whole, [moe_route(B, C, A, D, 0, 4, 16, 4, 0, 0, 1.0, 0.0, 8)]),
     # exact operand ranges, separate read and write ranges
     "split_ranges": job([(A, 3 * 64 * 4, RD), (B, 10 * 64 * 4, RD), (C, 3 * 10 * 4, WR)],
                         [matmul(C, A, 0, weight(B, 10, 64), 3, 64, 10)]),

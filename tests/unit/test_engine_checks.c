@@ -1017,6 +1017,55 @@ START_TEST(test_bad_fields)
     rt.n_group = 3; /* does not divide 8 */
     ck_assert_uint_eq(te_run1(t, &rt), TX8_STATUS_INVALID_CMD);
     ck_assert_uint_eq(te_heap_sum(t), sum);
+    /* failing commands leave memory alone; passing ones may write */
+#define BAD14(cmd)                                                                                 \
+    do {                                                                                           \
+        ck_assert_uint_eq(te_run1(t, (cmd)), TX8_STATUS_INVALID_CMD);                              \
+        ck_assert_uint_eq(te_heap_sum(t), sum);                                                    \
+    } while (0)
+#define OK14(cmd)                                                                                  \
+    do {                                                                                           \
+        ck_assert_uint_eq(te_run1(t, (cmd)), TX8_STATUS_OK);                                       \
+        sum = te_heap_sum(t);                                                                      \
+    } while (0)
+    /* 1.4 softmax router: no bias, no group limit; an unknown flag bit */
+    rt.n_group = 1;
+    rt.hdr.flags = TX8_ROUTE_F_SOFTMAX;
+    rt.bias = a;
+    BAD14(&rt);
+    rt.tokens = 0; /* a static rule: even with nothing to route */
+    BAD14(&rt);
+    rt.tokens = 1;
+    rt.bias = 0;
+    rt.n_group = 2;
+    rt.topk_group = 2;
+    BAD14(&rt);
+    rt.hdr.flags = 0; /* the same groups are fine for the sigmoid router */
+    OK14(&rt);
+    rt.hdr.flags = TX8_ROUTE_F_SOFTMAX << 1;
+    rt.n_group = 1;
+    BAD14(&rt);
+    rt.hdr.flags = TX8_ROUTE_F_SOFTMAX | TX8_ROUTE_F_NORM_TOPK;
+    OK14(&rt);
+    /* 1.4 ROPE attn_factor: only with its flag, finite; unknown flags */
+    rp.mode = TX8_ROPE_NEOX;
+    OK14(&rp);
+    rp.attn_factor = 1.0f; /* the former rsvd, without the flag */
+    BAD14(&rp);
+    rp.attn_factor = -0.0f; /* any non-zero bit */
+    BAD14(&rp);
+    rp.hdr.flags = TX8_ROPE_F_ATTN_FACTOR;
+    rp.attn_factor = INFINITY;
+    BAD14(&rp);
+    rp.attn_factor = NAN;
+    BAD14(&rp);
+    rp.attn_factor = 1.25f;
+    OK14(&rp);
+    rp.hdr.flags = TX8_ROPE_F_ATTN_FACTOR << 1;
+    BAD14(&rp);
+#undef BAD14
+#undef OK14
+
     te_free(t);
 }
 END_TEST

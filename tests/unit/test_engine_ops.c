@@ -1102,6 +1102,255 @@ START_TEST(test_moe_route)
 }
 END_TEST
 
+/* Scalar reference of the softmax router (interface 1.4,
+ * TX8_ROUTE_F_SOFTMAX): p in double rounded to f32, top-k by p with ties to
+ * the lower index, NaN as -inf, +inf logits sharing the probability. */
+static void softmax_route_ref(const float *lg, unsigned E, unsigned K, int norm, float scaling,
+                              const double *pen, int32_t *ids, double *w)
+{
+    float p[256], ch[256];
+    double mx = -INFINITY, sum = 0;
+    for (unsigned e = 0; e < E; e++)
+        if (!isnan(lg[e]) && lg[e] > mx)
+            mx = lg[e];
+    double v[256];
+    for (unsigned e = 0; e < E; e++) {
+        if (isnan(lg[e]) || lg[e] == -INFINITY || mx == -INFINITY)
+            v[e] = 0;
+        else if (mx == INFINITY)
+            v[e] = lg[e] == INFINITY;
+        else
+            v[e] = exp((double)lg[e] - mx);
+        sum += v[e];
+    }
+    for (unsigned e = 0; e < E; e++) {
+        p[e] = sum > 0 ? (float)(v[e] / sum) : 0.0f;
+        ch[e] = pen ? (float)(p[e] - pen[e]) : p[e];
+    }
+    int taken[256] = {0};
+    double ks = 0;
+    for (unsigned j = 0; j < K; j++) {
+        int best = -1;
+        for (unsigned e = 0; e < E; e++)
+            if (!taken[e] && (best < 0 || ch[e] > ch[best]))
+                best = (int)e;
+        taken[best] = 1;
+        ids[j] = best;
+        w[j] = p[best];
+        ks += p[best];
+    }
+    for (unsigned j = 0; j < K; j++) {
+        if (norm && ks > 0)
+            w[j] /= ks;
+        w[j] *= scaling;
+    }
+}
+
+START_TEST(test_moe_route_softmax)
+{
+    TE_BEGIN(_i);
+    for (int it = 0; it < 40; it++) {
+        uint64_t mark = t->brk;
+        unsigned E = te_rand(&rng, 1, 64), T = te_rand(&rng, 1, 9);
+        /* K == E every fourth case */
+        unsigned K = it % 4 == 3 ? E : te_rand(&rng, 1, E < 8 ? E : 8);
+        int norm = it % 2, count = it % 3 != 0, ties = it % 5 < 2, pen = it % 7 == 6;
+        uint16_t flags = TX8_ROUTE_F_SOFTMAX | (norm ? TX8_ROUTE_F_NORM_TOPK : 0) |
+                         (count ? TX8_ROUTE_F_COUNT : 0) | (pen ? TX8_ROUTE_F_LOAD_PENALTY : 0);
+        float scaling = it % 3 == 2 ? 2.5f : 1.0f, lambda = 0.3f;
+        uint64_t lg = te_alloc(t, (size_t)T * E * 4), cnt = te_alloc(t, E * 8),
+                 ids = te_alloc(t, T * K * 4), w = te_alloc(t, T * K * 4);
+        float *lp = te_ptr(t, lg);
+        uint64_t *cp = te_ptr(t, cnt);
+        te_fill_f32(&rng, lp, (size_t)T * E, 6.0f);
+        if (ties) /* few distinct values: many exact ties */
+            for (size_t i = 0; i < (size_t)T * E; i++)
+                lp[i] = (float)te_rand(&rng, 0, 3);
+        if (it == 7 && E >= 4 && T >= 2) { /* non-finite rows */
+            lp[0] = NAN;
+            lp[1] = INFINITY;
+            lp[3] = INFINITY;
+            for (unsigned e = 0; e < E; e++)
+                lp[E + e] = e % 2 ? -INFINITY : NAN;
+        }
+        for (unsigned e = 0; e < E; e++)
+            cp[e] = te_rand(&rng, 0, 100);
+        uint64_t c0[64], tot = 0;
+        memcpy(c0, cp, E * 8);
+        double penv[64];
+        for (unsigned e = 0; e < E; e++)
+            tot += c0[e];
+        for (unsigned e = 0; e < E; e++)
+            penv[e] = lambda * (float)((double)c0[e] / (double)(tot > 1 ? tot : 1));
+        struct tx8_cmd_moe_route c;
+        memset(&c, 0, sizeof(c));
+        c.hdr = TE_HDR(TX8_OP_MOE_ROUTE, struct tx8_cmd_moe_route);
+        c.hdr.flags = flags;
+        c.out_ids = ids;
+        c.out_w = w;
+        c.logits = lg;
+        c.counts = cnt;
+        c.tokens = T;
+        c.experts = E;
+        c.top_k = K;
+        c.n_group = it % 2; /* 0 and 1 both mean no group limit */
+        c.topk_group = c.n_group;
+        c.scaling = scaling;
+        c.lambda = lambda;
+        TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
+        int32_t *ip = te_ptr(t, ids);
+        float *wp = te_ptr(t, w);
+        unsigned picks[64] = {0};
+        for (unsigned tt = 0; tt < T; tt++) {
+            int32_t want[64];
+            double ww[64];
+            softmax_route_ref(lp + (size_t)tt * E, E, K, norm, scaling, pen ? penv : NULL, want,
+                              ww);
+            for (unsigned j = 0; j < K; j++) {
+                TE_CHECK(ip[tt * K + j] == want[j], "it %d token %u rank %u: id %d, want %d", it,
+                         tt, j, ip[tt * K + j], want[j]);
+                picks[want[j]]++;
+                TE_CHECK(fabs(wp[tt * K + j] - ww[j]) <= 1e-6 * (1 + fabs(ww[j])),
+                         "it %d token %u rank %u: weight %.9g, want %.9g", it, tt, j,
+                         wp[tt * K + j], ww[j]);
+            }
+        }
+        for (unsigned e = 0; e < E; e++)
+            TE_EQ(cp[e], c0[e] + (count ? picks[e] : 0));
+        te_reset(t, mark);
+    }
+    te_free(t);
+}
+END_TEST
+
+/* Hand-checked softmax routing: ties go to the lower index, norm on/off. */
+START_TEST(test_moe_route_softmax_hand)
+{
+    struct te *t = te_new(TX8_ISA_PORTABLE, 1, 0);
+    uint64_t lg = te_alloc(t, 4 * 4), ids = te_alloc(t, 4 * 4), w = te_alloc(t, 4 * 4),
+             cnt = te_alloc(t, 4 * 8);
+    float *lp = te_ptr(t, lg), *wp = te_ptr(t, w);
+    int32_t *ip = te_ptr(t, ids);
+    uint64_t *cp = te_ptr(t, cnt);
+    /* logits ln 1, ln 3, ln 3, ln 1: p = 1/8, 3/8, 3/8, 1/8 */
+    lp[0] = 0.0f;
+    lp[1] = (float)log(3.0);
+    lp[2] = lp[1];
+    lp[3] = 0.0f;
+    struct tx8_cmd_moe_route c;
+    memset(&c, 0, sizeof(c));
+    c.hdr = TE_HDR(TX8_OP_MOE_ROUTE, struct tx8_cmd_moe_route);
+    c.hdr.flags = TX8_ROUTE_F_SOFTMAX;
+    c.out_ids = ids;
+    c.out_w = w;
+    c.logits = lg;
+    c.tokens = 1;
+    c.experts = 4;
+    c.top_k = 3;
+    c.scaling = 1.0f;
+    ck_assert_uint_eq(te_run1(t, &c), TX8_STATUS_OK);
+    ck_assert_int_eq(ip[0], 1);
+    ck_assert_int_eq(ip[1], 2);
+    ck_assert_int_eq(ip[2], 0); /* 0 and 3 tie: the lower index */
+    ck_assert(fabsf(wp[0] - 0.375f) < 1e-6f && fabsf(wp[1] - 0.375f) < 1e-6f);
+    ck_assert(fabsf(wp[2] - 0.125f) < 1e-6f);
+    c.hdr.flags |= TX8_ROUTE_F_NORM_TOPK | TX8_ROUTE_F_COUNT;
+    c.counts = cnt;
+    ck_assert_uint_eq(te_run1(t, &c), TX8_STATUS_OK);
+    ck_assert(fabsf(wp[0] - 3.0f / 7) < 1e-6f && fabsf(wp[2] - 1.0f / 7) < 1e-6f);
+    ck_assert(cp[0] == 1 && cp[1] == 1 && cp[2] == 1 && cp[3] == 0);
+    /* top_k == experts: all four, weights summing to 1 */
+    c.top_k = 4;
+    ck_assert_uint_eq(te_run1(t, &c), TX8_STATUS_OK);
+    ck_assert_int_eq(ip[3], 3);
+    ck_assert(fabsf(wp[0] + wp[1] + wp[2] + wp[3] - 1.0f) < 1e-6f);
+    /* non-finite logits: +inf alone shares the probability, NaN has
+     * probability 0 (as the finite logit here: ranked by index among the
+     * zeros); a row of -inf/NaN gives ids 0.. with weight 0 */
+    lp[0] = NAN;
+    lp[1] = 5.0f;
+    lp[2] = INFINITY;
+    lp[3] = INFINITY;
+    c.hdr.flags = TX8_ROUTE_F_SOFTMAX;
+    c.counts = 0;
+    c.top_k = 3;
+    ck_assert_uint_eq(te_run1(t, &c), TX8_STATUS_OK);
+    ck_assert(ip[0] == 2 && ip[1] == 3 && ip[2] == 0);
+    ck_assert(wp[0] == 0.5f && wp[1] == 0.5f && wp[2] == 0.0f);
+    lp[0] = NAN;
+    lp[1] = -INFINITY;
+    lp[2] = NAN;
+    lp[3] = -INFINITY;
+    ck_assert_uint_eq(te_run1(t, &c), TX8_STATUS_OK);
+    ck_assert(ip[0] == 0 && ip[1] == 1 && ip[2] == 2);
+    ck_assert(wp[0] == 0.0f && wp[1] == 0.0f && wp[2] == 0.0f);
+    lp[0] = 0.0f;
+    lp[1] = (float)log(3.0);
+    lp[2] = lp[1];
+    lp[3] = 0.0f;
+    /* without SOFTMAX the same command is the sigmoid router */
+    c.hdr.flags = 0;
+    c.top_k = 1;
+    ck_assert_uint_eq(te_run1(t, &c), TX8_STATUS_OK);
+    ck_assert(fabsf(wp[0] - 0.75f) < 1e-6f); /* sigmoid(ln 3) */
+    te_free(t);
+}
+END_TEST
+
+/* ROPE with TX8_ROPE_F_ATTN_FACTOR (1.4): cos and sin times the factor;
+ * flag unset or factor 1: bit-identical to the plain rotation. */
+START_TEST(test_rope_attn_factor)
+{
+    TE_BEGIN(_i);
+    for (int it = 0; it < 12; it++) {
+        uint64_t mark = t->brk;
+        unsigned T = te_rand(&rng, 1, 6), H = te_rand(&rng, 1, 4), rot = 2 * te_rand(&rng, 1, 32);
+        unsigned ldh = rot + te_rand(&rng, 0, 4), ldt = H * ldh, mode = it % 2;
+        float af = it % 3 == 0 ? 1.0f : 0.5f + 1.5f * (te_randf(&rng) + 1.0f) / 2.0f;
+        size_t n = (size_t)T * ldt;
+        uint64_t x = te_alloc(t, n * 4), x2 = te_alloc(t, n * 4), pos = te_alloc(t, T * 4),
+                 fr = te_alloc(t, rot / 2 * 4);
+        float *xp = te_ptr(t, x), *x2p = te_ptr(t, x2), *fp = te_ptr(t, fr);
+        int32_t *pp = te_ptr(t, pos);
+        te_fill_f32(&rng, xp, n, 1.0f);
+        memcpy(x2p, xp, n * 4);
+        for (unsigned i = 0; i < T; i++)
+            pp[i] = (int32_t)te_rand(&rng, 0, 70000);
+        for (unsigned i = 0; i < rot / 2; i++)
+            fp[i] = powf(10000.0f, -2.0f * i / rot) / (i > rot / 4 ? 40.0f : 1.0f);
+        float *x0 = malloc(n * 4);
+        memcpy(x0, xp, n * 4);
+        struct tx8_cmd_rope c = {TE_HDR(TX8_OP_ROPE, struct tx8_cmd_rope),
+                                 x, pos, fr, T, H, ldt, ldh, 0, rot, mode, af};
+        c.hdr.flags = TX8_ROPE_F_ATTN_FACTOR;
+        TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
+        struct tx8_cmd_rope plain = c;
+        plain.hdr.flags = 0;
+        plain.attn_factor = 0.0f;
+        plain.x = x2;
+        TE_EQ(te_run1(t, &plain), TX8_STATUS_OK);
+        for (unsigned tt = 0; tt < T; tt++)
+            for (unsigned h = 0; h < H; h++) {
+                size_t b = (size_t)tt * ldt + (size_t)h * ldh;
+                for (unsigned i = 0; i < rot / 2; i++) {
+                    double a = (double)pp[tt] * fp[i];
+                    unsigned i0 = mode ? 2 * i : i, i1 = mode ? 2 * i + 1 : i + rot / 2;
+                    double co = (double)((float)cos(a) * af), si = (double)((float)sin(a) * af);
+                    double a0 = x0[b + i0], a1 = x0[b + i1];
+                    double w0 = a0 * co - a1 * si, w1 = a0 * si + a1 * co;
+                    TE_CHECK(fabs(xp[b + i0] - w0) <= 4e-6 && fabs(xp[b + i1] - w1) <= 4e-6,
+                             "it %d: %g %g vs %g %g", it, xp[b + i0], xp[b + i1], w0, w1);
+                }
+            }
+        if (af == 1.0f) /* factor 1 is the plain rotation, bit for bit */
+            TE_CHECK(!memcmp(xp, x2p, n * 4), "attn_factor 1 differs from the plain ROPE");
+        free(x0);
+        te_reset(t, mark);
+    }
+    te_free(t);
+}
+END_TEST
+
 START_TEST(test_moe_ffn)
 {
     TE_BEGIN(_i);
@@ -1909,6 +2158,9 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_attention, 0, NISA);
     tcase_add_loop_test(tc, test_dsa_index, 0, NISA);
     tcase_add_loop_test(tc, test_moe_route, 0, NISA);
+    tcase_add_loop_test(tc, test_moe_route_softmax, 0, NISA);
+    tcase_add_test(tc, test_moe_route_softmax_hand);
+    tcase_add_loop_test(tc, test_rope_attn_factor, 0, NISA);
     tcase_add_loop_test(tc, test_moe_ffn, 0, NISA);
     tcase_add_loop_test(tc, test_expert_cache, 0, NISA);
     tcase_add_test(tc, test_expert_cache_evict);
