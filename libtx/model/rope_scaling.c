@@ -3,7 +3,7 @@
  * YaRN RoPE scaling: parsing of `rope_scaling`, inv_freq, attention factor
  * and DeepSeek-V3's softmax-scale multiplier (see rope_scaling.h). The
  * formulas follow transformers' modeling_rope_utils._compute_yarn_parameters
- * and DeepseekV3Attention; docs/architectures.md ties each step to them.
+ * and DeepseekV3Attention; docs/model-blocks.md ties each step to them.
  */
 #include <errno.h>
 #include <math.h>

@@ -14,7 +14,7 @@
  *    its get_mscale(); the device applies it with TX8_ROPE_F_ATTN_FACTOR)
  *  - the softmax-scale multiplier of DeepseekV3Attention:
  *    get_mscale(factor, mscale_all_dim)^2 when mscale_all_dim is non-zero.
- * Formulas and the choices made: docs/architectures.md, "YaRN RoPE".
+ * Formulas and the choices made: docs/model-blocks.md, section 2.
  */
 #ifndef TX_ROPE_SCALING_H
 #define TX_ROPE_SCALING_H

@@ -2,7 +2,7 @@
 # Expected values of test_rope_scaling.c (YaRN inv_freq, attention factor,
 # DeepSeek-V3 softmax-scale multiplier), derived here independently of the C
 # code from the formulas of transformers' _compute_yarn_parameters and
-# DeepseekV3Attention (docs/architectures.md). Plain python3, no numpy.
+# DeepseekV3Attention (docs/model-blocks.md). Plain python3, no numpy.
 #
 #   python3 tests/unit/data/yarn_expected.py
 #
