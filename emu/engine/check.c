@@ -358,8 +358,8 @@ int eng_check_embed(struct eng_cmd *c)
 int eng_check_moe_route(struct eng_cmd *c)
 {
     const struct tx8_cmd_moe_route *m = c->cmd;
-    const uint16_t known = TX8_ROUTE_F_NORM_TOPK | TX8_ROUTE_F_LOAD_PENALTY | TX8_ROUTE_F_COUNT |
-                           TX8_ROUTE_F_SOFTMAX;
+    const uint16_t known =
+        TX8_ROUTE_F_NORM_TOPK | TX8_ROUTE_F_LOAD_PENALTY | TX8_ROUTE_F_COUNT | TX8_ROUTE_F_SOFTMAX;
     if ((m->hdr.flags & ~known) || m->rsvd || isnan(m->scaling) || isnan(m->lambda))
         return TX8_STATUS_INVALID_CMD;
     /* 1.4: the softmax router has no correction bias and no group limit

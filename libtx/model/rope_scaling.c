@@ -52,17 +52,17 @@ int tx_rope_yarn_parse(const struct json_object *rs, struct tx_rope_yarn *out, c
         return txm_err(err, errsz, -EINVAL, "rope_scaling: NULL result");
     tx_rope_yarn_init(out);
     if (!rs || json_object_get_type(rs) != json_type_object)
-        return txm_err(err, errsz, -EINVAL, "rope_scaling: expected an object, got %s",
-                       rs ? json_object_to_json_string_ext((struct json_object *)rs,
-                                                           JSON_C_TO_STRING_PLAIN)
-                          : "nothing");
+        return txm_err(
+            err, errsz, -EINVAL, "rope_scaling: expected an object, got %s",
+            rs ? json_object_to_json_string_ext((struct json_object *)rs, JSON_C_TO_STRING_PLAIN)
+               : "nothing");
     tx_rope_yarn_init(&y);
     json_object_object_foreach((struct json_object *)rs, key, v)
     {
         double d;
         if (!strcmp(key, "type") || !strcmp(key, "rope_type")) {
-            const char *s = json_object_get_type(v) == json_type_string ? json_object_get_string(v)
-                                                                        : NULL;
+            const char *s =
+                json_object_get_type(v) == json_type_string ? json_object_get_string(v) : NULL;
             if (!s || strcmp(s, "yarn"))
                 return txm_err(err, errsz, -EINVAL, CTX "%s: expected \"yarn\", got %s", key,
                                json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
@@ -80,9 +80,8 @@ int tx_rope_yarn_parse(const struct json_object *rs, struct tx_rope_yarn *out, c
             if (rc < 0)
                 return rc;
             if (rc && (d != floor(d) || d < 1 || d > INT32_MAX))
-                return txm_err(err, errsz, -EINVAL,
-                               CTX "%s: must be a positive integer (got %s)", key,
-                               json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+                return txm_err(err, errsz, -EINVAL, CTX "%s: must be a positive integer (got %s)",
+                               key, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
             y.original_max_pos = (int)d;
         } else if (!strcmp(key, "beta_fast") || !strcmp(key, "beta_slow")) {
             d = 0;
@@ -155,10 +154,8 @@ int tx_rope_yarn_inv_freq(const struct tx_rope_yarn *y, double rope_theta, int r
         return txm_err(err, errsz, -EINVAL, "yarn inv_freq: rotary dim %d must be even and > 0",
                        rotary_dim);
     if (!(rope_theta > 1.0) || !isfinite(rope_theta))
-        return txm_err(err, errsz, -EINVAL, "yarn inv_freq: rope_theta %g must be > 1",
-                       rope_theta);
-    if (!(y->factor >= 1.0) || !isfinite(y->factor) || !(y->beta_fast > 0) ||
-        !(y->beta_slow > 0))
+        return txm_err(err, errsz, -EINVAL, "yarn inv_freq: rope_theta %g must be > 1", rope_theta);
+    if (!(y->factor >= 1.0) || !isfinite(y->factor) || !(y->beta_fast > 0) || !(y->beta_slow > 0))
         return txm_err(err, errsz, -EINVAL,
                        "yarn inv_freq: factor %g (>= 1) or betas %g, %g (> 0) out of range",
                        y->factor, y->beta_fast, y->beta_slow);
@@ -185,7 +182,7 @@ int tx_rope_yarn_inv_freq(const struct tx_rope_yarn *y, double rope_theta, int r
         high += 0.001; /* transformers: prevent the singularity */
     for (int i = 0; i < half; i++) {
         double pos_freq = pow(rope_theta, (double)(2 * i) / (double)d);
-        double extra = 1.0 / pos_freq;            /* inv_freq_extrapolation */
+        double extra = 1.0 / pos_freq;               /* inv_freq_extrapolation */
         double inter = 1.0 / (y->factor * pos_freq); /* inv_freq_interpolation */
         double ramp = ((double)i - low) / (high - low);
         ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;

@@ -209,8 +209,8 @@ START_TEST(test_rope_yarn_vs_ref)
                         maxabs = e;
                 }
             }
-        fprintf(stderr, "rope yarn mode %u attn_factor %.7g: max abs diff %.3g\n", mode,
-                (double)af, maxabs);
+        fprintf(stderr, "rope yarn mode %u attn_factor %.7g: max abs diff %.3g\n", mode, (double)af,
+                maxabs);
         ck_assert_msg(maxabs <= 1e-5, "mode %u: device vs reference %g", mode, maxabs);
     }
     /* attn_factor 1 through the flag equals the 1.3 command and glm_ref_rope */

@@ -1320,8 +1320,8 @@ START_TEST(test_rope_attn_factor)
             fp[i] = powf(10000.0f, -2.0f * i / rot) / (i > rot / 4 ? 40.0f : 1.0f);
         float *x0 = malloc(n * 4);
         memcpy(x0, xp, n * 4);
-        struct tx8_cmd_rope c = {TE_HDR(TX8_OP_ROPE, struct tx8_cmd_rope),
-                                 x, pos, fr, T, H, ldt, ldh, 0, rot, mode, af};
+        struct tx8_cmd_rope c = {
+            TE_HDR(TX8_OP_ROPE, struct tx8_cmd_rope), x, pos, fr, T, H, ldt, ldh, 0, rot, mode, af};
         c.hdr.flags = TX8_ROPE_F_ATTN_FACTOR;
         TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
         struct tx8_cmd_rope plain = c;

@@ -21,9 +21,10 @@ static const char *DSV3 = "{\"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 40,
                           " \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 4096,"
                           " \"type\": \"yarn\"}";
 /* moonshotai/Kimi-K2-Instruct config.json */
-static const char *KIMI = "{\"beta_fast\": 1.0, \"beta_slow\": 1.0, \"factor\": 32.0, \"mscale\": 1.0,"
-                          " \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 4096,"
-                          " \"type\": \"yarn\"}";
+static const char *KIMI =
+    "{\"beta_fast\": 1.0, \"beta_slow\": 1.0, \"factor\": 32.0, \"mscale\": 1.0,"
+    " \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 4096,"
+    " \"type\": \"yarn\"}";
 
 static int parse(const char *js, struct tx_rope_yarn *y, char *err, size_t errsz)
 {
@@ -47,7 +48,7 @@ static const float DSV3_INV_FREQ[32] = {
 
 /* python3 tests/unit/data/yarn_expected.py: "untruncated" */
 static const float UNTRUNC_INV_FREQ[8] = {
-    0x1p+0f,        0x1.08ce7ap-2f,  0x1.f6509ep-5f,  0x1.61bd38p-7f,
+    0x1p+0f,         0x1.08ce7ap-2f, 0x1.f6509ep-5f,  0x1.61bd38p-7f,
     0x1.84b18ap-10f, 0x1.2f2b1p-12f, 0x1.3998eep-14f, 0x1.4462a2p-16f,
 };
 
@@ -172,16 +173,20 @@ static const struct {
      "rope_scaling.original_max_position_embeddings"},
     {"{\"type\": \"yarn\", \"factor\": 40, \"original_max_position_embeddings\": 1e12}",
      "rope_scaling.original_max_position_embeddings"},
-    {"{\"type\": \"yarn\", \"factor\": 40, \"beta_fast\": -1}", "rope_scaling.beta_fast: must be > 0"},
-    {"{\"type\": \"yarn\", \"factor\": 40, \"beta_slow\": true}", "rope_scaling.beta_slow: expected a number"},
+    {"{\"type\": \"yarn\", \"factor\": 40, \"beta_fast\": -1}",
+     "rope_scaling.beta_fast: must be > 0"},
+    {"{\"type\": \"yarn\", \"factor\": 40, \"beta_slow\": true}",
+     "rope_scaling.beta_slow: expected a number"},
     {"{\"type\": \"yarn\", \"factor\": 40, \"beta_fast\": 1, \"beta_slow\": 32}",
      "rope_scaling.beta_fast: 1 is below beta_slow 32"},
-    {"{\"type\": \"yarn\", \"factor\": 40, \"mscale\": \"1\"}", "rope_scaling.mscale: expected a number"},
+    {"{\"type\": \"yarn\", \"factor\": 40, \"mscale\": \"1\"}",
+     "rope_scaling.mscale: expected a number"},
     {"{\"type\": \"yarn\", \"factor\": 40, \"mscale_all_dim\": []}",
      "rope_scaling.mscale_all_dim: expected a number"},
     {"{\"type\": \"yarn\", \"factor\": 40, \"attention_factor\": 0}",
      "rope_scaling.attention_factor: must be > 0"},
-    {"{\"type\": \"yarn\", \"factor\": 40, \"truncate\": 1}", "rope_scaling.truncate: expected true or false"},
+    {"{\"type\": \"yarn\", \"factor\": 40, \"truncate\": 1}",
+     "rope_scaling.truncate: expected true or false"},
     {"{\"type\": \"yarn\", \"factor\": 40, \"low_freq_factor\": 1}",
      "rope_scaling.low_freq_factor: unknown key"},
 };
