@@ -245,10 +245,14 @@ int eng_check_rope(struct eng_cmd *c)
     uint64_t work;
     if (eng_mul3(m->tokens, m->heads, m->rot_dim, &work) || work > last)
         return TX8_STATUS_INVALID_CMD;
-    uint64_t start;
-    if (__builtin_add_overflow(m->x, (uint64_t)m->offset * 4, &start))
+    /* last * 4 is checked too: an extent that wrapped (e.g. 2^62 + 2
+     * elements read as 8 bytes) would let the rotation run far outside the
+     * checked range */
+    uint64_t start, bytes;
+    if (__builtin_add_overflow(m->x, (uint64_t)m->offset * 4, &start) ||
+        __builtin_mul_overflow(last, (uint64_t)4, &bytes))
         return ovf(c, m->x, RW);
-    TRY(eng_acc_add(c, start, last * 4, RW, 4));
+    TRY(eng_acc_add(c, start, bytes, RW, 4));
     TRY(vec(c, m->pos, m->tokens, 4, R));
     return vec(c, m->inv_freq, m->rot_dim / 2, 4, R);
 }

@@ -674,9 +674,10 @@ struct tx8_cmd_embed {
  * logits f32 [tokens][experts] (from a MATMUL with the gate weight).
  *   s = sigmoid(logits), or with SOFTMAX (1.4) s = softmax(logits) over the
  *   token's experts in f32 (max subtracted, sum in double; Qwen3-MoE's
- *   softmax(router_logits, dtype=float32)). SOFTMAX requires bias == 0 and
- *   n_group <= 1 (else INVALID_CMD); lambda, LOAD_PENALTY, NORM_TOPK,
- *   COUNT and scaling act as below.
+ *   softmax(router_logits, dtype=float32); NaN and -inf logits get 0, +inf
+ *   logits alone share 1, a row with nothing above -inf gives all 0).
+ *   SOFTMAX requires bias == 0 and n_group <= 1 (else INVALID_CMD); lambda,
+ *   LOAD_PENALTY, NORM_TOPK, COUNT and scaling act as below.
  *   choice = s + bias (bias f32 [experts], the e_score_correction_bias)
  *   if LOAD_PENALTY: choice -= lambda * load[e], where
  *     load[e] = counts[e] / max(1, sum(counts))

@@ -24,8 +24,9 @@
  *
  * The reference is an independent implementation of the static operand
  * rules (docs/hardware.md 4.5, include/tx8/tx8_hw.h) for FILL, COPY,
- * CONVERT, MATMUL (dense weights), RMSNORM, ADD, SWIGLU and EMBED, using
- * byte bitmaps of the ranges instead of the engine's interval walk.
+ * CONVERT, MATMUL (dense weights), RMSNORM, ADD, SWIGLU, EMBED, ROPE and
+ * MOE_ROUTE (with the interface 1.4 flags), using byte bitmaps of the
+ * ranges instead of the engine's interval walk.
  */
 #include <math.h>
 #include <stdint.h>
@@ -264,6 +265,8 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
         struct tx8_cmd_add add;
         struct tx8_cmd_swiglu sw;
         struct tx8_cmd_embed em;
+        struct tx8_cmd_rope rp;
+        struct tx8_cmd_moe_route rt;
     } u;
     memcpy(&u, p, h.size < sizeof(u) ? h.size : sizeof(u));
     switch (h.opcode) {
@@ -361,6 +364,64 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
         if (i8 && m->dim)
             vector(r, m->scales, m->vocab, 4, R);
         matrix(r, m->out, m->tokens, m->dim, m->ld_out, 4, W);
+        break;
+    }
+    case TX8_OP_ROPE: {
+        const struct tx8_cmd_rope *m = &u.rp;
+        uint32_t afb;
+        memcpy(&afb, &m->attn_factor, 4);
+        if ((h.flags & ~TX8_ROPE_F_ATTN_FACTOR) || m->rot_dim % 2 || m->mode > TX8_ROPE_INTERLEAVED)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if ((h.flags & TX8_ROPE_F_ATTN_FACTOR) ? !isfinite(m->attn_factor) : afb != 0)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if (!m->tokens || !m->heads || !m->rot_dim)
+            break;
+        /* elements of the rotated extent, exactly */
+        unsigned __int128 last = (unsigned __int128)(m->tokens - 1) * m->ld_token +
+                                 (unsigned __int128)(m->heads - 1) * m->ld_head + m->rot_dim;
+        unsigned __int128 start = (unsigned __int128)m->x + (unsigned __int128)m->offset * 4;
+        /* the engine's order: extent overflow, overlap, start / bytes overflow */
+        if (last > UINT64_MAX) {
+            operand(r, m->x, (unsigned __int128)UINT64_MAX + 1, RW, 1); /* faults */
+            break;
+        }
+        if ((unsigned __int128)m->tokens * m->heads * m->rot_dim > last)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if (start > UINT64_MAX || last * 4 > UINT64_MAX) {
+            operand(r, m->x, (unsigned __int128)UINT64_MAX + 1, RW, 1);
+            break;
+        }
+        operand(r, (uint64_t)start, last * 4, RW, 4);
+        vector(r, m->pos, m->tokens, 4, R);
+        vector(r, m->inv_freq, m->rot_dim / 2, 4, R);
+        break;
+    }
+    case TX8_OP_MOE_ROUTE: {
+        const struct tx8_cmd_moe_route *m = &u.rt;
+        unsigned known = TX8_ROUTE_F_NORM_TOPK | TX8_ROUTE_F_LOAD_PENALTY | TX8_ROUTE_F_COUNT |
+                         TX8_ROUTE_F_SOFTMAX;
+        if ((h.flags & ~known) || m->rsvd || isnan(m->scaling) || isnan(m->lambda))
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if ((h.flags & TX8_ROUTE_F_SOFTMAX) && (m->bias || m->n_group > 1))
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if (!m->tokens)
+            break;
+        if (!m->experts || !m->top_k || m->top_k > m->experts || m->top_k > 4096)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if (m->n_group > 1 &&
+            (m->experts % m->n_group || !m->topk_group || m->topk_group > m->n_group ||
+             (uint64_t)m->top_k > (uint64_t)m->topk_group * (m->experts / m->n_group)))
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        unsigned __int128 n = (unsigned __int128)m->tokens * m->top_k;
+        matrix(r, m->logits, m->tokens, m->experts, m->experts, 4, R);
+        if (m->bias)
+            vector(r, m->bias, m->experts, 4, R);
+        unsigned acc = ((h.flags & TX8_ROUTE_F_LOAD_PENALTY) ? R : 0) |
+                       ((h.flags & TX8_ROUTE_F_COUNT) ? RW : 0);
+        if (m->counts && acc)
+            vector(r, m->counts, m->experts, 8, acc);
+        operand(r, m->out_ids, n * 4, W, 4);
+        operand(r, m->out_w, n * 4, W, 4);
         break;
     }
     default:

@@ -1065,6 +1065,15 @@ START_TEST(test_bad_fields)
     BAD14(&rp);
 #undef BAD14
 #undef OK14
+    /* an extent of 2^62 + 2 elements (heads 2^31 + 1 at a stride of 2^31,
+     * rot_dim 2: 2^32 + 2 rotated elements fit) is 2^64 + 8 bytes: an
+     * address fault, not an 8-byte range and a rotation across the host's
+     * memory */
+    struct tx8_cmd_rope big = {
+        TE_HDR(TX8_OP_ROPE, struct tx8_cmd_rope), a, a, a, 1, (1u << 31) + 1, 0, 1u << 31, 0, 2, 0,
+        0};
+    ck_assert_uint_eq(te_run1(t, &big), TX8_STATUS_ADDR_FAULT);
+    ck_assert_uint_eq(te_heap_sum(t), sum);
 
     te_free(t);
 }
