@@ -231,6 +231,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("rope_scaling");
     TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60); /* Check's 4 s default is short on a loaded machine under ASan */
     tcase_add_test(tc, test_deepseek_v3);
     tcase_add_test(tc, test_kimi_k2);
     tcase_add_test(tc, test_untruncated_defaults);
