@@ -187,11 +187,28 @@ void tx8_file_release_jobs(struct tx8_file *tfile)
 	struct tx8_device *tdev = tfile->tdev;
 	struct tx8_job *job, *tmp;
 	LIST_HEAD(list);
+	bool pause;
 
 	tx8_deps_cancel(tdev, tfile, TX8_STATUS_ABORTED);
+	/*
+	 * The scheduler's work is paused while the entities go: a run-job
+	 * work that picked one of them before the kill puts it back in the
+	 * run queue's FIFO tree when it pops a job (6.12's
+	 * drm_sched_entity_pop_job() does not look at entity->stopped), and
+	 * the tree would then hold a node of a freed file. reset_lock keeps a
+	 * reset's drm_sched_stop()/start() and unbind (->gone, which stops
+	 * the work itself) out of the way.
+	 */
+	mutex_lock(&tdev->reset_lock);
 	mutex_lock(&tdev->files_lock);
+	pause = tfile->entities_live && !READ_ONCE(tdev->gone);
+	if (pause)
+		drm_sched_wqueue_stop(tdev->sched);
 	tx8_file_entities_fini(tfile);
+	if (pause)
+		drm_sched_wqueue_start(tdev->sched);
 	mutex_unlock(&tdev->files_lock);
+	mutex_unlock(&tdev->reset_lock);
 	spin_lock(&tfile->lock);
 	list_splice_init(&tfile->history, &list);
 	tfile->nr_history = 0;
