@@ -163,6 +163,9 @@ TX_API const char *glm_arch_short_name(enum glm_arch arch); /* "glm4", ... */
 TX_API enum glm_arch glm_arch_from_name(const char *name);
 TX_API int glm_arch_count(void);          /* modules in the registry */
 TX_API enum glm_arch glm_arch_nth(int i); /* i in [0, glm_arch_count()) */
+/* one line per module, for help texts:
+ * "  Glm4MoeForCausalLM     glm4_moe     GLM-4.5/4.6/4.7\n..." */
+TX_API const char *glm_arch_supported(void);
 
 /* RoPE inverse frequencies: out[i] for i in [0, rotary_dim/2), computed in
  * double precision exactly as transformers' default/linear rope init

@@ -3,6 +3,7 @@
  * The registry of architecture modules: model_type / architectures[0] /
  * short name -> module. Adding an architecture adds one line to `modules`.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,27 +62,37 @@ const struct tx_arch_ops *tx_arch_by_name(const char *name)
     return a;
 }
 
-static const char *list(char *buf, size_t sz, int classes)
+/* the lists for messages and help texts, built once (thread-safe) */
+static char list_types[256], list_classes[512], list_help[1024];
+static pthread_once_t lists_once = PTHREAD_ONCE_INIT;
+
+static void build_lists(void)
 {
-    if (buf[0])
-        return buf;
-    size_t o = 0;
-    for (int i = 0; i < N_MODULES && o < sz; i++)
-        o += (size_t)snprintf(buf + o, sz - o, "%s%s", i ? ", " : "",
-                              classes ? modules[i]->class_name : modules[i]->model_type);
-    return buf;
+    size_t a = 0, b = 0, h = 0;
+    for (int i = 0; i < N_MODULES; i++) {
+        const struct tx_arch_ops *m = modules[i];
+        if (a < sizeof(list_types))
+            a += (size_t)snprintf(list_types + a, sizeof(list_types) - a, "%s%s", i ? ", " : "",
+                                  m->model_type);
+        if (b < sizeof(list_classes))
+            b += (size_t)snprintf(list_classes + b, sizeof(list_classes) - b, "%s%s", i ? ", " : "",
+                                  m->class_name);
+        if (h < sizeof(list_help))
+            h += (size_t)snprintf(list_help + h, sizeof(list_help) - h, "  %-22s %-12s %s\n",
+                                  m->class_name, m->model_type, m->models);
+    }
 }
 
 const char *tx_arch_list_model_types(void)
 {
-    static char buf[256];
-    return list(buf, sizeof(buf), 0);
+    pthread_once(&lists_once, build_lists);
+    return list_types;
 }
 
 const char *tx_arch_list_classes(void)
 {
-    static char buf[512];
-    return list(buf, sizeof(buf), 1);
+    pthread_once(&lists_once, build_lists);
+    return list_classes;
 }
 
 /* ---- public helpers (include/tx/glm_config.h) ---- */
@@ -130,4 +141,10 @@ int glm_arch_count(void)
 enum glm_arch glm_arch_nth(int i)
 {
     return i >= 0 && i < N_MODULES ? modules[i]->id : GLM_ARCH_UNKNOWN;
+}
+
+const char *glm_arch_supported(void)
+{
+    pthread_once(&lists_once, build_lists);
+    return list_help;
 }
