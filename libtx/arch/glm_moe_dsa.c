@@ -355,17 +355,38 @@ static int select_k(const struct glm_config *c)
     return c->index_topk;
 }
 
+/* GlmMoeDsaAttention: MLA whose keys the DSA lightning indexer selects */
+static void attention(struct gctx *g, int l)
+{
+    const struct glm_config *c = g->c;
+    blk_mla_project(g, l);
+    blk_dsa_indexer_project(g, l);
+    for (int si = 0; si < g->f->n_seg && !g->rc; si++) {
+        const struct rt_seg *sg = &g->f->seg[si];
+        blk_mla_cache(g, l, sg);
+        int sel_k = blk_dsa_indexer_select(g, l, sg);
+        blk_mla_attend(g, l, sg, sel_k);
+    }
+    blk_attn_out(g, l, c->num_attention_heads * c->v_head_dim);
+}
+
 /* GlmMoeDsaDecoderLayer */
 static void layer(struct gctx *g, int l)
 {
-    blk_decoder_layer(g, l, blk_mla_dsa_attention);
+    blk_decoder_layer(g, l, attention);
 }
 
 /* ---- reference ------------------------------------------------------------ */
 
+/* GlmMoeDsaAttention: MLA with the DSA key selection */
+static int ref_attention(struct ref_fwd *f, int l, const float *x, float *y)
+{
+    return txref_mla_attention(f, l, x, y, txref_dsa_select);
+}
+
 static int ref_layer(struct ref_fwd *f, int l, float *h)
 {
-    return txref_decoder_layer(f, l, h, txref_mla_dsa_attention);
+    return txref_decoder_layer(f, l, h, ref_attention);
 }
 
 /* ---- glm-analyze ---------------------------------------------------------- */

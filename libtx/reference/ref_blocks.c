@@ -332,9 +332,33 @@ out:
     return ret;
 }
 
-/* GlmMoeDsaAttention: MLA (low-rank q and kv, one shared rope key),
- * interleaved RoPE, DSA key selection, softmax scale qk_head_dim^-0.5. */
-int txref_mla_dsa_attention(struct ref_fwd *f, int l, const float *x, float *y)
+/* The DSA key selection of layer l (GlmMoeDsaAttention.forward): full
+ * layers run the indexer, shared layers reuse the last one's selection. */
+int txref_dsa_select(struct ref_fwd *f, int l, const float *x, const float *q_lat)
+{
+    const struct glm_config *c = f->c;
+    struct glm_ref_model *m = f->m;
+    if (m->opt.disable_indexer)
+        return 0;
+    if (c->indexer_types[l] == GLM_INDEXER_FULL) {
+        int rc = run_indexer(f, l, x, q_lat);
+        if (rc < 0)
+            return rc;
+    }
+    if (!f->have_sel)
+        return txref_fail(
+            f->err, f->errsz, -EINVAL,
+            "reference: layer %d is a shared indexer layer with no full layer before it", l);
+    if (f->hooks && f->hooks->indexer)
+        f->hooks->indexer(f->hooks->ctx, l, f->n, f->pos0, f->sel, f->n_sel, f->sel_stride);
+    return 1;
+}
+
+/* MLA (DeepseekV3Attention, GlmMoeDsaAttention.forward): low-rank q and kv,
+ * one shared rope key, RoPE (interleaved or NeoX as the config says) on the
+ * rope slice, softmax scale attn_scale; `select` (NULL: every causal key)
+ * may restrict the keys of each query. */
+int txref_mla_attention(struct ref_fwd *f, int l, const float *x, float *y, txref_select_fn select)
 {
     const struct glm_config *c = f->c;
     struct glm_ref_model *m = f->m;
@@ -390,18 +414,15 @@ int txref_mla_dsa_attention(struct ref_fwd *f, int l, const float *x, float *y)
             memcpy(vc + (int64_t)h * vd, src + nope, sizeof(float) * (size_t)vd);
         }
     }
-    /* DSA: full layers run the indexer, shared layers reuse the last one's */
-    const int use_idx = !m->opt.disable_indexer;
-    if (use_idx && c->indexer_types[l] == GLM_INDEXER_FULL)
-        TRY(run_indexer(f, l, x, qa));
-    if (use_idx && !f->have_sel) {
-        ret = txref_fail(
-            f->err, f->errsz, -EINVAL,
-            "reference: layer %d is a shared indexer layer with no full layer before it", l);
-        goto out;
+    /* the key selection (DSA), if the architecture has one */
+    int use_sel = 0;
+    if (select) {
+        use_sel = select(f, l, x, qa);
+        if (use_sel < 0) {
+            ret = use_sel;
+            goto out;
+        }
     }
-    if (use_idx && f->hooks && f->hooks->indexer)
-        f->hooks->indexer(f->hooks->ctx, l, n, f->pos0, f->sel, f->n_sel, f->sel_stride);
     struct attn_job j = {
         .q = q,
         .q_stride = qkh,
@@ -415,8 +436,8 @@ int txref_mla_dsa_attention(struct ref_fwd *f, int l, const float *x, float *y)
         .v_dim = vd,
         .scale = (float)glm_config_attn_scale(c),
         .pos0 = f->pos0,
-        .sel = use_idx ? f->sel : NULL,
-        .n_sel = use_idx ? f->n_sel : NULL,
+        .sel = use_sel ? f->sel : NULL,
+        .n_sel = use_sel ? f->n_sel : NULL,
         .sel_stride = f->sel_stride,
         .out = att,
         .max_keys = f->pos0 + n,

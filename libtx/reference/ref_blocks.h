@@ -82,9 +82,16 @@ int txref_w(struct glm_ref_model *m, enum glm_tensor_role role, int layer, int e
 
 /* attention blocks: y (n x hidden) = attention of x (the normed rows) with
  * the session's caches of layer l */
-int txref_gqa_attention(struct ref_fwd *f, int l, const float *x, float *y); /* Glm4MoeAttention */
-int txref_mla_dsa_attention(struct ref_fwd *f, int l, const float *x,
-                            float *y); /* GlmMoeDsaAttention */
+/* GQA (Glm4MoeAttention) */
+int txref_gqa_attention(struct ref_fwd *f, int l, const float *x, float *y);
+/* A key selector of the MLA block: after the cache write of layer l, fills
+ * f->sel / f->n_sel and returns 1 if the attention uses them, 0 for every
+ * causal key, <0 on error (message in f->err). */
+typedef int (*txref_select_fn)(struct ref_fwd *f, int l, const float *x, const float *q_lat);
+/* MLA (DeepseekV3Attention), keys restricted by `select` (NULL: all) */
+int txref_mla_attention(struct ref_fwd *f, int l, const float *x, float *y, txref_select_fn select);
+/* the DSA lightning indexer as an MLA key selector (GlmMoeDsaIndexer) */
+int txref_dsa_select(struct ref_fwd *f, int l, const float *x, const float *q_lat);
 
 /* the pre-norm residual decoder layer around an attention block, with the
  * dense MLP or the MoE of layer l: h (n x hidden) updated in place */

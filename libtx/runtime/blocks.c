@@ -305,17 +305,18 @@ void blk_gqa_attention(struct gctx *g, int l)
                rt_vec_of(m, GLM_T_O_BIAS, l), TX8_MATMUL_F_ACCUMULATE, NULL);
 }
 
-void blk_mla_dsa_attention(struct gctx *g, int l)
+/* MLA projections (DeepseekV3Attention): qa = RMSNorm(q_a_proj(xn)) (the q
+ * latent, eps 1e-6); q = q_b_proj(qa), RoPE on each head's rope slice;
+ * ckv = kv_a_proj(xn) = [latent | k_rope], latent RMSNorm (eps 1e-6), RoPE
+ * on k_rope; kvb = kv_b_proj(latent) = [k_nope_h | v_h] per head. */
+void blk_mla_project(struct gctx *g, int l)
 {
     const struct glm_config *c = g->c;
     glm_model_t *m = g->m;
-    struct rt_fwd *f = g->f;
-    int T = f->T, D = c->hidden_size, H = c->num_attention_heads, qk = c->qk_head_dim,
+    int T = g->f->T, D = c->hidden_size, H = c->num_attention_heads, qk = c->qk_head_dim,
         nope = c->qk_nope_head_dim, rope_d = c->qk_rope_head_dim, vd = c->v_head_dim,
-        lora = c->kv_lora_rank, qr = c->q_lora_rank, Hi = c->index_n_heads, Di = c->index_head_dim,
-        K = c->index_topk;
+        lora = c->kv_lora_rank, qr = c->q_lora_rank;
     int cw = lora + rope_d;
-    int full = c->indexer_types[l] == GLM_INDEXER_FULL;
 
     blk_matmul(g, g->a.qa, g->a.xn, rt_mat_of(m, GLM_T_Q_A_PROJ, l), T, D, qr,
                rt_vec_of(m, GLM_T_Q_A_BIAS, l), 0, NULL);
@@ -331,127 +332,171 @@ void blk_mla_dsa_attention(struct gctx *g, int l)
     blk_rope(g, blk_act(g, g->a.ckv), g->a.pos, T, 1, cw, cw, lora, rope_d, c->rope_interleave);
     blk_matmul(g, g->a.kvb, g->a.ckv, rt_mat_of(m, GLM_T_KV_B_PROJ, l), T, cw, H * (nope + vd),
                RT_NONE, 0, NULL);
+}
 
+/* The DSA lightning indexer's projections of a full indexer layer
+ * (GlmMoeDsaIndexer.forward): ki = LayerNorm(wk xn) (eps 1e-6), RoPE; and,
+ * when some query sees more than index_topk keys, qi = wq_b(qa), RoPE,
+ * w = weights_proj(xn) * n_heads^-0.5 * head_dim^-0.5. Shared layers:
+ * nothing (they reuse the last full layer's selection). */
+void blk_dsa_indexer_project(struct gctx *g, int l)
+{
+    const struct glm_config *c = g->c;
+    glm_model_t *m = g->m;
+    struct rt_fwd *f = g->f;
+    int T = f->T, D = c->hidden_size, rope_d = c->qk_rope_head_dim, qr = c->q_lora_rank,
+        Hi = c->index_n_heads, Di = c->index_head_dim, K = c->index_topk;
+    if (c->indexer_types[l] != GLM_INDEXER_FULL)
+        return;
     int need_index = 0;
     for (int si = 0; si < f->n_seg; si++)
         if (f->seg[si].pos0 + f->seg[si].n > K)
             need_index = 1;
-    if (full) {
-        blk_matmul(g, g->a.ki, g->a.xn, rt_mat_of(m, GLM_T_IDX_WK, l), T, D, Di, RT_NONE, 0, NULL);
-        if (!g->rc) {
-            struct tx_layernorm_args ln;
-            memset(&ln, 0, sizeof(ln));
-            ln.y = ln.x = blk_act(g, g->a.ki);
-            ln.gamma = blk_vec(g, rt_vec_of(m, GLM_T_IDX_K_NORM, l));
-            ln.beta = blk_vec(g, rt_vec_of(m, GLM_T_IDX_K_NORM_BIAS, l));
-            ln.rows = (uint32_t)T;
-            ln.dim = ln.ld_x = ln.ld_y = (uint32_t)Di;
-            ln.eps = INDEXER_NORM_EPS;
-            blk_dbg(g, "LAYERNORM indexer k_norm layer %d rows=%d dim=%d", l, T, Di);
-            blk_emit(g, tx_cmd_layernorm(g->cb, &ln));
-            blk_round_norm(g, g->a.ki, T, Di, Di);
-        }
-        blk_rope(g, blk_act(g, g->a.ki), g->a.pos, T, 1, Di, Di, 0, rope_d,
-                 c->indexer_rope_interleave);
-        if (need_index) {
-            blk_matmul(g, g->a.qi, g->a.qa, rt_mat_of(m, GLM_T_IDX_WQ_B, l), T, qr, Hi * Di,
-                       RT_NONE, 0, NULL);
-            blk_rope(g, blk_act(g, g->a.qi), g->a.pos, T, Hi, Hi * Di, Di, 0, rope_d,
-                     c->indexer_rope_interleave);
-            blk_matmul(g, g->a.iw, g->a.xn, rt_mat_of(m, GLM_T_IDX_WEIGHTS_PROJ, l), T, D, Hi,
-                       RT_NONE, 0, NULL);
-            float sc = (float)(1.0 / sqrt((double)Hi) / sqrt((double)Di));
-            blk_dbg(g, "ADD indexer weights *= %g", (double)sc);
-            if (g->rc)
-                return;
-            blk_emit(g, tx_cmd_add(g->cb, blk_act(g, g->a.iw), blk_act(g, g->a.iw),
-                                   blk_act(g, g->a.iw), (uint64_t)T * (uint64_t)Hi, sc, 0.0f));
-        }
+    blk_matmul(g, g->a.ki, g->a.xn, rt_mat_of(m, GLM_T_IDX_WK, l), T, D, Di, RT_NONE, 0, NULL);
+    if (!g->rc) {
+        struct tx_layernorm_args ln;
+        memset(&ln, 0, sizeof(ln));
+        ln.y = ln.x = blk_act(g, g->a.ki);
+        ln.gamma = blk_vec(g, rt_vec_of(m, GLM_T_IDX_K_NORM, l));
+        ln.beta = blk_vec(g, rt_vec_of(m, GLM_T_IDX_K_NORM_BIAS, l));
+        ln.rows = (uint32_t)T;
+        ln.dim = ln.ld_x = ln.ld_y = (uint32_t)Di;
+        ln.eps = INDEXER_NORM_EPS;
+        blk_dbg(g, "LAYERNORM indexer k_norm layer %d rows=%d dim=%d", l, T, Di);
+        blk_emit(g, tx_cmd_layernorm(g->cb, &ln));
+        blk_round_norm(g, g->a.ki, T, Di, Di);
     }
+    blk_rope(g, blk_act(g, g->a.ki), g->a.pos, T, 1, Di, Di, 0, rope_d, c->indexer_rope_interleave);
+    if (!need_index)
+        return;
+    blk_matmul(g, g->a.qi, g->a.qa, rt_mat_of(m, GLM_T_IDX_WQ_B, l), T, qr, Hi * Di, RT_NONE, 0,
+               NULL);
+    blk_rope(g, blk_act(g, g->a.qi), g->a.pos, T, Hi, Hi * Di, Di, 0, rope_d,
+             c->indexer_rope_interleave);
+    blk_matmul(g, g->a.iw, g->a.xn, rt_mat_of(m, GLM_T_IDX_WEIGHTS_PROJ, l), T, D, Hi, RT_NONE, 0,
+               NULL);
+    float sc = (float)(1.0 / sqrt((double)Hi) / sqrt((double)Di));
+    blk_dbg(g, "ADD indexer weights *= %g", (double)sc);
+    if (g->rc)
+        return;
+    blk_emit(g, tx_cmd_add(g->cb, blk_act(g, g->a.iw), blk_act(g, g->a.iw), blk_act(g, g->a.iw),
+                           (uint64_t)T * (uint64_t)Hi, sc, 0.0f));
+}
 
-    float scale = (float)glm_config_attn_scale(c);
-    for (int si = 0; si < f->n_seg; si++) {
-        struct rt_seg *sg = &f->seg[si];
-        glm_session_t *s = sg->s;
-        uint64_t es = kv_elem(s);
-        uint64_t kb = s->k_off[l] + (uint64_t)sg->pos0 * H * qk * es;
-        blk_dbg(g, "CONVERT K,V -> cache layer %d pos %d..%d (%s)", l, sg->pos0,
-                sg->pos0 + sg->n - 1, tx_dtype_name(s->kv_dtype));
-        /* k_nope of every (token, head), V of every (token, head) */
-        blk_convert(g, tx_ref(s->kv_bo, kb),
-                    blk_act(g, g->a.kvb + (uint64_t)sg->row0 * H * (nope + vd) * 4), sg->n * H,
-                    nope, qk, nope + vd, s->kv_dtype);
-        blk_convert(g, tx_ref(s->kv_bo, s->v_off[l] + (uint64_t)sg->pos0 * H * vd * es),
-                    blk_act(g, g->a.kvb + ((uint64_t)sg->row0 * H * (nope + vd) + nope) * 4),
-                    sg->n * H, vd, vd, nope + vd, s->kv_dtype);
-        /* the shared rope key into every head */
-        for (int h = 0; h < H; h++)
-            blk_convert(g, tx_ref(s->kv_bo, kb + ((uint64_t)h * qk + nope) * es),
-                        blk_act(g, g->a.ckv + ((uint64_t)sg->row0 * cw + lora) * 4), sg->n, rope_d,
-                        H * qk, cw, s->kv_dtype);
-        if (full && s->ik_off[l] != UINT64_MAX && !g->rc) {
-            blk_dbg(g, "COPY indexer key -> cache layer %d", l);
-            if (blk_emit(g, tx_cmd_copy(
-                                g->cb, tx_ref(s->kv_bo, s->ik_off[l] + (uint64_t)sg->pos0 * Di * 4),
-                                blk_act(g, g->a.ki + (uint64_t)sg->row0 * Di * 4),
-                                (uint64_t)sg->n * Di * 4)))
-                return;
-        }
-        int use_sel = sg->pos0 + sg->n > K;
-        if (use_sel && full && !g->rc) {
-            struct tx_dsa_index_args d;
-            memset(&d, 0, sizeof(d));
-            d.sel = blk_act(g, g->a.sel + (uint64_t)sg->row0 * K * 4);
-            d.q = blk_act(g, g->a.qi + (uint64_t)sg->row0 * Hi * Di * 4);
-            d.k = tx_ref(s->kv_bo, s->ik_off[l]);
-            d.w = blk_act(g, g->a.iw + (uint64_t)sg->row0 * Hi * 4);
-            d.tokens = (uint32_t)sg->n;
-            d.heads = (uint32_t)Hi;
-            d.dim = (uint32_t)Di;
-            d.kv_len = (uint32_t)(sg->pos0 + sg->n);
-            d.q_pos0 = (uint32_t)sg->pos0;
-            d.top_k = (uint32_t)K;
-            d.ld_q_head = (uint32_t)Di;
-            d.ld_k = (uint32_t)Di;
-            blk_dbg(g, "DSA_INDEX layer %d tokens=%d keys=%u top_k=%d", l, sg->n, d.kv_len, K);
-            if (blk_emit(g, tx_cmd_dsa_index(g->cb, &d)))
-                return;
-            if (g->a.dump_sel &&
-                blk_emit(
-                    g, tx_cmd_copy(g->cb,
-                                   blk_act(g, g->a.dump_sel + ((uint64_t)l * T + sg->row0) * K * 4),
-                                   blk_act(g, g->a.sel + (uint64_t)sg->row0 * K * 4),
-                                   (uint64_t)sg->n * K * 4)))
-                return;
-        }
-        if (g->rc)
-            return;
-        struct tx_attention_args a;
-        memset(&a, 0, sizeof(a));
-        a.out = blk_act(g, g->a.ao + (uint64_t)sg->row0 * H * vd * 4);
-        a.q = blk_act(g, g->a.q + (uint64_t)sg->row0 * H * qk * 4);
-        a.k = tx_ref(s->kv_bo, s->k_off[l]);
-        a.v = tx_ref(s->kv_bo, s->v_off[l]);
-        if (use_sel) {
-            a.sel = blk_act(g, g->a.sel + (uint64_t)sg->row0 * K * 4);
-            a.sel_k = (uint32_t)K;
-        }
-        a.tokens = (uint32_t)sg->n;
-        a.q_heads = a.kv_heads = (uint32_t)H;
-        a.qk_dim = (uint32_t)qk;
-        a.v_dim = (uint32_t)vd;
-        a.kv_len = (uint32_t)(sg->pos0 + sg->n);
-        a.q_pos0 = (uint32_t)sg->pos0;
-        a.ld_q_head = a.ld_k_head = (uint32_t)qk;
-        a.ld_v_head = a.ld_o_head = (uint32_t)vd;
-        a.scale = scale;
-        a.kv_dtype = s->kv_dtype;
-        blk_dbg(g, "ATTENTION layer %d tokens=%d heads=%d kv_len=%u%s", l, sg->n, H, a.kv_len,
-                use_sel ? " (DSA selection)" : " (dense)");
-        if (blk_emit(g, tx_cmd_attention(g->cb, &a)))
-            return;
+/* Segment sg's MLA keys and values into its session's cache: K_h =
+ * [k_nope_h | k_rope] (the shared rope key into every head), V_h. */
+void blk_mla_cache(struct gctx *g, int l, const struct rt_seg *sg)
+{
+    const struct glm_config *c = g->c;
+    int H = c->num_attention_heads, qk = c->qk_head_dim, nope = c->qk_nope_head_dim,
+        rope_d = c->qk_rope_head_dim, vd = c->v_head_dim, lora = c->kv_lora_rank;
+    int cw = lora + rope_d;
+    glm_session_t *s = sg->s;
+    uint64_t es = kv_elem(s);
+    uint64_t kb = s->k_off[l] + (uint64_t)sg->pos0 * H * qk * es;
+    blk_dbg(g, "CONVERT K,V -> cache layer %d pos %d..%d (%s)", l, sg->pos0, sg->pos0 + sg->n - 1,
+            tx_dtype_name(s->kv_dtype));
+    /* k_nope of every (token, head), V of every (token, head) */
+    blk_convert(g, tx_ref(s->kv_bo, kb),
+                blk_act(g, g->a.kvb + (uint64_t)sg->row0 * H * (nope + vd) * 4), sg->n * H, nope,
+                qk, nope + vd, s->kv_dtype);
+    blk_convert(g, tx_ref(s->kv_bo, s->v_off[l] + (uint64_t)sg->pos0 * H * vd * es),
+                blk_act(g, g->a.kvb + ((uint64_t)sg->row0 * H * (nope + vd) + nope) * 4), sg->n * H,
+                vd, vd, nope + vd, s->kv_dtype);
+    /* the shared rope key into every head */
+    for (int h = 0; h < H; h++)
+        blk_convert(g, tx_ref(s->kv_bo, kb + ((uint64_t)h * qk + nope) * es),
+                    blk_act(g, g->a.ckv + ((uint64_t)sg->row0 * cw + lora) * 4), sg->n, rope_d,
+                    H * qk, cw, s->kv_dtype);
+}
+
+/* The DSA selection of segment sg: a full layer appends its indexer keys
+ * to the cache and, when a query sees more than index_topk keys, runs
+ * DSA_INDEX into the selection buffer (shared layers reuse it). Returns
+ * the selection size the attention uses (0: dense, every key fits). */
+int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
+{
+    const struct glm_config *c = g->c;
+    int T = g->f->T, Hi = c->index_n_heads, Di = c->index_head_dim, K = c->index_topk;
+    int full = c->indexer_types[l] == GLM_INDEXER_FULL;
+    glm_session_t *s = sg->s;
+    if (full && s->ik_off[l] != UINT64_MAX && !g->rc) {
+        blk_dbg(g, "COPY indexer key -> cache layer %d", l);
+        if (blk_emit(g, tx_cmd_copy(g->cb,
+                                    tx_ref(s->kv_bo, s->ik_off[l] + (uint64_t)sg->pos0 * Di * 4),
+                                    blk_act(g, g->a.ki + (uint64_t)sg->row0 * Di * 4),
+                                    (uint64_t)sg->n * Di * 4)))
+            return 0;
     }
-    blk_matmul(g, g->a.h, g->a.ao, rt_mat_of(m, GLM_T_O_PROJ, l), T, H * vd, D,
+    int use_sel = sg->pos0 + sg->n > K;
+    if (use_sel && full && !g->rc) {
+        struct tx_dsa_index_args d;
+        memset(&d, 0, sizeof(d));
+        d.sel = blk_act(g, g->a.sel + (uint64_t)sg->row0 * K * 4);
+        d.q = blk_act(g, g->a.qi + (uint64_t)sg->row0 * Hi * Di * 4);
+        d.k = tx_ref(s->kv_bo, s->ik_off[l]);
+        d.w = blk_act(g, g->a.iw + (uint64_t)sg->row0 * Hi * 4);
+        d.tokens = (uint32_t)sg->n;
+        d.heads = (uint32_t)Hi;
+        d.dim = (uint32_t)Di;
+        d.kv_len = (uint32_t)(sg->pos0 + sg->n);
+        d.q_pos0 = (uint32_t)sg->pos0;
+        d.top_k = (uint32_t)K;
+        d.ld_q_head = (uint32_t)Di;
+        d.ld_k = (uint32_t)Di;
+        blk_dbg(g, "DSA_INDEX layer %d tokens=%d keys=%u top_k=%d", l, sg->n, d.kv_len, K);
+        if (blk_emit(g, tx_cmd_dsa_index(g->cb, &d)))
+            return 0;
+        if (g->a.dump_sel &&
+            blk_emit(g, tx_cmd_copy(
+                            g->cb, blk_act(g, g->a.dump_sel + ((uint64_t)l * T + sg->row0) * K * 4),
+                            blk_act(g, g->a.sel + (uint64_t)sg->row0 * K * 4),
+                            (uint64_t)sg->n * K * 4)))
+            return 0;
+    }
+    return use_sel ? K : 0;
+}
+
+/* ATTENTION of segment sg over its MLA cache (one K/V per head, scale
+ * attn_scale); sel_k > 0: each query attends the sel_k keys of the
+ * selection buffer, else every causal key. */
+void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k)
+{
+    const struct glm_config *c = g->c;
+    int H = c->num_attention_heads, qk = c->qk_head_dim, vd = c->v_head_dim;
+    if (g->rc)
+        return;
+    glm_session_t *s = sg->s;
+    struct tx_attention_args a;
+    memset(&a, 0, sizeof(a));
+    a.out = blk_act(g, g->a.ao + (uint64_t)sg->row0 * H * vd * 4);
+    a.q = blk_act(g, g->a.q + (uint64_t)sg->row0 * H * qk * 4);
+    a.k = tx_ref(s->kv_bo, s->k_off[l]);
+    a.v = tx_ref(s->kv_bo, s->v_off[l]);
+    if (sel_k > 0) {
+        a.sel = blk_act(g, g->a.sel + (uint64_t)sg->row0 * sel_k * 4);
+        a.sel_k = (uint32_t)sel_k;
+    }
+    a.tokens = (uint32_t)sg->n;
+    a.q_heads = a.kv_heads = (uint32_t)H;
+    a.qk_dim = (uint32_t)qk;
+    a.v_dim = (uint32_t)vd;
+    a.kv_len = (uint32_t)(sg->pos0 + sg->n);
+    a.q_pos0 = (uint32_t)sg->pos0;
+    a.ld_q_head = a.ld_k_head = (uint32_t)qk;
+    a.ld_v_head = a.ld_o_head = (uint32_t)vd;
+    a.scale = (float)glm_config_attn_scale(c);
+    a.kv_dtype = s->kv_dtype;
+    blk_dbg(g, "ATTENTION layer %d tokens=%d heads=%d kv_len=%u%s", l, sg->n, H, a.kv_len,
+            sel_k > 0 ? " (DSA selection)" : " (dense)");
+    blk_emit(g, tx_cmd_attention(g->cb, &a));
+}
+
+/* h += o_proj(ao) (+ o_proj bias) over `width` attention outputs per row */
+void blk_attn_out(struct gctx *g, int l, int width)
+{
+    glm_model_t *m = g->m;
+    blk_matmul(g, g->a.h, g->a.ao, rt_mat_of(m, GLM_T_O_PROJ, l), g->f->T, width, g->c->hidden_size,
                rt_vec_of(m, GLM_T_O_BIAS, l), TX8_MATMUL_F_ACCUMULATE, NULL);
 }
 

@@ -70,8 +70,20 @@ void blk_convert(struct gctx *g, tx_ref_t dst, tx_ref_t src, int rows, int cols,
 void blk_swiglu_mlp(struct gctx *g, int wg, int wu, int wd, int T);
 
 /* attention blocks: h += o_proj(attention(xn)) with the KV cache of layer l */
-void blk_gqa_attention(struct gctx *g, int l);     /* GQA, per-head q/k norm, partial RoPE */
-void blk_mla_dsa_attention(struct gctx *g, int l); /* MLA + DSA lightning indexer */
+void blk_gqa_attention(struct gctx *g, int l); /* GQA, per-head q/k norm, partial RoPE */
+/* MLA (DeepseekV3Attention) in pieces, for a module to combine per
+ * segment with a key selector (the DSA indexer) or none:
+ *   blk_mla_project(g, l); [blk_dsa_indexer_project(g, l);]
+ *   for each segment: blk_mla_cache(); sel_k = [blk_dsa_indexer_select()];
+ *                     blk_mla_attend(..., sel_k);
+ *   blk_attn_out(g, l, heads * v_head_dim); */
+void blk_mla_project(struct gctx *g, int l);
+void blk_mla_cache(struct gctx *g, int l, const struct rt_seg *sg);
+void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k);
+void blk_dsa_indexer_project(struct gctx *g, int l);
+int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg);
+/* h += o_proj(attention output) */
+void blk_attn_out(struct gctx *g, int l, int width);
 /* feed-forward: h += dense SwiGLU MLP or MoE (+ shared experts) of xn */
 void blk_ffn(struct gctx *g, int l);
 
