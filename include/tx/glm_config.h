@@ -11,6 +11,9 @@
  *   GLM_ARCH_GLM_MOE_DSA  GLM-5 / 5.1                     model_type "glm_moe_dsa",
  *                         architectures ["GlmMoeDsaForCausalLM"]
  *
+ * Each architecture is one module in libtx/arch/ (docs/architectures.md);
+ * the glm_arch_* helpers below list and name the registry's modules.
+ *
  * Semantics of every field: docs/glm-architectures.md.
  *
  * Errors: every function returns 0 on success or a negative errno value

@@ -38,6 +38,9 @@ struct tx_arch_cost {
     int select_k;         /* keys a query attends at most (0: all) */
 };
 
+/* tx_arch_ops.layer_tensor: "use the common shape" */
+#define TX_ARCH_COMMON 1
+
 struct tx_arch_ops {
     /* ---- identity ---- */
     enum glm_arch id;
@@ -53,8 +56,15 @@ struct tx_arch_ops {
     /* the transformers configuration class's defaults (c is zeroed and the
      * common defaults are set) */
     void (*defaults)(struct glm_config *c);
-    /* the architecture's own fields, after the common ones */
+    /* the MoE fields (router family), after the common ones:
+     * tx_cfg_parse_moe_sigmoid or the module's own */
+    int (*parse_moe)(struct json_object *root, struct glm_config *c, char *err, size_t errsz);
+    /* the architecture's own fields, after the MoE ones */
     int (*parse)(struct json_object *root, struct glm_config *c, char *err, size_t errsz);
+    /* mlp_layer_types (dense / MoE per layer), after the layer count is
+     * checked: tx_cfg_parse_mlp_layers or the module's own */
+    int (*parse_mlp_layers)(struct json_object *root, struct glm_config *c, char *err,
+                            size_t errsz);
     /* per-layer lists and derived fields, after mlp_layer_types */
     int (*parse_layers)(struct json_object *root, struct glm_config *c, char *err, size_t errsz);
     /* validation of the architecture's fields (after the common checks) */
@@ -65,12 +75,14 @@ struct tx_arch_ops {
     double (*attn_scale)(const struct glm_config *c);
 
     /* ---- tensor catalogue ---- */
-    /* Shape of an attention-block tensor (roles between GLM_T_Q_PROJ and
-     * GLM_T_IDX_WEIGHTS_PROJ) of `layer`: 0 (t->ndim/shape set), -ENOENT if
-     * this architecture/config/layer has none. The common parts (embedding,
-     * norms, MLP, MoE, lm_head) are shared (libtx/model/tensors.c). */
-    int (*attn_tensor)(const struct glm_config *c, enum glm_tensor_role role, int layer,
-                       struct glm_tensor_info *t);
+    /* Shape of the tensor (role, layer, expert) of a decoder layer, asked
+     * before the common rule: 0 (t->ndim/shape set), -ENOENT if this
+     * architecture/config/layer has none, TX_ARCH_COMMON for the common
+     * shape (norms, dense MLP, router, experts, shared experts: see
+     * libtx/model/tensors.c; an attention role is absent there). Names,
+     * roles and classes come from the common role table. */
+    int (*layer_tensor)(const struct glm_config *c, enum glm_tensor_role role, int layer,
+                        int expert, struct glm_tensor_info *t);
     /* ", indexer full" etc. for messages about a layer ("" if nothing) */
     const char *(*layer_note)(const struct glm_config *c, int layer);
     /* 1 if layer l selects keys (top-k) itself: --validate compares the selection */
@@ -120,6 +132,15 @@ static inline void tx_shape2(struct glm_tensor_info *t, int64_t out, int64_t in)
     t->shape[0] = out;
     t->shape[1] = in;
 }
+
+/* ---- shared config parts (libtx/model/glm_config.c) ---- */
+/* DeepSeek-V3 family MoE fields (sigmoid router, noaux_tc, groups, shared
+ * experts, first_k_dense_replace) */
+int tx_cfg_parse_moe_sigmoid(struct json_object *root, struct glm_config *c, char *err,
+                             size_t errsz);
+/* mlp_layer_types, else first_k_dense_replace dense layers then MoE */
+int tx_cfg_parse_mlp_layers(struct json_object *root, struct glm_config *c, char *err,
+                            size_t errsz);
 
 /* ---- registry (libtx/arch/registry.c) ---- */
 int tx_arch_count(void);

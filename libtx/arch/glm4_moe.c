@@ -89,9 +89,11 @@ static double attn_scale(const struct glm_config *c)
 
 /* ---- tensors -------------------------------------------------------------- */
 
-static int attn_tensor(const struct glm_config *c, enum glm_tensor_role role, int layer,
-                       struct glm_tensor_info *t)
+/* the attention block's tensors; everything else as common */
+static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, int layer,
+                        int expert, struct glm_tensor_info *t)
 {
+    (void)expert;
     (void)layer;
     const int64_t H = c->hidden_size, nh = c->num_attention_heads, nkv = c->num_key_value_heads,
                   hd = c->head_dim;
@@ -124,7 +126,7 @@ static int attn_tensor(const struct glm_config *c, enum glm_tensor_role role, in
         tx_shape2(t, H, nh * hd);
         return 0;
     default:
-        return -ENOENT;
+        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? -ENOENT : TX_ARCH_COMMON;
     }
 }
 
@@ -283,12 +285,14 @@ const struct tx_arch_ops tx_arch_glm4_moe = {
     .attn_short = "GQA",
     .attn_long = "GQA attention",
     .defaults = defaults,
+    .parse_moe = tx_cfg_parse_moe_sigmoid,
     .parse = parse,
+    .parse_mlp_layers = tx_cfg_parse_mlp_layers,
     .parse_layers = parse_layers,
     .validate = validate,
     .to_json = to_json,
     .attn_scale = attn_scale,
-    .attn_tensor = attn_tensor,
+    .layer_tensor = layer_tensor,
     .layer_note = NULL,
     .layer_selects = layer_selects,
     .load_check = NULL,

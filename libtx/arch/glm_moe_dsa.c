@@ -224,9 +224,11 @@ static double attn_scale(const struct glm_config *c)
 
 /* ---- tensors -------------------------------------------------------------- */
 
-static int attn_tensor(const struct glm_config *c, enum glm_tensor_role role, int layer,
-                       struct glm_tensor_info *t)
+/* the attention block's tensors; everything else as common */
+static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, int layer,
+                        int expert, struct glm_tensor_info *t)
 {
+    (void)expert;
     const int64_t H = c->hidden_size, nh = c->num_attention_heads;
     const int full_idx = c->indexer_types[layer] == GLM_INDEXER_FULL;
     switch (role) {
@@ -288,7 +290,7 @@ static int attn_tensor(const struct glm_config *c, enum glm_tensor_role role, in
         tx_shape2(t, c->index_n_heads, H);
         return 0;
     default:
-        return -ENOENT;
+        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? -ENOENT : TX_ARCH_COMMON;
     }
 }
 
@@ -519,12 +521,14 @@ const struct tx_arch_ops tx_arch_glm_moe_dsa = {
     .attn_short = "MLA + DSA lightning indexer",
     .attn_long = "MLA attention + DSA indexer",
     .defaults = defaults,
+    .parse_moe = tx_cfg_parse_moe_sigmoid,
     .parse = parse,
+    .parse_mlp_layers = tx_cfg_parse_mlp_layers,
     .parse_layers = parse_layers,
     .validate = validate,
     .to_json = to_json,
     .attn_scale = attn_scale,
-    .attn_tensor = attn_tensor,
+    .layer_tensor = layer_tensor,
     .layer_note = layer_note,
     .layer_selects = layer_selects,
     .load_check = load_check,

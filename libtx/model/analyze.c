@@ -511,6 +511,7 @@ char *tx_analysis_summary(const struct tx_analysis *a, const struct glm_config *
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     struct txm_buf o = {0};
     char line[512];
+    const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     int dense = 0;
     for (int l = 0; l < c->num_hidden_layers; l++)
         dense += c->mlp_layer_types[l] == GLM_MLP_DENSE;
@@ -520,7 +521,7 @@ char *tx_analysis_summary(const struct tx_analysis *a, const struct glm_config *
              c->architecture, c->model_type, c->num_hidden_layers, dense,
              c->num_hidden_layers - dense, c->hidden_size, c->n_routed_experts,
              c->num_experts_per_tok, c->n_shared_experts,
-             tx_arch_get(c->arch) ? tx_arch_get(c->arch)->attn_long : "unknown attention");
+             arch ? arch->attn_long : "unknown attention");
     txm_buf_put(&o, line, strlen(line));
     snprintf(line, sizeof(line), "parameters: %s total, %s active per token (%.1f%%)\n",
              human((double)a->total_params, b1, sizeof(b1)),

@@ -240,44 +240,16 @@ static int parse_eos(struct json_object *root, struct glm_config *c, char *err, 
 }
 
 /* ------------------------------------------------------------------------ */
+/* shared parts the modules choose (tx_arch_ops.parse_moe, parse_mlp_layers) */
 
-static int from_object(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
+/* The DeepSeek-V3 router family (GLM-4.5, GLM-5.1): n_routed_experts (or
+ * num_experts), n_shared_experts, num_experts_per_tok,
+ * routed_scaling_factor, n_group / topk_group, norm_topk_prob,
+ * first_k_dense_replace; scoring_func sigmoid, topk_method noaux_tc. */
+int tx_cfg_parse_moe_sigmoid(struct json_object *root, struct glm_config *c, char *err,
+                             size_t errsz)
 {
-    if (json_object_get_type(root) != json_type_object)
-        return txm_err(err, errsz, -EINVAL, "config.json: top level is not a JSON object");
-    const struct tx_arch_ops *arch = NULL;
-    int rc = parse_arch(root, &arch, err, errsz);
-    if (rc < 0)
-        return rc;
-    set_defaults(c, arch);
-
-    CJ_REQ(cj_int, "vocab_size", &c->vocab_size);
-    CJ_REQ(cj_int, "hidden_size", &c->hidden_size);
-    CJ_REQ(cj_int, "intermediate_size", &c->intermediate_size);
-    CJ_REQ(cj_int, "moe_intermediate_size", &c->moe_intermediate_size);
-    CJ_REQ(cj_int, "num_hidden_layers", &c->num_hidden_layers);
-    CJ_GET(cj_int, "num_nextn_predict_layers", &c->num_nextn_predict_layers);
-    CJ_REQ(cj_int, "num_attention_heads", &c->num_attention_heads);
-    CJ_REQ(cj_int, "num_key_value_heads", &c->num_key_value_heads);
-    CJ_GET(cj_int, "max_position_embeddings", &c->max_position_embeddings);
-    CJ_GET(cj_bool, "attention_bias", &c->attention_bias);
-    CJ_GET(cj_bool, "tie_word_embeddings", &c->tie_word_embeddings);
-    rc = cj_num(root, "rms_norm_eps", "", &c->rms_norm_eps, err, errsz);
-    if (rc < 0)
-        return rc;
-
-    /* head_dim: absent, the module's default (or its own rule) applies */
-    CJ_GET(cj_int, "head_dim", &c->head_dim);
-
-    const char *act = NULL;
-    rc = cj_str(root, "hidden_act", "", &act, err, errsz);
-    if (rc < 0)
-        return rc;
-    if (act && strcmp(act, "silu") != 0)
-        return txm_err(err, errsz, -ENOTSUP,
-                       "config.json: hidden_act: \"%s\" is not supported (GLM uses silu)", act);
-
-    /* MoE */
+    int rc;
     CJ_GET(cj_int, "n_routed_experts", &c->n_routed_experts);
     {
         int ne = 0; /* BC: num_experts -> n_routed_experts (GlmMoeDsaConfig) */
@@ -315,6 +287,71 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
     if (s && strcmp(s, "noaux_tc") != 0)
         return txm_err(err, errsz, -ENOTSUP,
                        "config.json: topk_method: \"%s\" is not supported (GLM uses noaux_tc)", s);
+    return 0;
+}
+
+/* mlp_layer_types, else first_k_dense_replace dense layers then MoE */
+int tx_cfg_parse_mlp_layers(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
+{
+    int rc;
+    int present = 0;
+    rc = cj_layer_list(root, "mlp_layer_types", "dense", "sparse", c->mlp_layer_types,
+                       c->num_hidden_layers, &present, err, errsz);
+    if (rc < 0)
+        return rc;
+    if (!present) {
+        if (!cj_field(root, "first_k_dense_replace"))
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: first_k_dense_replace: required field is missing (or "
+                           "mlp_layer_types; it decides which layers have a dense MLP)");
+        for (int i = 0; i < c->num_hidden_layers; i++)
+            c->mlp_layer_types[i] = i < c->first_k_dense_replace ? GLM_MLP_DENSE : GLM_MLP_SPARSE;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int from_object(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
+{
+    if (json_object_get_type(root) != json_type_object)
+        return txm_err(err, errsz, -EINVAL, "config.json: top level is not a JSON object");
+    const struct tx_arch_ops *arch = NULL;
+    int rc = parse_arch(root, &arch, err, errsz);
+    if (rc < 0)
+        return rc;
+    set_defaults(c, arch);
+
+    CJ_REQ(cj_int, "vocab_size", &c->vocab_size);
+    CJ_REQ(cj_int, "hidden_size", &c->hidden_size);
+    CJ_REQ(cj_int, "intermediate_size", &c->intermediate_size);
+    CJ_REQ(cj_int, "moe_intermediate_size", &c->moe_intermediate_size);
+    CJ_REQ(cj_int, "num_hidden_layers", &c->num_hidden_layers);
+    CJ_GET(cj_int, "num_nextn_predict_layers", &c->num_nextn_predict_layers);
+    CJ_REQ(cj_int, "num_attention_heads", &c->num_attention_heads);
+    CJ_REQ(cj_int, "num_key_value_heads", &c->num_key_value_heads);
+    CJ_GET(cj_int, "max_position_embeddings", &c->max_position_embeddings);
+    CJ_GET(cj_bool, "attention_bias", &c->attention_bias);
+    CJ_GET(cj_bool, "tie_word_embeddings", &c->tie_word_embeddings);
+    rc = cj_num(root, "rms_norm_eps", "", &c->rms_norm_eps, err, errsz);
+    if (rc < 0)
+        return rc;
+
+    /* head_dim: absent, the module's default (or its own rule) applies */
+    CJ_GET(cj_int, "head_dim", &c->head_dim);
+
+    const char *act = NULL;
+    rc = cj_str(root, "hidden_act", "", &act, err, errsz);
+    if (rc < 0)
+        return rc;
+    if (act && strcmp(act, "silu") != 0)
+        return txm_err(err, errsz, -ENOTSUP,
+                       "config.json: hidden_act: \"%s\" is not supported (GLM uses silu)", act);
+
+    /* MoE fields: the architecture's router family */
+    rc = arch->parse_moe(root, c, err, errsz);
+    if (rc < 0)
+        return rc;
 
     /* the architecture's own fields */
     rc = arch->parse(root, c, err, errsz);
@@ -355,19 +392,10 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
     if (c->num_hidden_layers < 1 || c->num_hidden_layers > GLM_MAX_LAYERS)
         return txm_err(err, errsz, -EINVAL, "config.json: num_hidden_layers: %d is outside [1, %d]",
                        c->num_hidden_layers, GLM_MAX_LAYERS);
-    int present = 0;
-    rc = cj_layer_list(root, "mlp_layer_types", "dense", "sparse", c->mlp_layer_types,
-                       c->num_hidden_layers, &present, err, errsz);
+    /* which layers are dense / MoE */
+    rc = arch->parse_mlp_layers(root, c, err, errsz);
     if (rc < 0)
         return rc;
-    if (!present) {
-        if (!cj_field(root, "first_k_dense_replace"))
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: first_k_dense_replace: required field is missing (or "
-                           "mlp_layer_types; it decides which layers have a dense MLP)");
-        for (int i = 0; i < c->num_hidden_layers; i++)
-            c->mlp_layer_types[i] = i < c->first_k_dense_replace ? GLM_MLP_DENSE : GLM_MLP_SPARSE;
-    }
     /* the architecture's per-layer lists and derived fields */
     rc = arch->parse_layers(root, c, err, errsz);
     if (rc < 0)

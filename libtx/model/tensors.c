@@ -3,7 +3,8 @@
  * The tensor catalogue: real Hugging Face names, shapes, roles and classes
  * of the tensors a config describes. The embedding, the norms, the MLP /
  * MoE tensors and lm_head are common; the attention block's tensors come
- * from the architecture module (tx_arch_ops.attn_tensor).
+ * from the architecture module, which is asked first about every layer
+ * tensor (tx_arch_ops.layer_tensor).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -120,7 +121,16 @@ int glm_config_tensor_info(const struct glm_config *c, enum glm_tensor_role role
     const int64_t E = c->n_routed_experts, Im = c->moe_intermediate_size;
     const int64_t Ish = (int64_t)c->moe_intermediate_size * c->n_shared_experts;
 
-    switch (role) {
+    /* the architecture decides first: its attention block's tensors, and
+     * any common one it lacks or shapes otherwise */
+    int rc = arch->layer_tensor(c, role, layer, expert, t);
+    if (rc < 0)
+        return rc;
+    switch (rc == TX_ARCH_COMMON ? role : GLM_T_ROLE_COUNT) {
+    case GLM_T_ROLE_COUNT: /* shaped by the module */
+        if (is_expert_role(role))
+            t->expert = expert;
+        break;
     case GLM_T_INPUT_NORM:
     case GLM_T_POST_ATTN_NORM:
         shape1(t, H);
@@ -168,14 +178,8 @@ int glm_config_tensor_info(const struct glm_config *c, enum glm_tensor_role role
         else
             shape2(t, Ish, H);
         break;
-    default:
-        if (role < GLM_T_Q_PROJ || role > GLM_T_IDX_WEIGHTS_PROJ)
-            return -ENOENT;
-        /* the attention block: the architecture's */
-        int rc = arch->attn_tensor(c, role, layer, t);
-        if (rc)
-            return rc;
-        break;
+    default: /* an attention tensor the module does not have */
+        return -ENOENT;
     }
     t->layer = layer;
     char suffix[64];

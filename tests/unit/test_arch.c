@@ -67,10 +67,10 @@ START_TEST(test_ops_complete)
         ck_assert_msg(a->model_type && a->class_name && a->family && a->models && a->attn_short &&
                           a->attn_long && a->chat_template,
                       "%d: a name is missing", i);
-        ck_assert_msg(a->defaults && a->parse && a->parse_layers && a->validate && a->to_json &&
-                          a->attn_scale,
+        ck_assert_msg(a->defaults && a->parse_moe && a->parse && a->parse_mlp_layers &&
+                          a->parse_layers && a->validate && a->to_json && a->attn_scale,
                       "%s: a config hook is missing", a->model_type);
-        ck_assert_msg(a->attn_tensor && a->layer_selects, "%s: a tensor hook is missing",
+        ck_assert_msg(a->layer_tensor && a->layer_selects, "%s: a tensor hook is missing",
                       a->model_type);
         ck_assert_msg(a->kv_geometry && a->act_layout && a->select_k && a->layer,
                       "%s: a runtime hook is missing", a->model_type);
