@@ -11,6 +11,9 @@
  *   GLM_ARCH_GLM_MOE_DSA  GLM-5 / 5.1                     model_type "glm_moe_dsa",
  *                         architectures ["GlmMoeDsaForCausalLM"]
  *
+ * Each architecture is one module in libtx/arch/ (docs/architectures.md);
+ * the glm_arch_* helpers below list and name the registry's modules.
+ *
  * Semantics of every field: docs/glm-architectures.md.
  *
  * Errors: every function returns 0 on success or a negative errno value
@@ -35,18 +38,18 @@ extern "C" {
 /* Limits of config.json fields (docs/glm-architectures.md, "Limits"): far
  * above the largest real checkpoints, low enough that nothing sized by them
  * can exhaust memory or time. glm_config_validate() enforces them. */
-#define GLM_MAX_LAYERS 512            /* num_hidden_layers (GLM-4.5: 92, GLM-5: 78) */
-#define GLM_MAX_EOS 16                /* eos_token_id list */
-#define GLM_MAX_VOCAB 1048576         /* vocab_size, token ids (largest real: 262144) */
-#define GLM_MAX_HIDDEN 65536          /* hidden_size, q/kv_lora_rank (largest: 16384) */
-#define GLM_MAX_FFN 262144            /* (moe_)intermediate_size (largest: 53248) */
-#define GLM_MAX_NEXTN 16              /* num_nextn_predict_layers (real: 1) */
-#define GLM_MAX_HEADS 1024            /* attention / KV / indexer heads (largest: 128) */
-#define GLM_MAX_HEAD_DIM 4096         /* head_dim and the MLA/indexer head dims (largest: 256) */
-#define GLM_MAX_POSITIONS 16777216    /* max_position_embeddings, index_topk (largest: 10M) */
-#define GLM_MAX_EXPERTS 4096          /* n_routed_experts, top-k, groups (largest: 384) */
-#define GLM_MAX_SHARED_EXPERTS 64     /* n_shared_experts (real: 1-2) */
-#define GLM_MAX_TENSORS 262144        /* tensors of the expected list (Kimi-K2: ~70k) */
+#define GLM_MAX_LAYERS 512         /* num_hidden_layers (GLM-4.5: 92, GLM-5: 78) */
+#define GLM_MAX_EOS 16             /* eos_token_id list */
+#define GLM_MAX_VOCAB 1048576      /* vocab_size, token ids (largest real: 262144) */
+#define GLM_MAX_HIDDEN 65536       /* hidden_size, q/kv_lora_rank (largest: 16384) */
+#define GLM_MAX_FFN 262144         /* (moe_)intermediate_size (largest: 53248) */
+#define GLM_MAX_NEXTN 16           /* num_nextn_predict_layers (real: 1) */
+#define GLM_MAX_HEADS 1024         /* attention / KV / indexer heads (largest: 128) */
+#define GLM_MAX_HEAD_DIM 4096      /* head_dim and the MLA/indexer head dims (largest: 256) */
+#define GLM_MAX_POSITIONS 16777216 /* max_position_embeddings, index_topk (largest: 10M) */
+#define GLM_MAX_EXPERTS 4096       /* n_routed_experts, top-k, groups (largest: 384) */
+#define GLM_MAX_SHARED_EXPERTS 64  /* n_shared_experts (real: 1-2) */
+#define GLM_MAX_TENSORS 262144     /* tensors of the expected list (Kimi-K2: ~70k) */
 #define GLM_TENSOR_NAME_MAX 128
 
 enum glm_arch {
@@ -151,7 +154,21 @@ TX_API int glm_config_validate(const struct glm_config *cfg, char *err, size_t e
  * Returns a malloc'd NUL-terminated string (free() it) or NULL on ENOMEM. */
 TX_API char *glm_config_to_json(const struct glm_config *cfg);
 
-TX_API const char *glm_arch_name(enum glm_arch arch); /* "glm4_moe", ... */
+/* The architecture registry (libtx/arch/, docs/architectures.md): one module
+ * per architecture. */
+TX_API const char *glm_arch_name(enum glm_arch arch);       /* model_type: "glm4_moe", ... */
+TX_API const char *glm_arch_class_name(enum glm_arch arch); /* "Glm4MoeForCausalLM", ... */
+TX_API const char *glm_arch_family(enum glm_arch arch);     /* display name: "GLM-4.5", ... */
+TX_API const char *glm_arch_models(enum glm_arch arch);     /* "GLM-4.5/4.6/4.7", ... */
+TX_API const char *glm_arch_short_name(enum glm_arch arch); /* "glm4", ... */
+/* model_type, architectures[0] class name or short name; GLM_ARCH_UNKNOWN if
+ * no module has it */
+TX_API enum glm_arch glm_arch_from_name(const char *name);
+TX_API int glm_arch_count(void);          /* modules in the registry */
+TX_API enum glm_arch glm_arch_nth(int i); /* i in [0, glm_arch_count()) */
+/* one line per module, for help texts:
+ * "  Glm4MoeForCausalLM     glm4_moe     GLM-4.5/4.6/4.7\n..." */
+TX_API const char *glm_arch_supported(void);
 
 /* RoPE inverse frequencies: out[i] for i in [0, rotary_dim/2), computed in
  * double precision exactly as transformers' default/linear rope init

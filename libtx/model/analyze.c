@@ -2,6 +2,8 @@
 /* Architecture analysis (glm-analyze). */
 #include "model_internal.h"
 
+#include "arch/arch.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -231,35 +233,31 @@ int tx_analyze_config(const struct glm_config *c, int seq_len, int ctx_len, uint
     a->active_params = a->total_params - a->params[TX_MOD_ROUTED_EXPERTS] +
                        (E > 0 ? (uint64_t)llround(a->params[TX_MOD_ROUTED_EXPERTS] * K / E) : 0);
     a->expert_parallel = c->n_routed_experts / 2 > 0 ? c->n_routed_experts / 2 : 1;
-    const int dsa = c->arch == GLM_ARCH_GLM_MOE_DSA;
-    const double nh = c->num_attention_heads;
+    /* the attention's KV cache and per-pair cost: the architecture's */
+    const struct tx_arch_ops *arch = tx_arch_get(c->arch);
+    struct tx_arch_cost ac;
+    memset(&ac, 0, sizeof(ac));
+    if (arch)
+        arch->cost(c, &ac);
     /* KV cache per token and layer, bytes */
-    double kv_layer, kv_latent;
-    if (dsa) {
-        kv_layer = nh * (c->qk_head_dim + c->v_head_dim) * 2.0 + c->index_head_dim * 4.0;
-        kv_latent = (c->kv_lora_rank + c->qk_rope_head_dim) * 2.0 + c->index_head_dim * 4.0;
-    } else {
-        kv_layer = 2.0 * c->num_key_value_heads * c->head_dim * 2.0;
-        kv_latent = kv_layer;
-    }
+    const double kv_layer = ac.kv_layer, kv_latent = ac.kv_latent;
     a->kv_bytes_per_token = (uint64_t)(kv_layer * L);
     a->kv_latent_bytes_per_token = (uint64_t)(kv_latent * L);
     const double S = seq_len;
-    const double pair_macs = dsa ? nh * (c->qk_head_dim + c->v_head_dim) : nh * 2.0 * c->head_dim;
-    const double idx_pair_macs = dsa ? (double)c->index_n_heads * (c->index_head_dim + 1) : 0;
+    const double pair_macs = ac.pair_macs;
+    const double idx_pair_macs = ac.sel_pair_macs;
     double causal = S * (S + 1) / 2, attended = causal;
-    if (dsa && c->index_topk > 0 && c->index_topk < seq_len) {
-        double k = c->index_topk;
+    if (ac.select_k > 0 && ac.select_k < seq_len) {
+        double k = ac.select_k;
         attended = k * (k + 1) / 2 + (S - k) * k;
     }
     double dec_keys = S + 1;
-    double dec_att =
-        dsa && c->index_topk > 0 && c->index_topk < dec_keys ? c->index_topk : dec_keys;
+    double dec_att = ac.select_k > 0 && ac.select_k < dec_keys ? ac.select_k : dec_keys;
     for (int l = 0; l < L; l++) {
         struct tx_layer_cost *lc = &a->layers[l];
         lc->layer = l;
         lc->moe = c->mlp_layer_types[l] == GLM_MLP_SPARSE;
-        int full_idx = dsa && c->indexer_types[l] == GLM_INDEXER_FULL;
+        int full_idx = arch && arch->layer_selects(c, l);
         double ap = x.attn_macs[l];
         lc->attn_prefill_flops =
             2 * (S * ap + attended * pair_macs + (full_idx ? causal * idx_pair_macs : 0));
@@ -332,7 +330,7 @@ static int fits(const struct tx_analysis *a, uint64_t weights)
 char *tx_analysis_json(const struct tx_analysis *a, const struct glm_config *c,
                        const char *model_path, const char *source_format)
 {
-    const int dsa = c->arch == GLM_ARCH_GLM_MOE_DSA;
+    const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     struct json_object *r = json_object_new_object();
     jstr(r, "model", model_path ? model_path : "");
     jstr(r, "format", source_format ? source_format : "");
@@ -340,7 +338,7 @@ char *tx_analysis_json(const struct tx_analysis *a, const struct glm_config *c,
     struct json_object *ar = json_object_new_object();
     jstr(ar, "architecture", c->architecture);
     jstr(ar, "model_type", c->model_type);
-    jstr(ar, "attention", dsa ? "MLA + DSA lightning indexer" : "GQA");
+    jstr(ar, "attention", arch ? arch->attn_short : "unknown");
     jint(ar, "num_hidden_layers", c->num_hidden_layers);
     int dense = 0;
     for (int l = 0; l < c->num_hidden_layers; l++)
@@ -351,21 +349,8 @@ char *tx_analysis_json(const struct tx_analysis *a, const struct glm_config *c,
     jint(ar, "vocab_size", c->vocab_size);
     jint(ar, "num_attention_heads", c->num_attention_heads);
     jint(ar, "num_key_value_heads", c->num_key_value_heads);
-    if (dsa) {
-        jint(ar, "q_lora_rank", c->q_lora_rank);
-        jint(ar, "kv_lora_rank", c->kv_lora_rank);
-        jint(ar, "qk_nope_head_dim", c->qk_nope_head_dim);
-        jint(ar, "qk_rope_head_dim", c->qk_rope_head_dim);
-        jint(ar, "v_head_dim", c->v_head_dim);
-        jint(ar, "index_topk", c->index_topk);
-        jint(ar, "index_n_heads", c->index_n_heads);
-        jint(ar, "index_head_dim", c->index_head_dim);
-    } else {
-        jint(ar, "head_dim", c->head_dim);
-        jint(ar, "rotary_dim", c->rotary_dim);
-        jbool(ar, "use_qk_norm", c->use_qk_norm);
-        jbool(ar, "attention_bias", c->attention_bias);
-    }
+    if (arch)
+        arch->analyze_json(c, ar); /* the attention's own dimensions */
     jint(ar, "intermediate_size", c->intermediate_size);
     jint(ar, "moe_intermediate_size", c->moe_intermediate_size);
     jint(ar, "n_routed_experts", c->n_routed_experts);
@@ -526,6 +511,7 @@ char *tx_analysis_summary(const struct tx_analysis *a, const struct glm_config *
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     struct txm_buf o = {0};
     char line[512];
+    const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     int dense = 0;
     for (int l = 0; l < c->num_hidden_layers; l++)
         dense += c->mlp_layer_types[l] == GLM_MLP_DENSE;
@@ -535,7 +521,7 @@ char *tx_analysis_summary(const struct tx_analysis *a, const struct glm_config *
              c->architecture, c->model_type, c->num_hidden_layers, dense,
              c->num_hidden_layers - dense, c->hidden_size, c->n_routed_experts,
              c->num_experts_per_tok, c->n_shared_experts,
-             c->arch == GLM_ARCH_GLM_MOE_DSA ? "MLA attention + DSA indexer" : "GQA attention");
+             arch ? arch->attn_long : "unknown attention");
     txm_buf_put(&o, line, strlen(line));
     snprintf(line, sizeof(line), "parameters: %s total, %s active per token (%.1f%%)\n",
              human((double)a->total_params, b1, sizeof(b1)),

@@ -220,7 +220,7 @@ static char *metadata_json(const char *input, const struct tx_ckpt *c,
     json_object_object_add(m, "producer_version", json_object_new_string("1.2"));
     const char *name = o->model_name;
     if (!name)
-        name = cfg->arch == GLM_ARCH_GLM_MOE_DSA ? "GLM-5.1" : "GLM-4.5";
+        name = glm_arch_family(cfg->arch);
     json_object_object_add(m, "model_name", json_object_new_string(name));
     json_object_object_add(m, "architecture", json_object_new_string(cfg->architecture));
     json_object_object_add(m, "model_type", json_object_new_string(cfg->model_type));

@@ -2,6 +2,8 @@
 /* Synthetic GLM checkpoints in the real formats (glm-synth). */
 #include "model_internal.h"
 
+#include "arch/arch.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -38,33 +40,9 @@ const char *tx_synth_preset_name(enum tx_synth_preset p)
 
 /* ---- presets ------------------------------------------------------------ */
 
-struct preset {
-    int hidden, inter, moe_inter, layers, dense, heads, kv_heads, head_dim;
-    int experts, topk, shared, n_group, topk_group, max_pos;
-    /* glm_moe_dsa */
-    int q_lora, kv_lora, nope, rope, v_dim, idx_heads, idx_dim, idx_topk;
-};
-
-/*                      H     I     Im   L  D  nh  kv  hd   E  k  s  g  tg  maxpos
- *                      qL    kvL   nope rope v  ih  id  itopk */
-static const struct preset glm4_presets[3] = {
-    {64, 128, 64, 3, 1, 4, 2, 32, 8, 2, 1, 2, 1, 4096, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 384, 64, 4, 1, 4, 2, 32, 16, 4, 1, 1, 1, 8192, 0, 0, 0, 0, 0, 0, 0, 0},
-    {1024, 2816, 512, 8, 1, 16, 4, 64, 48, 8, 1, 1, 1, 32768, 0, 0, 0, 0, 0, 0, 0, 0},
-};
-static const struct preset glm5_presets[3] = {
-    {64, 128, 64, 3, 1, 4, 4, 16, 8, 2, 1, 1, 1, 4096, 32, 32, 16, 16, 16, 4, 32, 8},
-    {128, 384, 64, 4, 1, 4, 4, 32, 16, 4, 1, 1, 1, 8192, 64, 64, 32, 32, 32, 4, 32, 64},
-    {1024, 2816, 512, 8, 1, 16, 16, 32, 48, 8, 1, 1, 1, 32768, 512, 256, 64, 32, 64, 8, 64, 256},
-};
-
 static void add_i(struct json_object *o, const char *k, int64_t v)
 {
     json_object_object_add(o, k, json_object_new_int64(v));
-}
-static void add_d(struct json_object *o, const char *k, double v)
-{
-    json_object_object_add(o, k, json_object_new_double(v));
 }
 static void add_b(struct json_object *o, const char *k, int v)
 {
@@ -85,109 +63,13 @@ char *tx_synth_config_json(enum glm_arch arch, enum tx_synth_preset preset, int 
 char *tx_synth_config_json_ex(enum glm_arch arch, enum tx_synth_preset preset, int vocab_size,
                               const int32_t *eos_ids, int n_eos, int32_t pad)
 {
-    if ((unsigned)preset > TX_SYNTH_BENCH ||
-        (arch != GLM_ARCH_GLM4_MOE && arch != GLM_ARCH_GLM_MOE_DSA) || !eos_ids || n_eos < 1 ||
+    const struct tx_arch_ops *ops = tx_arch_get(arch);
+    if ((unsigned)preset > TX_SYNTH_BENCH || !ops || !ops->synth_config || !eos_ids || n_eos < 1 ||
         n_eos > 8)
         return NULL;
-    int dsa = arch == GLM_ARCH_GLM_MOE_DSA;
-    const struct preset *p = dsa ? &glm5_presets[preset] : &glm4_presets[preset];
-    struct json_object *o = json_object_new_object();
-    struct json_object *a = json_object_new_array();
-    json_object_array_add(
-        a, json_object_new_string(dsa ? "GlmMoeDsaForCausalLM" : "Glm4MoeForCausalLM"));
-    json_object_object_add(o, "architectures", a);
-    /* as the GLM configs list them: <|endoftext|>, <|user|>, <|observation|> */
-    struct json_object *eos = json_object_new_array();
-    for (int i = 0; i < n_eos; i++)
-        json_object_array_add(eos, json_object_new_int(eos_ids[i]));
-    if (!dsa) {
-        /* the field set of GLM-4.5's config.json */
-        add_b(o, "attention_bias", 1);
-        add_d(o, "attention_dropout", 0.0);
-        add_i(o, "pad_token_id", pad);
-        json_object_object_add(o, "eos_token_id", eos);
-        add_i(o, "head_dim", p->head_dim);
-        add_s(o, "hidden_act", "silu");
-        add_i(o, "hidden_size", p->hidden);
-        add_d(o, "partial_rotary_factor", 0.5);
-        add_d(o, "initializer_range", 0.02);
-        add_i(o, "intermediate_size", p->inter);
-        add_i(o, "max_position_embeddings", p->max_pos);
-        add_s(o, "model_type", "glm4_moe");
-        add_i(o, "moe_intermediate_size", p->moe_inter);
-        add_b(o, "norm_topk_prob", 1);
-        add_i(o, "num_attention_heads", p->heads);
-        add_i(o, "n_group", p->n_group);
-        add_i(o, "topk_group", p->topk_group);
-        add_i(o, "n_routed_experts", p->experts);
-        add_i(o, "n_shared_experts", p->shared);
-        add_d(o, "routed_scaling_factor", 2.5);
-        add_i(o, "num_experts_per_tok", p->topk);
-        add_i(o, "first_k_dense_replace", p->dense);
-        add_i(o, "num_hidden_layers", p->layers);
-        add_i(o, "num_key_value_heads", p->kv_heads);
-        add_d(o, "rms_norm_eps", 1e-5);
-        json_object_object_add(o, "rope_scaling", NULL);
-        add_d(o, "rope_theta", 1000000.0);
-        add_i(o, "num_nextn_predict_layers", 1);
-        add_b(o, "tie_word_embeddings", 0);
-        add_s(o, "torch_dtype", "bfloat16");
-        add_s(o, "transformers_version", "4.54.0");
-        add_b(o, "use_cache", 1);
-        add_b(o, "use_qk_norm", 1);
-        add_i(o, "vocab_size", vocab_size);
-    } else {
-        /* the field set of GLM-5's config.json */
-        add_b(o, "attention_bias", 0);
-        add_d(o, "attention_dropout", 0.0);
-        json_object_object_add(o, "eos_token_id", eos);
-        add_i(o, "pad_token_id", pad);
-        add_i(o, "ep_size", 1);
-        add_i(o, "first_k_dense_replace", p->dense);
-        add_s(o, "hidden_act", "silu");
-        add_i(o, "head_dim", p->rope);
-        add_i(o, "hidden_size", p->hidden);
-        add_i(o, "index_head_dim", p->idx_dim);
-        add_i(o, "index_n_heads", p->idx_heads);
-        add_i(o, "index_topk", p->idx_topk);
-        add_b(o, "indexer_rope_interleave", 1);
-        add_d(o, "initializer_range", 0.02);
-        add_i(o, "intermediate_size", p->inter);
-        add_i(o, "kv_lora_rank", p->kv_lora);
-        add_i(o, "max_position_embeddings", p->max_pos);
-        add_s(o, "model_type", "glm_moe_dsa");
-        add_i(o, "moe_intermediate_size", p->moe_inter);
-        add_i(o, "moe_layer_freq", 1);
-        add_i(o, "n_group", p->n_group);
-        add_i(o, "n_routed_experts", p->experts);
-        add_i(o, "n_shared_experts", p->shared);
-        add_b(o, "norm_topk_prob", 1);
-        add_i(o, "num_attention_heads", p->heads);
-        add_i(o, "num_experts_per_tok", p->topk);
-        add_i(o, "num_hidden_layers", p->layers);
-        add_i(o, "num_key_value_heads", p->kv_heads);
-        add_i(o, "num_nextn_predict_layers", 1);
-        add_i(o, "q_lora_rank", p->q_lora);
-        add_i(o, "qk_head_dim", p->nope + p->rope);
-        add_i(o, "qk_nope_head_dim", p->nope);
-        add_i(o, "qk_rope_head_dim", p->rope);
-        add_d(o, "rms_norm_eps", 1e-5);
-        add_b(o, "rope_interleave", 1);
-        struct json_object *rp = json_object_new_object();
-        add_d(rp, "rope_theta", 1000000.0);
-        add_s(rp, "rope_type", "default");
-        json_object_object_add(o, "rope_parameters", rp);
-        add_d(o, "routed_scaling_factor", 2.5);
-        add_s(o, "scoring_func", "sigmoid");
-        add_b(o, "tie_word_embeddings", 0);
-        add_i(o, "topk_group", p->topk_group);
-        add_s(o, "topk_method", "noaux_tc");
-        add_s(o, "dtype", "bfloat16");
-        add_s(o, "transformers_version", "5.0.0");
-        add_b(o, "use_cache", 1);
-        add_i(o, "v_head_dim", p->v_dim);
-        add_i(o, "vocab_size", vocab_size);
-    }
+    struct json_object *o = ops->synth_config(preset, vocab_size, eos_ids, n_eos, pad);
+    if (!o)
+        return NULL;
     const char *s = json_object_to_json_string_ext(
         o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
     size_t n = strlen(s);
@@ -294,34 +176,6 @@ const char *tx_synth_glm_special_token(int i)
 {
     return i >= 0 && i < TX_SYNTH_GLM_SPECIAL_COUNT ? glm_specials[i] : NULL;
 }
-
-/* Simplified GLM chat templates (no tool definitions), rendering what
- * tx_tokenizer_chat_render renders for TX_CHAT_GLM45 and TX_CHAT_GLM5. */
-static const char glm45_template[] =
-    "[gMASK]<sop>{%- for m in messages -%}"
-    "{%- if m.role == 'system' -%}{{ '<|system|>\\n' + m.content }}"
-    "{%- elif m.role == 'user' -%}{{ '<|user|>\\n' + m.content }}"
-    "{%- if enable_thinking is defined and not enable_thinking and "
-    "not m.content.endswith('/nothink') -%}{{ '/nothink' }}{%- endif -%}"
-    "{%- elif m.role == 'assistant' -%}{{ '<|assistant|>\\n<think></think>' }}"
-    "{%- if m.content -%}{{ '\\n' + m.content | trim }}{%- endif -%}"
-    "{%- elif m.role == 'tool' -%}"
-    "{{ '<|observation|>\\n<tool_response>\\n' + m.content + '\\n</tool_response>' }}"
-    "{%- endif -%}{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<|assistant|>' }}"
-    "{%- if enable_thinking is defined and not enable_thinking -%}{{ '\\n<think></think>' }}"
-    "{%- endif -%}{%- endif -%}";
-static const char glm5_template[] =
-    "[gMASK]<sop>{%- for m in messages -%}"
-    "{%- if m.role == 'system' -%}{{ '<|system|>' + m.content }}"
-    "{%- elif m.role == 'user' -%}{{ '<|user|>' + m.content }}"
-    "{%- elif m.role == 'assistant' -%}{{ '<|assistant|></think>' + m.content | trim }}"
-    "{%- elif m.role == 'tool' -%}"
-    "{{ '<|observation|><tool_response>' + m.content + '</tool_response>' }}"
-    "{%- endif -%}{%- endfor -%}"
-    "{%- if add_generation_prompt -%}"
-    "{%- if enable_thinking is defined and not enable_thinking -%}{{ '<|assistant|></think>' }}"
-    "{%- else -%}{{ '<|assistant|><think>' }}{%- endif -%}{%- endif -%}";
 
 void tx_synth_tokenizer_free(struct tx_synth_tokenizer *t)
 {
@@ -445,7 +299,8 @@ static int glm_tokenizer_config(const char *path, enum glm_arch arch, const int6
     }
     add_s(root, "eos_token", "<|endoftext|>");
     add_s(root, "pad_token", "<|endoftext|>");
-    add_s(root, "chat_template", arch == GLM_ARCH_GLM4_MOE ? glm45_template : glm5_template);
+    const struct tx_arch_ops *ops = tx_arch_get(arch);
+    add_s(root, "chat_template", ops && ops->chat_template ? ops->chat_template : "");
     *out = json_text(root);
     json_object_put(root);
     return *out ? 0 : txm_err(err, errsz, -ENOMEM, "out of memory");
@@ -978,9 +833,10 @@ static int write_onnx(const char *outdir, const struct tx_synth_opts *o, struct 
 
 int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err, size_t errsz)
 {
-    if ((unsigned)o->preset > TX_SYNTH_BENCH ||
-        (o->arch != GLM_ARCH_GLM4_MOE && o->arch != GLM_ARCH_GLM_MOE_DSA))
-        return txm_err(err, errsz, -EINVAL, "glm-synth: unknown architecture or preset");
+    if ((unsigned)o->preset > TX_SYNTH_BENCH || !tx_arch_get(o->arch))
+        return txm_err(err, errsz, -EINVAL,
+                       "glm-synth: unknown architecture or preset (architectures: %s)",
+                       tx_arch_list_model_types());
     int rc;
     int vocab = o->vocab_size;
     struct tx_synth_tokenizer tk;

@@ -206,9 +206,9 @@ struct rt_fwd {
     int32_t *sampled;                    /* [lrows] */
     const int32_t *ban;                  /* ids whose logit is set to -inf before sampling */
     int n_ban;
-    float *dump;                         /* [(L + 1) x T x D] per-layer outputs, or NULL */
-    int32_t *dump_rid;                   /* [n_moe x T x top_k] routed experts (with dump) */
-    int32_t *dump_sel;                   /* [L x T x index_topk] DSA selections (with dump) */
+    float *dump;       /* [(L + 1) x T x D] per-layer outputs, or NULL */
+    int32_t *dump_rid; /* [n_moe x T x top_k] routed experts (with dump) */
+    int32_t *dump_sel; /* [L x T x index_topk] DSA selections (with dump) */
     /* results */
     uint64_t busy_ns, macs;
 };
@@ -226,6 +226,9 @@ int rt_vec_of(const glm_model_t *m, int role, int layer);
 int rt_prepare_plan(glm_model_t *m, const glm_precision_plan_t *plan);
 int rt_weight_ref(glm_model_t *m, int mat, glm_precision_t p, struct tx_weight_ref *w);
 int rt_ensure_act(glm_model_t *m, uint64_t bytes);
+/* tables.c: package tensors -> matrix/vector tables; the meta BO */
+int rt_build_tables(glm_model_t *m);
+int rt_build_meta(glm_model_t *m);
 int rt_run(glm_model_t *m, tx_cmdbuf_t *cb, const char *what, struct tx_job_result *res);
 int rt_session_kv_convert(glm_session_t *s, uint16_t dtype);
 uint64_t rt_decode_bytes(const glm_model_t *m, const glm_precision_plan_t *plan);

@@ -6,6 +6,8 @@
  */
 #include "runtime/rt_internal.h"
 
+#include "arch/arch.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,34 +21,28 @@
 /* Most logits rows one pass produces (a vocabulary row is ~600 KB). */
 #define RT_MAX_LOGIT_ROWS 32
 
-/* Per-token elements of the K and V caches of one layer. */
-static void kv_dims(const struct glm_config *c, uint64_t *ke, uint64_t *ve)
-{
-    if (c->arch == GLM_ARCH_GLM4_MOE) {
-        *ke = *ve = (uint64_t)c->num_key_value_heads * (uint64_t)c->head_dim;
-    } else {
-        *ke = (uint64_t)c->num_attention_heads * (uint64_t)c->qk_head_dim;
-        *ve = (uint64_t)c->num_attention_heads * (uint64_t)c->v_head_dim;
-    }
-}
-
 /* Lay out and allocate a KV BO for dtype; fills offsets into the arrays. */
 static int kv_alloc(glm_session_t *s, uint16_t dtype, tx_bo_t **bo, void **map, uint64_t *size,
                     uint64_t *k_off, uint64_t *v_off, uint64_t *ik_off)
 {
     glm_model_t *m = s->m;
     const struct glm_config *c = &m->cfg;
-    uint64_t ke, ve, es = tx_dtype_size(dtype), n = (uint64_t)s->n_ctx, off = 0;
-    kv_dims(c, &ke, &ve);
+    const struct tx_arch_ops *arch = tx_arch_get(c->arch);
+    uint64_t es = tx_dtype_size(dtype), n = (uint64_t)s->n_ctx, off = 0;
+    if (!arch)
+        return tx_error(TX_EINVAL, "KV cache: unknown architecture %d", (int)c->arch);
+    /* the geometry of each layer's caches: the architecture's */
     for (int l = 0; l < c->num_hidden_layers; l++) {
+        struct tx_arch_kv kv;
+        arch->kv_geometry(c, l, &kv);
         k_off[l] = off;
-        off = ALIGN_UP(off + n * ke * es, 4096);
+        off = ALIGN_UP(off + n * kv.k * es, 4096);
         v_off[l] = off;
-        off = ALIGN_UP(off + n * ve * es, 4096);
+        off = ALIGN_UP(off + n * kv.v * es, 4096);
         ik_off[l] = UINT64_MAX;
-        if (c->arch == GLM_ARCH_GLM_MOE_DSA && c->indexer_types[l] == GLM_INDEXER_FULL) {
+        if (kv.ik) {
             ik_off[l] = off;
-            off = ALIGN_UP(off + n * (uint64_t)c->index_head_dim * 4, 4096);
+            off = ALIGN_UP(off + n * kv.ik * 4, 4096);
         }
     }
     int rc = tx_bo_alloc(m->dev, off ? off : 4096, 0, m->label_kv, bo);
@@ -89,10 +85,12 @@ int rt_session_kv_convert(glm_session_t *s, uint16_t dtype)
     }
     if (s->pos > 0 && s->kv_bo) {
         tx_cmdbuf_t *cb = NULL;
-        uint64_t ke, ve;
-        kv_dims(c, &ke, &ve);
+        const struct tx_arch_ops *arch = tx_arch_get(c->arch);
         rc = tx_cmdbuf_create(m->dev, &cb);
         for (int l = 0; l < L && !rc; l++) {
+            struct tx_arch_kv kv;
+            arch->kv_geometry(c, l, &kv);
+            uint64_t ke = kv.k, ve = kv.v;
             struct tx_convert_args a;
             memset(&a, 0, sizeof(a));
             a.dst = tx_ref(bo, k[l]);
@@ -110,7 +108,7 @@ int rt_session_kv_convert(glm_session_t *s, uint16_t dtype)
             }
             if (!rc && ik[l] != UINT64_MAX)
                 rc = tx_cmd_copy(cb, tx_ref(bo, ik[l]), tx_ref(s->kv_bo, s->ik_off[l]),
-                                 (uint64_t)s->pos * (uint64_t)c->index_head_dim * 4);
+                                 (uint64_t)s->pos * kv.ik * 4);
         }
         if (rc)
             rc = tx_error(rc, "KV cache conversion: %s", tx_last_error());
@@ -411,7 +409,6 @@ int rt_sampling_check(const glm_model_t *m, const struct glm_sampling *s, const 
     return TX_OK;
 }
 
-
 TX_API void glm_sampling_default(struct glm_sampling *s)
 {
     if (!s)
@@ -439,12 +436,10 @@ static int decode_batch(const char *who, glm_session_t *const *sessions, const i
     if (!m)
         return tx_error(TX_EINVAL, "%s: session 0 is NULL", who);
     if (n > RT_MAX_LOGIT_ROWS)
-        return tx_error(TX_EINVAL, "%s: at most %d sessions per pass", who,
-                        RT_MAX_LOGIT_ROWS);
+        return tx_error(TX_EINVAL, "%s: at most %d sessions per pass", who, RT_MAX_LOGIT_ROWS);
     for (int i = 0; i < n; i++) {
         if (!sessions[i] || sessions[i]->m != m)
-            return tx_error(TX_EINVAL, "%s: session %d is NULL or of another model",
-                            who, i);
+            return tx_error(TX_EINVAL, "%s: session %d is NULL or of another model", who, i);
         for (int j = 0; j < i; j++)
             if (sessions[j] == sessions[i])
                 return tx_error(TX_EINVAL, "%s: session %d appears twice", who, i);
@@ -501,8 +496,7 @@ TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, 
 }
 
 TX_API int glm_decode_batch_each(glm_session_t *const *sessions, const int32_t *ids, int n,
-                                 float *logits, const struct glm_sampling *sampling,
-                                 int32_t *next)
+                                 float *logits, const struct glm_sampling *sampling, int32_t *next)
 {
     if (!sampling)
         return tx_error(TX_EINVAL, "glm_decode_batch_each: sampling[n] is NULL");
@@ -604,11 +598,12 @@ TX_API int glm_model_chat_format(const glm_model_t *m, char *why, size_t whysz)
     int f = -1;
     if (!t) {
         /* no template in the package: by architecture, said loudly */
-        f = m->cfg.arch == GLM_ARCH_GLM_MOE_DSA ? TX_CHAT_GLM5 : TX_CHAT_GLM45;
+        const struct tx_arch_ops *arch = tx_arch_get(m->cfg.arch);
+        f = arch ? arch->chat_format : TX_CHAT_GLM45;
         snprintf(why, whysz,
                  "%s: the package has no chat_template (tokenizer_config.json), chosen by "
                  "the architecture %s; set the format if this model is another GLM",
-                 format_name(f), m->cfg.arch == GLM_ARCH_GLM_MOE_DSA ? "glm_moe_dsa" : "glm4_moe");
+                 format_name(f), glm_arch_name(m->cfg.arch));
     } else {
         const char *which = "";
         f = format_of_template(t, &which);
@@ -727,8 +722,8 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
     int32_t tok = -1;
     uint64_t busy = 0, macs = 0;
     pthread_mutex_lock(&m->lock);
-    int rc = eval_locked(s, p->prompt, p->n_prompt, 0, NULL, &p->sampling, &tok, &busy, &macs,
-                         ban, n_ban);
+    int rc = eval_locked(s, p->prompt, p->n_prompt, 0, NULL, &p->sampling, &tok, &busy, &macs, ban,
+                         n_ban);
     pthread_mutex_unlock(&m->lock);
     double t1 = rt_now_ms();
     tm.prompt_ms = t1 - t0;

@@ -14,6 +14,8 @@
  */
 #include "runtime/rt_internal.h"
 
+#include "arch/arch.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -398,6 +400,7 @@ static void acc_input(struct acc *ac, const glm_model_t *m, int n, const struct 
     int L = c->num_hidden_layers, D = c->hidden_size;
     int KR = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
     int KI = c->index_topk > 0 ? c->index_topk : 1;
+    const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     for (int l = 0; l <= L; l++) {
         const float *d = a->layers + (size_t)l * n * D, *q = b->layers + (size_t)l * n * D;
         struct acc *x = &ac[l];
@@ -422,8 +425,7 @@ static void acc_input(struct acc *ac, const glm_model_t *m, int n, const struct 
                 x->r_bad += !same_set(a->rid + o + (size_t)t * KR, b->rid + o + (size_t)t * KR, KR);
             }
         }
-        if (l < L && c->arch == GLM_ARCH_GLM_MOE_DSA && c->indexer_types[l] == GLM_INDEXER_FULL &&
-            n > KI) {
+        if (l < L && arch->layer_selects(c, l) && n > KI) {
             for (int t = KI; t < n; t++) { /* queries that see more than K keys */
                 size_t k = (size_t)l * n + t;
                 x->d_n++;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tx/glm_config.h>
 #include <tx/tx_analyze.h>
 
 #include "common/cli.h"
@@ -28,6 +29,8 @@ static void usage(FILE *f)
                "  --seq N               prefill length and decode context (default 512)\n"
                "  --ctx N               KV-cache length for the memory figures (default 4096)\n"
                "  --device-memory SIZE  device memory to fit, e.g. 8G (default 8G)\n");
+    fprintf(f, "\nArchitectures (config.json architectures[0], model_type):\n%s",
+            glm_arch_supported());
 }
 
 int main(int argc, char **argv)

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tx/glm_config.h>
 #include <tx/tx_export.h>
 
 #include "common/cli.h"
@@ -72,6 +73,8 @@ static void usage(FILE *f)
                "                     export (with --input/--output), check the new package\n"
                "PLAN words for --precision (also glm-inference --precision): golden, fp32,\n"
                "fp16, bf16, int8 and TYPE=PREC items (docs/precision.md).\n");
+    fprintf(f, "\nArchitectures (config.json architectures[0], model_type):\n%s",
+            glm_arch_supported());
 }
 
 int main(int argc, char **argv)

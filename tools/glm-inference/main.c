@@ -113,6 +113,8 @@ static void usage(FILE *f)
             "\n"
             "TX_DEBUG=1 prints every device command and per-layer statistics to stderr.\n",
             prog);
+    fprintf(f, "\nArchitectures (config.json architectures[0], model_type):\n%s",
+            glm_arch_supported());
 }
 
 struct opts {
@@ -801,8 +803,9 @@ static int interactive(glm_model_t *m, glm_session_t *s, const struct opts *o,
         char *reply = NULL;
         size_t rl = 0;
         char err[256];
-        if (tx_tokenizer_decode(glm_model_tokenizer(m), out, (size_t)(n_out < n_ctx ? n_out : n_ctx),
-                                0, &reply, &rl, err, sizeof(err))) {
+        if (tx_tokenizer_decode(glm_model_tokenizer(m), out,
+                                (size_t)(n_out < n_ctx ? n_out : n_ctx), 0, &reply, &rl, err,
+                                sizeof(err))) {
             fprintf(stderr, "%s: decode: %s\n", prog, err);
             rc = 1;
             goto done;
@@ -1446,8 +1449,8 @@ int main(int argc, char **argv)
             smp.order == GLM_SAMPLER_ORDER_LLAMA ? "penalties;top_k;top_p;min_p;temperature"
                                                  : "penalties;temperature;top_k;top_p;min_p",
             (double)smp.temperature, smp.top_k, (double)smp.top_p, (double)smp.min_p,
-            (double)smp.repeat_penalty, (double)smp.presence_penalty,
-            (double)smp.frequency_penalty, smp.repeat_last_n, (unsigned long long)smp.seed);
+            (double)smp.repeat_penalty, (double)smp.presence_penalty, (double)smp.frequency_penalty,
+            smp.repeat_last_n, (unsigned long long)smp.seed);
 
     catch_signals();
     if (!ids && o.interactive) {

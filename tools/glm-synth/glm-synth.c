@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <tx/glm_config.h>
 #include <tx/tx_analyze.h>
 #include <tx/tx_synth.h>
 
@@ -33,25 +34,25 @@ static void usage(FILE *f)
                "\n"
                "Writes a synthetic GLM checkpoint with the real config fields, tensor names and\n"
                "shapes (BF16 safetensors, or ONNX with --format onnx) and the Qwen3 tokenizer\n"
-               "with GLM's special tokens ([gMASK], <sop>, <|user|>, ...) added.\n"
-               "  --arch glm4      Glm4MoeForCausalLM (GLM-4.5/4.6/4.7)\n"
-               "  --arch glm5      GlmMoeDsaForCausalLM (GLM-5/5.1)\n"
-               "  --preset         tiny (unit tests), small (~80 MB, demo), bench (~1.8 GB)\n"
+               "with GLM's special tokens ([gMASK], <sop>, <|user|>, ...) added.\n");
+    /* the architectures: the registry's modules (docs/architectures.md) */
+    for (int i = 0; i < glm_arch_count(); i++) {
+        enum glm_arch a = glm_arch_nth(i);
+        fprintf(f, "  --arch %-9s %s (%s)\n", glm_arch_short_name(a), glm_arch_class_name(a),
+                glm_arch_models(a));
+    }
+    fprintf(f, "  --preset         tiny (unit tests), small (~80 MB, demo), bench (~1.8 GB)\n"
                "  --tokenizer-dir  directory with tokenizer.json (default: the Qwen3 tokenizer\n"
                "                   the project ships, $TX8_DATA_DIR/tokenizers/qwen3, else\n"
                "                   PREFIX/share/tx8/tokenizers/qwen3, else the source tree's\n"
                "                   data/tokenizers/qwen3)\n");
 }
 
+/* a registry name: short name (glm4, glm5), model_type or class name */
 static int parse_arch(const char *s)
 {
-    if (!strcmp(s, "glm4") || !strcmp(s, "glm4_moe") || !strcmp(s, "glm4.5") ||
-        !strcmp(s, "Glm4MoeForCausalLM"))
-        return GLM_ARCH_GLM4_MOE;
-    if (!strcmp(s, "glm5") || !strcmp(s, "glm5.1") || !strcmp(s, "glm_moe_dsa") ||
-        !strcmp(s, "GlmMoeDsaForCausalLM"))
-        return GLM_ARCH_GLM_MOE_DSA;
-    return -1;
+    enum glm_arch a = glm_arch_from_name(s);
+    return a == GLM_ARCH_UNKNOWN ? -1 : (int)a;
 }
 
 static int has_tokenizer(const char *dir)
@@ -155,7 +156,10 @@ int main(int argc, char **argv)
         case 'a': {
             int a = parse_arch(optarg);
             if (a < 0) {
-                fprintf(stderr, "glm-synth: --arch %s: expected glm4 or glm5\n", optarg);
+                fprintf(stderr, "glm-synth: --arch %s: expected one of", optarg);
+                for (int i = 0; i < glm_arch_count(); i++)
+                    fprintf(stderr, "%s %s", i ? "," : "", glm_arch_short_name(glm_arch_nth(i)));
+                fputc('\n', stderr);
                 return 2;
             }
             o.arch = (enum glm_arch)a;
@@ -265,8 +269,8 @@ int main(int argc, char **argv)
     if (o.progress)
         fprintf(stderr,
                 "glm-synth: wrote %s: %s %s, %s, %.1f MB of weights in %d file%s, seed %llu\n", out,
-                o.arch == GLM_ARCH_GLM4_MOE ? "Glm4MoeForCausalLM" : "GlmMoeDsaForCausalLM",
-                tx_synth_preset_name(o.preset), o.format == TX_SYNTH_ONNX ? "onnx" : "safetensors",
-                bytes / 1e6, files, files == 1 ? "" : "s", (unsigned long long)o.seed);
+                glm_arch_class_name(o.arch), tx_synth_preset_name(o.preset),
+                o.format == TX_SYNTH_ONNX ? "onnx" : "safetensors", bytes / 1e6, files,
+                files == 1 ? "" : "s", (unsigned long long)o.seed);
     return 0;
 }

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Architecture modules (private to libtx): everything that differs between
+ * model architectures sits behind one ops table, one module per
+ * architecture (libtx/arch/<model_type>.c), listed in libtx/arch/registry.c.
+ * Nothing outside libtx/arch branches on the architecture: the config
+ * parser, the tensor catalogue, the runtime graph, the KV cache, the FP32
+ * reference, glm-synth, glm-analyze, glm-export and --validate ask the
+ * module. How to add one: docs/architectures.md.
+ */
+#ifndef TX_ARCH_H
+#define TX_ARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tx/glm_config.h>
+#include <tx/tx_synth.h>
+
+struct json_object;
+struct gctx;    /* runtime graph context of one pass (runtime/blocks.h) */
+struct ref_fwd; /* reference forward state of one call (reference/ref_blocks.h) */
+struct act_layout;
+
+/* Per-token elements of one layer's caches (K, V in the KV cache dtype;
+ * ik: an FP32 key cache of a key selector such as the DSA indexer, 0 if
+ * the layer has none). */
+struct tx_arch_kv {
+    uint64_t k, v, ik;
+};
+
+/* Per-token cost figures of attention for glm-analyze (bytes / MACs). */
+struct tx_arch_cost {
+    double kv_layer;      /* KV cache bytes per token and layer (BF16 K/V) */
+    double kv_latent;     /* the same if only the compressed latent were cached */
+    double pair_macs;     /* MACs of one (query, key) pair over all heads */
+    double sel_pair_macs; /* MACs of one (query, key) pair of the key selector */
+    int select_k;         /* keys a query attends at most (0: all) */
+};
+
+/* tx_arch_ops.layer_tensor: "use the common shape" */
+#define TX_ARCH_COMMON 1
+
+struct tx_arch_ops {
+    /* ---- identity ---- */
+    enum glm_arch id;
+    const char *model_type;     /* config.json model_type: "glm4_moe" */
+    const char *class_name;     /* architectures[0]: "Glm4MoeForCausalLM" */
+    const char *family;         /* display name when the package names none: "GLM-4.5" */
+    const char *models;         /* help text: "GLM-4.5/4.6/4.7" */
+    const char *const *aliases; /* short names (glm-synth --arch), NULL-terminated */
+    const char *attn_short;     /* glm-analyze JSON "attention": "GQA" */
+    const char *attn_long;      /* glm-analyze text: "GQA attention" */
+
+    /* ---- config.json (libtx/model/config_json.h helpers) ---- */
+    /* the transformers configuration class's defaults (c is zeroed and the
+     * common defaults are set) */
+    void (*defaults)(struct glm_config *c);
+    /* the MoE fields (router family), after the common ones:
+     * tx_cfg_parse_moe_sigmoid or the module's own */
+    int (*parse_moe)(struct json_object *root, struct glm_config *c, char *err, size_t errsz);
+    /* the architecture's own fields, after the MoE ones */
+    int (*parse)(struct json_object *root, struct glm_config *c, char *err, size_t errsz);
+    /* mlp_layer_types (dense / MoE per layer), after the layer count is
+     * checked: tx_cfg_parse_mlp_layers or the module's own */
+    int (*parse_mlp_layers)(struct json_object *root, struct glm_config *c, char *err,
+                            size_t errsz);
+    /* per-layer lists and derived fields, after mlp_layer_types */
+    int (*parse_layers)(struct json_object *root, struct glm_config *c, char *err, size_t errsz);
+    /* validation of the architecture's fields (after the common checks) */
+    int (*validate)(const struct glm_config *c, char *err, size_t errsz);
+    /* the architecture's fields into a config.json object; returns non-zero
+     * on an allocation failure */
+    int (*to_json)(const struct glm_config *c, struct json_object *o);
+    double (*attn_scale)(const struct glm_config *c);
+
+    /* ---- tensor catalogue ---- */
+    /* Shape of the tensor (role, layer, expert) of a decoder layer, asked
+     * before the common rule: 0 (t->ndim/shape set), -ENOENT if this
+     * architecture/config/layer has none, TX_ARCH_COMMON for the common
+     * shape (norms, dense MLP, router, experts, shared experts: see
+     * libtx/model/tensors.c; an attention role is absent there). Names,
+     * roles and classes come from the common role table. */
+    int (*layer_tensor)(const struct glm_config *c, enum glm_tensor_role role, int layer,
+                        int expert, struct glm_tensor_info *t);
+    /* ", indexer full" etc. for messages about a layer ("" if nothing) */
+    const char *(*layer_note)(const struct glm_config *c, int layer);
+    /* 1 if layer l selects keys (top-k) itself: --validate compares the selection */
+    int (*layer_selects)(const struct glm_config *c, int l);
+    /* model-load check across layers (message prefixed by path); may be NULL */
+    int (*load_check)(const struct glm_config *c, const char *path, char *err, size_t errsz);
+
+    /* ---- runtime (libtx/runtime/blocks.h) ---- */
+    /* KV cache geometry of layer l */
+    void (*kv_geometry)(const struct glm_config *c, int l, struct tx_arch_kv *kv);
+    /* activation buffers of the attention block for t rows (take() them
+     * from *off); returns the widest row that a norm output rounded through
+     * 16 bits has (for the r16 scratch) */
+    int (*act_layout)(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *off);
+    /* keys a query of a selecting layer keeps at most (0: the architecture
+     * never selects keys): sizes the selection dump and buffers */
+    int (*select_k)(const struct glm_config *c);
+    /* the commands of one decoder layer (shared blocks, runtime/blocks.c) */
+    void (*layer)(struct gctx *g, int l);
+
+    /* ---- FP32 reference (libtx/reference/ref_blocks.h) ---- */
+    /* one decoder layer: h (n x hidden) updated in place */
+    int (*ref_layer)(struct ref_fwd *f, int l, float *h);
+
+    /* ---- glm-analyze ---- */
+    void (*cost)(const struct glm_config *c, struct tx_arch_cost *out);
+    void (*analyze_json)(const struct glm_config *c, struct json_object *ar);
+
+    /* ---- chat template / glm-synth ---- */
+    int chat_format;           /* enum tx_chat_format when the package has no template */
+    const char *chat_template; /* the Jinja template glm-synth writes */
+    /* config.json object of a synthetic checkpoint (the real field set) */
+    struct json_object *(*synth_config)(enum tx_synth_preset p, int vocab_size, const int32_t *eos,
+                                        int n_eos, int32_t pad);
+};
+
+static inline void tx_shape1(struct glm_tensor_info *t, int64_t a)
+{
+    t->ndim = 1;
+    t->shape[0] = a;
+    t->shape[1] = 0;
+}
+
+static inline void tx_shape2(struct glm_tensor_info *t, int64_t out, int64_t in)
+{
+    t->ndim = 2;
+    t->shape[0] = out;
+    t->shape[1] = in;
+}
+
+/* ---- shared config parts (libtx/model/glm_config.c) ---- */
+/* DeepSeek-V3 family MoE fields (sigmoid router, noaux_tc, groups, shared
+ * experts, first_k_dense_replace) */
+int tx_cfg_parse_moe_sigmoid(struct json_object *root, struct glm_config *c, char *err,
+                             size_t errsz);
+/* mlp_layer_types, else first_k_dense_replace dense layers then MoE */
+int tx_cfg_parse_mlp_layers(struct json_object *root, struct glm_config *c, char *err,
+                            size_t errsz);
+
+/* ---- registry (libtx/arch/registry.c) ---- */
+int tx_arch_count(void);
+const struct tx_arch_ops *tx_arch_at(int i);
+/* NULL for GLM_ARCH_UNKNOWN or an unknown value */
+const struct tx_arch_ops *tx_arch_get(enum glm_arch id);
+const struct tx_arch_ops *tx_arch_by_model_type(const char *model_type);
+const struct tx_arch_ops *tx_arch_by_class(const char *class_name);
+/* model_type, class name or alias */
+const struct tx_arch_ops *tx_arch_by_name(const char *name);
+/* "glm4_moe, glm_moe_dsa" / "Glm4MoeForCausalLM, GlmMoeDsaForCausalLM" */
+const char *tx_arch_list_model_types(void);
+const char *tx_arch_list_classes(void);
+
+/* the modules */
+extern const struct tx_arch_ops tx_arch_glm4_moe;
+extern const struct tx_arch_ops tx_arch_glm_moe_dsa;
+
+#endif

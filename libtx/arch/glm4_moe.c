@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Architecture module: Glm4MoeForCausalLM (model_type "glm4_moe": GLM-4.5,
+ * 4.5-Air, 4.6, 4.7). GQA attention with q/k/v biases, optional per-head
+ * q/k RMSNorm, partial NeoX RoPE; dense MLP in the first layers, then
+ * sigmoid-routed MoE with shared experts. Formulas and the transformers
+ * functions they mirror: docs/architectures.md, docs/glm-architectures.md.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include <tx/tx_tokenizer.h>
+
+#include "arch/arch.h"
+#include "model/config_json.h"
+#include "reference/ref_blocks.h"
+#include "runtime/blocks.h"
+
+/* ---- config.json --------------------------------------------------------- */
+
+static void defaults(struct glm_config *c)
+{
+    /* Glm4MoeConfig */
+    c->vocab_size = 151552;
+    c->hidden_size = 4096;
+    c->intermediate_size = 10944;
+    c->num_hidden_layers = 46;
+    c->num_attention_heads = 96;
+    c->num_key_value_heads = 8;
+    c->max_position_embeddings = 131072;
+    c->moe_intermediate_size = 1408;
+    c->n_routed_experts = 128;
+    c->routed_scaling_factor = 1.0;
+    c->first_k_dense_replace = 1;
+    c->partial_rotary_factor = 0.5;
+}
+
+static int parse(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
+{
+    /* head_dim: getattr(config, "head_dim", hidden_size // num_attention_heads) */
+    if (!cj_field(root, "head_dim"))
+        c->head_dim = c->num_attention_heads > 0 ? c->hidden_size / c->num_attention_heads : 0;
+    CJ_GET(cj_bool, "use_qk_norm", &c->use_qk_norm);
+    return 0;
+}
+
+static int parse_layers(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
+{
+    (void)root;
+    (void)err;
+    (void)errsz;
+    c->rotary_dim = (int)(c->head_dim * c->partial_rotary_factor);
+    return 0;
+}
+
+static int validate(const struct glm_config *c, char *err, size_t errsz)
+{
+    CJ_POS(head_dim);
+    if (!(c->partial_rotary_factor > 0.0 && c->partial_rotary_factor <= 1.0))
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: partial_rotary_factor: must be in (0, 1] (got %g)",
+                       c->partial_rotary_factor);
+    if (c->rotary_dim != (int)(c->head_dim * c->partial_rotary_factor))
+        return txm_err(err, errsz, -EINVAL, "config: rotary_dim inconsistent with head_dim");
+    if (c->rotary_dim <= 0 || c->rotary_dim % 2 != 0)
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: head_dim (%d) * partial_rotary_factor (%g) = %d rotary dims: "
+                       "must be even and > 0",
+                       c->head_dim, c->partial_rotary_factor, c->rotary_dim);
+    if (c->rope_interleave)
+        return txm_err(err, errsz, -EINVAL, "config: glm4_moe uses NeoX RoPE (rope_interleave 0)");
+    return 0;
+}
+
+static int to_json(const struct glm_config *c, struct json_object *o)
+{
+    return cj_add(o, "use_qk_norm", json_object_new_boolean(c->use_qk_norm));
+}
+
+/* Glm4MoeAttention.scaling = head_dim ** -0.5 */
+static double attn_scale(const struct glm_config *c)
+{
+    return 1.0 / sqrt((double)c->head_dim);
+}
+
+/* ---- tensors -------------------------------------------------------------- */
+
+/* the attention block's tensors; everything else as common */
+static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, int layer,
+                        int expert, struct glm_tensor_info *t)
+{
+    (void)expert;
+    (void)layer;
+    const int64_t H = c->hidden_size, nh = c->num_attention_heads, nkv = c->num_key_value_heads,
+                  hd = c->head_dim;
+    switch (role) {
+    case GLM_T_Q_PROJ:
+        tx_shape2(t, nh * hd, H);
+        return 0;
+    case GLM_T_K_PROJ:
+    case GLM_T_V_PROJ:
+        tx_shape2(t, nkv * hd, H);
+        return 0;
+    case GLM_T_Q_BIAS:
+        if (!c->attention_bias)
+            return -ENOENT;
+        tx_shape1(t, nh * hd);
+        return 0;
+    case GLM_T_K_BIAS:
+    case GLM_T_V_BIAS:
+        if (!c->attention_bias)
+            return -ENOENT;
+        tx_shape1(t, nkv * hd);
+        return 0;
+    case GLM_T_Q_NORM:
+    case GLM_T_K_NORM:
+        if (!c->use_qk_norm)
+            return -ENOENT;
+        tx_shape1(t, hd);
+        return 0;
+    case GLM_T_O_PROJ:
+        tx_shape2(t, H, nh * hd);
+        return 0;
+    default:
+        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? -ENOENT : TX_ARCH_COMMON;
+    }
+}
+
+static int layer_selects(const struct glm_config *c, int l)
+{
+    (void)c;
+    (void)l;
+    return 0;
+}
+
+/* ---- runtime ------------------------------------------------------------- */
+
+static void kv_geometry(const struct glm_config *c, int l, struct tx_arch_kv *kv)
+{
+    (void)l;
+    kv->k = kv->v = (uint64_t)c->num_key_value_heads * (uint64_t)c->head_dim;
+    kv->ik = 0;
+}
+
+static int act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o)
+{
+    int hd = c->head_dim, Hq = c->num_attention_heads, Hk = c->num_key_value_heads;
+    a->q = blk_take(o, t * Hq * hd * 4);
+    a->k = blk_take(o, t * Hk * hd * 4);
+    a->v = blk_take(o, t * Hk * hd * 4);
+    a->ao = blk_take(o, t * Hq * hd * 4);
+    return Hq * hd;
+}
+
+static int select_k(const struct glm_config *c)
+{
+    (void)c;
+    return 0;
+}
+
+/* Glm4MoeDecoderLayer */
+static void layer(struct gctx *g, int l)
+{
+    blk_decoder_layer(g, l, blk_gqa_attention);
+}
+
+/* ---- reference ------------------------------------------------------------ */
+
+static int ref_layer(struct ref_fwd *f, int l, float *h)
+{
+    return txref_decoder_layer(f, l, h, txref_gqa_attention);
+}
+
+/* ---- glm-analyze ---------------------------------------------------------- */
+
+static void cost(const struct glm_config *c, struct tx_arch_cost *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->kv_layer = 2.0 * c->num_key_value_heads * c->head_dim * 2.0;
+    o->kv_latent = o->kv_layer;
+    o->pair_macs = (double)c->num_attention_heads * 2.0 * c->head_dim;
+}
+
+static void analyze_json(const struct glm_config *c, struct json_object *ar)
+{
+    json_object_object_add(ar, "head_dim", json_object_new_int64(c->head_dim));
+    json_object_object_add(ar, "rotary_dim", json_object_new_int64(c->rotary_dim));
+    json_object_object_add(ar, "use_qk_norm", json_object_new_boolean(c->use_qk_norm));
+    json_object_object_add(ar, "attention_bias", json_object_new_boolean(c->attention_bias));
+}
+
+/* ---- glm-synth ------------------------------------------------------------ */
+
+/* Simplified GLM-4.5 chat template (no tool definitions), rendering what
+ * tx_tokenizer_chat_render renders for TX_CHAT_GLM45. */
+static const char chat_template[] =
+    "[gMASK]<sop>{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}{{ '<|system|>\\n' + m.content }}"
+    "{%- elif m.role == 'user' -%}{{ '<|user|>\\n' + m.content }}"
+    "{%- if enable_thinking is defined and not enable_thinking and "
+    "not m.content.endswith('/nothink') -%}{{ '/nothink' }}{%- endif -%}"
+    "{%- elif m.role == 'assistant' -%}{{ '<|assistant|>\\n<think></think>' }}"
+    "{%- if m.content -%}{{ '\\n' + m.content | trim }}{%- endif -%}"
+    "{%- elif m.role == 'tool' -%}"
+    "{{ '<|observation|>\\n<tool_response>\\n' + m.content + '\\n</tool_response>' }}"
+    "{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|assistant|>' }}"
+    "{%- if enable_thinking is defined and not enable_thinking -%}{{ '\\n<think></think>' }}"
+    "{%- endif -%}{%- endif -%}";
+
+struct preset {
+    int hidden, inter, moe_inter, layers, dense, heads, kv_heads, head_dim;
+    int experts, topk, shared, n_group, topk_group, max_pos;
+};
+
+static const struct preset presets[3] = {
+    {64, 128, 64, 3, 1, 4, 2, 32, 8, 2, 1, 2, 1, 4096},
+    {128, 384, 64, 4, 1, 4, 2, 32, 16, 4, 1, 1, 1, 8192},
+    {1024, 2816, 512, 8, 1, 16, 4, 64, 48, 8, 1, 1, 1, 32768},
+};
+
+/* the field set of GLM-4.5's config.json */
+static struct json_object *synth_config(enum tx_synth_preset preset, int vocab_size,
+                                        const int32_t *eos_ids, int n_eos, int32_t pad)
+{
+    const struct preset *p = &presets[preset];
+    struct json_object *o = json_object_new_object();
+    struct json_object *a = json_object_new_array();
+    json_object_array_add(a, json_object_new_string("Glm4MoeForCausalLM"));
+    json_object_object_add(o, "architectures", a);
+    /* as the GLM configs list them: <|endoftext|>, <|user|>, <|observation|> */
+    struct json_object *eos = json_object_new_array();
+    for (int i = 0; i < n_eos; i++)
+        json_object_array_add(eos, json_object_new_int(eos_ids[i]));
+    cj_put_b(o, "attention_bias", 1);
+    cj_put_d(o, "attention_dropout", 0.0);
+    cj_put_i(o, "pad_token_id", pad);
+    json_object_object_add(o, "eos_token_id", eos);
+    cj_put_i(o, "head_dim", p->head_dim);
+    cj_put_s(o, "hidden_act", "silu");
+    cj_put_i(o, "hidden_size", p->hidden);
+    cj_put_d(o, "partial_rotary_factor", 0.5);
+    cj_put_d(o, "initializer_range", 0.02);
+    cj_put_i(o, "intermediate_size", p->inter);
+    cj_put_i(o, "max_position_embeddings", p->max_pos);
+    cj_put_s(o, "model_type", "glm4_moe");
+    cj_put_i(o, "moe_intermediate_size", p->moe_inter);
+    cj_put_b(o, "norm_topk_prob", 1);
+    cj_put_i(o, "num_attention_heads", p->heads);
+    cj_put_i(o, "n_group", p->n_group);
+    cj_put_i(o, "topk_group", p->topk_group);
+    cj_put_i(o, "n_routed_experts", p->experts);
+    cj_put_i(o, "n_shared_experts", p->shared);
+    cj_put_d(o, "routed_scaling_factor", 2.5);
+    cj_put_i(o, "num_experts_per_tok", p->topk);
+    cj_put_i(o, "first_k_dense_replace", p->dense);
+    cj_put_i(o, "num_hidden_layers", p->layers);
+    cj_put_i(o, "num_key_value_heads", p->kv_heads);
+    cj_put_d(o, "rms_norm_eps", 1e-5);
+    json_object_object_add(o, "rope_scaling", NULL);
+    cj_put_d(o, "rope_theta", 1000000.0);
+    cj_put_i(o, "num_nextn_predict_layers", 1);
+    cj_put_b(o, "tie_word_embeddings", 0);
+    cj_put_s(o, "torch_dtype", "bfloat16");
+    cj_put_s(o, "transformers_version", "4.54.0");
+    cj_put_b(o, "use_cache", 1);
+    cj_put_b(o, "use_qk_norm", 1);
+    cj_put_i(o, "vocab_size", vocab_size);
+    return o;
+}
+
+static const char *const aliases[] = {"glm4", "glm4.5", NULL};
+
+const struct tx_arch_ops tx_arch_glm4_moe = {
+    .id = GLM_ARCH_GLM4_MOE,
+    .model_type = "glm4_moe",
+    .class_name = "Glm4MoeForCausalLM",
+    .family = "GLM-4.5",
+    .models = "GLM-4.5/4.6/4.7",
+    .aliases = aliases,
+    .attn_short = "GQA",
+    .attn_long = "GQA attention",
+    .defaults = defaults,
+    .parse_moe = tx_cfg_parse_moe_sigmoid,
+    .parse = parse,
+    .parse_mlp_layers = tx_cfg_parse_mlp_layers,
+    .parse_layers = parse_layers,
+    .validate = validate,
+    .to_json = to_json,
+    .attn_scale = attn_scale,
+    .layer_tensor = layer_tensor,
+    .layer_note = NULL,
+    .layer_selects = layer_selects,
+    .load_check = NULL,
+    .kv_geometry = kv_geometry,
+    .act_layout = act_layout,
+    .select_k = select_k,
+    .layer = layer,
+    .ref_layer = ref_layer,
+    .cost = cost,
+    .analyze_json = analyze_json,
+    .chat_format = TX_CHAT_GLM45,
+    .chat_template = chat_template,
+    .synth_config = synth_config,
+};

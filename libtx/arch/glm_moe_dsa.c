@@ -1,0 +1,545 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Architecture module: GlmMoeDsaForCausalLM (model_type "glm_moe_dsa":
+ * GLM-5, 5.1). MLA attention (low-rank q and kv, one shared rope key per
+ * token, interleaved RoPE) with the DSA lightning indexer choosing the
+ * index_topk keys each query attends; dense MLP in the first layers, then
+ * sigmoid-routed MoE with shared experts. Formulas and the transformers
+ * functions they mirror: docs/architectures.md, docs/glm-architectures.md.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include <tx/tx_tokenizer.h>
+
+#include "arch/arch.h"
+#include "model/config_json.h"
+#include "reference/ref_blocks.h"
+#include "runtime/blocks.h"
+
+/* ---- config.json --------------------------------------------------------- */
+
+static void defaults(struct glm_config *c)
+{
+    /* GlmMoeDsaConfig */
+    c->vocab_size = 154880;
+    c->hidden_size = 6144;
+    c->intermediate_size = 12288;
+    c->moe_intermediate_size = 2048;
+    c->num_hidden_layers = 78;
+    c->num_attention_heads = 64;
+    c->num_key_value_heads = 64;
+    c->n_routed_experts = 256;
+    c->routed_scaling_factor = 2.5;
+    c->kv_lora_rank = 512;
+    c->q_lora_rank = 2048;
+    c->qk_rope_head_dim = 64;
+    c->v_head_dim = 256;
+    c->qk_nope_head_dim = 192;
+    c->max_position_embeddings = 202752;
+    c->bos_token_id = 0;
+    c->n_eos = 1;
+    c->eos_token_ids[0] = 1;
+    c->index_topk = 2048;
+    c->index_head_dim = 128;
+    c->index_n_heads = 32;
+    c->head_dim = 64;
+    c->first_k_dense_replace = 3;
+    c->partial_rotary_factor = 1.0;
+    c->rope_interleave = 1;
+    c->indexer_rope_interleave = 1;
+}
+
+static int parse(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
+{
+    int rc;
+    /* q_lora_rank: null would mean a plain q_proj; the DSA indexer needs
+     * the q latent, so GLM-5 always has one. */
+    struct json_object *q;
+    if (json_object_object_get_ex(root, "q_lora_rank", &q) &&
+        json_object_get_type(q) == json_type_null)
+        return txm_err(err, errsz, -ENOTSUP,
+                       "config.json: q_lora_rank: null (no q latent) is not supported: the DSA "
+                       "indexer reads the q latent");
+    CJ_REQ(cj_int, "q_lora_rank", &c->q_lora_rank);
+    CJ_REQ(cj_int, "kv_lora_rank", &c->kv_lora_rank);
+    CJ_REQ(cj_int, "qk_nope_head_dim", &c->qk_nope_head_dim);
+    CJ_REQ(cj_int, "qk_rope_head_dim", &c->qk_rope_head_dim);
+    CJ_REQ(cj_int, "v_head_dim", &c->v_head_dim);
+    CJ_GET(cj_int, "index_topk", &c->index_topk);
+    CJ_REQ(cj_int, "index_head_dim", &c->index_head_dim);
+    CJ_REQ(cj_int, "index_n_heads", &c->index_n_heads);
+    CJ_GET(cj_bool, "rope_interleave", &c->rope_interleave);
+    CJ_GET(cj_bool, "indexer_rope_interleave", &c->indexer_rope_interleave);
+    int qkh = 0;
+    rc = cj_int(root, "qk_head_dim", &qkh, err, errsz);
+    if (rc < 0)
+        return rc;
+    if (rc == 1 && qkh != c->qk_nope_head_dim + c->qk_rope_head_dim)
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: qk_head_dim (%d) != qk_nope_head_dim (%d) + "
+                       "qk_rope_head_dim (%d)",
+                       qkh, c->qk_nope_head_dim, c->qk_rope_head_dim);
+    c->qk_head_dim = c->qk_nope_head_dim + c->qk_rope_head_dim;
+    return 0;
+}
+
+/* GlmMoeDsaConfig.__post_init__: indexer_types, else index_topk_pattern
+ * ("FSSF..." or a list), else the index_topk_freq / index_skip_topk_offset
+ * schedule: layer i is "full" iff max(i - offset + 1, 0) % freq == 0. */
+static int parse_indexer_types(struct json_object *root, struct glm_config *c, char *err,
+                               size_t errsz)
+{
+    int present = 0, rc;
+    int n = c->num_hidden_layers;
+    rc = cj_layer_list(root, "indexer_types", "full", "shared", c->indexer_types, n, &present, err,
+                       errsz);
+    if (rc < 0 || present)
+        return rc;
+    struct json_object *pat = cj_field(root, "index_topk_pattern");
+    if (pat && json_object_get_type(pat) == json_type_string) {
+        const char *s = json_object_get_string(pat);
+        if ((int)strlen(s) != n)
+            return txm_err(err, errsz, -EINVAL,
+                           "config.json: index_topk_pattern: has %zu letters, num_hidden_layers is "
+                           "%d",
+                           strlen(s), n);
+        for (int i = 0; i < n; i++) {
+            if (s[i] == 'F')
+                c->indexer_types[i] = GLM_INDEXER_FULL;
+            else if (s[i] == 'S')
+                c->indexer_types[i] = GLM_INDEXER_SHARED;
+            else
+                return txm_err(err, errsz, -EINVAL,
+                               "config.json: index_topk_pattern[%d]: expected 'F' or 'S', got '%c'",
+                               i, s[i]);
+        }
+        return 0;
+    }
+    if (pat)
+        return cj_layer_list(root, "index_topk_pattern", "full", "shared", c->indexer_types, n,
+                             &present, err, errsz);
+    int freq = 1, offset = 2;
+    rc = cj_int(root, "index_topk_freq", &freq, err, errsz);
+    if (rc < 0)
+        return rc;
+    rc = cj_int(root, "index_skip_topk_offset", &offset, err, errsz);
+    if (rc < 0)
+        return rc;
+    if (freq < 1)
+        freq = 1;
+    for (int i = 0; i < n; i++) {
+        int d = i - offset + 1;
+        if (d < 0)
+            d = 0;
+        c->indexer_types[i] = (d % freq) == 0 ? GLM_INDEXER_FULL : GLM_INDEXER_SHARED;
+    }
+    return 0;
+}
+
+static int parse_layers(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
+{
+    int rc = parse_indexer_types(root, c, err, errsz);
+    if (rc < 0)
+        return rc;
+    c->rotary_dim = c->qk_rope_head_dim;
+    return 0;
+}
+
+static int validate(const struct glm_config *c, char *err, size_t errsz)
+{
+    CJ_POS(q_lora_rank);
+    CJ_POS(kv_lora_rank);
+    CJ_POS(qk_nope_head_dim);
+    CJ_POS(qk_rope_head_dim);
+    CJ_POS(v_head_dim);
+    CJ_POS(index_topk);
+    CJ_POS(index_head_dim);
+    CJ_POS(index_n_heads);
+    if (c->qk_rope_head_dim % 2 != 0)
+        return txm_err(err, errsz, -EINVAL, "config.json: qk_rope_head_dim: must be even (got %d)",
+                       c->qk_rope_head_dim);
+    if (c->qk_head_dim != c->qk_nope_head_dim + c->qk_rope_head_dim)
+        return txm_err(err, errsz, -EINVAL,
+                       "config: qk_head_dim != qk_nope_head_dim + qk_rope_head_dim");
+    if (c->rotary_dim != c->qk_rope_head_dim)
+        return txm_err(err, errsz, -EINVAL, "config: rotary_dim must equal qk_rope_head_dim");
+    if (c->index_head_dim < c->qk_rope_head_dim)
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: index_head_dim (%d) is smaller than qk_rope_head_dim (%d), "
+                       "the indexer's rotary slice",
+                       c->index_head_dim, c->qk_rope_head_dim);
+    if (c->num_key_value_heads != c->num_attention_heads)
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: num_key_value_heads (%d) must equal num_attention_heads (%d) "
+                       "for MLA (kv_b_proj expands one K/V per head)",
+                       c->num_key_value_heads, c->num_attention_heads);
+    if (c->partial_rotary_factor != 1.0)
+        return txm_err(err, errsz, -ENOTSUP,
+                       "config.json: partial_rotary_factor: %g is not supported for glm_moe_dsa "
+                       "(RoPE covers the qk_rope_head_dim slice)",
+                       c->partial_rotary_factor);
+    if (c->use_qk_norm)
+        return txm_err(err, errsz, -EINVAL, "config: use_qk_norm is a glm4_moe field");
+    for (int i = 0; i < c->num_hidden_layers; i++) {
+        if (c->indexer_types[i] > GLM_INDEXER_SHARED)
+            return txm_err(err, errsz, -EINVAL, "config: indexer_types[%d]: invalid value", i);
+    }
+    if (c->indexer_types[0] != GLM_INDEXER_FULL)
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: indexer_types[0]: must be \"full\" (a \"shared\" layer "
+                       "reuses the top-k of the previous full layer)");
+    return 0;
+}
+
+static int to_json(const struct glm_config *c, struct json_object *o)
+{
+    int bad = 0;
+    bad |= cj_add(o, "q_lora_rank", json_object_new_int(c->q_lora_rank));
+    bad |= cj_add(o, "kv_lora_rank", json_object_new_int(c->kv_lora_rank));
+    bad |= cj_add(o, "qk_nope_head_dim", json_object_new_int(c->qk_nope_head_dim));
+    bad |= cj_add(o, "qk_rope_head_dim", json_object_new_int(c->qk_rope_head_dim));
+    bad |= cj_add(o, "qk_head_dim", json_object_new_int(c->qk_head_dim));
+    bad |= cj_add(o, "v_head_dim", json_object_new_int(c->v_head_dim));
+    bad |= cj_add(o, "index_topk", json_object_new_int(c->index_topk));
+    bad |= cj_add(o, "index_head_dim", json_object_new_int(c->index_head_dim));
+    bad |= cj_add(o, "index_n_heads", json_object_new_int(c->index_n_heads));
+    bad |= cj_add(o, "rope_interleave", json_object_new_boolean(c->rope_interleave));
+    bad |=
+        cj_add(o, "indexer_rope_interleave", json_object_new_boolean(c->indexer_rope_interleave));
+    bad |= cj_add(o, "indexer_types",
+                  cj_layer_list_json(c->indexer_types, c->num_hidden_layers, "full", "shared"));
+    return bad;
+}
+
+/* GlmMoeDsaAttention.scaling = qk_head_dim ** -0.5 */
+static double attn_scale(const struct glm_config *c)
+{
+    return 1.0 / sqrt((double)c->qk_head_dim);
+}
+
+/* ---- tensors -------------------------------------------------------------- */
+
+/* the attention block's tensors; everything else as common */
+static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, int layer,
+                        int expert, struct glm_tensor_info *t)
+{
+    (void)expert;
+    const int64_t H = c->hidden_size, nh = c->num_attention_heads;
+    const int full_idx = c->indexer_types[layer] == GLM_INDEXER_FULL;
+    switch (role) {
+    case GLM_T_O_PROJ:
+        tx_shape2(t, H, nh * c->v_head_dim);
+        return 0;
+    case GLM_T_O_BIAS:
+        if (!c->attention_bias)
+            return -ENOENT;
+        tx_shape1(t, H);
+        return 0;
+    case GLM_T_Q_A_PROJ:
+        tx_shape2(t, c->q_lora_rank, H);
+        return 0;
+    case GLM_T_Q_A_BIAS:
+        if (!c->attention_bias)
+            return -ENOENT;
+        tx_shape1(t, c->q_lora_rank);
+        return 0;
+    case GLM_T_Q_A_NORM:
+        tx_shape1(t, c->q_lora_rank);
+        return 0;
+    case GLM_T_Q_B_PROJ:
+        tx_shape2(t, nh * c->qk_head_dim, c->q_lora_rank);
+        return 0;
+    case GLM_T_KV_A_PROJ:
+        tx_shape2(t, (int64_t)c->kv_lora_rank + c->qk_rope_head_dim, H);
+        return 0;
+    case GLM_T_KV_A_BIAS:
+        if (!c->attention_bias)
+            return -ENOENT;
+        tx_shape1(t, (int64_t)c->kv_lora_rank + c->qk_rope_head_dim);
+        return 0;
+    case GLM_T_KV_A_NORM:
+        tx_shape1(t, c->kv_lora_rank);
+        return 0;
+    case GLM_T_KV_B_PROJ:
+        tx_shape2(t, nh * ((int64_t)c->qk_nope_head_dim + c->v_head_dim), c->kv_lora_rank);
+        return 0;
+    case GLM_T_IDX_WQ_B:
+        if (!full_idx)
+            return -ENOENT;
+        tx_shape2(t, (int64_t)c->index_n_heads * c->index_head_dim, c->q_lora_rank);
+        return 0;
+    case GLM_T_IDX_WK:
+        if (!full_idx)
+            return -ENOENT;
+        tx_shape2(t, c->index_head_dim, H);
+        return 0;
+    case GLM_T_IDX_K_NORM:
+    case GLM_T_IDX_K_NORM_BIAS:
+        if (!full_idx)
+            return -ENOENT;
+        tx_shape1(t, c->index_head_dim);
+        return 0;
+    case GLM_T_IDX_WEIGHTS_PROJ:
+        if (!full_idx)
+            return -ENOENT;
+        tx_shape2(t, c->index_n_heads, H);
+        return 0;
+    default:
+        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? -ENOENT : TX_ARCH_COMMON;
+    }
+}
+
+static const char *layer_note(const struct glm_config *c, int layer)
+{
+    return c->indexer_types[layer] == GLM_INDEXER_FULL ? ", indexer full" : ", indexer shared";
+}
+
+static int layer_selects(const struct glm_config *c, int l)
+{
+    return c->indexer_types[l] == GLM_INDEXER_FULL;
+}
+
+/* a shared indexer layer needs an earlier full one */
+static int load_check(const struct glm_config *c, const char *path, char *err, size_t errsz)
+{
+    int seen_full = 0;
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        if (c->indexer_types[l] == GLM_INDEXER_FULL)
+            seen_full = 1;
+        else if (!seen_full)
+            return txm_err(err, errsz, -EINVAL,
+                           "%s: layer %d shares the DSA indexer selection but no earlier "
+                           "layer runs the indexer",
+                           path, l);
+    }
+    return 0;
+}
+
+/* ---- runtime ------------------------------------------------------------- */
+
+/* K = [k_nope_h | k_rope] per head, V per head; the indexer keys (FP32) of
+ * the full indexer layers */
+static void kv_geometry(const struct glm_config *c, int l, struct tx_arch_kv *kv)
+{
+    kv->k = (uint64_t)c->num_attention_heads * (uint64_t)c->qk_head_dim;
+    kv->v = (uint64_t)c->num_attention_heads * (uint64_t)c->v_head_dim;
+    kv->ik = c->indexer_types[l] == GLM_INDEXER_FULL ? (uint64_t)c->index_head_dim : 0;
+}
+
+static int max_i(int a, int b)
+{
+    return a > b ? a : b;
+}
+
+static int act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o)
+{
+    int H = c->num_attention_heads, qk = c->qk_head_dim, nope = c->qk_nope_head_dim,
+        vd = c->v_head_dim, lora = c->kv_lora_rank, rope = c->qk_rope_head_dim;
+    a->qa = blk_take(o, t * c->q_lora_rank * 4);
+    a->q = blk_take(o, t * H * qk * 4);
+    a->ckv = blk_take(o, t * (lora + rope) * 4);
+    a->kvb = blk_take(o, t * H * (nope + vd) * 4);
+    a->ao = blk_take(o, t * H * vd * 4);
+    a->qi = blk_take(o, t * c->index_n_heads * c->index_head_dim * 4);
+    a->ki = blk_take(o, t * c->index_head_dim * 4);
+    a->iw = blk_take(o, t * c->index_n_heads * 4);
+    a->sel = blk_take(o, t * (c->index_topk > 0 ? c->index_topk : 1) * 4);
+    return max_i(c->q_lora_rank, max_i(lora + rope, c->index_head_dim));
+}
+
+static int select_k(const struct glm_config *c)
+{
+    return c->index_topk;
+}
+
+/* GlmMoeDsaAttention: MLA whose keys the DSA lightning indexer selects */
+static void attention(struct gctx *g, int l)
+{
+    const struct glm_config *c = g->c;
+    blk_mla_project(g, l);
+    blk_dsa_indexer_project(g, l);
+    for (int si = 0; si < g->f->n_seg && !g->rc; si++) {
+        const struct rt_seg *sg = &g->f->seg[si];
+        blk_mla_cache(g, l, sg);
+        int sel_k = blk_dsa_indexer_select(g, l, sg);
+        blk_mla_attend(g, l, sg, sel_k);
+    }
+    blk_attn_out(g, l, c->num_attention_heads * c->v_head_dim);
+}
+
+/* GlmMoeDsaDecoderLayer */
+static void layer(struct gctx *g, int l)
+{
+    blk_decoder_layer(g, l, attention);
+}
+
+/* ---- reference ------------------------------------------------------------ */
+
+/* GlmMoeDsaAttention: MLA with the DSA key selection */
+static int ref_attention(struct ref_fwd *f, int l, const float *x, float *y)
+{
+    return txref_mla_attention(f, l, x, y, txref_dsa_select);
+}
+
+static int ref_layer(struct ref_fwd *f, int l, float *h)
+{
+    return txref_decoder_layer(f, l, h, ref_attention);
+}
+
+/* ---- glm-analyze ---------------------------------------------------------- */
+
+static void cost(const struct glm_config *c, struct tx_arch_cost *o)
+{
+    const double nh = c->num_attention_heads;
+    memset(o, 0, sizeof(*o));
+    o->kv_layer = nh * (c->qk_head_dim + c->v_head_dim) * 2.0 + c->index_head_dim * 4.0;
+    o->kv_latent = (c->kv_lora_rank + c->qk_rope_head_dim) * 2.0 + c->index_head_dim * 4.0;
+    o->pair_macs = nh * (c->qk_head_dim + c->v_head_dim);
+    o->sel_pair_macs = (double)c->index_n_heads * (c->index_head_dim + 1);
+    o->select_k = c->index_topk;
+}
+
+static void analyze_json(const struct glm_config *c, struct json_object *ar)
+{
+    static const char *const k[] = {"q_lora_rank",      "kv_lora_rank",  "qk_nope_head_dim",
+                                    "qk_rope_head_dim", "v_head_dim",    "index_topk",
+                                    "index_n_heads",    "index_head_dim"};
+    const int v[] = {c->q_lora_rank, c->kv_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim,
+                     c->v_head_dim,  c->index_topk,   c->index_n_heads,    c->index_head_dim};
+    for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++)
+        json_object_object_add(ar, k[i], json_object_new_int64(v[i]));
+}
+
+/* ---- glm-synth ------------------------------------------------------------ */
+
+/* Simplified GLM-5 chat template (no tool definitions), rendering what
+ * tx_tokenizer_chat_render renders for TX_CHAT_GLM5. */
+static const char chat_template[] =
+    "[gMASK]<sop>{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}{{ '<|system|>' + m.content }}"
+    "{%- elif m.role == 'user' -%}{{ '<|user|>' + m.content }}"
+    "{%- elif m.role == 'assistant' -%}{{ '<|assistant|></think>' + m.content | trim }}"
+    "{%- elif m.role == 'tool' -%}"
+    "{{ '<|observation|><tool_response>' + m.content + '</tool_response>' }}"
+    "{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{%- if enable_thinking is defined and not enable_thinking -%}{{ '<|assistant|></think>' }}"
+    "{%- else -%}{{ '<|assistant|><think>' }}{%- endif -%}{%- endif -%}";
+
+struct preset {
+    int hidden, inter, moe_inter, layers, dense, heads, kv_heads, head_dim;
+    int experts, topk, shared, n_group, topk_group, max_pos;
+    int q_lora, kv_lora, nope, rope, v_dim, idx_heads, idx_dim, idx_topk;
+};
+
+static const struct preset presets[3] = {
+    {64, 128, 64, 3, 1, 4, 4, 16, 8, 2, 1, 1, 1, 4096, 32, 32, 16, 16, 16, 4, 32, 8},
+    {128, 384, 64, 4, 1, 4, 4, 32, 16, 4, 1, 1, 1, 8192, 64, 64, 32, 32, 32, 4, 32, 64},
+    {1024, 2816, 512, 8, 1, 16, 16, 32, 48, 8, 1, 1, 1, 32768, 512, 256, 64, 32, 64, 8, 64, 256},
+};
+
+/* the field set of GLM-5's config.json */
+static struct json_object *synth_config(enum tx_synth_preset preset, int vocab_size,
+                                        const int32_t *eos_ids, int n_eos, int32_t pad)
+{
+    const struct preset *p = &presets[preset];
+    struct json_object *o = json_object_new_object();
+    struct json_object *a = json_object_new_array();
+    json_object_array_add(a, json_object_new_string("GlmMoeDsaForCausalLM"));
+    json_object_object_add(o, "architectures", a);
+    /* as the GLM configs list them: <|endoftext|>, <|user|>, <|observation|> */
+    struct json_object *eos = json_object_new_array();
+    for (int i = 0; i < n_eos; i++)
+        json_object_array_add(eos, json_object_new_int(eos_ids[i]));
+    cj_put_b(o, "attention_bias", 0);
+    cj_put_d(o, "attention_dropout", 0.0);
+    json_object_object_add(o, "eos_token_id", eos);
+    cj_put_i(o, "pad_token_id", pad);
+    cj_put_i(o, "ep_size", 1);
+    cj_put_i(o, "first_k_dense_replace", p->dense);
+    cj_put_s(o, "hidden_act", "silu");
+    cj_put_i(o, "head_dim", p->rope);
+    cj_put_i(o, "hidden_size", p->hidden);
+    cj_put_i(o, "index_head_dim", p->idx_dim);
+    cj_put_i(o, "index_n_heads", p->idx_heads);
+    cj_put_i(o, "index_topk", p->idx_topk);
+    cj_put_b(o, "indexer_rope_interleave", 1);
+    cj_put_d(o, "initializer_range", 0.02);
+    cj_put_i(o, "intermediate_size", p->inter);
+    cj_put_i(o, "kv_lora_rank", p->kv_lora);
+    cj_put_i(o, "max_position_embeddings", p->max_pos);
+    cj_put_s(o, "model_type", "glm_moe_dsa");
+    cj_put_i(o, "moe_intermediate_size", p->moe_inter);
+    cj_put_i(o, "moe_layer_freq", 1);
+    cj_put_i(o, "n_group", p->n_group);
+    cj_put_i(o, "n_routed_experts", p->experts);
+    cj_put_i(o, "n_shared_experts", p->shared);
+    cj_put_b(o, "norm_topk_prob", 1);
+    cj_put_i(o, "num_attention_heads", p->heads);
+    cj_put_i(o, "num_experts_per_tok", p->topk);
+    cj_put_i(o, "num_hidden_layers", p->layers);
+    cj_put_i(o, "num_key_value_heads", p->kv_heads);
+    cj_put_i(o, "num_nextn_predict_layers", 1);
+    cj_put_i(o, "q_lora_rank", p->q_lora);
+    cj_put_i(o, "qk_head_dim", p->nope + p->rope);
+    cj_put_i(o, "qk_nope_head_dim", p->nope);
+    cj_put_i(o, "qk_rope_head_dim", p->rope);
+    cj_put_d(o, "rms_norm_eps", 1e-5);
+    cj_put_b(o, "rope_interleave", 1);
+    struct json_object *rp = json_object_new_object();
+    cj_put_d(rp, "rope_theta", 1000000.0);
+    cj_put_s(rp, "rope_type", "default");
+    json_object_object_add(o, "rope_parameters", rp);
+    cj_put_d(o, "routed_scaling_factor", 2.5);
+    cj_put_s(o, "scoring_func", "sigmoid");
+    cj_put_b(o, "tie_word_embeddings", 0);
+    cj_put_i(o, "topk_group", p->topk_group);
+    cj_put_s(o, "topk_method", "noaux_tc");
+    cj_put_s(o, "dtype", "bfloat16");
+    cj_put_s(o, "transformers_version", "5.0.0");
+    cj_put_b(o, "use_cache", 1);
+    cj_put_i(o, "v_head_dim", p->v_dim);
+    cj_put_i(o, "vocab_size", vocab_size);
+
+    return o;
+}
+
+static const char *const aliases[] = {"glm5", "glm5.1", NULL};
+
+const struct tx_arch_ops tx_arch_glm_moe_dsa = {
+    .id = GLM_ARCH_GLM_MOE_DSA,
+    .model_type = "glm_moe_dsa",
+    .class_name = "GlmMoeDsaForCausalLM",
+    .family = "GLM-5.1",
+    .models = "GLM-5/5.1",
+    .aliases = aliases,
+    .attn_short = "MLA + DSA lightning indexer",
+    .attn_long = "MLA attention + DSA indexer",
+    .defaults = defaults,
+    .parse_moe = tx_cfg_parse_moe_sigmoid,
+    .parse = parse,
+    .parse_mlp_layers = tx_cfg_parse_mlp_layers,
+    .parse_layers = parse_layers,
+    .validate = validate,
+    .to_json = to_json,
+    .attn_scale = attn_scale,
+    .layer_tensor = layer_tensor,
+    .layer_note = layer_note,
+    .layer_selects = layer_selects,
+    .load_check = load_check,
+    .kv_geometry = kv_geometry,
+    .act_layout = act_layout,
+    .select_k = select_k,
+    .layer = layer,
+    .ref_layer = ref_layer,
+    .cost = cost,
+    .analyze_json = analyze_json,
+    .chat_format = TX_CHAT_GLM5,
+    .chat_template = chat_template,
+    .synth_config = synth_config,
+};

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The runtime graph's shared blocks (runtime/blocks.c) and the state of one
+ * forward pass they append commands to. Used by rt_forward (graph.c) and the
+ * architecture modules' layer functions (libtx/arch/).
+ */
+#ifndef TX_RT_BLOCKS_H
+#define TX_RT_BLOCKS_H
+
+#include "runtime/rt_internal.h"
+
+/* Offsets of the activation buffers of a pass. The common ones are laid
+ * out by graph.c; the attention block's by the module's act_layout(). */
+/* Offsets of the activation buffers of a pass. */
+struct act_layout {
+    uint64_t ids, pos, h, xn, r16;
+    uint64_t q, k, v, ao;                   /* glm4 */
+    uint64_t qa, ckv, kvb, qi, ki, iw, sel; /* dsa (q, ao shared) */
+    uint64_t g, u, a;                       /* MLP */
+    uint64_t rl, rid, rw;                   /* MoE */
+    uint64_t logits, tok, prob, hist;
+    uint64_t dump, dump_rid, dump_sel;
+    uint64_t total;
+};
+
+struct gctx {
+    glm_model_t *m;
+    const struct glm_config *c;
+    const glm_precision_plan_t *plan;
+    tx_cmdbuf_t *cb;
+    struct rt_fwd *f;
+    struct act_layout a;
+    tx_bo_t *act;
+    int dbg;
+    unsigned ncmd;  /* commands in the current job */
+    unsigned total; /* commands of the pass */
+    tx_job_t *jobs; /* submitted jobs of the pass */
+    char *waited;
+    int njobs, cap_jobs;
+    int first_err;
+    struct rt_fwd *acc;
+    int rc;
+};
+
+struct tx_arch_ops;
+/* Lays out the activations of a pass of T rows, R logits rows (dump: the
+ * per-layer dumps too) into a (runtime/activations.c). */
+void rt_act_layout(const glm_model_t *m, const struct tx_arch_ops *arch, int T, int R, int dump,
+                   struct act_layout *a);
+
+uint64_t blk_take(uint64_t *off, uint64_t bytes); /* 256-byte aligned offset */
+tx_ref_t blk_act(struct gctx *g, uint64_t off);   /* activation buffer + off */
+tx_ref_t blk_vec(struct gctx *g, int vec);        /* a vector (norm weight, bias) */
+void blk_dbg(struct gctx *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Account one built command (r: its tx_cmd_* result): 0, or the sticky error */
+int blk_emit(struct gctx *g, int r);
+
+/* y[T x N] (+)= x W^T (+ bias) in the precision of W's layer type */
+void blk_matmul(struct gctx *g, uint64_t y, uint64_t x, int mat, int tokens, int ld_x, int ld_y,
+                int bias, unsigned flags, tx_bo_t *ybo);
+/* round rows x cols (stride ld) of f32 through the NORM precision */
+void blk_round_norm(struct gctx *g, uint64_t x, int rows, int cols, int ld);
+void blk_rmsnorm(struct gctx *g, uint64_t y, uint64_t x, int vec, int rows, int dim, int ld_x,
+                 int ld_y, float eps);
+void blk_rope(struct gctx *g, tx_ref_t x, uint64_t pos, int tokens, int heads, int ld_token,
+              int ld_head, int offset, int rot, int interleaved);
+void blk_convert(struct gctx *g, tx_ref_t dst, tx_ref_t src, int rows, int cols, int ld_dst,
+                 int ld_src, uint16_t ddt);
+/* h += down(silu(gate(xn)) * up(xn)) */
+void blk_swiglu_mlp(struct gctx *g, int wg, int wu, int wd, int T);
+
+/* attention blocks: h += o_proj(attention(xn)) with the KV cache of layer l */
+void blk_gqa_attention(struct gctx *g, int l); /* GQA, per-head q/k norm, partial RoPE */
+/* MLA (DeepseekV3Attention) in pieces, for a module to combine per
+ * segment with a key selector (the DSA indexer) or none:
+ *   blk_mla_project(g, l); [blk_dsa_indexer_project(g, l);]
+ *   for each segment: blk_mla_cache(); sel_k = [blk_dsa_indexer_select()];
+ *                     blk_mla_attend(..., sel_k);
+ *   blk_attn_out(g, l, heads * v_head_dim); */
+void blk_mla_project(struct gctx *g, int l);
+void blk_mla_cache(struct gctx *g, int l, const struct rt_seg *sg);
+void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k);
+void blk_dsa_indexer_project(struct gctx *g, int l);
+int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg);
+/* h += o_proj(attention output) */
+void blk_attn_out(struct gctx *g, int l, int width);
+/* feed-forward: h += dense SwiGLU MLP or MoE (+ shared experts) of xn */
+void blk_ffn(struct gctx *g, int l);
+
+/* a pre-norm residual decoder layer around an attention block */
+void blk_decoder_layer(struct gctx *g, int l, void (*attn)(struct gctx *g, int l));
+
+#endif
