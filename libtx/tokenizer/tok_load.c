@@ -26,7 +26,7 @@ struct ctx {
     struct tok_buf tmp;
 };
 
-#define ERR(c, code, ...) tok_err((c)->err, (c)->errsz, (code), __VA_ARGS__)
+#define ERR(c, code, ...) tx_errbuf((c)->err, (c)->errsz, (code), __VA_ARGS__)
 
 static const char *type_name(json_object *o)
 {
@@ -1470,7 +1470,7 @@ static int load_doc(const char *json, size_t len, const struct fast *fs, struct 
     }
     json_tokener *jt = json_tokener_new_ex(64);
     if (!jt)
-        return tok_err(err, errsz, TX_ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     json_tokener_set_flags(jt, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS |
                                    JSON_TOKENER_VALIDATE_UTF8);
     json_object *root = json_tokener_parse_ex(jt, json, (int)len);
@@ -1482,10 +1482,10 @@ static int load_doc(const char *json, size_t len, const struct fast *fs, struct 
         if (fs)
             return TOK_FALLBACK;
         if (je == json_tokener_continue)
-            return tok_err(err, errsz, TX_EINVAL, "truncated JSON (input ends after %zu bytes)",
-                           len);
-        return tok_err(err, errsz, TX_EINVAL, "JSON syntax error near byte %zu: %s", end,
-                       json_tokener_error_desc(je));
+            return tx_errbuf(err, errsz, TX_EINVAL, "truncated JSON (input ends after %zu bytes)",
+                             len);
+        return tx_errbuf(err, errsz, TX_EINVAL, "JSON syntax error near byte %zu: %s", end,
+                         json_tokener_error_desc(je));
     }
     for (size_t i = end; i < len; i++) {
         char ch = json[i];
@@ -1493,21 +1493,21 @@ static int load_doc(const char *json, size_t len, const struct fast *fs, struct 
             json_object_put(root);
             if (fs)
                 return TOK_FALLBACK;
-            return tok_err(err, errsz, TX_EINVAL,
-                           "trailing data after the JSON document at byte %zu", i);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "trailing data after the JSON document at byte %zu", i);
         }
     }
 
     struct tx_tokenizer *tok = calloc(1, sizeof(*tok));
     if (!tok) {
         json_object_put(root);
-        return tok_err(err, errsz, TX_ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     }
     tok->unk_id = -1;
     struct ctx c = {tok, err, errsz, {0}};
     int rc = tok_cache_init(&tok->cache);
     if (rc)
-        rc = tok_err(err, errsz, rc, "out of memory");
+        rc = tx_errbuf(err, errsz, rc, "out of memory");
     else
         rc = load_root(&c, root, fs);
     free(c.tmp.p);
@@ -1526,12 +1526,12 @@ int tok_load_buffer_ex(const void *json, size_t len, unsigned flags, struct tx_t
     if (err && errsz)
         err[0] = 0;
     if (!out || (!json && len))
-        return tok_err(err, errsz, TX_EINVAL, "invalid argument");
+        return tx_errbuf(err, errsz, TX_EINVAL, "invalid argument");
     *out = NULL;
     if (len > INT_MAX)
-        return tok_err(err, errsz, TX_EINVAL, "tokenizer file too large (%zu bytes)", len);
+        return tx_errbuf(err, errsz, TX_EINVAL, "tokenizer file too large (%zu bytes)", len);
     if (len == 0)
-        return tok_err(err, errsz, TX_EINVAL, "empty tokenizer file");
+        return tx_errbuf(err, errsz, TX_EINVAL, "empty tokenizer file");
     if (!(flags & TOK_LOAD_NO_FAST)) {
         struct fast fs;
         int rc = fast_find(json, len, &fs);
@@ -1558,27 +1558,27 @@ int tx_tokenizer_load_buffer(const void *json, size_t len, struct tx_tokenizer *
 int tx_tokenizer_load_file(const char *path, struct tx_tokenizer **out, char *err, size_t errsz)
 {
     if (!path || !out)
-        return tok_err(err, errsz, TX_EINVAL, "invalid argument");
+        return tx_errbuf(err, errsz, TX_EINVAL, "invalid argument");
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        return tok_err(err, errsz, tx_errno_code(e), "%s: %s", path, strerror(e));
+        return tx_errbuf(err, errsz, tx_errno_code(e), "%s: %s", path, strerror(e));
     }
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return tok_err(err, errsz, TX_EINVAL, "%s: not a regular file", path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: not a regular file", path);
     }
     if (st.st_size > INT_MAX) {
         close(fd);
-        return tok_err(err, errsz, TX_EINVAL, "%s: file too large", path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: file too large", path);
     }
     size_t n = (size_t)st.st_size;
     char *buf = malloc(n + 1);
     if (!buf) {
         close(fd);
-        return tok_err(err, errsz, TX_ENOMEM, "%s: out of memory", path);
+        return tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
     }
     size_t got = 0;
     while (got < n) {
@@ -1589,7 +1589,7 @@ int tx_tokenizer_load_file(const char *path, struct tx_tokenizer **out, char *er
             int e = r < 0 ? errno : EIO;
             close(fd);
             free(buf);
-            return tok_err(err, errsz, TX_EIO, "%s: read error: %s", path, strerror(e));
+            return tx_errbuf(err, errsz, TX_EIO, "%s: read error: %s", path, strerror(e));
         }
         got += (size_t)r;
     }
@@ -1598,7 +1598,7 @@ int tx_tokenizer_load_file(const char *path, struct tx_tokenizer **out, char *er
     int rc = tx_tokenizer_load_buffer(buf, n, out, msg, sizeof(msg));
     free(buf);
     if (rc)
-        return tok_err(err, errsz, rc, "%s: %s", path, msg);
+        return tx_errbuf(err, errsz, rc, "%s: %s", path, msg);
     return 0;
 }
 

@@ -54,7 +54,7 @@ int txc_opt_float(const char *prog, const char *opt, const char *s, double lo, d
  * sparse index; INT8 scales finite and >= 0), without a device. Prints
  * "prog: PATH: N tensors, X MiB: every checksum matches (T ms)" on stderr,
  * or the first mismatch naming the tensor. Returns the exit status, 0 or 1. */
-int txc_verify_package(const char *prog, const char *path);
+int txc_verify_package(const char *prog, const char *path); /* in libtx/model/verify_package.c */
 
 /* The end of a getopt_long switch: for 'h' (--help) prints usage on stdout
  * and returns 0, for anything else ('?': getopt_long has named the bad
