@@ -20,7 +20,7 @@ SAN     ?= 0
 
 CC      ?= cc
 PKGS    := liburing libdrm libpcre2-8 libutf8proc yaml-0.1 json-c libprotobuf-c
-# Include paths are per part (docs/libtx.md, "Layering"): everything sees
+# Include paths are per part (docs/libtx-abi.md, "Layering"): everything sees
 # include/ (the installed SDK headers and the private headers still kept
 # there); libtx objects add -Ilibtx, the emulator -Iemu, the tools their
 # private headers tools/include/, the tests what they test (TEST_CPPFLAGS).

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libtx internal: helpers shared by the command-line tools (see cli.h).
+ * The tools' library: helpers shared by the command-line tools (see
+ * tools/include/common/cli.h).
  */
 #include "common/cli.h"
 

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libtx internal: helpers shared by the command-line tools (tools/NAME/).
- *
- * Not part of the public API (no export; the tools link libtx.a, where
- * hidden symbols link like any other). Include as "common/cli.h".
+ * The tools' library (libtx-tools.a, tools/lib/): helpers shared by the
+ * command-line tools (tools/NAME/). Not part of the SDK, never installed.
+ * Include as "common/cli.h" (the tools get -Itools/include; the name is
+ * the one it had in libtx/common, kept until phase 2 of issue 10 renames
+ * it in glm-inference and glm-synth).
  */
 #ifndef TX_COMMON_CLI_H
 #define TX_COMMON_CLI_H
