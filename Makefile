@@ -6,7 +6,8 @@
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make module     build tx8.ko against KDIR (guest kernel headers)
 #
-# Sources are found by directory: every .c under libtx/ is part of libtx,
+# Sources are found by directory: every .c under libtx/ is part of libtx (but
+# TXTOOLS_LIBTX_SRCS, which go to libtx-tools.a),
 # every .c under emu/engine/ part of the device's compute engine, every
 # directory tools/NAME/ is the program build/bin/NAME, every
 # tests/unit/test_*.c a Check test program. Sub-makefiles (*/*.mk) add
@@ -19,8 +20,16 @@ SAN     ?= 0
 
 CC      ?= cc
 PKGS    := liburing libdrm libpcre2-8 libutf8proc yaml-0.1 json-c libprotobuf-c
-CPPFLAGS += -Iinclude -Ilibtx -Iemu -I$(BUILD)/gen -D_GNU_SOURCE \
+# Include paths are per part (docs/libtx-abi.md, "Layering"): everything sees
+# include/ (the installed SDK headers and the private headers still kept
+# there); libtx objects add -Ilibtx, the emulator -Iemu, the tools their
+# private headers tools/include/, the tests what they test (TEST_CPPFLAGS).
+CPPFLAGS += -Iinclude -D_GNU_SOURCE \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LIBTX_CPPFLAGS  := -Ilibtx -I$(BUILD)/gen
+EMU_CPPFLAGS    := -Iemu
+TOOLS_CPPFLAGS  := -Itools/include
+TEST_CPPFLAGS   := $(LIBTX_CPPFLAGS) $(EMU_CPPFLAGS) $(TOOLS_CPPFLAGS)
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Werror -fPIC -pthread \
            -fvisibility=hidden -MMD -MP
@@ -33,8 +42,17 @@ CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=all \
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIBTX_SOVERSION := 1
-LIBTX_VERSION   := 1.0.0
+# Soname rules: docs/libtx-abi.md. The exported symbols are exactly those
+# of libtx/libtx.map (checked against the installed headers by
+# tests/check-abi).
+LIBTX_SOVERSION := 2
+LIBTX_VERSION   := 2.0.0
+LIBTX_MAP       := libtx/libtx.map
+
+# The SDK: the headers `make install` installs (include/tx/ also holds the
+# private headers of the converter, which are not installed).
+SDK_HEADERS := $(addprefix include/tx/,tx.h tx_error.h tx_dtype.h tx_device.h \
+               tx_tokenizer.h glm.h glm_config.h tx_telemetry.h)
 
 # SIMD kernels are compiled per file: *_avx512.c, *_avx2.c.
 SIMD_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
@@ -46,10 +64,16 @@ all:
 # ---------------------------------------------------------------------------
 # Part lists (sub-makefiles may append)
 
+# libtx-tools.a: what the tools and tests share that is not the SDK -- the
+# tools' helpers (tools/lib/) and the converter-only parts of libtx
+# (checkpoint synthesis, analysis, export; they stay in libtx/model/ until
+# phase 2 of issue 10 moves them). Static, private, never installed.
+TXTOOLS_LIBTX_SRCS := libtx/model/synth.c libtx/model/analyze.c libtx/model/export.c
 ENGINE_SRCS := $(sort $(wildcard emu/engine/*.c))
 EMU_SRCS    := $(sort $(wildcard emu/server/*.c))
-LIBTX_SRCS  := $(sort $(shell find libtx -name '*.c' 2>/dev/null))
-TOOLS       := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard tools/*/*.c)))))
+LIBTX_SRCS  := $(filter-out $(TXTOOLS_LIBTX_SRCS),$(sort $(shell find libtx -name '*.c' 2>/dev/null)))
+TOOLS       := $(filter-out lib,$(sort $(notdir $(patsubst %/,%,$(dir $(wildcard tools/*/*.c))))))
+TXTOOLS_SRCS := $(sort $(wildcard tools/lib/*.c)) $(TXTOOLS_LIBTX_SRCS)
 UNIT_TESTS  := $(sort $(basename $(notdir $(wildcard tests/unit/test_*.c))))
 LIBTX_GEN_SRCS :=
 ENGINE_LIBS := -lnuma
@@ -64,20 +88,32 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 ENGINE_OBJS := $(call obj,$(ENGINE_SRCS))
 EMU_OBJS    := $(call obj,$(EMU_SRCS))
 LIBTX_OBJS  := $(call obj,$(LIBTX_SRCS) $(LIBTX_GEN_SRCS))
+TXTOOLS_OBJS := $(call obj,$(TXTOOLS_SRCS))
 
 ENGINE_A := $(BUILD)/lib/libtx8engine.a
 LIBTX_A  := $(BUILD)/lib/libtx.a
+TXTOOLS_A := $(BUILD)/lib/libtx-tools.a
 LIBTX_SO := $(BUILD)/lib/libtx.so.$(LIBTX_VERSION)
 LIBTX_PC := $(BUILD)/lib/pkgconfig/libtx.pc
 LIBTX_UPC := $(BUILD)/lib/pkgconfig/libtx-uninstalled.pc
 BINS     := $(BUILD)/bin/tx8-emu $(addprefix $(BUILD)/bin/,$(TOOLS))
 UNIT_BINS := $(addprefix $(BUILD)/tests/,$(UNIT_TESTS))
 
-all: $(ENGINE_A) $(LIBTX_A) $(LIBTX_SO) $(LIBTX_PC) $(LIBTX_UPC) $(BINS)
+all: $(ENGINE_A) $(LIBTX_A) $(TXTOOLS_A) $(LIBTX_SO) $(LIBTX_PC) $(LIBTX_UPC) $(BINS)
 tests: $(UNIT_BINS)
 
 # ---------------------------------------------------------------------------
 # Compilation
+
+# per-part include paths (target-specific: they apply to these objects only)
+$(BUILD)/obj/libtx/%.o $(BUILD)/obj/$(BUILD)/gen/%.o: CPPFLAGS += $(LIBTX_CPPFLAGS)
+$(BUILD)/obj/emu/%.o: CPPFLAGS += $(EMU_CPPFLAGS)
+$(BUILD)/obj/tools/%.o: CPPFLAGS += $(TOOLS_CPPFLAGS)
+# tools/lib/ is the tools' library on top of libtx's internals
+$(BUILD)/obj/tools/lib/%.o: CPPFLAGS += $(LIBTX_CPPFLAGS)
+# tx-bench measures the compute engine (it links libtx8engine.a) and the
+# host cache probe of libtx/common directly
+$(BUILD)/obj/tools/tx-bench/%.o: CPPFLAGS += $(EMU_CPPFLAGS) -Ilibtx
 
 $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
@@ -95,14 +131,22 @@ $(ENGINE_A): $(ENGINE_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIBTX_A): $(LIBTX_OBJS)
+# (the libraries also depend on the Makefile: a file moved between libtx
+# and libtx-tools.a changes their member lists, not any object)
+$(LIBTX_A): $(LIBTX_OBJS) Makefile
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $(LIBTX_OBJS)
 
-$(LIBTX_SO): $(LIBTX_OBJS)
+$(TXTOOLS_A): $(TXTOOLS_OBJS) Makefile
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $(TXTOOLS_OBJS)
+
+# The exported symbols are pinned by the version script (docs/libtx-abi.md).
+$(LIBTX_SO): $(LIBTX_OBJS) $(LIBTX_MAP) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,libtx.so.$(LIBTX_SOVERSION) \
-		-Wl,--no-undefined -o $@ $^ $(LIBTX_LIBS) $(LDLIBS)
+		-Wl,--version-script=$(LIBTX_MAP) \
+		-Wl,--no-undefined -o $@ $(LIBTX_OBJS) $(LIBTX_LIBS) $(LDLIBS)
 	ln -sf libtx.so.$(LIBTX_VERSION) $(BUILD)/lib/libtx.so.$(LIBTX_SOVERSION)
 	ln -sf libtx.so.$(LIBTX_SOVERSION) $(BUILD)/lib/libtx.so
 
@@ -115,7 +159,7 @@ $(LIBTX_PC): libtx/libtx.pc.in Makefile
 # (pkg-config prefers NAME-uninstalled.pc when PKG_CONFIG_PATH has it):
 #   PKG_CONFIG_PATH=$(BUILD)/lib/pkgconfig pkg-config --cflags --libs libtx-uninstalled
 # gives this tree's include/ and $(BUILD)/lib, with an rpath to
-# $(BUILD)/lib so the program finds libtx.so.1 without LD_LIBRARY_PATH
+# $(BUILD)/lib so the program finds libtx.so.2 without LD_LIBRARY_PATH
 # (docs/libtx.md, "Building against the tree").
 $(LIBTX_UPC): libtx/libtx.pc.in Makefile
 	@mkdir -p $(dir $@)
@@ -130,23 +174,25 @@ $(BUILD)/bin/tx8-emu: $(EMU_OBJS) $(ENGINE_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(EMU_OBJS) $(ENGINE_A) $(ENGINE_LIBS) $(LDLIBS)
 
-# Tools link libtx statically (one self-contained binary each, easy to
-# copy into the VM image) plus the engine for tools that drive it directly.
+# Tools link libtx-tools.a and libtx statically (one self-contained binary
+# each, easy to copy into the VM image) plus the engine for tools that
+# drive it directly.
 define tool_rule
 $(1)_OBJS := $$(call obj,$$(sort $$(wildcard tools/$(1)/*.c)))
-$(BUILD)/bin/$(1): $$($(1)_OBJS) $(LIBTX_A) $(ENGINE_A)
+$(BUILD)/bin/$(1): $$($(1)_OBJS) $(TXTOOLS_A) $(LIBTX_A) $(ENGINE_A)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(LDFLAGS) -o $$@ $$($(1)_OBJS) $(LIBTX_A) $(ENGINE_A) \
+	$$(CC) $$(LDFLAGS) -o $$@ $$($(1)_OBJS) $(TXTOOLS_A) $(LIBTX_A) $(ENGINE_A) \
 		$$(TOOL_LIBS) $$($(1)_LIBS) $(LIBTX_LIBS) $(ENGINE_LIBS) $(LDLIBS)
 endef
 $(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
 
-# Check unit tests link libtx.a and the engine; tests/unit/*.h helpers are
-# shared by including them.
-$(BUILD)/tests/%: tests/unit/%.c $(LIBTX_A) $(ENGINE_A) $(BINS)
+# Check unit tests link libtx-tools.a, libtx.a and the engine; they see the
+# internals they test (TEST_CPPFLAGS); tests/unit/*.h helpers are shared
+# by including them.
+$(BUILD)/tests/%: tests/unit/%.c $(TXTOOLS_A) $(LIBTX_A) $(ENGINE_A) $(BINS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/unit $(CFLAGS) $(LDFLAGS) -o $@ $< \
-		$(LIBTX_A) $(ENGINE_A) $(CHECK_LIBS) $(LIBTX_LIBS) \
+	$(CC) $(CPPFLAGS) $(TEST_CPPFLAGS) -Itests/unit $(CFLAGS) $(LDFLAGS) -o $@ $< \
+		$(TXTOOLS_A) $(LIBTX_A) $(ENGINE_A) $(CHECK_LIBS) $(LIBTX_LIBS) \
 		$(ENGINE_LIBS) $(LDLIBS)
 
 # ---------------------------------------------------------------------------
@@ -155,6 +201,13 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIBTX_A) $(ENGINE_A) $(BINS)
 # Unit and emulator-backed tests of one build tree (BUILD=...).
 unit-check: all tests
 	@BUILD=$(BUILD) tests/run-unit $(UNIT_BINS)
+
+# The exported symbols of libtx.so are exactly the SDK (docs/libtx-abi.md).
+abi-check: $(LIBTX_SO)
+	@SDK_HEADERS="$(SDK_HEADERS)" tests/abi/check-abi $(BUILD)
+
+print-sdk-headers:
+	@echo $(SDK_HEADERS)
 
 check:
 	@scripts/install-deps
@@ -175,7 +228,7 @@ install: all
 		$(DESTDIR)$(PREFIX)/lib/libtx.so.$(LIBTX_SOVERSION)
 	ln -sf libtx.so.$(LIBTX_SOVERSION) $(DESTDIR)$(PREFIX)/lib/libtx.so
 	install -m 644 $(LIBTX_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
-	install -m 644 include/tx/*.h $(DESTDIR)$(PREFIX)/include/tx/
+	install -m 644 $(SDK_HEADERS) $(DESTDIR)$(PREFIX)/include/tx/
 	install -m 644 include/tx8/*.h $(DESTDIR)$(PREFIX)/include/tx8/
 	install -d $(DESTDIR)$(PREFIX)/share/tx8/tokenizers/qwen3
 	install -m 644 data/tokenizers/qwen3/tokenizer.json \
@@ -189,6 +242,6 @@ clean:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^kernel/\|^include/uapi/\|^include/tx8/')
 
-.PHONY: all tests check unit-check run install clean format 
+.PHONY: all tests check unit-check abi-check print-sdk-headers run install clean format 
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -34,8 +34,9 @@ tests: $(MODEL_FUZZ_REPLAY)
 
 # (LIBTX_A is defined after the sub-makefiles are read: name the file here)
 $(MODEL_FUZZ_REPLAY): $(BUILD)/fuzz/%_replay: tests/fuzz/%.c tests/fuzz/fuzz_model_replay.h \
-		$(BUILD)/lib/libtx.a
+		$(BUILD)/lib/libtx.a $(BUILD)/lib/libtx-tools.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -DTX_FUZZ_STANDALONE $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBTX_A) \
+	$(CC) $(CPPFLAGS) $(TEST_CPPFLAGS) -DTX_FUZZ_STANDALONE $(CFLAGS) $(LDFLAGS) -o $@ $< \
+		$(TXTOOLS_A) $(LIBTX_A) \
 		$(LIBTX_LIBS) $(LDLIBS)
 

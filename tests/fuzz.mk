@@ -26,7 +26,7 @@ FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS  := -std=c11 -g -O1 -pthread -fno-omit-frame-pointer $(FUZZ_SAN) \
                 -fsanitize=fuzzer-no-link -MMD -MP
-FUZZ_LIB_SRCS = $(LIBTX_SRCS) $(LIBTX_GEN_SRCS) $(ENGINE_SRCS) \
+FUZZ_LIB_SRCS = $(LIBTX_SRCS) $(LIBTX_GEN_SRCS) $(TXTOOLS_SRCS) $(ENGINE_SRCS) \
                 $(filter-out emu/server/main.c,$(EMU_SRCS))
 FUZZ_LIB_OBJS = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRCS))
 FUZZ_LIB     := $(FUZZ_DIR)/libtx-fuzz.a
@@ -34,15 +34,15 @@ FUZZ_BINS    := $(addprefix $(FUZZ_DIR)/,$(FUZZ_ALL))
 
 $(FUZZ_DIR)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) $(SIMD_AVX512) -c -o $@ $<
+	$(FUZZ_CC) $(CPPFLAGS) $(TEST_CPPFLAGS) $(FUZZ_CFLAGS) $(SIMD_AVX512) -c -o $@ $<
 
 $(FUZZ_DIR)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) $(SIMD_AVX2) -c -o $@ $<
+	$(FUZZ_CC) $(CPPFLAGS) $(TEST_CPPFLAGS) $(FUZZ_CFLAGS) $(SIMD_AVX2) -c -o $@ $<
 
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -c -o $@ $<
+	$(FUZZ_CC) $(CPPFLAGS) $(TEST_CPPFLAGS) $(FUZZ_CFLAGS) -c -o $@ $<
 
 # the generated ONNX code exists before anything includes its header
 $(filter $(FUZZ_DIR)/obj/libtx/model/%,$(FUZZ_LIB_OBJS)): $(ONNX_GEN_H)
@@ -51,7 +51,7 @@ $(FUZZ_LIB): $(FUZZ_LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(FUZZ_BINS): $(FUZZ_DIR)/%: tests/fuzz/%.c $(FUZZ_LIB)
-	$(FUZZ_CC) $(CPPFLAGS) -Itests/fuzz $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< \
+	$(FUZZ_CC) $(CPPFLAGS) $(TEST_CPPFLAGS) -Itests/fuzz $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< \
 		$(FUZZ_LIB) $(LIBTX_LIBS) $(ENGINE_LIBS) -lm
 
 fuzz-build:

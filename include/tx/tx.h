@@ -7,8 +7,10 @@
 #ifndef TX_H
 #define TX_H
 
+#include <tx/tx_error.h>
 #include <tx/tx_dtype.h>
 #include <tx/tx_device.h>
+#include <tx/tx_tokenizer.h>
 
 #include <tx/glm.h>
 #include <tx/tx_telemetry.h>

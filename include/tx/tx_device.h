@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tx/tx_error.h>
 #include <tx8/tx8_hw.h>
 
 #ifdef __cplusplus
@@ -35,32 +36,7 @@ extern "C" {
 #define TX_API __attribute__((visibility("default")))
 #endif
 
-/* ------------------------------------------------------------------------ */
-/* Errors                                                                    */
-/* ------------------------------------------------------------------------ */
-
-enum tx_status {
-    TX_OK = 0,
-    TX_EINVAL = -1,       /* invalid argument or handle */
-    TX_ENOMEM = -2,       /* out of host memory */
-    TX_ENOSPC = -3,       /* out of device memory (or device tables full) */
-    TX_ENODEV = -4,       /* no such device, or it cannot be reached */
-    TX_EBUSY = -5,        /* resource busy (e.g. submission ring stays full) */
-    TX_ETIMEDOUT = -6,    /* the wait ended before the job finished */
-    TX_EDEVICE_LOST = -7, /* the device went away (emulator died, unplugged) */
-    TX_EIO = -8,          /* operating-system or I/O error */
-    TX_ENOTSUP = -9,      /* not supported by this device or backend */
-    TX_ENOENT = -10,      /* no such job (never submitted, or result expired) */
-    TX_EPROTO = -11,      /* incompatible device or protocol violation */
-    TX_EJOB = -12,        /* the job finished with a failure status */
-    TX_EPERM = -13,       /* permission denied */
-};
-
-/* Name of a code, e.g. "device lost". Never NULL. */
-TX_API const char *tx_strerror(int code);
-
-/* The calling thread's message about its last failed call ("" if none). */
-TX_API const char *tx_last_error(void);
+/* Errors: enum tx_status, tx_strerror(), tx_last_error() are in tx/tx_error.h. */
 
 /* ------------------------------------------------------------------------ */
 /* Devices                                                                   */

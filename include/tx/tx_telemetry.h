@@ -27,13 +27,15 @@
  * tmpfs or any file system both sides can mmap).
  *
  * Conventions of libtx: functions return TX_OK (0) or a negative TX_E* code
- * (tx/tx_device.h) with a message for tx_last_error(). Thread-safe.
+ * (tx/tx_error.h) with a message for tx_last_error(). Thread-safe.
  */
 #ifndef TX_TELEMETRY_H
 #define TX_TELEMETRY_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <tx/tx_error.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -24,7 +24,7 @@
  * word cache: every function taking a `const struct tx_tokenizer *` may be
  * called from any number of threads at once.
  *
- * Errors follow the libtx convention of tx_device.h: functions that can
+ * Errors follow the libtx convention of tx_error.h: functions that can
  * fail return 0 (or a count / an id) on success and a negative enum
  * tx_status code on failure:
  *   TX_EINVAL   malformed tokenizer file, bad argument, input text that is
@@ -45,7 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <tx/tx_device.h> /* enum tx_status, tx_last_error() */
+#include <tx/tx_error.h> /* enum tx_status, tx_last_error() */
 
 #ifdef __cplusplus
 extern "C" {

@@ -91,6 +91,27 @@ int tx_error_final(int code, const char *fmt, ...)
     return rc;
 }
 
+int tx_verrbuf(char *err, size_t errsz, int code, const char *fmt, va_list ap)
+{
+    char msg[2 * sizeof(last_error)];
+
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (err && errsz)
+        snprintf(err, errsz, "%s", msg);
+    return tx_error(code, "%s", msg);
+}
+
+int tx_errbuf(char *err, size_t errsz, int code, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, fmt);
+    rc = tx_verrbuf(err, errsz, code, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
 TX_API const char *tx_last_error(void)
 {
     return last_error;

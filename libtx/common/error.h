@@ -11,7 +11,10 @@
 #ifndef TX_COMMON_ERROR_H
 #define TX_COMMON_ERROR_H
 
-#include <tx/tx_device.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <tx/tx_error.h>
 
 int tx_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -21,7 +24,24 @@ int tx_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)
  * tx_last_error()) leave it as it is, so the caller prints one clear line. */
 int tx_error_final(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Map an errno value (positive or negative) to a TX_E* code. */
+/*
+ * The one message-buffer helper of libtx: formats the message (through a
+ * local buffer, so err itself may be an argument), copies it into err
+ * (if err is not NULL and errsz > 0), records it for tx_last_error() like
+ * tx_error, and returns code. For the functions with an (err, errsz)
+ * parameter:
+ *     return tx_errbuf(err, errsz, TX_ENOENT, "%s: %s", path, strerror(e));
+ * txm_err (libtx/model) is this function (a macro, until phase 2 of
+ * issue 10 renames its callers).
+ */
+int tx_errbuf(char *err, size_t errsz, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int tx_verrbuf(char *err, size_t errsz, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+
+/* The one errno -> TX_E* mapping of libtx: an errno value (positive or
+ * negative) to the nearest code (ENOENT -> TX_ENOENT, EACCES/EPERM ->
+ * TX_EPERM, EPIPE/ECONNRESET -> TX_EDEVICE_LOST, unknown -> TX_EIO). */
 int tx_errno_code(int err);
 
 /* Whether TX_DEBUG is set to something other than "" or "0". */

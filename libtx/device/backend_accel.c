@@ -45,7 +45,9 @@ static int accel_ioctl(struct tx_backend *be, unsigned long req, void *arg)
     return drmIoctl(be->fd, req, arg) ? -errno : 0;
 }
 
-/* A failed ioctl as a TX_E* code with a message naming the device. */
+/* A failed ioctl as a TX_E* code with a message naming the device: the
+ * driver's own meanings first (ENODEV/EIO: the device is gone; ENOMEM: out
+ * of device memory), then libtx's one errno map (tx_errno_code). */
 static int accel_fail(struct tx_backend *be, const char *what, int err)
 {
     int code;
@@ -58,22 +60,8 @@ static int accel_fail(struct tx_backend *be, const char *what, int err)
     case ENOMEM:
         code = TX_ENOSPC;
         break;
-    case ETIME:
-    case ETIMEDOUT:
-        code = TX_ETIMEDOUT;
-        break;
-    case EBUSY:
-        code = TX_EBUSY;
-        break;
-    case EPERM:
-    case EACCES:
-        code = TX_EPERM;
-        break;
-    case ENOENT:
-        code = TX_ENOENT;
-        break;
     default:
-        code = tx_errno_code(-err);
+        code = tx_errno_code(err);
         break;
     }
     if (code == TX_EDEVICE_LOST)
@@ -123,8 +111,9 @@ static int accel_open(const char *path, struct tx_backend **out)
 
     be->fd = open(path, O_RDWR | O_CLOEXEC);
     if (be->fd < 0) {
-        rc = tx_error(errno == EACCES || errno == EPERM ? TX_EPERM : TX_ENODEV,
-                      "accel %s: cannot open: %s", path, strerror(errno));
+        /* a node that cannot be opened is no device, unless permission is the reason */
+        rc = tx_errno_code(errno) == TX_EPERM ? TX_EPERM : TX_ENODEV;
+        rc = tx_error(rc, "accel %s: cannot open: %s", path, strerror(errno));
         goto err;
     }
     ver = drmGetVersion(be->fd);

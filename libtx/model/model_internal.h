@@ -9,15 +9,18 @@
 
 #include <tx/tx_model.h>
 
+#include "common/error.h"
+#include "common/file.h"
+
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the model formats are little-endian; a big-endian port needs byte swaps"
 #endif
 
 #define TXM_HIDDEN __attribute__((visibility("hidden")))
 
-/* Writes a message into err (if not NULL) and returns rc (negative). */
-TXM_HIDDEN int txm_err(char *err, size_t errsz, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* Writes a message into err (if not NULL), records it for tx_last_error()
+ * and returns rc: the message-buffer helper of libtx (common/error.h). */
+#define txm_err tx_errbuf
 
 /* Overflow-checked arithmetic: return 0 on overflow. */
 static inline int txm_mul(uint64_t a, uint64_t b, uint64_t *out)
@@ -74,25 +77,14 @@ TXM_HIDDEN char *txm_dirname(const char *path);
 TXM_HIDDEN int txm_is_dir(const char *path);
 TXM_HIDDEN int txm_file_exists(const char *path);
 
-/* Writes all of buf (retries short writes); -errno. */
-TXM_HIDDEN int txm_write_all(int fd, const void *buf, size_t len);
-TXM_HIDDEN int txm_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
-TXM_HIDDEN int txm_pread_all(int fd, void *buf, size_t len, uint64_t off);
-
-/* A temporary name next to path ("path.tmp.PID.N"), malloc'd. */
-TXM_HIDDEN char *txm_temp_name(const char *path);
-
-/* Writes txt and then tail (NULL: nothing) to path all or nothing: into a
- * temporary name next to it, renamed over path once complete. 0 or -errno;
- * the message names path. */
-/* The end of writing a file under a temporary name: with rc 0 renames *tmp
- * to path, then frees *tmp and sets it NULL; on failure (rc < 0 on entry, or
- * the rename) fills err ("path: reason"), returns the error and leaves *tmp
- * for the caller to unlink. */
-TXM_HIDDEN int txm_commit_temp(char **tmp, const char *path, int rc, char *err, size_t errsz);
-
-TXM_HIDDEN int txm_write_text(const char *path, const char *txt, const char *tail, char *err,
-                              size_t errsz);
+/* Whole-buffer I/O and all-or-nothing files: libtx/common/file.h (the
+ * txm_* names stay until phase 2 of issue 10 renames their callers). */
+#define txm_write_all tx_file_write_all
+#define txm_pwrite_all tx_file_pwrite_all
+#define txm_pread_all tx_file_pread_all
+#define txm_temp_name tx_file_temp_name
+#define txm_commit_temp tx_file_commit_temp
+#define txm_write_text tx_file_write_text
 
 /* Element type from a safetensors dtype string; -1 if unknown. */
 TXM_HIDDEN int txm_elem_from_name(const char *s);

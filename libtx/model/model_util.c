@@ -17,20 +17,6 @@
 
 #include <tx/tx_dtype.h>
 
-int txm_err(char *err, size_t errsz, int rc, const char *fmt, ...)
-{
-    if (err && errsz) {
-        /* through a local buffer: callers may pass err itself as an argument */
-        char tmp[TX_ERR_MAX * 2];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(tmp, sizeof(tmp), fmt, ap);
-        va_end(ap);
-        snprintf(err, errsz, "%s", tmp);
-    }
-    return rc;
-}
-
 int txm_map_file(const char *path, struct txm_map *m, char *err, size_t errsz)
 {
     struct stat st;
@@ -153,105 +139,6 @@ int txm_file_exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-int txm_write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (n == 0)
-            return -EIO;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-int txm_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (n == 0)
-            return -EIO;
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
-int txm_pread_all(int fd, void *buf, size_t len, uint64_t off)
-{
-    char *p = buf;
-    while (len) {
-        ssize_t n = pread(fd, p, len, (off_t)off);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (n == 0)
-            return -EIO; /* unexpected end of file */
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
-char *txm_temp_name(const char *path)
-{
-    static atomic_uint counter;
-    unsigned n = atomic_fetch_add(&counter, 1);
-    size_t len = strlen(path) + 48;
-    char *p = malloc(len);
-    if (p)
-        snprintf(p, len, "%s.tmp.%ld.%u", path, (long)getpid(), n);
-    return p;
-}
-
-int txm_write_text(const char *path, const char *txt, const char *tail, char *err, size_t errsz)
-{
-    char *tmp = txm_temp_name(path);
-    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
-    if (fd < 0) {
-        int rc = tmp ? -errno : -ENOMEM;
-        free(tmp);
-        return txm_err(err, errsz, rc, "%s: %s", path, strerror(-rc));
-    }
-    int rc = txm_write_all(fd, txt, strlen(txt));
-    if (rc == 0 && tail)
-        rc = txm_write_all(fd, tail, strlen(tail));
-    if (close(fd) < 0 && rc == 0)
-        rc = -errno;
-    rc = txm_commit_temp(&tmp, path, rc, err, errsz);
-    if (tmp)
-        unlink(tmp);
-    free(tmp);
-    return rc;
-}
-
-int txm_commit_temp(char **tmp, const char *path, int rc, char *err, size_t errsz)
-{
-    if (rc == 0 && rename(*tmp, path) < 0)
-        rc = -errno;
-    if (rc < 0)
-        return txm_err(err, errsz, rc, "%s: %s", path, strerror(-rc));
-    free(*tmp);
-    *tmp = NULL;
-    return 0;
 }
 
 int txm_buf_put(struct txm_buf *b, const void *p, size_t n)

@@ -89,7 +89,7 @@ TX_API int glm_moe_config_load(const char *path, struct glm_moe_options *o)
         return tx_error(TX_EINVAL, "glm_moe_config_load: NULL argument");
     FILE *fp = fopen(path, "rb");
     if (!fp)
-        return tx_error(errno == ENOENT ? TX_ENOENT : TX_EIO, "%s: %s", path, strerror(errno));
+        return tx_error(tx_errno_code(errno), "%s: %s", path, strerror(errno));
     /* the file is a few lines: a limit keeps libyaml's work (linear in the
      * size: it keeps explicit stacks, no recursion) small */
     struct stat st;

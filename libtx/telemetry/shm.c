@@ -154,8 +154,8 @@ TX_API int tx_telemetry_open_publisher(const char *model_name, const char *devic
              __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
     fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
-        rc = tx_error(errno == ENOENT ? TX_ENOENT : tx_errno_code(errno),
-                      "tx_telemetry_open_publisher: cannot create %s: %s", tmp, strerror(errno));
+        rc = tx_error(tx_errno_code(errno), "tx_telemetry_open_publisher: cannot create %s: %s",
+                      tmp, strerror(errno));
         goto fail;
     }
     fchmod(fd, 0644); /* readable by monitors of other users whatever the umask */

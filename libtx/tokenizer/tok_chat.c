@@ -157,8 +157,8 @@ static int render(struct render *r, enum tx_chat_format fmt, const struct tx_cha
     for (size_t i = 0; i < n; i++) {
         const char *role = role_of(msgs[i].role);
         if (!role)
-            return tok_err(err, errsz, TX_EINVAL, "message %zu: unknown role \"%.32s\"", i,
-                           msgs[i].role ? msgs[i].role : "(null)");
+            return tx_errbuf(err, errsz, TX_EINVAL, "message %zu: unknown role \"%.32s\"", i,
+                             msgs[i].role ? msgs[i].role : "(null)");
         if (!strcmp(role, "user"))
             last_user = (ssize_t)i;
     }
@@ -169,7 +169,7 @@ static int render(struct render *r, enum tx_chat_format fmt, const struct tx_cha
         const char *c = msgs[i].content ? msgs[i].content : "";
         size_t cn = strlen(c);
         if (tok_utf8_validate(c, cn) != cn)
-            return tok_err(err, errsz, TX_EINVAL, "message %zu: content is not valid UTF-8", i);
+            return tx_errbuf(err, errsz, TX_EINVAL, "message %zu: content is not valid UTF-8", i);
         int rc = 0;
         if (fmt == TX_CHAT_GLM4) {
             const char *tag = !strcmp(role, "tool") ? "observation" : role;
@@ -187,8 +187,8 @@ static int render(struct render *r, enum tx_chat_format fmt, const struct tx_cha
                 rs = msgs[i].reasoning;
                 rn = strlen(rs);
                 if (tok_utf8_validate(rs, rn) != rn)
-                    return tok_err(err, errsz, TX_EINVAL,
-                                   "message %zu: reasoning is not valid UTF-8", i);
+                    return tx_errbuf(err, errsz, TX_EINVAL,
+                                     "message %zu: reasoning is not valid UTF-8", i);
             } else {
                 split_reasoning(&c, &cn, &rs, &rn);
             }
@@ -230,9 +230,9 @@ static int check_args(enum tx_chat_format fmt, const struct tx_chat_message *msg
                       char *err, size_t errsz)
 {
     if (fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5)
-        return tok_err(err, errsz, TX_EINVAL, "unknown chat format %d", (int)fmt);
+        return tx_errbuf(err, errsz, TX_EINVAL, "unknown chat format %d", (int)fmt);
     if (!msgs && n)
-        return tok_err(err, errsz, TX_EINVAL, "invalid argument");
+        return tx_errbuf(err, errsz, TX_EINVAL, "invalid argument");
     return 0;
 }
 
@@ -243,7 +243,7 @@ int tx_tokenizer_chat_render(enum tx_chat_format fmt, const struct tx_chat_messa
     if (err && errsz)
         err[0] = 0;
     if (!text)
-        return tok_err(err, errsz, TX_EINVAL, "invalid argument");
+        return tx_errbuf(err, errsz, TX_EINVAL, "invalid argument");
     *text = NULL;
     int rc = check_args(fmt, msgs, n_msgs, err, errsz);
     if (rc)
@@ -253,7 +253,7 @@ int tx_tokenizer_chat_render(enum tx_chat_format fmt, const struct tx_chat_messa
     free(r.lit);
     if (rc) {
         free(r.b.p);
-        return rc == TX_ENOMEM ? tok_err(err, errsz, rc, "out of memory") : rc;
+        return rc == TX_ENOMEM ? tx_errbuf(err, errsz, rc, "out of memory") : rc;
     }
     *text = r.b.p;
     if (len)
@@ -268,7 +268,7 @@ int tx_tokenizer_chat_encode(const struct tx_tokenizer *tok, enum tx_chat_format
     if (err && errsz)
         err[0] = 0;
     if (!tok || !ids || !n_ids)
-        return tok_err(err, errsz, TX_EINVAL, "invalid argument");
+        return tx_errbuf(err, errsz, TX_EINVAL, "invalid argument");
     int rc = check_args(fmt, msgs, n_msgs, err, errsz);
     if (rc)
         return rc;
@@ -279,7 +279,7 @@ int tx_tokenizer_chat_encode(const struct tx_tokenizer *tok, enum tx_chat_format
         rc = tok_encode_ex(tok, r.b.p, r.b.len, 0, lit ? r.lit : NULL, lit ? r.n_lit : 0, ids,
                            n_ids, err, errsz);
     } else if (rc == TX_ENOMEM) {
-        rc = tok_err(err, errsz, rc, "out of memory");
+        rc = tx_errbuf(err, errsz, rc, "out of memory");
     }
     free(r.lit);
     free(r.b.p);
@@ -290,7 +290,7 @@ int tx_tokenizer_chat_stop_tokens(const struct tx_tokenizer *tok, int32_t *ids, 
 {
     static const char *const names[] = {"<|endoftext|>", "<|user|>", "<|observation|>"};
     if (!tok || (!ids && cap))
-        return tok_err(NULL, 0, TX_EINVAL, "tx_tokenizer_chat_stop_tokens: NULL argument");
+        return tx_errbuf(NULL, 0, TX_EINVAL, "tx_tokenizer_chat_stop_tokens: NULL argument");
     int n = 0;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         int32_t id = tok_lookup(tok, names[i], strlen(names[i]));
@@ -306,7 +306,7 @@ int tx_tokenizer_chat_stop_tokens(const struct tx_tokenizer *tok, int32_t *ids, 
 int tx_chat_format_from_name(const char *name)
 {
     if (!name)
-        return tok_err(NULL, 0, TX_EINVAL, "chat format: NULL name");
+        return tx_errbuf(NULL, 0, TX_EINVAL, "chat format: NULL name");
     char k[16];
     size_t j = 0;
     for (size_t i = 0; name[i]; i++) {
@@ -324,7 +324,7 @@ int tx_chat_format_from_name(const char *name)
         return TX_CHAT_GLM45;
     if (!strcmp(k, "glm47") || !strcmp(k, "glm5") || !strcmp(k, "glm51"))
         return TX_CHAT_GLM5;
-    return tok_err(NULL, 0, TX_EINVAL,
-                   "unknown chat format \"%.32s\" (glm4, glm4.5, glm4.6, glm4.7, glm5, glm5.1)",
-                   name);
+    return tx_errbuf(NULL, 0, TX_EINVAL,
+                     "unknown chat format \"%.32s\" (glm4, glm4.5, glm4.6, glm4.7, glm5, glm5.1)",
+                     name);
 }

@@ -17,7 +17,7 @@ int tx_tokenizer_decode(const struct tx_tokenizer *tok, const int32_t *ids, size
     if (err && errsz)
         err[0] = 0;
     if (!tok || !text || (!ids && n_ids))
-        return tok_err(err, errsz, TX_EINVAL, "invalid argument");
+        return tx_errbuf(err, errsz, TX_EINVAL, "invalid argument");
     *text = NULL;
     if (len)
         *len = 0;
@@ -29,9 +29,9 @@ int tx_tokenizer_decode(const struct tx_tokenizer *tok, const int32_t *ids, size
         if (!id_present(tok, id)) {
             if (flags & TX_TOKENIZER_SKIP_UNKNOWN)
                 continue;
-            rc = tok_err(err, errsz, TX_EINVAL,
-                         "token id %d (position %zu) is not in the vocabulary (%u ids)", id, i,
-                         tok->n_ids);
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "token id %d (position %zu) is not in the vocabulary (%u ids)", id, i,
+                           tok->n_ids);
             break;
         }
         if ((flags & TX_TOKENIZER_SKIP_SPECIAL) && (tok->id_flags[id] & TOK_ID_SPECIAL))
@@ -48,7 +48,7 @@ int tx_tokenizer_decode(const struct tx_tokenizer *tok, const int32_t *ids, size
     free(raw.p);
     if (rc) {
         free(out.p);
-        return rc == TX_ENOMEM ? tok_err(err, errsz, rc, "out of memory") : rc;
+        return rc == TX_ENOMEM ? tx_errbuf(err, errsz, rc, "out of memory") : rc;
     }
     *text = out.p;
     if (len)
@@ -59,10 +59,10 @@ int tx_tokenizer_decode(const struct tx_tokenizer *tok, const int32_t *ids, size
 int tx_tokenizer_token_bytes(const struct tx_tokenizer *tok, int32_t id, const char **bytes)
 {
     if (!tok || !bytes)
-        return tok_err(NULL, 0, TX_EINVAL, "tx_tokenizer_token_bytes: NULL argument");
+        return tx_errbuf(NULL, 0, TX_EINVAL, "tx_tokenizer_token_bytes: NULL argument");
     if (!id_present(tok, id))
-        return tok_err(NULL, 0, TX_EINVAL, "token id %d is not in the vocabulary (%u ids)", id,
-                       tok->n_ids);
+        return tx_errbuf(NULL, 0, TX_EINVAL, "token id %d is not in the vocabulary (%u ids)", id,
+                         tok->n_ids);
     *bytes = tok->pool.p + tok->dec_off[id];
     return (int)tok->dec_len[id];
 }
@@ -98,7 +98,7 @@ int tx_tokenizer_stream_put(struct tx_tokenizer_stream *st, int32_t id, const ch
                             size_t *len)
 {
     if (!st || !text || !len)
-        return tok_err(NULL, 0, TX_EINVAL, "tx_tokenizer_stream_put: NULL argument");
+        return tx_errbuf(NULL, 0, TX_EINVAL, "tx_tokenizer_stream_put: NULL argument");
     const struct tx_tokenizer *tok = st->tok;
     st->out.len = 0;
     st->out.p[0] = 0;
@@ -107,15 +107,15 @@ int tx_tokenizer_stream_put(struct tx_tokenizer_stream *st, int32_t id, const ch
     if (!id_present(tok, id))
         return (st->flags & TX_TOKENIZER_SKIP_UNKNOWN)
                    ? 0
-                   : tok_err(NULL, 0, TX_EINVAL, "token id %d is not in the vocabulary (%u ids)",
-                             id, tok->n_ids);
+                   : tx_errbuf(NULL, 0, TX_EINVAL, "token id %d is not in the vocabulary (%u ids)",
+                               id, tok->n_ids);
     if ((st->flags & TX_TOKENIZER_SKIP_SPECIAL) && (tok->id_flags[id] & TOK_ID_SPECIAL))
         return 0;
     size_t used;
     if ((tok->decoder == TOK_DEC_NONE && !st->first && tok_buf_put(&st->pending, " ", 1)) ||
         tok_buf_put(&st->pending, tok->pool.p + tok->dec_off[id], tok->dec_len[id]) ||
         tok_buf_put_lossy(&st->out, st->pending.p, st->pending.len, true, &used))
-        return tok_err(NULL, 0, TX_ENOMEM, "out of memory");
+        return tx_errbuf(NULL, 0, TX_ENOMEM, "out of memory");
     st->first = false;
     memmove(st->pending.p, st->pending.p + used, st->pending.len - used);
     st->pending.len -= used;
@@ -127,7 +127,7 @@ int tx_tokenizer_stream_put(struct tx_tokenizer_stream *st, int32_t id, const ch
 int tx_tokenizer_stream_flush(struct tx_tokenizer_stream *st, const char **text, size_t *len)
 {
     if (!st || !text || !len)
-        return tok_err(NULL, 0, TX_EINVAL, "tx_tokenizer_stream_flush: NULL argument");
+        return tx_errbuf(NULL, 0, TX_EINVAL, "tx_tokenizer_stream_flush: NULL argument");
     st->out.len = 0;
     st->out.p[0] = 0;
     int rc = tok_buf_put_lossy(&st->out, st->pending.p, st->pending.len, false, NULL);
@@ -135,7 +135,7 @@ int tx_tokenizer_stream_flush(struct tx_tokenizer_stream *st, const char **text,
     st->first = true;
     *text = st->out.p;
     *len = st->out.len;
-    return rc ? tok_err(NULL, 0, TX_ENOMEM, "out of memory") : 0;
+    return rc ? tx_errbuf(NULL, 0, TX_ENOMEM, "out of memory") : 0;
 }
 
 void tx_tokenizer_stream_free(struct tx_tokenizer_stream *st)
@@ -163,11 +163,11 @@ int32_t tok_lookup(const struct tx_tokenizer *tok, const char *token, size_t len
 int32_t tx_tokenizer_token_to_id(const struct tx_tokenizer *tok, const char *token, size_t len)
 {
     if (!tok || (!token && len))
-        return tok_err(NULL, 0, TX_EINVAL, "tx_tokenizer_token_to_id: NULL argument");
+        return tx_errbuf(NULL, 0, TX_EINVAL, "tx_tokenizer_token_to_id: NULL argument");
     int32_t id = tok_lookup(tok, token, len);
-    return id < 0
-               ? tok_err(NULL, 0, TX_ENOENT, "no token \"%.*s\"", (int)(len > 64 ? 64 : len), token)
-               : id;
+    return id < 0 ? tx_errbuf(NULL, 0, TX_ENOENT, "no token \"%.*s\"", (int)(len > 64 ? 64 : len),
+                              token)
+                  : id;
 }
 
 const char *tx_tokenizer_id_to_token(const struct tx_tokenizer *tok, int32_t id)
@@ -191,9 +191,10 @@ int tx_tokenizer_added_get(const struct tx_tokenizer *tok, size_t i,
                            struct tx_tokenizer_added_token *out)
 {
     if (!tok || !out)
-        return tok_err(NULL, 0, TX_EINVAL, "tx_tokenizer_added_get: NULL argument");
+        return tx_errbuf(NULL, 0, TX_EINVAL, "tx_tokenizer_added_get: NULL argument");
     if (i >= tok->n_added)
-        return tok_err(NULL, 0, TX_EINVAL, "added token %zu does not exist (%zu)", i, tok->n_added);
+        return tx_errbuf(NULL, 0, TX_EINVAL, "added token %zu does not exist (%zu)", i,
+                         tok->n_added);
     const struct tok_added *a = &tok->added[i];
     out->id = a->id;
     out->content = tok->pool.p + a->off;

@@ -90,7 +90,7 @@ static void swap_segs(struct enc *e)
 
 static int oom(struct enc *e)
 {
-    return tok_err(e->err, e->errsz, TX_ENOMEM, "out of memory");
+    return tx_errbuf(e->err, e->errsz, TX_ENOMEM, "out of memory");
 }
 
 /* Code point ending at s[end] (end > 0). */
@@ -236,14 +236,14 @@ static int regex_spans(struct enc *e, const pcre2_code *re, const char *s, size_
         if (r < 0) {
             PCRE2_UCHAR msg[128];
             pcre2_get_error_message(r, msg, sizeof(msg));
-            return tok_err(e->err, e->errsz, TX_EINVAL, "pre-tokenizer regex failed: %s",
-                           (const char *)msg);
+            return tx_errbuf(e->err, e->errsz, TX_EINVAL, "pre-tokenizer regex failed: %s",
+                             (const char *)msg);
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
         size_t ms = ov[0], me = ov[1];
         if (ms < pos || me < ms || me > n)
-            return tok_err(e->err, e->errsz, TX_EINVAL,
-                           "pre-tokenizer regex returned an unusable match (\\K?)");
+            return tx_errbuf(e->err, e->errsz, TX_EINVAL,
+                             "pre-tokenizer regex returned an unusable match (\\K?)");
         if (ms == me && me == last_end) {
             /* no empty match right after the previous match */
             if (me >= n)
@@ -467,7 +467,7 @@ static int pipeline(struct enc *e, const char *text, size_t len)
                 size_t nl;
                 rc = tok_normalize(tok, e->arena.p + sg.off, sg.len, &nrm, &nl);
                 if (rc)
-                    return tok_err(e->err, e->errsz, rc, "normalization failed");
+                    return tx_errbuf(e->err, e->errsz, rc, "normalization failed");
                 sg.off = e->arena.len;
                 sg.len = nl;
                 rc = tok_buf_put(&e->arena, nrm, nl);
@@ -512,13 +512,13 @@ int tok_encode_ex(const struct tx_tokenizer *tok, const char *text, size_t len, 
     if (err && errsz)
         err[0] = 0;
     if (!tok || !ids || !n_ids || (!text && len))
-        return tok_err(err, errsz, TX_EINVAL, "invalid argument");
+        return tx_errbuf(err, errsz, TX_EINVAL, "invalid argument");
     *ids = NULL;
     *n_ids = 0;
     size_t bad = tok_utf8_validate(text, len);
     if (bad != len)
-        return tok_err(err, errsz, TX_EINVAL, "input text is not valid UTF-8 (byte %zu: 0x%02x)",
-                       bad, (unsigned char)text[bad]);
+        return tx_errbuf(err, errsz, TX_EINVAL, "input text is not valid UTF-8 (byte %zu: 0x%02x)",
+                         bad, (unsigned char)text[bad]);
 
     struct enc e;
     memset(&e, 0, sizeof(e));

@@ -14,6 +14,8 @@
 
 #include <tx/tx_tokenizer.h>
 
+#include "common/error.h"
+
 /* Largest token id accepted in a file (keeps a hostile file from making us
  * allocate gigabytes for the id table). */
 #define TOK_MAX_ID (1u << 24)
@@ -27,10 +29,8 @@
 
 /* ---------------------------------------------------------------- errors */
 
-/* Formats a message into err[0..errsz-1] (if err) and records it for
- * tx_last_error(); returns code (a TX_E* value). */
-int tok_err(char *err, size_t errsz, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* Messages: tx_errbuf (common/error.h) formats into err[0..errsz-1] (if
+ * err), records the message for tx_last_error() and returns the TX_E* code. */
 
 /* ------------------------------------------------------------- loading */
 

@@ -10,19 +10,6 @@
 #include "common/error.h"
 #include "tok_internal.h"
 
-int tok_err(char *err, size_t errsz, int code, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (err && errsz)
-        snprintf(err, errsz, "%s", msg);
-    /* also for tx_last_error(), as the rest of libtx */
-    return tx_error(code, "%s", msg);
-}
-
 /* ------------------------------------------------------------------ UTF-8 */
 
 size_t tok_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
@@ -611,13 +598,13 @@ pcre2_code *tok_regex_compile(const char *pattern, size_t len, bool literal, cha
     } else {
         pat = translate_pattern(pattern, len, &plen);
         if (!pat) {
-            *rc = tok_err(err, errsz, TX_ENOMEM, "out of memory");
+            *rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
             return NULL;
         }
     }
     if (tok_utf8_validate(pattern, len) != len) {
         free(pat);
-        *rc = tok_err(err, errsz, TX_EINVAL, "regex is not valid UTF-8");
+        *rc = tx_errbuf(err, errsz, TX_EINVAL, "regex is not valid UTF-8");
         return NULL;
     }
     pcre2_code *re =
@@ -626,8 +613,8 @@ pcre2_code *tok_regex_compile(const char *pattern, size_t len, bool literal, cha
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(ecode, msg, sizeof(msg));
-        *rc = tok_err(err, errsz, TX_EINVAL, "cannot compile regex /%.*s/: %s",
-                      (int)(len > 200 ? 200 : len), pattern, (const char *)msg);
+        *rc = tx_errbuf(err, errsz, TX_EINVAL, "cannot compile regex /%.*s/: %s",
+                        (int)(len > 200 ? 200 : len), pattern, (const char *)msg);
         return NULL;
     }
     /* JIT where the platform has it; the interpreter otherwise. */

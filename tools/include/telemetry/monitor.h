@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libtx internal: the read side of device monitoring (used by tx-top and
- * its tests). Parsers of the kernel driver's text files, the per-client
- * utilisation arithmetic of Documentation/gpu/drm-usage-stats.rst, and the
+ * The tools' library (libtx-tools.a, tools/lib/monitor_*.c): the read side
+ * of device monitoring (used by tx-top and its tests; not part of libtx).
+ * Parsers of the kernel driver's text files, the per-client utilisation
+ * arithmetic of Documentation/gpu/drm-usage-stats.rst, and the
  * /proc and UNIX-socket scans. Every parser takes text and never trusts it:
  * malformed input is skipped, never fatal. docs/tx-top.md documents where
  * every figure comes from.

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libtx internal: helpers shared by the command-line tools (tools/NAME/).
- *
- * Not part of the public API (no export; the tools link libtx.a, where
- * hidden symbols link like any other). Include as "common/cli.h".
+ * The tools' library (libtx-tools.a, tools/lib/): helpers shared by the
+ * command-line tools (tools/NAME/). Not part of the SDK, never installed.
+ * Include as "common/cli.h" (the tools get -Itools/include; the name is
+ * the one it had in libtx/common, kept until phase 2 of issue 10 renames
+ * it in glm-inference and glm-synth).
  */
 #ifndef TX_COMMON_CLI_H
 #define TX_COMMON_CLI_H
@@ -54,7 +55,7 @@ int txc_opt_float(const char *prog, const char *opt, const char *s, double lo, d
  * sparse index; INT8 scales finite and >= 0), without a device. Prints
  * "prog: PATH: N tensors, X MiB: every checksum matches (T ms)" on stderr,
  * or the first mismatch naming the tensor. Returns the exit status, 0 or 1. */
-int txc_verify_package(const char *prog, const char *path);
+int txc_verify_package(const char *prog, const char *path); /* in libtx/model/verify_package.c */
 
 /* The end of a getopt_long switch: for 'h' (--help) prints usage on stdout
  * and returns 0, for anything else ('?': getopt_long has named the bad

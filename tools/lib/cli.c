@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libtx internal: helpers shared by the command-line tools (see cli.h).
+ * The tools' library: helpers shared by the command-line tools (see
+ * tools/include/common/cli.h).
  */
 #include "common/cli.h"
 
@@ -13,9 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <tx/tx_smd.h>
-
-#include "model/model_internal.h"
+#include "common/file.h"
 
 int txc_read_stream(FILE *in, char **out, size_t *len)
 {
@@ -66,7 +65,7 @@ int txc_write_text(const char *path, const char *txt)
         return fflush(stdout) == 0 ? 0 : -EIO;
     }
     char err[256];
-    return txm_write_text(path, txt, NULL, err, sizeof(err));
+    return tx_file_write_text(path, txt, NULL, err, sizeof(err));
 }
 
 int txc_parse_long(const char *s, long lo, long hi, long *out)
@@ -149,25 +148,6 @@ int txc_opt_float(const char *prog, const char *opt, const char *s, double lo, d
     if (txc_opt_double(prog, opt, s, lo, hi, open, &x) < 0)
         return -1;
     *out = (float)x;
-    return 0;
-}
-
-int txc_verify_package(const char *prog, const char *path)
-{
-    char err[TX_ERR_MAX];
-    struct tx_smd *s = NULL;
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    if (tx_smd_open(path, TX_SMD_OPEN_VERIFY, &s, err, sizeof(err)) < 0) {
-        fprintf(stderr, "%s: verify: %s\n", prog, err);
-        return 1;
-    }
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    const struct tx_smd_header *h = tx_smd_header(s);
-    fprintf(stderr, "%s: %s: %u tensors, %.1f MiB: every checksum matches (%.0f ms)\n", prog, path,
-            h->tensor_count, (double)h->file_size / 1048576.0,
-            (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6);
-    tx_smd_close(s);
     return 0;
 }
 

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtx internal: whole-file writes and reads on descriptors, and writing a
+ * file all or nothing (see file.h).
+ */
+#include "common/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+
+int tx_file_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return -EIO;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int tx_file_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = pwrite(fd, p, len, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return -EIO;
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+int tx_file_pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t n = pread(fd, p, len, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return -EIO; /* unexpected end of file */
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+char *tx_file_temp_name(const char *path)
+{
+    static atomic_uint counter;
+    unsigned n = atomic_fetch_add(&counter, 1);
+    size_t len = strlen(path) + 48;
+    char *p = malloc(len);
+    if (p)
+        snprintf(p, len, "%s.tmp.%ld.%u", path, (long)getpid(), n);
+    return p;
+}
+
+int tx_file_write_text(const char *path, const char *txt, const char *tail, char *err, size_t errsz)
+{
+    char *tmp = tx_file_temp_name(path);
+    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+    if (fd < 0) {
+        int rc = tmp ? -errno : -ENOMEM;
+        free(tmp);
+        return tx_errbuf(err, errsz, rc, "%s: %s", path, strerror(-rc));
+    }
+    int rc = tx_file_write_all(fd, txt, strlen(txt));
+    if (rc == 0 && tail)
+        rc = tx_file_write_all(fd, tail, strlen(tail));
+    if (close(fd) < 0 && rc == 0)
+        rc = -errno;
+    rc = tx_file_commit_temp(&tmp, path, rc, err, errsz);
+    if (tmp)
+        unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+int tx_file_commit_temp(char **tmp, const char *path, int rc, char *err, size_t errsz)
+{
+    if (rc == 0 && rename(*tmp, path) < 0)
+        rc = -errno;
+    if (rc < 0)
+        return tx_errbuf(err, errsz, rc, "%s: %s", path, strerror(-rc));
+    free(*tmp);
+    *tmp = NULL;
+    return 0;
+}

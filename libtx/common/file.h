@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libtx internal: writing and reading whole buffers on file descriptors,
+ * and writing a file all or nothing (a temporary name next to it, renamed
+ * over it once complete). Used by the model formats (libtx/model, where
+ * model_internal.h still names them txm_*) and the tools' helpers
+ * (common/cli.c). Depends on nothing above libtx/common.
+ *
+ * Return values: 0 or -errno (the callers print strerror(-rc)); the
+ * conversion of these and their callers to TX_E* codes is phase 2 of
+ * issue 10, with the model formats.
+ */
+#ifndef TX_COMMON_FILE_H
+#define TX_COMMON_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Writes all of buf (retries short writes and EINTR); 0 or -errno. */
+int tx_file_write_all(int fd, const void *buf, size_t len);
+int tx_file_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+/* Reads exactly len bytes at off; -EIO at an unexpected end of file. */
+int tx_file_pread_all(int fd, void *buf, size_t len, uint64_t off);
+
+/* A temporary name next to path ("path.tmp.PID.N"), malloc'd. */
+char *tx_file_temp_name(const char *path);
+
+/* The end of writing a file under a temporary name: with rc 0 renames *tmp
+ * to path, then frees *tmp and sets it NULL; on failure (rc < 0 on entry, or
+ * the rename) fills err ("path: reason"), returns the error and leaves *tmp
+ * for the caller to unlink. */
+int tx_file_commit_temp(char **tmp, const char *path, int rc, char *err, size_t errsz);
+
+/* Writes txt and then tail (NULL: nothing) to path all or nothing. 0 or
+ * -errno; the message names path. */
+int tx_file_write_text(const char *path, const char *txt, const char *tail, char *err,
+                       size_t errsz);
+
+#endif
