@@ -75,6 +75,8 @@ struct mm_tile {
     unsigned R, T;
     const void *x;
     size_t x_stride; /* elements (f32) or bytes (i8) between act rows */
+    const uint16_t *xb; /* mm_tile_bf16: the activations as packed BF16 */
+    size_t xb_stride;   /* elements between xb rows */
     size_t k0, k1;
     float *out;
     size_t out_stride;
@@ -113,6 +115,9 @@ struct eng_kernels {
     int sparse_il;        /* mm_sparse_i8 uses x_il for 8-token tiles */
     void (*mm_tile_f32)(const struct mm_tile *t);
     void (*mm_tile_i8)(const struct mm_tile *t);
+    /* BF16 weights x BF16-exact f32 activations (mm_tile with x_bf16), or
+     * NULL: set per engine when the CPU has AVX512-BF16 */
+    void (*mm_tile_bf16)(const struct mm_tile *t);
     void (*mm_sparse_f32)(const struct mm_sparse *s);
     void (*mm_sparse_i8)(const struct mm_sparse *s);
     float (*dot_f32)(const float *a, const float *b, size_t n);
@@ -136,6 +141,8 @@ struct eng_kernels {
 extern const struct eng_kernels eng_kernels_portable;
 extern const struct eng_kernels eng_kernels_avx2;
 extern const struct eng_kernels eng_kernels_avx512;
+/* AVX512-BF16 tile (kern_avx512.c); call only where the CPU has it */
+void eng_avx512bf16_tile(const struct mm_tile *t);
 
 /* ------------------------------------------------------------------------ */
 /* Engine, workers, jobs                                                     */
@@ -200,7 +207,9 @@ struct tx8_engine {
     unsigned isa;
     int numa_node;
     int use_numa;
-    const struct eng_kernels *k;
+    const struct eng_kernels *k; /* &kern */
+    struct eng_kernels kern;     /* the ISA's table plus the families present */
+    unsigned features;           /* enum tx8_engine_feature in use */
     struct tx8_counters *ctr;
     struct tx8_counters own_ctr;
 
@@ -347,6 +356,10 @@ struct mm_act {
     const float *xscale; /* i8: per token */
     size_t T;
     const uint8_t *x_il; /* see struct mm_sparse, tiles of 8 tokens */
+    /* act_dtype BF16 with a mm_tile_bf16 kernel: the rows also as packed
+     * BF16 (else NULL) */
+    const uint16_t *xb;
+    size_t xb_stride;
 };
 
 struct mm_out {

@@ -104,6 +104,7 @@ struct act_ctx {
     void *dst;
     size_t dst_stride;
     float *xscale;
+    uint16_t *xb; /* BF16: the rounded rows also packed, or NULL */
 };
 
 static void act_fn(void *p, size_t b, size_t end, struct eng_worker *w)
@@ -121,8 +122,9 @@ static void act_fn(void *p, size_t b, size_t end, struct eng_worker *w)
             uint16_t tmp[256];
             for (size_t k = 0; k < a->K; k += 256) {
                 size_t n = a->K - k < 256 ? a->K - k : 256;
-                a->e->k->from_f32(tmp, x + k, a->dtype, n);
-                a->e->k->to_f32(d + k, tmp, a->dtype, n);
+                uint16_t *h = a->xb ? a->xb + t * a->dst_stride + k : tmp;
+                a->e->k->from_f32(h, x + k, a->dtype, n);
+                a->e->k->to_f32(d + k, h, a->dtype, n);
             }
         }
     }
@@ -147,15 +149,19 @@ int eng_mm_act(struct tx8_engine *e, const float *x, size_t ld, size_t T, size_t
         }
         return 0;
     }
-    struct act_ctx c = {e, x, ld, K, act_dtype, NULL, 0, NULL};
+    struct act_ctx c = {e, x, ld, K, act_dtype, NULL, 0, NULL, NULL};
     if (act_dtype == TX8_DTYPE_I8) {
         c.dst_stride = (K + 63) & ~(size_t)63;
         c.dst = eng_jscratch(e, J_ACT, T * c.dst_stride);
         c.xscale = eng_jscratch(e, J_XSCALE, T * 4);
         a->i8 = 1;
     } else {
-        c.dst_stride = (K + 15) & ~(size_t)15;
-        c.dst = eng_jscratch(e, J_ACT, T * c.dst_stride * 4);
+        c.dst_stride = (K + 31) & ~(size_t)31;
+        int xb = act_dtype == TX8_DTYPE_BF16 && e->k->mm_tile_bf16;
+        /* the f32 rows, then (BF16 with a BF16 kernel) the packed rows */
+        c.dst = eng_jscratch(e, J_ACT, T * c.dst_stride * (xb ? 6 : 4));
+        if (xb && c.dst)
+            c.xb = (uint16_t *)((float *)c.dst + T * c.dst_stride);
     }
     if (!c.dst || (act_dtype == TX8_DTYPE_I8 && !c.xscale))
         return TX8_STATUS_DEVICE_ERROR;
@@ -164,6 +170,8 @@ int eng_mm_act(struct tx8_engine *e, const float *x, size_t ld, size_t T, size_t
     a->p = c.dst;
     a->stride = c.dst_stride;
     a->xscale = c.xscale;
+    a->xb = c.xb;
+    a->xb_stride = c.dst_stride;
     return 0;
 }
 
@@ -291,6 +299,8 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
             t.scale_stride = w->ngroups;
             t.x_stride = a->stride;
             t.out_stride = nr;
+            t.xb_stride = a->xb_stride;
+            int bf = a->xb && w->dtype == TX8_DTYPE_BF16;
             for (size_t k0 = 0; k0 < w->K; k0 += kc) {
                 t.k0 = k0;
                 t.k1 = w->K - k0 < kc ? w->K : k0 + kc;
@@ -298,6 +308,7 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
                 for (size_t tt = 0; tt < nt; tt += ts) {
                     t.T = nt - tt < ts ? (unsigned)(nt - tt) : (unsigned)ts;
                     t.x = (const uint8_t *)a->p + (t0 + tt) * a->stride * act_es;
+                    t.xb = bf ? a->xb + (t0 + tt) * a->xb_stride : NULL;
                     unsigned rs = t.T == 1 ? k->gemv_rows : 4;
                     for (size_t r = n0; r < n1; r += rs) {
                         t.R = n1 - r < rs ? (unsigned)(n1 - r) : rs;
@@ -306,6 +317,8 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
                         t.out = C + tt * nr + (r - n0);
                         if (a->i8)
                             k->mm_tile_i8(&t);
+                        else if (bf)
+                            k->mm_tile_bf16(&t);
                         else
                             k->mm_tile_f32(&t);
                     }

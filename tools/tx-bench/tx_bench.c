@@ -51,6 +51,8 @@ struct opts {
     unsigned dtype_mask; /* bit per bench dtype */
     unsigned density;    /* percent of blocks kept by the sparse matrix */
     unsigned batch;      /* GEMV commands per job */
+    int act_weight;      /* f16/bf16 activations enter as the weights' dtype */
+    const char *device;  /* --device SPEC: round-trip rows, or NULL */
 };
 
 enum { B_F32, B_F16, B_BF16, B_I8, B_I8S, B_COUNT };
@@ -429,7 +431,9 @@ static void usage(FILE *f)
                "  -k, --cols K        matrix columns (inputs); default 4096\n"
                "  -b, --batch N       GEMV commands per job (T <= 4); default 8\n"
                "      --density PCT   blocks kept by the sparse matrix; default 50\n"
-               "      --isa NAME      portable, avx2, avx512 (default: best)\n"
+               "      --isa NAME      portable, avx2, avx512 (default: best); amx is refused\n"
+               "      --act MODE      f32 (default): f16/bf16 rows take f32 activations;\n"
+               "                      weight: as the weights' dtype (glm-inference's f16/bf16)\n"
                "      --llc SIZE      last-level cache size (e.g. 32M, 480M) instead of sysfs;\n"
                "                      also TX_LLC_BYTES. Ratios need working sets >= 4 x LLC\n"
                "      --json          machine-readable output\n"
@@ -463,6 +467,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"help", no_argument, 0, 'h'},
         {"batch", required_argument, 0, 'b'},
         {"llc", required_argument, 0, 4},
+        {"act", required_argument, 0, 5},
+        {"device", required_argument, 0, 6},
         {0, 0, 0, 0},
     };
     int c;
@@ -546,17 +552,30 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->density = (unsigned)v;
             break;
         case 2:
-            if (!strcmp(optarg, "portable"))
-                o->isa = TX8_ISA_PORTABLE;
-            else if (!strcmp(optarg, "avx2"))
-                o->isa = TX8_ISA_AVX2;
-            else if (!strcmp(optarg, "avx512"))
-                o->isa = TX8_ISA_AVX512;
-            else {
-                fprintf(stderr, "tx-bench: --isa: '%s' is not one of portable, avx2, avx512\n",
+            if (tx8_engine_isa_parse(optarg, &o->isa) || o->isa == TX8_ISA_AUTO) {
+                fprintf(stderr,
+                        "tx-bench: --isa: '%s' is not one of portable, avx2, avx512, amx\n",
                         optarg);
                 goto bad;
             }
+            if (tx8_engine_isa_why(o->isa)) {
+                fprintf(stderr, "tx-bench: --isa %s: not usable here: %s\n", optarg,
+                        tx8_engine_isa_why(o->isa));
+                return -1;
+            }
+            break;
+        case 5:
+            if (!strcmp(optarg, "f32"))
+                o->act_weight = 0;
+            else if (!strcmp(optarg, "weight"))
+                o->act_weight = 1;
+            else {
+                fprintf(stderr, "tx-bench: --act: '%s' is not one of f32, weight\n", optarg);
+                goto bad;
+            }
+            break;
+        case 6:
+            o->device = optarg;
             break;
         case 3:
             o->json = 1;
@@ -829,7 +848,10 @@ int main(int argc, char **argv)
         for (uint64_t i = 0; i < (uint64_t)maxT * o.K; i++)
             xp[i] = rndf();
         memset(d.mem + y, 0, (uint64_t)maxT * m.w.rows * 4);
-        unsigned act = b >= B_I8 ? TX8_DTYPE_I8 : TX8_DTYPE_F32;
+        unsigned act = b >= B_I8                       ? TX8_DTYPE_I8
+                       : o.act_weight && b == B_F16  ? TX8_DTYPE_F16
+                       : o.act_weight && b == B_BF16 ? TX8_DTYPE_BF16
+                                                     : TX8_DTYPE_F32;
         for (unsigned i = 0; i < o.ntok && R.nres < 64; i++) {
             struct result *r = &R.res[R.nres];
             memset(r, 0, sizeof(*r));
@@ -860,7 +882,10 @@ int main(int argc, char **argv)
         }
     }
 
-    R.isa = tx8_engine_isa_name(tx8_engine_isa(d.e));
+    static char isa_buf[64];
+    snprintf(isa_buf, sizeof(isa_buf), "%s%s", tx8_engine_isa_name(tx8_engine_isa(d.e)),
+             (tx8_engine_features(d.e) & TX8_FEAT_AVX512BF16) ? "+avx512bf16" : "");
+    R.isa = isa_buf;
     if (o.json)
         print_json(&R);
     else
