@@ -9,4 +9,7 @@
  * or without software prefetch. */
 uint64_t txb_read_avx512(const void *buf, size_t bytes, int prefetch);
 
+/* tx-bench --device SPEC: round-trip rows (roundtrip.c); exit status. */
+int txb_roundtrip(const char *spec, unsigned reps, int json);
+
 #endif

@@ -436,6 +436,9 @@ static void usage(FILE *f)
                "                      weight: as the weights' dtype (glm-inference's f16/bf16)\n"
                "      --llc SIZE      last-level cache size (e.g. 32M, 480M) instead of sysfs;\n"
                "                      also TX_LLC_BYTES. Ratios need working sets >= 4 x LLC\n"
+               "      --device SPEC   instead: round trip (submit to completion) of an empty\n"
+               "                      and of one-command jobs on a device (e.g. emu:SOCKET);\n"
+               "                      -r below 100 means 2000 jobs per row\n"
                "      --json          machine-readable output\n"
                "  -h, --help\n");
 }
@@ -733,6 +736,8 @@ int main(int argc, char **argv)
                      .batch = 8};
     if (parse_opts(argc, argv, &o))
         return 2;
+    if (o.device) /* the round trip only (see roundtrip.c) */
+        return txb_roundtrip(o.device, o.reps < 100 ? 2000 : o.reps, o.json);
     static struct run R;
     R.o = &o;
     int bad_llc = 0;
