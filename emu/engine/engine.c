@@ -420,26 +420,8 @@ static void pin_self(struct eng_worker *w)
 static void *worker_main(void *arg)
 {
     struct eng_worker *w = arg;
-    struct tx8_engine *e = w->e;
     pin_self(w);
-    if (w->id != 0) {
-        helper_loop(w);
-        return NULL;
-    }
-    pthread_mutex_lock(&e->mu);
-    for (;;) {
-        while (!e->job_ready && !e->stop)
-            pthread_cond_wait(&e->cv, &e->mu);
-        if (e->stop)
-            break;
-        e->job_ready = 0;
-        pthread_mutex_unlock(&e->mu);
-        exec_job(e);
-        pthread_mutex_lock(&e->mu);
-        e->job_done = 1;
-        pthread_cond_broadcast(&e->cv);
-    }
-    pthread_mutex_unlock(&e->mu);
+    helper_loop(w);
     return NULL;
 }
 
@@ -470,10 +452,7 @@ static int list_cpus(int node, int *cpus, int max)
 
 static void stop_workers(struct tx8_engine *e)
 {
-    pthread_mutex_lock(&e->mu);
     e->stop = 1;
-    pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&e->mu);
     atomic_store(&e->rstate, ((uint64_t)(e->cur_gen + 1) << 32) | RS_CLOSED);
     atomic_store(&e->gen, e->cur_gen + 1);
     futex_wake(&e->gen);
@@ -519,6 +498,10 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
     }
 #endif
     e->k = &e->kern;
+    {
+        const char *u = getenv("TX8_ENGINE_MOE_UNFUSED");
+        e->moe_unfused = u && !strcmp(u, "1");
+    }
     e->numa_node = cfg->numa_node;
     e->use_numa = cfg->numa_node >= 0 && numa_available() >= 0 && cfg->numa_node <= numa_max_node();
     if (cfg->numa_node >= 0 && !e->use_numa) {
@@ -532,8 +515,6 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
     e->cores = cfg->cores ? cfg->cores : (ncpu > 0 ? (unsigned)ncpu : 1);
 
     pthread_mutex_init(&e->run_mu, NULL);
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, NULL);
     e->cmd_cap = TX8_ENGINE_MAX_CMD_SIZE;
     e->cmdbuf = malloc(e->cmd_cap);
     e->cmd_off = malloc(sizeof(uint32_t) * (e->cmd_cap / 8 + 1));
@@ -551,6 +532,8 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
         w->e = e;
         w->id = i;
         w->cpu = ncpu > 0 ? cpus[i % (unsigned)ncpu] : -1;
+        if (i == 0)
+            continue; /* worker 0 is the thread calling tx8_engine_run */
         if (pthread_create(&w->th, NULL, worker_main, w)) {
             rc = -EAGAIN;
             goto fail;
@@ -581,8 +564,6 @@ void tx8_engine_destroy(struct tx8_engine *e)
     eng_xc_free(&e->xc);
     free(e->cmdbuf);
     free(e->cmd_off);
-    pthread_cond_destroy(&e->cv);
-    pthread_mutex_destroy(&e->mu);
     pthread_mutex_destroy(&e->run_mu);
     free(e);
 }
@@ -623,20 +604,17 @@ int tx8_engine_run(struct tx8_engine *e, const struct tx8_job_desc *job,
     done->fault_addr = 0;
     done->busy_ns = 0;
     done->macs = 0;
-    pthread_mutex_lock(&e->run_mu); /* one job at a time */
-    pthread_mutex_lock(&e->mu);
+    /* One job at a time. The caller's thread is worker 0: it runs the job
+     * itself (no hand-off to a sleeping thread and back), the helpers join
+     * its parallel regions. */
+    pthread_mutex_lock(&e->run_mu);
     e->job = job;
     e->done = done;
     e->abort_flag = abort_flag;
-    e->job_done = 0;
-    e->job_ready = 1;
-    pthread_cond_broadcast(&e->cv);
-    while (!e->job_done)
-        pthread_cond_wait(&e->cv, &e->mu);
+    exec_job(e);
     e->job = NULL;
     e->done = NULL;
     e->abort_flag = NULL;
-    pthread_mutex_unlock(&e->mu);
     pthread_mutex_unlock(&e->run_mu);
     return 0;
 }

@@ -16,7 +16,7 @@
 #include "tx8_engine.h"
 
 #define ENG_ALIGN 64
-#define ENG_SCRATCH_SLOTS 16
+#define ENG_SCRATCH_SLOTS 18
 
 /* Job scratch slots (eng_jscratch) */
 enum {
@@ -36,6 +36,8 @@ enum {
     J_ROWS,
     J_MISC,
     J_XIL,
+    J_MOE,  /* MOE_FFN's per-expert descriptors (fused path) */
+    J_GXB,  /* MOE_FFN: gathered packed BF16 activations */
 };
 /* Worker scratch slots (eng_wscratch) */
 enum {
@@ -128,6 +130,8 @@ struct eng_kernels {
     /* sparse index scan: max of c[0, n) into *max; returns the number of
      * b in [1, n) with c[b] <= c[b - 1] */
     size_t (*cols_scan)(const uint16_t *c, size_t n, unsigned *max);
+    /* h[i] = silu(h[i]) * u[i], silu(g) = g / (1 + exp(-g)) (MOE_FFN) */
+    void (*silu_mul)(float *h, const float *u, size_t n);
     /* s[i] = exp(s[i] - max), returns the sum (f32, ~1 ulp) */
     float (*exp_sum)(float *s, size_t n, float max);
     /* o[h][d] += sum_j p[h][j] * v[j][d], h < nh, j < n, d < vd (attention) */
@@ -210,17 +214,17 @@ struct tx8_engine {
     const struct eng_kernels *k; /* &kern */
     struct eng_kernels kern;     /* the ISA's table plus the families present */
     unsigned features;           /* enum tx8_engine_feature in use */
+    int moe_unfused;             /* TX8_ENGINE_MOE_UNFUSED=1: MOE_FFN per expert */
     struct tx8_counters *ctr;
     struct tx8_counters own_ctr;
 
-    /* workers; worker 0 runs jobs, the others help in parallel regions */
+    /* workers; worker 0 is the thread in tx8_engine_run (it runs the job),
+     * the others are threads that help in parallel regions */
     struct eng_worker *w;
 
-    /* job hand-off (caller <-> worker 0); run_mu serialises callers */
+    /* run_mu serialises callers; the caller is worker 0 */
     pthread_mutex_t run_mu;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int job_ready, job_done, stop;
+    int stop;
     const struct tx8_job_desc *job;
     struct tx8_completion *done;
     const volatile int *abort_flag;

@@ -885,6 +885,29 @@ AI __m512 exp_ps(__m512 x)
     return _mm512_maskz_mov_ps(~tiny, _mm512_scalef_ps(p, n));
 }
 
+/* silu(g) * u with e = exp(-|g|) (exp_ps's domain): g >= 0: g / (1 + e),
+ * else g * e / (1 + e) */
+AI __m512 silu_mul16(__m512 g, __m512 u)
+{
+    __m512 ng = _mm512_sub_ps(_mm512_setzero_ps(), g);
+    __m512 e = exp_ps(_mm512_min_ps(g, ng));
+    __mmask16 neg = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
+    __m512 num = _mm512_mask_mul_ps(g, neg, g, e);
+    return _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
+}
+
+static void silu_mul(float *h, const float *u, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(h + i, silu_mul16(_mm512_loadu_ps(h + i), _mm512_loadu_ps(u + i)));
+    if (i < n) {
+        __mmask16 m = mask16(n - i);
+        _mm512_mask_storeu_ps(
+            h + i, m, silu_mul16(_mm512_maskz_loadu_ps(m, h + i), _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
 static float exp_sum(float *s, size_t n, float max)
 {
     __m512 mv = _mm512_set1_ps(max), acc = _mm512_setzero_ps();
@@ -998,6 +1021,7 @@ const struct eng_kernels eng_kernels_avx512 = {
     .scale_f32 = scale_f32,
     .cols_scan = cols_scan,
     .exp_sum = exp_sum,
+    .silu_mul = silu_mul,
     .pv_f32 = pv_f32,
     .to_f32 = to_f32,
     .from_f32 = from_f32,
