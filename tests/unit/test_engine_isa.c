@@ -122,6 +122,70 @@ START_TEST(test_path_matmul)
 }
 END_TEST
 
+/* Greedy SAMPLE over a vocabulary of several chunks: the lowest id among
+ * the largest logits (ties across chunks, NaN skipped) and its probability
+ * against a double-precision softmax. */
+START_TEST(test_path_greedy)
+{
+    struct te *t = path_engine(_i);
+    if (!t)
+        return;
+    const unsigned V = 70001;
+    uint64_t rng = 5;
+    uint64_t lg = te_alloc(t, (uint64_t)V * 4), out = te_alloc(t, 8), pr = te_alloc(t, 8);
+    float *l = te_ptr(t, lg);
+    for (int it = 0; it < 6; it++) {
+        te_fill_f32(&rng, l, V, 8.0f);
+        unsigned want = te_rand(&rng, 0, V - 1);
+        if (it == 1)
+            want = V - 1;
+        l[want] = 9.0f + (float)it;
+        if (it >= 2) /* a tie later in another chunk, NaNs around */
+            l[(want + 20000) % V] = l[want];
+        if (it >= 2 && want > 40000) { /* the tie is then the lower id */
+            want = (want + 20000) % V;
+        }
+        for (unsigned k = 0; k < 50; k++)
+            l[te_rand(&rng, 0, V - 1)] = NAN;
+        l[want] = 9.0f + (float)it;
+        if (it >= 2)
+            l[want + 20000 < V ? want + 20000 : want] = l[want];
+        struct tx8_cmd_sample c;
+        memset(&c, 0, sizeof(c));
+        c.hdr = TE_HDR(TX8_OP_SAMPLE, struct tx8_cmd_sample);
+        c.out = out;
+        c.logits = lg;
+        c.probs = it == 5 ? 0 : pr;
+        c.rows = 1;
+        c.vocab = V;
+        c.ld_logits = V;
+        c.top_p = 1.0f;
+        TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
+        /* reference: first maximum, softmax in double */
+        unsigned best = 0;
+        float bv = -INFINITY;
+        int found = 0;
+        for (unsigned i = 0; i < V; i++)
+            if (!isnan(l[i]) && (!found || l[i] > bv)) {
+                bv = l[i];
+                best = i;
+                found = 1;
+            }
+        TE_EQ(((int32_t *)te_ptr(t, out))[0], best);
+        if (c.probs) {
+            double sum = 0;
+            for (unsigned i = 0; i < V; i++)
+                if (!isnan(l[i]))
+                    sum += exp((double)l[i] - bv);
+            double p = ((float *)te_ptr(t, pr))[0];
+            TE_CHECK(fabs(p - 1.0 / sum) < 1e-6, "%s: greedy p %.9g vs %.9g", path_name[_i], p,
+                     1.0 / sum);
+        }
+    }
+    te_free(t);
+}
+END_TEST
+
 /* AMX is a name the engine knows and refuses, with a reason. */
 START_TEST(test_amx_refused)
 {
@@ -152,6 +216,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("isa");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_path_matmul, 0, NPATH);
+    tcase_add_loop_test(tc, test_path_greedy, 0, NPATH);
     tcase_add_test(tc, test_amx_refused);
     suite_add_tcase(s, tc);
     return s;
