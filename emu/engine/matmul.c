@@ -518,9 +518,10 @@ static int moe_fused(struct eng_cmd *c, const struct tx8_weight *tab, const uint
     size_t np = cnt[NE], nx = 0;
     int st;
 
-    /* bounded scratch; sparse experts (private index copies per weight) and
-     * large batches (prefill) take the per-expert path */
-    if (np > 1024 || (uint64_t)np * (2 * F + D) * 4 > (64u << 20))
+    /* bounded scratch (H1, H2, OUT and the gathered rows of every pair);
+     * sparse experts (private index copies per weight) and batches past
+     * that take the per-expert path */
+    if ((uint64_t)np * (2 * F + 2 * D) * 4 > (256u << 20))
         return -1;
     for (size_t x = 0; x < NE; x++) {
         if (cnt[x + 1] == cnt[x])

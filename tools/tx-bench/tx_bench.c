@@ -342,6 +342,7 @@ struct result {
     uint64_t bytes, flops;
     int failed;
     int ratio_ok;      /* the ratio may be reported (working set >= 4 x LLC) */
+    double peak;       /* GEMM: expected peak GFLOP/s (GOP/s) of the path, or 0 */
     char refused[320]; /* else why not */
 };
 
@@ -617,6 +618,8 @@ struct run {
     int ref_ok;        /* the read reference may be reported */
     char ref_why[256]; /* else why not */
     double bw;         /* the read reference, GB/s (0 when refused) */
+    double ghz;        /* measured core clock */
+    struct txb_peak pk[TXB_BF16 + 1];
     struct result res[64];
     unsigned nres;
 };
@@ -663,6 +666,10 @@ static void print_json(const struct run *R)
         json_object_object_add(e, "gflops", json_object_new_double(r->gflops));
         json_object_object_add(e, "ratio", r->ratio_ok ? json_object_new_double(r->ratio) : NULL);
         add_str_or_null(e, "ratio_refused", r->ratio_ok ? NULL : r->refused);
+        json_object_object_add(e, "peak_gflops",
+                               r->peak > 0 ? json_object_new_double(r->peak) : NULL);
+        json_object_object_add(e, "of_peak",
+                               r->peak > 0 ? json_object_new_double(r->gflops / r->peak) : NULL);
         json_object_object_add(e, "read_bandwidth_gbs",
                                r->bw > 0 ? json_object_new_double(r->bw) : NULL);
         json_object_array_add(arr, e);
@@ -691,23 +698,38 @@ static void print_table(const struct run *R)
                o->threads, (double)R->ref_ws / MIB);
     else
         printf("read bandwidth: not reported: %s\n\n", R->ref_why);
+    static const char *const fam[] = {"", "scalar", "FMA256", "FMA512", "VNNI512", "BF16"};
+    if (R->ghz > 0) {
+        printf("expected peak (measured clock %.2f GHz x instructions per cycle x MACs per "
+               "instruction x 2 x %u threads):",
+               R->ghz, o->threads);
+        for (unsigned f = TXB_SCALAR; f <= TXB_BF16; f++)
+            if (R->pk[f].ipc > 0)
+                printf(" %s %.2f/cycle x %u = %.1f GFLOP/s;", fam[f], R->pk[f].ipc,
+                       R->pk[f].macs_per_insn,
+                       R->ghz * R->pk[f].ipc * R->pk[f].macs_per_insn * 2 * o->threads);
+        printf("\n\n");
+    }
     printf("| op   | dtype       | shape (TxNxK)          |        ms |    GB/s |  GFLOP/s | "
-           "read GB/s | ratio |\n");
+           "read GB/s | ratio | of peak |\n");
     printf("| ---- | ----------- | ---------------------- | --------: | ------: | -------: | "
-           "--------: | ----: |\n");
+           "--------: | ----: | ------: |\n");
     for (unsigned i = 0; i < R->nres; i++) {
         const struct result *r = &R->res[i];
-        char bw[16] = "-", ratio[16] = "-";
+        char bw[16] = "-", ratio[16] = "-", pk[16] = "-";
         if (r->bw > 0)
             snprintf(bw, sizeof(bw), "%.2f", r->bw);
         if (r->ratio_ok)
             snprintf(ratio, sizeof(ratio), "%.2f", r->ratio);
-        printf("| %-4s | %-11s | %-22s | %9.3f | %7.2f | %8.1f | %9s | %5s |\n", r->op, r->dtype,
-               r->shape, r->ms, r->gbs, r->gflops, bw, ratio);
+        if (r->peak > 0)
+            snprintf(pk, sizeof(pk), "%.2f", r->gflops / r->peak);
+        printf("| %-4s | %-11s | %-22s | %9.3f | %7.2f | %8.1f | %9s | %5s | %7s |\n", r->op,
+               r->dtype, r->shape, r->ms, r->gbs, r->gflops, bw, ratio, pk);
     }
     printf("\nratio = GB/s / read GB/s: the machine's read bandwidth, for gemv sampled\n"
            "between the timed runs (the host's bandwidth varies), else the figure above;\n"
-           "only for working sets >= %u x the last-level cache\n",
+           "only for working sets >= %u x the last-level cache. of peak = GFLOP/s / the\n"
+           "expected peak of the instruction family the path's gemm kernel uses\n",
            TX_LLC_FACTOR);
     /* each distinct reason once */
     for (unsigned i = 0; i < R->nres; i++) {
@@ -824,6 +846,21 @@ int main(int argc, char **argv)
     d.brk = TX8_CTRL_SIZE;
     d.cmd = dev_alloc(&d, 65536);
 
+    /* the families the path's gemm kernels use, and their measured peaks */
+    unsigned eisa = tx8_engine_isa(d.e), feat = tx8_engine_features(d.e);
+    R.ghz = txb_clock_ghz();
+    enum txb_family fam_f = eisa == TX8_ISA_AVX512 ? TXB_FMA512
+                            : eisa == TX8_ISA_AVX2 ? TXB_FMA256
+                                                   : TXB_SCALAR;
+    enum txb_family fam_i8 = eisa == TX8_ISA_AVX512     ? TXB_VNNI512
+                             : eisa == TX8_ISA_PORTABLE ? TXB_SCALAR
+                                                        : TXB_NONE; /* avx2: not modelled */
+    enum txb_family fam_bf = (feat & TX8_FEAT_AVX512BF16) && o.act_weight ? TXB_BF16 : fam_f;
+    enum txb_family fams[3] = {fam_f, fam_i8, fam_bf};
+    for (unsigned i = 0; i < 3; i++)
+        if (fams[i] != TXB_NONE && R.pk[fams[i]].ipc == 0)
+            txb_peak(fams[i], R.ghz, &R.pk[fams[i]]);
+
     /* the machine's read bandwidth over a buffer of its own: median of
      * reps samples after a warm-up (and again alongside every GEMV run,
      * see run_matmul); not measured when it could not be reported */
@@ -882,6 +919,9 @@ int main(int argc, char **argv)
                 else
                     r->ratio_ok = tx_llc_check(&R.llc, r->bytes, r->refused, sizeof(r->refused));
                 r->ratio = r->ratio_ok && r->bw > 0 ? r->gbs / r->bw : 0;
+                enum txb_family fm = b >= B_I8 ? fam_i8 : b == B_BF16 ? fam_bf : fam_f;
+                if (T > 4 && fm != TXB_NONE && R.pk[fm].ipc > 0)
+                    r->peak = R.ghz * R.pk[fm].ipc * R.pk[fm].macs_per_insn * 2 * o.threads;
                 R.nres++;
             }
         }
