@@ -25,4 +25,7 @@ int txb_peak(enum txb_family f, double ghz, struct txb_peak *out);
 /* tx-bench --device SPEC: round-trip rows (roundtrip.c); exit status. */
 int txb_roundtrip(const char *spec, unsigned reps, int json);
 
+/* tx-bench --moe: fused vs per-expert MOE_FFN rows (moe.c); exit status. */
+int txb_moe(unsigned threads, unsigned reps);
+
 #endif

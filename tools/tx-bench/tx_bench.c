@@ -53,6 +53,7 @@ struct opts {
     unsigned batch;      /* GEMV commands per job */
     int act_weight;      /* f16/bf16 activations enter as the weights' dtype */
     const char *device;  /* --device SPEC: round-trip rows, or NULL */
+    int moe;             /* --moe: MOE_FFN rows only */
 };
 
 enum { B_F32, B_F16, B_BF16, B_I8, B_I8S, B_COUNT };
@@ -440,6 +441,8 @@ static void usage(FILE *f)
                "      --device SPEC   instead: round trip (submit to completion) of an empty\n"
                "                      and of one-command jobs on a device (e.g. emu:SOCKET);\n"
                "                      -r below 100 means 2000 jobs per row\n"
+               "      --moe           instead: MOE_FFN jobs, fused vs per-expert path, alternating\n"
+               "                      (-r below 5 means 20 runs per row)\n"
                "      --json          machine-readable output\n"
                "  -h, --help\n");
 }
@@ -473,6 +476,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"llc", required_argument, 0, 4},
         {"act", required_argument, 0, 5},
         {"device", required_argument, 0, 6},
+        {"moe", no_argument, 0, 7},
         {0, 0, 0, 0},
     };
     int c;
@@ -580,6 +584,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         case 6:
             o->device = optarg;
+            break;
+        case 7:
+            o->moe = 1;
             break;
         case 3:
             o->json = 1;
@@ -760,6 +767,11 @@ int main(int argc, char **argv)
         return 2;
     if (o.device) /* the round trip only (see roundtrip.c) */
         return txb_roundtrip(o.device, o.reps < 100 ? 2000 : o.reps, o.json);
+    if (o.moe) { /* MOE_FFN rows only (see moe.c) */
+        int nc[TX8_MAX_CORES];
+        int n = cpu_list(nc, TX8_MAX_CORES);
+        return txb_moe(o.threads ? o.threads : (n > 0 ? (unsigned)n : 1), o.reps < 5 ? 20 : o.reps);
+    }
     static struct run R;
     R.o = &o;
     int bad_llc = 0;
