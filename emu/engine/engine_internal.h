@@ -36,8 +36,8 @@ enum {
     J_ROWS,
     J_MISC,
     J_XIL,
-    J_MOE,  /* MOE_FFN's per-expert descriptors (fused path) */
-    J_GXB,  /* MOE_FFN: gathered packed BF16 activations */
+    J_MOE, /* MOE_FFN's per-expert descriptors (fused path) */
+    J_GXB, /* MOE_FFN: gathered packed BF16 activations */
 };
 /* Worker scratch slots (eng_wscratch) */
 enum {
@@ -76,7 +76,7 @@ struct mm_tile {
     unsigned dtype;
     unsigned R, T;
     const void *x;
-    size_t x_stride; /* elements (f32) or bytes (i8) between act rows */
+    size_t x_stride;    /* elements (f32) or bytes (i8) between act rows */
     const uint16_t *xb; /* mm_tile_bf16: the activations as packed BF16 */
     size_t xb_stride;   /* elements between xb rows */
     size_t k0, k1;

@@ -598,8 +598,14 @@ static int moe_fused(struct eng_cmd *c, const struct tx8_weight *tab, const uint
         c->mac_dtype = x->w[0].dtype;
     }
 
-    struct moe_fctx f = {e, X, nx, F, D, moe_rows(e, F, nx), 0, moe_rows(e, D, 1),
-                         H1, H2, OUT, eng_ptr(e, m->y), m->ld_y, rows, rwt};
+    struct moe_fctx f = {e,       X,
+                         nx,      F,
+                         D,       moe_rows(e, F, nx),
+                         0,       moe_rows(e, D, 1),
+                         H1,      H2,
+                         OUT,     eng_ptr(e, m->y),
+                         m->ld_y, rows,
+                         rwt};
     f.ipeF = (F + f.rbF - 1) / f.rbF;
     if (!(m->hdr.flags & TX8_MOE_FFN_F_ACCUMULATE))
         for (size_t t = 0; t < T; t++)

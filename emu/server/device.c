@@ -609,8 +609,8 @@ static void spin_for_work(struct emu_dev *d)
         bool found = false;
 
         for (int qi = 0; qi < TX8_MAX_QUEUES && !found; qi++)
-            found = watch[qi] && __atomic_load_n(&qshm(d, qi)->sq_tail, __ATOMIC_ACQUIRE) !=
-                                     head[qi];
+            found =
+                watch[qi] && __atomic_load_n(&qshm(d, qi)->sq_tail, __ATOMIC_ACQUIRE) != head[qi];
         if (found || ((i & 15) == 15 && now_ns() >= end))
             break;
         /* on a busy host, let a runnable thread (the one we wait for) go */

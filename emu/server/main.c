@@ -674,7 +674,8 @@ int main(int argc, char **argv)
 
             if (isa && *isa && tx8_engine_isa_parse(isa, &v))
                 emu_log("cannot start the device: TX8_ENGINE_ISA=%s is not one of auto, "
-                        "portable, avx2, avx512, amx", isa);
+                        "portable, avx2, avx512, amx",
+                        isa);
             else if (isa && *isa && rc == -ENOTSUP && tx8_engine_isa_why(v))
                 emu_log("cannot start the device: TX8_ENGINE_ISA=%s: %s", isa,
                         tx8_engine_isa_why(v));

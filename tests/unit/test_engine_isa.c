@@ -80,8 +80,7 @@ START_TEST(test_path_matmul)
                     if (wdt == TX8_DTYPE_F32) {
                         ((float *)te_ptr(t, w))[i] = v;
                     } else {
-                        uint16_t h =
-                            wdt == TX8_DTYPE_F16 ? tx_f32_to_f16(v) : tx_f32_to_bf16(v);
+                        uint16_t h = wdt == TX8_DTYPE_F16 ? tx_f32_to_f16(v) : tx_f32_to_bf16(v);
                         ((uint16_t *)te_ptr(t, w))[i] = h;
                         v = wdt == TX8_DTYPE_F16 ? tx_f16_to_f32(h) : tx_bf16_to_f32(h);
                     }

@@ -53,8 +53,7 @@ int txb_moe(unsigned threads, unsigned reps)
     uint64_t size = TX8_CTRL_SIZE + wbytes + (64ull << 20);
     uint8_t *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
-        fprintf(stderr, "tx-bench: --moe: cannot map %llu MiB\n",
-                (unsigned long long)(size >> 20));
+        fprintf(stderr, "tx-bench: --moe: cannot map %llu MiB\n", (unsigned long long)(size >> 20));
         return 1;
     }
     madvise(mem, size, MADV_HUGEPAGE);

@@ -47,8 +47,7 @@ double txb_clock_ghz(void)
 
 #if defined(__x86_64__)
 /* 12 independent accumulators: enough to cover the latency of 2 units. */
-#define PK_CHAINS(OP)                                                                              \
-    OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7) OP(8) OP(9) OP(10) OP(11)
+#define PK_CHAINS(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7) OP(8) OP(9) OP(10) OP(11)
 
 __attribute__((target("avx512f"))) static double ipc_fma512(double ghz)
 {
@@ -148,8 +147,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static double ipc_bf16(do
 static double ipc_scalar(double ghz)
 {
     volatile float seed = 1.0f;
-    float a0 = seed, a1 = seed, a2 = seed, a3 = seed, a4 = seed, a5 = seed, a6 = seed,
-          a7 = seed, b = 0.999f, c = 1e-9f;
+    float a0 = seed, a1 = seed, a2 = seed, a3 = seed, a4 = seed, a5 = seed, a6 = seed, a7 = seed,
+          b = 0.999f, c = 1e-9f;
     uint64_t n = PK_ITERS / 4;
     double t0 = pk_now();
     for (uint64_t i = 0; i < n; i++) {
@@ -161,8 +160,9 @@ static double ipc_scalar(double ghz)
         a5 = a5 * b + c;
         a6 = a6 * b + c;
         a7 = a7 * b + c;
-        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5),
-                         "+x"(a6), "+x"(a7));
+        __asm__ volatile(""
+                         : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6),
+                           "+x"(a7));
     }
     double dt = pk_now() - t0;
     seed = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;

@@ -423,28 +423,29 @@ static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tx-bench [options]\n"
-               "  -t, --threads N     compute cores (engine worker threads); default: all CPUs\n"
-               "  -r, --repetitions N timed runs per test (after one warm-up); default 5\n"
-               "  -s, --size MIB      stored weight bytes per matrix; default: 256 or\n"
-               "                      4 x LLC + 1/16, whichever is larger\n"
-               "  -p, --tokens LIST   token counts, comma separated; default 1,64,512\n"
-               "  -d, --dtypes LIST   f32,f16,bf16,int8,int8-sparse (default: all)\n"
-               "  -k, --cols K        matrix columns (inputs); default 4096\n"
-               "  -b, --batch N       GEMV commands per job (T <= 4); default 8\n"
-               "      --density PCT   blocks kept by the sparse matrix; default 50\n"
-               "      --isa NAME      portable, avx2, avx512 (default: best); amx is refused\n"
-               "      --act MODE      f32 (default): f16/bf16 rows take f32 activations;\n"
-               "                      weight: as the weights' dtype (glm-inference's f16/bf16)\n"
-               "      --llc SIZE      last-level cache size (e.g. 32M, 480M) instead of sysfs;\n"
-               "                      also TX_LLC_BYTES. Ratios need working sets >= 4 x LLC\n"
-               "      --device SPEC   instead: round trip (submit to completion) of an empty\n"
-               "                      and of one-command jobs on a device (e.g. emu:SOCKET);\n"
-               "                      -r below 100 means 2000 jobs per row\n"
-               "      --moe           instead: MOE_FFN jobs, fused vs per-expert path, alternating\n"
-               "                      (-r below 5 means 20 runs per row)\n"
-               "      --json          machine-readable output\n"
-               "  -h, --help\n");
+    fprintf(f,
+            "usage: tx-bench [options]\n"
+            "  -t, --threads N     compute cores (engine worker threads); default: all CPUs\n"
+            "  -r, --repetitions N timed runs per test (after one warm-up); default 5\n"
+            "  -s, --size MIB      stored weight bytes per matrix; default: 256 or\n"
+            "                      4 x LLC + 1/16, whichever is larger\n"
+            "  -p, --tokens LIST   token counts, comma separated; default 1,64,512\n"
+            "  -d, --dtypes LIST   f32,f16,bf16,int8,int8-sparse (default: all)\n"
+            "  -k, --cols K        matrix columns (inputs); default 4096\n"
+            "  -b, --batch N       GEMV commands per job (T <= 4); default 8\n"
+            "      --density PCT   blocks kept by the sparse matrix; default 50\n"
+            "      --isa NAME      portable, avx2, avx512 (default: best); amx is refused\n"
+            "      --act MODE      f32 (default): f16/bf16 rows take f32 activations;\n"
+            "                      weight: as the weights' dtype (glm-inference's f16/bf16)\n"
+            "      --llc SIZE      last-level cache size (e.g. 32M, 480M) instead of sysfs;\n"
+            "                      also TX_LLC_BYTES. Ratios need working sets >= 4 x LLC\n"
+            "      --device SPEC   instead: round trip (submit to completion) of an empty\n"
+            "                      and of one-command jobs on a device (e.g. emu:SOCKET);\n"
+            "                      -r below 100 means 2000 jobs per row\n"
+            "      --moe           instead: MOE_FFN jobs, fused vs per-expert path, alternating\n"
+            "                      (-r below 5 means 20 runs per row)\n"
+            "      --json          machine-readable output\n"
+            "  -h, --help\n");
 }
 
 /* An integer option in [lo, hi]: else one line naming the option and its
@@ -561,8 +562,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         case 2:
             if (tx8_engine_isa_parse(optarg, &o->isa) || o->isa == TX8_ISA_AUTO) {
-                fprintf(stderr,
-                        "tx-bench: --isa: '%s' is not one of portable, avx2, avx512, amx\n",
+                fprintf(stderr, "tx-bench: --isa: '%s' is not one of portable, avx2, avx512, amx\n",
                         optarg);
                 goto bad;
             }
@@ -902,7 +902,7 @@ int main(int argc, char **argv)
         for (uint64_t i = 0; i < (uint64_t)maxT * o.K; i++)
             xp[i] = rndf();
         memset(d.mem + y, 0, (uint64_t)maxT * m.w.rows * 4);
-        unsigned act = b >= B_I8                       ? TX8_DTYPE_I8
+        unsigned act = b >= B_I8                     ? TX8_DTYPE_I8
                        : o.act_weight && b == B_F16  ? TX8_DTYPE_F16
                        : o.act_weight && b == B_BF16 ? TX8_DTYPE_BF16
                                                      : TX8_DTYPE_F32;
