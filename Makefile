@@ -54,9 +54,12 @@ LIBTX_MAP       := libtx/libtx.map
 SDK_HEADERS := $(addprefix include/tx/,tx.h tx_error.h tx_dtype.h tx_device.h \
                tx_tokenizer.h glm.h glm_config.h tx_telemetry.h)
 
-# SIMD kernels are compiled per file: *_avx512.c, *_avx2.c.
+# SIMD kernels are compiled per file: *_avx512.c, *_avx2.c. Families that
+# not every CPU of a level has (AVX512-BF16) are not in the flags: the
+# functions using them carry a target attribute and are reached only after a
+# CPUID check (emu/engine/engine.c).
 SIMD_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
-               -mavx512bf16 -mfma -mf16c -mavx2
+               -mfma -mf16c -mavx2
 SIMD_AVX2   := -mavx2 -mfma -mf16c
 
 all:

@@ -69,6 +69,8 @@ const char *tx8_engine_isa_name(unsigned isa)
         return "avx2";
     case TX8_ISA_AVX512:
         return "avx512";
+    case TX8_ISA_AMX:
+        return "amx";
     case TX8_ISA_AUTO:
         return "auto";
     default:
@@ -77,12 +79,46 @@ const char *tx8_engine_isa_name(unsigned isa)
 }
 
 #if defined(__x86_64__)
-/* F16C (CPUID leaf 1, ECX bit 29): not every compiler's
- * __builtin_cpu_supports knows it (clang 14 does not). */
+/*
+ * Instruction families, each checked with CPUID before any kernel that uses
+ * it can be picked (the kernels are compiled with the families' flags, so a
+ * CPU without one would fault on its first instruction):
+ *   F16C         leaf 1 ECX bit 29 (not every compiler's
+ *                __builtin_cpu_supports knows it: clang 14 does not)
+ *   AVX512-BF16  leaf 7 subleaf 1 EAX bit 5 (vdpbf16ps, vcvtne2ps2bf16)
+ *   AMX-TILE/INT8/BF16  leaf 7 EDX bits 24, 25, 22 (only reported: the
+ *                engine has no AMX kernels, see docs/engine.md)
+ * AVX and AVX-512 state must also be enabled by the OS (XCR0), which
+ * __builtin_cpu_supports checks for the AVX2/AVX-512 features.
+ */
 static int cpu_has_f16c(void)
 {
     unsigned a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
+static int cpu_leaf7(unsigned sub, unsigned *a, unsigned *b, unsigned *c, unsigned *d)
+{
+    unsigned max = __get_cpuid_max(0, NULL);
+    if (max < 7)
+        return 0;
+    __cpuid_count(7, sub, *a, *b, *c, *d);
+    return 1;
+}
+
+static int cpu_has_avx512bf16(void)
+{
+    unsigned a, b, c, d;
+    if (!cpu_leaf7(0, &a, &b, &c, &d) || a < 1)
+        return 0; /* subleaf 1 not reported */
+    return cpu_leaf7(1, &a, &b, &c, &d) && (a & (1u << 5));
+}
+
+static int cpu_has_amx(void)
+{
+    unsigned a, b, c, d;
+    return cpu_leaf7(0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25)) &&
+           (d & (1u << 22));
 }
 #endif
 
@@ -100,11 +136,50 @@ int tx8_engine_isa_supported(unsigned isa)
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
     default:
-        return 0;
+        return 0; /* TX8_ISA_AMX: no kernels (never run on a CPU with AMX) */
     }
 #else
     return isa == TX8_ISA_PORTABLE;
 #endif
+}
+
+int tx8_engine_has_feature(unsigned feature)
+{
+#if defined(__x86_64__)
+    switch (feature) {
+    case TX8_FEAT_AVX512BF16:
+        return tx8_engine_isa_supported(TX8_ISA_AVX512) && cpu_has_avx512bf16();
+    case TX8_FEAT_AMX:
+        return cpu_has_amx();
+    default:
+        return 0;
+    }
+#else
+    (void)feature;
+    return 0;
+#endif
+}
+
+const char *tx8_engine_isa_why(unsigned isa)
+{
+    switch (isa) {
+    case TX8_ISA_AUTO:
+    case TX8_ISA_PORTABLE:
+        return NULL;
+    case TX8_ISA_AVX2:
+        return tx8_engine_isa_supported(isa) ? NULL : "the CPU lacks AVX2, FMA or F16C";
+    case TX8_ISA_AVX512:
+        return tx8_engine_isa_supported(isa)
+                   ? NULL
+                   : "the CPU lacks one of AVX-512 F/BW/VL/DQ/VNNI (or AVX2/FMA/F16C)";
+    case TX8_ISA_AMX:
+        return tx8_engine_has_feature(TX8_FEAT_AMX)
+                   ? "this engine has no AMX kernels yet (the CPU has AMX; use avx512)"
+                   : "the CPU lacks AMX-TILE/AMX-INT8/AMX-BF16 (and this engine has no AMX "
+                     "kernels)";
+    default:
+        return "unknown ISA";
+    }
 }
 
 static const struct eng_kernels *kernels_for(unsigned isa)
@@ -119,27 +194,35 @@ static const struct eng_kernels *kernels_for(unsigned isa)
     }
 }
 
+int tx8_engine_isa_parse(const char *name, unsigned *isa)
+{
+    static const struct {
+        const char *name;
+        unsigned isa;
+    } names[] = {{"auto", TX8_ISA_AUTO},     {"portable", TX8_ISA_PORTABLE},
+                 {"avx2", TX8_ISA_AVX2},     {"avx512", TX8_ISA_AVX512},
+                 {"amx", TX8_ISA_AMX}};
+    for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
+        if (!strcmp(name, names[i].name)) {
+            *isa = names[i].isa;
+            return 0;
+        }
+    return -EINVAL;
+}
+
 static int pick_isa(unsigned want, unsigned *out)
 {
     if (want == TX8_ISA_AUTO) {
         const char *env = getenv("TX8_ENGINE_ISA");
-        if (env && *env) {
-            if (!strcmp(env, "portable"))
-                want = TX8_ISA_PORTABLE;
-            else if (!strcmp(env, "avx2"))
-                want = TX8_ISA_AVX2;
-            else if (!strcmp(env, "avx512"))
-                want = TX8_ISA_AVX512;
-            else if (strcmp(env, "auto"))
-                return -EINVAL;
-        }
+        if (env && *env && tx8_engine_isa_parse(env, &want))
+            return -EINVAL;
     }
     if (want == TX8_ISA_AUTO) {
         want = tx8_engine_isa_supported(TX8_ISA_AVX512) ? TX8_ISA_AVX512
                : tx8_engine_isa_supported(TX8_ISA_AVX2) ? TX8_ISA_AVX2
                                                         : TX8_ISA_PORTABLE;
     }
-    if (want > TX8_ISA_AVX512)
+    if (want > TX8_ISA_AMX)
         return -EINVAL;
     if (!tx8_engine_isa_supported(want))
         return -ENOTSUP;
@@ -337,26 +420,8 @@ static void pin_self(struct eng_worker *w)
 static void *worker_main(void *arg)
 {
     struct eng_worker *w = arg;
-    struct tx8_engine *e = w->e;
     pin_self(w);
-    if (w->id != 0) {
-        helper_loop(w);
-        return NULL;
-    }
-    pthread_mutex_lock(&e->mu);
-    for (;;) {
-        while (!e->job_ready && !e->stop)
-            pthread_cond_wait(&e->cv, &e->mu);
-        if (e->stop)
-            break;
-        e->job_ready = 0;
-        pthread_mutex_unlock(&e->mu);
-        exec_job(e);
-        pthread_mutex_lock(&e->mu);
-        e->job_done = 1;
-        pthread_cond_broadcast(&e->cv);
-    }
-    pthread_mutex_unlock(&e->mu);
+    helper_loop(w);
     return NULL;
 }
 
@@ -387,10 +452,7 @@ static int list_cpus(int node, int *cpus, int max)
 
 static void stop_workers(struct tx8_engine *e)
 {
-    pthread_mutex_lock(&e->mu);
     e->stop = 1;
-    pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&e->mu);
     atomic_store(&e->rstate, ((uint64_t)(e->cur_gen + 1) << 32) | RS_CLOSED);
     atomic_store(&e->gen, e->cur_gen + 1);
     futex_wake(&e->gen);
@@ -423,7 +485,23 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
     e->mem_size = mem_size;
     e->heap_offset = heap_offset;
     e->isa = isa;
-    e->k = kernels_for(isa);
+    e->kern = *kernels_for(isa);
+    e->kern.mm_tile_bf16 = NULL;
+#if defined(__x86_64__)
+    {
+        const char *bf = getenv("TX8_ENGINE_AVX512BF16");
+        if (isa == TX8_ISA_AVX512 && tx8_engine_has_feature(TX8_FEAT_AVX512BF16) &&
+            !(bf && !strcmp(bf, "0"))) {
+            e->kern.mm_tile_bf16 = eng_avx512bf16_tile;
+            e->features |= TX8_FEAT_AVX512BF16;
+        }
+    }
+#endif
+    e->k = &e->kern;
+    {
+        const char *u = getenv("TX8_ENGINE_MOE_UNFUSED");
+        e->moe_unfused = u && !strcmp(u, "1");
+    }
     e->numa_node = cfg->numa_node;
     e->use_numa = cfg->numa_node >= 0 && numa_available() >= 0 && cfg->numa_node <= numa_max_node();
     if (cfg->numa_node >= 0 && !e->use_numa) {
@@ -437,8 +515,6 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
     e->cores = cfg->cores ? cfg->cores : (ncpu > 0 ? (unsigned)ncpu : 1);
 
     pthread_mutex_init(&e->run_mu, NULL);
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, NULL);
     e->cmd_cap = TX8_ENGINE_MAX_CMD_SIZE;
     e->cmdbuf = malloc(e->cmd_cap);
     e->cmd_off = malloc(sizeof(uint32_t) * (e->cmd_cap / 8 + 1));
@@ -456,6 +532,8 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
         w->e = e;
         w->id = i;
         w->cpu = ncpu > 0 ? cpus[i % (unsigned)ncpu] : -1;
+        if (i == 0)
+            continue; /* worker 0 is the thread calling tx8_engine_run */
         if (pthread_create(&w->th, NULL, worker_main, w)) {
             rc = -EAGAIN;
             goto fail;
@@ -486,8 +564,6 @@ void tx8_engine_destroy(struct tx8_engine *e)
     eng_xc_free(&e->xc);
     free(e->cmdbuf);
     free(e->cmd_off);
-    pthread_cond_destroy(&e->cv);
-    pthread_mutex_destroy(&e->mu);
     pthread_mutex_destroy(&e->run_mu);
     free(e);
 }
@@ -500,6 +576,11 @@ unsigned tx8_engine_cores(const struct tx8_engine *e)
 unsigned tx8_engine_isa(const struct tx8_engine *e)
 {
     return e ? e->isa : 0;
+}
+
+unsigned tx8_engine_features(const struct tx8_engine *e)
+{
+    return e ? e->features : 0;
 }
 
 struct tx8_counters *tx8_engine_counters(struct tx8_engine *e)
@@ -523,20 +604,17 @@ int tx8_engine_run(struct tx8_engine *e, const struct tx8_job_desc *job,
     done->fault_addr = 0;
     done->busy_ns = 0;
     done->macs = 0;
-    pthread_mutex_lock(&e->run_mu); /* one job at a time */
-    pthread_mutex_lock(&e->mu);
+    /* One job at a time. The caller's thread is worker 0: it runs the job
+     * itself (no hand-off to a sleeping thread and back), the helpers join
+     * its parallel regions. */
+    pthread_mutex_lock(&e->run_mu);
     e->job = job;
     e->done = done;
     e->abort_flag = abort_flag;
-    e->job_done = 0;
-    e->job_ready = 1;
-    pthread_cond_broadcast(&e->cv);
-    while (!e->job_done)
-        pthread_cond_wait(&e->cv, &e->mu);
+    exec_job(e);
     e->job = NULL;
     e->done = NULL;
     e->abort_flag = NULL;
-    pthread_mutex_unlock(&e->mu);
     pthread_mutex_unlock(&e->run_mu);
     return 0;
 }

@@ -16,7 +16,7 @@
 #include "tx8_engine.h"
 
 #define ENG_ALIGN 64
-#define ENG_SCRATCH_SLOTS 16
+#define ENG_SCRATCH_SLOTS 18
 
 /* Job scratch slots (eng_jscratch) */
 enum {
@@ -36,6 +36,8 @@ enum {
     J_ROWS,
     J_MISC,
     J_XIL,
+    J_MOE, /* MOE_FFN's per-expert descriptors (fused path) */
+    J_GXB, /* MOE_FFN: gathered packed BF16 activations */
 };
 /* Worker scratch slots (eng_wscratch) */
 enum {
@@ -74,7 +76,9 @@ struct mm_tile {
     unsigned dtype;
     unsigned R, T;
     const void *x;
-    size_t x_stride; /* elements (f32) or bytes (i8) between act rows */
+    size_t x_stride;    /* elements (f32) or bytes (i8) between act rows */
+    const uint16_t *xb; /* mm_tile_bf16: the activations as packed BF16 */
+    size_t xb_stride;   /* elements between xb rows */
     size_t k0, k1;
     float *out;
     size_t out_stride;
@@ -113,6 +117,9 @@ struct eng_kernels {
     int sparse_il;        /* mm_sparse_i8 uses x_il for 8-token tiles */
     void (*mm_tile_f32)(const struct mm_tile *t);
     void (*mm_tile_i8)(const struct mm_tile *t);
+    /* BF16 weights x BF16-exact f32 activations (mm_tile with x_bf16), or
+     * NULL: set per engine when the CPU has AVX512-BF16 */
+    void (*mm_tile_bf16)(const struct mm_tile *t);
     void (*mm_sparse_f32)(const struct mm_sparse *s);
     void (*mm_sparse_i8)(const struct mm_sparse *s);
     float (*dot_f32)(const float *a, const float *b, size_t n);
@@ -123,6 +130,8 @@ struct eng_kernels {
     /* sparse index scan: max of c[0, n) into *max; returns the number of
      * b in [1, n) with c[b] <= c[b - 1] */
     size_t (*cols_scan)(const uint16_t *c, size_t n, unsigned *max);
+    /* h[i] = silu(h[i]) * u[i], silu(g) = g / (1 + exp(-g)) (MOE_FFN) */
+    void (*silu_mul)(float *h, const float *u, size_t n);
     /* s[i] = exp(s[i] - max), returns the sum (f32, ~1 ulp) */
     float (*exp_sum)(float *s, size_t n, float max);
     /* o[h][d] += sum_j p[h][j] * v[j][d], h < nh, j < n, d < vd (attention) */
@@ -136,6 +145,8 @@ struct eng_kernels {
 extern const struct eng_kernels eng_kernels_portable;
 extern const struct eng_kernels eng_kernels_avx2;
 extern const struct eng_kernels eng_kernels_avx512;
+/* AVX512-BF16 tile (kern_avx512.c); call only where the CPU has it */
+void eng_avx512bf16_tile(const struct mm_tile *t);
 
 /* ------------------------------------------------------------------------ */
 /* Engine, workers, jobs                                                     */
@@ -200,18 +211,20 @@ struct tx8_engine {
     unsigned isa;
     int numa_node;
     int use_numa;
-    const struct eng_kernels *k;
+    const struct eng_kernels *k; /* &kern */
+    struct eng_kernels kern;     /* the ISA's table plus the families present */
+    unsigned features;           /* enum tx8_engine_feature in use */
+    int moe_unfused;             /* TX8_ENGINE_MOE_UNFUSED=1: MOE_FFN per expert */
     struct tx8_counters *ctr;
     struct tx8_counters own_ctr;
 
-    /* workers; worker 0 runs jobs, the others help in parallel regions */
+    /* workers; worker 0 is the thread in tx8_engine_run (it runs the job),
+     * the others are threads that help in parallel regions */
     struct eng_worker *w;
 
-    /* job hand-off (caller <-> worker 0); run_mu serialises callers */
+    /* run_mu serialises callers; the caller is worker 0 */
     pthread_mutex_t run_mu;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int job_ready, job_done, stop;
+    int stop;
     const struct tx8_job_desc *job;
     struct tx8_completion *done;
     const volatile int *abort_flag;
@@ -347,6 +360,10 @@ struct mm_act {
     const float *xscale; /* i8: per token */
     size_t T;
     const uint8_t *x_il; /* see struct mm_sparse, tiles of 8 tokens */
+    /* act_dtype BF16 with a mm_tile_bf16 kernel: the rows also as packed
+     * BF16 (else NULL) */
+    const uint16_t *xb;
+    size_t xb_stride;
 };
 
 struct mm_out {

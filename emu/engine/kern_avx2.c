@@ -446,6 +446,27 @@ AI __m256 exp_ps(__m256 x)
     return _mm256_andnot_ps(tiny, res);
 }
 
+/* silu(g) * u with e = exp(-|g|) (exp_ps's domain): g >= 0: g / (1 + e),
+ * else g * e / (1 + e) */
+AI __m256 silu_mul8(__m256 g, __m256 u)
+{
+    __m256 ng = _mm256_sub_ps(_mm256_setzero_ps(), g);
+    __m256 e = exp_ps(_mm256_min_ps(g, ng));
+    __m256 num = _mm256_blendv_ps(g, _mm256_mul_ps(g, e), g);
+    return _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
+static void silu_mul(float *h, const float *u, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(h + i, silu_mul8(_mm256_loadu_ps(h + i), _mm256_loadu_ps(u + i)));
+    for (; i < n; i++) {
+        float g = h[i];
+        h[i] = g / (1.0f + expf(-g)) * u[i];
+    }
+}
+
 static float exp_sum(float *s, size_t n, float max)
 {
     __m256 mv = _mm256_set1_ps(max), acc = _mm256_setzero_ps();
@@ -559,6 +580,7 @@ const struct eng_kernels eng_kernels_avx2 = {
     .scale_f32 = scale_f32,
     .cols_scan = cols_scan,
     .exp_sum = exp_sum,
+    .silu_mul = silu_mul,
     .pv_f32 = pv_f32,
     .to_f32 = to_f32,
     .from_f32 = from_f32,

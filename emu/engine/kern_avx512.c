@@ -885,6 +885,29 @@ AI __m512 exp_ps(__m512 x)
     return _mm512_maskz_mov_ps(~tiny, _mm512_scalef_ps(p, n));
 }
 
+/* silu(g) * u with e = exp(-|g|) (exp_ps's domain): g >= 0: g / (1 + e),
+ * else g * e / (1 + e) */
+AI __m512 silu_mul16(__m512 g, __m512 u)
+{
+    __m512 ng = _mm512_sub_ps(_mm512_setzero_ps(), g);
+    __m512 e = exp_ps(_mm512_min_ps(g, ng));
+    __mmask16 neg = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
+    __m512 num = _mm512_mask_mul_ps(g, neg, g, e);
+    return _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
+}
+
+static void silu_mul(float *h, const float *u, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(h + i, silu_mul16(_mm512_loadu_ps(h + i), _mm512_loadu_ps(u + i)));
+    if (i < n) {
+        __mmask16 m = mask16(n - i);
+        _mm512_mask_storeu_ps(
+            h + i, m, silu_mul16(_mm512_maskz_loadu_ps(m, h + i), _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
 static float exp_sum(float *s, size_t n, float max)
 {
     __m512 mv = _mm512_set1_ps(max), acc = _mm512_setzero_ps();
@@ -998,7 +1021,136 @@ const struct eng_kernels eng_kernels_avx512 = {
     .scale_f32 = scale_f32,
     .cols_scan = cols_scan,
     .exp_sum = exp_sum,
+    .silu_mul = silu_mul,
     .pv_f32 = pv_f32,
     .to_f32 = to_f32,
     .from_f32 = from_f32,
 };
+
+/* ---- BF16 x BF16 tiles (AVX512-BF16) ------------------------------------ */
+
+/*
+ * Only reached through eng_kernels.mm_tile_bf16, which the engine sets when
+ * CPUID reports AVX512-BF16 (tx8_engine_has_feature): this file is built
+ * without -mavx512bf16, the functions below carry the family themselves.
+ *
+ * Weights BF16, activations f32 rows that hold BF16 values (act_dtype
+ * BF16) passed in their packed BF16 form (t->xb). vdpbf16ps multiplies
+ * pairs of BF16 exactly and adds them to f32 lanes; it treats denormal
+ * inputs as zero, so results may differ from the f32 kernels in the order
+ * of the sums and in denormals only (within the documented BF16 tolerance).
+ */
+#define BF16_FN __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq")))
+
+AI __mmask32 mask32(size_t n)
+{
+    return n >= 32 ? ~(__mmask32)0 : (__mmask32)((1u << n) - 1u);
+}
+
+BF16_FN AI __m512bh ldbh(const uint16_t *p)
+{
+    return (__m512bh)_mm512_loadu_si512(p);
+}
+
+BF16_FN AI __m512bh ldbhm(const uint16_t *p, __mmask32 m)
+{
+    return (__m512bh)_mm512_maskz_loadu_epi16(m, p);
+}
+
+BF16_FN AI void tile_bf16(const struct mm_tile *t, const unsigned T, const unsigned RM)
+{
+    __m512 acc[4][6];
+    const uint16_t *w[4];
+    const uint16_t *x[6];
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < RM; r++) {
+        unsigned rr = r < t->R ? r : t->R - 1;
+        w[r] = (const uint16_t *)(const void *)(t->w + rr * t->w_stride);
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++)
+            acc[r][j] = _mm512_setzero_ps();
+    }
+#pragma GCC unroll 6
+    for (unsigned j = 0; j < T; j++)
+        x[j] = t->xb + j * t->xb_stride;
+    size_t k = t->k0;
+    for (; k + 32 <= t->k1; k += 32) {
+        __m512bh wv[4];
+#pragma GCC unroll 4
+        for (unsigned r = 0; r < RM; r++)
+            wv[r] = ldbh(w[r] + k);
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++) {
+            __m512bh xv = ldbh(x[j] + k);
+#pragma GCC unroll 4
+            for (unsigned r = 0; r < RM; r++)
+                acc[r][j] = _mm512_dpbf16_ps(acc[r][j], wv[r], xv);
+        }
+    }
+    if (k < t->k1) {
+        __mmask32 m = mask32(t->k1 - k);
+        __m512bh wv[4];
+#pragma GCC unroll 4
+        for (unsigned r = 0; r < RM; r++)
+            wv[r] = ldbhm(w[r] + k, m);
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++) {
+            __m512bh xv = ldbhm(x[j] + k, m);
+#pragma GCC unroll 4
+            for (unsigned r = 0; r < RM; r++)
+                acc[r][j] = _mm512_dpbf16_ps(acc[r][j], wv[r], xv);
+        }
+    }
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < RM; r++)
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++)
+            if (r < t->R)
+                t->out[j * t->out_stride + r] += _mm512_reduce_add_ps(acc[r][j]);
+}
+
+/* GEMV: the rows one after the other (one sequential stream, as row_dot1) */
+BF16_FN static float row_dot_bf16(const uint16_t *w, const uint16_t *x, size_t k0, size_t k1)
+{
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    size_t k = k0;
+    for (; k + 64 <= k1; k += 64) {
+        if (ENG_PREFETCH) {
+            _mm_prefetch((const char *)(w + k) + ENG_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)(w + k) + 64 + ENG_PREFETCH, _MM_HINT_T0);
+        }
+        a0 = _mm512_dpbf16_ps(a0, ldbh(w + k), ldbh(x + k));
+        a1 = _mm512_dpbf16_ps(a1, ldbh(w + k + 32), ldbh(x + k + 32));
+    }
+    for (; k < k1; k += 32) {
+        __mmask32 m = mask32(k1 - k);
+        a0 = _mm512_dpbf16_ps(a0, ldbhm(w + k, m), ldbhm(x + k, m));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+BF16_FN void eng_avx512bf16_tile(const struct mm_tile *t)
+{
+    switch (t->T) {
+    case 1:
+        for (unsigned r = 0; r < t->R; r++)
+            t->out[r] += row_dot_bf16((const uint16_t *)(const void *)(t->w + r * t->w_stride),
+                                      t->xb, t->k0, t->k1);
+        break;
+    case 2:
+        tile_bf16(t, 2, 4);
+        break;
+    case 3:
+        tile_bf16(t, 3, 4);
+        break;
+    case 4:
+        tile_bf16(t, 4, 4);
+        break;
+    case 5:
+        tile_bf16(t, 5, 4);
+        break;
+    default:
+        tile_bf16(t, 6, 4);
+        break;
+    }
+}

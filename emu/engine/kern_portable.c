@@ -169,6 +169,14 @@ static size_t cols_scan(const uint16_t *c, size_t n, unsigned *max)
     return d;
 }
 
+static void silu_mul(float *h, const float *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = h[i];
+        h[i] = g / (1.0f + expf(-g)) * u[i];
+    }
+}
+
 static float exp_sum(float *s, size_t n, float max)
 {
     float sum = 0;
@@ -230,6 +238,7 @@ const struct eng_kernels eng_kernels_portable = {
     .scale_f32 = scale_f32,
     .cols_scan = cols_scan,
     .exp_sum = exp_sum,
+    .silu_mul = silu_mul,
     .pv_f32 = pv_f32,
     .to_f32 = to_f32,
     .from_f32 = from_f32,

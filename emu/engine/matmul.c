@@ -104,6 +104,7 @@ struct act_ctx {
     void *dst;
     size_t dst_stride;
     float *xscale;
+    uint16_t *xb; /* BF16: the rounded rows also packed, or NULL */
 };
 
 static void act_fn(void *p, size_t b, size_t end, struct eng_worker *w)
@@ -121,8 +122,9 @@ static void act_fn(void *p, size_t b, size_t end, struct eng_worker *w)
             uint16_t tmp[256];
             for (size_t k = 0; k < a->K; k += 256) {
                 size_t n = a->K - k < 256 ? a->K - k : 256;
-                a->e->k->from_f32(tmp, x + k, a->dtype, n);
-                a->e->k->to_f32(d + k, tmp, a->dtype, n);
+                uint16_t *h = a->xb ? a->xb + t * a->dst_stride + k : tmp;
+                a->e->k->from_f32(h, x + k, a->dtype, n);
+                a->e->k->to_f32(d + k, h, a->dtype, n);
             }
         }
     }
@@ -147,15 +149,19 @@ int eng_mm_act(struct tx8_engine *e, const float *x, size_t ld, size_t T, size_t
         }
         return 0;
     }
-    struct act_ctx c = {e, x, ld, K, act_dtype, NULL, 0, NULL};
+    struct act_ctx c = {e, x, ld, K, act_dtype, NULL, 0, NULL, NULL};
     if (act_dtype == TX8_DTYPE_I8) {
         c.dst_stride = (K + 63) & ~(size_t)63;
         c.dst = eng_jscratch(e, J_ACT, T * c.dst_stride);
         c.xscale = eng_jscratch(e, J_XSCALE, T * 4);
         a->i8 = 1;
     } else {
-        c.dst_stride = (K + 15) & ~(size_t)15;
-        c.dst = eng_jscratch(e, J_ACT, T * c.dst_stride * 4);
+        c.dst_stride = (K + 31) & ~(size_t)31;
+        int xb = act_dtype == TX8_DTYPE_BF16 && e->k->mm_tile_bf16;
+        /* the f32 rows, then (BF16 with a BF16 kernel) the packed rows */
+        c.dst = eng_jscratch(e, J_ACT, T * c.dst_stride * (xb ? 6 : 4));
+        if (xb && c.dst)
+            c.xb = (uint16_t *)((float *)c.dst + T * c.dst_stride);
     }
     if (!c.dst || (act_dtype == TX8_DTYPE_I8 && !c.xscale))
         return TX8_STATUS_DEVICE_ERROR;
@@ -164,6 +170,8 @@ int eng_mm_act(struct tx8_engine *e, const float *x, size_t ld, size_t T, size_t
     a->p = c.dst;
     a->stride = c.dst_stride;
     a->xscale = c.xscale;
+    a->xb = c.xb;
+    a->xb_stride = c.dst_stride;
     return 0;
 }
 
@@ -291,6 +299,8 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
             t.scale_stride = w->ngroups;
             t.x_stride = a->stride;
             t.out_stride = nr;
+            t.xb_stride = a->xb_stride;
+            int bf = a->xb && w->dtype == TX8_DTYPE_BF16;
             for (size_t k0 = 0; k0 < w->K; k0 += kc) {
                 t.k0 = k0;
                 t.k1 = w->K - k0 < kc ? w->K : k0 + kc;
@@ -298,6 +308,7 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
                 for (size_t tt = 0; tt < nt; tt += ts) {
                     t.T = nt - tt < ts ? (unsigned)(nt - tt) : (unsigned)ts;
                     t.x = (const uint8_t *)a->p + (t0 + tt) * a->stride * act_es;
+                    t.xb = bf ? a->xb + (t0 + tt) * a->xb_stride : NULL;
                     unsigned rs = t.T == 1 ? k->gemv_rows : 4;
                     for (size_t r = n0; r < n1; r += rs) {
                         t.R = n1 - r < rs ? (unsigned)(n1 - r) : rs;
@@ -306,6 +317,8 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
                         t.out = C + tt * nr + (r - n0);
                         if (a->i8)
                             k->mm_tile_i8(&t);
+                        else if (bf)
+                            k->mm_tile_bf16(&t);
                         else
                             k->mm_tile_f32(&t);
                     }
@@ -383,6 +396,7 @@ static void gather_fn(void *p, size_t b, size_t end, struct eng_worker *w)
 }
 
 struct silu_ctx {
+    const struct eng_kernels *k;
     float *h1;
     const float *h2;
 };
@@ -391,10 +405,7 @@ static void silu_fn(void *p, size_t b, size_t end, struct eng_worker *w)
 {
     struct silu_ctx *s = p;
     (void)w;
-    for (size_t i = b; i < end; i++) {
-        float g = s->h1[i];
-        s->h1[i] = g / (1.0f + expf(-g)) * s->h2[i];
-    }
+    s->k->silu_mul(s->h1 + b, s->h2 + b, end - b);
 }
 
 struct scatter_ctx {
@@ -423,6 +434,202 @@ static int moe_weight_ok(const struct tx8_weight *w, size_t rows, size_t cols, u
         return TX8_STATUS_INVALID_CMD;
     if (act == TX8_DTYPE_I8 && w->dtype != TX8_DTYPE_I8)
         return TX8_STATUS_UNSUPPORTED_DTYPE;
+    return 0;
+}
+
+/*
+ * The fused expert FFN: all the experts in use at once, in two parallel
+ * regions (one over (expert, rows of ffn_dim) for gate and up with SiLU
+ * fused, one over rows of dim for down with the weighted scatter), instead
+ * of five regions per expert. Each token's activation is prepared
+ * (quantised or rounded) once and copied to the pairs that use it; the
+ * hidden rows of all the pairs are prepared once between the regions.
+ * Results equal the per-expert path's: the same kernels on the same rows,
+ * and the scatter adds the experts' contributions to y in the same order.
+ */
+struct moe_x {
+    struct mm_w w[3];
+    struct mm_act a1, a2;
+    struct mm_out o1, o2, o3;
+    size_t p0, np; /* the expert's pairs [p0, p0 + np) in pair order */
+};
+
+struct moe_fctx {
+    struct tx8_engine *e;
+    struct moe_x *x;
+    size_t nx;
+    size_t F, D, rbF, ipeF, rbD;
+    float *H1, *H2, *OUT;
+    float *y;
+    size_t ld_y;
+    const uint32_t *rows;
+    const float *rwt;
+};
+
+static void moe_up_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
+{
+    struct moe_fctx *f = p;
+    for (size_t it = b; it < end; it++) {
+        struct moe_x *x = &f->x[it / f->ipeF];
+        size_t n0 = (it % f->ipeF) * f->rbF, n1 = n0 + f->rbF < f->F ? n0 + f->rbF : f->F;
+        struct mm_ctx g = {f->e, &x->w[0], &x->a1, &x->o1};
+        struct mm_ctx u = {f->e, &x->w[1], &x->a1, &x->o2};
+        mm_chunk(&g, n0, n1, wk);
+        mm_chunk(&u, n0, n1, wk);
+        for (size_t i = 0; i < x->np; i++)
+            f->e->k->silu_mul(f->H1 + (x->p0 + i) * f->F + n0, f->H2 + (x->p0 + i) * f->F + n0,
+                              n1 - n0);
+    }
+}
+
+static void moe_down_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
+{
+    struct moe_fctx *f = p;
+    for (size_t it = b; it < end; it++) {
+        size_t n0 = it * f->rbD, n1 = n0 + f->rbD < f->D ? n0 + f->rbD : f->D;
+        for (size_t e = 0; e < f->nx; e++) {
+            struct moe_x *x = &f->x[e];
+            struct mm_ctx d = {f->e, &x->w[2], &x->a2, &x->o3};
+            mm_chunk(&d, n0, n1, wk);
+            for (size_t i = 0; i < x->np; i++) {
+                size_t q = x->p0 + i;
+                f->e->k->axpy_f32(f->y + (size_t)f->rows[q] * f->ld_y + n0, f->rwt[q],
+                                  f->OUT + q * f->D + n0, n1 - n0);
+            }
+        }
+    }
+}
+
+/* Rows per work item: a multiple of 8, 8..64, about 4 items per core. */
+static size_t moe_rows(const struct tx8_engine *e, size_t N, size_t groups)
+{
+    size_t per = N * groups / ((size_t)e->cores * 4);
+    per = (per + 7) & ~(size_t)7;
+    return per < 8 ? 8 : per > 64 ? 64 : per;
+}
+
+/* Returns 0, a status, or -1 when the fused path does not apply. */
+static int moe_fused(struct eng_cmd *c, const struct tx8_weight *tab, const uint32_t *cnt,
+                     const uint32_t *order, const float *wts)
+{
+    const struct tx8_cmd_moe_ffn *m = c->cmd;
+    struct tx8_engine *e = c->e;
+    size_t T = m->tokens, K = m->top_k, D = m->dim, F = m->ffn_dim, NE = m->num_experts;
+    size_t np = cnt[NE], nx = 0;
+    int st;
+
+    /* bounded scratch (H1, H2, OUT and the gathered rows of every pair);
+     * sparse experts (private index copies per weight) and batches past
+     * that take the per-expert path */
+    if ((uint64_t)np * (2 * F + 2 * D) * 4 > (256u << 20))
+        return -1;
+    for (size_t x = 0; x < NE; x++) {
+        if (cnt[x + 1] == cnt[x])
+            continue;
+        nx++;
+        for (int j = 0; j < 3; j++)
+            if (tab[x * 3 + j].format == TX8_WFMT_BLOCK_SPARSE)
+                return -1;
+    }
+    struct moe_x *X = eng_jscratch(e, J_MOE, nx * sizeof(*X));
+    uint32_t *rows = eng_jscratch(e, J_ROWS, np * 8 + 8);
+    float *H1 = eng_jscratch(e, J_H1, np * F * 4);
+    float *H2 = eng_jscratch(e, J_H2, np * F * 4);
+    float *OUT = eng_jscratch(e, J_OUT, np * D * 4);
+    if (!X || !rows || !H1 || !H2 || !OUT)
+        return TX8_STATUS_DEVICE_ERROR;
+    float *rwt = (float *)(rows + np);
+    for (size_t i = 0; i < np; i++) {
+        rows[i] = order[i] / (uint32_t)K;
+        rwt[i] = wts[order[i]];
+    }
+
+    /* the tokens' activations, prepared once, then one row per pair */
+    struct mm_act ax;
+    if ((st = eng_mm_act(e, eng_ptr(e, m->x), m->ld_x, T, D, m->act_dtype, &ax)))
+        return st;
+    size_t es = ax.i8 ? 1 : 4, gs = ax.i8 ? (D + 63) & ~(size_t)63 : (D + 31) & ~(size_t)31;
+    uint8_t *G = eng_jscratch(e, J_GATHER, np * gs * es + np * 4);
+    uint16_t *GB = ax.xb ? eng_jscratch(e, J_GXB, np * gs * 2) : NULL;
+    if (!G || (ax.xb && !GB))
+        return TX8_STATUS_DEVICE_ERROR;
+    float *GS = (float *)(void *)(G + np * gs * es);
+    for (size_t i = 0; i < np; i++) {
+        memcpy(G + i * gs * es, (const uint8_t *)ax.p + rows[i] * ax.stride * es, D * es);
+        if (ax.i8)
+            GS[i] = ax.xscale[rows[i]];
+        if (GB)
+            memcpy(GB + i * gs, ax.xb + rows[i] * ax.xb_stride, D * 2);
+    }
+
+    uint64_t macs = 0, skipped = 0, sk;
+    size_t xi = 0;
+    for (size_t ex = 0; ex < NE; ex++) {
+        size_t b = cnt[ex], end = cnt[ex + 1];
+        if (b == end)
+            continue;
+        struct moe_x *x = &X[xi++];
+        for (int j = 0; j < 3; j++) {
+            const struct tx8_weight *tw = &tab[ex * 3 + j];
+            if ((st = eng_mm_weight(e, tw, J_IDX0, &x->w[j])))
+                return st;
+            uint64_t wb = eng_weight_bytes(tw);
+            if (eng_xc_access(&e->xc, tw->data, wb))
+                __atomic_fetch_add(&e->ctr->expert_cache_hits, 1, __ATOMIC_RELAXED);
+            else
+                __atomic_fetch_add(&e->ctr->expert_cache_misses, 1, __ATOMIC_RELAXED);
+            c->bytes_read += wb;
+            macs += eng_mm_macs(&x->w[j], end - b, &sk);
+            skipped += sk;
+        }
+        x->p0 = b;
+        x->np = end - b;
+        memset(&x->a1, 0, sizeof(x->a1));
+        x->a1.p = G + b * gs * es;
+        x->a1.stride = gs;
+        x->a1.i8 = ax.i8;
+        x->a1.xscale = ax.i8 ? GS + b : NULL;
+        x->a1.T = end - b;
+        x->a1.xb = GB ? GB + b * gs : NULL;
+        x->a1.xb_stride = gs;
+        x->o1 = (struct mm_out){H1 + b * F, F, NULL, 0};
+        x->o2 = (struct mm_out){H2 + b * F, F, NULL, 0};
+        x->o3 = (struct mm_out){OUT + b * D, D, NULL, 0};
+        c->mac_dtype = x->w[0].dtype;
+    }
+
+    struct moe_fctx f = {e,       X,
+                         nx,      F,
+                         D,       moe_rows(e, F, nx),
+                         0,       moe_rows(e, D, 1),
+                         H1,      H2,
+                         OUT,     eng_ptr(e, m->y),
+                         m->ld_y, rows,
+                         rwt};
+    f.ipeF = (F + f.rbF - 1) / f.rbF;
+    if (!(m->hdr.flags & TX8_MOE_FFN_F_ACCUMULATE))
+        for (size_t t = 0; t < T; t++)
+            memset(f.y + t * m->ld_y, 0, D * 4);
+    eng_parallel(e, nx * f.ipeF, 1, moe_up_fn, &f);
+    if (eng_aborted(e))
+        return TX8_STATUS_ABORTED;
+
+    /* the hidden rows of every pair, prepared once */
+    struct mm_act ah;
+    if ((st = eng_mm_act(e, H1, F, np, F, m->act_dtype, &ah)))
+        return st;
+    for (size_t i = 0; i < nx; i++) {
+        struct moe_x *x = &X[i];
+        size_t hes = ah.i8 ? 1 : 4;
+        x->a2 = ah;
+        x->a2.p = (const uint8_t *)ah.p + x->p0 * ah.stride * hes;
+        x->a2.xscale = ah.i8 ? ah.xscale + x->p0 : NULL;
+        x->a2.xb = ah.xb ? ah.xb + x->p0 * ah.xb_stride : NULL;
+        x->a2.T = x->np;
+    }
+    eng_parallel(e, (D + f.rbD - 1) / f.rbD, 1, moe_down_fn, &f);
+    c->macs = macs;
+    c->macs_skipped = skipped;
     return 0;
 }
 
@@ -492,6 +699,12 @@ int eng_exec_moe_ffn(struct eng_cmd *c)
         }
     }
 
+    if (!e->moe_unfused) {
+        st = moe_fused(c, tab, cnt, order, wts);
+        if (st >= 0)
+            return st;
+    }
+
     size_t chunk = n < MOE_CHUNK ? n : MOE_CHUNK;
     uint32_t *rows = eng_jscratch(e, J_ROWS, chunk * 8);
     float *G = eng_jscratch(e, J_GATHER, chunk * D * 4);
@@ -543,7 +756,7 @@ int eng_exec_moe_ffn(struct eng_cmd *c)
             struct mm_out o1 = {H1, F, NULL, 0}, o2 = {H2, F, NULL, 0};
             eng_mm_run(e, &wg, &a, &o1);
             eng_mm_run(e, &wu, &a, &o2);
-            struct silu_ctx sc = {H1, H2};
+            struct silu_ctx sc = {e->k, H1, H2};
             eng_parallel(e, nr * F, nr * F < 65536 ? nr * F : 32768, silu_fn, &sc);
             if ((st = eng_mm_act(e, H1, F, nr, F, m->act_dtype, &a)))
                 return st;

@@ -416,6 +416,109 @@ static void sample_fn(void *p, size_t b, size_t end, struct eng_worker *w)
         sample_row(p, r, w);
 }
 
+/*
+ * Greedy rows (temperature <= 0) without penalties, one at a time, split
+ * over the vocabulary: the argmax per chunk (combined in chunk order, so
+ * the lowest id among the largest logits wins, as in argmax_row), and, when
+ * the probability is asked for, the softmax's denominator sum exp(l - max)
+ * per chunk (the exp kernel in f32, ~1 ulp, summed in double; the chunks'
+ * sums added in chunk order: the same result on any number of cores). No
+ * softmax is computed when probs is 0.
+ */
+#define GREEDY_CHUNK 8192
+
+struct greedy_part {
+    float bv;
+    int found;
+    size_t best, cnt;
+    double sum;
+};
+
+struct greedy_ctx {
+    struct tx8_engine *e;
+    const float *lg;
+    size_t V;
+    float bv;
+    struct greedy_part *part;
+};
+
+static void greedy_max_fn(void *p, size_t b, size_t end, struct eng_worker *w)
+{
+    struct greedy_ctx *g = p;
+    (void)w;
+    for (size_t ch = b; ch < end; ch++) {
+        size_t i0 = ch * GREEDY_CHUNK, n = g->V - i0 < GREEDY_CHUNK ? g->V - i0 : GREEDY_CHUNK;
+        struct greedy_part *r = &g->part[ch];
+        r->best = i0 + argmax_row(g->lg + i0, n, &r->bv, &r->cnt);
+        r->found = !isnan(r->bv);
+    }
+}
+
+static void greedy_sum_fn(void *p, size_t b, size_t end, struct eng_worker *w)
+{
+    struct greedy_ctx *g = p;
+    float *z = eng_wscratch(w, W_TMP2, GREEDY_CHUNK * 4);
+    if (!z)
+        return;
+    for (size_t ch = b; ch < end; ch++) {
+        size_t i0 = ch * GREEDY_CHUNK, n = g->V - i0 < GREEDY_CHUNK ? g->V - i0 : GREEDY_CHUNK;
+        for (size_t i = 0; i < n; i++) {
+            float l = g->lg[i0 + i];
+            z[i] = isnan(l) ? -INFINITY : l;
+        }
+        g->e->k->exp_sum(z, n, g->bv);
+        double sum = 0;
+        for (size_t i = 0; i < n; i++)
+            sum += z[i];
+        g->part[ch].sum = sum;
+    }
+}
+
+static int sample_greedy(struct tx8_engine *e, const struct tx8_cmd_sample *m, const float *lg0,
+                         int32_t *out, float *probs)
+{
+    size_t V = m->vocab, nch = (V + GREEDY_CHUNK - 1) / GREEDY_CHUNK;
+    struct greedy_part *part = eng_jscratch(e, J_MISC, nch * sizeof(*part));
+    if (!part)
+        return TX8_STATUS_DEVICE_ERROR;
+    for (size_t row = 0; row < m->rows; row++) {
+        struct greedy_ctx g = {e, lg0 + row * m->ld_logits, V, 0, part};
+        eng_parallel(e, nch, 1, greedy_max_fn, &g);
+        if (atomic_load(&e->failed) || eng_aborted(e))
+            return 0; /* the job runner reports it */
+        float bv = NAN;
+        size_t best = 0, n_max = 0;
+        for (size_t ch = 0; ch < nch; ch++) {
+            const struct greedy_part *r = &part[ch];
+            if (!r->found)
+                continue;
+            if (isnan(bv) || r->bv > bv) {
+                bv = r->bv;
+                best = r->best;
+                n_max = r->cnt;
+            } else if (r->bv == bv) {
+                n_max += r->cnt;
+            }
+        }
+        out[row] = (int32_t)best;
+        if (!probs)
+            continue;
+        double p = 0;
+        if (bv == INFINITY) {
+            p = 1.0 / (double)n_max; /* the +inf logits share the mass */
+        } else if (!isnan(bv) && bv != -INFINITY) {
+            g.bv = bv;
+            eng_parallel(e, nch, 1, greedy_sum_fn, &g);
+            double sum = 0;
+            for (size_t ch = 0; ch < nch; ch++)
+                sum += part[ch].sum;
+            p = sum > 0 ? 1.0 / sum : 0.0;
+        }
+        probs[row] = (float)p;
+    }
+    return 0;
+}
+
 int eng_exec_sample(struct eng_cmd *c)
 {
     struct tx8_cmd_sample mm;
@@ -424,6 +527,9 @@ int eng_exec_sample(struct eng_cmd *c)
     struct tx8_engine *e = c->e;
     if (!m->rows)
         return 0;
+    if (!(m->temperature > 0.0f) && !m->n_history)
+        return sample_greedy(e, m, eng_ptr(e, m->logits), eng_ptr(e, m->out),
+                             m->probs ? eng_ptr(e, m->probs) : NULL);
     struct sample_ctx s = {e,
                            m,
                            eng_ptr(e, m->logits),

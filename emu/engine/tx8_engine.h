@@ -44,6 +44,15 @@ enum tx8_engine_isa {
     TX8_ISA_PORTABLE = 1,
     TX8_ISA_AVX2 = 2,   /* AVX2 + FMA + F16C */
     TX8_ISA_AVX512 = 3, /* AVX-512 F/BW/VL/DQ + VNNI (+BF16 if present) */
+    /* Accepted by name ("amx") but always refused (-ENOTSUP): the engine
+     * has no AMX kernels (none could be run where they were written). */
+    TX8_ISA_AMX = 4,
+};
+
+/* Instruction families used within an ISA level when the CPU has them. */
+enum tx8_engine_feature {
+    TX8_FEAT_AVX512BF16 = 1u << 0, /* vdpbf16ps: BF16 x BF16 matmul tiles */
+    TX8_FEAT_AMX = 1u << 1,        /* only reported (tx8_engine_has_feature) */
 };
 
 struct tx8_engine_config {
@@ -51,8 +60,10 @@ struct tx8_engine_config {
     int numa_node;               /* -1: any */
     uint64_t expert_cache_bytes; /* 0: TX8_ENGINE_EXPERT_CACHE_DEFAULT */
     /* TX8_ISA_AUTO: the best supported, unless the environment variable
-     * TX8_ENGINE_ISA=portable|avx2|avx512 asks for another one. Asking for
-     * an ISA the CPU lacks makes tx8_engine_create fail with -ENOTSUP. */
+     * TX8_ENGINE_ISA=portable|avx2|avx512|amx asks for another one. Asking
+     * for an ISA the CPU lacks (or amx) makes tx8_engine_create fail with
+     * -ENOTSUP (tx8_engine_isa_why says why); an unknown name, -EINVAL.
+     * TX8_ENGINE_AVX512BF16=0 keeps the avx512 level off AVX512-BF16. */
     unsigned isa;
     unsigned rsvd[3]; /* zero */
 };
@@ -90,11 +101,23 @@ unsigned tx8_engine_cores(const struct tx8_engine *e);
 /* ISA the engine's kernels use (enum tx8_engine_isa, never AUTO). */
 unsigned tx8_engine_isa(const struct tx8_engine *e);
 
-/* "portable", "avx2", "avx512" */
+/* "portable", "avx2", "avx512", "amx" */
 const char *tx8_engine_isa_name(unsigned isa);
+
+/* Name ("auto", "portable", "avx2", "avx512", "amx") -> ISA: 0 or -EINVAL. */
+int tx8_engine_isa_parse(const char *name, unsigned *isa);
 
 /* Whether this CPU can run the kernels of `isa`. */
 int tx8_engine_isa_supported(unsigned isa);
+
+/* NULL if `isa` can be used here, else why not (a sentence fragment). */
+const char *tx8_engine_isa_why(unsigned isa);
+
+/* Whether the CPU has an instruction family (enum tx8_engine_feature). */
+int tx8_engine_has_feature(unsigned feature);
+
+/* Families the engine's kernels use (a mask of enum tx8_engine_feature). */
+unsigned tx8_engine_features(const struct tx8_engine *e);
 
 /* The counters the engine writes (the caller's, or its internal ones). */
 struct tx8_counters *tx8_engine_counters(struct tx8_engine *e);

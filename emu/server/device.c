@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -584,17 +585,66 @@ static bool any_pending(const struct emu_dev *d)
     return false;
 }
 
+/* How long the executor watches the submission rings after a job before it
+ * sleeps: a host that submits its next job within this is served without
+ * the main thread having to wake the executor (a thread hand-off). */
+#define EXEC_SPIN_NS 20000ull
+
+/* Unlock, watch the rings of the active queues for a new job (or the
+ * device's stop) for up to EXEC_SPIN_NS, lock again. Lock held. */
+static void spin_for_work(struct emu_dev *d)
+{
+    uint32_t head[TX8_MAX_QUEUES];
+    bool watch[TX8_MAX_QUEUES];
+    uint64_t end = now_ns() + EXEC_SPIN_NS;
+
+    for (int qi = 0; qi < TX8_MAX_QUEUES; qi++) {
+        const struct emu_queue *q = &d->q[qi];
+
+        watch[qi] = q->owner >= 0 && q->state == TX8_QUEUE_ACTIVE && !q->closing;
+        head[qi] = q->sq_head;
+    }
+    pthread_mutex_unlock(&d->lock);
+    for (unsigned i = 0;; i++) {
+        bool found = false;
+
+        for (int qi = 0; qi < TX8_MAX_QUEUES && !found; qi++)
+            found =
+                watch[qi] && __atomic_load_n(&qshm(d, qi)->sq_tail, __ATOMIC_ACQUIRE) != head[qi];
+        if (found || ((i & 15) == 15 && now_ns() >= end))
+            break;
+        /* on a busy host, let a runnable thread (the one we wait for) go */
+        if (i >= 64)
+            sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+        else
+            __builtin_ia32_pause();
+#endif
+    }
+    pthread_mutex_lock(&d->lock);
+}
+
 static void *executor_main(void *arg)
 {
     struct emu_dev *d = arg;
+    bool spin = false;
 
     pthread_mutex_lock(&d->lock);
     while (!d->stop) {
         d->kick = false;
-        if (exec_step(d))
+        if (exec_step(d)) {
+            spin = true;
             continue;
+        }
         if (d->kick || d->stop)
             continue;
+        if (spin) {
+            /* once per idle period; whatever came meanwhile (kick) is
+             * looked at by the next exec_step */
+            spin = false;
+            spin_for_work(d);
+            continue;
+        }
         if (any_pending(d)) {
             struct timespec ts;
 

@@ -31,6 +31,7 @@
 #include <tx8/tx8_hw.h>
 
 #include "device.h"
+#include "engine/tx8_engine.h"
 #include "log.h"
 
 #define IVSHMEM_PROTOCOL_VERSION 0
@@ -668,7 +669,18 @@ int main(int argc, char **argv)
         int rc = dev_create(&s.dev, &cfg);
 
         if (rc < 0) {
-            emu_log("cannot start the device: %s", strerror(-rc));
+            const char *isa = getenv("TX8_ENGINE_ISA");
+            unsigned v;
+
+            if (isa && *isa && tx8_engine_isa_parse(isa, &v))
+                emu_log("cannot start the device: TX8_ENGINE_ISA=%s is not one of auto, "
+                        "portable, avx2, avx512, amx",
+                        isa);
+            else if (isa && *isa && rc == -ENOTSUP && tx8_engine_isa_why(v))
+                emu_log("cannot start the device: TX8_ENGINE_ISA=%s: %s", isa,
+                        tx8_engine_isa_why(v));
+            else
+                emu_log("cannot start the device: %s", strerror(-rc));
             goto out;
         }
     }

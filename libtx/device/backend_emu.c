@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,10 @@
 #define MBOX_TIMEOUT_NS 10000000000ull /* a mailbox answer takes longer: lost */
 #define HANDSHAKE_TIMEOUT_MS 5000
 #define POLL_CAP_MS 10
+/* How long tx_wait watches the completion ring before it sleeps on the
+ * interrupt: a short job completes within this, and sleeping (then being
+ * woken through the eventfd) would add a thread wake-up to its round trip. */
+#define WAIT_SPIN_NS 20000ull
 
 struct tx_backend {
     char path[TX_SPEC_MAX];
@@ -806,9 +811,33 @@ static int emu_submit(struct tx_backend *be, const struct tx_backend_job *job, u
     return TX_OK;
 }
 
+/* Watch the completion ring for up to WAIT_SPIN_NS (or the deadline):
+ * whether a completion arrived. be->lock NOT held. */
+static bool spin_cq(struct tx_backend *be, uint32_t head, uint64_t deadline)
+{
+    uint64_t end = tx_now_ns() + WAIT_SPIN_NS;
+
+    if (end > deadline)
+        end = deadline;
+    for (unsigned i = 0;; i++) {
+        if (__atomic_load_n(&be->q->cq_tail, __ATOMIC_ACQUIRE) != head)
+            return true;
+        if ((i & 15) == 15 && tx_now_ns() >= end)
+            return false;
+        /* on a busy host, let a runnable thread (the one we wait for) go */
+        if (i >= 64)
+            sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+        else
+            __builtin_ia32_pause();
+#endif
+    }
+}
+
 static int emu_wait(struct tx_backend *be, uint64_t job, uint64_t deadline,
                     struct tx_job_result *res)
 {
+    bool spun = false;
     int rc;
 
     pthread_mutex_lock(&be->lock);
@@ -840,8 +869,12 @@ static int emu_wait(struct tx_backend *be, uint64_t job, uint64_t deadline,
             rc = TX_ETIMEDOUT;
             break;
         }
+        uint32_t head = be->cq_head;
+
         pthread_mutex_unlock(&be->lock);
-        wait_irq(be, TX8_HOST_VEC_COMPLETION, deadline);
+        if (spun || !spin_cq(be, head, deadline))
+            wait_irq(be, TX8_HOST_VEC_COMPLETION, deadline);
+        spun = true;
         pthread_mutex_lock(&be->lock);
     }
     pthread_mutex_unlock(&be->lock);

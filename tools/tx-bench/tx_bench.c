@@ -51,6 +51,9 @@ struct opts {
     unsigned dtype_mask; /* bit per bench dtype */
     unsigned density;    /* percent of blocks kept by the sparse matrix */
     unsigned batch;      /* GEMV commands per job */
+    int act_weight;      /* f16/bf16 activations enter as the weights' dtype */
+    const char *device;  /* --device SPEC: round-trip rows, or NULL */
+    int moe;             /* --moe: MOE_FFN rows only */
 };
 
 enum { B_F32, B_F16, B_BF16, B_I8, B_I8S, B_COUNT };
@@ -340,6 +343,7 @@ struct result {
     uint64_t bytes, flops;
     int failed;
     int ratio_ok;      /* the ratio may be reported (working set >= 4 x LLC) */
+    double peak;       /* GEMM: expected peak GFLOP/s (GOP/s) of the path, or 0 */
     char refused[320]; /* else why not */
 };
 
@@ -419,21 +423,29 @@ static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tx-bench [options]\n"
-               "  -t, --threads N     compute cores (engine worker threads); default: all CPUs\n"
-               "  -r, --repetitions N timed runs per test (after one warm-up); default 5\n"
-               "  -s, --size MIB      stored weight bytes per matrix; default: 256 or\n"
-               "                      4 x LLC + 1/16, whichever is larger\n"
-               "  -p, --tokens LIST   token counts, comma separated; default 1,64,512\n"
-               "  -d, --dtypes LIST   f32,f16,bf16,int8,int8-sparse (default: all)\n"
-               "  -k, --cols K        matrix columns (inputs); default 4096\n"
-               "  -b, --batch N       GEMV commands per job (T <= 4); default 8\n"
-               "      --density PCT   blocks kept by the sparse matrix; default 50\n"
-               "      --isa NAME      portable, avx2, avx512 (default: best)\n"
-               "      --llc SIZE      last-level cache size (e.g. 32M, 480M) instead of sysfs;\n"
-               "                      also TX_LLC_BYTES. Ratios need working sets >= 4 x LLC\n"
-               "      --json          machine-readable output\n"
-               "  -h, --help\n");
+    fprintf(f,
+            "usage: tx-bench [options]\n"
+            "  -t, --threads N     compute cores (engine worker threads); default: all CPUs\n"
+            "  -r, --repetitions N timed runs per test (after one warm-up); default 5\n"
+            "  -s, --size MIB      stored weight bytes per matrix; default: 256 or\n"
+            "                      4 x LLC + 1/16, whichever is larger\n"
+            "  -p, --tokens LIST   token counts, comma separated; default 1,64,512\n"
+            "  -d, --dtypes LIST   f32,f16,bf16,int8,int8-sparse (default: all)\n"
+            "  -k, --cols K        matrix columns (inputs); default 4096\n"
+            "  -b, --batch N       GEMV commands per job (T <= 4); default 8\n"
+            "      --density PCT   blocks kept by the sparse matrix; default 50\n"
+            "      --isa NAME      portable, avx2, avx512 (default: best); amx is refused\n"
+            "      --act MODE      f32 (default): f16/bf16 rows take f32 activations;\n"
+            "                      weight: as the weights' dtype (glm-inference's f16/bf16)\n"
+            "      --llc SIZE      last-level cache size (e.g. 32M, 480M) instead of sysfs;\n"
+            "                      also TX_LLC_BYTES. Ratios need working sets >= 4 x LLC\n"
+            "      --device SPEC   instead: round trip (submit to completion) of an empty\n"
+            "                      and of one-command jobs on a device (e.g. emu:SOCKET);\n"
+            "                      -r below 100 means 2000 jobs per row\n"
+            "      --moe           instead: MOE_FFN jobs, fused vs per-expert path, alternating\n"
+            "                      (-r below 5 means 20 runs per row)\n"
+            "      --json          machine-readable output\n"
+            "  -h, --help\n");
 }
 
 /* An integer option in [lo, hi]: else one line naming the option and its
@@ -463,6 +475,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"help", no_argument, 0, 'h'},
         {"batch", required_argument, 0, 'b'},
         {"llc", required_argument, 0, 4},
+        {"act", required_argument, 0, 5},
+        {"device", required_argument, 0, 6},
+        {"moe", no_argument, 0, 7},
         {0, 0, 0, 0},
     };
     int c;
@@ -546,17 +561,32 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->density = (unsigned)v;
             break;
         case 2:
-            if (!strcmp(optarg, "portable"))
-                o->isa = TX8_ISA_PORTABLE;
-            else if (!strcmp(optarg, "avx2"))
-                o->isa = TX8_ISA_AVX2;
-            else if (!strcmp(optarg, "avx512"))
-                o->isa = TX8_ISA_AVX512;
-            else {
-                fprintf(stderr, "tx-bench: --isa: '%s' is not one of portable, avx2, avx512\n",
+            if (tx8_engine_isa_parse(optarg, &o->isa) || o->isa == TX8_ISA_AUTO) {
+                fprintf(stderr, "tx-bench: --isa: '%s' is not one of portable, avx2, avx512, amx\n",
                         optarg);
                 goto bad;
             }
+            if (tx8_engine_isa_why(o->isa)) {
+                fprintf(stderr, "tx-bench: --isa %s: not usable here: %s\n", optarg,
+                        tx8_engine_isa_why(o->isa));
+                return -1;
+            }
+            break;
+        case 5:
+            if (!strcmp(optarg, "f32"))
+                o->act_weight = 0;
+            else if (!strcmp(optarg, "weight"))
+                o->act_weight = 1;
+            else {
+                fprintf(stderr, "tx-bench: --act: '%s' is not one of f32, weight\n", optarg);
+                goto bad;
+            }
+            break;
+        case 6:
+            o->device = optarg;
+            break;
+        case 7:
+            o->moe = 1;
             break;
         case 3:
             o->json = 1;
@@ -595,6 +625,8 @@ struct run {
     int ref_ok;        /* the read reference may be reported */
     char ref_why[256]; /* else why not */
     double bw;         /* the read reference, GB/s (0 when refused) */
+    double ghz;        /* measured core clock */
+    struct txb_peak pk[TXB_BF16 + 1];
     struct result res[64];
     unsigned nres;
 };
@@ -641,6 +673,10 @@ static void print_json(const struct run *R)
         json_object_object_add(e, "gflops", json_object_new_double(r->gflops));
         json_object_object_add(e, "ratio", r->ratio_ok ? json_object_new_double(r->ratio) : NULL);
         add_str_or_null(e, "ratio_refused", r->ratio_ok ? NULL : r->refused);
+        json_object_object_add(e, "peak_gflops",
+                               r->peak > 0 ? json_object_new_double(r->peak) : NULL);
+        json_object_object_add(e, "of_peak",
+                               r->peak > 0 ? json_object_new_double(r->gflops / r->peak) : NULL);
         json_object_object_add(e, "read_bandwidth_gbs",
                                r->bw > 0 ? json_object_new_double(r->bw) : NULL);
         json_object_array_add(arr, e);
@@ -669,23 +705,38 @@ static void print_table(const struct run *R)
                o->threads, (double)R->ref_ws / MIB);
     else
         printf("read bandwidth: not reported: %s\n\n", R->ref_why);
+    static const char *const fam[] = {"", "scalar", "FMA256", "FMA512", "VNNI512", "BF16"};
+    if (R->ghz > 0) {
+        printf("expected peak (measured clock %.2f GHz x instructions per cycle x MACs per "
+               "instruction x 2 x %u threads):",
+               R->ghz, o->threads);
+        for (unsigned f = TXB_SCALAR; f <= TXB_BF16; f++)
+            if (R->pk[f].ipc > 0)
+                printf(" %s %.2f/cycle x %u = %.1f GFLOP/s;", fam[f], R->pk[f].ipc,
+                       R->pk[f].macs_per_insn,
+                       R->ghz * R->pk[f].ipc * R->pk[f].macs_per_insn * 2 * o->threads);
+        printf("\n\n");
+    }
     printf("| op   | dtype       | shape (TxNxK)          |        ms |    GB/s |  GFLOP/s | "
-           "read GB/s | ratio |\n");
+           "read GB/s | ratio | of peak |\n");
     printf("| ---- | ----------- | ---------------------- | --------: | ------: | -------: | "
-           "--------: | ----: |\n");
+           "--------: | ----: | ------: |\n");
     for (unsigned i = 0; i < R->nres; i++) {
         const struct result *r = &R->res[i];
-        char bw[16] = "-", ratio[16] = "-";
+        char bw[16] = "-", ratio[16] = "-", pk[16] = "-";
         if (r->bw > 0)
             snprintf(bw, sizeof(bw), "%.2f", r->bw);
         if (r->ratio_ok)
             snprintf(ratio, sizeof(ratio), "%.2f", r->ratio);
-        printf("| %-4s | %-11s | %-22s | %9.3f | %7.2f | %8.1f | %9s | %5s |\n", r->op, r->dtype,
-               r->shape, r->ms, r->gbs, r->gflops, bw, ratio);
+        if (r->peak > 0)
+            snprintf(pk, sizeof(pk), "%.2f", r->gflops / r->peak);
+        printf("| %-4s | %-11s | %-22s | %9.3f | %7.2f | %8.1f | %9s | %5s | %7s |\n", r->op,
+               r->dtype, r->shape, r->ms, r->gbs, r->gflops, bw, ratio, pk);
     }
     printf("\nratio = GB/s / read GB/s: the machine's read bandwidth, for gemv sampled\n"
            "between the timed runs (the host's bandwidth varies), else the figure above;\n"
-           "only for working sets >= %u x the last-level cache\n",
+           "only for working sets >= %u x the last-level cache. of peak = GFLOP/s / the\n"
+           "expected peak of the instruction family the path's gemm kernel uses\n",
            TX_LLC_FACTOR);
     /* each distinct reason once */
     for (unsigned i = 0; i < R->nres; i++) {
@@ -714,6 +765,13 @@ int main(int argc, char **argv)
                      .batch = 8};
     if (parse_opts(argc, argv, &o))
         return 2;
+    if (o.device) /* the round trip only (see roundtrip.c) */
+        return txb_roundtrip(o.device, o.reps < 100 ? 2000 : o.reps, o.json);
+    if (o.moe) { /* MOE_FFN rows only (see moe.c) */
+        int nc[TX8_MAX_CORES];
+        int n = cpu_list(nc, TX8_MAX_CORES);
+        return txb_moe(o.threads ? o.threads : (n > 0 ? (unsigned)n : 1), o.reps < 5 ? 20 : o.reps);
+    }
     static struct run R;
     R.o = &o;
     int bad_llc = 0;
@@ -800,6 +858,21 @@ int main(int argc, char **argv)
     d.brk = TX8_CTRL_SIZE;
     d.cmd = dev_alloc(&d, 65536);
 
+    /* the families the path's gemm kernels use, and their measured peaks */
+    unsigned eisa = tx8_engine_isa(d.e), feat = tx8_engine_features(d.e);
+    R.ghz = txb_clock_ghz();
+    enum txb_family fam_f = eisa == TX8_ISA_AVX512 ? TXB_FMA512
+                            : eisa == TX8_ISA_AVX2 ? TXB_FMA256
+                                                   : TXB_SCALAR;
+    enum txb_family fam_i8 = eisa == TX8_ISA_AVX512     ? TXB_VNNI512
+                             : eisa == TX8_ISA_PORTABLE ? TXB_SCALAR
+                                                        : TXB_NONE; /* avx2: not modelled */
+    enum txb_family fam_bf = (feat & TX8_FEAT_AVX512BF16) && o.act_weight ? TXB_BF16 : fam_f;
+    enum txb_family fams[3] = {fam_f, fam_i8, fam_bf};
+    for (unsigned i = 0; i < 3; i++)
+        if (fams[i] != TXB_NONE && R.pk[fams[i]].ipc == 0)
+            txb_peak(fams[i], R.ghz, &R.pk[fams[i]]);
+
     /* the machine's read bandwidth over a buffer of its own: median of
      * reps samples after a warm-up (and again alongside every GEMV run,
      * see run_matmul); not measured when it could not be reported */
@@ -829,7 +902,10 @@ int main(int argc, char **argv)
         for (uint64_t i = 0; i < (uint64_t)maxT * o.K; i++)
             xp[i] = rndf();
         memset(d.mem + y, 0, (uint64_t)maxT * m.w.rows * 4);
-        unsigned act = b >= B_I8 ? TX8_DTYPE_I8 : TX8_DTYPE_F32;
+        unsigned act = b >= B_I8                     ? TX8_DTYPE_I8
+                       : o.act_weight && b == B_F16  ? TX8_DTYPE_F16
+                       : o.act_weight && b == B_BF16 ? TX8_DTYPE_BF16
+                                                     : TX8_DTYPE_F32;
         for (unsigned i = 0; i < o.ntok && R.nres < 64; i++) {
             struct result *r = &R.res[R.nres];
             memset(r, 0, sizeof(*r));
@@ -855,12 +931,18 @@ int main(int argc, char **argv)
                 else
                     r->ratio_ok = tx_llc_check(&R.llc, r->bytes, r->refused, sizeof(r->refused));
                 r->ratio = r->ratio_ok && r->bw > 0 ? r->gbs / r->bw : 0;
+                enum txb_family fm = b >= B_I8 ? fam_i8 : b == B_BF16 ? fam_bf : fam_f;
+                if (T > 4 && fm != TXB_NONE && R.pk[fm].ipc > 0)
+                    r->peak = R.ghz * R.pk[fm].ipc * R.pk[fm].macs_per_insn * 2 * o.threads;
                 R.nres++;
             }
         }
     }
 
-    R.isa = tx8_engine_isa_name(tx8_engine_isa(d.e));
+    static char isa_buf[64];
+    snprintf(isa_buf, sizeof(isa_buf), "%s%s", tx8_engine_isa_name(tx8_engine_isa(d.e)),
+             (tx8_engine_features(d.e) & TX8_FEAT_AVX512BF16) ? "+avx512bf16" : "");
+    R.isa = isa_buf;
     if (o.json)
         print_json(&R);
     else

@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ISA dispatch: every kernel path the engine can pick (portable, AVX2,
+ * AVX-512 without and with AVX512-BF16) against a scalar reference, with a
+ * message for each path this CPU lacks; AMX is accepted by name and refused
+ * (the engine has no AMX kernels).
+ */
+#include <errno.h>
+#include <stdio.h>
+
+#include "test_engine_common.h"
+
+enum { P_PORTABLE, P_AVX2, P_AVX512, P_AVX512BF16, P_AMX, NPATH };
+
+static const char *const path_name[NPATH] = {"portable", "avx2", "avx512 (no AVX512-BF16)",
+                                             "avx512 + AVX512-BF16", "amx"};
+
+/* Engine of path p, or NULL (and a message) when the CPU lacks it. */
+static struct te *path_engine(int p)
+{
+    static const unsigned isa[NPATH] = {TX8_ISA_PORTABLE, TX8_ISA_AVX2, TX8_ISA_AVX512,
+                                        TX8_ISA_AVX512, TX8_ISA_AMX};
+    int bf16 = p == P_AVX512BF16;
+    if (!tx8_engine_isa_supported(isa[p]) ||
+        (bf16 && !tx8_engine_has_feature(TX8_FEAT_AVX512BF16))) {
+        const char *why = tx8_engine_isa_why(isa[p]);
+        fprintf(stderr, "test_engine_isa: path %s skipped: %s\n", path_name[p],
+                why ? why : "the CPU lacks AVX512-BF16");
+        return NULL;
+    }
+    if (p == P_AVX512)
+        setenv("TX8_ENGINE_AVX512BF16", "0", 1);
+    struct te *t = te_new(isa[p], 2, 0);
+    unsetenv("TX8_ENGINE_AVX512BF16");
+    unsigned f = tx8_engine_features(t->e);
+    ck_assert_uint_eq(!!(f & TX8_FEAT_AVX512BF16), bf16);
+    return t;
+}
+
+static float bf16r(float x)
+{
+    return tx_bf16_to_f32(tx_f32_to_bf16(x));
+}
+
+static float f16r(float x)
+{
+    return tx_f16_to_f32(tx_f32_to_f16(x));
+}
+
+static float round_as(float x, unsigned dt)
+{
+    return dt == TX8_DTYPE_BF16 ? bf16r(x) : dt == TX8_DTYPE_F16 ? f16r(x) : x;
+}
+
+/* Dense float MATMUL, every weight x activation dtype, odd shapes. */
+START_TEST(test_path_matmul)
+{
+    struct te *t = path_engine(_i);
+    if (!t)
+        return;
+    static const unsigned dts[3] = {TX8_DTYPE_F32, TX8_DTYPE_F16, TX8_DTYPE_BF16};
+    static const unsigned Ts[5] = {1, 2, 5, 7, 13};
+    static const unsigned Ks[5] = {1, 31, 64, 97, 1100};
+    uint64_t rng = 77 + (uint64_t)_i;
+    for (unsigned wd = 0; wd < 3; wd++)
+        for (unsigned ad = 0; ad < 3; ad++)
+            for (unsigned c = 0; c < 5; c++) {
+                unsigned T = Ts[c], K = Ks[(c + wd + ad) % 5], N = te_rand(&rng, 1, 21);
+                unsigned wdt = dts[wd], adt = dts[ad];
+                size_t es = wdt == TX8_DTYPE_F32 ? 4 : 2;
+                uint64_t mark = t->brk;
+                uint64_t w = te_alloc(t, (uint64_t)N * K * es);
+                uint64_t x = te_alloc(t, (uint64_t)T * K * 4);
+                uint64_t y = te_alloc(t, (uint64_t)T * N * 4);
+                float *xp = te_ptr(t, x), *yp = te_ptr(t, y);
+                float *wf = malloc((size_t)N * K * 4);
+                te_fill_f32(&rng, xp, (size_t)T * K, 1.0f);
+                for (size_t i = 0; i < (size_t)N * K; i++) {
+                    float v = te_randf(&rng);
+                    if (wdt == TX8_DTYPE_F32) {
+                        ((float *)te_ptr(t, w))[i] = v;
+                    } else {
+                        uint16_t h = wdt == TX8_DTYPE_F16 ? tx_f32_to_f16(v) : tx_f32_to_bf16(v);
+                        ((uint16_t *)te_ptr(t, w))[i] = h;
+                        v = wdt == TX8_DTYPE_F16 ? tx_f16_to_f32(h) : tx_bf16_to_f32(h);
+                    }
+                    wf[i] = v;
+                }
+                struct tx8_cmd_matmul m;
+                memset(&m, 0, sizeof(m));
+                m.hdr = TE_HDR(TX8_OP_MATMUL, struct tx8_cmd_matmul);
+                m.y = y;
+                m.x = x;
+                m.w.data = w;
+                m.w.dtype = (uint16_t)wdt;
+                m.w.rows = N;
+                m.w.cols = K;
+                m.tokens = T;
+                m.ld_x = K;
+                m.ld_y = N;
+                m.act_dtype = (uint16_t)adt;
+                TE_EQ(te_run1(t, &m), TX8_STATUS_OK);
+                for (unsigned tt = 0; tt < T; tt++)
+                    for (unsigned n = 0; n < N; n++) {
+                        double want = 0, mag = 0;
+                        for (unsigned k = 0; k < K; k++) {
+                            double p = (double)round_as(xp[(size_t)tt * K + k], adt) *
+                                       wf[(size_t)n * K + k];
+                            want += p;
+                            mag += fabs(p);
+                        }
+                        double got = yp[(size_t)tt * N + n];
+                        TE_CHECK(fabs(got - want) <= 1e-5 * mag + 1e-6,
+                                 "%s w=%u act=%u T=%u N=%u K=%u [%u][%u]: %.9g vs %.9g",
+                                 path_name[_i], wdt, adt, T, N, K, tt, n, got, want);
+                    }
+                free(wf);
+                te_reset(t, mark);
+            }
+    te_free(t);
+}
+END_TEST
+
+/* Greedy SAMPLE over a vocabulary of several chunks: the lowest id among
+ * the largest logits (ties across chunks, NaN skipped) and its probability
+ * against a double-precision softmax. */
+START_TEST(test_path_greedy)
+{
+    struct te *t = path_engine(_i);
+    if (!t)
+        return;
+    const unsigned V = 70001;
+    uint64_t rng = 5;
+    uint64_t lg = te_alloc(t, (uint64_t)V * 4), out = te_alloc(t, 8), pr = te_alloc(t, 8);
+    float *l = te_ptr(t, lg);
+    for (int it = 0; it < 6; it++) {
+        te_fill_f32(&rng, l, V, 8.0f);
+        unsigned want = te_rand(&rng, 0, V - 1);
+        if (it == 1)
+            want = V - 1;
+        l[want] = 9.0f + (float)it;
+        if (it >= 2) /* a tie later in another chunk, NaNs around */
+            l[(want + 20000) % V] = l[want];
+        if (it >= 2 && want > 40000) { /* the tie is then the lower id */
+            want = (want + 20000) % V;
+        }
+        for (unsigned k = 0; k < 50; k++)
+            l[te_rand(&rng, 0, V - 1)] = NAN;
+        l[want] = 9.0f + (float)it;
+        if (it >= 2)
+            l[want + 20000 < V ? want + 20000 : want] = l[want];
+        struct tx8_cmd_sample c;
+        memset(&c, 0, sizeof(c));
+        c.hdr = TE_HDR(TX8_OP_SAMPLE, struct tx8_cmd_sample);
+        c.out = out;
+        c.logits = lg;
+        c.probs = it == 5 ? 0 : pr;
+        c.rows = 1;
+        c.vocab = V;
+        c.ld_logits = V;
+        c.top_p = 1.0f;
+        TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
+        /* reference: first maximum, softmax in double */
+        unsigned best = 0;
+        float bv = -INFINITY;
+        int found = 0;
+        for (unsigned i = 0; i < V; i++)
+            if (!isnan(l[i]) && (!found || l[i] > bv)) {
+                bv = l[i];
+                best = i;
+                found = 1;
+            }
+        TE_EQ(((int32_t *)te_ptr(t, out))[0], best);
+        if (c.probs) {
+            double sum = 0;
+            for (unsigned i = 0; i < V; i++)
+                if (!isnan(l[i]))
+                    sum += exp((double)l[i] - bv);
+            double p = ((float *)te_ptr(t, pr))[0];
+            TE_CHECK(fabs(p - 1.0 / sum) < 1e-6, "%s: greedy p %.9g vs %.9g", path_name[_i], p,
+                     1.0 / sum);
+        }
+    }
+    te_free(t);
+}
+END_TEST
+
+/* AMX is a name the engine knows and refuses, with a reason. */
+START_TEST(test_amx_refused)
+{
+    static uint8_t mem[TX8_CTRL_SIZE + 65536] __attribute__((aligned(4096)));
+    struct tx8_engine *e = NULL;
+    unsigned isa = 0;
+    ck_assert_int_eq(tx8_engine_isa_parse("amx", &isa), 0);
+    ck_assert_uint_eq(isa, TX8_ISA_AMX);
+    ck_assert_str_eq(tx8_engine_isa_name(TX8_ISA_AMX), "amx");
+    ck_assert_int_eq(tx8_engine_isa_parse("sse9", &isa), -EINVAL);
+    ck_assert(!tx8_engine_isa_supported(TX8_ISA_AMX));
+    ck_assert_ptr_nonnull(tx8_engine_isa_why(TX8_ISA_AMX));
+    ck_assert_ptr_null(tx8_engine_isa_why(TX8_ISA_PORTABLE));
+    struct tx8_engine_config cfg = {1, -1, 0, TX8_ISA_AMX, {0, 0, 0}};
+    ck_assert_int_eq(tx8_engine_create(&e, mem, sizeof(mem), TX8_CTRL_SIZE, &cfg, NULL), -ENOTSUP);
+    ck_assert_ptr_null(e);
+    cfg.isa = TX8_ISA_AUTO;
+    setenv("TX8_ENGINE_ISA", "amx", 1);
+    ck_assert_int_eq(tx8_engine_create(&e, mem, sizeof(mem), TX8_CTRL_SIZE, &cfg, NULL), -ENOTSUP);
+    ck_assert_ptr_null(e);
+    unsetenv("TX8_ENGINE_ISA");
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("engine_isa");
+    TCase *tc = tcase_create("isa");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_path_matmul, 0, NPATH);
+    tcase_add_loop_test(tc, test_path_greedy, 0, NPATH);
+    tcase_add_test(tc, test_amx_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
