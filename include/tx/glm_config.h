@@ -56,6 +56,7 @@ enum glm_arch {
     GLM_ARCH_UNKNOWN = 0,
     GLM_ARCH_GLM4_MOE = 1,    /* Glm4MoeForCausalLM */
     GLM_ARCH_GLM_MOE_DSA = 2, /* GlmMoeDsaForCausalLM */
+    GLM_ARCH_QWEN3_MOE = 3,   /* Qwen3MoeForCausalLM */
 };
 
 enum glm_dtype {

@@ -184,6 +184,13 @@ enum tx_chat_format {
      * assistant turns "<|assistant|></think>" + content; generation prompt
      * "<|assistant|><think>" (or "<|assistant|></think>" without thinking). */
     TX_CHAT_GLM5 = 3,
+    /* Qwen3 (ChatML): "<|im_start|>" + role + "\n" + content +
+     * "<|im_end|>\n"; tool results as user turns in <tool_response>; the
+     * last assistant turns after the last user turn keep their reasoning
+     * "<think>\n...\n</think>\n\n"; generation prompt
+     * "<|im_start|>assistant\n" (+ "<think>\n\n</think>\n\n" without
+     * thinking). No "[gMASK]<sop>" prefix. */
+    TX_CHAT_QWEN3 = 4,
 };
 
 enum tx_chat_flags {

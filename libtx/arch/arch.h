@@ -38,6 +38,13 @@ struct tx_arch_cost {
     int select_k;         /* keys a query attends at most (0: all) */
 };
 
+/* tx_arch_ops.router: how a MoE layer scores its experts (blk_ffn, the
+ * reference MoE) */
+enum tx_arch_router {
+    TX_ROUTER_SIGMOID = 0, /* DeepSeek-V3 family: sigmoid + correction bias, groups */
+    TX_ROUTER_SOFTMAX = 1, /* Qwen3-MoE: softmax, top-k, optional renormalisation */
+};
+
 /* tx_arch_ops.layer_tensor: "use the common shape" */
 #define TX_ARCH_COMMON 1
 
@@ -102,6 +109,8 @@ struct tx_arch_ops {
     int (*select_k)(const struct glm_config *c);
     /* the commands of one decoder layer (shared blocks, runtime/blocks.c) */
     void (*layer)(struct gctx *g, int l);
+    /* enum tx_arch_router of the MoE layers (0: sigmoid) */
+    int router;
 
     /* ---- FP32 reference (libtx/reference/ref_blocks.h) ---- */
     /* one decoder layer: h (n x hidden) updated in place */
@@ -158,5 +167,6 @@ const char *tx_arch_list_classes(void);
 /* the modules */
 extern const struct tx_arch_ops tx_arch_glm4_moe;
 extern const struct tx_arch_ops tx_arch_glm_moe_dsa;
+extern const struct tx_arch_ops tx_arch_qwen3_moe;
 
 #endif

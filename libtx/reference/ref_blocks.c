@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "reference/ref_blocks.h"
+#include "arch/arch.h"
 
 #define MLA_NORM_EPS 1e-6f     /* q_a_layernorm / kv_a_layernorm: DeepseekV3RMSNorm default */
 #define INDEXER_NORM_EPS 1e-6f /* indexer.k_norm: nn.LayerNorm(head_dim, eps=1e-6) */
@@ -485,7 +486,8 @@ static int ffn_dense(struct ref_fwd *f, int l, const float *x, float *y)
     return swiglu(f, x, f->n, wg, wu, wd, f->c->intermediate_size, y);
 }
 
-/* MoE: sigmoid router with correction bias, group-limited top-k, routed
+/* MoE: the module's router (sigmoid with correction bias and group-limited
+ * top-k: DeepseekV3TopkRouter; softmax top-k: Qwen3MoeSparseMoeBlock), routed
  * experts accumulated in expert order, plus the shared experts. */
 static int ffn_moe(struct ref_fwd *f, int l, const float *x, float *y)
 {
@@ -506,9 +508,14 @@ static int ffn_moe(struct ref_fwd *f, int l, const float *x, float *y)
     ALLOC(xs, (int64_t)n * H);
     ALLOC(ys, (int64_t)n * H);
     txref_linear(m->pool, x, n, H, wr, NULL, E, logits);
+    const struct tx_arch_ops *arch = tx_arch_get(c->arch);
+    const int softmax = arch && arch->router == TX_ROUTER_SOFTMAX;
     for (int t = 0; t < n; t++) {
-        if (glm_ref_route(c, logits + (int64_t)t * E, br, ids + (int64_t)t * K,
-                          gw + (int64_t)t * K) < 0) {
+        const float *lt = logits + (int64_t)t * E;
+        int rr = softmax ? txref_route_softmax(lt, E, K, c->norm_topk_prob, ids + (int64_t)t * K,
+                                               gw + (int64_t)t * K)
+                         : glm_ref_route(c, lt, br, ids + (int64_t)t * K, gw + (int64_t)t * K);
+        if (rr < 0) {
             ret = txref_fail(f->err, f->errsz, -EINVAL, "reference: layer %d: routing failed", l);
             goto out;
         }

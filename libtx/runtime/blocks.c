@@ -29,6 +29,7 @@
  * failure is kept in g->rc (no macro hides a return).
  */
 #include "runtime/blocks.h"
+#include "arch/arch.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -531,6 +532,10 @@ void blk_ffn(struct gctx *g, int l)
     r.topk_group = (uint32_t)(c->n_group > 1 ? c->topk_group : 0);
     r.scaling = (float)c->routed_scaling_factor;
     r.flags = TX8_ROUTE_F_COUNT | (c->norm_topk_prob ? TX8_ROUTE_F_NORM_TOPK : 0);
+    /* the module's router family: softmax (Qwen3-MoE, no bias, no groups) */
+    const struct tx_arch_ops *arch = tx_arch_get(c->arch);
+    if (arch && arch->router == TX_ROUTER_SOFTMAX)
+        r.flags |= TX8_ROUTE_F_SOFTMAX;
     int pen = m->moe.balance == GLM_BALANCE_ON ||
               (m->moe.balance == GLM_BALANCE_AUTO && m->cold_layer[mi]);
     if (pen) {

@@ -547,6 +547,11 @@ static int user_newline(const char *t)
 /* The format of a chat_template text, or -1 (unknown). */
 static int format_of_template(const char *t, const char **which)
 {
+    /* Qwen3: ChatML turns */
+    if (strstr(t, "<|im_start|>") && strstr(t, "<|im_end|>") && !strstr(t, "[gMASK]<sop>")) {
+        *which = "Qwen3 (ChatML)";
+        return TX_CHAT_QWEN3;
+    }
     if (!strstr(t, "[gMASK]<sop>") || !strstr(t, "<|assistant|>") || !strstr(t, "<|user|>"))
         return -1;
     int nl = user_newline(t);
@@ -572,7 +577,10 @@ static int format_of_template(const char *t, const char **which)
 
 static const char *format_name(int f)
 {
-    return f == TX_CHAT_GLM4 ? "glm4" : f == TX_CHAT_GLM45 ? "glm4.5" : "glm4.7";
+    return f == TX_CHAT_GLM4    ? "glm4"
+           : f == TX_CHAT_GLM45 ? "glm4.5"
+           : f == TX_CHAT_QWEN3 ? "qwen3"
+                                : "glm4.7";
 }
 
 TX_API int glm_model_chat_format(const glm_model_t *m, char *why, size_t whysz)
@@ -624,7 +632,8 @@ TX_API int glm_model_set_chat_format(glm_model_t *m, int fmt)
 {
     if (!m)
         return tx_error(TX_EINVAL, "glm_model_set_chat_format: model is NULL");
-    if (fmt != 0 && fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5)
+    if (fmt != 0 && fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5 &&
+        fmt != TX_CHAT_QWEN3)
         return tx_error(TX_EINVAL, "glm_model_set_chat_format: unknown format %d", fmt);
     m->chat_format_override = fmt;
     return TX_OK;

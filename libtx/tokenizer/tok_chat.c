@@ -148,6 +148,67 @@ static const char *role_of(const char *role)
     return NULL;
 }
 
+/* Qwen3 (ChatML), as Qwen3's chat_template renders messages without tools:
+ * tool results grouped in one user turn, reasoning kept only for the
+ * assistant turns after the last user turn. */
+static int render_qwen3(struct render *r, const struct tx_chat_message *msgs, size_t n,
+                        ssize_t last_user, unsigned flags, char *err, size_t errsz)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *role = role_of(msgs[i].role);
+        const char *c = msgs[i].content ? msgs[i].content : "";
+        size_t cn = strlen(c);
+        if (tok_utf8_validate(c, cn) != cn)
+            return tx_errbuf(err, errsz, TX_EINVAL, "message %zu: content is not valid UTF-8", i);
+        int rc = 0;
+        if (!strcmp(role, "system") || !strcmp(role, "user")) {
+            rc = puts_(r, "<|im_start|>") || puts_(r, role) || puts_(r, "\n") ||
+                 put_content(r, c, cn) || puts_(r, "<|im_end|>\n");
+        } else if (!strcmp(role, "assistant")) {
+            const char *rs = "";
+            size_t rn = 0;
+            if (msgs[i].reasoning) {
+                rs = msgs[i].reasoning;
+                rn = strlen(rs);
+                if (tok_utf8_validate(rs, rn) != rn)
+                    return tx_errbuf(err, errsz, TX_EINVAL,
+                                     "message %zu: reasoning is not valid UTF-8", i);
+            } else {
+                split_reasoning(&c, &cn, &rs, &rn);
+            }
+            /* reasoning_content.strip('\n'), content.lstrip('\n') */
+            while (rn && *rs == '\n') {
+                rs++;
+                rn--;
+            }
+            while (rn && rs[rn - 1] == '\n')
+                rn--;
+            while (cn && *c == '\n') {
+                c++;
+                cn--;
+            }
+            rc = puts_(r, "<|im_start|>assistant\n");
+            if (!rc && (ssize_t)i > last_user && rn)
+                rc = puts_(r, "<think>\n") || put_content(r, rs, rn) || puts_(r, "\n</think>\n\n");
+            rc = rc || put_content(r, c, cn) || puts_(r, "<|im_end|>\n");
+        } else { /* tool */
+            bool first = i == 0 || strcmp(role_of(msgs[i - 1].role), "tool");
+            bool last = i + 1 == n || strcmp(role_of(msgs[i + 1].role), "tool");
+            rc = (first && puts_(r, "<|im_start|>user")) || puts_(r, "\n<tool_response>\n") ||
+                 put_content(r, c, cn) || puts_(r, "\n</tool_response>") ||
+                 (last && puts_(r, "<|im_end|>\n"));
+        }
+        if (rc)
+            return TX_ENOMEM;
+    }
+    if (flags & TX_CHAT_ADD_GENERATION_PROMPT) {
+        if (puts_(r, "<|im_start|>assistant\n") ||
+            ((flags & TX_CHAT_NO_THINKING) && puts_(r, "<think>\n\n</think>\n\n")))
+            return TX_ENOMEM;
+    }
+    return tok_buf_reserve(&r->b, 0) ? TX_ENOMEM : 0;
+}
+
 static int render(struct render *r, enum tx_chat_format fmt, const struct tx_chat_message *msgs,
                   size_t n, unsigned flags, char *err, size_t errsz)
 {
@@ -162,6 +223,8 @@ static int render(struct render *r, enum tx_chat_format fmt, const struct tx_cha
         if (!strcmp(role, "user"))
             last_user = (ssize_t)i;
     }
+    if (fmt == TX_CHAT_QWEN3)
+        return render_qwen3(r, msgs, n, last_user, flags, err, errsz);
     if (puts_(r, "[gMASK]<sop>"))
         return TX_ENOMEM;
     for (size_t i = 0; i < n; i++) {
@@ -229,7 +292,8 @@ static int render(struct render *r, enum tx_chat_format fmt, const struct tx_cha
 static int check_args(enum tx_chat_format fmt, const struct tx_chat_message *msgs, size_t n,
                       char *err, size_t errsz)
 {
-    if (fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5)
+    if (fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5 &&
+        fmt != TX_CHAT_QWEN3)
         return tx_errbuf(err, errsz, TX_EINVAL, "unknown chat format %d", (int)fmt);
     if (!msgs && n)
         return tx_errbuf(err, errsz, TX_EINVAL, "invalid argument");
@@ -324,7 +388,10 @@ int tx_chat_format_from_name(const char *name)
         return TX_CHAT_GLM45;
     if (!strcmp(k, "glm47") || !strcmp(k, "glm5") || !strcmp(k, "glm51"))
         return TX_CHAT_GLM5;
+    if (!strcmp(k, "qwen3") || !strcmp(k, "chatml"))
+        return TX_CHAT_QWEN3;
     return tx_errbuf(NULL, 0, TX_EINVAL,
-                     "unknown chat format \"%.32s\" (glm4, glm4.5, glm4.6, glm4.7, glm5, glm5.1)",
+                     "unknown chat format \"%.32s\" (glm4, glm4.5, glm4.6, glm4.7, glm5, glm5.1, "
+                     "qwen3)",
                      name);
 }

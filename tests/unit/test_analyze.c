@@ -72,6 +72,43 @@ START_TEST(glm4_counts)
 }
 END_TEST
 
+START_TEST(qwen3_counts)
+{
+    struct glm_config c;
+    load(GLM_ARCH_QWEN3_MOE, &c);
+    /* the tiny preset: 3 layers (layer 1 dense: mlp_only_layers [1]), H 64,
+     * 4 heads of 32, 2 KV heads, I 128, 8 experts of 64, top 2, no shared
+     * expert, no biases, no router correction bias, q/k norms */
+    const uint64_t H = 64, V = 256, nh = 4, kv = 2, hd = 32, I = 128, Im = 64, E = 8, L = 3, Ld = 1,
+                   Lm = 2;
+    uint64_t attn = L * (H * nh * hd + 2 * H * kv * hd + nh * hd * H);
+    uint64_t norms = L * (2 * H + 2 * hd) + H;
+    uint64_t dense = Ld * 3 * H * I;
+    uint64_t routed = Lm * E * 3 * H * Im;
+    uint64_t router = Lm * E * H;
+    uint64_t total = 2 * V * H + attn + norms + dense + routed + router;
+    struct tx_analysis a;
+    ck_assert_int_eq(tx_analyze_config(&c, 16, 64, 8ull << 30, &a, err, sizeof(err)), 0);
+    ck_assert_uint_eq(a.params[TX_MOD_ATTENTION], attn);
+    ck_assert_uint_eq(a.params[TX_MOD_NORMS], norms);
+    ck_assert_uint_eq(a.params[TX_MOD_DENSE_MLP], dense);
+    ck_assert_uint_eq(a.params[TX_MOD_ROUTED_EXPERTS], routed);
+    ck_assert_uint_eq(a.params[TX_MOD_SHARED_EXPERTS], 0);
+    ck_assert_uint_eq(a.params[TX_MOD_ROUTER], router);
+    ck_assert_uint_eq(a.total_params, total);
+    ck_assert_uint_eq(a.active_params, total - routed + routed * 2 / E);
+    ck_assert_int_eq(a.layers[0].moe, 1);
+    ck_assert_int_eq(a.layers[1].moe, 0);
+    ck_assert_int_eq(a.layers[2].moe, 1);
+    ck_assert_uint_eq(a.kv_bytes_per_token, L * 2 * kv * hd * 2);
+    char *txt = tx_analysis_json(&a, &c, "qwen3", "config");
+    ck_assert_ptr_nonnull(txt);
+    ck_assert_msg(strstr(txt, "Qwen3MoeForCausalLM") && strstr(txt, "softmax"), "%s", txt);
+    free(txt);
+    tx_analysis_free(&a);
+}
+END_TEST
+
 START_TEST(glm5_counts)
 {
     struct glm_config c;
@@ -240,6 +277,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, glm4_counts);
     tcase_add_test(tc, glm5_counts);
+    tcase_add_test(tc, qwen3_counts);
     tcase_add_test(tc, fits_and_json);
     tcase_add_test(tc, inputs);
     tcase_add_test(tc, sizes);

@@ -411,9 +411,9 @@ START_TEST(export_golden)
 }
 END_TEST
 
-START_TEST(export_none_exact)
+static void none_exact(enum glm_arch arch)
 {
-    const char *in = make_ckpt(GLM_ARCH_GLM4_MOE);
+    const char *in = make_ckpt(arch);
     const char *out = tm_path("n.smd");
     struct tx_export_opts o;
     tx_export_default_opts(&o);
@@ -436,6 +436,41 @@ START_TEST(export_none_exact)
     }
     tx_smd_close(s);
     tx_ckpt_close(c);
+}
+
+START_TEST(export_none_exact)
+{
+    none_exact(GLM_ARCH_GLM4_MOE);
+}
+END_TEST
+
+/* Qwen3-MoE: the real tensor names (no router bias, no shared expert, q/k
+ * norms, a dense layer from mlp_only_layers) exported exactly, then under
+ * the golden plan */
+START_TEST(export_qwen3_moe)
+{
+    none_exact(GLM_ARCH_QWEN3_MOE);
+    const char *in = tm_path("ckpt");
+    struct tx_ckpt *c;
+    ck_assert_int_eq(tx_ckpt_open(in, &c, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(tx_ckpt_find(c, "model.layers.0.self_attn.q_norm.weight"));
+    ck_assert_ptr_nonnull(tx_ckpt_find(c, "model.layers.0.mlp.gate.weight"));
+    ck_assert_ptr_nonnull(tx_ckpt_find(c, "model.layers.1.mlp.gate_proj.weight"));
+    ck_assert_ptr_null(tx_ckpt_find(c, "model.layers.0.mlp.gate.e_score_correction_bias"));
+    ck_assert_ptr_null(tx_ckpt_find(c, "model.layers.0.self_attn.q_proj.bias"));
+    size_t n = tx_ckpt_count(c);
+    tx_ckpt_close(c);
+    const char *out = tm_path("q3g.smd");
+    struct tx_export_opts o;
+    tx_export_default_opts(&o);
+    struct tx_export_stats st;
+    ck_assert_msg(tx_export(in, out, &o, &st, err, sizeof(err)) == 0, "%s", err);
+    struct tx_smd *s;
+    ck_assert_int_eq(tx_smd_open(out, 0, &s, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(tx_smd_find(s, "model.layers.2.mlp.experts.7.down_proj.weight"));
+    ck_assert_ptr_nonnull(tx_smd_find(s, "model.layers.2.self_attn.k_norm.weight"));
+    ck_assert_uint_eq(tx_smd_header(s)->tensor_count, n);
+    tx_smd_close(s);
 }
 END_TEST
 
@@ -688,6 +723,7 @@ static Suite *suite(void)
     tcase_add_test(tc, plans);
     tcase_add_test(tc, export_golden);
     tcase_add_test(tc, export_none_exact);
+    tcase_add_test(tc, export_qwen3_moe);
     tcase_add_test(tc, export_sparse);
     tcase_add_test(tc, export_errors);
     tcase_add_test(tc, export_bad_input);

@@ -124,6 +124,44 @@ static const char *GLM5_JSON =
     "  \"vocab_size\": 154880\n"
     "}\n";
 
+/* Qwen/Qwen3-30B-A3B config.json (transformers 4.51) */
+static const char *Q3_JSON = "{\n"
+                             "  \"architectures\": [\"Qwen3MoeForCausalLM\"],\n"
+                             "  \"attention_bias\": false,\n"
+                             "  \"attention_dropout\": 0.0,\n"
+                             "  \"bos_token_id\": 151643,\n"
+                             "  \"decoder_sparse_step\": 1,\n"
+                             "  \"eos_token_id\": 151645,\n"
+                             "  \"head_dim\": 128,\n"
+                             "  \"hidden_act\": \"silu\",\n"
+                             "  \"hidden_size\": 2048,\n"
+                             "  \"initializer_range\": 0.02,\n"
+                             "  \"intermediate_size\": 6144,\n"
+                             "  \"max_position_embeddings\": 40960,\n"
+                             "  \"max_window_layers\": 48,\n"
+                             "  \"mlp_only_layers\": [],\n"
+                             "  \"model_type\": \"qwen3_moe\",\n"
+                             "  \"moe_intermediate_size\": 768,\n"
+                             "  \"norm_topk_prob\": true,\n"
+                             "  \"num_attention_heads\": 32,\n"
+                             "  \"num_experts\": 128,\n"
+                             "  \"num_experts_per_tok\": 8,\n"
+                             "  \"num_hidden_layers\": 48,\n"
+                             "  \"num_key_value_heads\": 4,\n"
+                             "  \"output_router_logits\": false,\n"
+                             "  \"rms_norm_eps\": 1e-06,\n"
+                             "  \"rope_scaling\": null,\n"
+                             "  \"rope_theta\": 1000000.0,\n"
+                             "  \"router_aux_loss_coef\": 0.001,\n"
+                             "  \"sliding_window\": null,\n"
+                             "  \"tie_word_embeddings\": false,\n"
+                             "  \"torch_dtype\": \"bfloat16\",\n"
+                             "  \"transformers_version\": \"4.51.0\",\n"
+                             "  \"use_cache\": true,\n"
+                             "  \"use_sliding_window\": false,\n"
+                             "  \"vocab_size\": 151936\n"
+                             "}\n";
+
 static char err[512];
 
 /* Replace the first occurrence of `from` in `src` by `to` (test helper). */
@@ -479,6 +517,113 @@ START_TEST(test_roundtrip)
     struct tally ty = tally_of(&c);
     ck_assert_int_eq(ty.params, 106852245504LL + 45 * 128 - 151552LL * 4096);
     free(j);
+}
+END_TEST
+
+START_TEST(test_qwen3_moe)
+{
+    struct glm_config c;
+    int rc = glm_config_from_json(Q3_JSON, &c, err, sizeof(err));
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_int_eq(c.arch, GLM_ARCH_QWEN3_MOE);
+    ck_assert_str_eq(c.model_type, "qwen3_moe");
+    ck_assert_str_eq(c.architecture, "Qwen3MoeForCausalLM");
+    ck_assert_int_eq(c.vocab_size, 151936);
+    ck_assert_int_eq(c.hidden_size, 2048);
+    ck_assert_int_eq(c.num_hidden_layers, 48);
+    ck_assert_int_eq(c.num_attention_heads, 32);
+    ck_assert_int_eq(c.num_key_value_heads, 4);
+    ck_assert_int_eq(c.head_dim, 128);
+    ck_assert_int_eq(c.rotary_dim, 128);
+    ck_assert_int_eq(c.rope_interleave, 0);
+    ck_assert_double_eq(c.rope_theta, 1000000.0);
+    ck_assert_double_eq(c.rms_norm_eps, 1e-6);
+    ck_assert_int_eq(c.use_qk_norm, 1);
+    ck_assert_int_eq(c.attention_bias, 0);
+    ck_assert_int_eq(c.n_routed_experts, 128);
+    ck_assert_int_eq(c.n_shared_experts, 0);
+    ck_assert_int_eq(c.num_experts_per_tok, 8);
+    ck_assert_int_eq(c.norm_topk_prob, 1);
+    ck_assert_int_eq(c.max_position_embeddings, 40960);
+    for (int l = 0; l < 48; l++)
+        ck_assert_int_eq(c.mlp_layer_types[l], GLM_MLP_SPARSE);
+    ck_assert_int_eq(c.bos_token_id, 151643);
+    ck_assert_int_eq(c.n_eos, 1);
+    ck_assert_int_eq(c.eos_token_ids[0], 151645);
+    ck_assert_double_eq_tol(glm_config_attn_scale(&c), 1.0 / sqrt(128.0), 1e-15);
+    expect_tensor(&c, "model.layers.0.self_attn.q_proj.weight", 2, 4096, 2048);
+    expect_tensor(&c, "model.layers.0.self_attn.k_proj.weight", 2, 512, 2048);
+    expect_tensor(&c, "model.layers.0.self_attn.o_proj.weight", 2, 2048, 4096);
+    expect_tensor(&c, "model.layers.0.self_attn.q_norm.weight", 1, 128, 0);
+    expect_tensor(&c, "model.layers.47.self_attn.k_norm.weight", 1, 128, 0);
+    expect_tensor(&c, "model.layers.3.mlp.gate.weight", 2, 128, 2048);
+    expect_tensor(&c, "model.layers.3.mlp.experts.127.down_proj.weight", 2, 2048, 768);
+    expect_tensor(&c, "lm_head.weight", 2, 151936, 2048);
+    expect_no_tensor(&c, "model.layers.0.self_attn.q_proj.bias", NULL);
+    expect_no_tensor(&c, "model.layers.0.mlp.gate.e_score_correction_bias", NULL);
+    expect_no_tensor(&c, "model.layers.0.mlp.shared_experts.gate_proj.weight", NULL);
+    expect_no_tensor(&c, "model.layers.0.mlp.gate_proj.weight", NULL);
+    /* 48 x (attention 18,874,880 + norms 4,096 + router 262,144 + experts
+     * 128 x 3 x 768 x 2048) + embedding + lm_head + final norm */
+    struct tally ty = tally_of(&c);
+    ck_assert_int_eq(ty.params, 48LL * (18874624 + 4096 + 262144 + 128LL * 3 * 768 * 2048) +
+                                    2LL * 151936 * 2048 + 2048);
+    ck_assert_int_eq(ty.experts, 48LL * 128 * 3);
+    roundtrip(Q3_JSON);
+
+    /* Qwen3MoeDecoderLayer: sparse iff l not in mlp_only_layers and
+     * (l + 1) % decoder_sparse_step == 0 */
+    char *j = patch(Q3_JSON, "\"decoder_sparse_step\": 1", "\"decoder_sparse_step\": 3");
+    char *k = patch(j, "\"mlp_only_layers\": []", "\"mlp_only_layers\": [5, 47]");
+    ck_assert_int_eq(glm_config_from_json(k, &c, err, sizeof(err)), 0);
+    for (int l = 0; l < 48; l++)
+        ck_assert_int_eq(c.mlp_layer_types[l],
+                         (l + 1) % 3 == 0 && l != 5 && l != 47 ? GLM_MLP_SPARSE : GLM_MLP_DENSE);
+    expect_tensor(&c, "model.layers.0.mlp.gate_proj.weight", 2, 6144, 2048);
+    expect_tensor(&c, "model.layers.2.mlp.gate.weight", 2, 128, 2048);
+    expect_no_tensor(&c, "model.layers.5.mlp.gate.weight", NULL);
+    roundtrip(k);
+    free(j);
+    free(k);
+    /* num_experts 0: every layer dense */
+    j = patch(Q3_JSON, "\"num_experts\": 128", "\"num_experts\": 0");
+    ck_assert_int_eq(glm_config_from_json(j, &c, err, sizeof(err)), 0);
+    ck_assert_int_eq(c.mlp_layer_types[0], GLM_MLP_DENSE);
+    ck_assert_int_eq(c.mlp_layer_types[47], GLM_MLP_DENSE);
+    free(j);
+
+    /* refused with the field named */
+    static const struct {
+        const char *from, *to, *field;
+    } no[] = {
+        {"\"use_sliding_window\": false", "\"use_sliding_window\": true", "use_sliding_window"},
+        {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}",
+         "rope_type"},
+        {"\"decoder_sparse_step\": 1", "\"decoder_sparse_step\": 0", "decoder_sparse_step"},
+        {"\"decoder_sparse_step\": 1,\n", "", "decoder_sparse_step"},
+        {"\"num_experts\": 128", "\"n_routed_experts\": 128", "num_experts"},
+        {"\"mlp_only_layers\": []", "\"mlp_only_layers\": [48]", "mlp_only_layers"},
+        {"\"mlp_only_layers\": []", "\"mlp_only_layers\": [\"a\"]", "mlp_only_layers"},
+        {"\"mlp_only_layers\": []", "\"mlp_only_layers\": 3", "mlp_only_layers"},
+        {"\"num_experts_per_tok\": 8", "\"num_experts_per_tok\": 200", "num_experts_per_tok"},
+        {"\"norm_topk_prob\": true", "\"norm_topk_prob\": true, \"scoring_func\": \"sigmoid\"",
+         "scoring_func"},
+        {"\"head_dim\": 128", "\"head_dim\": 127", "head_dim"},
+        {"\"rope_theta\": 1000000.0", "\"rope_theta\": 1000000.0, \"partial_rotary_factor\": 0.5",
+         "partial_rotary_factor"},
+        {"\"norm_topk_prob\": true",
+         "\"norm_topk_prob\": true, \"shared_expert_intermediate_size\": 5632",
+         "shared_expert_intermediate_size"},
+        {"\"model_type\": \"qwen3_moe\"", "\"model_type\": \"qwen2_moe\"", "model_type"},
+    };
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+        j = patch(Q3_JSON, no[i].from, no[i].to);
+        err[0] = 0;
+        ck_assert_msg(glm_config_from_json(j, &c, err, sizeof(err)) < 0, "%s accepted", no[i].to);
+        ck_assert_msg(strstr(err, no[i].field), "%s: message lacks %s: %s", no[i].to,
+                      no[i].field, err);
+        free(j);
+    }
 }
 END_TEST
 
@@ -875,6 +1020,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_glm5);
     tcase_add_test(tc, test_indexer_schedule);
     tcase_add_test(tc, test_roundtrip);
+    tcase_add_test(tc, test_qwen3_moe);
     tcase_add_loop_test(tc, test_malformed, 0, (int)(sizeof(bads) / sizeof(bads[0])));
     tcase_add_test(tc, test_not_object);
     tcase_add_test(tc, test_load_file);

@@ -28,7 +28,7 @@
                       tx_last_error());                                                            \
     } while (0)
 
-enum { M5_F32, M4_F32, M5_SHARED, M4_SKEW, M4_INT8, N_MODELS };
+enum { M5_F32, M4_F32, M5_SHARED, M4_SKEW, M4_INT8, MQ3_F32, MQ3_SKEW, N_MODELS };
 static char g_smd[N_MODELS][256];
 
 static void fixture_setup(void)
@@ -39,6 +39,9 @@ static void fixture_setup(void)
     char ck[300];
     struct rts_mods shared = {.dsa_shared = 1, .attn_bias = 1, .seed = 7};
     struct rts_mods skew = {.hot_n = 2, .hot_bias = 0.1f, .n_group = -1};
+    /* Qwen3-MoE with 16 experts, top 4, 4 layers (decoder_sparse_step 1,
+     * layer 1 dense from mlp_only_layers) */
+    struct rts_mods q3 = {.experts = 16, .top_k = 4, .seed = 11};
     struct {
         enum glm_arch arch;
         const struct rts_mods *md;
@@ -47,6 +50,7 @@ static void fixture_setup(void)
         {GLM_ARCH_GLM_MOE_DSA, NULL, "none"},    {GLM_ARCH_GLM4_MOE, NULL, "none"},
         {GLM_ARCH_GLM_MOE_DSA, &shared, "none"}, {GLM_ARCH_GLM4_MOE, &skew, "none"},
         {GLM_ARCH_GLM4_MOE, NULL, "int8"},
+        {GLM_ARCH_QWEN3_MOE, NULL, "none"},      {GLM_ARCH_QWEN3_MOE, &q3, "none"},
     };
     for (int i = 0; i < N_MODELS; i++) {
         /* the INT8 package is the FP32 GLM-4.5 checkpoint exported --quant int8 */
@@ -143,6 +147,17 @@ END_TEST
 START_TEST(test_fp32_glm4)
 {
     fp32_vs_reference(M4_F32, "GLM-4.5 (glm4_moe)", 512);
+}
+END_TEST
+
+START_TEST(test_fp32_qwen3_moe)
+{
+    /* softmax router (MOE_ROUTE TX8_ROUTE_F_SOFTMAX) with norm_topk_prob,
+     * per-head q/k RMSNorm, full NeoX RoPE, a dense layer */
+    fp32_vs_reference(MQ3_F32, "Qwen3-MoE (qwen3_moe)", 512);
+    fp32_vs_reference(MQ3_SKEW, "Qwen3-MoE 16 experts top-4", 512);
+    /* prefill in passes of 5 */
+    fp32_vs_reference(MQ3_F32, "Qwen3-MoE chunked", 5);
 }
 END_TEST
 
@@ -855,6 +870,9 @@ static const char tmpl_glm45[] =
 static const char tmpl_chatml[] = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content "
                                   "}}<|im_end|>\n{% endfor %}<|im_start|>assistant\n";
 
+static const char tmpl_llama3[] = "{% for m in messages %}<|start_header_id|>{{ m.role }}"
+                                  "<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endfor %}";
+
 static glm_model_t *load_with_template(tx_device_t *dev, int k, const char *tmpl)
 {
     char ck[300], smd[300], path[340];
@@ -923,8 +941,14 @@ START_TEST(test_chat_format_from_template)
     printf("[runtime] glm4_moe with the GLM-4.5 template: %s\n", why);
     expect_chat(m, 0, "[gMASK]<sop><|user|>\nhi<|assistant|>");
     OK(glm_model_free(m));
-    /* an unknown template is refused, not rendered as GLM */
+    /* a ChatML template: Qwen3 */
     m = load_with_template(dev, 2, tmpl_chatml);
+    ck_assert_int_eq(glm_model_chat_format(m, why, sizeof(why)), TX_CHAT_QWEN3);
+    printf("[runtime] a ChatML template: %s\n", why);
+    expect_chat(m, 0, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    OK(glm_model_free(m));
+    /* an unknown template is refused, not rendered as GLM */
+    m = load_with_template(dev, 4, tmpl_llama3);
     ck_assert_int_eq(glm_model_chat_format(m, why, sizeof(why)), TX_ENOTSUP);
     struct tx_chat_message msg = {"user", "hi", NULL};
     int32_t *ids = NULL;
@@ -1433,6 +1457,7 @@ static Suite *runtime_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_fp32_glm5);
     tcase_add_test(tc, test_fp32_glm4);
+    tcase_add_test(tc, test_fp32_qwen3_moe);
     tcase_add_test(tc, test_fp32_glm5_shared_bias_chunked);
     tcase_add_test(tc, test_decode_equals_prefill_glm5);
     tcase_add_test(tc, test_decode_equals_prefill_glm4);

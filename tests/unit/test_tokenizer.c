@@ -1013,6 +1013,37 @@ START_TEST(test_chat_render)
                            "calling<|observation|><tool_response>{\"t\":20}</tool_response>"
                            "<tool_response>{\"h\":5}</tool_response>");
     free(text);
+    /* Qwen3 (ChatML) */
+    ck_assert_int_eq(tx_tokenizer_chat_render(TX_CHAT_QWEN3, doc, 4, TX_CHAT_ADD_GENERATION_PROMPT,
+                                              &text, &len, err, 512),
+                     0);
+    ck_assert_str_eq(text, "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi"
+                           "<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\n"
+                           "2+2?<|im_end|>\n<|im_start|>assistant\n");
+    free(text);
+    ck_assert_int_eq(tx_tokenizer_chat_render(TX_CHAT_QWEN3, agent, 4, 0, &text, &len, err, 512),
+                     0);
+    ck_assert_str_eq(text, "<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n<think>\n"
+                           " look it up \n</think>\n\ncalling<|im_end|>\n<|im_start|>user\n"
+                           "<tool_response>\n{\"t\":20}\n</tool_response>\n<tool_response>\n"
+                           "{\"h\":5}\n</tool_response><|im_end|>\n");
+    free(text);
+    struct tx_chat_message q3[] = {
+        {"user", "a", NULL},
+        {"assistant", "<think>\nold\n</think>\n\nb", NULL},
+        {"user", "c", NULL},
+    };
+    ck_assert_int_eq(tx_tokenizer_chat_render(TX_CHAT_QWEN3, q3, 3,
+                                              TX_CHAT_ADD_GENERATION_PROMPT | TX_CHAT_NO_THINKING,
+                                              &text, &len, err, 512),
+                     0);
+    /* reasoning before the last user turn dropped; thinking off */
+    ck_assert_str_eq(text, "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nb<|im_end|>\n"
+                           "<|im_start|>user\nc<|im_end|>\n<|im_start|>assistant\n<think>\n\n"
+                           "</think>\n\n");
+    free(text);
+    ck_assert_int_eq(tx_chat_format_from_name("qwen3"), TX_CHAT_QWEN3);
+    ck_assert_int_eq(tx_chat_format_from_name("ChatML"), TX_CHAT_QWEN3);
     /* errors */
     struct tx_chat_message bad[] = {{"wizard", "x", NULL}};
     ck_assert_int_eq(tx_tokenizer_chat_render(TX_CHAT_GLM5, bad, 1, 0, &text, &len, err, 512),

@@ -36,7 +36,7 @@
                       tx_last_error());                                                            \
     } while (0)
 
-enum { T5, T4, N_MODELS };
+enum { T5, T4, TQ3, N_MODELS };
 static char g_ck[N_MODELS][300], g_smd[N_MODELS][300];
 static char g_other[300]; /* a different checkpoint (other seed) */
 static char g_nan[300];   /* g_smd[T5] with a NaN in lm_head */
@@ -129,7 +129,7 @@ static void fixture_setup(void)
     if (rts_device_setup("256M"))
         ck_abort_msg("cannot start tx8-emu");
     const char *d = rts_tmpdir();
-    enum glm_arch arch[N_MODELS] = {GLM_ARCH_GLM_MOE_DSA, GLM_ARCH_GLM4_MOE};
+    enum glm_arch arch[N_MODELS] = {GLM_ARCH_GLM_MOE_DSA, GLM_ARCH_GLM4_MOE, GLM_ARCH_QWEN3_MOE};
     for (int i = 0; i < N_MODELS; i++) {
         snprintf(g_ck[i], sizeof(g_ck[i]), "%s/ck%d", d, i);
         snprintf(g_smd[i], sizeof(g_smd[i]), "%s/m%d.smd", d, i);
@@ -230,7 +230,7 @@ static void golden_vs_original(int which, int n_tokens)
     printf("[validate] %s golden int8 package vs original, 100 x %d tokens: cosine min %.6f mean "
            "%.6f, worst position %.6f; device arithmetic min %.6f; quantisation min %.6f; blame "
            "device %s, quantisation %s\n",
-           which == T5 ? "glm5" : "glm4", n_tokens, r->min_cosine, r->mean_cosine,
+           which == T5 ? "glm5" : which == T4 ? "glm4" : "qwen3_moe", n_tokens, r->min_cosine, r->mean_cosine,
            r->min_position_cosine, r->device_min_cosine, r->quant_min_cosine,
            r->device_blame >= 0 ? glm_layer_type_name(r->device_blame) : "-",
            r->quant_blame >= 0 ? glm_layer_type_name(r->quant_blame) : "-");
@@ -256,6 +256,14 @@ START_TEST(test_golden_original_glm4)
 {
     golden_vs_original(T4, 8);
     golden_vs_original(T4, 12);
+}
+END_TEST
+
+START_TEST(test_golden_original_qwen3_moe)
+{
+    /* softmax router, a dense layer from mlp_only_layers */
+    golden_vs_original(TQ3, 8);
+    golden_vs_original(TQ3, 12);
 }
 END_TEST
 
@@ -409,6 +417,7 @@ static Suite *validate_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_golden_original_glm5);
     tcase_add_test(tc, test_golden_original_glm4);
+    tcase_add_test(tc, test_golden_original_qwen3_moe);
     tcase_add_test(tc, test_device_only);
     tcase_add_test(tc, test_nan_fails);
     tcase_add_test(tc, test_original_override);
