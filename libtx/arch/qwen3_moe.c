@@ -116,8 +116,7 @@ static int parse(struct json_object *root, struct glm_config *c, char *err, size
 /* Qwen3MoeDecoderLayer.__init__: layer l has the sparse MoE block iff
  * l not in mlp_only_layers and num_experts > 0 and (l + 1) %
  * decoder_sparse_step == 0; else Qwen3MoeMLP(intermediate_size). */
-static int parse_mlp_layers(struct json_object *root, struct glm_config *c, char *err,
-                            size_t errsz)
+static int parse_mlp_layers(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
 {
     int step = 1;
     CJ_REQ(cj_int, "decoder_sparse_step", &step);
@@ -191,10 +190,9 @@ static int validate(const struct glm_config *c, char *err, size_t errsz)
 static int to_json(const struct glm_config *c, struct json_object *o)
 {
     static const char *const drop[] = {
-        "n_routed_experts", "n_shared_experts",      "routed_scaling_factor",
-        "n_group",          "topk_group",            "first_k_dense_replace",
-        "scoring_func",     "topk_method",           "mlp_layer_types",
-        "partial_rotary_factor",
+        "n_routed_experts", "n_shared_experts",      "routed_scaling_factor", "n_group",
+        "topk_group",       "first_k_dense_replace", "scoring_func",          "topk_method",
+        "mlp_layer_types",  "partial_rotary_factor",
     };
     for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
         json_object_object_del(o, drop[i]);

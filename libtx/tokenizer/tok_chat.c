@@ -292,8 +292,7 @@ static int render(struct render *r, enum tx_chat_format fmt, const struct tx_cha
 static int check_args(enum tx_chat_format fmt, const struct tx_chat_message *msgs, size_t n,
                       char *err, size_t errsz)
 {
-    if (fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5 &&
-        fmt != TX_CHAT_QWEN3)
+    if (fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5 && fmt != TX_CHAT_QWEN3)
         return tx_errbuf(err, errsz, TX_EINVAL, "unknown chat format %d", (int)fmt);
     if (!msgs && n)
         return tx_errbuf(err, errsz, TX_EINVAL, "invalid argument");

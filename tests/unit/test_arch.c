@@ -116,9 +116,9 @@ START_TEST(test_unknown_refused)
     ck_assert_msg(strstr(err, "\"deepseek_v3\" is not supported") &&
                       strstr(err, "supported: glm4_moe, glm_moe_dsa"),
                   "%s", err);
-    ck_assert_int_eq(glm_config_from_json("{\"architectures\": [\"MixtralForCausalLM\"]}", &c, err,
-                                          sizeof(err)),
-                     -EINVAL);
+    ck_assert_int_eq(
+        glm_config_from_json("{\"architectures\": [\"MixtralForCausalLM\"]}", &c, err, sizeof(err)),
+        -EINVAL);
     ck_assert_msg(strstr(err, "\"MixtralForCausalLM\" is not supported") &&
                       strstr(err, "supported: Glm4MoeForCausalLM, GlmMoeDsaForCausalLM"),
                   "%s", err);

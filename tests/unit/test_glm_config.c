@@ -620,8 +620,8 @@ START_TEST(test_qwen3_moe)
         j = patch(Q3_JSON, no[i].from, no[i].to);
         err[0] = 0;
         ck_assert_msg(glm_config_from_json(j, &c, err, sizeof(err)) < 0, "%s accepted", no[i].to);
-        ck_assert_msg(strstr(err, no[i].field), "%s: message lacks %s: %s", no[i].to,
-                      no[i].field, err);
+        ck_assert_msg(strstr(err, no[i].field), "%s: message lacks %s: %s", no[i].to, no[i].field,
+                      err);
         free(j);
     }
 }

@@ -230,9 +230,11 @@ static void golden_vs_original(int which, int n_tokens)
     printf("[validate] %s golden int8 package vs original, 100 x %d tokens: cosine min %.6f mean "
            "%.6f, worst position %.6f; device arithmetic min %.6f; quantisation min %.6f; blame "
            "device %s, quantisation %s\n",
-           which == T5 ? "glm5" : which == T4 ? "glm4" : "qwen3_moe", n_tokens, r->min_cosine, r->mean_cosine,
-           r->min_position_cosine, r->device_min_cosine, r->quant_min_cosine,
-           r->device_blame >= 0 ? glm_layer_type_name(r->device_blame) : "-",
+           which == T5   ? "glm5"
+           : which == T4 ? "glm4"
+                         : "qwen3_moe",
+           n_tokens, r->min_cosine, r->mean_cosine, r->min_position_cosine, r->device_min_cosine,
+           r->quant_min_cosine, r->device_blame >= 0 ? glm_layer_type_name(r->device_blame) : "-",
            r->quant_blame >= 0 ? glm_layer_type_name(r->quant_blame) : "-");
     /* the quantisation is measured, not hidden */
     ck_assert(r->quant_min_cosine < 0.999999);
