@@ -334,6 +334,34 @@ static void count_ignored(void *ctx, const char *name, int is_mtp)
     *(is_mtp ? &n_mtp : &n_unknown) += 1;
 }
 
+/* DeepSeek-V3 (synthetic, the real tensor names): every tensor exported,
+ * the MLA projections without any DSA indexer tensor */
+START_TEST(export_dsv3)
+{
+    const char *in = make_ckpt(GLM_ARCH_DEEPSEEK_V3);
+    const char *out = tm_path("d3.smd");
+    struct tx_export_opts o;
+    tx_export_default_opts(&o);
+    o.threads = 2;
+    struct tx_export_stats st;
+    ck_assert_msg(tx_export(in, out, &o, &st, err, sizeof(err)) == 0, "%s", err);
+    struct tx_ckpt *c;
+    ck_assert_int_eq(tx_ckpt_open(in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(st.tensors, tx_ckpt_count(c));
+    ck_assert_uint_eq(st.ignored, 4); /* the MTP layer (num_nextn_predict_layers 1), as GLM's */
+    struct tx_smd *s;
+    ck_assert_int_eq(tx_smd_open(out, TX_SMD_OPEN_VERIFY, &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(tx_smd_tensor_count(s), tx_ckpt_count(c));
+    ck_assert_ptr_nonnull(strstr(tx_smd_metadata_json(s, NULL), "\"model_name\": \"DeepSeek-V3\""));
+    ck_assert_ptr_nonnull(tx_smd_find(s, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight"));
+    ck_assert_ptr_nonnull(tx_smd_find(s, "model.layers.2.mlp.gate.e_score_correction_bias"));
+    ck_assert_ptr_nonnull(tx_smd_find(s, "model.layers.1.mlp.shared_experts.down_proj.weight"));
+    ck_assert_ptr_null(tx_smd_find(s, "model.layers.0.self_attn.indexer.wk.weight"));
+    tx_smd_close(s);
+    tx_ckpt_close(c);
+}
+END_TEST
+
 START_TEST(export_golden)
 {
     const char *in = make_ckpt(GLM_ARCH_GLM_MOE_DSA);
@@ -687,6 +715,7 @@ static Suite *suite(void)
     tcase_add_test(tc, keep_blocks);
     tcase_add_test(tc, plans);
     tcase_add_test(tc, export_golden);
+    tcase_add_test(tc, export_dsv3);
     tcase_add_test(tc, export_none_exact);
     tcase_add_test(tc, export_sparse);
     tcase_add_test(tc, export_errors);
