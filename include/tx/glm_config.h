@@ -104,7 +104,7 @@ struct glm_config {
     /* RoPE */
     double rope_theta;
     enum glm_rope_type rope_type;
-    double rope_factor;           /* linear / yarn, else 1.0 */
+    double rope_factor; /* linear / yarn, else 1.0 */
     /* yarn only (rope_scaling of DeepSeek-V3 / Kimi-K2); 0 = absent */
     int rope_yarn_original_max_pos;
     double rope_yarn_beta_fast, rope_yarn_beta_slow;

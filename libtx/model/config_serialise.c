@@ -57,7 +57,7 @@ char *glm_config_to_json(const struct glm_config *c)
         bad |= cj_add(rp, "rope_type",
                       json_object_new_string(c->rope_type == GLM_ROPE_LINEAR ? "linear"
                                              : c->rope_type == GLM_ROPE_YARN ? "yarn"
-                                                                              : "default"));
+                                                                             : "default"));
         bad |= cj_add(rp, "rope_theta", cj_double(c->rope_theta));
         if (c->rope_type != GLM_ROPE_DEFAULT)
             bad |= cj_add(rp, "factor", cj_double(c->rope_factor));

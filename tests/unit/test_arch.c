@@ -117,14 +117,14 @@ START_TEST(test_unknown_refused)
 {
     struct glm_config c;
     char err[512];
-    ck_assert_int_eq(
-        glm_config_from_json("{\"model_type\": \"mistral\"}", &c, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(glm_config_from_json("{\"model_type\": \"mistral\"}", &c, err, sizeof(err)),
+                     -EINVAL);
     ck_assert_msg(strstr(err, "\"mistral\" is not supported") &&
                       strstr(err, "supported: glm4_moe, glm_moe_dsa"),
                   "%s", err);
-    ck_assert_int_eq(glm_config_from_json("{\"architectures\": [\"MistralForCausalLM\"]}", &c, err,
-                                          sizeof(err)),
-                     -EINVAL);
+    ck_assert_int_eq(
+        glm_config_from_json("{\"architectures\": [\"MistralForCausalLM\"]}", &c, err, sizeof(err)),
+        -EINVAL);
     ck_assert_msg(strstr(err, "\"MistralForCausalLM\" is not supported") &&
                       strstr(err, "supported: Glm4MoeForCausalLM, GlmMoeDsaForCausalLM"),
                   "%s", err);

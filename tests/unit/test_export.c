@@ -401,8 +401,8 @@ START_TEST(export_dsv3_fp8_refused)
         d[i].ndim = t->ndim;
         memcpy(d[i].shape, t->shape, sizeof(d[i].shape));
     }
-    d[n] = (struct tx_tensor_decl){"model.layers.0.self_attn.q_a_proj.weight_scale_inv",
-                                   TX_ELEM_F32, 2, {1, 1}};
+    d[n] = (struct tx_tensor_decl){
+        "model.layers.0.self_attn.q_a_proj.weight_scale_inv", TX_ELEM_F32, 2, {1, 1}};
     struct tx_st_writer *wr;
     ck_assert_int_eq(tx_st_writer_open(q, d, n + 1, NULL, &wr, err, sizeof(err)), 0);
     for (size_t i = 0; i < n; i++) {
@@ -426,8 +426,9 @@ START_TEST(export_dsv3_fp8_refused)
     *brace = 0;
     FILE *o = fopen(p, "w");
     ck_assert_ptr_nonnull(o);
-    fprintf(o, "%s, \"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": "
-               "\"e4m3\", \"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}}\n",
+    fprintf(o,
+            "%s, \"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": "
+            "\"e4m3\", \"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}}\n",
             cj);
     fclose(o);
     free(cj);
