@@ -57,6 +57,7 @@ enum glm_arch {
     GLM_ARCH_GLM4_MOE = 1,    /* Glm4MoeForCausalLM */
     GLM_ARCH_GLM_MOE_DSA = 2, /* GlmMoeDsaForCausalLM */
     GLM_ARCH_QWEN3_MOE = 3,   /* Qwen3MoeForCausalLM */
+    GLM_ARCH_DEEPSEEK_V3 = 4, /* DeepseekV3ForCausalLM (DeepSeek-V3/R1, Kimi-K2) */
 };
 
 enum glm_dtype {
@@ -66,11 +67,12 @@ enum glm_dtype {
     GLM_DTYPE_F32 = 3,
 };
 
-/* RoPE variants. Only these two are supported; anything else (yarn, dynamic,
+/* RoPE variants. Only these three are supported; anything else (dynamic,
  * longrope, llama3, ...) is refused by the parser with -ENOTSUP. */
 enum glm_rope_type {
     GLM_ROPE_DEFAULT = 0, /* inv_freq[i] = theta^(-2i/rotary_dim) */
     GLM_ROPE_LINEAR = 1,  /* inv_freq[i] = theta^(-2i/rotary_dim) / factor */
+    GLM_ROPE_YARN = 2,    /* YaRN (libtx/model/rope_scaling.h, docs/model-blocks.md) */
 };
 
 enum glm_mlp_type { GLM_MLP_DENSE = 0, GLM_MLP_SPARSE = 1 };
@@ -103,7 +105,14 @@ struct glm_config {
     /* RoPE */
     double rope_theta;
     enum glm_rope_type rope_type;
-    double rope_factor;           /* linear only, else 1.0 */
+    double rope_factor; /* linear / yarn, else 1.0 */
+    /* yarn only (rope_scaling of DeepSeek-V3 / Kimi-K2); 0 = absent */
+    int rope_yarn_original_max_pos;
+    double rope_yarn_beta_fast, rope_yarn_beta_slow;
+    double rope_yarn_mscale, rope_yarn_mscale_all_dim;
+    double rope_yarn_attention_factor; /* explicit attention_factor if rope_yarn_has_af */
+    int rope_yarn_has_af;
+    int rope_yarn_truncate;
     double partial_rotary_factor; /* glm4_moe (default 0.5); 1.0 for glm_moe_dsa */
     int rotary_dim;               /* derived: dims that rotate per head */
     int rope_interleave;          /* 0 = NeoX (rotate_half), 1 = interleaved pairs */

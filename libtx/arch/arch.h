@@ -151,6 +151,13 @@ int tx_cfg_parse_moe_sigmoid(struct json_object *root, struct glm_config *c, cha
 int tx_cfg_parse_mlp_layers(struct json_object *root, struct glm_config *c, char *err,
                             size_t errsz);
 
+/* RoPE scaling of the config (libtx/model/rope_scaling.h): the cos/sin
+ * multiplier (YaRN attention_factor; 1 otherwise) and the softmax-scale
+ * multiplier of DeepseekV3Attention (get_mscale(factor, mscale_all_dim)^2;
+ * 1 otherwise) */
+double tx_cfg_rope_attn_factor(const struct glm_config *c);
+double tx_cfg_rope_softmax_mult(const struct glm_config *c);
+
 /* ---- registry (libtx/arch/registry.c) ---- */
 int tx_arch_count(void);
 const struct tx_arch_ops *tx_arch_at(int i);
@@ -168,5 +175,6 @@ const char *tx_arch_list_classes(void);
 extern const struct tx_arch_ops tx_arch_glm4_moe;
 extern const struct tx_arch_ops tx_arch_glm_moe_dsa;
 extern const struct tx_arch_ops tx_arch_qwen3_moe;
+extern const struct tx_arch_ops tx_arch_deepseek_v3;
 
 #endif

@@ -13,6 +13,7 @@ static const struct tx_arch_ops *const modules[] = {
     &tx_arch_glm4_moe,
     &tx_arch_glm_moe_dsa,
     &tx_arch_qwen3_moe,
+    &tx_arch_deepseek_v3,
 };
 
 #define N_MODULES ((int)(sizeof(modules) / sizeof(modules[0])))

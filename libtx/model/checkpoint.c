@@ -357,6 +357,17 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
                          c->config_path, tx_shape_str(want, ct->info.ndim, s2, sizeof(s2)));
             goto fail;
         }
+        if (!tx_elem_supported(t->type) && c->cfg.quant_method[0]) {
+            /* e.g. DeepSeek-V3's FP8 release: F8_E4M3 weights with F32
+             * <weight>_scale_inv block scales */
+            rc = txm_err(err, errsz, -ENOTSUP,
+                         "%s: tensor %s has dtype %s: %s's quantization_config.quant_method "
+                         "\"%s\" (a quantised checkpoint) is not supported; export a BF16 "
+                         "checkpoint (e.g. dequantised with the model's own conversion script)",
+                         t->file, ct->info.name, tx_elem_name(t->type), c->config_path,
+                         c->cfg.quant_method);
+            goto fail;
+        }
         if (!tx_elem_supported(t->type)) {
             rc = txm_err(err, errsz, -ENOTSUP,
                          "%s: tensor %s has dtype %s; only BF16, F16 and F32 are supported",

@@ -54,12 +54,27 @@ char *glm_config_to_json(const struct glm_config *c)
 
     struct json_object *rp = json_object_new_object();
     if (rp) {
-        bad |=
-            cj_add(rp, "rope_type",
-                   json_object_new_string(c->rope_type == GLM_ROPE_LINEAR ? "linear" : "default"));
+        bad |= cj_add(rp, "rope_type",
+                      json_object_new_string(c->rope_type == GLM_ROPE_LINEAR ? "linear"
+                                             : c->rope_type == GLM_ROPE_YARN ? "yarn"
+                                                                             : "default"));
         bad |= cj_add(rp, "rope_theta", cj_double(c->rope_theta));
-        if (c->rope_type == GLM_ROPE_LINEAR)
+        if (c->rope_type != GLM_ROPE_DEFAULT)
             bad |= cj_add(rp, "factor", cj_double(c->rope_factor));
+        if (c->rope_type == GLM_ROPE_YARN) {
+            if (c->rope_yarn_original_max_pos)
+                bad |= cj_add(rp, "original_max_position_embeddings",
+                              json_object_new_int(c->rope_yarn_original_max_pos));
+            bad |= cj_add(rp, "beta_fast", cj_double(c->rope_yarn_beta_fast));
+            bad |= cj_add(rp, "beta_slow", cj_double(c->rope_yarn_beta_slow));
+            if (c->rope_yarn_mscale != 0.0)
+                bad |= cj_add(rp, "mscale", cj_double(c->rope_yarn_mscale));
+            if (c->rope_yarn_mscale_all_dim != 0.0)
+                bad |= cj_add(rp, "mscale_all_dim", cj_double(c->rope_yarn_mscale_all_dim));
+            if (c->rope_yarn_has_af)
+                bad |= cj_add(rp, "attention_factor", cj_double(c->rope_yarn_attention_factor));
+            bad |= cj_add(rp, "truncate", json_object_new_boolean(c->rope_yarn_truncate));
+        }
     }
     bad |= cj_add(o, "rope_parameters", rp);
     bad |= cj_add(o, "partial_rotary_factor", cj_double(c->partial_rotary_factor));

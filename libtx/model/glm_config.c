@@ -21,6 +21,7 @@
 
 #include "arch/arch.h"
 #include "model/config_json.h"
+#include "model/rope_scaling.h"
 #include "model_internal.h"
 
 const char *glm_tensor_class_name(enum glm_tensor_class cls)
@@ -192,13 +193,62 @@ static int parse_rope(struct json_object *root, struct glm_config *c, char *err,
         if (!(c->rope_factor >= 1.0))
             return txm_err(err, errsz, -EINVAL, "config.json: %sfactor: must be >= 1 (got %g)", ctx,
                            c->rope_factor);
+    } else if (!strcmp(type, "yarn")) {
+        /* DeepSeek-V3 / Kimi-K2 (libtx/model/rope_scaling.h) */
+        struct tx_rope_yarn y;
+        char e2[200];
+        rc = tx_rope_yarn_parse(rp, &y, e2, sizeof(e2));
+        if (rc < 0)
+            return txm_err(err, errsz, rc, "config.json: %s (%s)", e2, src);
+        c->rope_type = GLM_ROPE_YARN;
+        c->rope_factor = y.factor;
+        c->rope_yarn_original_max_pos = y.original_max_pos;
+        c->rope_yarn_beta_fast = y.beta_fast;
+        c->rope_yarn_beta_slow = y.beta_slow;
+        c->rope_yarn_mscale = y.mscale;
+        c->rope_yarn_mscale_all_dim = y.mscale_all_dim;
+        c->rope_yarn_attention_factor = y.attention_factor;
+        c->rope_yarn_has_af = y.has_attention_factor;
+        c->rope_yarn_truncate = y.truncate;
     } else {
         return txm_err(err, errsz, -ENOTSUP,
                        "config.json: %srope_type: \"%s\" is not supported (supported: default, "
-                       "linear)",
+                       "linear, yarn)",
                        ctx, type);
     }
     return 0;
+}
+
+static void cfg_yarn(const struct glm_config *c, struct tx_rope_yarn *y)
+{
+    tx_rope_yarn_init(y);
+    y->factor = c->rope_factor;
+    y->original_max_pos = c->rope_yarn_original_max_pos;
+    y->beta_fast = c->rope_yarn_beta_fast;
+    y->beta_slow = c->rope_yarn_beta_slow;
+    y->mscale = c->rope_yarn_mscale;
+    y->mscale_all_dim = c->rope_yarn_mscale_all_dim;
+    y->attention_factor = c->rope_yarn_attention_factor;
+    y->has_attention_factor = c->rope_yarn_has_af;
+    y->truncate = c->rope_yarn_truncate;
+}
+
+double tx_cfg_rope_attn_factor(const struct glm_config *c)
+{
+    struct tx_rope_yarn y;
+    if (c->rope_type != GLM_ROPE_YARN)
+        return 1.0;
+    cfg_yarn(c, &y);
+    return tx_rope_yarn_attention_factor(&y);
+}
+
+double tx_cfg_rope_softmax_mult(const struct glm_config *c)
+{
+    struct tx_rope_yarn y;
+    if (c->rope_type != GLM_ROPE_YARN)
+        return 1.0;
+    cfg_yarn(c, &y);
+    return tx_rope_yarn_softmax_scale_mult(&y);
 }
 
 static int parse_eos(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
@@ -548,9 +598,21 @@ int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
     if (!(c->rope_theta > 0.0) || !isfinite(c->rope_theta))
         return txm_err(err, errsz, -EINVAL, "config.json: rope_theta: must be > 0 (got %g)",
                        c->rope_theta);
-    if (c->rope_type != GLM_ROPE_DEFAULT && c->rope_type != GLM_ROPE_LINEAR)
+    if (c->rope_type != GLM_ROPE_DEFAULT && c->rope_type != GLM_ROPE_LINEAR &&
+        c->rope_type != GLM_ROPE_YARN)
         return txm_err(err, errsz, -EINVAL, "config: rope_type: unknown value %d",
                        (int)c->rope_type);
+    if (c->rope_type == GLM_ROPE_YARN &&
+        (!(c->rope_yarn_beta_fast > 0.0) || !(c->rope_yarn_beta_slow > 0.0) ||
+         c->rope_yarn_beta_fast < c->rope_yarn_beta_slow || c->rope_yarn_original_max_pos < 0 ||
+         !isfinite(c->rope_yarn_mscale) || !isfinite(c->rope_yarn_mscale_all_dim) ||
+         (c->rope_yarn_has_af && !(c->rope_yarn_attention_factor > 0.0))))
+        return txm_err(err, errsz, -EINVAL,
+                       "config: rope_scaling (yarn): beta_fast %g / beta_slow %g / "
+                       "original_max_position_embeddings %d / mscale / attention_factor out of "
+                       "range",
+                       c->rope_yarn_beta_fast, c->rope_yarn_beta_slow,
+                       c->rope_yarn_original_max_pos);
     if (!(c->rope_factor >= 1.0) || !isfinite(c->rope_factor))
         return txm_err(err, errsz, -EINVAL, "config.json: rope_parameters.factor: must be >= 1");
     if (c->num_attention_heads % c->num_key_value_heads != 0)
@@ -637,6 +699,12 @@ int glm_config_rope_inv_freq(const struct glm_config *c, float *out, int n)
     if (!c || !out || c->rotary_dim <= 0 || n < c->rotary_dim / 2)
         return -EINVAL;
     int dim = c->rotary_dim;
+    if (c->rope_type == GLM_ROPE_YARN) {
+        struct tx_rope_yarn y;
+        cfg_yarn(c, &y);
+        return tx_rope_yarn_inv_freq(&y, c->rope_theta, dim, c->max_position_embeddings, out, NULL,
+                                     0);
+    }
     for (int i = 0; i < dim / 2; i++) {
         double f = 1.0 / pow(c->rope_theta, (double)(2 * i) / (double)dim);
         if (c->rope_type == GLM_ROPE_LINEAR)

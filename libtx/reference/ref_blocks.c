@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch/arch.h"
 #include "reference/ref_blocks.h"
 #include "arch/arch.h"
 
@@ -192,19 +193,20 @@ int txref_gqa_attention(struct ref_fwd *f, int l, const float *x, float *y)
     txref_linear(m->pool, x, n, H, wk, bk, (int64_t)nkv * hd, k);
     txref_linear(m->pool, x, n, H, wv, bv, (int64_t)nkv * hd, v);
     const float eps = (float)c->rms_norm_eps;
+    const float af = (float)tx_cfg_rope_attn_factor(c); /* YaRN; 1 otherwise */
     for (int t = 0; t < n; t++) {
         const int64_t pos = f->pos0 + t;
         for (int h = 0; h < nh; h++) {
             float *qh = q + ((int64_t)t * nh + h) * hd;
             if (c->use_qk_norm)
                 glm_ref_rmsnorm(qh, qn, hd, eps, qh);
-            glm_ref_rope(qh, c->rotary_dim, 0, m->inv_freq, pos);
+            txref_rope_scaled(qh, c->rotary_dim, 0, m->inv_freq, pos, af);
         }
         for (int h = 0; h < nkv; h++) {
             float *kh = k + ((int64_t)t * nkv + h) * hd;
             if (c->use_qk_norm)
                 glm_ref_rmsnorm(kh, kn, hd, eps, kh);
-            glm_ref_rope(kh, c->rotary_dim, 0, m->inv_freq, pos);
+            txref_rope_scaled(kh, c->rotary_dim, 0, m->inv_freq, pos, af);
         }
         memcpy(s->k_cache[l] + pos * s->kdim, k + (int64_t)t * s->kdim, sizeof(float) * s->kdim);
         memcpy(s->v_cache[l] + pos * s->vdim, v + (int64_t)t * s->vdim, sizeof(float) * s->vdim);
@@ -398,13 +400,15 @@ int txref_mla_attention(struct ref_fwd *f, int l, const float *x, float *y, txre
         glm_ref_rmsnorm(kva + (int64_t)t * (kvr + rope), kvan, kvr, MLA_NORM_EPS,
                         lat + (int64_t)t * kvr);
     txref_linear(m->pool, lat, n, kvr, wkvb, NULL, (int64_t)nh * (nope + vd), kvb);
+    /* YaRN's attention_factor multiplies cos and sin (1 without scaling) */
+    const float af = (float)tx_cfg_rope_attn_factor(c);
     for (int t = 0; t < n; t++) {
         const int64_t pos = f->pos0 + t;
         for (int h = 0; h < nh; h++)
-            glm_ref_rope(q + ((int64_t)t * nh + h) * qkh + nope, rope, c->rope_interleave,
-                         m->inv_freq, pos);
+            txref_rope_scaled(q + ((int64_t)t * nh + h) * qkh + nope, rope, c->rope_interleave,
+                              m->inv_freq, pos, af);
         float *kr = kva + (int64_t)t * (kvr + rope) + kvr;
-        glm_ref_rope(kr, rope, c->rope_interleave, m->inv_freq, pos);
+        txref_rope_scaled(kr, rope, c->rope_interleave, m->inv_freq, pos, af);
         /* expanded cache: K_h = [k_nope_h | k_rope], V_h */
         float *kc = s->k_cache[l] + pos * s->kdim;
         float *vc = s->v_cache[l] + pos * s->vdim;

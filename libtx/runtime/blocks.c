@@ -28,6 +28,7 @@
  * Errors are sticky: a block does nothing once g->rc is set, and the first
  * failure is kept in g->rc (no macro hides a return).
  */
+#include "arch/arch.h"
 #include "runtime/blocks.h"
 #include "arch/arch.h"
 
@@ -192,6 +193,10 @@ void blk_rope(struct gctx *g, tx_ref_t x, uint64_t pos, int tokens, int heads, i
     a.offset = (uint32_t)offset;
     a.rot_dim = (uint32_t)rot;
     a.mode = interleaved ? TX8_ROPE_INTERLEAVED : TX8_ROPE_NEOX;
+    if (g->c->rope_type == GLM_ROPE_YARN) { /* YaRN attention_factor (interface 1.4) */
+        a.flags = TX8_ROPE_F_ATTN_FACTOR;
+        a.attn_factor = (float)tx_cfg_rope_attn_factor(g->c);
+    }
     blk_dbg(g, "ROPE %s tokens=%d heads=%d offset=%d rot=%d", interleaved ? "interleaved" : "neox",
             tokens, heads, offset, rot);
     blk_emit(g, tx_cmd_rope(g->cb, &a));

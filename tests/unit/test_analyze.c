@@ -141,6 +141,41 @@ START_TEST(glm5_counts)
 }
 END_TEST
 
+/* DeepSeek-V3's tiny preset: MLA without the indexer, dense attention */
+START_TEST(dsv3_counts)
+{
+    struct glm_config c;
+    load(GLM_ARCH_DEEPSEEK_V3, &c);
+    const uint64_t H = 64, V = 256, nh = 4, ql = 32, kl = 32, nope = 16, rope = 16, vd = 16,
+                   I = 128, Im = 64, E = 8, L = 3, Lm = 2;
+    ck_assert_int_eq(c.q_lora_rank, (int)ql);
+    ck_assert_int_eq(c.n_group, 4);
+    ck_assert_int_eq(c.topk_group, 2);
+    uint64_t attn_layer =
+        ql * H + nh * (nope + rope) * ql + (kl + rope) * H + nh * (nope + vd) * kl + H * nh * vd;
+    uint64_t norms = L * (2 * H + ql + kl) + H;
+    uint64_t total = 2 * V * H + L * attn_layer + norms + 3 * H * I + Lm * E * 3 * H * Im +
+                     Lm * 3 * H * Im + Lm * (E * H + E);
+    struct tx_analysis a;
+    ck_assert_int_eq(tx_analyze_config(&c, 32, 64, 8ull << 30, &a, err, sizeof(err)), 0);
+    ck_assert_uint_eq(a.params[TX_MOD_ATTENTION], L * attn_layer);
+    ck_assert_uint_eq(a.params[TX_MOD_NORMS], norms);
+    ck_assert_uint_eq(a.total_params, total);
+    ck_assert_uint_eq(a.active_params, total - Lm * E * 3 * H * Im + Lm * 2 * 3 * H * Im);
+    /* decode at context 32: every one of the 33 keys */
+    double want = 2 * ((double)attn_layer + 33.0 * nh * (nope + rope + vd) + 3.0 * H * I);
+    ck_assert_double_eq_tol(a.layers[0].decode_flops, want, 1e-6);
+    ck_assert_uint_eq(a.kv_bytes_per_token, L * (nh * (nope + rope + vd) * 2));
+    ck_assert_uint_eq(a.kv_latent_bytes_per_token, L * ((kl + rope) * 2));
+    char *j = tx_analysis_json(&a, &c, "m", "config");
+    ck_assert_ptr_nonnull(j);
+    ck_assert_ptr_nonnull(strstr(j, "\"deepseek_v3\""));
+    ck_assert_ptr_nonnull(strstr(j, "\"rope_scaling\": \"yarn\""));
+    free(j);
+    tx_analysis_free(&a);
+}
+END_TEST
+
 START_TEST(fits_and_json)
 {
     struct glm_config c;
@@ -278,6 +313,7 @@ static Suite *suite(void)
     tcase_add_test(tc, glm4_counts);
     tcase_add_test(tc, glm5_counts);
     tcase_add_test(tc, qwen3_counts);
+    tcase_add_test(tc, dsv3_counts);
     tcase_add_test(tc, fits_and_json);
     tcase_add_test(tc, inputs);
     tcase_add_test(tc, sizes);

@@ -39,7 +39,7 @@ START_TEST(test_lookup)
             ck_assert_int_ne(tx_arch_at(j)->id, a->id);
     }
     ck_assert_ptr_null(tx_arch_get(GLM_ARCH_UNKNOWN));
-    ck_assert_ptr_null(tx_arch_by_name("deepseek_v3"));
+    ck_assert_ptr_null(tx_arch_by_name("mistral"));
     ck_assert_ptr_null(tx_arch_by_name(NULL));
     ck_assert_int_eq(glm_arch_from_name("llama"), GLM_ARCH_UNKNOWN);
     ck_assert_str_eq(glm_arch_name(GLM_ARCH_UNKNOWN), "unknown");
@@ -49,9 +49,19 @@ START_TEST(test_lookup)
     ck_assert_int_eq(glm_arch_from_name("Qwen3MoeForCausalLM"), GLM_ARCH_QWEN3_MOE);
     ck_assert_str_eq(glm_arch_family(GLM_ARCH_GLM4_MOE), "GLM-4.5");
     ck_assert_str_eq(glm_arch_family(GLM_ARCH_GLM_MOE_DSA), "GLM-5.1");
-    ck_assert_str_eq(tx_arch_list_model_types(), "glm4_moe, glm_moe_dsa, qwen3_moe");
-    ck_assert_str_eq(tx_arch_list_classes(),
-                     "Glm4MoeForCausalLM, GlmMoeDsaForCausalLM, Qwen3MoeForCausalLM");
+    ck_assert_int_eq(glm_arch_from_name("deepseek_v3"), GLM_ARCH_DEEPSEEK_V3);
+    ck_assert_int_eq(glm_arch_from_name("DeepseekV3ForCausalLM"), GLM_ARCH_DEEPSEEK_V3);
+    ck_assert_int_eq(glm_arch_from_name("kimi-k2"), GLM_ARCH_DEEPSEEK_V3);
+    ck_assert_str_eq(glm_arch_family(GLM_ARCH_DEEPSEEK_V3), "DeepSeek-V3");
+    /* the lists start with the GLM modules, in registry order */
+    ck_assert_ptr_eq(strstr(tx_arch_list_model_types(), "glm4_moe, glm_moe_dsa"),
+                     tx_arch_list_model_types());
+    ck_assert_ptr_nonnull(strstr(tx_arch_list_model_types(), "deepseek_v3"));
+    ck_assert_ptr_eq(strstr(tx_arch_list_classes(), "Glm4MoeForCausalLM, GlmMoeDsaForCausalLM"),
+                     tx_arch_list_classes());
+    ck_assert_ptr_nonnull(strstr(tx_arch_list_classes(), "DeepseekV3ForCausalLM"));
+    ck_assert_ptr_nonnull(strstr(tx_arch_list_model_types(), "qwen3_moe"));
+    ck_assert_ptr_nonnull(strstr(tx_arch_list_classes(), "Qwen3MoeForCausalLM"));
     /* the help text of the tools: one line per module */
     const char *h = glm_arch_supported();
     for (int i = 0; i < tx_arch_count(); i++) {
@@ -111,9 +121,9 @@ START_TEST(test_unknown_refused)
 {
     struct glm_config c;
     char err[512];
-    ck_assert_int_eq(
-        glm_config_from_json("{\"model_type\": \"deepseek_v3\"}", &c, err, sizeof(err)), -EINVAL);
-    ck_assert_msg(strstr(err, "\"deepseek_v3\" is not supported") &&
+    ck_assert_int_eq(glm_config_from_json("{\"model_type\": \"mistral\"}", &c, err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_msg(strstr(err, "\"mistral\" is not supported") &&
                       strstr(err, "supported: glm4_moe, glm_moe_dsa"),
                   "%s", err);
     ck_assert_int_eq(
@@ -159,6 +169,15 @@ START_TEST(test_kv_geometry)
     ck_assert_uint_eq(kv.v, (uint64_t)c.num_attention_heads * c.v_head_dim);
     ck_assert_uint_eq(kv.ik, (uint64_t)c.index_head_dim);
     ck_assert_int_eq(tx_arch_get(c.arch)->select_k(&c), c.index_topk);
+    /* deepseek_v3: the expanded MLA cache, no selector */
+    j = tx_synth_config_json(GLM_ARCH_DEEPSEEK_V3, TX_SYNTH_TINY, 256);
+    ck_assert_int_eq(glm_config_from_json(j, &c, err, sizeof(err)), 0);
+    free(j);
+    tx_arch_get(c.arch)->kv_geometry(&c, 0, &kv);
+    ck_assert_uint_eq(kv.k, (uint64_t)c.num_attention_heads * c.qk_head_dim);
+    ck_assert_uint_eq(kv.v, (uint64_t)c.num_attention_heads * c.v_head_dim);
+    ck_assert_uint_eq(kv.ik, 0);
+    ck_assert_int_eq(tx_arch_get(c.arch)->select_k(&c), 0);
 }
 END_TEST
 

@@ -334,6 +334,117 @@ static void count_ignored(void *ctx, const char *name, int is_mtp)
     *(is_mtp ? &n_mtp : &n_unknown) += 1;
 }
 
+/* DeepSeek-V3 (synthetic, the real tensor names): every tensor exported,
+ * the MLA projections without any DSA indexer tensor */
+START_TEST(export_dsv3)
+{
+    const char *in = make_ckpt(GLM_ARCH_DEEPSEEK_V3);
+    const char *out = tm_path("d3.smd");
+    struct tx_export_opts o;
+    tx_export_default_opts(&o);
+    o.threads = 2;
+    struct tx_export_stats st;
+    ck_assert_msg(tx_export(in, out, &o, &st, err, sizeof(err)) == 0, "%s", err);
+    struct tx_ckpt *c;
+    ck_assert_int_eq(tx_ckpt_open(in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(st.tensors, tx_ckpt_count(c));
+    ck_assert_uint_eq(st.ignored, 4); /* the MTP layer (num_nextn_predict_layers 1), as GLM's */
+    struct tx_smd *s;
+    ck_assert_int_eq(tx_smd_open(out, TX_SMD_OPEN_VERIFY, &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(tx_smd_tensor_count(s), tx_ckpt_count(c));
+    ck_assert_ptr_nonnull(strstr(tx_smd_metadata_json(s, NULL), "\"model_name\": \"DeepSeek-V3\""));
+    ck_assert_ptr_nonnull(tx_smd_find(s, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight"));
+    ck_assert_ptr_nonnull(tx_smd_find(s, "model.layers.2.mlp.gate.e_score_correction_bias"));
+    ck_assert_ptr_nonnull(tx_smd_find(s, "model.layers.1.mlp.shared_experts.down_proj.weight"));
+    ck_assert_ptr_null(tx_smd_find(s, "model.layers.0.self_attn.indexer.wk.weight"));
+    tx_smd_close(s);
+    tx_ckpt_close(c);
+}
+END_TEST
+
+static char *slurp_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    ck_assert_int_ge(n, 0);
+    rewind(f);
+    char *b = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+/* DeepSeek-V3's FP8 release (quantization_config fp8, F8_E4M3 weights and
+ * F32 <weight>_scale_inv block scales): refused naming quant_method, and
+ * nothing written */
+START_TEST(export_dsv3_fp8_refused)
+{
+    const char *in = make_ckpt(GLM_ARCH_DEEPSEEK_V3);
+    char p[600], q[600];
+    /* the weights: q_a_proj of layer 0 as F8_E4M3 [32][64] + its scale_inv [1][1] */
+    snprintf(p, sizeof(p), "%s/model.safetensors", in);
+    snprintf(q, sizeof(q), "%s/fp8.safetensors", in);
+    struct tx_st_file *f;
+    ck_assert_int_eq(tx_st_open(p, &f, err, sizeof(err)), 0);
+    size_t n = tx_st_count(f);
+    struct tx_tensor_decl *d = calloc(n + 1, sizeof(*d));
+    ck_assert_ptr_nonnull(d);
+    const char *w8 = "model.layers.0.self_attn.q_a_proj.weight";
+    for (size_t i = 0; i < n; i++) {
+        const struct tx_tensor *t = tx_st_tensor(f, i);
+        d[i].name = t->name;
+        d[i].type = strcmp(t->name, w8) ? t->type : TX_ELEM_F8_E4M3;
+        d[i].ndim = t->ndim;
+        memcpy(d[i].shape, t->shape, sizeof(d[i].shape));
+    }
+    d[n] = (struct tx_tensor_decl){
+        "model.layers.0.self_attn.q_a_proj.weight_scale_inv", TX_ELEM_F32, 2, {1, 1}};
+    struct tx_st_writer *wr;
+    ck_assert_int_eq(tx_st_writer_open(q, d, n + 1, NULL, &wr, err, sizeof(err)), 0);
+    for (size_t i = 0; i < n; i++) {
+        const struct tx_tensor *t = tx_st_tensor(f, i);
+        ck_assert_ptr_nonnull(t->data);
+        size_t len = strcmp(t->name, w8) ? (size_t)t->nbytes : (size_t)t->nelem;
+        ck_assert_int_eq(tx_st_writer_write(wr, t->data, len, err, sizeof(err)), 0);
+    }
+    float one = 1.0f;
+    ck_assert_int_eq(tx_st_writer_write(wr, &one, 4, err, sizeof(err)), 0);
+    ck_assert_int_eq(tx_st_writer_finish(wr, err, sizeof(err)), 0);
+    tx_st_close(f);
+    free(d);
+    ck_assert_int_eq(rename(q, p), 0);
+    /* the config as the FP8 checkpoints ship it */
+    snprintf(p, sizeof(p), "%s/config.json", in);
+    char *cj = slurp_text(p);
+    ck_assert_ptr_nonnull(cj);
+    char *brace = strrchr(cj, '}');
+    ck_assert_ptr_nonnull(brace);
+    *brace = 0;
+    FILE *o = fopen(p, "w");
+    ck_assert_ptr_nonnull(o);
+    fprintf(o,
+            "%s, \"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": "
+            "\"e4m3\", \"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}}\n",
+            cj);
+    fclose(o);
+    free(cj);
+    const char *out = tm_path("fp8.smd");
+    struct tx_export_opts eo;
+    tx_export_default_opts(&eo);
+    eo.threads = 2;
+    struct tx_export_stats st;
+    ck_assert_int_lt(tx_export(in, out, &eo, &st, err, sizeof(err)), 0);
+    ck_assert_msg(strstr(err, "quant_method \"fp8\"") && strstr(err, "F8_E4M3") &&
+                      strstr(err, "q_a_proj"),
+                  "%s", err);
+    ck_assert_int_ne(access(out, F_OK), 0);
+}
+END_TEST
+
 START_TEST(export_golden)
 {
     const char *in = make_ckpt(GLM_ARCH_GLM_MOE_DSA);
@@ -722,6 +833,8 @@ static Suite *suite(void)
     tcase_add_test(tc, keep_blocks);
     tcase_add_test(tc, plans);
     tcase_add_test(tc, export_golden);
+    tcase_add_test(tc, export_dsv3);
+    tcase_add_test(tc, export_dsv3_fp8_refused);
     tcase_add_test(tc, export_none_exact);
     tcase_add_test(tc, export_qwen3_moe);
     tcase_add_test(tc, export_sparse);

@@ -379,6 +379,105 @@ START_TEST(test_g47_rope_parameters)
 }
 END_TEST
 
+/* deepseek-ai/DeepSeek-V3's config.json as shipped (Kimi-K2 ships the same
+ * class); auto_map's remote-code entries are ignored */
+static const char *DSV3_JSON =
+    "{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"attention_bias\": false,\n"
+    " \"attention_dropout\": 0.0, \"auto_map\": {\"AutoConfig\": "
+    "\"configuration_deepseek.DeepseekV3Config\", \"AutoModel\": "
+    "\"modeling_deepseek.DeepseekV3Model\", \"AutoModelForCausalLM\": "
+    "\"modeling_deepseek.DeepseekV3ForCausalLM\"},\n"
+    " \"aux_loss_alpha\": 0.001, \"bos_token_id\": 0, \"eos_token_id\": 1, \"ep_size\": 1,\n"
+    " \"first_k_dense_replace\": 3, \"hidden_act\": \"silu\", \"hidden_size\": 7168,\n"
+    " \"initializer_range\": 0.02, \"intermediate_size\": 18432, \"kv_lora_rank\": 512,\n"
+    " \"max_position_embeddings\": 163840, \"model_type\": \"deepseek_v3\",\n"
+    " \"moe_intermediate_size\": 2048, \"moe_layer_freq\": 1, \"n_group\": 8,\n"
+    " \"n_routed_experts\": 256, \"n_shared_experts\": 1, \"norm_topk_prob\": true,\n"
+    " \"num_attention_heads\": 128, \"num_experts_per_tok\": 8, \"num_hidden_layers\": 61,\n"
+    " \"num_key_value_heads\": 128, \"num_nextn_predict_layers\": 1, \"pretraining_tp\": 1,\n"
+    " \"q_lora_rank\": 1536, \"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64,\n"
+    " \"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\",\n"
+    "   \"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]},\n"
+    " \"rms_norm_eps\": 1e-06,\n"
+    " \"rope_scaling\": {\"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 40, \"mscale\": 1.0,\n"
+    "   \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 4096, \"type\": \"yarn\"},\n"
+    " \"rope_theta\": 10000, \"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\",\n"
+    " \"seq_aux\": true, \"tie_word_embeddings\": false, \"topk_group\": 4,\n"
+    " \"topk_method\": \"noaux_tc\", \"torch_dtype\": \"bfloat16\",\n"
+    " \"transformers_version\": \"4.33.1\", \"use_cache\": true, \"v_head_dim\": 128,\n"
+    " \"vocab_size\": 129280}\n";
+
+START_TEST(test_deepseek_v3)
+{
+    struct glm_config c, c2;
+    int rc = glm_config_from_json(DSV3_JSON, &c, err, sizeof(err));
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_int_eq(c.arch, GLM_ARCH_DEEPSEEK_V3);
+    ck_assert_str_eq(c.architecture, "DeepseekV3ForCausalLM");
+    ck_assert_int_eq(c.hidden_size, 7168);
+    ck_assert_int_eq(c.num_hidden_layers, 61);
+    ck_assert_int_eq(c.q_lora_rank, 1536);
+    ck_assert_int_eq(c.kv_lora_rank, 512);
+    ck_assert_int_eq(c.qk_head_dim, 192);
+    ck_assert_int_eq(c.v_head_dim, 128);
+    ck_assert_int_eq(c.rotary_dim, 64);
+    ck_assert_int_eq(c.head_dim, 64); /* DeepseekV3Config: head_dim = qk_rope_head_dim */
+    ck_assert_int_eq(c.rope_interleave, 1);
+    ck_assert_int_eq(c.n_routed_experts, 256);
+    ck_assert_int_eq(c.num_experts_per_tok, 8);
+    ck_assert_int_eq(c.n_group, 8);
+    ck_assert_int_eq(c.topk_group, 4);
+    ck_assert_int_eq(c.n_shared_experts, 1);
+    ck_assert_int_eq(c.norm_topk_prob, 1);
+    ck_assert_double_eq(c.routed_scaling_factor, 2.5);
+    ck_assert_int_eq(c.first_k_dense_replace, 3);
+    for (int l = 0; l < 61; l++)
+        ck_assert_int_eq(c.mlp_layer_types[l], l < 3 ? GLM_MLP_DENSE : GLM_MLP_SPARSE);
+    ck_assert_int_eq(c.vocab_size, 129280);
+    ck_assert_int_eq(c.bos_token_id, 0);
+    ck_assert_int_eq(c.n_eos, 1);
+    ck_assert_int_eq(c.eos_token_ids[0], 1);
+    ck_assert_str_eq(c.quant_method, "fp8");
+    ck_assert_double_eq(c.rms_norm_eps, 1e-6);
+    /* YaRN as transformers reads it */
+    ck_assert_int_eq(c.rope_type, GLM_ROPE_YARN);
+    ck_assert_double_eq(c.rope_theta, 10000.0);
+    ck_assert_double_eq(c.rope_factor, 40.0);
+    ck_assert_int_eq(c.rope_yarn_original_max_pos, 4096);
+    ck_assert_double_eq(c.rope_yarn_beta_fast, 32.0);
+    ck_assert_double_eq(c.rope_yarn_beta_slow, 1.0);
+    /* the softmax scale: 192^-0.5 * (0.1 ln 40 + 1)^2 (DeepseekV3Attention) */
+    double m = 0.1 * log(40.0) + 1.0;
+    ck_assert_double_eq_tol(glm_config_attn_scale(&c), m * m / sqrt(192.0), 1e-12);
+    /* inv_freq: extrapolated at the fast end, interpolated (/ 40) at the slow end */
+    float f[32];
+    ck_assert_int_eq(glm_config_rope_inv_freq(&c, f, 32), 0);
+    ck_assert_float_eq_tol(f[0], 1.0f, 1e-7f);
+    ck_assert_float_eq_tol(f[31], (float)(pow(10000.0, -62.0 / 64.0) / 40.0), 1e-12f);
+    /* round trip */
+    char *j = glm_config_to_json(&c);
+    ck_assert_ptr_nonnull(j);
+    rc = glm_config_from_json(j, &c2, err, sizeof(err));
+    ck_assert_msg(rc == 0, "%s: %s", err, j);
+    free(j);
+    ck_assert_int_eq(memcmp(&c, &c2, sizeof(c)), 0);
+    /* q_lora_rank null (DeepSeek-V2-Lite's plain q_proj): refused by name */
+    char *bad = strdup(DSV3_JSON);
+    char *q = strstr(bad, "\"q_lora_rank\": 1536");
+    memcpy(q, "\"q_lora_rank\": null", strlen("\"q_lora_rank\": null"));
+    ck_assert_int_lt(glm_config_from_json(bad, &c2, err, sizeof(err)), 0);
+    ck_assert_msg(strstr(err, "q_lora_rank"), "%s", err);
+    free(bad);
+    /* a bad rope_scaling field is named */
+    bad = strdup(DSV3_JSON);
+    q = strstr(bad, "\"beta_fast\": 32");
+    memcpy(q, "\"beta_fast\": -1", strlen("\"beta_fast\": -1"));
+    ck_assert_int_lt(glm_config_from_json(bad, &c2, err, sizeof(err)), 0);
+    ck_assert_msg(strstr(err, "beta"), "%s", err);
+    free(bad);
+}
+END_TEST
+
 START_TEST(test_glm5)
 {
     struct glm_config c;
@@ -649,8 +748,10 @@ static const struct bad bads[] = {
     {"A", "\"head_dim\": 128", "\"head_dim\": 126", "partial_rotary_factor"},
     {"A", "\"partial_rotary_factor\": 0.5", "\"partial_rotary_factor\": 1.5",
      "partial_rotary_factor"},
-    {"A", "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}",
+    {"A", "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4}",
      "rope_type"},
+    {"A", "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factr\": 4}",
+     "factr"},
     {"A", "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"linear\"}", "factor"},
     {"A", "\"rope_scaling\": null", "\"rope_scaling\": 3", "rope_scaling"},
     {"A", "\"rope_theta\": 1000000", "\"rope_theta\": -1", "rope_theta"},
@@ -1018,6 +1119,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_air_names);
     tcase_add_test(tc, test_g47_rope_parameters);
     tcase_add_test(tc, test_glm5);
+    tcase_add_test(tc, test_deepseek_v3);
     tcase_add_test(tc, test_indexer_schedule);
     tcase_add_test(tc, test_roundtrip);
     tcase_add_test(tc, test_qwen3_moe);

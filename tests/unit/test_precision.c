@@ -33,7 +33,7 @@
                       tx_last_error());                                                            \
     } while (0)
 
-enum { T5, T4, N_MODELS };
+enum { T5, T4, TD3, N_MODELS };
 static char g_smd[N_MODELS][256];
 
 static void fixture_setup(void)
@@ -41,7 +41,7 @@ static void fixture_setup(void)
     if (rts_device_setup("256M"))
         ck_abort_msg("cannot start tx8-emu");
     const char *d = rts_tmpdir();
-    enum glm_arch arch[N_MODELS] = {GLM_ARCH_GLM_MOE_DSA, GLM_ARCH_GLM4_MOE};
+    enum glm_arch arch[N_MODELS] = {GLM_ARCH_GLM_MOE_DSA, GLM_ARCH_GLM4_MOE, GLM_ARCH_DEEPSEEK_V3};
     for (int i = 0; i < N_MODELS; i++) {
         char ck[300];
         snprintf(ck, sizeof(ck), "%s/ck%d", d, i);
@@ -357,6 +357,13 @@ START_TEST(test_golden_glm4)
 }
 END_TEST
 
+/* DeepSeek-V3 (MLA, YaRN, group-limited routing): the same thresholds */
+START_TEST(test_golden_dsv3)
+{
+    golden(TD3);
+}
+END_TEST
+
 static Suite *precision_suite(void)
 {
     Suite *s = suite_create("precision");
@@ -369,6 +376,7 @@ static Suite *precision_suite(void)
     tcase_add_test(tc, test_switch_mid_session);
     tcase_add_test(tc, test_golden_glm5);
     tcase_add_test(tc, test_golden_glm4);
+    tcase_add_test(tc, test_golden_dsv3);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,6 +13,7 @@
 
 #include <tx/glm_config.h>
 #include <tx/glm_reference.h>
+#include <tx/tx_synth.h>
 
 static char err[512];
 
@@ -205,6 +206,26 @@ START_TEST(test_incremental_glm5)
 }
 END_TEST
 
+/* DeepSeek-V3's tiny synthetic config: MLA without the indexer, YaRN
+ * (factor 40), n_group 4 / topk_group 2 */
+static struct glm_config tiny_dsv3(void)
+{
+    struct glm_config c;
+    char *j = tx_synth_config_json(GLM_ARCH_DEEPSEEK_V3, TX_SYNTH_TINY, 128);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_msg(glm_config_from_json(j, &c, err, sizeof(err)) == 0, "%s", err);
+    free(j);
+    ck_assert_int_eq(c.rope_type, GLM_ROPE_YARN);
+    return c;
+}
+
+START_TEST(test_incremental_dsv3)
+{
+    struct glm_config c = tiny_dsv3();
+    check_incremental(&c);
+}
+END_TEST
+
 static void check_causal(const struct glm_config *c)
 {
     struct prov p = {.seed = 99};
@@ -235,6 +256,13 @@ static void check_causal(const struct glm_config *c)
 START_TEST(test_causal_glm4)
 {
     struct glm_config c = cfg_of(TINY4);
+    check_causal(&c);
+}
+END_TEST
+
+START_TEST(test_causal_dsv3)
+{
+    struct glm_config c = tiny_dsv3();
     check_causal(&c);
 }
 END_TEST
@@ -1030,6 +1058,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_incremental_glm5);
     tcase_add_test(tc, test_causal_glm4);
     tcase_add_test(tc, test_causal_glm5);
+    tcase_add_test(tc, test_incremental_dsv3);
+    tcase_add_test(tc, test_causal_dsv3);
     tcase_add_test(tc, test_dsa_dense_when_few_keys);
     tcase_add_test(tc, test_dsa_restricts);
     tcase_add_test(tc, test_dsa_selection_by_hand);

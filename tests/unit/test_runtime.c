@@ -28,7 +28,7 @@
                       tx_last_error());                                                            \
     } while (0)
 
-enum { M5_F32, M4_F32, M5_SHARED, M4_SKEW, M4_INT8, MQ3_F32, MQ3_SKEW, N_MODELS };
+enum { M5_F32, M4_F32, M5_SHARED, M4_SKEW, M4_INT8, MQ3_F32, MQ3_SKEW, MD3_F32, MD3_AF, N_MODELS };
 static char g_smd[N_MODELS][256];
 
 static void fixture_setup(void)
@@ -42,6 +42,8 @@ static void fixture_setup(void)
     /* Qwen3-MoE with 16 experts, top 4, 4 layers (decoder_sparse_step 1,
      * layer 1 dense from mlp_only_layers) */
     struct rts_mods q3 = {.experts = 16, .top_k = 4, .seed = 11};
+    /* DeepSeek-V3 with YaRN attention_factor != 1 (mscale 1.5, mscale_all_dim 1) */
+    struct rts_mods yarn_af = {.yarn_mscale = 1.5, .seed = 11};
     struct {
         enum glm_arch arch;
         const struct rts_mods *md;
@@ -51,6 +53,7 @@ static void fixture_setup(void)
         {GLM_ARCH_GLM_MOE_DSA, &shared, "none"}, {GLM_ARCH_GLM4_MOE, &skew, "none"},
         {GLM_ARCH_GLM4_MOE, NULL, "int8"},
         {GLM_ARCH_QWEN3_MOE, NULL, "none"},      {GLM_ARCH_QWEN3_MOE, &q3, "none"},
+        {GLM_ARCH_DEEPSEEK_V3, NULL, "none"},  {GLM_ARCH_DEEPSEEK_V3, &yarn_af, "none"},
     };
     for (int i = 0; i < N_MODELS; i++) {
         /* the INT8 package is the FP32 GLM-4.5 checkpoint exported --quant int8 */
@@ -168,6 +171,22 @@ START_TEST(test_fp32_glm5_shared_bias_chunked)
 }
 END_TEST
 
+/* DeepSeek-V3: MLA without the indexer, YaRN RoPE (factor 40, the softmax
+ * scale times mscale^2), group-limited routing (n_group 4, topk_group 2) */
+START_TEST(test_fp32_dsv3)
+{
+    fp32_vs_reference(MD3_F32, "DeepSeek-V3 (deepseek_v3)", 512);
+}
+END_TEST
+
+/* the same with attention_factor != 1 (the device ROPE's multiplier), in
+ * passes of 7 */
+START_TEST(test_fp32_dsv3_attn_factor_chunked)
+{
+    fp32_vs_reference(MD3_AF, "DeepSeek-V3 YaRN attention_factor 1.13", 7);
+}
+END_TEST
+
 /* ---- KV cache: decoding one token at a time == prefill ---------------------- */
 
 static void decode_equals_prefill(int which)
@@ -211,6 +230,12 @@ END_TEST
 START_TEST(test_decode_equals_prefill_glm4)
 {
     decode_equals_prefill(M4_F32);
+}
+END_TEST
+
+START_TEST(test_decode_equals_prefill_dsv3)
+{
+    decode_equals_prefill(MD3_F32);
 }
 END_TEST
 
@@ -1459,8 +1484,11 @@ static Suite *runtime_suite(void)
     tcase_add_test(tc, test_fp32_glm4);
     tcase_add_test(tc, test_fp32_qwen3_moe);
     tcase_add_test(tc, test_fp32_glm5_shared_bias_chunked);
+    tcase_add_test(tc, test_fp32_dsv3);
+    tcase_add_test(tc, test_fp32_dsv3_attn_factor_chunked);
     tcase_add_test(tc, test_decode_equals_prefill_glm5);
     tcase_add_test(tc, test_decode_equals_prefill_glm4);
+    tcase_add_test(tc, test_decode_equals_prefill_dsv3);
     tcase_add_test(tc, test_batched_decode);
     tcase_add_test(tc, test_sampling);
     tcase_add_test(tc, test_padding_never_sampled);

@@ -38,6 +38,9 @@ struct rts_mods {
     uint64_t seed;  /* 0: 42 */
     int dsa_shared; /* glm_moe_dsa: layer 1 reuses layer 0's DSA selection */
     int attn_bias;  /* attention_bias (glm_moe_dsa: q_a/kv_a/o biases) */
+    /* YaRN configs (deepseek_v3): rope_scaling.mscale (0: preset); != its
+     * mscale_all_dim makes attention_factor != 1 */
+    double yarn_mscale;
 };
 
 struct rts_gen {
@@ -169,6 +172,8 @@ static inline int rts_write_checkpoint(const char *dir, enum glm_arch arch,
         cfg.indexer_types[1] = GLM_INDEXER_SHARED;
     if (md->attn_bias)
         cfg.attention_bias = 1;
+    if (md->yarn_mscale != 0.0 && cfg.rope_type == GLM_ROPE_YARN)
+        cfg.rope_yarn_mscale = md->yarn_mscale;
     cfg.eos_token_ids[0] = 256; /* <|endoftext|> of the test tokenizer */
     cfg.n_eos = 1;
     cfg.bos_token_id = -1;

@@ -2,7 +2,7 @@
 /*
  * glm-synth: write a synthetic GLM checkpoint in the real format.
  *
- *   glm-synth --arch glm4|glm5|qwen3moe --preset tiny|small|bench --output DIR
+ *   glm-synth --arch ARCH --preset tiny|small|bench --output DIR
  *             [--seed N] [--format hf|onnx] [--tokenizer-dir DIR]
  *             [--onnx-data inline|external] [--shard-size SIZE]
  *             [--dense-ffn] [--threads N] [--quiet]
@@ -27,7 +27,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: glm-synth --arch glm4|glm5|qwen3moe --preset tiny|small|bench --output DIR\n"
+    fprintf(f, "usage: glm-synth --arch ARCH --preset tiny|small|bench --output DIR\n"
                "                 [--seed N] [--format hf|onnx] [--tokenizer-dir DIR]\n"
                "                 [--onnx-data inline|external] [--shard-size SIZE]\n"
                "                 [--dense-ffn] [--threads N] [--quiet]\n"

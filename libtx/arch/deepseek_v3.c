@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Architecture module: DeepseekV3ForCausalLM (model_type "deepseek_v3":
+ * DeepSeek-V3, V3.1, R1, Kimi-K2 ship the same class). MLA attention
+ * (low-rank q and kv, one shared rope key per token, interleaved RoPE with
+ * YaRN scaling) over every causal key (no DSA indexer); dense MLP in the
+ * first first_k_dense_replace layers, then the sigmoid-routed,
+ * group-limited (n_group / topk_group) MoE with shared experts. Formulas
+ * and the transformers functions they mirror: docs/architectures.md
+ * ("deepseek_v3"). Errors: the -errno convention of the other modules
+ * (txm_err), converted with them.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include <tx/tx_tokenizer.h>
+
+#include "arch/arch.h"
+#include "model/config_json.h"
+#include "reference/ref_blocks.h"
+#include "runtime/blocks.h"
+
+/* ---- config.json --------------------------------------------------------- */
+
+static void defaults(struct glm_config *c)
+{
+    /* DeepseekV3Config.__init__ (configuration_deepseek_v3.py) */
+    c->vocab_size = 129280;
+    c->hidden_size = 7168;
+    c->intermediate_size = 18432;
+    c->moe_intermediate_size = 2048;
+    c->num_hidden_layers = 61;
+    c->num_attention_heads = 128;
+    c->num_key_value_heads = 128;
+    c->n_shared_experts = 1;
+    c->n_routed_experts = 256;
+    c->routed_scaling_factor = 2.5;
+    c->kv_lora_rank = 512;
+    c->q_lora_rank = 1536;
+    c->qk_rope_head_dim = 64;
+    c->v_head_dim = 128;
+    c->qk_nope_head_dim = 128;
+    c->n_group = 8;
+    c->topk_group = 4;
+    c->num_experts_per_tok = 8;
+    c->first_k_dense_replace = 3;
+    c->norm_topk_prob = 1;
+    c->max_position_embeddings = 4096;
+    c->rms_norm_eps = 1e-6;
+    c->rope_theta = 10000.0;
+    c->bos_token_id = 0;
+    c->n_eos = 1;
+    c->eos_token_ids[0] = 1;
+    c->head_dim = 64; /* the config sets head_dim = qk_rope_head_dim */
+    c->partial_rotary_factor = 1.0;
+    c->rope_interleave = 1; /* rope_interleave=True */
+}
+
+static int parse(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
+{
+    int rc;
+    /* q_lora_rank null is DeepSeek-V2-Lite's plain q_proj: not DeepSeek-V3 */
+    struct json_object *q;
+    if (json_object_object_get_ex(root, "q_lora_rank", &q) &&
+        json_object_get_type(q) == json_type_null)
+        return txm_err(err, errsz, -ENOTSUP,
+                       "config.json: q_lora_rank: null (a plain q_proj, DeepSeek-V2-Lite) is not "
+                       "supported for deepseek_v3: the MLA blocks read the q latent");
+    CJ_REQ(cj_int, "q_lora_rank", &c->q_lora_rank);
+    CJ_REQ(cj_int, "kv_lora_rank", &c->kv_lora_rank);
+    CJ_REQ(cj_int, "qk_nope_head_dim", &c->qk_nope_head_dim);
+    CJ_REQ(cj_int, "qk_rope_head_dim", &c->qk_rope_head_dim);
+    CJ_REQ(cj_int, "v_head_dim", &c->v_head_dim);
+    CJ_GET(cj_bool, "rope_interleave", &c->rope_interleave);
+    int qkh = 0;
+    rc = cj_int(root, "qk_head_dim", &qkh, err, errsz);
+    if (rc < 0)
+        return rc;
+    if (rc == 1 && qkh != c->qk_nope_head_dim + c->qk_rope_head_dim)
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: qk_head_dim (%d) != qk_nope_head_dim (%d) + "
+                       "qk_rope_head_dim (%d)",
+                       qkh, c->qk_nope_head_dim, c->qk_rope_head_dim);
+    c->qk_head_dim = c->qk_nope_head_dim + c->qk_rope_head_dim;
+    /* DeepseekV3Config: head_dim = qk_rope_head_dim (what the rotary
+     * embedding sizes itself by); an explicit head_dim is kept as given */
+    if (!cj_field(root, "head_dim"))
+        c->head_dim = c->qk_rope_head_dim;
+    return 0;
+}
+
+static int parse_layers(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
+{
+    (void)root;
+    (void)err;
+    (void)errsz;
+    c->rotary_dim = c->qk_rope_head_dim;
+    return 0;
+}
+
+static int validate(const struct glm_config *c, char *err, size_t errsz)
+{
+    CJ_POS(q_lora_rank);
+    CJ_POS(kv_lora_rank);
+    CJ_POS(qk_nope_head_dim);
+    CJ_POS(qk_rope_head_dim);
+    CJ_POS(v_head_dim);
+    if (c->qk_rope_head_dim % 2 != 0)
+        return txm_err(err, errsz, -EINVAL, "config.json: qk_rope_head_dim: must be even (got %d)",
+                       c->qk_rope_head_dim);
+    if (c->qk_head_dim != c->qk_nope_head_dim + c->qk_rope_head_dim)
+        return txm_err(err, errsz, -EINVAL,
+                       "config: qk_head_dim != qk_nope_head_dim + qk_rope_head_dim");
+    if (c->rotary_dim != c->qk_rope_head_dim)
+        return txm_err(err, errsz, -EINVAL, "config: rotary_dim must equal qk_rope_head_dim");
+    if (c->num_key_value_heads != c->num_attention_heads)
+        return txm_err(err, errsz, -EINVAL,
+                       "config.json: num_key_value_heads (%d) must equal num_attention_heads (%d) "
+                       "for MLA (kv_b_proj expands one K/V per head)",
+                       c->num_key_value_heads, c->num_attention_heads);
+    if (c->partial_rotary_factor != 1.0)
+        return txm_err(err, errsz, -ENOTSUP,
+                       "config.json: partial_rotary_factor: %g is not supported for deepseek_v3 "
+                       "(RoPE covers the qk_rope_head_dim slice)",
+                       c->partial_rotary_factor);
+    if (c->use_qk_norm)
+        return txm_err(err, errsz, -EINVAL, "config: use_qk_norm is a glm4_moe field");
+    if (c->index_topk || c->index_head_dim || c->index_n_heads)
+        return txm_err(err, errsz, -EINVAL,
+                       "config: index_topk/index_head_dim/index_n_heads are glm_moe_dsa fields "
+                       "(deepseek_v3 has no DSA indexer)");
+    return 0;
+}
+
+static int to_json(const struct glm_config *c, struct json_object *o)
+{
+    int bad = 0;
+    bad |= cj_add(o, "q_lora_rank", json_object_new_int(c->q_lora_rank));
+    bad |= cj_add(o, "kv_lora_rank", json_object_new_int(c->kv_lora_rank));
+    bad |= cj_add(o, "qk_nope_head_dim", json_object_new_int(c->qk_nope_head_dim));
+    bad |= cj_add(o, "qk_rope_head_dim", json_object_new_int(c->qk_rope_head_dim));
+    bad |= cj_add(o, "qk_head_dim", json_object_new_int(c->qk_head_dim));
+    bad |= cj_add(o, "v_head_dim", json_object_new_int(c->v_head_dim));
+    bad |= cj_add(o, "rope_interleave", json_object_new_boolean(c->rope_interleave));
+    return bad;
+}
+
+/* DeepseekV3Attention.__init__: scaling = qk_head_dim ** -0.5, times
+ * yarn_get_mscale(factor, mscale_all_dim) ** 2 when the rope is scaled and
+ * mscale_all_dim is set */
+static double attn_scale(const struct glm_config *c)
+{
+    return tx_cfg_rope_softmax_mult(c) / sqrt((double)c->qk_head_dim);
+}
+
+/* ---- tensors -------------------------------------------------------------- */
+
+/* the attention block's tensors (DeepseekV3Attention); everything else as
+ * common (DeepseekV3MLP, DeepseekV3TopkRouter, DeepseekV3MoE) */
+static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, int layer,
+                        int expert, struct glm_tensor_info *t)
+{
+    (void)expert;
+    (void)layer;
+    const int64_t H = c->hidden_size, nh = c->num_attention_heads;
+    switch (role) {
+    case GLM_T_O_PROJ:
+        tx_shape2(t, H, nh * c->v_head_dim);
+        return 0;
+    case GLM_T_O_BIAS:
+        if (!c->attention_bias)
+            return -ENOENT;
+        tx_shape1(t, H);
+        return 0;
+    case GLM_T_Q_A_PROJ:
+        tx_shape2(t, c->q_lora_rank, H);
+        return 0;
+    case GLM_T_Q_A_BIAS:
+        if (!c->attention_bias)
+            return -ENOENT;
+        tx_shape1(t, c->q_lora_rank);
+        return 0;
+    case GLM_T_Q_A_NORM:
+        tx_shape1(t, c->q_lora_rank);
+        return 0;
+    case GLM_T_Q_B_PROJ:
+        tx_shape2(t, nh * c->qk_head_dim, c->q_lora_rank);
+        return 0;
+    case GLM_T_KV_A_PROJ:
+        tx_shape2(t, (int64_t)c->kv_lora_rank + c->qk_rope_head_dim, H);
+        return 0;
+    case GLM_T_KV_A_BIAS:
+        if (!c->attention_bias)
+            return -ENOENT;
+        tx_shape1(t, (int64_t)c->kv_lora_rank + c->qk_rope_head_dim);
+        return 0;
+    case GLM_T_KV_A_NORM:
+        tx_shape1(t, c->kv_lora_rank);
+        return 0;
+    case GLM_T_KV_B_PROJ:
+        tx_shape2(t, nh * ((int64_t)c->qk_nope_head_dim + c->v_head_dim), c->kv_lora_rank);
+        return 0;
+    default:
+        /* q/k/v of GQA, the DSA indexer: none */
+        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? -ENOENT : TX_ARCH_COMMON;
+    }
+}
+
+static const char *layer_note(const struct glm_config *c, int layer)
+{
+    (void)c;
+    (void)layer;
+    return "";
+}
+
+static int layer_selects(const struct glm_config *c, int l)
+{
+    (void)c;
+    (void)l;
+    return 0;
+}
+
+/* ---- runtime ------------------------------------------------------------- */
+
+/* K = [k_nope_h | k_rope] per head, V per head (the expanded cache, as
+ * transformers' DeepseekV3Attention caches key_states / value_states) */
+static void kv_geometry(const struct glm_config *c, int l, struct tx_arch_kv *kv)
+{
+    (void)l;
+    kv->k = (uint64_t)c->num_attention_heads * (uint64_t)c->qk_head_dim;
+    kv->v = (uint64_t)c->num_attention_heads * (uint64_t)c->v_head_dim;
+    kv->ik = 0;
+}
+
+static int max_i(int a, int b)
+{
+    return a > b ? a : b;
+}
+
+static int act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o)
+{
+    int H = c->num_attention_heads, qk = c->qk_head_dim, nope = c->qk_nope_head_dim,
+        vd = c->v_head_dim, lora = c->kv_lora_rank, rope = c->qk_rope_head_dim;
+    a->qa = blk_take(o, t * c->q_lora_rank * 4);
+    a->q = blk_take(o, t * H * qk * 4);
+    a->ckv = blk_take(o, t * (lora + rope) * 4);
+    a->kvb = blk_take(o, t * H * (nope + vd) * 4);
+    a->ao = blk_take(o, t * H * vd * 4);
+    return max_i(c->q_lora_rank, lora + rope);
+}
+
+static int select_k(const struct glm_config *c)
+{
+    (void)c;
+    return 0;
+}
+
+/* DeepseekV3Attention: MLA over every causal key */
+static void attention(struct gctx *g, int l)
+{
+    const struct glm_config *c = g->c;
+    blk_mla_project(g, l);
+    for (int si = 0; si < g->f->n_seg && !g->rc; si++) {
+        const struct rt_seg *sg = &g->f->seg[si];
+        blk_mla_cache(g, l, sg);
+        blk_mla_attend(g, l, sg, 0);
+    }
+    blk_attn_out(g, l, c->num_attention_heads * c->v_head_dim);
+}
+
+/* DeepseekV3DecoderLayer */
+static void layer(struct gctx *g, int l)
+{
+    blk_decoder_layer(g, l, attention);
+}
+
+/* ---- reference ------------------------------------------------------------ */
+
+/* DeepseekV3Attention: MLA, no key selector */
+static int ref_attention(struct ref_fwd *f, int l, const float *x, float *y)
+{
+    return txref_mla_attention(f, l, x, y, NULL);
+}
+
+static int ref_layer(struct ref_fwd *f, int l, float *h)
+{
+    return txref_decoder_layer(f, l, h, ref_attention);
+}
+
+/* ---- glm-analyze ---------------------------------------------------------- */
+
+static void cost(const struct glm_config *c, struct tx_arch_cost *o)
+{
+    const double nh = c->num_attention_heads;
+    memset(o, 0, sizeof(*o));
+    o->kv_layer = nh * (c->qk_head_dim + c->v_head_dim) * 2.0;
+    o->kv_latent = (c->kv_lora_rank + c->qk_rope_head_dim) * 2.0;
+    o->pair_macs = nh * (c->qk_head_dim + c->v_head_dim);
+    o->select_k = 0;
+}
+
+static void analyze_json(const struct glm_config *c, struct json_object *ar)
+{
+    static const char *const k[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+                                    "qk_rope_head_dim", "v_head_dim"};
+    const int v[] = {c->q_lora_rank, c->kv_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim,
+                     c->v_head_dim};
+    for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++)
+        json_object_object_add(ar, k[i], json_object_new_int64(v[i]));
+    json_object_object_add(ar, "rope_scaling",
+                           json_object_new_string(c->rope_type == GLM_ROPE_YARN ? "yarn" : "none"));
+}
+
+/* ---- glm-synth ------------------------------------------------------------ */
+
+/* The synthetic checkpoint carries the project's Qwen3 tokenizer with GLM's
+ * special tokens (tx_synth_glm_tokenizer), so its template is GLM-5's
+ * (rendered as TX_CHAT_GLM5). DeepSeek's own template (<｜User｜> ...
+ * <｜Assistant｜>) has no tx_chat_format: a real package is run with its
+ * chat_template's format chosen by the caller (--chat-template-format). */
+static const char chat_template[] =
+    "[gMASK]<sop>{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}{{ '<|system|>' + m.content }}"
+    "{%- elif m.role == 'user' -%}{{ '<|user|>' + m.content }}"
+    "{%- elif m.role == 'assistant' -%}{{ '<|assistant|></think>' + m.content | trim }}"
+    "{%- elif m.role == 'tool' -%}"
+    "{{ '<|observation|><tool_response>' + m.content + '</tool_response>' }}"
+    "{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{%- if enable_thinking is defined and not enable_thinking -%}{{ '<|assistant|></think>' }}"
+    "{%- else -%}{{ '<|assistant|><think>' }}{%- endif -%}{%- endif -%}";
+
+struct preset {
+    int hidden, inter, moe_inter, layers, dense, heads;
+    int experts, topk, shared, n_group, topk_group;
+    int q_lora, kv_lora, nope, rope, v_dim;
+};
+
+/* n_group > 1 in every preset: the group-limited routing runs */
+static const struct preset presets[3] = {
+    {64, 128, 64, 3, 1, 4, 8, 2, 1, 4, 2, 32, 32, 16, 16, 16},
+    {128, 384, 64, 4, 1, 4, 16, 4, 1, 4, 2, 64, 64, 32, 32, 32},
+    {1024, 2816, 512, 8, 1, 16, 48, 8, 1, 8, 4, 512, 256, 64, 32, 64},
+};
+
+/* the field set of DeepSeek-V3's config.json (deepseek-ai/DeepSeek-V3),
+ * bfloat16 weights (no quantization_config: the real one is FP8) */
+static struct json_object *synth_config(enum tx_synth_preset preset, int vocab_size,
+                                        const int32_t *eos_ids, int n_eos, int32_t pad)
+{
+    const struct preset *p = &presets[preset];
+    struct json_object *o = json_object_new_object();
+    struct json_object *a = json_object_new_array();
+    json_object_array_add(a, json_object_new_string("DeepseekV3ForCausalLM"));
+    json_object_object_add(o, "architectures", a);
+    struct json_object *eos = json_object_new_array();
+    for (int i = 0; i < n_eos; i++)
+        json_object_array_add(eos, json_object_new_int(eos_ids[i]));
+    cj_put_b(o, "attention_bias", 0);
+    cj_put_d(o, "attention_dropout", 0.0);
+    cj_put_d(o, "aux_loss_alpha", 0.001);
+    cj_put_i(o, "bos_token_id", 0); /* as the real config (unused by the runtime) */
+    json_object_object_add(o, "eos_token_id", eos);
+    cj_put_i(o, "pad_token_id", pad);
+    cj_put_i(o, "ep_size", 1);
+    cj_put_i(o, "first_k_dense_replace", p->dense);
+    cj_put_s(o, "hidden_act", "silu");
+    cj_put_i(o, "hidden_size", p->hidden);
+    cj_put_d(o, "initializer_range", 0.02);
+    cj_put_i(o, "intermediate_size", p->inter);
+    cj_put_i(o, "kv_lora_rank", p->kv_lora);
+    cj_put_i(o, "max_position_embeddings", 163840);
+    cj_put_s(o, "model_type", "deepseek_v3");
+    cj_put_i(o, "moe_intermediate_size", p->moe_inter);
+    cj_put_i(o, "moe_layer_freq", 1);
+    cj_put_i(o, "n_group", p->n_group);
+    cj_put_i(o, "n_routed_experts", p->experts);
+    cj_put_i(o, "n_shared_experts", p->shared);
+    cj_put_b(o, "norm_topk_prob", 1);
+    cj_put_i(o, "num_attention_heads", p->heads);
+    cj_put_i(o, "num_experts_per_tok", p->topk);
+    cj_put_i(o, "num_hidden_layers", p->layers);
+    cj_put_i(o, "num_key_value_heads", p->heads);
+    cj_put_i(o, "num_nextn_predict_layers", 1);
+    cj_put_i(o, "pretraining_tp", 1);
+    cj_put_i(o, "q_lora_rank", p->q_lora);
+    cj_put_i(o, "qk_nope_head_dim", p->nope);
+    cj_put_i(o, "qk_rope_head_dim", p->rope);
+    cj_put_d(o, "rms_norm_eps", 1e-6);
+    struct json_object *rs = json_object_new_object();
+    cj_put_d(rs, "beta_fast", 32);
+    cj_put_d(rs, "beta_slow", 1);
+    cj_put_d(rs, "factor", 40);
+    cj_put_d(rs, "mscale", 1.0);
+    cj_put_d(rs, "mscale_all_dim", 1.0);
+    cj_put_i(rs, "original_max_position_embeddings", 4096);
+    cj_put_s(rs, "type", "yarn");
+    json_object_object_add(o, "rope_scaling", rs);
+    cj_put_d(o, "rope_theta", 10000.0);
+    cj_put_d(o, "routed_scaling_factor", 2.5);
+    cj_put_s(o, "scoring_func", "sigmoid");
+    cj_put_b(o, "seq_aux", 1);
+    cj_put_b(o, "tie_word_embeddings", 0);
+    cj_put_i(o, "topk_group", p->topk_group);
+    cj_put_s(o, "topk_method", "noaux_tc");
+    cj_put_s(o, "torch_dtype", "bfloat16");
+    cj_put_s(o, "transformers_version", "4.33.1");
+    cj_put_b(o, "use_cache", 1);
+    cj_put_i(o, "v_head_dim", p->v_dim);
+    cj_put_i(o, "vocab_size", vocab_size);
+    return o;
+}
+
+static const char *const aliases[] = {"deepseek3", "dsv3", "kimi-k2", NULL};
+
+const struct tx_arch_ops tx_arch_deepseek_v3 = {
+    .id = GLM_ARCH_DEEPSEEK_V3,
+    .model_type = "deepseek_v3",
+    .class_name = "DeepseekV3ForCausalLM",
+    .family = "DeepSeek-V3",
+    .models = "DeepSeek-V3/R1, Kimi-K2",
+    .aliases = aliases,
+    .attn_short = "MLA",
+    .attn_long = "MLA attention",
+    .defaults = defaults,
+    .parse_moe = tx_cfg_parse_moe_sigmoid,
+    .parse = parse,
+    .parse_mlp_layers = tx_cfg_parse_mlp_layers,
+    .parse_layers = parse_layers,
+    .validate = validate,
+    .to_json = to_json,
+    .attn_scale = attn_scale,
+    .layer_tensor = layer_tensor,
+    .layer_note = layer_note,
+    .layer_selects = layer_selects,
+    .load_check = NULL,
+    .kv_geometry = kv_geometry,
+    .act_layout = act_layout,
+    .select_k = select_k,
+    .layer = layer,
+    .ref_layer = ref_layer,
+    .cost = cost,
+    .analyze_json = analyze_json,
+    .chat_format = TX_CHAT_GLM5,
+    .chat_template = chat_template,
+    .synth_config = synth_config,
+};
