@@ -691,12 +691,21 @@ START_TEST(test_qwen3_moe)
     ck_assert_int_eq(c.mlp_layer_types[47], GLM_MLP_DENSE);
     free(j);
 
+    /* YaRN as Qwen3's long-context recipe ships it (transformers' yarn rope
+     * init; the module has no softmax-scale multiplier) */
+    j = patch(Q3_JSON, "\"rope_scaling\": null",
+              "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+              "\"original_max_position_embeddings\": 32768}");
+    ck_assert_msg(glm_config_from_json(j, &c, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(c.rope_type, GLM_ROPE_YARN);
+    free(j);
+
     /* refused with the field named */
     static const struct {
         const char *from, *to, *field;
     } no[] = {
         {"\"use_sliding_window\": false", "\"use_sliding_window\": true", "use_sliding_window"},
-        {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}",
+        {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4}",
          "rope_type"},
         {"\"decoder_sparse_step\": 1", "\"decoder_sparse_step\": 0", "decoder_sparse_step"},
         {"\"decoder_sparse_step\": 1,\n", "", "decoder_sparse_step"},
