@@ -1009,7 +1009,7 @@ static int use_set_build(struct tx_device *d, const char *fn, const uint64_t *ha
 static int do_submit(struct tx_device *d, const char *fn, struct tx_backend_bo *cmd_bo,
                      uint64_t cmd_off, uint32_t cmd_size, struct use_set *s, unsigned nuses,
                      uint32_t flags, uint64_t user_data, uint64_t deadline, uint64_t *job,
-                     struct txd_prof *prof)
+                     struct tx_backend_bo *prof_use, uint64_t prof_addr, uint64_t prof_size)
 {
     struct tx_backend_job j;
     int rc;
@@ -1022,16 +1022,14 @@ static int do_submit(struct tx_device *d, const char *fn, struct tx_backend_bo *
     j.bos = s->uses;
     j.flags = flags;
     j.user_data = user_data;
-    if (prof) {
-        struct tx8_prof_header *h = prof->b.map;
-        memset(h, 0, sizeof(*h)); /* no stale records if the device writes none */
-        s->uses[nuses].bo = &prof->b;
+    /* the profiling buffer: in a BO of the job, or prof_use (added here) */
+    if (prof_use) {
+        s->uses[nuses].bo = prof_use;
         s->uses[nuses].access = TX_ACCESS_WRITE;
         j.num_bos = nuses + 1;
-        j.prof_addr = prof->b.addr;
-        j.prof_size = prof->b.size;
-        prof->submit_ns = tx_now_ns();
     }
+    j.prof_addr = prof_addr;
+    j.prof_size = prof_size;
     for (;;) {
         rc = d->ops->submit(d->be, &j, slice_end(deadline), job);
         if (rc != TX_EBUSY || tx_now_ns() >= deadline ||
@@ -1055,16 +1053,35 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
     unsigned nuses = 0;
     size_t len = 0;
     struct txd_prof *prof = NULL;
+    uint64_t user_prof_bo = 0, user_prof_off = 0, user_prof_size = 0;
     int rc;
 
     if (!job)
         return tx_error(TX_EINVAL, "tx_submit: NULL job pointer");
     *job = 0;
-    if (flags & ~TX_SUBMIT_NO_IRQ)
+    if (flags & ~(TX_SUBMIT_NO_IRQ | TX_SUBMIT_PROFILE))
         return tx_error(TX_EINVAL, "tx_submit: unknown flags 0x%x", flags);
     rc = txd_enter(h, &d, "tx_submit");
     if (rc < 0)
         return rc;
+    if (flags & TX_SUBMIT_PROFILE) {
+        if (d->ops != &tx_backend_emu_ops || TX8_IF_MINOR(d->info.if_version) < 5) {
+            rc = tx_error(TX_ENOTSUP,
+                          "tx_submit: profiling needs an emu device of interface >= 1.5 (%s, "
+                          "interface %u.%u)",
+                          d->ops->name, TX8_IF_MAJOR(d->info.if_version),
+                          TX8_IF_MINOR(d->info.if_version));
+            goto out;
+        }
+        rc = txd_cmdbuf_prof(cb, &user_prof_bo, &user_prof_off, &user_prof_size);
+        if (rc < 0)
+            goto out;
+        if (!user_prof_bo) {
+            rc = tx_error(TX_EINVAL,
+                          "tx_submit: TX_SUBMIT_PROFILE without a buffer (tx_cmdbuf_profile)");
+            goto out;
+        }
+    }
     rc = txd_cmdbuf_snapshot(cb, d, &bytes, &len, &handles, &access, &nuses);
     if (rc < 0)
         goto out;
@@ -1073,10 +1090,24 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
                       len, d->info.max_cmd_size);
         goto out;
     }
-    prof = prof_get(d);
+    prof = user_prof_bo ? NULL : prof_get(d);
     rc = use_set_build(d, "tx_submit", handles, access, nuses, prof ? 2 : 1, &s);
     if (rc < 0)
         goto out;
+    uint64_t prof_addr = 0, prof_size = 0;
+    if (user_prof_bo) {
+        for (unsigned i = 0; i < s.n; i++)
+            if (s.bos[i]->obj.handle == user_prof_bo) {
+                prof_addr = s.bos[i]->b.addr + user_prof_off;
+                prof_size = user_prof_size;
+                break;
+            }
+    } else if (prof) {
+        memset(prof->b.map, 0, sizeof(struct tx8_prof_header)); /* no stale records */
+        prof_addr = prof->b.addr;
+        prof_size = prof->b.size;
+        prof->submit_ns = tx_now_ns();
+    }
     if (prof)
         txd_cmdbuf_take_names(cb, &prof->names, &prof->nnames);
     reap_zombies(d);
@@ -1085,8 +1116,9 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
     if (rc == 0) {
         s.uses[s.n].bo = cmd_bo;
         s.uses[s.n].access = TX_ACCESS_READ;
-        rc = do_submit(d, "tx_submit", cmd_bo, cmd_off, (uint32_t)len, &s, s.n + 1, flags,
-                       user_data, deadline, &id, prof);
+        rc = do_submit(d, "tx_submit", cmd_bo, cmd_off, (uint32_t)len, &s, s.n + 1,
+                       flags & ~TX_SUBMIT_PROFILE, user_data, deadline, &id,
+                       prof ? &prof->b : NULL, prof_addr, prof_size);
         arena_commit(d, cmd_bo, cmd_off, rc == 0 ? id : 0);
     }
     use_set_release(d, &s, rc == 0 ? id : 0);
@@ -1166,7 +1198,7 @@ TX_API int tx_submit_raw(tx_device_t *h, const struct tx_raw_job *rj, tx_job_t *
         goto out;
     reap_zombies(d);
     rc = do_submit(d, "tx_submit_raw", &cbo->b, rj->cmd_offset, rj->cmd_size, &s, s.n, rj->flags,
-                   rj->user_data, tx_now_ns() + d->submit_timeout_ns, &id, NULL);
+                   rj->user_data, tx_now_ns() + d->submit_timeout_ns, &id, NULL, 0, 0);
     use_set_release(d, &s, rc == 0 ? id : 0);
     if (rc == 0)
         *job = id;

@@ -92,6 +92,9 @@ int txd_cmdbuf_name(tx_cmdbuf_t *cb, const char *name);
  * NULL or malloc'ed; free them and the array). */
 int txd_cmdbuf_take_names(tx_cmdbuf_t *cb, char ***names, unsigned *n);
 
+/* The buffer of tx_cmdbuf_profile (*bo = 0: none). */
+int txd_cmdbuf_prof(tx_cmdbuf_t *cb, uint64_t *bo, uint64_t *off, uint64_t *size);
+
 int txd_cmdbuf_snapshot(tx_cmdbuf_t *h, struct tx_device *d, uint8_t **bytes, size_t *len,
                         uint64_t **bo_handles, uint32_t **access, unsigned *nuses);
 

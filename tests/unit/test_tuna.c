@@ -231,6 +231,46 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/* The explicit API: TX_SUBMIT_PROFILE with a buffer of the caller's BO. */
+START_TEST(explicit_profile_buffer)
+{
+    tx_device_t *dev;
+    ck_assert_int_eq(tx_device_open(rts_spec, &dev), TX_OK);
+    tx_bo_t *data, *prof;
+    ck_assert_int_eq(tx_bo_alloc(dev, 1 << 16, 0, "data", &data), TX_OK);
+    ck_assert_int_eq(tx_bo_alloc(dev, 1 << 16, 0, "prof", &prof), TX_OK);
+    tx_cmdbuf_t *cb;
+    ck_assert_int_eq(tx_cmdbuf_create(dev, &cb), TX_OK);
+    ck_assert_int_eq(tx_cmdbuf_use(cb, data, TX_ACCESS_RW), TX_OK);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(tx_cmd_fill(cb, tx_ref(data, 0), 1 << 16, 1), TX_OK);
+    tx_job_t job;
+    /* the flag without a buffer; bad buffers */
+    ck_assert_int_eq(tx_submit_ex(dev, cb, TX_SUBMIT_PROFILE, 0, &job), TX_EINVAL);
+    ck_assert_int_eq(tx_cmdbuf_profile(cb, prof, 4, 4096), TX_EINVAL);
+    ck_assert_int_eq(tx_cmdbuf_profile(cb, prof, 0, 16), TX_EINVAL);
+    ck_assert_int_eq(tx_cmdbuf_profile(cb, prof, 4096, 1 << 16), TX_EINVAL);
+    ck_assert_int_eq(tx_cmdbuf_profile(cb, prof, 4096, 8192), TX_OK);
+    ck_assert_int_eq(tx_submit_ex(dev, cb, TX_SUBMIT_PROFILE, 0, &job), TX_OK);
+    ck_assert_int_eq(tx_wait(dev, job, -1, NULL), TX_OK);
+    void *map;
+    ck_assert_int_eq(tx_bo_map(prof, &map), TX_OK);
+    const struct tx8_prof_header *h = (const void *)((uint8_t *)map + 4096);
+    const struct tx8_prof_record *r = (const void *)(h + 1);
+    ck_assert_uint_eq(h->magic, TX8_PROF_MAGIC);
+    ck_assert_uint_eq(h->count, 4);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(r[i].opcode, TX8_OP_FILL);
+        ck_assert_uint_eq(r[i].bytes_written, 1 << 16);
+        ck_assert(r[i].end_ns >= r[i].start_ns && r[i].start_ns >= h->start_ns);
+    }
+    tx_cmdbuf_destroy(cb);
+    tx_bo_free(data);
+    tx_bo_free(prof);
+    tx_device_close(dev);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tuna");
@@ -240,6 +280,7 @@ static Suite *suite(void)
     tcase_add_test(tc, trace_tracks_and_names);
     tcase_add_test(tc, report_roofline);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, explicit_profile_buffer);
     suite_add_tcase(s, tc);
     return s;
 }
