@@ -205,6 +205,26 @@ START_TEST(report_roofline)
     ck_assert(json_object_array_length(layers) > 0);
     ck_assert(jnum(r, "device_busy_pct") > 0 && jnum(r, "device_busy_pct") <= 100.0001);
     json_object_put(r);
+
+    /* --html: one self-contained page with the three SVG charts */
+    char html[400];
+    snprintf(html, sizeof(html), "%s/report.html", rts_tmpdir());
+    const char *ah[] = {bin("tuna"), "report", "--html", html, g_trace, NULL};
+    ck_assert_int_eq(run_to(ah, NULL), 0);
+    FILE *f = fopen(html, "r");
+    ck_assert_ptr_nonnull(f);
+    static char page[1 << 22];
+    size_t len = fread(page, 1, sizeof(page) - 1, f);
+    fclose(f);
+    page[len] = 0;
+    ck_assert_ptr_nonnull(strstr(page, "<svg id=\"timeline\""));
+    ck_assert_ptr_nonnull(strstr(page, "<svg id=\"roofline\""));
+    ck_assert_ptr_nonnull(strstr(page, "<svg id=\"curves\""));
+    ck_assert_ptr_nonnull(strstr(page, "MOE_FFN layers.1.mlp.experts"));
+    ck_assert_ptr_nonnull(strstr(page, "</html>"));
+    ck_assert_ptr_null(strstr(page, "<script"));
+    ck_assert_ptr_null(strstr(page, "src="));
+    ck_assert_ptr_null(strstr(page, "href="));
 }
 END_TEST
 
@@ -228,6 +248,10 @@ START_TEST(bad_input)
     ck_assert_int_ne(access(p, F_OK), 0);
     const char *a5[] = {bin("tuna"), "frobnicate", NULL};
     ck_assert_int_eq(run_to(a5, NULL), 2);
+    const char *a6[] = {bin("tuna"), "overhead", "-r", "1", "--", "/bin/true", NULL};
+    ck_assert_int_eq(run_to(a6, NULL), 1); /* no decode tokens/s line */
+    const char *a7[] = {bin("tuna"), "overhead", "-r", "0", "--", "/bin/true", NULL};
+    ck_assert_int_eq(run_to(a7, NULL), 2);
 }
 END_TEST
 

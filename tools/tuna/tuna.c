@@ -13,8 +13,10 @@
  * --peak-gbps / --peak-gflops give the device's figures (e.g. tx-bench's).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +29,118 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tuna record -o TRACE.json -- CMD [ARGS...]\n"
-               "       tuna report [--json] [--top N] [--peak-gbps X] [--peak-gflops Y] "
-               "TRACE.json\n");
+               "       tuna report [--json] [--html OUT.html] [--top N] [--peak-gbps X] "
+               "[--peak-gflops Y] TRACE.json\n"
+               "       tuna overhead [-r RUNS] -- glm-inference [ARGS...]\n");
+}
+
+/* ---- overhead ---------------------------------------------------------------- */
+
+/* Runs argv (TX_PROFILE=trace or unset); the decode tokens/s of its
+ * llama_perf "eval time" line, or -1. */
+static double decode_tps(char **argv, const char *trace)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        int nul = open("/dev/null", O_WRONLY);
+        if (nul >= 0)
+            dup2(nul, 1);
+        if (trace)
+            setenv("TX_PROFILE", trace, 1);
+        else
+            unsetenv("TX_PROFILE");
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *n = realloc(buf, cap);
+            if (!n)
+                break;
+            buf = n;
+        }
+        ssize_t r = read(fds[0], buf + len, cap - len - 1);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fds[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    double tps = -1;
+    if (buf) {
+        buf[len] = 0;
+        for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+            if (strncmp(l, "llama_perf_context_print:", 25) || !strstr(l, " eval time") ||
+                strstr(l, "prompt eval"))
+                continue;
+            char *t = strstr(l, "runs");
+            char *q = t ? strstr(t, "ms per token,") : NULL;
+            if (q)
+                tps = strtod(q + 13, NULL);
+        }
+    }
+    free(buf);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? tps : -1;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmd_overhead(int argc, char **argv)
+{
+    int runs = 3, i = 1;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "-r") && i + 1 < argc) {
+            runs = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--")) {
+            i++;
+            break;
+        } else {
+            fprintf(stderr, "tuna overhead: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (i >= argc || runs < 1 || runs > 50) {
+        fprintf(stderr, "tuna overhead: %s\n", i >= argc ? "missing command" : "-r must be 1..50");
+        usage(stderr);
+        return 2;
+    }
+    char trace[64];
+    snprintf(trace, sizeof(trace), "/tmp/tuna-overhead-%d.json", (int)getpid());
+    double off[50], on[50];
+    for (int k = 0; k < runs; k++) { /* alternate, so drift hits both */
+        off[k] = decode_tps(argv + i, NULL);
+        on[k] = decode_tps(argv + i, trace);
+        unlink(trace);
+        if (off[k] <= 0 || on[k] <= 0) {
+            fprintf(stderr, "tuna overhead: run %d: no decode tokens/s (the command failed, or "
+                            "it prints no llama_perf eval time line)\n", k + 1);
+            return 1;
+        }
+        fprintf(stderr, "run %d: off %.2f tok/s, on %.2f tok/s\n", k + 1, off[k], on[k]);
+    }
+    qsort(off, (size_t)runs, sizeof(double), cmp_d);
+    qsort(on, (size_t)runs, sizeof(double), cmp_d);
+    double mo = off[runs / 2], mn = on[runs / 2];
+    printf("decode tokens/s (median of %d)  profiling off %.2f  on %.2f  overhead %.1f%%\n", runs,
+           mo, mn, 100.0 * (mo - mn) / mo);
+    return 0;
 }
 
 /* ---- record ---------------------------------------------------------------- */
@@ -164,14 +276,160 @@ static const char *classify(double bytes, double flops, double time_us, double p
     return t_cmp > t_mem ? "compute-bound" : "memory-bound";
 }
 
+struct sample {
+    double ts, v;
+    int mem; /* 1: device memory, 0: busy % */
+};
+
+static unsigned op_color(const char *op)
+{
+    unsigned h = 2166136261u;
+    for (; *op; op++)
+        h = (h ^ (unsigned char)*op) * 16777619u;
+    return h & 0x7f7f7f;
+}
+
+static void html_escape(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '<')
+            fputs("&lt;", f);
+        else if (*s == '>')
+            fputs("&gt;", f);
+        else if (*s == '&')
+            fputs("&amp;", f);
+        else if (*s == '"')
+            fputs("&quot;", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+/* One self-contained page (inline SVG, no script, no network): the timeline
+ * of host spans and device commands, the roofline with every group, the
+ * busy % and device memory curves. Written to a temporary file, renamed. */
+static int write_html(const char *path, const struct cmd *cmds, int ncmd, const struct span *sp,
+                      int nsp, const struct group *gr, int ngr, const struct sample *sm, int nsm,
+                      double pbw, double pfl)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
+        fprintf(stderr, "tuna report: --html: path too long\n");
+        return 1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "tuna report: --html: cannot create %s: %s\n", tmp, strerror(errno));
+        return 1;
+    }
+    double t0 = cmds[0].ts, t1 = cmds[0].ts + cmds[0].dur;
+    for (int i = 0; i < ncmd; i++) {
+        if (cmds[i].ts < t0)
+            t0 = cmds[i].ts;
+        if (cmds[i].ts + cmds[i].dur > t1)
+            t1 = cmds[i].ts + cmds[i].dur;
+    }
+    for (int i = 0; i < nsp; i++) {
+        if (sp[i].ts < t0)
+            t0 = sp[i].ts;
+        if (sp[i].ts + sp[i].dur > t1)
+            t1 = sp[i].ts + sp[i].dur;
+    }
+    double span = t1 > t0 ? t1 - t0 : 1, W = 1200;
+#define TX(t) (10 + ((t)-t0) / span * W)
+    fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tuna report</title>"
+               "<style>body{font:13px sans-serif;background:#fff;color:#111}"
+               "h2{font-size:15px}</style></head><body>\n<h1>tuna report</h1>\n");
+    fprintf(f, "<p>%d commands over %.1f us; peaks %.2f GB/s, %.2f GFLOP/s</p>\n", ncmd, span,
+            pbw, pfl);
+    fprintf(f, "<h2>Timeline</h2>\n<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" "
+               "width=\"1220\" height=\"120\">\n<rect x=\"0\" y=\"0\" width=\"1220\" "
+               "height=\"120\" fill=\"#f4f4f4\"/>\n"
+               "<text x=\"10\" y=\"14\">host</text><text x=\"10\" y=\"64\">device "
+               "commands</text>\n");
+    for (int i = 0; i < nsp; i++) {
+        fprintf(f, "<rect x=\"%.2f\" y=\"18\" width=\"%.2f\" height=\"24\" fill=\"#4a7\">"
+                   "<title>",
+                TX(sp[i].ts), sp[i].dur / span * W > 0.5 ? sp[i].dur / span * W : 0.5);
+        html_escape(f, sp[i].name);
+        fprintf(f, " %.1f us</title></rect>\n", sp[i].dur);
+    }
+    for (int i = 0; i < ncmd; i++) {
+        fprintf(f, "<rect x=\"%.2f\" y=\"68\" width=\"%.2f\" height=\"40\" "
+                   "fill=\"#%06x\"><title>",
+                TX(cmds[i].ts), cmds[i].dur / span * W > 0.5 ? cmds[i].dur / span * W : 0.5,
+                op_color(cmds[i].op) | 0x303030);
+        html_escape(f, cmds[i].name);
+        fprintf(f, " %.1f us</title></rect>\n", cmds[i].dur);
+    }
+    fprintf(f, "</svg>\n");
+    /* roofline: log10 AI in [-2, 3], log10 GFLOP/s in [-3, log10(peak) + 1] */
+    double ymax = pfl > 0 ? log10(pfl) + 1 : 2, ymin = -3, RW = 500, RH = 300;
+#define RX(ai) (40 + (log10(ai) + 2) / 5 * RW)
+#define RY(g) (10 + (ymax - log10(g)) / (ymax - ymin) * RH)
+    fprintf(f, "<h2>Roofline</h2>\n<svg id=\"roofline\" xmlns=\"http://www.w3.org/2000/svg\" "
+               "width=\"560\" height=\"340\">\n<rect x=\"40\" y=\"10\" width=\"500\" "
+               "height=\"300\" fill=\"#f4f4f4\"/>\n");
+    if (pbw > 0 && pfl > 0) {
+        double ridge = pfl / pbw;
+        fprintf(f, "<polyline fill=\"none\" stroke=\"#c33\" points=\"%.1f,%.1f %.1f,%.1f "
+                   "%.1f,%.1f\"/>\n",
+                RX(0.01), RY(0.01 * pbw), RX(ridge), RY(pfl), RX(1000.0), RY(pfl));
+    }
+    for (int g = 0; g < ngr; g++) {
+        if (gr[g].bytes <= 0 || gr[g].flops <= 0 || gr[g].time <= 0)
+            continue;
+        double ai = gr[g].flops / gr[g].bytes, gf = gr[g].flops / (gr[g].time * 1e3);
+        if (ai < 0.01 || ai > 1000 || gf < 1e-3)
+            continue;
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#%06x\"><title>", RX(ai),
+                RY(gf), op_color(gr[g].op) | 0x303030);
+        html_escape(f, gr[g].name);
+        fprintf(f, " (%s) %.2f flop/B, %.2f GFLOP/s, %s</title></circle>\n", gr[g].phase, ai, gf,
+                gr[g].cls);
+    }
+    fprintf(f, "<text x=\"240\" y=\"330\">FLOP/byte (log)</text></svg>\n");
+    /* curves */
+    double mmax = 1;
+    for (int i = 0; i < nsm; i++)
+        if (sm[i].mem && sm[i].v > mmax)
+            mmax = sm[i].v;
+    fprintf(f, "<h2>Utilisation and device memory</h2>\n<svg id=\"curves\" "
+               "xmlns=\"http://www.w3.org/2000/svg\" width=\"1220\" height=\"220\">\n"
+               "<rect x=\"0\" y=\"0\" width=\"1220\" height=\"220\" fill=\"#f4f4f4\"/>\n");
+    for (int m = 0; m < 2; m++) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" points=\"", m ? "#36c" : "#c63");
+        for (int i = 0; i < nsm; i++)
+            if (sm[i].mem == m)
+                fprintf(f, "%.1f,%.1f ", TX(sm[i].ts),
+                        210 - (m ? sm[i].v / mmax : sm[i].v / 100.0) * 200);
+        fprintf(f, "\"/>\n");
+    }
+    fprintf(f, "<text x=\"10\" y=\"14\" fill=\"#c63\">busy %%</text><text x=\"80\" "
+               "y=\"14\" fill=\"#36c\">device memory (max %.0f MiB)</text></svg>\n"
+               "</body></html>\n",
+            mmax / 1048576.0);
+#undef TX
+#undef RX
+#undef RY
+    if (ferror(f) | fclose(f) || rename(tmp, path) != 0) {
+        fprintf(stderr, "tuna report: --html: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    return 0;
+}
+
 static int cmd_report(int argc, char **argv)
 {
     int json = 0, top = 15;
     double peak_bw = 0, peak_fl = 0;
-    const char *path = NULL;
+    const char *path = NULL, *html = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--html") && i + 1 < argc)
+            html = argv[++i];
         else if (!strcmp(argv[i], "--top") && i + 1 < argc)
             top = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--peak-gbps") && i + 1 < argc)
@@ -216,7 +474,9 @@ static int cmd_report(int argc, char **argv)
     struct span *jobs = calloc(n + 1, sizeof(*jobs));
     struct group *groups = calloc(n + 1, sizeof(*groups));
     struct group *layers = calloc(n + 1, sizeof(*layers));
-    if (!cmds || !spans || !jobs || !groups || !layers) {
+    struct sample *samples = calloc(n + 1, sizeof(*samples));
+    int nsm = 0;
+    if (!cmds || !spans || !jobs || !groups || !layers || !samples) {
         fprintf(stderr, "tuna report: out of memory\n");
         return 1;
     }
@@ -231,10 +491,18 @@ static int cmd_report(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         json_object *e = json_object_array_get_idx(evs, i);
         const char *ph = jstr(e, "ph"), *cat = jstr(e, "cat"), *name = jstr(e, "name");
-        if (!ph || strcmp(ph, "X") || !cat || !name)
-            continue;
         json_object *a = NULL;
         json_object_object_get_ex(e, "args", &a);
+        if (ph && name && !strcmp(ph, "C") &&
+            (!strcmp(name, "busy %") || !strcmp(name, "device memory"))) {
+            samples[nsm].ts = jnum(e, "ts");
+            samples[nsm].v = jnum(a, "value");
+            samples[nsm].mem = !strcmp(name, "device memory");
+            nsm++;
+            continue;
+        }
+        if (!ph || strcmp(ph, "X") || !cat || !name)
+            continue;
         if (!strcmp(cat, "cmd")) {
             struct cmd *c = &cmds[ncmd++];
             c->name = name;
@@ -415,8 +683,12 @@ static int cmd_report(int argc, char **argv)
                "(longest %.1f us)\n",
                util, span_us, core_util, cores, ngaps, gaps, max_gap);
     }
+    int rc = 0;
+    if (html)
+        rc = write_html(html, cmds, ncmd, spans, nsp, groups, ngr, samples, nsm, peak_bw, peak_fl);
     for (int k = 0; k < nly; k++)
         free((char *)layers[k].name);
+    free(samples);
     free(ph);
     free(cmds);
     free(spans);
@@ -424,7 +696,7 @@ static int cmd_report(int argc, char **argv)
     free(groups);
     free(layers);
     json_object_put(root);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -437,6 +709,8 @@ int main(int argc, char **argv)
         return cmd_record(argc - 1, argv + 1);
     if (!strcmp(argv[1], "report"))
         return cmd_report(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "overhead"))
+        return cmd_overhead(argc - 1, argv + 1);
     fprintf(stderr, "tuna: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
