@@ -52,7 +52,7 @@ LIBTX_MAP       := libtx/libtx.map
 # The SDK: the headers `make install` installs (include/tx/ also holds the
 # private headers of the converter, which are not installed).
 SDK_HEADERS := $(addprefix include/tx/,tx.h tx_error.h tx_dtype.h tx_device.h \
-               tx_tokenizer.h glm.h glm_config.h tx_telemetry.h)
+               tx_tokenizer.h glm.h glm_config.h tx_telemetry.h tx_profile.h)
 
 # SIMD kernels are compiled per file: *_avx512.c, *_avx2.c. Families that
 # not every CPU of a level has (AVX512-BF16) are not in the flags: the

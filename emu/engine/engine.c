@@ -588,6 +588,12 @@ struct tx8_counters *tx8_engine_counters(struct tx8_engine *e)
     return e ? e->ctr : NULL;
 }
 
+void tx8_engine_set_clock_base(struct tx8_engine *e, uint64_t base_ns)
+{
+    if (e)
+        e->clock_base = base_ns;
+}
+
 void tx8_engine_reset_cache(struct tx8_engine *e)
 {
     if (e)
@@ -744,9 +750,9 @@ static int validate_desc(const struct tx8_engine *e, const struct tx8_job_desc *
 {
     if (job->num_ranges < 1 || job->num_ranges > TX8_JOB_MAX_RANGES)
         return TX8_STATUS_INVALID_JOB;
-    if (job->flags & ~(uint32_t)TX8_JOB_F_NO_IRQ)
+    if (job->flags & ~(uint32_t)(TX8_JOB_F_NO_IRQ | TX8_JOB_F_PROFILE))
         return TX8_STATUS_INVALID_JOB;
-    if (job->rsvd0 || job->rsvd[0] || job->rsvd[1] || job->rsvd[2] || job->rsvd[3])
+    if (job->rsvd0 || job->rsvd[0] || job->rsvd[1])
         return TX8_STATUS_INVALID_JOB;
     if (job->cmd_size % 8 || job->cmd_size > TX8_ENGINE_MAX_CMD_SIZE)
         return TX8_STATUS_INVALID_JOB;
@@ -761,17 +767,53 @@ static int validate_desc(const struct tx8_engine *e, const struct tx8_job_desc *
     return 0;
 }
 
-static void flush_busy(struct tx8_engine *e, uint64_t *job_busy)
+/* Add the workers' busy time to the job's and the counters; returns the mask
+ * of the cores that worked since the last flush. */
+static uint64_t flush_busy(struct tx8_engine *e, uint64_t *job_busy)
 {
+    uint64_t mask = 0;
     for (unsigned i = 0; i < e->cores; i++) {
         uint64_t b = e->w[i].busy_ns;
         if (!b)
             continue;
         e->w[i].busy_ns = 0;
         *job_busy += b;
+        if (i < 64)
+            mask |= 1ull << i;
         if (i < TX8_MAX_CORES)
             __atomic_fetch_add(&e->ctr->core_busy_ns[i], b, __ATOMIC_RELAXED);
     }
+    return mask;
+}
+
+/* The job's profiling buffer (TX8_JOB_F_PROFILE), or NULL. A buffer outside
+ * the job's WRITE ranges, misaligned or too small fails the job. */
+static int prof_buffer(struct tx8_engine *e, const struct tx8_job_desc *job,
+                       struct tx8_prof_header **out, uint64_t *bad)
+{
+    *out = NULL;
+    if (!(job->flags & TX8_JOB_F_PROFILE))
+        return 0;
+    if (job->prof_addr % 8 || job->prof_size < sizeof(struct tx8_prof_header)) {
+        *bad = job->prof_addr;
+        return TX8_STATUS_INVALID_JOB;
+    }
+    if (eng_check_range(job, job->prof_addr, job->prof_size, TX8_ACCESS_WRITE, bad))
+        return TX8_STATUS_INVALID_JOB;
+    struct tx8_prof_header *h = (struct tx8_prof_header *)(e->mem + job->prof_addr);
+    uint64_t cap = (job->prof_size - sizeof(*h)) / sizeof(struct tx8_prof_record);
+    memset(h, 0, sizeof(*h));
+    h->magic = TX8_PROF_MAGIC;
+    h->version = TX8_PROF_VERSION;
+    h->capacity = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
+    h->cores = e->cores;
+    *out = h;
+    return 0;
+}
+
+static unsigned popcount64(uint64_t v)
+{
+    return (unsigned)__builtin_popcountll(v);
 }
 
 static void ctr_add(__u64 *p, uint64_t v)
@@ -788,6 +830,7 @@ static void exec_job(struct tx8_engine *e)
     uint64_t job_busy = 0, job_macs = 0;
     unsigned ncmd = 0;
     int st;
+    struct tx8_prof_header *prof = NULL;
 
     atomic_store(&e->aborted, 0);
     atomic_store(&e->failed, 0);
@@ -797,6 +840,14 @@ static void exec_job(struct tx8_engine *e)
     st = validate_desc(e, job);
     if (st)
         goto out;
+    uint64_t pbad = 0;
+    st = prof_buffer(e, job, &prof, &pbad);
+    if (st) {
+        done->fault_addr = pbad;
+        goto out;
+    }
+    if (prof)
+        prof->start_ns = t_start - e->clock_base;
 
     /* The command buffer must be readable by the job (a descriptor error;
      * fault_addr still tells the first unreadable byte). */
@@ -840,6 +891,8 @@ static void exec_job(struct tx8_engine *e)
     }
 
     /* Pass 2: execute in order. */
+    if (prof)
+        prof->setup_ns = eng_now_ns() - e->clock_base - prof->start_ns;
     for (unsigned i = 0; i < ncmd; i++) {
         if (eng_aborted(e)) {
             st = TX8_STATUS_ABORTED;
@@ -865,7 +918,7 @@ static void exec_job(struct tx8_engine *e)
         uint64_t t1 = eng_now_ns();
         uint64_t serial = t1 - t0 > e->join_wait_ns ? t1 - t0 - e->join_wait_ns : 0;
         e->w[0].busy_ns += serial;
-        flush_busy(e, &job_busy);
+        uint64_t cores = flush_busy(e, &job_busy);
         if (st) {
             done->fault_cmd = i;
             done->fault_addr = st == TX8_STATUS_ADDR_FAULT ? c.fault_addr : 0;
@@ -888,6 +941,24 @@ static void exec_job(struct tx8_engine *e)
             ctr_add(&ctr->macs[c.mac_dtype], c.macs);
         ctr_add(&ctr->macs_skipped, c.macs_skipped);
         job_macs += c.macs;
+        if (prof) {
+            if (prof->count < prof->capacity) {
+                struct tx8_prof_record *pr =
+                    (struct tx8_prof_record *)(prof + 1) + prof->count++;
+                memset(pr, 0, sizeof(*pr));
+                pr->index = i;
+                pr->opcode = h.opcode;
+                pr->ncores = (uint16_t)(cores ? popcount64(cores) : 1);
+                pr->start_ns = t0 - e->clock_base;
+                pr->end_ns = t1 - e->clock_base;
+                pr->core_mask = cores ? cores : 1;
+                pr->bytes_read = rd;
+                pr->bytes_written = wr;
+                pr->macs = c.macs;
+            } else {
+                prof->dropped++;
+            }
+        }
     }
     goto out;
 
@@ -899,8 +970,9 @@ fail_cmd:
 out:
     if (st != TX8_STATUS_ABORTED && atomic_load(&e->aborted) && st == TX8_STATUS_OK)
         st = TX8_STATUS_ABORTED;
-    (void)t_start;
     flush_busy(e, &job_busy);
+    if (prof)
+        prof->end_ns = eng_now_ns() - e->clock_base;
     done->status = (uint32_t)st;
     done->busy_ns = job_busy;
     done->macs = job_macs;

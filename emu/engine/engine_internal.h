@@ -206,6 +206,7 @@ struct eng_cmd {
 
 struct tx8_engine {
     uint8_t *mem;
+    uint64_t clock_base; /* CLOCK_MONOTONIC ns of device time 0 (profiling) */
     uint64_t mem_size, heap_offset;
     unsigned cores;
     unsigned isa;

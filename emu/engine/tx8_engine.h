@@ -122,6 +122,11 @@ unsigned tx8_engine_features(const struct tx8_engine *e);
 /* The counters the engine writes (the caller's, or its internal ones). */
 struct tx8_counters *tx8_engine_counters(struct tx8_engine *e);
 
+/* Device time 0 as CLOCK_MONOTONIC ns: profiling records (TX8_JOB_F_PROFILE)
+ * carry CLOCK_MONOTONIC - base_ns (default 0), the clock of the caller's
+ * completion records. Set it before running jobs. */
+void tx8_engine_set_clock_base(struct tx8_engine *e, uint64_t base_ns);
+
 /* Forget the modelled expert cache's contents (e.g. after a device reset). */
 void tx8_engine_reset_cache(struct tx8_engine *e);
 

@@ -1060,6 +1060,8 @@ int dev_create(struct emu_dev **out, const struct emu_dev_config *cfg)
         free(d);
         return rc;
     }
+    /* profiling records share the completions' clock (ns since d->t0) */
+    tx8_engine_set_clock_base(d->engine, d->t0);
     init_ctrl(d, cfg);
     rc = pthread_create(&d->executor, NULL, executor_main, d);
     if (rc) {

@@ -14,5 +14,6 @@
 
 #include <tx/glm.h>
 #include <tx/tx_telemetry.h>
+#include <tx/tx_profile.h>
 
 #endif /* TX_H */

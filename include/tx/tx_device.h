@@ -429,6 +429,17 @@ struct tx_job_result {
 
 /* Submit flags */
 #define TX_SUBMIT_NO_IRQ (1u << 0) /* do not interrupt (waiters poll) */
+/* Record per-command timing (struct tx8_prof_header + tx8_prof_record[],
+ * include/tx8/tx8_hw.h) into the buffer named by tx_cmdbuf_profile(); read
+ * it through the BO's mapping after tx_wait. Needs a device of interface
+ * >= 1.5 on the emu backend (else TX_ENOTSUP; /dev/accel does not pass it
+ * yet). See docs/tuna.md. */
+#define TX_SUBMIT_PROFILE (1u << 1)
+
+/* Name [offset, offset + size) of bo (offset 8-aligned, size >= 64) as the
+ * profiling buffer of the jobs submitted from cb with TX_SUBMIT_PROFILE
+ * (until tx_cmdbuf_reset); the BO is added with TX_ACCESS_WRITE. */
+TX_API int tx_cmdbuf_profile(tx_cmdbuf_t *cb, tx_bo_t *bo, uint64_t offset, uint64_t size);
 
 /*
  * Submit the command buffer as one job. The commands are copied into device

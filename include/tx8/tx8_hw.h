@@ -58,7 +58,7 @@ typedef float tx8_f32;
 
 #define TX8_SIGNATURE			0x30385854u	/* "TX80" in memory */
 #define TX8_IF_VERSION_MAJOR		1
-#define TX8_IF_VERSION_MINOR		4
+#define TX8_IF_VERSION_MINOR		5
 #define TX8_IF_VERSION \
 	((TX8_IF_VERSION_MAJOR << 16) | TX8_IF_VERSION_MINOR)
 #define TX8_IF_MAJOR(v)			((v) >> 16)
@@ -335,6 +335,13 @@ struct tx8_range {
 
 /* tx8_job_desc.flags */
 #define TX8_JOB_F_NO_IRQ		(1u << 0)	/* do not interrupt */
+/* Since interface 1.5: record per-command timing into the profiling buffer
+ * [prof_addr, prof_addr + prof_size) (struct tx8_prof_header followed by
+ * struct tx8_prof_record[]), which must lie inside a WRITE range of the job
+ * (TX8_STATUS_INVALID_JOB otherwise). Without the flag the device ignores
+ * prof_addr and prof_size and records nothing.
+ */
+#define TX8_JOB_F_PROFILE		(1u << 1)
 
 struct tx8_job_desc {
 	__u64 seqno;		/* host-chosen, strictly increasing per queue */
@@ -344,8 +351,47 @@ struct tx8_job_desc {
 	__u32 flags;		/* TX8_JOB_F_* */
 	__u32 rsvd0;
 	__u64 user_data;	/* echoed in the completion record */
-	__u64 rsvd[4];
+	/* Since interface 1.5 (rsvd before): read only with TX8_JOB_F_PROFILE */
+	__u64 prof_addr;	/* device address, 8-byte aligned */
+	__u64 prof_size;	/* bytes, >= sizeof(struct tx8_prof_header) */
+	__u64 rsvd[2];
 	struct tx8_range ranges[TX8_JOB_MAX_RANGES];
+};
+
+/*
+ * Profiling buffer (since interface 1.5), written by the device when the job
+ * ends (whatever its status). Times are the device's clock: nanoseconds of a
+ * monotonic clock of the device (tx8-emu: CLOCK_MONOTONIC of its host), the
+ * same clock as tx8_completion.start_ns/end_ns. A host maps it to its own
+ * CLOCK_MONOTONIC with an offset (docs/hardware.md, "Profiling").
+ */
+#define TX8_PROF_MAGIC			0x46505854u	/* "TXPF" in memory */
+#define TX8_PROF_VERSION		1
+
+struct tx8_prof_header {
+	__u32 magic;		/* TX8_PROF_MAGIC */
+	__u32 version;		/* TX8_PROF_VERSION */
+	__u32 capacity;		/* records that fit in prof_size */
+	__u32 count;		/* records written, <= capacity */
+	__u32 dropped;		/* commands run beyond capacity */
+	__u32 cores;		/* compute cores of the device */
+	__u64 start_ns;		/* job start, device clock */
+	__u64 end_ns;		/* job end, device clock */
+	__u64 setup_ns;		/* start to the first command: validation, copy */
+	__u64 rsvd[2];
+};
+
+struct tx8_prof_record {
+	__u32 index;		/* command index in the job */
+	__u16 opcode;		/* enum tx8_opcode */
+	__u16 ncores;		/* cores that worked on it */
+	__u64 start_ns;		/* device clock */
+	__u64 end_ns;
+	__u64 core_mask;	/* bit i: core i worked on it (cores < 64) */
+	__u64 bytes_read;
+	__u64 bytes_written;
+	__u64 macs;		/* multiply-accumulates */
+	__u64 rsvd;
 };
 
 /* Job status (tx8_completion.status) */
@@ -846,6 +892,8 @@ TX8_STATIC_ASSERT(sizeof(struct tx8_ctrl) <= 0x10000, "tx8_ctrl");
 TX8_STATIC_ASSERT(sizeof(struct tx8_job_desc) <= TX8_SQ_ENTRY_SIZE,
 		  "tx8_job_desc");
 TX8_STATIC_ASSERT(sizeof(struct tx8_completion) == 64, "tx8_completion");
+TX8_STATIC_ASSERT(sizeof(struct tx8_prof_header) == 64, "tx8_prof_header");
+TX8_STATIC_ASSERT(sizeof(struct tx8_prof_record) == 64, "tx8_prof_record");
 TX8_STATIC_ASSERT(TX8_CQ_ENTRIES * sizeof(struct tx8_completion) <= 0x10000,
 		  "cq");
 TX8_STATIC_ASSERT(TX8_SQ_ENTRIES * TX8_SQ_ENTRY_SIZE <= 0x10000, "sq");

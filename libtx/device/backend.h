@@ -70,6 +70,9 @@ struct tx_backend_job {
     const struct tx_backend_bo_use *bos;
     uint32_t flags; /* TX_SUBMIT_* */
     uint64_t user_data;
+    /* Profiling buffer (interface >= 1.5; emu only so far): a device range
+     * inside one of bos with WRITE access, or prof_size 0 (no profiling). */
+    uint64_t prof_addr, prof_size;
 };
 
 struct tx_backend_ops {

@@ -792,6 +792,11 @@ static int emu_submit(struct tx_backend *be, const struct tx_backend_job *job, u
     d->num_ranges = job->num_bos;
     d->flags = (job->flags & TX_SUBMIT_NO_IRQ) ? TX8_JOB_F_NO_IRQ : 0;
     d->user_data = job->user_data;
+    if (job->prof_size) {
+        d->flags |= TX8_JOB_F_PROFILE;
+        d->prof_addr = job->prof_addr;
+        d->prof_size = job->prof_size;
+    }
     for (uint32_t i = 0; i < job->num_bos; i++) {
         struct tx8_range r;
 

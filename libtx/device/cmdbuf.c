@@ -31,10 +31,21 @@ struct tx_cmdbuf {
     unsigned ncmds;
     struct cb_use *uses;
     unsigned nuses, capuses;
+    char **names; /* profiling: names[i] of command i (NULL: unnamed) */
+    uint64_t prof_bo, prof_off, prof_size; /* tx_cmdbuf_profile (prof_bo 0: none) */
+    unsigned capnames;
     bool dead;
     bool linked;                   /* in the device's list (d->lock) */
     struct tx_cmdbuf *prev, *next; /* the device's list */
 };
+
+static void names_clear(struct tx_cmdbuf *cb)
+{
+    for (unsigned i = 0; i < cb->capnames; i++) {
+        free(cb->names[i]);
+        cb->names[i] = NULL;
+    }
+}
 
 static void cmdbuf_destroy(struct tx_obj *o)
 {
@@ -44,6 +55,8 @@ static void cmdbuf_destroy(struct tx_obj *o)
     pthread_mutex_destroy(&cb->lock);
     free(cb->buf);
     free(cb->uses);
+    names_clear(cb);
+    free(cb->names);
     free(cb);
     tx_obj_put(&d->obj);
 }
@@ -190,6 +203,8 @@ TX_API int tx_cmdbuf_reset(tx_cmdbuf_t *h)
     cb->len = 0;
     cb->ncmds = 0;
     cb->nuses = 0;
+    cb->prof_bo = 0;
+    names_clear(cb);
     cb_leave(cb);
     return TX_OK;
 }
@@ -247,6 +262,56 @@ int txd_cmdbuf_snapshot(tx_cmdbuf_t *h, struct tx_device *d, uint8_t **bytes, si
         (*access)[i] = cb->uses[i].access;
     }
     *nuses = cb->nuses;
+    cb_leave(cb);
+    return TX_OK;
+}
+
+int txd_cmdbuf_name(tx_cmdbuf_t *h, const char *name)
+{
+    struct tx_cmdbuf *cb;
+    int rc = TX_OK;
+
+    cb = cb_enter(h, "tx_cmdbuf_name", &rc);
+    if (!cb)
+        return rc;
+    if (cb->ncmds >= cb->capnames) {
+        unsigned ncap = cb->capnames ? cb->capnames : 64;
+        while (ncap <= cb->ncmds)
+            ncap *= 2;
+        char **n = realloc(cb->names, ncap * sizeof(*n));
+        if (!n) {
+            cb_leave(cb);
+            return tx_error(TX_ENOMEM, "tx_cmdbuf_name: out of memory");
+        }
+        memset(n + cb->capnames, 0, (ncap - cb->capnames) * sizeof(*n));
+        cb->names = n;
+        cb->capnames = ncap;
+    }
+    free(cb->names[cb->ncmds]);
+    cb->names[cb->ncmds] = strdup(name);
+    cb_leave(cb);
+    return TX_OK;
+}
+
+int txd_cmdbuf_take_names(tx_cmdbuf_t *h, char ***names, unsigned *n)
+{
+    struct tx_cmdbuf *cb;
+    int rc = TX_OK;
+
+    *names = NULL;
+    *n = 0;
+    cb = cb_enter(h, "tx_submit", &rc);
+    if (!cb)
+        return rc;
+    unsigned k = cb->ncmds < cb->capnames ? cb->ncmds : cb->capnames;
+    if (k) {
+        *names = calloc(k, sizeof(**names));
+        if (*names) {
+            memcpy(*names, cb->names, k * sizeof(**names));
+            memset(cb->names, 0, k * sizeof(**names));
+            *n = k;
+        }
+    }
     cb_leave(cb);
     return TX_OK;
 }
@@ -315,6 +380,59 @@ TX_API int tx_cmdbuf_use(tx_cmdbuf_t *h, tx_bo_t *boh, uint32_t access)
     }
     tx_obj_put(&bo->obj);
     return rc;
+}
+
+TX_API int tx_cmdbuf_profile(tx_cmdbuf_t *h, tx_bo_t *boh, uint64_t offset, uint64_t size)
+{
+    struct tx_cmdbuf *cb;
+    struct tx_bo *bo;
+    int rc = TX_OK;
+
+    if (offset % 8 || size < sizeof(struct tx8_prof_header))
+        return tx_error(TX_EINVAL,
+                        "tx_cmdbuf_profile: offset %" PRIu64 " must be 8-aligned and size %" PRIu64
+                        " at least %zu",
+                        offset, size, sizeof(struct tx8_prof_header));
+    bo = txd_bo_get(boh, "tx_cmdbuf_profile", "bo", &rc);
+    if (!bo)
+        return rc;
+    if (offset > bo->b.size || size > bo->b.size - offset) {
+        tx_obj_put(&bo->obj);
+        return tx_error(TX_EINVAL,
+                        "tx_cmdbuf_profile: [%" PRIu64 ", +%" PRIu64 ") is not inside the BO (%" PRIu64
+                        " bytes)",
+                        offset, size, bo->b.size);
+    }
+    cb = cb_enter(h, "tx_cmdbuf_profile", &rc);
+    if (cb) {
+        if (bo->dev != cb->dev)
+            rc = tx_error(TX_EINVAL, "tx_cmdbuf_profile: the BO belongs to another device");
+        else if (cb_add_use(cb, TX_HANDLE(boh), TX_ACCESS_WRITE) < 0)
+            rc = tx_error(TX_ENOMEM, "tx_cmdbuf_profile: out of memory");
+        else {
+            cb->prof_bo = TX_HANDLE(boh);
+            cb->prof_off = offset;
+            cb->prof_size = size;
+        }
+        cb_leave(cb);
+    }
+    tx_obj_put(&bo->obj);
+    return rc;
+}
+
+int txd_cmdbuf_prof(tx_cmdbuf_t *h, uint64_t *bo, uint64_t *off, uint64_t *size)
+{
+    struct tx_cmdbuf *cb;
+    int rc = TX_OK;
+
+    cb = cb_enter(h, "tx_submit", &rc);
+    if (!cb)
+        return rc;
+    *bo = cb->prof_bo;
+    *off = cb->prof_off;
+    *size = cb->prof_size;
+    cb_leave(cb);
+    return TX_OK;
 }
 
 TX_API int tx_cmdbuf_raw(tx_cmdbuf_t *h, const void *cmd, size_t size)

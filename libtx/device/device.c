@@ -12,6 +12,113 @@
 
 #include "common/error.h"
 #include "device/device_internal.h"
+#include "profile/profile_internal.h"
+
+/* ---- profiling ($TX_PROFILE, docs/tuna.md) --------------------------------- */
+
+struct txd_prof {
+    struct tx_backend_bo b;
+    uint64_t job, submit_ns;
+    char **names;
+    unsigned nnames;
+    struct txd_prof *next;
+};
+
+static void prof_names_free(struct txd_prof *p)
+{
+    for (unsigned i = 0; i < p->nnames; i++)
+        free(p->names[i]);
+    free(p->names);
+    p->names = NULL;
+    p->nnames = 0;
+}
+
+/* A profiling buffer for the next job, or NULL (profiling off, a device
+ * without it, out of memory: the job then runs unprofiled). Oplock held. */
+static struct txd_prof *prof_get(struct tx_device *d)
+{
+    if (!tx_profile_enabled() || d->ops != &tx_backend_emu_ops ||
+        TX8_IF_MINOR(d->info.if_version) < 5)
+        return NULL;
+    pthread_mutex_lock(&d->lock);
+    struct txd_prof *p = d->prof_free;
+    if (p)
+        d->prof_free = p->next;
+    pthread_mutex_unlock(&d->lock);
+    if (p)
+        return p;
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->b.size = TXP_BUFFER_SIZE;
+    if (d->ops->bo_alloc(d->be, &p->b, 0, "tx-profile") != TX_OK) {
+        free(p);
+        return NULL;
+    }
+    if (d->ops->bo_map(d->be, &p->b, &p->b.map) != TX_OK) {
+        d->ops->bo_free(d->be, &p->b);
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void prof_put(struct tx_device *d, struct txd_prof *p, uint64_t job)
+{
+    pthread_mutex_lock(&d->lock);
+    if (job) {
+        p->job = job;
+        p->next = d->prof_busy;
+        d->prof_busy = p;
+    } else {
+        prof_names_free(p);
+        p->next = d->prof_free;
+        d->prof_free = p;
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* Job finished: hand its records to the profiler, recycle the buffer. */
+static void prof_harvest(struct tx_device *d, uint64_t job)
+{
+    if (!tx_profile_enabled())
+        return;
+    pthread_mutex_lock(&d->lock);
+    struct txd_prof **pp = &d->prof_busy, *p;
+    while ((p = *pp) && p->job != job)
+        pp = &p->next;
+    if (p)
+        *pp = p->next;
+    pthread_mutex_unlock(&d->lock);
+    if (!p)
+        return;
+    uint64_t done = tx_now_ns();
+    const struct tx8_prof_header *h = p->b.map;
+    if (h->magic == TX8_PROF_MAGIC && h->version == TX8_PROF_VERSION) {
+        unsigned cap = (unsigned)((p->b.size - sizeof(*h)) / sizeof(struct tx8_prof_record));
+        unsigned n = h->count < cap ? h->count : cap;
+        struct tx_device_info info;
+        uint64_t mem = 0;
+        if (d->ops->info(d->be, &info) == TX_OK)
+            mem = info.mem_used;
+        txp_device_job(d->spec, h, (const struct tx8_prof_record *)(h + 1), n, p->names,
+                       p->nnames, job, p->submit_ns, done, mem);
+    }
+    prof_put(d, p, 0);
+}
+
+static void prof_close(struct tx_device *d)
+{
+    struct txd_prof *lists[2] = {d->prof_busy, d->prof_free};
+    for (int i = 0; i < 2; i++)
+        while (lists[i]) {
+            struct txd_prof *p = lists[i];
+            lists[i] = p->next;
+            prof_names_free(p);
+            free(p); /* the backend's close releases the memory */
+        }
+    d->prof_busy = d->prof_free = NULL;
+}
 
 #define PAGE 4096ull
 #define ARENA_SIZE (1ull << 20)
@@ -295,6 +402,7 @@ TX_API int tx_device_close(tx_device_t *h)
         list_unlink(&d->zombies, bo);
         tx_obj_put(&bo->obj);
     }
+    prof_close(d);
     /* The backend releases all device memory (BOs, arena) itself. */
     d->ops->close(d->be);
     d->be = NULL;
@@ -848,11 +956,12 @@ static int use_set_build(struct tx_device *d, const char *fn, const uint64_t *ha
     if (n + extra > limit)
         return tx_error(TX_EINVAL, "%s: the job uses %u buffer objects, the device allows %u", fn,
                         n + extra, limit);
-    /* One block: uses[n + 1] (room for the command BO), then bos[n]. */
-    s->uses = calloc(1, (n + 1) * sizeof(*s->uses) + n * sizeof(*s->bos));
+    /* One block: uses[n + max(extra, 1)] (room for the command BO and the
+     * profiling buffer), then bos[n]. */
+    s->uses = calloc(1, (n + (extra ? extra : 1)) * sizeof(*s->uses) + n * sizeof(*s->bos));
     if (!s->uses)
         return tx_error(TX_ENOMEM, "%s: out of memory", fn);
-    s->bos = (struct tx_bo **)(s->uses + n + 1);
+    s->bos = (struct tx_bo **)(s->uses + n + (extra ? extra : 1));
     for (unsigned i = 0; i < n; i++) {
         struct tx_bo *bo;
         unsigned j;
@@ -899,7 +1008,8 @@ static int use_set_build(struct tx_device *d, const char *fn, const uint64_t *ha
 
 static int do_submit(struct tx_device *d, const char *fn, struct tx_backend_bo *cmd_bo,
                      uint64_t cmd_off, uint32_t cmd_size, struct use_set *s, unsigned nuses,
-                     uint32_t flags, uint64_t user_data, uint64_t deadline, uint64_t *job)
+                     uint32_t flags, uint64_t user_data, uint64_t deadline, uint64_t *job,
+                     struct tx_backend_bo *prof_use, uint64_t prof_addr, uint64_t prof_size)
 {
     struct tx_backend_job j;
     int rc;
@@ -912,6 +1022,14 @@ static int do_submit(struct tx_device *d, const char *fn, struct tx_backend_bo *
     j.bos = s->uses;
     j.flags = flags;
     j.user_data = user_data;
+    /* the profiling buffer: in a BO of the job, or prof_use (added here) */
+    if (prof_use) {
+        s->uses[nuses].bo = prof_use;
+        s->uses[nuses].access = TX_ACCESS_WRITE;
+        j.num_bos = nuses + 1;
+    }
+    j.prof_addr = prof_addr;
+    j.prof_size = prof_size;
     for (;;) {
         rc = d->ops->submit(d->be, &j, slice_end(deadline), job);
         if (rc != TX_EBUSY || tx_now_ns() >= deadline ||
@@ -934,16 +1052,36 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
     uint32_t *access = NULL;
     unsigned nuses = 0;
     size_t len = 0;
+    struct txd_prof *prof = NULL;
+    uint64_t user_prof_bo = 0, user_prof_off = 0, user_prof_size = 0;
     int rc;
 
     if (!job)
         return tx_error(TX_EINVAL, "tx_submit: NULL job pointer");
     *job = 0;
-    if (flags & ~TX_SUBMIT_NO_IRQ)
+    if (flags & ~(TX_SUBMIT_NO_IRQ | TX_SUBMIT_PROFILE))
         return tx_error(TX_EINVAL, "tx_submit: unknown flags 0x%x", flags);
     rc = txd_enter(h, &d, "tx_submit");
     if (rc < 0)
         return rc;
+    if (flags & TX_SUBMIT_PROFILE) {
+        if (d->ops != &tx_backend_emu_ops || TX8_IF_MINOR(d->info.if_version) < 5) {
+            rc = tx_error(TX_ENOTSUP,
+                          "tx_submit: profiling needs an emu device of interface >= 1.5 (%s, "
+                          "interface %u.%u)",
+                          d->ops->name, TX8_IF_MAJOR(d->info.if_version),
+                          TX8_IF_MINOR(d->info.if_version));
+            goto out;
+        }
+        rc = txd_cmdbuf_prof(cb, &user_prof_bo, &user_prof_off, &user_prof_size);
+        if (rc < 0)
+            goto out;
+        if (!user_prof_bo) {
+            rc = tx_error(TX_EINVAL,
+                          "tx_submit: TX_SUBMIT_PROFILE without a buffer (tx_cmdbuf_profile)");
+            goto out;
+        }
+    }
     rc = txd_cmdbuf_snapshot(cb, d, &bytes, &len, &handles, &access, &nuses);
     if (rc < 0)
         goto out;
@@ -952,23 +1090,46 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
                       len, d->info.max_cmd_size);
         goto out;
     }
-    rc = use_set_build(d, "tx_submit", handles, access, nuses, 1, &s);
+    prof = user_prof_bo ? NULL : prof_get(d);
+    rc = use_set_build(d, "tx_submit", handles, access, nuses, prof ? 2 : 1, &s);
     if (rc < 0)
         goto out;
+    uint64_t prof_addr = 0, prof_size = 0;
+    if (user_prof_bo) {
+        for (unsigned i = 0; i < s.n; i++)
+            if (s.bos[i]->obj.handle == user_prof_bo) {
+                prof_addr = s.bos[i]->b.addr + user_prof_off;
+                prof_size = user_prof_size;
+                break;
+            }
+    } else if (prof) {
+        memset(prof->b.map, 0, sizeof(struct tx8_prof_header)); /* no stale records */
+        prof_addr = prof->b.addr;
+        prof_size = prof->b.size;
+        prof->submit_ns = tx_now_ns();
+    }
+    if (prof)
+        txd_cmdbuf_take_names(cb, &prof->names, &prof->nnames);
     reap_zombies(d);
     deadline = tx_now_ns() + d->submit_timeout_ns;
     rc = arena_alloc(d, bytes, len, deadline, &cmd_bo, &cmd_off);
     if (rc == 0) {
         s.uses[s.n].bo = cmd_bo;
         s.uses[s.n].access = TX_ACCESS_READ;
-        rc = do_submit(d, "tx_submit", cmd_bo, cmd_off, (uint32_t)len, &s, s.n + 1, flags,
-                       user_data, deadline, &id);
+        rc = do_submit(d, "tx_submit", cmd_bo, cmd_off, (uint32_t)len, &s, s.n + 1,
+                       flags & ~TX_SUBMIT_PROFILE, user_data, deadline, &id,
+                       prof ? &prof->b : NULL, prof_addr, prof_size);
         arena_commit(d, cmd_bo, cmd_off, rc == 0 ? id : 0);
     }
     use_set_release(d, &s, rc == 0 ? id : 0);
     if (rc == 0)
         *job = id;
+    if (prof)
+        prof_put(d, prof, rc == 0 ? id : 0);
+    prof = NULL;
 out:
+    if (prof)
+        prof_put(d, prof, 0);
     free(bytes);
     free(handles);
     free(access);
@@ -1037,7 +1198,7 @@ TX_API int tx_submit_raw(tx_device_t *h, const struct tx_raw_job *rj, tx_job_t *
         goto out;
     reap_zombies(d);
     rc = do_submit(d, "tx_submit_raw", &cbo->b, rj->cmd_offset, rj->cmd_size, &s, s.n, rj->flags,
-                   rj->user_data, tx_now_ns() + d->submit_timeout_ns, &id);
+                   rj->user_data, tx_now_ns() + d->submit_timeout_ns, &id, NULL, 0, 0);
     use_set_release(d, &s, rc == 0 ? id : 0);
     if (rc == 0)
         *job = id;
@@ -1096,8 +1257,10 @@ TX_API int tx_wait(tx_device_t *h, tx_job_t job, int64_t timeout_ns, struct tx_j
             break;
         slice = slice_end(deadline);
         rc = d->ops->wait(d->be, job, slice, &r);
-        if (rc == TX_OK)
+        if (rc == TX_OK) {
             reap_zombies(d);
+            prof_harvest(d, job);
+        }
         txd_leave(d);
         if (rc != TX_ETIMEDOUT || slice >= deadline)
             break;
@@ -1140,6 +1303,8 @@ TX_API int tx_job_status(tx_device_t *h, tx_job_t job, struct tx_job_result *res
         return rc;
     memset(&r, 0, sizeof(r));
     rc = d->ops->wait(d->be, job, 0, &r);
+    if (rc == TX_OK)
+        prof_harvest(d, job);
     txd_leave(d);
     if (rc == TX_ETIMEDOUT) {
         memset(&r, 0, sizeof(r));

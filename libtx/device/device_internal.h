@@ -59,6 +59,8 @@ struct tx_device {
     struct tx_cmdbuf *cmdbufs;
     struct cmd_arena arena;
     uint64_t submit_timeout_ns;
+    /* Profiling ($TX_PROFILE): buffers of jobs in flight / free (d->lock) */
+    struct txd_prof *prof_busy, *prof_free;
 };
 
 struct tx_bo {
@@ -84,6 +86,15 @@ struct tx_bo *txd_bo_get(tx_bo_t *h, const char *fn, const char *what, int *rc);
 
 /* cmdbuf.c */
 void txd_cmdbuf_close_all(struct tx_device *d); /* d->lock not held */
+/* Profiling: name the next command appended to cb (copied). */
+int txd_cmdbuf_name(tx_cmdbuf_t *cb, const char *name);
+/* Profiling: move the names of cb's commands out (*names: n entries, each
+ * NULL or malloc'ed; free them and the array). */
+int txd_cmdbuf_take_names(tx_cmdbuf_t *cb, char ***names, unsigned *n);
+
+/* The buffer of tx_cmdbuf_profile (*bo = 0: none). */
+int txd_cmdbuf_prof(tx_cmdbuf_t *cb, uint64_t *bo, uint64_t *off, uint64_t *size);
+
 int txd_cmdbuf_snapshot(tx_cmdbuf_t *h, struct tx_device *d, uint8_t **bytes, size_t *len,
                         uint64_t **bo_handles, uint32_t **access, unsigned *nuses);
 

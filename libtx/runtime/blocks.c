@@ -32,6 +32,8 @@
 #include "runtime/blocks.h"
 #include "arch/arch.h"
 
+#include "device/device_internal.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -63,16 +65,56 @@ tx_ref_t blk_vec(struct gctx *g, int vec)
     return tx_ref(g->m->meta_bo, g->m->vecs[vec].off);
 }
 
+/* The profiling name of a command from its debug line "OP what k=v ...":
+ * "what" with "model." and ".weight" dropped and "layer N" as "layers.N"
+ * (plus the module for MoE and attention), then a tab and the parameters. */
+static void prof_name(struct gctx *g, const char *line)
+{
+    char name[160], part[64];
+    const char *sp = strchr(line, ' ');
+    size_t oplen = sp ? (size_t)(sp - line) : strlen(line);
+    const char *p = sp ? sp + 1 : "";
+    int layer = -1;
+    name[0] = 0;
+    if (sscanf(p, "layer %d", &layer) == 1 || strstr(p, " layer ")) {
+        const char *q = strstr(p, "layer ");
+        if (q && sscanf(q, "layer %d", &layer) == 1) {
+            const char *mod = "";
+            if (!strncmp(line, "MOE_FFN", oplen))
+                mod = ".mlp.experts";
+            else if (!strncmp(line, "MOE_ROUTE", oplen))
+                mod = ".mlp.gate";
+            else if (!strncmp(line, "ATTENTION", oplen))
+                mod = ".self_attn";
+            else if (!strncmp(line, "DSA_INDEX", oplen))
+                mod = ".self_attn.indexer";
+            snprintf(name, sizeof(name), "layers.%d%s", layer, mod);
+        }
+    } else if (sscanf(p, "%63s", part) == 1 && !strchr(part, '=')) {
+        const char *t = !strncmp(part, "model.", 6) ? part + 6 : part;
+        size_t n = strlen(t);
+        if (n > 7 && !strcmp(t + n - 7, ".weight"))
+            n -= 7;
+        snprintf(name, sizeof(name), "%.*s", (int)n, t);
+    }
+    char full[400];
+    snprintf(full, sizeof(full), "%s\t%s", name, p);
+    txd_cmdbuf_name(g->cb, full);
+}
+
 void blk_dbg(struct gctx *g, const char *fmt, ...)
 {
-    if (!g->dbg)
+    if (!g->dbg && !g->prof)
         return;
+    char line[400];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "glm: cmd %4u ", g->total);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
+    if (g->dbg)
+        fprintf(stderr, "glm: cmd %4u %s\n", g->total, line);
+    if (g->prof)
+        prof_name(g, line);
 }
 
 int blk_emit(struct gctx *g, int r)

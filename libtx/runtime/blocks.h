@@ -32,6 +32,7 @@ struct gctx {
     struct act_layout a;
     tx_bo_t *act;
     int dbg;
+    int prof; /* $TX_PROFILE: name each command (blk_dbg) */
     unsigned ncmd;  /* commands in the current job */
     unsigned total; /* commands of the pass */
     tx_job_t *jobs; /* submitted jobs of the pass */

@@ -19,6 +19,8 @@
 #include "runtime/blocks.h"
 
 #include "arch/arch.h"
+#include "device/device_internal.h"
+#include "profile/profile_internal.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -151,7 +153,9 @@ static int stream_enter(struct gctx *g, int l)
     } else {
         s->hits++;
     }
+    uint64_t t0 = txp_begin();
     int rc = rt_stream_wait(m, k);
+    txp_end("weight streaming", t0);
     if (rc)
         return rc;
     rc = rt_stream_begin_layer(m, l, k, g->plan, g->cb);
@@ -193,7 +197,21 @@ static void layer_stats(const float *x, uint64_t n, double *mean, double *sd, do
     *mx = m;
 }
 
+static int forward_pass(glm_model_t *m, struct rt_fwd *f);
+
+/* One pass, a host span "prefill" or "decode step" when profiling. */
 int rt_forward(glm_model_t *m, struct rt_fwd *f)
+{
+    uint64_t t0 = txp_begin();
+    int rc = forward_pass(m, f);
+    int prefill = 0;
+    for (int i = 0; i < f->n_seg; i++)
+        prefill |= f->seg[i].n > 1;
+    txp_end(prefill ? "prefill" : "decode step", t0);
+    return rc;
+}
+
+static int forward_pass(glm_model_t *m, struct rt_fwd *f)
 {
     const struct glm_config *c = &m->cfg;
     glm_precision_plan_t plan;
@@ -221,6 +239,7 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f)
     g.plan = &plan;
     g.f = f;
     g.dbg = rt_debug_on();
+    g.prof = tx_profile_enabled();
     g.acc = f;
     const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     if (!arch)

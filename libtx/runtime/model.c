@@ -12,6 +12,7 @@
 #include "runtime/rt_internal.h"
 
 #include "arch/arch.h"
+#include "profile/profile_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -440,8 +441,20 @@ static void free_model(glm_model_t *m)
     free(m);
 }
 
+static int model_load(tx_device_t *dev, const char *path, const struct glm_load_options *opt,
+                      glm_model_t **out);
+
 TX_API int glm_model_load(tx_device_t *dev, const char *path, const struct glm_load_options *opt,
                           glm_model_t **out)
+{
+    uint64_t t0 = txp_begin();
+    int rc = model_load(dev, path, opt, out);
+    txp_end("load", t0);
+    return rc;
+}
+
+static int model_load(tx_device_t *dev, const char *path, const struct glm_load_options *opt,
+                      glm_model_t **out)
 {
     struct glm_load_options o;
     char err[TX_ERR_MAX];

@@ -7,6 +7,7 @@
 #include "runtime/rt_internal.h"
 
 #include "arch/arch.h"
+#include "profile/profile_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -666,7 +667,9 @@ TX_API int glm_tokenize(const glm_model_t *m, const char *text, int32_t **ids, s
         return tx_error(TX_EINVAL, "glm_tokenize: NULL argument");
     if (!m->tok)
         return tx_error(TX_ENOTSUP, "glm_tokenize: the package has no tokenizer");
+    uint64_t t0 = txp_begin();
     int rc = tx_tokenizer_encode(m->tok, text, strlen(text), 0, ids, n_ids, err, sizeof(err));
+    txp_end("tokenise", t0);
     if (rc)
         return tx_error(TX_EINVAL, "tokenizer: %s", err);
     return TX_OK;

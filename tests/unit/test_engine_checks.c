@@ -781,7 +781,7 @@ START_TEST(test_cmd_buffer_and_desc)
             j->rsvd0 = 1;
             break;
         case 11:
-            j->rsvd[3] = 1;
+            j->rsvd[1] = 1;
             break;
         case 12:
             j->flags = 0x80;
@@ -1599,6 +1599,72 @@ START_TEST(test_fuzz)
 }
 END_TEST
 
+/* Interface 1.5 profiling: one record per command in the job's buffer, the
+ * times inside the job's, the bytes of a FILL; nothing written without the
+ * flag; a buffer outside the WRITE ranges, misaligned or too small fails the
+ * job as INVALID_JOB. */
+START_TEST(test_profile)
+{
+    struct te *t = te_new(TX8_ISA_PORTABLE, 2, 0);
+    ck_assert_ptr_nonnull(t);
+    uint64_t dst = te_alloc(t, 4096), pb = te_alloc(t, 4096);
+    struct tx8_cmd_fill f;
+    memset(&f, 0, sizeof(f));
+    f.hdr = TE_HDR(TX8_OP_FILL, struct tx8_cmd_fill);
+    f.dst = dst;
+    f.bytes = 4096;
+    f.value = 3;
+    te_cmd_begin(t);
+    for (int i = 0; i < 3; i++)
+        te_cmd(t, &f);
+    /* flag off: prof fields ignored, nothing written */
+    te_job_default(t);
+    t->job.prof_addr = pb;
+    t->job.prof_size = 4096;
+    memset(te_ptr(t, pb), 0x5a, 4096);
+    ck_assert_uint_eq(te_run_job(t, NULL), TX8_STATUS_OK);
+    ck_assert_uint_eq(((uint8_t *)te_ptr(t, pb))[0], 0x5a);
+    /* flag on */
+    t->job.flags = TX8_JOB_F_PROFILE;
+    ck_assert_uint_eq(te_run_job(t, NULL), TX8_STATUS_OK);
+    const struct tx8_prof_header *h = te_ptr(t, pb);
+    const struct tx8_prof_record *r = (const void *)(h + 1);
+    ck_assert_uint_eq(h->magic, TX8_PROF_MAGIC);
+    ck_assert_uint_eq(h->version, TX8_PROF_VERSION);
+    ck_assert_uint_eq(h->capacity, (4096 - sizeof(*h)) / sizeof(*r));
+    ck_assert_uint_eq(h->count, 3);
+    ck_assert_uint_eq(h->dropped, 0);
+    ck_assert_uint_eq(h->cores, 2);
+    ck_assert(h->end_ns >= h->start_ns);
+    for (unsigned i = 0; i < 3; i++) {
+        ck_assert_uint_eq(r[i].index, i);
+        ck_assert_uint_eq(r[i].opcode, TX8_OP_FILL);
+        ck_assert(r[i].start_ns >= h->start_ns + h->setup_ns && r[i].end_ns >= r[i].start_ns &&
+                  r[i].end_ns <= h->end_ns);
+        ck_assert(r[i].ncores >= 1 && r[i].core_mask != 0);
+        ck_assert_uint_eq(r[i].bytes_written, 4096);
+        ck_assert_uint_eq(r[i].macs, 0);
+    }
+    /* capacity: 2 records fit, the third is counted as dropped */
+    t->job.prof_size = sizeof(*h) + 2 * sizeof(*r);
+    ck_assert_uint_eq(te_run_job(t, NULL), TX8_STATUS_OK);
+    ck_assert_uint_eq(h->count, 2);
+    ck_assert_uint_eq(h->dropped, 1);
+    /* bad buffers */
+    t->job.prof_size = 4096;
+    t->job.prof_addr = pb + 4;
+    ck_assert_uint_eq(te_run_job(t, NULL), TX8_STATUS_INVALID_JOB);
+    t->job.prof_addr = pb;
+    t->job.prof_size = 8;
+    ck_assert_uint_eq(te_run_job(t, NULL), TX8_STATUS_INVALID_JOB);
+    t->job.prof_size = 4096;
+    t->job.ranges[0].access = TX8_ACCESS_READ; /* FILLs would fault too: first the buffer */
+    ck_assert_uint_eq(te_run_job(t, NULL), TX8_STATUS_INVALID_JOB);
+    ck_assert_uint_eq(t->done.fault_addr, pb);
+    te_free(t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("engine_checks");
@@ -1607,6 +1673,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_operand_ranges);
     tcase_add_test(tc, test_overflow);
     tcase_add_test(tc, test_cmd_buffer_and_desc);
+    tcase_add_test(tc, test_profile);
     tcase_add_test(tc, test_bad_fields);
     tcase_add_test(tc, test_bad_sparse_index);
     tcase_add_loop_test(tc, test_bad_sparse_index_large, 0, 3);

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/* libtx's profiler, internal side (public side: include/tx/tx_profile.h). */
+#ifndef TX_PROFILE_INTERNAL_H
+#define TX_PROFILE_INTERNAL_H
+
+#include <stdint.h>
+
+#include <tx/tx_profile.h>
+#include <tx8/tx8_hw.h>
+
+/* Bytes of the profiling buffer libtx gives each job (records that fit:
+ * (size - header) / 64). */
+#define TXP_BUFFER_SIZE (256u << 10)
+
+/* One finished, profiled job of device `dev` (its spec, e.g. "emu:/run/x"):
+ * the device's header and records, the command names (names[i] for command
+ * i, may be NULL or shorter), the host times around it (CLOCK_MONOTONIC). */
+void txp_device_job(const char *dev, const struct tx8_prof_header *h,
+                    const struct tx8_prof_record *rec, unsigned n, char *const *names,
+                    unsigned nnames, uint64_t job, uint64_t host_submit_ns, uint64_t host_done_ns,
+                    uint64_t mem_used);
+
+/* RAII-less span helper: t = txp_begin(); ... txp_end("name", t). */
+static inline uint64_t txp_begin(void)
+{
+    return tx_profile_enabled() ? tx_profile_now() : 0;
+}
+
+static inline void txp_end(const char *name, uint64_t t0)
+{
+    if (t0)
+        tx_profile_span(name, t0, tx_profile_now());
+}
+
+#endif

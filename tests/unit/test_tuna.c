@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tuna (docs/tuna.md): `tuna record` of glm-inference on a tiny synthetic
+ * GLM-4 MoE model on tx8-emu writes a Trace Event JSON with the expected
+ * tracks and command names, whose command times add up to the job times;
+ * `tuna report --json` classes the decode expert matmuls memory-bound and
+ * the prefill GEMMs compute-bound; bad input gets a clear error.
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include <tx/tx.h>
+
+#include "test_runtime_synth.h"
+
+static char g_smd[300], g_ck[300], g_trace[300];
+static int g_record_rc = -1;
+
+static const char *bin(const char *name)
+{
+    static char b[4][300];
+    static int k;
+    return tx_test_bin(name, b[k++ & 3], sizeof(b[0]));
+}
+
+/* Runs argv with stdout to out (may be NULL: /dev/null); exit status. */
+static int run_to(const char *const *argv, const char *out)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int o = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open("/dev/null", O_WRONLY);
+        if (o < 0 || e < 0)
+            _exit(126);
+        dup2(o, 1);
+        if (!getenv("TUNA_TEST_VERBOSE"))
+            dup2(e, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void fixture_setup(void)
+{
+    if (rts_device_setup("256M"))
+        ck_abort_msg("cannot start tx8-emu");
+    snprintf(g_ck, sizeof(g_ck), "%s/ck", rts_tmpdir());
+    snprintf(g_smd, sizeof(g_smd), "%s/m.smd", rts_tmpdir());
+    snprintf(g_trace, sizeof(g_trace), "%s/trace.json", rts_tmpdir());
+    if (rts_write_checkpoint(g_ck, GLM_ARCH_GLM4_MOE, NULL) || rts_export(g_ck, g_smd, "none"))
+        ck_abort_msg("cannot make the test package");
+    /* a 48-token prompt (prefill GEMMs of 48 rows), then 6 decode steps; the
+     * FP32 plan (decode matmuls read 4 bytes per MAC) */
+    char toks[400] = "";
+    for (int i = 0; i < 48; i++)
+        snprintf(toks + strlen(toks), sizeof(toks) - strlen(toks), "%s%d", i ? "," : "",
+                 10 + i * 7);
+    const char *argv[] = {bin("tuna"),        "record",    "-o",      g_trace,   "--",
+                          bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                          "--no-moe-config", "--precision", "fp32", "--tokens", toks,
+                          "-n",            "6",         NULL};
+    g_record_rc = run_to(argv, NULL);
+}
+
+static void fixture_teardown(void)
+{
+    rts_device_teardown();
+    rts_cleanup();
+}
+
+static const char *jstr(json_object *o, const char *k)
+{
+    json_object *v;
+    return o && json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
+               ? json_object_get_string(v)
+               : NULL;
+}
+
+static double jnum(json_object *o, const char *k)
+{
+    json_object *v;
+    return o && json_object_object_get_ex(o, k, &v) ? json_object_get_double(v) : 0;
+}
+
+START_TEST(trace_tracks_and_names)
+{
+    ck_assert_int_eq(g_record_rc, 0);
+    json_object *root = json_object_from_file(g_trace);
+    ck_assert_msg(root != NULL, "the trace is not JSON");
+    json_object *evs;
+    ck_assert(json_object_object_get_ex(root, "traceEvents", &evs));
+    size_t n = json_object_array_length(evs);
+    int host_proc = 0, dev_proc = 0, core0 = 0, core1 = 0, cmds_track = 0, jobs_track = 0;
+    int q_proj = 0, experts = 0, prefill = 0, decode = 0, load = 0, busy = 0, mem = 0;
+    /* per job: command time vs job time */
+    enum { MAXJ = 4096 };
+    static double jt[MAXJ], ct[MAXJ];
+    memset(jt, 0, sizeof(jt));
+    memset(ct, 0, sizeof(ct));
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(evs, i), *a = NULL;
+        const char *ph = jstr(e, "ph"), *name = jstr(e, "name"), *cat = jstr(e, "cat");
+        ck_assert_ptr_nonnull(ph);
+        ck_assert_ptr_nonnull(name);
+        json_object_object_get_ex(e, "args", &a);
+        if (!strcmp(ph, "M")) {
+            const char *v = jstr(a, "name");
+            ck_assert_ptr_nonnull(v);
+            host_proc |= !strcmp(name, "process_name") && !strcmp(v, "host");
+            dev_proc |= !strcmp(name, "process_name") && !strncmp(v, "device emu:", 11);
+            core0 |= !strcmp(name, "thread_name") && !strcmp(v, "core 0");
+            core1 |= !strcmp(name, "thread_name") && !strcmp(v, "core 1");
+            cmds_track |= !strcmp(name, "thread_name") && !strcmp(v, "commands");
+            jobs_track |= !strcmp(name, "thread_name") && !strcmp(v, "jobs");
+        } else if (!strcmp(ph, "X")) {
+            ck_assert_ptr_nonnull(cat);
+            ck_assert(jnum(e, "dur") >= 0);
+            int job = (int)jnum(a, "job");
+            if (!strcmp(cat, "cmd")) {
+                q_proj |= !strcmp(name, "MATMUL layers.0.self_attn.q_proj");
+                experts |= !strcmp(name, "MOE_FFN layers.1.mlp.experts");
+                ck_assert(job > 0 && job < MAXJ);
+                ct[job] += jnum(e, "dur");
+            } else if (!strcmp(cat, "setup")) {
+                /* the device's validation of the job before its first command */
+                ck_assert(job > 0 && job < MAXJ);
+                ct[job] += jnum(e, "dur");
+            } else if (!strcmp(cat, "job")) {
+                ck_assert(job > 0 && job < MAXJ);
+                jt[job] += jnum(e, "dur");
+            } else if (!strcmp(cat, "host")) {
+                prefill |= !strcmp(name, "prefill");
+                decode |= !strcmp(name, "decode step");
+                load |= !strcmp(name, "load");
+            }
+        } else if (!strcmp(ph, "C")) {
+            busy |= !strcmp(name, "busy %");
+            mem |= !strcmp(name, "device memory") && jnum(a, "value") > 0;
+        }
+    }
+    ck_assert(host_proc && dev_proc && core0 && core1 && cmds_track && jobs_track);
+    ck_assert_msg(q_proj && experts, "commands not named with layer and tensor");
+    ck_assert(prefill && decode && load);
+    ck_assert(busy && mem);
+    double tj = 0, tc = 0;
+    int njobs = 0;
+    for (int j = 0; j < MAXJ; j++) {
+        if (!jt[j])
+            continue;
+        njobs++;
+        tj += jt[j];
+        tc += ct[j];
+        ck_assert_msg(ct[j] <= jt[j] * 1.0001 + 1, "job %d: commands %.1f us > job %.1f us", j,
+                      ct[j], jt[j]);
+    }
+    ck_assert_msg(njobs >= 6, "%d jobs", njobs); /* prefill + decode steps */
+    ck_assert_msg(tc >= 0.98 * tj, "commands %.1f us, jobs %.1f us: more than 2%% apart", tc, tj);
+    json_object_put(root);
+}
+END_TEST
+
+START_TEST(report_roofline)
+{
+    ck_assert_int_eq(g_record_rc, 0);
+    char out[400];
+    snprintf(out, sizeof(out), "%s/report.json", rts_tmpdir());
+    const char *argv[] = {bin("tuna"), "report", "--json", g_trace, NULL};
+    ck_assert_int_eq(run_to(argv, out), 0);
+    json_object *r = json_object_from_file(out);
+    ck_assert_msg(r != NULL, "tuna report --json is not JSON");
+    json_object *groups;
+    ck_assert(json_object_object_get_ex(r, "groups", &groups));
+    int dec_exp = 0, pre_gemm = 0;
+    for (size_t i = 0; i < json_object_array_length(groups); i++) {
+        json_object *g = json_object_array_get_idx(groups, i);
+        const char *name = jstr(g, "name"), *phase = jstr(g, "phase"), *cls = jstr(g, "class");
+        ck_assert(name && phase && cls);
+        if (!strcmp(phase, "decode") && strstr(name, "MOE_FFN") && strstr(name, "mlp.experts")) {
+            ck_assert_msg(!strcmp(cls, "memory-bound"), "%s (decode) is %s", name, cls);
+            dec_exp++;
+        }
+        if (!strcmp(phase, "prefill") && !strncmp(name, "MATMUL layers.", 14) &&
+            strstr(name, "_proj")) {
+            ck_assert_msg(!strcmp(cls, "compute-bound"), "%s (prefill) is %s", name, cls);
+            pre_gemm++;
+        }
+    }
+    ck_assert(dec_exp > 0 && pre_gemm > 0);
+    json_object *layers;
+    ck_assert(json_object_object_get_ex(r, "layers", &layers));
+    ck_assert(json_object_array_length(layers) > 0);
+    ck_assert(jnum(r, "device_busy_pct") > 0 && jnum(r, "device_busy_pct") <= 100.0001);
+    json_object_put(r);
+
+    /* --html: one self-contained page with the three SVG charts */
+    char html[400];
+    snprintf(html, sizeof(html), "%s/report.html", rts_tmpdir());
+    const char *ah[] = {bin("tuna"), "report", "--html", html, g_trace, NULL};
+    ck_assert_int_eq(run_to(ah, NULL), 0);
+    FILE *f = fopen(html, "r");
+    ck_assert_ptr_nonnull(f);
+    static char page[1 << 22];
+    size_t len = fread(page, 1, sizeof(page) - 1, f);
+    fclose(f);
+    page[len] = 0;
+    ck_assert_ptr_nonnull(strstr(page, "<svg id=\"timeline\""));
+    ck_assert_ptr_nonnull(strstr(page, "<svg id=\"roofline\""));
+    ck_assert_ptr_nonnull(strstr(page, "<svg id=\"curves\""));
+    ck_assert_ptr_nonnull(strstr(page, "MOE_FFN layers.1.mlp.experts"));
+    ck_assert_ptr_nonnull(strstr(page, "</html>"));
+    ck_assert_ptr_null(strstr(page, "<script"));
+    ck_assert_ptr_null(strstr(page, "src="));
+    ck_assert_ptr_null(strstr(page, "href="));
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    char p[400];
+    snprintf(p, sizeof(p), "%s/not-json.json", rts_tmpdir());
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"traceEvents\": [", f);
+    fclose(f);
+    const char *a1[] = {bin("tuna"), "report", p, NULL};
+    ck_assert_int_eq(run_to(a1, NULL), 1);
+    const char *a2[] = {bin("tuna"), "report", "/nonexistent/trace.json", NULL};
+    ck_assert_int_eq(run_to(a2, NULL), 1);
+    const char *a3[] = {bin("tuna"), "record", "--", "/bin/true", NULL};
+    ck_assert_int_eq(run_to(a3, NULL), 2);
+    snprintf(p, sizeof(p), "%s/none.json", rts_tmpdir());
+    const char *a4[] = {bin("tuna"), "record", "-o", p, "--", "/bin/true", NULL};
+    ck_assert_int_ne(run_to(a4, NULL), 0); /* not a libtx program: no trace */
+    ck_assert_int_ne(access(p, F_OK), 0);
+    const char *a5[] = {bin("tuna"), "frobnicate", NULL};
+    ck_assert_int_eq(run_to(a5, NULL), 2);
+    const char *a6[] = {bin("tuna"), "overhead", "-r", "1", "--", "/bin/true", NULL};
+    ck_assert_int_eq(run_to(a6, NULL), 1); /* no decode tokens/s line */
+    const char *a7[] = {bin("tuna"), "overhead", "-r", "0", "--", "/bin/true", NULL};
+    ck_assert_int_eq(run_to(a7, NULL), 2);
+}
+END_TEST
+
+/* The explicit API: TX_SUBMIT_PROFILE with a buffer of the caller's BO. */
+START_TEST(explicit_profile_buffer)
+{
+    tx_device_t *dev;
+    ck_assert_int_eq(tx_device_open(rts_spec, &dev), TX_OK);
+    tx_bo_t *data, *prof;
+    ck_assert_int_eq(tx_bo_alloc(dev, 1 << 16, 0, "data", &data), TX_OK);
+    ck_assert_int_eq(tx_bo_alloc(dev, 1 << 16, 0, "prof", &prof), TX_OK);
+    tx_cmdbuf_t *cb;
+    ck_assert_int_eq(tx_cmdbuf_create(dev, &cb), TX_OK);
+    ck_assert_int_eq(tx_cmdbuf_use(cb, data, TX_ACCESS_RW), TX_OK);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(tx_cmd_fill(cb, tx_ref(data, 0), 1 << 16, 1), TX_OK);
+    tx_job_t job;
+    /* the flag without a buffer; bad buffers */
+    ck_assert_int_eq(tx_submit_ex(dev, cb, TX_SUBMIT_PROFILE, 0, &job), TX_EINVAL);
+    ck_assert_int_eq(tx_cmdbuf_profile(cb, prof, 4, 4096), TX_EINVAL);
+    ck_assert_int_eq(tx_cmdbuf_profile(cb, prof, 0, 16), TX_EINVAL);
+    ck_assert_int_eq(tx_cmdbuf_profile(cb, prof, 4096, 1 << 16), TX_EINVAL);
+    ck_assert_int_eq(tx_cmdbuf_profile(cb, prof, 4096, 8192), TX_OK);
+    ck_assert_int_eq(tx_submit_ex(dev, cb, TX_SUBMIT_PROFILE, 0, &job), TX_OK);
+    ck_assert_int_eq(tx_wait(dev, job, -1, NULL), TX_OK);
+    void *map;
+    ck_assert_int_eq(tx_bo_map(prof, &map), TX_OK);
+    const struct tx8_prof_header *h = (const void *)((uint8_t *)map + 4096);
+    const struct tx8_prof_record *r = (const void *)(h + 1);
+    ck_assert_uint_eq(h->magic, TX8_PROF_MAGIC);
+    ck_assert_uint_eq(h->count, 4);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(r[i].opcode, TX8_OP_FILL);
+        ck_assert_uint_eq(r[i].bytes_written, 1 << 16);
+        ck_assert(r[i].end_ns >= r[i].start_ns && r[i].start_ns >= h->start_ns);
+    }
+    tx_cmdbuf_destroy(cb);
+    tx_bo_free(data);
+    tx_bo_free(prof);
+    tx_device_close(dev);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("tuna");
+    TCase *tc = tcase_create("core");
+    tcase_add_unchecked_fixture(tc, fixture_setup, fixture_teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, trace_tracks_and_names);
+    tcase_add_test(tc, report_roofline);
+    tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, explicit_profile_buffer);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf == 0 && tx_test_emu_problems == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

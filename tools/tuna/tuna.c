@@ -1,0 +1,717 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tuna: record and report TX8 profiles (docs/tuna.md).
+ *
+ *   tuna record -o trace.json -- CMD [ARGS...]
+ *       runs CMD with TX_PROFILE=trace.json (libtx writes the trace at exit)
+ *   tuna report [--json] [--top N] [--peak-gbps X] [--peak-gflops Y] trace.json
+ *       top commands by time, share, GB/s, GFLOP/s, roofline class, per-layer
+ *       totals, device utilisation, host gaps
+ *
+ * The peaks default to the best bandwidth and the best compute rate any
+ * command of the trace reached (a measured ceiling of the device as it ran);
+ * --peak-gbps / --peak-gflops give the device's figures (e.g. tx-bench's).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tuna record -o TRACE.json -- CMD [ARGS...]\n"
+               "       tuna report [--json] [--html OUT.html] [--top N] [--peak-gbps X] "
+               "[--peak-gflops Y] TRACE.json\n"
+               "       tuna overhead [-r RUNS] -- glm-inference [ARGS...]\n");
+}
+
+/* ---- overhead ---------------------------------------------------------------- */
+
+/* Runs argv (TX_PROFILE=trace or unset); the decode tokens/s of its
+ * llama_perf "eval time" line, or -1. */
+static double decode_tps(char **argv, const char *trace)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        int nul = open("/dev/null", O_WRONLY);
+        if (nul >= 0)
+            dup2(nul, 1);
+        if (trace)
+            setenv("TX_PROFILE", trace, 1);
+        else
+            unsetenv("TX_PROFILE");
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *n = realloc(buf, cap);
+            if (!n)
+                break;
+            buf = n;
+        }
+        ssize_t r = read(fds[0], buf + len, cap - len - 1);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fds[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    double tps = -1;
+    if (buf) {
+        buf[len] = 0;
+        for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+            if (strncmp(l, "llama_perf_context_print:", 25) || !strstr(l, " eval time") ||
+                strstr(l, "prompt eval"))
+                continue;
+            char *t = strstr(l, "runs");
+            char *q = t ? strstr(t, "ms per token,") : NULL;
+            if (q)
+                tps = strtod(q + 13, NULL);
+        }
+    }
+    free(buf);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? tps : -1;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmd_overhead(int argc, char **argv)
+{
+    int runs = 3, i = 1;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "-r") && i + 1 < argc) {
+            runs = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--")) {
+            i++;
+            break;
+        } else {
+            fprintf(stderr, "tuna overhead: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (i >= argc || runs < 1 || runs > 50) {
+        fprintf(stderr, "tuna overhead: %s\n", i >= argc ? "missing command" : "-r must be 1..50");
+        usage(stderr);
+        return 2;
+    }
+    char trace[64];
+    snprintf(trace, sizeof(trace), "/tmp/tuna-overhead-%d.json", (int)getpid());
+    double off[50], on[50];
+    for (int k = 0; k < runs; k++) { /* alternate, so drift hits both */
+        off[k] = decode_tps(argv + i, NULL);
+        on[k] = decode_tps(argv + i, trace);
+        unlink(trace);
+        if (off[k] <= 0 || on[k] <= 0) {
+            fprintf(stderr, "tuna overhead: run %d: no decode tokens/s (the command failed, or "
+                            "it prints no llama_perf eval time line)\n", k + 1);
+            return 1;
+        }
+        fprintf(stderr, "run %d: off %.2f tok/s, on %.2f tok/s\n", k + 1, off[k], on[k]);
+    }
+    qsort(off, (size_t)runs, sizeof(double), cmp_d);
+    qsort(on, (size_t)runs, sizeof(double), cmp_d);
+    double mo = off[runs / 2], mn = on[runs / 2];
+    printf("decode tokens/s (median of %d)  profiling off %.2f  on %.2f  overhead %.1f%%\n", runs,
+           mo, mn, 100.0 * (mo - mn) / mo);
+    return 0;
+}
+
+/* ---- record ---------------------------------------------------------------- */
+
+static int cmd_record(int argc, char **argv)
+{
+    const char *out = NULL;
+    int i = 1;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc)
+            out = argv[++i];
+        else if (!strcmp(argv[i], "--")) {
+            i++;
+            break;
+        } else {
+            fprintf(stderr, "tuna record: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!out || !*out || i >= argc) {
+        fprintf(stderr, "tuna record: %s\n", !out ? "missing -o TRACE.json" : "missing command");
+        usage(stderr);
+        return 2;
+    }
+    char abs[PATH_MAX];
+    if (out[0] != '/') {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof(cwd)) ||
+            snprintf(abs, sizeof(abs), "%s/%s", cwd, out) >= (int)sizeof(abs)) {
+            fprintf(stderr, "tuna record: path too long: %s\n", out);
+            return 2;
+        }
+    } else if (snprintf(abs, sizeof(abs), "%s", out) >= (int)sizeof(abs)) {
+        fprintf(stderr, "tuna record: path too long: %s\n", out);
+        return 2;
+    }
+    unlink(abs); /* a stale trace must not pass for this run's */
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "tuna record: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        setenv("TX_PROFILE", abs, 1);
+        execvp(argv[i], argv + i);
+        fprintf(stderr, "tuna record: cannot run %s: %s\n", argv[i], strerror(errno));
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) {
+            fprintf(stderr, "tuna record: waitpid: %s\n", strerror(errno));
+            return 1;
+        }
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    struct stat sb;
+    if (stat(abs, &sb) != 0) {
+        fprintf(stderr, "tuna record: %s wrote no trace (is it a libtx program?)\n", argv[i]);
+        return code ? code : 1;
+    }
+    fprintf(stderr, "tuna record: %s (%lld bytes)%s\n", out, (long long)sb.st_size,
+            code ? ", the command failed" : "");
+    return code;
+}
+
+/* ---- report ---------------------------------------------------------------- */
+
+struct cmd {
+    const char *name, *op, *phase;
+    double ts, dur; /* us */
+    double bytes, flops;
+    int cores, job;
+};
+
+struct group {
+    const char *name, *phase, *op;
+    double time, bytes, flops;
+    long count;
+    const char *cls;
+};
+
+struct span {
+    const char *name;
+    double ts, dur;
+};
+
+static double jnum(json_object *o, const char *k)
+{
+    json_object *v;
+    return o && json_object_object_get_ex(o, k, &v) ? json_object_get_double(v) : 0.0;
+}
+
+static const char *jstr(json_object *o, const char *k)
+{
+    json_object *v;
+    return o && json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
+               ? json_object_get_string(v)
+               : NULL;
+}
+
+static int cmp_group(const void *a, const void *b)
+{
+    double x = ((const struct group *)a)->time, y = ((const struct group *)b)->time;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int cmp_ts(const void *a, const void *b)
+{
+    double x = ((const struct span *)a)->ts, y = ((const struct span *)b)->ts;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+static const char *phase_of(const struct span *sp, int nsp, double mid)
+{
+    for (int i = 0; i < nsp; i++)
+        if (mid >= sp[i].ts && mid <= sp[i].ts + sp[i].dur)
+            return !strcmp(sp[i].name, "prefill") ? "prefill" : "decode";
+    return "other";
+}
+
+/* Roofline class of a group against the peaks (GB/s = bytes/ns). */
+static const char *classify(double bytes, double flops, double time_us, double pbw,
+                            double pfl)
+{
+    if (time_us <= 0 || (bytes <= 0 && flops <= 0))
+        return "overhead-bound";
+    double t_mem = pbw > 0 ? bytes / (pbw * 1e3) : 0;  /* us at peak bandwidth */
+    double t_cmp = pfl > 0 ? flops / (pfl * 1e3) : 0;  /* us at peak compute */
+    double t_roof = t_mem > t_cmp ? t_mem : t_cmp;
+    if (t_roof < 0.05 * time_us)
+        return "overhead-bound";
+    return t_cmp > t_mem ? "compute-bound" : "memory-bound";
+}
+
+struct sample {
+    double ts, v;
+    int mem; /* 1: device memory, 0: busy % */
+};
+
+static unsigned op_color(const char *op)
+{
+    unsigned h = 2166136261u;
+    for (; *op; op++)
+        h = (h ^ (unsigned char)*op) * 16777619u;
+    return h & 0x7f7f7f;
+}
+
+static void html_escape(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '<')
+            fputs("&lt;", f);
+        else if (*s == '>')
+            fputs("&gt;", f);
+        else if (*s == '&')
+            fputs("&amp;", f);
+        else if (*s == '"')
+            fputs("&quot;", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+/* One self-contained page (inline SVG, no script, no network): the timeline
+ * of host spans and device commands, the roofline with every group, the
+ * busy % and device memory curves. Written to a temporary file, renamed. */
+static int write_html(const char *path, const struct cmd *cmds, int ncmd, const struct span *sp,
+                      int nsp, const struct group *gr, int ngr, const struct sample *sm, int nsm,
+                      double pbw, double pfl)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
+        fprintf(stderr, "tuna report: --html: path too long\n");
+        return 1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "tuna report: --html: cannot create %s: %s\n", tmp, strerror(errno));
+        return 1;
+    }
+    double t0 = cmds[0].ts, t1 = cmds[0].ts + cmds[0].dur;
+    for (int i = 0; i < ncmd; i++) {
+        if (cmds[i].ts < t0)
+            t0 = cmds[i].ts;
+        if (cmds[i].ts + cmds[i].dur > t1)
+            t1 = cmds[i].ts + cmds[i].dur;
+    }
+    for (int i = 0; i < nsp; i++) {
+        if (sp[i].ts < t0)
+            t0 = sp[i].ts;
+        if (sp[i].ts + sp[i].dur > t1)
+            t1 = sp[i].ts + sp[i].dur;
+    }
+    double span = t1 > t0 ? t1 - t0 : 1, W = 1200;
+#define TX(t) (10 + ((t)-t0) / span * W)
+    fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tuna report</title>"
+               "<style>body{font:13px sans-serif;background:#fff;color:#111}"
+               "h2{font-size:15px}</style></head><body>\n<h1>tuna report</h1>\n");
+    fprintf(f, "<p>%d commands over %.1f us; peaks %.2f GB/s, %.2f GFLOP/s</p>\n", ncmd, span,
+            pbw, pfl);
+    fprintf(f, "<h2>Timeline</h2>\n<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" "
+               "width=\"1220\" height=\"120\">\n<rect x=\"0\" y=\"0\" width=\"1220\" "
+               "height=\"120\" fill=\"#f4f4f4\"/>\n"
+               "<text x=\"10\" y=\"14\">host</text><text x=\"10\" y=\"64\">device "
+               "commands</text>\n");
+    for (int i = 0; i < nsp; i++) {
+        fprintf(f, "<rect x=\"%.2f\" y=\"18\" width=\"%.2f\" height=\"24\" fill=\"#4a7\">"
+                   "<title>",
+                TX(sp[i].ts), sp[i].dur / span * W > 0.5 ? sp[i].dur / span * W : 0.5);
+        html_escape(f, sp[i].name);
+        fprintf(f, " %.1f us</title></rect>\n", sp[i].dur);
+    }
+    for (int i = 0; i < ncmd; i++) {
+        fprintf(f, "<rect x=\"%.2f\" y=\"68\" width=\"%.2f\" height=\"40\" "
+                   "fill=\"#%06x\"><title>",
+                TX(cmds[i].ts), cmds[i].dur / span * W > 0.5 ? cmds[i].dur / span * W : 0.5,
+                op_color(cmds[i].op) | 0x303030);
+        html_escape(f, cmds[i].name);
+        fprintf(f, " %.1f us</title></rect>\n", cmds[i].dur);
+    }
+    fprintf(f, "</svg>\n");
+    /* roofline: log10 AI in [-2, 3], log10 GFLOP/s in [-3, log10(peak) + 1] */
+    double ymax = pfl > 0 ? log10(pfl) + 1 : 2, ymin = -3, RW = 500, RH = 300;
+#define RX(ai) (40 + (log10(ai) + 2) / 5 * RW)
+#define RY(g) (10 + (ymax - log10(g)) / (ymax - ymin) * RH)
+    fprintf(f, "<h2>Roofline</h2>\n<svg id=\"roofline\" xmlns=\"http://www.w3.org/2000/svg\" "
+               "width=\"560\" height=\"340\">\n<rect x=\"40\" y=\"10\" width=\"500\" "
+               "height=\"300\" fill=\"#f4f4f4\"/>\n");
+    if (pbw > 0 && pfl > 0) {
+        double ridge = pfl / pbw;
+        fprintf(f, "<polyline fill=\"none\" stroke=\"#c33\" points=\"%.1f,%.1f %.1f,%.1f "
+                   "%.1f,%.1f\"/>\n",
+                RX(0.01), RY(0.01 * pbw), RX(ridge), RY(pfl), RX(1000.0), RY(pfl));
+    }
+    for (int g = 0; g < ngr; g++) {
+        if (gr[g].bytes <= 0 || gr[g].flops <= 0 || gr[g].time <= 0)
+            continue;
+        double ai = gr[g].flops / gr[g].bytes, gf = gr[g].flops / (gr[g].time * 1e3);
+        if (ai < 0.01 || ai > 1000 || gf < 1e-3)
+            continue;
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#%06x\"><title>", RX(ai),
+                RY(gf), op_color(gr[g].op) | 0x303030);
+        html_escape(f, gr[g].name);
+        fprintf(f, " (%s) %.2f flop/B, %.2f GFLOP/s, %s</title></circle>\n", gr[g].phase, ai, gf,
+                gr[g].cls);
+    }
+    fprintf(f, "<text x=\"240\" y=\"330\">FLOP/byte (log)</text></svg>\n");
+    /* curves */
+    double mmax = 1;
+    for (int i = 0; i < nsm; i++)
+        if (sm[i].mem && sm[i].v > mmax)
+            mmax = sm[i].v;
+    fprintf(f, "<h2>Utilisation and device memory</h2>\n<svg id=\"curves\" "
+               "xmlns=\"http://www.w3.org/2000/svg\" width=\"1220\" height=\"220\">\n"
+               "<rect x=\"0\" y=\"0\" width=\"1220\" height=\"220\" fill=\"#f4f4f4\"/>\n");
+    for (int m = 0; m < 2; m++) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" points=\"", m ? "#36c" : "#c63");
+        for (int i = 0; i < nsm; i++)
+            if (sm[i].mem == m)
+                fprintf(f, "%.1f,%.1f ", TX(sm[i].ts),
+                        210 - (m ? sm[i].v / mmax : sm[i].v / 100.0) * 200);
+        fprintf(f, "\"/>\n");
+    }
+    fprintf(f, "<text x=\"10\" y=\"14\" fill=\"#c63\">busy %%</text><text x=\"80\" "
+               "y=\"14\" fill=\"#36c\">device memory (max %.0f MiB)</text></svg>\n"
+               "</body></html>\n",
+            mmax / 1048576.0);
+#undef TX
+#undef RX
+#undef RY
+    if (ferror(f) | fclose(f) || rename(tmp, path) != 0) {
+        fprintf(stderr, "tuna report: --html: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_report(int argc, char **argv)
+{
+    int json = 0, top = 15;
+    double peak_bw = 0, peak_fl = 0;
+    const char *path = NULL, *html = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--html") && i + 1 < argc)
+            html = argv[++i];
+        else if (!strcmp(argv[i], "--top") && i + 1 < argc)
+            top = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--peak-gbps") && i + 1 < argc)
+            peak_bw = strtod(argv[++i], NULL);
+        else if (!strcmp(argv[i], "--peak-gflops") && i + 1 < argc)
+            peak_fl = strtod(argv[++i], NULL);
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "tuna report: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else if (!path)
+            path = argv[i];
+        else {
+            fprintf(stderr, "tuna report: more than one trace ('%s')\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!path) {
+        usage(stderr);
+        return 2;
+    }
+    if (top <= 0 || peak_bw < 0 || peak_fl < 0) {
+        fprintf(stderr, "tuna report: --top must be > 0 and the peaks >= 0\n");
+        return 2;
+    }
+    json_object *root = json_object_from_file(path);
+    json_object *evs = NULL;
+    if (!root) {
+        fprintf(stderr, "tuna report: %s: not readable JSON: %s\n", path,
+                json_util_get_last_err() ? json_util_get_last_err() : "?");
+        return 1;
+    }
+    if (!json_object_object_get_ex(root, "traceEvents", &evs) ||
+        !json_object_is_type(evs, json_type_array)) {
+        fprintf(stderr, "tuna report: %s: no traceEvents array (not a Trace Event file)\n", path);
+        json_object_put(root);
+        return 1;
+    }
+    size_t n = json_object_array_length(evs);
+    struct cmd *cmds = calloc(n + 1, sizeof(*cmds));
+    struct span *spans = calloc(n + 1, sizeof(*spans));
+    struct span *jobs = calloc(n + 1, sizeof(*jobs));
+    struct group *groups = calloc(n + 1, sizeof(*groups));
+    struct group *layers = calloc(n + 1, sizeof(*layers));
+    struct sample *samples = calloc(n + 1, sizeof(*samples));
+    int nsm = 0;
+    if (!cmds || !spans || !jobs || !groups || !layers || !samples) {
+        fprintf(stderr, "tuna report: out of memory\n");
+        return 1;
+    }
+    int ncmd = 0, nsp = 0, njob = 0, ngr = 0, nly = 0, cores = 1;
+    json_object *other, *devs;
+    if (json_object_object_get_ex(root, "otherData", &other) &&
+        json_object_object_get_ex(other, "devices", &devs) &&
+        json_object_is_type(devs, json_type_array) && json_object_array_length(devs) > 0)
+        cores = (int)jnum(json_object_array_get_idx(devs, 0), "cores");
+    if (cores < 1)
+        cores = 1;
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(evs, i);
+        const char *ph = jstr(e, "ph"), *cat = jstr(e, "cat"), *name = jstr(e, "name");
+        json_object *a = NULL;
+        json_object_object_get_ex(e, "args", &a);
+        if (ph && name && !strcmp(ph, "C") &&
+            (!strcmp(name, "busy %") || !strcmp(name, "device memory"))) {
+            samples[nsm].ts = jnum(e, "ts");
+            samples[nsm].v = jnum(a, "value");
+            samples[nsm].mem = !strcmp(name, "device memory");
+            nsm++;
+            continue;
+        }
+        if (!ph || strcmp(ph, "X") || !cat || !name)
+            continue;
+        if (!strcmp(cat, "cmd")) {
+            struct cmd *c = &cmds[ncmd++];
+            c->name = name;
+            c->op = jstr(a, "op") ? jstr(a, "op") : "?";
+            c->ts = jnum(e, "ts");
+            c->dur = jnum(e, "dur");
+            c->bytes = jnum(a, "bytes_read") + jnum(a, "bytes_written");
+            c->flops = 2.0 * jnum(a, "macs");
+            c->cores = (int)jnum(a, "cores");
+            c->job = (int)jnum(a, "job");
+        } else if (!strcmp(cat, "host")) {
+            spans[nsp].name = name;
+            spans[nsp].ts = jnum(e, "ts");
+            spans[nsp].dur = jnum(e, "dur");
+            nsp++;
+        } else if (!strcmp(cat, "job")) {
+            jobs[njob].name = name;
+            jobs[njob].ts = jnum(e, "ts");
+            jobs[njob].dur = jnum(e, "dur");
+            njob++;
+        }
+    }
+    if (!ncmd) {
+        fprintf(stderr, "tuna report: %s: no device commands (cat \"cmd\") in the trace\n", path);
+        json_object_put(root);
+        return 1;
+    }
+    /* phase spans: only prefill / decode step */
+    int nph = 0;
+    struct span *ph = calloc((size_t)nsp + 1, sizeof(*ph));
+    for (int i = 0; i < nsp && ph; i++)
+        if (!strcmp(spans[i].name, "prefill") || !strcmp(spans[i].name, "decode step"))
+            ph[nph++] = spans[i];
+    /* measured peaks: the best command (at least 10 us, to skip noise) */
+    double mbw = 0, mfl = 0, total = 0;
+    for (int i = 0; i < ncmd; i++) {
+        struct cmd *c = &cmds[i];
+        c->phase = phase_of(ph, nph, c->ts + c->dur / 2);
+        total += c->dur;
+        if (c->dur >= 10) {
+            double bw = c->bytes / (c->dur * 1e3), fl = c->flops / (c->dur * 1e3);
+            if (bw > mbw)
+                mbw = bw;
+            if (fl > mfl)
+                mfl = fl;
+        }
+    }
+    const char *peak_src = peak_bw > 0 || peak_fl > 0 ? "given" : "measured (best command)";
+    if (peak_bw <= 0)
+        peak_bw = mbw;
+    if (peak_fl <= 0)
+        peak_fl = mfl;
+    /* groups by (name, phase); layers by "layers.N" */
+    for (int i = 0; i < ncmd; i++) {
+        struct cmd *c = &cmds[i];
+        int g;
+        for (g = 0; g < ngr; g++)
+            if (!strcmp(groups[g].name, c->name) && !strcmp(groups[g].phase, c->phase))
+                break;
+        if (g == ngr) {
+            groups[g].name = c->name;
+            groups[g].phase = c->phase;
+            groups[g].op = c->op;
+            ngr++;
+        }
+        groups[g].time += c->dur;
+        groups[g].bytes += c->bytes;
+        groups[g].flops += c->flops;
+        groups[g].count++;
+        const char *l = strstr(c->name, "layers.");
+        if (l) {
+            char key[32];
+            int ln = atoi(l + 7);
+            snprintf(key, sizeof(key), "layers.%d", ln);
+            int k;
+            for (k = 0; k < nly; k++)
+                if (!strcmp(layers[k].name, key))
+                    break;
+            if (k == nly) {
+                layers[k].name = strdup(key);
+                nly++;
+            }
+            layers[k].time += c->dur;
+            layers[k].count++;
+        }
+    }
+    for (int g = 0; g < ngr; g++)
+        groups[g].cls = classify(groups[g].bytes, groups[g].flops, groups[g].time, peak_bw,
+                                 peak_fl);
+    qsort(groups, (size_t)ngr, sizeof(*groups), cmp_group);
+    qsort(layers, (size_t)nly, sizeof(*layers), cmp_group);
+    /* utilisation and host gaps */
+    qsort(jobs, (size_t)njob, sizeof(*jobs), cmp_ts);
+    double job_time = 0, gaps = 0, max_gap = 0, span_us = 0, core_time = 0;
+    int ngaps = 0;
+    for (int i = 0; i < njob; i++) {
+        job_time += jobs[i].dur;
+        if (i) {
+            double gap = jobs[i].ts - (jobs[i - 1].ts + jobs[i - 1].dur);
+            if (gap > 0) {
+                gaps += gap;
+                ngaps++;
+                if (gap > max_gap)
+                    max_gap = gap;
+            }
+        }
+    }
+    if (njob)
+        span_us = jobs[njob - 1].ts + jobs[njob - 1].dur - jobs[0].ts;
+    for (int i = 0; i < ncmd; i++)
+        core_time += cmds[i].dur * (cmds[i].cores > 0 ? cmds[i].cores : 1);
+    double util = span_us > 0 ? 100.0 * job_time / span_us : 0;
+    double core_util = span_us > 0 ? 100.0 * core_time / (span_us * cores) : 0;
+
+    if (json) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "trace", json_object_new_string(path));
+        json_object_object_add(o, "commands", json_object_new_int(ncmd));
+        json_object_object_add(o, "jobs", json_object_new_int(njob));
+        json_object_object_add(o, "command_time_us", json_object_new_double(total));
+        json_object_object_add(o, "job_time_us", json_object_new_double(job_time));
+        json_object_object_add(o, "peak_gbps", json_object_new_double(peak_bw));
+        json_object_object_add(o, "peak_gflops", json_object_new_double(peak_fl));
+        json_object_object_add(o, "peak_source", json_object_new_string(peak_src));
+        json_object_object_add(o, "device_busy_pct", json_object_new_double(util));
+        json_object_object_add(o, "core_utilisation_pct", json_object_new_double(core_util));
+        json_object_object_add(o, "host_gap_us", json_object_new_double(gaps));
+        json_object_object_add(o, "host_gaps", json_object_new_int(ngaps));
+        json_object_object_add(o, "max_host_gap_us", json_object_new_double(max_gap));
+        json_object *ga = json_object_new_array();
+        for (int g = 0; g < ngr; g++) {
+            json_object *x = json_object_new_object();
+            json_object_object_add(x, "name", json_object_new_string(groups[g].name));
+            json_object_object_add(x, "op", json_object_new_string(groups[g].op));
+            json_object_object_add(x, "phase", json_object_new_string(groups[g].phase));
+            json_object_object_add(x, "count", json_object_new_int64(groups[g].count));
+            json_object_object_add(x, "time_us", json_object_new_double(groups[g].time));
+            json_object_object_add(x, "share_pct",
+                                   json_object_new_double(100.0 * groups[g].time / total));
+            json_object_object_add(
+                x, "gbps", json_object_new_double(groups[g].bytes / (groups[g].time * 1e3)));
+            json_object_object_add(
+                x, "gflops", json_object_new_double(groups[g].flops / (groups[g].time * 1e3)));
+            json_object_object_add(x, "class", json_object_new_string(groups[g].cls));
+            json_object_array_add(ga, x);
+        }
+        json_object_object_add(o, "groups", ga);
+        json_object *la = json_object_new_array();
+        for (int k = 0; k < nly; k++) {
+            json_object *x = json_object_new_object();
+            json_object_object_add(x, "layer", json_object_new_string(layers[k].name));
+            json_object_object_add(x, "time_us", json_object_new_double(layers[k].time));
+            json_object_object_add(x, "commands", json_object_new_int64(layers[k].count));
+            json_object_array_add(la, x);
+        }
+        json_object_object_add(o, "layers", la);
+        printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+        json_object_put(o);
+    } else {
+        printf("tuna report: %s\n", path);
+        printf("%d commands in %d jobs: %.1f us of commands, %.1f us of jobs\n", ncmd, njob, total,
+               job_time);
+        printf("peaks (%s): %.2f GB/s, %.2f GFLOP/s\n\n", peak_src, peak_bw, peak_fl);
+        printf("%-44s %-7s %6s %10s %6s %8s %9s  %s\n", "command", "phase", "count", "time us",
+               "share", "GB/s", "GFLOP/s", "class");
+        for (int g = 0; g < ngr && g < top; g++)
+            printf("%-44.44s %-7s %6ld %10.1f %5.1f%% %8.2f %9.2f  %s\n", groups[g].name,
+                   groups[g].phase, groups[g].count, groups[g].time,
+                   100.0 * groups[g].time / total, groups[g].bytes / (groups[g].time * 1e3),
+                   groups[g].flops / (groups[g].time * 1e3), groups[g].cls);
+        if (nly) {
+            printf("\n%-12s %10s %6s %8s\n", "layer", "time us", "share", "commands");
+            for (int k = 0; k < nly; k++)
+                printf("%-12s %10.1f %5.1f%% %8ld\n", layers[k].name, layers[k].time,
+                       100.0 * layers[k].time / total, layers[k].count);
+        }
+        printf("\ndevice busy %.1f%% of %.1f us (cores %.1f%% of %d); host gaps: %d, %.1f us "
+               "(longest %.1f us)\n",
+               util, span_us, core_util, cores, ngaps, gaps, max_gap);
+    }
+    int rc = 0;
+    if (html)
+        rc = write_html(html, cmds, ncmd, spans, nsp, groups, ngr, samples, nsm, peak_bw, peak_fl);
+    for (int k = 0; k < nly; k++)
+        free((char *)layers[k].name);
+    free(samples);
+    free(ph);
+    free(cmds);
+    free(spans);
+    free(jobs);
+    free(groups);
+    free(layers);
+    json_object_put(root);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "record"))
+        return cmd_record(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "report"))
+        return cmd_report(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "overhead"))
+        return cmd_overhead(argc - 1, argv + 1);
+    fprintf(stderr, "tuna: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
