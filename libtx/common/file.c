@@ -87,9 +87,9 @@ int tx_file_write_text(const char *path, const char *txt, const char *tail, char
     char *tmp = tx_file_temp_name(path);
     int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
     if (fd < 0) {
-        int rc = tmp ? -errno : -ENOMEM;
+        int e = tmp ? errno : ENOMEM;
         free(tmp);
-        return tx_errbuf(err, errsz, rc, "%s: %s", path, strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(e), "%s: %s", path, strerror(e));
     }
     int rc = tx_file_write_all(fd, txt, strlen(txt));
     if (rc == 0 && tail)
@@ -108,7 +108,7 @@ int tx_file_commit_temp(char **tmp, const char *path, int rc, char *err, size_t 
     if (rc == 0 && rename(*tmp, path) < 0)
         rc = -errno;
     if (rc < 0)
-        return tx_errbuf(err, errsz, rc, "%s: %s", path, strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(rc), "%s: %s", path, strerror(-rc));
     free(*tmp);
     *tmp = NULL;
     return 0;

@@ -459,9 +459,10 @@ int rt_stream_read_tensor(glm_model_t *m, int ti, void **buf)
     void *b = malloc(st->extent_size);
     if (!b)
         return tx_error(TX_ENOMEM, "out of memory");
-    if (tx_smd_read_extent(m->smd, st, b, st->extent_size, 0, err, sizeof(err))) {
+    int rc = tx_smd_read_extent(m->smd, st, b, st->extent_size, 0, err, sizeof(err));
+    if (rc) {
         free(b);
-        return tx_error(TX_EIO, "%s", err);
+        return tx_error(rc, "%s", err);
     }
     *buf = b;
     return TX_OK;
