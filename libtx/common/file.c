@@ -23,10 +23,10 @@ int tx_file_write_all(int fd, const void *buf, size_t len)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return -errno;
+            return -errno; /* errno domain (file.h) */
         }
         if (n == 0)
-            return -EIO;
+            return -EIO; /* errno domain (file.h) */
         p += n;
         len -= (size_t)n;
     }
@@ -41,10 +41,10 @@ int tx_file_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return -errno;
+            return -errno; /* errno domain (file.h) */
         }
         if (n == 0)
-            return -EIO;
+            return -EIO; /* errno domain (file.h) */
         p += n;
         len -= (size_t)n;
         off += (uint64_t)n;
@@ -60,10 +60,10 @@ int tx_file_pread_all(int fd, void *buf, size_t len, uint64_t off)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return -errno;
+            return -errno; /* errno domain (file.h) */
         }
         if (n == 0)
-            return -EIO; /* unexpected end of file */
+            return -EIO; /* errno domain (file.h): unexpected end of file */
         p += n;
         len -= (size_t)n;
         off += (uint64_t)n;

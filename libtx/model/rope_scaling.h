@@ -43,7 +43,7 @@ struct tx_rope_yarn {
  * Requires "type" or "rope_type" == "yarn" and "factor"; accepts the fields
  * above (null = absent for the optional ones) and ignores "rope_theta" and
  * "partial_rotary_factor" (the config's, read by its parser); any other key
- * is an error. Returns 0, or a negative errno value (TX_EINVAL) with a
+ * is an error. Returns 0, or TX_EINVAL with a
  * message naming the field in err ("rope_scaling.factor: ...").
  */
 int tx_rope_yarn_parse(const struct json_object *rs, struct tx_rope_yarn *out, char *err,
