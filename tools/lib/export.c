@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Export: checkpoint (HF or ONNX) -> .smd package, streaming, with the
  * precision plan's storage types, INT8 quantisation and block pruning. */
-#include "quant_internal.h"
+#include "model/quant_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Synthetic GLM checkpoints in the real formats (glm-synth). */
-#include "model_internal.h"
+#include "model/model_internal.h"
 
 #include "arch/arch.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Architecture analysis (glm-analyze). */
-#include "model_internal.h"
+#include "model/model_internal.h"
 
 #include "arch/arch.h"
 
