@@ -1355,7 +1355,7 @@ int tx_smd_writer_finish(struct tx_smd_writer *w, char *err, size_t errsz)
         snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);
         w->tmp = txm_temp_name(w->path);
         if (!w->tmp)
-            rc = -ENOMEM; /* errno domain until the txm_err below */
+            rc = -ENOMEM; /* errno domain until the tx_errbuf below */
         else if (linkat(AT_FDCWD, proc, AT_FDCWD, w->tmp, AT_SYMLINK_FOLLOW) < 0)
             rc = -errno;
         if (rc < 0) {
