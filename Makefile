@@ -6,9 +6,8 @@
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make module     build tx8.ko against KDIR (guest kernel headers)
 #
-# Sources are found by directory: every .c under libtx/ is part of libtx (but
-# TXTOOLS_LIBTX_SRCS, which go to libtx-tools.a),
-# every .c under emu/engine/ part of the device's compute engine, every
+# Sources are found by directory: every .c under libtx/ is part of libtx,
+# every .c under tools/lib/ part of libtx-tools.a, every .c under emu/engine/ part of the device's compute engine, every
 # directory tools/NAME/ is the program build/bin/NAME, every
 # tests/unit/test_*.c a Check test program. Sub-makefiles (*/*.mk) add
 # per-part settings.
@@ -21,14 +20,15 @@ SAN     ?= 0
 CC      ?= cc
 PKGS    := liburing libdrm libpcre2-8 libutf8proc yaml-0.1 json-c libprotobuf-c
 # Include paths are per part (docs/libtx-abi.md, "Layering"): everything sees
-# include/ (the installed SDK headers and the private headers still kept
-# there); libtx objects add -Ilibtx, the emulator -Iemu, the tools their
-# private headers tools/include/, the tests what they test (TEST_CPPFLAGS).
+# include/ (the installed SDK headers); libtx objects add -Ilibtx and
+# -Ilibtx/include (the private converter and format headers, <tx/tx_smd.h>
+# ...), the emulator -Iemu, the tools their private headers tools/include/
+# and libtx/include, the tests what they test (TEST_CPPFLAGS).
 CPPFLAGS += -Iinclude -D_GNU_SOURCE \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LIBTX_CPPFLAGS  := -Ilibtx -I$(BUILD)/gen
+LIBTX_CPPFLAGS  := -Ilibtx -Ilibtx/include -I$(BUILD)/gen
 EMU_CPPFLAGS    := -Iemu
-TOOLS_CPPFLAGS  := -Itools/include
+TOOLS_CPPFLAGS  := -Itools/include -Ilibtx/include
 TEST_CPPFLAGS   := $(LIBTX_CPPFLAGS) $(EMU_CPPFLAGS) $(TOOLS_CPPFLAGS)
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -Werror -fPIC -pthread \
@@ -46,11 +46,13 @@ endif
 # of libtx/libtx.map (checked against the installed headers by
 # tests/check-abi).
 LIBTX_SOVERSION := 2
-LIBTX_VERSION   := 2.0.0
+LIBTX_VERSION   := 2.1.0
 LIBTX_MAP       := libtx/libtx.map
 
-# The SDK: the headers `make install` installs (include/tx/ also holds the
-# private headers of the converter, which are not installed).
+# The SDK: the headers `make install` installs (all of include/tx/; the
+# private headers of the converter and the format parsers are in
+# libtx/include/tx/, reached by -Ilibtx/include for libtx, the tools and the
+# tests only, never installed).
 SDK_HEADERS := $(addprefix include/tx/,tx.h tx_error.h tx_dtype.h tx_device.h \
                tx_tokenizer.h glm.h glm_config.h tx_telemetry.h tx_profile.h)
 
@@ -68,15 +70,13 @@ all:
 # Part lists (sub-makefiles may append)
 
 # libtx-tools.a: what the tools and tests share that is not the SDK -- the
-# tools' helpers (tools/lib/) and the converter-only parts of libtx
-# (checkpoint synthesis, analysis, export; they stay in libtx/model/ until
-# phase 2 of issue 10 moves them). Static, private, never installed.
-TXTOOLS_LIBTX_SRCS := libtx/model/synth.c libtx/model/analyze.c libtx/model/export.c
+# tools' helpers and the converter-only code (checkpoint synthesis,
+# analysis, export), all in tools/lib/. Static, private, never installed.
 ENGINE_SRCS := $(sort $(wildcard emu/engine/*.c))
 EMU_SRCS    := $(sort $(wildcard emu/server/*.c))
-LIBTX_SRCS  := $(filter-out $(TXTOOLS_LIBTX_SRCS),$(sort $(shell find libtx -name '*.c' 2>/dev/null)))
+LIBTX_SRCS  := $(sort $(shell find libtx -name '*.c' 2>/dev/null))
 TOOLS       := $(filter-out lib,$(sort $(notdir $(patsubst %/,%,$(dir $(wildcard tools/*/*.c))))))
-TXTOOLS_SRCS := $(sort $(wildcard tools/lib/*.c)) $(TXTOOLS_LIBTX_SRCS)
+TXTOOLS_SRCS := $(sort $(wildcard tools/lib/*.c))
 UNIT_TESTS  := $(sort $(basename $(notdir $(wildcard tests/unit/test_*.c))))
 LIBTX_GEN_SRCS :=
 ENGINE_LIBS := -lnuma
@@ -114,9 +114,9 @@ $(BUILD)/obj/emu/%.o: CPPFLAGS += $(EMU_CPPFLAGS)
 $(BUILD)/obj/tools/%.o: CPPFLAGS += $(TOOLS_CPPFLAGS)
 # tools/lib/ is the tools' library on top of libtx's internals
 $(BUILD)/obj/tools/lib/%.o: CPPFLAGS += $(LIBTX_CPPFLAGS)
-# tx-bench measures the compute engine (it links libtx8engine.a) and the
-# host cache probe of libtx/common directly
-$(BUILD)/obj/tools/tx-bench/%.o: CPPFLAGS += $(EMU_CPPFLAGS) -Ilibtx
+# tx-bench measures the compute engine (it links libtx8engine.a) directly;
+# the host cache probe is the private <tx/tx_cpu_cache.h> (libtx/include)
+$(BUILD)/obj/tools/tx-bench/%.o: CPPFLAGS += $(EMU_CPPFLAGS)
 
 $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)

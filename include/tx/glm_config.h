@@ -16,8 +16,9 @@
  *
  * Semantics of every field: docs/glm-architectures.md.
  *
- * Errors: every function returns 0 on success or a negative errno value
- * (-EINVAL malformed/unsupported, -ENOENT/-EIO file, -ENOMEM) and, when `err`
+ * Errors: every function returns 0 on success or a negative TX_E* code of
+ * tx/tx_error.h (TX_EINVAL malformed, TX_ENOTSUP unsupported, TX_ENOENT
+ * missing file or tensor, TX_EIO, TX_ENOMEM), never -errno, and, when `err`
  * is not NULL, writes a one-line message naming the offending field into
  * err[0..errsz-1] (always NUL-terminated).
  */
@@ -68,7 +69,7 @@ enum glm_dtype {
 };
 
 /* RoPE variants. Only these three are supported; anything else (dynamic,
- * longrope, llama3, ...) is refused by the parser with -ENOTSUP. */
+ * longrope, llama3, ...) is refused by the parser with TX_ENOTSUP. */
 enum glm_rope_type {
     GLM_ROPE_DEFAULT = 0, /* inv_freq[i] = theta^(-2i/rotary_dim) */
     GLM_ROPE_LINEAR = 1,  /* inv_freq[i] = theta^(-2i/rotary_dim) / factor */
@@ -276,13 +277,13 @@ TX_API int64_t glm_config_tensor_count(const struct glm_config *cfg);
  *   0        expected tensor, *out filled
  *   1        an MTP-layer tensor (model.layers.N.* with num_hidden_layers <= N <
  *            num_hidden_layers + num_nextn_predict_layers): ignore it
- *            (out->layer = N); a layer index beyond that is -ENOENT
- *   -ENOENT  not a tensor of this architecture/config (message in err) */
+ *            (out->layer = N); a layer index beyond that is TX_ENOENT
+ *   TX_ENOENT  not a tensor of this architecture/config (message in err) */
 TX_API int glm_config_tensor_lookup(const struct glm_config *cfg, const char *name,
                                     struct glm_tensor_info *out, char *err, size_t errsz);
 
 /* Builds the name of one tensor (role, layer, expert) into out; returns 0,
- * or -ENOENT if that tensor does not exist for this config/layer. */
+ * or TX_ENOENT if that tensor does not exist for this config/layer. */
 TX_API int glm_config_tensor_info(const struct glm_config *cfg, enum glm_tensor_role role,
                                   int layer, int expert, struct glm_tensor_info *out);
 

@@ -39,6 +39,7 @@ enum tx_status {
     TX_EPROTO = -11,      /* incompatible device or protocol violation */
     TX_EJOB = -12,        /* the job finished with a failure status */
     TX_EPERM = -13,       /* permission denied */
+    TX_ECANCELED = -14,   /* cancelled by the caller (libtx 2.1) */
 };
 
 /* Name of a code, e.g. "not found", "device lost". Never NULL; "unknown

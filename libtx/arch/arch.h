@@ -83,7 +83,7 @@ struct tx_arch_ops {
 
     /* ---- tensor catalogue ---- */
     /* Shape of the tensor (role, layer, expert) of a decoder layer, asked
-     * before the common rule: 0 (t->ndim/shape set), -ENOENT if this
+     * before the common rule: 0 (t->ndim/shape set), TX_ENOENT if this
      * architecture/config/layer has none, TX_ARCH_COMMON for the common
      * shape (norms, dense MLP, router, experts, shared experts: see
      * libtx/model/tensors.c; an attention role is absent there). Names,

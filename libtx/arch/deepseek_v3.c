@@ -7,8 +7,8 @@
  * first first_k_dense_replace layers, then the sigmoid-routed,
  * group-limited (n_group / topk_group) MoE with shared experts. Formulas
  * and the transformers functions they mirror: docs/architectures.md
- * ("deepseek_v3"). Errors: the -errno convention of the other modules
- * (txm_err), converted with them.
+ * ("deepseek_v3"). Errors: TX_E* codes (tx/tx_error.h) like the other modules
+ * (tx_errbuf).
  */
 #include <errno.h>
 #include <math.h>
@@ -67,7 +67,7 @@ static int parse(struct json_object *root, struct glm_config *c, char *err, size
     struct json_object *q;
     if (json_object_object_get_ex(root, "q_lora_rank", &q) &&
         json_object_get_type(q) == json_type_null)
-        return txm_err(err, errsz, -ENOTSUP,
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
                        "config.json: q_lora_rank: null (a plain q_proj, DeepSeek-V2-Lite) is not "
                        "supported for deepseek_v3: the MLA blocks read the q latent");
     CJ_REQ(cj_int, "q_lora_rank", &c->q_lora_rank);
@@ -81,7 +81,7 @@ static int parse(struct json_object *root, struct glm_config *c, char *err, size
     if (rc < 0)
         return rc;
     if (rc == 1 && qkh != c->qk_nope_head_dim + c->qk_rope_head_dim)
-        return txm_err(err, errsz, -EINVAL,
+        return tx_errbuf(err, errsz, TX_EINVAL,
                        "config.json: qk_head_dim (%d) != qk_nope_head_dim (%d) + "
                        "qk_rope_head_dim (%d)",
                        qkh, c->qk_nope_head_dim, c->qk_rope_head_dim);
@@ -110,27 +110,27 @@ static int validate(const struct glm_config *c, char *err, size_t errsz)
     CJ_POS(qk_rope_head_dim);
     CJ_POS(v_head_dim);
     if (c->qk_rope_head_dim % 2 != 0)
-        return txm_err(err, errsz, -EINVAL, "config.json: qk_rope_head_dim: must be even (got %d)",
+        return tx_errbuf(err, errsz, TX_EINVAL, "config.json: qk_rope_head_dim: must be even (got %d)",
                        c->qk_rope_head_dim);
     if (c->qk_head_dim != c->qk_nope_head_dim + c->qk_rope_head_dim)
-        return txm_err(err, errsz, -EINVAL,
+        return tx_errbuf(err, errsz, TX_EINVAL,
                        "config: qk_head_dim != qk_nope_head_dim + qk_rope_head_dim");
     if (c->rotary_dim != c->qk_rope_head_dim)
-        return txm_err(err, errsz, -EINVAL, "config: rotary_dim must equal qk_rope_head_dim");
+        return tx_errbuf(err, errsz, TX_EINVAL, "config: rotary_dim must equal qk_rope_head_dim");
     if (c->num_key_value_heads != c->num_attention_heads)
-        return txm_err(err, errsz, -EINVAL,
+        return tx_errbuf(err, errsz, TX_EINVAL,
                        "config.json: num_key_value_heads (%d) must equal num_attention_heads (%d) "
                        "for MLA (kv_b_proj expands one K/V per head)",
                        c->num_key_value_heads, c->num_attention_heads);
     if (c->partial_rotary_factor != 1.0)
-        return txm_err(err, errsz, -ENOTSUP,
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
                        "config.json: partial_rotary_factor: %g is not supported for deepseek_v3 "
                        "(RoPE covers the qk_rope_head_dim slice)",
                        c->partial_rotary_factor);
     if (c->use_qk_norm)
-        return txm_err(err, errsz, -EINVAL, "config: use_qk_norm is a glm4_moe field");
+        return tx_errbuf(err, errsz, TX_EINVAL, "config: use_qk_norm is a glm4_moe field");
     if (c->index_topk || c->index_head_dim || c->index_n_heads)
-        return txm_err(err, errsz, -EINVAL,
+        return tx_errbuf(err, errsz, TX_EINVAL,
                        "config: index_topk/index_head_dim/index_n_heads are glm_moe_dsa fields "
                        "(deepseek_v3 has no DSA indexer)");
     return 0;
@@ -173,7 +173,7 @@ static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
         return 0;
     case GLM_T_O_BIAS:
         if (!c->attention_bias)
-            return -ENOENT;
+            return TX_ENOENT;
         tx_shape1(t, H);
         return 0;
     case GLM_T_Q_A_PROJ:
@@ -181,7 +181,7 @@ static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
         return 0;
     case GLM_T_Q_A_BIAS:
         if (!c->attention_bias)
-            return -ENOENT;
+            return TX_ENOENT;
         tx_shape1(t, c->q_lora_rank);
         return 0;
     case GLM_T_Q_A_NORM:
@@ -195,7 +195,7 @@ static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
         return 0;
     case GLM_T_KV_A_BIAS:
         if (!c->attention_bias)
-            return -ENOENT;
+            return TX_ENOENT;
         tx_shape1(t, (int64_t)c->kv_lora_rank + c->qk_rope_head_dim);
         return 0;
     case GLM_T_KV_A_NORM:
@@ -206,7 +206,7 @@ static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
         return 0;
     default:
         /* q/k/v of GQA, the DSA indexer: none */
-        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? -ENOENT : TX_ARCH_COMMON;
+        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? TX_ENOENT : TX_ARCH_COMMON;
     }
 }
 

@@ -61,18 +61,20 @@ static int validate(const struct glm_config *c, char *err, size_t errsz)
 {
     CJ_POS(head_dim);
     if (!(c->partial_rotary_factor > 0.0 && c->partial_rotary_factor <= 1.0))
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: partial_rotary_factor: must be in (0, 1] (got %g)",
-                       c->partial_rotary_factor);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: partial_rotary_factor: must be in (0, 1] (got %g)",
+                         c->partial_rotary_factor);
     if (c->rotary_dim != (int)(c->head_dim * c->partial_rotary_factor))
-        return txm_err(err, errsz, -EINVAL, "config: rotary_dim inconsistent with head_dim");
+        return tx_errbuf(err, errsz, TX_EINVAL, "config: rotary_dim inconsistent with head_dim");
     if (c->rotary_dim <= 0 || c->rotary_dim % 2 != 0)
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: head_dim (%d) * partial_rotary_factor (%g) = %d rotary dims: "
-                       "must be even and > 0",
-                       c->head_dim, c->partial_rotary_factor, c->rotary_dim);
+        return tx_errbuf(
+            err, errsz, TX_EINVAL,
+            "config.json: head_dim (%d) * partial_rotary_factor (%g) = %d rotary dims: "
+            "must be even and > 0",
+            c->head_dim, c->partial_rotary_factor, c->rotary_dim);
     if (c->rope_interleave)
-        return txm_err(err, errsz, -EINVAL, "config: glm4_moe uses NeoX RoPE (rope_interleave 0)");
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config: glm4_moe uses NeoX RoPE (rope_interleave 0)");
     return 0;
 }
 
@@ -107,26 +109,26 @@ static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
         return 0;
     case GLM_T_Q_BIAS:
         if (!c->attention_bias)
-            return -ENOENT;
+            return TX_ENOENT;
         tx_shape1(t, nh * hd);
         return 0;
     case GLM_T_K_BIAS:
     case GLM_T_V_BIAS:
         if (!c->attention_bias)
-            return -ENOENT;
+            return TX_ENOENT;
         tx_shape1(t, nkv * hd);
         return 0;
     case GLM_T_Q_NORM:
     case GLM_T_K_NORM:
         if (!c->use_qk_norm)
-            return -ENOENT;
+            return TX_ENOENT;
         tx_shape1(t, hd);
         return 0;
     case GLM_T_O_PROJ:
         tx_shape2(t, H, nh * hd);
         return 0;
     default:
-        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? -ENOENT : TX_ARCH_COMMON;
+        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? TX_ENOENT : TX_ARCH_COMMON;
     }
 }
 

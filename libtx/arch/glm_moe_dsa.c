@@ -62,9 +62,9 @@ static int parse(struct json_object *root, struct glm_config *c, char *err, size
     struct json_object *q;
     if (json_object_object_get_ex(root, "q_lora_rank", &q) &&
         json_object_get_type(q) == json_type_null)
-        return txm_err(err, errsz, -ENOTSUP,
-                       "config.json: q_lora_rank: null (no q latent) is not supported: the DSA "
-                       "indexer reads the q latent");
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
+                         "config.json: q_lora_rank: null (no q latent) is not supported: the DSA "
+                         "indexer reads the q latent");
     CJ_REQ(cj_int, "q_lora_rank", &c->q_lora_rank);
     CJ_REQ(cj_int, "kv_lora_rank", &c->kv_lora_rank);
     CJ_REQ(cj_int, "qk_nope_head_dim", &c->qk_nope_head_dim);
@@ -80,10 +80,10 @@ static int parse(struct json_object *root, struct glm_config *c, char *err, size
     if (rc < 0)
         return rc;
     if (rc == 1 && qkh != c->qk_nope_head_dim + c->qk_rope_head_dim)
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: qk_head_dim (%d) != qk_nope_head_dim (%d) + "
-                       "qk_rope_head_dim (%d)",
-                       qkh, c->qk_nope_head_dim, c->qk_rope_head_dim);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: qk_head_dim (%d) != qk_nope_head_dim (%d) + "
+                         "qk_rope_head_dim (%d)",
+                         qkh, c->qk_nope_head_dim, c->qk_rope_head_dim);
     c->qk_head_dim = c->qk_nope_head_dim + c->qk_rope_head_dim;
     return 0;
 }
@@ -104,19 +104,20 @@ static int parse_indexer_types(struct json_object *root, struct glm_config *c, c
     if (pat && json_object_get_type(pat) == json_type_string) {
         const char *s = json_object_get_string(pat);
         if ((int)strlen(s) != n)
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: index_topk_pattern: has %zu letters, num_hidden_layers is "
-                           "%d",
-                           strlen(s), n);
+            return tx_errbuf(
+                err, errsz, TX_EINVAL,
+                "config.json: index_topk_pattern: has %zu letters, num_hidden_layers is "
+                "%d",
+                strlen(s), n);
         for (int i = 0; i < n; i++) {
             if (s[i] == 'F')
                 c->indexer_types[i] = GLM_INDEXER_FULL;
             else if (s[i] == 'S')
                 c->indexer_types[i] = GLM_INDEXER_SHARED;
             else
-                return txm_err(err, errsz, -EINVAL,
-                               "config.json: index_topk_pattern[%d]: expected 'F' or 'S', got '%c'",
-                               i, s[i]);
+                return tx_errbuf(
+                    err, errsz, TX_EINVAL,
+                    "config.json: index_topk_pattern[%d]: expected 'F' or 'S', got '%c'", i, s[i]);
         }
         return 0;
     }
@@ -161,38 +162,40 @@ static int validate(const struct glm_config *c, char *err, size_t errsz)
     CJ_POS(index_head_dim);
     CJ_POS(index_n_heads);
     if (c->qk_rope_head_dim % 2 != 0)
-        return txm_err(err, errsz, -EINVAL, "config.json: qk_rope_head_dim: must be even (got %d)",
-                       c->qk_rope_head_dim);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: qk_rope_head_dim: must be even (got %d)",
+                         c->qk_rope_head_dim);
     if (c->qk_head_dim != c->qk_nope_head_dim + c->qk_rope_head_dim)
-        return txm_err(err, errsz, -EINVAL,
-                       "config: qk_head_dim != qk_nope_head_dim + qk_rope_head_dim");
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config: qk_head_dim != qk_nope_head_dim + qk_rope_head_dim");
     if (c->rotary_dim != c->qk_rope_head_dim)
-        return txm_err(err, errsz, -EINVAL, "config: rotary_dim must equal qk_rope_head_dim");
+        return tx_errbuf(err, errsz, TX_EINVAL, "config: rotary_dim must equal qk_rope_head_dim");
     if (c->index_head_dim < c->qk_rope_head_dim)
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: index_head_dim (%d) is smaller than qk_rope_head_dim (%d), "
-                       "the indexer's rotary slice",
-                       c->index_head_dim, c->qk_rope_head_dim);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: index_head_dim (%d) is smaller than qk_rope_head_dim (%d), "
+                         "the indexer's rotary slice",
+                         c->index_head_dim, c->qk_rope_head_dim);
     if (c->num_key_value_heads != c->num_attention_heads)
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: num_key_value_heads (%d) must equal num_attention_heads (%d) "
-                       "for MLA (kv_b_proj expands one K/V per head)",
-                       c->num_key_value_heads, c->num_attention_heads);
+        return tx_errbuf(
+            err, errsz, TX_EINVAL,
+            "config.json: num_key_value_heads (%d) must equal num_attention_heads (%d) "
+            "for MLA (kv_b_proj expands one K/V per head)",
+            c->num_key_value_heads, c->num_attention_heads);
     if (c->partial_rotary_factor != 1.0)
-        return txm_err(err, errsz, -ENOTSUP,
-                       "config.json: partial_rotary_factor: %g is not supported for glm_moe_dsa "
-                       "(RoPE covers the qk_rope_head_dim slice)",
-                       c->partial_rotary_factor);
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
+                         "config.json: partial_rotary_factor: %g is not supported for glm_moe_dsa "
+                         "(RoPE covers the qk_rope_head_dim slice)",
+                         c->partial_rotary_factor);
     if (c->use_qk_norm)
-        return txm_err(err, errsz, -EINVAL, "config: use_qk_norm is a glm4_moe field");
+        return tx_errbuf(err, errsz, TX_EINVAL, "config: use_qk_norm is a glm4_moe field");
     for (int i = 0; i < c->num_hidden_layers; i++) {
         if (c->indexer_types[i] > GLM_INDEXER_SHARED)
-            return txm_err(err, errsz, -EINVAL, "config: indexer_types[%d]: invalid value", i);
+            return tx_errbuf(err, errsz, TX_EINVAL, "config: indexer_types[%d]: invalid value", i);
     }
     if (c->indexer_types[0] != GLM_INDEXER_FULL)
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: indexer_types[0]: must be \"full\" (a \"shared\" layer "
-                       "reuses the top-k of the previous full layer)");
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: indexer_types[0]: must be \"full\" (a \"shared\" layer "
+                         "reuses the top-k of the previous full layer)");
     return 0;
 }
 
@@ -237,7 +240,7 @@ static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
         return 0;
     case GLM_T_O_BIAS:
         if (!c->attention_bias)
-            return -ENOENT;
+            return TX_ENOENT;
         tx_shape1(t, H);
         return 0;
     case GLM_T_Q_A_PROJ:
@@ -245,7 +248,7 @@ static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
         return 0;
     case GLM_T_Q_A_BIAS:
         if (!c->attention_bias)
-            return -ENOENT;
+            return TX_ENOENT;
         tx_shape1(t, c->q_lora_rank);
         return 0;
     case GLM_T_Q_A_NORM:
@@ -259,7 +262,7 @@ static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
         return 0;
     case GLM_T_KV_A_BIAS:
         if (!c->attention_bias)
-            return -ENOENT;
+            return TX_ENOENT;
         tx_shape1(t, (int64_t)c->kv_lora_rank + c->qk_rope_head_dim);
         return 0;
     case GLM_T_KV_A_NORM:
@@ -270,27 +273,27 @@ static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
         return 0;
     case GLM_T_IDX_WQ_B:
         if (!full_idx)
-            return -ENOENT;
+            return TX_ENOENT;
         tx_shape2(t, (int64_t)c->index_n_heads * c->index_head_dim, c->q_lora_rank);
         return 0;
     case GLM_T_IDX_WK:
         if (!full_idx)
-            return -ENOENT;
+            return TX_ENOENT;
         tx_shape2(t, c->index_head_dim, H);
         return 0;
     case GLM_T_IDX_K_NORM:
     case GLM_T_IDX_K_NORM_BIAS:
         if (!full_idx)
-            return -ENOENT;
+            return TX_ENOENT;
         tx_shape1(t, c->index_head_dim);
         return 0;
     case GLM_T_IDX_WEIGHTS_PROJ:
         if (!full_idx)
-            return -ENOENT;
+            return TX_ENOENT;
         tx_shape2(t, c->index_n_heads, H);
         return 0;
     default:
-        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? -ENOENT : TX_ARCH_COMMON;
+        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? TX_ENOENT : TX_ARCH_COMMON;
     }
 }
 
@@ -312,10 +315,10 @@ static int load_check(const struct glm_config *c, const char *path, char *err, s
         if (c->indexer_types[l] == GLM_INDEXER_FULL)
             seen_full = 1;
         else if (!seen_full)
-            return txm_err(err, errsz, -EINVAL,
-                           "%s: layer %d shares the DSA indexer selection but no earlier "
-                           "layer runs the indexer",
-                           path, l);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "%s: layer %d shares the DSA indexer selection but no earlier "
+                             "layer runs the indexer",
+                             path, l);
     }
     return 0;
 }

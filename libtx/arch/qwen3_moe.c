@@ -8,8 +8,8 @@
  * mlp_only_layers. Formulas and the transformers functions they mirror:
  * docs/architectures.md ("qwen3_moe").
  *
- * Errors: the -errno convention of the other modules (txm_err), so that the
- * error-code conversion of libtx/arch treats all modules alike.
+ * Errors: TX_E* codes (tx/tx_error.h) through tx_errbuf(), like the other
+ * modules.
  */
 #include <errno.h>
 #include <math.h>
@@ -68,7 +68,7 @@ static int parse_moe(struct json_object *root, struct glm_config *c, char *err, 
     if (rc < 0)
         return rc;
     if (s && strcmp(s, "softmax") != 0)
-        return txm_err(err, errsz, -ENOTSUP,
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
                        "config.json: scoring_func: \"%s\" is not supported (Qwen3-MoE routes "
                        "with softmax)",
                        s);
@@ -77,7 +77,7 @@ static int parse_moe(struct json_object *root, struct glm_config *c, char *err, 
     if (rc < 0)
         return rc;
     if (shared > 0)
-        return txm_err(err, errsz, -ENOTSUP,
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
                        "config.json: shared_expert_intermediate_size: %d: Qwen3-MoE has no "
                        "shared expert (a Qwen2-MoE checkpoint?)",
                        shared);
@@ -94,17 +94,17 @@ static int parse(struct json_object *root, struct glm_config *c, char *err, size
     int sw = 0;
     CJ_GET(cj_bool, "use_sliding_window", &sw);
     if (sw)
-        return txm_err(err, errsz, -ENOTSUP,
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
                        "config.json: use_sliding_window: true is not supported (qwen3_moe "
                        "runs full causal attention; set it to false)");
     struct json_object *lt = cj_field(root, "layer_types");
     if (lt) {
         if (json_object_get_type(lt) != json_type_array)
-            return txm_err(err, errsz, -EINVAL, "config.json: layer_types: expected a list");
+            return tx_errbuf(err, errsz, TX_EINVAL, "config.json: layer_types: expected a list");
         for (size_t i = 0; i < json_object_array_length(lt); i++) {
             const char *t = json_object_get_string(json_object_array_get_idx(lt, i));
             if (!t || strcmp(t, "full_attention") != 0)
-                return txm_err(err, errsz, -ENOTSUP,
+                return tx_errbuf(err, errsz, TX_ENOTSUP,
                                "config.json: layer_types[%zu]: \"%s\" is not supported (only "
                                "full_attention)",
                                i, t ? t : "?");
@@ -121,23 +121,23 @@ static int parse_mlp_layers(struct json_object *root, struct glm_config *c, char
     int step = 1;
     CJ_REQ(cj_int, "decoder_sparse_step", &step);
     if (step < 1)
-        return txm_err(err, errsz, -EINVAL,
+        return tx_errbuf(err, errsz, TX_EINVAL,
                        "config.json: decoder_sparse_step: must be >= 1 (got %d)", step);
     uint8_t only[GLM_MAX_LAYERS];
     memset(only, 0, sizeof(only));
     struct json_object *ml = cj_field(root, "mlp_only_layers");
     if (ml) {
         if (json_object_get_type(ml) != json_type_array)
-            return txm_err(err, errsz, -EINVAL,
+            return tx_errbuf(err, errsz, TX_EINVAL,
                            "config.json: mlp_only_layers: expected a list of layer indices");
         for (size_t i = 0; i < json_object_array_length(ml); i++) {
             struct json_object *e = json_object_array_get_idx(ml, i);
             if (json_object_get_type(e) != json_type_int)
-                return txm_err(err, errsz, -EINVAL,
+                return tx_errbuf(err, errsz, TX_EINVAL,
                                "config.json: mlp_only_layers[%zu]: expected an integer", i);
             int64_t v = json_object_get_int64(e);
             if (v < 0 || v >= c->num_hidden_layers)
-                return txm_err(err, errsz, -EINVAL,
+                return tx_errbuf(err, errsz, TX_EINVAL,
                                "config.json: mlp_only_layers[%zu]: %lld is not a layer index "
                                "(num_hidden_layers %d)",
                                i, (long long)v, c->num_hidden_layers);
@@ -164,21 +164,21 @@ static int validate(const struct glm_config *c, char *err, size_t errsz)
 {
     CJ_POS(head_dim);
     if (c->partial_rotary_factor != 1.0)
-        return txm_err(err, errsz, -ENOTSUP,
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
                        "config.json: partial_rotary_factor: %g is not supported (Qwen3-MoE "
                        "rotates the whole head)",
                        c->partial_rotary_factor);
     if (c->rotary_dim != c->head_dim || c->head_dim % 2 != 0)
-        return txm_err(err, errsz, -EINVAL,
+        return tx_errbuf(err, errsz, TX_EINVAL,
                        "config: qwen3_moe: rotary_dim (%d) must equal head_dim (%d), even",
                        c->rotary_dim, c->head_dim);
     if (c->rope_interleave)
-        return txm_err(err, errsz, -EINVAL, "config: qwen3_moe uses NeoX RoPE (rope_interleave 0)");
+        return tx_errbuf(err, errsz, TX_EINVAL, "config: qwen3_moe uses NeoX RoPE (rope_interleave 0)");
     if (!c->use_qk_norm)
-        return txm_err(err, errsz, -EINVAL, "config: qwen3_moe always has q_norm/k_norm");
+        return tx_errbuf(err, errsz, TX_EINVAL, "config: qwen3_moe always has q_norm/k_norm");
     if (c->n_shared_experts != 0 || c->n_group != 1 || c->topk_group != 1 ||
         c->routed_scaling_factor != 1.0 || c->first_k_dense_replace != 0)
-        return txm_err(err, errsz, -EINVAL,
+        return tx_errbuf(err, errsz, TX_EINVAL,
                        "config: qwen3_moe has no shared experts, expert groups, routed scaling "
                        "or first_k_dense_replace");
     return 0;
@@ -241,9 +241,9 @@ static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
         tx_shape2(t, H, nh * hd);
         return 0;
     case GLM_T_ROUTER_BIAS:
-        return -ENOENT;
+        return TX_ENOENT;
     default:
-        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? -ENOENT : TX_ARCH_COMMON;
+        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? TX_ENOENT : TX_ARCH_COMMON;
     }
 }
 

@@ -2,7 +2,7 @@
 /*
  * libtx internal: the host's last-level cache from sysfs (see cpu_cache.h).
  */
-#include "common/cpu_cache.h"
+#include <tx/tx_cpu_cache.h>
 
 #include <ctype.h>
 #include <dirent.h>

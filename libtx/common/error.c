@@ -148,6 +148,8 @@ TX_API const char *tx_strerror(int code)
         return "job failed";
     case TX_EPERM:
         return "permission denied";
+    case TX_ECANCELED:
+        return "cancelled";
     default:
         return "unknown error";
     }
@@ -195,6 +197,8 @@ int tx_errno_code(int err)
     case EPERM:
     case EACCES:
         return TX_EPERM;
+    case ECANCELED:
+        return TX_ECANCELED;
     default:
         return TX_EIO;
     }

@@ -23,10 +23,10 @@ int tx_file_write_all(int fd, const void *buf, size_t len)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return -errno;
+            return -errno; /* errno domain (file.h) */
         }
         if (n == 0)
-            return -EIO;
+            return -EIO; /* errno domain (file.h) */
         p += n;
         len -= (size_t)n;
     }
@@ -41,10 +41,10 @@ int tx_file_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return -errno;
+            return -errno; /* errno domain (file.h) */
         }
         if (n == 0)
-            return -EIO;
+            return -EIO; /* errno domain (file.h) */
         p += n;
         len -= (size_t)n;
         off += (uint64_t)n;
@@ -60,10 +60,10 @@ int tx_file_pread_all(int fd, void *buf, size_t len, uint64_t off)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return -errno;
+            return -errno; /* errno domain (file.h) */
         }
         if (n == 0)
-            return -EIO; /* unexpected end of file */
+            return -EIO; /* errno domain (file.h): unexpected end of file */
         p += n;
         len -= (size_t)n;
         off += (uint64_t)n;
@@ -87,9 +87,9 @@ int tx_file_write_text(const char *path, const char *txt, const char *tail, char
     char *tmp = tx_file_temp_name(path);
     int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
     if (fd < 0) {
-        int rc = tmp ? -errno : -ENOMEM;
+        int e = tmp ? errno : ENOMEM;
         free(tmp);
-        return tx_errbuf(err, errsz, rc, "%s: %s", path, strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(e), "%s: %s", path, strerror(e));
     }
     int rc = tx_file_write_all(fd, txt, strlen(txt));
     if (rc == 0 && tail)
@@ -108,7 +108,7 @@ int tx_file_commit_temp(char **tmp, const char *path, int rc, char *err, size_t 
     if (rc == 0 && rename(*tmp, path) < 0)
         rc = -errno;
     if (rc < 0)
-        return tx_errbuf(err, errsz, rc, "%s: %s", path, strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(rc), "%s: %s", path, strerror(-rc));
     free(*tmp);
     *tmp = NULL;
     return 0;

@@ -6,9 +6,13 @@
  * model_internal.h still names them txm_*) and the tools' helpers
  * (common/cli.c). Depends on nothing above libtx/common.
  *
- * Return values: 0 or -errno (the callers print strerror(-rc)); the
- * conversion of these and their callers to TX_E* codes is phase 2 of
- * issue 10, with the model formats.
+ * Return values: the descriptor-level helpers (tx_file_write_all,
+ * tx_file_pwrite_all, tx_file_pread_all) are thin system-call wrappers and
+ * return 0 or -errno, so the caller can name the system's reason
+ * (strerror(-rc)) in its message; every caller maps the value with
+ * tx_errno_code() where it reports the failure, and nothing outside libtx
+ * and the tools' library sees it. tx_file_commit_temp and
+ * tx_file_write_text return TX_OK or a TX_E* code (tx/tx_error.h).
  */
 #ifndef TX_COMMON_FILE_H
 #define TX_COMMON_FILE_H
@@ -26,13 +30,14 @@ int tx_file_pread_all(int fd, void *buf, size_t len, uint64_t off);
 char *tx_file_temp_name(const char *path);
 
 /* The end of writing a file under a temporary name: with rc 0 renames *tmp
- * to path, then frees *tmp and sets it NULL; on failure (rc < 0 on entry, or
- * the rename) fills err ("path: reason"), returns the error and leaves *tmp
- * for the caller to unlink. */
+ * to path, then frees *tmp and sets it NULL; on failure (rc < 0 on entry: a
+ * -errno from the helpers above, or the rename) fills err ("path: reason"),
+ * returns the TX_E* code (tx_errno_code) and leaves *tmp for the caller to
+ * unlink. */
 int tx_file_commit_temp(char **tmp, const char *path, int rc, char *err, size_t errsz);
 
-/* Writes txt and then tail (NULL: nothing) to path all or nothing. 0 or
- * -errno; the message names path. */
+/* Writes txt and then tail (NULL: nothing) to path all or nothing. TX_OK or
+ * a TX_E* code (a missing directory: TX_ENOENT); the message names path. */
 int tx_file_write_text(const char *path, const char *txt, const char *tail, char *err,
                        size_t errsz);
 

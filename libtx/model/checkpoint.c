@@ -126,7 +126,7 @@ static int collect_cb(void *ctx, const struct glm_tensor_info *ti)
         size_t nc = c->cap ? 2 * c->cap : 256;
         struct tx_ckpt_tensor *n = realloc(c->t, nc * sizeof(*n));
         if (!n)
-            return -ENOMEM;
+            return TX_ENOMEM;
         c->t = n;
         c->cap = nc;
     }
@@ -214,13 +214,13 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
     *out = NULL;
     struct tx_ckpt *c = calloc(1, sizeof(*c));
     if (!c)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     int rc;
     char *dir = NULL, *where_buf = NULL;
     char sub[TX_ERR_MAX];
     c->path = strdup(path);
     if (!c->path) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto fail;
     }
     if (txm_is_dir(path)) {
@@ -228,20 +228,20 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
         dir = strdup(path);
     } else if (txm_file_exists(path)) {
         if (!ends_with(path, ".onnx") && !ends_with(path, ".ONNX")) {
-            rc = txm_err(err, errsz, -EINVAL,
-                         "%s: not a checkpoint directory or an .onnx file (a .smd package is "
-                         "already exported)",
-                         path);
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: not a checkpoint directory or an .onnx file (a .smd package is "
+                           "already exported)",
+                           path);
             goto fail;
         }
         c->format = TX_CKPT_ONNX;
         dir = txm_dirname(path);
     } else {
-        rc = txm_err(err, errsz, -ENOENT, "%s: no such file or directory", path);
+        rc = tx_errbuf(err, errsz, TX_ENOENT, "%s: no such file or directory", path);
         goto fail;
     }
     if (!dir) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto fail;
     }
     /* tensors first for ONNX (the config may be in its metadata) */
@@ -257,7 +257,7 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
             if (c->config_path)
                 sprintf(c->config_path, "%s (metadata_props \"config\")", path);
             if (!c->config_json || !c->config_path) {
-                rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+                rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
                 goto fail;
             }
         }
@@ -265,14 +265,14 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
     if (!c->config_json) {
         c->config_path = txm_path_join(dir, "config.json");
         if (!c->config_path) {
-            rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+            rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
             goto fail;
         }
         if (!txm_file_exists(c->config_path)) {
-            rc = txm_err(err, errsz, -ENOENT, "%s: missing%s", c->config_path,
-                         c->format == TX_CKPT_ONNX
-                             ? " (and the ONNX model has no metadata_props \"config\")"
-                             : "");
+            rc = tx_errbuf(err, errsz, TX_ENOENT, "%s: missing%s", c->config_path,
+                           c->format == TX_CKPT_ONNX
+                               ? " (and the ONNX model has no metadata_props \"config\")"
+                               : "");
             goto fail;
         }
         rc = txm_read_file(c->config_path, 64u << 20, &c->config_json, &c->config_len, err, errsz);
@@ -282,8 +282,8 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
     rc = glm_config_from_json(c->config_json, &c->cfg, sub, sizeof(sub));
     if (rc < 0) {
         /* "config.json: field: ..." -> "PATH: field: ..." */
-        txm_err(err, errsz, rc, "%s: %s", c->config_path,
-                strncmp(sub, "config.json: ", 13) ? sub : sub + 13);
+        tx_errbuf(err, errsz, rc, "%s: %s", c->config_path,
+                  strncmp(sub, "config.json: ", 13) ? sub : sub + 13);
         goto fail;
     }
     c->tok_path = opt_file(dir, "tokenizer.json");
@@ -309,7 +309,8 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
      * one without allocating. */
     int64_t want = glm_config_tensor_count(&c->cfg);
     if (want < 0) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: cannot count the expected tensors", c->config_path);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: cannot count the expected tensors",
+                       c->config_path);
         goto fail;
     }
     if ((uint64_t)want > src_count(c)) {
@@ -317,23 +318,23 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
         glm_config_tensor_list(&c->cfg, missing_cb, &m);
         char s1[96];
         uint64_t ws[2] = {(uint64_t)m.t.shape[0], (uint64_t)m.t.shape[1]};
-        rc = txm_err(err, errsz, -ENOENT,
-                     "%s: tensor %s (shape %s) is missing; %s expects it (it expects %lld "
-                     "tensors: num_hidden_layers %d, n_routed_experts %d; the files hold %zu)",
-                     where, m.found ? m.t.name : "?",
-                     m.found ? tx_shape_str(ws, m.t.ndim, s1, sizeof(s1)) : "?", c->config_path,
-                     (long long)want, c->cfg.num_hidden_layers, c->cfg.n_routed_experts,
-                     src_count(c));
+        rc = tx_errbuf(err, errsz, TX_ENOENT,
+                       "%s: tensor %s (shape %s) is missing; %s expects it (it expects %lld "
+                       "tensors: num_hidden_layers %d, n_routed_experts %d; the files hold %zu)",
+                       where, m.found ? m.t.name : "?",
+                       m.found ? tx_shape_str(ws, m.t.ndim, s1, sizeof(s1)) : "?", c->config_path,
+                       (long long)want, c->cfg.num_hidden_layers, c->cfg.n_routed_experts,
+                       src_count(c));
         goto fail;
     }
     rc = glm_config_tensor_list(&c->cfg, collect_cb, c);
     if (rc < 0) {
-        rc = txm_err(err, errsz, rc, "%s: cannot list the expected tensors", c->config_path);
+        rc = tx_errbuf(err, errsz, rc, "%s: cannot list the expected tensors", c->config_path);
         goto fail;
     }
     c->sorted = calloc(c->n + 1, sizeof(*c->sorted));
     if (!c->sorted) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto fail;
     }
     for (size_t i = 0; i < c->n; i++) {
@@ -343,24 +344,24 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
         uint64_t want[2] = {(uint64_t)ct->info.shape[0], (uint64_t)ct->info.shape[1]};
         char s1[96], s2[96];
         if (!t) {
-            rc = txm_err(err, errsz, -ENOENT, "%s: tensor %s (shape %s) is missing; %s expects it",
-                         where, ct->info.name, tx_shape_str(want, ct->info.ndim, s1, sizeof(s1)),
-                         c->config_path);
+            rc = tx_errbuf(
+                err, errsz, TX_ENOENT, "%s: tensor %s (shape %s) is missing; %s expects it", where,
+                ct->info.name, tx_shape_str(want, ct->info.ndim, s1, sizeof(s1)), c->config_path);
             goto fail;
         }
         int same = t->ndim == ct->info.ndim;
         for (int d = 0; same && d < t->ndim; d++)
             same = t->shape[d] == want[d];
         if (!same) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: tensor %s has shape %s but %s expects %s",
-                         t->file, ct->info.name, tx_shape_str(t->shape, t->ndim, s1, sizeof(s1)),
-                         c->config_path, tx_shape_str(want, ct->info.ndim, s2, sizeof(s2)));
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s has shape %s but %s expects %s",
+                           t->file, ct->info.name, tx_shape_str(t->shape, t->ndim, s1, sizeof(s1)),
+                           c->config_path, tx_shape_str(want, ct->info.ndim, s2, sizeof(s2)));
             goto fail;
         }
         if (!tx_elem_supported(t->type) && c->cfg.quant_method[0]) {
             /* e.g. DeepSeek-V3's FP8 release: F8_E4M3 weights with F32
              * <weight>_scale_inv block scales */
-            rc = txm_err(err, errsz, -ENOTSUP,
+            rc = tx_errbuf(err, errsz, TX_ENOTSUP,
                          "%s: tensor %s has dtype %s: %s's quantization_config.quant_method "
                          "\"%s\" (a quantised checkpoint) is not supported; export a BF16 "
                          "checkpoint (e.g. dequantised with the model's own conversion script)",
@@ -369,9 +370,9 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
             goto fail;
         }
         if (!tx_elem_supported(t->type)) {
-            rc = txm_err(err, errsz, -ENOTSUP,
-                         "%s: tensor %s has dtype %s; only BF16, F16 and F32 are supported",
-                         t->file, ct->info.name, tx_elem_name(t->type));
+            rc = tx_errbuf(err, errsz, TX_ENOTSUP,
+                           "%s: tensor %s has dtype %s; only BF16, F16 and F32 are supported",
+                           t->file, ct->info.name, tx_elem_name(t->type));
             goto fail;
         }
         ct->t = t;
@@ -384,7 +385,7 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
     c->ignored = calloc(ns + 1, sizeof(char *));
     c->ignored_mtp = calloc(ns + 1, sizeof(int));
     if (!c->ignored || !c->ignored_mtp) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto fail;
     }
     /* Tensors the model does not use: the MTP (next-n) layers' and known
@@ -399,22 +400,22 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
         char sub[TX_ERR_MAX];
         int lr = glm_config_tensor_lookup(&c->cfg, t->name, &ti, sub, sizeof(sub));
         if (lr < 0 && !is_buffer(t->name)) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: %s; %s does not expect it", t->file, sub,
-                         c->config_path);
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: %s; %s does not expect it", t->file, sub,
+                           c->config_path);
             goto fail;
         }
         if (lr == 1 && !has_mtp_proj(c, ti.layer)) {
-            rc = txm_err(err, errsz, -EINVAL,
-                         "%s: tensor %s: layer %d is counted as an MTP layer "
-                         "(num_hidden_layers %d, num_nextn_predict_layers %d) but has no "
-                         "eh_proj: a decoder layer that %s does not count?",
-                         t->file, t->name, ti.layer, c->cfg.num_hidden_layers,
-                         c->cfg.num_nextn_predict_layers, c->config_path);
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: tensor %s: layer %d is counted as an MTP layer "
+                           "(num_hidden_layers %d, num_nextn_predict_layers %d) but has no "
+                           "eh_proj: a decoder layer that %s does not count?",
+                           t->file, t->name, ti.layer, c->cfg.num_hidden_layers,
+                           c->cfg.num_nextn_predict_layers, c->config_path);
             goto fail;
         }
         c->ignored[c->nignored] = strdup(t->name);
         if (!c->ignored[c->nignored]) {
-            rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+            rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
             goto fail;
         }
         c->ignored_mtp[c->nignored++] = lr == 1;
@@ -452,7 +453,7 @@ uint32_t tx_ckpt_hash_tensor(uint32_t h, const struct tx_tensor *t, uint32_t dat
 int tx_ckpt_source_hash(const struct tx_ckpt *c, uint32_t *hash, char *err, size_t errsz)
 {
     if (!c || !hash)
-        return txm_err(err, errsz, -EINVAL, "tx_ckpt_source_hash: NULL argument");
+        return tx_errbuf(err, errsz, TX_EINVAL, "tx_ckpt_source_hash: NULL argument");
     uint32_t h = 0;
     for (size_t i = 0; i < c->n; i++) {
         const struct tx_tensor *t = c->t[i].t;

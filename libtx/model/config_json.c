@@ -37,8 +37,8 @@ int cj_i64(struct json_object *o, const char *key, const char *ctx, int64_t *out
         errno = 0;
         int64_t x = json_object_get_int64(v);
         if (errno == ERANGE)
-            return txm_err(err, errsz, -EINVAL, "config.json: %s%s: integer out of range", ctx,
-                           key);
+            return tx_errbuf(err, errsz, TX_EINVAL, "config.json: %s%s: integer out of range", ctx,
+                             key);
         *out = x;
         return 1;
     }
@@ -49,8 +49,8 @@ int cj_i64(struct json_object *o, const char *key, const char *ctx, int64_t *out
             return 1;
         }
     }
-    return txm_err(err, errsz, -EINVAL, "config.json: %s%s: expected an integer, got %s", ctx, key,
-                   json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+    return tx_errbuf(err, errsz, TX_EINVAL, "config.json: %s%s: expected an integer, got %s", ctx,
+                     key, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
 }
 
 int cj_int(struct json_object *o, const char *key, int *out, char *err, size_t errsz)
@@ -60,8 +60,8 @@ int cj_int(struct json_object *o, const char *key, int *out, char *err, size_t e
     if (rc <= 0)
         return rc;
     if (x < -2147483647LL || x > 2147483647LL)
-        return txm_err(err, errsz, -EINVAL, "config.json: %s: %lld does not fit in 32 bits", key,
-                       (long long)x);
+        return tx_errbuf(err, errsz, TX_EINVAL, "config.json: %s: %lld does not fit in 32 bits",
+                         key, (long long)x);
     *out = (int)x;
     return 1;
 }
@@ -74,11 +74,11 @@ int cj_num(struct json_object *o, const char *key, const char *ctx, double *out,
         return 0;
     enum json_type t = json_object_get_type(v);
     if (t != json_type_int && t != json_type_double)
-        return txm_err(err, errsz, -EINVAL, "config.json: %s%s: expected a number, got %s", ctx,
-                       key, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+        return tx_errbuf(err, errsz, TX_EINVAL, "config.json: %s%s: expected a number, got %s", ctx,
+                         key, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
     double d = t == json_type_int ? (double)json_object_get_int64(v) : json_object_get_double(v);
     if (!isfinite(d))
-        return txm_err(err, errsz, -EINVAL, "config.json: %s%s: not a finite number", ctx, key);
+        return tx_errbuf(err, errsz, TX_EINVAL, "config.json: %s%s: not a finite number", ctx, key);
     *out = d;
     return 1;
 }
@@ -89,8 +89,8 @@ int cj_bool(struct json_object *o, const char *key, int *out, char *err, size_t 
     if (!v)
         return 0;
     if (json_object_get_type(v) != json_type_boolean)
-        return txm_err(err, errsz, -EINVAL, "config.json: %s: expected true or false, got %s", key,
-                       json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+        return tx_errbuf(err, errsz, TX_EINVAL, "config.json: %s: expected true or false, got %s",
+                         key, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
     *out = json_object_get_boolean(v) ? 1 : 0;
     return 1;
 }
@@ -102,8 +102,8 @@ int cj_str(struct json_object *o, const char *key, const char *ctx, const char *
     if (!v)
         return 0;
     if (json_object_get_type(v) != json_type_string)
-        return txm_err(err, errsz, -EINVAL, "config.json: %s%s: expected a string, got %s", ctx,
-                       key, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+        return tx_errbuf(err, errsz, TX_EINVAL, "config.json: %s%s: expected a string, got %s", ctx,
+                         key, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
     *out = json_object_get_string(v);
     return 1;
 }
@@ -120,7 +120,7 @@ int cj_token(struct json_object *o, const char *key, int *out, char *err, size_t
     if (rc < 0)
         return rc;
     if (rc == 1 && *out < 0)
-        return txm_err(err, errsz, -EINVAL, "config.json: %s: negative token id %d", key, *out);
+        return tx_errbuf(err, errsz, TX_EINVAL, "config.json: %s: negative token id %d", key, *out);
     return rc;
 }
 
@@ -132,11 +132,11 @@ int cj_layer_list(struct json_object *root, const char *key, const char *a, cons
     if (!v)
         return 0;
     if (json_object_get_type(v) != json_type_array)
-        return txm_err(err, errsz, -EINVAL, "config.json: %s: expected a list of strings", key);
+        return tx_errbuf(err, errsz, TX_EINVAL, "config.json: %s: expected a list of strings", key);
     size_t len = json_object_array_length(v);
     if (len != (size_t)n)
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: %s: has %zu entries, num_hidden_layers is %d", key, len, n);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: %s: has %zu entries, num_hidden_layers is %d", key, len, n);
     for (size_t i = 0; i < len; i++) {
         struct json_object *e = json_object_array_get_idx(v, i);
         const char *s =
@@ -146,9 +146,9 @@ int cj_layer_list(struct json_object *root, const char *key, const char *a, cons
         else if (s && !strcmp(s, b))
             out[i] = 1;
         else
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: %s[%zu]: expected \"%s\" or \"%s\", got %s", key, i, a, b,
-                           json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN));
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: %s[%zu]: expected \"%s\" or \"%s\", got %s", key, i, a,
+                             b, json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN));
     }
     *present = 1;
     return 0;

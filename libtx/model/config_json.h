@@ -2,7 +2,7 @@
 /*
  * config.json field readers and writers (libtx/model/config_json.c), shared
  * by the common config code and the architecture modules. Readers return 1
- * if the field is present (and valid), 0 if absent (or null), <0 (-EINVAL,
+ * if the field is present (and valid), 0 if absent (or null), <0 (TX_EINVAL,
  * message in err naming the field) if it has the wrong type.
  */
 #ifndef TX_CONFIG_JSON_H
@@ -68,18 +68,18 @@ TXM_HIDDEN void cj_put_s(struct json_object *o, const char *k, const char *v);
         if (r_ < 0)                                                                                \
             return r_;                                                                             \
         if (r_ == 0)                                                                               \
-            return txm_err(err, errsz, -EINVAL,                                                    \
-                           "config.json: %s: required field is missing (it decides the shape "     \
-                           "of the model's tensors; transformers' default describes another "      \
-                           "model)",                                                               \
-                           key);                                                                   \
+            return tx_errbuf(err, errsz, TX_EINVAL,                                                \
+                             "config.json: %s: required field is missing (it decides the shape "   \
+                             "of the model's tensors; transformers' default describes another "    \
+                             "model)",                                                             \
+                             key);                                                                 \
     } while (0)
 
 #define CJ_POS(fieldname)                                                                          \
     do {                                                                                           \
         if (c->fieldname <= 0)                                                                     \
-            return txm_err(err, errsz, -EINVAL,                                                    \
-                           "config.json: " #fieldname ": must be > 0 (got %d)", c->fieldname);     \
+            return tx_errbuf(err, errsz, TX_EINVAL,                                                \
+                             "config.json: " #fieldname ": must be > 0 (got %d)", c->fieldname);   \
     } while (0)
 
 #endif

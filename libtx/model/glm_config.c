@@ -74,39 +74,40 @@ static int parse_arch(struct json_object *root, const struct tx_arch_ops **arch,
     if (mt) {
         from_mt = tx_arch_by_model_type(mt);
         if (!from_mt)
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: model_type: \"%s\" is not supported "
-                           "(supported: %s)",
-                           mt, tx_arch_list_model_types());
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: model_type: \"%s\" is not supported "
+                             "(supported: %s)",
+                             mt, tx_arch_list_model_types());
     }
     struct json_object *a = cj_field(root, "architectures");
     if (a) {
         if (json_object_get_type(a) != json_type_array || json_object_array_length(a) < 1)
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: architectures: expected a non-empty list of strings");
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: architectures: expected a non-empty list of strings");
         struct json_object *a0 = json_object_array_get_idx(a, 0);
         if (json_object_get_type(a0) != json_type_string)
-            return txm_err(err, errsz, -EINVAL, "config.json: architectures[0]: expected a string");
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: architectures[0]: expected a string");
         const char *s = json_object_get_string(a0);
         from_arch = tx_arch_by_class(s);
         if (!from_arch && !mt)
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: architectures[0]: \"%s\" is not supported "
-                           "(supported: %s)",
-                           s, tx_arch_list_classes());
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: architectures[0]: \"%s\" is not supported "
+                             "(supported: %s)",
+                             s, tx_arch_list_classes());
         else if (!from_arch)
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: architectures[0]: \"%s\" does not match model_type \"%s\"",
-                           s, mt);
+            return tx_errbuf(
+                err, errsz, TX_EINVAL,
+                "config.json: architectures[0]: \"%s\" does not match model_type \"%s\"", s, mt);
     }
     if (from_mt && from_arch && from_mt != from_arch)
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: architectures[0] (%s) does not match model_type (%s)",
-                       from_arch->class_name, from_mt->model_type);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: architectures[0] (%s) does not match model_type (%s)",
+                         from_arch->class_name, from_mt->model_type);
     *arch = from_mt ? from_mt : from_arch;
     if (!*arch)
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: model_type: missing (and no architectures list)");
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: model_type: missing (and no architectures list)");
     return 0;
 }
 
@@ -132,9 +133,9 @@ static int parse_dtype(struct json_object *root, struct glm_config *c, char *err
     else if (!strcmp(s, "float32"))
         c->dtype = GLM_DTYPE_F32;
     else
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: %s: \"%s\" is not supported (bfloat16, float16, float32)", key,
-                       s);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: %s: \"%s\" is not supported (bfloat16, float16, float32)",
+                         key, s);
     return 0;
 }
 
@@ -161,7 +162,7 @@ static int parse_rope(struct json_object *root, struct glm_config *c, char *err,
     if (!rp)
         return 0;
     if (json_object_get_type(rp) != json_type_object)
-        return txm_err(err, errsz, -EINVAL, "config.json: %s: expected an object", src);
+        return tx_errbuf(err, errsz, TX_EINVAL, "config.json: %s: expected an object", src);
     char ctx[40];
     snprintf(ctx, sizeof(ctx), "%s.", src);
     rc = cj_num(rp, "rope_theta", ctx, &c->rope_theta, err, errsz);
@@ -188,10 +189,10 @@ static int parse_rope(struct json_object *root, struct glm_config *c, char *err,
         if (rc < 0)
             return rc;
         if (rc == 0)
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: %sfactor: required for rope_type linear", ctx);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: %sfactor: required for rope_type linear", ctx);
         if (!(c->rope_factor >= 1.0))
-            return txm_err(err, errsz, -EINVAL, "config.json: %sfactor: must be >= 1 (got %g)", ctx,
+            return tx_errbuf(err, errsz, TX_EINVAL, "config.json: %sfactor: must be >= 1 (got %g)", ctx,
                            c->rope_factor);
     } else if (!strcmp(type, "yarn")) {
         /* DeepSeek-V3 / Kimi-K2 (libtx/model/rope_scaling.h) */
@@ -199,7 +200,7 @@ static int parse_rope(struct json_object *root, struct glm_config *c, char *err,
         char e2[200];
         rc = tx_rope_yarn_parse(rp, &y, e2, sizeof(e2));
         if (rc < 0)
-            return txm_err(err, errsz, rc, "config.json: %s (%s)", e2, src);
+            return tx_errbuf(err, errsz, rc, "config.json: %s (%s)", e2, src);
         c->rope_type = GLM_ROPE_YARN;
         c->rope_factor = y.factor;
         c->rope_yarn_original_max_pos = y.original_max_pos;
@@ -211,7 +212,7 @@ static int parse_rope(struct json_object *root, struct glm_config *c, char *err,
         c->rope_yarn_has_af = y.has_attention_factor;
         c->rope_yarn_truncate = y.truncate;
     } else {
-        return txm_err(err, errsz, -ENOTSUP,
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
                        "config.json: %srope_type: \"%s\" is not supported (supported: default, "
                        "linear, yarn)",
                        ctx, type);
@@ -262,18 +263,18 @@ static int parse_eos(struct json_object *root, struct glm_config *c, char *err, 
     if (json_object_get_type(v) == json_type_array) {
         size_t n = json_object_array_length(v);
         if (n > GLM_MAX_EOS)
-            return txm_err(err, errsz, -EINVAL, "config.json: eos_token_id: more than %d ids",
-                           GLM_MAX_EOS);
+            return tx_errbuf(err, errsz, TX_EINVAL, "config.json: eos_token_id: more than %d ids",
+                             GLM_MAX_EOS);
         for (size_t i = 0; i < n; i++) {
             struct json_object *e = json_object_array_get_idx(v, i);
             if (json_object_get_type(e) != json_type_int)
-                return txm_err(err, errsz, -EINVAL,
-                               "config.json: eos_token_id[%zu]: expected an integer", i);
+                return tx_errbuf(err, errsz, TX_EINVAL,
+                                 "config.json: eos_token_id[%zu]: expected an integer", i);
             int64_t x = json_object_get_int64(e);
             if (x < 0 || x > 2147483647LL)
-                return txm_err(err, errsz, -EINVAL,
-                               "config.json: eos_token_id[%zu]: invalid token id %lld", i,
-                               (long long)x);
+                return tx_errbuf(err, errsz, TX_EINVAL,
+                                 "config.json: eos_token_id[%zu]: invalid token id %lld", i,
+                                 (long long)x);
             c->eos_token_ids[c->n_eos++] = (int)x;
         }
         return 0;
@@ -281,8 +282,8 @@ static int parse_eos(struct json_object *root, struct glm_config *c, char *err, 
     int id = 0;
     int rc = cj_token(root, "eos_token_id", &id, err, errsz);
     if (rc < 0)
-        return txm_err(
-            err, errsz, -EINVAL,
+        return tx_errbuf(
+            err, errsz, TX_EINVAL,
             "config.json: eos_token_id: expected an integer, a list of integers or null");
     c->eos_token_ids[0] = id;
     c->n_eos = 1;
@@ -309,9 +310,9 @@ int tx_cfg_parse_moe_sigmoid(struct json_object *root, struct glm_config *c, cha
         if (rc == 1 && !cj_field(root, "n_routed_experts"))
             c->n_routed_experts = ne;
         if (rc == 0 && !cj_field(root, "n_routed_experts"))
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: n_routed_experts: required field is missing (or "
-                           "num_experts; it decides the number of expert tensors)");
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: n_routed_experts: required field is missing (or "
+                             "num_experts; it decides the number of expert tensors)");
     }
     CJ_REQ(cj_int, "n_shared_experts", &c->n_shared_experts);
     CJ_REQ(cj_int, "num_experts_per_tok", &c->num_experts_per_tok);
@@ -327,16 +328,17 @@ int tx_cfg_parse_moe_sigmoid(struct json_object *root, struct glm_config *c, cha
     if (rc < 0)
         return rc;
     if (s && strcmp(s, "sigmoid") != 0)
-        return txm_err(
-            err, errsz, -ENOTSUP,
+        return tx_errbuf(
+            err, errsz, TX_ENOTSUP,
             "config.json: scoring_func: \"%s\" is not supported (GLM routers use sigmoid)", s);
     s = NULL;
     rc = cj_str(root, "topk_method", "", &s, err, errsz);
     if (rc < 0)
         return rc;
     if (s && strcmp(s, "noaux_tc") != 0)
-        return txm_err(err, errsz, -ENOTSUP,
-                       "config.json: topk_method: \"%s\" is not supported (GLM uses noaux_tc)", s);
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
+                         "config.json: topk_method: \"%s\" is not supported (GLM uses noaux_tc)",
+                         s);
     return 0;
 }
 
@@ -351,9 +353,9 @@ int tx_cfg_parse_mlp_layers(struct json_object *root, struct glm_config *c, char
         return rc;
     if (!present) {
         if (!cj_field(root, "first_k_dense_replace"))
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: first_k_dense_replace: required field is missing (or "
-                           "mlp_layer_types; it decides which layers have a dense MLP)");
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: first_k_dense_replace: required field is missing (or "
+                             "mlp_layer_types; it decides which layers have a dense MLP)");
         for (int i = 0; i < c->num_hidden_layers; i++)
             c->mlp_layer_types[i] = i < c->first_k_dense_replace ? GLM_MLP_DENSE : GLM_MLP_SPARSE;
     }
@@ -365,7 +367,7 @@ int tx_cfg_parse_mlp_layers(struct json_object *root, struct glm_config *c, char
 static int from_object(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
 {
     if (json_object_get_type(root) != json_type_object)
-        return txm_err(err, errsz, -EINVAL, "config.json: top level is not a JSON object");
+        return tx_errbuf(err, errsz, TX_EINVAL, "config.json: top level is not a JSON object");
     const struct tx_arch_ops *arch = NULL;
     int rc = parse_arch(root, &arch, err, errsz);
     if (rc < 0)
@@ -395,8 +397,8 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
     if (rc < 0)
         return rc;
     if (act && strcmp(act, "silu") != 0)
-        return txm_err(err, errsz, -ENOTSUP,
-                       "config.json: hidden_act: \"%s\" is not supported (GLM uses silu)", act);
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
+                         "config.json: hidden_act: \"%s\" is not supported (GLM uses silu)", act);
 
     /* MoE fields: the architecture's router family */
     rc = arch->parse_moe(root, c, err, errsz);
@@ -425,8 +427,8 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
     if (qc) {
         const char *qm = NULL;
         if (json_object_get_type(qc) != json_type_object)
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: quantization_config: expected an object");
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: quantization_config: expected an object");
         rc = cj_str(qc, "quant_method", "quantization_config.", &qm, err, errsz);
         if (rc < 0)
             return rc;
@@ -440,8 +442,9 @@ static int from_object(struct json_object *root, struct glm_config *c, char *err
 
     /* per-layer lists need a sane layer count first */
     if (c->num_hidden_layers < 1 || c->num_hidden_layers > GLM_MAX_LAYERS)
-        return txm_err(err, errsz, -EINVAL, "config.json: num_hidden_layers: %d is outside [1, %d]",
-                       c->num_hidden_layers, GLM_MAX_LAYERS);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: num_hidden_layers: %d is outside [1, %d]",
+                         c->num_hidden_layers, GLM_MAX_LAYERS);
     /* which layers are dense / MoE */
     rc = arch->parse_mlp_layers(root, c, err, errsz);
     if (rc < 0)
@@ -458,10 +461,10 @@ int glm_config_from_json(const char *json, struct glm_config *cfg, char *err, si
     if (err && errsz)
         err[0] = 0;
     if (!json || !cfg)
-        return txm_err(err, errsz, -EINVAL, "glm_config_from_json: NULL argument");
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm_config_from_json: NULL argument");
     struct json_tokener *tok = json_tokener_new();
     if (!tok)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
     size_t len = strlen(json);
     struct json_object *root = json_tokener_parse_ex(tok, json, (int)len);
@@ -472,7 +475,7 @@ int glm_config_from_json(const char *json, struct glm_config *cfg, char *err, si
         if (root)
             json_object_put(root);
         if (jerr == json_tokener_continue)
-            return txm_err(err, errsz, -EINVAL, "config.json: truncated JSON");
+            return tx_errbuf(err, errsz, TX_EINVAL, "config.json: truncated JSON");
         int line = 1, col = 1;
         for (size_t i = 0; i < off && i < len; i++) {
             if (json[i] == '\n') {
@@ -482,13 +485,14 @@ int glm_config_from_json(const char *json, struct glm_config *cfg, char *err, si
                 col++;
             }
         }
-        return txm_err(err, errsz, -EINVAL, "config.json: invalid JSON at line %d column %d: %s",
-                       line, col, json_tokener_error_desc(jerr));
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: invalid JSON at line %d column %d: %s", line, col,
+                         json_tokener_error_desc(jerr));
     }
     for (size_t i = off; i < len; i++) {
         if (json[i] != ' ' && json[i] != '\n' && json[i] != '\r' && json[i] != '\t') {
             json_object_put(root);
-            return txm_err(err, errsz, -EINVAL, "config.json: trailing data at byte %zu", i);
+            return tx_errbuf(err, errsz, TX_EINVAL, "config.json: trailing data at byte %zu", i);
         }
     }
     struct glm_config tmp;
@@ -502,7 +506,7 @@ int glm_config_from_json(const char *json, struct glm_config *cfg, char *err, si
 int glm_config_load(const char *path, struct glm_config *cfg, char *err, size_t errsz)
 {
     if (!path || !cfg)
-        return txm_err(err, errsz, -EINVAL, "glm_config_load: NULL argument");
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm_config_load: NULL argument");
     char *buf;
     size_t n;
     /* config.json is a few KiB */
@@ -511,7 +515,7 @@ int glm_config_load(const char *path, struct glm_config *cfg, char *err, size_t 
         return rc;
     if (memchr(buf, 0, n)) {
         free(buf);
-        return txm_err(err, errsz, -EINVAL, "%s: contains a NUL byte, not a JSON text", path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: contains a NUL byte, not a JSON text", path);
     }
     char inner[384];
     inner[0] = 0;
@@ -522,7 +526,7 @@ int glm_config_load(const char *path, struct glm_config *cfg, char *err, size_t 
         const char *msg = inner;
         if (!strncmp(msg, "config.json: ", 13))
             msg += 13;
-        return txm_err(err, errsz, rc, "%s: %s", path, msg);
+        return tx_errbuf(err, errsz, rc, "%s: %s", path, msg);
     }
     return 0;
 }
@@ -533,11 +537,11 @@ int glm_config_load(const char *path, struct glm_config *cfg, char *err, size_t 
 int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
 {
     if (!c)
-        return txm_err(err, errsz, -EINVAL, "glm_config_validate: NULL config");
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm_config_validate: NULL config");
     const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     if (!arch)
-        return txm_err(err, errsz, -EINVAL, "config: unknown architecture %d (supported: %s)",
-                       (int)c->arch, tx_arch_list_model_types());
+        return tx_errbuf(err, errsz, TX_EINVAL, "config: unknown architecture %d (supported: %s)",
+                         (int)c->arch, tx_arch_list_model_types());
     CJ_POS(vocab_size);
     CJ_POS(hidden_size);
     CJ_POS(num_hidden_layers);
@@ -581,45 +585,47 @@ int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
     };
     for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
         if (lim[i].value > lim[i].limit)
-            return txm_err(err, errsz, -EINVAL, "config.json: %s: %d exceeds the limit %d",
-                           lim[i].name, lim[i].value, lim[i].limit);
+            return tx_errbuf(err, errsz, TX_EINVAL, "config.json: %s: %d exceeds the limit %d",
+                             lim[i].name, lim[i].value, lim[i].limit);
     }
     for (int i = 0; i < c->n_eos && i < GLM_MAX_EOS; i++) {
         if (c->eos_token_ids[i] > GLM_MAX_VOCAB)
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: eos_token_id[%d]: %d exceeds the limit %d", i,
-                           c->eos_token_ids[i], GLM_MAX_VOCAB);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: eos_token_id[%d]: %d exceeds the limit %d", i,
+                             c->eos_token_ids[i], GLM_MAX_VOCAB);
     }
     if (c->num_nextn_predict_layers < 0)
-        return txm_err(err, errsz, -EINVAL, "config.json: num_nextn_predict_layers: must be >= 0");
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: num_nextn_predict_layers: must be >= 0");
     if (!(c->rms_norm_eps > 0.0) || !isfinite(c->rms_norm_eps))
-        return txm_err(err, errsz, -EINVAL, "config.json: rms_norm_eps: must be > 0 (got %g)",
-                       c->rms_norm_eps);
+        return tx_errbuf(err, errsz, TX_EINVAL, "config.json: rms_norm_eps: must be > 0 (got %g)",
+                         c->rms_norm_eps);
     if (!(c->rope_theta > 0.0) || !isfinite(c->rope_theta))
-        return txm_err(err, errsz, -EINVAL, "config.json: rope_theta: must be > 0 (got %g)",
+        return tx_errbuf(err, errsz, TX_EINVAL, "config.json: rope_theta: must be > 0 (got %g)",
                        c->rope_theta);
     if (c->rope_type != GLM_ROPE_DEFAULT && c->rope_type != GLM_ROPE_LINEAR &&
         c->rope_type != GLM_ROPE_YARN)
-        return txm_err(err, errsz, -EINVAL, "config: rope_type: unknown value %d",
+        return tx_errbuf(err, errsz, TX_EINVAL, "config: rope_type: unknown value %d",
                        (int)c->rope_type);
     if (c->rope_type == GLM_ROPE_YARN &&
         (!(c->rope_yarn_beta_fast > 0.0) || !(c->rope_yarn_beta_slow > 0.0) ||
          c->rope_yarn_beta_fast < c->rope_yarn_beta_slow || c->rope_yarn_original_max_pos < 0 ||
          !isfinite(c->rope_yarn_mscale) || !isfinite(c->rope_yarn_mscale_all_dim) ||
          (c->rope_yarn_has_af && !(c->rope_yarn_attention_factor > 0.0))))
-        return txm_err(err, errsz, -EINVAL,
+        return tx_errbuf(err, errsz, TX_EINVAL,
                        "config: rope_scaling (yarn): beta_fast %g / beta_slow %g / "
                        "original_max_position_embeddings %d / mscale / attention_factor out of "
                        "range",
                        c->rope_yarn_beta_fast, c->rope_yarn_beta_slow,
                        c->rope_yarn_original_max_pos);
     if (!(c->rope_factor >= 1.0) || !isfinite(c->rope_factor))
-        return txm_err(err, errsz, -EINVAL, "config.json: rope_parameters.factor: must be >= 1");
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: rope_parameters.factor: must be >= 1");
     if (c->num_attention_heads % c->num_key_value_heads != 0)
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: num_attention_heads (%d) is not a multiple of "
-                       "num_key_value_heads (%d)",
-                       c->num_attention_heads, c->num_key_value_heads);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: num_attention_heads (%d) is not a multiple of "
+                         "num_key_value_heads (%d)",
+                         c->num_attention_heads, c->num_key_value_heads);
 
     /* feed-forward */
     int any_dense = 0, any_sparse = 0;
@@ -629,12 +635,13 @@ int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
         else if (c->mlp_layer_types[i] == GLM_MLP_SPARSE)
             any_sparse = 1;
         else
-            return txm_err(err, errsz, -EINVAL, "config: mlp_layer_types[%d]: invalid value", i);
+            return tx_errbuf(err, errsz, TX_EINVAL, "config: mlp_layer_types[%d]: invalid value",
+                             i);
     }
     if (c->first_k_dense_replace < 0)
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: first_k_dense_replace: must be >= 0 (got %d)",
-                       c->first_k_dense_replace);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: first_k_dense_replace: must be >= 0 (got %d)",
+                         c->first_k_dense_replace);
     if (any_dense)
         CJ_POS(intermediate_size);
     if (any_sparse) {
@@ -644,31 +651,32 @@ int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
         CJ_POS(n_group);
         CJ_POS(topk_group);
         if (c->n_shared_experts < 0)
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: n_shared_experts: must be >= 0 (got %d)",
-                           c->n_shared_experts);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: n_shared_experts: must be >= 0 (got %d)",
+                             c->n_shared_experts);
         if (c->n_routed_experts % c->n_group != 0)
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: n_routed_experts (%d) is not a multiple of n_group (%d)",
-                           c->n_routed_experts, c->n_group);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: n_routed_experts (%d) is not a multiple of n_group (%d)",
+                             c->n_routed_experts, c->n_group);
         if (c->n_routed_experts / c->n_group < 2)
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: n_group (%d): each group needs at least 2 experts "
-                           "(group score = sum of its top 2)",
-                           c->n_group);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: n_group (%d): each group needs at least 2 experts "
+                             "(group score = sum of its top 2)",
+                             c->n_group);
         if (c->topk_group > c->n_group)
-            return txm_err(err, errsz, -EINVAL, "config.json: topk_group (%d) exceeds n_group (%d)",
-                           c->topk_group, c->n_group);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: topk_group (%d) exceeds n_group (%d)", c->topk_group,
+                             c->n_group);
         if (c->num_experts_per_tok > c->topk_group * (c->n_routed_experts / c->n_group))
-            return txm_err(
-                err, errsz, -EINVAL,
+            return tx_errbuf(
+                err, errsz, TX_EINVAL,
                 "config.json: num_experts_per_tok (%d) exceeds the experts in topk_group "
                 "(%d) groups of %d",
                 c->num_experts_per_tok, c->topk_group, c->n_routed_experts / c->n_group);
         if (!(c->routed_scaling_factor > 0.0) || !isfinite(c->routed_scaling_factor))
-            return txm_err(err, errsz, -EINVAL,
-                           "config.json: routed_scaling_factor: must be > 0 (got %g)",
-                           c->routed_scaling_factor);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "config.json: routed_scaling_factor: must be > 0 (got %g)",
+                             c->routed_scaling_factor);
     }
 
     /* the architecture's fields */
@@ -676,17 +684,17 @@ int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
     if (rc < 0)
         return rc;
     if (c->n_eos < 0 || c->n_eos > GLM_MAX_EOS)
-        return txm_err(err, errsz, -EINVAL, "config: n_eos out of range");
+        return tx_errbuf(err, errsz, TX_EINVAL, "config: n_eos out of range");
     /* the tensor list: counted without enumerating the expert names */
     int64_t nt = glm_config_tensor_count(c);
     if (nt > GLM_MAX_TENSORS)
-        return txm_err(err, errsz, -EINVAL,
-                       "config.json: num_hidden_layers (%d) x n_routed_experts (%d) gives %lld "
-                       "tensors, more than the limit %d",
-                       c->num_hidden_layers, c->n_routed_experts, (long long)nt, GLM_MAX_TENSORS);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: num_hidden_layers (%d) x n_routed_experts (%d) gives %lld "
+                         "tensors, more than the limit %d",
+                         c->num_hidden_layers, c->n_routed_experts, (long long)nt, GLM_MAX_TENSORS);
     for (int i = 0; i < c->n_eos; i++) {
         if (c->eos_token_ids[i] < 0)
-            return txm_err(err, errsz, -EINVAL, "config.json: eos_token_id[%d]: negative", i);
+            return tx_errbuf(err, errsz, TX_EINVAL, "config.json: eos_token_id[%d]: negative", i);
     }
     return 0;
 }
@@ -697,7 +705,7 @@ int glm_config_validate(const struct glm_config *c, char *err, size_t errsz)
 int glm_config_rope_inv_freq(const struct glm_config *c, float *out, int n)
 {
     if (!c || !out || c->rotary_dim <= 0 || n < c->rotary_dim / 2)
-        return -EINVAL;
+        return TX_EINVAL;
     int dim = c->rotary_dim;
     if (c->rope_type == GLM_ROPE_YARN) {
         struct tx_rope_yarn y;

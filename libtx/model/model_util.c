@@ -25,16 +25,16 @@ int txm_map_file(const char *path, struct txm_map *m, char *err, size_t errsz)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        return txm_err(err, errsz, -e, "%s: %s", path, strerror(e));
+        return tx_errbuf(err, errsz, tx_errno_code(e), "%s: %s", path, strerror(e));
     }
     if (fstat(fd, &st) < 0) {
         int e = errno;
         close(fd);
-        return txm_err(err, errsz, -e, "%s: %s", path, strerror(e));
+        return tx_errbuf(err, errsz, tx_errno_code(e), "%s: %s", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return txm_err(err, errsz, -EINVAL, "%s: not a regular file", path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: not a regular file", path);
     }
     m->fd = fd;
     m->size = (uint64_t)st.st_size;
@@ -42,13 +42,13 @@ int txm_map_file(const char *path, struct txm_map *m, char *err, size_t errsz)
         return 0;
     if (m->size > (uint64_t)SIZE_MAX) {
         txm_unmap(m);
-        return txm_err(err, errsz, -EFBIG, "%s: too large to map", path);
+        return tx_errbuf(err, errsz, TX_ENOTSUP, "%s: too large to map", path);
     }
     void *a = mmap(NULL, (size_t)m->size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (a == MAP_FAILED) {
         int e = errno;
         txm_unmap(m);
-        return txm_err(err, errsz, -e, "%s: mmap: %s", path, strerror(e));
+        return tx_errbuf(err, errsz, tx_errno_code(e), "%s: mmap: %s", path, strerror(e));
     }
     m->addr = a;
     return 0;
@@ -73,30 +73,30 @@ int txm_read_file(const char *path, uint64_t max, char **out, size_t *len, char 
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        return txm_err(err, errsz, -e, "%s: %s", path, strerror(e));
+        return tx_errbuf(err, errsz, tx_errno_code(e), "%s: %s", path, strerror(e));
     }
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return txm_err(err, errsz, -EINVAL, "%s: not a readable regular file", path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: not a readable regular file", path);
     }
     if ((uint64_t)st.st_size > max) {
         close(fd);
-        return txm_err(err, errsz, -EFBIG,
-                       "%s: %" PRIu64 " bytes, more than the %" PRIu64 " allowed", path,
-                       (uint64_t)st.st_size, max);
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
+                         "%s: %" PRIu64 " bytes, more than the %" PRIu64 " allowed", path,
+                         (uint64_t)st.st_size, max);
     }
     size_t n = (size_t)st.st_size;
     char *buf = malloc(n + 1);
     if (!buf) {
         close(fd);
-        return txm_err(err, errsz, -ENOMEM, "%s: out of memory", path);
+        return tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
     }
     int rc = txm_pread_all(fd, buf, n, 0);
     close(fd);
     if (rc < 0) {
         free(buf);
-        return txm_err(err, errsz, rc, "%s: read: %s", path, strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(rc), "%s: read: %s", path, strerror(-rc));
     }
     buf[n] = 0;
     *out = buf;
@@ -149,7 +149,7 @@ int txm_buf_put(struct txm_buf *b, const void *p, size_t n)
             c *= 2;
         char *q = realloc(b->p, c);
         if (!q)
-            return -ENOMEM;
+            return TX_ENOMEM;
         b->p = q;
         b->cap = c;
     }
@@ -222,10 +222,10 @@ int tx_tensor_read_f32(const struct tx_tensor *t, uint64_t first, uint64_t count
                        char *err, size_t errsz)
 {
     if (first > t->nelem || count > t->nelem - first)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: %s: elements [%" PRIu64 ", +%" PRIu64 ") outside the tensor (%" PRIu64
-                       " elements)",
-                       t->file ? t->file : "?", t->name, first, count, t->nelem);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: %s: elements [%" PRIu64 ", +%" PRIu64 ") outside the tensor (%" PRIu64
+                         " elements)",
+                         t->file ? t->file : "?", t->name, first, count, t->nelem);
     const unsigned char *src = t->data;
     switch (t->type) {
     case TX_ELEM_F32:
@@ -248,9 +248,9 @@ int tx_tensor_read_f32(const struct tx_tensor *t, uint64_t first, uint64_t count
         }
         return 0;
     default:
-        return txm_err(err, errsz, -ENOTSUP,
-                       "%s: tensor %s has dtype %s; only BF16, F16 and F32 are supported",
-                       t->file ? t->file : "?", t->name, tx_elem_name(t->type));
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
+                         "%s: tensor %s has dtype %s; only BF16, F16 and F32 are supported",
+                         t->file ? t->file : "?", t->name, tx_elem_name(t->type));
     }
 }
 

@@ -217,25 +217,25 @@ static int external_data(struct tx_onnx *m, const Onnx__TensorProto *tp, struct 
             loc = e->value;
         else if (strcmp(e->key, "offset") == 0) {
             if (!parse_dec(e->value, &off))
-                return txm_err(err, errsz, -EINVAL,
-                               "%s: tensor %s: external_data offset \"%s\" is not a number",
-                               m->path, t->name, e->value ? e->value : "");
+                return tx_errbuf(err, errsz, TX_EINVAL,
+                                 "%s: tensor %s: external_data offset \"%s\" is not a number",
+                                 m->path, t->name, e->value ? e->value : "");
         } else if (strcmp(e->key, "length") == 0) {
             if (!parse_dec(e->value, &len))
-                return txm_err(err, errsz, -EINVAL,
-                               "%s: tensor %s: external_data length \"%s\" is not a number",
-                               m->path, t->name, e->value ? e->value : "");
+                return tx_errbuf(err, errsz, TX_EINVAL,
+                                 "%s: tensor %s: external_data length \"%s\" is not a number",
+                                 m->path, t->name, e->value ? e->value : "");
             has_len = 1;
         }
     }
     if (!loc)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: external data without a location",
-                       m->path, t->name);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: external data without a location",
+                         m->path, t->name);
     if (!safe_location(loc))
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: external data location \"%s\" must be a relative path "
-                       "without \"..\"",
-                       m->path, t->name, loc);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: external data location \"%s\" must be a relative path "
+                         "without \"..\"",
+                         m->path, t->name, loc);
     size_t k;
     for (k = 0; k < nn && m->ext[k].location; k++)
         if (strcmp(m->ext[k].location, loc) == 0)
@@ -243,34 +243,34 @@ static int external_data(struct tx_onnx *m, const Onnx__TensorProto *tp, struct 
     if (k == nn || !m->ext[k].location) {
         char *p = txm_path_join(m->dir, loc);
         if (!p)
-            return txm_err(err, errsz, -ENOMEM, "out of memory");
+            return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         int rc = txm_map_file(p, &m->ext[k].map, err, errsz);
         if (rc < 0) {
             char sub[TX_ERR_MAX];
             snprintf(sub, sizeof(sub), "%s", err ? err : "");
-            txm_err(err, errsz, rc, "%s: tensor %s: external data: %s", m->path, t->name, sub);
+            tx_errbuf(err, errsz, rc, "%s: tensor %s: external data: %s", m->path, t->name, sub);
             free(p);
             return rc;
         }
         free(p);
         m->ext[k].location = strdup(loc);
         if (!m->ext[k].location)
-            return txm_err(err, errsz, -ENOMEM, "out of memory");
+            return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     }
     struct ext_file *ef = &m->ext[k];
     if (!has_len)
         len = t->nbytes;
     uint64_t end;
     if (len != t->nbytes)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: external data length %" PRIu64
-                       " but the shape needs %" PRIu64 " bytes",
-                       m->path, t->name, len, t->nbytes);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: external data length %" PRIu64
+                         " but the shape needs %" PRIu64 " bytes",
+                         m->path, t->name, len, t->nbytes);
     if (!txm_add(off, len, &end) || end > ef->map.size)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: external data [%" PRIu64 ", +%" PRIu64
-                       ") is outside %s (%" PRIu64 " bytes)",
-                       m->path, t->name, off, len, loc, ef->map.size);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: external data [%" PRIu64 ", +%" PRIu64
+                         ") is outside %s (%" PRIu64 " bytes)",
+                         m->path, t->name, off, len, loc, ef->map.size);
     t->data = len ? (const char *)ef->map.addr + off : "";
     t->flags = len ? TX_TENSOR_MAPPED : 0;
     t->file = m->ext[k].location;
@@ -299,11 +299,12 @@ static int load_tensor(struct tx_onnx *m, const Onnx__TensorProto *tp, size_t id
     memset(t, 0, sizeof(*t));
     const char *name = tp->name;
     if (!name || !name[0])
-        return txm_err(err, errsz, -EINVAL, "%s: initializer %zu has no name", m->path, idx);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: initializer %zu has no name", m->path, idx);
     if (strlen(name) > TX_ONNX_MAX_NAME)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: initializer %zu: name of %zu bytes (\"%.40s...\") exceeds the limit %u",
-                       m->path, idx, strlen(name), name, TX_ONNX_MAX_NAME);
+        return tx_errbuf(
+            err, errsz, TX_EINVAL,
+            "%s: initializer %zu: name of %zu bytes (\"%.40s...\") exceeds the limit %u", m->path,
+            idx, strlen(name), name, TX_ONNX_MAX_NAME);
     t->name = name;
     int dt = tp->has_data_type ? tp->data_type : 0;
     int et = elem_of_onnx(dt);
@@ -315,30 +316,31 @@ static int load_tensor(struct tx_onnx *m, const Onnx__TensorProto *tp, size_t id
             m->skipped++;
             return 1;
         }
-        return txm_err(err, errsz, -ENOTSUP, "%s: tensor %s: unsupported ONNX data_type %d",
-                       m->path, name, dt);
+        return tx_errbuf(err, errsz, TX_ENOTSUP, "%s: tensor %s: unsupported ONNX data_type %d",
+                         m->path, name, dt);
     }
     if (tp->segment)
-        return txm_err(err, errsz, -ENOTSUP, "%s: tensor %s: segmented tensors are not supported",
-                       m->path, name);
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
+                         "%s: tensor %s: segmented tensors are not supported", m->path, name);
     if (tp->n_dims > TX_TENSOR_MAX_DIMS)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: rank %zu exceeds %d", m->path, name,
-                       tp->n_dims, TX_TENSOR_MAX_DIMS);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: rank %zu exceeds %d", m->path, name,
+                         tp->n_dims, TX_TENSOR_MAX_DIMS);
     t->type = (enum tx_elem_type)et;
     t->ndim = (int)tp->n_dims;
     uint64_t ne = 1;
     for (size_t i = 0; i < tp->n_dims; i++) {
         if (tp->dims[i] < 0)
-            return txm_err(err, errsz, -EINVAL,
-                           "%s: tensor %s: dims[%zu] = %" PRId64 " is negative", m->path, name, i,
-                           tp->dims[i]);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "%s: tensor %s: dims[%zu] = %" PRId64 " is negative", m->path, name, i,
+                             tp->dims[i]);
         t->shape[i] = (uint64_t)tp->dims[i];
         if (!txm_mul(ne, t->shape[i], &ne))
-            return txm_err(err, errsz, -EINVAL, "%s: tensor %s: shape overflows", m->path, name);
+            return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: shape overflows", m->path,
+                             name);
     }
     size_t es = tx_elem_size(t->type);
     if (!txm_mul(ne, es, &t->nbytes))
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: size overflows", m->path, name);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: size overflows", m->path, name);
     t->nelem = ne;
     t->file = m->path;
     t->file_offset = 0;
@@ -349,11 +351,11 @@ static int load_tensor(struct tx_onnx *m, const Onnx__TensorProto *tp, size_t id
     char sb[96];
     if (tp->has_raw_data) {
         if (tp->raw_data.len != t->nbytes)
-            return txm_err(err, errsz, -EINVAL,
-                           "%s: tensor %s: raw_data has %zu bytes but shape %s x %s needs %" PRIu64,
-                           m->path, name, tp->raw_data.len,
-                           tx_shape_str(t->shape, t->ndim, sb, sizeof(sb)), tx_elem_name(t->type),
-                           t->nbytes);
+            return tx_errbuf(
+                err, errsz, TX_EINVAL,
+                "%s: tensor %s: raw_data has %zu bytes but shape %s x %s needs %" PRIu64, m->path,
+                name, tp->raw_data.len, tx_shape_str(t->shape, t->ndim, sb, sizeof(sb)),
+                tx_elem_name(t->type), t->nbytes);
         t->data = tp->raw_data.len ? (const void *)tp->raw_data.data : "";
         /* offset of the bytes inside the .onnx is not tracked: data is a copy */
         return 0;
@@ -389,18 +391,18 @@ static int load_tensor(struct tx_onnx *m, const Onnx__TensorProto *tp, size_t id
         return 0;
     }
     if (have == 0)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: no data (no raw_data, typed data or "
-                       "external data)",
-                       m->path, name);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: no data (no raw_data, typed data or "
+                         "external data)",
+                         m->path, name);
     if (have != ne)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: %zu data values but shape %s has %" PRIu64 " elements",
-                       m->path, name, have, tx_shape_str(t->shape, t->ndim, sb, sizeof(sb)), ne);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: %zu data values but shape %s has %" PRIu64 " elements",
+                         m->path, name, have, tx_shape_str(t->shape, t->ndim, sb, sizeof(sb)), ne);
     if (pack) {
         void *p = pack_ints(src, is64, (size_t)ne, es);
         if (!p)
-            return txm_err(err, errsz, -ENOMEM, "%s: out of memory", m->path);
+            return tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", m->path);
         m->owned[m->n] = p;
         t->data = p;
     } else {
@@ -414,46 +416,47 @@ int tx_onnx_open(const char *path, struct tx_onnx **out, char *err, size_t errsz
     *out = NULL;
     struct tx_onnx *m = calloc(1, sizeof(*m));
     if (!m)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     m->map.fd = -1;
     int rc;
     m->path = strdup(path);
     m->dir = txm_dirname(path);
     if (!m->path || !m->dir) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto fail;
     }
     rc = txm_map_file(path, &m->map, err, errsz);
     if (rc < 0)
         goto fail;
     if (m->map.size == 0) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: empty file", path);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: empty file", path);
         goto fail;
     }
     if (m->map.size > ONNX_PROTO_MAX) {
-        rc =
-            txm_err(err, errsz, -EINVAL,
-                    "%s: %" PRIu64 " bytes: larger than protobuf's 2 GiB limit (use external data)",
-                    path, m->map.size);
+        rc = tx_errbuf(err, errsz, TX_EINVAL,
+                       "%s: %" PRIu64
+                       " bytes: larger than protobuf's 2 GiB limit (use external data)",
+                       path, m->map.size);
         goto fail;
     }
     m->model = onnx__model_proto__unpack(NULL, (size_t)m->map.size, m->map.addr);
     if (!m->model) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: not a valid ONNX model (protobuf parse failed)",
-                     path);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: not a valid ONNX model (protobuf parse failed)",
+                       path);
         goto fail;
     }
     /* The mapping is no longer needed: protobuf-c copied what it kept. */
     txm_unmap(&m->map);
     const Onnx__GraphProto *g = m->model->graph;
     if (!g) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: ONNX model has no graph", path);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: ONNX model has no graph", path);
         goto fail;
     }
     size_t nn = g->n_initializer;
     if (nn > TX_ONNX_MAX_TENSORS) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: graph.initializer: %zu tensors exceeds the limit %u",
-                     path, nn, TX_ONNX_MAX_TENSORS);
+        rc = tx_errbuf(err, errsz, TX_EINVAL,
+                       "%s: graph.initializer: %zu tensors exceeds the limit %u", path, nn,
+                       TX_ONNX_MAX_TENSORS);
         goto fail;
     }
     m->t = calloc(nn + 1, sizeof(*m->t));
@@ -461,7 +464,7 @@ int tx_onnx_open(const char *path, struct tx_onnx **out, char *err, size_t errsz
     m->owned = calloc(nn + 1, sizeof(*m->owned));
     m->ext = calloc(nn + 1, sizeof(*m->ext));
     if (!m->t || !m->sorted || !m->owned || !m->ext) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto fail;
     }
     for (size_t i = 0; i <= nn; i++)
@@ -478,8 +481,8 @@ int tx_onnx_open(const char *path, struct tx_onnx **out, char *err, size_t errsz
     qsort(m->sorted, m->n, sizeof(*m->sorted), cmp_tname);
     for (size_t i = 1; i < m->n; i++)
         if (strcmp(m->sorted[i - 1]->name, m->sorted[i]->name) == 0) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: initializer %s appears twice", path,
-                         m->sorted[i]->name);
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: initializer %s appears twice", path,
+                           m->sorted[i]->name);
             goto fail;
         }
     *out = m;
@@ -544,7 +547,7 @@ static int push(void ***v, size_t *n, size_t *cap, void *p)
         size_t c = *cap ? 2 * *cap : 16;
         void **nv = realloc(*v, c * sizeof(void *));
         if (!nv)
-            return -ENOMEM;
+            return TX_ENOMEM;
         *v = nv;
         *cap = c;
     }
@@ -569,19 +572,19 @@ int tx_onnx_writer_open(const char *path, const char *external_data, const char 
     *out = NULL;
     struct tx_onnx_writer *w = calloc(1, sizeof(*w));
     if (!w)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     w->ext_fd = -1;
-    int rc = -ENOMEM;
+    int rc = TX_ENOMEM;
     w->path = strdup(path);
     w->tmp = txm_temp_name(path);
     if (!w->path || !w->tmp)
         goto fail_mem;
     if (external_data) {
         if (!external_data[0] || strchr(external_data, '/')) {
-            rc = txm_err(err, errsz, -EINVAL,
-                         "%s: external data name \"%s\" must be a plain file "
-                         "name",
-                         path, external_data);
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: external data name \"%s\" must be a plain file "
+                           "name",
+                           path, external_data);
             goto fail;
         }
         char *dir = txm_dirname(path);
@@ -594,7 +597,7 @@ int tx_onnx_writer_open(const char *path, const char *external_data, const char 
         w->ext_fd = open(w->ext_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (w->ext_fd < 0) {
             rc = -errno;
-            txm_err(err, errsz, rc, "%s: %s", w->ext_tmp, strerror(-rc));
+            rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: %s", w->ext_tmp, strerror(-rc));
             goto fail;
         }
     }
@@ -630,7 +633,7 @@ int tx_onnx_writer_open(const char *path, const char *external_data, const char 
     *out = w;
     return 0;
 fail_mem:
-    rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+    rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
 fail:
     tx_onnx_writer_abort(w);
     return rc;
@@ -641,19 +644,19 @@ static Onnx__TensorProto *new_init(struct tx_onnx_writer *w, const struct tx_ten
 {
     int dt = tx_onnx_type_of(d->type);
     if (!dt || !d->name || !d->name[0] || d->ndim < 0 || d->ndim > TX_TENSOR_MAX_DIMS) {
-        txm_err(err, errsz, -EINVAL, "%s: invalid declaration of tensor %s", w->path,
-                d->name ? d->name : "(null)");
+        tx_errbuf(err, errsz, TX_EINVAL, "%s: invalid declaration of tensor %s", w->path,
+                  d->name ? d->name : "(null)");
         return NULL;
     }
     if (w->pending) {
-        txm_err(err, errsz, -EINVAL, "%s: tensor %s added before the previous one was complete",
-                w->path, d->name);
+        tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s added before the previous one was complete",
+                  w->path, d->name);
         return NULL;
     }
     Onnx__TensorProto *tp = wkeep(w, malloc(sizeof(*tp)));
     int64_t *dims = wkeep(w, calloc((size_t)d->ndim + 1, sizeof(int64_t)));
     if (!tp || !dims) {
-        txm_err(err, errsz, -ENOMEM, "out of memory");
+        tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         return NULL;
     }
     onnx__tensor_proto__init(tp);
@@ -669,7 +672,7 @@ static Onnx__TensorProto *new_init(struct tx_onnx_writer *w, const struct tx_ten
     tp->name = wstr(w, d->name);
     *nbytes = ne * tx_elem_size(d->type);
     if (!tp->name || push((void ***)&w->inits, &w->ninits, &w->capinits, tp) < 0) {
-        txm_err(err, errsz, -ENOMEM, "out of memory");
+        tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         return NULL;
     }
     return tp;
@@ -679,17 +682,19 @@ int tx_onnx_writer_begin(struct tx_onnx_writer *w, const struct tx_tensor_decl *
                          size_t errsz)
 {
     if (w->ext_fd < 0)
-        return txm_err(err, errsz, -EINVAL, "%s: streaming tensors needs external data", w->path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: streaming tensors needs external data",
+                         w->path);
     uint64_t nb;
     Onnx__TensorProto *tp = new_init(w, d, &nb, err, errsz);
     if (!tp)
-        return -EINVAL;
+        return TX_EINVAL;
     uint64_t off = txm_align(w->ext_off, 4096);
     if (off > w->ext_off) {
         static const char zeros[4096];
         int rc = txm_write_all(w->ext_fd, zeros, (size_t)(off - w->ext_off));
         if (rc < 0)
-            return txm_err(err, errsz, rc, "%s: write: %s", w->ext_tmp, strerror(-rc));
+            return tx_errbuf(err, errsz, tx_errno_code(rc), "%s: write: %s", w->ext_tmp,
+                             strerror(-rc));
         w->ext_off = off;
     }
     char so[32], sl[32];
@@ -697,12 +702,12 @@ int tx_onnx_writer_begin(struct tx_onnx_writer *w, const struct tx_tensor_decl *
     snprintf(sl, sizeof(sl), "%" PRIu64, nb);
     Onnx__StringStringEntryProto **ed = wkeep(w, calloc(3, sizeof(*ed)));
     if (!ed)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     ed[0] = kv(w, "location", w->ext_name);
     ed[1] = kv(w, "offset", so);
     ed[2] = kv(w, "length", sl);
     if (!ed[0] || !ed[1] || !ed[2])
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     tp->n_external_data = 3;
     tp->external_data = ed;
     tp->has_data_location = 1;
@@ -715,11 +720,11 @@ int tx_onnx_writer_append(struct tx_onnx_writer *w, const void *data, size_t len
                           size_t errsz)
 {
     if (len > w->pending)
-        return txm_err(err, errsz, -EINVAL, "%s: more data appended than the tensor holds",
-                       w->path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: more data appended than the tensor holds",
+                         w->path);
     int rc = txm_write_all(w->ext_fd, data, len);
     if (rc < 0)
-        return txm_err(err, errsz, rc, "%s: write: %s", w->ext_tmp, strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(rc), "%s: write: %s", w->ext_tmp, strerror(-rc));
     w->pending -= len;
     w->ext_off += len;
     return 0;
@@ -737,14 +742,14 @@ int tx_onnx_writer_add(struct tx_onnx_writer *w, const struct tx_tensor_decl *d,
     uint64_t nb;
     Onnx__TensorProto *tp = new_init(w, d, &nb, err, errsz);
     if (!tp)
-        return -EINVAL;
+        return TX_EINVAL;
     if (w->inline_bytes + nb > ONNX_PROTO_MAX - (64u << 20))
-        return txm_err(err, errsz, -EFBIG,
-                       "%s: inline initializers exceed protobuf's 2 GiB limit; use external data",
-                       w->path);
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
+                         "%s: inline initializers exceed protobuf's 2 GiB limit; use external data",
+                         w->path);
     void *copy = wkeep(w, malloc(nb ? nb : 1));
     if (!copy)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     memcpy(copy, data, nb);
     tp->has_raw_data = 1;
     tp->raw_data.len = nb;
@@ -757,8 +762,8 @@ int tx_onnx_writer_io(struct tx_onnx_writer *w, int is_output, const struct tx_o
                       char *err, size_t errsz)
 {
     if (!v->name || v->ndim < 0 || v->ndim > TX_TENSOR_MAX_DIMS || !tx_onnx_type_of(v->type))
-        return txm_err(err, errsz, -EINVAL, "%s: invalid graph %s", w->path,
-                       is_output ? "output" : "input");
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: invalid graph %s", w->path,
+                         is_output ? "output" : "input");
     Onnx__ValueInfoProto *vi = wkeep(w, malloc(sizeof(*vi)));
     Onnx__TypeProto *ty = wkeep(w, malloc(sizeof(*ty)));
     Onnx__TypeProto__Tensor *tt = wkeep(w, malloc(sizeof(*tt)));
@@ -766,7 +771,7 @@ int tx_onnx_writer_io(struct tx_onnx_writer *w, int is_output, const struct tx_o
     Onnx__TensorShapeProto__Dimension **dims =
         wkeep(w, calloc((size_t)v->ndim + 1, sizeof(void *)));
     if (!vi || !ty || !tt || !sh || !dims)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     onnx__value_info_proto__init(vi);
     onnx__type_proto__init(ty);
     onnx__type_proto__tensor__init(tt);
@@ -774,7 +779,7 @@ int tx_onnx_writer_io(struct tx_onnx_writer *w, int is_output, const struct tx_o
     for (int i = 0; i < v->ndim; i++) {
         Onnx__TensorShapeProto__Dimension *d = wkeep(w, malloc(sizeof(*d)));
         if (!d)
-            return txm_err(err, errsz, -ENOMEM, "out of memory");
+            return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         onnx__tensor_shape_proto__dimension__init(d);
         if (v->dims[i] >= 0) {
             d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
@@ -797,7 +802,7 @@ int tx_onnx_writer_io(struct tx_onnx_writer *w, int is_output, const struct tx_o
     int rc = is_output ? push((void ***)&w->vout, &w->nvout, &w->capvout, vi)
                        : push((void ***)&w->vin, &w->nvin, &w->capvin, vi);
     if (rc < 0 || !vi->name)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -810,14 +815,14 @@ int tx_onnx_writer_node(struct tx_onnx_writer *w, const char *op_type, const cha
     char **in = wkeep(w, calloc(nin + 1, sizeof(char *)));
     char **outp = wkeep(w, calloc(nout + 1, sizeof(char *)));
     if (!n || !in || !outp)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     onnx__node_proto__init(n);
     for (size_t i = 0; i < nin; i++)
         if (!(in[i] = wstr(w, inputs[i])))
-            return txm_err(err, errsz, -ENOMEM, "out of memory");
+            return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     for (size_t i = 0; i < nout; i++)
         if (!(outp[i] = wstr(w, outputs[i])))
-            return txm_err(err, errsz, -ENOMEM, "out of memory");
+            return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     n->n_input = nin;
     n->input = in;
     n->n_output = nout;
@@ -829,7 +834,7 @@ int tx_onnx_writer_node(struct tx_onnx_writer *w, const char *op_type, const cha
         Onnx__AttributeProto **al = wkeep(w, calloc(1, sizeof(void *)));
         int64_t *iv = wkeep(w, calloc(nints + 1, sizeof(int64_t)));
         if (!a || !al || !iv)
-            return txm_err(err, errsz, -ENOMEM, "out of memory");
+            return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         onnx__attribute_proto__init(a);
         a->name = wstr(w, attr_name);
         a->has_type = 1;
@@ -842,7 +847,7 @@ int tx_onnx_writer_node(struct tx_onnx_writer *w, const char *op_type, const cha
         n->attribute = al;
     }
     if (push((void ***)&w->nodes, &w->nnodes, &w->capnodes, n) < 0)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -868,7 +873,7 @@ int tx_onnx_writer_finish(struct tx_onnx_writer *w, char *err, size_t errsz)
 {
     int rc = 0;
     if (w->pending) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: the last tensor is incomplete", w->path);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: the last tensor is incomplete", w->path);
         goto fail;
     }
     w->graph.n_initializer = w->ninits;
@@ -883,13 +888,14 @@ int tx_onnx_writer_finish(struct tx_onnx_writer *w, char *err, size_t errsz)
     w->model.metadata_props = w->meta;
     size_t sz = onnx__model_proto__get_packed_size(&w->model);
     if (sz > ONNX_PROTO_MAX) {
-        rc = txm_err(err, errsz, -EFBIG, "%s: the model exceeds protobuf's 2 GiB limit", w->path);
+        rc = tx_errbuf(err, errsz, TX_ENOTSUP, "%s: the model exceeds protobuf's 2 GiB limit",
+                       w->path);
         goto fail;
     }
     int fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         rc = -errno;
-        txm_err(err, errsz, rc, "%s: %s", w->tmp, strerror(-rc));
+        rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: %s", w->tmp, strerror(-rc));
         goto fail;
     }
     struct fd_buffer fb = {.base = {fd_append}, .fd = fd};

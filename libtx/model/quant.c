@@ -36,7 +36,7 @@ int txq_scratch_init(struct txq_scratch *s, uint32_t cols)
     s->keep = malloc(((size_t)cols / TX8_SPARSE_BLOCK + 1));
     if (!s->row || !s->norm || !s->order || !s->keep) {
         txq_scratch_free(s);
-        return -ENOMEM;
+        return TX_ENOMEM;
     }
     return 0;
 }
@@ -183,7 +183,7 @@ int tx_quant_matrix(const float *w, uint32_t rows, uint32_t cols, unsigned dtype
         return rc;
     struct txq_scratch s;
     if (txq_scratch_init(&s, cols) < 0)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     uint16_t *cb = NULL;
     if (format == TX8_WFMT_BLOCK_SPARSE) {
         unsigned char *ix = index;
@@ -194,7 +194,7 @@ int tx_quant_matrix(const float *w, uint32_t rows, uint32_t cols, unsigned dtype
         cb = malloc(((size_t)rows * keep_blocks + 1) * sizeof(uint16_t));
         if (!cb) {
             txq_scratch_free(&s);
-            return txm_err(err, errsz, -ENOMEM, "out of memory");
+            return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         }
     }
     struct txq_acc acc = {0};
@@ -208,33 +208,33 @@ int tx_quant_matrix(const float *w, uint32_t rows, uint32_t cols, unsigned dtype
     if (pruned)
         *pruned = acc.pruned;
     if (acc.overflow)
-        return txm_err(err, errsz, -ERANGE, "%" PRIu64 " values overflow FP16 (|w| >= 65520)",
-                       acc.overflow);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%" PRIu64 " values overflow FP16 (|w| >= 65520)",
+                         acc.overflow);
     return 0;
 }
 
 int txq_check_spec(const struct txq_spec *sp, char *err, size_t errsz)
 {
     if (sp->rows == 0 || sp->cols == 0)
-        return txm_err(err, errsz, -EINVAL, "empty matrix");
+        return tx_errbuf(err, errsz, TX_EINVAL, "empty matrix");
     if (sp->dtype != TX8_DTYPE_F32 && sp->dtype != TX8_DTYPE_F16 && sp->dtype != TX8_DTYPE_BF16 &&
         sp->dtype != TX8_DTYPE_I8)
-        return txm_err(err, errsz, -EINVAL, "dtype %u is not a weight type", sp->dtype);
+        return tx_errbuf(err, errsz, TX_EINVAL, "dtype %u is not a weight type", sp->dtype);
     if (sp->group_size && (sp->dtype != TX8_DTYPE_I8 || sp->cols % sp->group_size))
-        return txm_err(err, errsz, -EINVAL, "group size %u needs I8 and divides the %u columns",
-                       sp->group_size, sp->cols);
+        return tx_errbuf(err, errsz, TX_EINVAL, "group size %u needs I8 and divides the %u columns",
+                         sp->group_size, sp->cols);
     if (sp->format == TX8_WFMT_BLOCK_SPARSE) {
         uint32_t nb = sp->cols / TX8_SPARSE_BLOCK;
         if (sp->cols % TX8_SPARSE_BLOCK || sp->keep_blocks > nb || nb > 65536)
-            return txm_err(err, errsz, -EINVAL, "sparse: %u columns / %u kept blocks invalid",
-                           sp->cols, sp->keep_blocks);
+            return tx_errbuf(err, errsz, TX_EINVAL, "sparse: %u columns / %u kept blocks invalid",
+                             sp->cols, sp->keep_blocks);
         if (sp->group_size % TX8_SPARSE_BLOCK)
-            return txm_err(err, errsz, -EINVAL, "sparse: group size %u is not a multiple of %u",
-                           sp->group_size, TX8_SPARSE_BLOCK);
+            return tx_errbuf(err, errsz, TX_EINVAL, "sparse: group size %u is not a multiple of %u",
+                             sp->group_size, TX8_SPARSE_BLOCK);
         if ((uint64_t)sp->rows * sp->keep_blocks > UINT32_MAX)
-            return txm_err(err, errsz, -EINVAL, "sparse: too many blocks");
+            return tx_errbuf(err, errsz, TX_EINVAL, "sparse: too many blocks");
     } else if (sp->format != TX8_WFMT_DENSE) {
-        return txm_err(err, errsz, -EINVAL, "format %u unknown", sp->format);
+        return tx_errbuf(err, errsz, TX_EINVAL, "format %u unknown", sp->format);
     }
     return 0;
 }
@@ -268,9 +268,9 @@ int tx_weight_dequant(unsigned dtype, unsigned format, uint32_t rows, uint32_t c
                       const float *scales, const void *index, float *dst, char *err, size_t errsz)
 {
     if (dtype == TX8_DTYPE_I8 && !scales)
-        return txm_err(err, errsz, -EINVAL, "I8 weight without scales");
+        return tx_errbuf(err, errsz, TX_EINVAL, "I8 weight without scales");
     if (group_size && cols % group_size)
-        return txm_err(err, errsz, -EINVAL, "group size does not divide the columns");
+        return tx_errbuf(err, errsz, TX_EINVAL, "group size does not divide the columns");
     const uint64_t ng = group_size ? cols / group_size : 1;
     const int i8 = dtype == TX8_DTYPE_I8;
     if (format == TX8_WFMT_DENSE) {
@@ -284,7 +284,7 @@ int tx_weight_dequant(unsigned dtype, unsigned format, uint32_t rows, uint32_t c
         return 0;
     }
     if (format != TX8_WFMT_BLOCK_SPARSE)
-        return txm_err(err, errsz, -EINVAL, "format %u unknown", format);
+        return tx_errbuf(err, errsz, TX_EINVAL, "format %u unknown", format);
     int rc = tx_smd_check_sparse_index(index, tx_smd_index_size(format, rows, nnz_blocks), rows,
                                        cols, nnz_blocks, err, errsz);
     if (rc < 0)
@@ -341,7 +341,7 @@ static int apply_words(struct tx_smd_plan_entry plan[TX_SMD_LAYER_COUNT], const 
         p.precision[l] =
             plan[l].precision < TX_SMD_PREC_COUNT ? (glm_precision_t)plan[l].precision : FP32;
     if (glm_plan_parse(words, &p) != TX_OK)
-        return txm_err(err, errsz, -EINVAL, "%s: %s", opt, tx_last_error());
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: %s", opt, tx_last_error());
     /* enum glm_layer_type and enum tx_smd_layer agree on 0..5, the
      * precisions on 0..3 */
     for (int l = 0; l < GLM_LAYER_TYPE_COUNT; l++)
@@ -362,7 +362,7 @@ int tx_plan_apply_quant(struct tx_smd_plan_entry plan[TX_SMD_LAYER_COUNT], const
     for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
         if (!strcasecmp(quant, tab[i].quant))
             return apply_words(plan, tab[i].plan, "--quant", err, errsz);
-    return txm_err(err, errsz, -EINVAL, "--quant %s: expected none, fp16, bf16 or int8", quant);
+    return tx_errbuf(err, errsz, TX_EINVAL, "--quant %s: expected none, fp16, bf16 or int8", quant);
 }
 
 int tx_plan_apply_spec(struct tx_smd_plan_entry plan[TX_SMD_LAYER_COUNT], const char *spec,

@@ -33,11 +33,11 @@ static int num_field(struct json_object *v, const char *key, double *out, char *
     if (t == json_type_null)
         return 0;
     if (t != json_type_int && t != json_type_double)
-        return txm_err(err, errsz, -EINVAL, CTX "%s: expected a number, got %s", key,
-                       json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+        return tx_errbuf(err, errsz, TX_EINVAL, CTX "%s: expected a number, got %s", key,
+                         json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
     double d = t == json_type_int ? (double)json_object_get_int64(v) : json_object_get_double(v);
     if (!isfinite(d))
-        return txm_err(err, errsz, -EINVAL, CTX "%s: not a finite number", key);
+        return tx_errbuf(err, errsz, TX_EINVAL, CTX "%s: not a finite number", key);
     *out = d;
     return 1;
 }
@@ -49,11 +49,11 @@ int tx_rope_yarn_parse(const struct json_object *rs, struct tx_rope_yarn *out, c
     int have_type = 0, have_factor = 0, rc;
 
     if (!out)
-        return txm_err(err, errsz, -EINVAL, "rope_scaling: NULL result");
+        return tx_errbuf(err, errsz, TX_EINVAL, "rope_scaling: NULL result");
     tx_rope_yarn_init(out);
     if (!rs || json_object_get_type(rs) != json_type_object)
-        return txm_err(
-            err, errsz, -EINVAL, "rope_scaling: expected an object, got %s",
+        return tx_errbuf(
+            err, errsz, TX_EINVAL, "rope_scaling: expected an object, got %s",
             rs ? json_object_to_json_string_ext((struct json_object *)rs, JSON_C_TO_STRING_PLAIN)
                : "nothing");
     tx_rope_yarn_init(&y);
@@ -64,15 +64,16 @@ int tx_rope_yarn_parse(const struct json_object *rs, struct tx_rope_yarn *out, c
             const char *s =
                 json_object_get_type(v) == json_type_string ? json_object_get_string(v) : NULL;
             if (!s || strcmp(s, "yarn"))
-                return txm_err(err, errsz, -EINVAL, CTX "%s: expected \"yarn\", got %s", key,
-                               json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+                return tx_errbuf(err, errsz, TX_EINVAL, CTX "%s: expected \"yarn\", got %s", key,
+                                 json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
             have_type = 1;
         } else if (!strcmp(key, "factor")) {
             rc = num_field(v, key, &y.factor, err, errsz);
             if (rc < 0)
                 return rc;
             if (!(y.factor >= 1.0))
-                return txm_err(err, errsz, -EINVAL, CTX "factor: must be >= 1 (got %g)", y.factor);
+                return tx_errbuf(err, errsz, TX_EINVAL, CTX "factor: must be >= 1 (got %g)",
+                                 y.factor);
             have_factor = rc;
         } else if (!strcmp(key, "original_max_position_embeddings")) {
             d = 0;
@@ -80,8 +81,9 @@ int tx_rope_yarn_parse(const struct json_object *rs, struct tx_rope_yarn *out, c
             if (rc < 0)
                 return rc;
             if (rc && (d != floor(d) || d < 1 || d > INT32_MAX))
-                return txm_err(err, errsz, -EINVAL, CTX "%s: must be a positive integer (got %s)",
-                               key, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+                return tx_errbuf(err, errsz, TX_EINVAL,
+                                 CTX "%s: must be a positive integer (got %s)", key,
+                                 json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
             y.original_max_pos = (int)d;
         } else if (!strcmp(key, "beta_fast") || !strcmp(key, "beta_slow")) {
             d = 0;
@@ -89,7 +91,7 @@ int tx_rope_yarn_parse(const struct json_object *rs, struct tx_rope_yarn *out, c
             if (rc < 0)
                 return rc;
             if (d < 0)
-                return txm_err(err, errsz, -EINVAL, CTX "%s: must be > 0 (got %g)", key, d);
+                return tx_errbuf(err, errsz, TX_EINVAL, CTX "%s: must be > 0 (got %g)", key, d);
             if (d > 0) /* transformers: `get(...) or default`: 0 and null default */
                 *(key[5] == 'f' ? &y.beta_fast : &y.beta_slow) = d;
         } else if (!strcmp(key, "mscale") || !strcmp(key, "mscale_all_dim")) {
@@ -101,32 +103,33 @@ int tx_rope_yarn_parse(const struct json_object *rs, struct tx_rope_yarn *out, c
             if (rc < 0)
                 return rc;
             if (rc && !(y.attention_factor > 0.0))
-                return txm_err(err, errsz, -EINVAL, CTX "attention_factor: must be > 0 (got %g)",
-                               y.attention_factor);
+                return tx_errbuf(err, errsz, TX_EINVAL,
+                                 CTX "attention_factor: must be > 0 (got %g)", y.attention_factor);
             y.has_attention_factor = rc;
         } else if (!strcmp(key, "truncate")) {
             if (json_object_get_type(v) != json_type_boolean)
-                return txm_err(err, errsz, -EINVAL, CTX "truncate: expected true or false, got %s",
-                               json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+                return tx_errbuf(err, errsz, TX_EINVAL,
+                                 CTX "truncate: expected true or false, got %s",
+                                 json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
             y.truncate = json_object_get_boolean(v) ? 1 : 0;
         } else if (!strcmp(key, "rope_theta") || !strcmp(key, "partial_rotary_factor")) {
             /* v5's rope_parameters carries these: the config parser's */
         } else {
-            return txm_err(err, errsz, -EINVAL,
-                           CTX "%s: unknown key (YaRN takes type, factor, "
-                               "original_max_position_embeddings, beta_fast, beta_slow, mscale, "
-                               "mscale_all_dim, attention_factor, truncate)",
-                           key);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             CTX "%s: unknown key (YaRN takes type, factor, "
+                                 "original_max_position_embeddings, beta_fast, beta_slow, mscale, "
+                                 "mscale_all_dim, attention_factor, truncate)",
+                             key);
         }
     }
     if (!have_type)
-        return txm_err(err, errsz, -EINVAL, CTX "type: missing (expected \"yarn\")");
+        return tx_errbuf(err, errsz, TX_EINVAL, CTX "type: missing (expected \"yarn\")");
     if (!have_factor)
-        return txm_err(err, errsz, -EINVAL, CTX "factor: missing (required for YaRN)");
+        return tx_errbuf(err, errsz, TX_EINVAL, CTX "factor: missing (required for YaRN)");
     if (y.beta_fast < y.beta_slow)
-        return txm_err(err, errsz, -EINVAL,
-                       CTX "beta_fast: %g is below beta_slow %g (the fast boundary rotates more)",
-                       y.beta_fast, y.beta_slow);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         CTX "beta_fast: %g is below beta_slow %g (the fast boundary rotates more)",
+                         y.beta_fast, y.beta_slow);
     *out = y;
     return 0;
 }
@@ -149,22 +152,23 @@ int tx_rope_yarn_inv_freq(const struct tx_rope_yarn *y, double rope_theta, int r
                           int max_pos, float *inv_freq, char *err, size_t errsz)
 {
     if (!y || !inv_freq)
-        return txm_err(err, errsz, -EINVAL, "yarn inv_freq: NULL argument");
+        return tx_errbuf(err, errsz, TX_EINVAL, "yarn inv_freq: NULL argument");
     if (rotary_dim <= 0 || rotary_dim % 2)
-        return txm_err(err, errsz, -EINVAL, "yarn inv_freq: rotary dim %d must be even and > 0",
-                       rotary_dim);
+        return tx_errbuf(err, errsz, TX_EINVAL, "yarn inv_freq: rotary dim %d must be even and > 0",
+                         rotary_dim);
     if (!(rope_theta > 1.0) || !isfinite(rope_theta))
-        return txm_err(err, errsz, -EINVAL, "yarn inv_freq: rope_theta %g must be > 1", rope_theta);
+        return tx_errbuf(err, errsz, TX_EINVAL, "yarn inv_freq: rope_theta %g must be > 1",
+                         rope_theta);
     if (!(y->factor >= 1.0) || !isfinite(y->factor) || !(y->beta_fast > 0) || !(y->beta_slow > 0))
-        return txm_err(err, errsz, -EINVAL,
-                       "yarn inv_freq: factor %g (>= 1) or betas %g, %g (> 0) out of range",
-                       y->factor, y->beta_fast, y->beta_slow);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "yarn inv_freq: factor %g (>= 1) or betas %g, %g (> 0) out of range",
+                         y->factor, y->beta_fast, y->beta_slow);
     int orig = y->original_max_pos ? y->original_max_pos : max_pos;
     if (orig <= 0)
-        return txm_err(err, errsz, -EINVAL,
-                       "yarn inv_freq: no original_max_position_embeddings and "
-                       "max_position_embeddings %d",
-                       max_pos);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "yarn inv_freq: no original_max_position_embeddings and "
+                         "max_position_embeddings %d",
+                         max_pos);
     const int d = rotary_dim, half = d / 2;
     double low = correction_dim(y->beta_fast, d, rope_theta, orig);
     double high = correction_dim(y->beta_slow, d, rope_theta, orig);

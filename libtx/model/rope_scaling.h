@@ -43,7 +43,7 @@ struct tx_rope_yarn {
  * Requires "type" or "rope_type" == "yarn" and "factor"; accepts the fields
  * above (null = absent for the optional ones) and ignores "rope_theta" and
  * "partial_rotary_factor" (the config's, read by its parser); any other key
- * is an error. Returns 0, or a negative errno value (-EINVAL) with a
+ * is an error. Returns 0, or TX_EINVAL with a
  * message naming the field in err ("rope_scaling.factor: ...").
  */
 int tx_rope_yarn_parse(const struct json_object *rs, struct tx_rope_yarn *out, char *err,
@@ -63,7 +63,7 @@ double tx_rope_yarn_get_mscale(double scale, double mscale);
  * beta_slow at original_max_position_embeddings (max_pos if absent).
  * Computed in double, rounded to float once. rotary_dim even > 0,
  * rope_theta > 1, max_pos > 0 when the original is absent.
- * Returns 0 or -EINVAL (message in err).
+ * Returns 0 or TX_EINVAL (message in err).
  */
 int tx_rope_yarn_inv_freq(const struct tx_rope_yarn *y, double rope_theta, int rotary_dim,
                           int max_pos, float *inv_freq, char *err, size_t errsz);

@@ -122,26 +122,26 @@ static int parse_entry(struct tx_st_file *f, const char *name, struct json_objec
     const char *p = f->path;
     struct json_object *dt, *sh, *off;
     if (!json_object_is_type(v, json_type_object))
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: header entry is not a JSON object", p,
-                       name);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: header entry is not a JSON object",
+                         p, name);
     if (!json_object_object_get_ex(v, "dtype", &dt) || !json_object_is_type(dt, json_type_string))
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: missing or non-string \"dtype\"", p,
-                       name);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: missing or non-string \"dtype\"", p,
+                         name);
     if (!json_object_object_get_ex(v, "shape", &sh) || !json_object_is_type(sh, json_type_array))
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: missing or non-array \"shape\"", p,
-                       name);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: missing or non-array \"shape\"", p,
+                         name);
     if (!json_object_object_get_ex(v, "data_offsets", &off) ||
         !json_object_is_type(off, json_type_array) || json_object_array_length(off) != 2)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: \"data_offsets\" must be an array [begin, end]", p, name);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: \"data_offsets\" must be an array [begin, end]", p, name);
     int et = txm_elem_from_name(json_object_get_string(dt));
     if (et < 0)
-        return txm_err(err, errsz, -ENOTSUP, "%s: tensor %s: unknown dtype \"%s\"", p, name,
-                       json_object_get_string(dt));
+        return tx_errbuf(err, errsz, TX_ENOTSUP, "%s: tensor %s: unknown dtype \"%s\"", p, name,
+                         json_object_get_string(dt));
     size_t nd = json_object_array_length(sh);
     if (nd > TX_TENSOR_MAX_DIMS)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: rank %zu exceeds %d", p, name, nd,
-                       TX_TENSOR_MAX_DIMS);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: rank %zu exceeds %d", p, name, nd,
+                         TX_TENSOR_MAX_DIMS);
     memset(t, 0, sizeof(*t));
     t->type = (enum tx_elem_type)et;
     t->ndim = (int)nd;
@@ -149,33 +149,34 @@ static int parse_entry(struct tx_st_file *f, const char *name, struct json_objec
     for (size_t i = 0; i < nd; i++) {
         uint64_t d;
         if (!get_u64(json_object_array_get_idx(sh, i), &d))
-            return txm_err(err, errsz, -EINVAL,
-                           "%s: tensor %s: shape[%zu] is not a non-negative integer", p, name, i);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "%s: tensor %s: shape[%zu] is not a non-negative integer", p, name, i);
         t->shape[i] = d;
         if (!txm_mul(ne, d, &ne))
-            return txm_err(err, errsz, -EINVAL, "%s: tensor %s: shape overflows", p, name);
+            return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: shape overflows", p, name);
     }
     uint64_t begin, end, nbytes;
     if (!get_u64(json_object_array_get_idx(off, 0), &begin) ||
         !get_u64(json_object_array_get_idx(off, 1), &end))
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: data_offsets are not non-negative integers", p, name);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: data_offsets are not non-negative integers", p, name);
     if (end < begin)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: data_offsets [%" PRIu64 ", %" PRIu64 "] end before begin", p,
-                       name, begin, end);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: data_offsets [%" PRIu64 ", %" PRIu64 "] end before begin",
+                         p, name, begin, end);
     if (end > bufsize)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: data_offsets [%" PRIu64 ", %" PRIu64
-                       "] out of bounds (data buffer is %" PRIu64 " bytes)",
-                       p, name, begin, end, bufsize);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: data_offsets [%" PRIu64 ", %" PRIu64
+                         "] out of bounds (data buffer is %" PRIu64 " bytes)",
+                         p, name, begin, end, bufsize);
     if (!txm_mul(ne, tx_elem_size(t->type), &nbytes) || nbytes != end - begin) {
         char sb[128];
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: %" PRIu64 " data bytes but shape %s x %s (%zu bytes) needs "
-                       "%" PRIu64,
-                       p, name, end - begin, tx_shape_str(t->shape, t->ndim, sb, sizeof(sb)),
-                       tx_elem_name(t->type), tx_elem_size(t->type), nbytes);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: %" PRIu64
+                         " data bytes but shape %s x %s (%zu bytes) needs "
+                         "%" PRIu64,
+                         p, name, end - begin, tx_shape_str(t->shape, t->ndim, sb, sizeof(sb)),
+                         tx_elem_name(t->type), tx_elem_size(t->type), nbytes);
     }
     t->nelem = ne;
     t->nbytes = nbytes;
@@ -185,7 +186,7 @@ static int parse_entry(struct tx_st_file *f, const char *name, struct json_objec
     t->flags = TX_TENSOR_MAPPED;
     t->name = strdup(name);
     if (!t->name)
-        return txm_err(err, errsz, -ENOMEM, "%s: out of memory", p);
+        return tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", p);
     return 0;
 }
 
@@ -194,83 +195,83 @@ int tx_st_open(const char *path, struct tx_st_file **out, char *err, size_t errs
     *out = NULL;
     struct tx_st_file *f = calloc(1, sizeof(*f));
     if (!f)
-        return txm_err(err, errsz, -ENOMEM, "%s: out of memory", path);
+        return tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
     f->map.fd = -1;
     f->path = strdup(path);
     struct json_tokener *tok = NULL;
     struct json_object *root = NULL;
     int rc;
     if (!f->path) {
-        rc = txm_err(err, errsz, -ENOMEM, "%s: out of memory", path);
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
         goto fail;
     }
     rc = txm_map_file(path, &f->map, err, errsz);
     if (rc < 0)
         goto fail;
     if (f->map.size < 8) {
-        rc = txm_err(err, errsz, -EINVAL,
-                     "%s: truncated: %" PRIu64 " bytes, too short for the 8-byte header length",
-                     path, f->map.size);
+        rc = tx_errbuf(err, errsz, TX_EINVAL,
+                       "%s: truncated: %" PRIu64 " bytes, too short for the 8-byte header length",
+                       path, f->map.size);
         goto fail;
     }
     uint64_t hlen;
     memcpy(&hlen, f->map.addr, 8);
     if (hlen < 2 || hlen > TX_ST_MAX_HEADER) {
-        rc = txm_err(err, errsz, -EINVAL,
-                     "%s: header length %" PRIu64 " is not sane (2 .. %u bytes); not a "
-                     "safetensors file?",
-                     path, hlen, TX_ST_MAX_HEADER);
+        rc = tx_errbuf(err, errsz, TX_EINVAL,
+                       "%s: header length %" PRIu64 " is not sane (2 .. %u bytes); not a "
+                       "safetensors file?",
+                       path, hlen, TX_ST_MAX_HEADER);
         goto fail;
     }
     if (hlen > f->map.size - 8) {
-        rc =
-            txm_err(err, errsz, -EINVAL,
-                    "%s: truncated: header length %" PRIu64 " but only %" PRIu64 " bytes follow it",
-                    path, hlen, f->map.size - 8);
+        rc = tx_errbuf(err, errsz, TX_EINVAL,
+                       "%s: truncated: header length %" PRIu64 " but only %" PRIu64
+                       " bytes follow it",
+                       path, hlen, f->map.size - 8);
         goto fail;
     }
     const char *hdr = (const char *)f->map.addr + 8;
     if (hdr[0] != '{') {
-        rc = txm_err(err, errsz, -EINVAL, "%s: header does not start with '{'", path);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: header does not start with '{'", path);
         goto fail;
     }
     if (memchr(hdr, 0, (size_t)hlen)) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: header contains a NUL byte", path);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: header contains a NUL byte", path);
         goto fail;
     }
     tok = json_tokener_new_ex(64);
     if (!tok) {
-        rc = txm_err(err, errsz, -ENOMEM, "%s: out of memory", path);
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
         goto fail;
     }
     root = json_tokener_parse_ex(tok, hdr, (int)hlen);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     if (!root || jerr != json_tokener_success) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: header is not valid JSON: %s", path,
-                     jerr == json_tokener_continue ? "unexpected end of header"
-                                                   : json_tokener_error_desc(jerr));
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: header is not valid JSON: %s", path,
+                       jerr == json_tokener_continue ? "unexpected end of header"
+                                                     : json_tokener_error_desc(jerr));
         goto fail;
     }
     for (size_t i = json_tokener_get_parse_end(tok); i < hlen; i++)
         if (hdr[i] != ' ' && hdr[i] != '\t' && hdr[i] != '\n' && hdr[i] != '\r') {
-            rc = txm_err(err, errsz, -EINVAL, "%s: garbage after the header JSON at byte %zu", path,
-                         8 + i);
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: garbage after the header JSON at byte %zu",
+                           path, 8 + i);
             goto fail;
         }
     if (!json_object_is_type(root, json_type_object)) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: header JSON is not an object", path);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: header JSON is not an object", path);
         goto fail;
     }
     size_t nkeys = (size_t)json_object_object_length(root);
     if (nkeys > TX_ST_MAX_TENSORS + 1) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: header: %zu entries exceeds the limit %u", path,
-                     nkeys, TX_ST_MAX_TENSORS);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: header: %zu entries exceeds the limit %u", path,
+                       nkeys, TX_ST_MAX_TENSORS);
         goto fail;
     }
     f->t = calloc(nkeys ? nkeys : 1, sizeof(*f->t));
     f->sorted = calloc(nkeys ? nkeys : 1, sizeof(*f->sorted));
     if (!f->t || !f->sorted) {
-        rc = txm_err(err, errsz, -ENOMEM, "%s: out of memory", path);
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
         goto fail;
     }
     uint64_t data_base = 8 + hlen, bufsize = f->map.size - data_base;
@@ -278,40 +279,40 @@ int tx_st_open(const char *path, struct tx_st_file **out, char *err, size_t errs
     {
         if (strcmp(key, "__metadata__") == 0) {
             if (!json_object_is_type(val, json_type_object)) {
-                rc = txm_err(err, errsz, -EINVAL, "%s: __metadata__ is not an object", path);
+                rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: __metadata__ is not an object", path);
                 goto fail;
             }
             size_t nm = (size_t)json_object_object_length(val);
             f->meta = calloc(2 * nm + 1, sizeof(char *));
             if (!f->meta) {
-                rc = txm_err(err, errsz, -ENOMEM, "%s: out of memory", path);
+                rc = tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
                 goto fail;
             }
             json_object_object_foreach(val, mk, mv)
             {
                 if (!json_object_is_type(mv, json_type_string)) {
-                    rc = txm_err(err, errsz, -EINVAL,
-                                 "%s: __metadata__ value of \"%s\" is not a string", path, mk);
+                    rc = tx_errbuf(err, errsz, TX_EINVAL,
+                                   "%s: __metadata__ value of \"%s\" is not a string", path, mk);
                     goto fail;
                 }
                 f->meta[2 * f->nmeta] = strdup(mk);
                 f->meta[2 * f->nmeta + 1] = strdup(json_object_get_string(mv));
                 f->nmeta++;
                 if (!f->meta[2 * f->nmeta - 2] || !f->meta[2 * f->nmeta - 1]) {
-                    rc = txm_err(err, errsz, -ENOMEM, "%s: out of memory", path);
+                    rc = tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
                     goto fail;
                 }
             }
             continue;
         }
         if (!key[0]) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: a tensor has an empty name", path);
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: a tensor has an empty name", path);
             goto fail;
         }
         if (strlen(key) > TX_ST_MAX_NAME) {
-            rc = txm_err(err, errsz, -EINVAL,
-                         "%s: tensor name of %zu bytes (\"%.40s...\") exceeds the limit %u", path,
-                         strlen(key), key, TX_ST_MAX_NAME);
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: tensor name of %zu bytes (\"%.40s...\") exceeds the limit %u", path,
+                           strlen(key), key, TX_ST_MAX_NAME);
             goto fail;
         }
         rc = parse_entry(f, key, val, bufsize, data_base, &f->t[f->n], err, errsz);
@@ -323,12 +324,12 @@ int tx_st_open(const char *path, struct tx_st_file **out, char *err, size_t errs
     for (size_t i = 1; i < f->n; i++) {
         const struct tx_tensor *a = &f->t[i - 1], *b = &f->t[i];
         if (a->nbytes && b->nbytes && b->file_offset < a->file_offset + a->nbytes) {
-            rc = txm_err(err, errsz, -EINVAL,
-                         "%s: tensors %s [%" PRIu64 ", %" PRIu64 ") and %s [%" PRIu64 ", %" PRIu64
-                         ") overlap",
-                         path, a->name, a->file_offset - data_base,
-                         a->file_offset - data_base + a->nbytes, b->name,
-                         b->file_offset - data_base, b->file_offset - data_base + b->nbytes);
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: tensors %s [%" PRIu64 ", %" PRIu64 ") and %s [%" PRIu64 ", %" PRIu64
+                           ") overlap",
+                           path, a->name, a->file_offset - data_base,
+                           a->file_offset - data_base + a->nbytes, b->name,
+                           b->file_offset - data_base, b->file_offset - data_base + b->nbytes);
             goto fail;
         }
     }
@@ -337,8 +338,8 @@ int tx_st_open(const char *path, struct tx_st_file **out, char *err, size_t errs
     qsort(f->sorted, f->n, sizeof(*f->sorted), cmp_tensor_name);
     for (size_t i = 1; i < f->n; i++)
         if (strcmp(f->sorted[i - 1]->name, f->sorted[i]->name) == 0) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: tensor %s appears twice", path,
-                         f->sorted[i]->name);
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s appears twice", path,
+                           f->sorted[i]->name);
             goto fail;
         }
     json_object_put(root);
@@ -368,7 +369,7 @@ int tx_st_writer_open(const char *path, const struct tx_tensor_decl *decls, size
     *out = NULL;
     struct json_object *root = json_object_new_object();
     if (!root)
-        return txm_err(err, errsz, -ENOMEM, "%s: out of memory", path);
+        return tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
     int rc = 0;
     if (meta && meta[0]) {
         struct json_object *m = json_object_new_object();
@@ -381,12 +382,12 @@ int tx_st_writer_open(const char *path, const struct tx_tensor_decl *decls, size
         const struct tx_tensor_decl *d = &decls[i];
         if (!d->name || !d->name[0] || (unsigned)d->type >= TX_ELEM_COUNT || d->ndim < 0 ||
             d->ndim > TX_TENSOR_MAX_DIMS || strcmp(d->name, "__metadata__") == 0) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: invalid declaration of tensor %zu (%s)", path, i,
-                         d->name ? d->name : "(null)");
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: invalid declaration of tensor %zu (%s)",
+                           path, i, d->name ? d->name : "(null)");
             goto out;
         }
         if (json_object_object_get_ex(root, d->name, NULL)) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: tensor %s declared twice", path, d->name);
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s declared twice", path, d->name);
             goto out;
         }
         uint64_t ne = 1, nb, end;
@@ -395,7 +396,7 @@ int tx_st_writer_open(const char *path, const struct tx_tensor_decl *decls, size
                 ne = UINT64_MAX;
         if (ne == UINT64_MAX || !txm_mul(ne, tx_elem_size(d->type), &nb) ||
             !txm_add(off, nb, &end) || end > (uint64_t)INT64_MAX) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: tensor %s: size overflows", path, d->name);
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: size overflows", path, d->name);
             goto out;
         }
         struct json_object *e = json_object_new_object(), *sh = json_object_new_array(),
@@ -415,7 +416,7 @@ int tx_st_writer_open(const char *path, const struct tx_tensor_decl *decls, size
     uint64_t hlen = txm_align(jl, 8);
     struct tx_st_writer *w = calloc(1, sizeof(*w));
     if (!w) {
-        rc = txm_err(err, errsz, -ENOMEM, "%s: out of memory", path);
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
         goto out;
     }
     w->path = strdup(path);
@@ -423,18 +424,18 @@ int tx_st_writer_open(const char *path, const struct tx_tensor_decl *decls, size
     w->fd = -1;
     w->total = off;
     if (!w->path || !w->tmp) {
-        rc = txm_err(err, errsz, -ENOMEM, "%s: out of memory", path);
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
         goto fail;
     }
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) {
         rc = -errno;
-        txm_err(err, errsz, rc, "%s: %s", w->tmp, strerror(-rc));
+        rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: %s", w->tmp, strerror(-rc));
         goto fail;
     }
     char *hb = malloc(8 + hlen);
     if (!hb) {
-        rc = txm_err(err, errsz, -ENOMEM, "%s: out of memory", path);
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
         goto fail;
     }
     memcpy(hb, &hlen, 8);
@@ -443,7 +444,7 @@ int tx_st_writer_open(const char *path, const struct tx_tensor_decl *decls, size
     rc = txm_write_all(w->fd, hb, 8 + hlen);
     free(hb);
     if (rc < 0) {
-        txm_err(err, errsz, rc, "%s: write: %s", w->tmp, strerror(-rc));
+        rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: write: %s", w->tmp, strerror(-rc));
         goto fail;
     }
     *out = w;
@@ -459,10 +460,10 @@ int tx_st_writer_write(struct tx_st_writer *w, const void *data, size_t len, cha
                        size_t errsz)
 {
     if (len > w->total - w->written)
-        return txm_err(err, errsz, -EINVAL, "%s: more data written than declared", w->path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: more data written than declared", w->path);
     int rc = txm_write_all(w->fd, data, len);
     if (rc < 0)
-        return txm_err(err, errsz, rc, "%s: write: %s", w->tmp, strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(rc), "%s: write: %s", w->tmp, strerror(-rc));
     w->written += len;
     return 0;
 }
@@ -471,17 +472,17 @@ int tx_st_writer_finish(struct tx_st_writer *w, char *err, size_t errsz)
 {
     int rc = 0;
     if (w->written != w->total)
-        rc = txm_err(err, errsz, -EINVAL, "%s: %" PRIu64 " of %" PRIu64 " data bytes written",
-                     w->path, w->written, w->total);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: %" PRIu64 " of %" PRIu64 " data bytes written",
+                       w->path, w->written, w->total);
     else if (close(w->fd) < 0) {
         w->fd = -1;
         rc = -errno;
-        txm_err(err, errsz, rc, "%s: close: %s", w->tmp, strerror(-rc));
+        rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: close: %s", w->tmp, strerror(-rc));
     } else {
         w->fd = -1;
         if (rename(w->tmp, w->path) < 0) {
             rc = -errno;
-            txm_err(err, errsz, rc, "%s: rename: %s", w->path, strerror(-rc));
+            rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: rename: %s", w->path, strerror(-rc));
         }
     }
     if (rc < 0) {
@@ -573,7 +574,7 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
     *index_out = NULL;
     char *ip = txm_path_join(dir, "model.safetensors.index.json");
     if (!ip)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     if (txm_file_exists(ip)) {
         char *txt;
         size_t len;
@@ -592,8 +593,8 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
         if (!root || je != json_tokener_success) {
             if (root)
                 json_object_put(root);
-            rc = txm_err(err, errsz, -EINVAL, "%s: not valid JSON: %s", ip,
-                         json_tokener_error_desc(je));
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: not valid JSON: %s", ip,
+                           json_tokener_error_desc(je));
             free(ip);
             return rc;
         }
@@ -601,14 +602,15 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
             !json_object_object_get_ex(root, "weight_map", &wm) ||
             !json_object_is_type(wm, json_type_object)) {
             json_object_put(root);
-            rc = txm_err(err, errsz, -EINVAL, "%s: no \"weight_map\" object", ip);
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: no \"weight_map\" object", ip);
             free(ip);
             return rc;
         }
         size_t cap = (size_t)json_object_object_length(wm) + 1;
         if (cap > TX_ST_MAX_TENSORS + 1) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: weight_map: %zu entries exceeds the limit %u",
-                         ip, cap - 1, TX_ST_MAX_TENSORS);
+            rc =
+                tx_errbuf(err, errsz, TX_EINVAL, "%s: weight_map: %zu entries exceeds the limit %u",
+                          ip, cap - 1, TX_ST_MAX_TENSORS);
             json_object_put(root);
             free(ip);
             return rc;
@@ -618,16 +620,16 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
         if (!v) {
             json_object_put(root);
             free(ip);
-            return txm_err(err, errsz, -ENOMEM, "out of memory");
+            return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         }
         json_object_object_foreach(wm, k, fv)
         {
             if (!json_object_is_type(fv, json_type_string) ||
                 !valid_shard_name(json_object_get_string(fv))) {
-                rc = txm_err(err, errsz, -EINVAL,
-                             "%s: weight_map entry of tensor %s is not a file name in the "
-                             "checkpoint directory",
-                             ip, k);
+                rc = tx_errbuf(err, errsz, TX_EINVAL,
+                               "%s: weight_map entry of tensor %s is not a file name in the "
+                               "checkpoint directory",
+                               ip, k);
                 for (size_t i = 0; i < n; i++)
                     free(v[i]);
                 free(v);
@@ -642,9 +644,9 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
                     break;
             if (j == n && n == TX_ST_MAX_SHARDS) {
                 /* also keeps this search linear in the entries */
-                rc = txm_err(err, errsz, -EINVAL,
-                             "%s: weight_map names more than %u shard files (the limit)", ip,
-                             TX_ST_MAX_SHARDS);
+                rc = tx_errbuf(err, errsz, TX_EINVAL,
+                               "%s: weight_map names more than %u shard files (the limit)", ip,
+                               TX_ST_MAX_SHARDS);
                 for (size_t i = 0; i < n; i++)
                     free(v[i]);
                 free(v);
@@ -668,7 +670,7 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
         free(single);
         char **v = calloc(1, sizeof(char *));
         if (!v)
-            return txm_err(err, errsz, -ENOMEM, "out of memory");
+            return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         v[0] = strdup("model.safetensors");
         *names = v;
         *nnames = 1;
@@ -678,7 +680,7 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
     DIR *d = opendir(dir);
     if (!d) {
         int e = errno;
-        return txm_err(err, errsz, -e, "%s: %s", dir, strerror(e));
+        return tx_errbuf(err, errsz, tx_errno_code(e), "%s: %s", dir, strerror(e));
     }
     size_t n = 0, cap = 16;
     char **v = calloc(cap, sizeof(char *));
@@ -698,12 +700,12 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
     }
     closedir(d);
     if (!v)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     if (n == 0) {
         free(v);
-        return txm_err(err, errsz, -ENOENT,
-                       "%s: no model.safetensors.index.json, model.safetensors or *.safetensors",
-                       dir);
+        return tx_errbuf(err, errsz, TX_ENOENT,
+                         "%s: no model.safetensors.index.json, model.safetensors or *.safetensors",
+                         dir);
     }
     qsort(v, n, sizeof(char *), cmp_str);
     *names = v;
@@ -722,19 +724,19 @@ int tx_st_set_open(const char *dir, struct tx_st_set **out, char *err, size_t er
         return rc;
     struct tx_st_set *s = calloc(1, sizeof(*s));
     if (!s || !(s->files = calloc(nn, sizeof(*s->files)))) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto fail;
     }
     size_t total = 0;
     for (size_t i = 0; i < nn; i++) {
         char *p = txm_path_join(dir, names[i]);
         if (!p) {
-            rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+            rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
             goto fail;
         }
         if (index && !txm_file_exists(p)) {
-            rc = txm_err(err, errsz, -ENOENT,
-                         "%s: listed in model.safetensors.index.json but missing", p);
+            rc = tx_errbuf(err, errsz, TX_ENOENT,
+                           "%s: listed in model.safetensors.index.json but missing", p);
             free(p);
             goto fail;
         }
@@ -745,16 +747,16 @@ int tx_st_set_open(const char *dir, struct tx_st_set **out, char *err, size_t er
         total += tx_st_count(s->files[s->nfiles]);
         s->nfiles++;
         if (total > TX_ST_MAX_TENSORS) {
-            rc = txm_err(err, errsz, -EINVAL,
-                         "%s: the safetensors files hold more than %u tensors (the limit)", dir,
-                         TX_ST_MAX_TENSORS);
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: the safetensors files hold more than %u tensors (the limit)", dir,
+                           TX_ST_MAX_TENSORS);
             goto fail;
         }
     }
     s->t = calloc(total ? total : 1, sizeof(*s->t));
     s->sorted = calloc(total ? total : 1, sizeof(*s->sorted));
     if (!s->t || !s->sorted) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto fail;
     }
     for (size_t i = 0; i < s->nfiles; i++)
@@ -764,8 +766,8 @@ int tx_st_set_open(const char *dir, struct tx_st_set **out, char *err, size_t er
     qsort(s->sorted, s->n, sizeof(*s->sorted), cmp_tensor_name);
     for (size_t i = 1; i < s->n; i++)
         if (strcmp(s->sorted[i - 1]->name, s->sorted[i]->name) == 0) {
-            rc = txm_err(err, errsz, -EINVAL, "tensor %s is in both %s and %s", s->sorted[i]->name,
-                         s->sorted[i - 1]->file, s->sorted[i]->file);
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "tensor %s is in both %s and %s",
+                           s->sorted[i]->name, s->sorted[i - 1]->file, s->sorted[i]->file);
             goto fail;
         }
     if (index) {
@@ -779,10 +781,10 @@ int tx_st_set_open(const char *dir, struct tx_st_set **out, char *err, size_t er
             size_t tl = t ? strlen(t->file) : 0;
             if (!t || tl < fl || strcmp(t->file + tl - fl, fn) != 0 ||
                 (tl > fl && t->file[tl - fl - 1] != '/')) {
-                rc = txm_err(err, errsz, -ENOENT,
-                             "%s/model.safetensors.index.json: tensor %s is mapped to %s but is "
-                             "not in that file",
-                             dir, k, fn);
+                rc = tx_errbuf(err, errsz, TX_ENOENT,
+                               "%s/model.safetensors.index.json: tensor %s is mapped to %s but is "
+                               "not in that file",
+                               dir, k, fn);
                 goto fail;
             }
         }

@@ -136,8 +136,9 @@ int tx_smd_check_sparse_index(const void *index, uint64_t size, uint32_t rows, u
                               uint32_t nnz_blocks, char *err, size_t errsz)
 {
     if (size != tx_smd_index_size(TX8_WFMT_BLOCK_SPARSE, rows, nnz_blocks))
-        return txm_err(err, errsz, -EINVAL, "sparse index has %" PRIu64 " bytes, expected %" PRIu64,
-                       size, tx_smd_index_size(TX8_WFMT_BLOCK_SPARSE, rows, nnz_blocks));
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "sparse index has %" PRIu64 " bytes, expected %" PRIu64, size,
+                         tx_smd_index_size(TX8_WFMT_BLOCK_SPARSE, rows, nnz_blocks));
     const unsigned char *p = index;
     const unsigned char *cb = p + ((uint64_t)rows + 1) * 4;
     uint32_t nb = cols / TX8_SPARSE_BLOCK, prev = 0;
@@ -145,8 +146,8 @@ int tx_smd_check_sparse_index(const void *index, uint64_t size, uint32_t rows, u
         uint32_t v;
         memcpy(&v, p + r * 4, 4);
         if ((r == 0 && v != 0) || v < prev || v > nnz_blocks)
-            return txm_err(err, errsz, -EINVAL, "sparse index: row_ptr[%" PRIu64 "] = %u invalid",
-                           r, v);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "sparse index: row_ptr[%" PRIu64 "] = %u invalid", r, v);
         if (r > 0) {
             for (uint32_t k = prev; k < v; k++) {
                 uint16_t c;
@@ -155,17 +156,17 @@ int tx_smd_check_sparse_index(const void *index, uint64_t size, uint32_t rows, u
                 if (k > prev)
                     memcpy(&c0, cb + (uint64_t)(k - 1) * 2, 2);
                 if (c >= nb || (k > prev && c <= c0))
-                    return txm_err(err, errsz, -EINVAL,
-                                   "sparse index: row %" PRIu64 " block %u: column block %u "
-                                   "invalid (must increase, < %u)",
-                                   r - 1, k - prev, c, nb);
+                    return tx_errbuf(err, errsz, TX_EINVAL,
+                                     "sparse index: row %" PRIu64 " block %u: column block %u "
+                                     "invalid (must increase, < %u)",
+                                     r - 1, k - prev, c, nb);
             }
         }
         prev = v;
     }
     if (prev != nnz_blocks)
-        return txm_err(err, errsz, -EINVAL, "sparse index: row_ptr[rows] = %u but nnz_blocks = %u",
-                       prev, nnz_blocks);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "sparse index: row_ptr[rows] = %u but nnz_blocks = %u", prev, nnz_blocks);
     return 0;
 }
 
@@ -290,24 +291,25 @@ static int read_section(struct tx_smd *s, const struct tx_smd_section *sc, uint6
 {
     *out = NULL;
     if (sc->size > max)
-        return txm_err(err, errsz, -EINVAL, "%s: section %s: %" PRIu64 " bytes exceeds %" PRIu64,
-                       s->path, sec_name(sc->kind), sc->size, max);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: section %s: %" PRIu64 " bytes exceeds %" PRIu64, s->path,
+                         sec_name(sc->kind), sc->size, max);
     char *b = malloc((size_t)sc->size + 1);
     if (!b)
-        return txm_err(err, errsz, -ENOMEM, "%s: out of memory", s->path);
+        return tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", s->path);
     int rc = txm_pread_all(s->fd, b, (size_t)sc->size, sc->offset);
     if (rc < 0) {
         free(b);
-        return txm_err(err, errsz, rc, "%s: section %s: read: %s", s->path, sec_name(sc->kind),
-                       strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(rc), "%s: section %s: read: %s", s->path,
+                         sec_name(sc->kind), strerror(-rc));
     }
     b[sc->size] = 0;
     uint32_t crc = tx_crc32c(0, b, (size_t)sc->size);
     if (crc != sc->crc) {
         free(b);
-        return txm_err(err, errsz, -EBADMSG,
-                       "%s: section %s: checksum mismatch (stored %08x, computed %08x)", s->path,
-                       sec_name(sc->kind), sc->crc, crc);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: section %s: checksum mismatch (stored %08x, computed %08x)", s->path,
+                         sec_name(sc->kind), sc->crc, crc);
     }
     *out = b;
     return 0;
@@ -323,8 +325,8 @@ int txm_smd_check_json(const char *path, int kind, const char *txt, size_t len, 
                        size_t errsz)
 {
     if (memchr(txt, 0, len))
-        return txm_err(err, errsz, -EINVAL, "%s: section %s contains a NUL byte", path,
-                       sec_name((uint32_t)kind));
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: section %s contains a NUL byte", path,
+                         sec_name((uint32_t)kind));
     /* The syntax check decides for every well-formed section (json-c's
      * parser accepts whatever it accepts) without building a tree of the
      * 11 MB tokenizer; json-c decides the rest. */
@@ -332,7 +334,7 @@ int txm_smd_check_json(const char *path, int kind, const char *txt, size_t len, 
         return 0;
     struct json_tokener *tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH);
     if (!tok)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     struct json_object *o = len <= INT32_MAX ? json_tokener_parse_ex(tok, txt, (int)len) : NULL;
     enum json_tokener_error je = json_tokener_get_error(tok);
     size_t end = json_tokener_get_parse_end(tok);
@@ -344,8 +346,8 @@ int txm_smd_check_json(const char *path, int kind, const char *txt, size_t len, 
         if (!isspace((unsigned char)txt[i]))
             ok = 0;
     if (!ok)
-        return txm_err(err, errsz, -EINVAL, "%s: section %s is not a valid JSON object", path,
-                       sec_name((uint32_t)kind));
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: section %s is not a valid JSON object", path,
+                         sec_name((uint32_t)kind));
     return 0;
 }
 
@@ -375,88 +377,90 @@ static int check_tensor(struct tx_smd *s, uint32_t i, char *err, size_t errsz)
         t->name_len >= s->strings_len - t->name_offset ||
         s->strings[t->name_offset + t->name_len] != 0 ||
         strlen(s->strings + t->name_offset) != t->name_len)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor #%u: name outside the string table or "
-                       "not terminated",
-                       P, i);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor #%u: name outside the string table or "
+                         "not terminated",
+                         P, i);
     const char *N = s->strings + t->name_offset;
     for (const char *c = N; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
-            return txm_err(err, errsz, -EINVAL, "%s: tensor #%u: name has a control character", P,
-                           i);
+            return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor #%u: name has a control character",
+                             P, i);
     if (t->rsvd0 || t->rsvd1 || t->rsvd2 || !all_zero(t->rsvd3, sizeof(t->rsvd3)))
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: reserved fields not zero", P, N);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: reserved fields not zero", P, N);
     if (t->dtype != TX8_DTYPE_F32 && t->dtype != TX8_DTYPE_F16 && t->dtype != TX8_DTYPE_BF16 &&
         t->dtype != TX8_DTYPE_I8)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: invalid dtype %u", P, N, t->dtype);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: invalid dtype %u", P, N, t->dtype);
     if (t->format != TX8_WFMT_DENSE && t->format != TX8_WFMT_BLOCK_SPARSE)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: invalid format %u", P, N, t->format);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: invalid format %u", P, N,
+                         t->format);
     if (t->layer_type >= TX_SMD_LAYER_COUNT)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: invalid layer type %u", P, N,
-                       t->layer_type);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: invalid layer type %u", P, N,
+                         t->layer_type);
     if (t->ndim < 1 || t->ndim > TX_SMD_MAX_DIMS)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: invalid rank %u", P, N, t->ndim);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: invalid rank %u", P, N, t->ndim);
     uint64_t rows = 1;
     for (unsigned d = 0; d < TX_SMD_MAX_DIMS; d++) {
         if (d >= t->ndim) {
             if (t->shape[d])
-                return txm_err(err, errsz, -EINVAL, "%s: tensor %s: unused dim %u not zero", P, N,
-                               d);
+                return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: unused dim %u not zero", P,
+                                 N, d);
             continue;
         }
         if (t->shape[d] == 0 || t->shape[d] > UINT32_MAX)
-            return txm_err(err, errsz, -EINVAL, "%s: tensor %s: dim %u = %" PRIu64 " invalid", P, N,
-                           d, t->shape[d]);
+            return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: dim %u = %" PRIu64 " invalid",
+                             P, N, d, t->shape[d]);
         if (d + 1 < t->ndim && !txm_mul(rows, t->shape[d], &rows))
-            return txm_err(err, errsz, -EINVAL, "%s: tensor %s: shape overflows", P, N);
+            return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: shape overflows", P, N);
     }
     if (rows != t->rows || t->shape[t->ndim - 1] != t->cols)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: rows x cols %u x %u does not match "
-                       "the shape",
-                       P, N, t->rows, t->cols);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: rows x cols %u x %u does not match "
+                         "the shape",
+                         P, N, t->rows, t->cols);
     if (t->format == TX8_WFMT_BLOCK_SPARSE) {
         if (t->cols % TX8_SPARSE_BLOCK)
-            return txm_err(err, errsz, -EINVAL,
-                           "%s: tensor %s: sparse with %u columns, not a multiple of %u", P, N,
-                           t->cols, TX8_SPARSE_BLOCK);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "%s: tensor %s: sparse with %u columns, not a multiple of %u", P, N,
+                             t->cols, TX8_SPARSE_BLOCK);
         if (t->group_size && t->group_size % TX8_SPARSE_BLOCK)
-            return txm_err(err, errsz, -EINVAL,
-                           "%s: tensor %s: sparse group size %u not a multiple of %u", P, N,
-                           t->group_size, TX8_SPARSE_BLOCK);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "%s: tensor %s: sparse group size %u not a multiple of %u", P, N,
+                             t->group_size, TX8_SPARSE_BLOCK);
     } else if (t->nnz_blocks) {
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: dense tensor with nnz_blocks", P, N);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: dense tensor with nnz_blocks", P,
+                         N);
     }
     if (t->dtype == TX8_DTYPE_I8 && t->group_size && t->cols % t->group_size)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: %u columns not a multiple of group "
-                       "size %u",
-                       P, N, t->cols, t->group_size);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: %u columns not a multiple of group "
+                         "size %u",
+                         P, N, t->cols, t->group_size);
     uint64_t ds = tx_smd_data_size(t->dtype, t->format, t->rows, t->cols, t->nnz_blocks);
     uint64_t ss = tx_smd_scales_size(t->dtype, t->rows, t->cols, t->group_size);
     uint64_t is = tx_smd_index_size(t->format, t->rows, t->nnz_blocks);
     if (ds == UINT64_MAX || ss == UINT64_MAX || is == UINT64_MAX)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: inconsistent dtype/format/group/nnz", P,
-                       N);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: inconsistent dtype/format/group/nnz", P, N);
     if (t->data_size != ds || t->scales_size != ss || t->index_size != is)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: region sizes (data %" PRIu64 ", scales %" PRIu64
-                       ", index %" PRIu64 ") differ from what the shape and format need (%" PRIu64
-                       ", %" PRIu64 ", %" PRIu64 ")",
-                       P, N, t->data_size, t->scales_size, t->index_size, ds, ss, is);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: region sizes (data %" PRIu64 ", scales %" PRIu64
+                         ", index %" PRIu64 ") differ from what the shape and format need (%" PRIu64
+                         ", %" PRIu64 ", %" PRIu64 ")",
+                         P, N, t->data_size, t->scales_size, t->index_size, ds, ss, is);
     if (t->data_offset % TX_SMD_ALIGN || t->extent_size % TX_SMD_ALIGN || t->extent_size == 0)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: extent not aligned to %u", P, N,
-                       TX_SMD_ALIGN);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: extent not aligned to %u", P, N,
+                         TX_SMD_ALIGN);
     uint64_t ext_end;
     if (!txm_add(t->data_offset, t->extent_size, &ext_end) || t->data_offset < s->hdr.data_offset ||
         ext_end > s->hdr.data_offset + s->hdr.data_size)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: extent [%" PRIu64 ", +%" PRIu64 ") outside the data area", P,
-                       N, t->data_offset, t->extent_size);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: extent [%" PRIu64 ", +%" PRIu64 ") outside the data area",
+                         P, N, t->data_offset, t->extent_size);
     /* regions in order data, scales, index, inside the extent */
     uint64_t pos = t->data_offset + t->data_size;
     if (t->data_size > t->extent_size)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: data larger than its extent", P, N);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: data larger than its extent", P, N);
     const struct {
         uint64_t off, size;
         const char *what;
@@ -465,23 +469,23 @@ static int check_tensor(struct tx_smd *s, uint32_t i, char *err, size_t errsz)
     for (int k = 0; k < 2; k++) {
         if (r[k].size == 0) {
             if (r[k].off)
-                return txm_err(err, errsz, -EINVAL, "%s: tensor %s: %s offset without %s", P, N,
-                               r[k].what, r[k].what);
+                return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: %s offset without %s", P, N,
+                                 r[k].what, r[k].what);
             continue;
         }
         uint64_t e;
         if (r[k].off % TX_SMD_SUB_ALIGN || r[k].off < pos || !txm_add(r[k].off, r[k].size, &e) ||
             e > ext_end)
-            return txm_err(err, errsz, -EINVAL,
-                           "%s: tensor %s: %s region [%" PRIu64 ", +%" PRIu64
-                           ") misplaced (must follow the data, 64-aligned, inside the extent)",
-                           P, N, r[k].what, r[k].off, r[k].size);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "%s: tensor %s: %s region [%" PRIu64 ", +%" PRIu64
+                             ") misplaced (must follow the data, 64-aligned, inside the extent)",
+                             P, N, r[k].what, r[k].off, r[k].size);
         pos = e;
     }
     if (t->src_dtype >= TX8_DTYPE_COUNT)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: invalid source dtype", P, N);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: invalid source dtype", P, N);
     if (t->layer < -1 || t->expert < -1)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: invalid layer/expert index", P, N);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: invalid layer/expert index", P, N);
     return 0;
 }
 
@@ -490,56 +494,56 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
     *out = NULL;
     struct tx_smd *s = calloc(1, sizeof(*s));
     if (!s)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     s->fd = -1;
     int rc;
     struct span *spans = NULL;
     s->path = strdup(path);
     if (!s->path) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto fail;
     }
     s->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (s->fd < 0) {
         rc = -errno;
-        txm_err(err, errsz, rc, "%s: %s", path, strerror(-rc));
+        rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: %s", path, strerror(-rc));
         goto fail;
     }
     struct stat st;
     if (fstat(s->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: not a regular file", path);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: not a regular file", path);
         goto fail;
     }
     uint64_t fsize = (uint64_t)st.st_size;
     unsigned char area[TX_SMD_ALIGN];
     if (fsize < sizeof(struct tx_smd_header)) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: truncated: %" PRIu64 " bytes, no .smd header", path,
-                     fsize);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: truncated: %" PRIu64 " bytes, no .smd header",
+                       path, fsize);
         goto fail;
     }
     size_t an = fsize < TX_SMD_ALIGN ? (size_t)fsize : TX_SMD_ALIGN;
     rc = txm_pread_all(s->fd, area, an, 0);
     if (rc < 0) {
-        txm_err(err, errsz, rc, "%s: read: %s", path, strerror(-rc));
+        rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: read: %s", path, strerror(-rc));
         goto fail;
     }
     memcpy(&s->hdr, area, sizeof(s->hdr));
     struct tx_smd_header *h = &s->hdr;
     if (memcmp(h->magic, TX_SMD_MAGIC, 8) != 0) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: not an .smd package (bad magic)", path);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: not an .smd package (bad magic)", path);
         goto fail;
     }
     if (h->version_major != TX_SMD_VERSION_MAJOR) {
-        rc = txm_err(err, errsz, -ENOTSUP,
-                     "%s: .smd version %u.%u is not supported (this reader: %u.x)", path,
-                     h->version_major, h->version_minor, TX_SMD_VERSION_MAJOR);
+        rc = tx_errbuf(err, errsz, TX_ENOTSUP,
+                       "%s: .smd version %u.%u is not supported (this reader: %u.x)", path,
+                       h->version_major, h->version_minor, TX_SMD_VERSION_MAJOR);
         goto fail;
     }
     if (h->section_count > 64 || h->header_size != sizeof(*h) + 32u * h->section_count ||
         h->header_size > an) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: header size %u / section count %u invalid%s", path,
-                     h->header_size, h->section_count,
-                     h->header_size > an ? " (file truncated)" : "");
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: header size %u / section count %u invalid%s",
+                       path, h->header_size, h->section_count,
+                       h->header_size > an ? " (file truncated)" : "");
         goto fail;
     }
     {
@@ -547,59 +551,60 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
         memset(area + offsetof(struct tx_smd_header, header_crc), 0, 4);
         uint32_t crc = tx_crc32c(0, area, h->header_size);
         if (crc != stored) {
-            rc = txm_err(err, errsz, -EBADMSG,
-                         "%s: header checksum mismatch (stored %08x, computed %08x)", path, stored,
-                         crc);
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: header checksum mismatch (stored %08x, computed %08x)", path,
+                           stored, crc);
             goto fail;
         }
     }
     if (h->alignment != TX_SMD_ALIGN || !all_zero(h->rsvd, sizeof(h->rsvd))) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: alignment %u or reserved fields invalid", path,
-                     h->alignment);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: alignment %u or reserved fields invalid", path,
+                       h->alignment);
         goto fail;
     }
     if (h->file_size != fsize) {
-        rc = txm_err(err, errsz, -EINVAL,
-                     "%s: file is %" PRIu64 " bytes but the header says %" PRIu64 "%s", path, fsize,
-                     h->file_size, fsize < h->file_size ? " (truncated)" : "");
+        rc = tx_errbuf(err, errsz, TX_EINVAL,
+                       "%s: file is %" PRIu64 " bytes but the header says %" PRIu64 "%s", path,
+                       fsize, h->file_size, fsize < h->file_size ? " (truncated)" : "");
         goto fail;
     }
     if (h->sparse_block != TX8_SPARSE_BLOCK ||
         TX8_IF_MAJOR(h->tx8_if_version) != TX8_IF_VERSION_MAJOR) {
-        rc = txm_err(err, errsz, -ENOTSUP,
-                     "%s: made for TX8 interface %u.%u with sparse block %u; this stack has "
-                     "%u.%u with %u",
-                     path, TX8_IF_MAJOR(h->tx8_if_version), TX8_IF_MINOR(h->tx8_if_version),
-                     h->sparse_block, TX8_IF_VERSION_MAJOR, TX8_IF_VERSION_MINOR, TX8_SPARSE_BLOCK);
+        rc = tx_errbuf(err, errsz, TX_ENOTSUP,
+                       "%s: made for TX8 interface %u.%u with sparse block %u; this stack has "
+                       "%u.%u with %u",
+                       path, TX8_IF_MAJOR(h->tx8_if_version), TX8_IF_MINOR(h->tx8_if_version),
+                       h->sparse_block, TX8_IF_VERSION_MAJOR, TX8_IF_VERSION_MINOR,
+                       TX8_SPARSE_BLOCK);
         goto fail;
     }
     uint64_t dend;
     if (h->data_offset % TX_SMD_ALIGN || h->data_offset < TX_SMD_ALIGN ||
         !txm_add(h->data_offset, h->data_size, &dend) || dend > fsize ||
         (h->tensor_count && h->data_size == 0)) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: data area [%" PRIu64 ", +%" PRIu64 ") invalid", path,
-                     h->data_offset, h->data_size);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: data area [%" PRIu64 ", +%" PRIu64 ") invalid",
+                       path, h->data_offset, h->data_size);
         goto fail;
     }
     if (h->tensor_count > SMD_MAX_TENSORS) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: header: tensor_count %u exceeds the limit %u", path,
-                     h->tensor_count, SMD_MAX_TENSORS);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: header: tensor_count %u exceeds the limit %u",
+                       path, h->tensor_count, SMD_MAX_TENSORS);
         goto fail;
     }
     /* the tensor table is in the file: nothing is sized by a count the
      * file cannot hold */
     if ((uint64_t)h->tensor_count * sizeof(struct tx_smd_tensor) > fsize) {
-        rc = txm_err(err, errsz, -EINVAL,
-                     "%s: header: tensor_count %u needs a %" PRIu64
-                     "-byte tensor table but the file is %" PRIu64 " bytes",
-                     path, h->tensor_count,
-                     (uint64_t)h->tensor_count * sizeof(struct tx_smd_tensor), fsize);
+        rc = tx_errbuf(err, errsz, TX_EINVAL,
+                       "%s: header: tensor_count %u needs a %" PRIu64
+                       "-byte tensor table but the file is %" PRIu64 " bytes",
+                       path, h->tensor_count,
+                       (uint64_t)h->tensor_count * sizeof(struct tx_smd_tensor), fsize);
         goto fail;
     }
     memcpy(s->sec, area + sizeof(*h), 32u * h->section_count);
     spans = calloc(h->section_count + h->tensor_count + 2, sizeof(*spans));
     if (!spans) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto fail;
     }
     size_t nspans = 0;
@@ -610,20 +615,20 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
         if (sc->offset % TX_SMD_ALIGN || sc->offset < TX_SMD_ALIGN ||
             !txm_add(sc->offset, sc->size, &e) || e > fsize || sc->rsvd ||
             (sc->flags & ~TX_SMD_SECF_OPTIONAL)) {
-            rc = txm_err(err, errsz, -EINVAL,
-                         "%s: section %s [%" PRIu64 ", +%" PRIu64 ") out of bounds or misaligned",
-                         path, sec_name(sc->kind), sc->offset, sc->size);
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: section %s [%" PRIu64 ", +%" PRIu64 ") out of bounds or misaligned",
+                           path, sec_name(sc->kind), sc->offset, sc->size);
             goto fail;
         }
         if (sc->kind >= 1 && sc->kind <= 7) {
             if (seen[sc->kind]++) {
-                rc = txm_err(err, errsz, -EINVAL, "%s: section %s appears twice", path,
-                             sec_name(sc->kind));
+                rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: section %s appears twice", path,
+                               sec_name(sc->kind));
                 goto fail;
             }
         } else if (!(sc->flags & TX_SMD_SECF_OPTIONAL)) {
-            rc = txm_err(err, errsz, -ENOTSUP, "%s: required section of unknown kind %u", path,
-                         sc->kind);
+            rc = tx_errbuf(err, errsz, TX_ENOTSUP, "%s: required section of unknown kind %u", path,
+                           sc->kind);
             goto fail;
         }
         if (sc->size)
@@ -633,8 +638,8 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
                                    TX_SMD_SEC_TENSORS, TX_SMD_SEC_STRINGS};
     for (size_t k = 0; k < sizeof(required) / sizeof(required[0]); k++)
         if (!seen[required[k]]) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: required section %s missing", path,
-                         sec_name((uint32_t)required[k]));
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: required section %s missing", path,
+                           sec_name((uint32_t)required[k]));
             goto fail;
         }
     if (h->data_size)
@@ -642,8 +647,8 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
     qsort(spans, nspans, sizeof(*spans), cmp_span);
     for (size_t i = 1; i < nspans; i++)
         if (spans[i].a < spans[i - 1].b) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: sections/data area overlap at offset %" PRIu64,
-                         path, spans[i].a);
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: sections/data area overlap at offset %" PRIu64, path, spans[i].a);
             goto fail;
         }
     for (uint32_t i = 0; i < h->section_count; i++) {
@@ -665,10 +670,10 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
             break;
         case TX_SMD_SEC_PLAN: {
             if (sc->size != 8 + sizeof(s->plan)) {
-                rc = txm_err(err, errsz, -EINVAL,
-                             "%s: section PLAN has %" PRIu64 " bytes, "
-                             "expected %zu",
-                             path, sc->size, 8 + sizeof(s->plan));
+                rc = tx_errbuf(err, errsz, TX_EINVAL,
+                               "%s: section PLAN has %" PRIu64 " bytes, "
+                               "expected %zu",
+                               path, sc->size, 8 + sizeof(s->plan));
                 goto fail;
             }
             rc = read_section(s, sc, 4096, &buf, err, errsz);
@@ -680,7 +685,7 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
             memcpy(s->plan, buf + 8, sizeof(s->plan));
             free(buf);
             if (cnt != TX_SMD_LAYER_COUNT || z) {
-                rc = txm_err(err, errsz, -EINVAL, "%s: plan count %u invalid", path, cnt);
+                rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: plan count %u invalid", path, cnt);
                 goto fail;
             }
             for (unsigned l = 0; l < TX_SMD_LAYER_COUNT; l++) {
@@ -688,8 +693,8 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
                 if (pe->layer != l || pe->precision >= TX_SMD_PREC_COUNT ||
                     (pe->flags & ~TX_SMD_PLANF_SPARSE) ||
                     (pe->group_size && pe->group_size % TX8_SPARSE_BLOCK)) {
-                    rc = txm_err(err, errsz, -EINVAL, "%s: plan entry %u (%s) invalid", path, l,
-                                 tx_smd_layer_name(l));
+                    rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: plan entry %u (%s) invalid", path, l,
+                                   tx_smd_layer_name(l));
                     goto fail;
                 }
             }
@@ -697,9 +702,9 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
         }
         case TX_SMD_SEC_TENSORS:
             if (sc->size != (uint64_t)h->tensor_count * sizeof(struct tx_smd_tensor)) {
-                rc = txm_err(err, errsz, -EINVAL,
-                             "%s: section TENSORS has %" PRIu64 " bytes for %u tensors", path,
-                             sc->size, h->tensor_count);
+                rc = tx_errbuf(err, errsz, TX_EINVAL,
+                               "%s: section TENSORS has %" PRIu64 " bytes for %u tensors", path,
+                               sc->size, h->tensor_count);
                 goto fail;
             }
             rc = read_section(s, sc, sc->size, &buf, err, errsz);
@@ -732,21 +737,21 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
             (struct span){s->t[i].data_offset, s->t[i].data_offset + s->t[i].extent_size, 1, i};
     }
     if ((h->flags & ~(TX_SMD_F_QUANTIZED | TX_SMD_F_SPARSE)) || h->flags != flags_seen) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: header flags %#x do not match the tensors (%#x)",
-                     path, h->flags, flags_seen);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: header flags %#x do not match the tensors (%#x)",
+                       path, h->flags, flags_seen);
         goto fail;
     }
     qsort(spans, nspans, sizeof(*spans), cmp_span);
     for (size_t i = 1; i < nspans; i++)
         if (spans[i].a < spans[i - 1].b) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: tensors %s and %s overlap", path,
-                         s->strings + s->t[spans[i - 1].idx].name_offset,
-                         s->strings + s->t[spans[i].idx].name_offset);
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: tensors %s and %s overlap", path,
+                           s->strings + s->t[spans[i - 1].idx].name_offset,
+                           s->strings + s->t[spans[i].idx].name_offset);
             goto fail;
         }
     s->sorted = calloc(h->tensor_count + 1, sizeof(*s->sorted));
     if (!s->sorted) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto fail;
     }
     for (uint32_t i = 0; i < h->tensor_count; i++)
@@ -755,8 +760,8 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
     for (uint32_t i = 1; i < h->tensor_count; i++)
         if (strcmp(s->strings + s->sorted[i - 1]->name_offset,
                    s->strings + s->sorted[i]->name_offset) == 0) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: tensor %s appears twice", path,
-                         s->strings + s->sorted[i]->name_offset);
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s appears twice", path,
+                           s->strings + s->sorted[i]->name_offset);
             goto fail;
         }
     free(spans);
@@ -781,16 +786,16 @@ int tx_smd_check_extent(const struct tx_smd *s, const struct tx_smd_tensor *t, c
     const unsigned char *b = buf;
     uint32_t c = tx_crc32c(0, b, (size_t)t->data_size);
     if (c != t->data_crc)
-        return txm_err(err, errsz, -EBADMSG,
-                       "%s: tensor %s: data checksum mismatch (stored %08x, computed %08x)",
-                       s->path, N, t->data_crc, c);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: data checksum mismatch (stored %08x, computed %08x)",
+                         s->path, N, t->data_crc, c);
     if (t->scales_size) {
         const unsigned char *sc = b + (t->scales_offset - t->data_offset);
         c = tx_crc32c(0, sc, (size_t)t->scales_size);
         if (c != t->scales_crc)
-            return txm_err(err, errsz, -EBADMSG,
-                           "%s: tensor %s: scales checksum mismatch (stored %08x, computed %08x)",
-                           s->path, N, t->scales_crc, c);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "%s: tensor %s: scales checksum mismatch (stored %08x, computed %08x)",
+                             s->path, N, t->scales_crc, c);
         /* a consistent checksum over a NaN scale (a broken exporter, or a
          * package rewritten with new checksums) would still give garbage:
          * scales are finite and >= 0 (0 only for an all-zero group) */
@@ -798,24 +803,24 @@ int tx_smd_check_extent(const struct tx_smd *s, const struct tx_smd_tensor *t, c
             float f;
             memcpy(&f, sc + i * 4, 4);
             if (!isfinite(f) || f < 0)
-                return txm_err(err, errsz, -EBADMSG,
-                               "%s: tensor %s: scale %" PRIu64 " is %g (scales must be finite "
-                               "and >= 0)",
-                               s->path, N, i, (double)f);
+                return tx_errbuf(err, errsz, TX_EINVAL,
+                                 "%s: tensor %s: scale %" PRIu64 " is %g (scales must be finite "
+                                 "and >= 0)",
+                                 s->path, N, i, (double)f);
         }
     }
     if (t->index_size) {
         const unsigned char *ix = b + (t->index_offset - t->data_offset);
         c = tx_crc32c(0, ix, (size_t)t->index_size);
         if (c != t->index_crc)
-            return txm_err(err, errsz, -EBADMSG,
-                           "%s: tensor %s: index checksum mismatch (stored %08x, computed %08x)",
-                           s->path, N, t->index_crc, c);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "%s: tensor %s: index checksum mismatch (stored %08x, computed %08x)",
+                             s->path, N, t->index_crc, c);
         char sub[TX_ERR_MAX];
         int rc = tx_smd_check_sparse_index(ix, t->index_size, t->rows, t->cols, t->nnz_blocks, sub,
                                            sizeof(sub));
         if (rc < 0)
-            return txm_err(err, errsz, rc, "%s: tensor %s: %s", s->path, N, sub);
+            return tx_errbuf(err, errsz, rc, "%s: tensor %s: %s", s->path, N, sub);
     }
     return 0;
 }
@@ -825,11 +830,13 @@ int tx_smd_read_extent(const struct tx_smd *s, const struct tx_smd_tensor *t, vo
 {
     const char *N = tx_smd_tensor_name(s, t);
     if (dstsz < t->extent_size)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: buffer of %zu bytes < extent %" PRIu64,
-                       s->path, N, dstsz, t->extent_size);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: buffer of %zu bytes < extent %" PRIu64, s->path, N, dstsz,
+                         t->extent_size);
     int rc = txm_pread_all(s->fd, dst, (size_t)t->extent_size, t->data_offset);
     if (rc < 0)
-        return txm_err(err, errsz, rc, "%s: tensor %s: read: %s", s->path, N, strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(rc), "%s: tensor %s: read: %s", s->path, N,
+                         strerror(-rc));
     return verify ? tx_smd_check_extent(s, t, dst, err, errsz) : 0;
 }
 
@@ -838,7 +845,7 @@ int tx_smd_verify_tensor(const struct tx_smd *s, const struct tx_smd_tensor *t, 
 {
     void *buf = malloc((size_t)t->extent_size);
     if (!buf)
-        return txm_err(err, errsz, -ENOMEM, "%s: out of memory", s->path);
+        return tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", s->path);
     int rc = tx_smd_read_extent(s, t, buf, (size_t)t->extent_size, 1, err, errsz);
     free(buf);
     return rc;
@@ -986,12 +993,12 @@ int tx_smd_writer_open(const char *path, struct tx_smd_writer **out, char *err, 
     *out = NULL;
     struct tx_smd_writer *w = calloc(1, sizeof(*w));
     if (!w)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     w->fd = -1;
     w->path = strdup(path);
     if (!w->path) {
         tx_smd_writer_abort(w);
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     }
     remove_stale_temps(path);
     w->fd = open_unnamed(path);
@@ -999,14 +1006,14 @@ int tx_smd_writer_open(const char *path, struct tx_smd_writer **out, char *err, 
         w->tmp = txm_temp_name(path);
         if (!w->tmp) {
             tx_smd_writer_abort(w);
-            return txm_err(err, errsz, -ENOMEM, "out of memory");
+            return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         }
         w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     }
     if (w->fd < 0) {
-        int rc = -errno;
-        txm_err(err, errsz, rc, "%s: cannot create (temporary %s): %s", path, w->tmp,
-                strerror(-rc));
+        int e = errno;
+        int rc = tx_errbuf(err, errsz, tx_errno_code(e), "%s: cannot create (temporary %s): %s",
+                           path, w->tmp, strerror(e));
         tx_smd_writer_abort(w);
         return rc;
     }
@@ -1014,7 +1021,7 @@ int tx_smd_writer_open(const char *path, struct tx_smd_writer **out, char *err, 
     static const char zeros[TX_SMD_ALIGN];
     int rc = wput(w, zeros, sizeof(zeros));
     if (rc < 0) {
-        txm_err(err, errsz, rc, "%s: write: %s", w->tmp, strerror(-rc));
+        rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: write: %s", w->tmp, strerror(-rc));
         tx_smd_writer_abort(w);
         return rc;
     }
@@ -1026,7 +1033,7 @@ static int write_section(struct tx_smd_writer *w, uint32_t kind, uint32_t flags,
                          size_t len, char *err, size_t errsz)
 {
     if (w->nsec >= 16)
-        return txm_err(err, errsz, -EINVAL, "%s: too many sections", w->path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: too many sections", w->path);
     int rc = wpad(w, TX_SMD_ALIGN);
     struct tx_smd_section *sc = &w->sec[w->nsec];
     sc->kind = kind;
@@ -1038,7 +1045,7 @@ static int write_section(struct tx_smd_writer *w, uint32_t kind, uint32_t flags,
     if (rc == 0)
         rc = wput(w, data, len);
     if (rc < 0)
-        return txm_err(err, errsz, rc, "%s: write: %s", w->tmp, strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(rc), "%s: write: %s", w->tmp, strerror(-rc));
     w->nsec++;
     return 0;
 }
@@ -1059,13 +1066,13 @@ int tx_smd_writer_section(struct tx_smd_writer *w, enum tx_smd_section_kind kind
 {
     if (kind != TX_SMD_SEC_CONFIG && kind != TX_SMD_SEC_TOKENIZER &&
         kind != TX_SMD_SEC_TOKENIZER_CONFIG && kind != TX_SMD_SEC_METADATA)
-        return txm_err(err, errsz, -EINVAL, "%s: section %s is written by the writer itself",
-                       w->path, sec_name((uint32_t)kind));
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: section %s is written by the writer itself",
+                         w->path, sec_name((uint32_t)kind));
     if (have_section(w, (uint32_t)kind))
-        return txm_err(err, errsz, -EINVAL, "%s: section %s set twice", w->path,
-                       sec_name((uint32_t)kind));
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: section %s set twice", w->path,
+                         sec_name((uint32_t)kind));
     if (w->in_tensor)
-        return txm_err(err, errsz, -EINVAL, "%s: section set inside a tensor", w->path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: section set inside a tensor", w->path);
     if (w->nt == 0)
         return write_section(w, (uint32_t)kind,
                              kind == TX_SMD_SEC_TOKENIZER_CONFIG || kind == TX_SMD_SEC_METADATA
@@ -1074,10 +1081,10 @@ int tx_smd_writer_section(struct tx_smd_writer *w, enum tx_smd_section_kind kind
                              data, len, err, errsz);
     /* after the data area has begun: keep it for finish */
     if (w->npend >= 16)
-        return txm_err(err, errsz, -EINVAL, "%s: too many sections", w->path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: too many sections", w->path);
     char *copy = malloc(len ? len : 1);
     if (!copy)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     memcpy(copy, data, len);
     w->pend[w->npend++] = (struct pending_sec){(uint32_t)kind, copy, len};
     return 0;
@@ -1091,7 +1098,7 @@ int tx_smd_writer_plan(struct tx_smd_writer *w,
         if (plan[l].layer != l || plan[l].precision >= TX_SMD_PREC_COUNT ||
             (plan[l].flags & ~TX_SMD_PLANF_SPARSE) ||
             (plan[l].group_size && plan[l].group_size % TX8_SPARSE_BLOCK))
-            return txm_err(err, errsz, -EINVAL, "%s: plan entry %u invalid", w->path, l);
+            return tx_errbuf(err, errsz, TX_EINVAL, "%s: plan entry %u invalid", w->path, l);
     memcpy(w->plan, plan, sizeof(w->plan));
     w->have_plan = 1;
     return 0;
@@ -1101,21 +1108,22 @@ int tx_smd_writer_begin(struct tx_smd_writer *w, const struct tx_smd_tensor_desc
                         size_t errsz)
 {
     if (w->failed)
-        return txm_err(err, errsz, -EIO, "%s: writer failed earlier", w->path);
+        return tx_errbuf(err, errsz, TX_EIO, "%s: writer failed earlier", w->path);
     if (w->in_tensor)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s begun inside another", w->path, d->name);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s begun inside another", w->path,
+                         d->name);
     size_t nl = d->name ? strlen(d->name) : 0;
     if (nl < 1 || nl > SMD_MAX_NAME)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor name empty or longer than %u", w->path,
-                       SMD_MAX_NAME);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor name empty or longer than %u", w->path,
+                         SMD_MAX_NAME);
     if (d->ndim < 1 || d->ndim > TX_SMD_MAX_DIMS)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: rank %d unsupported", w->path, d->name,
-                       d->ndim);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: rank %d unsupported", w->path,
+                         d->name, d->ndim);
     if (w->nt == w->capt) {
         size_t c = w->capt ? 2 * w->capt : 256;
         struct tx_smd_tensor *n = realloc(w->t, c * sizeof(*n));
         if (!n)
-            return txm_err(err, errsz, -ENOMEM, "out of memory");
+            return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         w->t = n;
         w->capt = c;
     }
@@ -1124,14 +1132,15 @@ int tx_smd_writer_begin(struct tx_smd_writer *w, const struct tx_smd_tensor_desc
     uint64_t rows = 1;
     for (int i = 0; i < d->ndim; i++) {
         if (d->shape[i] == 0 || d->shape[i] > UINT32_MAX)
-            return txm_err(err, errsz, -EINVAL, "%s: tensor %s: dim %d invalid", w->path, d->name,
-                           i);
+            return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: dim %d invalid", w->path,
+                             d->name, i);
         t->shape[i] = d->shape[i];
         if (i + 1 < d->ndim)
             rows *= d->shape[i];
     }
     if (rows > UINT32_MAX)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: more than 2^32 rows", w->path, d->name);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: more than 2^32 rows", w->path,
+                         d->name);
     t->ndim = (uint16_t)d->ndim;
     t->rows = (uint32_t)rows;
     t->cols = (uint32_t)d->shape[d->ndim - 1];
@@ -1151,20 +1160,20 @@ int tx_smd_writer_begin(struct tx_smd_writer *w, const struct tx_smd_tensor_desc
          t->dtype != TX8_DTYPE_I8) ||
         t->layer_type >= TX_SMD_LAYER_COUNT || t->src_dtype >= TX8_DTYPE_COUNT ||
         (t->format == TX8_WFMT_BLOCK_SPARSE && t->group_size % TX8_SPARSE_BLOCK))
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: inconsistent dtype %u / format %u / group %u / nnz %u",
-                       w->path, d->name, d->dtype, d->format, d->group_size, d->nnz_blocks);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: inconsistent dtype %u / format %u / group %u / nnz %u",
+                         w->path, d->name, d->dtype, d->format, d->group_size, d->nnz_blocks);
     t->data_size = ds;
     t->scales_size = ss;
     t->index_size = is;
     t->name_offset = (uint32_t)w->strings.len;
     t->name_len = (uint32_t)nl;
     if (txm_buf_put(&w->strings, d->name, nl + 1) < 0)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     int rc = wpad(w, TX_SMD_ALIGN);
     if (rc < 0) {
         w->failed = 1;
-        return txm_err(err, errsz, rc, "%s: write: %s", w->tmp, strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(rc), "%s: write: %s", w->tmp, strerror(-rc));
     }
     if (w->nt == 0)
         w->data_start = w->pos;
@@ -1183,15 +1192,16 @@ int tx_smd_writer_data(struct tx_smd_writer *w, const void *data, size_t len, ch
                        size_t errsz)
 {
     if (!w->in_tensor)
-        return txm_err(err, errsz, -EINVAL, "%s: data outside a tensor", w->path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: data outside a tensor", w->path);
     struct tx_smd_tensor *t = &w->t[w->nt];
     if (len > t->data_size - w->data_written)
-        return txm_err(err, errsz, -EINVAL, "%s: tensor %s: more data than its %" PRIu64 " bytes",
-                       w->path, w->strings.p + t->name_offset, t->data_size);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: more data than its %" PRIu64 " bytes", w->path,
+                         w->strings.p + t->name_offset, t->data_size);
     int rc = wput(w, data, len);
     if (rc < 0) {
         w->failed = 1;
-        return txm_err(err, errsz, rc, "%s: write: %s", w->tmp, strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(rc), "%s: write: %s", w->tmp, strerror(-rc));
     }
     w->crc = tx_crc32c(w->crc, data, len);
     w->data_written += len;
@@ -1202,24 +1212,24 @@ int tx_smd_writer_end(struct tx_smd_writer *w, const void *scales, size_t scales
                       const void *index, size_t index_len, char *err, size_t errsz)
 {
     if (!w->in_tensor)
-        return txm_err(err, errsz, -EINVAL, "%s: end outside a tensor", w->path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: end outside a tensor", w->path);
     struct tx_smd_tensor *t = &w->t[w->nt];
     const char *N = w->strings.p + t->name_offset;
     if (w->data_written != t->data_size)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: %" PRIu64 " of %" PRIu64 " data bytes written", w->path, N,
-                       w->data_written, t->data_size);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: %" PRIu64 " of %" PRIu64 " data bytes written", w->path, N,
+                         w->data_written, t->data_size);
     if (scales_len != t->scales_size || index_len != t->index_size)
-        return txm_err(err, errsz, -EINVAL,
-                       "%s: tensor %s: scales/index of %zu/%zu bytes, expected %" PRIu64
-                       "/%" PRIu64,
-                       w->path, N, scales_len, index_len, t->scales_size, t->index_size);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: scales/index of %zu/%zu bytes, expected %" PRIu64
+                         "/%" PRIu64,
+                         w->path, N, scales_len, index_len, t->scales_size, t->index_size);
     if (index_len) {
         char sub[TX_ERR_MAX];
         int rc = tx_smd_check_sparse_index(index, index_len, t->rows, t->cols, t->nnz_blocks, sub,
                                            sizeof(sub));
         if (rc < 0)
-            return txm_err(err, errsz, rc, "%s: tensor %s: %s", w->path, N, sub);
+            return tx_errbuf(err, errsz, rc, "%s: tensor %s: %s", w->path, N, sub);
     }
     t->data_crc = w->crc;
     int rc = 0;
@@ -1241,7 +1251,7 @@ int tx_smd_writer_end(struct tx_smd_writer *w, const void *scales, size_t scales
         rc = wpad(w, TX_SMD_ALIGN);
     if (rc < 0) {
         w->failed = 1;
-        return txm_err(err, errsz, rc, "%s: write: %s", w->tmp, strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(rc), "%s: write: %s", w->tmp, strerror(-rc));
     }
     t->extent_size = w->pos - t->data_offset;
     w->data_end = w->pos;
@@ -1261,20 +1271,21 @@ int tx_smd_writer_finish(struct tx_smd_writer *w, char *err, size_t errsz)
 {
     int rc;
     if (w->failed || w->in_tensor) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: %s", w->path,
-                     w->failed ? "writer failed earlier" : "last tensor not ended");
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: %s", w->path,
+                       w->failed ? "writer failed earlier" : "last tensor not ended");
         goto fail;
     }
     if (!w->have_plan || !have_section(w, TX_SMD_SEC_CONFIG) ||
         !have_section(w, TX_SMD_SEC_TOKENIZER)) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: config, tokenizer and plan are required", w->path);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: config, tokenizer and plan are required",
+                       w->path);
         goto fail;
     }
     /* duplicate names */
     if (w->nt > 1) {
         struct tx_smd_tensor *copy = malloc(w->nt * sizeof(*copy));
         if (!copy) {
-            rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+            rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
             goto fail;
         }
         memcpy(copy, w->t, w->nt * sizeof(*copy));
@@ -1282,8 +1293,8 @@ int tx_smd_writer_finish(struct tx_smd_writer *w, char *err, size_t errsz)
         for (size_t i = 1; i < w->nt; i++)
             if (strcmp(w->strings.p + copy[i - 1].name_offset,
                        w->strings.p + copy[i].name_offset) == 0) {
-                rc = txm_err(err, errsz, -EINVAL, "%s: tensor %s written twice", w->path,
-                             w->strings.p + copy[i].name_offset);
+                rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s written twice", w->path,
+                               w->strings.p + copy[i].name_offset);
                 free(copy);
                 goto fail;
             }
@@ -1344,11 +1355,12 @@ int tx_smd_writer_finish(struct tx_smd_writer *w, char *err, size_t errsz)
         snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);
         w->tmp = txm_temp_name(w->path);
         if (!w->tmp)
-            rc = -ENOMEM;
+            rc = -ENOMEM; /* errno domain until the tx_errbuf below */
         else if (linkat(AT_FDCWD, proc, AT_FDCWD, w->tmp, AT_SYMLINK_FOLLOW) < 0)
             rc = -errno;
         if (rc < 0) {
-            txm_err(err, errsz, rc, "%s: cannot link the new package: %s", w->path, strerror(-rc));
+            rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: cannot link the new package: %s",
+                           w->path, strerror(-rc));
             free(w->tmp);
             w->tmp = NULL;
             goto fail;

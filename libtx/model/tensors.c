@@ -94,7 +94,7 @@ int glm_config_tensor_info(const struct glm_config *c, enum glm_tensor_role role
                            int expert, struct glm_tensor_info *t)
 {
     if (!c || !t || (unsigned)role >= GLM_T_ROLE_COUNT)
-        return -EINVAL;
+        return TX_EINVAL;
     memset(t, 0, sizeof(*t));
     t->role = role;
     t->cls = roles[role].cls;
@@ -103,11 +103,11 @@ int glm_config_tensor_info(const struct glm_config *c, enum glm_tensor_role role
     const int64_t H = c->hidden_size;
     const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     if (!arch)
-        return -EINVAL;
+        return TX_EINVAL;
 
     if (is_model_level(role)) {
         if (role == GLM_T_LM_HEAD && c->tie_word_embeddings)
-            return -ENOENT;
+            return TX_ENOENT;
         snprintf(t->name, sizeof(t->name), "%s", roles[role].suffix);
         if (role == GLM_T_FINAL_NORM)
             shape1(t, H);
@@ -116,7 +116,7 @@ int glm_config_tensor_info(const struct glm_config *c, enum glm_tensor_role role
         return 0;
     }
     if (layer < 0 || layer >= c->num_hidden_layers)
-        return -ENOENT;
+        return TX_ENOENT;
     const int sparse = c->mlp_layer_types[layer] == GLM_MLP_SPARSE;
     const int64_t E = c->n_routed_experts, Im = c->moe_intermediate_size;
     const int64_t Ish = (int64_t)c->moe_intermediate_size * c->n_shared_experts;
@@ -138,22 +138,22 @@ int glm_config_tensor_info(const struct glm_config *c, enum glm_tensor_role role
     case GLM_T_MLP_GATE:
     case GLM_T_MLP_UP:
         if (sparse)
-            return -ENOENT;
+            return TX_ENOENT;
         shape2(t, c->intermediate_size, H);
         break;
     case GLM_T_MLP_DOWN:
         if (sparse)
-            return -ENOENT;
+            return TX_ENOENT;
         shape2(t, H, c->intermediate_size);
         break;
     case GLM_T_ROUTER:
         if (!sparse)
-            return -ENOENT;
+            return TX_ENOENT;
         shape2(t, E, H);
         break;
     case GLM_T_ROUTER_BIAS:
         if (!sparse)
-            return -ENOENT;
+            return TX_ENOENT;
         shape1(t, E);
         t->keep_fp32 = 1;
         break;
@@ -161,7 +161,7 @@ int glm_config_tensor_info(const struct glm_config *c, enum glm_tensor_role role
     case GLM_T_EXP_UP:
     case GLM_T_EXP_DOWN:
         if (!sparse || expert < 0 || expert >= E)
-            return -ENOENT;
+            return TX_ENOENT;
         if (role == GLM_T_EXP_DOWN)
             shape2(t, H, Im);
         else
@@ -172,14 +172,14 @@ int glm_config_tensor_info(const struct glm_config *c, enum glm_tensor_role role
     case GLM_T_SHEXP_UP:
     case GLM_T_SHEXP_DOWN:
         if (!sparse || Ish == 0)
-            return -ENOENT;
+            return TX_ENOENT;
         if (role == GLM_T_SHEXP_DOWN)
             shape2(t, H, Ish);
         else
             shape2(t, Ish, H);
         break;
     default: /* an attention tensor the module does not have */
-        return -ENOENT;
+        return TX_ENOENT;
     }
     t->layer = layer;
     char suffix[64];
@@ -207,7 +207,7 @@ static const enum glm_tensor_role layer_order[] = {
 int glm_config_tensor_list(const struct glm_config *c, glm_tensor_cb cb, void *ctx)
 {
     if (!c || !cb)
-        return -EINVAL;
+        return TX_EINVAL;
     struct glm_tensor_info t;
     int rc;
     if (glm_config_tensor_info(c, GLM_T_EMBED, -1, -1, &t) == 0 && (rc = cb(ctx, &t)) != 0)
@@ -240,7 +240,7 @@ int glm_config_tensor_list(const struct glm_config *c, glm_tensor_cb cb, void *c
 int64_t glm_config_tensor_count(const struct glm_config *c)
 {
     if (!c || c->num_hidden_layers < 0 || c->num_hidden_layers > GLM_MAX_LAYERS)
-        return -EINVAL;
+        return TX_EINVAL;
     struct glm_tensor_info t;
     int64_t n = 0;
     if (glm_config_tensor_info(c, GLM_T_EMBED, -1, -1, &t) == 0)
@@ -284,30 +284,30 @@ int glm_config_tensor_lookup(const struct glm_config *c, const char *name,
                              struct glm_tensor_info *out, char *err, size_t errsz)
 {
     if (!c || !name || !out)
-        return txm_err(err, errsz, -EINVAL, "glm_config_tensor_lookup: NULL argument");
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm_config_tensor_lookup: NULL argument");
     const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     for (int r = GLM_T_EMBED; r <= GLM_T_LM_HEAD; r++) {
         if (!strcmp(name, roles[r].suffix)) {
             if (glm_config_tensor_info(c, (enum glm_tensor_role)r, -1, -1, out) == 0)
                 return 0;
-            return txm_err(err, errsz, -ENOENT,
-                           "tensor %s: not expected (tie_word_embeddings is true)", name);
+            return tx_errbuf(err, errsz, TX_ENOENT,
+                             "tensor %s: not expected (tie_word_embeddings is true)", name);
         }
     }
     static const char prefix[] = "model.layers.";
     if (strncmp(name, prefix, sizeof(prefix) - 1) != 0)
-        return txm_err(err, errsz, -ENOENT, "tensor %s: not a tensor of %s", name,
-                       glm_arch_class_name(c->arch));
+        return tx_errbuf(err, errsz, TX_ENOENT, "tensor %s: not a tensor of %s", name,
+                         glm_arch_class_name(c->arch));
     const char *p = name + sizeof(prefix) - 1;
     int layer;
     if (parse_index(&p, &layer) < 0 || *p != '.')
-        return txm_err(err, errsz, -ENOENT, "tensor %s: malformed layer index", name);
+        return tx_errbuf(err, errsz, TX_ENOENT, "tensor %s: malformed layer index", name);
     p++;
     if (layer >= c->num_hidden_layers + c->num_nextn_predict_layers)
-        return txm_err(err, errsz, -ENOENT,
-                       "tensor %s: layer %d does not exist (num_hidden_layers %d + "
-                       "num_nextn_predict_layers %d)",
-                       name, layer, c->num_hidden_layers, c->num_nextn_predict_layers);
+        return tx_errbuf(err, errsz, TX_ENOENT,
+                         "tensor %s: layer %d does not exist (num_hidden_layers %d + "
+                         "num_nextn_predict_layers %d)",
+                         name, layer, c->num_hidden_layers, c->num_nextn_predict_layers);
     if (layer >= c->num_hidden_layers) {
         memset(out, 0, sizeof(*out));
         snprintf(out->name, sizeof(out->name), "%.*s", GLM_TENSOR_NAME_MAX - 1, name);
@@ -320,7 +320,7 @@ int glm_config_tensor_lookup(const struct glm_config *c, const char *name,
         const char *q = p + sizeof(ex) - 1;
         int e;
         if (parse_index(&q, &e) < 0 || *q != '.')
-            return txm_err(err, errsz, -ENOENT, "tensor %s: malformed expert index", name);
+            return tx_errbuf(err, errsz, TX_ENOENT, "tensor %s: malformed expert index", name);
         q++;
         for (int r = GLM_T_EXP_GATE; r <= GLM_T_EXP_DOWN; r++) {
             const char *tail = strchr(roles[r].suffix, '%') + 3; /* after "%d." */
@@ -328,16 +328,16 @@ int glm_config_tensor_lookup(const struct glm_config *c, const char *name,
                 if (glm_config_tensor_info(c, (enum glm_tensor_role)r, layer, e, out) == 0)
                     return 0;
                 if (c->mlp_layer_types[layer] != GLM_MLP_SPARSE)
-                    return txm_err(err, errsz, -ENOENT,
-                                   "tensor %s: layer %d has a dense MLP (mlp_layer_types / "
-                                   "first_k_dense_replace), not experts",
-                                   name, layer);
-                return txm_err(err, errsz, -ENOENT,
-                               "tensor %s: expert %d out of range (n_routed_experts is %d)", name,
-                               e, c->n_routed_experts);
+                    return tx_errbuf(err, errsz, TX_ENOENT,
+                                     "tensor %s: layer %d has a dense MLP (mlp_layer_types / "
+                                     "first_k_dense_replace), not experts",
+                                     name, layer);
+                return tx_errbuf(err, errsz, TX_ENOENT,
+                                 "tensor %s: expert %d out of range (n_routed_experts is %d)", name,
+                                 e, c->n_routed_experts);
             }
         }
-        return txm_err(err, errsz, -ENOENT, "tensor %s: unknown expert tensor", name);
+        return tx_errbuf(err, errsz, TX_ENOENT, "tensor %s: unknown expert tensor", name);
     }
     for (int r = GLM_T_INPUT_NORM; r < GLM_T_ROLE_COUNT; r++) {
         if (is_expert_role((enum glm_tensor_role)r))
@@ -345,13 +345,13 @@ int glm_config_tensor_lookup(const struct glm_config *c, const char *name,
         if (!strcmp(p, roles[r].suffix)) {
             if (glm_config_tensor_info(c, (enum glm_tensor_role)r, layer, -1, out) == 0)
                 return 0;
-            return txm_err(err, errsz, -ENOENT,
-                           "tensor %s: not expected for this %s config (layer %d: %s MLP%s)", name,
-                           glm_arch_name(c->arch), layer,
-                           c->mlp_layer_types[layer] == GLM_MLP_SPARSE ? "MoE" : "dense",
-                           arch && arch->layer_note ? arch->layer_note(c, layer) : "");
+            return tx_errbuf(err, errsz, TX_ENOENT,
+                             "tensor %s: not expected for this %s config (layer %d: %s MLP%s)",
+                             name, glm_arch_name(c->arch), layer,
+                             c->mlp_layer_types[layer] == GLM_MLP_SPARSE ? "MoE" : "dense",
+                             arch && arch->layer_note ? arch->layer_note(c, layer) : "");
         }
     }
-    return txm_err(err, errsz, -ENOENT, "tensor %s: not a tensor of %s", name,
-                   glm_arch_class_name(c->arch));
+    return tx_errbuf(err, errsz, TX_ENOENT, "tensor %s: not a tensor of %s", name,
+                     glm_arch_class_name(c->arch));
 }

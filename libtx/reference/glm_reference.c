@@ -30,9 +30,9 @@ static int preload_cb(void *ctx, const struct glm_tensor_info *t)
     struct glm_ref_model *m = pc->m;
     float *buf = malloc(sizeof(float) * (size_t)txref_numel(t));
     if (!buf)
-        return txref_fail(pc->err, pc->errsz, -ENOMEM,
-                          "reference: out of memory loading %s (%lld floats)", t->name,
-                          (long long)txref_numel(t));
+        return tx_errbuf(pc->err, pc->errsz, TX_ENOMEM,
+                         "reference: out of memory loading %s (%lld floats)", t->name,
+                         (long long)txref_numel(t));
     int rc = txref_fetch(m, t, buf, pc->err, pc->errsz);
     if (rc < 0) {
         free(buf);
@@ -82,16 +82,16 @@ int glm_ref_model_create(const struct glm_config *cfg, glm_ref_tensor_fn get, vo
                          size_t errsz)
 {
     if (!out)
-        return txref_fail(err, errsz, -EINVAL, "glm_ref_model_create: NULL out");
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm_ref_model_create: NULL out");
     *out = NULL;
     if (!cfg || !get)
-        return txref_fail(err, errsz, -EINVAL, "glm_ref_model_create: NULL config or provider");
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm_ref_model_create: NULL config or provider");
     int rc = glm_config_validate(cfg, err, errsz);
     if (rc < 0)
         return rc;
     struct glm_ref_model *m = calloc(1, sizeof(*m));
     if (!m)
-        return txref_fail(err, errsz, -ENOMEM, "reference: out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "reference: out of memory");
     m->cfg = *cfg;
     if (opt)
         m->opt = *opt;
@@ -100,13 +100,13 @@ int glm_ref_model_create(const struct glm_config *cfg, glm_ref_tensor_fn get, vo
     m->inv_freq = malloc(sizeof(float) * (size_t)(cfg->rotary_dim / 2 + 1));
     if (!m->inv_freq) {
         glm_ref_model_destroy(m);
-        return txref_fail(err, errsz, -ENOMEM, "reference: out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "reference: out of memory");
     }
     glm_config_rope_inv_freq(cfg, m->inv_freq, cfg->rotary_dim / 2);
     rc = txref_pool_create(&m->pool, m->opt.n_threads);
     if (rc < 0) {
         glm_ref_model_destroy(m);
-        return txref_fail(err, errsz, rc, "reference: cannot create worker threads");
+        return tx_errbuf(err, errsz, rc, "reference: cannot create worker threads");
     }
     if (!m->opt.lazy) {
         m->layer_w = calloc((size_t)cfg->num_hidden_layers * GLM_T_ROLE_COUNT, sizeof(float *));
@@ -114,7 +114,7 @@ int glm_ref_model_create(const struct glm_config *cfg, glm_ref_tensor_fn get, vo
                              sizeof(float *));
         if (!m->layer_w || !m->expert_w) {
             glm_ref_model_destroy(m);
-            return txref_fail(err, errsz, -ENOMEM, "reference: out of memory");
+            return tx_errbuf(err, errsz, TX_ENOMEM, "reference: out of memory");
         }
         struct preload_ctx pc = {m, err, errsz};
         rc = glm_config_tensor_list(cfg, preload_cb, &pc);
@@ -149,24 +149,24 @@ int glm_ref_session_create(struct glm_ref_model *m, int max_tokens, struct glm_r
                            char *err, size_t errsz)
 {
     if (!out)
-        return txref_fail(err, errsz, -EINVAL, "glm_ref_session_create: NULL out");
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm_ref_session_create: NULL out");
     *out = NULL;
     if (!m)
-        return txref_fail(err, errsz, -EINVAL, "glm_ref_session_create: NULL model");
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm_ref_session_create: NULL model");
     if (max_tokens <= 0)
-        return txref_fail(err, errsz, -EINVAL, "reference: max_tokens must be > 0 (got %d)",
-                          max_tokens);
+        return tx_errbuf(err, errsz, TX_EINVAL, "reference: max_tokens must be > 0 (got %d)",
+                         max_tokens);
     const struct glm_config *c = &m->cfg;
     struct glm_ref_session *s = calloc(1, sizeof(*s));
     if (!s)
-        return txref_fail(err, errsz, -ENOMEM, "reference: out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "reference: out of memory");
     s->m = m;
     s->max_tokens = max_tokens;
     const int L = c->num_hidden_layers;
     const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     if (!arch) {
         free(s);
-        return txref_fail(err, errsz, -EINVAL, "reference: unknown architecture %d", (int)c->arch);
+        return tx_errbuf(err, errsz, TX_EINVAL, "reference: unknown architecture %d", (int)c->arch);
     }
     /* the cache geometry: the architecture's (the same K/V width in every layer) */
     struct tx_arch_kv kv;
@@ -189,8 +189,8 @@ int glm_ref_session_create(struct glm_ref_model *m, int max_tokens, struct glm_r
     }
     if (!ok) {
         glm_ref_session_destroy(s);
-        return txref_fail(err, errsz, -ENOMEM, "reference: out of memory for a %d-token KV cache",
-                          max_tokens);
+        return tx_errbuf(err, errsz, TX_ENOMEM, "reference: out of memory for a %d-token KV cache",
+                         max_tokens);
     }
     *out = s;
     return 0;
@@ -227,23 +227,24 @@ int glm_ref_forward(struct glm_ref_session *s, const int32_t *tokens, int n, flo
                     const struct glm_ref_hooks *hooks, char *err, size_t errsz)
 {
     if (!s || (!tokens && n > 0))
-        return txref_fail(err, errsz, -EINVAL, "glm_ref_forward: NULL argument");
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm_ref_forward: NULL argument");
     if (n <= 0)
-        return txref_fail(err, errsz, -EINVAL, "glm_ref_forward: n must be > 0 (got %d)", n);
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm_ref_forward: n must be > 0 (got %d)", n);
     struct glm_ref_model *m = s->m;
     const struct glm_config *c = &m->cfg;
     if (n > s->max_tokens - s->pos)
-        return txref_fail(err, errsz, -ENOSPC,
-                          "reference: %d tokens at position %d exceed the session's %d positions",
-                          n, s->pos, s->max_tokens);
+        return tx_errbuf(err, errsz, TX_ENOSPC,
+                         "reference: %d tokens at position %d exceed the session's %d positions", n,
+                         s->pos, s->max_tokens);
     for (int t = 0; t < n; t++) {
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
-            return txref_fail(err, errsz, -EINVAL, "reference: token %d (index %d) outside [0, %d)",
-                              tokens[t], t, c->vocab_size);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "reference: token %d (index %d) outside [0, %d)", tokens[t], t,
+                             c->vocab_size);
     }
     const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     if (!arch)
-        return txref_fail(err, errsz, -EINVAL, "reference: unknown architecture %d", (int)c->arch);
+        return tx_errbuf(err, errsz, TX_EINVAL, "reference: unknown architecture %d", (int)c->arch);
     const int H = c->hidden_size, L = c->num_hidden_layers;
     struct ref_fwd fs = {
         .s = s, .m = m, .c = c, .hooks = hooks, .n = n, .pos0 = s->pos, .err = err, .errsz = errsz};

@@ -21,17 +21,6 @@
 #define MLA_NORM_EPS 1e-6f     /* q_a_layernorm / kv_a_layernorm: DeepseekV3RMSNorm default */
 #define INDEXER_NORM_EPS 1e-6f /* indexer.k_norm: nn.LayerNorm(head_dim, eps=1e-6) */
 
-int txref_fail(char *err, size_t errsz, int code, const char *fmt, ...)
-{
-    if (err && errsz) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errsz, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 int64_t txref_numel(const struct glm_tensor_info *t)
 {
     return t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1);
@@ -44,11 +33,11 @@ int txref_fetch(struct glm_ref_model *m, const struct glm_tensor_info *t, float 
     inner[0] = 0;
     int rc = m->get(m->get_ctx, t, dst, inner, sizeof(inner));
     if (rc < 0)
-        return txref_fail(err, errsz, rc, "reference: tensor %s: %s", t->name,
-                          inner[0] ? inner : "weight provider failed");
+        return tx_errbuf(err, errsz, rc, "reference: tensor %s: %s", t->name,
+                         inner[0] ? inner : "weight provider failed");
     if (rc > 0)
-        return txref_fail(err, errsz, -EIO, "reference: tensor %s: provider returned %d", t->name,
-                          rc);
+        return tx_errbuf(err, errsz, TX_EIO, "reference: tensor %s: provider returned %d", t->name,
+                         rc);
     return 0;
 }
 
@@ -79,7 +68,7 @@ int txref_w(struct glm_ref_model *m, enum glm_tensor_role role, int layer, int e
         if (n > s->cap) {
             float *nb = realloc(s->buf, sizeof(float) * (size_t)n);
             if (!nb)
-                return txref_fail(err, errsz, -ENOMEM, "reference: out of memory for %s", t.name);
+                return tx_errbuf(err, errsz, TX_ENOMEM, "reference: out of memory for %s", t.name);
             s->buf = nb;
             s->cap = n;
         }
@@ -349,8 +338,8 @@ int txref_dsa_select(struct ref_fwd *f, int l, const float *x, const float *q_la
             return rc;
     }
     if (!f->have_sel)
-        return txref_fail(
-            f->err, f->errsz, -EINVAL,
+        return tx_errbuf(
+            f->err, f->errsz, TX_EINVAL,
             "reference: layer %d is a shared indexer layer with no full layer before it", l);
     if (f->hooks && f->hooks->indexer)
         f->hooks->indexer(f->hooks->ctx, l, f->n, f->pos0, f->sel, f->n_sel, f->sel_stride);
@@ -520,7 +509,7 @@ static int ffn_moe(struct ref_fwd *f, int l, const float *x, float *y)
                                                gw + (int64_t)t * K)
                          : glm_ref_route(c, lt, br, ids + (int64_t)t * K, gw + (int64_t)t * K);
         if (rr < 0) {
-            ret = txref_fail(f->err, f->errsz, -EINVAL, "reference: layer %d: routing failed", l);
+            ret = tx_errbuf(f->err, f->errsz, TX_EINVAL, "reference: layer %d: routing failed", l);
             goto out;
         }
     }

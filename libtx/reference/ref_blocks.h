@@ -12,6 +12,7 @@
 
 #include <tx/glm_reference.h>
 
+#include "common/error.h"
 #include "reference/ref_internal.h"
 
 /* ------------------------------------------------------------------------ */
@@ -66,9 +67,10 @@ struct ref_fwd {
     int sel_stride, have_sel;
 };
 
-/* Writes a message into err (if not NULL) and returns code. */
-int txref_fail(char *err, size_t errsz, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* The reference reports failures with tx_errbuf (common/error.h): the
+ * message goes into err and tx_last_error(), the TX_E* code is returned.
+ * txref_fail is its old name, kept only for modules written against it. */
+#define txref_fail tx_errbuf
 
 int64_t txref_numel(const struct glm_tensor_info *t);
 /* one tensor from the weight provider into dst */
@@ -112,7 +114,7 @@ int txref_decoder_layer(struct ref_fwd *f, int l, float *h,
     do {                                                                                           \
         (p) = malloc(sizeof(*(p)) * (size_t)(count) + 1);                                          \
         if (!(p)) {                                                                                \
-            ret = txref_fail(f->err, f->errsz, -ENOMEM, "reference: out of memory");               \
+            ret = tx_errbuf(f->err, f->errsz, TX_ENOMEM, "reference: out of memory");              \
             goto out;                                                                              \
         }                                                                                          \
     } while (0)

@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include <tx/tx_error.h>
+
 /* A tiny persistent thread pool: txref_parallel_for() splits [0, total) into
  * one contiguous range per thread (the caller's thread takes the first). */
 typedef void (*txref_range_fn)(void *ctx, int64_t begin, int64_t end);
@@ -47,7 +49,7 @@ void txref_rope_scaled(float *x, int dim, int interleaved, const float *inv_freq
  * experts by p, descending (ties: lower index) into ids[top_k], their p into
  * weights[top_k], divided by the sum of the k when norm_topk_prob. No bias,
  * no groups, no scaling. The device's MOE_ROUTE with TX8_ROUTE_F_SOFTMAX
- * computes the same. Returns 0, -EINVAL (bad sizes, NULL) or -ENOMEM. */
+ * computes the same. Returns 0, TX_EINVAL (bad sizes, NULL) or TX_ENOMEM. */
 int txref_route_softmax(const float *logits, int experts, int top_k, int norm_topk_prob,
                         int32_t *ids, float *weights);
 

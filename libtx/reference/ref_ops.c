@@ -36,14 +36,14 @@ int txref_pool_create(struct txref_pool **out, int n_threads)
         n_threads = 256;
     struct txref_pool *p = calloc(1, sizeof(*p));
     if (!p)
-        return -ENOMEM;
+        return TX_ENOMEM;
     p->n_workers = n_threads - 1;
     /* thread ids followed by their arguments, one allocation */
     p->threads = calloc(1, (size_t)p->n_workers * (sizeof(pthread_t) + sizeof(struct worker_arg)) +
                                sizeof(struct worker_arg));
     if (!p->threads) {
         free(p);
-        return -ENOMEM;
+        return TX_ENOMEM;
     }
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->start, NULL);
@@ -258,12 +258,12 @@ int glm_ref_route(const struct glm_config *cfg, const float *logits, const float
     const int E = cfg->n_routed_experts, K = cfg->num_experts_per_tok;
     const int G = cfg->n_group, TG = cfg->topk_group;
     if (E <= 0 || K <= 0 || K > E || G <= 0 || E % G || TG <= 0 || TG > G || E / G < 2)
-        return -EINVAL;
+        return TX_EINVAL;
     const int gs = E / G;
     float *s =
         malloc(sizeof(float) * (size_t)E * 2 + sizeof(float) * (size_t)G + sizeof(int) * (size_t)G);
     if (!s)
-        return -ENOMEM;
+        return TX_ENOMEM;
     float *choice = s + E, *gscore = choice + E;
     int *gsel = (int *)(gscore + G);
     for (int e = 0; e < E; e++) {
@@ -335,10 +335,10 @@ int txref_route_softmax(const float *logits, int experts, int top_k, int norm_to
                         int32_t *ids, float *weights)
 {
     if (!logits || !ids || !weights || experts <= 0 || top_k <= 0 || top_k > experts)
-        return -EINVAL;
+        return TX_EINVAL;
     float *p = malloc(sizeof(float) * (size_t)experts);
     if (!p)
-        return -ENOMEM;
+        return TX_ENOMEM;
     float mx = -INFINITY;
     for (int e = 0; e < experts; e++) {
         if (isnan(logits[e]))

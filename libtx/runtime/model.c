@@ -174,7 +174,7 @@ static int io_landed(struct io_state *io, int t, uint32_t len)
         size_t n = strlen(p);
         const char *msg = !strncmp(err, p, n) && !strncmp(err + n, ": ", 2) ? err + n + 2 : err;
         snprintf(io->msg, sizeof(io->msg), "%s", msg);
-        io->error = TX_EINVAL;
+        io->error = bad;
         return -1;
     }
     io->verified[t] = 1;
@@ -231,7 +231,7 @@ static int io_submit_more(struct io_state *io)
     if (queued) {
         int rc = io_uring_submit(&io->ring);
         if (rc < 0) {
-            io->error = TX_EIO;
+            io->error = tx_errno_code(rc);
             snprintf(io->msg, sizeof(io->msg), "io_uring_submit: %s", strerror(-rc));
             return -1;
         }
@@ -253,7 +253,7 @@ static int io_complete(struct io_state *io, struct io_uring_cqe *cqe)
         res = 0;
         rt_debug("load: O_DIRECT refused (%s), using buffered reads", strerror(EINVAL));
     } else if (res < 0) {
-        io->error = TX_EIO;
+        io->error = tx_errno_code(res);
         snprintf(io->msg, sizeof(io->msg), "read of '%s' failed: %s",
                  tx_smd_tensor_name(io->m->smd, io->m->tensors[r->tensor].smd), strerror(-res));
         free(r);
@@ -319,7 +319,7 @@ static int io_pump(struct io_state *io, int wait)
         if (rc == -EINTR)
             continue;
         if (rc < 0) {
-            io->error = TX_EIO;
+            io->error = tx_errno_code(rc);
             snprintf(io->msg, sizeof(io->msg), "io_uring wait: %s", strerror(-rc));
             return -1;
         }
@@ -364,8 +364,9 @@ static int read_pread(glm_model_t *m)
             if (r < 0 && errno == EINTR)
                 continue;
             if (r < 0)
-                return tx_error(TX_EIO, "%s: read of '%s' failed: %s", tx_smd_path(m->smd),
-                                tx_smd_tensor_name(m->smd, t->smd), strerror(errno));
+                return tx_error(tx_errno_code(errno), "%s: read of '%s' failed: %s",
+                                tx_smd_path(m->smd), tx_smd_tensor_name(m->smd, t->smd),
+                                strerror(errno));
             if (r == 0) {
                 if (t->smd->data_offset + done >= fsz)
                     break; /* tail of the last extent lies past EOF: zero */
@@ -485,14 +486,14 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
     }
 
     double tph = rt_now_ms();
-    if (tx_smd_open(path, 0, &m->smd, err, sizeof(err))) {
-        rc = tx_error(TX_EINVAL, "glm_model_load: %s", err);
+    if ((rc = tx_smd_open(path, 0, &m->smd, err, sizeof(err)))) {
+        rc = tx_error(rc, "glm_model_load: %s", err);
         goto fail;
     }
     size_t len = 0;
     const char *cj = tx_smd_config_json(m->smd, &len);
-    if (!cj || glm_config_from_json(cj, &m->cfg, err, sizeof(err))) {
-        rc = tx_error(TX_EINVAL, "%s: config: %s", path, cj ? err : "missing");
+    if (!cj || (rc = glm_config_from_json(cj, &m->cfg, err, sizeof(err)))) {
+        rc = tx_error(cj ? rc : TX_EINVAL, "%s: config: %s", path, cj ? err : "missing");
         goto fail;
     }
     for (int l = 0; l < TX_SMD_LAYER_COUNT && l < RT_NLTYPES; l++) {
@@ -604,10 +605,10 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
     /* set-up overlapping the reads */
     double ttok = rt_now_ms();
     const char *tj = tx_smd_tokenizer_json(m->smd, &len);
-    if (tj && tx_tokenizer_load_buffer(tj, len, &m->tok, err, sizeof(err))) {
+    if (tj && (rc = tx_tokenizer_load_buffer(tj, len, &m->tok, err, sizeof(err)))) {
         if (use_uring)
             io_cleanup(&io);
-        rc = tx_error(TX_EINVAL, "%s: tokenizer: %s", path, err);
+        rc = tx_error(rc, "%s: tokenizer: %s", path, err);
         goto fail;
     }
     rt_debug("load: tokenizer parsed in %.1f ms (reads in flight: %llu bytes done)",
@@ -657,18 +658,18 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
         for (int i = 0; i < m->n_tensors; i++) {
             if (m->tensors[i].streamed) {
                 if ((o.flags & GLM_LOAD_VERIFY) &&
-                    tx_smd_verify_tensor(m->smd, m->tensors[i].smd, err, sizeof(err))) {
-                    rc = tx_error(TX_EINVAL, "%s", err);
+                    (rc = tx_smd_verify_tensor(m->smd, m->tensors[i].smd, err, sizeof(err)))) {
+                    rc = tx_error(rc, "%s", err);
                     goto fail;
                 }
                 continue;
             }
             if (verified[i])
                 continue;
-            if (tx_smd_check_extent(m->smd, m->tensors[i].smd,
-                                    (const uint8_t *)m->w_map + m->tensors[i].off, err,
-                                    sizeof(err))) {
-                rc = tx_error(TX_EINVAL, "%s", err);
+            if ((rc = tx_smd_check_extent(m->smd, m->tensors[i].smd,
+                                          (const uint8_t *)m->w_map + m->tensors[i].off, err,
+                                          sizeof(err)))) {
+                rc = tx_error(rc, "%s", err);
                 goto fail;
             }
         }

@@ -179,7 +179,7 @@ static int submit_read(struct rt_stream *s, int slot, uint8_t *dst, uint64_t fof
     }
     struct sreq *r = sqe ? malloc(sizeof(*r)) : NULL;
     if (!r)
-        return -ENOMEM;
+        return TX_ENOMEM;
     r->slot = slot;
     r->dst = dst;
     r->foff = foff;
@@ -255,7 +255,7 @@ int rt_stream_load(glm_model_t *m, int layer, int slot)
     int r = io_uring_submit(s->ring);
     if (r < 0) {
         s->slot_layer[slot] = -1;
-        return tx_error(TX_EIO, "streaming: io_uring_submit: %s", strerror(-r));
+        return tx_error(tx_errno_code(r), "streaming: io_uring_submit: %s", strerror(-r));
     }
     return TX_OK;
 }
@@ -276,13 +276,13 @@ int rt_stream_wait(glm_model_t *m, int slot)
     while (s->inflight[slot] > 0) {
         int rc = reap_one(m);
         if (rc < 0)
-            return tx_error(TX_EIO, "streaming: io_uring wait: %s", strerror(-rc));
+            return tx_error(tx_errno_code(rc), "streaming: io_uring wait: %s", strerror(-rc));
     }
     if (s->slot_err[slot]) {
         int e = s->slot_err[slot];
         int l = s->slot_layer[slot];
         s->slot_layer[slot] = -1;
-        return tx_error(TX_EIO, "streaming: reading layer %d from %s failed: %s", l,
+        return tx_error(tx_errno_code(e), "streaming: reading layer %d from %s failed: %s", l,
                         tx_smd_path(m->smd), strerror(-e));
     }
     return TX_OK;
@@ -459,9 +459,10 @@ int rt_stream_read_tensor(glm_model_t *m, int ti, void **buf)
     void *b = malloc(st->extent_size);
     if (!b)
         return tx_error(TX_ENOMEM, "out of memory");
-    if (tx_smd_read_extent(m->smd, st, b, st->extent_size, 0, err, sizeof(err))) {
+    int rc = tx_smd_read_extent(m->smd, st, b, st->extent_size, 0, err, sizeof(err));
+    if (rc) {
         free(b);
-        return tx_error(TX_EIO, "%s", err);
+        return tx_error(rc, "%s", err);
     }
     *buf = b;
     return TX_OK;

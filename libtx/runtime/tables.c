@@ -210,7 +210,7 @@ static int tensor_to_f32(glm_model_t *m, int t, float *dst)
     const struct rt_tensor *rt = &m->tensors[t];
     int rc = tx_smd_dequant(rt->smd, (const uint8_t *)m->w_map + rt->off, dst, err, sizeof(err));
     if (rc)
-        return tx_error(TX_EINVAL, "%s: %s", tx_smd_path(m->smd), err);
+        return tx_error(rc, "%s: %s", tx_smd_path(m->smd), err);
     return TX_OK;
 }
 

@@ -117,13 +117,13 @@ static int ref_provider(void *ctx, const struct glm_tensor_info *t, float *dst, 
     const struct rt_tensor *rt = find_tensor(m, t->name);
     if (!rt) {
         snprintf(err, errsz, "tensor '%s' not in the package", t->name);
-        return -2; /* -ENOENT */
+        return TX_ENOENT;
     }
     if (rt->streamed) {
         void *buf;
         if (rt_stream_read_tensor(m, (int)(rt - m->tensors), &buf)) {
             snprintf(err, errsz, "%s", tx_last_error());
-            return -5; /* -EIO */
+            return TX_EIO;
         }
         int rc = tx_smd_dequant(rt->smd, buf, dst, err, errsz);
         free(buf);
@@ -241,14 +241,14 @@ static int orig_provider(void *ctx, const struct glm_tensor_info *t, float *dst,
     const struct tx_ckpt_tensor *ct = tx_ckpt_find(c, t->name);
     if (!ct) {
         snprintf(err, errsz, "tensor '%s' not in the original %s", t->name, tx_ckpt_path(c));
-        return -2;
+        return TX_ENOENT;
     }
     uint64_t want = (uint64_t)t->shape[0] * (uint64_t)(t->ndim == 2 ? t->shape[1] : 1);
     if (ct->t->nelem != want) {
         snprintf(err, errsz, "tensor '%s' of the original %s has %llu elements, the package %llu",
                  t->name, tx_ckpt_path(c), (unsigned long long)ct->t->nelem,
                  (unsigned long long)want);
-        return -22;
+        return TX_EINVAL;
     }
     int rc = tx_tensor_read_f32(ct->t, 0, want, dst, err, errsz);
     tx_tensor_release(ct->t);
@@ -329,7 +329,8 @@ static int open_original(glm_model_t *m, const struct glm_validate_options *o,
         return strict ? tx_error(TX_EINVAL, "glm_validate: %s", r->original_note) : TX_OK;
     }
     struct tx_ckpt *c = NULL;
-    if (tx_ckpt_open(path, &c, err, sizeof(err)) < 0) {
+    int orc = tx_ckpt_open(path, &c, err, sizeof(err));
+    if (orc < 0) {
         if (!strict) {
             note(r,
                  "the package's source %s cannot be opened (%s); give the original with "
@@ -337,7 +338,7 @@ static int open_original(glm_model_t *m, const struct glm_validate_options *o,
                  path, err);
             return TX_OK;
         }
-        return tx_error(TX_EINVAL, "glm_validate: original model: %s", err);
+        return tx_error(orc, "glm_validate: original model: %s", err);
     }
     uint32_t h;
     if (tx_ckpt_source_hash(c, &h, err, sizeof(err)) < 0) {
@@ -494,8 +495,9 @@ static int ref_run(struct glm_ref_session *rs, glm_model_t *m, const int32_t *id
     memset(x->nsel, 0, sizeof(int32_t) * (size_t)c->num_hidden_layers * n);
     struct glm_ref_hooks hk = {
         .ctx = &cap, .layer_output = cap_layer, .router = cap_router, .indexer = cap_indexer};
-    if (glm_ref_forward(rs, ids, n, x->logits, &hk, err, sizeof(err)))
-        return tx_error(TX_EINVAL, "glm_validate: reference forward: %s", err);
+    int rc = glm_ref_forward(rs, ids, n, x->logits, &hk, err, sizeof(err));
+    if (rc)
+        return tx_error(rc, "glm_validate: reference forward: %s", err);
     return TX_OK;
 }
 
@@ -509,10 +511,10 @@ static int ref_logits_once(glm_model_t *m, glm_ref_tensor_fn get, void *ctx, con
     struct glm_ref_model *ref = NULL;
     struct glm_ref_session *rs = NULL;
     int rc = TX_OK;
-    if (glm_ref_model_create(&m->cfg, get, ctx, &ro, &ref, err, sizeof(err)) ||
-        glm_ref_session_create(ref, n, &rs, err, sizeof(err)) ||
-        glm_ref_forward(rs, ids, n, logits, NULL, err, sizeof(err)))
-        rc = tx_error(TX_EINVAL, "glm_validate: reference: %s", err);
+    if ((rc = glm_ref_model_create(&m->cfg, get, ctx, &ro, &ref, err, sizeof(err))) ||
+        (rc = glm_ref_session_create(ref, n, &rs, err, sizeof(err))) ||
+        (rc = glm_ref_forward(rs, ids, n, logits, NULL, err, sizeof(err))))
+        rc = tx_error(rc, "glm_validate: reference: %s", err);
     glm_ref_session_destroy(rs);
     glm_ref_model_destroy(ref);
     return rc;
@@ -666,8 +668,8 @@ TX_API int glm_validate(glm_model_t *m, const struct glm_validate_options *opt,
         }
     }
     double t0 = rt_now_ms();
-    if (glm_ref_model_create(c, ref_provider, m, &ro, &ref, err, sizeof(err))) {
-        rc = tx_error(TX_EINVAL, "glm_validate: reference: %s", err);
+    if ((rc = glm_ref_model_create(c, ref_provider, m, &ro, &ref, err, sizeof(err)))) {
+        rc = tx_error(rc, "glm_validate: reference: %s", err);
         goto out;
     }
     if (glm_ref_session_create(ref, n, &rs, err, sizeof(err))) {

@@ -8,6 +8,7 @@
 
 #include <json-c/json.h>
 
+#include <tx/tx_error.h>
 #include <tx/tx_analyze.h>
 #include <tx/tx_export.h>
 #include <tx/tx_synth.h>
@@ -217,7 +218,7 @@ START_TEST(fits_and_json)
     ck_assert_ptr_nonnull(strstr(sum, "-> fits"));
     free(sum);
     tx_analysis_free(&a);
-    ck_assert_int_eq(tx_analyze_config(&c, 0, 4096, 1, &a, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_analyze_config(&c, 0, 4096, 1, &a, err, sizeof(err)), TX_EINVAL);
 }
 END_TEST
 
@@ -293,12 +294,12 @@ START_TEST(oversized_config)
     struct glm_config c;
     const char *f;
     set_config(d, "num_hidden_layers", "500", "n_routed_experts", "851643");
-    ck_assert_int_eq(tx_analyze_load_config(d, &c, &f, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_analyze_load_config(d, &c, &f, err, sizeof(err)), TX_EINVAL);
     ck_assert_msg(strstr(err, "config.json: n_routed_experts: 851643 exceeds the limit 4096"),
                   "got \"%s\"", err);
     /* every field inside its limit: the count is compared with the files */
     set_config(d, "num_hidden_layers", "20", "n_routed_experts", "4096");
-    ck_assert_int_eq(tx_analyze_load_config(d, &c, &f, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(tx_analyze_load_config(d, &c, &f, err, sizeof(err)), TX_ENOENT);
     ck_assert_msg(strstr(err, "is missing") && strstr(err, "it expects 233793 tensors"),
                   "got \"%s\"", err);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tx/tx_error.h>
 #include <tx/glm_config.h>
 #include <tx/tx_synth.h>
 
@@ -122,13 +123,13 @@ START_TEST(test_unknown_refused)
     struct glm_config c;
     char err[512];
     ck_assert_int_eq(glm_config_from_json("{\"model_type\": \"mistral\"}", &c, err, sizeof(err)),
-                     -EINVAL);
+                     TX_EINVAL);
     ck_assert_msg(strstr(err, "\"mistral\" is not supported") &&
                       strstr(err, "supported: glm4_moe, glm_moe_dsa"),
                   "%s", err);
     ck_assert_int_eq(
         glm_config_from_json("{\"architectures\": [\"MixtralForCausalLM\"]}", &c, err, sizeof(err)),
-        -EINVAL);
+        TX_EINVAL);
     ck_assert_msg(strstr(err, "\"MixtralForCausalLM\" is not supported") &&
                       strstr(err, "supported: Glm4MoeForCausalLM, GlmMoeDsaForCausalLM"),
                   "%s", err);
@@ -137,12 +138,12 @@ START_TEST(test_unknown_refused)
     ck_assert_int_eq(glm_config_from_json(j, &c, err, sizeof(err)), 0);
     free(j);
     c.arch = (enum glm_arch)99;
-    ck_assert_int_eq(glm_config_validate(&c, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(glm_config_validate(&c, err, sizeof(err)), TX_EINVAL);
     ck_assert_msg(strstr(err, "unknown architecture 99 (supported: glm4_moe, glm_moe_dsa"), "%s",
                   err);
     ck_assert_ptr_null(glm_config_to_json(&c));
     struct glm_tensor_info t;
-    ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_Q_PROJ, 0, -1, &t), -EINVAL);
+    ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_Q_PROJ, 0, -1, &t), TX_EINVAL);
 }
 END_TEST
 

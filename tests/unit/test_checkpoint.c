@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <tx/tx_error.h>
 #include <tx/tx_checkpoint.h>
 #include <tx/tx_dtype.h>
 #include <tx/tx_safetensors.h>
@@ -137,7 +138,7 @@ START_TEST(missing_tensor)
 {
     write_ckpt(tm_path("m"), MISSING);
     struct tx_ckpt *c = (void *)1;
-    ck_assert_int_eq(tx_ckpt_open(tm_path("m"), &c, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(tx_ckpt_open(tm_path("m"), &c, err, sizeof(err)), TX_ENOENT);
     ck_assert_ptr_null(c);
     tm_err_has(err, tm_path("m"));
     tm_err_has(err, victim);
@@ -150,7 +151,7 @@ START_TEST(wrong_shape)
 {
     write_ckpt(tm_path("s"), TRANSPOSED);
     struct tx_ckpt *c;
-    ck_assert_int_eq(tx_ckpt_open(tm_path("s"), &c, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_ckpt_open(tm_path("s"), &c, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "model.safetensors");
     tm_err_has(err, victim);
     tm_err_has(err, "[64, 48]");
@@ -163,7 +164,7 @@ START_TEST(unsupported_dtype)
 {
     write_ckpt(tm_path("d"), F64);
     struct tx_ckpt *c;
-    ck_assert_int_eq(tx_ckpt_open(tm_path("d"), &c, err, sizeof(err)), -ENOTSUP);
+    ck_assert_int_eq(tx_ckpt_open(tm_path("d"), &c, err, sizeof(err)), TX_ENOTSUP);
     tm_err_has(err, "model.safetensors");
     tm_err_has(err, victim);
     tm_err_has(err, "F64");
@@ -212,15 +213,15 @@ START_TEST(unexpected_tensors)
 {
     struct tx_ckpt *c;
     write_ckpt(tm_path("u"), UNKNOWN);
-    ck_assert_int_eq(tx_ckpt_open(tm_path("u"), &c, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_ckpt_open(tm_path("u"), &c, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "model.layers.0.self_attn.q_a_proj.lora_A.weight");
     tm_err_has(err, "model.safetensors");
     write_ckpt(tm_path("b"), BEYOND);
-    ck_assert_int_eq(tx_ckpt_open(tm_path("b"), &c, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_ckpt_open(tm_path("b"), &c, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "model.layers.5.eh_proj.weight");
     tm_err_has(err, "does not exist");
     write_ckpt(tm_path("f"), FEWER_LAYERS);
-    ck_assert_int_eq(tx_ckpt_open(tm_path("f"), &c, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_ckpt_open(tm_path("f"), &c, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "model.layers.2.");
     tm_err_has(err, "has no eh_proj");
 }
@@ -234,14 +235,14 @@ START_TEST(bad_config)
     snprintf(p, sizeof(p), "%s/config.json", d);
     remove(p);
     struct tx_ckpt *c;
-    ck_assert_int_eq(tx_ckpt_open(d, &c, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(tx_ckpt_open(d, &c, err, sizeof(err)), TX_ENOENT);
     tm_err_has(err, "config.json");
     tm_write(p, "{\"model_type\": \"llama\"}", 23);
     ck_assert_int_lt(tx_ckpt_open(d, &c, err, sizeof(err)), 0);
     tm_err_has(err, "config.json");
-    ck_assert_int_eq(tx_ckpt_open(tm_path("nothing"), &c, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(tx_ckpt_open(tm_path("nothing"), &c, err, sizeof(err)), TX_ENOENT);
     tm_write(tm_path("x.smd"), "x", 1);
-    ck_assert_int_eq(tx_ckpt_open(tm_path("x.smd"), &c, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_ckpt_open(tm_path("x.smd"), &c, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "x.smd");
 }
 END_TEST

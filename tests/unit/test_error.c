@@ -36,6 +36,7 @@ START_TEST(values_are_abi)
     ck_assert_int_eq(TX_EPROTO, -11);
     ck_assert_int_eq(TX_EJOB, -12);
     ck_assert_int_eq(TX_EPERM, -13);
+    ck_assert_int_eq(TX_ECANCELED, -14);
 }
 END_TEST
 
@@ -47,10 +48,11 @@ START_TEST(names)
     ck_assert_str_eq(tx_strerror(TX_ENOMEM), "out of host memory");
     ck_assert_str_eq(tx_strerror(TX_EDEVICE_LOST), "device lost");
     ck_assert_str_eq(tx_strerror(TX_EPERM), "permission denied");
-    for (int c = TX_EPERM; c <= TX_OK; c++)
+    ck_assert_str_eq(tx_strerror(TX_ECANCELED), "cancelled");
+    for (int c = TX_ECANCELED; c <= TX_OK; c++)
         ck_assert_str_ne(tx_strerror(c), "unknown error");
     ck_assert_str_eq(tx_strerror(1), "unknown error");
-    ck_assert_str_eq(tx_strerror(-14), "unknown error");
+    ck_assert_str_eq(tx_strerror(-15), "unknown error");
     ck_assert_str_eq(tx_strerror(-ENOENT), "out of host memory"); /* why -errno is refused */
 }
 END_TEST
@@ -64,6 +66,7 @@ START_TEST(errno_mapped_once)
     ck_assert_int_eq(tx_errno_code(EINVAL), TX_EINVAL);
     ck_assert_int_eq(tx_errno_code(EACCES), TX_EPERM);
     ck_assert_int_eq(tx_errno_code(EPERM), TX_EPERM);
+    ck_assert_int_eq(tx_errno_code(ECANCELED), TX_ECANCELED);
     ck_assert_int_eq(tx_errno_code(ENOSPC), TX_ENOSPC);
     ck_assert_int_eq(tx_errno_code(EPIPE), TX_EDEVICE_LOST);
     ck_assert_int_eq(tx_errno_code(ETIMEDOUT), TX_ETIMEDOUT);

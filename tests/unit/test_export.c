@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <tx/tx_error.h>
 #include <tx/glm.h>
 #include <tx/tx_checkpoint.h>
 #include <tx/tx_dtype.h>
@@ -132,15 +133,15 @@ START_TEST(fp16_bf16)
     w[7] = 1e6f;
     ck_assert_int_eq(tx_quant_matrix(w, R, C, TX8_DTYPE_F16, TX8_WFMT_DENSE, 0, 0, h, NULL, NULL,
                                      NULL, err, sizeof(err)),
-                     -ERANGE);
+                     TX_EINVAL);
     tm_err_has(err, "FP16");
     /* invalid specs */
     ck_assert_int_eq(tx_quant_matrix(w, R, C, TX8_DTYPE_F16, TX8_WFMT_DENSE, 32, 0, h, NULL, NULL,
                                      NULL, err, sizeof(err)),
-                     -EINVAL);
+                     TX_EINVAL);
     ck_assert_int_eq(tx_quant_matrix(w, R, 48, TX8_DTYPE_I8, TX8_WFMT_BLOCK_SPARSE, 0, 1, h, NULL,
                                      NULL, NULL, err, sizeof(err)),
-                     -EINVAL);
+                     TX_EINVAL);
     free(w);
 }
 END_TEST
@@ -268,18 +269,18 @@ START_TEST(plans)
         ck_assert_uint_eq(p[l].precision, TX_SMD_PREC_FP32);
     ck_assert_int_eq(tx_plan_apply_quant(p, "int8", err, sizeof(err)), 0);
     ck_assert_uint_eq(p[TX_SMD_LAYER_ATTENTION].precision, TX_SMD_PREC_FP16);
-    ck_assert_int_eq(tx_plan_apply_quant(p, "q4_k", err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_plan_apply_quant(p, "q4_k", err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "q4_k");
     ck_assert_int_eq(
         tx_plan_apply_spec(p, "attention=int8,GLM_MLP=bf16,output=FP16", err, sizeof(err)), 0);
     ck_assert_uint_eq(p[TX_SMD_LAYER_ATTENTION].precision, TX_SMD_PREC_INT8_MIXED);
     ck_assert_uint_eq(p[TX_SMD_LAYER_MLP].precision, TX_SMD_PREC_BF16);
     ck_assert_uint_eq(p[TX_SMD_LAYER_OUTPUT].precision, TX_SMD_PREC_FP16);
-    ck_assert_int_eq(tx_plan_apply_spec(p, "norm=int8", err, sizeof(err)), -EINVAL);
-    ck_assert_int_eq(tx_plan_apply_spec(p, "conv=fp16", err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_plan_apply_spec(p, "norm=int8", err, sizeof(err)), TX_EINVAL);
+    ck_assert_int_eq(tx_plan_apply_spec(p, "conv=fp16", err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "conv");
-    ck_assert_int_eq(tx_plan_apply_spec(p, "attention", err, sizeof(err)), -EINVAL);
-    ck_assert_int_eq(tx_plan_apply_spec(p, "mlp=fp8", err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_plan_apply_spec(p, "attention", err, sizeof(err)), TX_EINVAL);
+    ck_assert_int_eq(tx_plan_apply_spec(p, "mlp=fp8", err, sizeof(err)), TX_EINVAL);
     char buf[256];
     tx_plan_golden(p);
     ck_assert_str_eq(tx_plan_format(p, buf, sizeof(buf)),
@@ -649,14 +650,14 @@ START_TEST(export_errors)
     struct tx_export_opts o;
     tx_export_default_opts(&o);
     const char *out = tm_path("e.smd");
-    ck_assert_int_eq(tx_export(tm_path("none"), out, &o, NULL, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(tx_export(tm_path("none"), out, &o, NULL, err, sizeof(err)), TX_ENOENT);
     ck_assert_int_eq(tm_count_files(), 0);
     const char *in = make_ckpt(GLM_ARCH_GLM_MOE_DSA);
     /* no tokenizer */
     char tp[600];
     snprintf(tp, sizeof(tp), "%s/tokenizer.json", in);
     remove(tp);
-    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), TX_ENOENT);
     tm_err_has(err, "tokenizer");
     o.tokenizer = tm_path("tok.json");
     tm_write(o.tokenizer, TM_TOKENIZER, strlen(TM_TOKENIZER));
@@ -675,7 +676,7 @@ START_TEST(export_errors)
     tm_write(sp, b, len);
     free(b);
     int before = tm_count_files();
-    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), -ERANGE);
+    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, victim);
     tm_err_has(err, "FP16");
     ck_assert_int_eq(tm_count_files(), before); /* no output, no temporary file */
@@ -687,15 +688,15 @@ START_TEST(export_errors)
     /* cancellation */
     volatile int cancel = 1;
     o.cancel = &cancel;
-    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), -ECANCELED);
+    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), TX_ECANCELED);
     ck_assert_int_eq(tm_count_files(), before);
     o.cancel = NULL;
     /* bad options */
     o.sparsity = 1.0;
-    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), TX_EINVAL);
     o.sparsity = 0.5;
     o.plan[TX_SMD_LAYER_MLP].group_size = 48;
-    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), TX_EINVAL);
     ck_assert_int_eq(tm_count_files(), before);
 }
 END_TEST
@@ -715,20 +716,20 @@ START_TEST(export_bad_input)
     size_t n = strlen(TM_TOKENIZER);
     o.tokenizer = tm_path("truncated.json");
     tm_write(o.tokenizer, TM_TOKENIZER, n / 2);
-    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "truncated.json");
     tm_err_has(err, "nothing written");
     ck_assert_int_eq(tm_count_files(), before + 1);
     /* a JSON object that is not a tokenizer the loader takes */
     tm_write(o.tokenizer, "{\"model\": 7}", 12);
-    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "not a tokenizer glm-inference can load");
     ck_assert_int_eq(tm_count_files(), before + 1);
     o.tokenizer = NULL;
     /* a truncated tokenizer_config.json */
     o.tokenizer_config = tm_path("tc.json");
     tm_write(o.tokenizer_config, "{\"chat_template\": \"x", 20);
-    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "tc.json");
     ck_assert_int_eq(tm_count_files(), before + 2);
     o.tokenizer_config = NULL;
@@ -757,7 +758,7 @@ START_TEST(export_bad_input)
         tm_write(sp, b, len);
         for (int q = 0; q < 4; q++) {
             ck_assert_int_eq(tx_plan_apply_quant(o.plan, quants[q], err, sizeof(err)), 0);
-            ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), -EINVAL);
+            ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), TX_EINVAL);
             tm_err_has(err, victim);
             tm_err_has(err, "non-finite");
             tm_err_has(err, "[0, 13]");
@@ -809,7 +810,7 @@ START_TEST(precision_words)
     /* errors name the option and the word */
     struct tx_smd_plan_entry p[TX_SMD_LAYER_COUNT];
     tx_plan_golden(p);
-    ck_assert_int_eq(tx_plan_apply_spec(p, "fp8", err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_plan_apply_spec(p, "fp8", err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "--precision");
     tm_err_has(err, "fp8");
     /* the prefixed precision names are the article's */

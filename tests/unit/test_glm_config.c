@@ -13,6 +13,7 @@
 
 #include <json-c/json.h>
 
+#include <tx/tx_error.h>
 #include <tx/glm_config.h>
 
 /* zai-org/GLM-4.5-Air config.json (transformers 4.54 era: rope_theta,
@@ -273,7 +274,7 @@ static void expect_no_tensor(const struct glm_config *c, const char *name, const
     struct glm_tensor_info t;
     err[0] = 0;
     int rc = glm_config_tensor_lookup(c, name, &t, err, sizeof(err));
-    ck_assert_msg(rc == -ENOENT, "%s: rc %d", name, rc);
+    ck_assert_msg(rc == TX_ENOENT, "%s: rc %d", name, rc);
     ck_assert_msg(strstr(err, name) != NULL, "message does not name the tensor: %s", err);
     if (why)
         ck_assert_msg(strstr(err, why) != NULL, "message lacks '%s': %s", why, err);
@@ -339,8 +340,8 @@ START_TEST(test_air_names)
     /* names built from roles */
     ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_EXP_DOWN, 3, 9, &t), 0);
     ck_assert_str_eq(t.name, "model.layers.3.mlp.experts.9.down_proj.weight");
-    ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_EXP_DOWN, 0, 9, &t), -ENOENT);
-    ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_INPUT_NORM, 46, -1, &t), -ENOENT);
+    ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_EXP_DOWN, 0, 9, &t), TX_ENOENT);
+    ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_INPUT_NORM, 46, -1, &t), TX_ENOENT);
 }
 END_TEST
 
@@ -841,7 +842,7 @@ START_TEST(test_load_file)
     snprintf(path, sizeof(path), "%s/config.json", dir);
     struct glm_config c;
     int rc = glm_config_load(path, &c, err, sizeof(err));
-    ck_assert_int_eq(rc, -ENOENT);
+    ck_assert_int_eq(rc, TX_ENOENT);
     ck_assert_ptr_nonnull(strstr(err, path));
 
     FILE *f = fopen(path, "w");
@@ -857,7 +858,7 @@ START_TEST(test_load_file)
     fputs("{\"model_type\": \"glm4_moe\", \"vocab_size\": 8, \"hidden_size\": [1]}", f);
     fclose(f);
     rc = glm_config_load(path, &c, err, sizeof(err));
-    ck_assert_int_eq(rc, -EINVAL);
+    ck_assert_int_eq(rc, TX_EINVAL);
     ck_assert_msg(strstr(err, path) && strstr(err, "hidden_size"), "%s", err);
 
     f = fopen(path, "wb");
@@ -914,7 +915,7 @@ START_TEST(test_required_fields)
                                   ? common[i]
                                   : dsa[i - sizeof(common) / sizeof(common[0])];
             char *j = without(samples[k], key);
-            ck_assert_int_eq(glm_config_from_json(j, &c, err, sizeof(err)), -EINVAL);
+            ck_assert_int_eq(glm_config_from_json(j, &c, err, sizeof(err)), TX_EINVAL);
             ck_assert_msg(strstr(err, key) && strstr(err, "required field is missing"),
                           "%s without %s: %s", k ? "GLM-5" : "Air", key, err);
             free(j);
@@ -939,7 +940,7 @@ START_TEST(test_required_fields)
         glm_config_tensor_lookup(&c, "model.layers.46.eh_proj.weight", &ti, err, sizeof(err)), 1);
     ck_assert_int_eq(
         glm_config_tensor_lookup(&c, "model.layers.47.eh_proj.weight", &ti, err, sizeof(err)),
-        -ENOENT);
+        TX_ENOENT);
     ck_assert_msg(strstr(err, "model.layers.47.eh_proj.weight") && strstr(err, "does not exist"),
                   "%s", err);
 }
@@ -957,7 +958,7 @@ START_TEST(test_inv_freq)
     ck_assert_float_eq(f[0], 1.0f);
     ck_assert_float_eq_tol(f[16], 0.01f, 1e-9f);
     ck_assert_float_eq_tol(f[8], 0.1f, 1e-8f);
-    ck_assert_int_eq(glm_config_rope_inv_freq(&c, f, 31), -EINVAL);
+    ck_assert_int_eq(glm_config_rope_inv_freq(&c, f, 31), TX_EINVAL);
 }
 END_TEST
 
@@ -1046,10 +1047,10 @@ START_TEST(test_mutations)
         struct glm_tensor_info t;
         err[0] = 0;
         int rc = glm_config_tensor_lookup(&c, name, &t, err, sizeof(err));
-        ck_assert(rc == 0 || rc == 1 || rc == -ENOENT);
+        ck_assert(rc == 0 || rc == 1 || rc == TX_ENOENT);
         if (rc == 0)
             ck_assert_str_eq(t.name, name);
-        if (rc == -ENOENT)
+        if (rc == TX_ENOENT)
             ck_assert(err[0] != 0);
     }
 }
@@ -1093,7 +1094,7 @@ START_TEST(test_limits)
         char *j = with_field(AIR_JSON, cases[i].key, cases[i].value);
         struct glm_config c;
         err[0] = 0;
-        ck_assert_int_eq(glm_config_from_json(j, &c, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(glm_config_from_json(j, &c, err, sizeof(err)), TX_EINVAL);
         ck_assert_msg(strstr(err, cases[i].msg), "%s: got \"%s\"", cases[i].key, err);
         free(j);
     }
@@ -1101,7 +1102,7 @@ START_TEST(test_limits)
     char *j = with_field(AIR_JSON, "n_routed_experts", "4096");
     char *k = with_field(j, "num_hidden_layers", "500");
     struct glm_config c;
-    ck_assert_int_eq(glm_config_from_json(k, &c, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(glm_config_from_json(k, &c, err, sizeof(err)), TX_EINVAL);
     ck_assert_msg(strstr(err, "num_hidden_layers (500) x n_routed_experts (4096) gives") &&
                       strstr(err, "more than the limit 262144"),
                   "got \"%s\"", err);

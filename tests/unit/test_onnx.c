@@ -11,6 +11,7 @@
 
 #include <onnx.pb-c.h>
 
+#include <tx/tx_error.h>
 #include <tx/tx_checkpoint.h>
 #include <tx/tx_dtype.h>
 #include <tx/tx_onnx.h>
@@ -40,7 +41,7 @@ static void write_model(const char *path, const char *ext)
         ck_assert_int_eq(tx_onnx_writer_append(w, bf, 2, err, sizeof(err)), 0);
         ck_assert_int_eq(tx_onnx_writer_append(w, (char *)bf + 2, 4, err, sizeof(err)), 0);
     } else {
-        ck_assert_int_eq(tx_onnx_writer_begin(w, &db, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(tx_onnx_writer_begin(w, &db, err, sizeof(err)), TX_EINVAL);
         ck_assert_int_eq(tx_onnx_writer_add(w, &db, bf, err, sizeof(err)), 0);
     }
     struct tx_onnx_value in = {"input_ids", TX_ELEM_I64, 2, {-1, 7}, {"batch", NULL}};
@@ -423,7 +424,7 @@ START_TEST(checkpoint_from_onnx)
     pm->n_metadata_props = nmeta;
     onnx__model_proto__free_unpacked(pm, NULL);
     free(b);
-    ck_assert_int_eq(tx_ckpt_open(mp, &c, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(tx_ckpt_open(mp, &c, err, sizeof(err)), TX_ENOENT);
     tm_err_has(err, "config.json");
     tm_err_has(err, "metadata_props");
     char cp[600];

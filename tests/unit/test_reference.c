@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tx/tx_error.h>
 #include <tx/glm_config.h>
 #include <tx/glm_reference.h>
 #include <tx/tx_synth.h>
@@ -86,7 +87,7 @@ static int prov_get(void *ctx, const struct glm_tensor_info *t, float *dst, char
     p->calls++;
     if (p->fail_on && !strcmp(p->fail_on, t->name)) {
         snprintf(e, es, "checksum mismatch");
-        return -EIO;
+        return TX_EIO;
     }
     synth(p, t, dst);
     return 0;
@@ -184,7 +185,7 @@ static void check_incremental(const struct glm_config *c)
     ck_assert_msg(d <= 1e-5, "chunked vs full: max diff %g", d);
 
     /* the session is full now */
-    ck_assert_int_eq(glm_ref_forward(s, PROMPT, 1, inc, NULL, err, sizeof(err)), -ENOSPC);
+    ck_assert_int_eq(glm_ref_forward(s, PROMPT, 1, inc, NULL, err, sizeof(err)), TX_ENOSPC);
     ck_assert_ptr_nonnull(strstr(err, "exceed"));
     glm_ref_session_destroy(s);
     free(inc);
@@ -523,7 +524,7 @@ START_TEST(test_route_hand)
     ck_assert_int_eq(ex[1], 1);
 
     c.num_experts_per_tok = 9;
-    ck_assert_int_eq(glm_ref_route(&c, lg, zero, ex, w), -EINVAL);
+    ck_assert_int_eq(glm_ref_route(&c, lg, zero, ex, w), TX_EINVAL);
 }
 END_TEST
 
@@ -992,7 +993,7 @@ START_TEST(test_errors)
     struct prov p = {.seed = 1, .fail_on = "model.layers.2.self_attn.indexer.k_norm.bias"};
     struct glm_ref_model *m = NULL;
     int rc = glm_ref_model_create(&c, prov_get, &p, NULL, &m, err, sizeof(err));
-    ck_assert_int_eq(rc, -EIO);
+    ck_assert_int_eq(rc, TX_EIO);
     ck_assert_ptr_null(m);
     ck_assert_msg(strstr(err, "model.layers.2.self_attn.indexer.k_norm.bias") &&
                       strstr(err, "checksum mismatch"),
@@ -1005,7 +1006,7 @@ START_TEST(test_errors)
     ck_assert_int_eq(glm_ref_session_create(m, 8, &s, err, sizeof(err)), 0);
     float lg[64 * 2];
     rc = glm_ref_forward(s, PROMPT, 2, lg, NULL, err, sizeof(err));
-    ck_assert_int_eq(rc, -EIO);
+    ck_assert_int_eq(rc, TX_EIO);
     ck_assert_ptr_nonnull(strstr(err, "k_norm.bias"));
     ck_assert_int_eq(glm_ref_session_pos(s), 0);
     p.fail_on = NULL;
@@ -1013,10 +1014,10 @@ START_TEST(test_errors)
 
     const int32_t bad[2] = {3, 64};
     rc = glm_ref_forward(s, bad, 2, lg, NULL, err, sizeof(err));
-    ck_assert_int_eq(rc, -EINVAL);
+    ck_assert_int_eq(rc, TX_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "token 64"));
-    ck_assert_int_eq(glm_ref_forward(s, bad, 0, lg, NULL, err, sizeof(err)), -EINVAL);
-    ck_assert_int_eq(glm_ref_forward(NULL, bad, 1, lg, NULL, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(glm_ref_forward(s, bad, 0, lg, NULL, err, sizeof(err)), TX_EINVAL);
+    ck_assert_int_eq(glm_ref_forward(NULL, bad, 1, lg, NULL, err, sizeof(err)), TX_EINVAL);
     struct glm_ref_session *s2 = (struct glm_ref_session *)1;
     ck_assert_int_lt(glm_ref_session_create(m, 0, &s2, err, sizeof(err)), 0);
     ck_assert_ptr_null(s2);

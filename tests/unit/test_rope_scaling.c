@@ -14,6 +14,8 @@
 
 #include <json-c/json.h>
 
+#include <tx/tx_error.h>
+
 #include "model/rope_scaling.h"
 
 /* deepseek-ai/DeepSeek-V3 config.json, rope_scaling as shipped */
@@ -196,7 +198,7 @@ START_TEST(test_bad)
     struct tx_rope_yarn y;
     char err[256] = "";
     int rc = parse(bads[_i].json, &y, err, sizeof(err));
-    ck_assert_msg(rc == -EINVAL, "%s: rc %d", bads[_i].json, rc);
+    ck_assert_msg(rc == TX_EINVAL, "%s: rc %d", bads[_i].json, rc);
     ck_assert_msg(strstr(err, bads[_i].needle), "%s: message \"%s\" lacks \"%s\"", bads[_i].json,
                   err, bads[_i].needle);
     /* the result is left at the defaults, never half-parsed */
@@ -208,18 +210,18 @@ START_TEST(test_bad_calls)
 {
     struct tx_rope_yarn y;
     char err[256] = "";
-    ck_assert_int_eq(tx_rope_yarn_parse(NULL, &y, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_rope_yarn_parse(NULL, &y, err, sizeof(err)), TX_EINVAL);
     ck_assert(strstr(err, "rope_scaling: expected an object"));
-    ck_assert_int_eq(tx_rope_yarn_parse(NULL, NULL, NULL, 0), -EINVAL);
+    ck_assert_int_eq(tx_rope_yarn_parse(NULL, NULL, NULL, 0), TX_EINVAL);
     ck_assert(parse(DSV3, &y, err, sizeof(err)) == 0);
     float f[32];
-    ck_assert_int_eq(tx_rope_yarn_inv_freq(&y, 10000.0, 63, 0, f, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_rope_yarn_inv_freq(&y, 10000.0, 63, 0, f, err, sizeof(err)), TX_EINVAL);
     ck_assert(strstr(err, "rotary dim 63"));
-    ck_assert_int_eq(tx_rope_yarn_inv_freq(&y, 1.0, 64, 0, f, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_rope_yarn_inv_freq(&y, 1.0, 64, 0, f, err, sizeof(err)), TX_EINVAL);
     ck_assert(strstr(err, "rope_theta"));
-    ck_assert_int_eq(tx_rope_yarn_inv_freq(&y, 10000.0, 64, 0, NULL, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_rope_yarn_inv_freq(&y, 10000.0, 64, 0, NULL, err, sizeof(err)), TX_EINVAL);
     y.original_max_pos = 0;
-    ck_assert_int_eq(tx_rope_yarn_inv_freq(&y, 10000.0, 64, 0, f, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_rope_yarn_inv_freq(&y, 10000.0, 64, 0, f, err, sizeof(err)), TX_EINVAL);
     ck_assert(strstr(err, "original_max_position_embeddings"));
     /* the original falls back to max_position_embeddings */
     ck_assert_int_eq(tx_rope_yarn_inv_freq(&y, 10000.0, 64, 4096, f, err, sizeof(err)), 0);

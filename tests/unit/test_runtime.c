@@ -1346,6 +1346,9 @@ START_TEST(test_malformed_packages)
         tx_smd_close(smd);
     }
     ck_assert_int_eq(glm_model_load(NULL, g_smd[M4_F32], NULL, &m), TX_EINVAL);
+    /* a missing package is "not found", named in the message (not "invalid argument") */
+    ck_assert_int_eq(glm_model_load(dev, "/nonexistent/none.smd", NULL, &m), TX_ENOENT);
+    ck_assert_msg(strstr(tx_last_error(), "/nonexistent/none.smd"), "%s", tx_last_error());
 
     /* the device still works after all that */
     m = load(dev, M4_F32, "golden");

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include <tx/tx_error.h>
 #include <tx/tx_dtype.h>
 #include <tx/tx_safetensors.h>
 
@@ -100,7 +101,7 @@ START_TEST(roundtrip)
     for (int i = 0; i < 6; i++)
         ck_assert_float_eq(out[i], -(float)i / 8.0f);
     /* out-of-range conversion */
-    ck_assert_int_eq(tx_tensor_read_f32(t, 4, 3, out, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_tensor_read_f32(t, 4, 3, out, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "c.weight");
     /* header is 8-byte aligned and the data follows it */
     uint64_t hl;
@@ -119,14 +120,14 @@ START_TEST(writer_errors)
     const char *p = tm_path("w.safetensors");
     struct tx_tensor_decl d[2] = {{"x", TX_ELEM_F32, 1, {4}}, {"x", TX_ELEM_F32, 1, {4}}};
     struct tx_st_writer *w;
-    ck_assert_int_eq(tx_st_writer_open(p, d, 2, NULL, &w, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_st_writer_open(p, d, 2, NULL, &w, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "declared twice");
     ck_assert_int_eq(tx_st_writer_open(p, d, 1, NULL, &w, err, sizeof(err)), 0);
     float v[8] = {0};
-    ck_assert_int_eq(tx_st_writer_write(w, v, sizeof(v), err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_st_writer_write(w, v, sizeof(v), err, sizeof(err)), TX_EINVAL);
     ck_assert_int_eq(tx_st_writer_write(w, v, 8, err, sizeof(err)), 0);
     /* incomplete: finish fails and leaves nothing behind */
-    ck_assert_int_eq(tx_st_writer_finish(w, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_st_writer_finish(w, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "8 of 16");
     ck_assert(!tm_exists(p));
     ck_assert_int_eq(tm_count_files(), 0);
@@ -141,7 +142,7 @@ START_TEST(truncated)
     const char *p = tm_path("t.safetensors");
     tm_write(p, "\x10\x00\x00", 3);
     struct tx_st_file *f;
-    ck_assert_int_eq(tx_st_open(p, &f, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_st_open(p, &f, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, p);
     tm_err_has(err, "truncated");
     /* header length larger than the file */
@@ -150,7 +151,7 @@ START_TEST(truncated)
     memcpy(b, &n, 8);
     memcpy(b + 8, "{\"a\":{}}  ", 10);
     tm_write(p, b, sizeof(b));
-    ck_assert_int_eq(tx_st_open(p, &f, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_st_open(p, &f, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "truncated");
     /* data shorter than the header says: out of bounds */
     open_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 12);
@@ -168,9 +169,9 @@ START_TEST(insane_header_length)
     memcpy(b + 8, "{}      ", 8);
     tm_write(p, b, sizeof(b));
     struct tx_st_file *f;
-    ck_assert_int_eq(tx_st_open(p, &f, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_st_open(p, &f, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "not sane");
-    ck_assert_int_eq(tx_st_open(tm_path("missing.safetensors"), &f, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(tx_st_open(tm_path("missing.safetensors"), &f, err, sizeof(err)), TX_ENOENT);
     tm_err_has(err, "missing.safetensors");
 }
 END_TEST
@@ -233,7 +234,7 @@ START_TEST(unsupported_dtype)
     const struct tx_tensor *t = tx_st_find(f, "d");
     ck_assert_int_eq(t->type, TX_ELEM_F64);
     float out[2];
-    ck_assert_int_eq(tx_tensor_read_f32(t, 0, 2, out, err, sizeof(err)), -ENOTSUP);
+    ck_assert_int_eq(tx_tensor_read_f32(t, 0, 2, out, err, sizeof(err)), TX_ENOTSUP);
     tm_err_has(err, p);
     tm_err_has(err, "tensor d");
     tm_err_has(err, "F64");
@@ -290,7 +291,7 @@ START_TEST(sharded_wrong_file)
 {
     write_shards(1);
     struct tx_st_set *s;
-    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), TX_ENOENT);
     tm_err_has(err, "model.safetensors.index.json");
     tm_err_has(err, "z.weight");
 }
@@ -300,7 +301,7 @@ START_TEST(sharded_missing_file)
 {
     write_shards(2);
     struct tx_st_set *s;
-    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), TX_ENOENT);
     tm_err_has(err, "model-00002-of-00002.safetensors");
     tm_err_has(err, "missing");
 }
@@ -310,11 +311,11 @@ START_TEST(sharded_bad_index)
 {
     tm_write(tm_path("model.safetensors.index.json"), "{\"weight_map\": 3}", 17);
     struct tx_st_set *s;
-    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "weight_map");
     tm_write(tm_path("model.safetensors.index.json"),
              "{\"weight_map\": {\"a\": \"../etc/passwd\"}}", 38);
-    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "tensor a");
 }
 END_TEST
@@ -331,14 +332,14 @@ START_TEST(duplicate_across_files)
         ck_assert_int_eq(tx_st_writer_finish(w, err, sizeof(err)), 0);
     }
     struct tx_st_set *s;
-    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "tensor x");
     tm_err_has(err, "a.safetensors");
     tm_err_has(err, "b.safetensors");
     /* an empty directory */
     remove(tm_path("a.safetensors"));
     remove(tm_path("b.safetensors"));
-    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), TX_ENOENT);
 }
 END_TEST
 

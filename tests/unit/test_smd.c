@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/wait.h>
 
+#include <tx/tx_error.h>
 #include <tx/tx_dtype.h>
 #include <tx/tx_export.h>
 #include <tx/tx_smd.h>
@@ -281,20 +282,20 @@ START_TEST(data_corruption)
     ck_assert_int_eq(tx_smd_open(p, 0, &s, err, sizeof(err)), 0);
     ck_assert_int_eq(tx_smd_verify_tensor(s, tx_smd_find(s, "dense.f32"), err, sizeof(err)), 0);
     ck_assert_int_eq(tx_smd_verify_tensor(s, tx_smd_find(s, "dense.i8.row"), err, sizeof(err)),
-                     -EBADMSG);
+                     TX_EINVAL);
     tm_err_has(err, p);
     tm_err_has(err, "dense.i8.row");
     tm_err_has(err, "data checksum");
-    ck_assert_int_eq(tx_smd_verify_all(s, err, sizeof(err)), -EBADMSG);
+    ck_assert_int_eq(tx_smd_verify_all(s, err, sizeof(err)), TX_EINVAL);
     tx_smd_close(s);
-    ck_assert_int_eq(reopen(p, TX_SMD_OPEN_VERIFY), -EBADMSG);
+    ck_assert_int_eq(reopen(p, TX_SMD_OPEN_VERIFY), TX_EINVAL);
     tm_err_has(err, "dense.i8.row");
     /* scales of another tensor */
     b[t->data_offset + 5] ^= 0x40;
     t = entry(b, 4);
     b[t->scales_offset] ^= 1;
     store(p, b, len);
-    ck_assert_int_eq(reopen(p, TX_SMD_OPEN_VERIFY), -EBADMSG);
+    ck_assert_int_eq(reopen(p, TX_SMD_OPEN_VERIFY), TX_EINVAL);
     tm_err_has(err, "dense.i8.group");
     tm_err_has(err, "scales checksum");
     free(b);
@@ -307,16 +308,16 @@ START_TEST(truncated)
     size_t len;
     unsigned char *b = load(p, &len);
     store(p, b, len - 4096);
-    ck_assert_int_eq(reopen(p, 0), -EINVAL);
+    ck_assert_int_eq(reopen(p, 0), TX_EINVAL);
     tm_err_has(err, "truncated");
     store(p, b, 100);
-    ck_assert_int_eq(reopen(p, 0), -EINVAL);
+    ck_assert_int_eq(reopen(p, 0), TX_EINVAL);
     tm_err_has(err, "truncated");
     store(p, b, 10);
-    ck_assert_int_eq(reopen(p, 0), -EINVAL);
+    ck_assert_int_eq(reopen(p, 0), TX_EINVAL);
     tm_err_has(err, "truncated");
     store(p, b, 0);
-    ck_assert_int_eq(reopen(p, 0), -EINVAL);
+    ck_assert_int_eq(reopen(p, 0), TX_EINVAL);
     free(b);
 }
 END_TEST
@@ -340,14 +341,14 @@ START_TEST(header_corruption)
     memcpy(c, b, len);
     c[0] = 'X';
     store(p, c, len);
-    ck_assert_int_eq(reopen(p, 0), -EINVAL);
+    ck_assert_int_eq(reopen(p, 0), TX_EINVAL);
     tm_err_has(err, "magic");
     /* another major version, correctly sealed */
     memcpy(c, b, len);
     ((struct tx_smd_header *)c)->version_major = 2;
     reseal(c);
     store(p, c, len);
-    ck_assert_int_eq(reopen(p, 0), -ENOTSUP);
+    ck_assert_int_eq(reopen(p, 0), TX_ENOTSUP);
     tm_err_has(err, "version 2");
     /* a newer minor version is fine */
     memcpy(c, b, len);
@@ -359,7 +360,7 @@ START_TEST(header_corruption)
     memcpy(c, b, len);
     c[find_sec(c, TX_SMD_SEC_CONFIG)->offset + 2] ^= 1;
     store(p, c, len);
-    ck_assert_int_eq(reopen(p, 0), -EBADMSG);
+    ck_assert_int_eq(reopen(p, 0), TX_EINVAL);
     tm_err_has(err, "CONFIG");
     /* a config that is not JSON, correctly checksummed */
     memcpy(c, b, len);
@@ -368,14 +369,14 @@ START_TEST(header_corruption)
     sc->crc = tx_crc32c(0, c + sc->offset, (size_t)sc->size);
     reseal(c);
     store(p, c, len);
-    ck_assert_int_eq(reopen(p, 0), -EINVAL);
+    ck_assert_int_eq(reopen(p, 0), TX_EINVAL);
     tm_err_has(err, "CONFIG");
     /* a section pointing outside the file */
     memcpy(c, b, len);
     find_sec(c, TX_SMD_SEC_TOKENIZER)->offset = len + 4096 * 4;
     reseal(c);
     store(p, c, len);
-    ck_assert_int_eq(reopen(p, 0), -EINVAL);
+    ck_assert_int_eq(reopen(p, 0), TX_EINVAL);
     tm_err_has(err, "TOKENIZER");
     free(c);
     free(b);
@@ -401,24 +402,24 @@ START_TEST(table_validation)
     size_t len;
     unsigned char *b = load(p, &len);
     unsigned char *c = malloc(len);
-    PATCH(1, t->data_offset += 8, -EINVAL, "dense.f16"); /* misaligned */
-    PATCH(1, t->data_offset = entry(c, 0)->data_offset, -EINVAL, "overlap");
-    PATCH(2, t->data_size -= 2, -EINVAL, "dense.bf16"); /* size vs shape */
-    PATCH(2, t->shape[1] = 97, -EINVAL, "dense.bf16");  /* shape vs cols */
-    PATCH(3, t->dtype = 9, -EINVAL, "invalid dtype");
-    PATCH(3, t->format = 5, -EINVAL, "invalid format");
-    PATCH(3, t->scales_offset = 0, -EINVAL, "dense.i8.row");
-    PATCH(4, t->group_size = 48, -EINVAL, "dense.i8.group");
-    PATCH(5, t->nnz_blocks += 1, -EINVAL, "sparse.f32");
-    PATCH(5, t->cols = 100; t->shape[1] = 100, -EINVAL, "sparse.f32"); /* cols % 32 */
-    PATCH(6, t->index_offset = t->data_offset + t->extent_size, -EINVAL, "sparse.f16");
-    PATCH(7, t->name_offset = 1u << 30, -EINVAL, "string table");
-    PATCH(8, t->extent_size = 1ull << 40, -EINVAL, "sparse.i8.row");
-    PATCH(9, t->layer_type = 42, -EINVAL, "layer type");
-    PATCH(10, t->ndim = 0, -EINVAL, "rank");
-    PATCH(10, t->rsvd3[3] = 1, -EINVAL, "reserved");
+    PATCH(1, t->data_offset += 8, TX_EINVAL, "dense.f16"); /* misaligned */
+    PATCH(1, t->data_offset = entry(c, 0)->data_offset, TX_EINVAL, "overlap");
+    PATCH(2, t->data_size -= 2, TX_EINVAL, "dense.bf16"); /* size vs shape */
+    PATCH(2, t->shape[1] = 97, TX_EINVAL, "dense.bf16");  /* shape vs cols */
+    PATCH(3, t->dtype = 9, TX_EINVAL, "invalid dtype");
+    PATCH(3, t->format = 5, TX_EINVAL, "invalid format");
+    PATCH(3, t->scales_offset = 0, TX_EINVAL, "dense.i8.row");
+    PATCH(4, t->group_size = 48, TX_EINVAL, "dense.i8.group");
+    PATCH(5, t->nnz_blocks += 1, TX_EINVAL, "sparse.f32");
+    PATCH(5, t->cols = 100; t->shape[1] = 100, TX_EINVAL, "sparse.f32"); /* cols % 32 */
+    PATCH(6, t->index_offset = t->data_offset + t->extent_size, TX_EINVAL, "sparse.f16");
+    PATCH(7, t->name_offset = 1u << 30, TX_EINVAL, "string table");
+    PATCH(8, t->extent_size = 1ull << 40, TX_EINVAL, "sparse.i8.row");
+    PATCH(9, t->layer_type = 42, TX_EINVAL, "layer type");
+    PATCH(10, t->ndim = 0, TX_EINVAL, "rank");
+    PATCH(10, t->rsvd3[3] = 1, TX_EINVAL, "reserved");
     PATCH(10, t->name_offset = entry(c, 0)->name_offset;
-          t->name_len = entry(c, 0)->name_len, -EINVAL, "twice");
+          t->name_len = entry(c, 0)->name_len, TX_EINVAL, "twice");
     free(c);
     free(b);
 }
@@ -441,7 +442,7 @@ START_TEST(sparse_index_validation)
     struct tx_smd *s;
     ck_assert_int_eq(tx_smd_open(p, 0, &s, err, sizeof(err)), 0);
     ck_assert_int_eq(tx_smd_verify_tensor(s, tx_smd_find(s, "sparse.i8.row"), err, sizeof(err)),
-                     -EINVAL);
+                     TX_EINVAL);
     tm_err_has(err, "sparse.i8.row");
     tm_err_has(err, "sparse index");
     tx_smd_close(s);
@@ -452,7 +453,7 @@ START_TEST(sparse_index_validation)
     t->index_crc = tx_crc32c(0, b + t->index_offset, (size_t)t->index_size);
     reseal(b);
     store(p, b, len);
-    ck_assert_int_eq(reopen(p, TX_SMD_OPEN_VERIFY), -EINVAL);
+    ck_assert_int_eq(reopen(p, TX_SMD_OPEN_VERIFY), TX_EINVAL);
     tm_err_has(err, "row_ptr[0]");
     /* column blocks not increasing */
     uint32_t nb = 4, rows = 5, keep = 3;
@@ -469,15 +470,15 @@ START_TEST(sparse_index_validation)
     cb[4] = 0;
     ck_assert_int_eq(
         tx_smd_check_sparse_index(ix, sizeof(ix), rows, nb * 32, rows * keep, err, sizeof(err)),
-        -EINVAL);
+        TX_EINVAL);
     tm_err_has(err, "row 1");
     cb[4] = 9;
     ck_assert_int_eq(
         tx_smd_check_sparse_index(ix, sizeof(ix), rows, nb * 32, rows * keep, err, sizeof(err)),
-        -EINVAL);
+        TX_EINVAL);
     ck_assert_int_eq(
         tx_smd_check_sparse_index(ix, sizeof(ix) - 2, rows, nb * 32, rows * keep, err, sizeof(err)),
-        -EINVAL);
+        TX_EINVAL);
     free(b);
 }
 END_TEST
@@ -488,7 +489,7 @@ START_TEST(writer_errors)
     struct tx_smd_writer *w;
     ck_assert_int_eq(tx_smd_writer_open(p, &w, err, sizeof(err)), 0);
     /* missing config/tokenizer/plan */
-    ck_assert_int_eq(tx_smd_writer_finish(w, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_smd_writer_finish(w, err, sizeof(err)), TX_EINVAL);
     ck_assert_int_eq(tm_count_files(), 0);
 
     ck_assert_int_eq(tx_smd_writer_open(p, &w, err, sizeof(err)), 0);
@@ -496,30 +497,30 @@ START_TEST(writer_errors)
         tx_smd_writer_section(w, TX_SMD_SEC_CONFIG, CONFIG, strlen(CONFIG), err, sizeof(err)), 0);
     ck_assert_int_eq(
         tx_smd_writer_section(w, TX_SMD_SEC_CONFIG, CONFIG, strlen(CONFIG), err, sizeof(err)),
-        -EINVAL);
+        TX_EINVAL);
     ck_assert_int_eq(tx_smd_writer_section(w, TX_SMD_SEC_TENSORS, "x", 1, err, sizeof(err)),
-                     -EINVAL);
+                     TX_EINVAL);
     struct tx_smd_tensor_desc d = {
         .name = "x", .dtype = TX8_DTYPE_F32, .ndim = 2, .shape = {2, 3}, .layer = -1, .expert = -1};
     ck_assert_int_eq(tx_smd_writer_begin(w, &d, err, sizeof(err)), 0);
     float v[6] = {0};
-    ck_assert_int_eq(tx_smd_writer_data(w, v, sizeof(v) + 4, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_smd_writer_data(w, v, sizeof(v) + 4, err, sizeof(err)), TX_EINVAL);
     ck_assert_int_eq(tx_smd_writer_data(w, v, 12, err, sizeof(err)), 0);
-    ck_assert_int_eq(tx_smd_writer_end(w, NULL, 0, NULL, 0, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_smd_writer_end(w, NULL, 0, NULL, 0, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "12 of 24");
     ck_assert_int_eq(tx_smd_writer_data(w, v, 12, err, sizeof(err)), 0);
-    ck_assert_int_eq(tx_smd_writer_end(w, v, 8, NULL, 0, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_smd_writer_end(w, v, 8, NULL, 0, err, sizeof(err)), TX_EINVAL);
     ck_assert_int_eq(tx_smd_writer_end(w, NULL, 0, NULL, 0, err, sizeof(err)), 0);
     /* inconsistent descriptions */
     struct tx_smd_tensor_desc bad = d;
     bad.name = "y";
     bad.format = TX8_WFMT_BLOCK_SPARSE; /* 3 columns */
     bad.nnz_blocks = 1;
-    ck_assert_int_eq(tx_smd_writer_begin(w, &bad, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_smd_writer_begin(w, &bad, err, sizeof(err)), TX_EINVAL);
     bad = d;
     bad.name = "y";
     bad.group_size = 32; /* F32 with a group */
-    ck_assert_int_eq(tx_smd_writer_begin(w, &bad, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_smd_writer_begin(w, &bad, err, sizeof(err)), TX_EINVAL);
     /* duplicate name is caught at finish; nothing is left behind */
     ck_assert_int_eq(tx_smd_writer_section(w, TX_SMD_SEC_TOKENIZER, TM_TOKENIZER,
                                            strlen(TM_TOKENIZER), err, sizeof(err)),
@@ -530,10 +531,10 @@ START_TEST(writer_errors)
     ck_assert_int_eq(tx_smd_writer_begin(w, &d, err, sizeof(err)), 0);
     ck_assert_int_eq(tx_smd_writer_data(w, v, 24, err, sizeof(err)), 0);
     ck_assert_int_eq(tx_smd_writer_end(w, NULL, 0, NULL, 0, err, sizeof(err)), 0);
-    ck_assert_int_eq(tx_smd_writer_finish(w, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(tx_smd_writer_finish(w, err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "twice");
     ck_assert_int_eq(tm_count_files(), 0);
-    ck_assert_int_eq(tx_smd_writer_open(tm_path("nodir/x.smd"), &w, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(tx_smd_writer_open(tm_path("nodir/x.smd"), &w, err, sizeof(err)), TX_ENOENT);
 }
 END_TEST
 
@@ -550,7 +551,7 @@ START_TEST(nan_scale)
     t->scales_crc = tx_crc32c(0, b + t->scales_offset, (size_t)t->scales_size);
     reseal(b);
     store(p, b, len);
-    ck_assert_int_eq(reopen(p, TX_SMD_OPEN_VERIFY), -EBADMSG);
+    ck_assert_int_eq(reopen(p, TX_SMD_OPEN_VERIFY), TX_EINVAL);
     tm_err_has(err, "dense.i8.group");
     tm_err_has(err, "scale 2 is nan");
     /* a negative one too */
@@ -559,7 +560,7 @@ START_TEST(nan_scale)
     t->scales_crc = tx_crc32c(0, b + t->scales_offset, (size_t)t->scales_size);
     reseal(b);
     store(p, b, len);
-    ck_assert_int_eq(reopen(p, TX_SMD_OPEN_VERIFY), -EBADMSG);
+    ck_assert_int_eq(reopen(p, TX_SMD_OPEN_VERIFY), TX_EINVAL);
     tm_err_has(err, "must be finite and >= 0");
     free(b);
 }

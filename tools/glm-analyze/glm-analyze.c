@@ -103,7 +103,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "glm-analyze: out of memory\n");
         rc = 1;
     } else if (txc_write_text(out, json) < 0) {
-        fprintf(stderr, "glm-analyze: %s: cannot write the report\n", out);
+        fprintf(stderr, "glm-analyze: cannot write the report: %s\n", tx_last_error());
         rc = 1;
     } else if (!quiet) {
         fputs(sum, stderr);

@@ -214,7 +214,7 @@ int main(int argc, char **argv)
     int rc = tx_export(in, out, &o, &st, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "glm-export: %s\n", err);
-        return rc == -ECANCELED ? 130 : 1;
+        return rc == TX_ECANCELED ? 130 : 1;
     }
     if (!quiet) {
         fprintf(stderr,

@@ -144,7 +144,7 @@ static int parse_ids(const char *s, int32_t **ids, size_t *n)
     size_t cap = 64, k = 0;
     int32_t *v = malloc(cap * sizeof(*v));
     if (!v)
-        return -ENOMEM;
+        return TX_ENOMEM;
     while (*s) {
         while (*s == ',' || *s == ' ' || *s == '\n' || *s == '\t')
             s++;
@@ -155,13 +155,13 @@ static int parse_ids(const char *s, int32_t **ids, size_t *n)
         long x = strtol(s, &end, 10);
         if (end == s || errno || x < 0 || x > 0x7fffffff) {
             free(v);
-            return -EINVAL;
+            return TX_EINVAL;
         }
         if (k == cap) {
             int32_t *y = realloc(v, cap * 2 * sizeof(*v));
             if (!y) {
                 free(v);
-                return -ENOMEM;
+                return TX_ENOMEM;
             }
             v = y;
             cap *= 2;
@@ -1333,7 +1333,7 @@ int main(int argc, char **argv)
         if (o.file) {
             int r = txc_read_path(o.file, &text, NULL);
             if (r) {
-                fprintf(stderr, "%s: %s: %s\n", prog, o.file, strerror(-r));
+                fprintf(stderr, "%s: %s\n", prog, tx_last_error());
                 goto out;
             }
         } else if (o.prompt) {
@@ -1341,7 +1341,7 @@ int main(int argc, char **argv)
         } else if (!isatty(STDIN_FILENO)) {
             int r = txc_read_stream(stdin, &text, NULL);
             if (r) {
-                fprintf(stderr, "%s: stdin: %s\n", prog, strerror(-r));
+                fprintf(stderr, "%s: stdin: %s\n", prog, tx_strerror(r));
                 goto out;
             }
         } else if (!o.interactive) {

@@ -52,7 +52,7 @@ static int parse_ids(const char *s, size_t n, int32_t **ids, size_t *count, char
     int32_t *v = malloc(cap * sizeof(*v));
     if (!v) {
         snprintf(err, errsz, "out of memory");
-        return -ENOMEM;
+        return TX_ENOMEM;
     }
     size_t i = 0;
     while (i < n) {
@@ -64,7 +64,7 @@ static int parse_ids(const char *s, size_t n, int32_t **ids, size_t *count, char
         if (c < '0' || c > '9') {
             snprintf(err, errsz, "invalid character '%c' at byte %zu of the id list", c, i);
             free(v);
-            return -EINVAL;
+            return TX_EINVAL;
         }
         long long x = 0;
         while (i < n && s[i] >= '0' && s[i] <= '9') {
@@ -72,7 +72,7 @@ static int parse_ids(const char *s, size_t n, int32_t **ids, size_t *count, char
             if (x > INT32_MAX) {
                 snprintf(err, errsz, "token id too large at byte %zu", i);
                 free(v);
-                return -EINVAL;
+                return TX_EINVAL;
             }
             i++;
         }
@@ -81,7 +81,7 @@ static int parse_ids(const char *s, size_t n, int32_t **ids, size_t *count, char
             if (!nv) {
                 free(v);
                 snprintf(err, errsz, "out of memory");
-                return -ENOMEM;
+                return TX_ENOMEM;
             }
             v = nv;
             cap *= 2;
@@ -192,7 +192,7 @@ int main(int argc, char **argv)
     char *in;
     size_t in_len;
     if ((rc = txc_read_stream(stdin, &in, &in_len))) {
-        fprintf(stderr, "%s: cannot read stdin: %s\n", prog, strerror(-rc));
+        fprintf(stderr, "%s: cannot read stdin: %s\n", prog, tx_strerror(rc));
         tx_tokenizer_free(tok);
         return 1;
     }
@@ -218,7 +218,7 @@ int main(int argc, char **argv)
         if (chat) {
             if (strlen(in) != in_len) { /* txc_read_stream NUL-terminates */
                 fprintf(stderr, "%s: --chat input contains a NUL byte\n", prog);
-                rc = -EINVAL;
+                rc = TX_EINVAL;
             } else {
                 struct tx_chat_message msgs[2];
                 size_t nm = 0;

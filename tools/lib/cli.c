@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/error.h"
 #include "common/file.h"
 
 int txc_read_stream(FILE *in, char **out, size_t *len)
@@ -21,13 +22,13 @@ int txc_read_stream(FILE *in, char **out, size_t *len)
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     if (!buf)
-        return -ENOMEM;
+        return TX_ENOMEM;
     for (;;) {
         if (n == cap) {
             char *b = realloc(buf, cap * 2 + 1);
             if (!b) {
                 free(buf);
-                return -ENOMEM;
+                return TX_ENOMEM;
             }
             buf = b;
             cap *= 2;
@@ -39,7 +40,7 @@ int txc_read_stream(FILE *in, char **out, size_t *len)
     }
     if (ferror(in)) {
         free(buf);
-        return -EIO;
+        return TX_EIO;
     }
     buf[n] = 0;
     *out = buf;
@@ -51,8 +52,10 @@ int txc_read_stream(FILE *in, char **out, size_t *len)
 int txc_read_path(const char *path, char **out, size_t *len)
 {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return -errno;
+    if (!f) {
+        int e = errno;
+        return tx_error(tx_errno_code(e), "%s: %s", path, strerror(e));
+    }
     int rc = txc_read_stream(f, out, len);
     fclose(f);
     return rc;
@@ -62,7 +65,7 @@ int txc_write_text(const char *path, const char *txt)
 {
     if (!strcmp(path, "-")) {
         fputs(txt, stdout);
-        return fflush(stdout) == 0 ? 0 : -EIO;
+        return fflush(stdout) == 0 ? 0 : TX_EIO;
     }
     char err[256];
     return tx_file_write_text(path, txt, NULL, err, sizeof(err));

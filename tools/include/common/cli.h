@@ -12,15 +12,19 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include <tx/tx_error.h>
+
 /* Reads all of in into a malloc'd buffer, NUL-terminated (the NUL is not
- * counted in *len; len may be NULL). 0, -ENOMEM or -EIO. */
+ * counted in *len; len may be NULL). 0, TX_ENOMEM or TX_EIO. */
 int txc_read_stream(FILE *in, char **out, size_t *len);
 
-/* Opens path and reads it whole like txc_read_stream. 0 or -errno. */
+/* Opens path and reads it whole like txc_read_stream. 0 or a TX_E* code
+ * (a missing file: TX_ENOENT); tx_last_error() names path and the reason. */
 int txc_read_path(const char *path, char **out, size_t *len);
 
 /* Writes txt to stdout for "-", else to path all or nothing (a temporary
- * name next to it, renamed over path once complete). 0 or -errno. */
+ * name next to it, renamed over path once complete). 0 or a TX_E* code;
+ * tx_last_error() names path and the reason. */
 int txc_write_text(const char *path, const char *txt);
 
 /* Parses the whole of s as a decimal integer in [lo, hi]. 0, or -1 (and

@@ -17,10 +17,12 @@
  * of them. An override (a tool's --llc SIZE, or TX_LLC_BYTES in the
  * environment) replaces sysfs.
  *
- * Not part of the public API. Include as "common/cpu_cache.h".
+ * Not part of the public API (not installed, not exported from libtx.so):
+ * private to libtx, the tools (tx-bench) and the tests, which find it in
+ * libtx/include. Include as <tx/tx_cpu_cache.h>.
  */
-#ifndef TX_COMMON_CPU_CACHE_H
-#define TX_COMMON_CPU_CACHE_H
+#ifndef TX_CPU_CACHE_H
+#define TX_CPU_CACHE_H
 
 #include <stddef.h>
 #include <stdint.h>

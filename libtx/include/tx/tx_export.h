@@ -89,7 +89,7 @@ struct tx_export_opts {
     const char *quant;            /* recorded in the metadata ("int8", ...) */
     const char *model_name;       /* recorded in the metadata (NULL: from the config) */
     /* if not NULL and non-zero (e.g. set by a signal handler), the export
-     * stops between chunks with -ECANCELED and removes its temporary file */
+     * stops between chunks with TX_ECANCELED and removes its temporary file */
     const volatile int *cancel;
     /* if not NULL, called once per input tensor that is not exported: an
      * MTP-layer tensor (is_mtp = 1) or one the architecture does not know */

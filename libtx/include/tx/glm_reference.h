@@ -8,8 +8,8 @@
  * Every formula and the transformers function it mirrors:
  * docs/glm-architectures.md.
  *
- * Errors: 0 or a negative errno value, with a message in err[0..errsz-1]
- * when err is not NULL (same convention as glm_config.h).
+ * Errors: 0 or a negative TX_E* code (tx/tx_error.h), with a message in
+ * err[0..errsz-1] when err is not NULL (same convention as glm_config.h).
  */
 #ifndef TX_GLM_REFERENCE_H
 #define TX_GLM_REFERENCE_H
@@ -26,7 +26,7 @@ extern "C" {
 /* Weight provider: fill dst (t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1)
  * floats, row-major in PyTorch order, Linear weights [out, in]) with the
  * tensor named t->name (the real Hugging Face name), converted to float.
- * Return 0, or a negative errno with a message in err. */
+ * Return 0, or a negative TX_E* code with a message in err. */
 typedef int (*glm_ref_tensor_fn)(void *ctx, const struct glm_tensor_info *t, float *dst, char *err,
                                  size_t errsz);
 

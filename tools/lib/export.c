@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Export: checkpoint (HF or ONNX) -> .smd package, streaming, with the
  * precision plan's storage types, INT8 quantisation and block pruning. */
-#include "quant_internal.h"
+#include "model/quant_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -93,11 +93,11 @@ static int chunk_task(void *ctx, uint64_t i)
                          "%s: tensor %s: element [%" PRIu64 ", %" PRIu64 "] is %g: non-finite "
                          "weights cannot be exported",
                          j->src->file, j->src->name, j->r0 + a + k / C, k % C, (double)w[k]);
-            return -EINVAL;
+            return TX_EINVAL;
         }
     struct txq_scratch s;
     if (txq_scratch_init(&s, j->sp->cols) < 0)
-        return -ENOMEM;
+        return TX_ENOMEM;
     txq_rows(j->sp, w, j->r0 + a, n, j->r0, &s, j->data, j->scales, j->colblk, &j->acc[i]);
     txq_scratch_free(&s);
     if (j->sp->dtype == TX8_DTYPE_I8) {
@@ -111,7 +111,7 @@ static int chunk_task(void *ctx, uint64_t i)
                              "%s: tensor %s: INT8 scale of row %" PRIu64 " is %g (must be "
                              "finite and >= 0)",
                              j->src->file, j->src->name, j->r0 + a + k / ng, (double)sc[k]);
-                return -EINVAL;
+                return TX_EINVAL;
             }
     }
     return 0;
@@ -288,28 +288,28 @@ static int check_sections(const struct tx_ckpt *c, const char *tp, const char *t
     if (rc == 0)
         rc = glm_config_from_json(cj, &cfg, sub, sizeof(sub));
     if (rc < 0)
-        return txm_err(err, errsz, rc, "%s; nothing written", sub);
+        return tx_errbuf(err, errsz, rc, "%s; nothing written", sub);
     rc = txm_smd_check_json(tp, TX_SMD_SEC_TOKENIZER, tok, toklen, sub, sizeof(sub));
     if (rc < 0)
-        return txm_err(err, errsz, rc,
-                       "tokenizer %s: not a valid JSON object (truncated, or not a "
-                       "tokenizer.json); nothing written",
-                       tp);
+        return tx_errbuf(err, errsz, rc,
+                         "tokenizer %s: not a valid JSON object (truncated, or not a "
+                         "tokenizer.json); nothing written",
+                         tp);
     struct tx_tokenizer *tk = NULL;
     rc = tx_tokenizer_load_buffer(tok, toklen, &tk, sub, sizeof(sub));
     tx_tokenizer_free(tk);
     if (rc != 0)
-        return txm_err(err, errsz, -EINVAL,
-                       "tokenizer %s: not a tokenizer glm-inference can load: %s; nothing written",
-                       tp, sub);
+        return tx_errbuf(
+            err, errsz, TX_EINVAL,
+            "tokenizer %s: not a tokenizer glm-inference can load: %s; nothing written", tp, sub);
     if (tokcfg) {
         rc = txm_smd_check_json(tcp, TX_SMD_SEC_TOKENIZER_CONFIG, tokcfg, tokcfglen, sub,
                                 sizeof(sub));
         if (rc < 0)
-            return txm_err(err, errsz, rc,
-                           "tokenizer config %s: not a valid JSON object (truncated, or not a "
-                           "tokenizer_config.json); nothing written",
-                           tcp);
+            return tx_errbuf(err, errsz, rc,
+                             "tokenizer config %s: not a valid JSON object (truncated, or not a "
+                             "tokenizer_config.json); nothing written",
+                             tcp);
     }
     return 0;
 }
@@ -334,13 +334,13 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
     char sub[TX_ERR_MAX];
 
     if (!(o->sparsity >= 0 && o->sparsity < 1))
-        return txm_err(err, errsz, -EINVAL, "sparsity %g outside [0, 1)", o->sparsity);
+        return tx_errbuf(err, errsz, TX_EINVAL, "sparsity %g outside [0, 1)", o->sparsity);
     for (unsigned l = 0; l < TX_SMD_LAYER_COUNT; l++)
         if (o->plan[l].layer != l || o->plan[l].precision >= TX_SMD_PREC_COUNT ||
             (o->plan[l].group_size % TX8_SPARSE_BLOCK))
-            return txm_err(err, errsz, -EINVAL,
-                           "plan entry %s invalid (group sizes must be multiples of %u)",
-                           tx_smd_layer_name(l), TX8_SPARSE_BLOCK);
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "plan entry %s invalid (group sizes must be multiples of %u)",
+                             tx_smd_layer_name(l), TX8_SPARSE_BLOCK);
     rc = tx_ckpt_open(input, &c, err, errsz);
     if (rc < 0)
         return rc;
@@ -348,8 +348,9 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
     const char *tp = o->tokenizer ? o->tokenizer : tx_ckpt_tokenizer_path(c);
     const char *tcp = o->tokenizer_config ? o->tokenizer_config : tx_ckpt_tokenizer_config_path(c);
     if (!tp) {
-        rc = txm_err(err, errsz, -ENOENT,
-                     "%s: no tokenizer.json next to the model (give one with --tokenizer)", input);
+        rc =
+            tx_errbuf(err, errsz, TX_ENOENT,
+                      "%s: no tokenizer.json next to the model (give one with --tokenizer)", input);
         goto out;
     }
     tok = read_opt(tp, &toklen, err, errsz, &rc);
@@ -392,7 +393,7 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
     f32 = malloc((size_t)CHUNK_ELEMS * sizeof(float));
     data = malloc((size_t)CHUNK_ELEMS * sizeof(float));
     if (!f32 || !data) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto out;
     }
     const double expert_w =
@@ -404,15 +405,15 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
         choose(o, ct, &pc);
         uint64_t rows = tx_tensor_rows(src), cols = tx_tensor_cols(src);
         if (rows > UINT32_MAX || cols > UINT32_MAX || rows == 0 || cols == 0) {
-            rc = txm_err(err, errsz, -EINVAL, "%s: tensor %s: unsupported size", src->file,
-                         src->name);
+            rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: unsupported size", src->file,
+                           src->name);
             goto out;
         }
         struct txq_spec sp = {(uint32_t)rows, (uint32_t)cols, pc.dtype,
                               pc.format,      pc.group,       pc.keep};
         rc = txq_check_spec(&sp, sub, sizeof(sub));
         if (rc < 0) {
-            txm_err(err, errsz, rc, "tensor %s: %s", src->name, sub);
+            tx_errbuf(err, errsz, rc, "tensor %s: %s", src->name, sub);
             goto out;
         }
         uint32_t nnz = pc.format == TX8_WFMT_BLOCK_SPARSE ? sp.rows * sp.keep_blocks : 0;
@@ -443,14 +444,14 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
         colblk = NULL;
         index = NULL;
         if (scales_len && !(scales = malloc(scales_len))) {
-            rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+            rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
             goto out;
         }
         if (index_len) {
             colblk = malloc((size_t)nnz * 2 + 2);
             index = malloc(index_len);
             if (!colblk || !index) {
-                rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+                rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
                 goto out;
             }
         }
@@ -461,10 +462,10 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
         uint64_t chunk_rows = CHUNK_ELEMS / cols ? CHUNK_ELEMS / cols : 1;
         uint64_t rpt = TASK_ELEMS / cols ? TASK_ELEMS / cols : 1;
         if (cols > CHUNK_ELEMS) {
-            rc = txm_err(err, errsz, -EINVAL,
-                         "%s: tensor %s: rows of %" PRIu64 " columns are too "
-                         "long",
-                         src->file, src->name, cols);
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: tensor %s: rows of %" PRIu64 " columns are too "
+                           "long",
+                           src->file, src->name, cols);
             goto out;
         }
         struct txq_acc tacc = {0};
@@ -472,14 +473,14 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
         for (uint64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
             uint64_t n = rows - r0 < chunk_rows ? rows - r0 : chunk_rows;
             if (o->cancel && *o->cancel) {
-                rc = txm_err(err, errsz, -ECANCELED, "%s: export cancelled", output);
+                rc = tx_errbuf(err, errsz, TX_ECANCELED, "%s: export cancelled", output);
                 goto out;
             }
             uint64_t ntasks = (n + rpt - 1) / rpt;
             free(accs);
             accs = calloc(ntasks, sizeof(*accs));
             if (!accs) {
-                rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+                rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
                 goto out;
             }
             struct chunk_job j = {.sp = &sp,
@@ -495,7 +496,7 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
             atomic_init(&j.failed, 0);
             rc = txm_parallel(ntasks > 1 ? threads : 1, ntasks, chunk_task, &j);
             if (rc < 0) {
-                txm_err(err, errsz, rc, "%s", j.err[0] ? j.err : "out of memory");
+                tx_errbuf(err, errsz, rc, "%s", j.err[0] ? j.err : "out of memory");
                 goto out;
             }
             for (uint64_t k = 0; k < ntasks; k++) {
@@ -513,10 +514,10 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
             pg.done += n * cols * tx_elem_size(src->type);
         }
         if (tacc.overflow) {
-            rc = txm_err(err, errsz, -ERANGE,
-                         "%s: tensor %s: %" PRIu64 " values exceed the FP16 range; use bf16 or "
-                         "fp32 for %s",
-                         src->file, src->name, tacc.overflow, tx_smd_layer_name(pc.lt));
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: tensor %s: %" PRIu64 " values exceed the FP16 range; use bf16 or "
+                           "fp32 for %s",
+                           src->file, src->name, tacc.overflow, tx_smd_layer_name(pc.lt));
             goto out;
         }
         if (index_len) {
@@ -564,7 +565,7 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
         st.model_macs_dense > 0 ? 1 - st.model_macs_sparse / st.model_macs_dense : 0;
     meta = metadata_json(input, c, o, &st);
     if (!meta) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto out;
     }
     rc = tx_smd_writer_section(w, TX_SMD_SEC_METADATA, meta, strlen(meta), err, errsz);

@@ -10,8 +10,9 @@
  * for checksums.
  *
  * Errors: every function that can fail returns 0 on success or a negative
- * errno value (-EINVAL malformed input, -ENOENT missing file or tensor,
- * -EIO read/write failure, -ENOMEM, -ENOTSUP unsupported dtype or feature)
+ * TX_E* code of tx/tx_error.h, never -errno (TX_EINVAL malformed input or a
+ * checksum mismatch, TX_ENOENT missing file or tensor, TX_EIO read/write
+ * failure, TX_EPERM, TX_ENOMEM, TX_ENOTSUP unsupported dtype or feature)
  * and, when `err` is not NULL, writes a one-line message naming the file and
  * the tensor into err[0..errsz-1] (always NUL-terminated). Nothing exits,
  * prints or aborts on bad input.
@@ -111,8 +112,8 @@ TX_API uint64_t tx_tensor_rows(const struct tx_tensor *t);
 /* Columns: the last dim (1 for rank 0). */
 TX_API uint64_t tx_tensor_cols(const struct tx_tensor *t);
 
-/* Converts elements [first, first + count) to float. -ENOTSUP (message
- * naming the tensor and its type) if the type is not F32/F16/BF16, -EINVAL
+/* Converts elements [first, first + count) to float. TX_ENOTSUP (message
+ * naming the tensor and its type) if the type is not F32/F16/BF16, TX_EINVAL
  * if the range is outside the tensor. */
 TX_API int tx_tensor_read_f32(const struct tx_tensor *t, uint64_t first, uint64_t count, float *dst,
                               char *err, size_t errsz);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Architecture analysis (glm-analyze). */
-#include "model_internal.h"
+#include "model/model_internal.h"
 
 #include "arch/arch.h"
 
@@ -199,7 +199,7 @@ int tx_analyze_config(const struct glm_config *c, int seq_len, int ctx_len, uint
 {
     memset(a, 0, sizeof(*a));
     if (seq_len < 1 || ctx_len < 1)
-        return txm_err(err, errsz, -EINVAL, "sequence and context lengths must be positive");
+        return tx_errbuf(err, errsz, TX_EINVAL, "sequence and context lengths must be positive");
     const int L = c->num_hidden_layers;
     a->arch = c->arch;
     a->seq_len = seq_len;
@@ -211,7 +211,7 @@ int tx_analyze_config(const struct glm_config *c, int seq_len, int ctx_len, uint
     if (!a->layers || !buf) {
         free(buf);
         tx_analysis_free(a);
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     }
     struct acc x = {.a = a, .c = c};
     x.attn_macs = buf;
@@ -226,7 +226,7 @@ int tx_analyze_config(const struct glm_config *c, int seq_len, int ctx_len, uint
     if (rc < 0) {
         free(buf);
         tx_analysis_free(a);
-        return txm_err(err, errsz, rc, "cannot list the tensors of the config");
+        return tx_errbuf(err, errsz, rc, "cannot list the tensors of the config");
     }
     a->bytes_bf16 = a->bytes_fp16;
     const double E = c->n_routed_experts, K = c->num_experts_per_tok, H = c->hidden_size;
@@ -579,7 +579,7 @@ int tx_analyze_load_config(const char *path, struct glm_config *cfg, const char 
         char sub[TX_ERR_MAX];
         rc = glm_config_from_json(tx_smd_config_json(s, NULL), cfg, sub, sizeof(sub));
         if (rc < 0)
-            txm_err(err, errsz, rc, "%s: config: %s", path, sub);
+            tx_errbuf(err, errsz, rc, "%s: config: %s", path, sub);
         tx_smd_close(s);
         *format = "smd";
         return rc;

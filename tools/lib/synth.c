@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Synthetic GLM checkpoints in the real formats (glm-synth). */
-#include "model_internal.h"
+#include "model/model_internal.h"
 
 #include "arch/arch.h"
 
@@ -100,7 +100,7 @@ int tx_synth_vocab_for_tokenizer(const char *path, int *vocab_size, char *err, s
     if (!ok) {
         if (root)
             json_object_put(root);
-        return txm_err(err, errsz, -EINVAL, "%s: not a JSON object", path);
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: not a JSON object", path);
     }
     int64_t maxid = -1;
     struct json_object *model, *vocab, *added;
@@ -125,8 +125,8 @@ int tx_synth_vocab_for_tokenizer(const char *path, int *vocab_size, char *err, s
     }
     json_object_put(root);
     if (maxid < 0 || maxid > (1 << 24))
-        return txm_err(err, errsz, -EINVAL, "%s: no usable vocabulary (model.vocab, added_tokens)",
-                       path);
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: no usable vocabulary (model.vocab, added_tokens)", path);
     *vocab_size = (int)txm_align((uint64_t)maxid + 1, 128);
     return 0;
 }
@@ -203,7 +203,7 @@ static struct json_object *parse_json_file(const char *path, char *err, size_t e
     free(txt);
     if (!ok) {
         json_object_put(root);
-        *rc = txm_err(err, errsz, -EINVAL, "%s: not a JSON object", path);
+        *rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: not a JSON object", path);
         return NULL;
     }
     *rc = 0;
@@ -303,7 +303,7 @@ static int glm_tokenizer_config(const char *path, enum glm_arch arch, const int6
     add_s(root, "chat_template", ops && ops->chat_template ? ops->chat_template : "");
     *out = json_text(root);
     json_object_put(root);
-    return *out ? 0 : txm_err(err, errsz, -ENOMEM, "out of memory");
+    return *out ? 0 : tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
 }
 
 int tx_synth_glm_tokenizer(const char *dir, enum glm_arch arch, struct tx_synth_tokenizer *out,
@@ -316,7 +316,7 @@ int tx_synth_glm_tokenizer(const char *dir, enum glm_arch arch, struct tx_synth_
     int rc = 0;
     struct json_object *root = NULL;
     if (!tp || !cp) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto out;
     }
     root = parse_json_file(tp, err, errsz, &rc);
@@ -332,7 +332,7 @@ int tx_synth_glm_tokenizer(const char *dir, enum glm_arch arch, struct tx_synth_
         added = json_object_new_array();
         json_object_object_add(root, "added_tokens", added);
     } else if (!json_object_is_type(added, json_type_array)) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: added_tokens is not an array", tp);
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: added_tokens is not an array", tp);
         goto out;
     }
     /* the largest id in use */
@@ -352,8 +352,8 @@ int tx_synth_glm_tokenizer(const char *dir, enum glm_arch arch, struct tx_synth_
             maxid = json_object_get_int64(id);
     }
     if (maxid < 0 || maxid > (1 << 24)) {
-        rc = txm_err(err, errsz, -EINVAL, "%s: no usable vocabulary (model.vocab, added_tokens)",
-                     tp);
+        rc = tx_errbuf(err, errsz, TX_EINVAL,
+                       "%s: no usable vocabulary (model.vocab, added_tokens)", tp);
         goto out;
     }
     int64_t ids[TX_SYNTH_GLM_SPECIAL_COUNT];
@@ -376,7 +376,7 @@ int tx_synth_glm_tokenizer(const char *dir, enum glm_arch arch, struct tx_synth_
     out->pad = (int32_t)ids[0];
     out->tokenizer_json = json_text(root);
     if (!out->tokenizer_json) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto out;
     }
     if (txm_file_exists(cp))
@@ -556,7 +556,7 @@ static int glist_add(struct glist *l, const struct gen *g)
         size_t c = l->cap ? 2 * l->cap : 256;
         struct gen *n = realloc(l->g, c * sizeof(*n));
         if (!n)
-            return -ENOMEM;
+            return TX_ENOMEM;
         l->g = n;
         l->cap = c;
     }
@@ -675,7 +675,7 @@ static int write_hf(const char *outdir, const struct tx_synth_opts *o, struct gl
     /* shard assignment */
     size_t *shard = calloc(l->n + 1, sizeof(size_t));
     if (!shard)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     size_t nshards = 1;
     uint64_t acc = 0;
     for (size_t i = 0; i < l->n; i++) {
@@ -693,13 +693,13 @@ static int write_hf(const char *outdir, const struct tx_synth_opts *o, struct gl
     const char **files = calloc(l->n + 1, sizeof(char *));
     int rc = 0;
     if (!fnames || !decls || !names || !files) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto out;
     }
     for (size_t s = 0; s < nshards; s++) {
         fnames[s] = malloc(64);
         if (!fnames[s]) {
-            rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+            rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
             goto out;
         }
         if (nshards == 1)
@@ -723,7 +723,7 @@ static int write_hf(const char *outdir, const struct tx_synth_opts *o, struct gl
         char *path = txm_path_join(outdir, fnames[s]);
         struct tx_st_writer *w = NULL;
         rc = path ? tx_st_writer_open(path, decls, nd, meta, &w, err, errsz)
-                  : txm_err(err, errsz, -ENOMEM, "out of memory");
+                  : tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         free(path);
         if (rc < 0)
             goto out;
@@ -743,7 +743,7 @@ static int write_hf(const char *outdir, const struct tx_synth_opts *o, struct gl
     if (nshards > 1) {
         char *ip = txm_path_join(outdir, "model.safetensors.index.json");
         rc = ip ? tx_st_write_index(ip, names, files, l->n, total, err, errsz)
-                : txm_err(err, errsz, -ENOMEM, "out of memory");
+                : tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         free(ip);
     }
 out:
@@ -764,7 +764,7 @@ static int write_onnx(const char *outdir, const struct tx_synth_opts *o, struct 
 {
     char *path = txm_path_join(outdir, "model.onnx");
     if (!path)
-        return txm_err(err, errsz, -ENOMEM, "out of memory");
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     const char *meta[] = {"config", config_json, "producer", "glm-synth", NULL};
     struct tx_onnx_writer *w;
     int rc = tx_onnx_writer_open(path, external ? "model.onnx.data" : NULL, meta, &w, err, errsz);
@@ -785,7 +785,7 @@ static int write_onnx(const char *outdir, const struct tx_synth_opts *o, struct 
         } else {
             void *all = malloc(g->nelem * es + 1);
             if (!all) {
-                rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+                rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
             } else {
                 struct fill_job j = {g, 0, g->nelem, all, es};
                 txm_parallel(threads, (g->nelem + FILL_TASK - 1) / FILL_TASK, fill_task, &j);
@@ -834,9 +834,9 @@ static int write_onnx(const char *outdir, const struct tx_synth_opts *o, struct 
 int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err, size_t errsz)
 {
     if ((unsigned)o->preset > TX_SYNTH_BENCH || !tx_arch_get(o->arch))
-        return txm_err(err, errsz, -EINVAL,
-                       "glm-synth: unknown architecture or preset (architectures: %s)",
-                       tx_arch_list_model_types());
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "glm-synth: unknown architecture or preset (architectures: %s)",
+                         tx_arch_list_model_types());
     int rc;
     int vocab = o->vocab_size;
     struct tx_synth_tokenizer tk;
@@ -846,27 +846,29 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
         int have = tok && txm_file_exists(tok);
         free(tok);
         if (!have)
-            return txm_err(err, errsz, -ENOENT, "%s: no tokenizer.json there", o->tokenizer_dir);
+            return tx_errbuf(err, errsz, TX_ENOENT, "%s: no tokenizer.json there",
+                             o->tokenizer_dir);
         rc = tx_synth_glm_tokenizer(o->tokenizer_dir, o->arch, &tk, err, errsz);
         if (rc < 0)
             return rc;
         if (vocab == 0)
             vocab = tk.vocab_size;
         else if (vocab < tk.vocab_size) {
-            rc = txm_err(err, errsz, -EINVAL, "vocab_size %d does not cover the tokenizer's %d ids",
-                         vocab, tk.vocab_size);
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "vocab_size %d does not cover the tokenizer's %d ids", vocab,
+                           tk.vocab_size);
             tx_synth_tokenizer_free(&tk);
             return rc;
         }
     }
     if (vocab <= 0) {
         tx_synth_tokenizer_free(&tk);
-        return txm_err(err, errsz, -EINVAL, "glm-synth: no tokenizer and no vocab_size");
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm-synth: no tokenizer and no vocab_size");
     }
     if (mkdir(outdir, 0755) < 0 && errno != EEXIST) {
         rc = -errno;
         tx_synth_tokenizer_free(&tk);
-        return txm_err(err, errsz, rc, "%s: %s", outdir, strerror(-rc));
+        return tx_errbuf(err, errsz, tx_errno_code(rc), "%s: %s", outdir, strerror(-rc));
     }
     char *cj = tk.tokenizer_json
                    ? tx_synth_config_json_ex(o->arch, o->preset, vocab, tk.eos, 3, tk.pad)
@@ -878,12 +880,12 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
     char sub[TX_ERR_MAX];
     progress_last = -10;
     if (!cj) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto out;
     }
     rc = glm_config_from_json(cj, &cfg, sub, sizeof(sub));
     if (rc < 0) {
-        txm_err(err, errsz, rc, "glm-synth: generated config rejected: %s", sub);
+        tx_errbuf(err, errsz, rc, "glm-synth: generated config rejected: %s", sub);
         goto out;
     }
     rc = glm_config_tensor_list(&cfg, glist_cb, &l);
@@ -891,7 +893,7 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
         rc = add_mtp(&l, &cfg);
     buf = malloc((size_t)CHUNK_ELEMS * 4);
     if (rc < 0 || !buf) {
-        rc = txm_err(err, errsz, -ENOMEM, "out of memory");
+        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto out;
     }
     if (o->format == TX_SYNTH_ONNX) {
@@ -907,19 +909,19 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
         if (rc == 0) {
             char *cp = txm_path_join(outdir, "config.json");
             rc = cp ? txm_write_text(cp, cj, NULL, err, errsz)
-                    : txm_err(err, errsz, -ENOMEM, "out of memory");
+                    : tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
             free(cp);
         }
     }
     if (rc == 0 && tk.tokenizer_json) {
         char *dst = txm_path_join(outdir, "tokenizer.json");
         rc = dst ? txm_write_text(dst, tk.tokenizer_json, NULL, err, errsz)
-                 : txm_err(err, errsz, -ENOMEM, "out of memory");
+                 : tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         free(dst);
         if (rc == 0 && tk.tokenizer_config_json) {
             dst = txm_path_join(outdir, "tokenizer_config.json");
             rc = dst ? txm_write_text(dst, tk.tokenizer_config_json, NULL, err, errsz)
-                     : txm_err(err, errsz, -ENOMEM, "out of memory");
+                     : tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
             free(dst);
         }
     }
