@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -103,8 +104,25 @@ int tx_file_write_text(const char *path, const char *txt, const char *tail, char
     return rc;
 }
 
+int tx_file_check_target(const char *path, char *err, size_t errsz)
+{
+    struct stat st;
+
+    if (lstat(path, &st) < 0 || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
+        return 0;
+    return tx_errbuf(err, errsz, TX_EINVAL,
+                     "%s: exists and is not a regular file (a device, directory, FIFO or socket "
+                     "is never replaced by an output file)",
+                     path);
+}
+
 int tx_file_commit_temp(char **tmp, const char *path, int rc, char *err, size_t errsz)
 {
+    if (rc == 0) {
+        int bad = tx_file_check_target(path, err, errsz);
+        if (bad < 0)
+            return bad;
+    }
     if (rc == 0 && rename(*tmp, path) < 0)
         rc = -errno;
     if (rc < 0)

@@ -29,6 +29,12 @@ int tx_file_pread_all(int fd, void *buf, size_t len, uint64_t off);
 /* A temporary name next to path ("path.tmp.PID.N"), malloc'd. */
 char *tx_file_temp_name(const char *path);
 
+/* An output path may be replaced only if it does not exist, is a regular
+ * file or a symbolic link: 0, or TX_EINVAL naming path (e.g. `-o /dev/null`
+ * run as root would otherwise turn /dev/null into a regular file). Writers
+ * check it when they open and again in tx_file_commit_temp(). */
+int tx_file_check_target(const char *path, char *err, size_t errsz);
+
 /* The end of writing a file under a temporary name: with rc 0 renames *tmp
  * to path, then frees *tmp and sets it NULL; on failure (rc < 0 on entry: a
  * -errno from the helpers above, or the rename) fills err ("path: reason"),

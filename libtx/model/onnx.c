@@ -570,6 +570,9 @@ int tx_onnx_writer_open(const char *path, const char *external_data, const char 
                         struct tx_onnx_writer **out, char *err, size_t errsz)
 {
     *out = NULL;
+    int bad = tx_file_check_target(path, err, errsz);
+    if (bad < 0)
+        return bad;
     struct tx_onnx_writer *w = calloc(1, sizeof(*w));
     if (!w)
         return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
@@ -907,6 +910,8 @@ int tx_onnx_writer_finish(struct tx_onnx_writer *w, char *err, size_t errsz)
         if (close(w->ext_fd) < 0)
             rc = -errno;
         w->ext_fd = -1;
+        if (rc == 0 && tx_file_check_target(w->ext_path, NULL, 0) < 0)
+            rc = -EEXIST; /* errno domain: the data file's path is a device or directory */
         if (rc == 0 && rename(w->ext_tmp, w->ext_path) < 0)
             rc = -errno;
     }

@@ -414,6 +414,9 @@ int tx_st_writer_open(const char *path, const struct tx_tensor_decl *decls, size
     const char *js = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN);
     size_t jl = strlen(js);
     uint64_t hlen = txm_align(jl, 8);
+    rc = tx_file_check_target(path, err, errsz);
+    if (rc < 0)
+        goto out;
     struct tx_st_writer *w = calloc(1, sizeof(*w));
     if (!w) {
         rc = tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
@@ -480,7 +483,8 @@ int tx_st_writer_finish(struct tx_st_writer *w, char *err, size_t errsz)
         rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: close: %s", w->tmp, strerror(-rc));
     } else {
         w->fd = -1;
-        if (rename(w->tmp, w->path) < 0) {
+        rc = tx_file_check_target(w->path, err, errsz);
+        if (rc == 0 && rename(w->tmp, w->path) < 0) {
             rc = -errno;
             rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: rename: %s", w->path, strerror(-rc));
         }

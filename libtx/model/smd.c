@@ -1000,6 +1000,11 @@ int tx_smd_writer_open(const char *path, struct tx_smd_writer **out, char *err, 
         tx_smd_writer_abort(w);
         return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     }
+    int bad = tx_file_check_target(path, err, errsz);
+    if (bad < 0) {
+        tx_smd_writer_abort(w);
+        return bad;
+    }
     remove_stale_temps(path);
     w->fd = open_unnamed(path);
     if (w->fd < 0) {

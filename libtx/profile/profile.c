@@ -31,6 +31,7 @@
 #include <json-c/json.h>
 
 #include "common/error.h"
+#include "common/file.h"
 
 enum ev_kind { EV_SPAN, EV_CMD, EV_JOB, EV_COUNTER, EV_SETUP };
 
@@ -441,6 +442,9 @@ TX_API int tx_profile_write(const char *path)
     int rc = TX_OK;
     if (json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_PLAIN) != 0) {
         rc = tx_error(TX_EIO, "tx_profile_write: cannot write %s: %s", tmp, strerror(errno));
+        unlink(tmp);
+    } else if (tx_file_check_target(path, NULL, 0) < 0) {
+        rc = tx_error(TX_EINVAL, "tx_profile_write: %s: exists and is not a regular file", path);
         unlink(tmp);
     } else if (rename(tmp, path) != 0) {
         rc = tx_error(TX_EIO, "tx_profile_write: cannot rename %s to %s: %s", tmp, path,

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <tx/tx_error.h>
@@ -535,6 +536,19 @@ START_TEST(writer_errors)
     tm_err_has(err, "twice");
     ck_assert_int_eq(tm_count_files(), 0);
     ck_assert_int_eq(tx_smd_writer_open(tm_path("nodir/x.smd"), &w, err, sizeof(err)), TX_ENOENT);
+    /* an output path that is a device, FIFO or directory is never replaced
+     * (as root, `glm-export -o /dev/null` once turned /dev/null into a file);
+     * a FIFO stands in for the device node here */
+    const char *fifo = tm_path("a-fifo");
+    struct stat st;
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(tx_smd_writer_open(fifo, &w, err, sizeof(err)), TX_EINVAL);
+    tm_err_has(err, "not a regular file");
+    ck_assert_ptr_null(w);
+    ck_assert_int_eq(lstat(fifo, &st), 0);
+    ck_assert(S_ISFIFO(st.st_mode));
+    unlink(fifo);
+    ck_assert_int_eq(tm_count_files(), 0);
 }
 END_TEST
 

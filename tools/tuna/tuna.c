@@ -412,6 +412,13 @@ static int write_html(const char *path, const struct cmd *cmds, int ncmd, const 
 #undef TX
 #undef RX
 #undef RY
+    struct stat st;
+    if (!lstat(path, &st) && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+        fclose(f);
+        fprintf(stderr, "tuna report: --html: %s exists and is not a regular file\n", path);
+        unlink(tmp);
+        return 1;
+    }
     if (ferror(f) | fclose(f) || rename(tmp, path) != 0) {
         fprintf(stderr, "tuna report: --html: cannot write %s: %s\n", path, strerror(errno));
         unlink(tmp);
