@@ -191,6 +191,16 @@ enum tx_chat_format {
      * "<|im_start|>assistant\n" (+ "<think>\n\n</think>\n\n" without
      * thinking). No "[gMASK]<sop>" prefix. */
     TX_CHAT_QWEN3 = 4,
+    /* DeepSeek-V3 (and Kimi-K2's DeepseekV3ForCausalLM packages that ship
+     * DeepSeek's template): "<｜begin▁of▁sentence｜>" + the system
+     * messages (joined by "\n\n") + "<｜User｜>" + content +
+     * "<｜Assistant｜>" + content + "<｜end▁of▁sentence｜>";
+     * tool results "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>"
+     * ... "<｜tool▁output▁end｜>" ... "<｜tool▁outputs▁end｜>";
+     * generation prompt "<｜Assistant｜>". No thinking: reasoning of
+     * earlier turns is dropped (as R1's template does) and
+     * TX_CHAT_NO_THINKING changes nothing. */
+    TX_CHAT_DEEPSEEK3 = 5,
 };
 
 enum tx_chat_flags {

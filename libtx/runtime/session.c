@@ -553,6 +553,11 @@ static int format_of_template(const char *t, const char **which)
         *which = "Qwen3 (ChatML)";
         return TX_CHAT_QWEN3;
     }
+    /* DeepSeek-V3: fullwidth-bar User / Assistant markers */
+    if (strstr(t, "<\xef\xbd\x9cUser\xef\xbd\x9c>") && strstr(t, "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>")) {
+        *which = "DeepSeek-V3";
+        return TX_CHAT_DEEPSEEK3;
+    }
     if (!strstr(t, "[gMASK]<sop>") || !strstr(t, "<|assistant|>") || !strstr(t, "<|user|>"))
         return -1;
     int nl = user_newline(t);
@@ -581,6 +586,7 @@ static const char *format_name(int f)
     return f == TX_CHAT_GLM4    ? "glm4"
            : f == TX_CHAT_GLM45 ? "glm4.5"
            : f == TX_CHAT_QWEN3 ? "qwen3"
+           : f == TX_CHAT_DEEPSEEK3 ? "deepseek3"
                                 : "glm4.7";
 }
 
@@ -634,7 +640,7 @@ TX_API int glm_model_set_chat_format(glm_model_t *m, int fmt)
     if (!m)
         return tx_error(TX_EINVAL, "glm_model_set_chat_format: model is NULL");
     if (fmt != 0 && fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5 &&
-        fmt != TX_CHAT_QWEN3)
+        fmt != TX_CHAT_QWEN3 && fmt != TX_CHAT_DEEPSEEK3)
         return tx_error(TX_EINVAL, "glm_model_set_chat_format: unknown format %d", fmt);
     m->chat_format_override = fmt;
     return TX_OK;

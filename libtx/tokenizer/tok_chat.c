@@ -209,6 +209,66 @@ static int render_qwen3(struct render *r, const struct tx_chat_message *msgs, si
     return tok_buf_reserve(&r->b, 0) ? TX_ENOMEM : 0;
 }
 
+#define DS_BOS "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+#define DS_EOS "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+#define DS_USER "<\xef\xbd\x9cUser\xef\xbd\x9c>"
+#define DS_ASSISTANT "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
+#define DS_OUTS_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81outputs\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_OUTS_END "<\xef\xbd\x9ctool\xe2\x96\x81outputs\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DS_OUT_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81output\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_OUT_END "<\xef\xbd\x9ctool\xe2\x96\x81output\xe2\x96\x81" "end\xef\xbd\x9c>"
+
+/* DeepSeek-V3, as its tokenizer_config.json chat_template renders messages
+ * without tool calls: the system messages first (joined by a blank line),
+ * then the turns; after tool outputs the assistant's content follows
+ * "tool outputs end" instead of a new Assistant marker. Reasoning is
+ * dropped (content after the last "</think>", as R1's template does). */
+static int render_deepseek3(struct render *r, const struct tx_chat_message *msgs, size_t n,
+                            unsigned flags, char *err, size_t errsz)
+{
+    bool first_sp = true, is_tool = false, output_first = true;
+    int rc = puts_(r, DS_BOS);
+    for (size_t i = 0; i < n && !rc; i++) {
+        const char *c = msgs[i].content ? msgs[i].content : "";
+        size_t cn = strlen(c);
+        if (tok_utf8_validate(c, cn) != cn)
+            return tx_errbuf(err, errsz, TX_EINVAL, "message %zu: content is not valid UTF-8", i);
+        if (strcmp(role_of(msgs[i].role), "system"))
+            continue;
+        rc = (!first_sp && puts_(r, "\n\n")) || put_content(r, c, cn);
+        first_sp = false;
+    }
+    for (size_t i = 0; i < n && !rc; i++) {
+        const char *role = role_of(msgs[i].role);
+        const char *c = msgs[i].content ? msgs[i].content : "";
+        size_t cn = strlen(c);
+        if (!strcmp(role, "user")) {
+            is_tool = false;
+            rc = puts_(r, DS_USER) || put_content(r, c, cn);
+        } else if (!strcmp(role, "assistant")) {
+            const char *rs = "";
+            size_t rn = 0;
+            if (!msgs[i].reasoning)
+                split_reasoning(&c, &cn, &rs, &rn);
+            rc = puts_(r, is_tool ? DS_OUTS_END : DS_ASSISTANT) || put_content(r, c, cn) ||
+                 puts_(r, DS_EOS);
+            is_tool = false;
+        } else if (!strcmp(role, "tool")) {
+            is_tool = true;
+            rc = puts_(r, output_first ? DS_OUTS_BEGIN DS_OUT_BEGIN : "\n" DS_OUT_BEGIN) ||
+                 put_content(r, c, cn) || puts_(r, DS_OUT_END);
+            output_first = false;
+        }
+    }
+    if (!rc && is_tool)
+        rc = puts_(r, DS_OUTS_END);
+    if (!rc && (flags & TX_CHAT_ADD_GENERATION_PROMPT) && !is_tool)
+        rc = puts_(r, DS_ASSISTANT);
+    if (rc)
+        return TX_ENOMEM;
+    return tok_buf_reserve(&r->b, 0) ? TX_ENOMEM : 0;
+}
+
 static int render(struct render *r, enum tx_chat_format fmt, const struct tx_chat_message *msgs,
                   size_t n, unsigned flags, char *err, size_t errsz)
 {
@@ -225,6 +285,8 @@ static int render(struct render *r, enum tx_chat_format fmt, const struct tx_cha
     }
     if (fmt == TX_CHAT_QWEN3)
         return render_qwen3(r, msgs, n, last_user, flags, err, errsz);
+    if (fmt == TX_CHAT_DEEPSEEK3)
+        return render_deepseek3(r, msgs, n, flags, err, errsz);
     if (puts_(r, "[gMASK]<sop>"))
         return TX_ENOMEM;
     for (size_t i = 0; i < n; i++) {
@@ -292,7 +354,8 @@ static int render(struct render *r, enum tx_chat_format fmt, const struct tx_cha
 static int check_args(enum tx_chat_format fmt, const struct tx_chat_message *msgs, size_t n,
                       char *err, size_t errsz)
 {
-    if (fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5 && fmt != TX_CHAT_QWEN3)
+    if (fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5 && fmt != TX_CHAT_QWEN3 &&
+        fmt != TX_CHAT_DEEPSEEK3)
         return tx_errbuf(err, errsz, TX_EINVAL, "unknown chat format %d", (int)fmt);
     if (!msgs && n)
         return tx_errbuf(err, errsz, TX_EINVAL, "invalid argument");
@@ -389,8 +452,10 @@ int tx_chat_format_from_name(const char *name)
         return TX_CHAT_GLM5;
     if (!strcmp(k, "qwen3") || !strcmp(k, "chatml"))
         return TX_CHAT_QWEN3;
+    if (!strcmp(k, "deepseek3") || !strcmp(k, "deepseekv3"))
+        return TX_CHAT_DEEPSEEK3;
     return tx_errbuf(NULL, 0, TX_EINVAL,
                      "unknown chat format \"%.32s\" (glm4, glm4.5, glm4.6, glm4.7, glm5, glm5.1, "
-                     "qwen3)",
+                     "qwen3, deepseek3)",
                      name);
 }

@@ -1044,6 +1044,40 @@ START_TEST(test_chat_render)
     free(text);
     ck_assert_int_eq(tx_chat_format_from_name("qwen3"), TX_CHAT_QWEN3);
     ck_assert_int_eq(tx_chat_format_from_name("ChatML"), TX_CHAT_QWEN3);
+    /* DeepSeek-V3 (its tokenizer_config.json chat_template) */
+    ck_assert_int_eq(tx_tokenizer_chat_render(TX_CHAT_DEEPSEEK3, doc, 4,
+                                              TX_CHAT_ADD_GENERATION_PROMPT, &text, &len, err, 512),
+                     0);
+    ck_assert_str_eq(text, "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜>Hello!"
+                           "<｜end▁of▁sentence｜><｜User｜>2+2?<｜Assistant｜>");
+    free(text);
+    ck_assert_int_eq(tx_tokenizer_chat_render(TX_CHAT_DEEPSEEK3, agent, 4, 0, &text, &len, err, 512),
+                     0);
+    ck_assert_str_eq(text, "<｜begin▁of▁sentence｜><｜User｜>weather?<｜Assistant｜>calling"
+                           "<｜end▁of▁sentence｜><｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>"
+                           "{\"t\":20}<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>{\"h\":5}"
+                           "<｜tool▁output▁end｜><｜tool▁outputs▁end｜>");
+    free(text);
+    /* reasoning in the content is dropped; after tool outputs the answer
+     * follows "tool outputs end" */
+    struct tx_chat_message ds[] = {
+        {"system", "s1", NULL},
+        {"user", "a", NULL},
+        {"assistant", "<think>old</think>b", NULL},
+        {"system", "s2", NULL},
+        {"tool", "r", NULL},
+        {"assistant", "c", NULL},
+    };
+    ck_assert_int_eq(tx_tokenizer_chat_render(TX_CHAT_DEEPSEEK3, ds, 6,
+                                              TX_CHAT_ADD_GENERATION_PROMPT, &text, &len, err, 512),
+                     0);
+    ck_assert_str_eq(text, "<｜begin▁of▁sentence｜>s1\n\ns2<｜User｜>a<｜Assistant｜>b"
+                           "<｜end▁of▁sentence｜><｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>r"
+                           "<｜tool▁output▁end｜><｜tool▁outputs▁end｜>c<｜end▁of▁sentence｜>"
+                           "<｜Assistant｜>");
+    free(text);
+    ck_assert_int_eq(tx_chat_format_from_name("deepseek-v3"), TX_CHAT_DEEPSEEK3);
+    ck_assert_int_eq(tx_chat_format_from_name("DeepSeek3"), TX_CHAT_DEEPSEEK3);
     /* errors */
     struct tx_chat_message bad[] = {{"wizard", "x", NULL}};
     ck_assert_int_eq(tx_tokenizer_chat_render(TX_CHAT_GLM5, bad, 1, 0, &text, &len, err, 512),
