@@ -57,6 +57,10 @@ int tx_mla_act_layout(const struct glm_config *c, uint64_t t, struct act_layout 
  * blk_attn_out; project / select are the DSA indexer's */
 void tx_mla_attention(struct gctx *g, int l, void (*project)(struct gctx *g, int l),
                       int (*select)(struct gctx *g, int l, const struct rt_seg *sg));
+/* the decoder layer over MLA without a key selector (DeepseekV3DecoderLayer):
+ * runtime graph and reference */
+void tx_mla_layer(struct gctx *g, int l);
+int tx_mla_ref_layer(struct ref_fwd *f, int l, float *h);
 /* the MLA part of tx_arch_cost (kv_layer, kv_latent, pair_macs) */
 void tx_mla_cost(const struct glm_config *c, struct tx_arch_cost *o);
 /* q_lora_rank .. v_head_dim into glm-analyze's arch object */

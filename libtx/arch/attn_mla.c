@@ -13,6 +13,7 @@
 
 #include "arch/attn.h"
 #include "model/config_json.h"
+#include "reference/ref_blocks.h"
 #include "runtime/blocks.h"
 
 /* ---- config.json --------------------------------------------------------- */
@@ -189,6 +190,29 @@ void tx_mla_attention(struct gctx *g, int l, void (*project)(struct gctx *g, int
         blk_mla_attend(g, l, sg, sel_k);
     }
     blk_attn_out(g, l, c->num_attention_heads * c->v_head_dim);
+}
+
+/* MLA over every causal key (DeepseekV3Attention) */
+static void attention_all_keys(struct gctx *g, int l)
+{
+    tx_mla_attention(g, l, NULL, NULL);
+}
+
+void tx_mla_layer(struct gctx *g, int l)
+{
+    blk_decoder_layer(g, l, attention_all_keys);
+}
+
+/* ---- reference ------------------------------------------------------------ */
+
+static int ref_attention_all_keys(struct ref_fwd *f, int l, const float *x, float *y)
+{
+    return txref_mla_attention(f, l, x, y, NULL);
+}
+
+int tx_mla_ref_layer(struct ref_fwd *f, int l, float *h)
+{
+    return txref_decoder_layer(f, l, h, ref_attention_all_keys);
 }
 
 /* ---- glm-analyze ---------------------------------------------------------- */

@@ -149,30 +149,8 @@ static void kv_geometry(const struct glm_config *c, int l, struct tx_arch_kv *kv
     tx_mla_kv_geometry(c, kv);
 }
 
-/* DeepseekV3Attention: MLA over every causal key */
-static void attention(struct gctx *g, int l)
-{
-    tx_mla_attention(g, l, NULL, NULL);
-}
-
-/* DeepseekV3DecoderLayer */
-static void layer(struct gctx *g, int l)
-{
-    blk_decoder_layer(g, l, attention);
-}
-
-/* ---- reference ------------------------------------------------------------ */
-
-/* DeepseekV3Attention: MLA, no key selector */
-static int ref_attention(struct ref_fwd *f, int l, const float *x, float *y)
-{
-    return txref_mla_attention(f, l, x, y, NULL);
-}
-
-static int ref_layer(struct ref_fwd *f, int l, float *h)
-{
-    return txref_decoder_layer(f, l, h, ref_attention);
-}
+/* DeepseekV3DecoderLayer / DeepseekV3Attention: MLA over every causal key
+ * (tx_mla_layer, tx_mla_ref_layer in the ops table) */
 
 /* ---- glm-analyze ---------------------------------------------------------- */
 
@@ -309,8 +287,8 @@ const struct tx_arch_ops tx_arch_deepseek_v3 = {
     .kv_geometry = kv_geometry,
     .act_layout = tx_mla_act_layout,
     .select_k = tx_arch_select_k_none,
-    .layer = layer,
-    .ref_layer = ref_layer,
+    .layer = tx_mla_layer,
+    .ref_layer = tx_mla_ref_layer,
     .cost = tx_mla_cost,
     .analyze_json = analyze_json,
     .chat_format = TX_CHAT_GLM5,
