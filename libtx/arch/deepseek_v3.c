@@ -20,6 +20,7 @@
 #include <tx/tx_tokenizer.h>
 
 #include "arch/arch.h"
+#include "arch/attn.h"
 #include "model/config_json.h"
 #include "reference/ref_blocks.h"
 #include "runtime/blocks.h"
@@ -62,30 +63,17 @@ static void defaults(struct glm_config *c)
 
 static int parse(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
 {
-    int rc;
     /* q_lora_rank null is DeepSeek-V2-Lite's plain q_proj: not DeepSeek-V3 */
-    struct json_object *q;
-    if (json_object_object_get_ex(root, "q_lora_rank", &q) &&
-        json_object_get_type(q) == json_type_null)
-        return tx_errbuf(err, errsz, TX_ENOTSUP,
-                       "config.json: q_lora_rank: null (a plain q_proj, DeepSeek-V2-Lite) is not "
-                       "supported for deepseek_v3: the MLA blocks read the q latent");
-    CJ_REQ(cj_int, "q_lora_rank", &c->q_lora_rank);
-    CJ_REQ(cj_int, "kv_lora_rank", &c->kv_lora_rank);
-    CJ_REQ(cj_int, "qk_nope_head_dim", &c->qk_nope_head_dim);
-    CJ_REQ(cj_int, "qk_rope_head_dim", &c->qk_rope_head_dim);
-    CJ_REQ(cj_int, "v_head_dim", &c->v_head_dim);
-    CJ_GET(cj_bool, "rope_interleave", &c->rope_interleave);
-    int qkh = 0;
-    rc = cj_int(root, "qk_head_dim", &qkh, err, errsz);
+    int rc = tx_mla_parse_dims(root, c,
+                               "(a plain q_proj, DeepSeek-V2-Lite) is not supported for "
+                               "deepseek_v3: the MLA blocks read the q latent",
+                               err, errsz);
     if (rc < 0)
         return rc;
-    if (rc == 1 && qkh != c->qk_nope_head_dim + c->qk_rope_head_dim)
-        return tx_errbuf(err, errsz, TX_EINVAL,
-                       "config.json: qk_head_dim (%d) != qk_nope_head_dim (%d) + "
-                       "qk_rope_head_dim (%d)",
-                       qkh, c->qk_nope_head_dim, c->qk_rope_head_dim);
-    c->qk_head_dim = c->qk_nope_head_dim + c->qk_rope_head_dim;
+    CJ_GET(cj_bool, "rope_interleave", &c->rope_interleave);
+    rc = tx_mla_parse_qk_head_dim(root, c, err, errsz);
+    if (rc < 0)
+        return rc;
     /* DeepseekV3Config: head_dim = qk_rope_head_dim (what the rotary
      * embedding sizes itself by); an explicit head_dim is kept as given */
     if (!cj_field(root, "head_dim"))
@@ -104,31 +92,13 @@ static int parse_layers(struct json_object *root, struct glm_config *c, char *er
 
 static int validate(const struct glm_config *c, char *err, size_t errsz)
 {
-    CJ_POS(q_lora_rank);
-    CJ_POS(kv_lora_rank);
-    CJ_POS(qk_nope_head_dim);
-    CJ_POS(qk_rope_head_dim);
-    CJ_POS(v_head_dim);
-    if (c->qk_rope_head_dim % 2 != 0)
-        return tx_errbuf(err, errsz, TX_EINVAL, "config.json: qk_rope_head_dim: must be even (got %d)",
-                       c->qk_rope_head_dim);
-    if (c->qk_head_dim != c->qk_nope_head_dim + c->qk_rope_head_dim)
-        return tx_errbuf(err, errsz, TX_EINVAL,
-                       "config: qk_head_dim != qk_nope_head_dim + qk_rope_head_dim");
-    if (c->rotary_dim != c->qk_rope_head_dim)
-        return tx_errbuf(err, errsz, TX_EINVAL, "config: rotary_dim must equal qk_rope_head_dim");
-    if (c->num_key_value_heads != c->num_attention_heads)
-        return tx_errbuf(err, errsz, TX_EINVAL,
-                       "config.json: num_key_value_heads (%d) must equal num_attention_heads (%d) "
-                       "for MLA (kv_b_proj expands one K/V per head)",
-                       c->num_key_value_heads, c->num_attention_heads);
-    if (c->partial_rotary_factor != 1.0)
-        return tx_errbuf(err, errsz, TX_ENOTSUP,
-                       "config.json: partial_rotary_factor: %g is not supported for deepseek_v3 "
-                       "(RoPE covers the qk_rope_head_dim slice)",
-                       c->partial_rotary_factor);
-    if (c->use_qk_norm)
-        return tx_errbuf(err, errsz, TX_EINVAL, "config: use_qk_norm is a glm4_moe field");
+    int rc = tx_mla_validate_dims(c, err, errsz);
+    if (rc == 0)
+        rc = tx_mla_validate_rope(c, err, errsz);
+    if (rc == 0)
+        rc = tx_mla_validate_heads(c, "deepseek_v3", err, errsz);
+    if (rc < 0)
+        return rc;
     if (c->index_topk || c->index_head_dim || c->index_n_heads)
         return tx_errbuf(err, errsz, TX_EINVAL,
                        "config: index_topk/index_head_dim/index_n_heads are glm_moe_dsa fields "
@@ -138,13 +108,7 @@ static int validate(const struct glm_config *c, char *err, size_t errsz)
 
 static int to_json(const struct glm_config *c, struct json_object *o)
 {
-    int bad = 0;
-    bad |= cj_add(o, "q_lora_rank", json_object_new_int(c->q_lora_rank));
-    bad |= cj_add(o, "kv_lora_rank", json_object_new_int(c->kv_lora_rank));
-    bad |= cj_add(o, "qk_nope_head_dim", json_object_new_int(c->qk_nope_head_dim));
-    bad |= cj_add(o, "qk_rope_head_dim", json_object_new_int(c->qk_rope_head_dim));
-    bad |= cj_add(o, "qk_head_dim", json_object_new_int(c->qk_head_dim));
-    bad |= cj_add(o, "v_head_dim", json_object_new_int(c->v_head_dim));
+    int bad = tx_mla_to_json(c, o);
     bad |= cj_add(o, "rope_interleave", json_object_new_boolean(c->rope_interleave));
     return bad;
 }
@@ -159,55 +123,15 @@ static double attn_scale(const struct glm_config *c)
 
 /* ---- tensors -------------------------------------------------------------- */
 
-/* the attention block's tensors (DeepseekV3Attention); everything else as
- * common (DeepseekV3MLP, DeepseekV3TopkRouter, DeepseekV3MoE) */
+/* the attention block's tensors (DeepseekV3Attention: MLA, attn_mla.c);
+ * everything else as common (DeepseekV3MLP, DeepseekV3TopkRouter,
+ * DeepseekV3MoE) */
 static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, int layer,
                         int expert, struct glm_tensor_info *t)
 {
     (void)expert;
     (void)layer;
-    const int64_t H = c->hidden_size, nh = c->num_attention_heads;
-    switch (role) {
-    case GLM_T_O_PROJ:
-        tx_shape2(t, H, nh * c->v_head_dim);
-        return 0;
-    case GLM_T_O_BIAS:
-        if (!c->attention_bias)
-            return TX_ENOENT;
-        tx_shape1(t, H);
-        return 0;
-    case GLM_T_Q_A_PROJ:
-        tx_shape2(t, c->q_lora_rank, H);
-        return 0;
-    case GLM_T_Q_A_BIAS:
-        if (!c->attention_bias)
-            return TX_ENOENT;
-        tx_shape1(t, c->q_lora_rank);
-        return 0;
-    case GLM_T_Q_A_NORM:
-        tx_shape1(t, c->q_lora_rank);
-        return 0;
-    case GLM_T_Q_B_PROJ:
-        tx_shape2(t, nh * c->qk_head_dim, c->q_lora_rank);
-        return 0;
-    case GLM_T_KV_A_PROJ:
-        tx_shape2(t, (int64_t)c->kv_lora_rank + c->qk_rope_head_dim, H);
-        return 0;
-    case GLM_T_KV_A_BIAS:
-        if (!c->attention_bias)
-            return TX_ENOENT;
-        tx_shape1(t, (int64_t)c->kv_lora_rank + c->qk_rope_head_dim);
-        return 0;
-    case GLM_T_KV_A_NORM:
-        tx_shape1(t, c->kv_lora_rank);
-        return 0;
-    case GLM_T_KV_B_PROJ:
-        tx_shape2(t, nh * ((int64_t)c->qk_nope_head_dim + c->v_head_dim), c->kv_lora_rank);
-        return 0;
-    default:
-        /* q/k/v of GQA, the DSA indexer: none */
-        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? TX_ENOENT : TX_ARCH_COMMON;
-    }
+    return tx_mla_layer_tensor(c, role, t);
 }
 
 static const char *layer_note(const struct glm_config *c, int layer)
@@ -217,100 +141,22 @@ static const char *layer_note(const struct glm_config *c, int layer)
     return "";
 }
 
-static int layer_selects(const struct glm_config *c, int l)
-{
-    (void)c;
-    (void)l;
-    return 0;
-}
-
 /* ---- runtime ------------------------------------------------------------- */
 
-/* K = [k_nope_h | k_rope] per head, V per head (the expanded cache, as
- * transformers' DeepseekV3Attention caches key_states / value_states) */
 static void kv_geometry(const struct glm_config *c, int l, struct tx_arch_kv *kv)
 {
     (void)l;
-    kv->k = (uint64_t)c->num_attention_heads * (uint64_t)c->qk_head_dim;
-    kv->v = (uint64_t)c->num_attention_heads * (uint64_t)c->v_head_dim;
-    kv->ik = 0;
+    tx_mla_kv_geometry(c, kv);
 }
 
-static int max_i(int a, int b)
-{
-    return a > b ? a : b;
-}
-
-static int act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o)
-{
-    int H = c->num_attention_heads, qk = c->qk_head_dim, nope = c->qk_nope_head_dim,
-        vd = c->v_head_dim, lora = c->kv_lora_rank, rope = c->qk_rope_head_dim;
-    a->qa = blk_take(o, t * c->q_lora_rank * 4);
-    a->q = blk_take(o, t * H * qk * 4);
-    a->ckv = blk_take(o, t * (lora + rope) * 4);
-    a->kvb = blk_take(o, t * H * (nope + vd) * 4);
-    a->ao = blk_take(o, t * H * vd * 4);
-    return max_i(c->q_lora_rank, lora + rope);
-}
-
-static int select_k(const struct glm_config *c)
-{
-    (void)c;
-    return 0;
-}
-
-/* DeepseekV3Attention: MLA over every causal key */
-static void attention(struct gctx *g, int l)
-{
-    const struct glm_config *c = g->c;
-    blk_mla_project(g, l);
-    for (int si = 0; si < g->f->n_seg && !g->rc; si++) {
-        const struct rt_seg *sg = &g->f->seg[si];
-        blk_mla_cache(g, l, sg);
-        blk_mla_attend(g, l, sg, 0);
-    }
-    blk_attn_out(g, l, c->num_attention_heads * c->v_head_dim);
-}
-
-/* DeepseekV3DecoderLayer */
-static void layer(struct gctx *g, int l)
-{
-    blk_decoder_layer(g, l, attention);
-}
-
-/* ---- reference ------------------------------------------------------------ */
-
-/* DeepseekV3Attention: MLA, no key selector */
-static int ref_attention(struct ref_fwd *f, int l, const float *x, float *y)
-{
-    return txref_mla_attention(f, l, x, y, NULL);
-}
-
-static int ref_layer(struct ref_fwd *f, int l, float *h)
-{
-    return txref_decoder_layer(f, l, h, ref_attention);
-}
+/* DeepseekV3DecoderLayer / DeepseekV3Attention: MLA over every causal key
+ * (tx_mla_layer, tx_mla_ref_layer in the ops table) */
 
 /* ---- glm-analyze ---------------------------------------------------------- */
 
-static void cost(const struct glm_config *c, struct tx_arch_cost *o)
-{
-    const double nh = c->num_attention_heads;
-    memset(o, 0, sizeof(*o));
-    o->kv_layer = nh * (c->qk_head_dim + c->v_head_dim) * 2.0;
-    o->kv_latent = (c->kv_lora_rank + c->qk_rope_head_dim) * 2.0;
-    o->pair_macs = nh * (c->qk_head_dim + c->v_head_dim);
-    o->select_k = 0;
-}
-
 static void analyze_json(const struct glm_config *c, struct json_object *ar)
 {
-    static const char *const k[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
-                                    "qk_rope_head_dim", "v_head_dim"};
-    const int v[] = {c->q_lora_rank, c->kv_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim,
-                     c->v_head_dim};
-    for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++)
-        json_object_object_add(ar, k[i], json_object_new_int64(v[i]));
+    tx_mla_analyze_json(c, ar);
     json_object_object_add(ar, "rope_scaling",
                            json_object_new_string(c->rope_type == GLM_ROPE_YARN ? "yarn" : "none"));
 }
@@ -436,14 +282,14 @@ const struct tx_arch_ops tx_arch_deepseek_v3 = {
     .attn_scale = attn_scale,
     .layer_tensor = layer_tensor,
     .layer_note = layer_note,
-    .layer_selects = layer_selects,
+    .layer_selects = tx_arch_layer_selects_none,
     .load_check = NULL,
     .kv_geometry = kv_geometry,
-    .act_layout = act_layout,
-    .select_k = select_k,
-    .layer = layer,
-    .ref_layer = ref_layer,
-    .cost = cost,
+    .act_layout = tx_mla_act_layout,
+    .select_k = tx_arch_select_k_none,
+    .layer = tx_mla_layer,
+    .ref_layer = tx_mla_ref_layer,
+    .cost = tx_mla_cost,
     .analyze_json = analyze_json,
     .chat_format = TX_CHAT_GLM5,
     .chat_template = chat_template,

@@ -16,6 +16,7 @@
 #include <tx/tx_tokenizer.h>
 
 #include "arch/arch.h"
+#include "arch/attn.h"
 #include "model/config_json.h"
 #include "reference/ref_blocks.h"
 #include "runtime/blocks.h"
@@ -41,9 +42,7 @@ static void defaults(struct glm_config *c)
 
 static int parse(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
 {
-    /* head_dim: getattr(config, "head_dim", hidden_size // num_attention_heads) */
-    if (!cj_field(root, "head_dim"))
-        c->head_dim = c->num_attention_heads > 0 ? c->hidden_size / c->num_attention_heads : 0;
+    tx_gqa_parse_head_dim(root, c);
     CJ_GET(cj_bool, "use_qk_norm", &c->use_qk_norm);
     return 0;
 }
@@ -91,108 +90,14 @@ static double attn_scale(const struct glm_config *c)
 
 /* ---- tensors -------------------------------------------------------------- */
 
-/* the attention block's tensors; everything else as common */
+/* Glm4MoeAttention: GQA, q/k/v biases as attention_bias, q/k norm as
+ * use_qk_norm; everything else as common */
 static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, int layer,
                         int expert, struct glm_tensor_info *t)
 {
     (void)expert;
     (void)layer;
-    const int64_t H = c->hidden_size, nh = c->num_attention_heads, nkv = c->num_key_value_heads,
-                  hd = c->head_dim;
-    switch (role) {
-    case GLM_T_Q_PROJ:
-        tx_shape2(t, nh * hd, H);
-        return 0;
-    case GLM_T_K_PROJ:
-    case GLM_T_V_PROJ:
-        tx_shape2(t, nkv * hd, H);
-        return 0;
-    case GLM_T_Q_BIAS:
-        if (!c->attention_bias)
-            return TX_ENOENT;
-        tx_shape1(t, nh * hd);
-        return 0;
-    case GLM_T_K_BIAS:
-    case GLM_T_V_BIAS:
-        if (!c->attention_bias)
-            return TX_ENOENT;
-        tx_shape1(t, nkv * hd);
-        return 0;
-    case GLM_T_Q_NORM:
-    case GLM_T_K_NORM:
-        if (!c->use_qk_norm)
-            return TX_ENOENT;
-        tx_shape1(t, hd);
-        return 0;
-    case GLM_T_O_PROJ:
-        tx_shape2(t, H, nh * hd);
-        return 0;
-    default:
-        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? TX_ENOENT : TX_ARCH_COMMON;
-    }
-}
-
-static int layer_selects(const struct glm_config *c, int l)
-{
-    (void)c;
-    (void)l;
-    return 0;
-}
-
-/* ---- runtime ------------------------------------------------------------- */
-
-static void kv_geometry(const struct glm_config *c, int l, struct tx_arch_kv *kv)
-{
-    (void)l;
-    kv->k = kv->v = (uint64_t)c->num_key_value_heads * (uint64_t)c->head_dim;
-    kv->ik = 0;
-}
-
-static int act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o)
-{
-    int hd = c->head_dim, Hq = c->num_attention_heads, Hk = c->num_key_value_heads;
-    a->q = blk_take(o, t * Hq * hd * 4);
-    a->k = blk_take(o, t * Hk * hd * 4);
-    a->v = blk_take(o, t * Hk * hd * 4);
-    a->ao = blk_take(o, t * Hq * hd * 4);
-    return Hq * hd;
-}
-
-static int select_k(const struct glm_config *c)
-{
-    (void)c;
-    return 0;
-}
-
-/* Glm4MoeDecoderLayer */
-static void layer(struct gctx *g, int l)
-{
-    blk_decoder_layer(g, l, blk_gqa_attention);
-}
-
-/* ---- reference ------------------------------------------------------------ */
-
-static int ref_layer(struct ref_fwd *f, int l, float *h)
-{
-    return txref_decoder_layer(f, l, h, txref_gqa_attention);
-}
-
-/* ---- glm-analyze ---------------------------------------------------------- */
-
-static void cost(const struct glm_config *c, struct tx_arch_cost *o)
-{
-    memset(o, 0, sizeof(*o));
-    o->kv_layer = 2.0 * c->num_key_value_heads * c->head_dim * 2.0;
-    o->kv_latent = o->kv_layer;
-    o->pair_macs = (double)c->num_attention_heads * 2.0 * c->head_dim;
-}
-
-static void analyze_json(const struct glm_config *c, struct json_object *ar)
-{
-    json_object_object_add(ar, "head_dim", json_object_new_int64(c->head_dim));
-    json_object_object_add(ar, "rotary_dim", json_object_new_int64(c->rotary_dim));
-    json_object_object_add(ar, "use_qk_norm", json_object_new_boolean(c->use_qk_norm));
-    json_object_object_add(ar, "attention_bias", json_object_new_boolean(c->attention_bias));
+    return tx_gqa_layer_tensor(c, role, c->attention_bias, c->use_qk_norm, t);
 }
 
 /* ---- glm-synth ------------------------------------------------------------ */
@@ -296,15 +201,15 @@ const struct tx_arch_ops tx_arch_glm4_moe = {
     .attn_scale = attn_scale,
     .layer_tensor = layer_tensor,
     .layer_note = NULL,
-    .layer_selects = layer_selects,
+    .layer_selects = tx_arch_layer_selects_none,
     .load_check = NULL,
-    .kv_geometry = kv_geometry,
-    .act_layout = act_layout,
-    .select_k = select_k,
-    .layer = layer,
-    .ref_layer = ref_layer,
-    .cost = cost,
-    .analyze_json = analyze_json,
+    .kv_geometry = tx_gqa_kv_geometry,
+    .act_layout = tx_gqa_act_layout,
+    .select_k = tx_arch_select_k_none,
+    .layer = tx_gqa_layer,
+    .ref_layer = tx_gqa_ref_layer,
+    .cost = tx_gqa_cost,
+    .analyze_json = tx_gqa_analyze_json,
     .chat_format = TX_CHAT_GLM45,
     .chat_template = chat_template,
     .synth_config = synth_config,

@@ -17,6 +17,7 @@
 #include <tx/tx_tokenizer.h>
 
 #include "arch/arch.h"
+#include "arch/attn.h"
 #include "model/config_json.h"
 #include "reference/ref_blocks.h"
 #include "runtime/blocks.h"
@@ -56,36 +57,18 @@ static void defaults(struct glm_config *c)
 
 static int parse(struct json_object *root, struct glm_config *c, char *err, size_t errsz)
 {
-    int rc;
     /* q_lora_rank: null would mean a plain q_proj; the DSA indexer needs
      * the q latent, so GLM-5 always has one. */
-    struct json_object *q;
-    if (json_object_object_get_ex(root, "q_lora_rank", &q) &&
-        json_object_get_type(q) == json_type_null)
-        return tx_errbuf(err, errsz, TX_ENOTSUP,
-                         "config.json: q_lora_rank: null (no q latent) is not supported: the DSA "
-                         "indexer reads the q latent");
-    CJ_REQ(cj_int, "q_lora_rank", &c->q_lora_rank);
-    CJ_REQ(cj_int, "kv_lora_rank", &c->kv_lora_rank);
-    CJ_REQ(cj_int, "qk_nope_head_dim", &c->qk_nope_head_dim);
-    CJ_REQ(cj_int, "qk_rope_head_dim", &c->qk_rope_head_dim);
-    CJ_REQ(cj_int, "v_head_dim", &c->v_head_dim);
+    int rc = tx_mla_parse_dims(
+        root, c, "(no q latent) is not supported: the DSA indexer reads the q latent", err, errsz);
+    if (rc < 0)
+        return rc;
     CJ_GET(cj_int, "index_topk", &c->index_topk);
     CJ_REQ(cj_int, "index_head_dim", &c->index_head_dim);
     CJ_REQ(cj_int, "index_n_heads", &c->index_n_heads);
     CJ_GET(cj_bool, "rope_interleave", &c->rope_interleave);
     CJ_GET(cj_bool, "indexer_rope_interleave", &c->indexer_rope_interleave);
-    int qkh = 0;
-    rc = cj_int(root, "qk_head_dim", &qkh, err, errsz);
-    if (rc < 0)
-        return rc;
-    if (rc == 1 && qkh != c->qk_nope_head_dim + c->qk_rope_head_dim)
-        return tx_errbuf(err, errsz, TX_EINVAL,
-                         "config.json: qk_head_dim (%d) != qk_nope_head_dim (%d) + "
-                         "qk_rope_head_dim (%d)",
-                         qkh, c->qk_nope_head_dim, c->qk_rope_head_dim);
-    c->qk_head_dim = c->qk_nope_head_dim + c->qk_rope_head_dim;
-    return 0;
+    return tx_mla_parse_qk_head_dim(root, c, err, errsz);
 }
 
 /* GlmMoeDsaConfig.__post_init__: indexer_types, else index_topk_pattern
@@ -153,41 +136,23 @@ static int parse_layers(struct json_object *root, struct glm_config *c, char *er
 
 static int validate(const struct glm_config *c, char *err, size_t errsz)
 {
-    CJ_POS(q_lora_rank);
-    CJ_POS(kv_lora_rank);
-    CJ_POS(qk_nope_head_dim);
-    CJ_POS(qk_rope_head_dim);
-    CJ_POS(v_head_dim);
+    int rc = tx_mla_validate_dims(c, err, errsz);
+    if (rc < 0)
+        return rc;
     CJ_POS(index_topk);
     CJ_POS(index_head_dim);
     CJ_POS(index_n_heads);
-    if (c->qk_rope_head_dim % 2 != 0)
-        return tx_errbuf(err, errsz, TX_EINVAL,
-                         "config.json: qk_rope_head_dim: must be even (got %d)",
-                         c->qk_rope_head_dim);
-    if (c->qk_head_dim != c->qk_nope_head_dim + c->qk_rope_head_dim)
-        return tx_errbuf(err, errsz, TX_EINVAL,
-                         "config: qk_head_dim != qk_nope_head_dim + qk_rope_head_dim");
-    if (c->rotary_dim != c->qk_rope_head_dim)
-        return tx_errbuf(err, errsz, TX_EINVAL, "config: rotary_dim must equal qk_rope_head_dim");
+    rc = tx_mla_validate_rope(c, err, errsz);
+    if (rc < 0)
+        return rc;
     if (c->index_head_dim < c->qk_rope_head_dim)
         return tx_errbuf(err, errsz, TX_EINVAL,
                          "config.json: index_head_dim (%d) is smaller than qk_rope_head_dim (%d), "
                          "the indexer's rotary slice",
                          c->index_head_dim, c->qk_rope_head_dim);
-    if (c->num_key_value_heads != c->num_attention_heads)
-        return tx_errbuf(
-            err, errsz, TX_EINVAL,
-            "config.json: num_key_value_heads (%d) must equal num_attention_heads (%d) "
-            "for MLA (kv_b_proj expands one K/V per head)",
-            c->num_key_value_heads, c->num_attention_heads);
-    if (c->partial_rotary_factor != 1.0)
-        return tx_errbuf(err, errsz, TX_ENOTSUP,
-                         "config.json: partial_rotary_factor: %g is not supported for glm_moe_dsa "
-                         "(RoPE covers the qk_rope_head_dim slice)",
-                         c->partial_rotary_factor);
-    if (c->use_qk_norm)
-        return tx_errbuf(err, errsz, TX_EINVAL, "config: use_qk_norm is a glm4_moe field");
+    rc = tx_mla_validate_heads(c, "glm_moe_dsa", err, errsz);
+    if (rc < 0)
+        return rc;
     for (int i = 0; i < c->num_hidden_layers; i++) {
         if (c->indexer_types[i] > GLM_INDEXER_SHARED)
             return tx_errbuf(err, errsz, TX_EINVAL, "config: indexer_types[%d]: invalid value", i);
@@ -201,13 +166,7 @@ static int validate(const struct glm_config *c, char *err, size_t errsz)
 
 static int to_json(const struct glm_config *c, struct json_object *o)
 {
-    int bad = 0;
-    bad |= cj_add(o, "q_lora_rank", json_object_new_int(c->q_lora_rank));
-    bad |= cj_add(o, "kv_lora_rank", json_object_new_int(c->kv_lora_rank));
-    bad |= cj_add(o, "qk_nope_head_dim", json_object_new_int(c->qk_nope_head_dim));
-    bad |= cj_add(o, "qk_rope_head_dim", json_object_new_int(c->qk_rope_head_dim));
-    bad |= cj_add(o, "qk_head_dim", json_object_new_int(c->qk_head_dim));
-    bad |= cj_add(o, "v_head_dim", json_object_new_int(c->v_head_dim));
+    int bad = tx_mla_to_json(c, o);
     bad |= cj_add(o, "index_topk", json_object_new_int(c->index_topk));
     bad |= cj_add(o, "index_head_dim", json_object_new_int(c->index_head_dim));
     bad |= cj_add(o, "index_n_heads", json_object_new_int(c->index_n_heads));
@@ -227,50 +186,15 @@ static double attn_scale(const struct glm_config *c)
 
 /* ---- tensors -------------------------------------------------------------- */
 
-/* the attention block's tensors; everything else as common */
+/* the attention block's tensors: MLA (attn_mla.c) and the DSA indexer of
+ * the full indexer layers; everything else as common */
 static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, int layer,
                         int expert, struct glm_tensor_info *t)
 {
     (void)expert;
-    const int64_t H = c->hidden_size, nh = c->num_attention_heads;
+    const int64_t H = c->hidden_size;
     const int full_idx = c->indexer_types[layer] == GLM_INDEXER_FULL;
     switch (role) {
-    case GLM_T_O_PROJ:
-        tx_shape2(t, H, nh * c->v_head_dim);
-        return 0;
-    case GLM_T_O_BIAS:
-        if (!c->attention_bias)
-            return TX_ENOENT;
-        tx_shape1(t, H);
-        return 0;
-    case GLM_T_Q_A_PROJ:
-        tx_shape2(t, c->q_lora_rank, H);
-        return 0;
-    case GLM_T_Q_A_BIAS:
-        if (!c->attention_bias)
-            return TX_ENOENT;
-        tx_shape1(t, c->q_lora_rank);
-        return 0;
-    case GLM_T_Q_A_NORM:
-        tx_shape1(t, c->q_lora_rank);
-        return 0;
-    case GLM_T_Q_B_PROJ:
-        tx_shape2(t, nh * c->qk_head_dim, c->q_lora_rank);
-        return 0;
-    case GLM_T_KV_A_PROJ:
-        tx_shape2(t, (int64_t)c->kv_lora_rank + c->qk_rope_head_dim, H);
-        return 0;
-    case GLM_T_KV_A_BIAS:
-        if (!c->attention_bias)
-            return TX_ENOENT;
-        tx_shape1(t, (int64_t)c->kv_lora_rank + c->qk_rope_head_dim);
-        return 0;
-    case GLM_T_KV_A_NORM:
-        tx_shape1(t, c->kv_lora_rank);
-        return 0;
-    case GLM_T_KV_B_PROJ:
-        tx_shape2(t, nh * ((int64_t)c->qk_nope_head_dim + c->v_head_dim), c->kv_lora_rank);
-        return 0;
     case GLM_T_IDX_WQ_B:
         if (!full_idx)
             return TX_ENOENT;
@@ -293,7 +217,7 @@ static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
         tx_shape2(t, c->index_n_heads, H);
         return 0;
     default:
-        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? TX_ENOENT : TX_ARCH_COMMON;
+        return tx_mla_layer_tensor(c, role, t);
     }
 }
 
@@ -325,34 +249,23 @@ static int load_check(const struct glm_config *c, const char *path, char *err, s
 
 /* ---- runtime ------------------------------------------------------------- */
 
-/* K = [k_nope_h | k_rope] per head, V per head; the indexer keys (FP32) of
- * the full indexer layers */
+/* MLA's K and V (attn_mla.c); the indexer keys (FP32) of the full indexer
+ * layers */
 static void kv_geometry(const struct glm_config *c, int l, struct tx_arch_kv *kv)
 {
-    kv->k = (uint64_t)c->num_attention_heads * (uint64_t)c->qk_head_dim;
-    kv->v = (uint64_t)c->num_attention_heads * (uint64_t)c->v_head_dim;
+    tx_mla_kv_geometry(c, kv);
     kv->ik = c->indexer_types[l] == GLM_INDEXER_FULL ? (uint64_t)c->index_head_dim : 0;
 }
 
-static int max_i(int a, int b)
-{
-    return a > b ? a : b;
-}
-
+/* MLA's activations, then the indexer's */
 static int act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o)
 {
-    int H = c->num_attention_heads, qk = c->qk_head_dim, nope = c->qk_nope_head_dim,
-        vd = c->v_head_dim, lora = c->kv_lora_rank, rope = c->qk_rope_head_dim;
-    a->qa = blk_take(o, t * c->q_lora_rank * 4);
-    a->q = blk_take(o, t * H * qk * 4);
-    a->ckv = blk_take(o, t * (lora + rope) * 4);
-    a->kvb = blk_take(o, t * H * (nope + vd) * 4);
-    a->ao = blk_take(o, t * H * vd * 4);
+    int w = tx_mla_act_layout(c, t, a, o);
     a->qi = blk_take(o, t * c->index_n_heads * c->index_head_dim * 4);
     a->ki = blk_take(o, t * c->index_head_dim * 4);
     a->iw = blk_take(o, t * c->index_n_heads * 4);
     a->sel = blk_take(o, t * (c->index_topk > 0 ? c->index_topk : 1) * 4);
-    return max_i(c->q_lora_rank, max_i(lora + rope, c->index_head_dim));
+    return w > c->index_head_dim ? w : c->index_head_dim;
 }
 
 static int select_k(const struct glm_config *c)
@@ -363,16 +276,7 @@ static int select_k(const struct glm_config *c)
 /* GlmMoeDsaAttention: MLA whose keys the DSA lightning indexer selects */
 static void attention(struct gctx *g, int l)
 {
-    const struct glm_config *c = g->c;
-    blk_mla_project(g, l);
-    blk_dsa_indexer_project(g, l);
-    for (int si = 0; si < g->f->n_seg && !g->rc; si++) {
-        const struct rt_seg *sg = &g->f->seg[si];
-        blk_mla_cache(g, l, sg);
-        int sel_k = blk_dsa_indexer_select(g, l, sg);
-        blk_mla_attend(g, l, sg, sel_k);
-    }
-    blk_attn_out(g, l, c->num_attention_heads * c->v_head_dim);
+    tx_mla_attention(g, l, blk_dsa_indexer_project, blk_dsa_indexer_select);
 }
 
 /* GlmMoeDsaDecoderLayer */
@@ -398,22 +302,18 @@ static int ref_layer(struct ref_fwd *f, int l, float *h)
 
 static void cost(const struct glm_config *c, struct tx_arch_cost *o)
 {
-    const double nh = c->num_attention_heads;
-    memset(o, 0, sizeof(*o));
-    o->kv_layer = nh * (c->qk_head_dim + c->v_head_dim) * 2.0 + c->index_head_dim * 4.0;
-    o->kv_latent = (c->kv_lora_rank + c->qk_rope_head_dim) * 2.0 + c->index_head_dim * 4.0;
-    o->pair_macs = nh * (c->qk_head_dim + c->v_head_dim);
+    tx_mla_cost(c, o);
+    o->kv_layer += c->index_head_dim * 4.0;
+    o->kv_latent += c->index_head_dim * 4.0;
     o->sel_pair_macs = (double)c->index_n_heads * (c->index_head_dim + 1);
     o->select_k = c->index_topk;
 }
 
 static void analyze_json(const struct glm_config *c, struct json_object *ar)
 {
-    static const char *const k[] = {"q_lora_rank",      "kv_lora_rank",  "qk_nope_head_dim",
-                                    "qk_rope_head_dim", "v_head_dim",    "index_topk",
-                                    "index_n_heads",    "index_head_dim"};
-    const int v[] = {c->q_lora_rank, c->kv_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim,
-                     c->v_head_dim,  c->index_topk,   c->index_n_heads,    c->index_head_dim};
+    static const char *const k[] = {"index_topk", "index_n_heads", "index_head_dim"};
+    const int v[] = {c->index_topk, c->index_n_heads, c->index_head_dim};
+    tx_mla_analyze_json(c, ar);
     for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++)
         json_object_object_add(ar, k[i], json_object_new_int64(v[i]));
 }

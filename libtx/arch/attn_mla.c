@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: MIT
+/*
+ * MLA attention shared by the architecture modules (deepseek_v3.c,
+ * glm_moe_dsa.c): DeepseekV3Attention / GlmMoeDsaAttention's low-rank q
+ * and kv, one shared rope key per token. Config fields, tensor shapes, KV
+ * geometry, activation layout, runtime graph, glm-analyze figures; the
+ * DSA indexer stays in glm_moe_dsa.c. See attn.h, docs/architectures.md.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "arch/attn.h"
+#include "model/config_json.h"
+#include "reference/ref_blocks.h"
+#include "runtime/blocks.h"
+
+/* ---- config.json --------------------------------------------------------- */
+
+int tx_mla_parse_dims(struct json_object *root, struct glm_config *c, const char *null_msg,
+                      char *err, size_t errsz)
+{
+    struct json_object *q;
+    if (json_object_object_get_ex(root, "q_lora_rank", &q) &&
+        json_object_get_type(q) == json_type_null)
+        return tx_errbuf(err, errsz, TX_ENOTSUP, "config.json: q_lora_rank: null %s", null_msg);
+    CJ_REQ(cj_int, "q_lora_rank", &c->q_lora_rank);
+    CJ_REQ(cj_int, "kv_lora_rank", &c->kv_lora_rank);
+    CJ_REQ(cj_int, "qk_nope_head_dim", &c->qk_nope_head_dim);
+    CJ_REQ(cj_int, "qk_rope_head_dim", &c->qk_rope_head_dim);
+    CJ_REQ(cj_int, "v_head_dim", &c->v_head_dim);
+    return 0;
+}
+
+int tx_mla_parse_qk_head_dim(struct json_object *root, struct glm_config *c, char *err,
+                             size_t errsz)
+{
+    int qkh = 0;
+    int rc = cj_int(root, "qk_head_dim", &qkh, err, errsz);
+    if (rc < 0)
+        return rc;
+    if (rc == 1 && qkh != c->qk_nope_head_dim + c->qk_rope_head_dim)
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: qk_head_dim (%d) != qk_nope_head_dim (%d) + "
+                         "qk_rope_head_dim (%d)",
+                         qkh, c->qk_nope_head_dim, c->qk_rope_head_dim);
+    c->qk_head_dim = c->qk_nope_head_dim + c->qk_rope_head_dim;
+    return 0;
+}
+
+int tx_mla_validate_dims(const struct glm_config *c, char *err, size_t errsz)
+{
+    CJ_POS(q_lora_rank);
+    CJ_POS(kv_lora_rank);
+    CJ_POS(qk_nope_head_dim);
+    CJ_POS(qk_rope_head_dim);
+    CJ_POS(v_head_dim);
+    return 0;
+}
+
+int tx_mla_validate_rope(const struct glm_config *c, char *err, size_t errsz)
+{
+    if (c->qk_rope_head_dim % 2 != 0)
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config.json: qk_rope_head_dim: must be even (got %d)",
+                         c->qk_rope_head_dim);
+    if (c->qk_head_dim != c->qk_nope_head_dim + c->qk_rope_head_dim)
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "config: qk_head_dim != qk_nope_head_dim + qk_rope_head_dim");
+    if (c->rotary_dim != c->qk_rope_head_dim)
+        return tx_errbuf(err, errsz, TX_EINVAL, "config: rotary_dim must equal qk_rope_head_dim");
+    return 0;
+}
+
+int tx_mla_validate_heads(const struct glm_config *c, const char *model_type, char *err,
+                          size_t errsz)
+{
+    if (c->num_key_value_heads != c->num_attention_heads)
+        return tx_errbuf(
+            err, errsz, TX_EINVAL,
+            "config.json: num_key_value_heads (%d) must equal num_attention_heads (%d) "
+            "for MLA (kv_b_proj expands one K/V per head)",
+            c->num_key_value_heads, c->num_attention_heads);
+    if (c->partial_rotary_factor != 1.0)
+        return tx_errbuf(err, errsz, TX_ENOTSUP,
+                         "config.json: partial_rotary_factor: %g is not supported for %s "
+                         "(RoPE covers the qk_rope_head_dim slice)",
+                         c->partial_rotary_factor, model_type);
+    if (c->use_qk_norm)
+        return tx_errbuf(err, errsz, TX_EINVAL, "config: use_qk_norm is a glm4_moe field");
+    return 0;
+}
+
+int tx_mla_to_json(const struct glm_config *c, struct json_object *o)
+{
+    int bad = 0;
+    bad |= cj_add(o, "q_lora_rank", json_object_new_int(c->q_lora_rank));
+    bad |= cj_add(o, "kv_lora_rank", json_object_new_int(c->kv_lora_rank));
+    bad |= cj_add(o, "qk_nope_head_dim", json_object_new_int(c->qk_nope_head_dim));
+    bad |= cj_add(o, "qk_rope_head_dim", json_object_new_int(c->qk_rope_head_dim));
+    bad |= cj_add(o, "qk_head_dim", json_object_new_int(c->qk_head_dim));
+    bad |= cj_add(o, "v_head_dim", json_object_new_int(c->v_head_dim));
+    return bad;
+}
+
+/* ---- tensors -------------------------------------------------------------- */
+
+int tx_mla_layer_tensor(const struct glm_config *c, enum glm_tensor_role role,
+                        struct glm_tensor_info *t)
+{
+    const int64_t H = c->hidden_size, nh = c->num_attention_heads;
+    switch (role) {
+    case GLM_T_O_PROJ:
+        tx_shape2(t, H, nh * c->v_head_dim);
+        return 0;
+    case GLM_T_O_BIAS:
+        if (!c->attention_bias)
+            return TX_ENOENT;
+        tx_shape1(t, H);
+        return 0;
+    case GLM_T_Q_A_PROJ:
+        tx_shape2(t, c->q_lora_rank, H);
+        return 0;
+    case GLM_T_Q_A_BIAS:
+        if (!c->attention_bias)
+            return TX_ENOENT;
+        tx_shape1(t, c->q_lora_rank);
+        return 0;
+    case GLM_T_Q_A_NORM:
+        tx_shape1(t, c->q_lora_rank);
+        return 0;
+    case GLM_T_Q_B_PROJ:
+        tx_shape2(t, nh * c->qk_head_dim, c->q_lora_rank);
+        return 0;
+    case GLM_T_KV_A_PROJ:
+        tx_shape2(t, (int64_t)c->kv_lora_rank + c->qk_rope_head_dim, H);
+        return 0;
+    case GLM_T_KV_A_BIAS:
+        if (!c->attention_bias)
+            return TX_ENOENT;
+        tx_shape1(t, (int64_t)c->kv_lora_rank + c->qk_rope_head_dim);
+        return 0;
+    case GLM_T_KV_A_NORM:
+        tx_shape1(t, c->kv_lora_rank);
+        return 0;
+    case GLM_T_KV_B_PROJ:
+        tx_shape2(t, nh * ((int64_t)c->qk_nope_head_dim + c->v_head_dim), c->kv_lora_rank);
+        return 0;
+    default:
+        /* q/k/v of GQA, the DSA indexer (unless the module shapes it): none */
+        return role >= GLM_T_Q_PROJ && role <= GLM_T_IDX_WEIGHTS_PROJ ? TX_ENOENT : TX_ARCH_COMMON;
+    }
+}
+
+/* ---- runtime ------------------------------------------------------------- */
+
+/* the expanded cache, as transformers' DeepseekV3Attention caches
+ * key_states / value_states */
+void tx_mla_kv_geometry(const struct glm_config *c, struct tx_arch_kv *kv)
+{
+    kv->k = (uint64_t)c->num_attention_heads * (uint64_t)c->qk_head_dim;
+    kv->v = (uint64_t)c->num_attention_heads * (uint64_t)c->v_head_dim;
+    kv->ik = 0;
+}
+
+int tx_mla_act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o)
+{
+    int H = c->num_attention_heads, qk = c->qk_head_dim, nope = c->qk_nope_head_dim,
+        vd = c->v_head_dim, lora = c->kv_lora_rank, rope = c->qk_rope_head_dim;
+    a->qa = blk_take(o, t * c->q_lora_rank * 4);
+    a->q = blk_take(o, t * H * qk * 4);
+    a->ckv = blk_take(o, t * (lora + rope) * 4);
+    a->kvb = blk_take(o, t * H * (nope + vd) * 4);
+    a->ao = blk_take(o, t * H * vd * 4);
+    return c->q_lora_rank > lora + rope ? c->q_lora_rank : lora + rope;
+}
+
+void tx_mla_attention(struct gctx *g, int l, void (*project)(struct gctx *g, int l),
+                      int (*select)(struct gctx *g, int l, const struct rt_seg *sg))
+{
+    const struct glm_config *c = g->c;
+    blk_mla_project(g, l);
+    if (project)
+        project(g, l);
+    for (int si = 0; si < g->f->n_seg && !g->rc; si++) {
+        const struct rt_seg *sg = &g->f->seg[si];
+        blk_mla_cache(g, l, sg);
+        int sel_k = select ? select(g, l, sg) : 0;
+        blk_mla_attend(g, l, sg, sel_k);
+    }
+    blk_attn_out(g, l, c->num_attention_heads * c->v_head_dim);
+}
+
+/* MLA over every causal key (DeepseekV3Attention) */
+static void attention_all_keys(struct gctx *g, int l)
+{
+    tx_mla_attention(g, l, NULL, NULL);
+}
+
+void tx_mla_layer(struct gctx *g, int l)
+{
+    blk_decoder_layer(g, l, attention_all_keys);
+}
+
+/* ---- reference ------------------------------------------------------------ */
+
+static int ref_attention_all_keys(struct ref_fwd *f, int l, const float *x, float *y)
+{
+    return txref_mla_attention(f, l, x, y, NULL);
+}
+
+int tx_mla_ref_layer(struct ref_fwd *f, int l, float *h)
+{
+    return txref_decoder_layer(f, l, h, ref_attention_all_keys);
+}
+
+/* ---- glm-analyze ---------------------------------------------------------- */
+
+void tx_mla_cost(const struct glm_config *c, struct tx_arch_cost *o)
+{
+    const double nh = c->num_attention_heads;
+    memset(o, 0, sizeof(*o));
+    o->kv_layer = nh * (c->qk_head_dim + c->v_head_dim) * 2.0;
+    o->kv_latent = (c->kv_lora_rank + c->qk_rope_head_dim) * 2.0;
+    o->pair_macs = nh * (c->qk_head_dim + c->v_head_dim);
+}
+
+void tx_mla_analyze_json(const struct glm_config *c, struct json_object *ar)
+{
+    static const char *const k[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+                                    "qk_rope_head_dim", "v_head_dim"};
+    const int v[] = {c->q_lora_rank, c->kv_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim,
+                     c->v_head_dim};
+    for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++)
+        json_object_object_add(ar, k[i], json_object_new_int64(v[i]));
+}
