@@ -165,9 +165,9 @@ static void analyze_json(const struct glm_config *c, struct json_object *ar)
 
 /* The synthetic checkpoint carries the project's Qwen3 tokenizer with GLM's
  * special tokens (tx_synth_glm_tokenizer), so its template is GLM-5's
- * (rendered as TX_CHAT_GLM5). DeepSeek's own template (<｜User｜> ...
- * <｜Assistant｜>) has no tx_chat_format: a real package is run with its
- * chat_template's format chosen by the caller (--chat-template-format). */
+ * (rendered as TX_CHAT_GLM5). A real package ships DeepSeek's own template
+ * (<｜User｜> ... <｜Assistant｜>), recognised as TX_CHAT_DEEPSEEK3, which is
+ * also the format of a package without a template. */
 static const char chat_template[] =
     "[gMASK]<sop>{%- for m in messages -%}"
     "{%- if m.role == 'system' -%}{{ '<|system|>' + m.content }}"
@@ -291,7 +291,7 @@ const struct tx_arch_ops tx_arch_deepseek_v3 = {
     .ref_layer = tx_mla_ref_layer,
     .cost = tx_mla_cost,
     .analyze_json = analyze_json,
-    .chat_format = TX_CHAT_GLM5,
+    .chat_format = TX_CHAT_DEEPSEEK3,
     .chat_template = chat_template,
     .synth_config = synth_config,
 };
