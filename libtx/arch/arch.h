@@ -158,6 +158,10 @@ int tx_cfg_parse_mlp_layers(struct json_object *root, struct glm_config *c, char
 double tx_cfg_rope_attn_factor(const struct glm_config *c);
 double tx_cfg_rope_softmax_mult(const struct glm_config *c);
 
+/* The synthetic GLM-5 chat template (glm_moe_dsa.c), shipped by every
+ * synthetic checkpoint that carries GLM's special tokens */
+extern const char tx_arch_glm5_synth_template[];
+
 /* ---- registry (libtx/arch/registry.c) ---- */
 int tx_arch_count(void);
 const struct tx_arch_ops *tx_arch_at(int i);

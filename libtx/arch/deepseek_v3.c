@@ -164,21 +164,11 @@ static void analyze_json(const struct glm_config *c, struct json_object *ar)
 /* ---- glm-synth ------------------------------------------------------------ */
 
 /* The synthetic checkpoint carries the project's Qwen3 tokenizer with GLM's
- * special tokens (tx_synth_glm_tokenizer), so its template is GLM-5's
- * (rendered as TX_CHAT_GLM5). A real package ships DeepSeek's own template
- * (<｜User｜> ... <｜Assistant｜>), recognised as TX_CHAT_DEEPSEEK3, which is
- * also the format of a package without a template. */
-static const char chat_template[] =
-    "[gMASK]<sop>{%- for m in messages -%}"
-    "{%- if m.role == 'system' -%}{{ '<|system|>' + m.content }}"
-    "{%- elif m.role == 'user' -%}{{ '<|user|>' + m.content }}"
-    "{%- elif m.role == 'assistant' -%}{{ '<|assistant|></think>' + m.content | trim }}"
-    "{%- elif m.role == 'tool' -%}"
-    "{{ '<|observation|><tool_response>' + m.content + '</tool_response>' }}"
-    "{%- endif -%}{%- endfor -%}"
-    "{%- if add_generation_prompt -%}"
-    "{%- if enable_thinking is defined and not enable_thinking -%}{{ '<|assistant|></think>' }}"
-    "{%- else -%}{{ '<|assistant|><think>' }}{%- endif -%}{%- endif -%}";
+ * special tokens (tx_synth_glm_tokenizer), so it ships GLM-5's synthetic
+ * template (tx_arch_glm5_synth_template, rendered as TX_CHAT_GLM5). A real
+ * package ships DeepSeek's own template (<｜User｜> ... <｜Assistant｜>),
+ * recognised as TX_CHAT_DEEPSEEK3, which is also the format of a package
+ * without a template. */
 
 struct preset {
     int hidden, inter, moe_inter, layers, dense, heads;
@@ -292,6 +282,6 @@ const struct tx_arch_ops tx_arch_deepseek_v3 = {
     .cost = tx_mla_cost,
     .analyze_json = analyze_json,
     .chat_format = TX_CHAT_DEEPSEEK3,
-    .chat_template = chat_template,
+    .chat_template = tx_arch_glm5_synth_template,
     .synth_config = synth_config,
 };

@@ -321,8 +321,9 @@ static void analyze_json(const struct glm_config *c, struct json_object *ar)
 /* ---- glm-synth ------------------------------------------------------------ */
 
 /* Simplified GLM-5 chat template (no tool definitions), rendering what
- * tx_tokenizer_chat_render renders for TX_CHAT_GLM5. */
-static const char chat_template[] =
+ * tx_tokenizer_chat_render renders for TX_CHAT_GLM5; also the template of
+ * DeepSeek-V3's synthetic checkpoint (arch.h). */
+const char tx_arch_glm5_synth_template[] =
     "[gMASK]<sop>{%- for m in messages -%}"
     "{%- if m.role == 'system' -%}{{ '<|system|>' + m.content }}"
     "{%- elif m.role == 'user' -%}{{ '<|user|>' + m.content }}"
@@ -443,6 +444,6 @@ const struct tx_arch_ops tx_arch_glm_moe_dsa = {
     .cost = cost,
     .analyze_json = analyze_json,
     .chat_format = TX_CHAT_GLM5,
-    .chat_template = chat_template,
+    .chat_template = tx_arch_glm5_synth_template,
     .synth_config = synth_config,
 };
