@@ -63,6 +63,8 @@ int tokl_opt_string(struct ctx *c, json_object *o, const char *key, const char *
 
 int tokl_req_type(struct ctx *c, json_object *o, const char *where, const char **type)
 {
+    if (!json_object_is_type(o, json_type_object))
+        return ERR(c, TX_EINVAL, "%s: expected an object, found %s", where, tokl_type_name(o));
     json_object *t = tokl_get(o, "type");
     if (!t)
         return ERR(c, TX_EINVAL, "%s: missing \"type\"", where);

@@ -55,6 +55,7 @@ int tokl_opt_bool(struct ctx *c, json_object *o, const char *key, const char *wh
                   bool *out);
 int tokl_opt_string(struct ctx *c, json_object *o, const char *key, const char *where,
                     const char **s, size_t *n);
+/* o must be an object with a string "type" (errors name where) */
 int tokl_req_type(struct ctx *c, json_object *o, const char *where, const char **type);
 const char *tokl_type_name(json_object *o);
 

@@ -23,8 +23,6 @@ int tokl_load_normalizer(struct ctx *c, json_object *o, const char *where)
     struct tx_tokenizer *tok = c->tok;
     if (!o)
         return 0;
-    if (!json_object_is_type(o, json_type_object))
-        return ERR(c, TX_EINVAL, "%s: expected an object, found %s", where, tokl_type_name(o));
     const char *type;
     int rc;
     if ((rc = tokl_req_type(c, o, where, &type)))
