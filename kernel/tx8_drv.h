@@ -28,7 +28,7 @@
 #define TX8_DRIVER_NAME		"tx8"
 #define TX8_DRIVER_DESC		"TX8 AI accelerator"
 #define TX8_DRIVER_MAJOR	1
-#define TX8_DRIVER_MINOR	0
+#define TX8_DRIVER_MINOR	1	/* 1.1: DRM_TX8_SUBMIT_PROFILE */
 #define TX8_LEASE_LABEL		"tx8.ko"
 #define TX8_FILE_JOB_HISTORY	1024
 #define TX8_MAX_IN_SYNCOBJS	64
@@ -104,6 +104,14 @@ struct tx8_device {
 	u64 watch_seqno;		/* head job the timeout watches */
 	unsigned long watch_start;	/* jiffies it became head */
 	u64 watch_start_ns;		/* the same, ktime_get_ns() */
+	/*
+	 * The job timeout, measured from when the head job became head (it
+	 * started on the device): armed whenever the head changes. Not
+	 * drm_sched's own timeout, which 6.12 restarts whenever a job enters
+	 * the ring or one finishes, so that a job could run for several
+	 * job_timeout_ms.
+	 */
+	struct delayed_work timeout_work;
 	struct ratelimit_state reset_rs; /* reset warnings and uevents */
 	struct mutex reset_lock;	/* one reset at a time */
 
@@ -199,6 +207,9 @@ struct tx8_job {
 	unsigned int nr_bos;
 	u64 cmd_addr;
 	u32 cmd_size;
+	u32 desc_flags;			/* TX8_JOB_F_* of its descriptor */
+	u64 prof_addr;			/* TX8_JOB_F_PROFILE: the buffer */
+	u64 prof_size;
 	u64 hw_seqno;			/* descriptor seqno, 0 until queued */
 	u32 ring_idx;			/* sq index it was last written at */
 	u32 nr_ranges;

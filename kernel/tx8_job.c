@@ -66,11 +66,16 @@ static int tx8_timeout_set(const char *val, const struct kernel_param *kp)
 	if (v < 100 || v > 600000)
 		return -EINVAL;
 	WRITE_ONCE(tx8_job_timeout_ms, v);
-	/* the schedulers read their timeout each time they arm it */
+	/* the running jobs' timeouts are measured against the new value */
 	mutex_lock(&tx8_devices_lock);
-	list_for_each_entry(tdev, &tx8_devices, node)
-		if (tdev->sched)
-			WRITE_ONCE(tdev->sched->timeout, msecs_to_jiffies(v));
+	list_for_each_entry(tdev, &tx8_devices, node) {
+		unsigned long flags;
+
+		spin_lock_irqsave(&tdev->job_lock, flags);
+		if (tdev->watch_seqno && !tdev->stopping && !tdev->gone)
+			mod_delayed_work(system_wq, &tdev->timeout_work, 0);
+		spin_unlock_irqrestore(&tdev->job_lock, flags);
+	}
 	mutex_unlock(&tx8_devices_lock);
 	return 0;
 }
@@ -82,6 +87,45 @@ static const struct kernel_param_ops tx8_timeout_ops = {
 module_param_cb(job_timeout_ms, &tx8_timeout_ops, &tx8_job_timeout_ms, 0644);
 MODULE_PARM_DESC(job_timeout_ms,
 		 "A job running longer fails with TIMEOUT and resets the queue (ms, 100..600000, default 5000)");
+
+/*
+ * Fault injection for the history_race VM test (off by default): widens
+ * the window of defect 5 (a WAIT taking a reference on a record that
+ * SUBMIT trims at the same time) by spinning this long at both ends of it.
+ * With records erased under tfile->lock the delays change only timing.
+ */
+static unsigned int tx8_fault_history_delay_us;
+
+static int tx8_history_delay_set(const char *val,
+				 const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret = kstrtouint(val, 0, &v);
+
+	if (ret)
+		return ret;
+	if (v > 1000)
+		return -EINVAL;
+	WRITE_ONCE(tx8_fault_history_delay_us, v);
+	return 0;
+}
+
+static const struct kernel_param_ops tx8_history_delay_ops = {
+	.set = tx8_history_delay_set,
+	.get = param_get_uint,
+};
+module_param_cb(fault_history_delay_us, &tx8_history_delay_ops,
+		&tx8_fault_history_delay_us, 0600);
+MODULE_PARM_DESC(fault_history_delay_us,
+		 "Test only: spin this long (us, 0..1000, default 0 = off) where a job record is trimmed and where WAIT looks one up");
+
+static void tx8_history_delay(void)
+{
+	unsigned int us = READ_ONCE(tx8_fault_history_delay_us);
+
+	if (unlikely(us))
+		udelay(us);
+}
 
 static const char *tx8_fence_driver_name(struct dma_fence *f)
 {
@@ -251,9 +295,11 @@ static void tx8_write_desc(struct tx8_device *tdev, struct tx8_job *job)
 	desc->cmd_addr = job->cmd_addr;
 	desc->cmd_size = job->cmd_size;
 	desc->num_ranges = job->nr_ranges;
-	desc->flags = 0;
+	desc->flags = job->desc_flags;
 	desc->rsvd0 = 0;
 	desc->user_data = job->user_data;
+	desc->prof_addr = job->prof_addr;
+	desc->prof_size = job->prof_size;
 	memset(desc->rsvd, 0, sizeof(desc->rsvd));
 	memcpy(desc->ranges, job->ranges,
 	       job->nr_ranges * sizeof(struct tx8_range));
@@ -267,16 +313,39 @@ static void tx8_publish_tail(struct tx8_device *tdev)
 	WRITE_ONCE(tdev->q->sq_tail, tdev->sq_tail);
 }
 
+/* Jiffies until the watched head job has run for job_timeout_ms (0: it has). */
+static unsigned long tx8_watch_left(struct tx8_device *tdev)
+{
+	unsigned long end = tdev->watch_start +
+		msecs_to_jiffies(READ_ONCE(tx8_job_timeout_ms));
+
+	return time_before(jiffies, end) ? end - jiffies : 0;
+}
+
+/*
+ * The job at the head of the ring is the one the device runs: when the
+ * head changes, its time starts and the timeout is armed for it. Caller
+ * holds job_lock.
+ */
 static void tx8_watch_head(struct tx8_device *tdev)
 {
 	struct tx8_job *head;
 
 	head = list_first_entry_or_null(&tdev->pending, struct tx8_job, node);
-	if (!head || head->hw_seqno == tdev->watch_seqno)
+	if (!head) {
+		tdev->watch_seqno = 0;
+		cancel_delayed_work(&tdev->timeout_work);
+		return;
+	}
+	if (head->hw_seqno == tdev->watch_seqno)
 		return;
 	tdev->watch_seqno = head->hw_seqno;
 	tdev->watch_start = jiffies;
 	tdev->watch_start_ns = ktime_get_ns();
+	/* after tx8_jobs_fini began (stopping) the work is not queued again */
+	if (!tdev->stopping && !tdev->gone)
+		mod_delayed_work(system_wq, &tdev->timeout_work,
+				 tx8_watch_left(tdev) + 1);
 }
 
 /*
@@ -516,7 +585,7 @@ static int tx8_hw_reset_locked(struct tx8_device *tdev, u32 hung_status,
 		tdev->cq_head = 0;
 		WRITE_ONCE(tdev->q->cq_head, 0);
 		tx8_publish_tail(tdev);
-		tdev->watch_seqno = 0;
+		tx8_watch_head(tdev);	/* none: the timeout is off */
 	}
 	tdev->resetting = false;
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
@@ -825,47 +894,75 @@ static struct dma_fence *tx8_run_job(struct drm_sched_job *sj)
 }
 
 /*
- * The scheduler's timeout: its oldest job in the ring (@sj) ran for
- * job_timeout_ms. The scheduler is stopped around the reset and the jobs
- * that never started are handed to the ring again; only the hung job
- * fails (TIMEOUT), other clients' jobs see a delay. If the job at the head
- * has not run that long (it became head later), nothing is reset.
+ * The job timeout (timeout_work, armed by tx8_watch_head): the head job of
+ * the ring has run for job_timeout_ms since it became head, i.e. since it
+ * started on the device. The scheduler is stopped around the reset and the
+ * jobs that never started are handed to the ring again; only the hung job
+ * fails (TIMEOUT), other clients' jobs see a delay. A head that has not
+ * run that long (it changed, the timeout was raised) re-arms the work for
+ * the time it has left.
  */
-static enum drm_gpu_sched_stat tx8_timedout_job(struct drm_sched_job *sj)
+static bool tx8_head_hung(struct tx8_device *tdev, u64 *seqno)
 {
-	struct tx8_job *job = to_tx8_sjob(sj);
-	struct tx8_device *tdev = job->tdev;
-	unsigned long flags, timeout = msecs_to_jiffies(tx8_job_timeout_ms);
 	struct tx8_job *head;
-	bool hung;
+	unsigned long flags;
+	bool hung = false;
+
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	head = list_first_entry_or_null(&tdev->pending, struct tx8_job, node);
+	if (head && !tdev->lost && !tdev->gone && !tdev->stopping) {
+		if (head->hw_seqno != tdev->watch_seqno)
+			tx8_watch_head(tdev);	/* re-arms for the new head */
+		else if (!tx8_watch_left(tdev))
+			hung = true;
+		else
+			mod_delayed_work(system_wq, &tdev->timeout_work,
+					 tx8_watch_left(tdev) + 1);
+		if (hung)
+			*seqno = head->fence.seqno;
+	}
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	return hung;
+}
+
+static void tx8_timeout_work(struct work_struct *work)
+{
+	struct tx8_device *tdev = container_of(to_delayed_work(work),
+					       struct tx8_device, timeout_work);
 	u64 seqno = 0;
 
 	/* an interrupt may have been missed: look at the ring first */
 	tx8_process_completions(tdev);
+	if (!tx8_head_hung(tdev, &seqno))
+		return;
 	mutex_lock(&tdev->reset_lock);
-	drm_sched_stop(tdev->sched, sj);
-	spin_lock_irqsave(&tdev->job_lock, flags);
-	head = list_first_entry_or_null(&tdev->pending, struct tx8_job, node);
-	hung = head && !tdev->lost && !tdev->gone && !tdev->stopping &&
-	       head->hw_seqno == tdev->watch_seqno &&
-	       !time_before(jiffies, tdev->watch_start + timeout);
-	if (head && head->hw_seqno != tdev->watch_seqno) {
-		tdev->watch_seqno = 0;
-		tx8_watch_head(tdev);
-	}
-	if (hung)
-		seqno = head->fence.seqno;
-	spin_unlock_irqrestore(&tdev->job_lock, flags);
-	if (hung) {
+	drm_sched_stop(tdev->sched, NULL);
+	/* again, now that nothing enters the ring */
+	if (tx8_head_hung(tdev, &seqno)) {
 		dev_warn_ratelimited(tdev->drm.dev,
 				     "job %llu timed out after %u ms\n",
-				     seqno, tx8_job_timeout_ms);
+				     seqno, READ_ONCE(tx8_job_timeout_ms));
 		tx8_hw_reset_locked(tdev, TX8_STATUS_TIMEOUT, NULL, NULL,
 				    "timeout");
 	}
 	drm_sched_resubmit_jobs(tdev->sched);
 	drm_sched_start(tdev->sched);
 	mutex_unlock(&tdev->reset_lock);
+}
+
+/*
+ * drm_sched's own timeout is off (MAX_SCHEDULE_TIMEOUT, tx8_timeout_work
+ * does the job); should it fire anyway, it only looks at the ring.
+ */
+static enum drm_gpu_sched_stat tx8_timedout_job(struct drm_sched_job *sj)
+{
+	struct tx8_device *tdev = to_tx8_sjob(sj)->tdev;
+	unsigned long flags;
+
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	if (!tdev->stopping && !tdev->gone)
+		mod_delayed_work(system_wq, &tdev->timeout_work, 0);
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
 	return DRM_GPU_SCHED_STAT_NOMINAL;
 }
 
@@ -887,6 +984,20 @@ static void tx8_free_job(struct drm_sched_job *sj)
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
 	tx8_retire(&done);
 	wake_up_all(&tdev->ring_wq);
+	/*
+	 * The scheduler's finished fence (the out-fence) names our scheduler
+	 * (its timeline name), whose memory lives until module unload. Once
+	 * run_job ran, the finished fence holds our hardware fence (its
+	 * parent), which holds the module. A job the scheduler never ran
+	 * (entity killed at close or unbind) has no parent: give it ours, so
+	 * that its finished fence, e.g. in a sync_file, keeps the module, and
+	 * the scheduler's memory, as long as it lives. The scheduler puts the
+	 * parent when it frees the finished fence.
+	 */
+	if (sj->s_fence && !smp_load_acquire(&sj->s_fence->parent))
+		/* as drm_sched_fence_set_parent(): readers load-acquire it */
+		smp_store_release(&sj->s_fence->parent,
+				  dma_fence_get(&job->fence));
 	drm_sched_job_cleanup(sj);
 	for (i = 0; i < job->nr_deps; i++)
 		dma_fence_put(job->deps[i]);
@@ -943,6 +1054,7 @@ int tx8_jobs_init(struct tx8_device *tdev)
 	mutex_init(&tdev->files_lock);
 	INIT_LIST_HEAD(&tdev->files);
 	INIT_WORK(&tdev->lost_work, tx8_lost_work);
+	INIT_DELAYED_WORK(&tdev->timeout_work, tx8_timeout_work);
 	ratelimit_state_init(&tdev->reset_rs, 5 * HZ, 5);
 	ratelimit_set_flags(&tdev->reset_rs, RATELIMIT_MSG_ON_RELEASE);
 
@@ -953,7 +1065,7 @@ int tx8_jobs_init(struct tx8_device *tdev)
 	/* one scheduler for our one queue; the ring holds 16 jobs */
 	ret = drm_sched_init(&ts->sched, &tx8_sched_ops, NULL,
 			     DRM_SCHED_PRIORITY_COUNT, TX8_SQ_ENTRIES, 0,
-			     msecs_to_jiffies(tx8_job_timeout_ms), NULL, NULL,
+			     MAX_SCHEDULE_TIMEOUT, NULL, NULL,
 			     ts->name, tdev->drm.dev);
 	if (ret) {
 		kfree(ts);
@@ -1006,6 +1118,11 @@ void tx8_jobs_fini(struct tx8_device *tdev)
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	tdev->stopping = true;
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
+	/*
+	 * The timeout work takes reset_lock: wait for it before taking that
+	 * lock. With ->stopping set nothing queues it again.
+	 */
+	cancel_delayed_work_sync(&tdev->timeout_work);
 	mutex_lock(&tdev->reset_lock);
 	drm_sched_wqueue_stop(tdev->sched);
 	spin_lock_irqsave(&tdev->job_lock, flags);
@@ -1099,6 +1216,40 @@ static int tx8_get_bos(struct tx8_job *job, struct drm_file *file,
 			   TX8_ACCESS_WRITE : TX8_ACCESS_READ | TX8_ACCESS_WRITE);
 	}
 	return 0;
+}
+
+/*
+ * The profiling buffer of DRM_TX8_SUBMIT_PROFILE: a BO of the file, like
+ * any other BO of the job (added with WRITE access), the range inside it.
+ * Without the flag its fields must be zero.
+ */
+static int tx8_get_prof(struct tx8_job *job, struct drm_file *file,
+			const struct drm_tx8_submit *args)
+{
+	struct tx8_device *tdev = job->tdev;
+	struct drm_gem_object *obj;
+
+	if (!(args->flags & DRM_TX8_SUBMIT_PROFILE))
+		return args->prof_handle || args->prof_pad ||
+		       args->prof_offset || args->prof_size ? -EINVAL : 0;
+	if (TX8_IF_MINOR(tdev->if_version) < 5)
+		return -EOPNOTSUPP;
+	if (!args->prof_handle || args->prof_pad || args->prof_offset % 8 ||
+	    args->prof_size < sizeof(struct tx8_prof_header))
+		return -EINVAL;
+	obj = drm_gem_object_lookup(file, args->prof_handle);
+	if (!obj)
+		return -ENOENT;
+	if (args->prof_offset > obj->size ||
+	    args->prof_size > obj->size - args->prof_offset) {
+		drm_gem_object_put(obj);
+		return -EINVAL;
+	}
+	job->desc_flags |= TX8_JOB_F_PROFILE;
+	job->prof_addr = to_tx8_bo(obj)->node.start + args->prof_offset;
+	job->prof_size = args->prof_size;
+	/* takes over the reference (merged if the job lists it already) */
+	return tx8_add_bo(job, obj, TX8_ACCESS_WRITE);
 }
 
 /*
@@ -1283,6 +1434,8 @@ static void tx8_file_record(struct tx8_file *tfile, struct tx8_job *job)
 		xa_erase(&tfile->jobs, old->fence.seqno);
 	}
 	spin_unlock(&tfile->lock);
+	if (!list_empty(&drop))
+		tx8_history_delay();
 	list_for_each_entry_safe(old, tmp, &drop, file_node) {
 		list_del_init(&old->file_node);
 		dma_fence_put(&old->fence);
@@ -1370,9 +1523,10 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	spin_lock_init(&job->fence_lock);
 	INIT_LIST_HEAD(&job->node);
 	INIT_LIST_HEAD(&job->file_node);
-	job->bos = kcalloc(args->bo_count + 1, sizeof(*job->bos),
+	/* the BOs given, the command buffer, the profiling buffer */
+	job->bos = kcalloc(args->bo_count + 2, sizeof(*job->bos),
 			   GFP_KERNEL_ACCOUNT);
-	job->ranges = kcalloc(args->bo_count + 1, sizeof(*job->ranges),
+	job->ranges = kcalloc(args->bo_count + 2, sizeof(*job->ranges),
 			      GFP_KERNEL_ACCOUNT);
 	if (!job->bos || !job->ranges) {
 		drm_gem_object_put(cmd);
@@ -1385,6 +1539,8 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	ret = tx8_get_bos(job, file, args);
 	/* the command buffer is readable by its job */
 	tx8_add_bo(job, cmd, TX8_ACCESS_READ);
+	if (!ret)
+		ret = tx8_get_prof(job, file, args);
 	if (!ret && job->nr_bos > tdev->max_ranges)
 		ret = -EINVAL;
 	if (ret)
@@ -1562,6 +1718,7 @@ int tx8_wait_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		spin_lock(&tfile->lock);
 		job = xa_load(&tfile->jobs, args->seqno);
 		if (job) {
+			tx8_history_delay();
 			dma_fence_get(&job->fence);
 		} else if (args->seqno && args->seqno >= tfile->first_seqno &&
 			   args->seqno <= tfile->last_seqno &&

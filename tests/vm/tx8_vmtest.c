@@ -1740,6 +1740,51 @@ static int t_mmap_split(void)
 }
 
 /* WAIT on jobs whose records are being trimmed, while jobs are submitted. */
+/* Lines of the kernel log matching the extended regex pat. */
+static int klog_count(const char *pat)
+{
+    char cmd[256], buf[32] = "";
+    FILE *p;
+
+    snprintf(cmd, sizeof(cmd), "dmesg | grep -cE '%s'", pat);
+    p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    if (!fgets(buf, sizeof(buf), p))
+        buf[0] = 0;
+    pclose(p);
+    return atoi(buf);
+}
+
+/* The last n lines of the kernel log (a static buffer). */
+static const char *klog_tail(int n)
+{
+    static char buf[4096];
+    char cmd[64];
+    size_t len = 0;
+    FILE *p;
+
+    snprintf(cmd, sizeof(cmd), "dmesg | tail -n %d", n);
+    buf[0] = 0;
+    p = popen(cmd, "r");
+    if (!p)
+        return buf;
+    len = fread(buf, 1, sizeof(buf) - 1, p);
+    buf[len] = 0;
+    pclose(p);
+    return buf;
+}
+
+/*
+ * Defect 5: SUBMIT trims the oldest job records while WAIT, on the same
+ * file, takes a reference on one of them. The race window is a few
+ * instructions wide; the driver's fault-injection knob
+ * fault_history_delay_us widens it at both ends (with records erased under
+ * the file lock it only slows things down), so that a driver with the
+ * defect warns (refcount_t: addition on 0) within the run.
+ */
+#define HISTORY_DELAY "/sys/module/tx8/parameters/fault_history_delay_us"
+
 static int t_history_race(void)
 {
     enum { JOBS = 1700 };
@@ -1753,6 +1798,10 @@ static int t_history_race(void)
     size_t len;
     int status;
 
+    int warn0 = klog_count("refcount_t|use-after-free|BUG|WARNING");
+
+    /* the fault-injection knob widens the race window (off by default) */
+    CHECK_OK(write_file(HISTORY_DELAY, "200"));
     CHECK_OK(ctx_open(&c, dev_index));
     CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
     ref.handle = bo.handle;
@@ -1785,12 +1834,17 @@ static int t_history_race(void)
         if (r) {
             last[1] = 1;
             waitpid(pid, &status, 0);
+            write_file(HISTORY_DELAY, "0");
             FAIL("submit %d: %d", j, r);
         }
         last[0] = seq;
     }
     last[1] = 1;
     CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    write_file(HISTORY_DELAY, "0");
+    CHECK(klog_count("refcount_t|use-after-free|BUG|WARNING") == warn0,
+          "the kernel warned (a WAIT took a reference on a freed job record):\n%s",
+          klog_tail(6));
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "waiter: status %#x", status);
     CHECK_OK(wait_job(c.fd, seq, 30000, &w));
     CHECK(w.status == DRM_TX8_STATUS_OK, "last job status %u", w.status);
@@ -1964,12 +2018,12 @@ static int t_unbind_submit(void)
     struct drm_tx8_bo_ref ref;
     struct drm_tx8_wait w;
     uint32_t hs;
-    uint64_t seq;
+    uint64_t seq, hung;
     struct ctx c;
     int64_t t0, t1;
     size_t len;
-    int status;
-    pid_t pid;
+    int status, wstatus[2];
+    pid_t pid, wpid[2];
 
     CHECK_OK(pci_addr(dev_index, addr, sizeof(addr)));
     CHECK_OK(write_file("/sys/module/tx8/parameters/job_timeout_ms", "60000"));
@@ -1980,7 +2034,7 @@ static int t_unbind_submit(void)
     len = put_fill(c.cmdmap, bo.dev_addr, 4096, 1);
     CHECK_OK(drmSyncobjCreate(c.fd, 0, &hs));
     CHECK_OK(inject(c.fd, DRM_TX8_FAULT_HANG, 0, 1));
-    CHECK_OK(submit_dep(&c, 0, len, &ref, NULL, 0, hs, &seq));
+    CHECK_OK(submit_dep(&c, 0, len, &ref, NULL, 0, hs, &hung));
     for (int i = 0; i < 256; i++)
         CHECK_OK(submit_dep(&c, 0, len, &ref, &hs, 1, 0, &seq));
     pid = fork();
@@ -1990,8 +2044,23 @@ static int t_unbind_submit(void)
 
         _exit(r == -ENODEV ? 0 : 20 + (r < 0 ? -r : 0) % 100);
     }
+    /* and WAITs blocked on the hung job and on the last queued one */
+    for (int i = 0; i < 2; i++) {
+        wpid[i] = fork();
+        CHECK(wpid[i] >= 0, "fork");
+        if (wpid[i] == 0) {
+            int r = wait_job(c.fd, i ? seq : hung, 60000, &w);
+
+            if (r == -ENODEV || (!r && (w.status == DRM_TX8_STATUS_ABORTED ||
+                                        w.status == DRM_TX8_STATUS_DEVICE_ERROR)))
+                _exit(0);
+            _exit(r ? 20 + -r % 100 : 10 + (int)w.status);
+        }
+    }
     usleep(500000);
     CHECK(waitpid(pid, &status, WNOHANG) == 0, "the 257th SUBMIT did not block");
+    for (int i = 0; i < 2; i++)
+        CHECK(waitpid(wpid[i], &wstatus[i], WNOHANG) == 0, "WAIT %d did not block", i);
     t0 = now_ns();
     CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/unbind", addr));
     t1 = now_ns();
@@ -2001,6 +2070,14 @@ static int t_unbind_submit(void)
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
     }
+    for (int i = 0; i < 2; i++) {
+        for (int k = 0; k < 50 && waitpid(wpid[i], &wstatus[i], WNOHANG) == 0; k++)
+            usleep(100000);
+        if (waitpid(wpid[i], &wstatus[i], WNOHANG) == 0) {
+            kill(wpid[i], SIGKILL);
+            waitpid(wpid[i], &wstatus[i], 0);
+        }
+    }
     write_file("/sys/module/tx8/parameters/job_timeout_ms", "5000");
     ctx_close(&c);
     CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/bind", addr));
@@ -2008,6 +2085,10 @@ static int t_unbind_submit(void)
     CHECK(t1 - t0 < 10000000000ll, "unbind took %" PRId64 " ms", (t1 - t0) / 1000000);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the blocked SUBMIT: status %#x",
           status);
+    for (int i = 0; i < 2; i++)
+        CHECK(WIFEXITED(wstatus[i]) && WEXITSTATUS(wstatus[i]) == 0,
+              "the WAIT blocked on the %s job: status %#x", i ? "last queued" : "hung",
+              wstatus[i]);
     CHECK_OK(ctx_open(&c, dev_index));
     CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
     ref.handle = bo.handle;
@@ -2081,6 +2162,68 @@ static int t_fence_lifetime(void)
     CHECK(run_cmd("rmmod tx8 2>/dev/null") != 0,
           "rmmod succeeded while a sync_file of a tx8 fence exists");
     CHECK(sync_file_check(sf, why, sizeof(why)) == 0, "after rmmod attempt: %s", why);
+    close(sf);
+    CHECK(run_cmd("rmmod tx8") == 0, "rmmod failed after the sync_file was closed");
+    CHECK(run_cmd("modprobe tx8") == 0, "modprobe failed");
+    CHECK_OK(wait_for_node(dev_index, true, 5000));
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    CHECK_OK(run_fill(&c, bo.dev_addr, 4096, 1, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "after reload: status %u", w.status);
+    ctx_close(&c);
+    return 0;
+}
+
+/*
+ * The out-fence of a job the scheduler never ran (its file closed while
+ * it waited for an in-fence: drm_sched kills it) outlives the file in a
+ * sync_file: it names the driver's scheduler, so it must keep the module
+ * (and the scheduler's memory) until it goes.
+ */
+static int t_fence_unrun(void)
+{
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct sync_file_info info;
+    struct drm_tx8_wait w;
+    struct pollfd pfd;
+    uint32_t o1, o2;
+    uint64_t s1, s2;
+    struct ctx c;
+    int sf = -1, rm;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &o1));
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &o2));
+    CHECK_OK(slow_producer(&c, 1500, 4096, o1, &s1));
+    CHECK_OK(submit_dep(&c, 0, put_fill(c.cmdmap, bo.dev_addr, 4096, 1), &ref, &o1, 1, o2, &s2));
+    CHECK_OK(drmSyncobjExportSyncFile(c.fd, o2, &sf));
+    ctx_close(&c); /* the second job never runs */
+    pfd.fd = sf;
+    pfd.events = POLLIN;
+    CHECK(poll(&pfd, 1, 20000) == 1, "the never-run job's out-fence did not signal");
+    memset(&info, 0, sizeof(info));
+    CHECK(ioctl(sf, SYNC_IOC_FILE_INFO, &info) == 0, "SYNC_IOC_FILE_INFO: %s", strerror(errno));
+    CHECK(info.status < 0, "the never-run job's out-fence: status %d, expected an error",
+          info.status);
+    rm = run_cmd("rmmod tx8 2>/dev/null");
+    if (rm == 0) {
+        /* the defect: the module went; its scheduler's memory with it */
+        memset(&info, 0, sizeof(info));
+        ioctl(sf, SYNC_IOC_FILE_INFO, &info);
+        close(sf);
+        run_cmd("modprobe tx8");
+        wait_for_node(dev_index, true, 5000);
+        FAIL("rmmod succeeded while a sync_file of a never-run tx8 job's fence exists");
+    }
+    memset(&info, 0, sizeof(info));
+    CHECK(ioctl(sf, SYNC_IOC_FILE_INFO, &info) == 0 && info.status < 0,
+          "SYNC_IOC_FILE_INFO after the rmmod attempt: %s, status %d", strerror(errno),
+          info.status);
     close(sf);
     CHECK(run_cmd("rmmod tx8") == 0, "rmmod failed after the sync_file was closed");
     CHECK(run_cmd("modprobe tx8") == 0, "modprobe failed");
@@ -3227,7 +3370,7 @@ static int t_priority(void)
 
     CHECK_ERR(submit_flags(&a, 0, la, &ra, DRM_TX8_SUBMIT_PRIORITY_LOW | DRM_TX8_SUBMIT_PRIORITY_HIGH,
                            &seq), EINVAL);
-    CHECK_ERR(submit_flags(&a, 0, la, &ra, 1u << 2, &seq), EINVAL);
+    CHECK_ERR(submit_flags(&a, 0, la, &ra, 1u << 3, &seq), EINVAL);
     CHECK_ERR(submit_flags(&a, 0, la, &ra, 1u << 31, &seq), EINVAL);
     CHECK_OK(submit_flags(&a, 0, la, &ra, DRM_TX8_SUBMIT_PRIORITY_LOW, &seq));
     CHECK_OK(wait_job(a.fd, seq, 20000, &w));
@@ -3265,6 +3408,288 @@ static int t_priority(void)
     return 0;
 }
 
+
+/*
+ * The job timeout is measured from when the job started on the device:
+ * a hung job fails within job_timeout_ms (+ slack), however many jobs
+ * enter the ring behind it meanwhile (6.12's drm_sched timeout restarts
+ * at each of them), and jobs that each run less than job_timeout_ms but
+ * together longer are not failed.
+ */
+#define JOB_TIMEOUT "/sys/module/tx8/parameters/job_timeout_ms"
+
+static int t_timeout_start(void)
+{
+    struct drm_tx8_bo_create ba, bb;
+    struct drm_tx8_bo_ref ra, rb;
+    struct drm_tx8_wait w;
+    uint64_t sa, s1, s2, last = 0;
+    int64_t t0, t1;
+    struct ctx a, b;
+    size_t la, lb;
+    int status, r;
+    pid_t pid;
+
+    CHECK_OK(write_file(JOB_TIMEOUT, "2000"));
+    CHECK_OK(ctx_open(&a, dev_index));
+    CHECK_OK(ctx_open(&b, dev_index));
+    CHECK_OK(bo_new(a.fd, 4096, NULL, &ba));
+    CHECK_OK(bo_new(b.fd, 4096, NULL, &bb));
+    ra.handle = ba.handle;
+    ra.access = DRM_TX8_ACCESS_WRITE;
+    rb.handle = bb.handle;
+    rb.access = DRM_TX8_ACCESS_WRITE;
+    la = put_fill(a.cmdmap, ba.dev_addr, 4096, 1);
+    lb = put_fill(b.cmdmap, bb.dev_addr, 4096, 2);
+
+    /* 1: two 1.5 s jobs back to back (3 s in all) both finish OK */
+    CHECK_OK(inject(a.fd, DRM_TX8_FAULT_SLOW, 1500, 2));
+    CHECK_OK(submit(a.fd, a.cmd.handle, 0, la, &ra, 1, &s1));
+    CHECK_OK(submit(a.fd, a.cmd.handle, 0, la, &ra, 1, &s2));
+    CHECK_OK(wait_job(a.fd, s2, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "second 1.5 s job (timeout 2 s): status %u", w.status);
+    CHECK_OK(wait_job(a.fd, s1, 0, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "first 1.5 s job (timeout 2 s): status %u", w.status);
+
+    /* 2: A's job hangs; B queues a job behind it every 300 ms for 4.5 s */
+    CHECK_OK(inject(a.fd, DRM_TX8_FAULT_HANG, 0, 1));
+    t0 = now_ns();
+    CHECK_OK(submit(a.fd, a.cmd.handle, 0, la, &ra, 1, &sa));
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        for (int i = 0; i < 15; i++) {
+            usleep(300000);
+            if (submit(b.fd, b.cmd.handle, 0, lb, &rb, 1, &last))
+                _exit(10);
+        }
+        if (wait_job(b.fd, last, 30000, &w) || w.status != DRM_TX8_STATUS_OK)
+            _exit(11);
+        _exit(0);
+    }
+    r = wait_job(a.fd, sa, 30000, &w);
+    t1 = now_ns();
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    write_file(JOB_TIMEOUT, "5000");
+    CHECK(r == 0, "WAIT of the hung job: %d", r);
+    printf("timeout_start: the hung job failed after %" PRId64 " ms (job_timeout_ms 2000)\n",
+           (t1 - t0) / 1000000);
+    CHECK(w.status == DRM_TX8_STATUS_TIMEOUT, "hung job: status %u", w.status);
+    CHECK(t1 - t0 >= 1900000000ll, "the hung job failed early: %" PRId64 " ms",
+          (t1 - t0) / 1000000);
+    CHECK(t1 - t0 <= 3000000000ll,
+          "the hung job failed after %" PRId64 " ms, more than job_timeout_ms 2000 + 1000",
+          (t1 - t0) / 1000000);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "B's jobs queued behind the hung one: status %#x", status);
+    ctx_close(&a);
+    ctx_close(&b);
+    return 0;
+}
+
+/*
+ * LOW priority: ready jobs of normal priority are served before ready LOW
+ * jobs (strictly), LOW jobs keep their order, and they all complete.
+ */
+static int t_priority_low(void)
+{
+    struct drm_tx8_bo_create ba, bb, bn;
+    struct drm_tx8_bo_ref ra, rb, rn;
+    struct drm_tx8_wait w, wl, wn, wp;
+    uint64_t seq, lows[40], norms[5];
+    struct ctx a, b, n;
+    size_t la, lb, ln;
+
+    CHECK_OK(ctx_open(&a, dev_index));
+    CHECK_OK(ctx_open(&b, dev_index));
+    CHECK_OK(ctx_open(&n, dev_index));
+    CHECK_OK(bo_new(a.fd, 4096, NULL, &ba));
+    CHECK_OK(bo_new(b.fd, 4096, NULL, &bb));
+    CHECK_OK(bo_new(n.fd, 4096, NULL, &bn));
+    ra.handle = ba.handle;
+    ra.access = DRM_TX8_ACCESS_WRITE;
+    rb.handle = bb.handle;
+    rb.access = DRM_TX8_ACCESS_WRITE;
+    rn.handle = bn.handle;
+    rn.access = DRM_TX8_ACCESS_WRITE;
+    la = put_fill(a.cmdmap, ba.dev_addr, 4096, 1);
+    lb = put_fill(b.cmdmap, bb.dev_addr, 4096, 2);
+    ln = put_fill(n.cmdmap, bn.dev_addr, 4096, 3);
+
+    /* A's slow job runs; B queues 40 LOW jobs (the ring holds 16); N 5 normal ones */
+    CHECK_OK(inject(a.fd, DRM_TX8_FAULT_SLOW, 1500, 1));
+    CHECK_OK(submit_flags(&a, 0, la, &ra, 0, &seq));
+    usleep(200000);
+    for (int i = 0; i < 40; i++)
+        CHECK_OK(submit_flags(&b, 0, lb, &rb, DRM_TX8_SUBMIT_PRIORITY_LOW, &lows[i]));
+    for (int i = 0; i < 5; i++)
+        CHECK_OK(submit_flags(&n, 0, ln, &rn, 0, &norms[i]));
+    CHECK_OK(wait_job(n.fd, norms[4], 30000, &wn));
+    CHECK(wn.status == DRM_TX8_STATUS_OK, "normal job: status %u", wn.status);
+    CHECK_OK(wait_job(b.fd, lows[39], 30000, &wl));
+    CHECK(wl.status == DRM_TX8_STATUS_OK, "last LOW job: status %u", wl.status);
+    printf("priority_low: last normal job ended at %llu, last LOW job at %llu (device ns)\n",
+           (unsigned long long)wn.end_ns, (unsigned long long)wl.end_ns);
+    CHECK(wn.end_ns < wl.end_ns,
+          "normal jobs submitted after 40 LOW jobs did not overtake the queued LOW ones");
+    /* the LOW jobs in order, all OK */
+    memset(&wp, 0, sizeof(wp));
+    for (int i = 0; i < 40; i++) {
+        CHECK_OK(wait_job(b.fd, lows[i], 0, &w));
+        CHECK(w.status == DRM_TX8_STATUS_OK, "LOW job %d: status %u", i, w.status);
+        CHECK(i == 0 || w.start_ns >= wp.end_ns, "LOW job %d started before LOW job %d ended", i,
+              i - 1);
+        wp = w;
+    }
+    CHECK_OK(wait_job(a.fd, seq, 20000, &w));
+    ctx_close(&a);
+    ctx_close(&b);
+    ctx_close(&n);
+    return 0;
+}
+
+/*
+ * Issue 18: DRM_TX8_SUBMIT_PROFILE. The profiling buffer is a BO of the
+ * file, validated like any other (handle of this file, offset and size
+ * inside it), added to the job's BOs with WRITE access; the device writes
+ * the header and one record per command there. Unprofiled jobs write
+ * nothing.
+ */
+static int submit_prof(struct ctx *c, size_t len, const struct drm_tx8_bo_ref *ref, uint32_t flags,
+                       uint32_t ph, uint64_t off, uint64_t size, uint64_t *seqno)
+{
+    struct drm_tx8_submit s;
+    int r;
+
+    memset(&s, 0, sizeof(s));
+    s.cmd_handle = c->cmd.handle;
+    s.flags = flags;
+    s.cmd_size = len;
+    s.bos = (uintptr_t)ref;
+    s.bo_count = 1;
+    s.bo_stride = sizeof(*ref);
+    s.timeout_ns = INT64_MAX;
+    s.prof_handle = ph;
+    s.prof_offset = off;
+    s.prof_size = size;
+    r = xioctl(c->fd, DRM_IOCTL_TX8_SUBMIT, &s);
+    if (!r && seqno)
+        *seqno = s.seqno;
+    return r;
+}
+
+static int t_profile(void)
+{
+    struct drm_tx8_bo_create dst, prof, other[3];
+    struct drm_tx8_device_info info;
+    struct drm_tx8_query q;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    const struct tx8_prof_header *h;
+    const struct tx8_prof_record *rec;
+    uint8_t *pm;
+    uint64_t seq;
+    struct ctx c, d;
+    size_t len = 0;
+    const uint32_t P = DRM_TX8_SUBMIT_PROFILE;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    memset(&q, 0, sizeof(q));
+    q.query = DRM_TX8_QUERY_DEVICE;
+    q.size = sizeof(info);
+    q.data = (uintptr_t)&info;
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_QUERY, &q));
+    CHECK((info.driver_version & 0xffff) >= 1, "driver version %#x: no profiling (1.1)",
+          info.driver_version);
+    CHECK(TX8_IF_MINOR(info.if_version) >= 5, "device interface %#x < 1.5", info.if_version);
+    CHECK_OK(bo_new(c.fd, 8192, NULL, &dst));
+    CHECK_OK(bo_new(c.fd, 4096, "vmtest-profile", &prof));
+    pm = bo_map(c.fd, &prof);
+    CHECK(pm, "mmap of the profiling BO");
+    ref.handle = dst.handle;
+    ref.access = DRM_TX8_ACCESS_RW;
+    len += put_fill(c.cmdmap + len, dst.dev_addr, 4096, 7);
+    len += put_copy(c.cmdmap + len, dst.dev_addr + 4096, dst.dev_addr, 4096);
+    len += put_fill(c.cmdmap + len, dst.dev_addr, 64, 9);
+
+    /* bad profiling arguments */
+    CHECK_ERR(submit_prof(&c, len, &ref, P, 0, 0, 4096, &seq), EINVAL);
+    CHECK_ERR(submit_prof(&c, len, &ref, P, 999, 0, 4096, &seq), ENOENT);
+    CHECK_ERR(submit_prof(&c, len, &ref, P, prof.handle, 4, 1024, &seq), EINVAL);
+    CHECK_ERR(submit_prof(&c, len, &ref, P, prof.handle, 0, 32, &seq), EINVAL);
+    CHECK_ERR(submit_prof(&c, len, &ref, P, prof.handle, 4096 - 56, 64, &seq), EINVAL);
+    CHECK_ERR(submit_prof(&c, len, &ref, P, prof.handle, 0, 4096 + 8, &seq), EINVAL);
+    CHECK_ERR(submit_prof(&c, len, &ref, P, prof.handle, 1ull << 63, (1ull << 63) + 64, &seq),
+              EINVAL);
+    CHECK_ERR(submit_prof(&c, len, &ref, P, prof.handle, UINT64_MAX - 7, 64, &seq), EINVAL);
+    /* without the flag the fields must be zero */
+    CHECK_ERR(submit_prof(&c, len, &ref, 0, prof.handle, 0, 0, &seq), EINVAL);
+    CHECK_ERR(submit_prof(&c, len, &ref, 0, 0, 0, 4096, &seq), EINVAL);
+    CHECK_ERR(submit_prof(&c, len, &ref, 0, 0, 8, 0, &seq), EINVAL);
+    /* a handle of another file is no handle here */
+    CHECK_OK(ctx_open(&d, dev_index));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(bo_new(d.fd, 4096, NULL, &other[i]));
+    CHECK(other[2].handle > prof.handle, "handles %u / %u", other[2].handle, prof.handle);
+    CHECK_ERR(submit_prof(&c, len, &ref, P, other[2].handle, 0, 4096, &seq), ENOENT);
+    ctx_close(&d);
+
+    /* an unprofiled job writes nothing there */
+    memset(pm, 0, 4096);
+    CHECK_OK(submit_prof(&c, len, &ref, 0, 0, 0, 0, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "unprofiled job: status %u", w.status);
+    for (int i = 0; i < 4096; i++)
+        CHECK(!pm[i], "an unprofiled job wrote byte %d of the profiling BO", i);
+
+    /* a profiled job: header + 3 records, inside the job's time */
+    CHECK_OK(submit_prof(&c, len, &ref, P, prof.handle, 512, 1024, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "profiled job: status %u", w.status);
+    h = (const void *)(pm + 512);
+    rec = (const void *)(h + 1);
+    CHECK(h->magic == TX8_PROF_MAGIC && h->version == TX8_PROF_VERSION,
+          "profiling header: magic %#x version %u", h->magic, h->version);
+    CHECK(h->count == 3 && h->dropped == 0 && h->capacity == (1024 - 64) / 64,
+          "profiling header: count %u dropped %u capacity %u", h->count, h->dropped,
+          h->capacity);
+    for (unsigned i = 0; i < 3; i++) {
+        CHECK(rec[i].index == i && rec[i].opcode == (i == 1 ? TX8_OP_COPY : TX8_OP_FILL),
+              "record %u: index %u opcode %u", i, rec[i].index, rec[i].opcode);
+        CHECK(rec[i].start_ns >= w.start_ns && rec[i].end_ns >= rec[i].start_ns &&
+                  rec[i].end_ns <= w.end_ns && rec[i].ncores >= 1,
+              "record %u: %llu..%llu outside the job's %llu..%llu (cores %u)", i,
+              (unsigned long long)rec[i].start_ns, (unsigned long long)rec[i].end_ns,
+              (unsigned long long)w.start_ns, (unsigned long long)w.end_ns, rec[i].ncores);
+    }
+    CHECK(rec[1].bytes_read == 4096 && rec[1].bytes_written == 4096,
+          "COPY record: read %llu written %llu", (unsigned long long)rec[1].bytes_read,
+          (unsigned long long)rec[1].bytes_written);
+    for (int i = 0; i < 512; i++)
+        CHECK(!pm[i], "the device wrote before the profiling buffer (byte %d)", i);
+    for (int i = 512 + 1024; i < 4096; i++)
+        CHECK(!pm[i], "the device wrote after the profiling buffer (byte %d)", i);
+
+    /* room for one record: the other two are counted as dropped */
+    memset(pm, 0, 4096);
+    CHECK_OK(submit_prof(&c, len, &ref, P, prof.handle, 0, 128, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "profiled job, small buffer: status %u", w.status);
+    h = (const void *)pm;
+    CHECK(h->count == 1 && h->dropped == 2, "small buffer: count %u dropped %u", h->count,
+          h->dropped);
+    /* the profiling BO given in bos[] too (read only there): merged, writable */
+    ref.handle = prof.handle;
+    ref.access = DRM_TX8_ACCESS_READ;
+    len = put_fill(c.cmdmap, prof.dev_addr + 2048, 64, 1);
+    CHECK_OK(submit_prof(&c, len, &ref, P, prof.handle, 0, 1024, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "profiling BO also in bos[]: status %u", w.status);
+    CHECK(h->count == 1, "profiling BO also in bos[]: count %u", h->count);
+    munmap(pm, 4096);
+    ctx_close(&c);
+    return 0;
+}
 
 /*
  * tx-top as a normal user: it runs, sees the device and its memory, and
@@ -3339,6 +3764,7 @@ static const struct test {
     {"fence_bounds", t_fence_bounds},
     {"unbind_submit", t_unbind_submit},
     {"fence_lifetime", t_fence_lifetime},
+    {"fence_unrun", t_fence_unrun},
     {"reset_taken", t_reset_taken},
     {"dev_bad_record", t_dev_bad_record},
     {"dev_bad_caps", t_dev_bad_caps},
@@ -3351,6 +3777,9 @@ static const struct test {
     {"small_items", t_small_items},
     {"fairness", t_fairness},
     {"priority", t_priority},
+    {"priority_low", t_priority_low},
+    {"timeout_start", t_timeout_start},
+    {"profile", t_profile},
     {"txtop_user", t_txtop_user},
 };
 

@@ -267,9 +267,17 @@ struct drm_tx8_bo_ref {
  * and low priority; needs CAP_SYS_NICE (-EPERM otherwise)
  */
 #define DRM_TX8_SUBMIT_PRIORITY_HIGH	(1u << 1)
+/**
+ * DRM_TX8_SUBMIT_PROFILE - the device records the time, cores, bytes and
+ * MACs of each command of the job into the profiling buffer
+ * &drm_tx8_submit.prof_handle (driver 1.1, hardware interface 1.5;
+ * -EOPNOTSUPP on an older device). docs/hardware.md 2.3.1 has the format.
+ */
+#define DRM_TX8_SUBMIT_PROFILE		(1u << 2)
 /** DRM_TX8_SUBMIT_FLAGS_MASK - SUBMIT flags defined so far */
 #define DRM_TX8_SUBMIT_FLAGS_MASK \
-	(DRM_TX8_SUBMIT_PRIORITY_LOW | DRM_TX8_SUBMIT_PRIORITY_HIGH)
+	(DRM_TX8_SUBMIT_PRIORITY_LOW | DRM_TX8_SUBMIT_PRIORITY_HIGH | \
+	 DRM_TX8_SUBMIT_PROFILE)
 
 /**
  * struct drm_tx8_submit - queue a job (DRM_IOCTL_TX8_SUBMIT)
@@ -335,6 +343,27 @@ struct drm_tx8_submit {
 	__s64 timeout_ns;
 	/** @seqno: out: sequence number of the job, for DRM_IOCTL_TX8_WAIT */
 	__u64 seqno;
+	/*
+	 * Driver 1.1: the profiling buffer of DRM_TX8_SUBMIT_PROFILE. Without
+	 * the flag these fields must be zero.
+	 */
+	/**
+	 * @prof_handle: BO of this file that receives the job's profile (a
+	 * struct tx8_prof_header, then one struct tx8_prof_record per command
+	 * that ran). The job may write it: it is added to the job's BOs with
+	 * DRM_TX8_ACCESS_WRITE (and waits for, and is waited for by, other
+	 * jobs using it as any written BO).
+	 */
+	__u32 prof_handle;
+	/** @prof_pad: must be zero */
+	__u32 prof_pad;
+	/** @prof_offset: byte offset of the buffer in the BO, multiple of 8 */
+	__u64 prof_offset;
+	/**
+	 * @prof_size: bytes of the buffer, at least 64 (the header), inside
+	 * the BO; records that do not fit are counted as dropped
+	 */
+	__u64 prof_size;
 };
 
 /* Job status (&struct drm_tx8_wait.status); equal to enum tx8_status */
