@@ -70,7 +70,7 @@ struct tx_backend_job {
     const struct tx_backend_bo_use *bos;
     uint32_t flags; /* TX_SUBMIT_* */
     uint64_t user_data;
-    /* Profiling buffer (interface >= 1.5; emu only so far): a device range
+    /* Profiling buffer (interface >= 1.5, can_profile): a device range
      * inside one of bos with WRITE access, or prof_size 0 (no profiling). */
     uint64_t prof_addr, prof_size;
 };
@@ -126,6 +126,10 @@ struct tx_backend_ops {
     int (*reset)(struct tx_backend *be);
     /* enum tx_fault; NULL op = TX_ENOTSUP. */
     int (*inject_fault)(struct tx_backend *be, uint32_t kind, uint32_t param, uint32_t count);
+    /* Non-zero when submit passes tx_backend_job.prof_* to the device
+     * (TX8_JOB_F_PROFILE; the generic layer also needs interface >= 1.5).
+     * NULL op = no profiling. */
+    int (*can_profile)(struct tx_backend *be);
 };
 
 extern const struct tx_backend_ops tx_backend_emu_ops;

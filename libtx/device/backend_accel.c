@@ -311,6 +311,31 @@ static int accel_submit(struct tx_backend *be, const struct tx_backend_job *job,
     s.bo_stride = sizeof(*refs);
     s.user_data = job->user_data;
     s.timeout_ns = uapi_deadline(deadline_ns);
+    if (job->prof_size) {
+        /* the profiling buffer is a range of one of the job's BOs: the
+         * kernel takes it as that BO's handle and an offset in it */
+        const struct tx_backend_bo *pb = NULL;
+
+        for (uint32_t i = 0; i < job->num_bos && !pb; i++) {
+            const struct tx_backend_bo *b = job->bos[i].bo;
+
+            if (job->prof_addr >= b->addr && job->prof_addr - b->addr <= b->size &&
+                job->prof_size <= b->size - (job->prof_addr - b->addr))
+                pb = b;
+        }
+        if (!pb) {
+            if (refs != stack_refs)
+                free(refs);
+            return tx_error(TX_EINVAL,
+                            "tx_submit: accel %s: the profiling buffer at %#" PRIx64
+                            " (+%" PRIu64 ") is in none of the job's buffer objects",
+                            be->path, job->prof_addr, job->prof_size);
+        }
+        s.flags |= DRM_TX8_SUBMIT_PROFILE;
+        s.prof_handle = (uint32_t)pb->handle;
+        s.prof_offset = job->prof_addr - pb->addr;
+        s.prof_size = job->prof_size;
+    }
     /* the cmd BO is in bos[] already; the kernel would add it anyway */
     rc = accel_ioctl(be, DRM_IOCTL_TX8_SUBMIT, &s);
     if (refs != stack_refs)
@@ -430,6 +455,14 @@ static int accel_inject_fault(struct tx_backend *be, uint32_t kind, uint32_t par
     return rc ? accel_fail(be, "tx_device_inject_fault", rc) : TX_OK;
 }
 
+/* tx8.ko passes a profiling buffer from driver version 1.1 on
+ * (DRM_TX8_SUBMIT_PROFILE); the device needs interface 1.5 (checked by the
+ * generic layer). */
+static int accel_can_profile(struct tx_backend *be)
+{
+    return be->info.driver_version >= ((1u << 16) | 1u);
+}
+
 const struct tx_backend_ops tx_backend_accel_ops = {
     .name = "accel",
     .open = accel_open,
@@ -445,4 +478,5 @@ const struct tx_backend_ops tx_backend_accel_ops = {
     .memory_view = NULL,
     .reset = accel_reset,
     .inject_fault = accel_inject_fault,
+    .can_profile = accel_can_profile,
 };

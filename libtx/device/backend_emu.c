@@ -930,6 +930,13 @@ static int emu_inject_fault(struct tx_backend *be, uint32_t kind, uint32_t param
     return TX_OK;
 }
 
+/* The descriptor's prof_* fields reach the device as they are. */
+static int emu_can_profile(struct tx_backend *be)
+{
+    (void)be;
+    return 1;
+}
+
 const struct tx_backend_ops tx_backend_emu_ops = {
     .name = "emu",
     .open = emu_open,
@@ -945,4 +952,5 @@ const struct tx_backend_ops tx_backend_emu_ops = {
     .memory_view = emu_memory_view,
     .reset = emu_reset,
     .inject_fault = emu_inject_fault,
+    .can_profile = emu_can_profile,
 };

@@ -33,12 +33,19 @@ static void prof_names_free(struct txd_prof *p)
     p->nnames = 0;
 }
 
+/* The device records profiles (TX8_JOB_F_PROFILE): interface >= 1.5 and a
+ * backend that passes the buffer (emu; accel with tx8.ko >= 1.1). */
+static int dev_can_profile(struct tx_device *d)
+{
+    return TX8_IF_MINOR(d->info.if_version) >= 5 && d->ops->can_profile &&
+           d->ops->can_profile(d->be);
+}
+
 /* A profiling buffer for the next job, or NULL (profiling off, a device
  * without it, out of memory: the job then runs unprofiled). Oplock held. */
 static struct txd_prof *prof_get(struct tx_device *d)
 {
-    if (!tx_profile_enabled() || d->ops != &tx_backend_emu_ops ||
-        TX8_IF_MINOR(d->info.if_version) < 5)
+    if (!tx_profile_enabled() || !dev_can_profile(d))
         return NULL;
     pthread_mutex_lock(&d->lock);
     struct txd_prof *p = d->prof_free;
@@ -1065,10 +1072,10 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
     if (rc < 0)
         return rc;
     if (flags & TX_SUBMIT_PROFILE) {
-        if (d->ops != &tx_backend_emu_ops || TX8_IF_MINOR(d->info.if_version) < 5) {
+        if (!dev_can_profile(d)) {
             rc = tx_error(TX_ENOTSUP,
-                          "tx_submit: profiling needs an emu device of interface >= 1.5 (%s, "
-                          "interface %u.%u)",
+                          "tx_submit: profiling needs a device of interface >= 1.5 (emu, or "
+                          "accel with tx8.ko >= 1.1) (%s, interface %u.%u)",
                           d->ops->name, TX8_IF_MAJOR(d->info.if_version),
                           TX8_IF_MINOR(d->info.if_version));
             goto out;
