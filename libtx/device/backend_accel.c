@@ -327,8 +327,8 @@ static int accel_submit(struct tx_backend *be, const struct tx_backend_job *job,
             if (refs != stack_refs)
                 free(refs);
             return tx_error(TX_EINVAL,
-                            "tx_submit: accel %s: the profiling buffer at %#" PRIx64
-                            " (+%" PRIu64 ") is in none of the job's buffer objects",
+                            "tx_submit: accel %s: the profiling buffer at %#" PRIx64 " (+%" PRIu64
+                            ") is in none of the job's buffer objects",
                             be->path, job->prof_addr, job->prof_size);
         }
         s.flags |= DRM_TX8_SUBMIT_PROFILE;

@@ -103,18 +103,28 @@ int main(int argc, char **argv)
             int a = x >= bpp ? row[x - bpp] : 0, b = prev ? prev[x] : 0,
                 c = prev && x >= bpp ? prev[x - bpp] : 0, v = src[x];
             switch (ft) {
-            case 0: break;
-            case 1: v += a; break;
-            case 2: v += b; break;
-            case 3: v += (a + b) / 2; break;
-            case 4: v += paeth(a, b, c); break;
-            default: return die(path, "bad filter type");
+            case 0:
+                break;
+            case 1:
+                v += a;
+                break;
+            case 2:
+                v += b;
+                break;
+            case 3:
+                v += (a + b) / 2;
+                break;
+            case 4:
+                v += paeth(a, b, c);
+                break;
+            default:
+                return die(path, "bad filter type");
             }
             row[x] = (uint8_t)v;
         }
     }
 
-#define PX(x, y) (img + (size_t)(y) * stride + (size_t)(x) * bpp)
+#define PX(x, y) (img + (size_t)(y)*stride + (size_t)(x)*bpp)
 #define IS_BG(p) ((p)[0] == 0xf4 && (p)[1] == 0xf4 && (p)[2] == 0xf4)
     /* the timeline's top-left corner: the first long run of #f4f4f4 */
     long top = -1, left = -1;

@@ -1843,8 +1843,7 @@ static int t_history_race(void)
     CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
     write_file(HISTORY_DELAY, "0");
     CHECK(klog_count("refcount_t|use-after-free|BUG|WARNING") == warn0,
-          "the kernel warned (a WAIT took a reference on a freed job record):\n%s",
-          klog_tail(6));
+          "the kernel warned (a WAIT took a reference on a freed job record):\n%s", klog_tail(6));
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "waiter: status %#x", status);
     CHECK_OK(wait_job(c.fd, seq, 30000, &w));
     CHECK(w.status == DRM_TX8_STATUS_OK, "last job status %u", w.status);
@@ -2083,12 +2082,10 @@ static int t_unbind_submit(void)
     CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/bind", addr));
     CHECK_OK(wait_for_node(dev_index, true, 5000));
     CHECK(t1 - t0 < 10000000000ll, "unbind took %" PRId64 " ms", (t1 - t0) / 1000000);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the blocked SUBMIT: status %#x",
-          status);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the blocked SUBMIT: status %#x", status);
     for (int i = 0; i < 2; i++)
         CHECK(WIFEXITED(wstatus[i]) && WEXITSTATUS(wstatus[i]) == 0,
-              "the WAIT blocked on the %s job: status %#x", i ? "last queued" : "hung",
-              wstatus[i]);
+              "the WAIT blocked on the %s job: status %#x", i ? "last queued" : "hung", wstatus[i]);
     CHECK_OK(ctx_open(&c, dev_index));
     CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
     ref.handle = bo.handle;
@@ -3651,8 +3648,7 @@ static int t_profile(void)
     CHECK(h->magic == TX8_PROF_MAGIC && h->version == TX8_PROF_VERSION,
           "profiling header: magic %#x version %u", h->magic, h->version);
     CHECK(h->count == 3 && h->dropped == 0 && h->capacity == (1024 - 64) / 64,
-          "profiling header: count %u dropped %u capacity %u", h->count, h->dropped,
-          h->capacity);
+          "profiling header: count %u dropped %u capacity %u", h->count, h->dropped, h->capacity);
     for (unsigned i = 0; i < 3; i++) {
         CHECK(rec[i].index == i && rec[i].opcode == (i == 1 ? TX8_OP_COPY : TX8_OP_FILL),
               "record %u: index %u opcode %u", i, rec[i].index, rec[i].opcode);
