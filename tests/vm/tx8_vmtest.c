@@ -559,7 +559,7 @@ static int t_submit_args(void)
     CHECK(w.status == DRM_TX8_STATUS_OK, "status %u", w.status);
 
     S_INIT();
-    s.flags = 1u << 2; /* the first undefined flag (1, 2: priorities) */
+    s.flags = 1u << 3; /* the first undefined flag (1, 2: priorities, 4: profile) */
     CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
     S_INIT();
     s.cmd_handle = 999;
