@@ -336,6 +336,22 @@ TX_API int glm_decode_batch_each(glm_session_t *const *sessions, const int32_t *
                                  float *logits, const struct glm_sampling *sampling,
                                  int32_t *next);
 
+/*
+ * Continuous batching (glm-server): ONE device pass that decodes one token
+ * for each of n sessions (as glm_decode_batch_each: sampling[i] draws
+ * next[i]) and also appends n_chunk prompt tokens chunk_ids to the session
+ * `chunk` (a chunk of its prefill; no logits, nothing sampled for it), so a
+ * new request's prompt is evaluated without stalling the running streams.
+ * n may be 0 (the chunk alone); chunk NULL / n_chunk 0 is
+ * glm_decode_batch_each without logits. The chunk must not be one of the
+ * decode sessions; n + 1 <= 32. The decode rows' values depend on the
+ * pass's composition as glm_decode_batch's do (its guarantee applies).
+ * Since libtx 2.2 (LIBTX_2.2).
+ */
+TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_t *ids, int n,
+                                    const struct glm_sampling *sampling, int32_t *next,
+                                    glm_session_t *chunk, const int32_t *chunk_ids, int n_chunk);
+
 /* ------------------------------------------------------------------------ */
 /* Generation                                                                */
 /* ------------------------------------------------------------------------ */

@@ -504,6 +504,84 @@ TX_API int glm_decode_batch_each(glm_session_t *const *sessions, const int32_t *
     return decode_batch("glm_decode_batch_each", sessions, ids, n, logits, sampling, n, next);
 }
 
+TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_t *ids, int n,
+                                    const struct glm_sampling *sampling, int32_t *next,
+                                    glm_session_t *chunk, const int32_t *chunk_ids, int n_chunk)
+{
+    const char *who = "glm_decode_batch_prefill";
+    if (!chunk || n_chunk <= 0 || !chunk_ids) {
+        if (n <= 0)
+            return tx_error(TX_EINVAL, "%s: neither decode rows nor a prefill chunk", who);
+        return glm_decode_batch_each(sessions, ids, n, NULL, sampling, next);
+    }
+    if (n < 0 || (n > 0 && (!sessions || !ids || !sampling || !next)))
+        return tx_error(TX_EINVAL, "%s: decode rows need sessions, ids, sampling and next", who);
+    glm_model_t *m = chunk->m;
+    if (n + 1 > RT_MAX_LOGIT_ROWS)
+        return tx_error(TX_EINVAL, "%s: at most %d decode sessions beside the chunk", who,
+                        RT_MAX_LOGIT_ROWS - 1);
+    for (int i = 0; i < n; i++) {
+        if (!sessions[i] || sessions[i]->m != m)
+            return tx_error(TX_EINVAL, "%s: session %d is NULL or of another model", who, i);
+        if (sessions[i] == chunk)
+            return tx_error(TX_EINVAL, "%s: session %d is also the prefill session", who, i);
+        for (int j = 0; j < i; j++)
+            if (sessions[j] == sessions[i])
+                return tx_error(TX_EINVAL, "%s: session %d appears twice", who, i);
+        char w[96];
+        snprintf(w, sizeof(w), "%s: session %d", who, i);
+        int rc = rt_sampling_check(m, &sampling[i], w);
+        if (rc)
+            return rc;
+    }
+    int T = n + n_chunk;
+    int32_t *all = malloc((size_t)T * sizeof(*all));
+    if (!all)
+        return tx_error(TX_ENOMEM, "%s: out of host memory", who);
+    if (n)
+        memcpy(all, ids, (size_t)n * sizeof(*all));
+    memcpy(all + n, chunk_ids, (size_t)n_chunk * sizeof(*all));
+    struct rt_seg seg[RT_MAX_LOGIT_ROWS];
+    pthread_mutex_lock(&m->lock);
+    int rc = check_ids(m, all, T);
+    for (int i = 0; i < n && !rc; i++) {
+        if (sessions[i]->pos + 1 > sessions[i]->n_ctx)
+            rc = tx_error(TX_EINVAL, "%s: session %d's context is full", who, i);
+        seg[i] = (struct rt_seg){sessions[i], sessions[i]->pos, 1, i};
+    }
+    if (!rc && chunk->pos + n_chunk > chunk->n_ctx)
+        rc = tx_error(TX_EINVAL, "%s: %d tokens at position %d exceed the context of %d", who,
+                      n_chunk, chunk->pos, chunk->n_ctx);
+    if (!rc) {
+        seg[n] = (struct rt_seg){chunk, chunk->pos, n_chunk, n};
+        struct rt_fwd f;
+        memset(&f, 0, sizeof(f));
+        f.n_seg = n + 1;
+        f.seg = seg;
+        f.T = T;
+        f.ids = all;
+        f.lrow0 = 0;
+        f.lrows = n; /* the decode rows only: the chunk gives no logits */
+        if (n) {
+            f.sampling = sampling;
+            f.n_sampling = n;
+            f.sampled = next;
+        }
+        for (int i = 0; i < n; i++)
+            sessions[i]->toks[sessions[i]->pos] = ids[i];
+        memcpy(chunk->toks + chunk->pos, chunk_ids, (size_t)n_chunk * sizeof(int32_t));
+        rc = rt_forward(m, &f);
+        if (!rc) {
+            for (int i = 0; i < n; i++)
+                sessions[i]->pos++;
+            chunk->pos += n_chunk;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    free(all);
+    return rc;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Stop tokens, chat, tokenizing                                             */
 /* ------------------------------------------------------------------------ */
