@@ -255,6 +255,12 @@ TX_API glm_model_t *glm_session_model(const glm_session_t *s);
  * evaluation overwrites the rest). glm_session_reset is truncate to 0. */
 TX_API int glm_session_truncate(glm_session_t *s, int pos);
 
+/* Label the session's KV cache buffer in device memory views (tx-top
+ * --json memory.labels, /proc/tx_meminfo), e.g. "GLM-5.1_KV_slot3"
+ * instead of the model's "<name>_KVCache"; at most 31 bytes. glm-server
+ * labels its slots so. Since libtx 2.2 (LIBTX_2.2). */
+TX_API int glm_session_set_label(glm_session_t *s, const char *label);
+
 /* glm_eval flags */
 #define GLM_EVAL_ALL_LOGITS (1u << 0) /* logits of every position, else the last */
 

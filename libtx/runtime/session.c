@@ -504,6 +504,19 @@ TX_API int glm_decode_batch_each(glm_session_t *const *sessions, const int32_t *
     return decode_batch("glm_decode_batch_each", sessions, ids, n, logits, sampling, n, next);
 }
 
+TX_API int glm_session_set_label(glm_session_t *s, const char *label)
+{
+    if (!s || !label || !*label)
+        return tx_error(TX_EINVAL, "glm_session_set_label: NULL session or empty label");
+    if (strlen(label) >= TX8_LABEL_LEN)
+        return tx_error(TX_EINVAL, "glm_session_set_label: '%s' is longer than %d bytes", label,
+                        TX8_LABEL_LEN - 1);
+    pthread_mutex_lock(&s->m->lock);
+    int rc = s->kv_bo ? tx_bo_set_label(s->kv_bo, label) : TX_OK;
+    pthread_mutex_unlock(&s->m->lock);
+    return rc;
+}
+
 TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_t *ids, int n,
                                     const struct glm_sampling *sampling, int32_t *next,
                                     glm_session_t *chunk, const int32_t *chunk_ids, int n_chunk)

@@ -138,6 +138,10 @@ static void mixed_pass(int which)
                      TX_EINVAL);
     ck_assert_int_eq(glm_session_pos(c), 4);
     ck_assert_int_eq(glm_session_pos(run[0]), NP + 2);
+    /* the KV cache label of a slot */
+    OK(glm_session_set_label(c, "GLM_KV_slot0"));
+    ck_assert_int_eq(glm_session_set_label(c, "a label that is longer than 31 bytes"), TX_EINVAL);
+    ck_assert_int_eq(glm_session_set_label(c, ""), TX_EINVAL);
     printf("[batch-prefill] %s: a 12-token prompt in 3 chunks beside 2 decoding sessions: same "
            "tokens as unmixed\n",
            which ? "GLM-4.5" : "GLM-5.1");

@@ -471,6 +471,9 @@ int sched_start(struct srv *S)
                     i, S->o.ctx_size, tx_last_error());
             return -1;
         }
+        char label[32];
+        snprintf(label, sizeof(label), "%.16s_KV_slot%d", glm_model_name(S->m), i);
+        glm_session_set_label(S->slots[i].s, label);
     }
     /* warm-up: the first pass converts the weights the plan needs (CONVERT)
      * and sizes the activations; do it now, not in the first request */
