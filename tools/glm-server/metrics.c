@@ -57,9 +57,11 @@ char *metrics_text(struct srv *S)
     struct srv_metrics x = S->mx;
     int q = S->q_len, active = S->n_active, used = 0, prefill = 0;
     for (int i = 0; i < S->o.parallel; i++)
-        if (S->slots[i].r) {
-            used += glm_session_pos(S->slots[i].s);
-            prefill += S->slots[i].r->state == RQ_PREFILL;
+        if (S->slots[i].r) { /* the session's position, from the scheduler's counts (the
+                                * session itself is the scheduler's, mid-pass) */
+            const struct request *r = S->slots[i].r;
+            used += r->state == RQ_PREFILL ? r->n_fed : r->n_prompt - 1 + r->n_completion;
+            prefill += r->state == RQ_PREFILL;
         }
     pthread_mutex_unlock(&S->mu);
     double up = srv_now() - x.started;

@@ -471,7 +471,7 @@ int sched_start(struct srv *S)
                     i, S->o.ctx_size, tx_last_error());
             return -1;
         }
-        char label[32];
+        char label[48];
         snprintf(label, sizeof(label), "%.16s_KV_slot%d", glm_model_name(S->m), i);
         glm_session_set_label(S->slots[i].s, label);
     }
