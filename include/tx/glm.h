@@ -345,18 +345,24 @@ TX_API int glm_decode_batch_each(glm_session_t *const *sessions, const int32_t *
 /*
  * Continuous batching (glm-server): ONE device pass that decodes one token
  * for each of n sessions (as glm_decode_batch_each: sampling[i] draws
- * next[i]) and also appends n_chunk prompt tokens chunk_ids to the session
- * `chunk` (a chunk of its prefill; no logits, nothing sampled for it), so a
- * new request's prompt is evaluated without stalling the running streams.
- * n may be 0 (the chunk alone); chunk NULL / n_chunk 0 is
- * glm_decode_batch_each without logits. The chunk must not be one of the
- * decode sessions; n + 1 <= 32. The decode rows' values depend on the
- * pass's composition as glm_decode_batch's do (its guarantee applies).
- * Since libtx 2.2 (LIBTX_2.2).
+ * next[i]) and also appends chunks[j].n prompt tokens chunks[j].ids to
+ * chunks[j].session for each of n_chunks chunks (pieces of their prefill;
+ * no logits, nothing sampled for them), so new requests' prompts are
+ * evaluated without stalling the running streams. n may be 0 (chunks
+ * only); n_chunks 0 is glm_decode_batch_each without logits. A chunk's
+ * session must not be a decode session nor appear twice; n <= 32,
+ * n_chunks <= 32. On an error nothing is evaluated. The decode rows'
+ * values depend on the pass's composition as glm_decode_batch's do (its
+ * guarantee applies). Since libtx 2.2 (LIBTX_2.2).
  */
+struct glm_prefill_chunk {
+    glm_session_t *session;
+    const int32_t *ids;
+    int n;
+};
 TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_t *ids, int n,
                                     const struct glm_sampling *sampling, int32_t *next,
-                                    glm_session_t *chunk, const int32_t *chunk_ids, int n_chunk);
+                                    const struct glm_prefill_chunk *chunks, int n_chunks);
 
 /* ------------------------------------------------------------------------ */
 /* Generation                                                                */

@@ -519,25 +519,45 @@ TX_API int glm_session_set_label(glm_session_t *s, const char *label)
 
 TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_t *ids, int n,
                                     const struct glm_sampling *sampling, int32_t *next,
-                                    glm_session_t *chunk, const int32_t *chunk_ids, int n_chunk)
+                                    const struct glm_prefill_chunk *chunks, int n_chunks)
 {
     const char *who = "glm_decode_batch_prefill";
-    if (!chunk || n_chunk <= 0 || !chunk_ids) {
-        if (n <= 0)
+    if (n < 0 || n_chunks < 0 || (n_chunks > 0 && !chunks))
+        return tx_error(TX_EINVAL, "%s: negative counts or NULL chunks", who);
+    if (n_chunks == 0) {
+        if (n == 0)
             return tx_error(TX_EINVAL, "%s: neither decode rows nor a prefill chunk", who);
         return glm_decode_batch_each(sessions, ids, n, NULL, sampling, next);
     }
-    if (n < 0 || (n > 0 && (!sessions || !ids || !sampling || !next)))
+    if (n > 0 && (!sessions || !ids || !sampling || !next))
         return tx_error(TX_EINVAL, "%s: decode rows need sessions, ids, sampling and next", who);
-    glm_model_t *m = chunk->m;
-    if (n + 1 > RT_MAX_LOGIT_ROWS)
-        return tx_error(TX_EINVAL, "%s: at most %d decode sessions beside the chunk", who,
-                        RT_MAX_LOGIT_ROWS - 1);
+    if (n > RT_MAX_LOGIT_ROWS || n_chunks > RT_MAX_LOGIT_ROWS)
+        return tx_error(TX_EINVAL, "%s: at most %d decode sessions and %d chunks per pass", who,
+                        RT_MAX_LOGIT_ROWS, RT_MAX_LOGIT_ROWS);
+    glm_model_t *m = chunks[0].session ? chunks[0].session->m : NULL;
+    if (!m)
+        return tx_error(TX_EINVAL, "%s: chunk 0 has no session", who);
+    int T = n;
+    for (int j = 0; j < n_chunks; j++) {
+        const struct glm_prefill_chunk *c = &chunks[j];
+        if (!c->session || c->session->m != m || !c->ids || c->n <= 0)
+            return tx_error(TX_EINVAL,
+                            "%s: chunk %d: NULL session or ids, no tokens, or another model", who,
+                            j);
+        for (int k = 0; k < j; k++)
+            if (chunks[k].session == c->session)
+                return tx_error(TX_EINVAL, "%s: chunk %d's session appears twice", who, j);
+        for (int i = 0; i < n; i++)
+            if (sessions[i] == c->session)
+                return tx_error(TX_EINVAL, "%s: session %d is also the prefill session of chunk %d",
+                                who, i, j);
+        if (c->n > INT32_MAX / 2 - T)
+            return tx_error(TX_EINVAL, "%s: too many tokens", who);
+        T += c->n;
+    }
     for (int i = 0; i < n; i++) {
         if (!sessions[i] || sessions[i]->m != m)
             return tx_error(TX_EINVAL, "%s: session %d is NULL or of another model", who, i);
-        if (sessions[i] == chunk)
-            return tx_error(TX_EINVAL, "%s: session %d is also the prefill session", who, i);
         for (int j = 0; j < i; j++)
             if (sessions[j] == sessions[i])
                 return tx_error(TX_EINVAL, "%s: session %d appears twice", who, i);
@@ -547,14 +567,17 @@ TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_
         if (rc)
             return rc;
     }
-    int T = n + n_chunk;
     int32_t *all = malloc((size_t)T * sizeof(*all));
-    if (!all)
+    struct rt_seg *seg = malloc((size_t)(n + n_chunks) * sizeof(*seg));
+    if (!all || !seg) {
+        free(all);
+        free(seg);
         return tx_error(TX_ENOMEM, "%s: out of host memory", who);
+    }
     if (n)
         memcpy(all, ids, (size_t)n * sizeof(*all));
-    memcpy(all + n, chunk_ids, (size_t)n_chunk * sizeof(*all));
-    struct rt_seg seg[RT_MAX_LOGIT_ROWS];
+    for (int j = 0, row = n; j < n_chunks; row += chunks[j].n, j++)
+        memcpy(all + row, chunks[j].ids, (size_t)chunks[j].n * sizeof(*all));
     pthread_mutex_lock(&m->lock);
     int rc = check_ids(m, all, T);
     for (int i = 0; i < n && !rc; i++) {
@@ -562,19 +585,22 @@ TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_
             rc = tx_error(TX_EINVAL, "%s: session %d's context is full", who, i);
         seg[i] = (struct rt_seg){sessions[i], sessions[i]->pos, 1, i};
     }
-    if (!rc && chunk->pos + n_chunk > chunk->n_ctx)
-        rc = tx_error(TX_EINVAL, "%s: %d tokens at position %d exceed the context of %d", who,
-                      n_chunk, chunk->pos, chunk->n_ctx);
+    for (int j = 0, row = n; j < n_chunks && !rc; row += chunks[j].n, j++) {
+        glm_session_t *cs = chunks[j].session;
+        if (cs->pos + chunks[j].n > cs->n_ctx)
+            rc = tx_error(TX_EINVAL, "%s: chunk %d: %d tokens at position %d exceed the context of %d",
+                          who, j, chunks[j].n, cs->pos, cs->n_ctx);
+        seg[n + j] = (struct rt_seg){cs, cs->pos, chunks[j].n, row};
+    }
     if (!rc) {
-        seg[n] = (struct rt_seg){chunk, chunk->pos, n_chunk, n};
         struct rt_fwd f;
         memset(&f, 0, sizeof(f));
-        f.n_seg = n + 1;
+        f.n_seg = n + n_chunks;
         f.seg = seg;
         f.T = T;
         f.ids = all;
         f.lrow0 = 0;
-        f.lrows = n; /* the decode rows only: the chunk gives no logits */
+        f.lrows = n; /* the decode rows only: the chunks give no logits */
         if (n) {
             f.sampling = sampling;
             f.n_sampling = n;
@@ -582,16 +608,20 @@ TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_
         }
         for (int i = 0; i < n; i++)
             sessions[i]->toks[sessions[i]->pos] = ids[i];
-        memcpy(chunk->toks + chunk->pos, chunk_ids, (size_t)n_chunk * sizeof(int32_t));
+        for (int j = 0; j < n_chunks; j++)
+            memcpy(chunks[j].session->toks + chunks[j].session->pos, chunks[j].ids,
+                   (size_t)chunks[j].n * sizeof(int32_t));
         rc = rt_forward(m, &f);
         if (!rc) {
             for (int i = 0; i < n; i++)
                 sessions[i]->pos++;
-            chunk->pos += n_chunk;
+            for (int j = 0; j < n_chunks; j++)
+                chunks[j].session->pos += chunks[j].n;
         }
     }
     pthread_mutex_unlock(&m->lock);
     free(all);
+    free(seg);
     return rc;
 }
 

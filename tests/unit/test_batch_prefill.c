@@ -93,7 +93,8 @@ static void mixed_pass(int which)
     int32_t got[2][3];
     int chunks[3][2] = {{0, 5}, {5, 5}, {10, 2}};
     for (int k = 0; k < 3; k++) {
-        OK(glm_decode_batch_prefill(run, cur, 2, smp, next, c, q + chunks[k][0], chunks[k][1]));
+        struct glm_prefill_chunk ch = {c, q + chunks[k][0], chunks[k][1]};
+        OK(glm_decode_batch_prefill(run, cur, 2, smp, next, &ch, 1));
         for (int i = 0; i < 2; i++) {
             ck_assert_int_ge(next[i], 0);
             ck_assert_int_lt(next[i], SV);
@@ -123,27 +124,43 @@ static void mixed_pass(int which)
         }
     }
 
-    /* a chunk alone (n = 0), and refusals that leave every position as it was */
+    /* chunks alone (n = 0), two at once, and refusals that leave every
+     * position as it was */
     OK(glm_session_reset(c));
-    OK(glm_decode_batch_prefill(NULL, NULL, 0, NULL, NULL, c, q, 4));
+    OK(glm_session_reset(r));
+    struct glm_prefill_chunk two[2] = {{c, q, 4}, {r, q, 7}};
+    OK(glm_decode_batch_prefill(NULL, NULL, 0, NULL, NULL, two, 2));
     ck_assert_int_eq(glm_session_pos(c), 4);
-    ck_assert_int_eq(glm_decode_batch_prefill(run, cur, 2, smp, next, run[1], q, 2), TX_EINVAL);
+    ck_assert_int_eq(glm_session_pos(r), 7);
+    two[0] = (struct glm_prefill_chunk){c, q + 4, 8};
+    two[1] = (struct glm_prefill_chunk){r, q + 7, 5};
+    OK(glm_decode_batch_prefill(run, cur, 2, smp, next, two, 2));
+    ck_assert_int_eq(greedy_next(c, q[NQ - 1]), c_next); /* 4 + 8 = 12 tokens, then q[12] */
+    ck_assert_int_eq(greedy_next(r, q[NQ - 1]), c_next);
+    OK(glm_session_reset(c));
+    OK(glm_session_truncate(run[0], glm_session_pos(run[0])));
+    int pos0 = glm_session_pos(run[0]);
+    struct glm_prefill_chunk bad1 = {run[1], q, 2};
+    ck_assert_int_eq(glm_decode_batch_prefill(run, cur, 2, smp, next, &bad1, 1), TX_EINVAL);
     ck_assert_msg(strstr(tx_last_error(), "also the prefill session"), "%s", tx_last_error());
-    int32_t big[64] = {0};
-    ck_assert_int_eq(glm_decode_batch_prefill(run, cur, 2, smp, next, c, big, 61), TX_EINVAL);
+    struct glm_prefill_chunk dup[2] = {{c, q, 2}, {c, q, 2}};
+    ck_assert_int_eq(glm_decode_batch_prefill(NULL, NULL, 0, NULL, NULL, dup, 2), TX_EINVAL);
+    int32_t big[80] = {0};
+    struct glm_prefill_chunk bad2 = {c, big, 65};
+    ck_assert_int_eq(glm_decode_batch_prefill(run, cur, 2, smp, next, &bad2, 1), TX_EINVAL);
     ck_assert_msg(strstr(tx_last_error(), "exceed the context"), "%s", tx_last_error());
     int32_t bad = SV + 100000;
-    ck_assert_int_eq(glm_decode_batch_prefill(run, cur, 2, smp, next, c, &bad, 1), TX_EINVAL);
-    ck_assert_int_eq(glm_decode_batch_prefill(NULL, NULL, 0, NULL, NULL, NULL, NULL, 0),
-                     TX_EINVAL);
-    ck_assert_int_eq(glm_session_pos(c), 4);
-    ck_assert_int_eq(glm_session_pos(run[0]), NP + 2);
+    struct glm_prefill_chunk bad3 = {c, &bad, 1};
+    ck_assert_int_eq(glm_decode_batch_prefill(run, cur, 2, smp, next, &bad3, 1), TX_EINVAL);
+    ck_assert_int_eq(glm_decode_batch_prefill(NULL, NULL, 0, NULL, NULL, NULL, 0), TX_EINVAL);
+    ck_assert_int_eq(glm_session_pos(c), 0);
+    ck_assert_int_eq(glm_session_pos(run[0]), pos0);
     /* the KV cache label of a slot */
     OK(glm_session_set_label(c, "GLM_KV_slot0"));
     ck_assert_int_eq(glm_session_set_label(c, "a label that is longer than 31 bytes"), TX_EINVAL);
     ck_assert_int_eq(glm_session_set_label(c, ""), TX_EINVAL);
-    printf("[batch-prefill] %s: a 12-token prompt in 3 chunks beside 2 decoding sessions: same "
-           "tokens as unmixed\n",
+    printf("[batch-prefill] %s: a 12-token prompt in 3 chunks beside 2 decoding sessions, and "
+           "two prompts chunked together: same tokens as unmixed\n",
            which ? "GLM-4.5" : "GLM-5.1");
     glm_session_free(r);
     glm_session_free(c);

@@ -8,8 +8,8 @@
  *
  * Each step is ONE device pass (glm_decode_batch_prefill): a decode row for
  * every slot that is generating (each with its own sampling parameters and
- * seed) plus, when a request is being prefilled, the next chunk of its
- * prompt -- at most --batch-size tokens in all. A long prompt therefore
+ * seed) plus, for requests being prefilled (oldest first), the next chunks
+ * of their prompts -- at most --batch-size tokens in all. A long prompt therefore
  * delays the running streams by one chunk per step, never by its whole
  * prefill. The prompt's last token is fed as the request's first decode
  * row, so the first generated token is sampled on the device like every
@@ -355,14 +355,16 @@ static void *sched_main(void *arg)
     struct request *dec_r[SRV_MAX_PARALLEL];
     int32_t dec_ids[SRV_MAX_PARALLEL], next[SRV_MAX_PARALLEL];
     struct glm_sampling smp[SRV_MAX_PARALLEL];
+    struct glm_prefill_chunk chunks[SRV_MAX_PARALLEL];
+    struct request *chunk_r[SRV_MAX_PARALLEL];
     pthread_mutex_lock(&S->mu);
     S->mx.win_t0 = srv_now();
     while (!S->sched_exit) {
         reap_cancelled(S);
         if (!S->stopping)
             admit(S);
-        int nd = 0;
-        struct request *pre = NULL;
+        int nd = 0, np = 0;
+        struct request *pre[SRV_MAX_PARALLEL];
         for (int i = 0; i < S->o.parallel; i++) {
             struct request *r = S->slots[i].r;
             if (!r)
@@ -373,15 +375,14 @@ static void *sched_main(void *arg)
                 dec_ids[nd] = r->cur;
                 smp[nd] = r->smp;
                 nd++;
-            } else if (r->state == RQ_PREFILL && (!pre || r->t_arrive < pre->t_arrive)) {
-                pre = r;
+            } else if (r->state == RQ_PREFILL) {
+                pre[np++] = r;
             }
         }
         double now = srv_now();
-        if (!nd && !pre) {
-            if (S->stopping && !S->q_head) {
+        if (!nd && !np) {
+            if (S->stopping && !S->q_head)
                 break;
-            }
             refresh_metrics(S, now);
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -393,27 +394,32 @@ static void *sched_main(void *arg)
             pthread_cond_timedwait(&S->cv, &S->mu, &ts);
             continue;
         }
-        if (pre && nd >= SRV_MAX_PARALLEL)
-            pre = NULL; /* cannot happen with parallel <= 32: pre holds a slot */
-        int k = 0;
-        glm_session_t *pre_s = NULL;
-        const int32_t *pre_ids = NULL;
-        if (pre) {
-            int budget = S->o.batch_size - nd;
-            if (budget < 1)
-                budget = 1;
-            int left = pre->n_prompt - 1 - pre->n_fed;
-            k = left < budget ? left : budget;
-            pre_s = S->slots[pre->slot].s;
-            pre_ids = pre->prompt + pre->n_fed;
-            pre->refs++;
+        /* prefill chunks, oldest request first, within the pass's token budget */
+        for (int i = 1; i < np; i++)
+            for (int j = i; j > 0 && pre[j]->t_arrive < pre[j - 1]->t_arrive; j--) {
+                struct request *t = pre[j];
+                pre[j] = pre[j - 1];
+                pre[j - 1] = t;
+            }
+        int budget = S->o.batch_size - nd, nc = 0, rows = nd;
+        if (budget < 1)
+            budget = 1; /* the oldest prompt always advances */
+        for (int i = 0; i < np && budget > 0; i++) {
+            struct request *r = pre[i];
+            int left = r->n_prompt - 1 - r->n_fed;
+            int k = left < budget ? left : budget;
+            chunks[nc] = (struct glm_prefill_chunk){S->slots[r->slot].s, r->prompt + r->n_fed, k};
+            chunk_r[nc++] = r;
+            r->refs++;
+            budget -= k;
+            rows += k;
         }
         for (int i = 0; i < nd; i++)
             dec_r[i]->refs++;
         pthread_mutex_unlock(&S->mu);
 
         double t0 = srv_now();
-        int rc = glm_decode_batch_prefill(dec_s, dec_ids, nd, smp, next, pre_s, pre_ids, k);
+        int rc = glm_decode_batch_prefill(dec_s, dec_ids, nd, smp, next, chunks, nc);
         char msg[256] = "";
         if (rc)
             snprintf(msg, sizeof(msg), "device pass failed: %s", tx_last_error());
@@ -421,7 +427,7 @@ static void *sched_main(void *arg)
 
         pthread_mutex_lock(&S->mu);
         S->mx.passes++;
-        S->mx.pass_rows += (uint64_t)(nd + k);
+        S->mx.pass_rows += (uint64_t)rows;
         S->mx.busy_s += t1 - t0;
         S->mx.win_busy += t1 - t0;
         if (rc)
@@ -436,19 +442,20 @@ static void *sched_main(void *arg)
             }
             req_unref(r);
         }
-        if (pre) {
-            if (pre->state != RQ_DONE) {
+        for (int j = 0; j < nc; j++) {
+            struct request *r = chunk_r[j];
+            if (r->state != RQ_DONE) {
                 if (rc) {
-                    finish(S, pre, NULL, 500, msg);
+                    finish(S, r, NULL, 500, msg);
                 } else {
-                    pre->n_fed += k;
-                    if (pre->n_fed >= pre->n_prompt - 1) {
-                        pre->state = RQ_DECODE;
-                        pre->cur = pre->prompt[pre->n_prompt - 1];
+                    r->n_fed += chunks[j].n;
+                    if (r->n_fed >= r->n_prompt - 1) {
+                        r->state = RQ_DECODE;
+                        r->cur = r->prompt[r->n_prompt - 1];
                     }
                 }
             }
-            req_unref(pre);
+            req_unref(r);
         }
         refresh_metrics(S, t1);
     }
@@ -481,8 +488,9 @@ int sched_start(struct srv *S)
         glm_session_t *w = S->slots[0].s;
         int32_t ids[2] = {0, 0}, nx = -1;
         struct glm_sampling g = {.temperature = 0.0f, .top_p = 1.0f};
-        if (glm_decode_batch_prefill(NULL, NULL, 0, NULL, NULL, w, ids, 1) ||
-            glm_decode_batch_prefill(&w, ids, 1, &g, &nx, NULL, NULL, 0)) {
+        struct glm_prefill_chunk ch = {w, ids, 1};
+        if (glm_decode_batch_prefill(NULL, NULL, 0, NULL, NULL, &ch, 1) ||
+            glm_decode_batch_prefill(&w, ids, 1, &g, &nx, NULL, 0)) {
             fprintf(stderr, "glm-server: warm-up pass failed: %s\n", tx_last_error());
             return -1;
         }
