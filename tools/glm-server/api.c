@@ -63,7 +63,7 @@ char *api_error_json(int status, const char *fmt, ...)
 
 /* A 400 naming the field: sets *reply, returns 400. */
 __attribute__((format(printf, 3, 4))) static int bad(char **reply, const char *param,
-                                                      const char *fmt, ...)
+                                                     const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -214,8 +214,9 @@ static int tokens_of_array(struct srv *S, json_object *a, const char *param, int
             return bad(reply, param, "'%s' must be a string or an array of token ids", param);
         int64_t t = json_object_get_int64(e);
         if (t < 0 || t >= S->vocab)
-            return bad(reply, param, "'%s': token %lld (index %zu) is outside the vocabulary [0, %d)",
-                       param, (long long)t, i, S->vocab);
+            return bad(reply, param,
+                       "'%s': token %lld (index %zu) is outside the vocabulary [0, %d)", param,
+                       (long long)t, i, S->vocab);
         (*ids)[i] = (int32_t)t;
     }
     *n = k;
@@ -240,8 +241,9 @@ static int prompt_of(struct srv *S, json_object *o, int32_t **ids, size_t *n, ch
     if (json_object_is_type(v, json_type_array)) {
         json_object *e0 = json_object_array_length(v) ? json_object_array_get_idx(v, 0) : NULL;
         if (e0 && !json_object_is_type(e0, json_type_int))
-            return bad(reply, "prompt", "'prompt': one prompt per request (a string or an array "
-                                        "of token ids); this server has no batch prompts");
+            return bad(reply, "prompt",
+                       "'prompt': one prompt per request (a string or an array "
+                       "of token ids); this server has no batch prompts");
         return tokens_of_array(S, v, "prompt", ids, n, reply);
     }
     return bad(reply, "prompt", "'prompt' must be a string or an array of token ids");
@@ -419,8 +421,9 @@ static int parse_sampling(struct srv *S, json_object *o, int chat, struct reques
             return bad(reply, "logprobs", "'logprobs' must be %s",
                        chat ? "true or false" : "an integer");
         if (on)
-            return bad(reply, "logprobs", "'logprobs' is not supported by glm-server (tokens are "
-                                          "sampled on the device; no logits come back)");
+            return bad(reply, "logprobs",
+                       "'logprobs' is not supported by glm-server (tokens are "
+                       "sampled on the device; no logits come back)");
     }
     int echo = 0;
     if ((st = get_bool(o, "echo", &echo, reply)))
@@ -485,8 +488,8 @@ static char *final_json_locked(struct srv *S, struct request *r, int *status)
     json_object *tm = json_object_new_object();
     json_object_object_add(tm, "prompt_n", json_object_new_int(r->n_prompt));
     json_object_object_add(tm, "predicted_n", json_object_new_int(r->n_completion));
-    json_object_object_add(tm, "ttft_ms",
-                           json_object_new_double(r->t_first ? (r->t_first - r->t_arrive) * 1e3 : 0));
+    json_object_object_add(
+        tm, "ttft_ms", json_object_new_double(r->t_first ? (r->t_first - r->t_arrive) * 1e3 : 0));
     json_object_object_add(tm, "total_ms", json_object_new_double((r->t_done - r->t_arrive) * 1e3));
     json_object_object_add(o, "timings", tm);
     return to_text(o);
@@ -690,7 +693,8 @@ int api_tokenize(struct srv *S, const char *body, size_t len, char **reply)
         int bl = tx_tokenizer_token_bytes(S->tok, ids[i], &b);
         json_object *t = json_object_new_object();
         json_object_object_add(t, "id", json_object_new_int(ids[i]));
-        json_object_object_add(t, "piece", json_object_new_string_len(bl > 0 ? b : "", bl > 0 ? bl : 0));
+        json_object_object_add(t, "piece",
+                               json_object_new_string_len(bl > 0 ? b : "", bl > 0 ? bl : 0));
         json_object_array_add(a, t);
     }
     free(ids);

@@ -141,9 +141,8 @@ static int path_is(const char *url, const char *a)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **req_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
 {
     (void)version;
     struct srv *S = cls;
@@ -208,14 +207,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (hc->too_big)
         return send_json(c, 413,
-                         api_error_json(413, "the request body exceeds the limit of %zu bytes "
-                                             "(--body-limit)",
+                         api_error_json(413,
+                                        "the request body exceeds the limit of %zu bytes "
+                                        "(--body-limit)",
                                         S->o.body_limit));
     int chat = path_is(url, "/v1/chat/completions") || path_is(url, "/chat/completions");
     int compl = path_is(url, "/v1/completions") || path_is(url, "/completions");
     char *reply = NULL;
     int st;
-    if (chat || compl) {
+    if (chat || compl ) {
         if (!post)
             return send_json(c, 405, api_error_json(405, "%s: use POST", url));
         struct request *sr = NULL;
@@ -275,7 +275,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 int http_start(struct srv *S)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     char port[16];
@@ -291,16 +292,16 @@ int http_start(struct srv *S)
     if (S->o.verbose)
         flags |= MHD_USE_ERROR_LOG;
     unsigned limit = (unsigned)(S->o.parallel + S->o.queue_limit + 16);
-    g_daemon = MHD_start_daemon(flags, (uint16_t)S->o.port, NULL, NULL, on_request, S,
-                                MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
-                                limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                                MHD_OPTION_NOTIFY_COMPLETED, on_completed, S,
-                                MHD_OPTION_EXTERNAL_LOGGER, mhd_log, S,
-                                MHD_OPTION_END);
+    g_daemon =
+        MHD_start_daemon(flags, (uint16_t)S->o.port, NULL, NULL, on_request, S,
+                         MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, limit,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_NOTIFY_COMPLETED,
+                         on_completed, S, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, S, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!g_daemon) {
-        fprintf(stderr, "glm-server: cannot listen on %s:%d (in use, or not an address of this "
-                        "machine)\n",
+        fprintf(stderr,
+                "glm-server: cannot listen on %s:%d (in use, or not an address of this "
+                "machine)\n",
                 S->o.host, S->o.port);
         return -1;
     }

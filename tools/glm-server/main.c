@@ -96,21 +96,39 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "-np"))
             argv[i] = "--parallel";
 
-    enum { O_DEVICE = 256, O_HOST, O_PORT, O_KEY, O_PREC, O_CTK, O_CTV, O_FMT, O_BODY, O_QUEUE, O_GRACE };
-    static const struct option lo[] = {
-        {"checkpoint", required_argument, 0, 'm'},  {"model", required_argument, 0, 'm'},
-        {"device", required_argument, 0, O_DEVICE}, {"host", required_argument, 0, O_HOST},
-        {"port", required_argument, 0, O_PORT},     {"parallel", required_argument, 0, 'P'},
-        {"ctx-size", required_argument, 0, 'c'},    {"batch-size", required_argument, 0, 'b'},
-        {"api-key", required_argument, 0, O_KEY},   {"precision", required_argument, 0, O_PREC},
-        {"cache-type-k", required_argument, 0, O_CTK},
-        {"cache-type-v", required_argument, 0, O_CTV},
-        {"alias", required_argument, 0, 'a'},       {"chat-format", required_argument, 0, O_FMT},
-        {"body-limit", required_argument, 0, O_BODY},
-        {"queue-limit", required_argument, 0, O_QUEUE},
-        {"shutdown-timeout", required_argument, 0, O_GRACE},
-        {"verbose", no_argument, 0, 'v'},           {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    enum {
+        O_DEVICE = 256,
+        O_HOST,
+        O_PORT,
+        O_KEY,
+        O_PREC,
+        O_CTK,
+        O_CTV,
+        O_FMT,
+        O_BODY,
+        O_QUEUE,
+        O_GRACE
+    };
+    static const struct option lo[] = {{"checkpoint", required_argument, 0, 'm'},
+                                       {"model", required_argument, 0, 'm'},
+                                       {"device", required_argument, 0, O_DEVICE},
+                                       {"host", required_argument, 0, O_HOST},
+                                       {"port", required_argument, 0, O_PORT},
+                                       {"parallel", required_argument, 0, 'P'},
+                                       {"ctx-size", required_argument, 0, 'c'},
+                                       {"batch-size", required_argument, 0, 'b'},
+                                       {"api-key", required_argument, 0, O_KEY},
+                                       {"precision", required_argument, 0, O_PREC},
+                                       {"cache-type-k", required_argument, 0, O_CTK},
+                                       {"cache-type-v", required_argument, 0, O_CTV},
+                                       {"alias", required_argument, 0, 'a'},
+                                       {"chat-format", required_argument, 0, O_FMT},
+                                       {"body-limit", required_argument, 0, O_BODY},
+                                       {"queue-limit", required_argument, 0, O_QUEUE},
+                                       {"shutdown-timeout", required_argument, 0, O_GRACE},
+                                       {"verbose", no_argument, 0, 'v'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
     int c;
     long long ll;
     int iv;
@@ -204,8 +222,8 @@ int main(int argc, char **argv)
     }
     int fmt = 0;
     if (o->chat_format && (fmt = tx_chat_format_from_name(o->chat_format)) < 0)
-        return txc_usage_error(prog, usage, "--chat-format: '%s' is not glm4, glm4.5, glm4.7 or glm5",
-                               o->chat_format);
+        return txc_usage_error(
+            prog, usage, "--chat-format: '%s' is not glm4, glm4.5, glm4.7 or glm5", o->chat_format);
 
     /* signals: handled by sigwait in this thread only; every thread started
      * from here on inherits the mask */
@@ -218,8 +236,8 @@ int main(int argc, char **argv)
 
     int rc = 1;
     if (tx_device_open(o->device, &S->dev)) {
-        fprintf(stderr, "%s: cannot open device %s: %s\n", prog, o->device ? o->device : "(default)",
-                tx_last_error());
+        fprintf(stderr, "%s: cannot open device %s: %s\n", prog,
+                o->device ? o->device : "(default)", tx_last_error());
         return 1;
     }
     glm_precision_plan_t plan;
@@ -260,8 +278,8 @@ int main(int argc, char **argv)
     if (!o->ctx_size)
         o->ctx_size = max_ctx < 4096 ? max_ctx : 4096;
     if (o->ctx_size > max_ctx) {
-        fprintf(stderr, "%s: --ctx-size %d exceeds the model's max_position_embeddings %d\n",
-                prog, o->ctx_size, max_ctx);
+        fprintf(stderr, "%s: --ctx-size %d exceeds the model's max_position_embeddings %d\n", prog,
+                o->ctx_size, max_ctx);
         rc = 2;
         goto out;
     }

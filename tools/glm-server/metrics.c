@@ -58,7 +58,7 @@ char *metrics_text(struct srv *S)
     int q = S->q_len, active = S->n_active, used = 0, prefill = 0;
     for (int i = 0; i < S->o.parallel; i++)
         if (S->slots[i].r) { /* the session's position, from the scheduler's counts (the
-                                * session itself is the scheduler's, mid-pass) */
+                              * session itself is the scheduler's, mid-pass) */
             const struct request *r = S->slots[i].r;
             used += r->state == RQ_PREFILL ? r->n_fed : r->n_prompt - 1 + r->n_completion;
             prefill += r->state == RQ_PREFILL;

@@ -116,8 +116,8 @@ static int buf_append(char **b, size_t *len, size_t *cap, const char *s, size_t 
 static void publish(struct request *r, size_t n)
 {
     if (n > r->out_len) {
-        if (buf_append(&r->out, &r->out_len, &r->out_cap, r->text + r->out_len,
-                       n - r->out_len) == 0)
+        if (buf_append(&r->out, &r->out_len, &r->out_cap, r->text + r->out_len, n - r->out_len) ==
+            0)
             pthread_cond_broadcast(&r->cv);
     }
 }
@@ -143,9 +143,9 @@ static long stop_find(const struct request *r, size_t from)
 {
     long best = -1;
     for (int i = 0; i < r->n_stop; i++) {
-        const char *p = r->text_len ? memmem(r->text + from, r->text_len - from, r->stop[i],
-                                             strlen(r->stop[i]))
-                                    : NULL;
+        const char *p =
+            r->text_len ? memmem(r->text + from, r->text_len - from, r->stop[i], strlen(r->stop[i]))
+                        : NULL;
         if (p && (best < 0 || p - r->text < best))
             best = p - r->text;
     }
@@ -474,8 +474,8 @@ int sched_start(struct srv *S)
         struct glm_session_options so = {.n_ctx = S->o.ctx_size, .n_batch = S->o.batch_size};
         int rc = glm_session_create(S->m, &so, &S->slots[i].s);
         if (rc) {
-            fprintf(stderr, "glm-server: slot %d: cannot create a session of %d positions: %s\n",
-                    i, S->o.ctx_size, tx_last_error());
+            fprintf(stderr, "glm-server: slot %d: cannot create a session of %d positions: %s\n", i,
+                    S->o.ctx_size, tx_last_error());
             return -1;
         }
         char label[48];

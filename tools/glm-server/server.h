@@ -63,23 +63,23 @@ struct request {
 
     /* shared, under srv.mu */
     enum req_state state;
-    pthread_cond_t cv;   /* signalled when output, state or cancelled change */
-    char *out;           /* confirmed output text (stop strings cut) */
+    pthread_cond_t cv; /* signalled when output, state or cancelled change */
+    char *out;         /* confirmed output text (stop strings cut) */
     size_t out_len, out_cap;
-    int n_completion;    /* generated tokens (stop token excluded) */
-    const char *finish;  /* "stop", "length" once done; NULL if failed */
-    int err_status;      /* != 0: failed with this HTTP status */
+    int n_completion;   /* generated tokens (stop token excluded) */
+    const char *finish; /* "stop", "length" once done; NULL if failed */
+    int err_status;     /* != 0: failed with this HTTP status */
     char err[256];
-    int cancelled;       /* the client went away (or shutdown) */
-    int refs;            /* HTTP side + scheduler */
+    int cancelled; /* the client went away (or shutdown) */
+    int refs;      /* HTTP side + scheduler */
     double t_first, t_done;
 
     /* the scheduler's */
     int slot;
-    int n_fed;           /* prompt tokens in the KV cache */
-    int32_t cur;         /* token the next decode row feeds */
+    int n_fed;   /* prompt tokens in the KV cache */
+    int32_t cur; /* token the next decode row feeds */
     struct tx_tokenizer_stream *ts;
-    char *text;          /* all generated text so far */
+    char *text; /* all generated text so far */
     size_t text_len, text_cap;
     struct request *next; /* queue link */
 };
@@ -99,8 +99,8 @@ struct srv_metrics {
     uint64_t http_requests;
     uint64_t prompt_tokens, completion_tokens;
     uint64_t passes, pass_rows;
-    double busy_s;         /* wall time in device passes */
-    double started;        /* monotonic seconds at start */
+    double busy_s;          /* wall time in device passes */
+    double started;         /* monotonic seconds at start */
     long long started_wall; /* time(NULL) at start */
     /* recent window (sched.c) */
     double win_t0, win_busy;
@@ -129,8 +129,8 @@ struct srv {
     int q_len;
     struct slot slots[SRV_MAX_PARALLEL];
     int n_active;
-    int stopping;        /* SIGTERM: no new requests */
-    int sched_exit;      /* scheduler: leave the loop */
+    int stopping;   /* SIGTERM: no new requests */
+    int sched_exit; /* scheduler: leave the loop */
     double stop_deadline;
     pthread_t sched_thread;
     struct srv_metrics mx;
