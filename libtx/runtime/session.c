@@ -589,8 +589,8 @@ TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_
         glm_session_t *cs = chunks[j].session;
         if (cs->pos + chunks[j].n > cs->n_ctx)
             rc = tx_error(TX_EINVAL,
-                          "%s: chunk %d: %d tokens at position %d exceed the context of %d", who,
-                          j, chunks[j].n, cs->pos, cs->n_ctx);
+                          "%s: chunk %d: %d tokens at position %d exceed the context of %d", who, j,
+                          chunks[j].n, cs->pos, cs->n_ctx);
         seg[n + j] = (struct rt_seg){cs, cs->pos, chunks[j].n, row};
     }
     if (!rc) {
