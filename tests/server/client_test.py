@@ -253,6 +253,42 @@ check(done and usage and usage[0]["completion_tokens"] > 0 and
       chunks[-1]["usage"]["completion_tokens"] == usage[0]["completion_tokens"],
       "the stream running meanwhile completed normally")
 
+# ---- a long prompt is prefilled in chunks between a running stream's tokens --
+# (the server under test runs --batch-size 32: a ~200-token prompt takes
+# about 7 passes, and the stream gets a token in each of them; prefilled in
+# one pass it would get about 2 while the long request runs)
+ev = {"times": []}
+
+
+def timed_stream():
+    c = http.client.HTTPConnection(U.hostname, U.port, timeout=TIMEOUT)
+    c.request("POST", "/v1/completions", body=json.dumps(
+        {"prompt": "Keep going:", "max_tokens": 200, "temperature": 0, "stream": True}),
+        headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        if line.startswith(b"data: {"):
+            ev["times"].append(time.monotonic())
+    c.close()
+
+
+th = threading.Thread(target=timed_stream)
+th.start()
+t_wait = time.monotonic()
+while len(ev["times"]) < 3 and time.monotonic() - t_wait < 30:
+    time.sleep(0.005)
+tl0 = time.monotonic()
+st, j, _ = complete("word " * 199 + "end", max_tokens=1)
+tl1 = time.monotonic()
+during = [t for t in ev["times"] if tl0 <= t <= tl1]
+th.join(TIMEOUT)
+check(st == 200 and j["usage"]["prompt_tokens"] >= 150 and len(during) >= 5,
+      "a %s-token prompt is prefilled in chunks: the running stream got %d tokens meanwhile" %
+      (j["usage"]["prompt_tokens"] if st == 200 else "?", len(during)), str(j)[:200])
+
 # ---- a client that disconnects frees its slot at once ---------------------
 before = metrics()
 s = socket.create_connection((U.hostname, U.port), timeout=TIMEOUT)
