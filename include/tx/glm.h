@@ -255,6 +255,12 @@ TX_API glm_model_t *glm_session_model(const glm_session_t *s);
  * evaluation overwrites the rest). glm_session_reset is truncate to 0. */
 TX_API int glm_session_truncate(glm_session_t *s, int pos);
 
+/* Label the session's KV cache buffer in device memory views (tx-top
+ * --json memory.labels, /proc/tx_meminfo), e.g. "GLM-5.1_KV_slot3"
+ * instead of the model's "<name>_KVCache"; at most 31 bytes. glm-server
+ * labels its slots so. Since libtx 2.2 (LIBTX_2.2). */
+TX_API int glm_session_set_label(glm_session_t *s, const char *label);
+
 /* glm_eval flags */
 #define GLM_EVAL_ALL_LOGITS (1u << 0) /* logits of every position, else the last */
 
@@ -335,6 +341,28 @@ TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, 
 TX_API int glm_decode_batch_each(glm_session_t *const *sessions, const int32_t *ids, int n,
                                  float *logits, const struct glm_sampling *sampling,
                                  int32_t *next);
+
+/*
+ * Continuous batching (glm-server): ONE device pass that decodes one token
+ * for each of n sessions (as glm_decode_batch_each: sampling[i] draws
+ * next[i]) and also appends chunks[j].n prompt tokens chunks[j].ids to
+ * chunks[j].session for each of n_chunks chunks (pieces of their prefill;
+ * no logits, nothing sampled for them), so new requests' prompts are
+ * evaluated without stalling the running streams. n may be 0 (chunks
+ * only); n_chunks 0 is glm_decode_batch_each without logits. A chunk's
+ * session must not be a decode session nor appear twice; n <= 32,
+ * n_chunks <= 32. On an error nothing is evaluated. The decode rows'
+ * values depend on the pass's composition as glm_decode_batch's do (its
+ * guarantee applies). Since libtx 2.2 (LIBTX_2.2).
+ */
+struct glm_prefill_chunk {
+    glm_session_t *session;
+    const int32_t *ids;
+    int n;
+};
+TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_t *ids, int n,
+                                    const struct glm_sampling *sampling, int32_t *next,
+                                    const struct glm_prefill_chunk *chunks, int n_chunks);
 
 /* ------------------------------------------------------------------------ */
 /* Generation                                                                */

@@ -504,6 +504,128 @@ TX_API int glm_decode_batch_each(glm_session_t *const *sessions, const int32_t *
     return decode_batch("glm_decode_batch_each", sessions, ids, n, logits, sampling, n, next);
 }
 
+TX_API int glm_session_set_label(glm_session_t *s, const char *label)
+{
+    if (!s || !label || !*label)
+        return tx_error(TX_EINVAL, "glm_session_set_label: NULL session or empty label");
+    if (strlen(label) >= TX8_LABEL_LEN)
+        return tx_error(TX_EINVAL, "glm_session_set_label: '%s' is longer than %d bytes", label,
+                        TX8_LABEL_LEN - 1);
+    pthread_mutex_lock(&s->m->lock);
+    int rc = s->kv_bo ? tx_bo_set_label(s->kv_bo, label) : TX_OK;
+    pthread_mutex_unlock(&s->m->lock);
+    return rc;
+}
+
+TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_t *ids, int n,
+                                    const struct glm_sampling *sampling, int32_t *next,
+                                    const struct glm_prefill_chunk *chunks, int n_chunks)
+{
+    const char *who = "glm_decode_batch_prefill";
+    if (n < 0 || n_chunks < 0 || (n_chunks > 0 && !chunks))
+        return tx_error(TX_EINVAL, "%s: negative counts or NULL chunks", who);
+    if (n_chunks == 0) {
+        if (n == 0)
+            return tx_error(TX_EINVAL, "%s: neither decode rows nor a prefill chunk", who);
+        return glm_decode_batch_each(sessions, ids, n, NULL, sampling, next);
+    }
+    if (n > 0 && (!sessions || !ids || !sampling || !next))
+        return tx_error(TX_EINVAL, "%s: decode rows need sessions, ids, sampling and next", who);
+    if (n > RT_MAX_LOGIT_ROWS || n_chunks > RT_MAX_LOGIT_ROWS)
+        return tx_error(TX_EINVAL, "%s: at most %d decode sessions and %d chunks per pass", who,
+                        RT_MAX_LOGIT_ROWS, RT_MAX_LOGIT_ROWS);
+    glm_model_t *m = chunks[0].session ? chunks[0].session->m : NULL;
+    if (!m)
+        return tx_error(TX_EINVAL, "%s: chunk 0 has no session", who);
+    int T = n;
+    for (int j = 0; j < n_chunks; j++) {
+        const struct glm_prefill_chunk *c = &chunks[j];
+        if (!c->session || c->session->m != m || !c->ids || c->n <= 0)
+            return tx_error(TX_EINVAL,
+                            "%s: chunk %d: NULL session or ids, no tokens, or another model", who,
+                            j);
+        for (int k = 0; k < j; k++)
+            if (chunks[k].session == c->session)
+                return tx_error(TX_EINVAL, "%s: chunk %d's session appears twice", who, j);
+        for (int i = 0; i < n; i++)
+            if (sessions[i] == c->session)
+                return tx_error(TX_EINVAL, "%s: session %d is also the prefill session of chunk %d",
+                                who, i, j);
+        if (c->n > INT32_MAX / 2 - T)
+            return tx_error(TX_EINVAL, "%s: too many tokens", who);
+        T += c->n;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!sessions[i] || sessions[i]->m != m)
+            return tx_error(TX_EINVAL, "%s: session %d is NULL or of another model", who, i);
+        for (int j = 0; j < i; j++)
+            if (sessions[j] == sessions[i])
+                return tx_error(TX_EINVAL, "%s: session %d appears twice", who, i);
+        char w[96];
+        snprintf(w, sizeof(w), "%s: session %d", who, i);
+        int rc = rt_sampling_check(m, &sampling[i], w);
+        if (rc)
+            return rc;
+    }
+    int32_t *all = malloc((size_t)T * sizeof(*all));
+    struct rt_seg *seg = malloc((size_t)(n + n_chunks) * sizeof(*seg));
+    if (!all || !seg) {
+        free(all);
+        free(seg);
+        return tx_error(TX_ENOMEM, "%s: out of host memory", who);
+    }
+    if (n)
+        memcpy(all, ids, (size_t)n * sizeof(*all));
+    for (int j = 0, row = n; j < n_chunks; row += chunks[j].n, j++)
+        memcpy(all + row, chunks[j].ids, (size_t)chunks[j].n * sizeof(*all));
+    pthread_mutex_lock(&m->lock);
+    int rc = check_ids(m, all, T);
+    for (int i = 0; i < n && !rc; i++) {
+        if (sessions[i]->pos + 1 > sessions[i]->n_ctx)
+            rc = tx_error(TX_EINVAL, "%s: session %d's context is full", who, i);
+        seg[i] = (struct rt_seg){sessions[i], sessions[i]->pos, 1, i};
+    }
+    for (int j = 0, row = n; j < n_chunks && !rc; row += chunks[j].n, j++) {
+        glm_session_t *cs = chunks[j].session;
+        if (cs->pos + chunks[j].n > cs->n_ctx)
+            rc = tx_error(TX_EINVAL,
+                          "%s: chunk %d: %d tokens at position %d exceed the context of %d", who, j,
+                          chunks[j].n, cs->pos, cs->n_ctx);
+        seg[n + j] = (struct rt_seg){cs, cs->pos, chunks[j].n, row};
+    }
+    if (!rc) {
+        struct rt_fwd f;
+        memset(&f, 0, sizeof(f));
+        f.n_seg = n + n_chunks;
+        f.seg = seg;
+        f.T = T;
+        f.ids = all;
+        f.lrow0 = 0;
+        f.lrows = n; /* the decode rows only: the chunks give no logits */
+        if (n) {
+            f.sampling = sampling;
+            f.n_sampling = n;
+            f.sampled = next;
+        }
+        for (int i = 0; i < n; i++)
+            sessions[i]->toks[sessions[i]->pos] = ids[i];
+        for (int j = 0; j < n_chunks; j++)
+            memcpy(chunks[j].session->toks + chunks[j].session->pos, chunks[j].ids,
+                   (size_t)chunks[j].n * sizeof(int32_t));
+        rc = rt_forward(m, &f);
+        if (!rc) {
+            for (int i = 0; i < n; i++)
+                sessions[i]->pos++;
+            for (int j = 0; j < n_chunks; j++)
+                chunks[j].session->pos += chunks[j].n;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    free(all);
+    free(seg);
+    return rc;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Stop tokens, chat, tokenizing                                             */
 /* ------------------------------------------------------------------------ */

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * glm_decode_batch_prefill (include/tx/glm.h, libtx 2.2): one device pass
+ * that decodes a token for each of n sessions and appends a prefill chunk
+ * of another session -- the step of glm-server's continuous batching.
+ *
+ * Backend: $TX_DEVICE if set, else a tx8-emu started for this program;
+ * the tiny synthetic GLM-5.1 and GLM-4.5 checkpoints of test_runtime.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tx/glm.h>
+#include <tx/tx.h>
+
+#include "test_runtime_synth.h"
+
+#define OK(expr)                                                                                   \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        ck_assert_msg(rc_ == TX_OK, "%s = %d (%s): %s", #expr, rc_, tx_strerror(rc_),              \
+                      tx_last_error());                                                            \
+    } while (0)
+
+static char g_smd[2][256];
+
+static void fixture_setup(void)
+{
+    if (rts_device_setup("128M"))
+        ck_abort_msg("cannot start tx8-emu");
+    const char *d = rts_tmpdir();
+    enum glm_arch arch[2] = {GLM_ARCH_GLM_MOE_DSA, GLM_ARCH_GLM4_MOE};
+    for (int i = 0; i < 2; i++) {
+        char ck[300];
+        snprintf(ck, sizeof(ck), "%s/ck%d", d, i);
+        snprintf(g_smd[i], sizeof(g_smd[i]), "%s/m%d.smd", d, i);
+        if (rts_write_checkpoint(ck, arch[i], NULL) || rts_export(ck, g_smd[i], "none"))
+            ck_abort_msg("cannot make model %d", i);
+    }
+}
+
+static void fixture_teardown(void)
+{
+    rts_device_teardown();
+    rts_cleanup();
+}
+
+static glm_session_t *session(glm_model_t *m, int n_ctx)
+{
+    struct glm_session_options o = {.n_ctx = n_ctx};
+    glm_session_t *s = NULL;
+    OK(glm_session_create(m, &o, &s));
+    return s;
+}
+
+/* The next greedy token of s after ids (one decode pass of s alone). */
+static int32_t greedy_next(glm_session_t *s, int32_t last)
+{
+    struct glm_sampling g = {.temperature = 0.0f, .top_p = 1.0f};
+    int32_t nx = -1;
+    OK(glm_decode_batch_each(&s, &last, 1, NULL, &g, &nx));
+    return nx;
+}
+
+static void mixed_pass(int which)
+{
+    tx_device_t *dev = NULL;
+    OK(tx_device_open(rts_spec, &dev));
+    glm_precision_plan_t p;
+    glm_plan_uniform(&p, GLM_PRECISION_FP32);
+    OK(glm_plan_set(dev, &p));
+    glm_model_t *m = NULL;
+    OK(glm_model_load(dev, g_smd[which], NULL, &m));
+    int SV = glm_model_sample_vocab(m);
+    uint64_t seed = 99 + (uint64_t)which;
+    enum { NP = 6, NQ = 13 };
+    int32_t pa[NP], q[NQ];
+    for (int i = 0; i < NP; i++)
+        pa[i] = (int32_t)(rts_rand(&seed) % (uint64_t)SV);
+    for (int i = 0; i < NQ; i++)
+        q[i] = (int32_t)(rts_rand(&seed) % (uint64_t)SV);
+
+    /* two running sessions, one new one prefilled in chunks 5 + 5 + 2 beside them */
+    glm_session_t *run[2] = {session(m, 64), session(m, 64)};
+    glm_session_t *c = session(m, 64);
+    for (int i = 0; i < 2; i++)
+        OK(glm_eval(run[i], pa, NP - 1, 0, NULL));
+    struct glm_sampling smp[2] = {{.temperature = 0.0f, .top_p = 1.0f},
+                                  {.temperature = 0.9f, .top_p = 1.0f, .seed = 5}};
+    int32_t cur[2] = {pa[NP - 1], pa[NP - 1]}, next[2];
+    int32_t got[2][3];
+    int chunks[3][2] = {{0, 5}, {5, 5}, {10, 2}};
+    for (int k = 0; k < 3; k++) {
+        struct glm_prefill_chunk ch = {c, q + chunks[k][0], chunks[k][1]};
+        OK(glm_decode_batch_prefill(run, cur, 2, smp, next, &ch, 1));
+        for (int i = 0; i < 2; i++) {
+            ck_assert_int_ge(next[i], 0);
+            ck_assert_int_lt(next[i], SV);
+            got[i][k] = next[i];
+            cur[i] = next[i];
+        }
+    }
+    ck_assert_int_eq(glm_session_pos(c), NQ - 1);
+    ck_assert_int_eq(glm_session_pos(run[0]), NP + 2);
+    int32_t c_next = greedy_next(c, q[NQ - 1]);
+
+    /* the same sequences without mixing: the chunked session gives the token
+     * its one-pass prefill gives, the running ones what they give alone */
+    glm_session_t *r = session(m, 64);
+    OK(glm_eval(r, q, NQ - 1, 0, NULL));
+    ck_assert_int_eq(greedy_next(r, q[NQ - 1]), c_next);
+    for (int i = 0; i < 2; i++) {
+        OK(glm_session_reset(r));
+        OK(glm_eval(r, pa, NP - 1, 0, NULL));
+        int32_t t = pa[NP - 1];
+        for (int k = 0; k < 3; k++) {
+            int32_t nx = -1;
+            OK(glm_decode_batch_each(&r, &t, 1, NULL, &smp[i], &nx));
+            ck_assert_msg(nx == got[i][k], "session %d step %d: %d mixed, %d alone", i, k,
+                          got[i][k], nx);
+            t = nx;
+        }
+    }
+
+    /* chunks alone (n = 0), two at once, and refusals that leave every
+     * position as it was */
+    OK(glm_session_reset(c));
+    OK(glm_session_reset(r));
+    struct glm_prefill_chunk two[2] = {{c, q, 4}, {r, q, 7}};
+    OK(glm_decode_batch_prefill(NULL, NULL, 0, NULL, NULL, two, 2));
+    ck_assert_int_eq(glm_session_pos(c), 4);
+    ck_assert_int_eq(glm_session_pos(r), 7);
+    two[0] = (struct glm_prefill_chunk){c, q + 4, 8};
+    two[1] = (struct glm_prefill_chunk){r, q + 7, 5};
+    OK(glm_decode_batch_prefill(run, cur, 2, smp, next, two, 2));
+    ck_assert_int_eq(greedy_next(c, q[NQ - 1]), c_next); /* 4 + 8 = 12 tokens, then q[12] */
+    ck_assert_int_eq(greedy_next(r, q[NQ - 1]), c_next);
+    OK(glm_session_reset(c));
+    OK(glm_session_truncate(run[0], glm_session_pos(run[0])));
+    int pos0 = glm_session_pos(run[0]);
+    struct glm_prefill_chunk bad1 = {run[1], q, 2};
+    ck_assert_int_eq(glm_decode_batch_prefill(run, cur, 2, smp, next, &bad1, 1), TX_EINVAL);
+    ck_assert_msg(strstr(tx_last_error(), "also the prefill session"), "%s", tx_last_error());
+    struct glm_prefill_chunk dup[2] = {{c, q, 2}, {c, q, 2}};
+    ck_assert_int_eq(glm_decode_batch_prefill(NULL, NULL, 0, NULL, NULL, dup, 2), TX_EINVAL);
+    int32_t big[80] = {0};
+    struct glm_prefill_chunk bad2 = {c, big, 65};
+    ck_assert_int_eq(glm_decode_batch_prefill(run, cur, 2, smp, next, &bad2, 1), TX_EINVAL);
+    ck_assert_msg(strstr(tx_last_error(), "exceed the context"), "%s", tx_last_error());
+    int32_t bad = SV + 100000;
+    struct glm_prefill_chunk bad3 = {c, &bad, 1};
+    ck_assert_int_eq(glm_decode_batch_prefill(run, cur, 2, smp, next, &bad3, 1), TX_EINVAL);
+    ck_assert_int_eq(glm_decode_batch_prefill(NULL, NULL, 0, NULL, NULL, NULL, 0), TX_EINVAL);
+    ck_assert_int_eq(glm_session_pos(c), 0);
+    ck_assert_int_eq(glm_session_pos(run[0]), pos0);
+    /* the KV cache label of a slot */
+    OK(glm_session_set_label(c, "GLM_KV_slot0"));
+    ck_assert_int_eq(glm_session_set_label(c, "a label that is longer than 31 bytes"), TX_EINVAL);
+    ck_assert_int_eq(glm_session_set_label(c, ""), TX_EINVAL);
+    printf("[batch-prefill] %s: a 12-token prompt in 3 chunks beside 2 decoding sessions, and "
+           "two prompts chunked together: same tokens as unmixed\n",
+           which ? "GLM-4.5" : "GLM-5.1");
+    glm_session_free(r);
+    glm_session_free(c);
+    glm_session_free(run[0]);
+    glm_session_free(run[1]);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+
+START_TEST(test_mixed_pass_glm5)
+{
+    mixed_pass(0);
+}
+END_TEST
+
+START_TEST(test_mixed_pass_glm4)
+{
+    mixed_pass(1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("batch_prefill");
+    TCase *tc = tcase_create("batch_prefill");
+    tcase_add_unchecked_fixture(tc, fixture_setup, fixture_teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_mixed_pass_glm5);
+    tcase_add_test(tc, test_mixed_pass_glm4);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

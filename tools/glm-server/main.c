@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * glm-server: OpenAI-compatible serving of a GLM .smd package on a TX8 with
+ * continuous batching. Options use llama-server's names where it has them.
+ * docs/glm-server.md.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tx/tx.h>
+
+#include "common/cli.h"
+#include "server.h"
+
+static const char *prog = "glm-server";
+
+double srv_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void srv_log(const struct srv *S, const char *fmt, ...)
+{
+    (void)S;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: glm-server --checkpoint MODEL.smd [options]\n"
+            "\n"
+            "OpenAI-compatible HTTP server (POST /v1/completions, /v1/chat/completions,\n"
+            "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize) with\n"
+            "continuous batching on a TX8 (docs/glm-server.md).\n"
+            "\n"
+            "  -m, --checkpoint PATH    the .smd package (required)\n"
+            "      --device SPEC        device (emu:/path.sock, /dev/accel/accelN; default\n"
+            "                           $TX_DEVICE, else the first TX8)\n"
+            "      --host ADDR          address to listen on (default 127.0.0.1)\n"
+            "      --port N             port (default 8080; 0 = any free port, printed)\n"
+            "  -np, --parallel N        slots: requests decoded together (1..%d, default 4)\n"
+            "  -c, --ctx-size N         context of each slot in tokens (default 4096, at most\n"
+            "                           the model's max_position_embeddings)\n"
+            "  -b, --batch-size N       tokens per device pass: decode rows + one prefill\n"
+            "                           chunk (default 64, >= 2)\n"
+            "      --api-key KEY        require 'Authorization: Bearer KEY' (not on /health)\n"
+            "      --precision PLAN     precision plan (golden, fp32, mlp=int8,...; default\n"
+            "                           golden)\n"
+            "      --cache-type-k T     KV cache type f32, f16 or bf16 (sets the attention\n"
+            "                           precision, which decides the KV type here)\n"
+            "      --cache-type-v T     must equal --cache-type-k\n"
+            "  -a, --alias NAME         model id in the API (default: the package's name)\n"
+            "      --chat-format F      glm4, glm4.5, glm4.7, glm5 (default: from the package)\n"
+            "      --body-limit BYTES   largest request body (default 1048576; 413 beyond)\n"
+            "      --queue-limit N      requests waiting for a slot (default 64; 503 beyond)\n"
+            "      --shutdown-timeout S on SIGTERM, seconds to let running requests finish\n"
+            "                           before they are stopped (default 5)\n"
+            "  -v, --verbose            log every request and libmicrohttpd's errors\n"
+            "  -h, --help               this text\n",
+            SRV_MAX_PARALLEL);
+}
+
+static struct srv g;
+
+int main(int argc, char **argv)
+{
+    struct srv *S = &g;
+    struct srv_opts *o = &S->o;
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->parallel = 4;
+    o->ctx_size = 0;
+    o->batch_size = 64;
+    o->body_limit = 1 << 20;
+    o->queue_limit = 64;
+    o->shutdown_grace_ms = 5000;
+    const char *ctk = NULL, *ctv = NULL;
+
+    /* llama-server's two-letter short option -np */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-np"))
+            argv[i] = "--parallel";
+
+    enum {
+        O_DEVICE = 256,
+        O_HOST,
+        O_PORT,
+        O_KEY,
+        O_PREC,
+        O_CTK,
+        O_CTV,
+        O_FMT,
+        O_BODY,
+        O_QUEUE,
+        O_GRACE
+    };
+    static const struct option lo[] = {{"checkpoint", required_argument, 0, 'm'},
+                                       {"model", required_argument, 0, 'm'},
+                                       {"device", required_argument, 0, O_DEVICE},
+                                       {"host", required_argument, 0, O_HOST},
+                                       {"port", required_argument, 0, O_PORT},
+                                       {"parallel", required_argument, 0, 'P'},
+                                       {"ctx-size", required_argument, 0, 'c'},
+                                       {"batch-size", required_argument, 0, 'b'},
+                                       {"api-key", required_argument, 0, O_KEY},
+                                       {"precision", required_argument, 0, O_PREC},
+                                       {"cache-type-k", required_argument, 0, O_CTK},
+                                       {"cache-type-v", required_argument, 0, O_CTV},
+                                       {"alias", required_argument, 0, 'a'},
+                                       {"chat-format", required_argument, 0, O_FMT},
+                                       {"body-limit", required_argument, 0, O_BODY},
+                                       {"queue-limit", required_argument, 0, O_QUEUE},
+                                       {"shutdown-timeout", required_argument, 0, O_GRACE},
+                                       {"verbose", no_argument, 0, 'v'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    int c;
+    long long ll;
+    int iv;
+    while ((c = getopt_long(argc, argv, "m:c:b:a:vh", lo, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            o->checkpoint = optarg;
+            break;
+        case O_DEVICE:
+            o->device = optarg;
+            break;
+        case O_HOST:
+            o->host = optarg;
+            break;
+        case O_PORT:
+            if (txc_opt_int(prog, "--port", optarg, 0, 65535, "0 = any free port", &o->port))
+                return 2;
+            break;
+        case 'P':
+            if (txc_opt_int(prog, "--parallel", optarg, 1, SRV_MAX_PARALLEL, NULL, &o->parallel))
+                return 2;
+            break;
+        case 'c':
+            if (txc_opt_int(prog, "--ctx-size", optarg, 0, 1 << 20, "0 = 4096 or the model's",
+                            &o->ctx_size))
+                return 2;
+            break;
+        case 'b':
+            if (txc_opt_int(prog, "--batch-size", optarg, 2, 8192, NULL, &o->batch_size))
+                return 2;
+            break;
+        case O_KEY:
+            if (!*optarg)
+                return txc_usage_error(prog, usage, "--api-key: the key is empty");
+            o->api_key = optarg;
+            break;
+        case O_PREC:
+            o->precision = optarg;
+            break;
+        case O_CTK:
+            ctk = optarg;
+            break;
+        case O_CTV:
+            ctv = optarg;
+            break;
+        case 'a':
+            o->alias = optarg;
+            break;
+        case O_FMT:
+            o->chat_format = optarg;
+            break;
+        case O_BODY:
+            if (txc_opt_long(prog, "--body-limit", optarg, 64, 1LL << 30, NULL, &ll))
+                return 2;
+            o->body_limit = (size_t)ll;
+            break;
+        case O_QUEUE:
+            if (txc_opt_int(prog, "--queue-limit", optarg, 0, 4096, NULL, &o->queue_limit))
+                return 2;
+            break;
+        case O_GRACE:
+            if (txc_opt_int(prog, "--shutdown-timeout", optarg, 0, 3600, NULL, &iv))
+                return 2;
+            o->shutdown_grace_ms = iv * 1000;
+            break;
+        case 'v':
+            o->verbose = 1;
+            break;
+        default:
+            return txc_help_or_usage(c, usage);
+        }
+    }
+    if (optind < argc)
+        return txc_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
+    if (!o->checkpoint)
+        return txc_usage_error(prog, usage, "--checkpoint MODEL.smd is required");
+    if (ctv && (!ctk || strcmp(ctk, ctv)))
+        return txc_usage_error(prog, usage,
+                               "--cache-type-v must equal --cache-type-k (one KV type here)");
+    glm_precision_t kv_prec = GLM_PRECISION_COUNT;
+    if (ctk) {
+        if (!strcmp(ctk, "f32"))
+            kv_prec = GLM_PRECISION_FP32;
+        else if (!strcmp(ctk, "f16"))
+            kv_prec = GLM_PRECISION_FP16;
+        else if (!strcmp(ctk, "bf16"))
+            kv_prec = GLM_PRECISION_BF16;
+        else
+            return txc_usage_error(prog, usage, "--cache-type-k: '%s' is not f32, f16 or bf16",
+                                   ctk);
+    }
+    int fmt = 0;
+    if (o->chat_format && (fmt = tx_chat_format_from_name(o->chat_format)) < 0)
+        return txc_usage_error(
+            prog, usage, "--chat-format: '%s' is not glm4, glm4.5, glm4.7 or glm5", o->chat_format);
+
+    /* signals: handled by sigwait in this thread only; every thread started
+     * from here on inherits the mask */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int rc = 1;
+    if (tx_device_open(o->device, &S->dev)) {
+        fprintf(stderr, "%s: cannot open device %s: %s\n", prog,
+                o->device ? o->device : "(default)", tx_last_error());
+        return 1;
+    }
+    glm_precision_plan_t plan;
+    glm_plan_golden(&plan);
+    if (o->precision && glm_plan_parse(o->precision, &plan)) {
+        fprintf(stderr, "%s: --precision: %s\n", prog, tx_last_error());
+        tx_device_close(S->dev);
+        return 2;
+    }
+    if (kv_prec != GLM_PRECISION_COUNT)
+        plan.precision[GLM_ATTENTION] = kv_prec;
+    if (glm_plan_set(S->dev, &plan)) {
+        fprintf(stderr, "%s: precision: %s\n", prog, tx_last_error());
+        goto out;
+    }
+    double t0 = srv_now();
+    if (glm_model_load(S->dev, o->checkpoint, NULL, &S->m)) {
+        fprintf(stderr, "%s: cannot load %s: %s\n", prog, o->checkpoint, tx_last_error());
+        goto out;
+    }
+    const struct glm_config *cfg = glm_model_config(S->m);
+    S->tok = glm_model_tokenizer(S->m);
+    if (!S->tok) {
+        fprintf(stderr, "%s: %s has no usable tokenizer; the server needs one\n", prog,
+                o->checkpoint);
+        goto out;
+    }
+    if (fmt)
+        glm_model_set_chat_format(S->m, fmt);
+    S->vocab = cfg->vocab_size;
+    S->sample_vocab = glm_model_sample_vocab(S->m);
+    S->n_stop_ids = glm_model_stop_tokens(S->m, S->stop_ids, 16);
+    if (S->n_stop_ids > 16)
+        S->n_stop_ids = 16;
+    struct tx_device_info di;
+    S->max_topk = tx_device_info(S->dev, &di) == 0 && di.max_topk ? (int)di.max_topk : 4096;
+    int max_ctx = cfg->max_position_embeddings > 0 ? cfg->max_position_embeddings : 4096;
+    if (!o->ctx_size)
+        o->ctx_size = max_ctx < 4096 ? max_ctx : 4096;
+    if (o->ctx_size > max_ctx) {
+        fprintf(stderr, "%s: --ctx-size %d exceeds the model's max_position_embeddings %d\n", prog,
+                o->ctx_size, max_ctx);
+        rc = 2;
+        goto out;
+    }
+    snprintf(S->model_id, sizeof(S->model_id), "%s", o->alias ? o->alias : glm_model_name(S->m));
+    pthread_mutex_init(&S->mu, NULL);
+    pthread_cond_init(&S->cv, NULL);
+    S->mx.started_wall = (long long)time(NULL);
+    if (sched_start(S))
+        goto out_sessions;
+    if (http_start(S)) {
+        sched_stop(S);
+        goto out_model;
+    }
+    {
+        struct glm_model_info mi;
+        glm_model_info(S->m, &mi);
+        char pb[200];
+        fprintf(stderr,
+                "%s: model %s (%s) loaded in %.0f ms; plan %s; %d slots x %d tokens of context "
+                "(KV %.1f MiB); batch %d tokens per pass\n",
+                prog, S->model_id, glm_arch_name(cfg->arch), (srv_now() - t0) * 1e3,
+                glm_plan_format(&plan, pb, sizeof(pb)), o->parallel, o->ctx_size,
+                mi.kv_bytes / 1048576.0, o->batch_size);
+        fprintf(stderr, "%s: listening on http://%s:%d (pid %d)%s\n", prog, o->host, o->port,
+                (int)getpid(), o->api_key ? ", API key required" : "");
+    }
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0 || (sig != SIGTERM && sig != SIGINT))
+        ;
+    fprintf(stderr, "%s: %s: no new connections; finishing the running requests (at most %d s)\n",
+            prog, sig == SIGTERM ? "SIGTERM" : "SIGINT", o->shutdown_grace_ms / 1000);
+    http_quiesce(S);
+    sched_stop(S); /* every request done, sessions freed */
+    http_stop(S);
+    fprintf(stderr, "%s: %llu requests served (%llu tokens generated); device released\n", prog,
+            (unsigned long long)S->mx.requests_ok, (unsigned long long)S->mx.completion_tokens);
+    rc = 0;
+    goto out_model;
+out_sessions:
+    for (int i = 0; i < o->parallel; i++)
+        if (S->slots[i].s)
+            glm_session_free(S->slots[i].s);
+out_model:
+    glm_model_free(S->m);
+    S->m = NULL;
+out:
+    if (S->m)
+        glm_model_free(S->m);
+    tx_device_close(S->dev);
+    return rc;
+}

@@ -1,0 +1,524 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * glm-server's scheduler: the one thread that drives the device.
+ *
+ * Slots: --parallel sessions, each with a KV cache of --ctx-size positions,
+ * created at start-up (the KV memory is reserved once; a request that finds
+ * no free slot waits in the queue and never disturbs the running ones).
+ *
+ * Each step is ONE device pass (glm_decode_batch_prefill): a decode row for
+ * every slot that is generating (each with its own sampling parameters and
+ * seed) plus, for requests being prefilled (oldest first), the next chunks
+ * of their prompts -- at most --batch-size tokens in all. A long prompt therefore
+ * delays the running streams by one chunk per step, never by its whole
+ * prefill. The prompt's last token is fed as the request's first decode
+ * row, so the first generated token is sampled on the device like every
+ * other one.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server.h"
+
+struct request *req_new(void)
+{
+    struct request *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    pthread_cond_init(&r->cv, NULL);
+    r->slot = -1;
+    r->refs = 1; /* the HTTP side; the scheduler takes its own on submit */
+    return r;
+}
+
+static void req_free(struct request *r)
+{
+    free(r->prompt);
+    for (int i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
+    free(r->out);
+    free(r->text);
+    if (r->ts)
+        tx_tokenizer_stream_free(r->ts);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+/* srv.mu held */
+static void req_unref(struct request *r)
+{
+    if (--r->refs == 0)
+        req_free(r);
+}
+
+void sched_release(struct srv *S, struct request *r)
+{
+    pthread_mutex_lock(&S->mu);
+    if (r->state != RQ_DONE) {
+        r->cancelled = 1;
+        pthread_cond_signal(&S->cv);
+    }
+    req_unref(r);
+    pthread_mutex_unlock(&S->mu);
+}
+
+int sched_submit(struct srv *S, struct request *r)
+{
+    pthread_mutex_lock(&S->mu);
+    int room = S->o.queue_limit + (S->o.parallel - S->n_active);
+    if (S->stopping || S->q_len >= room) {
+        if (!S->stopping)
+            S->mx.rejected_queue_full++;
+        pthread_mutex_unlock(&S->mu);
+        return 503;
+    }
+    r->refs++;
+    r->state = RQ_QUEUED;
+    r->next = NULL;
+    if (S->q_tail)
+        S->q_tail->next = r;
+    else
+        S->q_head = r;
+    S->q_tail = r;
+    S->q_len++;
+    S->mx.requests_total++;
+    S->mx.prompt_tokens += (uint64_t)r->n_prompt;
+    pthread_cond_signal(&S->cv);
+    pthread_mutex_unlock(&S->mu);
+    return 0;
+}
+
+/* ---- output text --------------------------------------------------------- */
+
+static int buf_append(char **b, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *len + n + 1)
+            c *= 2;
+        char *nb = realloc(*b, c);
+        if (!nb)
+            return -1;
+        *b = nb;
+        *cap = c;
+    }
+    memcpy(*b + *len, s, n);
+    *len += n;
+    (*b)[*len] = 0;
+    return 0;
+}
+
+/* Publish r->text[0, n) as the confirmed output (n only grows). */
+static void publish(struct request *r, size_t n)
+{
+    if (n > r->out_len) {
+        if (buf_append(&r->out, &r->out_len, &r->out_cap, r->text + r->out_len, n - r->out_len) ==
+            0)
+            pthread_cond_broadcast(&r->cv);
+    }
+}
+
+/* Bytes at the end of the text that may be the start of a stop string:
+ * held back from the client until decided. */
+static size_t stop_held(const struct request *r)
+{
+    size_t held = 0;
+    for (int i = 0; i < r->n_stop; i++) {
+        size_t sl = strlen(r->stop[i]);
+        for (size_t k = sl - 1; k > held; k--)
+            if (k <= r->text_len && !memcmp(r->text + r->text_len - k, r->stop[i], k)) {
+                held = k;
+                break;
+            }
+    }
+    return held;
+}
+
+/* The first stop string in the text at or after byte from; its offset. */
+static long stop_find(const struct request *r, size_t from)
+{
+    long best = -1;
+    for (int i = 0; i < r->n_stop; i++) {
+        const char *p =
+            r->text_len ? memmem(r->text + from, r->text_len - from, r->stop[i], strlen(r->stop[i]))
+                        : NULL;
+        if (p && (best < 0 || p - r->text < best))
+            best = p - r->text;
+    }
+    return best;
+}
+
+/* ---- finishing ----------------------------------------------------------- */
+
+static void slot_free(struct srv *S, struct request *r)
+{
+    if (r->slot >= 0) {
+        struct slot *sl = &S->slots[r->slot];
+        glm_session_reset(sl->s);
+        sl->r = NULL;
+        r->slot = -1;
+        S->n_active--;
+    }
+}
+
+/* srv.mu held. finish: "stop"/"length"; or status != 0 with a message. */
+static void finish(struct srv *S, struct request *r, const char *why, int status, const char *msg)
+{
+    if (r->state == RQ_DONE)
+        return;
+    if (why && r->ts) { /* what the stream decoder still holds */
+        const char *t = NULL;
+        size_t n = 0;
+        if (tx_tokenizer_stream_flush(r->ts, &t, &n) == 0 && n)
+            buf_append(&r->text, &r->text_len, &r->text_cap, t, n);
+        long at = stop_find(r, r->out_len);
+        if (at >= 0) {
+            r->text_len = (size_t)at;
+            why = "stop";
+        }
+        publish(r, r->text_len);
+    }
+    r->finish = why;
+    r->err_status = status;
+    if (msg)
+        snprintf(r->err, sizeof(r->err), "%s", msg);
+    r->state = RQ_DONE;
+    r->t_done = srv_now();
+    if (status == 0)
+        S->mx.requests_ok++;
+    else if (r->cancelled)
+        S->mx.requests_cancelled++;
+    else
+        S->mx.requests_failed++;
+    slot_free(S, r);
+    pthread_cond_broadcast(&r->cv);
+    req_unref(r); /* the scheduler's reference */
+}
+
+static int is_stop_id(const struct srv *S, int32_t t)
+{
+    for (int i = 0; i < S->n_stop_ids; i++)
+        if (S->stop_ids[i] == t)
+            return 1;
+    return 0;
+}
+
+/* A token drawn for r by the last pass (srv.mu held). */
+static void on_token(struct srv *S, struct request *r, int32_t tok, double now)
+{
+    if (!r->t_first)
+        r->t_first = now;
+    if (is_stop_id(S, tok)) {
+        finish(S, r, "stop", 0, NULL);
+        return;
+    }
+    r->n_completion++;
+    S->mx.completion_tokens++;
+    S->mx.win_tokens++;
+    const char *t = NULL;
+    size_t n = 0;
+    if (tx_tokenizer_stream_put(r->ts, tok, &t, &n) == 0 && n) {
+        size_t before = r->text_len;
+        if (buf_append(&r->text, &r->text_len, &r->text_cap, t, n)) {
+            finish(S, r, NULL, 500, "out of host memory");
+            return;
+        }
+        if (r->n_stop) {
+            size_t maxl = 0;
+            for (int i = 0; i < r->n_stop; i++)
+                if (strlen(r->stop[i]) > maxl)
+                    maxl = strlen(r->stop[i]);
+            size_t from = before > maxl ? before - maxl : 0;
+            if (from < r->out_len)
+                from = r->out_len;
+            long at = stop_find(r, from);
+            if (at >= 0) {
+                r->text_len = (size_t)at;
+                publish(r, r->text_len);
+                r->finish = NULL;
+                /* the stream decoder's held bytes are after the stop string */
+                tx_tokenizer_stream_free(r->ts);
+                r->ts = NULL;
+                finish(S, r, "stop", 0, NULL);
+                return;
+            }
+        }
+        publish(r, r->text_len - stop_held(r));
+    }
+    struct slot *sl = &S->slots[r->slot];
+    if (r->max_tokens >= 0 && r->n_completion >= r->max_tokens)
+        finish(S, r, "length", 0, NULL);
+    else if (glm_session_pos(sl->s) + 1 > glm_session_n_ctx(sl->s))
+        finish(S, r, "length", 0, NULL);
+    else
+        r->cur = tok;
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+static void refresh_metrics(struct srv *S, double now)
+{
+    struct srv_metrics *x = &S->mx;
+    double dt = now - x->win_t0;
+    if (dt < 1.0)
+        return;
+    x->tokens_per_s = (double)x->win_tokens / dt;
+    x->busy_ratio = x->win_busy / dt;
+    x->win_t0 = now;
+    x->win_tokens = 0;
+    x->win_busy = 0;
+    struct glm_model_info mi;
+    if (glm_model_info(S->m, &mi) == 0)
+        x->kv_bytes = mi.kv_bytes;
+    struct glm_expert_stats *st = NULL;
+    x->expert_std = -1;
+    if (glm_model_expert_stats(S->m, &st) == 0 && st) {
+        if (st->n_moe_layers > 0 && st->total > 0)
+            x->expert_std = st->overall_std;
+        glm_expert_stats_free(st);
+    }
+    x->last_refresh = now;
+}
+
+static void admit(struct srv *S)
+{
+    while (S->q_head) {
+        int free_slot = -1;
+        for (int i = 0; i < S->o.parallel && free_slot < 0; i++)
+            if (!S->slots[i].r)
+                free_slot = i;
+        if (free_slot < 0)
+            return;
+        struct request *r = S->q_head;
+        S->q_head = r->next;
+        if (!S->q_head)
+            S->q_tail = NULL;
+        S->q_len--;
+        r->next = NULL;
+        r->ts = tx_tokenizer_stream_new(S->tok, 0);
+        if (!r->ts) {
+            finish(S, r, NULL, 500, "cannot create the token stream decoder");
+            continue;
+        }
+        S->slots[free_slot].r = r;
+        r->slot = free_slot;
+        S->n_active++;
+        r->n_fed = 0;
+        if (r->n_prompt == 1) {
+            r->state = RQ_DECODE;
+            r->cur = r->prompt[0];
+        } else {
+            r->state = RQ_PREFILL;
+        }
+    }
+}
+
+/* Cancelled requests leave their slot (or the queue) now. */
+static void reap_cancelled(struct srv *S)
+{
+    for (struct request **pp = &S->q_head; *pp;) {
+        struct request *r = *pp;
+        int drop = r->cancelled || S->stopping;
+        if (!drop) {
+            pp = &r->next;
+            continue;
+        }
+        *pp = r->next;
+        S->q_len--;
+        r->next = NULL;
+        if (S->stopping && !r->cancelled)
+            finish(S, r, NULL, 503, "the server is shutting down");
+        else
+            finish(S, r, NULL, 499, "the client went away");
+    }
+    S->q_tail = NULL;
+    for (struct request *r = S->q_head; r; r = r->next)
+        S->q_tail = r;
+    int past = S->stopping && srv_now() > S->stop_deadline;
+    for (int i = 0; i < S->o.parallel; i++) {
+        struct request *r = S->slots[i].r;
+        if (r && r->cancelled)
+            finish(S, r, NULL, 499, "the client went away");
+        else if (r && past)
+            finish(S, r, NULL, 503, "the server is shutting down; generation stopped");
+    }
+}
+
+static void *sched_main(void *arg)
+{
+    struct srv *S = arg;
+    glm_session_t *dec_s[SRV_MAX_PARALLEL];
+    struct request *dec_r[SRV_MAX_PARALLEL];
+    int32_t dec_ids[SRV_MAX_PARALLEL], next[SRV_MAX_PARALLEL];
+    struct glm_sampling smp[SRV_MAX_PARALLEL];
+    struct glm_prefill_chunk chunks[SRV_MAX_PARALLEL];
+    struct request *chunk_r[SRV_MAX_PARALLEL];
+    pthread_mutex_lock(&S->mu);
+    S->mx.win_t0 = srv_now();
+    while (!S->sched_exit) {
+        reap_cancelled(S);
+        if (!S->stopping)
+            admit(S);
+        int nd = 0, np = 0;
+        struct request *pre[SRV_MAX_PARALLEL];
+        for (int i = 0; i < S->o.parallel; i++) {
+            struct request *r = S->slots[i].r;
+            if (!r)
+                continue;
+            if (r->state == RQ_DECODE) {
+                dec_s[nd] = S->slots[i].s;
+                dec_r[nd] = r;
+                dec_ids[nd] = r->cur;
+                smp[nd] = r->smp;
+                nd++;
+            } else if (r->state == RQ_PREFILL) {
+                pre[np++] = r;
+            }
+        }
+        double now = srv_now();
+        if (!nd && !np) {
+            if (S->stopping && !S->q_head)
+                break;
+            refresh_metrics(S, now);
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 200 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&S->cv, &S->mu, &ts);
+            continue;
+        }
+        /* prefill chunks, oldest request first, within the pass's token budget */
+        for (int i = 1; i < np; i++)
+            for (int j = i; j > 0 && pre[j]->t_arrive < pre[j - 1]->t_arrive; j--) {
+                struct request *t = pre[j];
+                pre[j] = pre[j - 1];
+                pre[j - 1] = t;
+            }
+        int budget = S->o.batch_size - nd, nc = 0, rows = nd;
+        if (budget < 1)
+            budget = 1; /* the oldest prompt always advances */
+        for (int i = 0; i < np && budget > 0; i++) {
+            struct request *r = pre[i];
+            int left = r->n_prompt - 1 - r->n_fed;
+            int k = left < budget ? left : budget;
+            chunks[nc] = (struct glm_prefill_chunk){S->slots[r->slot].s, r->prompt + r->n_fed, k};
+            chunk_r[nc++] = r;
+            r->refs++;
+            budget -= k;
+            rows += k;
+        }
+        for (int i = 0; i < nd; i++)
+            dec_r[i]->refs++;
+        pthread_mutex_unlock(&S->mu);
+
+        double t0 = srv_now();
+        int rc = glm_decode_batch_prefill(dec_s, dec_ids, nd, smp, next, chunks, nc);
+        char msg[256] = "";
+        if (rc)
+            snprintf(msg, sizeof(msg), "device pass failed: %s", tx_last_error());
+        double t1 = srv_now();
+
+        pthread_mutex_lock(&S->mu);
+        S->mx.passes++;
+        S->mx.pass_rows += (uint64_t)rows;
+        S->mx.busy_s += t1 - t0;
+        S->mx.win_busy += t1 - t0;
+        if (rc)
+            srv_log(S, "%s", msg);
+        for (int i = 0; i < nd; i++) {
+            struct request *r = dec_r[i];
+            if (r->state != RQ_DONE) {
+                if (rc)
+                    finish(S, r, NULL, 500, msg);
+                else if (!r->cancelled)
+                    on_token(S, r, next[i], t1);
+            }
+            req_unref(r);
+        }
+        for (int j = 0; j < nc; j++) {
+            struct request *r = chunk_r[j];
+            if (r->state != RQ_DONE) {
+                if (rc) {
+                    finish(S, r, NULL, 500, msg);
+                } else {
+                    r->n_fed += chunks[j].n;
+                    if (r->n_fed >= r->n_prompt - 1) {
+                        r->state = RQ_DECODE;
+                        r->cur = r->prompt[r->n_prompt - 1];
+                    }
+                }
+            }
+            req_unref(r);
+        }
+        refresh_metrics(S, t1);
+    }
+    /* leaving: nothing may stay in a slot */
+    for (int i = 0; i < S->o.parallel; i++)
+        if (S->slots[i].r)
+            finish(S, S->slots[i].r, NULL, 503, "the server is shutting down");
+    S->sched_exit = 1;
+    pthread_mutex_unlock(&S->mu);
+    return NULL;
+}
+
+int sched_start(struct srv *S)
+{
+    for (int i = 0; i < S->o.parallel; i++) {
+        struct glm_session_options so = {.n_ctx = S->o.ctx_size, .n_batch = S->o.batch_size};
+        int rc = glm_session_create(S->m, &so, &S->slots[i].s);
+        if (rc) {
+            fprintf(stderr, "glm-server: slot %d: cannot create a session of %d positions: %s\n", i,
+                    S->o.ctx_size, tx_last_error());
+            return -1;
+        }
+        char label[48];
+        snprintf(label, sizeof(label), "%.16s_KV_slot%d", glm_model_name(S->m), i);
+        glm_session_set_label(S->slots[i].s, label);
+    }
+    /* warm-up: the first pass converts the weights the plan needs (CONVERT)
+     * and sizes the activations; do it now, not in the first request */
+    {
+        glm_session_t *w = S->slots[0].s;
+        int32_t ids[2] = {0, 0}, nx = -1;
+        struct glm_sampling g = {.temperature = 0.0f, .top_p = 1.0f};
+        struct glm_prefill_chunk ch = {w, ids, 1};
+        if (glm_decode_batch_prefill(NULL, NULL, 0, NULL, NULL, &ch, 1) ||
+            glm_decode_batch_prefill(&w, ids, 1, &g, &nx, NULL, 0)) {
+            fprintf(stderr, "glm-server: warm-up pass failed: %s\n", tx_last_error());
+            return -1;
+        }
+        glm_session_reset(w);
+        glm_model_expert_stats_reset(S->m);
+    }
+    S->mx.started = srv_now();
+    S->mx.expert_std = -1;
+    if (pthread_create(&S->sched_thread, NULL, sched_main, S)) {
+        fprintf(stderr, "glm-server: cannot start the scheduler thread\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* After SIGTERM: the scheduler finishes the running requests (until the
+ * grace deadline, then stops them) and exits; the sessions are freed. */
+void sched_stop(struct srv *S)
+{
+    pthread_mutex_lock(&S->mu);
+    S->stopping = 1;
+    S->stop_deadline = srv_now() + S->o.shutdown_grace_ms / 1000.0;
+    pthread_cond_signal(&S->cv);
+    pthread_mutex_unlock(&S->mu);
+    pthread_join(S->sched_thread, NULL);
+    for (int i = 0; i < S->o.parallel; i++) {
+        if (S->slots[i].s)
+            glm_session_free(S->slots[i].s);
+        S->slots[i].s = NULL;
+    }
+}
