@@ -532,8 +532,20 @@ struct tx8_weight {
 	__u32 group_size;
 	__u16 dtype;		/* F32, F16, BF16 or I8 */
 	__u16 format;		/* enum tx8_wfmt */
-	__u32 rsvd;
+	__u32 rsvd;		/* 0; MOE_FFN expert tables (1.6): TX8_WEIGHT_F_* */
 };
+
+/*
+ * Flags in the rsvd word of the gate entry (j = 0) of a MOE_FFN expert
+ * table (interface 1.6; every other weight, and the up/down entries, keep
+ * rsvd = 0). The host's expert cache (docs/glm-inference.md) sets XCACHE
+ * on an expert it serves from a cache slot and XMISS on one it had to
+ * load for this pass; each expert a MOE_FFN uses with XCACHE counts one
+ * expert_cache_hits, or one expert_cache_misses with XMISS too. Entries
+ * without flags (resident experts, 1.5 tables) count nothing.
+ */
+#define TX8_WEIGHT_F_XCACHE		(1u << 0)
+#define TX8_WEIGHT_F_XMISS		(1u << 1)
 
 /* MATMUL flags */
 #define TX8_MATMUL_F_ACCUMULATE		(1u << 0)	/* y += x W^T */

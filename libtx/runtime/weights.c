@@ -445,6 +445,8 @@ int rt_prepare_plan(glm_model_t *m, const glm_precision_plan_t *plan)
         int rc = rt_stream_prepare_plan(m, plan);
         if (rc)
             return rc;
+    } else if (m->xc) {
+        /* the expert cache writes a layer's table when the layer runs */
     } else if (m->n_moe_layers && m->tables_prec != (int)plan->precision[GLM_EXPERT]) {
         int rc = write_expert_tables(m, plan->precision[GLM_EXPERT]);
         if (rc)
