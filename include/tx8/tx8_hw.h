@@ -58,7 +58,7 @@ typedef float tx8_f32;
 
 #define TX8_SIGNATURE			0x30385854u	/* "TX80" in memory */
 #define TX8_IF_VERSION_MAJOR		1
-#define TX8_IF_VERSION_MINOR		5
+#define TX8_IF_VERSION_MINOR		6
 #define TX8_IF_VERSION \
 	((TX8_IF_VERSION_MAJOR << 16) | TX8_IF_VERSION_MINOR)
 #define TX8_IF_MAJOR(v)			((v) >> 16)

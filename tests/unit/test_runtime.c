@@ -1487,6 +1487,10 @@ static void expert_cache(int which, const char *plan, int slots, unsigned flags,
     random_ids(ids, n, V, 33);
     float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
     glm_session_t *sa = session(res, 32, 0), *sb = session(xm, 32, 0);
+    struct tx_device_counters d0, d1;
+    struct glm_expert_cache_stats c0;
+    OK(tx_device_counters(dev, &d0));
+    OK(glm_model_expert_cache_stats(xm, &c0));
     OK(glm_eval(sa, ids, n, GLM_EVAL_ALL_LOGITS, a));
     OK(glm_eval(sb, ids, n, GLM_EVAL_ALL_LOGITS, b));
     int same = !memcmp(a, b, sizeof(float) * (size_t)n * V);
@@ -1500,6 +1504,12 @@ static void expert_cache(int which, const char *plan, int slots, unsigned flags,
     OK(glm_model_info(res, &ia));
     OK(glm_model_info(xm, &ib));
     OK(glm_model_expert_cache_stats(xm, &cs));
+    OK(tx_device_counters(dev, &d1));
+    /* the device counts the cache's uses from the table flags (1.6): the
+     * resident model's MOE_FFN counts nothing */
+    ck_assert_uint_eq(d1.dev.expert_cache_misses - d0.dev.expert_cache_misses,
+                      cs.misses - c0.misses);
+    ck_assert_uint_eq(d1.dev.expert_cache_hits - d0.dev.expert_cache_hits, cs.hits - c0.hits);
     printf("[runtime] %s %s expert cache %llu of %llu experts (%s%s): resident weights %llu -> "
            "%llu bytes; hits %llu misses %llu prefetches %llu (useful %llu) evictions %llu, "
            "%llu bytes read; logits %s\n",
