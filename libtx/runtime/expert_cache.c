@@ -26,7 +26,7 @@
  * access graph, trans[l][e][e'] = passes-rows that chose e at MoE layer l
  * and e' at l + 1. While layer l runs, the experts of layer l + 1 most
  * likely given l's routing are read ahead:
- *   p_row(e')  = mean over e in row's selection of trans[l][e][e'] / n[l][e]
+ *   p_row(e')  = max over e in row's selection of trans[l][e][e'] / n[l][e]
  *   p_freq(e') = min(1, top_k * freq[l+1][e'] / sum freq[l+1])
  *   score(e')  = 1 - prod over rows (1 - (a p_row + (1 - a) p_freq))
  * with a = XC_ALPHA when the row's experts were seen XC_MIN_OBS times.
@@ -62,6 +62,7 @@
 #define XC_ALPHA 0.8        /* weight of the transition graph in a score */
 #define XC_MIN_OBS 2        /* selections of e before its transitions count */
 #define XC_PF_MIN 0.2       /* least score prefetched */
+#define XC_PF_BUDGET 1      /* prefetches per layer and row: top_k times this */
 
 struct xreq {
     int slot;
@@ -159,22 +160,21 @@ static uint64_t stored_bytes(const glm_model_t *m, int l, int e)
     return b;
 }
 
-uint64_t rt_xc_slot_bytes(const glm_model_t *m)
+uint64_t rt_xc_slot_bytes(const glm_model_t *m, int prec)
 {
     uint64_t mx = 0;
     int E = m->cfg.n_routed_experts;
     for (int i = 0; i < m->n_moe_layers; i++)
-        for (int e = 0; e < E; e++)
-            for (int p = -1; p < GLM_PRECISION_COUNT; p++) {
-                struct xlay o;
-                if (xmat(m, m->moe_layer[i], e, 0) == RT_NONE ||
-                    xmat(m, m->moe_layer[i], e, 1) == RT_NONE ||
-                    xmat(m, m->moe_layer[i], e, 2) == RT_NONE)
-                    return 0;
-                layout(m, m->moe_layer[i], e, p, &o);
-                if (o.end > mx)
-                    mx = o.end;
-            }
+        for (int e = 0; e < E; e++) {
+            struct xlay o;
+            int l = m->moe_layer[i];
+            if (xmat(m, l, e, 0) == RT_NONE || xmat(m, l, e, 1) == RT_NONE ||
+                xmat(m, l, e, 2) == RT_NONE)
+                return 0;
+            layout(m, l, e, prec, &o); /* stored extents, then the copies */
+            if (o.end > mx)
+                mx = o.end;
+        }
     return ALIGN_UP(mx, XC_PAGE);
 }
 
@@ -198,7 +198,11 @@ int rt_xc_setup(glm_model_t *m, uint64_t bytes, unsigned flags)
     xc->lru = !!(flags & GLM_LOAD_EXPERT_LRU);
     xc->prefetch = !(flags & GLM_LOAD_EXPERT_NO_PREFETCH);
     xc->prev_mi = -1;
-    xc->slot_size = rt_xc_slot_bytes(m);
+    glm_precision_plan_t plan;
+    rt_plan_of(m->dev, &plan, NULL);
+    xc->slot_prec = (int)plan.precision[GLM_EXPERT];
+    xc->slot_size = rt_xc_slot_bytes(m, xc->slot_prec);
+    xc->budget = bytes;
     xc->bytes_all = rt_xc_expert_bytes(m);
     if (!xc->slot_size)
         return tx_error(TX_EINVAL, "expert cache: an expert of the package lacks a matrix");
@@ -523,15 +527,18 @@ static void prefetch(glm_model_t *m, int mi, const int32_t *ids, int T)
                 if (ea < 0 || ea >= E || rs[ea] < XC_MIN_OBS)
                     continue;
                 seen++;
-                for (int b = 0; b < E; b++)
-                    pr[b] += (double)tr[(size_t)ea * E + b] / (double)rs[ea];
+                for (int b = 0; b < E; b++) {
+                    double q = (double)tr[(size_t)ea * E + b] / (double)rs[ea];
+                    if (q > pr[b])
+                        pr[b] = q;
+                }
             }
         }
         for (int e = 0; e < E; e++) {
             double pf = fs > 0 ? (double)K * f[e] / fs : 0;
             if (pf > 1)
                 pf = 1;
-            double p = seen ? XC_ALPHA * pr[e] / seen + (1 - XC_ALPHA) * pf : pf;
+            double p = seen ? XC_ALPHA * pr[e] + (1 - XC_ALPHA) * pf : pf;
             if (p > 1)
                 p = 1;
             score[e] *= 1.0 - p;
@@ -539,7 +546,7 @@ static void prefetch(glm_model_t *m, int mi, const int32_t *ids, int T)
     }
     for (int e = 0; e < E; e++)
         score[e] = 1.0 - score[e];
-    int budget = K * (T < 4 ? T : 4);
+    int budget = XC_PF_BUDGET * K * (T < 4 ? T : 4);
     for (int n = 0; n < budget; n++) {
         int best = -1;
         for (int e = 0; e < E; e++)
@@ -553,8 +560,8 @@ static void prefetch(glm_model_t *m, int mi, const int32_t *ids, int T)
         int v = victim(xc);
         if (v < 0)
             break;
-        if (!xc->lru && xc->slot[v].mi >= 0 && value(xc, &xc->slot[v]) >= sc)
-            break; /* everything evictable is worth more than the guess */
+        if (xc->slot[v].mi >= 0 && xc->clock - xc->slot[v].last < (uint64_t)xc->n_moe)
+            break; /* everything evictable was used during the last pass */
         if (load(m, v, nmi, best))
             break; /* a failed prefetch is not an error: the layer misses */
         struct rt_xslot *sl = &xc->slot[v];
@@ -792,17 +799,77 @@ void rt_xc_pass_begin(glm_model_t *m, int T, int decode)
 int rt_xc_declare(glm_model_t *m, tx_cmdbuf_t *cb)
 {
     struct rt_xcache *xc = m->xc;
-    if (!xc || !xc->on)
+    if (!xc)
         return TX_OK;
+    if (!xc->on || !xc->bo)
+        return tx_error(TX_EINVAL, "expert cache: unusable after a failed relayout");
     int rc = tx_cmdbuf_use(cb, xc->bo, TX_ACCESS_RW);
     if (!rc)
         rc = tx_cmdbuf_use(cb, xc->scratch, TX_ACCESS_RW);
     return rc;
 }
 
-void rt_xc_plan_changed(glm_model_t *m)
+/* A plan whose expert precision needs another slot size: the same bytes
+ * laid out again (the statistics stay, the cached experts go). Slots
+ * remember the precision of their converted copies (conv_prec) otherwise. */
+int rt_xc_plan_changed(glm_model_t *m, const glm_precision_plan_t *plan)
 {
-    (void)m; /* slots remember the precision of their copies (conv_prec) */
+    struct rt_xcache *xc = m->xc;
+    int p = (int)plan->precision[GLM_EXPERT];
+    if (!xc || p == xc->slot_prec)
+        return TX_OK;
+    uint64_t need = rt_xc_slot_bytes(m, p);
+    if (need == xc->slot_size) {
+        xc->slot_prec = p;
+        return TX_OK;
+    }
+    drain(xc);
+    uint64_t total = (uint64_t)xc->n_moe * (uint64_t)xc->E;
+    uint64_t ns = xc->budget / need;
+    if (ns > total)
+        ns = total;
+    if (ns < (uint64_t)xc->K)
+        return tx_error(TX_ENOSPC,
+                        "expert cache: precision %s for the experts needs slots of %llu bytes; "
+                        "the cache's %llu bytes hold %llu, fewer than num_experts_per_tok %d",
+                        glm_precision_name((glm_precision_t)p), (unsigned long long)need,
+                        (unsigned long long)xc->budget, (unsigned long long)ns, xc->K);
+    tx_bo_t *nb = NULL;
+    void *map = NULL;
+    struct rt_xslot *sl = calloc(ns, sizeof(*sl));
+    int rc = sl ? TX_OK : TX_ENOMEM;
+    if (!rc) {
+        tx_bo_free(xc->bo); /* first: the same bytes are allocated again */
+        xc->bo = NULL;
+        rc = tx_bo_alloc(m->dev, ns * need, 0, m->label_w, &nb);
+        if (!rc)
+            rc = tx_bo_map(nb, &map);
+    }
+    if (rc) {
+        free(sl);
+        if (nb)
+            tx_bo_free(nb);
+        xc->on = 0;
+        return tx_error(rc, "expert cache: relayout for %s experts (%llu slots of %llu bytes): %s",
+                        glm_precision_name((glm_precision_t)p), (unsigned long long)ns,
+                        (unsigned long long)need, tx_last_error());
+    }
+    free(xc->slot);
+    xc->slot = sl;
+    xc->bo = nb;
+    xc->map = map;
+    xc->n_slots = (int)ns;
+    xc->slot_size = need;
+    xc->slot_prec = p;
+    for (uint64_t i = 0; i < total; i++)
+        xc->where[i] = -1;
+    for (uint64_t s = 0; s < ns; s++) {
+        xc->slot[s].mi = xc->slot[s].e = -1;
+        xc->slot[s].conv_prec = -1;
+    }
+    rt_debug("expert cache: laid out again for %s experts: %d slots of %llu bytes",
+             glm_precision_name((glm_precision_t)p), xc->n_slots, (unsigned long long)need);
+    return TX_OK;
 }
 
 void rt_xc_free(glm_model_t *m)

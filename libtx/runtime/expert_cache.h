@@ -34,6 +34,8 @@ struct rt_xcache {
     int n_moe, E, K;
     int n_slots;
     uint64_t slot_size;  /* stored extents, then the converted copies */
+    int slot_prec;       /* expert precision the slot size was made for */
+    uint64_t budget;     /* bytes given to the cache */
     uint64_t bytes_all;  /* stored bytes of every routed expert */
     tx_bo_t *bo;         /* n_slots * slot_size */
     void *map;
@@ -67,14 +69,15 @@ uint64_t rt_xc_expert_bytes(const glm_model_t *m);
 /* Marks the routed experts non-resident (packs the rest into w_size). */
 void rt_xc_mark(glm_model_t *m);
 void rt_xc_unmark(glm_model_t *m);
-/* Slot size (largest expert, stored + converted copies under any plan). */
-uint64_t rt_xc_slot_bytes(const glm_model_t *m);
+/* Slot size: the largest expert, stored + converted copies for expert
+ * precision prec (-1: stored only). */
+uint64_t rt_xc_slot_bytes(const glm_model_t *m, int prec);
 /* The cache of `bytes` (>= top_k slots) once the resident part is placed. */
 int rt_xc_setup(glm_model_t *m, uint64_t bytes, unsigned load_flags);
 void rt_xc_free(glm_model_t *m);
-/* Tables of the expert cache become invalid when the expert precision of
- * the plan changes (converted copies in the slots). */
-void rt_xc_plan_changed(glm_model_t *m);
+/* A plan whose expert precision needs another slot size lays the cache
+ * out again (TX_ENOSPC when its bytes then hold fewer than top_k). */
+int rt_xc_plan_changed(glm_model_t *m, const glm_precision_plan_t *plan);
 /* Declares the cache BOs to the current job. */
 int rt_xc_declare(glm_model_t *m, tx_cmdbuf_t *cb);
 /* Start of a pass: T rows, all decode steps or not. */

@@ -454,7 +454,9 @@ static int load_expert_cache(glm_model_t *m, const struct glm_load_options *o, c
 {
     uint64_t total_w = m->w_size;
     rt_xc_mark(m);
-    uint64_t res = m->w_size, slot = rt_xc_slot_bytes(m);
+    glm_precision_plan_t plan;
+    rt_plan_of(m->dev, &plan, NULL);
+    uint64_t res = m->w_size, slot = rt_xc_slot_bytes(m, (int)plan.precision[GLM_EXPERT]);
     uint64_t xb = rt_xc_expert_bytes(m);
     int K = m->cfg.num_experts_per_tok;
     uint64_t all = slot * (uint64_t)m->n_moe_layers * (uint64_t)m->cfg.n_routed_experts;

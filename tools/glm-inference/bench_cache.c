@@ -153,15 +153,23 @@ int bench_cache_run(tx_device_t *dev, const struct bench_cache_opts *o)
     unsigned fl[4] = {0, GLM_LOAD_STREAM,
                       GLM_LOAD_EXPERT_CACHE | GLM_LOAD_EXPERT_LRU | GLM_LOAD_EXPERT_NO_PREFETCH,
                       GLM_LOAD_EXPERT_CACHE};
-    for (int i = 0; i < 4; i++)
-        if (run_mode(dev, o, fl[i], i >= 2 ? cbytes : 0, &rows[i]))
+    static const char *const key[4] = {"resident", "layers", "lru", "lrfu"};
+    int on[4];
+    for (int i = 0; i < 4; i++) {
+        on[i] = !o->modes || strstr(o->modes, key[i]) != NULL;
+        if (on[i] && run_mode(dev, o, fl[i], i >= 2 ? cbytes : 0, &rows[i]))
             return 1;
+        if (!on[i])
+            rows[i].tgs = 1e-30; /* not run */
+    }
 
     printf("| mode | device weights | tg t/s | vs resident | misses/token | prefetches/token "
            "| useful | read/token | needed/token | read/needed |\n");
     printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int i = 0; i < 4; i++) {
         struct row *r = &rows[i];
+        if (!on[i])
+            continue;
         double tk = r->d.decode_tokens ? (double)r->d.decode_tokens : 1;
         printf("| %s | %.1f MiB | %.2f | %.2f |", r->name, r->resident_bytes / 1048576.0, r->tgs,
                r->tgs / rows[0].tgs);

@@ -12,6 +12,7 @@ struct bench_cache_opts {
     int tg;           /* timed decode steps */
     int warmup;       /* decode steps before timing (statistics, cache) */
     int prompt;       /* prompt tokens before the decode */
+    const char *modes; /* NULL: all; else a list of resident,layers,lru,lrfu */
 };
 
 /* Prints the table to stdout; 0 or 1 (error printed). */

@@ -99,6 +99,7 @@ static void usage(FILE *f)
             "      --no-prefetch        no predicted expert prefetch\n"
             "      --bench-cache        expert cache vs resident vs --stream decode (tg rows)\n"
             "      --bench-cache-frac F cache size as a fraction of the routed experts (0.25)\n"
+            "                           ($TX_BENCH_CACHE_MODES: a subset of resident,layers,lru,lrfu)\n"
             "\n"
             "Outputs and checks:\n"
             "      --verify             check every checksum of the package and exit (no "
@@ -1279,7 +1280,7 @@ int main(int argc, char **argv)
     if (o.bench_cache) {
         struct bench_cache_opts bo = {o.checkpoint, o.bench_cache_frac > 0 ? o.bench_cache_frac
                                                                            : 0.25,
-                                      o.bench_tg, 16, 16};
+                                      o.bench_tg, 32, o.bench_pp, getenv("TX_BENCH_CACHE_MODES")};
         rc = bench_cache_run(dev, &bo);
         goto out;
     }
