@@ -57,12 +57,14 @@
 #define XC_PAGE 4096u
 #define XC_CHUNK (8u << 20)
 #define XC_RING 128
-#define XC_HALF_PASSES 16.0 /* LRFU half-life, in passes */
+#define XC_HALF_PASSES 2.0  /* half-life of the recency term, in passes */
 #define XC_DECAY 0.995      /* frequency decay per visit of a layer */
 #define XC_ALPHA 0.8        /* weight of the transition graph in a score */
-#define XC_MIN_OBS 2        /* selections of e before its transitions count */
-#define XC_PF_MIN 0.2       /* least score prefetched */
-#define XC_PF_BUDGET 1      /* prefetches per layer and row: top_k times this */
+#define XC_MIN_OBS 1        /* selections of e before its transitions count */
+#define XC_PF_WORTH 16.0    /* a prefetch evicts a slot of value < f + this * score */
+#define XC_PRIOR 4.0        /* pseudo-observations of p_freq in P(e'|e) */
+#define XC_PF_MIN 0.15      /* least score prefetched */
+#define XC_PF_BUDGET 2      /* prefetches per layer and row: top_k times this */
 
 struct xreq {
     int slot;
@@ -420,18 +422,21 @@ static double half_visits(const struct rt_xcache *xc)
     return XC_HALF_PASSES * (double)(xc->n_moe > 0 ? xc->n_moe : 1);
 }
 
+/* LRU: the clock of the last use. Otherwise frequency + recency: the
+ * expert's decayed selection count (kept while it is not cached) plus a
+ * recency term in [0, 1] halving every XC_HALF_PASSES passes. */
 static double value(const struct rt_xcache *xc, const struct rt_xslot *s)
 {
     if (s->mi < 0)
         return -1e300;
     if (xc->lru)
         return (double)s->last;
-    return s->crf * pow(0.5, (double)(xc->clock - s->last) / half_visits(xc));
+    double f = xc->freq[(size_t)s->mi * xc->E + (size_t)s->e];
+    return f + pow(0.5, (double)(xc->clock - s->last) / half_visits(xc));
 }
 
 static void touch(struct rt_xcache *xc, struct rt_xslot *s)
 {
-    s->crf = (xc->lru ? 0 : value(xc, s)) + 1.0;
     s->last = xc->clock;
 }
 
@@ -512,6 +517,17 @@ static void prefetch(glm_model_t *m, int mi, const int32_t *ids, int T)
     double fs = 0;
     for (int e = 0; e < E; e++)
         fs += f[e];
+    double *pm = calloc((size_t)E, sizeof(double)); /* p_freq */
+    if (!pm) {
+        free(score);
+        free(pr);
+        return;
+    }
+    for (int e = 0; e < E; e++) {
+        pm[e] = fs > 0 ? (double)K * f[e] / fs : 0;
+        if (pm[e] > 1)
+            pm[e] = 1;
+    }
     for (int e = 0; e < E; e++)
         score[e] = 1.0; /* prod (1 - p_row) */
     int rows = T < 64 ? T : 64; /* a long prefill: its first rows are enough */
@@ -528,17 +544,16 @@ static void prefetch(glm_model_t *m, int mi, const int32_t *ids, int T)
                     continue;
                 seen++;
                 for (int b = 0; b < E; b++) {
-                    double q = (double)tr[(size_t)ea * E + b] / (double)rs[ea];
+                    /* smoothed towards p_freq: few observations, little trust */
+                    double q = ((double)tr[(size_t)ea * E + b] + XC_PRIOR * pm[b]) /
+                               ((double)rs[ea] + XC_PRIOR);
                     if (q > pr[b])
                         pr[b] = q;
                 }
             }
         }
         for (int e = 0; e < E; e++) {
-            double pf = fs > 0 ? (double)K * f[e] / fs : 0;
-            if (pf > 1)
-                pf = 1;
-            double p = seen ? XC_ALPHA * pr[e] + (1 - XC_ALPHA) * pf : pf;
+            double p = seen ? XC_ALPHA * pr[e] + (1 - XC_ALPHA) * pm[e] : pm[e];
             if (p > 1)
                 p = 1;
             score[e] *= 1.0 - p;
@@ -555,24 +570,29 @@ static void prefetch(glm_model_t *m, int mi, const int32_t *ids, int T)
                 best = e;
         if (best < 0)
             break;
-        double sc = score[best];
-        score[best] = -1;
         int v = victim(xc);
         if (v < 0)
             break;
-        if (xc->slot[v].mi >= 0 && xc->clock - xc->slot[v].last < (uint64_t)xc->n_moe)
-            break; /* everything evictable was used during the last pass */
+        /* LRU: only slots unused for a pass; else only a slot worth less than
+         * the candidate once used (its frequency + the score) */
+        if (xc->slot[v].mi >= 0 &&
+            (xc->lru ? xc->clock - xc->slot[v].last < (uint64_t)xc->n_moe
+                     : value(xc, &xc->slot[v]) >= f[best] + XC_PF_WORTH * score[best])) {
+            score[best] = -1; /* not worth its slot: the next candidate */
+            continue;
+        }
+        score[best] = -1;
         if (load(m, v, nmi, best))
             break; /* a failed prefetch is not an error: the layer misses */
         struct rt_xslot *sl = &xc->slot[v];
         sl->prefetched = 1;
         sl->pin = xc->stamp;
-        sl->crf = sc;
         sl->last = xc->clock;
         xc->prefetches++;
     }
     free(score);
     free(pr);
+    free(pm);
 }
 
 /* ---- a MoE layer --------------------------------------------------------------- */
@@ -694,6 +714,8 @@ void rt_xc_moe_ffn(struct gctx *g, int l, int mi, struct tx_moe_ffn_args *x)
         xc->stamp++;
         int e1 = e0, cnt = 0;
         memset(miss, 0, (size_t)E);
+        /* the group's experts; those present are pinned first, so that no
+         * miss of the group evicts another of its experts */
         for (; e1 < E && cnt < xc->n_slots; e1++) {
             if (!need[e1])
                 continue;
@@ -704,22 +726,28 @@ void rt_xc_moe_ffn(struct gctx *g, int l, int mi, struct tx_moe_ffn_args *x)
                     xc->prefetch_useful++;
                     xc->slot[s].prefetched = 0;
                 }
+                touch(xc, &xc->slot[s]);
+                xc->slot[s].pin = xc->stamp;
             } else {
-                s = victim(xc);
-                if (s < 0 || (rc = load(m, s, mi, e1))) {
-                    g->rc = s < 0 ? tx_error(TX_EINVAL, "internal: expert cache full") : rc;
-                    break;
-                }
-                xc->misses++;
-                if (xc->in_decode)
-                    xc->dec_misses++;
                 miss[e1] = 1;
             }
             if (xc->in_decode)
                 xc->dec_bytes_needed += stored_bytes(m, l, e1);
+            cnt++;
+        }
+        for (int e = e0; e < e1 && !g->rc; e++) {
+            if (!miss[e])
+                continue;
+            int s = victim(xc);
+            if (s < 0 || (rc = load(m, s, mi, e))) {
+                g->rc = s < 0 ? tx_error(TX_EINVAL, "internal: expert cache full") : rc;
+                break;
+            }
+            xc->misses++;
+            if (xc->in_decode)
+                xc->dec_misses++;
             touch(xc, &xc->slot[s]);
             xc->slot[s].pin = xc->stamp;
-            cnt++;
         }
         if (g->rc)
             break;

@@ -23,7 +23,6 @@ struct rt_xslot {
     uint64_t pin;   /* == xc->stamp: the current layer needs it (not evictable) */
     int prefetched; /* read by a prefetch, not used since */
     int conv_prec;  /* precision of the converted copies in the slot, -1: none */
-    double crf;     /* LRFU value at clock `last` */
     uint64_t last;  /* clock of the last use (LRU key) */
 };
 
