@@ -162,7 +162,7 @@ struct tx8_counters {
 	__u64 bytes_written;	/* operand bytes written by commands */
 	__u64 macs[TX8_DTYPE_COUNT];	/* multiply-accumulates executed */
 	__u64 macs_skipped;	/* MACs skipped by the sparse engine */
-	__u64 expert_cache_hits;	/* see docs/hardware.md, "expert cache" */
+	__u64 expert_cache_hits;	/* docs/hardware.md section 6 (1.6: host cache flags) */
 	__u64 expert_cache_misses;
 	__u64 core_busy_ns[TX8_MAX_CORES];	/* per compute core */
 	__u64 rsvd[8];

@@ -276,9 +276,17 @@ int rt_xc_setup(glm_model_t *m, uint64_t bytes, unsigned flags)
 
 /* ---- reads ------------------------------------------------------------------ */
 
+static int reap_one(struct rt_xcache *xc);
+
 static int submit_read(struct rt_xcache *xc, int slot, uint8_t *dst, uint64_t foff, uint32_t len,
                        int direct)
 {
+    /* at most XC_RING reads in flight: the completion queue never overflows */
+    while (xc->inflight >= XC_RING) {
+        io_uring_submit(&xc->ring);
+        if (reap_one(xc) < 0)
+            return TX_EIO;
+    }
     struct io_uring_sqe *sqe = io_uring_get_sqe(&xc->ring);
     if (!sqe) {
         io_uring_submit(&xc->ring);
@@ -795,8 +803,15 @@ void rt_xc_moe_ffn(struct gctx *g, int l, int mi, struct tx_moe_ffn_args *x)
                 int e = xc->ids[i];
                 rid[i] = e >= e0 && e < e1 ? e : -1;
             }
-        blk_dbg(g, "MOE_FFN layer %d tokens=%d top_k=%d experts %d..%d of %d routed (cache)", l,
-                T, K, e0, e1 - 1, total);
+        int nmiss = 0;
+        for (int e = e0; e < e1; e++)
+            nmiss += miss[e];
+        blk_dbg(g,
+                "MOE_FFN layer %d tokens=%d top_k=%d experts %d..%d of %d routed (expert cache: %d "
+                "hits, %d misses; totals %llu hits %llu misses %llu prefetches %llu bytes read)",
+                l, T, K, e0, e1 - 1, total, cnt - nmiss, nmiss, (unsigned long long)xc->hits,
+                (unsigned long long)xc->misses, (unsigned long long)xc->prefetches,
+                (unsigned long long)xc->bytes_read);
         if (blk_emit(g, tx_cmd_moe_ffn(g->cb, x)))
             break;
         e0 = e1;

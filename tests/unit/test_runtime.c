@@ -1557,6 +1557,59 @@ START_TEST(test_expert_cache_glm5)
 }
 END_TEST
 
+/* Plan changes on a loaded expert cache: golden (INT8 copies of the FP32
+ * experts in the slots) -> fp32 (stored only: laid out again, more slots)
+ * -> golden again; each time bit-identical to the resident model. */
+START_TEST(test_expert_cache_plan_change)
+{
+    tx_device_t *dev = open_dev();
+    glm_precision_plan_t p;
+    glm_plan_golden(&p);
+    OK(glm_plan_set(dev, &p));
+    glm_model_t *res, *xm;
+    OK(glm_model_load(dev, g_smd[M5_F32], NULL, &res));
+    struct glm_load_options lo = {.flags = GLM_LOAD_EXPERT_CACHE};
+    OK(glm_model_load(dev, g_smd[M5_F32], &lo, &xm));
+    struct glm_expert_cache_stats cs;
+    OK(glm_model_expert_cache_stats(xm, &cs));
+    uint64_t golden_slot = cs.slot_bytes;
+    OK(glm_model_free(xm));
+    lo.expert_cache_bytes = 3 * golden_slot;
+    OK(glm_model_load(dev, g_smd[M5_F32], &lo, &xm));
+    int V = glm_model_config(res)->vocab_size;
+    int32_t ids[6];
+    random_ids(ids, 6, V, 35);
+    float *a = malloc(sizeof(float) * 6 * (size_t)V), *b = malloc(sizeof(float) * 6 * (size_t)V);
+    const char *plans[3] = {"golden", "fp32", "golden"};
+    uint64_t slots[3];
+    for (int i = 0; i < 3; i++) {
+        glm_plan_golden(&p);
+        OK(glm_plan_parse(plans[i], &p));
+        OK(glm_plan_set(dev, &p));
+        glm_session_t *sa = session(res, 16, 0), *sb = session(xm, 16, 0);
+        OK(glm_eval(sa, ids, 6, GLM_EVAL_ALL_LOGITS, a));
+        OK(glm_eval(sb, ids, 6, GLM_EVAL_ALL_LOGITS, b));
+        ck_assert_msg(!memcmp(a, b, sizeof(float) * 6 * (size_t)V), "plan %s differs", plans[i]);
+        glm_session_free(sa);
+        glm_session_free(sb);
+        OK(glm_model_expert_cache_stats(xm, &cs));
+        slots[i] = cs.slots;
+    }
+    printf("[runtime] expert cache across plan changes golden/fp32/golden: %llu/%llu/%llu slots, "
+           "logits bit-identical\n",
+           (unsigned long long)slots[0], (unsigned long long)slots[1],
+           (unsigned long long)slots[2]);
+    ck_assert_uint_eq(slots[0], 3);
+    ck_assert_uint_gt(slots[1], slots[0]); /* FP32 stored: no copies, smaller slots */
+    ck_assert_uint_eq(slots[2], 3);
+    free(a);
+    free(b);
+    OK(glm_model_free(res));
+    OK(glm_model_free(xm));
+    tx_device_close(dev);
+}
+END_TEST
+
 START_TEST(test_expert_cache_int8)
 {
     expert_cache(M4_INT8, "golden", 3, 0, 6);
@@ -1655,6 +1708,7 @@ static Suite *runtime_suite(void)
     tcase_add_test(tc, test_streaming_when_too_big);
     tcase_add_test(tc, test_expert_cache_glm5);
     tcase_add_test(tc, test_expert_cache_int8);
+    tcase_add_test(tc, test_expert_cache_plan_change);
     tcase_add_test(tc, test_expert_cache_when_too_big);
     suite_add_tcase(s, tc);
     return s;
