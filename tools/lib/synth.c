@@ -914,6 +914,14 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
         return tx_errbuf(err, errsz, TX_EINVAL,
                          "glm-synth: unknown architecture or preset (architectures: %s)",
                          tx_arch_list_model_types());
+    if (o->routing == TX_SYNTH_ROUTING_SKEWED &&
+        (!(o->routing_corr >= 0.0f && o->routing_corr <= 1.0f) ||
+         !(o->routing_skew >= 0.0f && o->routing_skew <= 100.0f)))
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "glm-synth: routing correlation must be in [0, 1] and skew in [0, 100]");
+    if (o->n_experts < 0 || o->n_experts > 4096)
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm-synth: %d routed experts (1..4096)",
+                         o->n_experts);
     int rc;
     int vocab = o->vocab_size;
     struct tx_synth_tokenizer tk;
@@ -984,13 +992,6 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
         goto out;
     }
     l.E = cfg.n_routed_experts;
-    if (o->routing == TX_SYNTH_ROUTING_SKEWED &&
-        (!(o->routing_corr >= 0.0f && o->routing_corr <= 1.0f) ||
-         !(o->routing_skew >= 0.0f && o->routing_skew <= 100.0f))) {
-        rc = tx_errbuf(err, errsz, TX_EINVAL,
-                       "glm-synth: routing correlation must be in [0, 1] and skew in [0, 100]");
-        goto out;
-    }
     rc = glm_config_tensor_list(&cfg, glist_cb, &l);
     if (rc == 0 && cfg.num_nextn_predict_layers > 0) /* Qwen3-MoE has no MTP layer */
         rc = add_mtp(&l, &cfg);
