@@ -513,23 +513,23 @@ TX_API int glm_model_expert_stats_reset(glm_model_t *model);
  * that a pass routes at least one row to. docs/glm-inference.md.
  */
 struct glm_expert_cache_stats {
-    uint64_t slots;            /* experts the cache holds */
-    uint64_t slot_bytes;       /* device bytes of one slot */
-    uint64_t cache_bytes;      /* device bytes of the cache */
-    uint64_t experts;          /* routed experts of the model (all layers) */
-    uint64_t hits;             /* uses found in the cache (loaded or being loaded) */
-    uint64_t misses;           /* uses not there when the layer ran: read then */
-    uint64_t prefetches;       /* experts read ahead of need (prediction) */
-    uint64_t prefetch_useful;  /* of which used before being evicted */
-    uint64_t evictions;        /* slots given to another expert */
-    uint64_t bytes_read;       /* bytes read from the package into slots */
-    uint64_t decode_tokens;    /* rows of passes where every row was a decode step */
-    uint64_t decode_misses;    /* misses of those passes */
+    uint64_t slots;               /* experts the cache holds */
+    uint64_t slot_bytes;          /* device bytes of one slot */
+    uint64_t cache_bytes;         /* device bytes of the cache */
+    uint64_t experts;             /* routed experts of the model (all layers) */
+    uint64_t hits;                /* uses found in the cache (loaded or being loaded) */
+    uint64_t misses;              /* uses not there when the layer ran: read then */
+    uint64_t prefetches;          /* experts read ahead of need (prediction) */
+    uint64_t prefetch_useful;     /* of which used before being evicted */
+    uint64_t evictions;           /* slots given to another expert */
+    uint64_t bytes_read;          /* bytes read from the package into slots */
+    uint64_t decode_tokens;       /* rows of passes where every row was a decode step */
+    uint64_t decode_misses;       /* misses of those passes */
     uint64_t decode_bytes_read;   /* bytes read during those passes (misses + prefetches) */
     uint64_t decode_bytes_needed; /* stored bytes of the experts those passes used */
-    int policy;                /* 0: frequency + recency (LRFU), 1: plain LRU */
-    int prefetch;              /* 1: predicted prefetch on */
-    int direct;                /* 1: O_DIRECT reads (package larger than host RAM) */
+    int policy;                   /* 0: frequency + recency (LRFU), 1: plain LRU */
+    int prefetch;                 /* 1: predicted prefetch on */
+    int direct;                   /* 1: O_DIRECT reads (package larger than host RAM) */
     int rsvd[5];
 };
 TX_API int glm_model_expert_cache_stats(glm_model_t *model, struct glm_expert_cache_stats *out);

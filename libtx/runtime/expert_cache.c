@@ -57,14 +57,14 @@
 #define XC_PAGE 4096u
 #define XC_CHUNK (8u << 20)
 #define XC_RING 128
-#define XC_HALF_PASSES 2.0  /* half-life of the recency term, in passes */
-#define XC_DECAY 0.995      /* frequency decay per visit of a layer */
-#define XC_ALPHA 0.8        /* weight of the transition graph in a score */
-#define XC_MIN_OBS 1        /* selections of e before its transitions count */
-#define XC_PF_WORTH 16.0    /* a prefetch evicts a slot of value < f + this * score */
-#define XC_PRIOR 4.0        /* pseudo-observations of p_freq in P(e'|e) */
-#define XC_PF_MIN 0.15      /* least score prefetched */
-#define XC_PF_BUDGET 2      /* prefetches per layer and row: top_k times this */
+#define XC_HALF_PASSES 2.0 /* half-life of the recency term, in passes */
+#define XC_DECAY 0.995     /* frequency decay per visit of a layer */
+#define XC_ALPHA 0.8       /* weight of the transition graph in a score */
+#define XC_MIN_OBS 1       /* selections of e before its transitions count */
+#define XC_PF_WORTH 16.0   /* a prefetch evicts a slot of value < f + this * score */
+#define XC_PRIOR 4.0       /* pseudo-observations of p_freq in P(e'|e) */
+#define XC_PF_MIN 0.15     /* least score prefetched */
+#define XC_PF_BUDGET 2     /* prefetches per layer and row: top_k times this */
 
 struct xreq {
     int slot;
@@ -75,9 +75,9 @@ struct xreq {
 };
 
 struct xlay {
-    uint64_t so[3];        /* stored extents in the slot */
-    struct rt_copy c[3];   /* converted copies (c.bo != NULL: converted) */
-    uint64_t end;          /* bytes used */
+    uint64_t so[3];      /* stored extents in the slot */
+    struct rt_copy c[3]; /* converted copies (c.bo != NULL: converted) */
+    uint64_t end;        /* bytes used */
 };
 
 static int xmat(const glm_model_t *m, int l, int e, int q)
@@ -344,8 +344,8 @@ static int reap_one(struct rt_xcache *xc)
             return 0;
         }
         int direct = r->direct && !(r->got % XC_PAGE) && xc->direct;
-        int e = submit_read(xc, r->slot, r->dst + r->got, r->foff + r->got, r->len - r->got,
-                            direct);
+        int e =
+            submit_read(xc, r->slot, r->dst + r->got, r->foff + r->got, r->len - r->got, direct);
         if (e && !s->err)
             s->err = -ENOMEM;
         else
@@ -377,8 +377,8 @@ static int wait_slot(glm_model_t *m, int s)
     if (sl->err) {
         int e = sl->err;
         int l = sl->mi >= 0 ? m->moe_layer[sl->mi] : -1;
-        return tx_error(tx_errno_code(e), "expert cache: reading layer %d expert %d from %s: %s",
-                        l, sl->e, tx_smd_path(m->smd), strerror(-e));
+        return tx_error(tx_errno_code(e), "expert cache: reading layer %d expert %d from %s: %s", l,
+                        sl->e, tx_smd_path(m->smd), strerror(-e));
     }
     return TX_OK;
 }
@@ -407,8 +407,8 @@ static int load(glm_model_t *m, int s, int mi, int e)
         uint64_t ext = st->extent_size;
         for (uint64_t off = 0; off < ext; off += XC_CHUNK) {
             uint32_t len = (uint32_t)(ext - off < XC_CHUNK ? ext - off : XC_CHUNK);
-            int r = submit_read(xc, s, base + o.so[q] + off, st->data_offset + off, len,
-                                xc->direct);
+            int r =
+                submit_read(xc, s, base + o.so[q] + off, st->data_offset + off, len, xc->direct);
             if (r) {
                 sl->err = -ENOMEM;
                 return tx_error(TX_ENOMEM, "expert cache: cannot queue a read");
@@ -537,7 +537,7 @@ static void prefetch(glm_model_t *m, int mi, const int32_t *ids, int T)
             pm[e] = 1;
     }
     for (int e = 0; e < E; e++)
-        score[e] = 1.0; /* prod (1 - p_row) */
+        score[e] = 1.0;         /* prod (1 - p_row) */
     int rows = T < 64 ? T : 64; /* a long prefill: its first rows are enough */
     for (int t = 0; t < rows; t++) {
         int seen = 0;

@@ -32,23 +32,23 @@ struct rt_xcache {
     int prefetch; /* 1: predicted prefetch */
     int n_moe, E, K;
     int n_slots;
-    uint64_t slot_size;  /* stored extents, then the converted copies */
-    int slot_prec;       /* expert precision the slot size was made for */
-    uint64_t budget;     /* bytes given to the cache */
-    uint64_t bytes_all;  /* stored bytes of every routed expert */
-    tx_bo_t *bo;         /* n_slots * slot_size */
+    uint64_t slot_size; /* stored extents, then the converted copies */
+    int slot_prec;      /* expert precision the slot size was made for */
+    uint64_t budget;    /* bytes given to the cache */
+    uint64_t bytes_all; /* stored bytes of every routed expert */
+    tx_bo_t *bo;        /* n_slots * slot_size */
     void *map;
     tx_bo_t *scratch; /* f32 scratch of the conversions */
     uint64_t scratch_size;
     struct rt_xslot *slot;
-    int32_t *where;   /* [n_moe][E] -> slot, -1 */
-    double *freq;     /* [n_moe][E] decayed selection counts */
-    uint32_t *trans;  /* [n_moe][E][E] co-selections (layer mi, e) -> (mi + 1, e') */
-    uint32_t *trow;   /* [n_moe][E] row sums of trans */
-    int32_t *prev;    /* routed ids of the previous MoE layer of this pass [T][K] */
+    int32_t *where;  /* [n_moe][E] -> slot, -1 */
+    double *freq;    /* [n_moe][E] decayed selection counts */
+    uint32_t *trans; /* [n_moe][E][E] co-selections (layer mi, e) -> (mi + 1, e') */
+    uint32_t *trow;  /* [n_moe][E] row sums of trans */
+    int32_t *prev;   /* routed ids of the previous MoE layer of this pass [T][K] */
     int prev_mi, prev_T;
     size_t prev_cap;
-    int32_t *ids;     /* host copy of the current layer's routing */
+    int32_t *ids; /* host copy of the current layer's routing */
     size_t ids_cap;
     struct io_uring ring;
     int ring_ok;

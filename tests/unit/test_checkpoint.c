@@ -365,7 +365,8 @@ START_TEST(synth_routing_skewed)
     int E = cfg->n_routed_experts, D = cfg->hidden_size;
     ck_assert_int_eq(E, 32);
     float b[32];
-    const struct tx_ckpt_tensor *bt = tx_ckpt_find(c, "model.layers.1.mlp.gate.e_score_correction_bias");
+    const struct tx_ckpt_tensor *bt =
+        tx_ckpt_find(c, "model.layers.1.mlp.gate.e_score_correction_bias");
     ck_assert_ptr_nonnull(bt);
     ck_assert_int_eq(tx_tensor_read_f32(bt->t, 0, 32, b, err, sizeof(err)), 0);
     float mx = b[0], mn = b[0];
@@ -373,7 +374,7 @@ START_TEST(synth_routing_skewed)
         mx = b[e] > mx ? b[e] : mx;
         mn = b[e] < mn ? b[e] : mn;
     }
-    ck_assert_float_eq_tol(mx, 0.2f, 1e-6f);                            /* k = 0 */
+    ck_assert_float_eq_tol(mx, 0.2f, 1e-6f);                         /* k = 0 */
     ck_assert_float_eq_tol(mn, 0.2f * expf(-6.0f * 31 / 32), 1e-6f); /* k = E - 1 */
     double skewed = router_match(c, E, D);
     tx_ckpt_close(c);

@@ -49,11 +49,11 @@ static void fixture_setup(void)
         const struct rts_mods *md;
         const char *quant;
     } spec[N_MODELS] = {
-        {GLM_ARCH_GLM_MOE_DSA, NULL, "none"},    {GLM_ARCH_GLM4_MOE, NULL, "none"},
-        {GLM_ARCH_GLM_MOE_DSA, &shared, "none"}, {GLM_ARCH_GLM4_MOE, &skew, "none"},
-        {GLM_ARCH_GLM4_MOE, NULL, "int8"},
-        {GLM_ARCH_QWEN3_MOE, NULL, "none"},      {GLM_ARCH_QWEN3_MOE, &q3, "none"},
-        {GLM_ARCH_DEEPSEEK_V3, NULL, "none"},  {GLM_ARCH_DEEPSEEK_V3, &yarn_af, "none"},
+        {GLM_ARCH_GLM_MOE_DSA, NULL, "none"},     {GLM_ARCH_GLM4_MOE, NULL, "none"},
+        {GLM_ARCH_GLM_MOE_DSA, &shared, "none"},  {GLM_ARCH_GLM4_MOE, &skew, "none"},
+        {GLM_ARCH_GLM4_MOE, NULL, "int8"},        {GLM_ARCH_QWEN3_MOE, NULL, "none"},
+        {GLM_ARCH_QWEN3_MOE, &q3, "none"},        {GLM_ARCH_DEEPSEEK_V3, NULL, "none"},
+        {GLM_ARCH_DEEPSEEK_V3, &yarn_af, "none"},
     };
     for (int i = 0; i < N_MODELS; i++) {
         /* the INT8 package is the FP32 GLM-4.5 checkpoint exported --quant int8 */
@@ -460,12 +460,16 @@ START_TEST(test_sampling_refused)
         struct glm_sampling smp;
         const char *what;
     } bad[] = {
-        {{.temperature = 0.8f, .top_k = 4097, .top_p = 0.95f, .seed = 0}, "top_k 4097 exceeds the device's limit of 4096"},
+        {{.temperature = 0.8f, .top_k = 4097, .top_p = 0.95f, .seed = 0},
+         "top_k 4097 exceeds the device's limit of 4096"},
         {{.temperature = 0.8f, .top_k = -1, .top_p = 0.95f, .seed = 0}, "top_k -1 is negative"},
         {{.temperature = 0.8f, .top_k = 40, .top_p = 0.0f, .seed = 0}, "top_p 0 is outside (0, 1]"},
-        {{.temperature = 0.8f, .top_k = 40, .top_p = -0.5f, .seed = 0}, "top_p -0.5 is outside (0, 1]"},
-        {{.temperature = 0.8f, .top_k = 40, .top_p = 1.5f, .seed = 0}, "top_p 1.5 is outside (0, 1]"},
-        {{.temperature = 0.8f, .top_k = 40, .top_p = NAN, .seed = 0}, "top_p nan is outside (0, 1]"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = -0.5f, .seed = 0},
+         "top_p -0.5 is outside (0, 1]"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = 1.5f, .seed = 0},
+         "top_p 1.5 is outside (0, 1]"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = NAN, .seed = 0},
+         "top_p nan is outside (0, 1]"},
         {{.temperature = NAN, .top_k = 40, .top_p = 0.9f, .seed = 0}, "temperature is NaN"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -480,8 +484,7 @@ START_TEST(test_sampling_refused)
                       tx_last_error(), bad[i].what);
         ck_assert_int_eq(glm_session_pos(s), 0); /* nothing was evaluated */
         ck_assert_int_eq(glm_decode_batch(&s, prompt, 1, NULL, &bad[i].smp, &next), TX_EINVAL);
-        ck_assert_int_eq(glm_decode_batch_each(&s, prompt, 1, NULL, &bad[i].smp, &next),
-                         TX_EINVAL);
+        ck_assert_int_eq(glm_decode_batch_each(&s, prompt, 1, NULL, &bad[i].smp, &next), TX_EINVAL);
         ck_assert_int_eq(glm_session_pos(s), 0);
     }
     printf("[runtime] sampling parameters the device cannot honour are refused: %s\n",
@@ -936,8 +939,8 @@ static void expect_chat(glm_model_t *m, unsigned flags, const char *want)
     size_t n = 0, nw = 0;
     OK(glm_chat_encode(m, &msg, 1, flags, &ids, &n));
     OK(glm_tokenize(m, want, &w, &nw));
-    ck_assert_msg(n == nw && !memcmp(ids, w, n * sizeof(int32_t)), "rendered %zu ids, \"%s\" is %zu",
-                  n, want, nw);
+    ck_assert_msg(n == nw && !memcmp(ids, w, n * sizeof(int32_t)),
+                  "rendered %zu ids, \"%s\" is %zu", n, want, nw);
     free(ids);
     free(w);
 }
@@ -1550,8 +1553,8 @@ START_TEST(test_expert_cache_glm5)
     int K = c->num_experts_per_tok;
     OK(glm_model_free(m));
     tx_device_close(dev);
-    expert_cache(M5_F32, "fp32", 0, 0, 12);     /* default size: every expert fits */
-    expert_cache(M5_F32, "fp32", K + 1, 0, 12); /* prefill in groups, misses, evictions */
+    expert_cache(M5_F32, "fp32", 0, 0, 12);       /* default size: every expert fits */
+    expert_cache(M5_F32, "fp32", K + 1, 0, 12);   /* prefill in groups, misses, evictions */
     expert_cache(M5_F32, "golden", K + 2, 0, 12); /* converted copies in the slots */
     expert_cache(M5_F32, "fp32", K, GLM_LOAD_EXPERT_LRU | GLM_LOAD_EXPERT_NO_PREFETCH, 12);
 }

@@ -141,9 +141,9 @@ int bench_cache_run(tx_device_t *dev, const struct bench_cache_opts *o)
             "glm-inference: bench-cache: %s: routed experts %.1f%% of %.1f MiB; cache %llu of "
             "%llu experts (%.0f%%, %.1f MiB); prompt %d, warm-up %d, timed %d decode steps\n",
             glm_model_name(m), mi.package_bytes ? 100.0 * (double)xbytes / mi.package_bytes : 0,
-            mi.package_bytes / 1048576.0, (unsigned long long)slots,
-            (unsigned long long)cs.experts, 100.0 * (double)slots / (double)cs.experts,
-            cbytes / 1048576.0, o->prompt, o->warmup, o->tg);
+            mi.package_bytes / 1048576.0, (unsigned long long)slots, (unsigned long long)cs.experts,
+            100.0 * (double)slots / (double)cs.experts, cbytes / 1048576.0, o->prompt, o->warmup,
+            o->tg);
     glm_model_free(m);
 
     struct row rows[4] = {{.name = "resident"},

@@ -7,11 +7,11 @@
 #include <tx/tx.h>
 
 struct bench_cache_opts {
-    const char *path; /* the package */
-    double frac;      /* cache size as a fraction of the routed experts (0.25) */
-    int tg;           /* timed decode steps */
-    int warmup;       /* decode steps before timing (statistics, cache) */
-    int prompt;       /* prompt tokens before the decode */
+    const char *path;  /* the package */
+    double frac;       /* cache size as a fraction of the routed experts (0.25) */
+    int tg;            /* timed decode steps */
+    int warmup;        /* decode steps before timing (statistics, cache) */
+    int prompt;        /* prompt tokens before the decode */
     const char *modes; /* NULL: all; else a list of resident,layers,lru,lrfu */
 };
 

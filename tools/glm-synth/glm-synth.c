@@ -257,8 +257,7 @@ int main(int argc, char **argv)
             double hi = c == 'K' ? 100.0 : 1.0;
             if (errno || e2 == optarg || *e2 || !(v >= 0.0 && v <= hi))
                 return txc_usage_error("glm-synth", usage, "%s %s: expected a number in [0, %g]",
-                                       c == 'K' ? "--routing-skew" : "--routing-corr", optarg,
-                                       hi);
+                                       c == 'K' ? "--routing-skew" : "--routing-corr", optarg, hi);
             if (c == 'K')
                 o.routing_skew = (float)v;
             else

@@ -603,8 +603,9 @@ static void gen_fill(const struct gen *g, uint64_t first, uint64_t n, void *out)
         float z[2];
         normal_pair(g->key, i / 2, &z[0], &z[1]);
         for (int j = (int)(i & 1); j < 2 && k < n; j++, k++) {
-            float v = g->rkind ? routing_value(g, i + (uint64_t)j - (i & 1))
-                               : g->mean + g->std * block_scale(g, i + (uint64_t)j - (i & 1)) * z[j];
+            float v = g->rkind
+                          ? routing_value(g, i + (uint64_t)j - (i & 1))
+                          : g->mean + g->std * block_scale(g, i + (uint64_t)j - (i & 1)) * z[j];
             if (g->type == TX_ELEM_F32)
                 memcpy((char *)out + k * 4, &v, 4);
             else {

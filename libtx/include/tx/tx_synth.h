@@ -74,8 +74,8 @@ struct tx_synth_opts {
     int routing;
     float routing_skew, routing_corr;
     int n_experts; /* routed experts per MoE layer (0: the preset's) */
-    int threads;          /* 0: all CPUs */
-    int progress;         /* 1: progress lines on stderr */
+    int threads;   /* 0: all CPUs */
+    int progress;  /* 1: progress lines on stderr */
 };
 
 /* The config.json text (malloc'd) of an architecture/preset, with the
