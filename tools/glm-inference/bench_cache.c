@@ -159,8 +159,6 @@ int bench_cache_run(tx_device_t *dev, const struct bench_cache_opts *o)
         on[i] = !o->modes || strstr(o->modes, key[i]) != NULL;
         if (on[i] && run_mode(dev, o, fl[i], i >= 2 ? cbytes : 0, &rows[i]))
             return 1;
-        if (!on[i])
-            rows[i].tgs = 1e-30; /* not run */
     }
 
     printf("| mode | device weights | tg t/s | vs resident | misses/token | prefetches/token "
@@ -171,8 +169,11 @@ int bench_cache_run(tx_device_t *dev, const struct bench_cache_opts *o)
         if (!on[i])
             continue;
         double tk = r->d.decode_tokens ? (double)r->d.decode_tokens : 1;
-        printf("| %s | %.1f MiB | %.2f | %.2f |", r->name, r->resident_bytes / 1048576.0, r->tgs,
-               r->tgs / rows[0].tgs);
+        printf("| %s | %.1f MiB | %.2f |", r->name, r->resident_bytes / 1048576.0, r->tgs);
+        if (on[0])
+            printf(" %.2f |", r->tgs / rows[0].tgs);
+        else
+            printf(" - |");
         if (r->cache)
             printf(" %.2f | %.2f | %.0f%% | %.2f MiB | %.2f MiB | %.2f |\n",
                    (double)r->d.decode_misses / tk, (double)r->d.prefetches / tk,
@@ -185,14 +186,21 @@ int bench_cache_run(tx_device_t *dev, const struct bench_cache_opts *o)
         else
             printf(" - | - | - | - | - | - |\n");
     }
-    double lru_m = rows[2].d.decode_misses, pf_m = rows[3].d.decode_misses;
-    printf("\ntargets: decode t/s cache/resident %.2f (>= 0.5); misses/token LRFU+prefetch / "
-           "LRU %.2f (<= 0.6); bytes read / needed %.2f (<= 1.5); cache vs layer streaming "
-           "t/s %.2f (>= 1)\n",
-           rows[3].tgs / rows[0].tgs, lru_m > 0 ? pf_m / lru_m : 0,
-           rows[3].d.decode_bytes_needed
-               ? (double)rows[3].d.decode_bytes_read / (double)rows[3].d.decode_bytes_needed
-               : 0,
-           rows[3].tgs / rows[1].tgs);
+    /* the ratios of the modes that ran ("-" otherwise) */
+    char r1[16] = "-", r2[16] = "-", r3[16] = "-", r4[16] = "-";
+    if (on[0] && on[3])
+        snprintf(r1, sizeof(r1), "%.2f", rows[3].tgs / rows[0].tgs);
+    if (on[2] && on[3] && rows[2].d.decode_misses)
+        snprintf(r2, sizeof(r2), "%.2f",
+                 (double)rows[3].d.decode_misses / (double)rows[2].d.decode_misses);
+    if (on[3] && rows[3].d.decode_bytes_needed)
+        snprintf(r3, sizeof(r3), "%.2f",
+                 (double)rows[3].d.decode_bytes_read / (double)rows[3].d.decode_bytes_needed);
+    if (on[1] && on[3])
+        snprintf(r4, sizeof(r4), "%.2f", rows[3].tgs / rows[1].tgs);
+    printf("\ntargets: decode t/s cache/resident %s (>= 0.5); misses/token LRFU+prefetch / "
+           "LRU %s (<= 0.6); bytes read / needed %s (<= 1.5); cache vs layer streaming "
+           "t/s %s (>= 1)\n",
+           r1, r2, r3, r4);
     return 0;
 }
