@@ -167,22 +167,6 @@ struct eng_worker {
 
 typedef void (*eng_par_fn)(void *ctx, size_t begin, size_t end, struct eng_worker *w);
 
-/* Expert cache model: LRU of weight byte ranges. */
-struct eng_xc_entry {
-    uint64_t addr, bytes;
-    int32_t prev, next; /* LRU list */
-    int32_t hnext;      /* hash chain */
-    int32_t used;
-};
-
-struct eng_xcache {
-    uint64_t capacity, used_bytes;
-    struct eng_xc_entry *ent;
-    int32_t *bucket;
-    uint32_t nent, nbucket, count;
-    int32_t head, tail, free_list;
-};
-
 /* State of the command being executed (worker 0 only). */
 struct eng_cmd {
     struct tx8_engine *e;
@@ -253,7 +237,6 @@ struct tx8_engine {
     void *jscr[ENG_SCRATCH_SLOTS];
     size_t jscr_size[ENG_SCRATCH_SLOTS];
 
-    struct eng_xcache xc;
 };
 
 /* Time */
@@ -397,11 +380,7 @@ struct eng_cand {
 size_t eng_topk(const float *scores, size_t n, size_t k, struct eng_cand *heap);
 
 /* Expert cache model */
-int eng_xc_init(struct eng_xcache *xc, uint64_t capacity);
-void eng_xc_free(struct eng_xcache *xc);
-void eng_xc_reset(struct eng_xcache *xc);
 /* Returns 1 on a hit, 0 on a miss (the range is then inserted). */
-int eng_xc_access(struct eng_xcache *xc, uint64_t addr, uint64_t bytes);
 
 /* Quantisation shared by every ISA (so all give identical results). */
 float eng_quant_row(const float *x, size_t n, int8_t *q, int u8);

@@ -509,8 +509,23 @@ static size_t moe_rows(const struct tx8_engine *e, size_t N, size_t groups)
 }
 
 /* Returns 0, a status, or -1 when the fused path does not apply. */
+/* Interface 1.6: the host's expert cache marks the gate entry of an expert
+ * it serves from a cache slot (TX8_WEIGHT_F_XCACHE), and of one it loaded
+ * for this pass (TX8_WEIGHT_F_XMISS too); each expert a MOE_FFN uses counts
+ * one hit or one miss. Unmarked experts (resident, 1.5 tables) count
+ * nothing. */
+static void moe_count(struct tx8_engine *e, uint32_t fl)
+{
+    if (!(fl & TX8_WEIGHT_F_XCACHE))
+        return;
+    if (fl & TX8_WEIGHT_F_XMISS)
+        __atomic_fetch_add(&e->ctr->expert_cache_misses, 1, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_add(&e->ctr->expert_cache_hits, 1, __ATOMIC_RELAXED);
+}
+
 static int moe_fused(struct eng_cmd *c, const struct tx8_weight *tab, const uint32_t *cnt,
-                     const uint32_t *order, const float *wts)
+                     const uint32_t *order, const float *wts, const uint32_t *xflags)
 {
     const struct tx8_cmd_moe_ffn *m = c->cmd;
     struct tx8_engine *e = c->e;
@@ -574,14 +589,11 @@ static int moe_fused(struct eng_cmd *c, const struct tx8_weight *tab, const uint
             if ((st = eng_mm_weight(e, tw, J_IDX0, &x->w[j])))
                 return st;
             uint64_t wb = eng_weight_bytes(tw);
-            if (eng_xc_access(&e->xc, tw->data, wb))
-                __atomic_fetch_add(&e->ctr->expert_cache_hits, 1, __ATOMIC_RELAXED);
-            else
-                __atomic_fetch_add(&e->ctr->expert_cache_misses, 1, __ATOMIC_RELAXED);
             c->bytes_read += wb;
             macs += eng_mm_macs(&x->w[j], end - b, &sk);
             skipped += sk;
         }
+        moe_count(e, xflags[ex]);
         x->p0 = b;
         x->np = end - b;
         memset(&x->a1, 0, sizeof(x->a1));
@@ -657,15 +669,23 @@ int eng_exec_moe_ffn(struct eng_cmd *c)
     float *wts = eng_jscratch(e, J_WTS, n * 4);
     struct tx8_weight *tab = eng_jscratch(e, J_TABLE, NE * 3 * sizeof(*tab));
     uint32_t *cnt = eng_jscratch(e, J_ORDER, (NE + 1) * 4 + n * 4);
-    uint32_t *cur = eng_jscratch(e, J_MISC, NE * 4);
+    uint32_t *cur = eng_jscratch(e, J_MISC, NE * 8);
     if (!ids || !wts || !tab || !cnt || !cur)
         return TX8_STATUS_DEVICE_ERROR;
+    uint32_t *xflags = cur + NE; /* the gate entries' TX8_WEIGHT_F_* */
     memcpy(ids, eng_ptr(e, m->ids), n * 4);
     memcpy(wts, eng_ptr(e, m->w), n * 4);
     memcpy(tab, eng_ptr(e, m->experts), NE * 3 * sizeof(*tab));
     for (size_t i = 0; i < n; i++)
         if (ids[i] >= 0 && (size_t)ids[i] >= NE)
             return TX8_STATUS_INVALID_CMD;
+    for (size_t x = 0; x < NE; x++) {
+        uint32_t fl = tab[x * 3].rsvd;
+        if (fl & ~(uint32_t)(TX8_WEIGHT_F_XCACHE | TX8_WEIGHT_F_XMISS))
+            return TX8_STATUS_INVALID_CMD;
+        xflags[x] = fl;
+        tab[x * 3].rsvd = 0;
+    }
     for (size_t x = 0; x < NE * 3; x++) {
         const struct tx8_weight *tw = &tab[x];
         int j = (int)(x % 3);
@@ -700,7 +720,7 @@ int eng_exec_moe_ffn(struct eng_cmd *c)
     }
 
     if (!e->moe_unfused) {
-        st = moe_fused(c, tab, cnt, order, wts);
+        st = moe_fused(c, tab, cnt, order, wts, xflags);
         if (st >= 0)
             return st;
     }
@@ -730,15 +750,9 @@ int eng_exec_moe_ffn(struct eng_cmd *c)
             (st = eng_mm_weight(e, &tab[ex * 3 + 1], J_IDX1, &wu)) ||
             (st = eng_mm_weight(e, &tab[ex * 3 + 2], J_IDX2, &wd)))
             return st;
-        for (int j = 0; j < 3; j++) {
-            const struct tx8_weight *tw = &tab[ex * 3 + j];
-            uint64_t wb = eng_weight_bytes(tw);
-            if (eng_xc_access(&e->xc, tw->data, wb))
-                __atomic_fetch_add(&e->ctr->expert_cache_hits, 1, __ATOMIC_RELAXED);
-            else
-                __atomic_fetch_add(&e->ctr->expert_cache_misses, 1, __ATOMIC_RELAXED);
-            c->bytes_read += wb;
-        }
+        for (int j = 0; j < 3; j++)
+            c->bytes_read += eng_weight_bytes(&tab[ex * 3 + j]);
+        moe_count(e, xflags[ex]);
         for (size_t p0 = b; p0 < end; p0 += chunk) {
             size_t nr = end - p0 < chunk ? end - p0 : chunk;
             if (eng_aborted(e))

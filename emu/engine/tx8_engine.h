@@ -35,7 +35,8 @@ extern "C" {
 #define TX8_ENGINE_MAX_CMD_SIZE (4u << 20)
 /* Largest k of MOE_ROUTE / SAMPLE / DSA_INDEX (fill caps.max_topk with it). */
 #define TX8_ENGINE_MAX_TOPK 4096u
-/* Default capacity of the modelled expert cache. */
+/* Former default capacity of the modelled expert cache (interface <= 1.5;
+ * unused: expert_cache_hits / misses now count the host's expert cache). */
 #define TX8_ENGINE_EXPERT_CACHE_DEFAULT (32ull << 20)
 
 /* Instruction-set levels of the SIMD kernels. */
@@ -58,7 +59,7 @@ enum tx8_engine_feature {
 struct tx8_engine_config {
     unsigned cores;              /* worker threads; 0 = one per online CPU of the node */
     int numa_node;               /* -1: any */
-    uint64_t expert_cache_bytes; /* 0: TX8_ENGINE_EXPERT_CACHE_DEFAULT */
+    uint64_t expert_cache_bytes; /* ignored (the modelled cache is gone, 1.6) */
     /* TX8_ISA_AUTO: the best supported, unless the environment variable
      * TX8_ENGINE_ISA=portable|avx2|avx512|amx asks for another one. Asking
      * for an ISA the CPU lacks (or amx) makes tx8_engine_create fail with
@@ -127,7 +128,7 @@ struct tx8_counters *tx8_engine_counters(struct tx8_engine *e);
  * completion records. Set it before running jobs. */
 void tx8_engine_set_clock_base(struct tx8_engine *e, uint64_t base_ns);
 
-/* Forget the modelled expert cache's contents (e.g. after a device reset). */
+/* No-op since interface 1.6 (there is no modelled expert cache any more). */
 void tx8_engine_reset_cache(struct tx8_engine *e);
 
 /* Human-readable name of a status ("ok", "address fault", ...). */

@@ -74,7 +74,8 @@ static void usage(FILE *f)
             "  -m, --memory SIZE        device memory, a power of two >= 16M (e.g. 256M, 4G)\n"
             "  -c, --cores N            compute cores (worker threads; default: all CPUs)\n"
             "  -n, --numa-node N        place device memory and workers on NUMA node N\n"
-            "  -e, --expert-cache SIZE  capacity of the modelled expert cache\n"
+            "  -e, --expert-cache SIZE  accepted, ignored: the expert cache counters count the\n"
+            "                           host's expert cache (interface 1.6)\n"
             "  -i, --inject FAULT[:ARG] hang | error | slow:MS | crash-after:N (repeatable)\n"
             "  -v, --verbose            log every peer, mailbox request and failed job\n"
             "  -h, --help\n",

@@ -175,6 +175,15 @@ typedef struct glm_session glm_session_t;
 #define GLM_LOAD_STREAM (1u << 2)    /* stream the layers (parameter shard prefetch) */
 #define GLM_LOAD_DIRECT (1u << 3)    /* O_DIRECT reads (bypass the page cache) */
 #define GLM_LOAD_NO_VERIFY (1u << 4) /* no checksums at load (see above) */
+/* Expert cache (docs/glm-inference.md, "Expert cache"): the routed experts
+ * live in the package and in a cache of expert slots in device memory;
+ * everything else is resident. Used by default when the whole model does
+ * not fit (or exceeds max_weight_bytes) but its non-expert part does;
+ * GLM_LOAD_STREAM (whole layers through two slots) stays the fallback when
+ * even that part does not fit. */
+#define GLM_LOAD_EXPERT_CACHE (1u << 5)       /* use it even when the model fits */
+#define GLM_LOAD_EXPERT_LRU (1u << 6)         /* plain LRU replacement (comparison) */
+#define GLM_LOAD_EXPERT_NO_PREFETCH (1u << 7) /* no predicted prefetch (comparison) */
 
 struct glm_load_options {
     /* Model name for labels and reports (device memory labels are
@@ -188,7 +197,12 @@ struct glm_load_options {
      * cache with prefetch of the next layer (parameter shard prefetch). */
     uint64_t max_weight_bytes;
     uint32_t io_depth; /* io_uring queue depth (0 = 32) */
-    uint32_t rsvd[7];
+    uint32_t rsvd0;
+    /* Bytes of device memory for the expert cache (0: what is free after
+     * the resident part, less a reserve for KV caches and activations;
+     * with max_weight_bytes: that bound less the resident part). */
+    uint64_t expert_cache_bytes;
+    uint32_t rsvd[4];
 };
 
 /* Load a package onto a device. opt may be NULL. */
@@ -216,7 +230,8 @@ struct glm_model_info {
     double load_ms;                  /* glm_model_load wall time */
     double io_ms;                    /* of which reading the package */
     double io_mib_s;                 /* read throughput */
-    int streaming;                   /* 1: parameter-shard prefetch in use */
+    int streaming;                   /* 1: parameter-shard prefetch in use
+                                        (whole layers), 2: expert cache */
     int n_sessions;
     glm_precision_plan_t plan;               /* plan of the last forward pass */
     glm_precision_plan_t stored;             /* package's plan (storage types) */
@@ -519,6 +534,33 @@ struct glm_expert_stats {
 TX_API int glm_model_expert_stats(glm_model_t *model, struct glm_expert_stats **out);
 TX_API void glm_expert_stats_free(struct glm_expert_stats *st);
 TX_API int glm_model_expert_stats_reset(glm_model_t *model);
+
+/*
+ * Expert cache counters (models loaded with the expert cache, info.streaming
+ * == 2; all zero otherwise). An expert "use" is one (MoE layer, expert)
+ * that a pass routes at least one row to. docs/glm-inference.md.
+ */
+struct glm_expert_cache_stats {
+    uint64_t slots;               /* experts the cache holds */
+    uint64_t slot_bytes;          /* device bytes of one slot */
+    uint64_t cache_bytes;         /* device bytes of the cache */
+    uint64_t experts;             /* routed experts of the model (all layers) */
+    uint64_t hits;                /* uses found in the cache (loaded or being loaded) */
+    uint64_t misses;              /* uses not there when the layer ran: read then */
+    uint64_t prefetches;          /* experts read ahead of need (prediction) */
+    uint64_t prefetch_useful;     /* of which used before being evicted */
+    uint64_t evictions;           /* slots given to another expert */
+    uint64_t bytes_read;          /* bytes read from the package into slots */
+    uint64_t decode_tokens;       /* rows of passes where every row was a decode step */
+    uint64_t decode_misses;       /* misses of those passes */
+    uint64_t decode_bytes_read;   /* bytes read during those passes (misses + prefetches) */
+    uint64_t decode_bytes_needed; /* stored bytes of the experts those passes used */
+    int policy;                   /* 0: frequency + recency (LRFU), 1: plain LRU */
+    int prefetch;                 /* 1: predicted prefetch on */
+    int direct;                   /* 1: O_DIRECT reads (package larger than host RAM) */
+    int rsvd[5];
+};
+TX_API int glm_model_expert_cache_stats(glm_model_t *model, struct glm_expert_cache_stats *out);
 
 /* ------------------------------------------------------------------------ */
 /* Validation against the original model (article 3.3)                      */

@@ -74,6 +74,19 @@ TX_API int tx_telemetry_open_publisher(const char *model_name, const char *devic
 TX_API int tx_telemetry_update_experts(tx_telemetry_pub_t *pub, uint32_t layer,
                                        const uint64_t *counts, uint32_t n);
 
+/*
+ * Expert cache counters of a model (glm_model_expert_cache_stats, cumulative
+ * since load): slots and routed experts, uses that hit / missed the cache,
+ * experts prefetched and of those used, bytes read into the cache.
+ */
+struct tx_telemetry_cache {
+    uint64_t slots, experts;
+    uint64_t hits, misses;
+    uint64_t prefetches, prefetch_useful;
+    uint64_t bytes_read;
+};
+TX_API int tx_telemetry_update_cache(tx_telemetry_pub_t *pub, const struct tx_telemetry_cache *c);
+
 /* Stop publishing: the object is removed and pub freed. NULL is accepted. */
 TX_API int tx_telemetry_close(tx_telemetry_pub_t *pub);
 
@@ -93,6 +106,8 @@ struct tx_telemetry_model {
     uint64_t updates;           /* number of update calls so far */
     const uint8_t *layer_valid; /* [layers]: 1 once the layer was updated */
     const uint64_t *counts;     /* [layers * experts], row-major by layer */
+    int has_cache;              /* 1: the model runs on an expert cache */
+    struct tx_telemetry_cache cache;
 };
 
 /*

@@ -58,7 +58,7 @@ typedef float tx8_f32;
 
 #define TX8_SIGNATURE			0x30385854u	/* "TX80" in memory */
 #define TX8_IF_VERSION_MAJOR		1
-#define TX8_IF_VERSION_MINOR		5
+#define TX8_IF_VERSION_MINOR		6
 #define TX8_IF_VERSION \
 	((TX8_IF_VERSION_MAJOR << 16) | TX8_IF_VERSION_MINOR)
 #define TX8_IF_MAJOR(v)			((v) >> 16)
@@ -162,7 +162,7 @@ struct tx8_counters {
 	__u64 bytes_written;	/* operand bytes written by commands */
 	__u64 macs[TX8_DTYPE_COUNT];	/* multiply-accumulates executed */
 	__u64 macs_skipped;	/* MACs skipped by the sparse engine */
-	__u64 expert_cache_hits;	/* see docs/hardware.md, "expert cache" */
+	__u64 expert_cache_hits;	/* docs/hardware.md section 6 (1.6: host cache flags) */
 	__u64 expert_cache_misses;
 	__u64 core_busy_ns[TX8_MAX_CORES];	/* per compute core */
 	__u64 rsvd[8];
@@ -532,8 +532,20 @@ struct tx8_weight {
 	__u32 group_size;
 	__u16 dtype;		/* F32, F16, BF16 or I8 */
 	__u16 format;		/* enum tx8_wfmt */
-	__u32 rsvd;
+	__u32 rsvd;		/* 0; MOE_FFN expert tables (1.6): TX8_WEIGHT_F_* */
 };
+
+/*
+ * Flags in the rsvd word of the gate entry (j = 0) of a MOE_FFN expert
+ * table (interface 1.6; every other weight, and the up/down entries, keep
+ * rsvd = 0). The host's expert cache (docs/glm-inference.md) sets XCACHE
+ * on an expert it serves from a cache slot and XMISS on one it had to
+ * load for this pass; each expert a MOE_FFN uses with XCACHE counts one
+ * expert_cache_hits, or one expert_cache_misses with XMISS too. Entries
+ * without flags (resident experts, 1.5 tables) count nothing.
+ */
+#define TX8_WEIGHT_F_XCACHE		(1u << 0)
+#define TX8_WEIGHT_F_XMISS		(1u << 1)
 
 /* MATMUL flags */
 #define TX8_MATMUL_F_ACCUMULATE		(1u << 0)	/* y += x W^T */

@@ -30,6 +30,7 @@
  */
 #include "arch/arch.h"
 #include "runtime/blocks.h"
+#include "runtime/expert_cache.h"
 #include "arch/arch.h"
 
 #include "device/device_internal.h"
@@ -618,6 +619,14 @@ void blk_ffn(struct gctx *g, int l)
     x.ld_x = x.ld_y = (uint32_t)D;
     x.act_dtype = rt_prec_dtype(g->plan->precision[GLM_EXPERT]);
     x.flags = TX8_MOE_FFN_F_ACCUMULATE;
+    if (m->xc) {
+        /* routed experts from the expert cache (expert_cache.c) */
+        rt_xc_moe_ffn(g, l, mi, &x);
+        if (!g->rc && c->n_shared_experts > 0)
+            blk_swiglu_mlp(g, rt_mat_of(m, GLM_T_SHEXP_GATE, l), rt_mat_of(m, GLM_T_SHEXP_UP, l),
+                           rt_mat_of(m, GLM_T_SHEXP_DOWN, l), T);
+        return;
+    }
     blk_dbg(g, "MOE_FFN layer %d tokens=%d top_k=%d F=%d act=%s", l, T, K, c->moe_intermediate_size,
             tx_dtype_name(x.act_dtype));
     if (blk_emit(g, tx_cmd_moe_ffn(g->cb, &x)))

@@ -43,6 +43,10 @@ struct gctx {
     int rc;
 };
 
+/* Submit what the pass has built and wait for every job of it (the
+ * expert cache reads the routing between MOE_ROUTE and MOE_FFN). */
+int rt_graph_sync(struct gctx *g);
+
 struct tx_arch_ops;
 /* Lays out the activations of a pass of T rows, R logits rows (dump: the
  * per-layer dumps too) into a (runtime/activations.c). */

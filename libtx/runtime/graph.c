@@ -17,6 +17,7 @@
  * shards).
  */
 #include "runtime/blocks.h"
+#include "runtime/expert_cache.h"
 
 #include "arch/arch.h"
 #include "device/device_internal.h"
@@ -44,6 +45,8 @@ static int declare(struct gctx *g)
         for (int p = 0; p < GLM_PRECISION_COUNT && !rc; p++)
             if (m->conv[lt][p].bo)
                 rc = tx_cmdbuf_use(g->cb, m->conv[lt][p].bo, TX_ACCESS_READ);
+    if (!rc)
+        rc = rt_xc_declare(m, g->cb);
     if (rc)
         return tx_error(rc, "forward: %s", tx_last_error());
     return TX_OK;
@@ -119,6 +122,14 @@ static int wait_all(struct gctx *g)
     for (int i = 0; i < g->njobs; i++)
         wait_job(g, i);
     return g->first_err;
+}
+
+int rt_graph_sync(struct gctx *g)
+{
+    maybe_flush(g, 1);
+    if (g->rc)
+        return g->rc;
+    return wait_all(g);
 }
 
 /* ---- parameter shard streaming ------------------------------------------- */
@@ -261,6 +272,12 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     rc = tx_cmdbuf_create(m->dev, &g.cb);
     if (rc)
         return tx_error(rc, "forward: %s", tx_last_error());
+    if (m->xc) {
+        int decode = 1;
+        for (int i = 0; i < f->n_seg; i++)
+            decode &= f->seg[i].n == 1;
+        rt_xc_pass_begin(m, T, decode);
+    }
     g.rc = declare(&g);
     for (int i = 0; i < f->n_seg && !g.rc; i++) {
         int r = tx_cmdbuf_use(g.cb, f->seg[i].s->kv_bo, TX_ACCESS_RW);

@@ -10,6 +10,7 @@
  * tables (I/O overlaps set-up).
  */
 #include "runtime/rt_internal.h"
+#include "runtime/expert_cache.h"
 
 #include "arch/arch.h"
 #include "profile/profile_internal.h"
@@ -412,6 +413,7 @@ static void free_model(glm_model_t *m)
         return;
     rt_telemetry_close(m);
     rt_stream_free(m);
+    rt_xc_free(m);
     for (int lt = 0; lt < RT_NLTYPES; lt++)
         for (int p = 0; p < GLM_PRECISION_COUNT; p++)
             if (m->conv[lt][p].bo)
@@ -444,6 +446,68 @@ static void free_model(glm_model_t *m)
 
 static int model_load(tx_device_t *dev, const char *path, const struct glm_load_options *opt,
                       glm_model_t **out);
+
+/* The expert cache: resident part (everything but the routed experts) in
+ * the weights BO, the experts in slots. TX_ENOSPC (state undone) when the
+ * resident part or top_k slots do not fit. */
+static int load_expert_cache(glm_model_t *m, const struct glm_load_options *o, const char *path)
+{
+    uint64_t total_w = m->w_size;
+    rt_xc_mark(m);
+    glm_precision_plan_t plan;
+    rt_plan_of(m->dev, &plan, NULL);
+    uint64_t res = m->w_size, slot = rt_xc_slot_bytes(m, (int)plan.precision[GLM_EXPERT]);
+    uint64_t xb = rt_xc_expert_bytes(m);
+    int K = m->cfg.num_experts_per_tok;
+    uint64_t all = slot * (uint64_t)m->n_moe_layers * (uint64_t)m->cfg.n_routed_experts;
+    int rc;
+    if (o->max_weight_bytes && res + slot * (uint64_t)K > o->max_weight_bytes) {
+        rc = tx_error(TX_ENOSPC,
+                      "%s: without its routed experts the model still needs %llu bytes, over "
+                      "max_weight_bytes %llu less %d expert slots",
+                      path, (unsigned long long)res, (unsigned long long)o->max_weight_bytes, K);
+        goto undo;
+    }
+    rc = tx_bo_alloc(m->dev, res ? res : 4096, 0, m->label_w, &m->w_bo);
+    if (rc) {
+        rc = tx_error(rc,
+                      "%s: the resident part without routed experts (%llu of %llu bytes) does "
+                      "not fit: %s",
+                      path, (unsigned long long)res, (unsigned long long)total_w, tx_last_error());
+        goto undo;
+    }
+    uint64_t bytes = o->expert_cache_bytes;
+    if (!bytes && o->max_weight_bytes) {
+        bytes = o->max_weight_bytes - res;
+    } else if (!bytes) {
+        /* what is free now, less a reserve for the meta buffer, activations
+         * and KV caches of the sessions to come: a quarter, >= 16 MiB */
+        struct tx_device_info di;
+        uint64_t fr = 0;
+        if (tx_device_info(m->dev, &di) == TX_OK && di.heap_size > di.mem_used)
+            fr = di.heap_size - di.mem_used;
+        uint64_t rsv = fr / 4 > (16u << 20) ? fr / 4 : (16u << 20);
+        bytes = fr > rsv ? fr - rsv : 0;
+        if (bytes > all)
+            bytes = all;
+    }
+    rc = rt_xc_setup(m, bytes, o->flags);
+    if (rc)
+        goto undo;
+    rt_debug("load: expert cache: %llu bytes resident, %llu bytes of routed experts in %d slots "
+             "(%llu bytes)",
+             (unsigned long long)res, (unsigned long long)xb, m->xc->n_slots,
+             (unsigned long long)((uint64_t)m->xc->n_slots * m->xc->slot_size));
+    return TX_OK;
+undo:
+    rt_xc_free(m);
+    if (m->w_bo)
+        tx_bo_free(m->w_bo);
+    m->w_bo = NULL;
+    m->streaming = 0;
+    rt_xc_unmark(m);
+    return rc;
+}
 
 TX_API int glm_model_load(tx_device_t *dev, const char *path, const struct glm_load_options *opt,
                           glm_model_t **out)
@@ -524,15 +588,40 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
     /* Everything resident if it fits (and the caller allows it), else the
      * decoder layers stream through device-side slots. */
     uint64_t total_w = m->w_size;
-    int stream =
-        (o.flags & GLM_LOAD_STREAM) || (o.max_weight_bytes && m->w_size > o.max_weight_bytes);
-    if (!stream) {
+    int too_big = o.max_weight_bytes && m->w_size > o.max_weight_bytes;
+    int stream = (o.flags & GLM_LOAD_STREAM) || too_big;
+    int want_xc = (o.flags & GLM_LOAD_EXPERT_CACHE) && !(o.flags & GLM_LOAD_STREAM);
+    if (!stream && !want_xc) {
         rc = tx_bo_alloc(dev, m->w_size ? m->w_size : 4096, 0, m->label_w, &m->w_bo);
         if (rc == TX_ENOSPC) {
-            rt_debug("load: %llu bytes of weights do not fit (%llu free): streaming the layers",
+            rt_debug("load: %llu bytes of weights do not fit (%llu free)",
                      (unsigned long long)m->w_size, (unsigned long long)avail);
             stream = 1;
+            too_big = 1;
         } else if (rc) {
+            rc = tx_error(rc, "%s: cannot allocate the weights: %s", path, tx_last_error());
+            goto fail;
+        }
+    }
+    /* Too big (or asked for): the routed experts in an expert cache, the
+     * rest resident -- unless even the rest does not fit, or the caller
+     * asked for whole-layer streaming (GLM_LOAD_STREAM). */
+    if ((want_xc || (too_big && !(o.flags & GLM_LOAD_STREAM))) && m->n_moe_layers &&
+        rt_xc_expert_bytes(m)) {
+        rc = load_expert_cache(m, &o, path);
+        if (rc == TX_OK) {
+            stream = 0;
+        } else if (rc == TX_ENOSPC && !want_xc && !o.expert_cache_bytes) {
+            rt_debug("load: no room for the expert cache (%s): streaming the layers",
+                     tx_last_error());
+            rc = TX_OK;
+        } else {
+            goto fail;
+        }
+    }
+    if (!stream && !m->w_bo) {
+        rc = tx_bo_alloc(dev, m->w_size ? m->w_size : 4096, 0, m->label_w, &m->w_bo);
+        if (rc) {
             rc = tx_error(rc, "%s: cannot allocate the weights: %s", path, tx_last_error());
             goto fail;
         }
@@ -765,6 +854,8 @@ TX_API int glm_model_info(glm_model_t *m, struct glm_model_info *info)
     info->n_params_active = m->n_params_active;
     info->package_bytes = m->package_bytes;
     info->weights_bytes = m->w_size + m->meta_size;
+    if (m->xc)
+        info->weights_bytes += (uint64_t)m->xc->n_slots * m->xc->slot_size;
     for (int lt = 0; lt < RT_NLTYPES; lt++)
         for (int p = 0; p < GLM_PRECISION_COUNT; p++)
             info->converted_bytes += m->conv[lt][p].size;
@@ -783,8 +874,8 @@ TX_API int glm_model_info(glm_model_t *m, struct glm_model_info *info)
     info->io_ms = m->io_ms;
     info->io_mib_s = m->io_mib_s;
     info->streaming = m->streaming;
-    info->prefetch_hits = m->st.hits;
-    info->prefetch_misses = m->st.misses;
+    info->prefetch_hits = m->xc ? m->xc->hits : m->st.hits;
+    info->prefetch_misses = m->xc ? m->xc->misses : m->st.misses;
     info->n_sessions = m->n_sessions;
     info->forwards = m->forwards;
     pthread_mutex_unlock(&m->lock);

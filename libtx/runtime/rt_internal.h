@@ -108,6 +108,8 @@ struct rt_stream {
     int *lt_idx, *lt_start; /* layer l's tensors: lt_idx[lt_start[l] .. lt_start[l+1]) */
 };
 
+struct rt_xcache;
+
 struct glm_model {
     tx_device_t *dev;
     struct tx_device_info dinfo;
@@ -168,6 +170,7 @@ struct glm_model {
     int streaming;
     uint64_t n_params, n_params_active;
     struct rt_stream st;
+    struct rt_xcache *xc; /* expert cache (expert_cache.c), NULL: none */
 
     /* telemetry channel (telemetry.c), under lock; NULL: not published */
     tx_telemetry_pub_t *telem;

@@ -9,6 +9,7 @@
  * glm_model_trim().
  */
 #include "runtime/rt_internal.h"
+#include "runtime/expert_cache.h"
 
 #include <errno.h>
 #include <math.h>
@@ -443,6 +444,11 @@ int rt_prepare_plan(glm_model_t *m, const glm_precision_plan_t *plan)
     }
     if (m->st.on) {
         int rc = rt_stream_prepare_plan(m, plan);
+        if (rc)
+            return rc;
+    } else if (m->xc) {
+        /* the expert cache writes a layer's table when the layer runs */
+        int rc = rt_xc_plan_changed(m, plan);
         if (rc)
             return rc;
     } else if (m->n_moe_layers && m->tables_prec != (int)plan->precision[GLM_EXPERT]) {

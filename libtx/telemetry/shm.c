@@ -266,6 +266,25 @@ TX_API int tx_telemetry_update_experts(tx_telemetry_pub_t *pub, uint32_t layer,
     return TX_OK;
 }
 
+TX_API int tx_telemetry_update_cache(tx_telemetry_pub_t *pub, const struct tx_telemetry_cache *c)
+{
+    struct txt_shm_hdr *h;
+    uint32_t s;
+
+    if (!pub || !c)
+        return tx_error(TX_EINVAL, "tx_telemetry_update_cache: NULL argument");
+    h = pub->hdr;
+    pthread_mutex_lock(&pub->lock);
+    s = __atomic_load_n(&h->seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->seq, s + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    h->cache = *c;
+    __atomic_store_n(&h->flags, h->flags | TXT_F_CACHE, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->seq, s + 2, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&pub->lock);
+    return TX_OK;
+}
+
 TX_API int tx_telemetry_close(tx_telemetry_pub_t *pub)
 {
     if (!pub)
@@ -410,6 +429,9 @@ static int read_object(int dirfd, const char *name, int pid, struct tx_telemetry
         m->created_ns = h.created_ns;
         m->updated_ns = h.updated_ns;
         m->updates = h.updates;
+        m->has_cache = (h.flags & TXT_F_CACHE) != 0;
+        if (m->has_cache)
+            m->cache = h.cache;
         for (uint32_t l = 0; l < h.layers; l++)
             (*layer_valid)[l] = data[l] != 0;
         *counts = data;

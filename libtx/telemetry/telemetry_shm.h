@@ -22,6 +22,7 @@
 #define TXT_MAGIC 0x4d545854u /* "TXTM" in memory */
 #define TXT_HDR_SIZE 512u
 #define TXT_PREFIX "tx8-telemetry-"
+#define TXT_F_CACHE 1u /* cache holds expert cache counters */
 
 struct txt_shm_hdr {
     uint32_t magic;         /* TXT_MAGIC */
@@ -32,7 +33,7 @@ struct txt_shm_hdr {
     int32_t pid;            /* publisher */
     uint32_t layers;        /* 1..TX_TELEMETRY_MAX_LAYERS */
     uint32_t experts;       /* 1..TX_TELEMETRY_MAX_EXPERTS */
-    uint32_t flags;         /* none defined: 0 */
+    uint32_t flags;         /* TXT_F_* */
     uint64_t start_time;    /* publisher's start time (/proc/PID/stat field 22), 0 unknown */
     uint64_t created_ns;    /* CLOCK_REALTIME */
     uint64_t updated_ns;    /* CLOCK_REALTIME of the last update, 0 none */
@@ -41,7 +42,8 @@ struct txt_shm_hdr {
     uint64_t counts_offset; /* = TXT_HDR_SIZE + 8 * layers */
     char model[TX_TELEMETRY_MODEL_LEN];   /* NUL terminated */
     char device[TX_TELEMETRY_DEVICE_LEN]; /* NUL terminated */
-    uint8_t rsvd[TXT_HDR_SIZE - 408];     /* zero */
+    struct tx_telemetry_cache cache;      /* with TXT_F_CACHE (formerly rsvd) */
+    uint8_t rsvd[TXT_HDR_SIZE - 464];     /* zero */
 };
 
 _Static_assert(sizeof(struct txt_shm_hdr) == TXT_HDR_SIZE, "telemetry header size");

@@ -314,6 +314,88 @@ static void synth_check(enum glm_arch arch, uint64_t shard)
     tx_ckpt_close(c);
 }
 
+/* --routing skewed: router rows of consecutive MoE layers correlate through
+ * a permutation, the correction bias is S * 0.2 * exp(-6 k / E) over the
+ * base rows k; --experts sets the expert count. */
+static double router_match(struct tx_ckpt *c, int E, int D)
+{
+    float *w1 = malloc(sizeof(float) * (size_t)E * D), *w2 = malloc(sizeof(float) * (size_t)E * D);
+    const struct tx_ckpt_tensor *t1 = tx_ckpt_find(c, "model.layers.1.mlp.gate.weight");
+    const struct tx_ckpt_tensor *t2 = tx_ckpt_find(c, "model.layers.2.mlp.gate.weight");
+    ck_assert(t1 && t2 && w1 && w2);
+    ck_assert_int_eq(tx_tensor_read_f32(t1->t, 0, (uint64_t)E * D, w1, err, sizeof(err)), 0);
+    ck_assert_int_eq(tx_tensor_read_f32(t2->t, 0, (uint64_t)E * D, w2, err, sizeof(err)), 0);
+    double sum = 0;
+    for (int a = 0; a < E; a++) {
+        double best = -1;
+        for (int b = 0; b < E; b++) {
+            double d = 0, na = 0, nb = 0;
+            for (int j = 0; j < D; j++) {
+                d += (double)w1[a * D + j] * w2[b * D + j];
+                na += (double)w1[a * D + j] * w1[a * D + j];
+                nb += (double)w2[b * D + j] * w2[b * D + j];
+            }
+            double cs = d / sqrt(na * nb);
+            if (cs > best)
+                best = cs;
+        }
+        sum += best;
+    }
+    free(w1);
+    free(w2);
+    return sum / E; /* mean best cosine of a layer-1 row with the layer-2 rows */
+}
+
+START_TEST(synth_routing_skewed)
+{
+    struct tx_synth_opts o = {.arch = GLM_ARCH_GLM_MOE_DSA,
+                              .preset = TX_SYNTH_TINY,
+                              .seed = 7,
+                              .format = TX_SYNTH_HF,
+                              .vocab_size = 256,
+                              .n_experts = 32,
+                              .routing = TX_SYNTH_ROUTING_SKEWED,
+                              .routing_skew = 1.0f,
+                              .routing_corr = 0.9f};
+    const char *d = tm_path("skewed");
+    ck_assert_int_eq(tx_synth_write(d, &o, err, sizeof(err)), 0);
+    struct tx_ckpt *c;
+    ck_assert_int_eq(tx_ckpt_open(d, &c, err, sizeof(err)), 0);
+    const struct glm_config *cfg = tx_ckpt_config(c);
+    int E = cfg->n_routed_experts, D = cfg->hidden_size;
+    ck_assert_int_eq(E, 32);
+    float b[32];
+    const struct tx_ckpt_tensor *bt =
+        tx_ckpt_find(c, "model.layers.1.mlp.gate.e_score_correction_bias");
+    ck_assert_ptr_nonnull(bt);
+    ck_assert_int_eq(tx_tensor_read_f32(bt->t, 0, 32, b, err, sizeof(err)), 0);
+    float mx = b[0], mn = b[0];
+    for (int e = 1; e < E; e++) {
+        mx = b[e] > mx ? b[e] : mx;
+        mn = b[e] < mn ? b[e] : mn;
+    }
+    ck_assert_float_eq_tol(mx, 0.2f, 1e-6f);                         /* k = 0 */
+    ck_assert_float_eq_tol(mn, 0.2f * expf(-6.0f * 31 / 32), 1e-6f); /* k = E - 1 */
+    double skewed = router_match(c, E, D);
+    tx_ckpt_close(c);
+    o.routing = TX_SYNTH_ROUTING_UNIFORM;
+    d = tm_path("uniform");
+    ck_assert_int_eq(tx_synth_write(d, &o, err, sizeof(err)), 0);
+    ck_assert_int_eq(tx_ckpt_open(d, &c, err, sizeof(err)), 0);
+    double uniform = router_match(c, E, tx_ckpt_config(c)->hidden_size);
+    tx_ckpt_close(c);
+    printf("[checkpoint] routers of MoE layers 1 and 2: mean best row cosine %.3f skewed "
+           "(corr 0.9), %.3f uniform\n",
+           skewed, uniform);
+    ck_assert_msg(skewed > 0.8 && uniform < 0.6, "skewed %g uniform %g", skewed, uniform);
+    o.routing = TX_SYNTH_ROUTING_SKEWED;
+    o.routing_corr = 1.5f;
+    ck_assert_int_eq(tx_synth_write(tm_path("bad"), &o, err, sizeof(err)), TX_EINVAL);
+    tm_err_has(err, "correlation");
+    ck_assert_int_eq(tm_exists(tm_path("bad")), 0); /* nothing written */
+}
+END_TEST
+
 START_TEST(synth_glm4)
 {
     synth_check(GLM_ARCH_GLM4_MOE, 0);
@@ -528,6 +610,7 @@ static Suite *suite(void)
     tcase_add_test(tc, bad_config);
     tcase_add_test(tc, synth_glm4);
     tcase_add_test(tc, synth_glm5_sharded);
+    tcase_add_test(tc, synth_routing_skewed);
     tcase_add_test(tc, synth_deterministic);
     tcase_add_test(tc, synth_glm_special_tokens);
     tcase_add_test(tc, synth_glm_special_tokens_qwen3);

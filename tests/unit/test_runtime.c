@@ -49,11 +49,11 @@ static void fixture_setup(void)
         const struct rts_mods *md;
         const char *quant;
     } spec[N_MODELS] = {
-        {GLM_ARCH_GLM_MOE_DSA, NULL, "none"},    {GLM_ARCH_GLM4_MOE, NULL, "none"},
-        {GLM_ARCH_GLM_MOE_DSA, &shared, "none"}, {GLM_ARCH_GLM4_MOE, &skew, "none"},
-        {GLM_ARCH_GLM4_MOE, NULL, "int8"},
-        {GLM_ARCH_QWEN3_MOE, NULL, "none"},      {GLM_ARCH_QWEN3_MOE, &q3, "none"},
-        {GLM_ARCH_DEEPSEEK_V3, NULL, "none"},  {GLM_ARCH_DEEPSEEK_V3, &yarn_af, "none"},
+        {GLM_ARCH_GLM_MOE_DSA, NULL, "none"},     {GLM_ARCH_GLM4_MOE, NULL, "none"},
+        {GLM_ARCH_GLM_MOE_DSA, &shared, "none"},  {GLM_ARCH_GLM4_MOE, &skew, "none"},
+        {GLM_ARCH_GLM4_MOE, NULL, "int8"},        {GLM_ARCH_QWEN3_MOE, NULL, "none"},
+        {GLM_ARCH_QWEN3_MOE, &q3, "none"},        {GLM_ARCH_DEEPSEEK_V3, NULL, "none"},
+        {GLM_ARCH_DEEPSEEK_V3, &yarn_af, "none"},
     };
     for (int i = 0; i < N_MODELS; i++) {
         /* the INT8 package is the FP32 GLM-4.5 checkpoint exported --quant int8 */
@@ -460,12 +460,16 @@ START_TEST(test_sampling_refused)
         struct glm_sampling smp;
         const char *what;
     } bad[] = {
-        {{.temperature = 0.8f, .top_k = 4097, .top_p = 0.95f, .seed = 0}, "top_k 4097 exceeds the device's limit of 4096"},
+        {{.temperature = 0.8f, .top_k = 4097, .top_p = 0.95f, .seed = 0},
+         "top_k 4097 exceeds the device's limit of 4096"},
         {{.temperature = 0.8f, .top_k = -1, .top_p = 0.95f, .seed = 0}, "top_k -1 is negative"},
         {{.temperature = 0.8f, .top_k = 40, .top_p = 0.0f, .seed = 0}, "top_p 0 is outside (0, 1]"},
-        {{.temperature = 0.8f, .top_k = 40, .top_p = -0.5f, .seed = 0}, "top_p -0.5 is outside (0, 1]"},
-        {{.temperature = 0.8f, .top_k = 40, .top_p = 1.5f, .seed = 0}, "top_p 1.5 is outside (0, 1]"},
-        {{.temperature = 0.8f, .top_k = 40, .top_p = NAN, .seed = 0}, "top_p nan is outside (0, 1]"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = -0.5f, .seed = 0},
+         "top_p -0.5 is outside (0, 1]"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = 1.5f, .seed = 0},
+         "top_p 1.5 is outside (0, 1]"},
+        {{.temperature = 0.8f, .top_k = 40, .top_p = NAN, .seed = 0},
+         "top_p nan is outside (0, 1]"},
         {{.temperature = NAN, .top_k = 40, .top_p = 0.9f, .seed = 0}, "temperature is NaN"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -480,8 +484,7 @@ START_TEST(test_sampling_refused)
                       tx_last_error(), bad[i].what);
         ck_assert_int_eq(glm_session_pos(s), 0); /* nothing was evaluated */
         ck_assert_int_eq(glm_decode_batch(&s, prompt, 1, NULL, &bad[i].smp, &next), TX_EINVAL);
-        ck_assert_int_eq(glm_decode_batch_each(&s, prompt, 1, NULL, &bad[i].smp, &next),
-                         TX_EINVAL);
+        ck_assert_int_eq(glm_decode_batch_each(&s, prompt, 1, NULL, &bad[i].smp, &next), TX_EINVAL);
         ck_assert_int_eq(glm_session_pos(s), 0);
     }
     printf("[runtime] sampling parameters the device cannot honour are refused: %s\n",
@@ -936,8 +939,8 @@ static void expect_chat(glm_model_t *m, unsigned flags, const char *want)
     size_t n = 0, nw = 0;
     OK(glm_chat_encode(m, &msg, 1, flags, &ids, &n));
     OK(glm_tokenize(m, want, &w, &nw));
-    ck_assert_msg(n == nw && !memcmp(ids, w, n * sizeof(int32_t)), "rendered %zu ids, \"%s\" is %zu",
-                  n, want, nw);
+    ck_assert_msg(n == nw && !memcmp(ids, w, n * sizeof(int32_t)),
+                  "rendered %zu ids, \"%s\" is %zu", n, want, nw);
     free(ids);
     free(w);
 }
@@ -1455,6 +1458,200 @@ START_TEST(test_streaming_when_too_big)
 }
 END_TEST
 
+/* ---- expert cache ----------------------------------------------------------------- */
+
+/* The expert cache with `slots` slots (0: the default size) against the
+ * resident model: the logits of a prefill and of decode steps must be the
+ * same bits. */
+static void expert_cache(int which, const char *plan, int slots, unsigned flags, int n)
+{
+    tx_device_t *dev = open_dev();
+    glm_precision_plan_t p;
+    glm_plan_golden(&p);
+    OK(glm_plan_parse(plan, &p));
+    OK(glm_plan_set(dev, &p));
+    glm_model_t *res, *xm;
+    OK(glm_model_load(dev, g_smd[which], NULL, &res));
+    struct glm_load_options lo = {.flags = GLM_LOAD_EXPERT_CACHE | flags};
+    OK(glm_model_load(dev, g_smd[which], &lo, &xm));
+    struct glm_expert_cache_stats cs;
+    OK(glm_model_expert_cache_stats(xm, &cs));
+    if (slots) { /* reload with that many slots */
+        OK(glm_model_free(xm));
+        lo.expert_cache_bytes = (uint64_t)slots * cs.slot_bytes;
+        OK(glm_model_load(dev, g_smd[which], &lo, &xm));
+        OK(glm_model_expert_cache_stats(xm, &cs));
+        ck_assert_uint_eq(cs.slots, (uint64_t)slots);
+    }
+    const struct glm_config *c = glm_model_config(res);
+    int V = c->vocab_size;
+    const int steps = 8;
+    int32_t ids[16];
+    random_ids(ids, n, V, 33);
+    float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
+    glm_session_t *sa = session(res, 32, 0), *sb = session(xm, 32, 0);
+    struct tx_device_counters d0, d1;
+    struct glm_expert_cache_stats c0;
+    OK(tx_device_counters(dev, &d0));
+    OK(glm_model_expert_cache_stats(xm, &c0));
+    OK(glm_eval(sa, ids, n, GLM_EVAL_ALL_LOGITS, a));
+    OK(glm_eval(sb, ids, n, GLM_EVAL_ALL_LOGITS, b));
+    int same = !memcmp(a, b, sizeof(float) * (size_t)n * V);
+    for (int i = 0; i < steps; i++) {
+        int32_t t = ids[i % n];
+        OK(glm_eval(sa, &t, 1, 0, a));
+        OK(glm_eval(sb, &t, 1, 0, b));
+        same &= !memcmp(a, b, sizeof(float) * (size_t)V);
+    }
+    struct glm_model_info ia, ib;
+    OK(glm_model_info(res, &ia));
+    OK(glm_model_info(xm, &ib));
+    OK(glm_model_expert_cache_stats(xm, &cs));
+    OK(tx_device_counters(dev, &d1));
+    /* the device counts the cache's uses from the table flags (1.6): the
+     * resident model's MOE_FFN counts nothing */
+    ck_assert_uint_eq(d1.dev.expert_cache_misses - d0.dev.expert_cache_misses,
+                      cs.misses - c0.misses);
+    ck_assert_uint_eq(d1.dev.expert_cache_hits - d0.dev.expert_cache_hits, cs.hits - c0.hits);
+    printf("[runtime] %s %s expert cache %llu of %llu experts (%s%s): resident weights %llu -> "
+           "%llu bytes; hits %llu misses %llu prefetches %llu (useful %llu) evictions %llu, "
+           "%llu bytes read; logits %s\n",
+           glm_arch_name(c->arch), plan, (unsigned long long)cs.slots,
+           (unsigned long long)cs.experts, cs.policy ? "LRU" : "LRFU",
+           cs.prefetch ? ", prefetch" : "", (unsigned long long)ia.weights_bytes,
+           (unsigned long long)ib.weights_bytes, (unsigned long long)cs.hits,
+           (unsigned long long)cs.misses, (unsigned long long)cs.prefetches,
+           (unsigned long long)cs.prefetch_useful, (unsigned long long)cs.evictions,
+           (unsigned long long)cs.bytes_read, same ? "bit-identical" : "DIFFER");
+    fflush(stdout);
+    ck_assert_int_eq(ia.streaming, 0);
+    ck_assert_int_eq(ib.streaming, 2);
+    ck_assert_msg(same, "expert cache output differs from the resident model");
+    if (slots && (uint64_t)slots < cs.experts) {
+        ck_assert(ib.weights_bytes < ia.weights_bytes);
+        ck_assert_uint_gt(cs.misses, 0);
+        ck_assert_uint_gt(cs.evictions, 0);
+    }
+    ck_assert_uint_eq(cs.decode_tokens, (uint64_t)steps);
+    ck_assert_uint_le(cs.prefetch_useful, cs.prefetches);
+    glm_session_free(sa);
+    glm_session_free(sb);
+    OK(glm_model_free(res));
+    OK(glm_model_free(xm));
+    free(a);
+    free(b);
+    tx_device_close(dev);
+}
+
+START_TEST(test_expert_cache_glm5)
+{
+    const struct glm_config *c;
+    tx_device_t *dev = open_dev();
+    glm_model_t *m;
+    OK(glm_model_load(dev, g_smd[M5_F32], NULL, &m));
+    c = glm_model_config(m);
+    int K = c->num_experts_per_tok;
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+    expert_cache(M5_F32, "fp32", 0, 0, 12);       /* default size: every expert fits */
+    expert_cache(M5_F32, "fp32", K + 1, 0, 12);   /* prefill in groups, misses, evictions */
+    expert_cache(M5_F32, "golden", K + 2, 0, 12); /* converted copies in the slots */
+    expert_cache(M5_F32, "fp32", K, GLM_LOAD_EXPERT_LRU | GLM_LOAD_EXPERT_NO_PREFETCH, 12);
+}
+END_TEST
+
+/* Plan changes on a loaded expert cache: golden (INT8 copies of the FP32
+ * experts in the slots) -> fp32 (stored only: laid out again, more slots)
+ * -> golden again; each time bit-identical to the resident model. */
+START_TEST(test_expert_cache_plan_change)
+{
+    tx_device_t *dev = open_dev();
+    glm_precision_plan_t p;
+    glm_plan_golden(&p);
+    OK(glm_plan_set(dev, &p));
+    glm_model_t *res, *xm;
+    OK(glm_model_load(dev, g_smd[M5_F32], NULL, &res));
+    struct glm_load_options lo = {.flags = GLM_LOAD_EXPERT_CACHE};
+    OK(glm_model_load(dev, g_smd[M5_F32], &lo, &xm));
+    struct glm_expert_cache_stats cs;
+    OK(glm_model_expert_cache_stats(xm, &cs));
+    uint64_t golden_slot = cs.slot_bytes;
+    OK(glm_model_free(xm));
+    lo.expert_cache_bytes = 3 * golden_slot;
+    OK(glm_model_load(dev, g_smd[M5_F32], &lo, &xm));
+    int V = glm_model_config(res)->vocab_size;
+    int32_t ids[6];
+    random_ids(ids, 6, V, 35);
+    float *a = malloc(sizeof(float) * 6 * (size_t)V), *b = malloc(sizeof(float) * 6 * (size_t)V);
+    const char *plans[3] = {"golden", "fp32", "golden"};
+    uint64_t slots[3];
+    for (int i = 0; i < 3; i++) {
+        glm_plan_golden(&p);
+        OK(glm_plan_parse(plans[i], &p));
+        OK(glm_plan_set(dev, &p));
+        glm_session_t *sa = session(res, 16, 0), *sb = session(xm, 16, 0);
+        OK(glm_eval(sa, ids, 6, GLM_EVAL_ALL_LOGITS, a));
+        OK(glm_eval(sb, ids, 6, GLM_EVAL_ALL_LOGITS, b));
+        ck_assert_msg(!memcmp(a, b, sizeof(float) * 6 * (size_t)V), "plan %s differs", plans[i]);
+        glm_session_free(sa);
+        glm_session_free(sb);
+        OK(glm_model_expert_cache_stats(xm, &cs));
+        slots[i] = cs.slots;
+    }
+    printf("[runtime] expert cache across plan changes golden/fp32/golden: %llu/%llu/%llu slots, "
+           "logits bit-identical\n",
+           (unsigned long long)slots[0], (unsigned long long)slots[1],
+           (unsigned long long)slots[2]);
+    ck_assert_uint_eq(slots[0], 3);
+    ck_assert_uint_gt(slots[1], slots[0]); /* FP32 stored: no copies, smaller slots */
+    ck_assert_uint_eq(slots[2], 3);
+    free(a);
+    free(b);
+    OK(glm_model_free(res));
+    OK(glm_model_free(xm));
+    tx_device_close(dev);
+}
+END_TEST
+
+START_TEST(test_expert_cache_int8)
+{
+    expert_cache(M4_INT8, "golden", 3, 0, 6);
+    expert_cache(M4_INT8, "fp16,expert=bf16", 4, 0, 6);
+    expert_cache(MQ3_SKEW, "fp32", 6, 0, 8);
+}
+END_TEST
+
+START_TEST(test_expert_cache_when_too_big)
+{
+    /* the non-expert part fits the bound: expert cache; it does not: layers */
+    tx_device_t *dev = open_dev();
+    glm_model_t *m;
+    OK(glm_model_load(dev, g_smd[M5_F32], NULL, &m));
+    struct glm_model_info info;
+    OK(glm_model_info(m, &info));
+    OK(glm_model_free(m));
+    struct glm_load_options lo = {.max_weight_bytes = info.weights_bytes * 3 / 4};
+    OK(glm_model_load(dev, g_smd[M5_F32], &lo, &m));
+    OK(glm_model_info(m, &info));
+    ck_assert_int_eq(info.streaming, 2);
+    struct glm_expert_cache_stats cs;
+    OK(glm_model_expert_cache_stats(m, &cs));
+    ck_assert_uint_lt(cs.slots, cs.experts);
+    OK(glm_model_free(m));
+    lo.flags = GLM_LOAD_STREAM; /* asked for: whole layers */
+    OK(glm_model_load(dev, g_smd[M5_F32], &lo, &m));
+    OK(glm_model_info(m, &info));
+    ck_assert_int_eq(info.streaming, 1);
+    OK(glm_model_free(m));
+    /* a cache smaller than top_k experts is refused, naming the minimum */
+    struct glm_load_options lo2 = {.flags = GLM_LOAD_EXPERT_CACHE, .expert_cache_bytes = 4096};
+    ck_assert_int_eq(glm_model_load(dev, g_smd[M5_F32], &lo2, &m), TX_ENOSPC);
+    ck_assert_msg(strstr(tx_last_error(), "num_experts_per_tok"), "%s", tx_last_error());
+    printf("[runtime] too small an expert cache: %s\n", tx_last_error());
+    tx_device_close(dev);
+}
+END_TEST
+
 /* ---- INT8 package: stored INT8 weights used in place ---------------------------- */
 
 START_TEST(test_int8_package)
@@ -1512,6 +1709,10 @@ static Suite *runtime_suite(void)
     tcase_add_test(tc, test_streaming_glm5);
     tcase_add_test(tc, test_streaming_glm4_int8);
     tcase_add_test(tc, test_streaming_when_too_big);
+    tcase_add_test(tc, test_expert_cache_glm5);
+    tcase_add_test(tc, test_expert_cache_int8);
+    tcase_add_test(tc, test_expert_cache_plan_change);
+    tcase_add_test(tc, test_expert_cache_when_too_big);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -32,6 +32,8 @@
 #include "common/cli.h"
 
 static const char *prog = "glm-inference";
+
+#include "bench_cache.h"
 static int verbose;
 
 static void usage(FILE *f)
@@ -91,6 +93,13 @@ static void usage(FILE *f)
             "      --max-weight-mem SIZE  stream the layers when the weights exceed SIZE "
             "(e.g. 512M)\n"
             "      --no-verify          skip the per-tensor CRC32C checks at load\n"
+            "      --expert-cache SIZE  routed experts in an expert cache of SIZE (default when\n"
+            "                           the model does not fit: free memory less a reserve)\n"
+            "      --expert-policy P    lrfu (frequency + recency, default) or lru\n"
+            "      --no-prefetch        no predicted expert prefetch\n"
+            "      --bench-cache        expert cache vs resident vs --stream decode (tg rows)\n"
+            "      --bench-cache-frac F cache size as a fraction of the routed experts (0.25)\n"
+            "                           ($TX_BENCH_CACHE_MODES: a subset of resident,layers,lru,lrfu)\n"
             "\n"
             "Outputs and checks:\n"
             "      --verify             check every checksum of the package and exit (no "
@@ -137,6 +146,9 @@ struct opts {
     int expert_stats, memory_view, stream;
     int verify, no_verify;
     unsigned long long max_weight_mem;
+    unsigned long long expert_cache; /* --expert-cache */
+    int expert_lru, no_prefetch, bench_cache;
+    double bench_cache_frac;
 };
 
 static int parse_ids(const char *s, int32_t **ids, size_t *n)
@@ -891,6 +903,11 @@ int main(int argc, char **argv)
         O_CKPT,
         O_STREAM,
         O_MAXW,
+        O_XCACHE,
+        O_XPOLICY,
+        O_NOPF,
+        O_BCACHE,
+        O_BCFRAC,
         O_VERIFY,
         O_NOVERIFY,
         O_MINP,
@@ -952,6 +969,11 @@ int main(int argc, char **argv)
         {"expert-stats", no_argument, NULL, O_ESTATS},
         {"memory-view", no_argument, NULL, O_MEMVIEW},
         {"stream", no_argument, NULL, O_STREAM},
+        {"expert-cache", required_argument, NULL, O_XCACHE},
+        {"expert-policy", required_argument, NULL, O_XPOLICY},
+        {"no-prefetch", no_argument, NULL, O_NOPF},
+        {"bench-cache", no_argument, NULL, O_BCACHE},
+        {"bench-cache-frac", required_argument, NULL, O_BCFRAC},
         {"max-weight-mem", required_argument, NULL, O_MAXW},
         {"verify", no_argument, NULL, O_VERIFY},
         {"no-verify", no_argument, NULL, O_NOVERIFY},
@@ -1152,6 +1174,40 @@ int main(int argc, char **argv)
         case O_STREAM:
             o.stream = 1;
             break;
+        case O_XCACHE: {
+            int64_t v = tx_parse_size(optarg);
+            if (v <= 0) {
+                fprintf(stderr,
+                        "%s: --expert-cache: '%s' is not a size > 0 (bytes, or with K, M, G)\n",
+                        prog, optarg);
+                return 2;
+            }
+            o.expert_cache = (unsigned long long)v;
+            break;
+        }
+        case O_XPOLICY:
+            if (strcmp(optarg, "lru") && strcmp(optarg, "lrfu")) {
+                fprintf(stderr, "%s: --expert-policy: '%s' is not lrfu or lru\n", prog, optarg);
+                return 2;
+            }
+            o.expert_lru = !strcmp(optarg, "lru");
+            break;
+        case O_NOPF:
+            o.no_prefetch = 1;
+            break;
+        case O_BCACHE:
+            o.bench_cache = 1;
+            break;
+        case O_BCFRAC: {
+            char *e2;
+            o.bench_cache_frac = strtod(optarg, &e2);
+            if (e2 == optarg || *e2 || !(o.bench_cache_frac > 0 && o.bench_cache_frac <= 1)) {
+                fprintf(stderr, "%s: --bench-cache-frac: '%s' is not a number in (0, 1]\n", prog,
+                        optarg);
+                return 2;
+            }
+            break;
+        }
         case O_MAXW: {
             int64_t v = tx_parse_size(optarg);
             if (v <= 0) {
@@ -1221,9 +1277,24 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    if (o.bench_cache) {
+        struct bench_cache_opts bo = {o.checkpoint, o.bench_cache_frac > 0 ? o.bench_cache_frac
+                                                                           : 0.25,
+                                      o.bench_tg, 32, o.bench_pp, getenv("TX_BENCH_CACHE_MODES")};
+        rc = bench_cache_run(dev, &bo);
+        goto out;
+    }
     struct glm_load_options lo_ = {.name = o.name};
     if (o.stream)
         lo_.flags |= GLM_LOAD_STREAM;
+    if (o.expert_cache) {
+        lo_.flags |= GLM_LOAD_EXPERT_CACHE;
+        lo_.expert_cache_bytes = o.expert_cache;
+    }
+    if (o.expert_lru)
+        lo_.flags |= GLM_LOAD_EXPERT_LRU;
+    if (o.no_prefetch)
+        lo_.flags |= GLM_LOAD_EXPERT_NO_PREFETCH;
     if (o.no_verify)
         lo_.flags |= GLM_LOAD_NO_VERIFY;
     lo_.max_weight_bytes = o.max_weight_mem;
@@ -1247,7 +1318,16 @@ int main(int argc, char **argv)
                 c->hidden_size, c->n_routed_experts, c->num_experts_per_tok, c->vocab_size, di.name,
                 di.backend, now_ms() - t0, mi.package_bytes / 1048576.0, mi.io_mib_s);
         fprintf(stderr, "%s: precision plan %s\n", prog, glm_plan_format(&plan, pb, sizeof(pb)));
-        if (mi.streaming)
+        struct glm_expert_cache_stats xs;
+        if (mi.streaming == 2 && !glm_model_expert_cache_stats(m, &xs))
+            fprintf(stderr,
+                    "%s: expert cache: %.1f MiB resident, %llu of %llu routed experts in %.1f "
+                    "MiB of slots (%s, prefetch %s)\n",
+                    prog, (mi.weights_bytes - xs.cache_bytes) / 1048576.0,
+                    (unsigned long long)xs.slots, (unsigned long long)xs.experts,
+                    xs.cache_bytes / 1048576.0, xs.policy ? "LRU" : "LRFU",
+                    xs.prefetch ? "on" : "off");
+        else if (mi.streaming)
             fprintf(stderr,
                     "%s: parameter shard prefetch: %.1f MiB resident, layers streamed from the "
                     "package\n",

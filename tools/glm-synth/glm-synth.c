@@ -31,6 +31,8 @@ static void usage(FILE *f)
                "                 [--seed N] [--format hf|onnx] [--tokenizer-dir DIR]\n"
                "                 [--onnx-data inline|external] [--shard-size SIZE]\n"
                "                 [--dense-ffn] [--threads N] [--quiet]\n"
+               "                 [--routing uniform|skewed] [--routing-skew S] [--routing-corr C]\n"
+               "                 [--experts N]\n"
                "\n"
                "Writes a synthetic GLM checkpoint with the real config fields, tensor names and\n"
                "shapes (BF16 safetensors, or ONNX with --format onnx) and the Qwen3 tokenizer\n"
@@ -45,7 +47,13 @@ static void usage(FILE *f)
                "  --tokenizer-dir  directory with tokenizer.json (default: the Qwen3 tokenizer\n"
                "                   the project ships, $TX8_DATA_DIR/tokenizers/qwen3, else\n"
                "                   PREFIX/share/tx8/tokenizers/qwen3, else the source tree's\n"
-               "                   data/tokenizers/qwen3)\n");
+               "                   data/tokenizers/qwen3)\n"
+               "  --routing        uniform (random routers, default) or skewed: hot experts and\n"
+               "                   layer-to-layer correlated choices, as in trained MoE models\n"
+               "  --routing-skew   S >= 0: strength of the hot experts (default 1)\n"
+               "  --routing-corr   C in [0, 1]: cross-layer correlation of the routers (default "
+               "0.8)\n"
+               "  --experts N      routed experts per MoE layer instead of the preset's\n");
 }
 
 /* a registry name: short name (glm4, glm5), model_type or class name */
@@ -138,6 +146,10 @@ int main(int argc, char **argv)
                                          {"onnx-data", required_argument, NULL, 'D'},
                                          {"shard-size", required_argument, NULL, 'S'},
                                          {"dense-ffn", no_argument, NULL, 'F'},
+                                         {"routing", required_argument, NULL, 'R'},
+                                         {"routing-skew", required_argument, NULL, 'K'},
+                                         {"routing-corr", required_argument, NULL, 'C'},
+                                         {"experts", required_argument, NULL, 'E'},
                                          {"threads", required_argument, NULL, 't'},
                                          {"quiet", no_argument, NULL, 'q'},
                                          {"help", no_argument, NULL, 'h'},
@@ -147,10 +159,12 @@ int main(int argc, char **argv)
                               .seed = 42,
                               .format = TX_SYNTH_HF,
                               .onnx_external = -1,
+                              .routing_skew = 1.0f,
+                              .routing_corr = 0.8f,
                               .progress = 1};
     const char *out = NULL, *tokdir = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "a:p:o:s:f:T:D:S:Ft:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "a:p:o:s:f:T:D:S:FR:K:C:E:t:qh", opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'a': {
@@ -225,6 +239,34 @@ int main(int argc, char **argv)
         }
         case 'F':
             o.dense_ffn = 1;
+            break;
+        case 'R':
+            if (!strcmp(optarg, "uniform"))
+                o.routing = TX_SYNTH_ROUTING_UNIFORM;
+            else if (!strcmp(optarg, "skewed"))
+                o.routing = TX_SYNTH_ROUTING_SKEWED;
+            else
+                return txc_usage_error("glm-synth", usage,
+                                       "--routing %s: expected uniform or skewed", optarg);
+            break;
+        case 'K':
+        case 'C': {
+            char *e2;
+            errno = 0;
+            double v = strtod(optarg, &e2);
+            double hi = c == 'K' ? 100.0 : 1.0;
+            if (errno || e2 == optarg || *e2 || !(v >= 0.0 && v <= hi))
+                return txc_usage_error("glm-synth", usage, "%s %s: expected a number in [0, %g]",
+                                       c == 'K' ? "--routing-skew" : "--routing-corr", optarg, hi);
+            if (c == 'K')
+                o.routing_skew = (float)v;
+            else
+                o.routing_corr = (float)v;
+            break;
+        }
+        case 'E':
+            if (txc_opt_int("glm-synth", "--experts", optarg, 2, 4096, NULL, &o.n_experts) < 0)
+                return 2;
             break;
         case 't': {
             if (txc_opt_int("glm-synth", "--threads", optarg, 1, 256, NULL, &o.threads) < 0)

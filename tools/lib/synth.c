@@ -418,6 +418,11 @@ struct gen {
     uint64_t nelem;
     uint32_t block_cols; /* FFN block structure: row length, 0 = none */
     float weak;          /* scale of the weak blocks */
+    /* --routing skewed: 1 router weight [E x D], 2 router bias [E] */
+    int rkind;
+    uint64_t rbase;      /* key of the base rows shared by all layers */
+    uint64_t ra, rb, rE; /* layer's permutation expert e -> base row (ra * e + rb) % E */
+    float rcorr, rskew;
 };
 
 /* FFN and expert matrices get block-structured magnitudes: in each row,
@@ -499,6 +504,74 @@ static void gen_init(struct gen *g, const struct glm_tensor_info *t, uint64_t se
     }
 }
 
+/*
+ * Routing with structure (TX_SYNTH_ROUTING_SKEWED, docs/glm-inference.md):
+ * every MoE layer's router row of expert e is a mix of a base row shared by
+ * all layers and of the layer's own noise,
+ *   W_l[e] = std * (sqrt(corr) * B[pi_l(e)] + sqrt(1 - corr) * Z_l[e]),
+ * pi_l a per-layer permutation (an affine map mod E), so that a token that
+ * picks e at layer l tends to pick pi_{l+1}^-1(pi_l(e)) at l + 1 (the
+ * residual stream changes little between layers): cross-layer correlation
+ * `corr` in [0, 1]. The router bias (e_score_correction_bias, which only
+ * steers the selection) makes base rows of low index hot:
+ *   bias_l[e] = skew * SYNTH_SKEW_SCALE * exp(-SYNTH_SKEW_DECAY * pi_l(e) / E).
+ * Routers without a bias (Qwen3-MoE's softmax router) get the correlation
+ * only.
+ */
+#define SYNTH_SKEW_SCALE 0.2f
+#define SYNTH_SKEW_DECAY 6.0f
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static void routing_init(struct gen *g, const struct glm_tensor_info *t, uint64_t seed,
+                         const struct tx_synth_opts *o, int E)
+{
+    if (!o || o->routing != TX_SYNTH_ROUTING_SKEWED || E < 2 || t->layer < 0)
+        return;
+    if (t->role == GLM_T_ROUTER && t->ndim == 2)
+        g->rkind = 1;
+    else if (t->role == GLM_T_ROUTER_BIAS)
+        g->rkind = 2;
+    else
+        return;
+    g->rbase = name_key("synth.router.base", seed);
+    uint64_t h = mix64(seed ^ (0x7f4a7c15ull * (uint64_t)(t->layer + 1)));
+    g->rE = (uint64_t)E;
+    g->ra = (h % g->rE) | 1;
+    while (gcd64(g->ra, g->rE) != 1)
+        g->ra = (g->ra + 2) % g->rE;
+    g->rb = (h >> 32) % g->rE;
+    g->rcorr = o->routing_corr;
+    g->rskew = o->routing_skew;
+}
+
+static inline float normal_at(uint64_t key, uint64_t i)
+{
+    float z0, z1;
+    normal_pair(key, i / 2, &z0, &z1);
+    return (i & 1) ? z1 : z0;
+}
+
+static float routing_value(const struct gen *g, uint64_t i)
+{
+    if (g->rkind == 2) {
+        uint64_t k = (g->ra * (i % g->rE) + g->rb) % g->rE;
+        return g->rskew * SYNTH_SKEW_SCALE * expf(-SYNTH_SKEW_DECAY * (float)k / (float)g->rE);
+    }
+    uint64_t D = g->shape[1], e = i / D, j = i % D;
+    uint64_t k = (g->ra * e + g->rb) % g->rE;
+    return g->std * (sqrtf(g->rcorr) * normal_at(g->rbase, k * D + j) +
+                     sqrtf(1.0f - g->rcorr) * normal_at(g->key, i));
+}
+
 static inline float block_scale(const struct gen *g, uint64_t i)
 {
     if (!g->block_cols)
@@ -530,7 +603,9 @@ static void gen_fill(const struct gen *g, uint64_t first, uint64_t n, void *out)
         float z[2];
         normal_pair(g->key, i / 2, &z[0], &z[1]);
         for (int j = (int)(i & 1); j < 2 && k < n; j++, k++) {
-            float v = g->mean + g->std * block_scale(g, i + (uint64_t)j - (i & 1)) * z[j];
+            float v = g->rkind
+                          ? routing_value(g, i + (uint64_t)j - (i & 1))
+                          : g->mean + g->std * block_scale(g, i + (uint64_t)j - (i & 1)) * z[j];
             if (g->type == TX_ELEM_F32)
                 memcpy((char *)out + k * 4, &v, 4);
             else {
@@ -548,6 +623,8 @@ struct glist {
     size_t n, cap;
     uint64_t seed;
     int blocks;
+    const struct tx_synth_opts *o;
+    int E;
 };
 
 static int glist_add(struct glist *l, const struct gen *g)
@@ -569,6 +646,7 @@ static int glist_cb(void *ctx, const struct glm_tensor_info *t)
     struct glist *l = ctx;
     struct gen g;
     gen_init(&g, t, l->seed, l->blocks);
+    routing_init(&g, t, l->seed, l->o, l->E);
     return glist_add(l, &g);
 }
 
@@ -837,6 +915,14 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
         return tx_errbuf(err, errsz, TX_EINVAL,
                          "glm-synth: unknown architecture or preset (architectures: %s)",
                          tx_arch_list_model_types());
+    if (o->routing == TX_SYNTH_ROUTING_SKEWED &&
+        (!(o->routing_corr >= 0.0f && o->routing_corr <= 1.0f) ||
+         !(o->routing_skew >= 0.0f && o->routing_skew <= 100.0f)))
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "glm-synth: routing correlation must be in [0, 1] and skew in [0, 100]");
+    if (o->n_experts < 0 || o->n_experts > 4096)
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm-synth: %d routed experts (1..4096)",
+                         o->n_experts);
     int rc;
     int vocab = o->vocab_size;
     struct tx_synth_tokenizer tk;
@@ -874,7 +960,7 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
                    ? tx_synth_config_json_ex(o->arch, o->preset, vocab, tk.eos, 3, tk.pad)
                    : tx_synth_config_json(o->arch, o->preset, vocab);
     struct glm_config cfg;
-    struct glist l = {.seed = o->seed, .blocks = !o->dense_ffn};
+    struct glist l = {.seed = o->seed, .blocks = !o->dense_ffn, .o = o};
     unsigned char *buf = NULL;
     int threads = o->threads > 0 ? o->threads : txm_ncpus();
     char sub[TX_ERR_MAX];
@@ -883,11 +969,30 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
         rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto out;
     }
+    if (o->n_experts > 0) { /* --experts: the preset with another expert count */
+        struct json_object *jo = json_tokener_parse(cj);
+        const char *key = jo && json_object_object_get_ex(jo, "num_experts", NULL)
+                              ? "num_experts"
+                              : "n_routed_experts";
+        char *nj = NULL;
+        if (jo) {
+            json_object_object_add(jo, key, json_object_new_int(o->n_experts));
+            nj = strdup(json_object_to_json_string_ext(jo, JSON_C_TO_STRING_PRETTY));
+        }
+        json_object_put(jo);
+        if (!nj) {
+            rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+            goto out;
+        }
+        free(cj);
+        cj = nj;
+    }
     rc = glm_config_from_json(cj, &cfg, sub, sizeof(sub));
     if (rc < 0) {
         tx_errbuf(err, errsz, rc, "glm-synth: generated config rejected: %s", sub);
         goto out;
     }
+    l.E = cfg.n_routed_experts;
     rc = glm_config_tensor_list(&cfg, glist_cb, &l);
     if (rc == 0 && cfg.num_nextn_predict_layers > 0) /* Qwen3-MoE has no MTP layer */
         rc = add_mtp(&l, &cfg);

@@ -58,6 +58,8 @@ int tt_collect_model(const struct tx_telemetry_model *m, void *arg)
     mm->experts = m->experts;
     mm->updated_ns = m->updated_ns;
     mm->updates = m->updates;
+    mm->has_cache = m->has_cache;
+    mm->cache = m->cache;
     mm->dev = -1;
     for (size_t i = 0; i < s->ndev; i++)
         if (dev_matches(&s->devs[i], m->device)) {

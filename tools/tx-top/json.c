@@ -172,6 +172,21 @@ static json_object *model_json(const struct tt_state *s, const struct tt_model *
     add(o, "max_expert_share", m->st.moe_layers ? jpct(m->st.max_share) : NULL);
     add(o, "min_expert_share", m->st.moe_layers ? jpct(m->st.min_share) : NULL);
     add(o, "percent_unit", json_object_new_string("%"));
+    if (m->has_cache) {
+        struct json_object *xc = json_object_new_object();
+        uint64_t uses = m->cache.hits + m->cache.misses;
+        add(xc, "slots", ju64(m->cache.slots));
+        add(xc, "experts", ju64(m->cache.experts));
+        add(xc, "hits", ju64(m->cache.hits));
+        add(xc, "misses", ju64(m->cache.misses));
+        add(xc, "hit_rate", uses ? jpct(100.0 * (double)m->cache.hits / (double)uses) : NULL);
+        add(xc, "prefetches", ju64(m->cache.prefetches));
+        add(xc, "prefetch_useful", ju64(m->cache.prefetch_useful));
+        add(xc, "bytes_read", ju64(m->cache.bytes_read));
+        add(o, "expert_cache", xc);
+    } else {
+        add(o, "expert_cache", NULL);
+    }
     load = json_object_new_array();
     hot = json_object_new_array();
     for (uint32_t e = 0; e < m->experts && m->agg; e++) {

@@ -387,6 +387,22 @@ static int draw_model(struct ui *u, int y, const struct tt_model *m, int hist_h)
              m->layers, m->experts, m->st.moe_layers, std, dev, m->device);
     put(y, (int)strlen(m->model) + 7, 0, "%s", line);
     y++;
+    if (m->has_cache) {
+        uint64_t uses = m->cache.hits + m->cache.misses;
+        char hr[16] = "N/A", pu[16] = "-";
+        if (uses)
+            snprintf(hr, sizeof(hr), "%.1f%%", 100.0 * (double)m->cache.hits / (double)uses);
+        if (m->cache.prefetches)
+            snprintf(pu, sizeof(pu), "%.0f%%",
+                     100.0 * (double)m->cache.prefetch_useful / (double)m->cache.prefetches);
+        put(y, 2, 0,
+            "expert cache %llu/%llu experts  hit rate %s  misses %llu  prefetches %llu (%s "
+            "used)  read %.1f MiB",
+            (unsigned long long)m->cache.slots, (unsigned long long)m->cache.experts, hr,
+            (unsigned long long)m->cache.misses, (unsigned long long)m->cache.prefetches, pu,
+            (double)m->cache.bytes_read / 1048576.0);
+        y++;
+    }
     if (hist_h <= 0 || !src || m->experts == 0)
         return y;
 

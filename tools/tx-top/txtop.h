@@ -113,6 +113,8 @@ struct tt_model {
     uint64_t *hot;     /* [experts] the most imbalanced layer's counts */
     double *layer_std; /* [layers] percent, NAN for layers without data */
     char command[256];
+    int has_cache; /* expert cache counters (libtx telemetry) */
+    struct tx_telemetry_cache cache;
 };
 
 struct tt_pcache; /* per-PID facts that do not change (user, command) */

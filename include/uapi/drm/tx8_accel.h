@@ -152,9 +152,9 @@ struct drm_tx8_counters {
 	__u64 macs[DRM_TX8_MAX_DTYPES];
 	/** @macs_skipped: multiply-accumulates skipped by the sparse engine */
 	__u64 macs_skipped;
-	/** @expert_cache_hits: expert weight uses found in the expert cache */
+	/** @expert_cache_hits: experts MOE_FFN used from the host's expert cache (1.6) */
 	__u64 expert_cache_hits;
-	/** @expert_cache_misses: expert weight uses not found there */
+	/** @expert_cache_misses: of those, loaded into the cache for the pass */
 	__u64 expert_cache_misses;
 	/** @page_faults: driver: CPU page faults on BO mappings (pages mapped) */
 	__u64 page_faults;

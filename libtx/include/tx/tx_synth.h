@@ -47,6 +47,8 @@ enum tx_synth_format {
 TX_API int tx_synth_preset_parse(const char *s);
 TX_API const char *tx_synth_preset_name(enum tx_synth_preset p);
 
+enum { TX_SYNTH_ROUTING_UNIFORM = 0, TX_SYNTH_ROUTING_SKEWED = 1 };
+
 struct tx_synth_opts {
     enum glm_arch arch;
     enum tx_synth_preset preset;
@@ -64,8 +66,16 @@ struct tx_synth_opts {
     int onnx_external;
     uint64_t shard_bytes; /* HF: 0 preset default (tiny: one file) */
     int dense_ffn;        /* 1: no block structure in FFN/expert weights */
-    int threads;          /* 0: all CPUs */
-    int progress;         /* 1: progress lines on stderr */
+    /* Routers (docs/glm-inference.md, "Synthetic routing"): UNIFORM (random
+     * rows, the default) or SKEWED: hot experts (routing_skew, >= 0, 1 =
+     * about 35% of the calls to the hottest eighth on the bench preset)
+     * and layer-to-layer correlation of the choices (routing_corr in
+     * [0, 1]). */
+    int routing;
+    float routing_skew, routing_corr;
+    int n_experts; /* routed experts per MoE layer (0: the preset's) */
+    int threads;   /* 0: all CPUs */
+    int progress;  /* 1: progress lines on stderr */
 };
 
 /* The config.json text (malloc'd) of an architecture/preset, with the
