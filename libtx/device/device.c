@@ -51,7 +51,14 @@ static struct txd_prof *prof_get(struct tx_device *d)
     struct txd_prof *p = d->prof_free;
     if (p)
         d->prof_free = p->next;
+    bool base = !d->prof_base;
+    d->prof_base = true;
     pthread_mutex_unlock(&d->lock);
+    if (base) { /* the expert-cache counters before the first profiled job */
+        struct tx_device_counters c;
+        if (d->ops->counters && d->ops->counters(d->be, &c) == TX_OK)
+            txp_device_base(d->spec, c.dev.expert_cache_hits, c.dev.expert_cache_misses);
+    }
     if (p)
         return p;
     p = calloc(1, sizeof(*p));
@@ -105,11 +112,17 @@ static void prof_harvest(struct tx_device *d, uint64_t job)
         unsigned cap = (unsigned)((p->b.size - sizeof(*h)) / sizeof(struct tx8_prof_record));
         unsigned n = h->count < cap ? h->count : cap;
         struct tx_device_info info;
-        uint64_t mem = 0;
+        struct txp_job_counters jc = {0};
         if (d->ops->info(d->be, &info) == TX_OK)
-            mem = info.mem_used;
+            jc.mem_used = info.mem_used;
+        struct tx_device_counters c;
+        if (d->ops->counters && d->ops->counters(d->be, &c) == TX_OK) {
+            jc.have_ec = 1;
+            jc.ec_hits = c.dev.expert_cache_hits;
+            jc.ec_misses = c.dev.expert_cache_misses;
+        }
         txp_device_job(d->spec, h, (const struct tx8_prof_record *)(h + 1), n, p->names,
-                       p->nnames, job, p->submit_ns, done, mem);
+                       p->nnames, job, p->submit_ns, done, &jc);
     }
     prof_put(d, p, 0);
 }

@@ -8,8 +8,11 @@
  * compute core ("core N": every command the core worked on), a "commands"
  * thread (each command once, cat "cmd", args bytes/MACs/cores) and a "jobs"
  * thread (each job, cat "job"). Counters: "device memory" (bytes used),
- * "busy %" (per job: core-time of its commands over cores x job time) and
- * whatever tx_profile_counter() records.
+ * "busy %" (per job: core-time of its commands over cores x job time),
+ * "expert cache hits" / "expert cache misses" (per job: the change of the
+ * device's counters), on the host process "KV cache used" / "KV cache
+ * allocated" (the GLM runtime, per pass) and whatever tx_profile_counter()
+ * records.
  *
  * Device times are mapped to host CLOCK_MONOTONIC with one offset per
  * device: the smallest (host time the job was seen done - device end time)
@@ -54,6 +57,8 @@ struct pdev {
     unsigned cores;
     int64_t offset; /* host = device + offset */
     int have_offset;
+    int have_ec; /* ec_hits / ec_misses hold the device's previous reading */
+    uint64_t ec_hits, ec_misses;
 };
 
 static pthread_mutex_t p_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -177,13 +182,28 @@ static int dev_index(const char *spec, unsigned cores)
     p_dev[p_ndev].spec = s;
     p_dev[p_ndev].cores = cores;
     p_dev[p_ndev].have_offset = 0;
+    p_dev[p_ndev].have_ec = 0;
     return p_ndev++;
+}
+
+void txp_device_base(const char *dev, uint64_t ec_hits, uint64_t ec_misses)
+{
+    if (!tx_profile_enabled())
+        return;
+    pthread_mutex_lock(&p_lock);
+    int di = dev_index(dev, 0);
+    if (di >= 0 && !p_dev[di].have_ec) {
+        p_dev[di].have_ec = 1;
+        p_dev[di].ec_hits = ec_hits;
+        p_dev[di].ec_misses = ec_misses;
+    }
+    pthread_mutex_unlock(&p_lock);
 }
 
 void txp_device_job(const char *dev, const struct tx8_prof_header *h,
                     const struct tx8_prof_record *rec, unsigned n, char *const *names,
                     unsigned nnames, uint64_t job, uint64_t host_submit_ns, uint64_t host_done_ns,
-                    uint64_t mem_used)
+                    const struct txp_job_counters *jc)
 {
     (void)host_submit_ns;
     if (!tx_profile_enabled())
@@ -267,7 +287,20 @@ void txp_device_job(const char *dev, const struct tx8_prof_header *h,
     if (jd && pd->cores)
         counter_locked("busy %", di, h->end_ns, 1,
                        100.0 * (double)core_time / ((double)jd * pd->cores));
-    counter_locked("device memory", di, h->end_ns, 1, (double)mem_used);
+    counter_locked("device memory", di, h->end_ns, 1, (double)jc->mem_used);
+    if (jc->have_ec) {
+        /* the device-wide counters: every client's jobs count (docs/tuna.md);
+         * a counter that went back (device reset) restarts the baseline */
+        if (pd->have_ec && jc->ec_hits >= pd->ec_hits && jc->ec_misses >= pd->ec_misses) {
+            counter_locked("expert cache hits", di, h->end_ns, 1,
+                           (double)(jc->ec_hits - pd->ec_hits));
+            counter_locked("expert cache misses", di, h->end_ns, 1,
+                           (double)(jc->ec_misses - pd->ec_misses));
+        }
+        pd->have_ec = 1;
+        pd->ec_hits = jc->ec_hits;
+        pd->ec_misses = jc->ec_misses;
+    }
 out:
     pthread_mutex_unlock(&p_lock);
 }

@@ -276,9 +276,11 @@ static const char *classify(double bytes, double flops, double time_us, double p
     return t_cmp > t_mem ? "compute-bound" : "memory-bound";
 }
 
+enum { SM_BUSY, SM_MEM, SM_KV, SM_NKINDS };
+
 struct sample {
     double ts, v;
-    int mem; /* 1: device memory, 0: busy % */
+    int kind; /* SM_BUSY: busy %, SM_MEM: device memory, SM_KV: KV cache used */
 };
 
 static unsigned op_color(const char *op)
@@ -392,21 +394,23 @@ static int write_html(const char *path, const struct cmd *cmds, int ncmd, const 
     /* curves */
     double mmax = 1;
     for (int i = 0; i < nsm; i++)
-        if (sm[i].mem && sm[i].v > mmax)
+        if (sm[i].kind != SM_BUSY && sm[i].v > mmax)
             mmax = sm[i].v;
     fprintf(f, "<h2>Utilisation and device memory</h2>\n<svg id=\"curves\" "
                "xmlns=\"http://www.w3.org/2000/svg\" width=\"1220\" height=\"220\">\n"
                "<rect x=\"0\" y=\"0\" width=\"1220\" height=\"220\" fill=\"#f4f4f4\"/>\n");
-    for (int m = 0; m < 2; m++) {
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" points=\"", m ? "#36c" : "#c63");
+    static const char *const stroke[SM_NKINDS] = {"#c63", "#36c", "#393"};
+    for (int m = 0; m < SM_NKINDS; m++) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" points=\"", stroke[m]);
         for (int i = 0; i < nsm; i++)
-            if (sm[i].mem == m)
+            if (sm[i].kind == m)
                 fprintf(f, "%.1f,%.1f ", TX(sm[i].ts),
-                        210 - (m ? sm[i].v / mmax : sm[i].v / 100.0) * 200);
+                        210 - (m != SM_BUSY ? sm[i].v / mmax : sm[i].v / 100.0) * 200);
         fprintf(f, "\"/>\n");
     }
     fprintf(f, "<text x=\"10\" y=\"14\" fill=\"#c63\">busy %%</text><text x=\"80\" "
-               "y=\"14\" fill=\"#36c\">device memory (max %.0f MiB)</text></svg>\n"
+               "y=\"14\" fill=\"#36c\">device memory (max %.0f MiB)</text><text x=\"330\" "
+               "y=\"14\" fill=\"#393\">KV cache used (same scale)</text></svg>\n"
                "</body></html>\n",
             mmax / 1048576.0);
 #undef TX
@@ -488,6 +492,9 @@ static int cmd_report(int argc, char **argv)
         return 1;
     }
     int ncmd = 0, nsp = 0, njob = 0, ngr = 0, nly = 0, cores = 1;
+    /* counters: the KV cache's peaks, the expert cache's sums */
+    double kv_used = 0, kv_alloc = 0, ec_hits = 0, ec_misses = 0;
+    int have_kv = 0, have_ec = 0;
     json_object *other, *devs;
     if (json_object_object_get_ex(root, "otherData", &other) &&
         json_object_object_get_ex(other, "devices", &devs) &&
@@ -500,12 +507,31 @@ static int cmd_report(int argc, char **argv)
         const char *ph = jstr(e, "ph"), *cat = jstr(e, "cat"), *name = jstr(e, "name");
         json_object *a = NULL;
         json_object_object_get_ex(e, "args", &a);
-        if (ph && name && !strcmp(ph, "C") &&
-            (!strcmp(name, "busy %") || !strcmp(name, "device memory"))) {
-            samples[nsm].ts = jnum(e, "ts");
-            samples[nsm].v = jnum(a, "value");
-            samples[nsm].mem = !strcmp(name, "device memory");
-            nsm++;
+        if (ph && name && !strcmp(ph, "C")) {
+            double v = jnum(a, "value");
+            int kind = !strcmp(name, "busy %")          ? SM_BUSY
+                       : !strcmp(name, "device memory") ? SM_MEM
+                       : !strcmp(name, "KV cache used") ? SM_KV
+                                                        : -1;
+            if (kind >= 0) {
+                samples[nsm].ts = jnum(e, "ts");
+                samples[nsm].v = v;
+                samples[nsm].kind = kind;
+                nsm++;
+            }
+            if (kind == SM_KV) {
+                kv_used = v > kv_used ? v : kv_used;
+                have_kv = 1;
+            } else if (!strcmp(name, "KV cache allocated")) {
+                kv_alloc = v > kv_alloc ? v : kv_alloc;
+                have_kv = 1;
+            } else if (!strcmp(name, "expert cache hits")) {
+                ec_hits += v;
+                have_ec = 1;
+            } else if (!strcmp(name, "expert cache misses")) {
+                ec_misses += v;
+                have_ec = 1;
+            }
             continue;
         }
         if (!ph || strcmp(ph, "X") || !cat || !name)
@@ -639,6 +665,20 @@ static int cmd_report(int argc, char **argv)
         json_object_object_add(o, "host_gap_us", json_object_new_double(gaps));
         json_object_object_add(o, "host_gaps", json_object_new_int(ngaps));
         json_object_object_add(o, "max_host_gap_us", json_object_new_double(max_gap));
+        if (have_kv) {
+            json_object_object_add(o, "kv_cache_peak_used_bytes", json_object_new_double(kv_used));
+            json_object_object_add(o, "kv_cache_peak_allocated_bytes",
+                                   json_object_new_double(kv_alloc));
+        }
+        if (have_ec) {
+            json_object_object_add(o, "expert_cache_hits", json_object_new_double(ec_hits));
+            json_object_object_add(o, "expert_cache_misses", json_object_new_double(ec_misses));
+            json_object_object_add(o, "expert_cache_hit_pct",
+                                   ec_hits + ec_misses > 0
+                                       ? json_object_new_double(100.0 * ec_hits /
+                                                                (ec_hits + ec_misses))
+                                       : NULL);
+        }
         json_object *ga = json_object_new_array();
         for (int g = 0; g < ngr; g++) {
             json_object *x = json_object_new_object();
@@ -689,6 +729,15 @@ static int cmd_report(int argc, char **argv)
         printf("\ndevice busy %.1f%% of %.1f us (cores %.1f%% of %d); host gaps: %d, %.1f us "
                "(longest %.1f us)\n",
                util, span_us, core_util, cores, ngaps, gaps, max_gap);
+        if (have_kv)
+            printf("KV cache: peak %.2f MiB used of %.2f MiB allocated\n", kv_used / 1048576.0,
+                   kv_alloc / 1048576.0);
+        if (have_ec) {
+            printf("expert cache: %.0f hits, %.0f misses", ec_hits, ec_misses);
+            if (ec_hits + ec_misses > 0)
+                printf(" (hit rate %.1f%%)", 100.0 * ec_hits / (ec_hits + ec_misses));
+            printf("\n");
+        }
     }
     int rc = 0;
     if (html)
