@@ -106,7 +106,7 @@ static void prof_harvest(struct tx_device *d, uint64_t job)
     pthread_mutex_unlock(&d->lock);
     if (!p)
         return;
-    uint64_t done = tx_now_ns();
+    uint64_t done = tx_now_ns(); /* also the start of the profiler's own time */
     const struct tx8_prof_header *h = p->b.map;
     if (h->magic == TX8_PROF_MAGIC && h->version == TX8_PROF_VERSION) {
         unsigned cap = (unsigned)((p->b.size - sizeof(*h)) / sizeof(struct tx8_prof_record));
@@ -121,10 +121,11 @@ static void prof_harvest(struct tx_device *d, uint64_t job)
             jc.ec_hits = c.dev.expert_cache_hits;
             jc.ec_misses = c.dev.expert_cache_misses;
         }
-        txp_device_job(d->spec, h, (const struct tx8_prof_record *)(h + 1), n, p->names,
-                       p->nnames, job, p->submit_ns, done, &jc);
+        txp_device_job(d->spec, h, (const struct tx8_prof_record *)(h + 1), n, p->names, p->nnames,
+                       job, p->submit_ns, done, &jc);
     }
     prof_put(d, p, 0);
+    txp_self_since(done);
 }
 
 static void prof_close(struct tx_device *d)
@@ -1110,7 +1111,10 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
                       len, d->info.max_cmd_size);
         goto out;
     }
+    uint64_t pt0 = user_prof_bo ? 0 : txp_begin();
     prof = user_prof_bo ? NULL : prof_get(d);
+    if (pt0)
+        txp_self_since(pt0);
     rc = use_set_build(d, "tx_submit", handles, access, nuses, prof ? 2 : 1, &s);
     if (rc < 0)
         goto out;
@@ -1128,8 +1132,11 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
         prof_size = prof->b.size;
         prof->submit_ns = tx_now_ns();
     }
-    if (prof)
+    if (prof) {
+        uint64_t t = tx_profile_now();
         txd_cmdbuf_take_names(cb, &prof->names, &prof->nnames);
+        txp_self_since(t);
+    }
     reap_zombies(d);
     deadline = tx_now_ns() + d->submit_timeout_ns;
     rc = arena_alloc(d, bytes, len, deadline, &cmd_bo, &cmd_off);

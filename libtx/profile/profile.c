@@ -69,6 +69,12 @@ static struct ev *p_ev;
 static size_t p_nev, p_capev;
 static struct pdev p_dev[16];
 static int p_ndev;
+static uint64_t p_self_ns; /* atomic: txp_self_add */
+
+void txp_self_add(uint64_t ns)
+{
+    __atomic_fetch_add(&p_self_ns, ns, __ATOMIC_RELAXED);
+}
 
 static const char *const op_names[TX8_OP_COUNT] = {
     "NOP",   "FILL",   "COPY",  "CONVERT", "MATMUL",    "RMSNORM", "LAYERNORM", "ROPE",
@@ -365,6 +371,9 @@ static json_object *build_locked(void)
         json_object_array_add(devs, d);
     }
     json_object_object_add(other, "devices", devs);
+    json_object_object_add(
+        other, "profiler_host_ns",
+        json_object_new_int64((int64_t)__atomic_load_n(&p_self_ns, __ATOMIC_RELAXED)));
     json_object_object_add(root, "otherData", other);
 
     json_object_array_add(evs, meta("process_name", 1, 0, "host"));

@@ -35,6 +35,16 @@ void txp_device_job(const char *dev, const struct tx8_prof_header *h,
 /* The expert-cache counters of device `dev` before its first profiled job. */
 void txp_device_base(const char *dev, uint64_t ec_hits, uint64_t ec_misses);
 
+/* The profiler's own host time: callers time the work they do only for
+ * the profiler (naming commands, collecting records, counters) and add it
+ * here; the trace's otherData.profiler_host_ns is the sum. */
+void txp_self_add(uint64_t ns);
+
+static inline void txp_self_since(uint64_t t0)
+{
+    txp_self_add(tx_profile_now() - t0);
+}
+
 /* RAII-less span helper: t = txp_begin(); ... txp_end("name", t). */
 static inline uint64_t txp_begin(void)
 {

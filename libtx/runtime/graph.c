@@ -240,8 +240,11 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f)
     for (int i = 0; i < f->n_seg; i++)
         prefill |= f->seg[i].n > 1;
     txp_end(prefill ? "prefill" : "decode step", t0);
-    if (t0 && !rc)
+    if (t0 && !rc) {
+        uint64_t t = tx_profile_now();
         kv_counters(m, f);
+        txp_self_since(t);
+    }
     return rc;
 }
 

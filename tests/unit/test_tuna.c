@@ -197,8 +197,10 @@ START_TEST(trace_tracks_and_names)
                       kv_alloc[i]);
         ck_assert(i == 0 || kv_used[i] >= kv_used[i - 1]);
         double k = kv_used[i] / bpp;
-        ck_assert_msg(k == (double)(long)k, "KV cache used %g is not a whole number of %g-byte "
-                      "positions", kv_used[i], bpp);
+        ck_assert_msg(k == (double)(long)k,
+                      "KV cache used %g is not a whole number of %g-byte "
+                      "positions",
+                      kv_used[i], bpp);
     }
     ck_assert_msg(kv_used[nkv - 1] == (48 + ndecode) * bpp, "KV cache used %g, expected %d x %g",
                   kv_used[nkv - 1], 48 + ndecode, bpp);
@@ -257,6 +259,9 @@ START_TEST(report_roofline)
     ck_assert(json_object_object_get_ex(r, "layers", &layers));
     ck_assert(json_object_array_length(layers) > 0);
     ck_assert(jnum(r, "device_busy_pct") > 0 && jnum(r, "device_busy_pct") <= 100.0001);
+    /* the profiler's own host time: some, and less than the passes took */
+    ck_assert(jnum(r, "profiler_host_us") > 0);
+    ck_assert(jnum(r, "profiler_host_pct") > 0 && jnum(r, "profiler_host_pct") < 100);
     ck_assert(jnum(r, "kv_cache_peak_used_bytes") > 0);
     ck_assert(jnum(r, "kv_cache_peak_used_bytes") <= jnum(r, "kv_cache_peak_allocated_bytes"));
     ck_assert(jnum(r, "expert_cache_hits") + jnum(r, "expert_cache_misses") > 0);
