@@ -295,17 +295,22 @@ void txp_device_job(const char *dev, const struct tx8_prof_header *h,
                        100.0 * (double)core_time / ((double)jd * pd->cores));
     counter_locked("device memory", di, h->end_ns, 1, (double)jc->mem_used);
     if (jc->have_ec) {
-        /* the device-wide counters: every client's jobs count (docs/tuna.md);
-         * a counter that went back (device reset) restarts the baseline */
-        if (pd->have_ec && jc->ec_hits >= pd->ec_hits && jc->ec_misses >= pd->ec_misses) {
-            counter_locked("expert cache hits", di, h->end_ns, 1,
-                           (double)(jc->ec_hits - pd->ec_hits));
-            counter_locked("expert cache misses", di, h->end_ns, 1,
-                           (double)(jc->ec_misses - pd->ec_misses));
+        /* the device-wide counters: every client's jobs count (docs/tuna.md).
+         * Jobs harvested by two threads at once may hand in their readings
+         * out of order: an older (smaller) reading adds nothing and leaves
+         * the last one in place, so the sum over the trace stays exact. */
+        uint64_t dh = 0, dm = 0;
+        if (pd->have_ec) {
+            dh = jc->ec_hits > pd->ec_hits ? jc->ec_hits - pd->ec_hits : 0;
+            dm = jc->ec_misses > pd->ec_misses ? jc->ec_misses - pd->ec_misses : 0;
+            counter_locked("expert cache hits", di, h->end_ns, 1, (double)dh);
+            counter_locked("expert cache misses", di, h->end_ns, 1, (double)dm);
         }
+        if (!pd->have_ec || jc->ec_hits > pd->ec_hits)
+            pd->ec_hits = jc->ec_hits;
+        if (!pd->have_ec || jc->ec_misses > pd->ec_misses)
+            pd->ec_misses = jc->ec_misses;
         pd->have_ec = 1;
-        pd->ec_hits = jc->ec_hits;
-        pd->ec_misses = jc->ec_misses;
     }
 out:
     pthread_mutex_unlock(&p_lock);
