@@ -1111,8 +1111,12 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
                       len, d->info.max_cmd_size);
         goto out;
     }
-    uint64_t pt0 = user_prof_bo ? 0 : txp_begin();
-    prof = user_prof_bo ? NULL : prof_get(d);
+    /* $TX_PROFILE's buffer is one more BO of the job: a job that already
+     * uses as many as the device allows runs unprofiled (not in the trace) */
+    unsigned max_bos = d->info.max_ranges ? d->info.max_ranges : TX8_JOB_MAX_RANGES;
+    int auto_prof = !user_prof_bo && (uint64_t)nuses + 2 <= max_bos;
+    uint64_t pt0 = auto_prof ? txp_begin() : 0;
+    prof = auto_prof ? prof_get(d) : NULL;
     if (pt0)
         txp_self_since(pt0);
     rc = use_set_build(d, "tx_submit", handles, access, nuses, prof ? 2 : 1, &s);
