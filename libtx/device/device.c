@@ -51,7 +51,14 @@ static struct txd_prof *prof_get(struct tx_device *d)
     struct txd_prof *p = d->prof_free;
     if (p)
         d->prof_free = p->next;
+    bool base = !d->prof_base;
+    d->prof_base = true;
     pthread_mutex_unlock(&d->lock);
+    if (base) { /* the expert-cache counters before the first profiled job */
+        struct tx_device_counters c;
+        if (d->ops->counters && d->ops->counters(d->be, &c) == TX_OK)
+            txp_device_base(d->spec, c.dev.expert_cache_hits, c.dev.expert_cache_misses);
+    }
     if (p)
         return p;
     p = calloc(1, sizeof(*p));
@@ -99,19 +106,26 @@ static void prof_harvest(struct tx_device *d, uint64_t job)
     pthread_mutex_unlock(&d->lock);
     if (!p)
         return;
-    uint64_t done = tx_now_ns();
+    uint64_t done = tx_now_ns(); /* also the start of the profiler's own time */
     const struct tx8_prof_header *h = p->b.map;
     if (h->magic == TX8_PROF_MAGIC && h->version == TX8_PROF_VERSION) {
         unsigned cap = (unsigned)((p->b.size - sizeof(*h)) / sizeof(struct tx8_prof_record));
         unsigned n = h->count < cap ? h->count : cap;
         struct tx_device_info info;
-        uint64_t mem = 0;
+        struct txp_job_counters jc = {0};
         if (d->ops->info(d->be, &info) == TX_OK)
-            mem = info.mem_used;
-        txp_device_job(d->spec, h, (const struct tx8_prof_record *)(h + 1), n, p->names,
-                       p->nnames, job, p->submit_ns, done, mem);
+            jc.mem_used = info.mem_used;
+        struct tx_device_counters c;
+        if (d->ops->counters && d->ops->counters(d->be, &c) == TX_OK) {
+            jc.have_ec = 1;
+            jc.ec_hits = c.dev.expert_cache_hits;
+            jc.ec_misses = c.dev.expert_cache_misses;
+        }
+        txp_device_job(d->spec, h, (const struct tx8_prof_record *)(h + 1), n, p->names, p->nnames,
+                       job, p->submit_ns, done, &jc);
     }
     prof_put(d, p, 0);
+    txp_self_since(done);
 }
 
 static void prof_close(struct tx_device *d)
@@ -1097,7 +1111,14 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
                       len, d->info.max_cmd_size);
         goto out;
     }
-    prof = user_prof_bo ? NULL : prof_get(d);
+    /* $TX_PROFILE's buffer is one more BO of the job: a job that already
+     * uses as many as the device allows runs unprofiled (not in the trace) */
+    unsigned max_bos = d->info.max_ranges ? d->info.max_ranges : TX8_JOB_MAX_RANGES;
+    int auto_prof = !user_prof_bo && (uint64_t)nuses + 2 <= max_bos;
+    uint64_t pt0 = auto_prof ? txp_begin() : 0;
+    prof = auto_prof ? prof_get(d) : NULL;
+    if (pt0)
+        txp_self_since(pt0);
     rc = use_set_build(d, "tx_submit", handles, access, nuses, prof ? 2 : 1, &s);
     if (rc < 0)
         goto out;
@@ -1115,8 +1136,11 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
         prof_size = prof->b.size;
         prof->submit_ns = tx_now_ns();
     }
-    if (prof)
+    if (prof) {
+        uint64_t t = tx_profile_now();
         txd_cmdbuf_take_names(cb, &prof->names, &prof->nnames);
+        txp_self_since(t);
+    }
     reap_zombies(d);
     deadline = tx_now_ns() + d->submit_timeout_ns;
     rc = arena_alloc(d, bytes, len, deadline, &cmd_bo, &cmd_off);

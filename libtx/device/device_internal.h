@@ -61,6 +61,7 @@ struct tx_device {
     uint64_t submit_timeout_ns;
     /* Profiling ($TX_PROFILE): buffers of jobs in flight / free (d->lock) */
     struct txd_prof *prof_busy, *prof_free;
+    bool prof_base; /* the expert-cache counters' baseline was taken */
 };
 
 struct tx_bo {

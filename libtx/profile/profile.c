@@ -8,8 +8,11 @@
  * compute core ("core N": every command the core worked on), a "commands"
  * thread (each command once, cat "cmd", args bytes/MACs/cores) and a "jobs"
  * thread (each job, cat "job"). Counters: "device memory" (bytes used),
- * "busy %" (per job: core-time of its commands over cores x job time) and
- * whatever tx_profile_counter() records.
+ * "busy %" (per job: core-time of its commands over cores x job time),
+ * "expert cache hits" / "expert cache misses" (per job: the change of the
+ * device's counters), on the host process "KV cache used" / "KV cache
+ * allocated" (the GLM runtime, per pass) and whatever tx_profile_counter()
+ * records.
  *
  * Device times are mapped to host CLOCK_MONOTONIC with one offset per
  * device: the smallest (host time the job was seen done - device end time)
@@ -54,6 +57,8 @@ struct pdev {
     unsigned cores;
     int64_t offset; /* host = device + offset */
     int have_offset;
+    int have_ec; /* ec_hits / ec_misses hold the device's previous reading */
+    uint64_t ec_hits, ec_misses;
 };
 
 static pthread_mutex_t p_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -64,6 +69,12 @@ static struct ev *p_ev;
 static size_t p_nev, p_capev;
 static struct pdev p_dev[16];
 static int p_ndev;
+static uint64_t p_self_ns; /* atomic: txp_self_add */
+
+void txp_self_add(uint64_t ns)
+{
+    __atomic_fetch_add(&p_self_ns, ns, __ATOMIC_RELAXED);
+}
 
 static const char *const op_names[TX8_OP_COUNT] = {
     "NOP",   "FILL",   "COPY",  "CONVERT", "MATMUL",    "RMSNORM", "LAYERNORM", "ROPE",
@@ -177,13 +188,28 @@ static int dev_index(const char *spec, unsigned cores)
     p_dev[p_ndev].spec = s;
     p_dev[p_ndev].cores = cores;
     p_dev[p_ndev].have_offset = 0;
+    p_dev[p_ndev].have_ec = 0;
     return p_ndev++;
+}
+
+void txp_device_base(const char *dev, uint64_t ec_hits, uint64_t ec_misses)
+{
+    if (!tx_profile_enabled())
+        return;
+    pthread_mutex_lock(&p_lock);
+    int di = dev_index(dev, 0);
+    if (di >= 0 && !p_dev[di].have_ec) {
+        p_dev[di].have_ec = 1;
+        p_dev[di].ec_hits = ec_hits;
+        p_dev[di].ec_misses = ec_misses;
+    }
+    pthread_mutex_unlock(&p_lock);
 }
 
 void txp_device_job(const char *dev, const struct tx8_prof_header *h,
                     const struct tx8_prof_record *rec, unsigned n, char *const *names,
                     unsigned nnames, uint64_t job, uint64_t host_submit_ns, uint64_t host_done_ns,
-                    uint64_t mem_used)
+                    const struct txp_job_counters *jc)
 {
     (void)host_submit_ns;
     if (!tx_profile_enabled())
@@ -267,7 +293,25 @@ void txp_device_job(const char *dev, const struct tx8_prof_header *h,
     if (jd && pd->cores)
         counter_locked("busy %", di, h->end_ns, 1,
                        100.0 * (double)core_time / ((double)jd * pd->cores));
-    counter_locked("device memory", di, h->end_ns, 1, (double)mem_used);
+    counter_locked("device memory", di, h->end_ns, 1, (double)jc->mem_used);
+    if (jc->have_ec) {
+        /* the device-wide counters: every client's jobs count (docs/tuna.md).
+         * Jobs harvested by two threads at once may hand in their readings
+         * out of order: an older (smaller) reading adds nothing and leaves
+         * the last one in place, so the sum over the trace stays exact. */
+        uint64_t dh = 0, dm = 0;
+        if (pd->have_ec) {
+            dh = jc->ec_hits > pd->ec_hits ? jc->ec_hits - pd->ec_hits : 0;
+            dm = jc->ec_misses > pd->ec_misses ? jc->ec_misses - pd->ec_misses : 0;
+            counter_locked("expert cache hits", di, h->end_ns, 1, (double)dh);
+            counter_locked("expert cache misses", di, h->end_ns, 1, (double)dm);
+        }
+        if (!pd->have_ec || jc->ec_hits > pd->ec_hits)
+            pd->ec_hits = jc->ec_hits;
+        if (!pd->have_ec || jc->ec_misses > pd->ec_misses)
+            pd->ec_misses = jc->ec_misses;
+        pd->have_ec = 1;
+    }
 out:
     pthread_mutex_unlock(&p_lock);
 }
@@ -332,6 +376,9 @@ static json_object *build_locked(void)
         json_object_array_add(devs, d);
     }
     json_object_object_add(other, "devices", devs);
+    json_object_object_add(
+        other, "profiler_host_ns",
+        json_object_new_int64((int64_t)__atomic_load_n(&p_self_ns, __ATOMIC_RELAXED)));
     json_object_object_add(root, "otherData", other);
 
     json_object_array_add(evs, meta("process_name", 1, 0, "host"));

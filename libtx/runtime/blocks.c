@@ -34,6 +34,7 @@
 #include "arch/arch.h"
 
 #include "device/device_internal.h"
+#include "profile/profile_internal.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -107,6 +108,7 @@ void blk_dbg(struct gctx *g, const char *fmt, ...)
 {
     if (!g->dbg && !g->prof)
         return;
+    uint64_t t = g->dbg ? 0 : tx_profile_now(); /* the line only for the profiler */
     char line[400];
     va_list ap;
     va_start(ap, fmt);
@@ -114,8 +116,12 @@ void blk_dbg(struct gctx *g, const char *fmt, ...)
     va_end(ap);
     if (g->dbg)
         fprintf(stderr, "glm: cmd %4u %s\n", g->total, line);
-    if (g->prof)
+    if (g->prof) {
+        if (!t)
+            t = tx_profile_now();
         prof_name(g, line);
+        txp_self_since(t);
+    }
 }
 
 int blk_emit(struct gctx *g, int r)

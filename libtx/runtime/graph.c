@@ -210,7 +210,39 @@ static void layer_stats(const float *x, uint64_t n, double *mean, double *sd, do
 
 static int forward_pass(glm_model_t *m, struct rt_fwd *f);
 
-/* One pass, a host span "prefill" or "decode step" when profiling. */
+/* The profiler's KV counters after pass f (model lock held): "KV cache
+ * used", the bytes the cached positions of all live sessions occupy (the
+ * pass's positions included: its sessions advance after it), and "KV cache
+ * allocated", the sessions' KV BOs. */
+static void kv_counters(glm_model_t *m, const struct rt_fwd *f)
+{
+    const struct glm_config *c = &m->cfg;
+    const struct tx_arch_ops *arch = tx_arch_get(c->arch);
+    if (!arch)
+        return;
+    uint64_t elems = 0, ik = 0; /* per position, all layers */
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        struct tx_arch_kv kv;
+        arch->kv_geometry(c, l, &kv);
+        elems += kv.k + kv.v;
+        ik += kv.ik;
+    }
+    double used = 0, alloc = 0;
+    for (int i = 0; i < m->n_sessions; i++) {
+        const glm_session_t *s = m->sessions[i];
+        int pos = s->pos;
+        for (int j = 0; j < f->n_seg; j++)
+            if (f->seg[j].s == s && f->seg[j].pos0 + f->seg[j].n > pos)
+                pos = f->seg[j].pos0 + f->seg[j].n;
+        used += (double)pos * (double)(elems * tx_dtype_size(s->kv_dtype) + ik * 4);
+        alloc += (double)s->kv_size;
+    }
+    tx_profile_counter("KV cache used", used);
+    tx_profile_counter("KV cache allocated", alloc);
+}
+
+/* One pass, a host span "prefill" or "decode step" and the KV counters
+ * when profiling. */
 int rt_forward(glm_model_t *m, struct rt_fwd *f)
 {
     uint64_t t0 = txp_begin();
@@ -219,6 +251,11 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f)
     for (int i = 0; i < f->n_seg; i++)
         prefill |= f->seg[i].n > 1;
     txp_end(prefill ? "prefill" : "decode step", t0);
+    if (t0 && !rc) {
+        uint64_t t = tx_profile_now();
+        kv_counters(m, f);
+        txp_self_since(t);
+    }
     return rc;
 }
 

@@ -106,6 +106,11 @@ START_TEST(trace_tracks_and_names)
     size_t n = json_object_array_length(evs);
     int host_proc = 0, dev_proc = 0, core0 = 0, core1 = 0, cmds_track = 0, jobs_track = 0;
     int q_proj = 0, experts = 0, prefill = 0, decode = 0, load = 0, busy = 0, mem = 0;
+    /* counters: the KV cache per pass, the expert cache per job */
+    enum { MAXS = 256 };
+    static double kv_used[MAXS], kv_alloc[MAXS];
+    int nkv = 0, nkva = 0, ndecode = 0, nec = 0;
+    double ec_hits = 0, ec_misses = 0;
     /* per job: command time vs job time */
     enum { MAXJ = 4096 };
     static double jt[MAXJ], ct[MAXJ];
@@ -145,11 +150,22 @@ START_TEST(trace_tracks_and_names)
             } else if (!strcmp(cat, "host")) {
                 prefill |= !strcmp(name, "prefill");
                 decode |= !strcmp(name, "decode step");
+                ndecode += !strcmp(name, "decode step");
                 load |= !strcmp(name, "load");
             }
         } else if (!strcmp(ph, "C")) {
             busy |= !strcmp(name, "busy %");
             mem |= !strcmp(name, "device memory") && jnum(a, "value") > 0;
+            double v = jnum(a, "value");
+            if (!strcmp(name, "KV cache used") && nkv < MAXS)
+                kv_used[nkv++] = v;
+            if (!strcmp(name, "KV cache allocated") && nkva < MAXS)
+                kv_alloc[nkva++] = v;
+            if (!strcmp(name, "expert cache hits") || !strcmp(name, "expert cache misses")) {
+                ck_assert_msg(v >= 0 && v == (double)(uint64_t)v, "%s: %g", name, v);
+                *(!strcmp(name, "expert cache hits") ? &ec_hits : &ec_misses) += v;
+                nec++;
+            }
         }
     }
     ck_assert(host_proc && dev_proc && core0 && core1 && cmds_track && jobs_track);
@@ -169,6 +185,45 @@ START_TEST(trace_tracks_and_names)
     }
     ck_assert_msg(njobs >= 6, "%d jobs", njobs); /* prefill + decode steps */
     ck_assert_msg(tc >= 0.98 * tj, "commands %.1f us, jobs %.1f us: more than 2%% apart", tc, tj);
+
+    /* KV cache: one sample per pass; one session of 48 prompt positions
+     * and one more per decode step, each position the same bytes */
+    ck_assert_msg(nkv >= 2 && nkv == nkva, "KV counters: %d used, %d allocated", nkv, nkva);
+    ck_assert_int_gt(ndecode, 0);
+    double bpp = kv_used[nkv - 1] - kv_used[nkv - 2]; /* a decode step: one position */
+    ck_assert_msg(bpp > 0, "KV cache used does not grow in decode");
+    for (int i = 0; i < nkv; i++) {
+        ck_assert_msg(kv_used[i] > 0 && kv_used[i] <= kv_alloc[i], "KV %g used of %g", kv_used[i],
+                      kv_alloc[i]);
+        ck_assert(i == 0 || kv_used[i] >= kv_used[i - 1]);
+        double k = kv_used[i] / bpp;
+        ck_assert_msg(k == (double)(long)k,
+                      "KV cache used %g is not a whole number of %g-byte "
+                      "positions",
+                      kv_used[i], bpp);
+    }
+    ck_assert_msg(kv_used[nkv - 1] == (48 + ndecode) * bpp, "KV cache used %g, expected %d x %g",
+                  kv_used[nkv - 1], 48 + ndecode, bpp);
+
+    /* expert cache: per-job changes of the device's counters; this device
+     * ran only the recorded program (every job of it profiled), so they add
+     * up to the device's totals */
+    ck_assert_msg(nec > 0, "no expert cache counters");
+    ck_assert_msg(ec_hits + ec_misses > 0, "the MoE layers used no expert weights");
+    if (!rts_own_emu) { /* $TX_DEVICE: other programs may have used it */
+        json_object_put(root);
+        return;
+    }
+    tx_device_t *dev = NULL;
+    ck_assert_int_eq(tx_device_open(rts_spec, &dev), TX_OK);
+    struct tx_device_counters c;
+    ck_assert_int_eq(tx_device_counters(dev, &c), TX_OK);
+    tx_device_close(dev);
+    ck_assert_msg(ec_hits == (double)c.dev.expert_cache_hits &&
+                      ec_misses == (double)c.dev.expert_cache_misses,
+                  "trace: %g hits %g misses; device: %llu hits %llu misses", ec_hits, ec_misses,
+                  (unsigned long long)c.dev.expert_cache_hits,
+                  (unsigned long long)c.dev.expert_cache_misses);
     json_object_put(root);
 }
 END_TEST
@@ -204,6 +259,13 @@ START_TEST(report_roofline)
     ck_assert(json_object_object_get_ex(r, "layers", &layers));
     ck_assert(json_object_array_length(layers) > 0);
     ck_assert(jnum(r, "device_busy_pct") > 0 && jnum(r, "device_busy_pct") <= 100.0001);
+    /* the profiler's own host time: some, and less than the passes took */
+    ck_assert(jnum(r, "profiler_host_us") > 0);
+    ck_assert(jnum(r, "profiler_host_pct") > 0 && jnum(r, "profiler_host_pct") < 100);
+    ck_assert(jnum(r, "kv_cache_peak_used_bytes") > 0);
+    ck_assert(jnum(r, "kv_cache_peak_used_bytes") <= jnum(r, "kv_cache_peak_allocated_bytes"));
+    ck_assert(jnum(r, "expert_cache_hits") + jnum(r, "expert_cache_misses") > 0);
+    ck_assert(jnum(r, "expert_cache_hit_pct") >= 0 && jnum(r, "expert_cache_hit_pct") <= 100);
     json_object_put(r);
 
     /* --html: one self-contained page with the three SVG charts */

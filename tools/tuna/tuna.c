@@ -6,7 +6,9 @@
  *       runs CMD with TX_PROFILE=trace.json (libtx writes the trace at exit)
  *   tuna report [--json] [--top N] [--peak-gbps X] [--peak-gflops Y] trace.json
  *       top commands by time, share, GB/s, GFLOP/s, roofline class, per-layer
- *       totals, device utilisation, host gaps
+ *       totals, device utilisation, host gaps (and --html OUT.html)
+ *   tuna overhead [-r PAIRS] -- glm-inference ARGS...
+ *       decode tokens/s with profiling off and on, interleaved; median ratio
  *
  * The peaks default to the best bandwidth and the best compute rate any
  * command of the trace reached (a measured ceiling of the device as it ran);
@@ -28,10 +30,11 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tuna record -o TRACE.json -- CMD [ARGS...]\n"
-               "       tuna report [--json] [--html OUT.html] [--top N] [--peak-gbps X] "
-               "[--peak-gflops Y] TRACE.json\n"
-               "       tuna overhead [-r RUNS] -- glm-inference [ARGS...]\n");
+    fprintf(f,
+            "usage: tuna record -o TRACE.json -- CMD [ARGS...]\n"
+            "       tuna report [--json] [--html OUT.html] [--top N] [--peak-gbps X] "
+            "[--peak-gflops Y] TRACE.json\n"
+            "       tuna overhead [-r PAIRS] -- glm-inference [ARGS...] [::: CMD_B [ARGS...]]\n");
 }
 
 /* ---- overhead ---------------------------------------------------------------- */
@@ -101,12 +104,58 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Median, min and max of v[0..n) (sorts v). */
+static void stats(double *v, int n, double *med, double *lo, double *hi)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_d);
+    *med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    *lo = v[0];
+    *hi = v[n - 1];
+}
+
+#define OVH_MAX_RUNS 100
+
+/* The profiler's own host time in a trace (otherData.profiler_host_ns) as a
+ * percentage of its prefill + decode step spans; -1 when it has none. */
+static double trace_self_pct(const char *path)
+{
+    json_object *root = json_object_from_file(path), *other, *v, *evs;
+    double pct = -1, self = -1, passes = 0;
+    if (root && json_object_object_get_ex(root, "otherData", &other) &&
+        json_object_object_get_ex(other, "profiler_host_ns", &v))
+        self = json_object_get_double(v) / 1000.0;
+    if (self >= 0 && json_object_object_get_ex(root, "traceEvents", &evs) &&
+        json_object_is_type(evs, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(evs); i++) {
+            json_object *e = json_object_array_get_idx(evs, i), *x;
+            const char *ph =
+                json_object_object_get_ex(e, "ph", &x) ? json_object_get_string(x) : "";
+            const char *nm =
+                json_object_object_get_ex(e, "name", &x) ? json_object_get_string(x) : "";
+            if (!strcmp(ph, "X") && (!strcmp(nm, "prefill") || !strcmp(nm, "decode step")) &&
+                json_object_object_get_ex(e, "dur", &x))
+                passes += json_object_get_double(x);
+        }
+        if (passes > 0)
+            pct = 100.0 * self / passes;
+    }
+    json_object_put(root);
+    return pct;
+}
+
+/* tuna overhead: RUNS pairs (off, on, off, on, ...) of the same command;
+ * the median per-pair ratio on/off is the cost of profiling, the changes
+ * between consecutive off runs are the noise floor of the measurement.
+ * With "CMD_A ... ::: CMD_B ..." the pairs are (A, B), both with profiling
+ * off: e.g. a build without the profiler against this one. */
 static int cmd_overhead(int argc, char **argv)
 {
-    int runs = 3, i = 1;
+    int runs = 5, i = 1;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "-r") && i + 1 < argc) {
-            runs = atoi(argv[++i]);
+            char *end;
+            long r = strtol(argv[++i], &end, 10);
+            runs = *end || r < 1 || r > OVH_MAX_RUNS ? -1 : (int)r;
         } else if (!strcmp(argv[i], "--")) {
             i++;
             break;
@@ -116,30 +165,72 @@ static int cmd_overhead(int argc, char **argv)
             return 2;
         }
     }
-    if (i >= argc || runs < 1 || runs > 50) {
-        fprintf(stderr, "tuna overhead: %s\n", i >= argc ? "missing command" : "-r must be 1..50");
+    char **cmd_a = argv + i, **cmd_b = NULL;
+    for (int k = i; k < argc; k++)
+        if (!strcmp(argv[k], ":::")) {
+            argv[k] = NULL; /* argv[argc] is NULL: both commands end */
+            cmd_b = argv + k + 1;
+            break;
+        }
+    if (i >= argc || runs < 1 || !cmd_a[0] || (cmd_b && !cmd_b[0])) {
+        fprintf(stderr, "tuna overhead: %s\n",
+                runs < 1 ? "-r must be a number from 1 to 100"
+                : cmd_b  ? "':::' needs a command on each side"
+                         : "missing command");
         usage(stderr);
         return 2;
     }
+    const char *la = cmd_b ? "A (off)" : "off", *lb = cmd_b ? "B (off)" : "on";
     char trace[64];
     snprintf(trace, sizeof(trace), "/tmp/tuna-overhead-%d.json", (int)getpid());
-    double off[50], on[50];
-    for (int k = 0; k < runs; k++) { /* alternate, so drift hits both */
-        off[k] = decode_tps(argv + i, NULL);
-        on[k] = decode_tps(argv + i, trace);
+    double off[OVH_MAX_RUNS], on[OVH_MAX_RUNS], ratio[OVH_MAX_RUNS], aa[OVH_MAX_RUNS];
+    double self[OVH_MAX_RUNS];
+    int nself = 0;
+    for (int k = 0; k < runs; k++) { /* interleaved, so drift hits both */
+        off[k] = decode_tps(cmd_a, NULL);
+        on[k] = decode_tps(cmd_b ? cmd_b : cmd_a, cmd_b ? NULL : trace);
+        double sp = cmd_b || on[k] <= 0 ? -1 : trace_self_pct(trace);
+        if (sp >= 0)
+            self[nself++] = sp;
         unlink(trace);
         if (off[k] <= 0 || on[k] <= 0) {
-            fprintf(stderr, "tuna overhead: run %d: no decode tokens/s (the command failed, or "
-                            "it prints no llama_perf eval time line)\n", k + 1);
+            fprintf(stderr,
+                    "tuna overhead: pair %d: no decode tokens/s from %s (the command "
+                    "failed, or it prints no llama_perf eval time line)\n",
+                    k + 1, off[k] <= 0 ? la : lb);
             return 1;
         }
-        fprintf(stderr, "run %d: off %.2f tok/s, on %.2f tok/s\n", k + 1, off[k], on[k]);
+        ratio[k] = on[k] / off[k];
+        if (k)
+            aa[k - 1] = fabs(off[k] / off[k - 1] - 1);
+        fprintf(stderr, "pair %d: %s %.2f tok/s, %s %.2f tok/s, ratio %.3f", k + 1, la, off[k], lb,
+                on[k], ratio[k]);
+        if (sp >= 0)
+            fprintf(stderr, ", profiler host time %.2f%%", sp);
+        fprintf(stderr, "\n");
     }
-    qsort(off, (size_t)runs, sizeof(double), cmp_d);
-    qsort(on, (size_t)runs, sizeof(double), cmp_d);
-    double mo = off[runs / 2], mn = on[runs / 2];
-    printf("decode tokens/s (median of %d)  profiling off %.2f  on %.2f  overhead %.1f%%\n", runs,
-           mo, mn, 100.0 * (mo - mn) / mo);
+    double mo, lo_o, hi_o, mn, lo_n, hi_n, mr, lo_r, hi_r, ma = 0, lo_a = 0, hi_a = 0;
+    stats(off, runs, &mo, &lo_o, &hi_o);
+    stats(on, runs, &mn, &lo_n, &hi_n);
+    stats(ratio, runs, &mr, &lo_r, &hi_r);
+    if (runs > 1)
+        stats(aa, runs - 1, &ma, &lo_a, &hi_a);
+    printf("decode tokens/s, %d interleaved pairs (%s, %s, %s, %s, ...):\n", runs, la, lb, la, lb);
+    printf("  %-8s median %8.2f  (min %.2f, max %.2f)\n", la, mo, lo_o, hi_o);
+    printf("  %-8s median %8.2f  (min %.2f, max %.2f)\n", lb, mn, lo_n, hi_n);
+    printf("  %s/%s per pair: median %.3f (min %.3f, max %.3f): %s costs %.1f%%\n",
+           cmd_b ? "B" : "on", cmd_b ? "A" : "off", mr, lo_r, hi_r,
+           cmd_b ? "B against A" : "profiling on", 100.0 * (1 - mr));
+    if (runs > 1)
+        printf("  noise floor, consecutive %s runs: median change %.1f%% (max %.1f%%)\n",
+               cmd_b ? "A" : "off", 100.0 * ma, 100.0 * hi_a);
+    if (nself) {
+        double ms, lo_s, hi_s;
+        stats(self, nself, &ms, &lo_s, &hi_s);
+        printf("  profiler's own host time (the on runs' traces): median %.2f%% of the prefill + "
+               "decode step time (min %.2f%%, max %.2f%%)\n",
+               ms, lo_s, hi_s);
+    }
     return 0;
 }
 
@@ -276,9 +367,11 @@ static const char *classify(double bytes, double flops, double time_us, double p
     return t_cmp > t_mem ? "compute-bound" : "memory-bound";
 }
 
+enum { SM_BUSY, SM_MEM, SM_KV, SM_NKINDS };
+
 struct sample {
     double ts, v;
-    int mem; /* 1: device memory, 0: busy % */
+    int kind; /* SM_BUSY: busy %, SM_MEM: device memory, SM_KV: KV cache used */
 };
 
 static unsigned op_color(const char *op)
@@ -392,22 +485,25 @@ static int write_html(const char *path, const struct cmd *cmds, int ncmd, const 
     /* curves */
     double mmax = 1;
     for (int i = 0; i < nsm; i++)
-        if (sm[i].mem && sm[i].v > mmax)
+        if (sm[i].kind != SM_BUSY && sm[i].v > mmax)
             mmax = sm[i].v;
     fprintf(f, "<h2>Utilisation and device memory</h2>\n<svg id=\"curves\" "
                "xmlns=\"http://www.w3.org/2000/svg\" width=\"1220\" height=\"220\">\n"
                "<rect x=\"0\" y=\"0\" width=\"1220\" height=\"220\" fill=\"#f4f4f4\"/>\n");
-    for (int m = 0; m < 2; m++) {
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" points=\"", m ? "#36c" : "#c63");
+    static const char *const stroke[SM_NKINDS] = {"#c63", "#36c", "#393"};
+    for (int m = 0; m < SM_NKINDS; m++) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" points=\"", stroke[m]);
         for (int i = 0; i < nsm; i++)
-            if (sm[i].mem == m)
+            if (sm[i].kind == m)
                 fprintf(f, "%.1f,%.1f ", TX(sm[i].ts),
-                        210 - (m ? sm[i].v / mmax : sm[i].v / 100.0) * 200);
+                        210 - (m != SM_BUSY ? sm[i].v / mmax : sm[i].v / 100.0) * 200);
         fprintf(f, "\"/>\n");
     }
-    fprintf(f, "<text x=\"10\" y=\"14\" fill=\"#c63\">busy %%</text><text x=\"80\" "
-               "y=\"14\" fill=\"#36c\">device memory (max %.0f MiB)</text></svg>\n"
-               "</body></html>\n",
+    fprintf(f,
+            "<text x=\"10\" y=\"14\" fill=\"#c63\">busy %%</text><text x=\"80\" "
+            "y=\"14\" fill=\"#36c\">device memory (max %.0f MiB)</text><text x=\"330\" "
+            "y=\"14\" fill=\"#393\">KV cache used (same scale)</text></svg>\n"
+            "</body></html>\n",
             mmax / 1048576.0);
 #undef TX
 #undef RX
@@ -488,24 +584,50 @@ static int cmd_report(int argc, char **argv)
         return 1;
     }
     int ncmd = 0, nsp = 0, njob = 0, ngr = 0, nly = 0, cores = 1;
-    json_object *other, *devs;
+    /* counters: the KV cache's peaks, the expert cache's sums */
+    double kv_used = 0, kv_alloc = 0, ec_hits = 0, ec_misses = 0;
+    int have_kv = 0, have_ec = 0;
+    double self_us = -1, pass_us = 0;
+    json_object *other = NULL, *devs = NULL;
     if (json_object_object_get_ex(root, "otherData", &other) &&
         json_object_object_get_ex(other, "devices", &devs) &&
         json_object_is_type(devs, json_type_array) && json_object_array_length(devs) > 0)
         cores = (int)jnum(json_object_array_get_idx(devs, 0), "cores");
     if (cores < 1)
         cores = 1;
+    json_object *sv;
+    if (other && json_object_object_get_ex(other, "profiler_host_ns", &sv))
+        self_us = json_object_get_double(sv) / 1000.0;
     for (size_t i = 0; i < n; i++) {
         json_object *e = json_object_array_get_idx(evs, i);
         const char *ph = jstr(e, "ph"), *cat = jstr(e, "cat"), *name = jstr(e, "name");
         json_object *a = NULL;
         json_object_object_get_ex(e, "args", &a);
-        if (ph && name && !strcmp(ph, "C") &&
-            (!strcmp(name, "busy %") || !strcmp(name, "device memory"))) {
-            samples[nsm].ts = jnum(e, "ts");
-            samples[nsm].v = jnum(a, "value");
-            samples[nsm].mem = !strcmp(name, "device memory");
-            nsm++;
+        if (ph && name && !strcmp(ph, "C")) {
+            double v = jnum(a, "value");
+            int kind = !strcmp(name, "busy %")          ? SM_BUSY
+                       : !strcmp(name, "device memory") ? SM_MEM
+                       : !strcmp(name, "KV cache used") ? SM_KV
+                                                        : -1;
+            if (kind >= 0) {
+                samples[nsm].ts = jnum(e, "ts");
+                samples[nsm].v = v;
+                samples[nsm].kind = kind;
+                nsm++;
+            }
+            if (kind == SM_KV) {
+                kv_used = v > kv_used ? v : kv_used;
+                have_kv = 1;
+            } else if (!strcmp(name, "KV cache allocated")) {
+                kv_alloc = v > kv_alloc ? v : kv_alloc;
+                have_kv = 1;
+            } else if (!strcmp(name, "expert cache hits")) {
+                ec_hits += v;
+                have_ec = 1;
+            } else if (!strcmp(name, "expert cache misses")) {
+                ec_misses += v;
+                have_ec = 1;
+            }
             continue;
         }
         if (!ph || strcmp(ph, "X") || !cat || !name)
@@ -521,6 +643,8 @@ static int cmd_report(int argc, char **argv)
             c->cores = (int)jnum(a, "cores");
             c->job = (int)jnum(a, "job");
         } else if (!strcmp(cat, "host")) {
+            if (!strcmp(name, "prefill") || !strcmp(name, "decode step"))
+                pass_us += jnum(e, "dur");
             spans[nsp].name = name;
             spans[nsp].ts = jnum(e, "ts");
             spans[nsp].dur = jnum(e, "dur");
@@ -639,6 +763,26 @@ static int cmd_report(int argc, char **argv)
         json_object_object_add(o, "host_gap_us", json_object_new_double(gaps));
         json_object_object_add(o, "host_gaps", json_object_new_int(ngaps));
         json_object_object_add(o, "max_host_gap_us", json_object_new_double(max_gap));
+        if (self_us >= 0) {
+            json_object_object_add(o, "profiler_host_us", json_object_new_double(self_us));
+            json_object_object_add(o, "profiler_host_pct",
+                                   pass_us > 0 ? json_object_new_double(100.0 * self_us / pass_us)
+                                               : NULL);
+        }
+        if (have_kv) {
+            json_object_object_add(o, "kv_cache_peak_used_bytes", json_object_new_double(kv_used));
+            json_object_object_add(o, "kv_cache_peak_allocated_bytes",
+                                   json_object_new_double(kv_alloc));
+        }
+        if (have_ec) {
+            json_object_object_add(o, "expert_cache_hits", json_object_new_double(ec_hits));
+            json_object_object_add(o, "expert_cache_misses", json_object_new_double(ec_misses));
+            json_object_object_add(
+                o, "expert_cache_hit_pct",
+                ec_hits + ec_misses > 0
+                    ? json_object_new_double(100.0 * ec_hits / (ec_hits + ec_misses))
+                    : NULL);
+        }
         json_object *ga = json_object_new_array();
         for (int g = 0; g < ngr; g++) {
             json_object *x = json_object_new_object();
@@ -689,6 +833,18 @@ static int cmd_report(int argc, char **argv)
         printf("\ndevice busy %.1f%% of %.1f us (cores %.1f%% of %d); host gaps: %d, %.1f us "
                "(longest %.1f us)\n",
                util, span_us, core_util, cores, ngaps, gaps, max_gap);
+        if (self_us >= 0 && pass_us > 0)
+            printf("profiler's own host time: %.1f us, %.2f%% of the prefill + decode step time\n",
+                   self_us, 100.0 * self_us / pass_us);
+        if (have_kv)
+            printf("KV cache: peak %.2f MiB used of %.2f MiB allocated\n", kv_used / 1048576.0,
+                   kv_alloc / 1048576.0);
+        if (have_ec) {
+            printf("expert cache: %.0f hits, %.0f misses", ec_hits, ec_misses);
+            if (ec_hits + ec_misses > 0)
+                printf(" (hit rate %.1f%%)", 100.0 * ec_hits / (ec_hits + ec_misses));
+            printf("\n");
+        }
     }
     int rc = 0;
     if (html)
