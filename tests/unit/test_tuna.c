@@ -69,10 +69,13 @@ static void fixture_setup(void)
     for (int i = 0; i < 48; i++)
         snprintf(toks + strlen(toks), sizeof(toks) - strlen(toks), "%s%d", i ? "," : "",
                  10 + i * 7);
+    /* routed experts in a 256 KiB expert cache (the tiny model's experts do
+     * not all fit: hits and misses, counted by the device) */
+#define TUNA_XCACHE "256K"
     const char *argv[] = {bin("tuna"),        "record",    "-o",      g_trace,   "--",
                           bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
                           "--no-moe-config", "--precision", "fp32", "--tokens", toks,
-                          "-n",            "6",         NULL};
+                          "-n",            "6",         "--expert-cache", TUNA_XCACHE, NULL};
     g_record_rc = run_to(argv, NULL);
 }
 
@@ -239,21 +242,34 @@ START_TEST(report_roofline)
     ck_assert_msg(r != NULL, "tuna report --json is not JSON");
     json_object *groups;
     ck_assert(json_object_object_get_ex(r, "groups", &groups));
-    int dec_exp = 0, pre_gemm = 0;
+    /* The roof (arithmetic intensity against the peaks) is asserted strictly.
+     * The class also depends on the achieved speed: on a host shared with
+     * other work a command can run 20x below its roof and is then, rightly,
+     * overhead-bound; so the class is the roof's or overhead-bound, and at
+     * least one of the groups checked reaches its roof's class. */
+    int dec_exp = 0, pre_gemm = 0, at_roof = 0;
     for (size_t i = 0; i < json_object_array_length(groups); i++) {
         json_object *g = json_object_array_get_idx(groups, i);
         const char *name = jstr(g, "name"), *phase = jstr(g, "phase"), *cls = jstr(g, "class");
-        ck_assert(name && phase && cls);
+        const char *roof = jstr(g, "roof");
+        ck_assert(name && phase && cls && roof);
         if (!strcmp(phase, "decode") && strstr(name, "MOE_FFN") && strstr(name, "mlp.experts")) {
-            ck_assert_msg(!strcmp(cls, "memory-bound"), "%s (decode) is %s", name, cls);
+            ck_assert_msg(!strcmp(roof, "memory"), "%s (decode) meets the %s roof", name, roof);
+            ck_assert_msg(!strcmp(cls, "memory-bound") || !strcmp(cls, "overhead-bound"),
+                          "%s (decode) is %s", name, cls);
+            at_roof += !strcmp(cls, "memory-bound");
             dec_exp++;
         }
         if (!strcmp(phase, "prefill") && !strncmp(name, "MATMUL layers.", 14) &&
             strstr(name, "_proj")) {
-            ck_assert_msg(!strcmp(cls, "compute-bound"), "%s (prefill) is %s", name, cls);
+            ck_assert_msg(!strcmp(roof, "compute"), "%s (prefill) meets the %s roof", name, roof);
+            ck_assert_msg(!strcmp(cls, "compute-bound") || !strcmp(cls, "overhead-bound"),
+                          "%s (prefill) is %s", name, cls);
+            at_roof += !strcmp(cls, "compute-bound");
             pre_gemm++;
         }
     }
+    ck_assert_msg(at_roof > 0, "every decode expert and prefill GEMM group is overhead-bound");
     ck_assert(dec_exp > 0 && pre_gemm > 0);
     json_object *layers;
     ck_assert(json_object_object_get_ex(r, "layers", &layers));

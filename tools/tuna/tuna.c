@@ -312,6 +312,7 @@ struct group {
     double time, bytes, flops;
     long count;
     const char *cls;
+    const char *roof; /* the roof its arithmetic intensity meets first */
 };
 
 struct span {
@@ -365,6 +366,15 @@ static const char *classify(double bytes, double flops, double time_us, double p
     if (t_roof < 0.05 * time_us)
         return "overhead-bound";
     return t_cmp > t_mem ? "compute-bound" : "memory-bound";
+}
+
+/* The roof a group's arithmetic intensity meets first, whatever its speed:
+ * "compute" when it needs more time at peak compute than at peak bandwidth. */
+static const char *roof_of(double bytes, double flops, double pbw, double pfl)
+{
+    double t_mem = pbw > 0 ? bytes / pbw : 0;
+    double t_cmp = pfl > 0 ? flops / pfl : 0;
+    return t_cmp > t_mem ? "compute" : "memory";
 }
 
 enum { SM_BUSY, SM_MEM, SM_KV, SM_NKINDS };
@@ -720,9 +730,11 @@ static int cmd_report(int argc, char **argv)
             layers[k].count++;
         }
     }
-    for (int g = 0; g < ngr; g++)
+    for (int g = 0; g < ngr; g++) {
         groups[g].cls = classify(groups[g].bytes, groups[g].flops, groups[g].time, peak_bw,
                                  peak_fl);
+        groups[g].roof = roof_of(groups[g].bytes, groups[g].flops, peak_bw, peak_fl);
+    }
     qsort(groups, (size_t)ngr, sizeof(*groups), cmp_group);
     qsort(layers, (size_t)nly, sizeof(*layers), cmp_group);
     /* utilisation and host gaps */
@@ -798,6 +810,7 @@ static int cmd_report(int argc, char **argv)
             json_object_object_add(
                 x, "gflops", json_object_new_double(groups[g].flops / (groups[g].time * 1e3)));
             json_object_object_add(x, "class", json_object_new_string(groups[g].cls));
+            json_object_object_add(x, "roof", json_object_new_string(groups[g].roof));
             json_object_array_add(ga, x);
         }
         json_object_object_add(o, "groups", ga);
