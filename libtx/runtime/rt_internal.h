@@ -168,6 +168,15 @@ struct glm_model {
     int streaming;
     uint64_t n_params, n_params_active;
     struct rt_stream st;
+    /* absorbed MLA: W_UK^T / W_UV per head (absorb.c); off [L][4]: W_UK^T,
+     * W_UV, their I8 scales */
+    struct {
+        tx_bo_t *bo;
+        uint64_t *off;
+        uint64_t size;
+        int prec;
+        uint16_t dtype;
+    } ab;
 
     /* telemetry channel (telemetry.c), under lock; NULL: not published */
     tx_telemetry_pub_t *telem;
@@ -211,7 +220,14 @@ struct rt_fwd {
     int32_t *dump_sel; /* [L x T x index_topk] DSA selections (with dump) */
     /* results */
     uint64_t busy_ns, macs;
+    uint64_t attn_pairs, attn_pairs_dense; /* MLA: (query, key) pairs attended / dense causal */
 };
+
+/* absorb.c */
+int rt_absorb_enabled(const glm_model_t *m);
+int rt_absorb_prepare(glm_model_t *m, glm_precision_t p);
+void rt_absorb_free(glm_model_t *m);
+int rt_absorb_ref(const glm_model_t *m, int l, int h, int which, struct tx_weight_ref *w);
 
 /* precision.c */
 void rt_plan_of(tx_device_t *dev, glm_precision_plan_t *plan, uint64_t *generation);

@@ -101,7 +101,7 @@ int rt_session_kv_convert(glm_session_t *s, uint16_t dtype)
             a.dst_dtype = dtype;
             a.src_dtype = s->kv_dtype;
             rc = tx_cmd_convert(cb, &a);
-            if (!rc) {
+            if (!rc && ve) {
                 a.dst = tx_ref(bo, v[l]);
                 a.src = tx_ref(s->kv_bo, s->v_off[l]);
                 a.cols = a.ld_dst = a.ld_src = (uint32_t)ve;
