@@ -405,6 +405,11 @@ int eng_xc_access(struct eng_xcache *xc, uint64_t addr, uint64_t bytes);
 
 /* Quantisation shared by every ISA (so all give identical results). */
 float eng_quant_row(const float *x, size_t n, int8_t *q, int u8);
+/* n elements of a KV-cache row of dt (F32/F16/BF16 via the kernels, or the
+ * 1.6 block types Q8_0 / Q4_0, n a multiple of TX8_KV_BLOCK) to / from f32 */
+void eng_kv_to_f32(const struct eng_kernels *k, float *dst, const void *src, unsigned dt, size_t n);
+void eng_kv_from_f32(const struct eng_kernels *k, void *dst, const float *src, unsigned dt,
+                     size_t n);
 
 /* Counter-based random numbers: uniform in [0, 1). */
 double eng_rand_uniform(uint64_t seed, uint64_t counter);

@@ -31,6 +31,10 @@ struct act_layout;
 struct tx_arch_kv {
     uint64_t k, v, ik;
     uint64_t ref_k, ref_v;
+    /* every K/V operand's element counts are multiples of run (head_dim;
+     * MLA: gcd of kv_lora_rank and qk_rope_head_dim): a cache block type
+     * (32 elements) needs run % 32 == 0 */
+    uint64_t run;
 };
 
 /* Per-token cost figures of attention for glm-analyze (bytes / MACs). */

@@ -67,6 +67,7 @@ void tx_gqa_kv_geometry(const struct glm_config *c, int l, struct tx_arch_kv *kv
     kv->ik = 0;
     kv->ref_k = kv->k;
     kv->ref_v = kv->v;
+    kv->run = (uint64_t)c->head_dim;
 }
 
 int tx_gqa_act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o)

@@ -167,6 +167,13 @@ void tx_mla_kv_geometry(const struct glm_config *c, struct tx_arch_kv *kv)
     kv->ik = 0;
     kv->ref_k = (uint64_t)c->num_attention_heads * (uint64_t)c->qk_head_dim;
     kv->ref_v = (uint64_t)c->num_attention_heads * (uint64_t)c->v_head_dim;
+    uint64_t a = (uint64_t)c->kv_lora_rank, b = (uint64_t)c->qk_rope_head_dim;
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    kv->run = a;
 }
 
 int tx_mla_act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o)

@@ -286,11 +286,6 @@ void blk_swiglu_mlp(struct gctx *g, int wg, int wu, int wd, int T)
     blk_matmul(g, g->a.h, g->a.a, wd, T, F, D, RT_NONE, TX8_MATMUL_F_ACCUMULATE, NULL);
 }
 
-static uint64_t kv_elem(const glm_session_t *s)
-{
-    return tx_dtype_size(s->kv_dtype);
-}
-
 /* ---- attention ---------------------------------------------------------- */
 
 void blk_gqa_attention(struct gctx *g, int l)
@@ -319,16 +314,19 @@ void blk_gqa_attention(struct gctx *g, int l)
     for (int si = 0; si < f->n_seg; si++) {
         struct rt_seg *sg = &f->seg[si];
         glm_session_t *s = sg->s;
-        uint64_t es = kv_elem(s);
         tx_ref_t kc = tx_ref(s->kv_bo, s->k_off[l]), vc = tx_ref(s->kv_bo, s->v_off[l]);
-        blk_dbg(g, "CONVERT K,V -> cache layer %d pos %d..%d (%s)", l, sg->pos0,
-                sg->pos0 + sg->n - 1, tx_dtype_name(s->kv_dtype));
-        blk_convert(g, tx_ref(s->kv_bo, s->k_off[l] + (uint64_t)sg->pos0 * kw * es),
+        blk_dbg(g, "CONVERT K,V -> cache layer %d pos %d..%d (K %s, V %s)", l, sg->pos0,
+                sg->pos0 + sg->n - 1, tx_dtype_name(s->kv_dtype), tx_dtype_name(s->v_dtype));
+        blk_convert(g,
+                    tx_ref(s->kv_bo, s->k_off[l] +
+                                         tx_dtype_row_bytes(s->kv_dtype, (uint64_t)sg->pos0 * kw)),
                     blk_act(g, g->a.k + (uint64_t)sg->row0 * kw * 4), sg->n, kw, kw, kw,
                     s->kv_dtype);
-        blk_convert(g, tx_ref(s->kv_bo, s->v_off[l] + (uint64_t)sg->pos0 * kw * es),
+        blk_convert(g,
+                    tx_ref(s->kv_bo, s->v_off[l] +
+                                         tx_dtype_row_bytes(s->v_dtype, (uint64_t)sg->pos0 * kw)),
                     blk_act(g, g->a.v + (uint64_t)sg->row0 * kw * 4), sg->n, kw, kw, kw,
-                    s->kv_dtype);
+                    s->v_dtype);
         if (g->rc)
             return;
         struct tx_attention_args a;
@@ -348,7 +346,9 @@ void blk_gqa_attention(struct gctx *g, int l)
         a.kv_dtype = s->kv_dtype;
         blk_dbg(g, "ATTENTION layer %d tokens=%d heads=%d/%d kv_len=%u", l, sg->n, Hq, Hk,
                 a.kv_len);
-        if (blk_emit(g, tx_cmd_attention(g->cb, &a)))
+        g->f->attn_pairs += (uint64_t)sg->n * sg->pos0 + (uint64_t)sg->n * (sg->n + 1) / 2;
+        g->f->attn_pairs_dense += (uint64_t)sg->n * sg->pos0 + (uint64_t)sg->n * (sg->n + 1) / 2;
+        if (blk_emit(g, tx_cmd_attention_ex(g->cb, &a, s->v_dtype)))
             return;
     }
     blk_matmul(g, g->a.h, g->a.ao, rt_mat_of(m, GLM_T_O_PROJ, l), T, qw, D,
@@ -476,10 +476,11 @@ void blk_mla_cache(struct gctx *g, int l, const struct rt_seg *sg)
     const struct glm_config *c = g->c;
     int cw = c->kv_lora_rank + c->qk_rope_head_dim;
     glm_session_t *s = sg->s;
-    uint64_t es = kv_elem(s);
     blk_dbg(g, "CONVERT latent -> cache layer %d pos %d..%d (%s)", l, sg->pos0,
             sg->pos0 + sg->n - 1, tx_dtype_name(s->kv_dtype));
-    blk_convert(g, tx_ref(s->kv_bo, s->k_off[l] + (uint64_t)sg->pos0 * cw * es),
+    blk_convert(g,
+                tx_ref(s->kv_bo,
+                       s->k_off[l] + tx_dtype_row_bytes(s->kv_dtype, (uint64_t)sg->pos0 * cw)),
                 blk_act(g, g->a.ckv + (uint64_t)sg->row0 * cw * 4), sg->n, cw, cw, cw,
                 s->kv_dtype);
 }
@@ -495,12 +496,18 @@ int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
     int full = c->indexer_types[l] == GLM_INDEXER_FULL;
     glm_session_t *s = sg->s;
     if (full && s->ik_off[l] != UINT64_MAX && !g->rc) {
-        blk_dbg(g, "COPY indexer key -> cache layer %d", l);
-        if (blk_emit(g, tx_cmd_copy(g->cb,
-                                    tx_ref(s->kv_bo, s->ik_off[l] + (uint64_t)sg->pos0 * Di * 4),
-                                    blk_act(g, g->a.ki + (uint64_t)sg->row0 * Di * 4),
-                                    (uint64_t)sg->n * Di * 4)))
-            return 0;
+        tx_ref_t dst = tx_ref(s->kv_bo, s->ik_off[l] +
+                                            tx_dtype_row_bytes(s->ik_dtype, (uint64_t)sg->pos0 * Di));
+        tx_ref_t src = blk_act(g, g->a.ki + (uint64_t)sg->row0 * Di * 4);
+        blk_dbg(g, "CONVERT indexer key -> cache layer %d (%s)", l, tx_dtype_name(s->ik_dtype));
+        if (s->ik_dtype == TX8_DTYPE_F32) {
+            if (blk_emit(g, tx_cmd_copy(g->cb, dst, src, (uint64_t)sg->n * Di * 4)))
+                return 0;
+        } else {
+            blk_convert(g, dst, src, sg->n, Di, Di, Di, s->ik_dtype);
+            if (g->rc)
+                return 0;
+        }
     }
     int use_sel = sg->pos0 + sg->n > K;
     if (use_sel && full && !g->rc) {
@@ -519,7 +526,7 @@ int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
         d.ld_q_head = (uint32_t)Di;
         d.ld_k = (uint32_t)Di;
         blk_dbg(g, "DSA_INDEX layer %d tokens=%d keys=%u top_k=%d", l, sg->n, d.kv_len, K);
-        if (blk_emit(g, tx_cmd_dsa_index(g->cb, &d)))
+        if (blk_emit(g, tx_cmd_dsa_index_ex(g->cb, &d, s->ik_dtype)))
             return 0;
         if (g->a.dump_sel &&
             blk_emit(g, tx_cmd_copy(

@@ -222,10 +222,12 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     rc = rt_prepare_plan(m, &plan);
     if (rc)
         return rc;
-    uint16_t kvdt = rt_kv_dtype(plan.precision[GLM_ATTENTION]);
     for (int i = 0; i < f->n_seg; i++) {
-        if (f->seg[i].s->kv_dtype != kvdt) {
-            rc = rt_session_kv_convert(f->seg[i].s, kvdt);
+        glm_session_t *ss = f->seg[i].s;
+        uint16_t dt[3];
+        rt_session_kv_types(ss, &plan, dt);
+        if (ss->kv_dtype != dt[0] || ss->v_dtype != dt[1] || ss->ik_dtype != dt[2]) {
+            rc = rt_session_kv_convert(ss, dt);
             if (rc)
                 return rc;
         }

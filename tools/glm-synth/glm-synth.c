@@ -5,7 +5,7 @@
  *   glm-synth --arch ARCH --preset tiny|small|bench --output DIR
  *             [--seed N] [--format hf|onnx] [--tokenizer-dir DIR]
  *             [--onnx-data inline|external] [--shard-size SIZE]
- *             [--dense-ffn] [--threads N] [--quiet]
+ *             [--dense-ffn] [--threads N] [--quiet] [--config-set K=V,...]
  *
  * Usage and file formats: docs/tools-export.md.
  */
@@ -31,6 +31,7 @@ static void usage(FILE *f)
                "                 [--seed N] [--format hf|onnx] [--tokenizer-dir DIR]\n"
                "                 [--onnx-data inline|external] [--shard-size SIZE]\n"
                "                 [--dense-ffn] [--threads N] [--quiet]\n"
+               "                 [--config-set KEY=VALUE[,KEY=VALUE...]]\n"
                "\n"
                "Writes a synthetic GLM checkpoint with the real config fields, tensor names and\n"
                "shapes (BF16 safetensors, or ONNX with --format onnx) and the Qwen3 tokenizer\n"
@@ -45,7 +46,9 @@ static void usage(FILE *f)
                "  --tokenizer-dir  directory with tokenizer.json (default: the Qwen3 tokenizer\n"
                "                   the project ships, $TX8_DATA_DIR/tokenizers/qwen3, else\n"
                "                   PREFIX/share/tx8/tokenizers/qwen3, else the source tree's\n"
-               "                   data/tokenizers/qwen3)\n");
+               "                   data/tokenizers/qwen3)\n"
+               "  --config-set     config.json fields over the preset's, before the tensors are\n"
+               "                   made, e.g. hidden_size=2048,num_hidden_layers=12\n");
 }
 
 /* a registry name: short name (glm4, glm5), model_type or class name */
@@ -140,6 +143,7 @@ int main(int argc, char **argv)
                                          {"dense-ffn", no_argument, NULL, 'F'},
                                          {"threads", required_argument, NULL, 't'},
                                          {"quiet", no_argument, NULL, 'q'},
+                                         {"config-set", required_argument, NULL, 'C'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     struct tx_synth_opts o = {.arch = GLM_ARCH_UNKNOWN,
@@ -150,7 +154,7 @@ int main(int argc, char **argv)
                               .progress = 1};
     const char *out = NULL, *tokdir = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "a:p:o:s:f:T:D:S:Ft:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "a:p:o:s:f:T:D:S:Ft:qC:h", opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'a': {
@@ -233,6 +237,9 @@ int main(int argc, char **argv)
         }
         case 'q':
             o.progress = 0;
+            break;
+        case 'C':
+            o.config_set = optarg;
             break;
         default: /* --help, or an option getopt_long has reported */
             return txc_help_or_usage(c, usage);
