@@ -286,6 +286,12 @@ TX_API void glm_session_free(glm_session_t *s);
  * glm_model_expert_stats_reset too for a decode that repeats exactly. */
 TX_API int glm_session_reset(glm_session_t *s);
 TX_API int glm_session_pos(const glm_session_t *s);
+/* Attention work of the session's passes so far, summed over layers: the
+ * (query, key) pairs the ATTENTION commands computed (a DSA layer: its
+ * index_topk selected keys) and the pairs dense causal attention would
+ * have (since libtx 2.2). The MACs are pairs x heads x (qk + v dims). */
+TX_API int glm_session_attention_stats(const glm_session_t *s, uint64_t *pairs,
+                                       uint64_t *pairs_dense);
 TX_API int glm_session_n_ctx(const glm_session_t *s);
 TX_API glm_model_t *glm_session_model(const glm_session_t *s);
 /* Keep the first pos positions of the sequence (0 <= pos <= the current

@@ -47,6 +47,7 @@ struct tx_arch_cost {
     double pair_macs;     /* MACs of one (query, key) pair over all heads */
     double sel_pair_macs; /* MACs of one (query, key) pair of the key selector */
     int select_k;         /* keys a query attends at most (0: all) */
+    int kv_run;           /* element runs of the K/V rows (tx_arch_kv.run) */
 };
 
 /* tx_arch_ops.router: how a MoE layer scores its experts (blk_ffn, the

@@ -99,6 +99,7 @@ void tx_gqa_cost(const struct glm_config *c, struct tx_arch_cost *o)
     o->kv_latent = o->kv_layer;
     o->kv_expanded = o->kv_layer;
     o->kv_elems = 2.0 * c->num_key_value_heads * c->head_dim;
+    o->kv_run = c->head_dim;
     o->pair_macs = (double)c->num_attention_heads * 2.0 * c->head_dim;
 }
 

@@ -243,6 +243,9 @@ void tx_mla_cost(const struct glm_config *c, struct tx_arch_cost *o)
     o->kv_latent = o->kv_layer;
     o->kv_expanded = nh * (c->qk_head_dim + c->v_head_dim) * 2.0;
     o->pair_macs = nh * (2.0 * c->kv_lora_rank + c->qk_rope_head_dim);
+    struct tx_arch_kv kv;
+    tx_mla_kv_geometry(c, &kv);
+    o->kv_run = (int)kv.run;
 }
 
 void tx_mla_analyze_json(const struct glm_config *c, struct json_object *ar)

@@ -346,8 +346,11 @@ void blk_gqa_attention(struct gctx *g, int l)
         a.kv_dtype = s->kv_dtype;
         blk_dbg(g, "ATTENTION layer %d tokens=%d heads=%d/%d kv_len=%u", l, sg->n, Hq, Hk,
                 a.kv_len);
-        g->f->attn_pairs += (uint64_t)sg->n * sg->pos0 + (uint64_t)sg->n * (sg->n + 1) / 2;
-        g->f->attn_pairs_dense += (uint64_t)sg->n * sg->pos0 + (uint64_t)sg->n * (sg->n + 1) / 2;
+        uint64_t pr = (uint64_t)sg->n * sg->pos0 + (uint64_t)sg->n * (sg->n + 1) / 2;
+        g->f->attn_pairs += pr;
+        g->f->attn_pairs_dense += pr;
+        s->attn_pairs += pr;
+        s->attn_pairs_dense += pr;
         if (blk_emit(g, tx_cmd_attention_ex(g->cb, &a, s->v_dtype)))
             return;
     }
@@ -581,6 +584,8 @@ void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k)
     }
     g->f->attn_pairs += ex;
     g->f->attn_pairs_dense += dense;
+    s->attn_pairs += ex;
+    s->attn_pairs_dense += dense;
     blk_dbg(g, "ATTENTION layer %d tokens=%d heads=%d kv_len=%u latent=%d%s pairs=%llu/%llu dense",
             l, sg->n, H, a.kv_len, cw, sel_k > 0 ? " (DSA selection)" : " (dense)",
             (unsigned long long)ex, (unsigned long long)dense);

@@ -457,7 +457,11 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     }
     rt_moe_after_pass(m, T);
     if (g.dbg)
-        rt_debug("forward: %u commands, device %.3f ms, %llu MACs", g.total, f->busy_ns / 1e6,
-                 (unsigned long long)f->macs);
+        rt_debug("forward: %u commands, device %.3f ms, %llu MACs; attention (query, key) pairs "
+                 "executed %llu of %llu dense causal (%.1f%%)",
+                 g.total, f->busy_ns / 1e6, (unsigned long long)f->macs,
+                 (unsigned long long)f->attn_pairs, (unsigned long long)f->attn_pairs_dense,
+                 f->attn_pairs_dense ? 100.0 * (double)f->attn_pairs / (double)f->attn_pairs_dense
+                                     : 100.0);
     return TX_OK;
 }

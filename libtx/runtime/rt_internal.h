@@ -195,6 +195,7 @@ struct glm_session {
     uint16_t v_dtype;                 /* V cache type (MLA: = kv_dtype, no V cache) */
     uint16_t ik_dtype;                /* key-selector cache type: F32 or Q8_0 */
     int want_k, want_v;               /* glm_session_options.cache_type_k / _v */
+    uint64_t attn_pairs, attn_pairs_dense; /* glm_session_attention_stats */
     uint64_t *k_off, *v_off, *ik_off; /* per layer; ik_off = RT_NONE-less: UINT64_MAX */
     int32_t *toks;                    /* [n_ctx] the ids at positions [0, pos) */
 };

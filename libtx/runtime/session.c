@@ -228,6 +228,20 @@ int rt_session_kv_convert(glm_session_t *s, const uint16_t dt[3])
     return TX_OK;
 }
 
+TX_API int glm_session_attention_stats(const glm_session_t *s, uint64_t *pairs,
+                                       uint64_t *pairs_dense)
+{
+    if (!s)
+        return tx_error(TX_EINVAL, "glm_session_attention_stats: session is NULL");
+    pthread_mutex_lock(&s->m->lock);
+    if (pairs)
+        *pairs = s->attn_pairs;
+    if (pairs_dense)
+        *pairs_dense = s->attn_pairs_dense;
+    pthread_mutex_unlock(&s->m->lock);
+    return TX_OK;
+}
+
 TX_API int glm_cache_type_parse(const char *s)
 {
     static const struct {

@@ -101,9 +101,9 @@ int bench_depth_run(glm_model_t *m, tx_device_t *dev, const int *depths, int nd,
     uint64_t seed = 12345;
     fill_ids(ids, maxd + span + 1, c->vocab_size, &seed);
     printf("plan: %s\n", planbuf);
-    printf("| model | backend | test | t/s | vs d0 | KV/token | weights+KV read/token | GB/s | "
-           "%% of BW |\n");
-    printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| model | backend | test | t/s | vs d0 | KV/token | attn MACs vs dense | "
+           "weights+KV read/token | GB/s | %% of BW |\n");
+    printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     double pp0 = 0, tg0 = 0;
     int rc = 0;
     struct glm_sampling greedy = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
@@ -127,12 +127,15 @@ int bench_depth_run(glm_model_t *m, tx_device_t *dev, const int *depths, int nd,
             rc = 1;
             break;
         }
+        uint64_t pa0 = 0, pd0 = 0, pa1 = 0, pd1 = 0, pa2 = 0, pd2 = 0;
+        glm_session_attention_stats(s, &pa0, &pd0);
         double t0 = now_ms();
         if (glm_eval(s, ids + d, pp, 0, lg)) {
             fprintf(stderr, "%s: --bench-depth %d: pp: %s\n", prog, d, tx_last_error());
             rc = 1;
         }
         double pp_ms = now_ms() - t0;
+        glm_session_attention_stats(s, &pa1, &pd1);
         if (!rc && glm_session_truncate(s, d)) {
             fprintf(stderr, "%s: --bench-depth %d: truncate: %s\n", prog, d, tx_last_error());
             rc = 1;
@@ -145,6 +148,7 @@ int bench_depth_run(glm_model_t *m, tx_device_t *dev, const int *depths, int nd,
                 rc = 1;
             }
         double tg_ms = now_ms() - t0;
+        glm_session_attention_stats(s, &pa2, &pd2);
         struct glm_model_info mi;
         glm_model_info(m, &mi);
         glm_session_free(s);
@@ -169,11 +173,16 @@ int bench_depth_run(glm_model_t *m, tx_device_t *dev, const int *depths, int nd,
             snprintf(r_tg, sizeof(r_tg), "%.2f", tgs / tg0);
         if (bw > 0)
             snprintf(pct, sizeof(pct), "%.1f%%", 100.0 * bpt * tgs / 1e9 / bw);
-        printf("| %s | TX8 %s | pp%d @ d%d | %.2f | %s | %.0f B | - | - | - |\n",
-               glm_model_name(m), di.backend, pp, d, pps, r_pp, kvpt);
-        printf("| %s | TX8 %s | tg%d @ d%d | %.2f | %s | %.0f B | %.2f MB | %.2f | %s |\n",
-               glm_model_name(m), di.backend, tg, d, tgs, r_tg, kvpt, bpt / 1e6, bpt * tgs / 1e9,
-               pct);
+        char m_pp[16] = "-", m_tg[16] = "-";
+        if (pd1 > pd0)
+            snprintf(m_pp, sizeof(m_pp), "%.1f%%", 100.0 * (pa1 - pa0) / (double)(pd1 - pd0));
+        if (pd2 > pd1)
+            snprintf(m_tg, sizeof(m_tg), "%.1f%%", 100.0 * (pa2 - pa1) / (double)(pd2 - pd1));
+        printf("| %s | TX8 %s | pp%d @ d%d | %.2f | %s | %.0f B | %s | - | - | - |\n",
+               glm_model_name(m), di.backend, pp, d, pps, r_pp, kvpt, m_pp);
+        printf("| %s | TX8 %s | tg%d @ d%d | %.2f | %s | %.0f B | %s | %.2f MB | %.2f | %s |\n",
+               glm_model_name(m), di.backend, tg, d, tgs, r_tg, kvpt, m_tg, bpt / 1e6,
+               bpt * tgs / 1e9, pct);
         fflush(stdout);
     }
     if (bw > 0)
