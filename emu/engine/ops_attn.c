@@ -516,6 +516,70 @@ static void dsa_select_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
     }
 }
 
+/*
+ * Parallel top-k for few tokens over many keys (decode): the keys of each
+ * token are split into nparts ranges whose top-k run in parallel
+ * (cands[token][part][top_k], best first, -1 index when short), then each
+ * token merges its parts' candidates. Concatenated in key order, equal
+ * scores keep the lower key first, so the result equals one top-k.
+ */
+struct dsa_part_ctx {
+    struct dsa_ctx *d;
+    size_t nparts;
+    struct eng_cand *cands;
+};
+
+static void dsa_part_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
+{
+    struct dsa_part_ctx *pc = p;
+    struct dsa_ctx *d = pc->d;
+    const struct tx8_cmd_dsa_index *m = d->m;
+    struct eng_cand *heap = eng_wscratch(wk, W_TMP, (size_t)m->top_k * sizeof(struct eng_cand));
+    if (!heap)
+        return;
+    for (size_t it = b; it < end; it++) {
+        size_t part = it % pc->nparts, tl = it / pc->nparts, t = d->t0 + tl;
+        uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
+        if (limit > m->kv_len)
+            limit = m->kv_len;
+        size_t per = ((size_t)limit + pc->nparts - 1) / pc->nparts;
+        size_t k0 = part * per, k1 = k0 + per < (size_t)limit ? k0 + per : (size_t)limit;
+        struct eng_cand *out = pc->cands + (tl * pc->nparts + part) * m->top_k;
+        size_t got = k1 > k0 ? eng_topk(d->scores + tl * d->nkeys + k0, k1 - k0, m->top_k, heap)
+                             : 0;
+        for (size_t j = 0; j < m->top_k; j++) {
+            out[j].s = j < got ? heap[j].s : -INFINITY;
+            out[j].i = j < got ? heap[j].i + (int32_t)k0 : -1;
+        }
+    }
+}
+
+static void dsa_merge_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
+{
+    struct dsa_part_ctx *pc = p;
+    struct dsa_ctx *d = pc->d;
+    const struct tx8_cmd_dsa_index *m = d->m;
+    size_t n = pc->nparts * m->top_k;
+    struct eng_cand *heap = eng_wscratch(wk, W_TMP, (size_t)m->top_k * sizeof(struct eng_cand));
+    float *sc = eng_wscratch(wk, W_TMP2, n * 4 + 64);
+    int32_t *key = eng_wscratch(wk, W_TMP3, n * 4 + 64);
+    if (!heap || !sc || !key)
+        return;
+    for (size_t tl = b; tl < end; tl++) {
+        const struct eng_cand *cd = pc->cands + tl * n;
+        size_t nv = 0;
+        for (size_t j = 0; j < n; j++) /* the real candidates, in key order */
+            if (cd[j].i >= 0) {
+                sc[nv] = cd[j].s;
+                key[nv++] = cd[j].i;
+            }
+        size_t got = eng_topk(sc, nv, m->top_k, heap);
+        int32_t *o = d->sel + (d->t0 + tl) * (size_t)m->top_k;
+        for (size_t j = 0; j < m->top_k; j++)
+            o[j] = j < got ? key[heap[j].i] : -1;
+    }
+}
+
 int eng_exec_dsa_index(struct eng_cmd *c)
 {
     const struct tx8_cmd_dsa_index *m = c->cmd;
@@ -560,7 +624,19 @@ int eng_exec_dsa_index(struct eng_cmd *c)
             eng_parallel(e, nt * d.nchunks, 1, dsa_score_fn, &d);
         else
             memset(d.scores, 0, nt * d.nkeys * 4);
-        eng_parallel(e, nt, 1, dsa_select_fn, &d);
+        size_t nparts = 1;
+        if (nt < (size_t)e->cores && d.nkeys >= (size_t)4 * m->top_k)
+            nparts = (size_t)e->cores * 2 / nt;
+        struct eng_cand *cands =
+            nparts > 1 ? eng_jscratch(e, J_IDX0, nt * nparts * m->top_k * sizeof(struct eng_cand))
+                       : NULL;
+        if (cands) {
+            struct dsa_part_ctx pc = {&d, nparts, cands};
+            eng_parallel(e, nt * nparts, 1, dsa_part_fn, &pc);
+            eng_parallel(e, nt, 1, dsa_merge_fn, &pc);
+        } else {
+            eng_parallel(e, nt, 1, dsa_select_fn, &d);
+        }
         if (eng_aborted(e))
             return TX8_STATUS_ABORTED;
     }
