@@ -57,6 +57,31 @@ static int is_float_dtype(unsigned d)
     return d == TX8_DTYPE_F32 || d == TX8_DTYPE_F16 || d == TX8_DTYPE_BF16;
 }
 
+/* a KV-cache type: F32/F16/BF16 or a 1.6 block type */
+static int is_kv_dtype(unsigned d)
+{
+    return is_float_dtype(d) || tx_dtype_is_block(d);
+}
+
+#define KVB(x) ((x) % TX8_KV_BLOCK == 0)
+
+/* [rows x cols] with row stride ld of a block type: cols, ld multiples of
+ * the block (so rows start on a block), extent in whole blocks */
+static int mat_kv(struct eng_cmd *c, uint64_t addr, uint64_t rows, uint64_t cols, uint64_t ld,
+                  unsigned dt, unsigned access)
+{
+    if (!tx_dtype_is_block(dt))
+        return mat(c, addr, rows, cols, ld, (unsigned)tx_dtype_size(dt), access);
+    if (!KVB(cols) || !KVB(ld))
+        return TX8_STATUS_INVALID_CMD;
+    uint64_t elems;
+    if (rows && cols && ld < cols)
+        return TX8_STATUS_INVALID_CMD;
+    if (eng_mat_bytes(rows, cols, ld, 1, &elems))
+        return ovf(c, addr, access);
+    return eng_acc_add(c, addr, tx_dtype_row_bytes(dt, elems), access, 2);
+}
+
 int eng_check_nop(struct eng_cmd *c)
 {
     const struct tx8_cmd_hdr *h = c->cmd;
@@ -88,12 +113,12 @@ int eng_check_convert(struct eng_cmd *c)
     unsigned sd = f->src_dtype, dd = f->dst_dtype;
     int quant = sd == TX8_DTYPE_F32 && dd == TX8_DTYPE_I8;
     int dequant = sd == TX8_DTYPE_I8 && dd == TX8_DTYPE_F32;
-    if (!(is_float_dtype(sd) && is_float_dtype(dd)) && !quant && !dequant)
+    if (!(is_kv_dtype(sd) && is_kv_dtype(dd)) && !quant && !dequant)
         return TX8_STATUS_UNSUPPORTED_DTYPE;
     if (!quant && !dequant && f->scales)
         return TX8_STATUS_INVALID_CMD;
-    TRY(mat(c, f->src, f->rows, f->cols, f->ld_src, (unsigned)tx_dtype_size(sd), R));
-    TRY(mat(c, f->dst, f->rows, f->cols, f->ld_dst, (unsigned)tx_dtype_size(dd), W));
+    TRY(mat_kv(c, f->src, f->rows, f->cols, f->ld_src, sd, R));
+    TRY(mat_kv(c, f->dst, f->rows, f->cols, f->ld_dst, dd, W));
     if ((quant || dequant) && f->rows && f->cols)
         TRY(vec(c, f->scales, f->rows, 4, quant ? W : R));
     return 0;
@@ -289,9 +314,12 @@ static int heads_op(struct eng_cmd *c, uint64_t addr, uint64_t rows, uint64_t he
 int eng_check_attention(struct eng_cmd *c)
 {
     const struct tx8_cmd_attention *m = c->cmd;
-    if (m->hdr.flags || m->rsvd0 || isnan(m->scale))
+    if ((m->hdr.flags & ~TX8_ATTN_F_V_DTYPE) || isnan(m->scale))
         return TX8_STATUS_INVALID_CMD;
-    if (!is_float_dtype(m->kv_dtype))
+    if (!(m->hdr.flags & TX8_ATTN_F_V_DTYPE) && m->v_dtype)
+        return TX8_STATUS_INVALID_CMD;
+    unsigned vdt = (m->hdr.flags & TX8_ATTN_F_V_DTYPE) ? m->v_dtype : m->kv_dtype;
+    if (!is_kv_dtype(m->kv_dtype) || !is_kv_dtype(vdt))
         return TX8_STATUS_UNSUPPORTED_DTYPE;
     if (!m->tokens || !m->q_heads)
         return 0;
@@ -300,13 +328,32 @@ int eng_check_attention(struct eng_cmd *c)
         m->v_dim > m->ld_o_head || (m->sel && !m->sel_k) || (!m->sel && m->sel_k) ||
         m->sel_k > TX8_ENGINE_MAX_TOPK * 64)
         return TX8_STATUS_INVALID_CMD;
-    unsigned es = (unsigned)tx_dtype_size(m->kv_dtype);
     uint64_t keys = (uint64_t)m->q_pos0 + m->tokens;
     if (keys > m->kv_len)
         keys = m->kv_len;
     TRY(heads_op(c, m->q, m->tokens, m->q_heads, m->ld_q_head, m->qk_dim, 4, R));
-    TRY(heads_op(c, m->k, keys, m->kv_heads, m->ld_k_head, m->qk_dim, es, R));
-    TRY(heads_op(c, m->v, keys, m->kv_heads, m->ld_v_head, m->v_dim, es, R));
+    if (tx_dtype_is_block(m->kv_dtype)) {
+        uint64_t ek;
+        if (!KVB(m->qk_dim) || !KVB(m->ld_k_head))
+            return TX8_STATUS_INVALID_CMD;
+        if (heads_bytes(keys, m->kv_heads, m->ld_k_head, m->qk_dim, 1, &ek))
+            return ovf(c, m->k, R);
+        TRY(eng_acc_add(c, m->k, tx_dtype_row_bytes(m->kv_dtype, ek), R, 2));
+    } else {
+        TRY(heads_op(c, m->k, keys, m->kv_heads, m->ld_k_head, m->qk_dim,
+                     (unsigned)tx_dtype_size(m->kv_dtype), R));
+    }
+    if (tx_dtype_is_block(vdt)) {
+        uint64_t ev;
+        if (!KVB(m->v_dim) || !KVB(m->ld_v_head))
+            return TX8_STATUS_INVALID_CMD;
+        if (heads_bytes(keys, m->kv_heads, m->ld_v_head, m->v_dim, 1, &ev))
+            return ovf(c, m->v, R);
+        TRY(eng_acc_add(c, m->v, tx_dtype_row_bytes(vdt, ev), R, 2));
+    } else {
+        TRY(heads_op(c, m->v, keys, m->kv_heads, m->ld_v_head, m->v_dim,
+                     (unsigned)tx_dtype_size(vdt), R));
+    }
     TRY(heads_op(c, m->out, m->tokens, m->q_heads, m->ld_o_head, m->v_dim, 4, W));
     if (m->sel) {
         uint64_t n;
@@ -427,8 +474,9 @@ int eng_check_moe_ffn(struct eng_cmd *c)
 int eng_check_dsa_index(struct eng_cmd *c)
 {
     const struct tx8_cmd_dsa_index *m = c->cmd;
-    if (m->hdr.flags)
+    if (m->hdr.flags & ~TX8_DSA_F_KEY_Q8_0)
         return TX8_STATUS_INVALID_CMD;
+    int kq8 = (m->hdr.flags & TX8_DSA_F_KEY_Q8_0) != 0;
     if (!m->tokens)
         return 0;
     if (!m->top_k || m->top_k > TX8_ENGINE_MAX_TOPK || !m->heads || !m->dim ||
@@ -444,7 +492,10 @@ int eng_check_dsa_index(struct eng_cmd *c)
     if (!keys)
         return 0;
     TRY(heads_op(c, m->q, m->tokens, m->heads, m->ld_q_head, m->dim, 4, R));
-    TRY(mat(c, m->k, m->dim ? keys : 0, m->dim, m->ld_k, 4, R));
+    if (kq8)
+        TRY(mat_kv(c, m->k, keys, m->dim, m->ld_k, TX8_DTYPE_Q8_0, R));
+    else
+        TRY(mat(c, m->k, m->dim ? keys : 0, m->dim, m->ld_k, 4, R));
     if (__builtin_mul_overflow((uint64_t)m->tokens, (uint64_t)m->heads, &n))
         return ovf(c, m->w, R);
     return vec(c, m->w, n, 4, R);

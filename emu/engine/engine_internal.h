@@ -384,6 +384,11 @@ size_t eng_topk(const float *scores, size_t n, size_t k, struct eng_cand *heap);
 
 /* Quantisation shared by every ISA (so all give identical results). */
 float eng_quant_row(const float *x, size_t n, int8_t *q, int u8);
+/* n elements of a KV-cache row of dt (F32/F16/BF16 via the kernels, or the
+ * 1.6 block types Q8_0 / Q4_0, n a multiple of TX8_KV_BLOCK) to / from f32 */
+void eng_kv_to_f32(const struct eng_kernels *k, float *dst, const void *src, unsigned dt, size_t n);
+void eng_kv_from_f32(const struct eng_kernels *k, void *dst, const float *src, unsigned dt,
+                     size_t n);
 
 /* Counter-based random numbers: uniform in [0, 1). */
 double eng_rand_uniform(uint64_t seed, uint64_t counter);

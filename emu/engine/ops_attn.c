@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ATTENTION (GQA, causal, KV cache of F32/F16/BF16, optional per-query key
- * selection) and DSA_INDEX (the lightning indexer's scores and top-k).
+ * ATTENTION (GQA, causal, KV cache of F32/F16/BF16 or the 1.6 block types
+ * Q8_0 / Q4_0, a shared K/V cache for absorbed MLA, optional per-query key
+ * selection, key-range split for decode) and DSA_INDEX (the lightning
+ * indexer's scores and top-k, over an f32 or Q8_0 key cache).
  */
 #include <math.h>
 #include <string.h>
@@ -22,21 +24,37 @@ struct attn_ctx {
     size_t grp;         /* q heads per kv head */
     size_t nsplit;      /* sub-groups of q heads per work item */
     size_t hsub;        /* q heads per sub-group */
-    size_t es;
+    size_t nks;         /* key ranges per (token, kv head) (flash-decoding split) */
+    float *part;        /* nks > 1: [token][kv head][range][grp][v_dim + 2] partials */
+    int block;          /* kv_dtype is a 1.6 block type (Q8_0 / Q4_0) */
+    unsigned vdt;       /* the v cache's type (TX8_ATTN_F_V_DTYPE, else kv_dtype) */
+    int shared;         /* v is the k cache read as its first v_dim dims (absorbed MLA) */
 };
 
+/* byte address of element e of a cache of the command's kv_dtype */
+static inline const uint8_t *kv_at(unsigned dt, const uint8_t *base, size_t e)
+{
+    return base + tx_dtype_row_bytes(dt, e);
+}
+
 /*
- * One work item: token t, kv head g, q heads [h0, h1) of its group. Keys
- * are taken KEY_CHUNK at a time with an online softmax (running max and sum
- * per head), so scratch does not grow with the KV length:
+ * One work item: token t, kv head g, q heads [h0, h1) of its group, keys
+ * [j0, j1) of the query's key list (every causal key, or its selection).
+ * Keys are taken KEY_CHUNK at a time with an online softmax (running max
+ * and sum per head), so scratch does not grow with the KV length:
  *   S[head][key] = q[head] . k[key] is a small matrix product computed by
- *   the matmul tile kernels straight from the cache (any kv_dtype), so each
- *   key row is loaded once per tile for several heads;
+ *   the matmul tile kernels straight from the cache (F32/F16/BF16), or
+ *   from the chunk's key rows converted to f32 once (a selection, a block
+ *   type), so each key row is loaded once per tile for several heads;
  *   O[head] += P[head][key] V[key] by the pv kernel, with the chunk's V
- *   rows converted to f32 once for all the heads that share them (GQA).
+ *   rows converted to f32 once for all the heads that share them (GQA,
+ *   MLA's one latent head); when V is the K rows' prefix (absorbed MLA) the
+ *   converted K rows serve as V.
+ * part == NULL: the normalised output is written; else (o, max, sum) go to
+ * part for the merge.
  */
-static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t h1,
-                      struct eng_worker *w)
+static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t h1, size_t j0,
+                      size_t j1, float *part, struct eng_worker *w)
 {
     const struct tx8_cmd_attention *m = a->m;
     const struct eng_kernels *k = a->e->k;
@@ -57,16 +75,16 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
     size_t qrow = (size_t)m->q_heads * m->ld_q_head;
     size_t krow = (size_t)m->kv_heads * m->ld_k_head, vrow = (size_t)m->kv_heads * m->ld_v_head;
     const float *q = a->q + t * qrow + h0 * m->ld_q_head;
-    uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
-    if (limit > m->kv_len)
-        limit = m->kv_len;
-    size_t total = a->sel ? m->sel_k : (size_t)limit;
     const int32_t *sl = a->sel ? a->sel + t * m->sel_k : NULL;
     size_t tt_max = k->gemm_tokens;
+    /* convert the chunk's K rows to f32 (gather): selections, block types,
+     * and a shared K/V (the converted rows are the V rows too) */
+    int gather = sl || a->block || (a->shared && m->kv_dtype != TX8_DTYPE_F32);
+    size_t es = tx_dtype_size(m->kv_dtype);
 
-    for (size_t c0 = 0; c0 < total; c0 += KEY_CHUNK) {
+    for (size_t c0 = j0; c0 < j1; c0 += KEY_CHUNK) {
         size_t cn = 0;
-        for (size_t j = c0; j < total && j < c0 + KEY_CHUNK; j++) {
+        for (size_t j = c0; j < j1 && j < c0 + KEY_CHUNK; j++) {
             if (sl) {
                 if (sl[j] >= 0)
                     keys[cn++] = sl[j];
@@ -76,20 +94,19 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
         }
         if (!cn)
             continue;
-        /* scores: K rows straight from the cache when contiguous, else
-         * gathered (and converted) into scratch */
         struct mm_tile tl;
         memset(&tl, 0, sizeof(tl));
-        if (sl) {
+        if (gather) {
             for (size_t j = 0; j < cn; j++)
-                k->to_f32(rows + j * qk, a->k + ((size_t)keys[j] * krow + g * m->ld_k_head) * a->es,
-                          m->kv_dtype, qk);
+                eng_kv_to_f32(k, rows + j * qk,
+                              kv_at(m->kv_dtype, a->k, (size_t)keys[j] * krow + g * m->ld_k_head),
+                              m->kv_dtype, qk);
             tl.w = (const uint8_t *)rows;
             tl.w_stride = qk * 4;
             tl.dtype = TX8_DTYPE_F32;
         } else {
-            tl.w = a->k + ((size_t)keys[0] * krow + g * m->ld_k_head) * a->es;
-            tl.w_stride = krow * a->es;
+            tl.w = a->k + ((size_t)keys[0] * krow + g * m->ld_k_head) * es;
+            tl.w_stride = krow * es;
             tl.dtype = m->kv_dtype;
         }
         tl.group = qk;
@@ -134,18 +151,26 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
         /* values: f32 rows (converted once), then O += P V */
         const float *vf;
         size_t ldv;
-        if (!sl && m->kv_dtype == TX8_DTYPE_F32) {
+        if (a->shared && gather) {
+            vf = rows; /* V = the first v_dim dims of the converted K rows */
+            ldv = qk;
+        } else if (!sl && a->vdt == TX8_DTYPE_F32) {
             vf = (const float *)(const void *)(a->v +
-                                               ((size_t)keys[0] * vrow + g * m->ld_v_head) * a->es);
+                                               ((size_t)keys[0] * vrow + g * m->ld_v_head) * 4);
             ldv = vrow;
         } else {
             for (size_t j = 0; j < cn; j++)
-                k->to_f32(rows + j * vd, a->v + ((size_t)keys[j] * vrow + g * m->ld_v_head) * a->es,
-                          m->kv_dtype, vd);
+                eng_kv_to_f32(k, rows + j * vd,
+                              kv_at(a->vdt, a->v, (size_t)keys[j] * vrow + g * m->ld_v_head),
+                              a->vdt, vd);
             vf = rows;
             ldv = vd;
         }
         k->pv_f32(o, vd, sc, KEY_CHUNK, nh, vf, ldv, cn, vd);
+    }
+    if (part) {
+        memcpy(part, o, nh * (vd + 2) * 4);
+        return;
     }
     size_t orow = (size_t)m->q_heads * m->ld_o_head;
     for (size_t i = 0; i < nh; i++) {
@@ -156,6 +181,16 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
     }
 }
 
+/* the key list length of query t */
+static size_t attn_total(const struct attn_ctx *a, size_t t)
+{
+    const struct tx8_cmd_attention *m = a->m;
+    uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
+    if (limit > m->kv_len)
+        limit = m->kv_len;
+    return a->sel ? m->sel_k : (size_t)limit;
+}
+
 static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
 {
     struct attn_ctx *a = p;
@@ -163,6 +198,23 @@ static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
     for (size_t it = b; it < end; it++) {
         if (eng_aborted(a->e))
             return;
+        if (a->nks > 1) {
+            /* item = (token, kv head, key range): every head of the group */
+            size_t ks = it % a->nks, rest = it / a->nks;
+            size_t g = rest % kvh, t = rest / kvh;
+            size_t total = attn_total(a, t), per = (total + a->nks - 1) / a->nks;
+            size_t j0 = ks * per, j1 = j0 + per < total ? j0 + per : total;
+            float *part = a->part + (rest * a->nks + ks) * a->grp * (a->m->v_dim + 2);
+            if (j0 >= j1) { /* an empty range: no mass */
+                for (size_t i = 0; i < a->grp; i++) {
+                    part[a->grp * a->m->v_dim + i] = -INFINITY;
+                    part[a->grp * a->m->v_dim + a->grp + i] = 0;
+                }
+                continue;
+            }
+            attn_item(a, t, g, g * a->grp, (g + 1) * a->grp, j0, j1, part, w);
+            continue;
+        }
         size_t s = it % a->nsplit, rest = it / a->nsplit;
         size_t g = rest % kvh, t = rest / kvh;
         size_t h0 = g * a->grp + s * a->hsub;
@@ -170,9 +222,54 @@ static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
         if (h1 > (g + 1) * a->grp)
             h1 = (g + 1) * a->grp;
         if (h0 < h1)
-            attn_item(a, t, g, h0, h1, w);
+            attn_item(a, t, g, h0, h1, 0, attn_total(a, t), NULL, w);
     }
 }
+
+/* the key ranges' partial (o, max, sum) of each (token, kv head) merged
+ * into the output */
+static void attn_merge_fn(void *p, size_t b, size_t end, struct eng_worker *w)
+{
+    struct attn_ctx *a = p;
+    const struct tx8_cmd_attention *m = a->m;
+    (void)w;
+    size_t vd = m->v_dim, G = a->grp, kvh = m->kv_heads;
+    size_t orow = (size_t)m->q_heads * m->ld_o_head;
+    for (size_t it = b; it < end; it++) { /* it = (token, kv head, head in group) */
+        size_t i = it % G, rest = it / G;
+        size_t g = rest % kvh, t = rest / kvh;
+        float gm = -INFINITY;
+        for (size_t ks = 0; ks < a->nks; ks++) {
+            const float *pp = a->part + (rest * a->nks + ks) * G * (vd + 2);
+            float mk = pp[G * vd + i];
+            if (mk > gm)
+                gm = mk;
+        }
+        float *dst = a->out + t * orow + (g * G + i) * m->ld_o_head;
+        for (size_t d = 0; d < vd; d++)
+            dst[d] = 0;
+        float lsum = 0;
+        if (gm != -INFINITY && !isnan(gm)) {
+            for (size_t ks = 0; ks < a->nks; ks++) {
+                const float *pp = a->part + (rest * a->nks + ks) * G * (vd + 2);
+                float mk = pp[G * vd + i], lk = pp[G * vd + G + i];
+                if (mk == -INFINITY || lk <= 0)
+                    continue;
+                float f = expf(mk - gm);
+                lsum += lk * f;
+                const float *ok = pp + i * vd;
+                for (size_t d = 0; d < vd; d++)
+                    dst[d] += ok[d] * f;
+            }
+        }
+        float inv = lsum > 0 ? 1.0f / lsum : 0.0f;
+        for (size_t d = 0; d < vd; d++)
+            dst[d] *= inv;
+    }
+}
+
+/* keys per range at least (a split below this costs more than it saves) */
+#define SPLIT_MIN_KEYS 256
 
 int eng_exec_attention(struct eng_cmd *c)
 {
@@ -188,10 +285,14 @@ int eng_exec_attention(struct eng_cmd *c)
     a.k = eng_ptr(e, m->k);
     a.v = eng_ptr(e, m->v);
     a.out = eng_ptr(e, m->out);
-    a.es = tx_dtype_size(m->kv_dtype);
     a.grp = m->q_heads / m->kv_heads;
+    a.block = tx_dtype_is_block(m->kv_dtype);
+    a.vdt = (m->hdr.flags & TX8_ATTN_F_V_DTYPE) ? m->v_dtype : m->kv_dtype;
+    a.shared = m->k == m->v && a.vdt == m->kv_dtype && m->ld_k_head == m->ld_v_head &&
+               m->v_dim <= m->qk_dim;
 
     uint64_t pairs = 0; /* (query, key) pairs, for the MAC count */
+    size_t max_total = 0;
     if (m->sel) {
         size_t n = (size_t)m->tokens * m->sel_k;
         int32_t *sel = eng_jscratch(e, J_IDS, n * 4);
@@ -212,26 +313,45 @@ int eng_exec_attention(struct eng_cmd *c)
             }
         }
         a.sel = sel;
+        max_total = m->sel_k;
     } else {
         for (size_t t = 0; t < m->tokens; t++) {
             uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
-            pairs += limit < m->kv_len ? limit : m->kv_len;
+            size_t n = (size_t)(limit < m->kv_len ? limit : m->kv_len);
+            pairs += n;
+            if (n > max_total)
+                max_total = n;
         }
     }
 
     size_t items = (size_t)m->tokens * m->kv_heads;
     size_t want = (size_t)e->cores * 2;
     a.nsplit = 1;
-    if (items < want) {
+    a.nks = 1;
+    if (items < want && max_total >= 2 * SPLIT_MIN_KEYS) {
+        /* few (token, kv head) pairs over many keys (decode): split the
+         * keys, so each key row is read and converted once */
+        a.nks = (want + items - 1) / items;
+        if (a.nks > max_total / SPLIT_MIN_KEYS)
+            a.nks = max_total / SPLIT_MIN_KEYS;
+        a.part = eng_jscratch(e, J_OUT, items * a.nks * a.grp * (m->v_dim + 2) * 4);
+        if (!a.part)
+            return TX8_STATUS_DEVICE_ERROR;
+    } else if (items < want) {
         a.nsplit = (want + items - 1) / items;
         if (a.nsplit > a.grp)
             a.nsplit = a.grp;
     }
     a.hsub = (a.grp + a.nsplit - 1) / a.nsplit;
-    eng_parallel(e, items * a.nsplit, 1, attn_fn, &a);
+    if (a.nks > 1) {
+        eng_parallel(e, items * a.nks, 1, attn_fn, &a);
+        eng_parallel(e, items * a.grp, 1, attn_merge_fn, &a);
+    } else {
+        eng_parallel(e, items * a.nsplit, 1, attn_fn, &a);
+    }
 
     c->macs = pairs * m->q_heads * ((uint64_t)m->qk_dim + m->v_dim);
-    c->mac_dtype = m->kv_dtype;
+    c->mac_dtype = a.block ? TX8_DTYPE_F32 : m->kv_dtype;
     return 0;
 }
 
@@ -300,6 +420,7 @@ struct dsa_ctx {
     struct tx8_engine *e;
     const struct tx8_cmd_dsa_index *m;
     const float *q, *k, *w;
+    const uint8_t *kq; /* TX8_DSA_F_KEY_Q8_0: the Q8_0 key cache, else NULL */
     int32_t *sel;
     float *scores; /* [tb][nkeys] */
     size_t nkeys, t0, nchunks;
@@ -332,9 +453,22 @@ static void dsa_score_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
         if (!dots)
             return;
         memset(dots, 0, m->heads * (size_t)DSA_KCHUNK * 4);
+        const float *kbase = d->k + s0 * (size_t)m->ld_k;
+        size_t kld = m->ld_k;
+        if (d->kq) { /* the chunk's Q8_0 key rows to f32 once */
+            float *kf = eng_wscratch(wk, W_TMP3, (size_t)DSA_KCHUNK * m->dim * 4 + 64);
+            if (!kf)
+                return;
+            for (size_t j = 0; j < n; j++)
+                eng_kv_to_f32(k, kf + j * m->dim,
+                              d->kq + tx_dtype_row_bytes(TX8_DTYPE_Q8_0, (s0 + j) * m->ld_k),
+                              TX8_DTYPE_Q8_0, m->dim);
+            kbase = kf;
+            kld = m->dim;
+        }
         struct mm_tile tile;
         memset(&tile, 0, sizeof(tile));
-        tile.w_stride = (size_t)m->ld_k * 4;
+        tile.w_stride = kld * 4;
         tile.dtype = TX8_DTYPE_F32;
         tile.group = m->dim;
         tile.x_stride = m->ld_q_head;
@@ -346,7 +480,7 @@ static void dsa_score_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
             unsigned rs = tile.T == 1 ? k->gemv_rows : 4;
             for (size_t j = 0; j < n; j += rs) {
                 tile.R = n - j < rs ? (unsigned)(n - j) : rs;
-                tile.w = (const uint8_t *)(d->k + (s0 + j) * (size_t)m->ld_k);
+                tile.w = (const uint8_t *)(kbase + j * kld);
                 tile.out = dots + h * DSA_KCHUNK + j;
                 k->mm_tile_f32(&tile);
             }
@@ -382,6 +516,70 @@ static void dsa_select_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
     }
 }
 
+/*
+ * Parallel top-k for few tokens over many keys (decode): the keys of each
+ * token are split into nparts ranges whose top-k run in parallel
+ * (cands[token][part][top_k], best first, -1 index when short), then each
+ * token merges its parts' candidates. Concatenated in key order, equal
+ * scores keep the lower key first, so the result equals one top-k.
+ */
+struct dsa_part_ctx {
+    struct dsa_ctx *d;
+    size_t nparts;
+    struct eng_cand *cands;
+};
+
+static void dsa_part_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
+{
+    struct dsa_part_ctx *pc = p;
+    struct dsa_ctx *d = pc->d;
+    const struct tx8_cmd_dsa_index *m = d->m;
+    struct eng_cand *heap = eng_wscratch(wk, W_TMP, (size_t)m->top_k * sizeof(struct eng_cand));
+    if (!heap)
+        return;
+    for (size_t it = b; it < end; it++) {
+        size_t part = it % pc->nparts, tl = it / pc->nparts, t = d->t0 + tl;
+        uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
+        if (limit > m->kv_len)
+            limit = m->kv_len;
+        size_t per = ((size_t)limit + pc->nparts - 1) / pc->nparts;
+        size_t k0 = part * per, k1 = k0 + per < (size_t)limit ? k0 + per : (size_t)limit;
+        struct eng_cand *out = pc->cands + (tl * pc->nparts + part) * m->top_k;
+        size_t got = k1 > k0 ? eng_topk(d->scores + tl * d->nkeys + k0, k1 - k0, m->top_k, heap)
+                             : 0;
+        for (size_t j = 0; j < m->top_k; j++) {
+            out[j].s = j < got ? heap[j].s : -INFINITY;
+            out[j].i = j < got ? heap[j].i + (int32_t)k0 : -1;
+        }
+    }
+}
+
+static void dsa_merge_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
+{
+    struct dsa_part_ctx *pc = p;
+    struct dsa_ctx *d = pc->d;
+    const struct tx8_cmd_dsa_index *m = d->m;
+    size_t n = pc->nparts * m->top_k;
+    struct eng_cand *heap = eng_wscratch(wk, W_TMP, (size_t)m->top_k * sizeof(struct eng_cand));
+    float *sc = eng_wscratch(wk, W_TMP2, n * 4 + 64);
+    int32_t *key = eng_wscratch(wk, W_TMP3, n * 4 + 64);
+    if (!heap || !sc || !key)
+        return;
+    for (size_t tl = b; tl < end; tl++) {
+        const struct eng_cand *cd = pc->cands + tl * n;
+        size_t nv = 0;
+        for (size_t j = 0; j < n; j++) /* the real candidates, in key order */
+            if (cd[j].i >= 0) {
+                sc[nv] = cd[j].s;
+                key[nv++] = cd[j].i;
+            }
+        size_t got = eng_topk(sc, nv, m->top_k, heap);
+        int32_t *o = d->sel + (d->t0 + tl) * (size_t)m->top_k;
+        for (size_t j = 0; j < m->top_k; j++)
+            o[j] = j < got ? key[heap[j].i] : -1;
+    }
+}
+
 int eng_exec_dsa_index(struct eng_cmd *c)
 {
     const struct tx8_cmd_dsa_index *m = c->cmd;
@@ -402,7 +600,10 @@ int eng_exec_dsa_index(struct eng_cmd *c)
         return 0;
     }
     d.q = eng_ptr(e, m->q);
-    d.k = eng_ptr(e, m->k);
+    if (m->hdr.flags & TX8_DSA_F_KEY_Q8_0)
+        d.kq = eng_ptr(e, m->k);
+    else
+        d.k = eng_ptr(e, m->k);
     d.w = eng_ptr(e, m->w);
     d.nkeys = (size_t)keys;
     d.nchunks = (d.nkeys + DSA_KCHUNK - 1) / DSA_KCHUNK;
@@ -423,7 +624,19 @@ int eng_exec_dsa_index(struct eng_cmd *c)
             eng_parallel(e, nt * d.nchunks, 1, dsa_score_fn, &d);
         else
             memset(d.scores, 0, nt * d.nkeys * 4);
-        eng_parallel(e, nt, 1, dsa_select_fn, &d);
+        size_t nparts = 1;
+        if (nt < (size_t)e->cores && d.nkeys >= (size_t)4 * m->top_k)
+            nparts = (size_t)e->cores * 2 / nt;
+        struct eng_cand *cands =
+            nparts > 1 ? eng_jscratch(e, J_IDX0, nt * nparts * m->top_k * sizeof(struct eng_cand))
+                       : NULL;
+        if (cands) {
+            struct dsa_part_ctx pc = {&d, nparts, cands};
+            eng_parallel(e, nt * nparts, 1, dsa_part_fn, &pc);
+            eng_parallel(e, nt, 1, dsa_merge_fn, &pc);
+        } else {
+            eng_parallel(e, nt, 1, dsa_select_fn, &d);
+        }
         if (eng_aborted(e))
             return TX8_STATUS_ABORTED;
     }

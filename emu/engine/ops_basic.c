@@ -96,28 +96,28 @@ static void convert_fn(void *p, size_t b, size_t end, struct eng_worker *w)
     struct convert_ctx *x = p;
     const struct tx8_cmd_convert *m = x->m;
     const struct eng_kernels *k = x->e->k;
-    size_t ss = tx_dtype_size(m->src_dtype), ds = tx_dtype_size(m->dst_dtype);
+    unsigned sd = m->src_dtype, dd = m->dst_dtype;
     float *tmp = eng_wscratch(w, 0, (size_t)m->cols * 4 + 64);
     if (!tmp)
         return;
     const uint8_t *src = eng_ptr(x->e, m->src);
     uint8_t *dst = eng_ptr(x->e, m->dst);
     for (size_t r = b; r < end; r++) {
-        const uint8_t *s = src + r * m->ld_src * ss;
-        uint8_t *d = dst + r * m->ld_dst * ds;
+        const uint8_t *s = src + tx_dtype_row_bytes(sd, r * m->ld_src);
+        uint8_t *d = dst + tx_dtype_row_bytes(dd, r * m->ld_dst);
         if (m->src_dtype == TX8_DTYPE_I8) {
             const float *scales = eng_ptr(x->e, m->scales);
             float sc = scales[r];
             for (size_t i = 0; i < m->cols; i++)
                 tmp[i] = (float)(int8_t)s[i] * sc;
         } else {
-            k->to_f32(tmp, s, m->src_dtype, m->cols);
+            eng_kv_to_f32(k, tmp, s, sd, m->cols);
         }
         if (m->dst_dtype == TX8_DTYPE_I8) {
             float *scales = eng_ptr(x->e, m->scales);
             scales[r] = eng_quant_row(tmp, m->cols, (int8_t *)d, 0);
         } else {
-            k->from_f32(d, tmp, m->dst_dtype, m->cols);
+            eng_kv_from_f32(k, d, tmp, dd, m->cols);
         }
     }
 }

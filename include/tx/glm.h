@@ -247,11 +247,49 @@ TX_API int glm_model_trim(glm_model_t *model);
 /* Sessions, forward passes                                                  */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * KV-cache element types (llama.cpp's --cache-type-k / --cache-type-v
+ * names). GLM_CACHE_DEFAULT follows the plan's attention precision (F32
+ * for FP32, BF16 for BF16, F16 for FP16 and INT8_MIXED). Q8_0 (int8) and
+ * Q4_0 (4-bit) keep one f16 scale per 32 elements (interface 1.6 KV-cache
+ * block types, docs/hardware.md): 8.5 and 4.5 bits per element. For MLA
+ * architectures the cache holds the latent only: the K type is the latent
+ * cache's type, and V (the latent read as value) has no cache of its own,
+ * so the V type is ignored. A DSA key selector's cache is Q8_0 whenever
+ * the K type is not F32 (and its width is a multiple of 32), else F32.
+ */
+typedef enum glm_cache_type {
+    GLM_CACHE_DEFAULT = 0,
+    GLM_CACHE_F32 = 1,
+    GLM_CACHE_F16 = 2,
+    GLM_CACHE_BF16 = 3,
+    GLM_CACHE_Q8_0 = 4,
+    GLM_CACHE_Q4_0 = 5,
+    GLM_CACHE_TYPE_COUNT = 6
+} glm_cache_type_t;
+
+/* "default", "f32", "f16", "bf16", "q8_0" (or "int8"), "q4_0" (or "int4",
+ * "q4"), case-insensitive; -1 if unknown */
+TX_API int glm_cache_type_parse(const char *s);
+/* "default", "f32", ..., "q4_0"; "?" for an invalid value */
+TX_API const char *glm_cache_type_name(glm_cache_type_t t);
+
+/* The cache types of sessions created later without their own
+ * (glm_session_options.cache_type_k / _v = GLM_CACHE_DEFAULT), glm_validate
+ * and glm_layer_outputs included. TX_EINVAL for an invalid type, TX_ENOTSUP
+ * for a block type the model's cache rows cannot take (a K/V run not a
+ * multiple of 32 elements) or a device of interface < 1.6. */
+TX_API int glm_model_set_cache_types(glm_model_t *model, glm_cache_type_t k, glm_cache_type_t v);
+
 struct glm_session_options {
     int n_ctx;   /* positions (0 = min(4096, max_position_embeddings)) */
     int n_batch; /* most tokens per device pass (0 = 512); longer inputs are
                     split into passes of n_batch tokens */
-    int rsvd[6];
+    /* since libtx 2.2 (formerly reserved, 0): enum glm_cache_type of the K
+     * and V caches; GLM_CACHE_DEFAULT: the model's types
+     * (glm_model_set_cache_types), else the plan's */
+    int cache_type_k, cache_type_v;
+    int rsvd[4];
 };
 
 TX_API int glm_session_create(glm_model_t *model, const struct glm_session_options *opt,
@@ -263,6 +301,12 @@ TX_API void glm_session_free(glm_session_t *s);
  * glm_model_expert_stats_reset too for a decode that repeats exactly. */
 TX_API int glm_session_reset(glm_session_t *s);
 TX_API int glm_session_pos(const glm_session_t *s);
+/* Attention work of the session's passes so far, summed over layers: the
+ * (query, key) pairs the ATTENTION commands computed (a DSA layer: its
+ * index_topk selected keys) and the pairs dense causal attention would
+ * have (since libtx 2.2). The MACs are pairs x heads x (qk + v dims). */
+TX_API int glm_session_attention_stats(const glm_session_t *s, uint64_t *pairs,
+                                       uint64_t *pairs_dense);
 TX_API int glm_session_n_ctx(const glm_session_t *s);
 TX_API glm_model_t *glm_session_model(const glm_session_t *s);
 /* Keep the first pos positions of the sequence (0 <= pos <= the current

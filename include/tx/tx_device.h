@@ -335,6 +335,12 @@ struct tx_attention_args {
     uint16_t kv_dtype;
 };
 TX_API int tx_cmd_attention(tx_cmdbuf_t *cb, const struct tx_attention_args *a);
+/* The same with the V cache of its own type v_dtype (v_dtype == kv_dtype:
+ * tx_cmd_attention). kv_dtype / v_dtype may be the interface-1.6 KV-cache
+ * block types TX8_DTYPE_Q8_0 / TX8_DTYPE_Q4_0; either (and a v_dtype of
+ * its own) needs a device of interface >= 1.6 (else TX_ENOTSUP). */
+TX_API int tx_cmd_attention_ex(tx_cmdbuf_t *cb, const struct tx_attention_args *a,
+                               uint16_t v_dtype);
 
 struct tx_swiglu_args {
     tx_ref_t y, gate, up;
@@ -379,6 +385,10 @@ struct tx_dsa_index_args {
     uint32_t tokens, heads, dim, kv_len, q_pos0, top_k, ld_q_head, ld_k;
 };
 TX_API int tx_cmd_dsa_index(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a);
+/* The same over a key cache of k_dtype: TX8_DTYPE_F32 (tx_cmd_dsa_index)
+ * or TX8_DTYPE_Q8_0 (interface 1.6, TX8_DSA_F_KEY_Q8_0; else TX_ENOTSUP) */
+TX_API int tx_cmd_dsa_index_ex(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a,
+                               uint16_t k_dtype);
 
 struct tx_sample_args {
     tx_ref_t out, logits, probs;

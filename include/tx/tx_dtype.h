@@ -100,11 +100,32 @@ static inline size_t tx_dtype_size(unsigned dtype)
     }
 }
 
-/* "f32", "f16", "bf16", "i8", "i32", or "?" */
+/* "f32", "f16", "bf16", "i8", "i32", "q8_0", "q4_0" or "?" */
 static inline const char *tx_dtype_name(unsigned dtype)
 {
     static const char *const names[] = {"f32", "f16", "bf16", "i8", "i32"};
+    if (dtype == TX8_DTYPE_Q8_0)
+        return "q8_0";
+    if (dtype == TX8_DTYPE_Q4_0)
+        return "q4_0";
     return dtype < TX8_DTYPE_COUNT ? names[dtype] : "?";
+}
+
+/* 1 for the KV-cache block types (TX8_DTYPE_Q8_0, TX8_DTYPE_Q4_0) */
+static inline int tx_dtype_is_block(unsigned dtype)
+{
+    return dtype == TX8_DTYPE_Q8_0 || dtype == TX8_DTYPE_Q4_0;
+}
+
+/* Bytes of n consecutive elements of dtype along a row (for a block type
+ * n is a multiple of TX8_KV_BLOCK); 0 for an unknown dtype. */
+static inline uint64_t tx_dtype_row_bytes(unsigned dtype, uint64_t n)
+{
+    if (dtype == TX8_DTYPE_Q8_0)
+        return n / TX8_KV_BLOCK * 34;
+    if (dtype == TX8_DTYPE_Q4_0)
+        return n / TX8_KV_BLOCK * 18;
+    return n * tx_dtype_size(dtype);
 }
 
 #ifdef __cplusplus

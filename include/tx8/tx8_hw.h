@@ -108,6 +108,25 @@ enum tx8_dtype {
 	TX8_DTYPE_COUNT	= 5,
 };
 
+/*
+ * KV-cache block types (interface 1.6). Not members of enum tx8_dtype (not
+ * in caps.dtypes, counters or weights): valid only as CONVERT src_dtype /
+ * dst_dtype, ATTENTION kv_dtype, and the DSA_INDEX key cache
+ * (TX8_DSA_F_KEY_Q8_0). Elements come in blocks of TX8_KV_BLOCK along a
+ * row; every element count (cols, ld, dims) of such an operand must be a
+ * multiple of TX8_KV_BLOCK, and n elements take n / 32 blocks:
+ *   Q8_0: f16 scale d, then 32 x int8 q      (34 bytes); x = q * d
+ *   Q4_0: f16 scale d, then 16 bytes, element 2i in the low nibble of
+ *         byte i and 2i + 1 in the high one, q = nibble - 8 in [-8, 7]
+ *         (18 bytes); x = q * d
+ * Quantisation (CONVERT f32 -> Q8_0 / Q4_0) per block: amax = max |x|,
+ * d = f16(amax / 127) resp. f16(amax / 7), q = clamp(round(x / d)).
+ * caps.flags TX8_CAP_KV_BLOCK says a device has them.
+ */
+#define TX8_DTYPE_Q8_0			16
+#define TX8_DTYPE_Q4_0			17
+#define TX8_KV_BLOCK			32
+
 /* caps.dtypes bitmask: bit (1 << enum tx8_dtype) */
 #define TX8_DTYPE_BIT(t)		(1u << (t))
 
@@ -120,6 +139,7 @@ enum tx8_dtype {
 #define TX8_CAP_INT8_DOT		(1u << 1)	/* native int8 dot products */
 #define TX8_CAP_RESET			(1u << 2)	/* mailbox reset */
 #define TX8_CAP_FAULT_INJECT		(1u << 3)	/* mailbox fault injection */
+#define TX8_CAP_KV_BLOCK		(1u << 4)	/* 1.6: Q8_0 / Q4_0 KV-cache types */
 
 struct tx8_caps {
 	__u64 mem_size;		/* bytes of BAR2, power of two */
@@ -642,12 +662,17 @@ struct tx8_cmd_rope {
 /*
  * ATTENTION with GQA over a KV cache.
  * q f32 [tokens][q_heads][ld_q_head], using dims [0, qk_dim).
- * k cache [kv_len][kv_heads][ld_k_head] of kv_dtype (F32/F16/BF16),
+ * k cache [kv_len][kv_heads][ld_k_head] of kv_dtype (F32/F16/BF16; since
+ * 1.6 also Q8_0 / Q4_0: then qk_dim, v_dim, ld_k_head, ld_v_head are
+ * multiples of TX8_KV_BLOCK). k and v may be the same cache with
+ * v_dim < qk_dim (absorbed MLA: the latent serves as key and value),
  * v cache [kv_len][kv_heads][ld_v_head] of kv_dtype, dims [0, v_dim).
  * out f32 [tokens][q_heads][ld_o_head], dims [0, v_dim).
  * Query t sits at absolute position q_pos0 + t and attends to keys
  * s <= q_pos0 + t (causal), s < kv_len. Head h uses kv head
  * h / (q_heads / kv_heads). Scores are scaled by scale, softmax in f32.
+ * With TX8_ATTN_F_V_DTYPE (1.6) the v cache has its own type v_dtype
+ * (a KV-cache type as kv_dtype); without it v_dtype must be 0.
  * If sel != 0: i32 [tokens][sel_k]; query t attends only to the keys
  * listed (entries < 0 are ignored, others must be causal-valid) -- the
  * DSA indexer's selection.
@@ -673,8 +698,11 @@ struct tx8_cmd_attention {
 	__u32 ld_o_head;
 	tx8_f32 scale;
 	__u16 kv_dtype;
-	__u16 rsvd0;
+	__u16 v_dtype;		/* 1.6, with TX8_ATTN_F_V_DTYPE; else 0 (rsvd) */
 };
+
+/* ATTENTION flags (since interface 1.6) */
+#define TX8_ATTN_F_V_DTYPE		(1u << 0)	/* v cache of v_dtype, not kv_dtype */
 
 /* SWIGLU: y[r][c] = silu(gate[r][c]) * up[r][c], rows x cols. */
 struct tx8_cmd_swiglu {
@@ -803,10 +831,14 @@ struct tx8_cmd_moe_ffn {
  *   score[t][s] = sum_h w[t][h] * relu(q[t][h] . k[s])
  * q f32 [tokens][heads][ld_q_head] (dims [0, dim)), k f32 [kv_len][ld_k],
  * w f32 [tokens][heads] (already including any scaling).
+ * With TX8_DSA_F_KEY_Q8_0 (1.6) k is Q8_0 [kv_len][ld_k] (dim, ld_k
+ * multiples of TX8_KV_BLOCK), dequantised to f32 before the dot products.
  * sel i32 [tokens][top_k] receives the indices of the top_k highest scores
  * (ties: lower index), in increasing score rank order; -1 pads when fewer
  * than top_k keys are visible.
  */
+#define TX8_DSA_F_KEY_Q8_0		(1u << 0)	/* 1.6: Q8_0 key cache */
+
 struct tx8_cmd_dsa_index {
 	struct tx8_cmd_hdr hdr;
 	__u64 sel;

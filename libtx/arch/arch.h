@@ -23,19 +23,31 @@ struct ref_fwd; /* reference forward state of one call (reference/ref_blocks.h) 
 struct act_layout;
 
 /* Per-token elements of one layer's caches (K, V in the KV cache dtype;
- * ik: an FP32 key cache of a key selector such as the DSA indexer, 0 if
- * the layer has none). */
+ * v may be 0 when V is read from the K rows, as MLA's latent cache does;
+ * ik: a key cache of a key selector such as the DSA indexer, 0 if the
+ * layer has none). ref_k, ref_v: the per-token K/V widths of the FP32
+ * reference's cache (the expanded form: transformers' key_states /
+ * value_states), equal to k, v for GQA. */
 struct tx_arch_kv {
     uint64_t k, v, ik;
+    uint64_t ref_k, ref_v;
+    /* every K/V operand's element counts are multiples of run (head_dim;
+     * MLA: gcd of kv_lora_rank and qk_rope_head_dim): a cache block type
+     * (32 elements) needs run % 32 == 0 */
+    uint64_t run;
 };
 
 /* Per-token cost figures of attention for glm-analyze (bytes / MACs). */
 struct tx_arch_cost {
-    double kv_layer;      /* KV cache bytes per token and layer (BF16 K/V) */
-    double kv_latent;     /* the same if only the compressed latent were cached */
+    double kv_layer;      /* KV cache bytes per token and layer (F16 K/V, as cached) */
+    double kv_latent;     /* the same for the compressed latent only (MLA) */
+    double kv_expanded;   /* the same for the expanded per-head K/V (MLA before issue 11) */
+    double kv_elems;      /* K/V cache elements per token and layer (cache-type scaled) */
+    double ik_elems;      /* key-selector cache elements per token and layer */
     double pair_macs;     /* MACs of one (query, key) pair over all heads */
     double sel_pair_macs; /* MACs of one (query, key) pair of the key selector */
     int select_k;         /* keys a query attends at most (0: all) */
+    int kv_run;           /* element runs of the K/V rows (tx_arch_kv.run) */
 };
 
 /* tx_arch_ops.router: how a MoE layer scores its experts (blk_ffn, the

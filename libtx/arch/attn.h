@@ -47,9 +47,11 @@ int tx_mla_to_json(const struct glm_config *c, struct json_object *o);
  * else TX_ARCH_COMMON */
 int tx_mla_layer_tensor(const struct glm_config *c, enum glm_tensor_role role,
                         struct glm_tensor_info *t);
-/* K = [k_nope_h | k_rope] per head, V per head; ik = 0 */
+/* the latent cache: K = [latent | k_rope] once per token, v = 0 (V is the
+ * latent part of the K row); ref_k / ref_v: the reference's expanded
+ * [k_nope_h | k_rope] / V_h per head; ik = 0 */
 void tx_mla_kv_geometry(const struct glm_config *c, struct tx_arch_kv *kv);
-/* qa, q, ckv, kvb, ao; returns the widest latent (q_lora_rank,
+/* qa, q, ckv, qabs, aol, ao; returns the widest latent (q_lora_rank,
  * kv_lora_rank + qk_rope_head_dim) */
 int tx_mla_act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o);
 /* blk_mla_project, [project(g, l)], per segment blk_mla_cache and

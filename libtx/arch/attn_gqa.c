@@ -65,6 +65,9 @@ void tx_gqa_kv_geometry(const struct glm_config *c, int l, struct tx_arch_kv *kv
     (void)l;
     kv->k = kv->v = (uint64_t)c->num_key_value_heads * (uint64_t)c->head_dim;
     kv->ik = 0;
+    kv->ref_k = kv->k;
+    kv->ref_v = kv->v;
+    kv->run = (uint64_t)c->head_dim;
 }
 
 int tx_gqa_act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o)
@@ -94,6 +97,9 @@ void tx_gqa_cost(const struct glm_config *c, struct tx_arch_cost *o)
     memset(o, 0, sizeof(*o));
     o->kv_layer = 2.0 * c->num_key_value_heads * c->head_dim * 2.0;
     o->kv_latent = o->kv_layer;
+    o->kv_expanded = o->kv_layer;
+    o->kv_elems = 2.0 * c->num_key_value_heads * c->head_dim;
+    o->kv_run = c->head_dim;
     o->pair_macs = (double)c->num_attention_heads * 2.0 * c->head_dim;
 }
 

@@ -155,23 +155,37 @@ int tx_mla_layer_tensor(const struct glm_config *c, enum glm_tensor_role role,
 
 /* ---- runtime ------------------------------------------------------------- */
 
-/* the expanded cache, as transformers' DeepseekV3Attention caches
- * key_states / value_states */
+/* The latent cache of absorbed MLA: per position the normalised latent
+ * (kv_lora_rank) and the roped shared key (qk_rope_head_dim) once, not per
+ * head; V is the latent part of the same row (v = 0). The reference keeps
+ * the expanded cache, as transformers' DeepseekV3Attention caches
+ * key_states / value_states. */
 void tx_mla_kv_geometry(const struct glm_config *c, struct tx_arch_kv *kv)
 {
-    kv->k = (uint64_t)c->num_attention_heads * (uint64_t)c->qk_head_dim;
-    kv->v = (uint64_t)c->num_attention_heads * (uint64_t)c->v_head_dim;
+    kv->k = (uint64_t)c->kv_lora_rank + (uint64_t)c->qk_rope_head_dim;
+    kv->v = 0;
     kv->ik = 0;
+    kv->ref_k = (uint64_t)c->num_attention_heads * (uint64_t)c->qk_head_dim;
+    kv->ref_v = (uint64_t)c->num_attention_heads * (uint64_t)c->v_head_dim;
+    uint64_t a = (uint64_t)c->kv_lora_rank, b = (uint64_t)c->qk_rope_head_dim;
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    kv->run = a;
 }
 
 int tx_mla_act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o)
 {
     int H = c->num_attention_heads, qk = c->qk_head_dim, nope = c->qk_nope_head_dim,
         vd = c->v_head_dim, lora = c->kv_lora_rank, rope = c->qk_rope_head_dim;
+    (void)nope;
     a->qa = blk_take(o, t * c->q_lora_rank * 4);
     a->q = blk_take(o, t * H * qk * 4);
     a->ckv = blk_take(o, t * (lora + rope) * 4);
-    a->kvb = blk_take(o, t * H * (nope + vd) * 4);
+    a->qabs = blk_take(o, t * H * (lora + rope) * 4); /* absorbed q: [q_nope W_UK | q_rope] */
+    a->aol = blk_take(o, t * H * lora * 4);           /* attention output in latent space */
     a->ao = blk_take(o, t * H * vd * 4);
     return c->q_lora_rank > lora + rope ? c->q_lora_rank : lora + rope;
 }
@@ -189,6 +203,7 @@ void tx_mla_attention(struct gctx *g, int l, void (*project)(struct gctx *g, int
         int sel_k = select ? select(g, l, sg) : 0;
         blk_mla_attend(g, l, sg, sel_k);
     }
+    blk_mla_unabsorb(g, l);
     blk_attn_out(g, l, c->num_attention_heads * c->v_head_dim);
 }
 
@@ -221,9 +236,16 @@ void tx_mla_cost(const struct glm_config *c, struct tx_arch_cost *o)
 {
     const double nh = c->num_attention_heads;
     memset(o, 0, sizeof(*o));
-    o->kv_layer = nh * (c->qk_head_dim + c->v_head_dim) * 2.0;
-    o->kv_latent = (c->kv_lora_rank + c->qk_rope_head_dim) * 2.0;
-    o->pair_macs = nh * (c->qk_head_dim + c->v_head_dim);
+    /* absorbed MLA: the latent cache; a (query, key) pair costs the
+     * latent + rope dot product and the latent PV per head */
+    o->kv_elems = (double)c->kv_lora_rank + c->qk_rope_head_dim;
+    o->kv_layer = o->kv_elems * 2.0;
+    o->kv_latent = o->kv_layer;
+    o->kv_expanded = nh * (c->qk_head_dim + c->v_head_dim) * 2.0;
+    o->pair_macs = nh * (2.0 * c->kv_lora_rank + c->qk_rope_head_dim);
+    struct tx_arch_kv kv;
+    tx_mla_kv_geometry(c, &kv);
+    o->kv_run = (int)kv.run;
 }
 
 void tx_mla_analyze_json(const struct glm_config *c, struct json_object *ar)

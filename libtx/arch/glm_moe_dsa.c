@@ -303,8 +303,13 @@ static int ref_layer(struct ref_fwd *f, int l, float *h)
 static void cost(const struct glm_config *c, struct tx_arch_cost *o)
 {
     tx_mla_cost(c, o);
-    o->kv_layer += c->index_head_dim * 4.0;
-    o->kv_latent += c->index_head_dim * 4.0;
+    /* the indexer keys: q8_0 beside an f16 cache when 32 | index_head_dim */
+    double ik = c->index_head_dim % 32 == 0 ? c->index_head_dim / 32.0 * 34.0
+                                            : c->index_head_dim * 4.0;
+    o->ik_elems = c->index_head_dim;
+    o->kv_layer += ik;
+    o->kv_latent += ik;
+    o->kv_expanded += c->index_head_dim * 4.0;
     o->sel_pair_macs = (double)c->index_n_heads * (c->index_head_dim + 1);
     o->select_k = c->index_topk;
 }

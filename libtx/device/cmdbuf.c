@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tx/tx_dtype.h>
+
 #include "common/error.h"
 #include "device/device_internal.h"
 
@@ -688,6 +690,10 @@ TX_API int tx_cmd_convert(tx_cmdbuf_t *cb, const struct tx_convert_args *a)
     c.dst_dtype = a->dst_dtype;
     c.src_dtype = a->src_dtype;
     i8 = a->dst_dtype == TX8_DTYPE_I8 || a->src_dtype == TX8_DTYPE_I8;
+    if (tx_dtype_is_block(a->dst_dtype) || tx_dtype_is_block(a->src_dtype)) {
+        s.min_minor = 6;
+        s.feature = "the KV-cache block types (Q8_0 / Q4_0)";
+    }
     op_add(&s, "dst", a->dst, TX_ACCESS_WRITE, 0, &c.dst);
     op_add(&s, "src", a->src, TX_ACCESS_READ, 0, &c.src);
     op_add(&s, "scales", a->scales, a->dst_dtype == TX8_DTYPE_I8 ? TX_ACCESS_WRITE : TX_ACCESS_READ,
@@ -787,11 +793,28 @@ TX_API int tx_cmd_rope(tx_cmdbuf_t *cb, const struct tx_rope_args *a)
 
 TX_API int tx_cmd_attention(tx_cmdbuf_t *cb, const struct tx_attention_args *a)
 {
+    return tx_cmd_attention_ex(cb, a, a ? a->kv_dtype : 0);
+}
+
+TX_API int tx_cmd_attention_ex(tx_cmdbuf_t *cb, const struct tx_attention_args *a,
+                               uint16_t v_dtype)
+{
     struct tx8_cmd_attention c;
     struct opset s = {.n = 0};
+    uint16_t flags = 0;
 
     ARGS_CHECK("tx_cmd_attention");
     memset(&c, 0, sizeof(c));
+    if (v_dtype != a->kv_dtype) {
+        flags = TX8_ATTN_F_V_DTYPE;
+        c.v_dtype = v_dtype;
+        s.min_minor = 6;
+        s.feature = "TX8_ATTN_F_V_DTYPE";
+    }
+    if (tx_dtype_is_block(a->kv_dtype) || tx_dtype_is_block(v_dtype)) {
+        s.min_minor = 6;
+        s.feature = "the KV-cache block types (Q8_0 / Q4_0)";
+    }
     c.tokens = a->tokens;
     c.q_heads = a->q_heads;
     c.kv_heads = a->kv_heads;
@@ -811,7 +834,7 @@ TX_API int tx_cmd_attention(tx_cmdbuf_t *cb, const struct tx_attention_args *a)
     op_add(&s, "k", a->k, TX_ACCESS_READ, 0, &c.k);
     op_add(&s, "v", a->v, TX_ACCESS_READ, 0, &c.v);
     op_add(&s, "sel", a->sel, TX_ACCESS_READ, 1, &c.sel);
-    return emit(cb, "tx_cmd_attention", &c, sizeof(c), TX8_OP_ATTENTION, 0, &s);
+    return emit(cb, "tx_cmd_attention", &c, sizeof(c), TX8_OP_ATTENTION, flags, &s);
 }
 
 TX_API int tx_cmd_swiglu(tx_cmdbuf_t *cb, const struct tx_swiglu_args *a)
@@ -932,11 +955,26 @@ TX_API int tx_cmd_moe_ffn(tx_cmdbuf_t *cb, const struct tx_moe_ffn_args *a)
 
 TX_API int tx_cmd_dsa_index(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a)
 {
+    return tx_cmd_dsa_index_ex(cb, a, TX8_DTYPE_F32);
+}
+
+TX_API int tx_cmd_dsa_index_ex(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a,
+                               uint16_t k_dtype)
+{
     struct tx8_cmd_dsa_index c;
     struct opset s = {.n = 0};
+    uint16_t flags = 0;
 
     ARGS_CHECK("tx_cmd_dsa_index");
+    if (k_dtype != TX8_DTYPE_F32 && k_dtype != TX8_DTYPE_Q8_0)
+        return tx_error(TX_EINVAL, "tx_cmd_dsa_index: key cache type %s (F32 or Q8_0)",
+                        tx_dtype_name(k_dtype));
     memset(&c, 0, sizeof(c));
+    if (k_dtype == TX8_DTYPE_Q8_0) {
+        flags = TX8_DSA_F_KEY_Q8_0;
+        s.min_minor = 6;
+        s.feature = "TX8_DSA_F_KEY_Q8_0";
+    }
     c.tokens = a->tokens;
     c.heads = a->heads;
     c.dim = a->dim;
@@ -949,7 +987,7 @@ TX_API int tx_cmd_dsa_index(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a)
     op_add(&s, "q", a->q, TX_ACCESS_READ, 0, &c.q);
     op_add(&s, "k", a->k, TX_ACCESS_READ, 0, &c.k);
     op_add(&s, "w", a->w, TX_ACCESS_READ, 0, &c.w);
-    return emit(cb, "tx_cmd_dsa_index", &c, sizeof(c), TX8_OP_DSA_INDEX, 0, &s);
+    return emit(cb, "tx_cmd_dsa_index", &c, sizeof(c), TX8_OP_DSA_INDEX, flags, &s);
 }
 
 TX_API int tx_cmd_sample(tx_cmdbuf_t *cb, const struct tx_sample_args *a)

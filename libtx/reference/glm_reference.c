@@ -171,8 +171,8 @@ int glm_ref_session_create(struct glm_ref_model *m, int max_tokens, struct glm_r
     /* the cache geometry: the architecture's (the same K/V width in every layer) */
     struct tx_arch_kv kv;
     arch->kv_geometry(c, 0, &kv);
-    s->kdim = (int64_t)kv.k;
-    s->vdim = (int64_t)kv.v;
+    s->kdim = (int64_t)kv.ref_k;
+    s->vdim = (int64_t)kv.ref_v;
     s->k_cache = calloc((size_t)L, sizeof(float *));
     s->v_cache = calloc((size_t)L, sizeof(float *));
     s->ik_cache = calloc((size_t)L, sizeof(float *));

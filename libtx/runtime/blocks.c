@@ -12,10 +12,12 @@
  *   q,k,v = xn W^T + b; per-head RMSNorm of q,k (use_qk_norm);
  *   RoPE (NeoX, first rotary_dim dims); K,V -> cache; ATTENTION (GQA);
  *   h += o_proj(attn)
- * MLA attention + DSA indexer (GlmMoeDsaAttention)
+ * MLA attention + DSA indexer (GlmMoeDsaAttention), absorbed (issue 11)
  *   qa = RMSNorm(q_a_proj(xn)); q = q_b_proj(qa), RoPE on the rope slice;
  *   ckv = kv_a_proj(xn) = [latent | k_rope]; latent RMSNorm, RoPE on k_rope;
- *   kvb = kv_b_proj(latent) -> K_h = [k_nope_h | k_rope], V_h into the cache;
+ *   ckv -> the latent cache (one row per position, not per head);
+ *   qabs_h = [q_nope_h W_UK_h | q_rope_h]; ATTENTION over the latent rows
+ *   (one shared kv head, V = the latent); ao_h = W_UV_h aol_h;
  *   indexer: ki = LayerNorm(wk xn), RoPE; qi = wq_b(qa), RoPE;
  *   w = weights_proj(xn) * n_heads^-0.5 * head_dim^-0.5; DSA_INDEX keeps the
  *   top index_topk keys (skipped when every visible key fits: dense);
@@ -291,11 +293,6 @@ void blk_swiglu_mlp(struct gctx *g, int wg, int wu, int wd, int T)
     blk_matmul(g, g->a.h, g->a.a, wd, T, F, D, RT_NONE, TX8_MATMUL_F_ACCUMULATE, NULL);
 }
 
-static uint64_t kv_elem(const glm_session_t *s)
-{
-    return tx_dtype_size(s->kv_dtype);
-}
-
 /* ---- attention ---------------------------------------------------------- */
 
 void blk_gqa_attention(struct gctx *g, int l)
@@ -324,16 +321,19 @@ void blk_gqa_attention(struct gctx *g, int l)
     for (int si = 0; si < f->n_seg; si++) {
         struct rt_seg *sg = &f->seg[si];
         glm_session_t *s = sg->s;
-        uint64_t es = kv_elem(s);
         tx_ref_t kc = tx_ref(s->kv_bo, s->k_off[l]), vc = tx_ref(s->kv_bo, s->v_off[l]);
-        blk_dbg(g, "CONVERT K,V -> cache layer %d pos %d..%d (%s)", l, sg->pos0,
-                sg->pos0 + sg->n - 1, tx_dtype_name(s->kv_dtype));
-        blk_convert(g, tx_ref(s->kv_bo, s->k_off[l] + (uint64_t)sg->pos0 * kw * es),
+        blk_dbg(g, "CONVERT K,V -> cache layer %d pos %d..%d (K %s, V %s)", l, sg->pos0,
+                sg->pos0 + sg->n - 1, tx_dtype_name(s->kv_dtype), tx_dtype_name(s->v_dtype));
+        blk_convert(g,
+                    tx_ref(s->kv_bo, s->k_off[l] +
+                                         tx_dtype_row_bytes(s->kv_dtype, (uint64_t)sg->pos0 * kw)),
                     blk_act(g, g->a.k + (uint64_t)sg->row0 * kw * 4), sg->n, kw, kw, kw,
                     s->kv_dtype);
-        blk_convert(g, tx_ref(s->kv_bo, s->v_off[l] + (uint64_t)sg->pos0 * kw * es),
+        blk_convert(g,
+                    tx_ref(s->kv_bo, s->v_off[l] +
+                                         tx_dtype_row_bytes(s->v_dtype, (uint64_t)sg->pos0 * kw)),
                     blk_act(g, g->a.v + (uint64_t)sg->row0 * kw * 4), sg->n, kw, kw, kw,
-                    s->kv_dtype);
+                    s->v_dtype);
         if (g->rc)
             return;
         struct tx_attention_args a;
@@ -353,24 +353,59 @@ void blk_gqa_attention(struct gctx *g, int l)
         a.kv_dtype = s->kv_dtype;
         blk_dbg(g, "ATTENTION layer %d tokens=%d heads=%d/%d kv_len=%u", l, sg->n, Hq, Hk,
                 a.kv_len);
-        if (blk_emit(g, tx_cmd_attention(g->cb, &a)))
+        uint64_t pr = (uint64_t)sg->n * sg->pos0 + (uint64_t)sg->n * (sg->n + 1) / 2;
+        g->f->attn_pairs += pr;
+        g->f->attn_pairs_dense += pr;
+        s->attn_pairs += pr;
+        s->attn_pairs_dense += pr;
+        if (blk_emit(g, tx_cmd_attention_ex(g->cb, &a, s->v_dtype)))
             return;
     }
     blk_matmul(g, g->a.h, g->a.ao, rt_mat_of(m, GLM_T_O_PROJ, l), T, qw, D,
                rt_vec_of(m, GLM_T_O_BIAS, l), TX8_MATMUL_F_ACCUMULATE, NULL);
 }
 
-/* MLA projections (DeepseekV3Attention): qa = RMSNorm(q_a_proj(xn)) (the q
- * latent, eps 1e-6); q = q_b_proj(qa), RoPE on each head's rope slice;
- * ckv = kv_a_proj(xn) = [latent | k_rope], latent RMSNorm (eps 1e-6), RoPE
- * on k_rope; kvb = kv_b_proj(latent) = [k_nope_h | v_h] per head. */
+/* y[T x rows] = x W^T with an absorbed-MLA weight (absorb.c) of layer l,
+ * head h (which 0: W_UK_h^T, 1: W_UV_h), activations in the attention
+ * precision */
+static void mla_absorbed_matmul(struct gctx *g, int l, int h, int which, uint64_t y, uint64_t x,
+                                int ld_x, int ld_y)
+{
+    if (g->rc)
+        return;
+    struct tx_matmul_args a;
+    memset(&a, 0, sizeof(a));
+    int r = rt_absorb_ref(g->m, l, h, which, &a.w);
+    if (r) {
+        g->rc = r;
+        return;
+    }
+    a.y = blk_act(g, y);
+    a.x = blk_act(g, x);
+    a.tokens = (uint32_t)g->f->T;
+    a.ld_x = (uint32_t)ld_x;
+    a.ld_y = (uint32_t)ld_y;
+    a.act_dtype = rt_prec_dtype(g->plan->precision[GLM_ATTENTION]);
+    if (h == 0)
+        blk_dbg(g, "MATMUL %s layer %d heads=%d T=%d N=%u K=%u w=%s (absorbed MLA, per head)",
+                which ? "W_UV" : "W_UK^T", l, g->c->num_attention_heads, g->f->T, a.w.rows,
+                a.w.cols, tx_dtype_name(a.w.dtype));
+    blk_emit(g, tx_cmd_matmul(g->cb, &a));
+}
+
+/* MLA projections, absorbed (DeepseekV3Attention's algebra, the cache as
+ * FlashMLA keeps it): qa = RMSNorm(q_a_proj(xn)) (the q latent, eps 1e-6);
+ * q = q_b_proj(qa), RoPE on each head's rope slice; ckv = kv_a_proj(xn) =
+ * [latent | k_rope], latent RMSNorm (eps 1e-6), RoPE on k_rope (ckv is what
+ * the cache holds). The absorbed query per head: qabs_h = [q_nope_h W_UK_h
+ * | q_rope_h] (W_UK_h^T MATMUL per head, one CONVERT for the rope parts). */
 void blk_mla_project(struct gctx *g, int l)
 {
     const struct glm_config *c = g->c;
     glm_model_t *m = g->m;
     int T = g->f->T, D = c->hidden_size, H = c->num_attention_heads, qk = c->qk_head_dim,
-        nope = c->qk_nope_head_dim, rope_d = c->qk_rope_head_dim, vd = c->v_head_dim,
-        lora = c->kv_lora_rank, qr = c->q_lora_rank;
+        nope = c->qk_nope_head_dim, rope_d = c->qk_rope_head_dim, lora = c->kv_lora_rank,
+        qr = c->q_lora_rank;
     int cw = lora + rope_d;
 
     blk_matmul(g, g->a.qa, g->a.xn, rt_mat_of(m, GLM_T_Q_A_PROJ, l), T, D, qr,
@@ -385,8 +420,14 @@ void blk_mla_project(struct gctx *g, int l)
     blk_rmsnorm(g, g->a.ckv, g->a.ckv, rt_vec_of(m, GLM_T_KV_A_NORM, l), T, lora, cw, cw,
                 MLA_NORM_EPS);
     blk_rope(g, blk_act(g, g->a.ckv), g->a.pos, T, 1, cw, cw, lora, rope_d, c->rope_interleave);
-    blk_matmul(g, g->a.kvb, g->a.ckv, rt_mat_of(m, GLM_T_KV_B_PROJ, l), T, cw, H * (nope + vd),
-               RT_NONE, 0, NULL);
+
+    /* the absorbed query */
+    for (int h = 0; h < H; h++)
+        mla_absorbed_matmul(g, l, h, 0, g->a.qabs + (uint64_t)h * cw * 4,
+                            g->a.q + (uint64_t)h * qk * 4, H * qk, H * cw);
+    blk_dbg(g, "CONVERT q_rope -> absorbed q layer %d rows=%d", l, T * H);
+    blk_convert(g, blk_act(g, g->a.qabs + (uint64_t)lora * 4),
+                blk_act(g, g->a.q + (uint64_t)nope * 4), T * H, rope_d, cw, qk, TX8_DTYPE_F32);
 }
 
 /* The DSA lightning indexer's projections of a full indexer layer
@@ -438,31 +479,20 @@ void blk_dsa_indexer_project(struct gctx *g, int l)
                            (uint64_t)T * (uint64_t)Hi, sc, 0.0f));
 }
 
-/* Segment sg's MLA keys and values into its session's cache: K_h =
- * [k_nope_h | k_rope] (the shared rope key into every head), V_h. */
+/* Segment sg's latent rows [latent | k_rope] into its session's cache:
+ * one CONVERT, no per-head K/V */
 void blk_mla_cache(struct gctx *g, int l, const struct rt_seg *sg)
 {
     const struct glm_config *c = g->c;
-    int H = c->num_attention_heads, qk = c->qk_head_dim, nope = c->qk_nope_head_dim,
-        rope_d = c->qk_rope_head_dim, vd = c->v_head_dim, lora = c->kv_lora_rank;
-    int cw = lora + rope_d;
+    int cw = c->kv_lora_rank + c->qk_rope_head_dim;
     glm_session_t *s = sg->s;
-    uint64_t es = kv_elem(s);
-    uint64_t kb = s->k_off[l] + (uint64_t)sg->pos0 * H * qk * es;
-    blk_dbg(g, "CONVERT K,V -> cache layer %d pos %d..%d (%s)", l, sg->pos0, sg->pos0 + sg->n - 1,
-            tx_dtype_name(s->kv_dtype));
-    /* k_nope of every (token, head), V of every (token, head) */
-    blk_convert(g, tx_ref(s->kv_bo, kb),
-                blk_act(g, g->a.kvb + (uint64_t)sg->row0 * H * (nope + vd) * 4), sg->n * H, nope,
-                qk, nope + vd, s->kv_dtype);
-    blk_convert(g, tx_ref(s->kv_bo, s->v_off[l] + (uint64_t)sg->pos0 * H * vd * es),
-                blk_act(g, g->a.kvb + ((uint64_t)sg->row0 * H * (nope + vd) + nope) * 4), sg->n * H,
-                vd, vd, nope + vd, s->kv_dtype);
-    /* the shared rope key into every head */
-    for (int h = 0; h < H; h++)
-        blk_convert(g, tx_ref(s->kv_bo, kb + ((uint64_t)h * qk + nope) * es),
-                    blk_act(g, g->a.ckv + ((uint64_t)sg->row0 * cw + lora) * 4), sg->n, rope_d,
-                    H * qk, cw, s->kv_dtype);
+    blk_dbg(g, "CONVERT latent -> cache layer %d pos %d..%d (%s)", l, sg->pos0,
+            sg->pos0 + sg->n - 1, tx_dtype_name(s->kv_dtype));
+    blk_convert(g,
+                tx_ref(s->kv_bo,
+                       s->k_off[l] + tx_dtype_row_bytes(s->kv_dtype, (uint64_t)sg->pos0 * cw)),
+                blk_act(g, g->a.ckv + (uint64_t)sg->row0 * cw * 4), sg->n, cw, cw, cw,
+                s->kv_dtype);
 }
 
 /* The DSA selection of segment sg: a full layer appends its indexer keys
@@ -476,12 +506,18 @@ int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
     int full = c->indexer_types[l] == GLM_INDEXER_FULL;
     glm_session_t *s = sg->s;
     if (full && s->ik_off[l] != UINT64_MAX && !g->rc) {
-        blk_dbg(g, "COPY indexer key -> cache layer %d", l);
-        if (blk_emit(g, tx_cmd_copy(g->cb,
-                                    tx_ref(s->kv_bo, s->ik_off[l] + (uint64_t)sg->pos0 * Di * 4),
-                                    blk_act(g, g->a.ki + (uint64_t)sg->row0 * Di * 4),
-                                    (uint64_t)sg->n * Di * 4)))
-            return 0;
+        tx_ref_t dst = tx_ref(s->kv_bo, s->ik_off[l] +
+                                            tx_dtype_row_bytes(s->ik_dtype, (uint64_t)sg->pos0 * Di));
+        tx_ref_t src = blk_act(g, g->a.ki + (uint64_t)sg->row0 * Di * 4);
+        blk_dbg(g, "CONVERT indexer key -> cache layer %d (%s)", l, tx_dtype_name(s->ik_dtype));
+        if (s->ik_dtype == TX8_DTYPE_F32) {
+            if (blk_emit(g, tx_cmd_copy(g->cb, dst, src, (uint64_t)sg->n * Di * 4)))
+                return 0;
+        } else {
+            blk_convert(g, dst, src, sg->n, Di, Di, Di, s->ik_dtype);
+            if (g->rc)
+                return 0;
+        }
     }
     int use_sel = sg->pos0 + sg->n > K;
     if (use_sel && full && !g->rc) {
@@ -500,7 +536,7 @@ int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
         d.ld_q_head = (uint32_t)Di;
         d.ld_k = (uint32_t)Di;
         blk_dbg(g, "DSA_INDEX layer %d tokens=%d keys=%u top_k=%d", l, sg->n, d.kv_len, K);
-        if (blk_emit(g, tx_cmd_dsa_index(g->cb, &d)))
+        if (blk_emit(g, tx_cmd_dsa_index_ex(g->cb, &d, s->ik_dtype)))
             return 0;
         if (g->a.dump_sel &&
             blk_emit(g, tx_cmd_copy(
@@ -512,39 +548,65 @@ int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
     return use_sel ? K : 0;
 }
 
-/* ATTENTION of segment sg over its MLA cache (one K/V per head, scale
- * attn_scale); sel_k > 0: each query attends the sel_k keys of the
- * selection buffer, else every causal key. */
+/* ATTENTION of segment sg over its latent cache: every head's absorbed
+ * query against the one shared [latent | k_rope] row per key (kv_heads 1,
+ * qk_dim lora + rope), V = the latent part of the same rows (v_dim lora),
+ * output in latent space (aol); scale attn_scale. sel_k > 0: each query
+ * attends the sel_k keys of the selection buffer (gathered from the
+ * latent cache), else every causal key. */
 void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k)
 {
     const struct glm_config *c = g->c;
-    int H = c->num_attention_heads, qk = c->qk_head_dim, vd = c->v_head_dim;
+    int H = c->num_attention_heads, lora = c->kv_lora_rank, cw = lora + c->qk_rope_head_dim;
     if (g->rc)
         return;
     glm_session_t *s = sg->s;
     struct tx_attention_args a;
     memset(&a, 0, sizeof(a));
-    a.out = blk_act(g, g->a.ao + (uint64_t)sg->row0 * H * vd * 4);
-    a.q = blk_act(g, g->a.q + (uint64_t)sg->row0 * H * qk * 4);
+    a.out = blk_act(g, g->a.aol + (uint64_t)sg->row0 * H * lora * 4);
+    a.q = blk_act(g, g->a.qabs + (uint64_t)sg->row0 * H * cw * 4);
     a.k = tx_ref(s->kv_bo, s->k_off[l]);
-    a.v = tx_ref(s->kv_bo, s->v_off[l]);
+    a.v = tx_ref(s->kv_bo, s->k_off[l]);
     if (sel_k > 0) {
         a.sel = blk_act(g, g->a.sel + (uint64_t)sg->row0 * sel_k * 4);
         a.sel_k = (uint32_t)sel_k;
     }
     a.tokens = (uint32_t)sg->n;
-    a.q_heads = a.kv_heads = (uint32_t)H;
-    a.qk_dim = (uint32_t)qk;
-    a.v_dim = (uint32_t)vd;
+    a.q_heads = (uint32_t)H;
+    a.kv_heads = 1;
+    a.qk_dim = (uint32_t)cw;
+    a.v_dim = (uint32_t)lora;
     a.kv_len = (uint32_t)(sg->pos0 + sg->n);
     a.q_pos0 = (uint32_t)sg->pos0;
-    a.ld_q_head = a.ld_k_head = (uint32_t)qk;
-    a.ld_v_head = a.ld_o_head = (uint32_t)vd;
+    a.ld_q_head = a.ld_k_head = a.ld_v_head = (uint32_t)cw;
+    a.ld_o_head = (uint32_t)lora;
     a.scale = (float)glm_config_attn_scale(c);
     a.kv_dtype = s->kv_dtype;
-    blk_dbg(g, "ATTENTION layer %d tokens=%d heads=%d kv_len=%u%s", l, sg->n, H, a.kv_len,
-            sel_k > 0 ? " (DSA selection)" : " (dense)");
+    /* attention MACs executed against dense causal attention at this context */
+    uint64_t ex = 0, dense = 0;
+    for (int t = 0; t < sg->n; t++) {
+        uint64_t vis = (uint64_t)sg->pos0 + t + 1;
+        dense += vis;
+        ex += sel_k > 0 && vis > (uint64_t)sel_k ? (uint64_t)sel_k : vis;
+    }
+    g->f->attn_pairs += ex;
+    g->f->attn_pairs_dense += dense;
+    s->attn_pairs += ex;
+    s->attn_pairs_dense += dense;
+    blk_dbg(g, "ATTENTION layer %d tokens=%d heads=%d kv_len=%u latent=%d%s pairs=%llu/%llu dense",
+            l, sg->n, H, a.kv_len, cw, sel_k > 0 ? " (DSA selection)" : " (dense)",
+            (unsigned long long)ex, (unsigned long long)dense);
     blk_emit(g, tx_cmd_attention(g->cb, &a));
+}
+
+/* The attention output out of latent space: ao_h = W_UV_h aol_h per head */
+void blk_mla_unabsorb(struct gctx *g, int l)
+{
+    const struct glm_config *c = g->c;
+    int H = c->num_attention_heads, lora = c->kv_lora_rank, vd = c->v_head_dim;
+    for (int h = 0; h < H; h++)
+        mla_absorbed_matmul(g, l, h, 1, g->a.ao + (uint64_t)h * vd * 4,
+                            g->a.aol + (uint64_t)h * lora * 4, H * lora, H * vd);
 }
 
 /* h += o_proj(ao) (+ o_proj bias) over `width` attention outputs per row */

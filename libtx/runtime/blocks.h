@@ -15,7 +15,7 @@
 struct act_layout {
     uint64_t ids, pos, h, xn, r16;
     uint64_t q, k, v, ao;                   /* glm4 */
-    uint64_t qa, ckv, kvb, qi, ki, iw, sel; /* dsa (q, ao shared) */
+    uint64_t qa, ckv, qabs, aol, qi, ki, iw, sel; /* MLA, DSA (q, ao shared) */
     uint64_t g, u, a;                       /* MLP */
     uint64_t rl, rid, rw;                   /* MoE */
     uint64_t logits, tok, prob, hist;
@@ -81,10 +81,14 @@ void blk_gqa_attention(struct gctx *g, int l); /* GQA, per-head q/k norm, partia
  *   blk_mla_project(g, l); [blk_dsa_indexer_project(g, l);]
  *   for each segment: blk_mla_cache(); sel_k = [blk_dsa_indexer_select()];
  *                     blk_mla_attend(..., sel_k);
- *   blk_attn_out(g, l, heads * v_head_dim); */
+ *   blk_mla_unabsorb(g, l); blk_attn_out(g, l, heads * v_head_dim);
+ * Absorbed MLA (issue 11): the cache holds the latent rows, W_UK is
+ * absorbed into the query and W_UV applied after attention. */
 void blk_mla_project(struct gctx *g, int l);
 void blk_mla_cache(struct gctx *g, int l, const struct rt_seg *sg);
 void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k);
+/* ao_h = W_UV_h aol_h per head (absorbed MLA's output out of latent space) */
+void blk_mla_unabsorb(struct gctx *g, int l);
 void blk_dsa_indexer_project(struct gctx *g, int l);
 int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg);
 /* h += o_proj(attention output) */

@@ -270,10 +270,12 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     rc = rt_prepare_plan(m, &plan);
     if (rc)
         return rc;
-    uint16_t kvdt = rt_kv_dtype(plan.precision[GLM_ATTENTION]);
     for (int i = 0; i < f->n_seg; i++) {
-        if (f->seg[i].s->kv_dtype != kvdt) {
-            rc = rt_session_kv_convert(f->seg[i].s, kvdt);
+        glm_session_t *ss = f->seg[i].s;
+        uint16_t dt[3];
+        rt_session_kv_types(ss, &plan, dt);
+        if (ss->kv_dtype != dt[0] || ss->v_dtype != dt[1] || ss->ik_dtype != dt[2]) {
+            rc = rt_session_kv_convert(ss, dt);
             if (rc)
                 return rc;
         }
@@ -509,7 +511,11 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     }
     rt_moe_after_pass(m, T);
     if (g.dbg)
-        rt_debug("forward: %u commands, device %.3f ms, %llu MACs", g.total, f->busy_ns / 1e6,
-                 (unsigned long long)f->macs);
+        rt_debug("forward: %u commands, device %.3f ms, %llu MACs; attention (query, key) pairs "
+                 "executed %llu of %llu dense causal (%.1f%%)",
+                 g.total, f->busy_ns / 1e6, (unsigned long long)f->macs,
+                 (unsigned long long)f->attn_pairs, (unsigned long long)f->attn_pairs_dense,
+                 f->attn_pairs_dense ? 100.0 * (double)f->attn_pairs / (double)f->attn_pairs_dense
+                                     : 100.0);
     return TX_OK;
 }

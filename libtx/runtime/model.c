@@ -414,6 +414,7 @@ static void free_model(glm_model_t *m)
     rt_telemetry_close(m);
     rt_stream_free(m);
     rt_xc_free(m);
+    rt_absorb_free(m);
     for (int lt = 0; lt < RT_NLTYPES; lt++)
         for (int p = 0; p < GLM_PRECISION_COUNT; p++)
             if (m->conv[lt][p].bo)
@@ -859,6 +860,7 @@ TX_API int glm_model_info(glm_model_t *m, struct glm_model_info *info)
     for (int lt = 0; lt < RT_NLTYPES; lt++)
         for (int p = 0; p < GLM_PRECISION_COUNT; p++)
             info->converted_bytes += m->conv[lt][p].size;
+    info->converted_bytes += m->ab.size;
     for (int i = 0; i < m->n_sessions; i++)
         info->kv_bytes += m->sessions[i]->kv_size;
     info->activation_bytes = m->act_size;

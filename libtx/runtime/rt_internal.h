@@ -171,6 +171,16 @@ struct glm_model {
     uint64_t n_params, n_params_active;
     struct rt_stream st;
     struct rt_xcache *xc; /* expert cache (expert_cache.c), NULL: none */
+    int cache_k, cache_v; /* glm_model_set_cache_types (enum glm_cache_type) */
+    /* absorbed MLA: W_UK^T / W_UV per head (absorb.c); off [L][4]: W_UK^T,
+     * W_UV, their I8 scales */
+    struct {
+        tx_bo_t *bo;
+        uint64_t *off;
+        uint64_t size;
+        int prec;
+        uint16_t dtype;
+    } ab;
 
     /* telemetry channel (telemetry.c), under lock; NULL: not published */
     tx_telemetry_pub_t *telem;
@@ -184,7 +194,11 @@ struct glm_session {
     tx_bo_t *kv_bo;
     void *kv_map;
     uint64_t kv_size;
-    uint16_t kv_dtype;
+    uint16_t kv_dtype;                /* K cache type (MLA: the latent cache's) */
+    uint16_t v_dtype;                 /* V cache type (MLA: = kv_dtype, no V cache) */
+    uint16_t ik_dtype;                /* key-selector cache type: F32 or Q8_0 */
+    int want_k, want_v;               /* glm_session_options.cache_type_k / _v */
+    uint64_t attn_pairs, attn_pairs_dense; /* glm_session_attention_stats */
     uint64_t *k_off, *v_off, *ik_off; /* per layer; ik_off = RT_NONE-less: UINT64_MAX */
     int32_t *toks;                    /* [n_ctx] the ids at positions [0, pos) */
 };
@@ -214,7 +228,14 @@ struct rt_fwd {
     int32_t *dump_sel; /* [L x T x index_topk] DSA selections (with dump) */
     /* results */
     uint64_t busy_ns, macs;
+    uint64_t attn_pairs, attn_pairs_dense; /* MLA: (query, key) pairs attended / dense causal */
 };
+
+/* absorb.c */
+int rt_absorb_enabled(const glm_model_t *m);
+int rt_absorb_prepare(glm_model_t *m, glm_precision_t p);
+void rt_absorb_free(glm_model_t *m);
+int rt_absorb_ref(const glm_model_t *m, int l, int h, int which, struct tx_weight_ref *w);
 
 /* precision.c */
 void rt_plan_of(tx_device_t *dev, glm_precision_plan_t *plan, uint64_t *generation);
@@ -233,7 +254,9 @@ int rt_ensure_act(glm_model_t *m, uint64_t bytes);
 int rt_build_tables(glm_model_t *m);
 int rt_build_meta(glm_model_t *m);
 int rt_run(glm_model_t *m, tx_cmdbuf_t *cb, const char *what, struct tx_job_result *res);
-int rt_session_kv_convert(glm_session_t *s, uint16_t dtype);
+int rt_session_kv_convert(glm_session_t *s, const uint16_t dt[3]);
+void rt_session_kv_types(const glm_session_t *s, const glm_precision_plan_t *plan, uint16_t dt[3]);
+int rt_cache_types_check(const glm_model_t *m, int k, int v);
 uint64_t rt_decode_bytes(const glm_model_t *m, const glm_precision_plan_t *plan);
 
 int rt_stored_fits(const glm_model_t *m, const struct rt_mat *x, glm_precision_t p);

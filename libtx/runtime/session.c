@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <json-c/json.h>
 
@@ -22,14 +23,15 @@
 /* Most logits rows one pass produces (a vocabulary row is ~600 KB). */
 #define RT_MAX_LOGIT_ROWS 32
 
-/* Lay out and allocate a KV BO for dtype; fills offsets into the arrays. */
-static int kv_alloc(glm_session_t *s, uint16_t dtype, tx_bo_t **bo, void **map, uint64_t *size,
-                    uint64_t *k_off, uint64_t *v_off, uint64_t *ik_off)
+/* Lay out and allocate a KV BO for the cache types (K, V, key selector);
+ * fills offsets into the arrays. */
+static int kv_alloc(glm_session_t *s, const uint16_t dt[3], tx_bo_t **bo, void **map,
+                    uint64_t *size, uint64_t *k_off, uint64_t *v_off, uint64_t *ik_off)
 {
     glm_model_t *m = s->m;
     const struct glm_config *c = &m->cfg;
     const struct tx_arch_ops *arch = tx_arch_get(c->arch);
-    uint64_t es = tx_dtype_size(dtype), n = (uint64_t)s->n_ctx, off = 0;
+    uint64_t n = (uint64_t)s->n_ctx, off = 0;
     if (!arch)
         return tx_error(TX_EINVAL, "KV cache: unknown architecture %d", (int)c->arch);
     /* the geometry of each layer's caches: the architecture's */
@@ -37,13 +39,13 @@ static int kv_alloc(glm_session_t *s, uint16_t dtype, tx_bo_t **bo, void **map, 
         struct tx_arch_kv kv;
         arch->kv_geometry(c, l, &kv);
         k_off[l] = off;
-        off = ALIGN_UP(off + n * kv.k * es, 4096);
+        off = ALIGN_UP(off + tx_dtype_row_bytes(dt[0], n * kv.k), 4096);
         v_off[l] = off;
-        off = ALIGN_UP(off + n * kv.v * es, 4096);
+        off = ALIGN_UP(off + tx_dtype_row_bytes(dt[1], n * kv.v), 4096);
         ik_off[l] = UINT64_MAX;
         if (kv.ik) {
             ik_off[l] = off;
-            off = ALIGN_UP(off + n * kv.ik * 4, 4096);
+            off = ALIGN_UP(off + tx_dtype_row_bytes(dt[2], n * kv.ik), 4096);
         }
     }
     int rc = tx_bo_alloc(m->dev, off ? off : 4096, 0, m->label_kv, bo);
@@ -60,9 +62,104 @@ static int kv_alloc(glm_session_t *s, uint16_t dtype, tx_bo_t **bo, void **map, 
     return TX_OK;
 }
 
-/* Change the KV cache's type (attention precision changed): the cached
- * positions are converted on the device into a new buffer. */
-int rt_session_kv_convert(glm_session_t *s, uint16_t dtype)
+static uint16_t cache_dtype(int t)
+{
+    switch (t) {
+    case GLM_CACHE_F32:
+        return TX8_DTYPE_F32;
+    case GLM_CACHE_F16:
+        return TX8_DTYPE_F16;
+    case GLM_CACHE_BF16:
+        return TX8_DTYPE_BF16;
+    case GLM_CACHE_Q8_0:
+        return TX8_DTYPE_Q8_0;
+    case GLM_CACHE_Q4_0:
+        return TX8_DTYPE_Q4_0;
+    default:
+        return UINT16_MAX;
+    }
+}
+
+/* Whether the model's cache rows can take cache types k and v (a block
+ * type needs every K/V run a multiple of TX8_KV_BLOCK and a 1.6 device). */
+int rt_cache_types_check(const glm_model_t *m, int k, int v)
+{
+    const struct glm_config *c = &m->cfg;
+    const struct tx_arch_ops *arch = tx_arch_get(c->arch);
+    if (k < 0 || k >= GLM_CACHE_TYPE_COUNT || v < 0 || v >= GLM_CACHE_TYPE_COUNT)
+        return tx_error(TX_EINVAL, "cache type %d / %d: not a glm_cache_type", k, v);
+    if (!arch)
+        return tx_error(TX_EINVAL, "KV cache: unknown architecture %d", (int)c->arch);
+    struct tx_arch_kv kv;
+    arch->kv_geometry(c, 0, &kv);
+    for (int i = 0; i < 2; i++) {
+        int t = i ? v : k;
+        if (i && !kv.v)
+            continue; /* MLA: V is the latent, no cache of its own */
+        if (t != GLM_CACHE_Q8_0 && t != GLM_CACHE_Q4_0)
+            continue;
+        if (kv.run % TX8_KV_BLOCK)
+            return tx_error(TX_ENOTSUP,
+                            "cache type %s (--cache-type-%c): the %s cache rows of this model "
+                            "are made of runs of %llu elements, not a multiple of %d",
+                            glm_cache_type_name((glm_cache_type_t)t), i ? 'v' : 'k',
+                            i ? "V" : "K", (unsigned long long)kv.run, TX8_KV_BLOCK);
+        if (!(m->dinfo.caps & TX8_CAP_KV_BLOCK) || TX8_IF_MINOR(m->dinfo.if_version) < 6)
+            return tx_error(TX_ENOTSUP,
+                            "cache type %s: the device has no KV-cache block types "
+                            "(hardware interface 1.6)",
+                            glm_cache_type_name((glm_cache_type_t)t));
+    }
+    return TX_OK;
+}
+
+/* The cache types session s uses under plan: dt[0] K, dt[1] V, dt[2] the
+ * key selector's (Q8_0 when K is not F32 and its width allows) */
+void rt_session_kv_types(const glm_session_t *s, const glm_precision_plan_t *plan, uint16_t dt[3])
+{
+    const glm_model_t *m = s->m;
+    const struct glm_config *c = &m->cfg;
+    int k = s->want_k ? s->want_k : m->cache_k, v = s->want_v ? s->want_v : m->cache_v;
+    uint16_t def = rt_kv_dtype(plan->precision[GLM_ATTENTION]);
+    dt[0] = k ? cache_dtype(k) : def;
+    dt[1] = v ? cache_dtype(v) : def;
+    const struct tx_arch_ops *arch = tx_arch_get(c->arch);
+    struct tx_arch_kv kv;
+    memset(&kv, 0, sizeof(kv));
+    if (arch)
+        arch->kv_geometry(c, 0, &kv);
+    if (!kv.v)
+        dt[1] = dt[0]; /* MLA: the V type is the latent's */
+    uint64_t ik = c->index_head_dim > 0 ? (uint64_t)c->index_head_dim : 0;
+    dt[2] = dt[0] != TX8_DTYPE_F32 && ik && ik % TX8_KV_BLOCK == 0 &&
+                    (m->dinfo.caps & TX8_CAP_KV_BLOCK) && TX8_IF_MINOR(m->dinfo.if_version) >= 6
+                ? TX8_DTYPE_Q8_0
+                : TX8_DTYPE_F32;
+}
+
+/* one cache region of `rows` rows x cols elements from (src, sdt) to
+ * (dst, ddt) */
+static int kv_convert_region(tx_cmdbuf_t *cb, tx_ref_t dst, uint16_t ddt, tx_ref_t src,
+                             uint16_t sdt, uint32_t rows, uint32_t cols)
+{
+    if (!cols || !rows)
+        return 0;
+    if (ddt == sdt)
+        return tx_cmd_copy(cb, dst, src, tx_dtype_row_bytes(sdt, (uint64_t)rows * cols));
+    struct tx_convert_args a;
+    memset(&a, 0, sizeof(a));
+    a.dst = dst;
+    a.src = src;
+    a.rows = rows;
+    a.cols = a.ld_dst = a.ld_src = cols;
+    a.dst_dtype = ddt;
+    a.src_dtype = sdt;
+    return tx_cmd_convert(cb, &a);
+}
+
+/* Change the KV cache's types (the plan or the cache types changed): the
+ * cached positions are converted on the device into a new buffer. */
+int rt_session_kv_convert(glm_session_t *s, const uint16_t dt[3])
 {
     glm_model_t *m = s->m;
     const struct glm_config *c = &m->cfg;
@@ -79,7 +176,7 @@ int rt_session_kv_convert(glm_session_t *s, uint16_t dtype)
         tx_bo_free(s->kv_bo);
         s->kv_bo = NULL;
     }
-    int rc = kv_alloc(s, dtype, &bo, &map, &size, k, v, ik);
+    int rc = kv_alloc(s, dt, &bo, &map, &size, k, v, ik);
     if (rc) {
         free(k);
         return rc;
@@ -91,25 +188,17 @@ int rt_session_kv_convert(glm_session_t *s, uint16_t dtype)
         for (int l = 0; l < L && !rc; l++) {
             struct tx_arch_kv kv;
             arch->kv_geometry(c, l, &kv);
-            uint64_t ke = kv.k, ve = kv.v;
-            struct tx_convert_args a;
-            memset(&a, 0, sizeof(a));
-            a.dst = tx_ref(bo, k[l]);
-            a.src = tx_ref(s->kv_bo, s->k_off[l]);
-            a.rows = (uint32_t)s->pos;
-            a.cols = a.ld_dst = a.ld_src = (uint32_t)ke;
-            a.dst_dtype = dtype;
-            a.src_dtype = s->kv_dtype;
-            rc = tx_cmd_convert(cb, &a);
-            if (!rc) {
-                a.dst = tx_ref(bo, v[l]);
-                a.src = tx_ref(s->kv_bo, s->v_off[l]);
-                a.cols = a.ld_dst = a.ld_src = (uint32_t)ve;
-                rc = tx_cmd_convert(cb, &a);
-            }
+            uint32_t n = (uint32_t)s->pos;
+            rc = kv_convert_region(cb, tx_ref(bo, k[l]), dt[0], tx_ref(s->kv_bo, s->k_off[l]),
+                                   s->kv_dtype, n, (uint32_t)kv.k);
+            if (!rc)
+                rc = kv_convert_region(cb, tx_ref(bo, v[l]), dt[1],
+                                       tx_ref(s->kv_bo, s->v_off[l]), s->v_dtype, n,
+                                       (uint32_t)kv.v);
             if (!rc && ik[l] != UINT64_MAX)
-                rc = tx_cmd_copy(cb, tx_ref(bo, ik[l]), tx_ref(s->kv_bo, s->ik_off[l]),
-                                 (uint64_t)s->pos * kv.ik * 4);
+                rc = kv_convert_region(cb, tx_ref(bo, ik[l]), dt[2],
+                                       tx_ref(s->kv_bo, s->ik_off[l]), s->ik_dtype, n,
+                                       (uint32_t)kv.ik);
         }
         if (rc)
             rc = tx_error(rc, "KV cache conversion: %s", tx_last_error());
@@ -121,21 +210,73 @@ int rt_session_kv_convert(glm_session_t *s, uint16_t dtype)
             free(k);
             return rc;
         }
-        rt_debug("KV cache of %d positions converted to %s", s->pos,
-                 dtype == TX8_DTYPE_F32   ? "f32"
-                 : dtype == TX8_DTYPE_F16 ? "f16"
-                                          : "bf16");
+        rt_debug("KV cache of %d positions converted to K %s, V %s", s->pos,
+                 tx_dtype_name(dt[0]), tx_dtype_name(dt[1]));
     }
     if (s->kv_bo)
         tx_bo_free(s->kv_bo);
     s->kv_bo = bo;
     s->kv_map = map;
     s->kv_size = size;
-    s->kv_dtype = dtype;
+    s->kv_dtype = dt[0];
+    s->v_dtype = dt[1];
+    s->ik_dtype = dt[2];
     memcpy(s->k_off, k, sizeof(uint64_t) * (size_t)L);
     memcpy(s->v_off, v, sizeof(uint64_t) * (size_t)L);
     memcpy(s->ik_off, ik, sizeof(uint64_t) * (size_t)L);
     free(k);
+    return TX_OK;
+}
+
+TX_API int glm_session_attention_stats(const glm_session_t *s, uint64_t *pairs,
+                                       uint64_t *pairs_dense)
+{
+    if (!s)
+        return tx_error(TX_EINVAL, "glm_session_attention_stats: session is NULL");
+    pthread_mutex_lock(&s->m->lock);
+    if (pairs)
+        *pairs = s->attn_pairs;
+    if (pairs_dense)
+        *pairs_dense = s->attn_pairs_dense;
+    pthread_mutex_unlock(&s->m->lock);
+    return TX_OK;
+}
+
+TX_API int glm_cache_type_parse(const char *s)
+{
+    static const struct {
+        const char *n;
+        int t;
+    } names[] = {{"default", GLM_CACHE_DEFAULT}, {"f32", GLM_CACHE_F32},
+                 {"f16", GLM_CACHE_F16},         {"bf16", GLM_CACHE_BF16},
+                 {"q8_0", GLM_CACHE_Q8_0},       {"int8", GLM_CACHE_Q8_0},
+                 {"q4_0", GLM_CACHE_Q4_0},       {"int4", GLM_CACHE_Q4_0},
+                 {"q4", GLM_CACHE_Q4_0}};
+    if (!s)
+        return -1;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!strcasecmp(s, names[i].n))
+            return names[i].t;
+    return -1;
+}
+
+TX_API const char *glm_cache_type_name(glm_cache_type_t t)
+{
+    static const char *const n[] = {"default", "f32", "f16", "bf16", "q8_0", "q4_0"};
+    return (unsigned)t < GLM_CACHE_TYPE_COUNT ? n[t] : "?";
+}
+
+TX_API int glm_model_set_cache_types(glm_model_t *m, glm_cache_type_t k, glm_cache_type_t v)
+{
+    if (!m)
+        return tx_error(TX_EINVAL, "glm_model_set_cache_types: model is NULL");
+    int rc = rt_cache_types_check(m, (int)k, (int)v);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&m->lock);
+    m->cache_k = (int)k;
+    m->cache_v = (int)v;
+    pthread_mutex_unlock(&m->lock);
     return TX_OK;
 }
 
@@ -182,10 +323,21 @@ TX_API int glm_session_create(glm_model_t *m, const struct glm_session_options *
     s->m = m;
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
+    s->want_k = opt ? opt->cache_type_k : 0;
+    s->want_v = opt ? opt->cache_type_v : 0;
+    int rc = rt_cache_types_check(m, s->want_k, s->want_v);
+    if (rc) {
+        free(s->k_off);
+        free(s->toks);
+        free(s);
+        return tx_error(rc, "glm_session_create: %s", tx_last_error());
+    }
     glm_precision_plan_t plan;
     rt_plan_of(m->dev, &plan, NULL);
     pthread_mutex_lock(&m->lock);
-    int rc = rt_session_kv_convert(s, rt_kv_dtype(plan.precision[GLM_ATTENTION]));
+    uint16_t dt[3];
+    rt_session_kv_types(s, &plan, dt);
+    rc = rt_session_kv_convert(s, dt);
     if (!rc && m->n_sessions == m->cap_sessions) {
         int cap = m->cap_sessions ? m->cap_sessions * 2 : 8;
         void *p = realloc(m->sessions, sizeof(*m->sessions) * (size_t)cap);

@@ -442,6 +442,9 @@ int rt_prepare_plan(glm_model_t *m, const glm_precision_plan_t *plan)
         if (rc)
             return rc;
     }
+    int arc = rt_absorb_prepare(m, plan->precision[GLM_ATTENTION]);
+    if (arc)
+        return arc;
     if (m->st.on) {
         int rc = rt_stream_prepare_plan(m, plan);
         if (rc)

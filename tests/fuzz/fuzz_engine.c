@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tx/tx_dtype.h>
 #include <tx8/tx8_hw.h>
 
 #include "engine/tx8_engine.h"
@@ -288,6 +289,8 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
         if (h.flags || f->rsvd)
             return bad(r, TX8_STATUS_INVALID_CMD), 0;
         unsigned sd = f->src_dtype, dd = f->dst_dtype;
+        if (tx_dtype_is_block(sd) || tx_dtype_is_block(dd))
+            return REF_UNKNOWN; /* the 1.6 KV-cache block types: tests/unit/test_engine_ops.c */
         int q = sd == TX8_DTYPE_F32 && dd == TX8_DTYPE_I8;
         int dq = sd == TX8_DTYPE_I8 && dd == TX8_DTYPE_F32;
         if (!(is_float(sd) && is_float(dd)) && !q && !dq)

@@ -132,12 +132,20 @@ START_TEST(glm5_counts)
     /* decode at context 32: the indexer scores 33 keys, attention keeps
      * index_topk = 8 */
     double mat = (double)(attn_layer);
-    double want = 2 * (mat + 8.0 * nh * (nope + rope + vd) + 33.0 * ih * (id + 1) + 3.0 * H * I);
+    /* absorbed MLA: a pair costs the latent + rope scores and the latent PV per head */
+    double want = 2 * (mat + 8.0 * nh * (2 * kl + rope) + 33.0 * ih * (id + 1) + 3.0 * H * I);
     ck_assert_double_eq_tol(a.layers[0].decode_flops, want, 1e-6);
-    /* MLA KV as the device consumes it (per head K and V, FP16) plus the
-     * indexer key (F32), and the compressed latent */
-    ck_assert_uint_eq(a.kv_bytes_per_token, L * (nh * (nope + rope + vd) * 2 + id * 4));
-    ck_assert_uint_eq(a.kv_latent_bytes_per_token, L * ((kl + rope) * 2 + id * 4));
+    /* the absorbed latent cache (F16) plus the indexer key (q8_0: 32 | id),
+     * and the expanded per-head K/V (FP16) + F32 indexer key of before */
+    ck_assert_uint_eq(id % 32, 0);
+    ck_assert_uint_eq(a.kv_bytes_per_token, L * ((kl + rope) * 2 + id / 32 * 34));
+    ck_assert_uint_eq(a.kv_latent_bytes_per_token, a.kv_bytes_per_token);
+    ck_assert_uint_eq(a.kv_expanded_bytes_per_token, L * (nh * (nope + rope + vd) * 2 + id * 4));
+    /* the tiny latent (32 + 16) takes no 32-element blocks */
+    ck_assert_uint_eq(a.kv_type_bytes_per_token[TX_KV_Q4_0], 0);
+    ck_assert_uint_eq(a.kv_type_bytes_per_token[TX_KV_F32], L * ((kl + rope) * 4 + id * 4));
+    ck_assert_uint_eq(a.kv_type_bytes_per_token[TX_KV_F16], a.kv_bytes_per_token);
+    ck_assert(a.kv_type_max_ctx[TX_KV_F16] > a.kv_type_max_ctx[TX_KV_F32]);
     tx_analysis_free(&a);
 }
 END_TEST
@@ -164,10 +172,11 @@ START_TEST(dsv3_counts)
     ck_assert_uint_eq(a.total_params, total);
     ck_assert_uint_eq(a.active_params, total - Lm * E * 3 * H * Im + Lm * 2 * 3 * H * Im);
     /* decode at context 32: every one of the 33 keys */
-    double want = 2 * ((double)attn_layer + 33.0 * nh * (nope + rope + vd) + 3.0 * H * I);
+    double want = 2 * ((double)attn_layer + 33.0 * nh * (2 * kl + rope) + 3.0 * H * I);
     ck_assert_double_eq_tol(a.layers[0].decode_flops, want, 1e-6);
-    ck_assert_uint_eq(a.kv_bytes_per_token, L * (nh * (nope + rope + vd) * 2));
+    ck_assert_uint_eq(a.kv_bytes_per_token, L * ((kl + rope) * 2));
     ck_assert_uint_eq(a.kv_latent_bytes_per_token, L * ((kl + rope) * 2));
+    ck_assert_uint_eq(a.kv_expanded_bytes_per_token, L * (nh * (nope + rope + vd) * 2));
     char *j = tx_analysis_json(&a, &c, "m", "config");
     ck_assert_ptr_nonnull(j);
     ck_assert_ptr_nonnull(strstr(j, "\"deepseek_v3\""));

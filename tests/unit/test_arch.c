@@ -161,22 +161,31 @@ START_TEST(test_kv_geometry)
     ck_assert_uint_eq(kv.k, (uint64_t)c.num_key_value_heads * c.head_dim);
     ck_assert_uint_eq(kv.v, kv.k);
     ck_assert_uint_eq(kv.ik, 0);
+    ck_assert_uint_eq(kv.ref_k, kv.k);
+    ck_assert_uint_eq(kv.ref_v, kv.v);
+    ck_assert_uint_eq(kv.run, (uint64_t)c.head_dim);
     ck_assert_int_eq(tx_arch_get(c.arch)->select_k(&c), 0);
     j = tx_synth_config_json(GLM_ARCH_GLM_MOE_DSA, TX_SYNTH_TINY, 256);
     ck_assert_int_eq(glm_config_from_json(j, &c, err, sizeof(err)), 0);
     free(j);
     tx_arch_get(c.arch)->kv_geometry(&c, 0, &kv);
-    ck_assert_uint_eq(kv.k, (uint64_t)c.num_attention_heads * c.qk_head_dim);
-    ck_assert_uint_eq(kv.v, (uint64_t)c.num_attention_heads * c.v_head_dim);
+    /* absorbed MLA: the latent once per position, V read from it; the
+     * reference keeps the expanded per-head K/V */
+    ck_assert_uint_eq(kv.k, (uint64_t)c.kv_lora_rank + c.qk_rope_head_dim);
+    ck_assert_uint_eq(kv.v, 0);
+    ck_assert_uint_eq(kv.ref_k, (uint64_t)c.num_attention_heads * c.qk_head_dim);
+    ck_assert_uint_eq(kv.ref_v, (uint64_t)c.num_attention_heads * c.v_head_dim);
     ck_assert_uint_eq(kv.ik, (uint64_t)c.index_head_dim);
     ck_assert_int_eq(tx_arch_get(c.arch)->select_k(&c), c.index_topk);
-    /* deepseek_v3: the expanded MLA cache, no selector */
+    /* deepseek_v3: the latent MLA cache, no selector */
     j = tx_synth_config_json(GLM_ARCH_DEEPSEEK_V3, TX_SYNTH_TINY, 256);
     ck_assert_int_eq(glm_config_from_json(j, &c, err, sizeof(err)), 0);
     free(j);
     tx_arch_get(c.arch)->kv_geometry(&c, 0, &kv);
-    ck_assert_uint_eq(kv.k, (uint64_t)c.num_attention_heads * c.qk_head_dim);
-    ck_assert_uint_eq(kv.v, (uint64_t)c.num_attention_heads * c.v_head_dim);
+    ck_assert_uint_eq(kv.k, (uint64_t)c.kv_lora_rank + c.qk_rope_head_dim);
+    ck_assert_uint_eq(kv.v, 0);
+    ck_assert_uint_eq(kv.ref_k, (uint64_t)c.num_attention_heads * c.qk_head_dim);
+    ck_assert_uint_eq(kv.ref_v, (uint64_t)c.num_attention_heads * c.v_head_dim);
     ck_assert_uint_eq(kv.ik, 0);
     ck_assert_int_eq(tx_arch_get(c.arch)->select_k(&c), 0);
 }

@@ -907,6 +907,180 @@ START_TEST(test_attention)
 }
 END_TEST
 
+/* The 1.6 KV-cache block types, written independently: Q8_0 / Q4_0 rows */
+static double load_blk(const void *p, unsigned dt, size_t i)
+{
+    const uint8_t *b = (const uint8_t *)p + i / 32 * (dt == TX8_DTYPE_Q8_0 ? 34 : 18);
+    uint16_t h;
+    memcpy(&h, b, 2);
+    double d = tx_f16_to_f32(h);
+    size_t j = i % 32;
+    if (dt == TX8_DTYPE_Q8_0)
+        return (int8_t)b[2 + j] * d;
+    uint8_t q = b[2 + j / 2];
+    return ((int)((j & 1) ? q >> 4 : q & 15) - 8) * d;
+}
+
+/* ATTENTION over a shared latent cache (k == v, kv_heads 1: absorbed MLA)
+ * of F16 / Q8_0 / Q4_0 written by CONVERT, with the decode key split
+ * (one token over 600+ keys) and with a selection; DSA_INDEX over a Q8_0
+ * key cache */
+START_TEST(test_attention_latent_blocks)
+{
+    TE_BEGIN(_i);
+    const unsigned dts[3] = {TX8_DTYPE_F16, TX8_DTYPE_Q8_0, TX8_DTYPE_Q4_0};
+    for (int it = 0; it < 6; it++) {
+        uint64_t mark = t->brk;
+        unsigned dt = dts[it % 3], T = it < 3 ? 1 : 3, qh = 4, qk = 96, vd = 64;
+        unsigned kvlen = 600 + te_rand(&rng, 0, 200), q0 = kvlen - T;
+        int use_sel = it >= 3;
+        unsigned sel_k = use_sel ? 300 : 0;
+        uint64_t src = te_alloc(t, (size_t)kvlen * qk * 4),
+                 cache = te_alloc(t, (size_t)kvlen * qk * 4), q = te_alloc(t, (size_t)T * qh * qk * 4),
+                 o = te_alloc(t, (size_t)T * qh * vd * 4), sel = te_alloc(t, T * sel_k * 4 + 4);
+        te_fill_f32(&rng, te_ptr(t, src), (size_t)kvlen * qk, 1.0f);
+        te_fill_f32(&rng, te_ptr(t, q), (size_t)T * qh * qk, 0.5f);
+        struct tx8_cmd_convert cv;
+        memset(&cv, 0, sizeof(cv));
+        cv.hdr = TE_HDR(TX8_OP_CONVERT, struct tx8_cmd_convert);
+        cv.dst = cache;
+        cv.src = src;
+        cv.rows = kvlen;
+        cv.cols = cv.ld_dst = cv.ld_src = qk;
+        cv.dst_dtype = (uint16_t)dt;
+        cv.src_dtype = TX8_DTYPE_F32;
+        TE_EQ(te_run1(t, &cv), TX8_STATUS_OK);
+        int32_t *sp = te_ptr(t, sel);
+        for (unsigned tt = 0; tt < T; tt++)
+            for (unsigned j = 0; j < sel_k; j++)
+                sp[tt * sel_k + j] = j % 7 == 3 ? -1 : (int32_t)((j * 2 + tt) % (q0 + tt + 1));
+        struct tx8_cmd_attention c;
+        memset(&c, 0, sizeof(c));
+        c.hdr = TE_HDR(TX8_OP_ATTENTION, struct tx8_cmd_attention);
+        c.out = o;
+        c.q = q;
+        c.k = c.v = cache;
+        c.sel = use_sel ? sel : 0;
+        c.sel_k = sel_k;
+        c.tokens = T;
+        c.q_heads = qh;
+        c.kv_heads = 1;
+        c.qk_dim = qk;
+        c.v_dim = vd;
+        c.kv_len = kvlen;
+        c.q_pos0 = q0;
+        c.ld_q_head = c.ld_k_head = c.ld_v_head = qk;
+        c.ld_o_head = vd;
+        c.scale = 0.125f;
+        c.kv_dtype = (uint16_t)dt;
+        TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
+        const void *kc = te_ptr(t, cache);
+        const float *qp = te_ptr(t, q), *op = te_ptr(t, o);
+        double *sc = malloc(sizeof(double) * kvlen);
+        double worst = 0;
+        for (unsigned tt = 0; tt < T; tt++)
+            for (unsigned h = 0; h < qh; h++) {
+                double mx = -INFINITY;
+                for (unsigned s = 0; s < kvlen; s++) {
+                    int vis = s <= q0 + tt;
+                    if (use_sel) {
+                        vis = 0;
+                        for (unsigned j = 0; j < sel_k; j++)
+                            vis |= sp[tt * sel_k + j] == (int32_t)s;
+                    }
+                    sc[s] = -INFINITY;
+                    if (!vis)
+                        continue;
+                    double d = 0;
+                    for (unsigned i = 0; i < qk; i++) {
+                        size_t e = (size_t)s * qk + i;
+                        d += qp[((size_t)tt * qh + h) * qk + i] *
+                             (dt == TX8_DTYPE_F16 ? load_as(kc, dt, e) : load_blk(kc, dt, e));
+                    }
+                    sc[s] = d * 0.125;
+                    mx = fmax(mx, sc[s]);
+                }
+                double sum = 0;
+                for (unsigned s = 0; s < kvlen; s++)
+                    if (sc[s] != -INFINITY)
+                        sum += exp(sc[s] - mx);
+                for (unsigned d = 0; d < vd; d++) {
+                    double acc = 0;
+                    for (unsigned s = 0; s < kvlen; s++)
+                        if (sc[s] != -INFINITY) {
+                            size_t e = (size_t)s * qk + d;
+                            acc += exp(sc[s] - mx) / sum *
+                                   (dt == TX8_DTYPE_F16 ? load_as(kc, dt, e) : load_blk(kc, dt, e));
+                        }
+                    worst = fmax(worst, fabs(op[((size_t)tt * qh + h) * vd + d] - acc));
+                }
+            }
+        TE_CHECK(worst <= 2e-5, "latent attention %s%s: max error %g", tx_dtype_name(dt),
+                 use_sel ? " (selection)" : "", worst);
+        /* the block round trip: |x - dequant(quant(x))| <= scale / 2 per block */
+        if (dt != TX8_DTYPE_F16) {
+            const float *xs = te_ptr(t, src);
+            double qmax = dt == TX8_DTYPE_Q8_0 ? 127 : 7, bad = 0;
+            for (size_t b0 = 0; b0 < (size_t)kvlen * qk; b0 += 32) {
+                double amax = 0;
+                for (int i = 0; i < 32; i++)
+                    amax = fmax(amax, fabs(xs[b0 + i]));
+                for (int i = 0; i < 32; i++)
+                    bad = fmax(bad, fabs(xs[b0 + i] - load_blk(kc, dt, b0 + i)) -
+                                        amax / qmax * 0.5 * 1.01 - 1e-6);
+            }
+            TE_CHECK(bad <= 0, "%s round trip beyond half a step: %g", tx_dtype_name(dt), bad);
+        }
+        free(sc);
+        te_reset(t, mark);
+    }
+    /* DSA_INDEX over a Q8_0 key cache == DSA_INDEX over its dequantised f32 copy */
+    for (int it = 0; it < 4; it++) {
+        uint64_t mark = t->brk;
+        unsigned T = it % 2 ? 1 : 3, H = 4, D = 64, kvlen = 900, K = 64, q0 = kvlen - T;
+        uint64_t kf = te_alloc(t, (size_t)kvlen * D * 4), kq = te_alloc(t, (size_t)kvlen * D * 2),
+                 kd = te_alloc(t, (size_t)kvlen * D * 4), q = te_alloc(t, (size_t)T * H * D * 4),
+                 w = te_alloc(t, (size_t)T * H * 4), s1 = te_alloc(t, (size_t)T * K * 4),
+                 s2 = te_alloc(t, (size_t)T * K * 4);
+        te_fill_f32(&rng, te_ptr(t, kf), (size_t)kvlen * D, 1.0f);
+        te_fill_f32(&rng, te_ptr(t, q), (size_t)T * H * D, 1.0f);
+        te_fill_f32(&rng, te_ptr(t, w), (size_t)T * H, 1.0f);
+        struct tx8_cmd_convert cv;
+        memset(&cv, 0, sizeof(cv));
+        cv.hdr = TE_HDR(TX8_OP_CONVERT, struct tx8_cmd_convert);
+        cv.dst = kq;
+        cv.src = kf;
+        cv.rows = kvlen;
+        cv.cols = cv.ld_dst = cv.ld_src = D;
+        cv.dst_dtype = TX8_DTYPE_Q8_0;
+        cv.src_dtype = TX8_DTYPE_F32;
+        TE_EQ(te_run1(t, &cv), TX8_STATUS_OK);
+        cv.dst = kd; /* and back: Q8_0 -> F32 */
+        cv.src = kq;
+        cv.dst_dtype = TX8_DTYPE_F32;
+        cv.src_dtype = TX8_DTYPE_Q8_0;
+        TE_EQ(te_run1(t, &cv), TX8_STATUS_OK);
+        struct tx8_cmd_dsa_index c = {TE_HDR(TX8_OP_DSA_INDEX, struct tx8_cmd_dsa_index),
+                                      s1, q, kq, w, T, H, D, kvlen, q0, K, D, D};
+        c.hdr.flags = TX8_DSA_F_KEY_Q8_0;
+        TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
+        c.hdr.flags = 0;
+        c.sel = s2;
+        c.k = kd;
+        TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
+        TE_CHECK(!memcmp(te_ptr(t, s1), te_ptr(t, s2), (size_t)T * K * 4),
+                 "DSA_INDEX q8_0 keys != the same keys in f32");
+        /* a Q8_0 row not a multiple of 32: refused */
+        c.hdr.flags = TX8_DSA_F_KEY_Q8_0;
+        c.k = kq;
+        c.dim = c.ld_k = 48;
+        TE_EQ(te_run1(t, &c), TX8_STATUS_INVALID_CMD);
+        te_reset(t, mark);
+    }
+    te_free(t);
+}
+END_TEST
+
 START_TEST(test_dsa_index)
 {
     TE_BEGIN(_i);
@@ -2119,6 +2293,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_embed, 0, NISA);
     tcase_add_loop_test(tc, test_attention, 0, NISA);
     tcase_add_loop_test(tc, test_dsa_index, 0, NISA);
+    tcase_add_loop_test(tc, test_attention_latent_blocks, 0, NISA);
     tcase_add_loop_test(tc, test_moe_route, 0, NISA);
     tcase_add_loop_test(tc, test_moe_route_softmax, 0, NISA);
     tcase_add_test(tc, test_moe_route_softmax_hand);

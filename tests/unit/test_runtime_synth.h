@@ -41,6 +41,9 @@ struct rts_mods {
     /* YaRN configs (deepseek_v3): rope_scaling.mscale (0: preset); != its
      * mscale_all_dim makes attention_factor != 1 */
     double yarn_mscale;
+    /* every KV-cache run a multiple of 32 elements (the Q8_0 / Q4_0 cache
+     * types): glm_moe_dsa / deepseek_v3 qk_rope_head_dim 32 */
+    int kv32;
 };
 
 struct rts_gen {
@@ -172,6 +175,13 @@ static inline int rts_write_checkpoint(const char *dir, enum glm_arch arch,
         cfg.indexer_types[1] = GLM_INDEXER_SHARED;
     if (md->attn_bias)
         cfg.attention_bias = 1;
+    if (md->kv32 && cfg.kv_lora_rank > 0) {
+        cfg.qk_rope_head_dim = 32;
+        cfg.rotary_dim = 32;
+        cfg.qk_head_dim = cfg.qk_nope_head_dim + 32;
+        if (cfg.index_head_dim > 0 && cfg.index_head_dim < 32)
+            cfg.index_head_dim = 32;
+    }
     if (md->yarn_mscale != 0.0 && cfg.rope_type == GLM_ROPE_YARN)
         cfg.rope_yarn_mscale = md->yarn_mscale;
     cfg.eos_token_ids[0] = 256; /* <|endoftext|> of the test tokenizer */

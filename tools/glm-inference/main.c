@@ -29,6 +29,7 @@
 #include <tx/tx_analyze.h>
 #include <tx/tx_device.h>
 
+#include "bench_depth.h"
 #include "common/cli.h"
 
 static const char *prog = "glm-inference";
@@ -116,6 +117,11 @@ static void usage(FILE *f)
             "      --bench-plans LIST   plans separated by ';' (default golden;fp32;fp16;int8)\n"
             "      --bench-pp N         prompt tokens (default 512)\n"
             "      --bench-tg N         generated tokens (default 128)\n"
+            "      --bench-depth LIST   pp/tg rows after LIST cached tokens, e.g. 0,2048,8192\n"
+            "                           (llama-bench -d), under --precision; KV bytes/token\n"
+            "      --cache-type-k T     (--ctk) KV cache K type: f32, f16, bf16, q8_0 (int8),\n"
+            "                           q4_0 (4-bit); default from the plan; MLA: the latent\n"
+            "      --cache-type-v T     (--ctv) V type (GQA; MLA has no V cache: ignored)\n"
             "      --expert-stats       per-expert load histogram and utilisation std\n"
             "      --memory-view        print the device's memory view while loaded\n"
             "  -v, --verbose            more logs\n"
@@ -143,6 +149,8 @@ struct opts {
     const char *original;
     int no_original;
     int bench, bench_pp, bench_tg;
+    int bench_depth[BENCH_DEPTH_MAX], n_bench_depth; /* --bench-depth (bench_depth.c) */
+    int cache_k, cache_v; /* --cache-type-k / -v (enum glm_cache_type) */
     int expert_stats, memory_view, stream;
     int verify, no_verify;
     unsigned long long max_weight_mem;
@@ -898,6 +906,9 @@ int main(int argc, char **argv)
         O_BPLANS,
         O_BPP,
         O_BTG,
+        O_BDEPTH,
+        O_CTK,
+        O_CTV,
         O_ESTATS,
         O_MEMVIEW,
         O_CKPT,
@@ -966,6 +977,11 @@ int main(int argc, char **argv)
         {"bench-plans", required_argument, NULL, O_BPLANS},
         {"bench-pp", required_argument, NULL, O_BPP},
         {"bench-tg", required_argument, NULL, O_BTG},
+        {"bench-depth", required_argument, NULL, O_BDEPTH},
+        {"cache-type-k", required_argument, NULL, O_CTK},
+        {"ctk", required_argument, NULL, O_CTK},
+        {"cache-type-v", required_argument, NULL, O_CTV},
+        {"ctv", required_argument, NULL, O_CTV},
         {"expert-stats", no_argument, NULL, O_ESTATS},
         {"memory-view", no_argument, NULL, O_MEMVIEW},
         {"stream", no_argument, NULL, O_STREAM},
@@ -1165,6 +1181,27 @@ int main(int argc, char **argv)
         case O_BTG:
             OPT(txc_opt_int(prog, "--bench-tg", optarg, 1, 1 << 20, NULL, &o.bench_tg));
             break;
+        case O_CTK:
+        case O_CTV: {
+            int t = glm_cache_type_parse(optarg);
+            if (t < 0) {
+                fprintf(stderr, "%s: --cache-type-%c %s: expected f32, f16, bf16, q8_0 (int8) or "
+                                "q4_0 (int4)\n",
+                        prog, ch == O_CTK ? 'k' : 'v', optarg);
+                return 2;
+            }
+            *(ch == O_CTK ? &o.cache_k : &o.cache_v) = t;
+            break;
+        }
+        case O_BDEPTH: {
+            char e[160];
+            if (bench_depth_parse(optarg, o.bench_depth, BENCH_DEPTH_MAX, &o.n_bench_depth, e,
+                                  sizeof(e)) < 0) {
+                fprintf(stderr, "%s: %s\n", prog, e);
+                return 2;
+            }
+            break;
+        }
         case O_ESTATS:
             o.expert_stats = 1;
             break;
@@ -1305,6 +1342,11 @@ int main(int argc, char **argv)
         goto out;
     }
     const struct glm_config *c = glm_model_config(m);
+    if ((o.cache_k || o.cache_v) &&
+        glm_model_set_cache_types(m, (glm_cache_type_t)o.cache_k, (glm_cache_type_t)o.cache_v)) {
+        log_err("--cache-type-k/-v");
+        goto out;
+    }
     struct glm_model_info mi;
     glm_model_info(m, &mi);
     {
@@ -1317,7 +1359,10 @@ int main(int argc, char **argv)
                 prog, glm_model_name(m), glm_arch_name(c->arch), c->num_hidden_layers,
                 c->hidden_size, c->n_routed_experts, c->num_experts_per_tok, c->vocab_size, di.name,
                 di.backend, now_ms() - t0, mi.package_bytes / 1048576.0, mi.io_mib_s);
-        fprintf(stderr, "%s: precision plan %s\n", prog, glm_plan_format(&plan, pb, sizeof(pb)));
+        fprintf(stderr, "%s: precision plan %s, KV cache K %s, V %s\n", prog,
+                glm_plan_format(&plan, pb, sizeof(pb)),
+                glm_cache_type_name((glm_cache_type_t)o.cache_k),
+                glm_cache_type_name((glm_cache_type_t)o.cache_v));
         struct glm_expert_cache_stats xs;
         if (mi.streaming == 2 && !glm_model_expert_cache_stats(m, &xs))
             fprintf(stderr,
@@ -1380,6 +1425,11 @@ int main(int argc, char **argv)
         rc = run_validate(m, &o);
         if (o.memory_view)
             print_memory_view(dev);
+        goto out;
+    }
+    if (o.n_bench_depth) {
+        rc = bench_depth_run(m, dev, o.bench_depth, o.n_bench_depth, o.bench_pp, o.bench_tg,
+                             o.n_batch, o.threads, prog);
         goto out;
     }
     if (o.bench) {

@@ -5,7 +5,7 @@
  *   glm-synth --arch ARCH --preset tiny|small|bench --output DIR
  *             [--seed N] [--format hf|onnx] [--tokenizer-dir DIR]
  *             [--onnx-data inline|external] [--shard-size SIZE]
- *             [--dense-ffn] [--threads N] [--quiet]
+ *             [--dense-ffn] [--threads N] [--quiet] [--config-set K=V,...]
  *
  * Usage and file formats: docs/tools-export.md.
  */
@@ -33,6 +33,7 @@ static void usage(FILE *f)
                "                 [--dense-ffn] [--threads N] [--quiet]\n"
                "                 [--routing uniform|skewed] [--routing-skew S] [--routing-corr C]\n"
                "                 [--experts N]\n"
+               "                 [--config-set KEY=VALUE[,KEY=VALUE...]]\n"
                "\n"
                "Writes a synthetic GLM checkpoint with the real config fields, tensor names and\n"
                "shapes (BF16 safetensors, or ONNX with --format onnx) and the Qwen3 tokenizer\n"
@@ -53,7 +54,9 @@ static void usage(FILE *f)
                "  --routing-skew   S >= 0: strength of the hot experts (default 1)\n"
                "  --routing-corr   C in [0, 1]: cross-layer correlation of the routers (default "
                "0.8)\n"
-               "  --experts N      routed experts per MoE layer instead of the preset's\n");
+               "  --experts N      routed experts per MoE layer instead of the preset's\n"
+               "  --config-set     config.json fields over the preset's, before the tensors are\n"
+               "                   made, e.g. hidden_size=2048,num_hidden_layers=12\n");
 }
 
 /* a registry name: short name (glm4, glm5), model_type or class name */
@@ -135,6 +138,8 @@ static uint64_t dir_bytes(const char *dir, int *files)
     return total;
 }
 
+enum { O_CONFIG_SET = 256 }; /* long-only options */
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"arch", required_argument, NULL, 'a'},
@@ -152,6 +157,7 @@ int main(int argc, char **argv)
                                          {"experts", required_argument, NULL, 'E'},
                                          {"threads", required_argument, NULL, 't'},
                                          {"quiet", no_argument, NULL, 'q'},
+                                         {"config-set", required_argument, NULL, O_CONFIG_SET},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     struct tx_synth_opts o = {.arch = GLM_ARCH_UNKNOWN,
@@ -275,6 +281,9 @@ int main(int argc, char **argv)
         }
         case 'q':
             o.progress = 0;
+            break;
+        case O_CONFIG_SET:
+            o.config_set = optarg;
             break;
         default: /* --help, or an option getopt_long has reported */
             return txc_help_or_usage(c, usage);

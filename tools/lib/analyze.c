@@ -243,6 +243,30 @@ int tx_analyze_config(const struct glm_config *c, int seq_len, int ctx_len, uint
     const double kv_layer = ac.kv_layer, kv_latent = ac.kv_latent;
     a->kv_bytes_per_token = (uint64_t)(kv_layer * L);
     a->kv_latent_bytes_per_token = (uint64_t)(kv_latent * L);
+    a->kv_expanded_bytes_per_token = (uint64_t)(ac.kv_expanded * L);
+    {
+        /* per cache type: bytes per element of K/V; the selector keys are
+         * f32 beside an f32 cache, q8_0 otherwise (when 32 | width) */
+        static const double bpe[TX_KV_TYPE_COUNT] = {4, 2, 2, 34.0 / 32, 18.0 / 32};
+        int nsel = 0;
+        for (int l = 0; l < L; l++)
+            nsel += arch && arch->layer_selects(c, l);
+        double ikq = (int)ac.ik_elems % 32 == 0 ? ac.ik_elems / 32.0 * 34.0 : ac.ik_elems * 4.0;
+        for (int t = 0; t < TX_KV_TYPE_COUNT; t++) {
+            int block = t >= TX_KV_Q8_0;
+            if (block && ac.kv_run % 32) {
+                a->kv_type_bytes_per_token[t] = 0;
+                a->kv_type_bytes_per_token_layer[t] = 0;
+                a->kv_type_max_ctx[t] = 0;
+                continue;
+            }
+            double ik = t == TX_KV_F32 ? ac.ik_elems * 4.0 : ikq;
+            double tok = ac.kv_elems * bpe[t] * L + ik * nsel;
+            a->kv_type_bytes_per_token[t] = (uint64_t)llround(tok);
+            a->kv_type_bytes_per_token_layer[t] = L > 0 ? tok / L : 0;
+            a->kv_type_max_ctx[t] = 0; /* set once the golden weight bytes are known */
+        }
+    }
     const double S = seq_len;
     const double pair_macs = ac.pair_macs;
     const double idx_pair_macs = ac.sel_pair_macs;
@@ -292,6 +316,13 @@ int tx_analyze_config(const struct glm_config *c, int seq_len, int ctx_len, uint
     a->decode_flops += 2 * x.lm_macs;
     a->prefill_bytes += S * x.embed_row_bytes + x.final_bytes;
     a->decode_bytes += x.embed_row_bytes + x.final_bytes;
+    /* the longest context beside the golden weights, per cache type */
+    uint64_t usable = device_memory > TX8_CTRL_SIZE ? device_memory - TX8_CTRL_SIZE : 0;
+    for (int t = 0; t < TX_KV_TYPE_COUNT; t++)
+        a->kv_type_max_ctx[t] =
+            a->kv_type_bytes_per_token[t] && usable > a->bytes_golden
+                ? (usable - a->bytes_golden) / a->kv_type_bytes_per_token[t]
+                : 0;
     free(buf);
     return 0;
 }
@@ -411,6 +442,23 @@ char *tx_analysis_json(const struct tx_analysis *a, const struct glm_config *c,
     json_object_object_add(m, "weights_bytes", w);
     jint(m, "kv_cache_bytes_per_token", (int64_t)a->kv_bytes_per_token);
     jint(m, "kv_cache_latent_bytes_per_token", (int64_t)a->kv_latent_bytes_per_token);
+    jint(m, "kv_cache_expanded_bytes_per_token", (int64_t)a->kv_expanded_bytes_per_token);
+    {
+        static const char *const tn[TX_KV_TYPE_COUNT] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+        struct json_object *kt = json_object_new_object();
+        for (int t = 0; t < TX_KV_TYPE_COUNT; t++) {
+            struct json_object *e = json_object_new_object();
+            int ok = a->kv_type_bytes_per_token[t] != 0;
+            jbool(e, "supported", ok);
+            jint(e, "bytes_per_token", (int64_t)a->kv_type_bytes_per_token[t]);
+            jnum(e, "bytes_per_token_per_layer", a->kv_type_bytes_per_token_layer[t]);
+            jnum(e, "vs_expanded_f16",
+                 ok ? (double)a->kv_expanded_bytes_per_token / a->kv_type_bytes_per_token[t] : 0);
+            jint(e, "max_context_golden", (int64_t)a->kv_type_max_ctx[t]);
+            json_object_object_add(kt, tn[t], e);
+        }
+        json_object_object_add(m, "kv_cache_types", kt);
+    }
     jint(m, "ctx_len", a->ctx_len);
     jint(m, "kv_cache_bytes", (int64_t)(a->kv_bytes_per_token * (uint64_t)a->ctx_len));
     jint(m, "device_memory_bytes", (int64_t)a->device_memory);
@@ -544,6 +592,24 @@ char *tx_analysis_summary(const struct tx_analysis *a, const struct glm_config *
              human_bytes((double)need_bytes(a, a->bytes_golden), b5, sizeof(b5)),
              fits(a, a->bytes_golden) ? "fits" : "does NOT fit (layers will be streamed)");
     txm_buf_put(&o, line, strlen(line));
+    {
+        static const char *const tn[TX_KV_TYPE_COUNT] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+        snprintf(line, sizeof(line),
+                 "KV cache per token (expanded f16 before issue 11: %s):", 
+                 human_bytes((double)a->kv_expanded_bytes_per_token, b1, sizeof(b1)));
+        txm_buf_put(&o, line, strlen(line));
+        for (int t = 0; t < TX_KV_TYPE_COUNT; t++) {
+            if (!a->kv_type_bytes_per_token[t])
+                snprintf(line, sizeof(line), " %s n/a;", tn[t]);
+            else
+                snprintf(line, sizeof(line), " %s %s (%.0f B/layer, longest context %llu);",
+                         tn[t], human_bytes((double)a->kv_type_bytes_per_token[t], b1, sizeof(b1)),
+                         a->kv_type_bytes_per_token_layer[t],
+                         (unsigned long long)a->kv_type_max_ctx[t]);
+            txm_buf_put(&o, line, strlen(line));
+        }
+        txm_buf_put(&o, "\n", 1);
+    }
     snprintf(line, sizeof(line),
              "recommended: attention head-parallel FP16 batch 4-8, experts expert-parallel INT8 "
              "batch 16-32 (expert_parallel %d), norms data-parallel FP32\n",

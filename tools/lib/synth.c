@@ -909,6 +909,60 @@ static int write_onnx(const char *outdir, const struct tx_synth_opts *o, struct 
     return tx_onnx_writer_finish(w, err, errsz);
 }
 
+/* "key=value[,key=value...]" onto the config.json text cj (--config-set) */
+static int apply_config_set(const char *cj, const char *set, char **out, char *err, size_t errsz)
+{
+    struct json_object *o = json_tokener_parse(cj);
+    if (!o)
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+    char *dup = strdup(set);
+    int rc = 0;
+    if (!dup) {
+        json_object_put(o);
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+    }
+    char *save = NULL;
+    for (char *item = strtok_r(dup, ",", &save); item && !rc; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        if (!eq || eq == item || !eq[1]) {
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "--config-set: '%s' is not KEY=VALUE (e.g. hidden_size=2048)", item);
+            break;
+        }
+        *eq = 0;
+        const char *v = eq + 1;
+        if (!json_object_object_get_ex(o, item, NULL)) {
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "--config-set: %s: not a field of this architecture's config.json",
+                           item);
+            break;
+        }
+        char *end;
+        long long iv = strtoll(v, &end, 10);
+        struct json_object *jv;
+        if (!*end)
+            jv = json_object_new_int64(iv);
+        else if ((void)strtod(v, &end), !*end)
+            jv = json_object_new_double(strtod(v, NULL));
+        else if (!strcmp(v, "true") || !strcmp(v, "false"))
+            jv = json_object_new_boolean(v[0] == 't');
+        else if (!strcmp(v, "null"))
+            jv = NULL;
+        else
+            jv = json_object_new_string(v);
+        json_object_object_add(o, item, jv);
+    }
+    if (!rc) {
+        const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY);
+        *out = txt ? strdup(txt) : NULL;
+        if (!*out)
+            rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+    }
+    free(dup);
+    json_object_put(o);
+    return rc;
+}
+
 int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err, size_t errsz)
 {
     if ((unsigned)o->preset > TX_SYNTH_BENCH || !tx_arch_get(o->arch))
@@ -984,6 +1038,14 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
             rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
             goto out;
         }
+        free(cj);
+        cj = nj;
+    }
+    if (o->config_set) {
+        char *nj = NULL;
+        rc = apply_config_set(cj, o->config_set, &nj, err, errsz);
+        if (rc < 0)
+            goto out;
         free(cj);
         cj = nj;
     }

@@ -59,9 +59,18 @@ struct tx_analysis {
     uint64_t active_params; /* per token */
     /* storage bytes of all weights */
     uint64_t bytes_fp32, bytes_fp16, bytes_bf16, bytes_int8, bytes_golden;
-    /* KV cache per token (all layers, FP16): as the device attention
-     * consumes it (expanded K/V per head) and MLA's compressed latent */
-    uint64_t kv_bytes_per_token, kv_latent_bytes_per_token;
+    /* KV cache per token (all layers, F16 cache): as the runtime caches it
+     * (MLA: the absorbed latent, once per position; a DSA indexer's q8_0
+     * keys), MLA's compressed latent, and the expanded per-head K/V that
+     * the runtime cached before issue 11 (for the ratio) */
+    uint64_t kv_bytes_per_token, kv_latent_bytes_per_token, kv_expanded_bytes_per_token;
+    /* per cache type (enum tx_kv_type): bytes per token, per token and
+     * layer, the longest context the device fits beside the golden
+     * weights (batch 1; 0: the type does not apply: the cache rows are
+     * not a multiple of 32 elements) */
+    uint64_t kv_type_bytes_per_token[5];
+    double kv_type_bytes_per_token_layer[5];
+    uint64_t kv_type_max_ctx[5];
     int seq_len, ctx_len;
     uint64_t device_memory;
     int nlayers;
@@ -70,6 +79,9 @@ struct tx_analysis {
     double prefill_bytes, decode_bytes;
     int expert_parallel; /* n_routed_experts / 2 (article) */
 };
+
+/* glm-analyze's cache types (glm_cache_type's f32 .. q4_0) */
+enum tx_kv_type { TX_KV_F32, TX_KV_F16, TX_KV_BF16, TX_KV_Q8_0, TX_KV_Q4_0, TX_KV_TYPE_COUNT };
 
 /* Computes the analysis of a config. seq_len: prefill length and decode
  * context; ctx_len: KV cache length for the memory figures. Free with

@@ -76,6 +76,10 @@ struct tx_synth_opts {
     int n_experts; /* routed experts per MoE layer (0: the preset's) */
     int threads;   /* 0: all CPUs */
     int progress;  /* 1: progress lines on stderr */
+    /* config.json overrides "key=value[,key=value...]" applied to the
+     * preset's config before the tensors are made (glm-synth --config-set;
+     * values: integer, number, true/false, null or a string); NULL: none */
+    const char *config_set;
 };
 
 /* The config.json text (malloc'd) of an architecture/preset, with the
