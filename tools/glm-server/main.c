@@ -61,9 +61,9 @@ static void usage(FILE *f)
             "      --api-key KEY        require 'Authorization: Bearer KEY' (not on /health)\n"
             "      --precision PLAN     precision plan (golden, fp32, mlp=int8,...; default\n"
             "                           golden)\n"
-            "      --cache-type-k T     KV cache type f32, f16 or bf16 (sets the attention\n"
-            "                           precision, which decides the KV type here)\n"
-            "      --cache-type-v T     must equal --cache-type-k\n"
+            "      --cache-type-k T     KV cache K type: f32, f16, bf16, q8_0, q4_0 (for MLA\n"
+            "                           models: the latent cache; default: the plan's)\n"
+            "      --cache-type-v T     KV cache V type (GQA models; ignored for MLA)\n"
             "  -a, --alias NAME         model id in the API (default: the package's name)\n"
             "      --chat-format F      glm4, glm4.5, glm4.7, glm5 (default: from the package)\n"
             "      --body-limit BYTES   largest request body (default 1048576; 413 beyond)\n"
@@ -205,21 +205,13 @@ int main(int argc, char **argv)
         return txc_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
     if (!o->checkpoint)
         return txc_usage_error(prog, usage, "--checkpoint MODEL.smd is required");
-    if (ctv && (!ctk || strcmp(ctk, ctv)))
+    int cache_k = GLM_CACHE_DEFAULT, cache_v = GLM_CACHE_DEFAULT;
+    if (ctk && (cache_k = glm_cache_type_parse(ctk)) < 0)
         return txc_usage_error(prog, usage,
-                               "--cache-type-v must equal --cache-type-k (one KV type here)");
-    glm_precision_t kv_prec = GLM_PRECISION_COUNT;
-    if (ctk) {
-        if (!strcmp(ctk, "f32"))
-            kv_prec = GLM_PRECISION_FP32;
-        else if (!strcmp(ctk, "f16"))
-            kv_prec = GLM_PRECISION_FP16;
-        else if (!strcmp(ctk, "bf16"))
-            kv_prec = GLM_PRECISION_BF16;
-        else
-            return txc_usage_error(prog, usage, "--cache-type-k: '%s' is not f32, f16 or bf16",
-                                   ctk);
-    }
+                               "--cache-type-k: '%s' is not f32, f16, bf16, q8_0 or q4_0", ctk);
+    if (ctv && (cache_v = glm_cache_type_parse(ctv)) < 0)
+        return txc_usage_error(prog, usage,
+                               "--cache-type-v: '%s' is not f32, f16, bf16, q8_0 or q4_0", ctv);
     int fmt = 0;
     if (o->chat_format && (fmt = tx_chat_format_from_name(o->chat_format)) < 0)
         return txc_usage_error(
@@ -247,8 +239,6 @@ int main(int argc, char **argv)
         tx_device_close(S->dev);
         return 2;
     }
-    if (kv_prec != GLM_PRECISION_COUNT)
-        plan.precision[GLM_ATTENTION] = kv_prec;
     if (glm_plan_set(S->dev, &plan)) {
         fprintf(stderr, "%s: precision: %s\n", prog, tx_last_error());
         goto out;
@@ -264,6 +254,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: %s has no usable tokenizer; the server needs one\n", prog,
                 o->checkpoint);
         goto out;
+    }
+    if ((cache_k || cache_v) &&
+        glm_model_set_cache_types(S->m, (glm_cache_type_t)cache_k, (glm_cache_type_t)cache_v)) {
+        fprintf(stderr, "%s: --cache-type-k/-v: %s\n", prog, tx_last_error());
+        rc = 2;
+        goto out_model;
     }
     if (fmt)
         glm_model_set_chat_format(S->m, fmt);
