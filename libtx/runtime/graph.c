@@ -220,13 +220,6 @@ static void kv_counters(glm_model_t *m, const struct rt_fwd *f)
     const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     if (!arch)
         return;
-    uint64_t elems = 0, ik = 0; /* per position, all layers */
-    for (int l = 0; l < c->num_hidden_layers; l++) {
-        struct tx_arch_kv kv;
-        arch->kv_geometry(c, l, &kv);
-        elems += kv.k + kv.v;
-        ik += kv.ik;
-    }
     double used = 0, alloc = 0;
     for (int i = 0; i < m->n_sessions; i++) {
         const glm_session_t *s = m->sessions[i];
@@ -234,7 +227,17 @@ static void kv_counters(glm_model_t *m, const struct rt_fwd *f)
         for (int j = 0; j < f->n_seg; j++)
             if (f->seg[j].s == s && f->seg[j].pos0 + f->seg[j].n > pos)
                 pos = f->seg[j].pos0 + f->seg[j].n;
-        used += (double)pos * (double)(elems * tx_dtype_size(s->kv_dtype) + ik * 4);
+        /* bytes per position, all layers, in the session's cache types
+         * (block types: whole blocks of a row) */
+        uint64_t bpp = 0;
+        for (int l = 0; l < c->num_hidden_layers; l++) {
+            struct tx_arch_kv kv;
+            arch->kv_geometry(c, l, &kv);
+            bpp += tx_dtype_row_bytes(s->kv_dtype, kv.k) + tx_dtype_row_bytes(s->v_dtype, kv.v);
+            if (kv.ik)
+                bpp += tx_dtype_row_bytes(s->ik_dtype, kv.ik);
+        }
+        used += (double)pos * (double)bpp;
         alloc += (double)s->kv_size;
     }
     tx_profile_counter("KV cache used", used);
