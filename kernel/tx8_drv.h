@@ -90,6 +90,7 @@ struct tx8_device {
 	/* jobs */
 	spinlock_t job_lock;		/* everything below (not the fences) */
 	struct list_head pending;	/* jobs in the ring, in ring order */
+	struct list_head irq_done;	/* finished in hard IRQ, to retire */
 	unsigned int inflight;
 	unsigned int nr_waiting;	/* jobs on ->waiting, all files */
 	u64 next_seqno;			/* job (fence, WAIT) numbers */
@@ -270,6 +271,7 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data,
 		     struct drm_file *file);
 int tx8_wait_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
 void tx8_process_completions(struct tx8_device *tdev);
+void tx8_process_completions_hardirq(struct tx8_device *tdev);
 int tx8_jobs_init(struct tx8_device *tdev);
 void tx8_jobs_fini(struct tx8_device *tdev);
 int tx8_reset(struct tx8_device *tdev, const char *reason);

@@ -188,6 +188,18 @@ void tx8_read_counters(struct tx8_device *tdev, struct drm_tx8_counters *c)
 /* ------------------------------------------------------------------------ */
 /* Interrupts                                                               */
 
+/*
+ * Hard IRQ half of the completion vector: normally only wakes the thread;
+ * with the test knob fault_file_lock_delay_us it harvests the records.
+ */
+static irqreturn_t tx8_irq_completion_hard(int irq, void *arg)
+{
+	struct tx8_device *tdev = arg;
+
+	tx8_process_completions_hardirq(tdev);
+	return IRQ_WAKE_THREAD;
+}
+
 static irqreturn_t tx8_irq_completion(int irq, void *arg)
 {
 	struct tx8_device *tdev = arg;
@@ -237,7 +249,9 @@ static int tx8_irq_init(struct tx8_device *tdev)
 		if (i == TX8_HOST_VEC_MBOX)
 			ret = request_irq(irq, tx8_irq_mbox, 0, "tx8-mbox", tdev);
 		else
-			ret = request_threaded_irq(irq, NULL,
+			ret = request_threaded_irq(irq,
+						   i == TX8_HOST_VEC_COMPLETION ?
+						   tx8_irq_completion_hard : NULL,
 						   i == TX8_HOST_VEC_COMPLETION ?
 						   tx8_irq_completion :
 						   tx8_irq_event,

@@ -127,6 +127,50 @@ static void tx8_history_delay(void)
 		udelay(us);
 }
 
+/*
+ * Fault injection for the irq_lock_order VM test (off by default), issue
+ * 9 defect 11: spin this long inside every tfile->lock critical section,
+ * and harvest completion records in the completion vector's hard IRQ
+ * handler (job_lock taken in hard IRQ context, as a driver that signals
+ * its fences from its interrupt does; the thread retires the jobs). A
+ * driver that took tfile->lock (IRQs enabled) inside job_lock deadlocks:
+ * the interrupt arrives while the file lock is held and spins on it. With
+ * tfile->lock a leaf never taken under job_lock, it changes only timing.
+ */
+static unsigned int tx8_fault_file_lock_delay_us;
+
+static int tx8_file_lock_delay_set(const char *val,
+				   const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret = kstrtouint(val, 0, &v);
+
+	if (ret)
+		return ret;
+	if (v > 1000)
+		return -EINVAL;
+	WRITE_ONCE(tx8_fault_file_lock_delay_us, v);
+	return 0;
+}
+
+static const struct kernel_param_ops tx8_file_lock_delay_ops = {
+	.set = tx8_file_lock_delay_set,
+	.get = param_get_uint,
+};
+module_param_cb(fault_file_lock_delay_us, &tx8_file_lock_delay_ops,
+		&tx8_fault_file_lock_delay_us, 0600);
+MODULE_PARM_DESC(fault_file_lock_delay_us,
+		 "Test only: spin this long (us, 0..1000, default 0 = off) inside the file lock, and harvest completions in hard IRQ context");
+
+/* Caller holds tfile->lock. */
+static void tx8_file_lock_delay(void)
+{
+	unsigned int us = READ_ONCE(tx8_fault_file_lock_delay_us);
+
+	if (unlikely(us))
+		udelay(us);
+}
+
 static const char *tx8_fence_driver_name(struct dma_fence *f)
 {
 	return TX8_DRIVER_NAME;
@@ -254,6 +298,7 @@ void tx8_file_release_jobs(struct tx8_file *tfile)
 	mutex_unlock(&tdev->files_lock);
 	mutex_unlock(&tdev->reset_lock);
 	spin_lock(&tfile->lock);
+	tx8_file_lock_delay();
 	list_splice_init(&tfile->history, &list);
 	tfile->nr_history = 0;
 	spin_unlock(&tfile->lock);
@@ -417,19 +462,15 @@ static struct tx8_job *tx8_find_pending(struct tx8_device *tdev, u64 seqno)
 	return NULL;
 }
 
-/* Read completion records; signal their fences. */
-void tx8_process_completions(struct tx8_device *tdev)
+/* Read completion records; signal their fences. Caller holds job_lock. */
+static void tx8_harvest_locked(struct tx8_device *tdev, struct list_head *done)
 {
 	struct tx8_completion rec;
-	unsigned long flags;
-	LIST_HEAD(done);
 	u32 tail;
 
-	spin_lock_irqsave(&tdev->job_lock, flags);
-	if (tdev->gone || !tdev->q) {
-		spin_unlock_irqrestore(&tdev->job_lock, flags);
+	lockdep_assert_held(&tdev->job_lock);
+	if (tdev->gone || !tdev->q)
 		return;
-	}
 	tail = READ_ONCE(tdev->q->cq_tail);
 	if (tail - tdev->cq_head > TX8_CQ_ENTRIES) {
 		drm_err_ratelimited(&tdev->drm,
@@ -450,16 +491,44 @@ void tx8_process_completions(struct tx8_device *tdev)
 			continue;	/* a record from before a reset */
 		tx8_job_finish(tdev, job, &rec,
 			       rec.status < TX8_STATUS_COUNT ? rec.status :
-			       TX8_STATUS_DEVICE_ERROR, &done);
+			       TX8_STATUS_DEVICE_ERROR, done);
 	}
 	WRITE_ONCE(tdev->q->cq_head, tdev->cq_head);
 	tx8_watch_head(tdev);
+}
+
+/* Read completion records; signal their fences; retire the jobs. */
+void tx8_process_completions(struct tx8_device *tdev)
+{
+	unsigned long flags;
+	LIST_HEAD(done);
+
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	/* jobs the hard IRQ handler finished (fault_file_lock_delay_us) */
+	list_splice_init(&tdev->irq_done, &done);
+	tx8_harvest_locked(tdev, &done);
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
 
 	if (!list_empty(&done)) {
 		wake_up_all(&tdev->ring_wq);
 		tx8_retire(&done);
 	}
+}
+
+/*
+ * The completion vector's hard IRQ handler: with the test knob
+ * fault_file_lock_delay_us set, harvest the records here (fences signalled
+ * in hard IRQ context); the thread, woken after it, retires the jobs.
+ */
+void tx8_process_completions_hardirq(struct tx8_device *tdev)
+{
+	unsigned long flags;
+
+	if (likely(!READ_ONCE(tx8_fault_file_lock_delay_us)))
+		return;
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	tx8_harvest_locked(tdev, &tdev->irq_done);
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1047,6 +1116,7 @@ int tx8_jobs_init(struct tx8_device *tdev)
 	int ret;
 
 	spin_lock_init(&tdev->job_lock);
+	INIT_LIST_HEAD(&tdev->irq_done);
 	INIT_LIST_HEAD(&tdev->pending);
 	init_waitqueue_head(&tdev->ring_wq);
 	mutex_init(&tdev->reset_lock);
@@ -1419,6 +1489,7 @@ static void tx8_file_record(struct tx8_file *tfile, struct tx8_job *job)
 		return;
 	}
 	spin_lock(&tfile->lock);
+	tx8_file_lock_delay();
 	list_add_tail(&job->file_node, &tfile->history);
 	tfile->nr_history++;
 	if (!tfile->first_seqno)
@@ -1716,6 +1787,7 @@ int tx8_wait_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		}
 	} else {
 		spin_lock(&tfile->lock);
+		tx8_file_lock_delay();
 		job = xa_load(&tfile->jobs, args->seqno);
 		if (job) {
 			tx8_history_delay();

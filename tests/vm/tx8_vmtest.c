@@ -15,6 +15,7 @@
 #include <linux/netlink.h>
 #include <linux/sync_file.h>
 #include <poll.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1849,6 +1850,137 @@ static int t_history_race(void)
     CHECK(w.status == DRM_TX8_STATUS_OK, "last job status %u", w.status);
     CHECK_ERR(wait_job(c.fd, first, 0, &w), ENOENT);
     munmap((void *)last, 4096);
+    ctx_close(&c);
+    return 0;
+}
+
+/*
+ * Defect 11: tfile->lock (a plain spinlock, taken with IRQs enabled) must
+ * never nest inside the irqsave job_lock. The knob fault_file_lock_delay_us
+ * makes every file-lock critical section last 200 us and harvests
+ * completions in the completion vector's hard IRQ handler (job_lock in hard
+ * IRQ context). One process per CPU holds the file lock over and over
+ * (WAIT by number on the file's first job) while the file's jobs complete:
+ * a driver that takes the file lock inside job_lock when a job finishes
+ * spins in the interrupt on the lock the interrupted WAIT holds, and the
+ * guest locks up (both CPUs: the other one spins on job_lock with IRQs
+ * off). The test says on the console when it starts, so the host's hang
+ * report (scripts/vm/run's time limit, TX8_VM_TIMEOUT) names it; a
+ * watchdog process that never touches the device prints FAIL on the
+ * console after 20 s without a completed job if a CPU is still alive.
+ */
+#define FILE_LOCK_DELAY "/sys/module/tx8/parameters/fault_file_lock_delay_us"
+
+static int t_irq_lock_order(void)
+{
+    enum { JOBS = 600, HAMMERS = 2 };
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    volatile uint64_t *sh;
+    pid_t pids[HAMMERS + 1];
+    uint64_t first, seq = 0;
+    int64_t t0;
+    struct ctx c;
+    size_t len;
+    int status, bad = 0;
+
+    int warn0 = klog_count("BUG|WARNING|lockup|stall");
+
+    sh = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(sh != MAP_FAILED, "shared page");
+    sh[0] = 0; /* jobs completed */
+    sh[1] = 0; /* stop */
+    sh[2] = 0; /* file-lock holds (WAITs) */
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    len = put_fill(c.cmdmap, bo.dev_addr, 64, 1);
+    CHECK_OK(submit(c.fd, c.cmd.handle, 0, len, &ref, 1, &first));
+    CHECK_OK(wait_job(c.fd, first, 30000, &w));
+    /* on the console at once: a guest that hangs from here on has the defect */
+    {
+        int fd = open("/dev/console", O_WRONLY | O_NOCTTY);
+
+        if (fd >= 0) {
+            dprintf(fd, "irq_lock_order: started; a guest hang now is issue 9 defect 11 "
+                        "(the file lock nested in job_lock)\n");
+            close(fd);
+        }
+    }
+    CHECK_OK(write_file(FILE_LOCK_DELAY, "200"));
+
+    /* the watchdog: no device calls, only the shared page and the console */
+    pids[0] = fork();
+    CHECK(pids[0] >= 0, "fork");
+    if (pids[0] == 0) {
+        uint64_t seen = 0;
+        int still = 0;
+
+        while (!sh[1]) {
+            sleep(1);
+            if (sh[0] != seen) {
+                seen = sh[0];
+                still = 0;
+            } else if (++still == 20) {
+                int fd = open("/dev/console", O_WRONLY | O_NOCTTY);
+
+                dprintf(fd >= 0 ? fd : 2,
+                        "FAIL irq_lock_order: no job completed for 20 s (%" PRIu64
+                        " done, %" PRIu64 " file-lock holds): the file lock nests in job_lock "
+                        "(issue 9 defect 11), the guest is deadlocked\n", seen, sh[2]);
+                _exit(1);
+            }
+        }
+        _exit(0);
+    }
+    for (int i = 0; i < HAMMERS; i++) {
+        pids[i + 1] = fork();
+        CHECK(pids[i + 1] >= 0, "fork");
+        if (pids[i + 1] == 0) {
+            cpu_set_t set;
+
+            CPU_ZERO(&set);
+            CPU_SET(i, &set);
+            sched_setaffinity(0, sizeof(set), &set); /* one per CPU (a 1-CPU guest: ok) */
+            while (!sh[1]) {
+                int r;
+
+                memset(&w, 0, sizeof(w));
+                w.seqno = first; /* finished: WAIT returns at once */
+                r = xioctl(c.fd, DRM_IOCTL_TX8_WAIT, &w);
+                if (r && r != -ENOENT)
+                    _exit(10);
+                __atomic_fetch_add(&sh[2], 1, __ATOMIC_RELAXED);
+            }
+            _exit(0);
+        }
+    }
+    t0 = now_ns();
+    for (int j = 0; j < JOBS && !bad; j++) {
+        if (submit(c.fd, c.cmd.handle, 0, len, &ref, 1, &seq))
+            bad = 1;
+        else if (j % 8 == 7 && (wait_job(c.fd, seq, 30000, &w) || w.status != DRM_TX8_STATUS_OK))
+            bad = 2;
+        else if (j % 8 == 7)
+            sh[0] = j + 1;
+    }
+    sh[1] = 1;
+    for (int i = 0; i <= HAMMERS; i++) {
+        CHECK(waitpid(pids[i], &status, 0) == pids[i], "waitpid");
+        if (!WIFEXITED(status) || WEXITSTATUS(status))
+            bad = bad ? bad : 3 + i;
+    }
+    write_file(FILE_LOCK_DELAY, "0");
+    printf("irq_lock_order: %d jobs, %" PRIu64 " file-lock holds in %" PRId64 " ms\n", JOBS, sh[2],
+           (now_ns() - t0) / 1000000);
+    CHECK(!bad, "jobs or waiters failed (%d)", bad);
+    CHECK(sh[2] > 0, "no WAIT held the file lock");
+    CHECK(klog_count("BUG|WARNING|lockup|stall") == warn0, "the kernel warned:\n%s", klog_tail(6));
+    CHECK_OK(wait_job(c.fd, seq, 30000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "last job status %u", w.status);
+    munmap((void *)sh, 4096);
     ctx_close(&c);
     return 0;
 }
@@ -3756,6 +3888,7 @@ static const struct test {
     {"mmap_cow", t_mmap_cow},
     {"mmap_split", t_mmap_split},
     {"history_race", t_history_race},
+    {"irq_lock_order", t_irq_lock_order},
     {"reset_scope", t_reset_scope},
     {"fence_bounds", t_fence_bounds},
     {"unbind_submit", t_unbind_submit},
