@@ -66,6 +66,16 @@ enum {
  * kernel set's act_u8 is set), W is I8; the sum is computed per group in
  * int32, and out += scales[r][g] * int_dot_g (without the activation scale,
  * applied by the caller). k0 and k1 are multiples of group (or K).
+ *
+ * Batch invariance: every tile kernel computes out[t][r] for one (row,
+ * token) pair with the same sequence of floating-point operations whatever
+ * T, R and the pair's place in the tile (each pair has its own accumulator
+ * chain(s), of a fixed layout per ISA and dtype; int8 sums are exact per
+ * scale group). Together with matmul.c's fixed K blocks, a row of a MATMUL
+ * or MOE_FFN does not depend on the other rows of the pass (batched decode
+ * is bit-identical to single-session decode, docs/engine.md). A kernel
+ * that specialises on T or R must keep this (tests/unit/test_engine_isa.c,
+ * batch_invariance, checks every ISA and dtype).
  */
 struct mm_tile {
     const uint8_t *w;
@@ -112,7 +122,7 @@ struct mm_sparse {
 struct eng_kernels {
     unsigned isa;
     int act_u8;           /* i8 activations are stored as q + 128 (VNNI) */
-    unsigned gemv_rows;   /* weight rows per tile when T == 1 (4 or 8) */
+    unsigned gemv_rows;   /* weight rows per tile when T == 1 (4) */
     unsigned gemm_tokens; /* tokens per f32 tile (4 or 6) */
     int sparse_il;        /* mm_sparse_i8 uses x_il for 8-token tiles */
     void (*mm_tile_f32)(const struct mm_tile *t);

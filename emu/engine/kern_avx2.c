@@ -381,7 +381,7 @@ static void axpy_f32(float *y, float a, const float *x, size_t n)
         _mm256_storeu_ps(y + i,
                          _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++)
-        y[i] += a * x[i];
+        y[i] = fmaf(a, x[i], y[i]); /* as a vector lane, wherever the tail falls */
 }
 
 static void scale_f32(float *y, float a, size_t n)
@@ -461,9 +461,14 @@ static void silu_mul(float *h, const float *u, size_t n)
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(h + i, silu_mul8(_mm256_loadu_ps(h + i), _mm256_loadu_ps(u + i)));
-    for (; i < n; i++) {
-        float g = h[i];
-        h[i] = g / (1.0f + expf(-g)) * u[i];
+    if (i < n) {
+        /* the tail through the vector function too: an element's value
+         * does not depend on where a caller's range ends */
+        float hb[8] = {0}, ub[8] = {0};
+        memcpy(hb, h + i, (n - i) * 4);
+        memcpy(ub, u + i, (n - i) * 4);
+        _mm256_storeu_ps(hb, silu_mul8(_mm256_loadu_ps(hb), _mm256_loadu_ps(ub)));
+        memcpy(h + i, hb, (n - i) * 4);
     }
 }
 

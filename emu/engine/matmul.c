@@ -3,15 +3,21 @@
  * Matrix multiply: MATMUL and the grouped expert FFN (MOE_FFN).
  *
  * Work is split across the cores by output columns (weight rows) in chunks
- * of up to 64 rows. Within a chunk:
- *   - T <= 4 (decode, GEMV): one pass over the chunk's weight rows against
- *     all tokens (for T = 1 the kernels read the rows one after the other,
- *     a single sequential stream); the weights stream from memory once.
- *   - T > 4 (prefill, GEMM): tokens in blocks of 256, K in blocks of 1024
- *     elements (2048 for int8); for each K block, every token tile (4 or 6
- *     tokens) runs against every 4-row tile, so a weight tile is reused by
- *     all the tokens of the block from L1/L2 while the token tile stays in
- *     L1.
+ * of up to 64 rows. Within a chunk, for each weight row and token, the sum
+ * over K runs in blocks of 1024 elements (2048 for int8 activations): each
+ * block's sum comes from one kernel call and is added to the row's partial
+ * sum in block order. Every kernel computes one (row, token) dot product
+ * the same way whatever the number of tokens and rows of its tile (see
+ * engine_internal.h, "Batch invariance"), so a row's result depends only
+ * on its own activations and weights: not on the other rows of the pass,
+ * nor on how the rows are split over the cores.
+ *   - one token tile (T <= 4, int8; T <= gemm_tokens, f32): for each tile
+ *     of weight rows, its K blocks one after the other (the weight rows
+ *     stream from memory once, in order);
+ *   - more (prefill, GEMM): tokens in blocks of 256; for each K block,
+ *     every token tile (4 or 6 tokens) runs against every 4-row tile, so a
+ *     weight tile is reused by all the tokens of the block from L1/L2 while
+ *     the token tile stays in L1.
  * Partial sums go to a per-worker f32 tile and are written to y at the end
  * (activation scale, bias, accumulate).
  */
@@ -243,6 +249,17 @@ static void mm_finish(const struct mm_ctx *m, const float *C, size_t nr, size_t 
     }
 }
 
+static inline void mm_tile_call(const struct eng_kernels *k, const struct mm_tile *t, int i8,
+                                int bf)
+{
+    if (i8)
+        k->mm_tile_i8(t);
+    else if (bf)
+        k->mm_tile_bf16(t);
+    else
+        k->mm_tile_f32(t);
+}
+
 static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
 {
     const struct mm_ctx *m = p;
@@ -255,9 +272,9 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
     if (!C)
         return;
     size_t act_es = a->i8 ? 1 : 4;
+    /* the K block: fixed, whatever T (batch invariance) */
     size_t kc = a->i8 ? 2048 : 1024;
-    if (T <= 4)
-        kc = w->K ? w->K : 1; /* GEMV: one pass */
+    size_t ts = a->i8 ? 4 : k->gemm_tokens;
 
     for (size_t t0 = 0; t0 < T; t0 += tb) {
         size_t nt = T - t0 < tb ? T - t0 : tb;
@@ -301,26 +318,39 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
             t.out_stride = nr;
             t.xb_stride = a->xb_stride;
             int bf = a->xb && w->dtype == TX8_DTYPE_BF16;
-            for (size_t k0 = 0; k0 < w->K; k0 += kc) {
-                t.k0 = k0;
-                t.k1 = w->K - k0 < kc ? w->K : k0 + kc;
-                size_t ts = a->i8 ? 4 : k->gemm_tokens;
-                for (size_t tt = 0; tt < nt; tt += ts) {
-                    t.T = nt - tt < ts ? (unsigned)(nt - tt) : (unsigned)ts;
-                    t.x = (const uint8_t *)a->p + (t0 + tt) * a->stride * act_es;
-                    t.xb = bf ? a->xb + (t0 + tt) * a->xb_stride : NULL;
-                    unsigned rs = t.T == 1 ? k->gemv_rows : 4;
-                    for (size_t r = n0; r < n1; r += rs) {
-                        t.R = n1 - r < rs ? (unsigned)(n1 - r) : rs;
-                        t.w = w->data + r * t.w_stride;
-                        t.scales = w->scales ? w->scales + r * w->ngroups : NULL;
-                        t.out = C + tt * nr + (r - n0);
-                        if (a->i8)
-                            k->mm_tile_i8(&t);
-                        else if (bf)
-                            k->mm_tile_bf16(&t);
-                        else
-                            k->mm_tile_f32(&t);
+            if (nt <= ts) {
+                /* one token tile: rows outer, K blocks inner */
+                t.T = (unsigned)nt;
+                t.x = (const uint8_t *)a->p + t0 * a->stride * act_es;
+                t.xb = bf ? a->xb + t0 * a->xb_stride : NULL;
+                unsigned rs = t.T == 1 ? k->gemv_rows : 4;
+                for (size_t r = n0; r < n1; r += rs) {
+                    t.R = n1 - r < rs ? (unsigned)(n1 - r) : rs;
+                    t.w = w->data + r * t.w_stride;
+                    t.scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                    t.out = C + (r - n0);
+                    for (size_t k0 = 0; k0 < w->K; k0 += kc) {
+                        t.k0 = k0;
+                        t.k1 = w->K - k0 < kc ? w->K : k0 + kc;
+                        mm_tile_call(k, &t, a->i8, bf);
+                    }
+                }
+            } else {
+                for (size_t k0 = 0; k0 < w->K; k0 += kc) {
+                    t.k0 = k0;
+                    t.k1 = w->K - k0 < kc ? w->K : k0 + kc;
+                    for (size_t tt = 0; tt < nt; tt += ts) {
+                        t.T = nt - tt < ts ? (unsigned)(nt - tt) : (unsigned)ts;
+                        t.x = (const uint8_t *)a->p + (t0 + tt) * a->stride * act_es;
+                        t.xb = bf ? a->xb + (t0 + tt) * a->xb_stride : NULL;
+                        unsigned rs = t.T == 1 ? k->gemv_rows : 4;
+                        for (size_t r = n0; r < n1; r += rs) {
+                            t.R = n1 - r < rs ? (unsigned)(n1 - r) : rs;
+                            t.w = w->data + r * t.w_stride;
+                            t.scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                            t.out = C + tt * nr + (r - n0);
+                            mm_tile_call(k, &t, a->i8, bf);
+                        }
                     }
                 }
             }

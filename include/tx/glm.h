@@ -315,11 +315,13 @@ TX_API int glm_model_sample_vocab(const glm_model_t *m);
  * Batched decode: one token for each of n sessions (of the same model) in one
  * device pass. logits: NULL or [n x vocab]. If sampling is not NULL, a token
  * is drawn on the device for every session into next[n] (sessions sample
- * with counter = their position). Not bit-identical to single-session
- * decoding: the matmul kernels tile the rows of a pass, so the reduction
- * order of a row depends on the batch; per row the logits agree within
- * 1e-5 of the row's largest |logit|, and tokens agree except at near-ties
- * of that size (docs/libtx-glm.md, "Batched decode: the guarantee").
+ * with counter = their position). Bit-identical to single-session
+ * decoding: a session's logits (and so its token) are the same bytes as
+ * when it decodes alone, whatever the other sessions of the batch, their
+ * number and positions (the device's reduction order of a row does not
+ * depend on the other rows). Holds for one model, plan and device ISA
+ * path, with expert load balancing off (docs/libtx-glm.md, "Batched
+ * decode: the guarantee").
  */
 TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, int n,
                             float *logits, const struct glm_sampling *sampling, int32_t *next);
