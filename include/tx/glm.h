@@ -406,9 +406,38 @@ struct glm_timings {
 TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, int32_t *out,
                         int cap, int *n_out, struct glm_timings *t);
 
-/* The model's stop tokens: eos_token_id of the config plus the chat stop
- * tokens of its tokenizer (<|endoftext|>, <|user|>, <|observation|>),
- * without duplicates. Returns how many (may exceed cap). */
+/*
+ * The defaults of the checkpoint's generation_config.json, which glm-export
+ * keeps in the package (metadata "generation_config", docs/smd-format.md):
+ * `has` says which fields the file gave (GLM_GEN_HAS_*); the others are 0.
+ * glm_model_stop_tokens includes its eos_token_id; glm-inference uses
+ * do_sample / temperature / top_p / top_k as its sampling defaults when
+ * the command line gives none. Returns 1 (and *out) when the package has
+ * one, 0 (out zeroed) when not, TX_EINVAL for a NULL argument.
+ */
+#define GLM_GEN_HAS_EOS (1u << 0)
+#define GLM_GEN_HAS_DO_SAMPLE (1u << 1)
+#define GLM_GEN_HAS_TEMPERATURE (1u << 2)
+#define GLM_GEN_HAS_TOP_P (1u << 3)
+#define GLM_GEN_HAS_TOP_K (1u << 4)
+#define GLM_GEN_MAX_TEMPERATURE 100.0f /* larger values are refused */
+#define GLM_GEN_MAX_TOP_K 4096         /* the device's limit */
+struct glm_generation_config {
+    unsigned has; /* GLM_GEN_HAS_* */
+    int n_eos;
+    int32_t eos_token_ids[GLM_MAX_EOS];
+    int do_sample;     /* 0 / 1 */
+    float temperature; /* [0, GLM_GEN_MAX_TEMPERATURE] */
+    float top_p;       /* (0, 1] */
+    int top_k;         /* [0, GLM_GEN_MAX_TOP_K], 0 = off */
+};
+TX_API int glm_model_generation_config(const glm_model_t *model,
+                                       struct glm_generation_config *out);
+
+/* The model's stop tokens: eos_token_id of the config, then those of the
+ * package's generation_config.json, plus the chat stop tokens of its
+ * tokenizer (<|endoftext|>, <|user|>, <|observation|>), without duplicates.
+ * Returns how many (may exceed cap). */
 TX_API int glm_model_stop_tokens(const glm_model_t *model, int32_t *ids, int cap);
 
 /*

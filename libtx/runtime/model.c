@@ -11,6 +11,8 @@
  */
 #include "runtime/rt_internal.h"
 
+#include "model/model_internal.h"
+
 #include "arch/arch.h"
 #include "profile/profile_internal.h"
 
@@ -406,6 +408,43 @@ static void default_name(const glm_model_t *m, char *out, size_t outsz)
     json_object_put(o);
 }
 
+/* The package metadata's generation_config (glm-export's normalised copy
+ * of the checkpoint's generation_config.json), validated again: the file is
+ * not trusted. 0 when absent. */
+static int load_gen_config(glm_model_t *m, const char *path)
+{
+    size_t len = 0;
+    const char *mj = tx_smd_metadata_json(m->smd, &len);
+    if (!mj)
+        return 0;
+    struct json_object *o = json_tokener_parse(mj), *v;
+    int rc = 0;
+    if (o && json_object_object_get_ex(o, "generation_config", &v) &&
+        !json_object_is_type(v, json_type_null)) {
+        char err[TX_ERR_MAX], what[64];
+        snprintf(what, sizeof(what), "metadata generation_config");
+        rc = txm_gen_config_from_object(v, what, 0, &m->gen, err, sizeof(err));
+        if (rc)
+            rc = tx_error(rc, "%s: %s", path, err);
+        else
+            m->has_gen = 1;
+    }
+    json_object_put(o);
+    return rc;
+}
+
+TX_API int glm_model_generation_config(const glm_model_t *m, struct glm_generation_config *out)
+{
+    if (!m || !out)
+        return tx_error(TX_EINVAL, "glm_model_generation_config: NULL argument");
+    if (!m->has_gen) {
+        memset(out, 0, sizeof(*out));
+        return 0;
+    }
+    *out = m->gen;
+    return 1;
+}
+
 static void free_model(glm_model_t *m)
 {
     if (!m)
@@ -496,6 +535,8 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
         rc = tx_error(cj ? rc : TX_EINVAL, "%s: config: %s", path, cj ? err : "missing");
         goto fail;
     }
+    if ((rc = load_gen_config(m, path)))
+        goto fail;
     for (int l = 0; l < TX_SMD_LAYER_COUNT && l < RT_NLTYPES; l++) {
         const struct tx_smd_plan_entry *pe = tx_smd_plan(m->smd, (enum tx_smd_layer)l);
         if (!pe)

@@ -117,6 +117,8 @@ struct glm_model {
     struct tx_smd *smd;
     struct tx_tokenizer *tok;
     int chat_format_override; /* glm_model_set_chat_format; 0 = from the package */
+    int has_gen;              /* the package has a generation_config */
+    struct glm_generation_config gen;
     glm_precision_plan_t stored_plan;
     uint32_t plan_group[RT_NLTYPES];
 

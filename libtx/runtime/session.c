@@ -517,6 +517,14 @@ TX_API int glm_model_stop_tokens(const glm_model_t *m, int32_t *ids, int cap)
     for (int i = 0; i < m->cfg.n_eos && n < GLM_MAX_EOS; i++)
         if (m->cfg.eos_token_ids[i] >= 0)
             tmp[n++] = m->cfg.eos_token_ids[i];
+    /* generation_config.json's eos_token_id (the same limit in all) */
+    for (int i = 0; m->has_gen && i < m->gen.n_eos && n < GLM_MAX_EOS; i++) {
+        int dup = 0;
+        for (int j = 0; j < n; j++)
+            dup |= tmp[j] == m->gen.eos_token_ids[i];
+        if (!dup)
+            tmp[n++] = m->gen.eos_token_ids[i];
+    }
     if (m->tok) {
         int32_t st[8];
         int k = tx_tokenizer_chat_stop_tokens(m->tok, st, 8);
