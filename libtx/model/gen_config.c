@@ -99,17 +99,15 @@ int txm_gen_config_from_object(struct json_object *root, const char *what, int v
     if ((v = field(root, "temperature"))) {
         double d = is_number(v) ? json_object_get_double(v) : NAN;
         if (!(d >= 0 && d <= GLM_GEN_MAX_TEMPERATURE))
-            return tx_errbuf(err, errsz, TX_EINVAL,
-                             "%s: temperature: expected a number in [0, %g]", what,
-                             (double)GLM_GEN_MAX_TEMPERATURE);
+            return tx_errbuf(err, errsz, TX_EINVAL, "%s: temperature: expected a number in [0, %g]",
+                             what, (double)GLM_GEN_MAX_TEMPERATURE);
         g->temperature = (float)d;
         g->has |= GLM_GEN_HAS_TEMPERATURE;
     }
     if ((v = field(root, "top_p"))) {
         double d = is_number(v) ? json_object_get_double(v) : NAN;
         if (!(d > 0 && d <= 1))
-            return tx_errbuf(err, errsz, TX_EINVAL, "%s: top_p: expected a number in (0, 1]",
-                             what);
+            return tx_errbuf(err, errsz, TX_EINVAL, "%s: top_p: expected a number in (0, 1]", what);
         g->top_p = (float)d;
         g->has |= GLM_GEN_HAS_TOP_P;
     }
