@@ -123,6 +123,9 @@ struct eng_kernels {
     unsigned isa;
     int act_u8;           /* i8 activations are stored as q + 128 (VNNI) */
     unsigned gemv_rows;   /* weight rows per tile when T == 1 (4) */
+    /* the same with int8 activations: 1 where the kernel reads one row at
+     * a time (AVX-512), so that a row's K blocks stream in order */
+    unsigned gemv_rows_i8;
     unsigned gemm_tokens; /* tokens per f32 tile (4 or 6) */
     int sparse_il;        /* mm_sparse_i8 uses x_il for 8-token tiles */
     void (*mm_tile_f32)(const struct mm_tile *t);

@@ -937,6 +937,7 @@ static void from_f32(void *dst, const float *src, unsigned dtype, size_t n)
 const struct eng_kernels eng_kernels_avx512 = {
     .isa = TX8_ISA_AVX512,
     .gemv_rows = 4,
+    .gemv_rows_i8 = 1,
     .gemm_tokens = 6,
     .sparse_il = 1,
     .act_u8 = 1,

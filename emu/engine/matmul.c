@@ -323,7 +323,7 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
                 t.T = (unsigned)nt;
                 t.x = (const uint8_t *)a->p + t0 * a->stride * act_es;
                 t.xb = bf ? a->xb + t0 * a->xb_stride : NULL;
-                unsigned rs = t.T == 1 ? k->gemv_rows : 4;
+                unsigned rs = t.T > 1 ? 4 : a->i8 ? k->gemv_rows_i8 : k->gemv_rows;
                 for (size_t r = n0; r < n1; r += rs) {
                     t.R = n1 - r < rs ? (unsigned)(n1 - r) : rs;
                     t.w = w->data + r * t.w_stride;
