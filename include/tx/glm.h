@@ -175,6 +175,16 @@ typedef struct glm_session glm_session_t;
 #define GLM_LOAD_STREAM (1u << 2)    /* stream the layers (parameter shard prefetch) */
 #define GLM_LOAD_DIRECT (1u << 3)    /* O_DIRECT reads (bypass the page cache) */
 #define GLM_LOAD_NO_VERIFY (1u << 4) /* no checksums at load (see above) */
+/* Batch-invariant decode: every job of the model runs with
+ * TX_SUBMIT_BATCH_INVARIANT, so that a session's logits are bit-identical
+ * whatever the other sessions of a glm_forward_batch (see "Batched decode:
+ * the guarantee" below), at a cost in single-token decode speed (f32
+ * ~1.1x, bf16 ~1.5x, int8 ~1.2x CPU time per MATMUL at K = 4096, ~2x at
+ * K = 128..512; docs/libtx-glm.md). The environment variable
+ * TX_BATCH_INVARIANT=1 sets it for any program (0 or unset: the flag as
+ * given; anything else fails the load with TX_EINVAL). Needs an emu device
+ * of interface >= 1.6: the load fails with TX_ENOTSUP otherwise. */
+#define GLM_LOAD_BATCH_INVARIANT (1u << 5)
 
 struct glm_load_options {
     /* Model name for labels and reports (device memory labels are
@@ -315,13 +325,17 @@ TX_API int glm_model_sample_vocab(const glm_model_t *m);
  * Batched decode: one token for each of n sessions (of the same model) in one
  * device pass. logits: NULL or [n x vocab]. If sampling is not NULL, a token
  * is drawn on the device for every session into next[n] (sessions sample
- * with counter = their position). Bit-identical to single-session
- * decoding: a session's logits (and so its token) are the same bytes as
- * when it decodes alone, whatever the other sessions of the batch, their
- * number and positions (the device's reduction order of a row does not
- * depend on the other rows). Holds for one model, plan and device ISA
- * path, with expert load balancing off (docs/libtx-glm.md, "Batched
- * decode: the guarantee").
+ * with counter = their position). By default not bit-identical to
+ * single-session decoding: the matmul kernels tile the rows of a pass, so
+ * the reduction order of a row depends on the batch; per row the logits
+ * agree within 1e-5 of the row's largest |logit|, and tokens agree except
+ * at near-ties of that size. A model loaded with GLM_LOAD_BATCH_INVARIANT
+ * (or TX_BATCH_INVARIANT=1) is bit-identical: a session's logits (and so
+ * its token) are the same bytes as when it decodes alone, whatever the
+ * other sessions of the batch, their number and positions; holds for one
+ * model, plan and device ISA path, with expert load balancing off, and
+ * costs single-token decode speed (docs/libtx-glm.md, "Batched decode:
+ * the guarantee").
  */
 TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, int n,
                             float *logits, const struct glm_sampling *sampling, int32_t *next);

@@ -112,7 +112,7 @@ int rt_run(glm_model_t *m, tx_cmdbuf_t *cb, const char *what, struct tx_job_resu
             memset(res, 0, sizeof(*res));
         return TX_OK;
     }
-    int rc = tx_submit(m->dev, cb, &job);
+    int rc = tx_submit_ex(m->dev, cb, m->submit_flags, 0, &job);
     if (rc)
         return tx_error(rc, "%s: submit failed: %s", what, tx_last_error());
     rc = tx_wait(m->dev, job, -1, &r);
@@ -522,6 +522,25 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
     if (rc) {
         rc = tx_error(rc, "glm_model_load: %s", tx_last_error());
         goto fail;
+    }
+    const char *bi = getenv("TX_BATCH_INVARIANT");
+    if (bi && *bi && strcmp(bi, "0") && strcmp(bi, "1")) {
+        rc = tx_error(TX_EINVAL, "glm_model_load: TX_BATCH_INVARIANT=%s: expected 0 or 1", bi);
+        goto fail;
+    }
+    if (bi && !strcmp(bi, "1"))
+        o.flags |= GLM_LOAD_BATCH_INVARIANT;
+    if (o.flags & GLM_LOAD_BATCH_INVARIANT) {
+        if (strcmp(m->dinfo.backend, "emu") || TX8_IF_MINOR(m->dinfo.if_version) < 6) {
+            rc = tx_error(TX_ENOTSUP,
+                          "glm_model_load: batch-invariant decode (GLM_LOAD_BATCH_INVARIANT or "
+                          "TX_BATCH_INVARIANT=1) needs an emu device of interface >= 1.6 (%s, "
+                          "interface %u.%u)",
+                          m->dinfo.backend, TX8_IF_MAJOR(m->dinfo.if_version),
+                          TX8_IF_MINOR(m->dinfo.if_version));
+            goto fail;
+        }
+        m->submit_flags = TX_SUBMIT_BATCH_INVARIANT;
     }
 
     double tph = rt_now_ms();

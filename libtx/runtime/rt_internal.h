@@ -110,6 +110,9 @@ struct rt_stream {
 
 struct glm_model {
     tx_device_t *dev;
+    /* TX_SUBMIT_* of every job (TX_SUBMIT_BATCH_INVARIANT with
+     * GLM_LOAD_BATCH_INVARIANT / TX_BATCH_INVARIANT=1) */
+    uint32_t submit_flags;
     struct tx_device_info dinfo;
     char name[24];
     char label_w[TX8_LABEL_LEN], label_kv[TX8_LABEL_LEN], label_act[TX8_LABEL_LEN];

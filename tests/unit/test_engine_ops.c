@@ -1464,8 +1464,9 @@ END_TEST
 /* ---- batch invariance (issue 17 item 7) ------------------------------------- */
 
 /*
- * A row of a MATMUL / MOE_FFN pass is bit-identical (memcmp) to the same
- * row computed alone, whatever the other rows: for every ISA path (portable,
+ * In a job with TX8_JOB_F_BATCH_INVARIANT, a row of a MATMUL / MOE_FFN pass
+ * is bit-identical (memcmp) to the same row computed alone, whatever the
+ * other rows: for every ISA path (portable,
  * AVX2, AVX-512 without and, where the CPU has it, with AVX512-BF16), every
  * weight dtype the plans use with its activation types (f32, f16, bf16, int8
  * per row and per group with int8 activations, int8 weights with f32
@@ -1487,6 +1488,16 @@ static const struct bi_case bi_cases[] = {
     {TX8_DTYPE_I8, TX8_DTYPE_I8, 64, 1},
 };
 #define N_BI_CASES (sizeof(bi_cases) / sizeof(bi_cases[0]))
+
+/* Run one command in a job with TX8_JOB_F_BATCH_INVARIANT. */
+static unsigned te_run1_bi(struct te *t, const void *cmd)
+{
+    te_cmd_begin(t);
+    te_cmd(t, cmd);
+    te_job_default(t);
+    t->job.flags = TX8_JOB_F_BATCH_INVARIANT;
+    return te_run_job(t, NULL);
+}
 
 /* engine of path p (0 portable, 1 avx2, 2 avx512 without BF16, 3 avx512 with
  * BF16), or NULL when the CPU lacks it */
@@ -1530,7 +1541,7 @@ static float *bi_matmul(int p, unsigned cores, const struct bi_case *bc, unsigne
         m.x = x + (uint64_t)r * K * 4;
         m.y = y + (uint64_t)r * N * 4;
         m.tokens = alone ? 1 : T;
-        TE_EQ(te_run1(t, &m), TX8_STATUS_OK);
+        TE_EQ(te_run1_bi(t, &m), TX8_STATUS_OK);
     }
     float *out = malloc((size_t)T * N * 4);
     ck_assert_ptr_nonnull(out);
@@ -1627,14 +1638,14 @@ START_TEST(test_batch_invariance_moe)
                                     D,
                                     (uint16_t)bc->adt,
                                     0};
-        TE_EQ(te_run1(t, &m), TX8_STATUS_OK);
+        TE_EQ(te_run1_bi(t, &m), TX8_STATUS_OK);
         for (unsigned r = 0; r < T; r++) {
             m.x = x + (uint64_t)r * D * 4;
             m.ids = ids + (uint64_t)r * TK * 4;
             m.w = wt + (uint64_t)r * TK * 4;
             m.y = y1;
             m.tokens = 1;
-            TE_EQ(te_run1(t, &m), TX8_STATUS_OK);
+            TE_EQ(te_run1_bi(t, &m), TX8_STATUS_OK);
             TE_CHECK(!memcmp(te_ptr(t, y1), (const float *)te_ptr(t, y) + (size_t)r * D,
                              (size_t)D * 4),
                      "%s: MOE_FFN w=%u act=%u group=%u sparse=%d D=%u F=%u: token %u of %u "

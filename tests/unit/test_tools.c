@@ -397,6 +397,26 @@ START_TEST(n_predict)
     HAS(r.err, "generated 3 tokens (length)");
     HAS(r.err, "/     2 runs"); /* n_eval: the passes after the prompt's */
     res_free(&r);
+    /* --batch-invariant: the same run with batch-invariant device jobs */
+    const char *abi[] = {bin("glm-inference"),
+                         "--device",
+                         rts_spec,
+                         "--checkpoint",
+                         g_smd,
+                         "--no-moe-config",
+                         "--batch-invariant",
+                         "--tokens",
+                         "1,2,3",
+                         "-n",
+                         "3",
+                         "--temp",
+                         "0",
+                         "--ignore-eos",
+                         NULL};
+    r = run(abi);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.err, "generated 3 tokens (length)");
+    res_free(&r);
     /* -n -1: until the context is full */
     const char *am[] = {bin("glm-inference"),
                         "--device",

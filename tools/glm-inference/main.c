@@ -92,6 +92,9 @@ static void usage(FILE *f)
             "      --max-weight-mem SIZE  stream the layers when the weights exceed SIZE "
             "(e.g. 512M)\n"
             "      --no-verify          skip the per-tensor CRC32C checks at load\n"
+            "      --batch-invariant    batch-invariant device jobs: a session's logits are\n"
+            "                           bit-identical whatever the batch (slower single-token\n"
+            "                           decode; also TX_BATCH_INVARIANT=1)\n"
             "\n"
             "Outputs and checks:\n"
             "      --verify             check every checksum of the package and exit (no "
@@ -137,7 +140,7 @@ struct opts {
     int no_original;
     int bench, bench_pp, bench_tg;
     int expert_stats, memory_view, stream;
-    int verify, no_verify;
+    int verify, no_verify, batch_invariant;
     unsigned long long max_weight_mem;
 };
 
@@ -952,6 +955,7 @@ int main(int argc, char **argv)
         O_MAXW,
         O_VERIFY,
         O_NOVERIFY,
+        O_BATCH_INVARIANT,
         O_MINP,
         O_REPPEN,
         O_PRESPEN,
@@ -1014,6 +1018,7 @@ int main(int argc, char **argv)
         {"max-weight-mem", required_argument, NULL, O_MAXW},
         {"verify", no_argument, NULL, O_VERIFY},
         {"no-verify", no_argument, NULL, O_NOVERIFY},
+        {"batch-invariant", no_argument, NULL, O_BATCH_INVARIANT},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -1228,6 +1233,9 @@ int main(int argc, char **argv)
         case O_VERIFY:
             o.verify = 1;
             break;
+        case O_BATCH_INVARIANT:
+            o.batch_invariant = 1;
+            break;
         case O_NOVERIFY:
             o.no_verify = 1;
             break;
@@ -1288,6 +1296,8 @@ int main(int argc, char **argv)
         lo_.flags |= GLM_LOAD_STREAM;
     if (o.no_verify)
         lo_.flags |= GLM_LOAD_NO_VERIFY;
+    if (o.batch_invariant)
+        lo_.flags |= GLM_LOAD_BATCH_INVARIANT;
     lo_.max_weight_bytes = o.max_weight_mem;
     double t0 = now_ms();
     int lrc = glm_model_load(dev, o.checkpoint, &lo_, &m);

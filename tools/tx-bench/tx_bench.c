@@ -55,6 +55,7 @@ struct opts {
     const char *device;  /* --device SPEC: round-trip rows, or NULL */
     int moe;             /* --moe: MOE_FFN rows only */
     int cpu_time;        /* --cpu-time: MATMUL rows timed in process CPU time */
+    int batch_inv;       /* --batch-invariant: MATMUL jobs with TX8_JOB_F_BATCH_INVARIANT */
 };
 
 enum { B_F32, B_F16, B_BF16, B_I8, B_I8S, B_COUNT };
@@ -76,6 +77,7 @@ static double cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 static int g_cpu_time;
+static int g_batch_inv; /* --batch-invariant */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -387,6 +389,7 @@ static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_
     memset(&job, 0, sizeof(job));
     job.cmd_addr = d->cmd;
     job.cmd_size = (uint32_t)(sizeof(c) * batch);
+    job.flags = g_batch_inv ? TX8_JOB_F_BATCH_INVARIANT : 0;
     job.num_ranges = 1;
     job.ranges[0].addr = TX8_CTRL_SIZE;
     job.ranges[0].size = d->size - TX8_CTRL_SIZE;
@@ -458,6 +461,8 @@ static void usage(FILE *f)
             "      --cpu-time      time the MATMUL rows in process CPU time (all threads)\n"
             "                      instead of wall time: steadier on a shared host; with\n"
             "                      -t 1 it is the work itself (GB/s, ratio: per CPU-second)\n"
+            "      --batch-invariant  the MATMUL jobs with TX8_JOB_F_BATCH_INVARIANT (the\n"
+            "                      batch-invariant kernels, docs/engine.md)\n"
             "      --json          machine-readable output\n"
             "  -h, --help\n");
 }
@@ -493,6 +498,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"device", required_argument, 0, 6},
         {"moe", no_argument, 0, 7},
         {"cpu-time", no_argument, 0, 8},
+        {"batch-invariant", no_argument, 0, 9},
         {0, 0, 0, 0},
     };
     int c;
@@ -612,6 +618,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 8:
             o->cpu_time = 1;
             break;
+        case 9:
+            o->batch_inv = 1;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -711,9 +720,10 @@ static void print_table(const struct run *R)
     char llc[400];
     tx_llc_describe(&R->llc, llc, sizeof(llc));
     printf("tx-bench: engine %s, %u threads, weights %llu MiB per matrix, %u runs, "
-           "%u GEMV commands per job%s\n",
+           "%u GEMV commands per job%s%s\n",
            R->isa, o->threads, (unsigned long long)(o->size / MIB), o->reps, o->batch,
-           o->cpu_time ? "; ms = process CPU time (--cpu-time)" : "");
+           o->cpu_time ? "; ms = process CPU time (--cpu-time)" : "",
+           o->batch_inv ? "; batch-invariant jobs" : "");
     if (R->min_ws)
         printf("last-level cache: %s; minimum working set %u x LLC = %.1f MiB\n", llc,
                TX_LLC_FACTOR, (double)R->min_ws / MIB);
@@ -785,6 +795,7 @@ int main(int argc, char **argv)
     if (parse_opts(argc, argv, &o))
         return 2;
     g_cpu_time = o.cpu_time;
+    g_batch_inv = o.batch_inv;
     if (o.device) /* the round trip only (see roundtrip.c) */
         return txb_roundtrip(o.device, o.reps < 100 ? 2000 : o.reps, o.json);
     if (o.moe) { /* MOE_FFN rows only (see moe.c) */
