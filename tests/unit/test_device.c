@@ -560,6 +560,10 @@ START_TEST(test_job_status)
     TX_FAILS(tx_wait(NULL, j1, 0, &r), TX_EINVAL);
     TX_FAILS(tx_submit(dev, cb, NULL), TX_EINVAL);
     TX_FAILS(tx_submit_ex(dev, cb, 0x40, 0, &j1), TX_EINVAL);
+    /* a batch-invariant job (interface 1.6) runs */
+    TX_OKAY(tx_submit_ex(dev, cb, TX_SUBMIT_BATCH_INVARIANT, 0, &j1));
+    TX_OKAY(tx_wait(dev, j1, -1, &r));
+    ck_assert_uint_eq(r.status, TX_JOB_OK);
     TX_OKAY(tx_cmdbuf_destroy(cb));
     TX_OKAY(tx_device_close(dev));
 }
