@@ -212,6 +212,11 @@ abi-check: $(LIBTX_SO)
 print-sdk-headers:
 	@echo $(SDK_HEADERS)
 
+# The chat-template reference check on the synthetic package of every family
+# (tests/chat-template-check.sh, tools/chat-template-check; needs Jinja2).
+chat-template-check: $(BUILD)/bin/glm-synth $(BUILD)/bin/glm-export $(BUILD)/bin/glm-tokenize
+	@BUILD=$(BUILD) tests/chat-template-check.sh
+
 check:
 	@scripts/install-deps
 	@MAKE="$(MAKE)" tests/check
@@ -225,6 +230,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 		$(DESTDIR)$(PREFIX)/include/tx $(DESTDIR)$(PREFIX)/include/tx8
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 tools/chat-template-check/chat-template-check $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(LIBTX_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIBTX_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libtx.so.$(LIBTX_VERSION) \
@@ -245,6 +251,6 @@ clean:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^kernel/\|^include/uapi/\|^include/tx8/')
 
-.PHONY: all tests check unit-check abi-check print-sdk-headers run install clean format 
+.PHONY: all tests check unit-check abi-check chat-template-check print-sdk-headers run install clean format 
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

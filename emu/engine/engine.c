@@ -747,7 +747,8 @@ static int validate_desc(const struct tx8_engine *e, const struct tx8_job_desc *
 {
     if (job->num_ranges < 1 || job->num_ranges > TX8_JOB_MAX_RANGES)
         return TX8_STATUS_INVALID_JOB;
-    if (job->flags & ~(uint32_t)(TX8_JOB_F_NO_IRQ | TX8_JOB_F_PROFILE))
+    if (job->flags &
+        ~(uint32_t)(TX8_JOB_F_NO_IRQ | TX8_JOB_F_PROFILE | TX8_JOB_F_BATCH_INVARIANT))
         return TX8_STATUS_INVALID_JOB;
     if (job->rsvd0 || job->rsvd[0] || job->rsvd[1])
         return TX8_STATUS_INVALID_JOB;
@@ -834,9 +835,11 @@ static void exec_job(struct tx8_engine *e)
     uint64_t t_start = eng_now_ns();
     e->join_wait_ns = 0;
 
+    e->batch_inv = 0;
     st = validate_desc(e, job);
     if (st)
         goto out;
+    e->batch_inv = !!(job->flags & TX8_JOB_F_BATCH_INVARIANT);
     uint64_t pbad = 0;
     st = prof_buffer(e, job, &prof, &pbad);
     if (st) {

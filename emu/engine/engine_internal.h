@@ -66,6 +66,17 @@ enum {
  * kernel set's act_u8 is set), W is I8; the sum is computed per group in
  * int32, and out += scales[r][g] * int_dot_g (without the activation scale,
  * applied by the caller). k0 and k1 are multiples of group (or K).
+ *
+ * Batch invariance (only for jobs with TX8_JOB_F_BATCH_INVARIANT, t->bi):
+ * every tile kernel computes out[t][r] for one (row,
+ * token) pair with the same sequence of floating-point operations whatever
+ * T, R and the pair's place in the tile (each pair has its own accumulator
+ * chain(s), of a fixed layout per ISA and dtype; int8 sums are exact per
+ * scale group). Together with matmul.c's fixed K blocks, a row of a MATMUL
+ * or MOE_FFN does not depend on the other rows of the pass (batched decode
+ * is bit-identical to single-session decode, docs/engine.md). A kernel
+ * that specialises on T or R must keep this (tests/unit/test_engine_ops.c,
+ * batch_invariance, checks every ISA and dtype).
  */
 struct mm_tile {
     const uint8_t *w;
@@ -82,6 +93,9 @@ struct mm_tile {
     size_t k0, k1;
     float *out;
     size_t out_stride;
+    /* the job's TX8_JOB_F_BATCH_INVARIANT: T == 1 uses the tile's (row,
+     * token) chains instead of the faster per-row GEMV kernels */
+    int bi;
 };
 
 #define ENG_SPARSE_T 8 /* tokens per sparse-row kernel call */
@@ -113,6 +127,10 @@ struct eng_kernels {
     unsigned isa;
     int act_u8;           /* i8 activations are stored as q + 128 (VNNI) */
     unsigned gemv_rows;   /* weight rows per tile when T == 1 (4 or 8) */
+    /* batch-invariant jobs: the same (4), and with int8 activations in the
+     * one-token-tile path (1 where the kernel reads one row at a time,
+     * AVX-512, so that a row's K blocks stream in order) */
+    unsigned gemv_rows_bi, gemv_rows_i8_bi;
     unsigned gemm_tokens; /* tokens per f32 tile (4 or 6) */
     int sparse_il;        /* mm_sparse_i8 uses x_il for 8-token tiles */
     void (*mm_tile_f32)(const struct mm_tile *t);
@@ -132,6 +150,11 @@ struct eng_kernels {
     size_t (*cols_scan)(const uint16_t *c, size_t n, unsigned *max);
     /* h[i] = silu(h[i]) * u[i], silu(g) = g / (1 + exp(-g)) (MOE_FFN) */
     void (*silu_mul)(float *h, const float *u, size_t n);
+    /* batch-invariant jobs: axpy_f32 / silu_mul whose element values do not
+     * depend on where the caller's range ends (a scalar tail computed as a
+     * vector lane); NULL where axpy_f32 / silu_mul already are */
+    void (*axpy_f32_bi)(float *y, float a, const float *x, size_t n);
+    void (*silu_mul_bi)(float *h, const float *u, size_t n);
     /* s[i] = exp(s[i] - max), returns the sum (f32, ~1 ulp) */
     float (*exp_sum)(float *s, size_t n, float max);
     /* o[h][d] += sum_j p[h][j] * v[j][d], h < nh, j < n, d < vd (attention) */
@@ -233,6 +256,9 @@ struct tx8_engine {
     uint32_t *cmd_off;
     size_t cmd_cap;
 
+    /* the running job's TX8_JOB_F_BATCH_INVARIANT (docs/engine.md) */
+    int batch_inv;
+
     /* job-level scratch, allocated by worker 0 */
     void *jscr[ENG_SCRATCH_SLOTS];
     size_t jscr_size[ENG_SCRATCH_SLOTS];
@@ -252,6 +278,25 @@ static inline int eng_aborted(struct tx8_engine *e)
         return 1;
     }
     return 0;
+}
+
+/* silu_mul / axpy_f32 of the job: the batch-invariant forms in jobs with
+ * TX8_JOB_F_BATCH_INVARIANT (where the ISA has them) */
+static inline void eng_silu_mul(const struct tx8_engine *e, float *h, const float *u, size_t n)
+{
+    if (e->batch_inv && e->k->silu_mul_bi)
+        e->k->silu_mul_bi(h, u, n);
+    else
+        e->k->silu_mul(h, u, n);
+}
+
+static inline void eng_axpy_f32(const struct tx8_engine *e, float *y, float a, const float *x,
+                                size_t n)
+{
+    if (e->batch_inv && e->k->axpy_f32_bi)
+        e->k->axpy_f32_bi(y, a, x, n);
+    else
+        e->k->axpy_f32(y, a, x, n);
 }
 
 /* Run fn over [0, n) in chunks of `chunk` on all workers (worker 0 only). */

@@ -384,6 +384,18 @@ static void axpy_f32(float *y, float a, const float *x, size_t n)
         y[i] += a * x[i];
 }
 
+/* batch-invariant jobs: the tail fused as a vector lane, wherever it falls */
+static void axpy_f32_bi(float *y, float a, const float *x, size_t n)
+{
+    __m256 av = _mm256_set1_ps(a);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i,
+                         _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] = fmaf(a, x[i], y[i]);
+}
+
 static void scale_f32(float *y, float a, size_t n)
 {
     __m256 av = _mm256_set1_ps(a);
@@ -464,6 +476,22 @@ static void silu_mul(float *h, const float *u, size_t n)
     for (; i < n; i++) {
         float g = h[i];
         h[i] = g / (1.0f + expf(-g)) * u[i];
+    }
+}
+
+/* batch-invariant jobs: the tail through the vector function too, so that
+ * an element's value does not depend on where a caller's range ends */
+static void silu_mul_bi(float *h, const float *u, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(h + i, silu_mul8(_mm256_loadu_ps(h + i), _mm256_loadu_ps(u + i)));
+    if (i < n) {
+        float hb[8] = {0}, ub[8] = {0};
+        memcpy(hb, h + i, (n - i) * 4);
+        memcpy(ub, u + i, (n - i) * 4);
+        _mm256_storeu_ps(hb, silu_mul8(_mm256_loadu_ps(hb), _mm256_loadu_ps(ub)));
+        memcpy(h + i, hb, (n - i) * 4);
     }
 }
 
@@ -569,6 +597,8 @@ static void from_f32(void *dst, const float *src, unsigned dtype, size_t n)
 const struct eng_kernels eng_kernels_avx2 = {
     .isa = TX8_ISA_AVX2,
     .gemv_rows = 4,
+    .gemv_rows_bi = 4,
+    .gemv_rows_i8_bi = 4,
     .gemm_tokens = 4,
     .act_u8 = 0,
     .mm_tile_f32 = mm_tile_f32,
@@ -577,10 +607,12 @@ const struct eng_kernels eng_kernels_avx2 = {
     .mm_sparse_i8 = mm_sparse_i8,
     .dot_f32 = dot_f32,
     .axpy_f32 = axpy_f32,
+    .axpy_f32_bi = axpy_f32_bi,
     .scale_f32 = scale_f32,
     .cols_scan = cols_scan,
     .exp_sum = exp_sum,
     .silu_mul = silu_mul,
+    .silu_mul_bi = silu_mul_bi,
     .pv_f32 = pv_f32,
     .to_f32 = to_f32,
     .from_f32 = from_f32,

@@ -70,8 +70,12 @@ AI __mmask64 mask64(size_t n)
 
 /* ---- f32 tile ----------------------------------------------------------- */
 
-/* R = 4 weight rows (rows past t->R repeat the last one, results dropped),
- * T tokens, weight dtype D: all compile-time constants after inlining. */
+/* RM weight rows (rows past t->R repeat the last one, results dropped),
+ * T tokens, weight dtype D: all compile-time constants after inlining.
+ * Each (row, token) has one accumulator chain whatever T and RM (batch
+ * invariance, engine_internal.h); in batch-invariant jobs T == 1 (GEMV)
+ * uses RM = 4 too, i.e. four independent chains over four weight streams,
+ * with software prefetch (other jobs use row_dot1, below). */
 AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D, const unsigned RM)
 {
     __m512 acc[8][6];
@@ -224,7 +228,9 @@ AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const 
     {                                                                                              \
         switch (t->T) {                                                                            \
         case 1:                                                                                    \
-            if (ENG_GEMV_SEQ) {                                                                    \
+            if (t->bi) {                                                                           \
+                tile_f32(t, 1, D, 4); /* the (row, token) chains of T = 2..6 */                   \
+            } else if (ENG_GEMV_SEQ) {                                                             \
                 for (unsigned r = 0; r < t->R; r++)                                                \
                     t->out[r] +=                                                                   \
                         row_dot1(t->w + r * t->w_stride, t->x, t->k0, t->k1, D,                    \
@@ -1009,6 +1015,8 @@ static void from_f32(void *dst, const float *src, unsigned dtype, size_t n)
 const struct eng_kernels eng_kernels_avx512 = {
     .isa = TX8_ISA_AVX512,
     .gemv_rows = 8,
+    .gemv_rows_bi = 4,
+    .gemv_rows_i8_bi = 1,
     .gemm_tokens = 6,
     .sparse_il = 1,
     .act_u8 = 1,
@@ -1076,6 +1084,11 @@ BF16_FN AI void tile_bf16(const struct mm_tile *t, const unsigned T, const unsig
     size_t k = t->k0;
     for (; k + 32 <= t->k1; k += 32) {
         __m512bh wv[4];
+        if (ENG_PREFETCH && T == 1) {
+#pragma GCC unroll 4
+            for (unsigned r = 0; r < RM; r++)
+                _mm_prefetch((const char *)(w[r] + k) + ENG_PREFETCH, _MM_HINT_T0);
+        }
 #pragma GCC unroll 4
         for (unsigned r = 0; r < RM; r++)
             wv[r] = ldbh(w[r] + k);
@@ -1133,6 +1146,10 @@ BF16_FN void eng_avx512bf16_tile(const struct mm_tile *t)
 {
     switch (t->T) {
     case 1:
+        if (t->bi) {
+            tile_bf16(t, 1, 4); /* the vdpbf16ps chain of T = 2..6 */
+            break;
+        }
         for (unsigned r = 0; r < t->R; r++)
             t->out[r] += row_dot_bf16((const uint16_t *)(const void *)(t->w + r * t->w_stride),
                                       t->xb, t->k0, t->k1);

@@ -227,6 +227,8 @@ static void from_f32(void *dst, const float *src, unsigned dtype, size_t n)
 const struct eng_kernels eng_kernels_portable = {
     .isa = TX8_ISA_PORTABLE,
     .gemv_rows = 4,
+    .gemv_rows_bi = 4,
+    .gemv_rows_i8_bi = 4,
     .gemm_tokens = 4,
     .act_u8 = 0,
     .mm_tile_f32 = mm_tile_f32,

@@ -3,7 +3,7 @@
  * Matrix multiply: MATMUL and the grouped expert FFN (MOE_FFN).
  *
  * Work is split across the cores by output columns (weight rows) in chunks
- * of up to 64 rows. Within a chunk:
+ * of up to 64 rows. Within a chunk (default):
  *   - T <= 4 (decode, GEMV): one pass over the chunk's weight rows against
  *     all tokens (for T = 1 the kernels read the rows one after the other,
  *     a single sequential stream); the weights stream from memory once.
@@ -12,6 +12,23 @@
  *     tokens) runs against every 4-row tile, so a weight tile is reused by
  *     all the tokens of the block from L1/L2 while the token tile stays in
  *     L1.
+ * A row's result is then within rounding of the same row computed alone
+ * (the reduction order over K depends on T), not bit-identical.
+ *
+ * Jobs with TX8_JOB_F_BATCH_INVARIANT (e->batch_inv): for each weight row
+ * and token, the sum over K runs in blocks of 1024 elements (2048 for int8
+ * activations) whatever T: each block's sum comes from one kernel call and
+ * is added to the row's partial sum in block order, and every kernel
+ * computes one (row, token) dot product the same way whatever the number
+ * of tokens and rows of its tile (engine_internal.h, "Batch invariance"),
+ * so a row's result depends only on its own activations and weights: not
+ * on the other rows of the pass, nor on how the rows are split over the
+ * cores.
+ *   - one token tile (T <= 4, int8; T <= gemm_tokens, f32): for each tile
+ *     of weight rows, its K blocks one after the other (the weight rows
+ *     stream from memory once, in order);
+ *   - more: as the default's GEMM.
+ * The cost is on single-token decode (docs/engine.md, "Batch invariance").
  * Partial sums go to a per-worker f32 tile and are written to y at the end
  * (activation scale, bias, accumulate).
  */
@@ -243,6 +260,17 @@ static void mm_finish(const struct mm_ctx *m, const float *C, size_t nr, size_t 
     }
 }
 
+static inline void mm_tile_call(const struct eng_kernels *k, const struct mm_tile *t, int i8,
+                                int bf)
+{
+    if (i8)
+        k->mm_tile_i8(t);
+    else if (bf)
+        k->mm_tile_bf16(t);
+    else
+        k->mm_tile_f32(t);
+}
+
 static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
 {
     const struct mm_ctx *m = p;
@@ -255,9 +283,12 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
     if (!C)
         return;
     size_t act_es = a->i8 ? 1 : 4;
+    const int bi = m->e->batch_inv;
+    /* the K block: fixed whatever T in batch-invariant jobs */
     size_t kc = a->i8 ? 2048 : 1024;
-    if (T <= 4)
+    if (!bi && T <= 4)
         kc = w->K ? w->K : 1; /* GEMV: one pass */
+    size_t ts = a->i8 ? 4 : k->gemm_tokens;
 
     for (size_t t0 = 0; t0 < T; t0 += tb) {
         size_t nt = T - t0 < tb ? T - t0 : tb;
@@ -301,26 +332,40 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
             t.out_stride = nr;
             t.xb_stride = a->xb_stride;
             int bf = a->xb && w->dtype == TX8_DTYPE_BF16;
-            for (size_t k0 = 0; k0 < w->K; k0 += kc) {
-                t.k0 = k0;
-                t.k1 = w->K - k0 < kc ? w->K : k0 + kc;
-                size_t ts = a->i8 ? 4 : k->gemm_tokens;
-                for (size_t tt = 0; tt < nt; tt += ts) {
-                    t.T = nt - tt < ts ? (unsigned)(nt - tt) : (unsigned)ts;
-                    t.x = (const uint8_t *)a->p + (t0 + tt) * a->stride * act_es;
-                    t.xb = bf ? a->xb + (t0 + tt) * a->xb_stride : NULL;
-                    unsigned rs = t.T == 1 ? k->gemv_rows : 4;
-                    for (size_t r = n0; r < n1; r += rs) {
-                        t.R = n1 - r < rs ? (unsigned)(n1 - r) : rs;
-                        t.w = w->data + r * t.w_stride;
-                        t.scales = w->scales ? w->scales + r * w->ngroups : NULL;
-                        t.out = C + tt * nr + (r - n0);
-                        if (a->i8)
-                            k->mm_tile_i8(&t);
-                        else if (bf)
-                            k->mm_tile_bf16(&t);
-                        else
-                            k->mm_tile_f32(&t);
+            t.bi = bi;
+            if (bi && nt <= ts) {
+                /* one token tile: rows outer, K blocks inner */
+                t.T = (unsigned)nt;
+                t.x = (const uint8_t *)a->p + t0 * a->stride * act_es;
+                t.xb = bf ? a->xb + t0 * a->xb_stride : NULL;
+                unsigned rs = t.T > 1 ? 4 : a->i8 ? k->gemv_rows_i8_bi : k->gemv_rows_bi;
+                for (size_t r = n0; r < n1; r += rs) {
+                    t.R = n1 - r < rs ? (unsigned)(n1 - r) : rs;
+                    t.w = w->data + r * t.w_stride;
+                    t.scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                    t.out = C + (r - n0);
+                    for (size_t k0 = 0; k0 < w->K; k0 += kc) {
+                        t.k0 = k0;
+                        t.k1 = w->K - k0 < kc ? w->K : k0 + kc;
+                        mm_tile_call(k, &t, a->i8, bf);
+                    }
+                }
+            } else {
+                for (size_t k0 = 0; k0 < w->K; k0 += kc) {
+                    t.k0 = k0;
+                    t.k1 = w->K - k0 < kc ? w->K : k0 + kc;
+                    for (size_t tt = 0; tt < nt; tt += ts) {
+                        t.T = nt - tt < ts ? (unsigned)(nt - tt) : (unsigned)ts;
+                        t.x = (const uint8_t *)a->p + (t0 + tt) * a->stride * act_es;
+                        t.xb = bf ? a->xb + (t0 + tt) * a->xb_stride : NULL;
+                        unsigned rs = t.T > 1 ? 4 : bi ? k->gemv_rows_bi : k->gemv_rows;
+                        for (size_t r = n0; r < n1; r += rs) {
+                            t.R = n1 - r < rs ? (unsigned)(n1 - r) : rs;
+                            t.w = w->data + r * t.w_stride;
+                            t.scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                            t.out = C + tt * nr + (r - n0);
+                            mm_tile_call(k, &t, a->i8, bf);
+                        }
                     }
                 }
             }
@@ -396,7 +441,7 @@ static void gather_fn(void *p, size_t b, size_t end, struct eng_worker *w)
 }
 
 struct silu_ctx {
-    const struct eng_kernels *k;
+    const struct tx8_engine *e;
     float *h1;
     const float *h2;
 };
@@ -405,11 +450,11 @@ static void silu_fn(void *p, size_t b, size_t end, struct eng_worker *w)
 {
     struct silu_ctx *s = p;
     (void)w;
-    s->k->silu_mul(s->h1 + b, s->h2 + b, end - b);
+    eng_silu_mul(s->e, s->h1 + b, s->h2 + b, end - b);
 }
 
 struct scatter_ctx {
-    const struct eng_kernels *k;
+    const struct tx8_engine *e;
     float *y;
     size_t ld_y;
     const float *out; /* [n][D] */
@@ -424,8 +469,8 @@ static void scatter_fn(void *p, size_t b, size_t end, struct eng_worker *w)
     struct scatter_ctx *s = p;
     (void)w;
     for (size_t i = 0; i < s->n; i++)
-        s->k->axpy_f32(s->y + (size_t)s->rows[i] * s->ld_y + b, s->wt[i], s->out + i * s->D + b,
-                       end - b);
+        eng_axpy_f32(s->e, s->y + (size_t)s->rows[i] * s->ld_y + b, s->wt[i],
+                     s->out + i * s->D + b, end - b);
 }
 
 static int moe_weight_ok(const struct tx8_weight *w, size_t rows, size_t cols, unsigned act)
@@ -477,8 +522,8 @@ static void moe_up_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
         mm_chunk(&g, n0, n1, wk);
         mm_chunk(&u, n0, n1, wk);
         for (size_t i = 0; i < x->np; i++)
-            f->e->k->silu_mul(f->H1 + (x->p0 + i) * f->F + n0, f->H2 + (x->p0 + i) * f->F + n0,
-                              n1 - n0);
+            eng_silu_mul(f->e, f->H1 + (x->p0 + i) * f->F + n0,
+                         f->H2 + (x->p0 + i) * f->F + n0, n1 - n0);
     }
 }
 
@@ -493,7 +538,7 @@ static void moe_down_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
             mm_chunk(&d, n0, n1, wk);
             for (size_t i = 0; i < x->np; i++) {
                 size_t q = x->p0 + i;
-                f->e->k->axpy_f32(f->y + (size_t)f->rows[q] * f->ld_y + n0, f->rwt[q],
+                eng_axpy_f32(f->e, f->y + (size_t)f->rows[q] * f->ld_y + n0, f->rwt[q],
                                   f->OUT + q * f->D + n0, n1 - n0);
             }
         }
@@ -770,13 +815,13 @@ int eng_exec_moe_ffn(struct eng_cmd *c)
             struct mm_out o1 = {H1, F, NULL, 0}, o2 = {H2, F, NULL, 0};
             eng_mm_run(e, &wg, &a, &o1);
             eng_mm_run(e, &wu, &a, &o2);
-            struct silu_ctx sc = {e->k, H1, H2};
+            struct silu_ctx sc = {e, H1, H2};
             eng_parallel(e, nr * F, nr * F < 65536 ? nr * F : 32768, silu_fn, &sc);
             if ((st = eng_mm_act(e, H1, F, nr, F, m->act_dtype, &a)))
                 return st;
             struct mm_out o3 = {OUT, D, NULL, 0};
             eng_mm_run(e, &wd, &a, &o3);
-            struct scatter_ctx sg = {e->k, y, m->ld_y, OUT, D, nr, rows, rwt};
+            struct scatter_ctx sg = {e, y, m->ld_y, OUT, D, nr, rows, rwt};
             eng_parallel(e, D, nr * D < 65536 ? D : 1024, scatter_fn, &sg);
 
             macs += eng_mm_macs(&wg, nr, &sk);

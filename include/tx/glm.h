@@ -184,6 +184,16 @@ typedef struct glm_session glm_session_t;
 #define GLM_LOAD_EXPERT_CACHE (1u << 5)       /* use it even when the model fits */
 #define GLM_LOAD_EXPERT_LRU (1u << 6)         /* plain LRU replacement (comparison) */
 #define GLM_LOAD_EXPERT_NO_PREFETCH (1u << 7) /* no predicted prefetch (comparison) */
+/* Batch-invariant decode: every job of the model runs with
+ * TX_SUBMIT_BATCH_INVARIANT, so that a session's logits are bit-identical
+ * whatever the other sessions of a glm_forward_batch (see "Batched decode:
+ * the guarantee" below), at a cost in single-token decode speed (f32
+ * ~1.1x, bf16 ~1.5x, int8 ~1.2x CPU time per MATMUL at K = 4096, ~2x at
+ * K = 128..512; docs/libtx-glm.md). The environment variable
+ * TX_BATCH_INVARIANT=1 sets it for any program (0 or unset: the flag as
+ * given; anything else fails the load with TX_EINVAL). Needs an emu device
+ * of interface >= 1.6: the load fails with TX_ENOTSUP otherwise. */
+#define GLM_LOAD_BATCH_INVARIANT (1u << 8)
 
 struct glm_load_options {
     /* Model name for labels and reports (device memory labels are
@@ -380,11 +390,17 @@ TX_API int glm_model_sample_vocab(const glm_model_t *m);
  * Batched decode: one token for each of n sessions (of the same model) in one
  * device pass. logits: NULL or [n x vocab]. If sampling is not NULL, a token
  * is drawn on the device for every session into next[n] (sessions sample
- * with counter = their position). Not bit-identical to single-session
- * decoding: the matmul kernels tile the rows of a pass, so the reduction
- * order of a row depends on the batch; per row the logits agree within
- * 1e-5 of the row's largest |logit|, and tokens agree except at near-ties
- * of that size (docs/libtx-glm.md, "Batched decode: the guarantee").
+ * with counter = their position). By default not bit-identical to
+ * single-session decoding: the matmul kernels tile the rows of a pass, so
+ * the reduction order of a row depends on the batch; per row the logits
+ * agree within 1e-5 of the row's largest |logit|, and tokens agree except
+ * at near-ties of that size. A model loaded with GLM_LOAD_BATCH_INVARIANT
+ * (or TX_BATCH_INVARIANT=1) is bit-identical: a session's logits (and so
+ * its token) are the same bytes as when it decodes alone, whatever the
+ * other sessions of the batch, their number and positions; holds for one
+ * model, plan and device ISA path, with expert load balancing off, and
+ * costs single-token decode speed (docs/libtx-glm.md, "Batched decode:
+ * the guarantee").
  */
 TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, int n,
                             float *logits, const struct glm_sampling *sampling, int32_t *next);
@@ -491,9 +507,38 @@ struct glm_timings {
 TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, int32_t *out,
                         int cap, int *n_out, struct glm_timings *t);
 
-/* The model's stop tokens: eos_token_id of the config plus the chat stop
- * tokens of its tokenizer (<|endoftext|>, <|user|>, <|observation|>),
- * without duplicates. Returns how many (may exceed cap). */
+/*
+ * The defaults of the checkpoint's generation_config.json, which glm-export
+ * keeps in the package (metadata "generation_config", docs/smd-format.md):
+ * `has` says which fields the file gave (GLM_GEN_HAS_*); the others are 0.
+ * glm_model_stop_tokens includes its eos_token_id; glm-inference uses
+ * do_sample / temperature / top_p / top_k as its sampling defaults when
+ * the command line gives none. Returns 1 (and *out) when the package has
+ * one, 0 (out zeroed) when not, TX_EINVAL for a NULL argument.
+ */
+#define GLM_GEN_HAS_EOS (1u << 0)
+#define GLM_GEN_HAS_DO_SAMPLE (1u << 1)
+#define GLM_GEN_HAS_TEMPERATURE (1u << 2)
+#define GLM_GEN_HAS_TOP_P (1u << 3)
+#define GLM_GEN_HAS_TOP_K (1u << 4)
+#define GLM_GEN_MAX_TEMPERATURE 100.0f /* larger values are refused */
+#define GLM_GEN_MAX_TOP_K 4096         /* the device's limit */
+struct glm_generation_config {
+    unsigned has; /* GLM_GEN_HAS_* */
+    int n_eos;
+    int32_t eos_token_ids[GLM_MAX_EOS];
+    int do_sample;     /* 0 / 1 */
+    float temperature; /* [0, GLM_GEN_MAX_TEMPERATURE] */
+    float top_p;       /* (0, 1] */
+    int top_k;         /* [0, GLM_GEN_MAX_TOP_K], 0 = off */
+};
+TX_API int glm_model_generation_config(const glm_model_t *model,
+                                       struct glm_generation_config *out);
+
+/* The model's stop tokens: eos_token_id of the config, then those of the
+ * package's generation_config.json, plus the chat stop tokens of its
+ * tokenizer (<|endoftext|>, <|user|>, <|observation|>), without duplicates.
+ * Returns how many (may exceed cap). */
 TX_API int glm_model_stop_tokens(const glm_model_t *model, int32_t *ids, int cap);
 
 /*

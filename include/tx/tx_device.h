@@ -445,6 +445,12 @@ struct tx_job_result {
  * >= 1.5 on the emu backend (else TX_ENOTSUP; /dev/accel does not pass it
  * yet). See docs/tuna.md. */
 #define TX_SUBMIT_PROFILE (1u << 1)
+/* Batch-invariant MATMUL / MOE_FFN (TX8_JOB_F_BATCH_INVARIANT): a row of
+ * a command is bit-identical whatever the number of rows it is computed
+ * with, at a cost in single-token speed (docs/engine.md). Needs a device of
+ * interface >= 1.6 on the emu backend (else TX_ENOTSUP; /dev/accel does not
+ * pass it yet). */
+#define TX_SUBMIT_BATCH_INVARIANT (1u << 2)
 
 /* Name [offset, offset + size) of bo (offset 8-aligned, size >= 64) as the
  * profiling buffer of the jobs submitted from cb with TX_SUBMIT_PROFILE

@@ -362,6 +362,15 @@ struct tx8_range {
  * prof_addr and prof_size and records nothing.
  */
 #define TX8_JOB_F_PROFILE		(1u << 1)
+/* Since interface 1.6: batch-invariant MATMUL and MOE_FFN. Each output row
+ * (token) is computed with the same sequence of floating-point operations
+ * whatever the number of rows of the command and the split over the cores,
+ * so batched decode is bit-identical to single-session decode; single-token
+ * MATMUL is slower (docs/engine.md). Without the flag a row is within
+ * rounding of the same row computed alone. A 1.5 device refuses the flag
+ * (TX8_STATUS_INVALID_JOB, unknown flags).
+ */
+#define TX8_JOB_F_BATCH_INVARIANT	(1u << 2)
 
 struct tx8_job_desc {
 	__u64 seqno;		/* host-chosen, strictly increasing per queue */

@@ -102,18 +102,37 @@ static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
 
 /* ---- glm-synth ------------------------------------------------------------ */
 
-/* Simplified GLM-4.5 chat template (no tool definitions), rendering what
- * tx_tokenizer_chat_render renders for TX_CHAT_GLM45. */
+/* The project's own GLM-4.5-form chat template (no tool definitions): it
+ * renders what tx_tokenizer_chat_render renders for TX_CHAT_GLM45 --
+ * reasoning kept in <think> only for assistant turns after the last user
+ * turn, contents stripped, tool results grouped after one <|observation|>
+ * (tools/chat-template-check compares the two with Jinja2 in make check). */
 static const char chat_template[] =
-    "[gMASK]<sop>{%- for m in messages -%}"
-    "{%- if m.role == 'system' -%}{{ '<|system|>\\n' + m.content }}"
-    "{%- elif m.role == 'user' -%}{{ '<|user|>\\n' + m.content }}"
+    "[gMASK]<sop>"
+    "{%- set ns = namespace(last_user=-1) -%}"
+    "{%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.last_user = loop.index0 -%}"
+    "{%- endif -%}{%- endfor -%}"
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}{{ '<|system|>\\n' + (m.content or '') }}"
+    "{%- elif m.role == 'user' -%}{{ '<|user|>\\n' + (m.content or '') }}"
     "{%- if enable_thinking is defined and not enable_thinking and "
-    "not m.content.endswith('/nothink') -%}{{ '/nothink' }}{%- endif -%}"
-    "{%- elif m.role == 'assistant' -%}{{ '<|assistant|>\\n<think></think>' }}"
-    "{%- if m.content -%}{{ '\\n' + m.content | trim }}{%- endif -%}"
-    "{%- elif m.role == 'tool' -%}"
-    "{{ '<|observation|>\\n<tool_response>\\n' + m.content + '\\n</tool_response>' }}"
+    "not (m.content or '').endswith('/nothink') -%}{{ '/nothink' }}{%- endif -%}"
+    "{%- elif m.role == 'assistant' -%}"
+    "{%- set c = m.content or '' -%}"
+    "{%- if m.reasoning_content is string -%}{%- set r = m.reasoning_content -%}"
+    "{%- elif '</think>' in c -%}"
+    "{%- set r = c.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') -%}"
+    "{%- set c = c.split('</think>')[-1].lstrip('\\n') -%}"
+    "{%- else -%}{%- set r = '' -%}{%- endif -%}"
+    "{{ '<|assistant|>' }}"
+    "{%- if loop.index0 > ns.last_user and r -%}{{ '\\n<think>' + r.strip() + '</think>' }}"
+    "{%- else -%}{{ '\\n<think></think>' }}{%- endif -%}"
+    "{%- if c.strip() -%}{{ '\\n' + c.strip() }}{%- endif -%}"
+    "{%- elif m.role == 'tool' or m.role == 'observation' -%}"
+    "{%- if loop.first or "
+    "(loop.previtem.role != 'tool' and loop.previtem.role != 'observation') -%}"
+    "{{ '<|observation|>' }}{%- endif -%}"
+    "{{ '\\n<tool_response>\\n' + (m.content or '') + '\\n</tool_response>' }}"
     "{%- endif -%}{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<|assistant|>' }}"
     "{%- if enable_thinking is defined and not enable_thinking -%}{{ '\\n<think></think>' }}"

@@ -325,16 +325,35 @@ static void analyze_json(const struct glm_config *c, struct json_object *ar)
 
 /* ---- glm-synth ------------------------------------------------------------ */
 
-/* Simplified GLM-5 chat template (no tool definitions), rendering what
- * tx_tokenizer_chat_render renders for TX_CHAT_GLM5; also the template of
- * DeepSeek-V3's synthetic checkpoint (arch.h). */
+/* The project's own GLM-5-form chat template (no tool definitions): it
+ * renders what tx_tokenizer_chat_render renders for TX_CHAT_GLM5 (as the
+ * GLM-4.5 one in glm4_moe.c, without the newlines); also the template of
+ * DeepSeek-V3's synthetic checkpoint (arch.h) and, in make check, of the
+ * GLM-4.7-style glm4_moe package (tools/chat-template-check). */
 const char tx_arch_glm5_synth_template[] =
-    "[gMASK]<sop>{%- for m in messages -%}"
-    "{%- if m.role == 'system' -%}{{ '<|system|>' + m.content }}"
-    "{%- elif m.role == 'user' -%}{{ '<|user|>' + m.content }}"
-    "{%- elif m.role == 'assistant' -%}{{ '<|assistant|></think>' + m.content | trim }}"
-    "{%- elif m.role == 'tool' -%}"
-    "{{ '<|observation|><tool_response>' + m.content + '</tool_response>' }}"
+    "[gMASK]<sop>"
+    "{%- set ns = namespace(last_user=-1) -%}"
+    "{%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.last_user = loop.index0 -%}"
+    "{%- endif -%}{%- endfor -%}"
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}{{ '<|system|>' + (m.content or '') }}"
+    "{%- elif m.role == 'user' -%}{{ '<|user|>' + (m.content or '') }}"
+    "{%- elif m.role == 'assistant' -%}"
+    "{%- set c = m.content or '' -%}"
+    "{%- if m.reasoning_content is string -%}{%- set r = m.reasoning_content -%}"
+    "{%- elif '</think>' in c -%}"
+    "{%- set r = c.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') -%}"
+    "{%- set c = c.split('</think>')[-1].lstrip('\\n') -%}"
+    "{%- else -%}{%- set r = '' -%}{%- endif -%}"
+    "{{ '<|assistant|>' }}"
+    "{%- if loop.index0 > ns.last_user and r -%}{{ '<think>' + r.strip() + '</think>' }}"
+    "{%- else -%}{{ '</think>' }}{%- endif -%}"
+    "{{ c.strip() }}"
+    "{%- elif m.role == 'tool' or m.role == 'observation' -%}"
+    "{%- if loop.first or "
+    "(loop.previtem.role != 'tool' and loop.previtem.role != 'observation') -%}"
+    "{{ '<|observation|>' }}{%- endif -%}"
+    "{{ '<tool_response>' + (m.content or '') + '</tool_response>' }}"
     "{%- endif -%}{%- endfor -%}"
     "{%- if add_generation_prompt -%}"
     "{%- if enable_thinking is defined and not enable_thinking -%}{{ '<|assistant|></think>' }}"

@@ -239,12 +239,38 @@ static void analyze_json(const struct glm_config *c, struct json_object *ar)
 
 /* ---- glm-synth ------------------------------------------------------------ */
 
-/* Simplified Qwen3 chat template (ChatML, no tools): what
- * tx_tokenizer_chat_render renders for TX_CHAT_QWEN3. */
+/* The project's own Qwen3-form chat template (ChatML, no tool
+ * definitions): what tx_tokenizer_chat_render renders for TX_CHAT_QWEN3 --
+ * reasoning only after the last user turn, tool results grouped in one
+ * user turn of <tool_response> blocks. */
 static const char chat_template[] =
+    "{%- set ns = namespace(last_user=-1) -%}"
+    "{%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.last_user = loop.index0 -%}"
+    "{%- endif -%}{%- endfor -%}"
     "{%- for m in messages -%}"
-    "{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"
-    "{%- endfor -%}"
+    "{%- set tool = m.role == 'tool' or m.role == 'observation' -%}"
+    "{%- if m.role == 'system' or m.role == 'user' -%}"
+    "{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' }}"
+    "{%- elif m.role == 'assistant' -%}"
+    "{%- set c = m.content or '' -%}"
+    "{%- if m.reasoning_content is string -%}{%- set r = m.reasoning_content -%}"
+    "{%- elif '</think>' in c -%}"
+    "{%- set r = c.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') -%}"
+    "{%- set c = c.split('</think>')[-1].lstrip('\\n') -%}"
+    "{%- else -%}{%- set r = '' -%}{%- endif -%}"
+    "{%- set r = r.strip('\\n') -%}{%- set c = c.lstrip('\\n') -%}"
+    "{{ '<|im_start|>assistant\\n' }}"
+    "{%- if loop.index0 > ns.last_user and r -%}{{ '<think>\\n' + r + '\\n</think>\\n\\n' }}"
+    "{%- endif -%}{{ c + '<|im_end|>\\n' }}"
+    "{%- elif tool -%}"
+    "{%- if loop.first or "
+    "(loop.previtem.role != 'tool' and loop.previtem.role != 'observation') -%}"
+    "{{ '<|im_start|>user' }}{%- endif -%}"
+    "{{ '\\n<tool_response>\\n' + (m.content or '') + '\\n</tool_response>' }}"
+    "{%- if loop.last or "
+    "(loop.nextitem.role != 'tool' and loop.nextitem.role != 'observation') -%}"
+    "{{ '<|im_end|>\\n' }}{%- endif -%}"
+    "{%- endif -%}{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}"
     "{%- if enable_thinking is defined and not enable_thinking -%}"
     "{{ '<think>\\n\\n</think>\\n\\n' }}{%- endif -%}{%- endif -%}";

@@ -791,6 +791,8 @@ static int emu_submit(struct tx_backend *be, const struct tx_backend_job *job, u
     d->cmd_size = job->cmd_size;
     d->num_ranges = job->num_bos;
     d->flags = (job->flags & TX_SUBMIT_NO_IRQ) ? TX8_JOB_F_NO_IRQ : 0;
+    if (job->flags & TX_SUBMIT_BATCH_INVARIANT)
+        d->flags |= TX8_JOB_F_BATCH_INVARIANT;
     d->user_data = job->user_data;
     if (job->prof_size) {
         d->flags |= TX8_JOB_F_PROFILE;

@@ -1080,11 +1080,20 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
     if (!job)
         return tx_error(TX_EINVAL, "tx_submit: NULL job pointer");
     *job = 0;
-    if (flags & ~(TX_SUBMIT_NO_IRQ | TX_SUBMIT_PROFILE))
+    if (flags & ~(TX_SUBMIT_NO_IRQ | TX_SUBMIT_PROFILE | TX_SUBMIT_BATCH_INVARIANT))
         return tx_error(TX_EINVAL, "tx_submit: unknown flags 0x%x", flags);
     rc = txd_enter(h, &d, "tx_submit");
     if (rc < 0)
         return rc;
+    if ((flags & TX_SUBMIT_BATCH_INVARIANT) &&
+        (d->ops != &tx_backend_emu_ops || TX8_IF_MINOR(d->info.if_version) < 6)) {
+        rc = tx_error(TX_ENOTSUP,
+                      "tx_submit: batch-invariant jobs need an emu device of interface >= 1.6 "
+                      "(%s, interface %u.%u)",
+                      d->ops->name, TX8_IF_MAJOR(d->info.if_version),
+                      TX8_IF_MINOR(d->info.if_version));
+        goto out;
+    }
     if (flags & TX_SUBMIT_PROFILE) {
         if (!dev_can_profile(d)) {
             rc = tx_error(TX_ENOTSUP,

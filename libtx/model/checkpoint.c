@@ -20,7 +20,7 @@ struct tx_ckpt {
     char *config_json;
     size_t config_len;
     struct glm_config cfg;
-    char *tok_path, *tokcfg_path;
+    char *tok_path, *tokcfg_path, *gencfg_path;
     struct tx_st_set *st;
     struct tx_onnx *onnx;
     struct tx_ckpt_tensor *t;
@@ -57,6 +57,10 @@ const char *tx_ckpt_tokenizer_path(const struct tx_ckpt *c)
 const char *tx_ckpt_tokenizer_config_path(const struct tx_ckpt *c)
 {
     return c->tokcfg_path;
+}
+const char *tx_ckpt_generation_config_path(const struct tx_ckpt *c)
+{
+    return c->gencfg_path;
 }
 size_t tx_ckpt_count(const struct tx_ckpt *c)
 {
@@ -116,6 +120,7 @@ void tx_ckpt_close(struct tx_ckpt *c)
     free(c->config_json);
     free(c->tok_path);
     free(c->tokcfg_path);
+    free(c->gencfg_path);
     free(c);
 }
 
@@ -288,6 +293,7 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
     }
     c->tok_path = opt_file(dir, "tokenizer.json");
     c->tokcfg_path = opt_file(dir, "tokenizer_config.json");
+    c->gencfg_path = opt_file(dir, "generation_config.json");
     if (c->format == TX_CKPT_HF) {
         rc = tx_st_set_open(dir, &c->st, err, errsz);
         if (rc < 0)

@@ -70,6 +70,21 @@ TXM_HIDDEN int txm_json_object_ok(const char *s, size_t n);
 TXM_HIDDEN int txm_smd_check_json(const char *path, int kind, const char *txt, size_t len,
                                   char *err, size_t errsz);
 
+/* generation_config.json (gen_config.c): at most TXM_GEN_CONFIG_MAX bytes;
+ * what names the source in messages ("PATH", "PKG: metadata
+ * generation_config"); token ids must be < vocab_size (<= 0: the
+ * GLM_MAX_VOCAB limit). Unknown fields are ignored, null is absent. */
+#define TXM_GEN_CONFIG_MAX (1u << 20)
+struct glm_generation_config;
+struct json_object;
+TXM_HIDDEN int txm_gen_config_parse(const char *txt, size_t len, const char *what, int vocab_size,
+                                    struct glm_generation_config *g, char *err, size_t errsz);
+TXM_HIDDEN int txm_gen_config_from_object(struct json_object *root, const char *what,
+                                          int vocab_size, struct glm_generation_config *g,
+                                          char *err, size_t errsz);
+/* The normalised object glm-export stores (new reference). */
+TXM_HIDDEN struct json_object *txm_gen_config_to_object(const struct glm_generation_config *g);
+
 /* malloc'd "dir/name". */
 TXM_HIDDEN char *txm_path_join(const char *dir, const char *name);
 /* malloc'd directory part of path ("." if none). */

@@ -80,7 +80,7 @@ static void maybe_flush(struct gctx *g, int force)
         g->waited = w;
         g->cap_jobs = cap;
     }
-    int rc = tx_submit(g->m->dev, g->cb, &g->jobs[g->njobs]);
+    int rc = tx_submit_ex(g->m->dev, g->cb, g->m->submit_flags, 0, &g->jobs[g->njobs]);
     if (rc) {
         g->rc = tx_error(rc, "forward: submit: %s", tx_last_error());
         return;

@@ -12,6 +12,8 @@
 #include "runtime/rt_internal.h"
 #include "runtime/expert_cache.h"
 
+#include "model/model_internal.h"
+
 #include "arch/arch.h"
 #include "profile/profile_internal.h"
 
@@ -111,7 +113,7 @@ int rt_run(glm_model_t *m, tx_cmdbuf_t *cb, const char *what, struct tx_job_resu
             memset(res, 0, sizeof(*res));
         return TX_OK;
     }
-    int rc = tx_submit(m->dev, cb, &job);
+    int rc = tx_submit_ex(m->dev, cb, m->submit_flags, 0, &job);
     if (rc)
         return tx_error(rc, "%s: submit failed: %s", what, tx_last_error());
     rc = tx_wait(m->dev, job, -1, &r);
@@ -407,6 +409,43 @@ static void default_name(const glm_model_t *m, char *out, size_t outsz)
     json_object_put(o);
 }
 
+/* The package metadata's generation_config (glm-export's normalised copy
+ * of the checkpoint's generation_config.json), validated again: the file is
+ * not trusted. 0 when absent. */
+static int load_gen_config(glm_model_t *m, const char *path)
+{
+    size_t len = 0;
+    const char *mj = tx_smd_metadata_json(m->smd, &len);
+    if (!mj)
+        return 0;
+    struct json_object *o = json_tokener_parse(mj), *v;
+    int rc = 0;
+    if (o && json_object_object_get_ex(o, "generation_config", &v) &&
+        !json_object_is_type(v, json_type_null)) {
+        char err[TX_ERR_MAX], what[64];
+        snprintf(what, sizeof(what), "metadata generation_config");
+        rc = txm_gen_config_from_object(v, what, 0, &m->gen, err, sizeof(err));
+        if (rc)
+            rc = tx_error(rc, "%s: %s", path, err);
+        else
+            m->has_gen = 1;
+    }
+    json_object_put(o);
+    return rc;
+}
+
+TX_API int glm_model_generation_config(const glm_model_t *m, struct glm_generation_config *out)
+{
+    if (!m || !out)
+        return tx_error(TX_EINVAL, "glm_model_generation_config: NULL argument");
+    if (!m->has_gen) {
+        memset(out, 0, sizeof(*out));
+        return 0;
+    }
+    *out = m->gen;
+    return 1;
+}
+
 static void free_model(glm_model_t *m)
 {
     if (!m)
@@ -549,6 +588,25 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
         rc = tx_error(rc, "glm_model_load: %s", tx_last_error());
         goto fail;
     }
+    const char *bi = getenv("TX_BATCH_INVARIANT");
+    if (bi && *bi && strcmp(bi, "0") && strcmp(bi, "1")) {
+        rc = tx_error(TX_EINVAL, "glm_model_load: TX_BATCH_INVARIANT=%s: expected 0 or 1", bi);
+        goto fail;
+    }
+    if (bi && !strcmp(bi, "1"))
+        o.flags |= GLM_LOAD_BATCH_INVARIANT;
+    if (o.flags & GLM_LOAD_BATCH_INVARIANT) {
+        if (strcmp(m->dinfo.backend, "emu") || TX8_IF_MINOR(m->dinfo.if_version) < 6) {
+            rc = tx_error(TX_ENOTSUP,
+                          "glm_model_load: batch-invariant decode (GLM_LOAD_BATCH_INVARIANT or "
+                          "TX_BATCH_INVARIANT=1) needs an emu device of interface >= 1.6 (%s, "
+                          "interface %u.%u)",
+                          m->dinfo.backend, TX8_IF_MAJOR(m->dinfo.if_version),
+                          TX8_IF_MINOR(m->dinfo.if_version));
+            goto fail;
+        }
+        m->submit_flags = TX_SUBMIT_BATCH_INVARIANT;
+    }
 
     double tph = rt_now_ms();
     if ((rc = tx_smd_open(path, 0, &m->smd, err, sizeof(err)))) {
@@ -561,6 +619,8 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
         rc = tx_error(cj ? rc : TX_EINVAL, "%s: config: %s", path, cj ? err : "missing");
         goto fail;
     }
+    if ((rc = load_gen_config(m, path)))
+        goto fail;
     for (int l = 0; l < TX_SMD_LAYER_COUNT && l < RT_NLTYPES; l++) {
         const struct tx_smd_plan_entry *pe = tx_smd_plan(m->smd, (enum tx_smd_layer)l);
         if (!pe)

@@ -112,6 +112,9 @@ struct rt_xcache;
 
 struct glm_model {
     tx_device_t *dev;
+    /* TX_SUBMIT_* of every job (TX_SUBMIT_BATCH_INVARIANT with
+     * GLM_LOAD_BATCH_INVARIANT / TX_BATCH_INVARIANT=1) */
+    uint32_t submit_flags;
     struct tx_device_info dinfo;
     char name[24];
     char label_w[TX8_LABEL_LEN], label_kv[TX8_LABEL_LEN], label_act[TX8_LABEL_LEN];
@@ -119,6 +122,8 @@ struct glm_model {
     struct tx_smd *smd;
     struct tx_tokenizer *tok;
     int chat_format_override; /* glm_model_set_chat_format; 0 = from the package */
+    int has_gen;              /* the package has a generation_config */
+    struct glm_generation_config gen;
     glm_precision_plan_t stored_plan;
     uint32_t plan_group[RT_NLTYPES];
 

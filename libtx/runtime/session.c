@@ -6,6 +6,8 @@
  */
 #include "runtime/rt_internal.h"
 
+#include <tx/tx_chat_format.h>
+
 #include "arch/arch.h"
 #include "profile/profile_internal.h"
 
@@ -791,6 +793,14 @@ TX_API int glm_model_stop_tokens(const glm_model_t *m, int32_t *ids, int cap)
     for (int i = 0; i < m->cfg.n_eos && n < GLM_MAX_EOS; i++)
         if (m->cfg.eos_token_ids[i] >= 0)
             tmp[n++] = m->cfg.eos_token_ids[i];
+    /* generation_config.json's eos_token_id (the same limit in all) */
+    for (int i = 0; m->has_gen && i < m->gen.n_eos && n < GLM_MAX_EOS; i++) {
+        int dup = 0;
+        for (int j = 0; j < n; j++)
+            dup |= tmp[j] == m->gen.eos_token_ids[i];
+        if (!dup)
+            tmp[n++] = m->gen.eos_token_ids[i];
+    }
     if (m->tok) {
         int32_t st[8];
         int k = tx_tokenizer_chat_stop_tokens(m->tok, st, 8);
@@ -807,63 +817,6 @@ TX_API int glm_model_stop_tokens(const glm_model_t *m, int32_t *ids, int cap)
     return n;
 }
 
-/* What follows the first "<|user|>" of the template text: a newline (raw,
- * or the two characters \n of a Jinja string) in GLM-4 and GLM-4.5/4.6,
- * content directly in GLM-4.7 and GLM-5. */
-static int user_newline(const char *t)
-{
-    const char *u = strstr(t, "<|user|>");
-    if (!u)
-        return -1;
-    u += 8;
-    return *u == '\n' || (u[0] == '\\' && u[1] == 'n');
-}
-
-/* The format of a chat_template text, or -1 (unknown). */
-static int format_of_template(const char *t, const char **which)
-{
-    /* Qwen3: ChatML turns */
-    if (strstr(t, "<|im_start|>") && strstr(t, "<|im_end|>") && !strstr(t, "[gMASK]<sop>")) {
-        *which = "Qwen3 (ChatML)";
-        return TX_CHAT_QWEN3;
-    }
-    /* DeepSeek-V3: fullwidth-bar User / Assistant markers */
-    if (strstr(t, "<\xef\xbd\x9cUser\xef\xbd\x9c>") && strstr(t, "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>")) {
-        *which = "DeepSeek-V3";
-        return TX_CHAT_DEEPSEEK3;
-    }
-    if (!strstr(t, "[gMASK]<sop>") || !strstr(t, "<|assistant|>") || !strstr(t, "<|user|>"))
-        return -1;
-    int nl = user_newline(t);
-    int think = strstr(t, "<think>") != NULL;
-    if (nl == 1 && !think) {
-        *which = "GLM-4 (glm-4-9b-chat)";
-        return TX_CHAT_GLM4;
-    }
-    /* GLM-4.5/4.6: "<|user|>\n", "/nothink", generation prompt
-     * "<|assistant|>" + "\n<think></think>" without thinking */
-    if (nl == 1 && think && strstr(t, "/nothink")) {
-        *which = "GLM-4.5/4.6";
-        return TX_CHAT_GLM45;
-    }
-    /* GLM-4.7/5: "<|user|>" + content, generation prompt "<|assistant|><think>"
-     * or "<|assistant|></think>" */
-    if (nl == 0 && think && strstr(t, "</think>") && !strstr(t, "/nothink")) {
-        *which = "GLM-4.7/GLM-5";
-        return TX_CHAT_GLM5;
-    }
-    return -1;
-}
-
-static const char *format_name(int f)
-{
-    return f == TX_CHAT_GLM4    ? "glm4"
-           : f == TX_CHAT_GLM45 ? "glm4.5"
-           : f == TX_CHAT_QWEN3 ? "qwen3"
-           : f == TX_CHAT_DEEPSEEK3 ? "deepseek3"
-                                : "glm4.7";
-}
-
 TX_API int glm_model_chat_format(const glm_model_t *m, char *why, size_t whysz)
 {
     if (!m)
@@ -874,7 +827,8 @@ TX_API int glm_model_chat_format(const glm_model_t *m, char *why, size_t whysz)
         whysz = sizeof(tmp);
     }
     if (m->chat_format_override) {
-        snprintf(why, whysz, "%s (set by the caller)", format_name(m->chat_format_override));
+        snprintf(why, whysz, "%s (set by the caller)",
+                 tx_chat_format_name(m->chat_format_override));
         return m->chat_format_override;
     }
     size_t len = 0;
@@ -892,13 +846,13 @@ TX_API int glm_model_chat_format(const glm_model_t *m, char *why, size_t whysz)
         snprintf(why, whysz,
                  "%s: the package has no chat_template (tokenizer_config.json), chosen by "
                  "the architecture %s; set the format if this model is another GLM",
-                 format_name(f), glm_arch_name(m->cfg.arch));
+                 tx_chat_format_name(f), glm_arch_name(m->cfg.arch));
     } else {
         const char *which = "";
-        f = format_of_template(t, &which);
+        f = tx_chat_format_of_template(t, &which);
         if (f > 0)
             snprintf(why, whysz, "%s: the package's chat_template is the %s template",
-                     format_name(f), which);
+                     tx_chat_format_name(f), which);
     }
     json_object_put(o);
     if (f < 0)

@@ -15,6 +15,8 @@
 
 #include "tok_internal.h"
 
+#include <tx/tx_chat_format.h>
+
 struct render {
     struct tok_buf b;
     struct tok_range *lit;
@@ -458,4 +460,70 @@ int tx_chat_format_from_name(const char *name)
                      "unknown chat format \"%.32s\" (glm4, glm4.5, glm4.6, glm4.7, glm5, glm5.1, "
                      "qwen3, deepseek3)",
                      name);
+}
+
+/* ---- recognising a chat_template ------------------------------------------ */
+
+/* What follows the first "<|user|>" of the template text: a newline (raw,
+ * or the two characters \n of a Jinja string) in GLM-4 and GLM-4.5/4.6,
+ * content directly in GLM-4.7 and GLM-5. */
+static int user_newline(const char *t)
+{
+    const char *u = strstr(t, "<|user|>");
+    if (!u)
+        return -1;
+    u += 8;
+    return *u == '\n' || (u[0] == '\\' && u[1] == 'n');
+}
+
+int tx_chat_format_of_template(const char *t, const char **which)
+{
+    const char *dummy;
+    if (!which)
+        which = &dummy;
+    *which = "";
+    if (!t)
+        return -1;
+    /* Qwen3: ChatML turns */
+    if (strstr(t, "<|im_start|>") && strstr(t, "<|im_end|>") && !strstr(t, "[gMASK]<sop>")) {
+        *which = "Qwen3 (ChatML)";
+        return TX_CHAT_QWEN3;
+    }
+    /* DeepSeek-V3: fullwidth-bar User / Assistant markers */
+    if (strstr(t, "<\xef\xbd\x9cUser\xef\xbd\x9c>") &&
+        strstr(t, "<\xef\xbd\x9c"
+                  "Assistant\xef\xbd\x9c>")) {
+        *which = "DeepSeek-V3";
+        return TX_CHAT_DEEPSEEK3;
+    }
+    if (!strstr(t, "[gMASK]<sop>") || !strstr(t, "<|assistant|>") || !strstr(t, "<|user|>"))
+        return -1;
+    int nl = user_newline(t);
+    int think = strstr(t, "<think>") != NULL;
+    if (nl == 1 && !think) {
+        *which = "GLM-4 (glm-4-9b-chat)";
+        return TX_CHAT_GLM4;
+    }
+    /* GLM-4.5/4.6: "<|user|>\n", "/nothink", generation prompt
+     * "<|assistant|>" + "\n<think></think>" without thinking */
+    if (nl == 1 && think && strstr(t, "/nothink")) {
+        *which = "GLM-4.5/4.6";
+        return TX_CHAT_GLM45;
+    }
+    /* GLM-4.7/5: "<|user|>" + content, generation prompt "<|assistant|><think>"
+     * or "<|assistant|></think>" */
+    if (nl == 0 && think && strstr(t, "</think>") && !strstr(t, "/nothink")) {
+        *which = "GLM-4.7/GLM-5";
+        return TX_CHAT_GLM5;
+    }
+    return -1;
+}
+
+const char *tx_chat_format_name(int f)
+{
+    return f == TX_CHAT_GLM4        ? "glm4"
+           : f == TX_CHAT_GLM45     ? "glm4.5"
+           : f == TX_CHAT_QWEN3     ? "qwen3"
+           : f == TX_CHAT_DEEPSEEK3 ? "deepseek3"
+                                    : "glm4.7";
 }

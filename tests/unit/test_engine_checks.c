@@ -784,7 +784,7 @@ START_TEST(test_cmd_buffer_and_desc)
             j->rsvd[1] = 1;
             break;
         case 12:
-            j->flags = 0x80;
+            j->flags = 1u << 3; /* the first bit past TX8_JOB_F_BATCH_INVARIANT */
             break;
         case 13:
             j->cmd_size = TX8_ENGINE_MAX_CMD_SIZE + 8;

@@ -1637,6 +1637,205 @@ START_TEST(test_moe_ffn)
 }
 END_TEST
 
+/* ---- batch invariance (issue 17 item 7) ------------------------------------- */
+
+/*
+ * In a job with TX8_JOB_F_BATCH_INVARIANT, a row of a MATMUL / MOE_FFN pass
+ * is bit-identical (memcmp) to the same row computed alone, whatever the
+ * other rows: for every ISA path (portable,
+ * AVX2, AVX-512 without and, where the CPU has it, with AVX512-BF16), every
+ * weight dtype the plans use with its activation types (f32, f16, bf16, int8
+ * per row and per group with int8 activations, int8 weights with f32
+ * activations, block-sparse), and K across the kernels' K blocks (1024 for
+ * f32 activations, 2048 for int8). docs/engine.md, "Batch invariance".
+ */
+struct bi_case {
+    unsigned wdt, adt, group;
+    int sparse;
+};
+
+static const struct bi_case bi_cases[] = {
+    {TX8_DTYPE_F32, TX8_DTYPE_F32, 0, 0},   {TX8_DTYPE_F16, TX8_DTYPE_F16, 0, 0},
+    {TX8_DTYPE_F16, TX8_DTYPE_F32, 0, 0},   {TX8_DTYPE_BF16, TX8_DTYPE_BF16, 0, 0},
+    {TX8_DTYPE_BF16, TX8_DTYPE_F32, 0, 0},  {TX8_DTYPE_I8, TX8_DTYPE_I8, 0, 0},
+    {TX8_DTYPE_I8, TX8_DTYPE_I8, 64, 0},    {TX8_DTYPE_I8, TX8_DTYPE_F32, 0, 0},
+    {TX8_DTYPE_I8, TX8_DTYPE_F32, 32, 0},   {TX8_DTYPE_F32, TX8_DTYPE_F32, 0, 1},
+    {TX8_DTYPE_BF16, TX8_DTYPE_BF16, 0, 1}, {TX8_DTYPE_I8, TX8_DTYPE_I8, 0, 1},
+    {TX8_DTYPE_I8, TX8_DTYPE_I8, 64, 1},
+};
+#define N_BI_CASES (sizeof(bi_cases) / sizeof(bi_cases[0]))
+
+/* Run one command in a job with TX8_JOB_F_BATCH_INVARIANT. */
+static unsigned te_run1_bi(struct te *t, const void *cmd)
+{
+    te_cmd_begin(t);
+    te_cmd(t, cmd);
+    te_job_default(t);
+    t->job.flags = TX8_JOB_F_BATCH_INVARIANT;
+    return te_run_job(t, NULL);
+}
+
+/* engine of path p (0 portable, 1 avx2, 2 avx512 without BF16, 3 avx512 with
+ * BF16), or NULL when the CPU lacks it */
+static struct te *bi_engine(int p, const char **name, unsigned cores)
+{
+    static const char *const names[4] = {"portable", "avx2", "avx512", "avx512+bf16"};
+    unsigned isa = p == 0 ? TX8_ISA_PORTABLE : p == 1 ? TX8_ISA_AVX2 : TX8_ISA_AVX512;
+    *name = names[p];
+    if (!tx8_engine_isa_supported(isa) ||
+        (p == 3 && !tx8_engine_has_feature(TX8_FEAT_AVX512BF16)))
+        return NULL;
+    setenv("TX8_ENGINE_AVX512BF16", p == 3 ? "1" : "0", 1);
+    struct te *t = te_new(isa, cores, 16ull << 20);
+    unsetenv("TX8_ENGINE_AVX512BF16");
+    return t;
+}
+
+/* y[T][N] of one MATMUL case on a fresh engine of path p with `cores`
+ * workers, the data drawn from `seed`; with `alone`, each row in a pass of
+ * its own. NULL when the CPU lacks the path. */
+static float *bi_matmul(int p, unsigned cores, const struct bi_case *bc, unsigned K, unsigned N,
+                        unsigned T, uint64_t seed, int alone)
+{
+    const char *pn;
+    struct te *t = bi_engine(p, &pn, cores);
+    if (!t)
+        return NULL;
+    uint64_t rng = seed;
+    struct tw w;
+    tw_make(t, &rng, &w, N, K, bc->wdt, bc->sparse, bc->group);
+    uint64_t x = te_alloc(t, (uint64_t)T * K * 4), y = te_alloc(t, (uint64_t)T * N * 4);
+    te_fill_f32(&rng, te_ptr(t, x), (size_t)T * K, 2.0f);
+    struct tx8_cmd_matmul m;
+    memset(&m, 0, sizeof(m));
+    m.hdr = TE_HDR(TX8_OP_MATMUL, struct tx8_cmd_matmul);
+    m.w = w.w;
+    m.ld_x = K;
+    m.ld_y = N;
+    m.act_dtype = (uint16_t)bc->adt;
+    for (unsigned r = 0; r < T; r += alone ? 1 : T) {
+        m.x = x + (uint64_t)r * K * 4;
+        m.y = y + (uint64_t)r * N * 4;
+        m.tokens = alone ? 1 : T;
+        TE_EQ(te_run1_bi(t, &m), TX8_STATUS_OK);
+    }
+    float *out = malloc((size_t)T * N * 4);
+    ck_assert_ptr_nonnull(out);
+    memcpy(out, te_ptr(t, y), (size_t)T * N * 4);
+    free(w.deq);
+    te_free(t);
+    return out;
+}
+
+START_TEST(test_batch_invariance_matmul)
+{
+    static const unsigned Ks[4] = {64, 1088, 2112, 4160}; /* multiples of the groups */
+    static const unsigned Ts[6] = {2, 4, 5, 7, 13, 40};
+    const char *pn;
+    struct te *probe = bi_engine(_i, &pn, 1);
+    if (!probe)
+        return;
+    te_free(probe);
+    for (unsigned c = 0; c < N_BI_CASES; c++)
+        for (unsigned ki = 0; ki < 4; ki++) {
+            const struct bi_case *bc = &bi_cases[c];
+            unsigned K = Ks[ki], N = 37 + 8 * ki, T = Ts[(c + ki) % 6];
+            uint64_t seed = 4242 + 100 * c + ki;
+            float *all = bi_matmul(_i, 2, bc, K, N, T, seed, 0);
+            float *one = bi_matmul(_i, 2, bc, K, N, T, seed, 1);
+            /* the same pass split over 1 and 3 cores */
+            float *c1 = bi_matmul(_i, 1, bc, K, N, T, seed, 0);
+            float *c3 = bi_matmul(_i, 3, bc, K, N, T, seed, 0);
+            for (unsigned r = 0; r < T; r++)
+                TE_CHECK(!memcmp(all + (size_t)r * N, one + (size_t)r * N, (size_t)N * 4),
+                         "%s: MATMUL w=%u act=%u group=%u sparse=%d K=%u: row %u of %u differs "
+                         "from the row alone",
+                         pn, bc->wdt, bc->adt, bc->group, bc->sparse, K, r, T);
+            TE_CHECK(!memcmp(all, c1, (size_t)T * N * 4) && !memcmp(all, c3, (size_t)T * N * 4),
+                     "%s: MATMUL w=%u act=%u group=%u sparse=%d K=%u T=%u: the result depends on "
+                     "the number of cores",
+                     pn, bc->wdt, bc->adt, bc->group, bc->sparse, K, T);
+            free(all);
+            free(one);
+            free(c1);
+            free(c3);
+        }
+}
+END_TEST
+
+START_TEST(test_batch_invariance_moe)
+{
+    const char *pn;
+    struct te *t = bi_engine(_i, &pn, 2);
+    if (!t)
+        return;
+    uint64_t rng = 777 + (uint64_t)_i;
+    for (unsigned c = 0; c < N_BI_CASES; c++) {
+        const struct bi_case *bc = &bi_cases[c];
+        if (bc->adt == TX8_DTYPE_F32 && bc->wdt == TX8_DTYPE_I8 && bc->group)
+            continue; /* MOE_FFN: same kernels as the per-row int8 case */
+        unsigned NE = 5, T = 9, TK = 2;
+        unsigned D = bc->sparse ? 96 : 70 + 2 * c, F = bc->sparse ? 128 : 46 + 3 * c;
+        if (bc->group) {
+            D = 128;
+            F = bc->sparse ? 128 : 192;
+        }
+        uint64_t mark = t->brk;
+        struct tw ws[15];
+        uint64_t tab = te_alloc(t, NE * 3 * sizeof(struct tx8_weight));
+        for (unsigned e = 0; e < NE; e++)
+            for (unsigned j = 0; j < 3; j++) {
+                tw_make(t, &rng, &ws[e * 3 + j], j == 2 ? D : F, j == 2 ? F : D, bc->wdt,
+                        bc->sparse, bc->group);
+                ((struct tx8_weight *)te_ptr(t, tab))[e * 3 + j] = ws[e * 3 + j].w;
+            }
+        uint64_t x = te_alloc(t, (size_t)T * D * 4), y = te_alloc(t, (size_t)T * D * 4),
+                 y1 = te_alloc(t, (size_t)D * 4), ids = te_alloc(t, T * TK * 4),
+                 wt = te_alloc(t, T * TK * 4);
+        te_fill_f32(&rng, te_ptr(t, x), (size_t)T * D, 1.0f);
+        te_fill_f32(&rng, te_ptr(t, wt), T * TK, 1.0f);
+        int32_t *ip = te_ptr(t, ids);
+        for (unsigned i = 0; i < T; i++) {
+            ip[i * TK] = (int32_t)te_rand(&rng, 0, NE - 1);
+            ip[i * TK + 1] = (ip[i * TK] + 1 + (int32_t)te_rand(&rng, 0, NE - 2)) % (int32_t)NE;
+        }
+        struct tx8_cmd_moe_ffn m = {TE_HDR(TX8_OP_MOE_FFN, struct tx8_cmd_moe_ffn),
+                                    y,
+                                    x,
+                                    ids,
+                                    wt,
+                                    tab,
+                                    T,
+                                    TK,
+                                    NE,
+                                    D,
+                                    F,
+                                    D,
+                                    D,
+                                    (uint16_t)bc->adt,
+                                    0};
+        TE_EQ(te_run1_bi(t, &m), TX8_STATUS_OK);
+        for (unsigned r = 0; r < T; r++) {
+            m.x = x + (uint64_t)r * D * 4;
+            m.ids = ids + (uint64_t)r * TK * 4;
+            m.w = wt + (uint64_t)r * TK * 4;
+            m.y = y1;
+            m.tokens = 1;
+            TE_EQ(te_run1_bi(t, &m), TX8_STATUS_OK);
+            TE_CHECK(!memcmp(te_ptr(t, y1), (const float *)te_ptr(t, y) + (size_t)r * D,
+                             (size_t)D * 4),
+                     "%s: MOE_FFN w=%u act=%u group=%u sparse=%d D=%u F=%u: token %u of %u "
+                     "differs from the token alone",
+                     pn, bc->wdt, bc->adt, bc->group, bc->sparse, D, F, r, T);
+        }
+        for (unsigned i = 0; i < NE * 3; i++)
+            free(ws[i].deq);
+        te_reset(t, mark);
+    }
+    te_free(t);
+}
+END_TEST
+
 /* Interface 1.6: expert_cache_hits / misses count the experts a MOE_FFN uses
  * whose gate entry carries TX8_WEIGHT_F_XCACHE (a miss with
  * TX8_WEIGHT_F_XMISS too), once per expert; unflagged entries count
@@ -2299,6 +2498,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_moe_route_softmax_hand);
     tcase_add_loop_test(tc, test_rope_attn_factor, 0, NISA);
     tcase_add_loop_test(tc, test_moe_ffn, 0, NISA);
+    tcase_add_loop_test(tc, test_batch_invariance_matmul, 0, 4);
+    tcase_add_loop_test(tc, test_batch_invariance_moe, 0, 4);
     tcase_add_loop_test(tc, test_expert_cache, 0, NISA);
     tcase_add_loop_test(tc, test_sample, 0, NISA);
     tcase_add_loop_test(tc, test_sample_nonfinite, 0, NISA);

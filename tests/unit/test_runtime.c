@@ -79,15 +79,21 @@ static tx_device_t *open_dev(void)
     return dev;
 }
 
-static glm_model_t *load(tx_device_t *dev, int which, const char *plan)
+static glm_model_t *load_flags(tx_device_t *dev, int which, const char *plan, unsigned flags)
 {
     glm_precision_plan_t p;
     glm_plan_golden(&p);
     OK(glm_plan_parse(plan, &p));
     OK(glm_plan_set(dev, &p));
     glm_model_t *m = NULL;
-    OK(glm_model_load(dev, g_smd[which], NULL, &m));
+    struct glm_load_options o = {.flags = flags};
+    OK(glm_model_load(dev, g_smd[which], &o, &m));
     return m;
+}
+
+static glm_model_t *load(tx_device_t *dev, int which, const char *plan)
+{
+    return load_flags(dev, which, plan, 0);
 }
 
 static glm_session_t *session(glm_model_t *m, int n_ctx, int n_batch)
@@ -379,6 +385,105 @@ START_TEST(test_batched_decode_guarantee)
     int t32, tg;
     batch_guarantee("fp32", &w32, &t32);
     batch_guarantee("golden", &wg, &tg);
+}
+END_TEST
+
+/*
+ * The guarantee of batched decode with GLM_LOAD_BATCH_INVARIANT (issue 17
+ * item 7, docs/libtx-glm.md): batched logits are bit-identical (memcmp) to
+ * single-session ones, because every row of a MATMUL / MOE_FFN pass of a
+ * TX8_JOB_F_BATCH_INVARIANT job has a reduction order that does not depend
+ * on the other rows (docs/engine.md, "Batch invariance"). The fp32 and bf16
+ * plans load with the flag, golden and fp16 with TX_BATCH_INVARIANT=1. Six
+ * sessions at different positions (one of them crossing index_topk), 20
+ * steps, greedy, for each plan; the batch shrinks on the way (a session
+ * leaves at step 10) and the single-session side decodes with
+ * glm_decode_batch of one.
+ */
+static void batch_bit_identical(const char *plan, int use_env)
+{
+    tx_device_t *dev = open_dev();
+    if (use_env)
+        setenv("TX_BATCH_INVARIANT", "1", 1);
+    glm_model_t *m = load_flags(dev, M5_F32, plan, use_env ? 0 : GLM_LOAD_BATCH_INVARIANT);
+    unsetenv("TX_BATCH_INVARIANT");
+    int V = glm_model_config(m)->vocab_size, SV = glm_model_sample_vocab(m);
+    enum { B = 6, STEPS = 20 };
+    glm_session_t *bs[B], *ss[B];
+    int32_t cur[B], next[B];
+    float *bl = malloc(sizeof(float) * B * (size_t)V), *sl = malloc(sizeof(float) * (size_t)V);
+    ck_assert(bl && sl);
+    for (int i = 0; i < B; i++) {
+        int32_t ids[24];
+        int len = 3 + 4 * i;
+        random_ids(ids, len, SV, 700 + (uint64_t)i);
+        bs[i] = session(m, 64, 0);
+        ss[i] = session(m, 64, 0);
+        OK(glm_eval(bs[i], ids, len, 0, NULL));
+        OK(glm_eval(ss[i], ids, len, 0, NULL));
+        cur[i] = ids[len - 1];
+    }
+    struct glm_sampling g = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
+    int compared = 0;
+    for (int step = 0; step < STEPS; step++) {
+        int nb = step < STEPS / 2 ? B : B - 1;
+        OK(glm_decode_batch(bs, cur, nb, bl, &g, next));
+        for (int i = 0; i < nb; i++) {
+            int32_t sn;
+            OK(glm_decode_batch(&ss[i], &cur[i], 1, sl, &g, &sn));
+            const float *b = bl + (size_t)i * V;
+            ck_assert_msg(memcmp(b, sl, sizeof(float) * (size_t)V) == 0,
+                          "%s plan: step %d session %d of %d: batched logits are not "
+                          "bit-identical to the session's alone (max relative error %.3e)",
+                          plan, step, i, nb, rts_rel_err(b, sl, (size_t)V));
+            ck_assert_int_eq(sn, next[i]);
+            compared++;
+            cur[i] = next[i];
+        }
+    }
+    printf("[runtime] batched vs single decode, %s plan, %d sessions x %d steps: %d logit rows "
+           "bit-identical (memcmp), greedy tokens equal\n",
+           plan, B, STEPS, compared);
+    for (int i = 0; i < B; i++) {
+        glm_session_free(bs[i]);
+        glm_session_free(ss[i]);
+    }
+    free(bl);
+    free(sl);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+
+START_TEST(test_batched_decode_bit_identical)
+{
+    {
+        /* /dev/accel does not pass the flag yet: the load says so */
+        tx_device_t *d0 = open_dev();
+        struct tx_device_info di;
+        OK(tx_device_info(d0, &di));
+        if (strcmp(di.backend, "emu")) {
+            glm_model_t *m0 = NULL;
+            struct glm_load_options o0 = {.flags = GLM_LOAD_BATCH_INVARIANT};
+            ck_assert_int_eq(glm_model_load(d0, g_smd[M5_F32], &o0, &m0), TX_ENOTSUP);
+            ck_assert_ptr_null(m0);
+            tx_device_close(d0);
+            return;
+        }
+        tx_device_close(d0);
+    }
+    batch_bit_identical("fp32", 0);
+    batch_bit_identical("golden", 1);
+    batch_bit_identical("bf16", 0);
+    batch_bit_identical("fp16", 1);
+    /* a bad TX_BATCH_INVARIANT fails the load, naming it */
+    tx_device_t *dev = open_dev();
+    glm_model_t *m = NULL;
+    setenv("TX_BATCH_INVARIANT", "yes", 1);
+    ck_assert_int_eq(glm_model_load(dev, g_smd[M5_F32], NULL, &m), TX_EINVAL);
+    unsetenv("TX_BATCH_INVARIANT");
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_nonnull(strstr(tx_last_error(), "TX_BATCH_INVARIANT=yes"));
+    tx_device_close(dev);
 }
 END_TEST
 
@@ -1693,6 +1798,7 @@ static Suite *runtime_suite(void)
     tcase_add_test(tc, test_sampling);
     tcase_add_test(tc, test_padding_never_sampled);
     tcase_add_test(tc, test_batched_decode_guarantee);
+    tcase_add_test(tc, test_batched_decode_bit_identical);
     tcase_add_test(tc, test_batch_sampling_each);
     tcase_add_test(tc, test_sampling_refused);
     tcase_add_test(tc, test_sampler_order_penalties);

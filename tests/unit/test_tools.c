@@ -404,6 +404,26 @@ START_TEST(n_predict)
     HAS(r.err, "generated 3 tokens (length)");
     HAS(r.err, "/     2 runs"); /* n_eval: the passes after the prompt's */
     res_free(&r);
+    /* --batch-invariant: the same run with batch-invariant device jobs */
+    const char *abi[] = {bin("glm-inference"),
+                         "--device",
+                         rts_spec,
+                         "--checkpoint",
+                         g_smd,
+                         "--no-moe-config",
+                         "--batch-invariant",
+                         "--tokens",
+                         "1,2,3",
+                         "-n",
+                         "3",
+                         "--temp",
+                         "0",
+                         "--ignore-eos",
+                         NULL};
+    r = run(abi);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.err, "generated 3 tokens (length)");
+    res_free(&r);
     /* -n -1: until the context is full */
     const char *am[] = {bin("glm-inference"),
                         "--device",
@@ -740,6 +760,132 @@ START_TEST(export_truncated_tokenizer)
 }
 END_TEST
 
+/* ---- generation_config.json (issue 17 item 1) ------------------------------ */
+
+/* t_dir/ck: the test checkpoint with generation_config.json = json (NULL:
+ * without one) */
+static const char *ck_with_gen(const char *json)
+{
+    const char *ck = tpath("ck");
+    char *cmd = NULL;
+    ck_assert_int_gt(asprintf(&cmd, "rm -rf '%s' && cp -r '%s' '%s'", ck, g_ck, ck), 0);
+    ck_assert_int_eq(system(cmd), 0);
+    free(cmd);
+    if (json) {
+        char p[450];
+        snprintf(p, sizeof(p), "%s/generation_config.json", ck);
+        FILE *f = fopen(p, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(json, f);
+        fclose(f);
+    }
+    return ck;
+}
+
+static struct res gen_export(const char *json, const char *out)
+{
+    const char *ck = ck_with_gen(json);
+    const char *a[] = {bin("glm-export"), "--input", ck, "--output", out, "--quant", "none",
+                       "--quiet",         NULL};
+    return run(a);
+}
+
+static struct res gen_infer(const char *smd, const char *extra)
+{
+    const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", smd,
+                       "--no-moe-config",    "--tokens", "1,2,3",  "-n",          "2",
+                       "--ignore-eos",       "-s",       "5",      extra,         NULL};
+    return run(a);
+}
+
+START_TEST(generation_config)
+{
+    char smd[400];
+    snprintf(smd, sizeof(smd), "%s", tpath("g.smd"));
+    /* kept in the package; eos ids join the stop tokens; sampling defaults */
+    struct res r = gen_export("{\"_from_model_config\": true, \"do_sample\": true, "
+                              "\"eos_token_id\": [2, 7], \"pad_token_id\": 2, \"temperature\": "
+                              "0.5, \"top_k\": 7, \"top_p\": 0.8, \"min_p\": null, "
+                              "\"transformers_version\": \"4.57.1\"}",
+                              smd);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    res_free(&r);
+    tx_device_t *dev = NULL;
+    ck_assert_int_eq(tx_device_open(rts_spec, &dev), 0);
+    glm_model_t *m = NULL;
+    ck_assert_int_eq(glm_model_load(dev, smd, NULL, &m), 0);
+    struct glm_generation_config g;
+    ck_assert_int_eq(glm_model_generation_config(m, &g), 1);
+    ck_assert_uint_eq(g.has, GLM_GEN_HAS_EOS | GLM_GEN_HAS_DO_SAMPLE | GLM_GEN_HAS_TEMPERATURE |
+                                 GLM_GEN_HAS_TOP_K | GLM_GEN_HAS_TOP_P);
+    ck_assert_int_eq(g.n_eos, 2);
+    ck_assert_int_eq(g.eos_token_ids[1], 7);
+    ck_assert_int_eq(g.top_k, 7);
+    int32_t st[32];
+    int n = glm_model_stop_tokens(m, st, 32), has2 = 0, has7 = 0;
+    for (int i = 0; i < n && i < 32; i++) {
+        has2 |= st[i] == 2;
+        has7 |= st[i] == 7;
+    }
+    ck_assert_msg(has2 && has7, "generation_config's eos ids are not stop tokens (%d ids)", n);
+    ck_assert_int_eq(glm_model_free(m), 0);
+    tx_device_close(dev);
+    r = gen_infer(smd, NULL);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.err, "sampling defaults from the package's generation_config.json: temperature 0.50, "
+               "top_k 7, top_p 0.80 (the rest: glm-inference's own; the command line overrides)");
+    HAS(r.err, "temp 0.50, top-k 7, top-p 0.80, min-p 0.05");
+    res_free(&r);
+    r = gen_infer(smd, "--temp=0");
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.err, "generation_config.json: top_k 7, top_p 0.80 (");
+    HAS(r.err, "temp 0.00, top-k 7, top-p 0.80");
+    res_free(&r);
+    /* do_sample false: greedy */
+    r = gen_export("{\"do_sample\": false, \"temperature\": 0.7, \"eos_token_id\": 2}", smd);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    res_free(&r);
+    r = gen_infer(smd, NULL);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.err, "generation_config.json: do_sample false (greedy) (");
+    HAS(r.err, "temp 0.00, top-k 40, top-p 0.95");
+    res_free(&r);
+    /* none: said so */
+    r = gen_export(NULL, smd);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    res_free(&r);
+    r = gen_infer(smd, NULL);
+    HAS(r.err, "sampling defaults: glm-inference's own (the package has no "
+               "generation_config.json)");
+    res_free(&r);
+    /* refused, naming the field; nothing written */
+    static const char *const bad[][2] = {
+        {"{\"top_p\": 2}", "generation_config.json: top_p: expected a number in (0, 1]"},
+        {"{\"top_p\": 0}", "top_p: expected a number in (0, 1]"},
+        {"{\"temperature\": -1}", "temperature: expected a number in [0, 100]"},
+        {"{\"temperature\": \"hot\"}", "temperature: expected a number in [0, 100]"},
+        {"{\"top_k\": 1.5}", "top_k: expected an integer in [0, 4096] (0 = off)"},
+        {"{\"top_k\": 5000}", "top_k: expected an integer in [0, 4096]"},
+        {"{\"do_sample\": 1}", "do_sample: expected true or false"},
+        {"{\"eos_token_id\": [1, \"x\"]}", "eos_token_id[1]: expected an integer token id"},
+        {"{\"eos_token_id\": []}", "eos_token_id: a list of 1 to 16 token ids expected, got 0"},
+        {"{\"eos_token_id\": 99999999}", "eos_token_id: token id 99999999 outside [0, 1048576)"},
+        {"{\"eos_token_id\": {}}", "eos_token_id: expected an integer, a list of integers or null"},
+        {"[1, 2]", "generation_config.json: not a valid JSON object"},
+        {"{\"top_p\": 0.9", "generation_config.json: not a valid JSON object"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        unlink(smd);
+        r = gen_export(bad[i][0], smd);
+        ck_assert_msg(r.rc == 1, "%s: exported", bad[i][0]);
+        HAS(r.err, bad[i][1]);
+        HAS(r.err, "nothing written");
+        ck_assert_int_eq(access(smd, F_OK), -1);
+        res_free(&r);
+    }
+}
+END_TEST
+
 /* ---- building against the tree -------------------------------------------------------- */
 
 static const char *build_dir(void)
@@ -845,6 +991,7 @@ static Suite *suite(void)
     tcase_add_test(tc, sigint_prints_timings);
     tcase_add_test(tc, export_killed_leaves_nothing);
     tcase_add_test(tc, export_truncated_tokenizer);
+    tcase_add_test(tc, generation_config);
     tcase_add_test(tc, pkgconfig_uninstalled);
     tcase_add_test(tc, precision_names_clash);
     suite_add_tcase(s, tc);

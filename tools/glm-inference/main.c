@@ -51,9 +51,10 @@ static void usage(FILE *f)
             "  -c, --ctx-size N         context size (default 4096 or the model's maximum)\n"
             "  -b, --batch-size N       most tokens per device pass (default 512)\n"
             "  -s, --seed N             sampling seed (default -1 = from the clock)\n"
-            "      --temp T             temperature (default 0.8; 0 = greedy)\n"
-            "      --top-k N            top-k (default 40, 0 = off)\n"
-            "      --top-p P            top-p (default 0.95, 1 = off)\n"
+            "      --temp T             temperature (default 0.8 or the package's\n"
+            "                           generation_config.json; 0 = greedy)\n"
+            "      --top-k N            top-k (default 40 or generation_config.json's, 0 = off)\n"
+            "      --top-p P            top-p (default 0.95 or generation_config.json's, 1 = off)\n"
             "      --min-p P            min-p (default 0.05, 0 = off)\n"
             "      --repeat-penalty R   repetition penalty (default 1.0 = off)\n"
             "      --presence-penalty P presence penalty (default 0.0 = off)\n"
@@ -101,6 +102,9 @@ static void usage(FILE *f)
             "      --bench-cache        expert cache vs resident vs --stream decode (tg rows)\n"
             "      --bench-cache-frac F cache size as a fraction of the routed experts (0.25)\n"
             "                           ($TX_BENCH_CACHE_MODES: a subset of resident,layers,lru,lrfu)\n"
+            "      --batch-invariant    batch-invariant device jobs: a session's logits are\n"
+            "                           bit-identical whatever the batch (slower single-token\n"
+            "                           decode; also TX_BATCH_INVARIANT=1)\n"
             "\n"
             "Outputs and checks:\n"
             "      --verify             check every checksum of the package and exit (no "
@@ -140,6 +144,7 @@ struct opts {
     long long seed;
     float temp, top_p, lambda;
     int top_k;
+    int set_temp, set_top_k, set_top_p; /* given on the command line */
     float min_p, repeat_penalty, presence_penalty, frequency_penalty;
     int repeat_last_n, sampler_order;
     int chat_format;
@@ -152,7 +157,7 @@ struct opts {
     int bench_depth[BENCH_DEPTH_MAX], n_bench_depth; /* --bench-depth (bench_depth.c) */
     int cache_k, cache_v; /* --cache-type-k / -v (enum glm_cache_type) */
     int expert_stats, memory_view, stream;
-    int verify, no_verify;
+    int verify, no_verify, batch_invariant;
     unsigned long long max_weight_mem;
     unsigned long long expert_cache; /* --expert-cache */
     int expert_lru, no_prefetch, bench_cache;
@@ -860,6 +865,63 @@ done:
     return rc;
 }
 
+/*
+ * The package's generation_config.json (glm_model_generation_config) gives
+ * the defaults of --temp, --top-k and --top-p that the command line leaves
+ * unset: do_sample false means greedy (temperature 0), else its
+ * temperature / top_k / top_p where present. Says where the values came
+ * from on stderr.
+ */
+static void sampling_defaults(const glm_model_t *m, struct opts *o)
+{
+    struct glm_generation_config g;
+    if (glm_model_generation_config(m, &g) != 1) {
+        fprintf(stderr,
+                "%s: sampling defaults: glm-inference's own (the package has no "
+                "generation_config.json)\n",
+                prog);
+        return;
+    }
+    char used[160] = "", *p = used;
+    size_t left = sizeof(used);
+#define USED(...)                                                                                  \
+    do {                                                                                           \
+        int k_ = snprintf(p, left, __VA_ARGS__);                                                   \
+        if (k_ > 0 && (size_t)k_ < left) {                                                         \
+            p += k_;                                                                               \
+            left -= (size_t)k_;                                                                    \
+        }                                                                                          \
+    } while (0)
+    if ((g.has & GLM_GEN_HAS_DO_SAMPLE) && !g.do_sample) {
+        if (!o->set_temp) {
+            o->temp = 0.0f;
+            USED("%sdo_sample false (greedy)", *used ? ", " : "");
+        }
+    } else if ((g.has & GLM_GEN_HAS_TEMPERATURE) && !o->set_temp) {
+        o->temp = g.temperature;
+        USED("%stemperature %.2f", *used ? ", " : "", (double)g.temperature);
+    }
+    if ((g.has & GLM_GEN_HAS_TOP_K) && !o->set_top_k) {
+        o->top_k = g.top_k;
+        USED("%stop_k %d", *used ? ", " : "", g.top_k);
+    }
+    if ((g.has & GLM_GEN_HAS_TOP_P) && !o->set_top_p) {
+        o->top_p = g.top_p;
+        USED("%stop_p %.2f", *used ? ", " : "", (double)g.top_p);
+    }
+#undef USED
+    if (*used)
+        fprintf(stderr,
+                "%s: sampling defaults from the package's generation_config.json: %s (the rest: "
+                "glm-inference's own; the command line overrides)\n",
+                prog, used);
+    else
+        fprintf(stderr,
+                "%s: sampling defaults: glm-inference's own (the package's "
+                "generation_config.json sets none that the command line leaves open)\n",
+                prog);
+}
+
 int main(int argc, char **argv)
 {
     struct opts o;
@@ -921,6 +983,7 @@ int main(int argc, char **argv)
         O_BCFRAC,
         O_VERIFY,
         O_NOVERIFY,
+        O_BATCH_INVARIANT,
         O_MINP,
         O_REPPEN,
         O_PRESPEN,
@@ -993,6 +1056,7 @@ int main(int argc, char **argv)
         {"max-weight-mem", required_argument, NULL, O_MAXW},
         {"verify", no_argument, NULL, O_VERIFY},
         {"no-verify", no_argument, NULL, O_NOVERIFY},
+        {"batch-invariant", no_argument, NULL, O_BATCH_INVARIANT},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -1038,12 +1102,15 @@ int main(int argc, char **argv)
             break;
         case O_TEMP:
             OPT(txc_opt_float(prog, "--temp", optarg, 0, 100, 0, &o.temp));
+            o.set_temp = 1;
             break;
         case O_TOPK:
             OPT(txc_opt_int(prog, "--top-k", optarg, 0, INT_MAX, "0 = off", &o.top_k));
+            o.set_top_k = 1;
             break;
         case O_TOPP:
             OPT(txc_opt_float(prog, "--top-p", optarg, 0, 1, TXC_LO_OPEN, &o.top_p));
+            o.set_top_p = 1;
             break;
         case O_MINP:
             OPT(txc_opt_float(prog, "--min-p", optarg, 0, 1, 0, &o.min_p));
@@ -1259,6 +1326,9 @@ int main(int argc, char **argv)
         case O_VERIFY:
             o.verify = 1;
             break;
+        case O_BATCH_INVARIANT:
+            o.batch_invariant = 1;
+            break;
         case O_NOVERIFY:
             o.no_verify = 1;
             break;
@@ -1334,6 +1404,8 @@ int main(int argc, char **argv)
         lo_.flags |= GLM_LOAD_EXPERT_NO_PREFETCH;
     if (o.no_verify)
         lo_.flags |= GLM_LOAD_NO_VERIFY;
+    if (o.batch_invariant)
+        lo_.flags |= GLM_LOAD_BATCH_INVARIANT;
     lo_.max_weight_bytes = o.max_weight_mem;
     double t0 = now_ms();
     int lrc = glm_model_load(dev, o.checkpoint, &lo_, &m);
@@ -1561,6 +1633,7 @@ int main(int argc, char **argv)
         glm_session_reset(s);
     }
 
+    sampling_defaults(m, &o);
     struct glm_sampling smp;
     glm_sampling_default(&smp);
     smp.temperature = o.temp;

@@ -70,6 +70,9 @@ static void usage(FILE *f)
             "      --queue-limit N      requests waiting for a slot (default 64; 503 beyond)\n"
             "      --shutdown-timeout S on SIGTERM, seconds to let running requests finish\n"
             "                           before they are stopped (default 5)\n"
+            "      --batch-invariant    batch-invariant device jobs: each request's logits\n"
+            "                           are bit-identical whatever the batch (slower\n"
+            "                           single-token decode; docs/libtx-glm.md)\n"
             "  -v, --verbose            log every request and libmicrohttpd's errors\n"
             "  -h, --help               this text\n",
             SRV_MAX_PARALLEL);
@@ -107,7 +110,8 @@ int main(int argc, char **argv)
         O_FMT,
         O_BODY,
         O_QUEUE,
-        O_GRACE
+        O_GRACE,
+        O_BATCH_INV
     };
     static const struct option lo[] = {{"checkpoint", required_argument, 0, 'm'},
                                        {"model", required_argument, 0, 'm'},
@@ -126,6 +130,7 @@ int main(int argc, char **argv)
                                        {"body-limit", required_argument, 0, O_BODY},
                                        {"queue-limit", required_argument, 0, O_QUEUE},
                                        {"shutdown-timeout", required_argument, 0, O_GRACE},
+                                       {"batch-invariant", no_argument, 0, O_BATCH_INV},
                                        {"verbose", no_argument, 0, 'v'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -173,6 +178,9 @@ int main(int argc, char **argv)
             break;
         case O_CTV:
             ctv = optarg;
+            break;
+        case O_BATCH_INV:
+            o->batch_invariant = 1;
             break;
         case 'a':
             o->alias = optarg;
@@ -244,7 +252,11 @@ int main(int argc, char **argv)
         goto out;
     }
     double t0 = srv_now();
-    if (glm_model_load(S->dev, o->checkpoint, NULL, &S->m)) {
+    struct glm_load_options lopt;
+    memset(&lopt, 0, sizeof(lopt));
+    if (o->batch_invariant)
+        lopt.flags |= GLM_LOAD_BATCH_INVARIANT;
+    if (glm_model_load(S->dev, o->checkpoint, &lopt, &S->m)) {
         fprintf(stderr, "%s: cannot load %s: %s\n", prog, o->checkpoint, tx_last_error());
         goto out;
     }

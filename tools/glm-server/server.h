@@ -44,6 +44,7 @@ struct srv_opts {
     int queue_limit;
     int shutdown_grace_ms;
     int verbose;
+    int batch_invariant; /* --batch-invariant: GLM_LOAD_BATCH_INVARIANT */
 };
 
 enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_DECODE, RQ_DONE };

@@ -8,6 +8,9 @@
  *       ids on stdin (separated by commas and/or white space) -> text
  *   glm-tokenize --tokenizer tokenizer.json --chat FORMAT [--system TEXT]
  *       stdin is one user message; prints the ids of the rendered prompt
+ *   glm-tokenize --package PKG.smd --chat-render CONV.json [--chat FORMAT]
+ *       libtx's rendering (text) of a JSON conversation (chat_render.c)
+ *   glm-tokenize --package PKG.smd --print-tokenizer-config
  *
  * Exit status: 0 on success, 1 on an error (message on stderr), 2 on a usage
  * error.
@@ -21,6 +24,7 @@
 
 #include <tx/tx_tokenizer.h>
 
+#include "chat_render.h"
 #include "common/cli.h"
 
 static const char *prog = "glm-tokenize";
@@ -41,7 +45,15 @@ static void usage(FILE *f)
             "  --system TEXT     with --chat: a system message first\n"
             "  --no-think        with --chat: thinking disabled (enable_thinking=false)\n"
             "  --show-tokens     also print each token string on stderr\n"
-            "  --stats           print bytes, tokens, time and tokens/s on stderr\n",
+            "  --stats           print bytes, tokens, time and tokens/s on stderr\n"
+            "  --package PKG.smd      with --chat-render / --print-tokenizer-config: the\n"
+            "                         package whose chat_template picks the format\n"
+            "  --chat-render CONV.json  print libtx's rendering (text) of the JSON\n"
+            "                         conversation {\"messages\": [...],\n"
+            "                         \"add_generation_prompt\", \"enable_thinking\"};\n"
+            "                         the format: --chat, else the package's\n"
+            "  --print-tokenizer-config  print the package's tokenizer_config.json\n"
+            "  (tools/chat-template-check compares --chat-render with Jinja2)\n",
             prog);
 }
 
@@ -95,7 +107,8 @@ static int parse_ids(const char *s, size_t n, int32_t **ids, size_t *count, char
 
 int main(int argc, char **argv)
 {
-    const char *path = NULL, *chat = NULL, *system_text = NULL;
+    const char *path = NULL, *chat = NULL, *system_text = NULL, *pkg = NULL, *render = NULL;
+    int print_tokcfg = 0;
     int decode = 0, no_special = 0, add_special = 0, skip_special = 0, no_think = 0, show = 0;
     int stats = 0;
     enum {
@@ -108,7 +121,10 @@ int main(int argc, char **argv)
         O_SYSTEM,
         O_NOTHINK,
         O_SHOW,
-        O_STATS
+        O_STATS,
+        O_PACKAGE,
+        O_RENDER,
+        O_PRINTCFG
     };
     static const struct option opts[] = {
         {"tokenizer", required_argument, NULL, O_TOK},
@@ -121,6 +137,9 @@ int main(int argc, char **argv)
         {"no-think", no_argument, NULL, O_NOTHINK},
         {"show-tokens", no_argument, NULL, O_SHOW},
         {"stats", no_argument, NULL, O_STATS},
+        {"package", required_argument, NULL, O_PACKAGE},
+        {"chat-render", required_argument, NULL, O_RENDER},
+        {"print-tokenizer-config", no_argument, NULL, O_PRINTCFG},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -157,12 +176,35 @@ int main(int argc, char **argv)
         case O_STATS:
             stats = 1;
             break;
+        case O_PACKAGE:
+            pkg = optarg;
+            break;
+        case O_RENDER:
+            render = optarg;
+            break;
+        case O_PRINTCFG:
+            print_tokcfg = 1;
+            break;
         default: /* --help, or an option getopt_long has reported */
             return txc_help_or_usage(c, usage);
         }
     }
     if (optind < argc)
         return txc_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
+    if (print_tokcfg || render) {
+        if (path || decode || system_text || no_think || no_special || add_special || show ||
+            stats || (print_tokcfg && (render || chat)))
+            return txc_usage_error(prog, usage,
+                                   "--chat-render and --print-tokenizer-config take only "
+                                   "--package (and --chat with --chat-render)");
+        if (!pkg && (print_tokcfg || !chat))
+            return txc_usage_error(prog, usage, "--package PKG.smd is required here");
+        return print_tokcfg ? gt_print_tokenizer_config(prog, pkg)
+                            : gt_chat_render(prog, pkg, render, chat);
+    }
+    if (pkg)
+        return txc_usage_error(prog, usage,
+                               "--package goes with --chat-render or --print-tokenizer-config");
     if (!path)
         return txc_usage_error(prog, usage, "--tokenizer FILE is required");
     if (decode && (chat || no_special || add_special)) {

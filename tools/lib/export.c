@@ -16,6 +16,7 @@
 
 #include <json-c/json.h>
 
+#include <tx/glm.h>
 #include <tx/tx_checkpoint.h>
 #include <tx/tx_dtype.h>
 #include <tx/tx_export.h>
@@ -212,7 +213,8 @@ static void add_source(struct json_object *m, const char *input, const struct tx
 }
 
 static char *metadata_json(const char *input, const struct tx_ckpt *c,
-                           const struct tx_export_opts *o, const struct tx_export_stats *st)
+                           const struct tx_export_opts *o, const struct tx_export_stats *st,
+                           const struct glm_generation_config *gen)
 {
     const struct glm_config *cfg = tx_ckpt_config(c);
     struct json_object *m = json_object_new_object();
@@ -268,6 +270,9 @@ static char *metadata_json(const char *input, const struct tx_ckpt *c,
                     st->sq_ref[l] > 0 ? sqrt(st->sq_err[l] / st->sq_ref[l]) : 0.0);
     json_object_object_add(s, "relative_rms_error", err);
     json_object_object_add(m, "stats", s);
+    /* generation_config.json, validated and normalised (docs/smd-format.md) */
+    if (gen)
+        json_object_object_add(m, "generation_config", txm_gen_config_to_object(gen));
     const char *txt = json_object_to_json_string_ext(
         m, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
     char *r = strdup(txt);
@@ -323,7 +328,9 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
     memset(&st, 0, sizeof(st));
     struct tx_ckpt *c = NULL;
     struct tx_smd_writer *w = NULL;
-    char *tok = NULL, *tokcfg = NULL, *meta = NULL;
+    char *tok = NULL, *tokcfg = NULL, *meta = NULL, *gencfg = NULL;
+    struct glm_generation_config gen;
+    int has_gen = 0;
     float *f32 = NULL, *scales = NULL;
     void *data = NULL;
     uint16_t *colblk = NULL;
@@ -360,6 +367,20 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
         tokcfg = read_opt(tcp, &tokcfglen, err, errsz, &rc);
         if (rc < 0)
             goto out;
+    }
+    const char *gcp = tx_ckpt_generation_config_path(c);
+    if (gcp) {
+        size_t gl = 0;
+        rc = txm_read_file(gcp, TXM_GEN_CONFIG_MAX, &gencfg, &gl, err, errsz);
+        if (rc < 0)
+            goto out;
+        /* ids bounded as config.json's eos_token_id (GLM_MAX_VOCAB) */
+        rc = txm_gen_config_parse(gencfg, gl, gcp, 0, &gen, sub, sizeof(sub));
+        if (rc < 0) {
+            rc = tx_errbuf(err, errsz, rc, "%s; nothing written", sub);
+            goto out;
+        }
+        has_gen = 1;
     }
     /* Every section is checked before anything is written, as tx_smd_open
      * and glm_model_load will check it: a package that exports is a package
@@ -563,7 +584,7 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
     st.ffn_mac_reduction = st.ffn_macs_dense > 0 ? 1 - st.ffn_macs_sparse / st.ffn_macs_dense : 0;
     st.model_mac_reduction =
         st.model_macs_dense > 0 ? 1 - st.model_macs_sparse / st.model_macs_dense : 0;
-    meta = metadata_json(input, c, o, &st);
+    meta = metadata_json(input, c, o, &st, has_gen ? &gen : NULL);
     if (!meta) {
         rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto out;
@@ -588,6 +609,7 @@ out:
     tx_ckpt_close(c);
     free(tok);
     free(tokcfg);
+    free(gencfg);
     free(meta);
     free(f32);
     free(data);

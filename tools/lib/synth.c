@@ -258,6 +258,39 @@ static struct json_object *added_entry(int64_t id, const char *content, int with
     return e;
 }
 
+/*
+ * generation_config.json as transformers writes it: the config's eos and pad
+ * ids, and default sampling. The sampling values are glm-inference's own
+ * defaults (temperature 0.8, top-k 40, top-p 0.95), so that a synthetic
+ * package samples as before; tests that need other values rewrite the file.
+ */
+static int write_generation_config(const char *dir, const struct glm_config *c, char *err,
+                                   size_t errsz)
+{
+    struct json_object *o = json_object_new_object();
+    json_object_object_add(o, "_from_model_config", json_object_new_boolean(1));
+    json_object_object_add(o, "do_sample", json_object_new_boolean(1));
+    struct json_object *e = json_object_new_array();
+    for (int i = 0; i < c->n_eos; i++)
+        json_object_array_add(e, json_object_new_int(c->eos_token_ids[i]));
+    json_object_object_add(o, "eos_token_id", e);
+    if (c->pad_token_id >= 0)
+        json_object_object_add(o, "pad_token_id", json_object_new_int(c->pad_token_id));
+    json_object_object_add(o, "temperature", json_object_new_double_s(0.8, "0.8"));
+    json_object_object_add(o, "top_k", json_object_new_int(40));
+    json_object_object_add(o, "top_p", json_object_new_double_s(0.95, "0.95"));
+    json_object_object_add(o, "transformers_version", json_object_new_string("4.57.1"));
+    const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+                                                            JSON_C_TO_STRING_SPACED |
+                                                            JSON_C_TO_STRING_NOSLASHESCAPE);
+    char *p = txm_path_join(dir, "generation_config.json");
+    int rc = p ? txm_write_text(p, txt, NULL, err, errsz)
+               : tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+    free(p);
+    json_object_put(o);
+    return rc;
+}
+
 /* tokenizer_config.json: the added tokens, the GLM eos/pad and template. */
 static int glm_tokenizer_config(const char *path, enum glm_arch arch, const int64_t *ids,
                                 const int *is_new, char **out, char *err, size_t errsz)
@@ -1079,6 +1112,8 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
                     : tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
             free(cp);
         }
+        if (rc == 0)
+            rc = write_generation_config(outdir, &cfg, err, errsz);
     }
     if (rc == 0 && tk.tokenizer_json) {
         char *dst = txm_path_join(outdir, "tokenizer.json");

@@ -54,6 +54,8 @@ struct opts {
     int act_weight;      /* f16/bf16 activations enter as the weights' dtype */
     const char *device;  /* --device SPEC: round-trip rows, or NULL */
     int moe;             /* --moe: MOE_FFN rows only */
+    int cpu_time;        /* --cpu-time: MATMUL rows timed in process CPU time */
+    int batch_inv;       /* --batch-invariant: MATMUL jobs with TX8_JOB_F_BATCH_INVARIANT */
 };
 
 enum { B_F32, B_F16, B_BF16, B_I8, B_I8S, B_COUNT };
@@ -65,6 +67,17 @@ static double now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+/* CPU time of all the process's threads (tx-bench --cpu-time): on a host
+ * shared with other jobs, time spent descheduled does not count. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static int g_cpu_time;
+static int g_batch_inv; /* --batch-invariant */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -376,6 +389,7 @@ static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_
     memset(&job, 0, sizeof(job));
     job.cmd_addr = d->cmd;
     job.cmd_size = (uint32_t)(sizeof(c) * batch);
+    job.flags = g_batch_inv ? TX8_JOB_F_BATCH_INVARIANT : 0;
     job.num_ranges = 1;
     job.ranges[0].addr = TX8_CTRL_SIZE;
     job.ranges[0].size = d->size - TX8_CTRL_SIZE;
@@ -386,9 +400,9 @@ static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_
         job.seqno = r + 1;
         if (bw && r > 0)
             bws[r - 1] = bw_sample(bw);
-        double t0 = now_s();
+        double t0 = g_cpu_time ? cpu_s() : now_s();
         tx8_engine_run(d->e, &job, &done, NULL);
-        double t1 = now_s();
+        double t1 = g_cpu_time ? cpu_s() : now_s();
         if (done.status != TX8_STATUS_OK) {
             fprintf(stderr, "tx-bench: job failed: %s\n", tx8_engine_status_name(done.status));
             free(t);
@@ -444,6 +458,11 @@ static void usage(FILE *f)
             "                      -r below 100 means 2000 jobs per row\n"
             "      --moe           instead: MOE_FFN jobs, fused vs per-expert path, alternating\n"
             "                      (-r below 5 means 20 runs per row)\n"
+            "      --cpu-time      time the MATMUL rows in process CPU time (all threads)\n"
+            "                      instead of wall time: steadier on a shared host; with\n"
+            "                      -t 1 it is the work itself (GB/s, ratio: per CPU-second)\n"
+            "      --batch-invariant  the MATMUL jobs with TX8_JOB_F_BATCH_INVARIANT (the\n"
+            "                      batch-invariant kernels, docs/engine.md)\n"
             "      --json          machine-readable output\n"
             "  -h, --help\n");
 }
@@ -478,6 +497,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"act", required_argument, 0, 5},
         {"device", required_argument, 0, 6},
         {"moe", no_argument, 0, 7},
+        {"cpu-time", no_argument, 0, 8},
+        {"batch-invariant", no_argument, 0, 9},
         {0, 0, 0, 0},
     };
     int c;
@@ -594,6 +615,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 4:
             o->llc = optarg;
             break;
+        case 8:
+            o->cpu_time = 1;
+            break;
+        case 9:
+            o->batch_inv = 1;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -693,8 +720,10 @@ static void print_table(const struct run *R)
     char llc[400];
     tx_llc_describe(&R->llc, llc, sizeof(llc));
     printf("tx-bench: engine %s, %u threads, weights %llu MiB per matrix, %u runs, "
-           "%u GEMV commands per job\n",
-           R->isa, o->threads, (unsigned long long)(o->size / MIB), o->reps, o->batch);
+           "%u GEMV commands per job%s%s\n",
+           R->isa, o->threads, (unsigned long long)(o->size / MIB), o->reps, o->batch,
+           o->cpu_time ? "; ms = process CPU time (--cpu-time)" : "",
+           o->batch_inv ? "; batch-invariant jobs" : "");
     if (R->min_ws)
         printf("last-level cache: %s; minimum working set %u x LLC = %.1f MiB\n", llc,
                TX_LLC_FACTOR, (double)R->min_ws / MIB);
@@ -765,6 +794,8 @@ int main(int argc, char **argv)
                      .batch = 8};
     if (parse_opts(argc, argv, &o))
         return 2;
+    g_cpu_time = o.cpu_time;
+    g_batch_inv = o.batch_inv;
     if (o.device) /* the round trip only (see roundtrip.c) */
         return txb_roundtrip(o.device, o.reps < 100 ? 2000 : o.reps, o.json);
     if (o.moe) { /* MOE_FFN rows only (see moe.c) */

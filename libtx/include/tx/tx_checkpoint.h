@@ -59,6 +59,8 @@ TX_API const char *tx_ckpt_config_json(const struct tx_ckpt *c, size_t *len);
 /* Path of tokenizer.json / tokenizer_config.json, or NULL if absent. */
 TX_API const char *tx_ckpt_tokenizer_path(const struct tx_ckpt *c);
 TX_API const char *tx_ckpt_tokenizer_config_path(const struct tx_ckpt *c);
+/* Path of generation_config.json next to the model, or NULL if absent. */
+TX_API const char *tx_ckpt_generation_config_path(const struct tx_ckpt *c);
 
 /* The expected tensors, in glm_config_tensor_list() order. */
 TX_API size_t tx_ckpt_count(const struct tx_ckpt *c);

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * glm-tokenize --chat-render: libtx's rendering of a conversation given as
+ * JSON, for the reference check of tools/chat-template-check (which renders
+ * the package's own chat_template with Jinja2 and compares the bytes).
+ *
+ * Conversation file (UTF-8 JSON, at most 1 MiB):
+ *   {"messages": [{"role": "system" | "user" | "assistant" | "tool",
+ *                  "content": "..." (or null),
+ *                  "reasoning_content": "..." (assistant, optional)}, ...],
+ *    "add_generation_prompt": true | false   (default true),
+ *    "enable_thinking": true | false         (default true)}
+ *
+ * The format is --chat FORMAT, else the one glm_model_chat_format picks for
+ * the package: recognised from its chat_template (tx_chat_format_of_template).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include <tx/tx_chat_format.h>
+#include <tx/tx_error.h>
+#include <tx/tx_smd.h>
+#include <tx/tx_tokenizer.h>
+
+#include "chat_render.h"
+#include "common/cli.h"
+
+#define CONV_MAX (1u << 20)
+#define MSG_MAX 256
+
+static struct tx_smd *open_pkg(const char *prog, const char *pkg)
+{
+    char err[512];
+    struct tx_smd *s = NULL;
+    if (tx_smd_open(pkg, 0, &s, err, sizeof(err))) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return NULL;
+    }
+    return s;
+}
+
+int gt_print_tokenizer_config(const char *prog, const char *pkg)
+{
+    struct tx_smd *s = open_pkg(prog, pkg);
+    if (!s)
+        return 1;
+    size_t len = 0;
+    const char *tc = tx_smd_tokenizer_config_json(s, &len);
+    int st = 0;
+    if (!tc) {
+        fprintf(stderr, "%s: %s: the package has no tokenizer_config.json\n", prog, pkg);
+        st = 1;
+    } else if (fwrite(tc, 1, len, stdout) != len) {
+        st = 1;
+    }
+    tx_smd_close(s);
+    return st;
+}
+
+/* The package's chat format, as glm_model_chat_format picks it from the
+ * chat_template (a package without one: an error here, the runtime would
+ * fall back to the architecture's). */
+static int pkg_format(const char *prog, const char *pkg)
+{
+    struct tx_smd *s = open_pkg(prog, pkg);
+    if (!s)
+        return -1;
+    size_t len = 0;
+    const char *tc = tx_smd_tokenizer_config_json(s, &len);
+    struct json_object *o = tc ? json_tokener_parse(tc) : NULL, *v = NULL;
+    int f = -1;
+    if (!o || !json_object_object_get_ex(o, "chat_template", &v) ||
+        !json_object_is_type(v, json_type_string)) {
+        fprintf(stderr,
+                "%s: %s: the package has no chat_template (tokenizer_config.json); give "
+                "--chat FORMAT\n",
+                prog, pkg);
+    } else {
+        const char *which = "";
+        f = tx_chat_format_of_template(json_object_get_string(v), &which);
+        if (f < 0)
+            fprintf(stderr,
+                    "%s: %s: the package's chat_template is not a template libtx renders "
+                    "(GLM-4, GLM-4.5/4.6, GLM-4.7/5, Qwen3, DeepSeek-V3); give --chat FORMAT\n",
+                    prog, pkg);
+        else
+            fprintf(stderr, "%s: chat format %s (the package's chat_template is the %s template)\n",
+                    prog, tx_chat_format_name(f), which);
+    }
+    json_object_put(o);
+    tx_smd_close(s);
+    return f;
+}
+
+static int opt_bool(struct json_object *root, const char *k, int def, int *out, const char *path,
+                    const char *prog)
+{
+    struct json_object *v;
+    *out = def;
+    if (!json_object_object_get_ex(root, k, &v) || json_object_is_type(v, json_type_null))
+        return 0;
+    if (!json_object_is_type(v, json_type_boolean)) {
+        fprintf(stderr, "%s: %s: %s: expected true or false\n", prog, path, k);
+        return -1;
+    }
+    *out = json_object_get_boolean(v) ? 1 : 0;
+    return 0;
+}
+
+/* A string field of message i (NULL if absent or null), -1 on a bad type. */
+static int msg_str(struct json_object *m, const char *k, size_t i, const char **out,
+                   const char *path, const char *prog)
+{
+    struct json_object *v;
+    *out = NULL;
+    if (!json_object_object_get_ex(m, k, &v) || json_object_is_type(v, json_type_null))
+        return 0;
+    if (!json_object_is_type(v, json_type_string)) {
+        fprintf(stderr, "%s: %s: messages[%zu].%s: expected a string\n", prog, path, i, k);
+        return -1;
+    }
+    *out = json_object_get_string(v);
+    if (strlen(*out) != (size_t)json_object_get_string_len(v)) {
+        fprintf(stderr, "%s: %s: messages[%zu].%s: contains a NUL character\n", prog, path, i, k);
+        return -1;
+    }
+    return 0;
+}
+
+int gt_chat_render(const char *prog, const char *pkg, const char *conv, const char *fmt_name)
+{
+    int fmt;
+    if (fmt_name) {
+        if ((fmt = tx_chat_format_from_name(fmt_name)) < 0) {
+            fprintf(stderr, "%s: %s\n", prog, tx_last_error());
+            return 2;
+        }
+    } else if ((fmt = pkg_format(prog, pkg)) < 0) {
+        return 1;
+    }
+    FILE *f = fopen(conv, "rb");
+    if (!f) {
+        fprintf(stderr, "%s: cannot open %s\n", prog, conv);
+        return 1;
+    }
+    char *txt = NULL;
+    size_t len = 0;
+    int rc = txc_read_stream(f, &txt, &len);
+    fclose(f);
+    if (rc || len > CONV_MAX) {
+        fprintf(stderr, "%s: %s: %s\n", prog, conv,
+                rc ? tx_strerror(rc) : "larger than the 1 MiB limit");
+        free(txt);
+        return 1;
+    }
+    struct json_tokener *tk = json_tokener_new();
+    struct json_object *root = tk ? json_tokener_parse_ex(tk, txt, (int)len) : NULL;
+    int complete = tk && json_tokener_get_error(tk) == json_tokener_success &&
+                   json_tokener_get_parse_end(tk) == len;
+    if (tk)
+        json_tokener_free(tk);
+    free(txt);
+    struct json_object *msgs = NULL;
+    int status = 1, gen = 1, think = 1;
+    struct tx_chat_message m[MSG_MAX];
+    size_t n = 0;
+    if (!root || !complete || !json_object_is_type(root, json_type_object)) {
+        fprintf(stderr, "%s: %s: not a JSON object\n", prog, conv);
+        goto out;
+    }
+    if (!json_object_object_get_ex(root, "messages", &msgs) ||
+        !json_object_is_type(msgs, json_type_array)) {
+        fprintf(stderr, "%s: %s: messages: expected a list of messages\n", prog, conv);
+        goto out;
+    }
+    n = json_object_array_length(msgs);
+    if (n > MSG_MAX) {
+        fprintf(stderr, "%s: %s: messages: %zu messages, more than %d\n", prog, conv, n, MSG_MAX);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *e = json_object_array_get_idx(msgs, i);
+        if (!json_object_is_type(e, json_type_object)) {
+            fprintf(stderr, "%s: %s: messages[%zu]: expected an object\n", prog, conv, i);
+            goto out;
+        }
+        if (msg_str(e, "role", i, &m[i].role, conv, prog) ||
+            msg_str(e, "content", i, &m[i].content, conv, prog) ||
+            msg_str(e, "reasoning_content", i, &m[i].reasoning, conv, prog))
+            goto out;
+        if (!m[i].role) {
+            fprintf(stderr, "%s: %s: messages[%zu].role: missing\n", prog, conv, i);
+            goto out;
+        }
+    }
+    if (opt_bool(root, "add_generation_prompt", 1, &gen, conv, prog) ||
+        opt_bool(root, "enable_thinking", 1, &think, conv, prog))
+        goto out;
+    char *text = NULL, err[512];
+    size_t tl = 0;
+    unsigned fl = (gen ? TX_CHAT_ADD_GENERATION_PROMPT : 0) | (think ? 0 : TX_CHAT_NO_THINKING);
+    if (tx_tokenizer_chat_render((enum tx_chat_format)fmt, m, n, fl, &text, &tl, err,
+                                 sizeof(err))) {
+        fprintf(stderr, "%s: %s: %s\n", prog, conv, err);
+        goto out;
+    }
+    status = fwrite(text, 1, tl, stdout) == tl ? 0 : 1;
+    free(text);
+out:
+    json_object_put(root);
+    return status;
+}

@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: MIT */
+/* glm-tokenize --print-tokenizer-config / --chat-render (chat_render.c) */
+#ifndef GLM_TOKENIZE_CHAT_RENDER_H
+#define GLM_TOKENIZE_CHAT_RENDER_H
+
+/* Prints the tokenizer_config.json section of package pkg. Exit status. */
+int gt_print_tokenizer_config(const char *prog, const char *pkg);
+/* Renders the conversation of the JSON file conv (see chat_render.c) as
+ * libtx renders it, in format fmt (a name, or NULL: recognised from the
+ * package's chat_template), and writes the text to stdout exactly. Exit
+ * status. */
+int gt_chat_render(const char *prog, const char *pkg, const char *conv, const char *fmt);
+
+#endif
