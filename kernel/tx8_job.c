@@ -96,8 +96,8 @@ MODULE_PARM_DESC(job_timeout_ms,
  */
 static unsigned int tx8_fault_history_delay_us;
 
-static int tx8_history_delay_set(const char *val,
-				 const struct kernel_param *kp)
+/* Setter of the fault-injection delays: 0..1000 us. */
+static int tx8_fault_delay_set(const char *val, const struct kernel_param *kp)
 {
 	unsigned int v;
 	int ret = kstrtouint(val, 0, &v);
@@ -106,15 +106,16 @@ static int tx8_history_delay_set(const char *val,
 		return ret;
 	if (v > 1000)
 		return -EINVAL;
-	WRITE_ONCE(tx8_fault_history_delay_us, v);
+	WRITE_ONCE(*(unsigned int *)kp->arg, v);
 	return 0;
 }
 
-static const struct kernel_param_ops tx8_history_delay_ops = {
-	.set = tx8_history_delay_set,
+static const struct kernel_param_ops tx8_fault_delay_ops = {
+	.set = tx8_fault_delay_set,
 	.get = param_get_uint,
 };
-module_param_cb(fault_history_delay_us, &tx8_history_delay_ops,
+
+module_param_cb(fault_history_delay_us, &tx8_fault_delay_ops,
 		&tx8_fault_history_delay_us, 0600);
 MODULE_PARM_DESC(fault_history_delay_us,
 		 "Test only: spin this long (us, 0..1000, default 0 = off) where a job record is trimmed and where WAIT looks one up");
@@ -138,26 +139,7 @@ static void tx8_history_delay(void)
  * tfile->lock a leaf never taken under job_lock, it changes only timing.
  */
 static unsigned int tx8_fault_file_lock_delay_us;
-
-static int tx8_file_lock_delay_set(const char *val,
-				   const struct kernel_param *kp)
-{
-	unsigned int v;
-	int ret = kstrtouint(val, 0, &v);
-
-	if (ret)
-		return ret;
-	if (v > 1000)
-		return -EINVAL;
-	WRITE_ONCE(tx8_fault_file_lock_delay_us, v);
-	return 0;
-}
-
-static const struct kernel_param_ops tx8_file_lock_delay_ops = {
-	.set = tx8_file_lock_delay_set,
-	.get = param_get_uint,
-};
-module_param_cb(fault_file_lock_delay_us, &tx8_file_lock_delay_ops,
+module_param_cb(fault_file_lock_delay_us, &tx8_fault_delay_ops,
 		&tx8_fault_file_lock_delay_us, 0600);
 MODULE_PARM_DESC(fault_file_lock_delay_us,
 		 "Test only: spin this long (us, 0..1000, default 0 = off) inside the file lock, and harvest completions in hard IRQ context");
