@@ -467,10 +467,16 @@ static int calibrate(glm_model_t *m, struct rt_ep *ep)
     memcpy(O, pair_y(d), (size_t)EP_CAL_ROWS * D * 4);
     /* the same job again, y0 + w0 * out: through a second MOE_FFN on the
      * pair buffer with y preset (shard_submit zeroes y: set it after) */
-    for (size_t i = 0; i < (size_t)EP_CAL_ROWS * D; i++)
-        Y0[i] = urand(&seed, -4.0f, 4.0f);
+    /* y0 close to -w0 * out: the sum cancels, so the product's rounding
+     * shows in nearly every element (a fused multiply-add keeps it exact) */
     for (int r = 0; r < EP_CAL_ROWS; r++)
         W0[r] = urand(&seed, 0.01f, 1.0f);
+    for (size_t i = 0; i < (size_t)EP_CAL_ROWS * D; i++) {
+        float p = W0[i / (size_t)D] * O[i];
+        Y0[i] = -p * (1.0f + urand(&seed, -1e-3f, 1e-3f));
+        if (!(p != 0.0f))
+            Y0[i] = urand(&seed, -1.0f, 1.0f);
+    }
     {
         /* a hand-built MOE_FFN: the table of (mi, e) is already written */
         glm_model_t *s = d->sm;
@@ -531,8 +537,8 @@ static int calibrate(glm_model_t *m, struct rt_ep *ep)
     ep->fma_cols = nf;
     ep->exact = bad == 0;
     rt_debug("expert parallel: the combine rounds like device 0's MOE_FFN: %u of %d columns fused "
-             "multiply-add%s%s",
-             nf, D, und ? " (some undetermined: fused assumed)" : "",
+             "multiply-add (%u undetermined, %u inconsistent)%s%s",
+             nf, D, und, bad, und ? " (some undetermined: fused assumed)" : "",
              bad ? "; WARNING: some columns match neither rounding, the output may differ from "
                    "one device's in the last bits"
                  : "");

@@ -135,9 +135,10 @@ static double max_rel(const float *a, const float *b, size_t n)
     return ref > 0 ? mx / ref : mx;
 }
 
-static void two_vs_one(int which, const char *plan, int exact)
+static void two_vs_one_on(const char *s0, const char *s1, int which, const char *plan, int exact,
+                          int want_fma)
 {
-    tx_device_t *d[2] = {open_spec(g_spec[0]), open_spec(g_spec[1])};
+    tx_device_t *d[2] = {open_spec(s0), open_spec(s1)};
     set_plan(d[0], plan);
     set_plan(d[1], plan);
     glm_model_t *one = NULL, *two = NULL;
@@ -170,6 +171,8 @@ static void two_vs_one(int which, const char *plan, int exact)
            st.dev[1].compute_ms);
     fflush(stdout);
     ck_assert_int_eq(st.n_devices, 2);
+    if (want_fma >= 0)
+        ck_assert_uint_eq(st.fma_columns, want_fma ? st.dim : 0);
     ck_assert_uint_gt(st.dev[0].pairs, 0);
     ck_assert_uint_gt(st.dev[1].pairs, 0);
     ck_assert_uint_gt(st.dev[0].experts, 0);
@@ -205,6 +208,11 @@ static void two_vs_one(int which, const char *plan, int exact)
     tx_device_close(d[1]);
 }
 
+static void two_vs_one(int which, const char *plan, int exact)
+{
+    two_vs_one_on(g_spec[0], g_spec[1], which, plan, exact, -1);
+}
+
 START_TEST(test_two_devices_fp32)
 {
     two_vs_one(M5, "fp32", 1);
@@ -217,6 +225,23 @@ START_TEST(test_two_devices_golden)
 {
     two_vs_one(M5, "golden", 0);
     two_vs_one(M4, "golden", 0);
+}
+END_TEST
+
+/* Devices whose MOE_FFN scatter multiplies then adds (the portable
+ * kernels): the load's calibration finds it, the combine follows. */
+START_TEST(test_portable_kernels)
+{
+    struct tx_test_emu p[2];
+    setenv("TX8_ENGINE_ISA", "portable", 1);
+    int r0 = tx_test_emu_start(&p[0], "128M", "--cores", "2", NULL);
+    int r1 = r0 ? -1 : tx_test_emu_start(&p[1], "128M", "--cores", "2", NULL);
+    unsetenv("TX8_ENGINE_ISA");
+    ck_assert_int_eq(r0, 0);
+    ck_assert_int_eq(r1, 0);
+    two_vs_one_on(p[0].spec, p[1].spec, M4, "fp32", 1, 0);
+    tx_test_emu_stop(&p[0]);
+    tx_test_emu_stop(&p[1]);
 }
 END_TEST
 
@@ -390,6 +415,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_two_devices_fp32);
     tcase_add_test(tc, test_two_devices_golden);
+    tcase_add_test(tc, test_portable_kernels);
     tcase_add_test(tc, test_bad_lists);
     tcase_add_test(tc, test_loopback_ranks);
     suite_add_tcase(s, tc);
