@@ -35,6 +35,7 @@
 static const char *prog = "glm-inference";
 
 #include "bench_cache.h"
+#include "multi_device.h"
 static int verbose;
 
 static void usage(FILE *f)
@@ -82,6 +83,8 @@ static void usage(FILE *f)
             "Device and precision:\n"
             "      --device SPEC        device (emu:/path.sock, /dev/accel/accelN; default "
             "$TX_DEVICE)\n"
+            "                           SPEC,SPEC,...: one model on several devices, the routed\n"
+            "                           experts split across them (docs/multi-device.md)\n"
             "      --precision PLAN     e.g. golden, fp32, mlp=int8,attention=fp16 (default "
             "golden)\n"
             "      --moe-config FILE    expert parallel YAML (default "
@@ -1359,13 +1362,13 @@ int main(int argc, char **argv)
         o.interactive = 0;
     }
 
-    /* device and plan */
-    tx_device_t *dev = NULL;
-    if (tx_device_open(o.device, &dev)) {
-        fprintf(stderr, "%s: cannot open device %s: %s\n", prog, o.device ? o.device : "(default)",
-                tx_last_error());
+    /* device(s) and plan: --device A,B,... puts one model on several
+     * (expert parallelism, multi_device.c) */
+    tx_device_t *devs[GLM_EP_MAX_DEVICES] = {NULL};
+    int n_devs = 0;
+    if (mdev_open(prog, o.device, devs, GLM_EP_MAX_DEVICES, &n_devs))
         return 1;
-    }
+    tx_device_t *dev = devs[0];
     int rc = 1;
     glm_model_t *m = NULL;
     glm_session_t *s = NULL;
@@ -1379,8 +1382,15 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    if (glm_plan_set(dev, &plan)) {
-        log_err("precision");
+    for (int i = 0; i < n_devs; i++)
+        if (glm_plan_set(devs[i], &plan)) {
+            log_err("precision");
+            goto out;
+        }
+    if (n_devs > 1 && (o.bench_cache || o.stream || o.expert_cache)) {
+        fprintf(stderr, "%s: several devices: --bench-cache, --stream and --expert-cache are for "
+                        "one device\n", prog);
+        rc = 2;
         goto out;
     }
 
@@ -1408,7 +1418,20 @@ int main(int argc, char **argv)
         lo_.flags |= GLM_LOAD_BATCH_INVARIANT;
     lo_.max_weight_bytes = o.max_weight_mem;
     double t0 = now_ms();
-    int lrc = glm_model_load(dev, o.checkpoint, &lo_, &m);
+    int ep_groups = 0; /* several devices: the groups of the MoE settings file */
+    if (n_devs > 1) {
+        struct glm_moe_options pre;
+        glm_moe_defaults(&pre);
+        const char *pc = o.moe_config;
+        if (!pc && !o.no_moe_config && access("config/expert_parallel.yaml", R_OK) == 0)
+            pc = "config/expert_parallel.yaml";
+        if (pc && glm_moe_config_load(pc, &pre)) {
+            log_err("moe config");
+            goto out;
+        }
+        ep_groups = pc ? pre.expert_parallel : 0;
+    }
+    int lrc = mdev_load(devs, n_devs, o.checkpoint, &lo_, ep_groups, &m);
     if (lrc) {
         log_rc("load", lrc);
         goto out;
@@ -1702,11 +1725,13 @@ int main(int argc, char **argv)
         print_memory_view(dev);
     rc = o.interactive ? interactive(m, s, &o, &smp) : 0;
 out:
+    if (n_devs > 1)
+        mdev_print_stats(prog, m);
     glm_session_free(s);
     if (m && glm_model_free(m))
         log_err("free");
     free(ids);
     free(text);
-    tx_device_close(dev);
+    mdev_close(devs, n_devs);
     return rc;
 }
