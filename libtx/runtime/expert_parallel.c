@@ -53,6 +53,7 @@ struct ep_dev {
     glm_model_t *sm;   /* local: the shard */
     tx_cmdbuf_t *cb;   /* local */
     uint64_t owned;    /* (MoE layer, expert) pairs placed here */
+    const int16_t *owner_map; /* the model's placement [n_moe][E] */
     uint64_t pcap;     /* pairs the pair buffer holds */
     uint64_t off_y, off_ids, off_w;
     uint32_t np;       /* pairs of the current layer */
@@ -166,6 +167,18 @@ static int shard_open(const glm_model_t *pm, struct ep_dev *d, unsigned flags)
                         d->gidx, s->dinfo.path, (unsigned long long)d->owned, tx_last_error());
     s->streaming = 0;
     s->xc->K = 1; /* the shard's MOE_FFN rows are (row, expert) pairs: top_k 1 */
+    /* its experts now: the passes then never read the package */
+    size_t ne = (size_t)s->n_moe_layers * (size_t)E;
+    uint8_t *want = calloc(ne ? ne : 1, 1);
+    if (!want)
+        return tx_error(TX_ENOMEM, "expert parallel: out of memory");
+    for (size_t i = 0; i < ne; i++)
+        want[i] = d->owner_map && d->owner_map[i] == d->gidx;
+    rc = rt_xc_preload(s, want);
+    free(want);
+    if (rc)
+        return tx_error(rc, "expert parallel: device %d: reading its experts: %s", d->gidx,
+                        tx_last_error());
     rc = tx_cmdbuf_create(d->dev, &d->cb);
     if (rc)
         return tx_error(rc, "expert parallel: device %d: %s", d->gidx, tx_last_error());
@@ -1149,6 +1162,7 @@ static int ep_load(tx_device_t **devs, int n_local, const char *path,
     unsigned flags = opt ? opt->flags : 0;
     for (int d = 0; d < n && !rc; d++)
         if (ep->d[d].dev) {
+            ep->d[d].owner_map = ep->owner;
             rc = shard_open(m, &ep->d[d], flags);
             if (!rc)
                 ep->d[d].st.expert_bytes =

@@ -245,6 +245,51 @@ START_TEST(test_portable_kernels)
 }
 END_TEST
 
+/* Placement by the live load counters of a previous run
+ * (glm_model_expert_stats): the two hottest experts of every MoE layer land
+ * on different devices, and the output stays the same bits. */
+START_TEST(test_placement_by_load)
+{
+    tx_device_t *d[2] = {open_spec(g_spec[0]), open_spec(g_spec[1])};
+    set_plan(d[0], "fp32");
+    set_plan(d[1], "fp32");
+    glm_model_t *one = NULL, *two = NULL;
+    OK(glm_model_load(d[0], g_smd[MQ3], NULL, &one));
+    int32_t t1[8], t2[8];
+    float *a = run(one, 12, 8, t1);
+    struct glm_expert_stats *es = NULL;
+    OK(glm_model_expert_stats(one, &es));
+    int E = es->n_experts, nm = es->n_moe_layers;
+    struct glm_ep_options o = {.expert_load = es->counts, .n_expert_load = (uint64_t)nm * E};
+    OK(glm_model_load_ep(d, 2, g_smd[MQ3], NULL, &o, &two));
+    for (int mi = 0; mi < nm; mi++) {
+        const uint64_t *c = es->counts + (size_t)mi * E;
+        int h1 = 0, h2 = -1;
+        for (int e = 1; e < E; e++)
+            if (c[e] > c[h1])
+                h1 = e;
+        for (int e = 0; e < E; e++)
+            if (e != h1 && (h2 < 0 || c[e] > c[h2]))
+                h2 = e;
+        ck_assert_int_ne(glm_model_ep_owner(two, mi, h1), glm_model_ep_owner(two, mi, h2));
+    }
+    float *b = run(two, 12, 8, t2);
+    int V = glm_model_config(one)->vocab_size;
+    ck_assert_msg(!memcmp(a, b, sizeof(float) * 20 * (size_t)V), "placement by load: differs");
+    o.n_expert_load = 3; /* wrong length */
+    glm_model_t *m = NULL;
+    ck_assert_int_eq(glm_model_load_ep(d, 2, g_smd[MQ3], NULL, &o, &m), TX_EINVAL);
+    ck_assert_msg(strstr(tx_last_error(), "expert_load"), "%s", tx_last_error());
+    glm_expert_stats_free(es);
+    free(a);
+    free(b);
+    OK(glm_model_free(one));
+    OK(glm_model_free(two));
+    tx_device_close(d[0]);
+    tx_device_close(d[1]);
+}
+END_TEST
+
 START_TEST(test_bad_lists)
 {
     tx_device_t *a = open_spec(g_spec[0]), *a2 = open_spec(g_spec[0]), *b = open_spec(g_spec[1]);
@@ -416,6 +461,7 @@ int main(void)
     tcase_add_test(tc, test_two_devices_fp32);
     tcase_add_test(tc, test_two_devices_golden);
     tcase_add_test(tc, test_portable_kernels);
+    tcase_add_test(tc, test_placement_by_load);
     tcase_add_test(tc, test_bad_lists);
     tcase_add_test(tc, test_loopback_ranks);
     suite_add_tcase(s, tc);
