@@ -163,8 +163,8 @@ static void two_vs_one_on(const char *s0, const char *s1, int which, const char 
            "%llu B out, %.3f ms compute\n",
            glm_arch_name(c->arch), plan, st.expert_parallel, st.fma_columns, st.dim,
            same ? "bit-identical" : "DIFFER", e, same_tok ? "identical" : "DIFFER",
-           (unsigned long long)st.layers, (unsigned long long)st.tokens, st.dispatch_ms,
-           st.wait_ms, st.combine_ms, st.dev[0].experts, (unsigned long long)st.dev[0].pairs,
+           (unsigned long long)st.layers, (unsigned long long)st.tokens, st.dispatch_ms, st.wait_ms,
+           st.combine_ms, st.dev[0].experts, (unsigned long long)st.dev[0].pairs,
            (unsigned long long)st.dev[0].bytes_in, (unsigned long long)st.dev[0].bytes_out,
            st.dev[0].compute_ms, st.dev[1].experts, (unsigned long long)st.dev[1].pairs,
            (unsigned long long)st.dev[1].bytes_in, (unsigned long long)st.dev[1].bytes_out,
@@ -365,8 +365,8 @@ static int loop_a2a(void *ctx, const void *sbuf, const size_t *sc, const size_t 
         if (l->sc[src][r->rank] != rc[src])
             return -1;
         if (rc[src])
-            memcpy((uint8_t *)rbuf + rd[src],
-                   (const uint8_t *)l->sbuf[src] + l->sd[src][r->rank], rc[src]);
+            memcpy((uint8_t *)rbuf + rd[src], (const uint8_t *)l->sbuf[src] + l->sd[src][r->rank],
+                   rc[src]);
     }
     pthread_barrier_wait(&l->bar);
     return 0;
@@ -394,8 +394,8 @@ struct worker_arg {
 static void *worker(void *p)
 {
     struct worker_arg *w = p;
-    struct glm_ep_transport tr = {.rank = 1, .size = 2, .ctx = &w->lr,
-                                  .alltoallv = loop_a2a, .bcast = loop_bcast};
+    struct glm_ep_transport tr = {
+        .rank = 1, .size = 2, .ctx = &w->lr, .alltoallv = loop_a2a, .bcast = loop_bcast};
     struct glm_ep_options o = {.transport = &tr, .n_devices_total = 2};
     glm_model_t *m = NULL;
     w->rc_load = glm_model_load_ep(&w->dev, 1, w->smd, NULL, &o, &m);
@@ -418,8 +418,8 @@ START_TEST(test_loopback_ranks)
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, worker, &w), 0);
     struct loop_rank lr0 = {&l, 0};
-    struct glm_ep_transport tr = {.rank = 0, .size = 2, .ctx = &lr0,
-                                  .alltoallv = loop_a2a, .bcast = loop_bcast};
+    struct glm_ep_transport tr = {
+        .rank = 0, .size = 2, .ctx = &lr0, .alltoallv = loop_a2a, .bcast = loop_bcast};
     struct glm_ep_options o = {.transport = &tr, .n_devices_total = 2};
     glm_model_t *two = NULL, *one = NULL;
     OK(glm_model_load_ep(&a, 1, g_smd[M5], NULL, &o, &two));

@@ -105,7 +105,6 @@ void mdev_print_stats(const char *prog, glm_model_t *m)
                 "pass\n",
                 prog, d, x->rank, x->experts, (double)x->expert_bytes / 1048576.0,
                 (unsigned long long)x->pairs, (double)x->bytes_in * per_tok,
-                (double)x->bytes_out * per_tok,
-                st.layers ? x->compute_ms / (double)st.layers : 0);
+                (double)x->bytes_out * per_tok, st.layers ? x->compute_ms / (double)st.layers : 0);
     }
 }

@@ -54,8 +54,8 @@ static int ep_cb(void *ctx, const struct glm_tensor_info *t)
     return 0;
 }
 
-int tx_analyze_ep(const struct tx_analysis *a, const struct glm_config *c, int devices,
-                  int groups, struct tx_ep_plan *p, char *err, size_t errsz)
+int tx_analyze_ep(const struct tx_analysis *a, const struct glm_config *c, int devices, int groups,
+                  struct tx_ep_plan *p, char *err, size_t errsz)
 {
     memset(p, 0, sizeof(*p));
     int E = c->n_routed_experts, L = c->num_hidden_layers;
@@ -150,9 +150,11 @@ char *tx_ep_plan_json(const struct tx_ep_plan *p)
     json_object_object_add(o, "devices", json_object_new_int(p->devices));
     json_object_object_add(o, "expert_groups", json_object_new_int(p->groups));
     json_object_object_add(o, "moe_layers", json_object_new_int(p->n_moe));
-    json_object_object_add(o, "device0_resident_bytes", json_object_new_int64((int64_t)p->resident_bytes));
+    json_object_object_add(o, "device0_resident_bytes",
+                           json_object_new_int64((int64_t)p->resident_bytes));
     json_object_object_add(o, "device0_kv_bytes", json_object_new_int64((int64_t)p->kv_bytes));
-    json_object_object_add(o, "routed_expert_bytes", json_object_new_int64((int64_t)p->expert_bytes_total));
+    json_object_object_add(o, "routed_expert_bytes",
+                           json_object_new_int64((int64_t)p->expert_bytes_total));
     json_object_object_add(o, "remote_dispatch_bytes_per_token",
                            json_object_new_double(p->remote_bytes_per_token));
     struct json_object *arr = json_object_new_array();
@@ -160,7 +162,8 @@ char *tx_ep_plan_json(const struct tx_ep_plan *p)
         struct json_object *e = json_object_new_object();
         json_object_object_add(e, "device", json_object_new_int(d));
         json_object_object_add(e, "experts", json_object_new_int((int)p->experts_on[d]));
-        json_object_object_add(e, "expert_bytes", json_object_new_int64((int64_t)p->expert_bytes[d]));
+        json_object_object_add(e, "expert_bytes",
+                               json_object_new_int64((int64_t)p->expert_bytes[d]));
         json_object_object_add(e, "memory_bytes", json_object_new_int64((int64_t)p->memory[d]));
         json_object_object_add(e, "fits", json_object_new_boolean(p->fits[d]));
         json_object_object_add(e, "dispatch_in_bytes_per_token",
@@ -182,13 +185,13 @@ char *tx_ep_plan_summary(const struct tx_ep_plan *p)
     char *s = malloc(cap);
     if (!s)
         return NULL;
-    size_t n = (size_t)snprintf(s, cap,
-                                "expert parallel on %d devices (%d groups per MoE layer, %d MoE "
-                                "layers): device 0 holds %.1f MiB besides its experts (+ %.1f MiB "
-                                "KV cache); %.1f KiB per generated token to and from devices 1..%d\n",
-                                p->devices, p->groups, p->n_moe, p->resident_bytes / 1048576.0,
-                                p->kv_bytes / 1048576.0, p->remote_bytes_per_token / 1024.0,
-                                p->devices - 1);
+    size_t n = (size_t)snprintf(
+        s, cap,
+        "expert parallel on %d devices (%d groups per MoE layer, %d MoE "
+        "layers): device 0 holds %.1f MiB besides its experts (+ %.1f MiB "
+        "KV cache); %.1f KiB per generated token to and from devices 1..%d\n",
+        p->devices, p->groups, p->n_moe, p->resident_bytes / 1048576.0, p->kv_bytes / 1048576.0,
+        p->remote_bytes_per_token / 1024.0, p->devices - 1);
     for (int d = 0; d < p->devices && n < cap; d++)
         n += (size_t)snprintf(s + n, cap - n,
                               "  device %d: %u experts, %.1f MiB, %.1f MiB in all (%s); dispatch "

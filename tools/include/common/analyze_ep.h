@@ -16,11 +16,11 @@
 
 struct tx_ep_plan {
     int devices, groups, n_moe, experts, top_k, hidden;
-    uint64_t resident_bytes;          /* device 0: everything but the routed experts (golden) */
-    uint64_t kv_bytes;                /* device 0: KV cache of ctx_len tokens */
-    uint64_t expert_bytes_total;      /* all routed experts (golden) */
-    uint64_t device_memory;           /* per device, as given */
-    uint32_t experts_on[TX_EP_PLAN_MAX];   /* (MoE layer, expert) pairs */
+    uint64_t resident_bytes;             /* device 0: everything but the routed experts (golden) */
+    uint64_t kv_bytes;                   /* device 0: KV cache of ctx_len tokens */
+    uint64_t expert_bytes_total;         /* all routed experts (golden) */
+    uint64_t device_memory;              /* per device, as given */
+    uint32_t experts_on[TX_EP_PLAN_MAX]; /* (MoE layer, expert) pairs */
     uint64_t expert_bytes[TX_EP_PLAN_MAX]; /* per device */
     uint64_t memory[TX_EP_PLAN_MAX];       /* per device: experts (+ resident + KV on 0) */
     int fits[TX_EP_PLAN_MAX];
@@ -31,8 +31,8 @@ struct tx_ep_plan {
 };
 
 /* groups 0: every expert its own group. 0, or -1 with err. */
-int tx_analyze_ep(const struct tx_analysis *a, const struct glm_config *c, int devices,
-                  int groups, struct tx_ep_plan *p, char *err, size_t errsz);
+int tx_analyze_ep(const struct tx_analysis *a, const struct glm_config *c, int devices, int groups,
+                  struct tx_ep_plan *p, char *err, size_t errsz);
 /* The plan as a JSON object text (malloc'd) and a summary (malloc'd). */
 char *tx_ep_plan_json(const struct tx_ep_plan *p);
 char *tx_ep_plan_summary(const struct tx_ep_plan *p);
