@@ -860,7 +860,8 @@ TX_API int glm_measure_read_bandwidth(glm_model_t *model, int threads, uint64_t 
  *   bcast   header: op (1 layer, 2 stop), MoE layer index, expert precision,
  *           submit flags, pairs per global device [n_devices_total]
  *   alltoallv  rank 0 -> rank r: its pairs (int32 expert, f32 row [dim])
- *   alltoallv  rank r -> rank 0: the pairs' outputs (f32 [dim] each)
+ *   alltoallv  rank r -> rank 0: int32 status, 4 bytes padding, then the
+ *              pairs' outputs (f32 [dim] each)
  * A rank > 0 model accepts only glm_ep_worker_run, glm_model_ep_stats,
  * glm_model_info and glm_model_free.
  */
