@@ -145,10 +145,12 @@ static void mm_sparse_i8(const struct mm_sparse *s)
     }
 }
 
+/* fused, like the vector paths: MOE_FFN's sum is defined as one fma per
+ * term (include/tx8/tx8_hw.h) */
 static void axpy_f32(float *y, float a, const float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        y[i] += a * x[i];
+        y[i] = fmaf(a, x[i], y[i]);
 }
 
 static void scale_f32(float *y, float a, size_t n)

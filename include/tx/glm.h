@@ -832,9 +832,9 @@ TX_API int glm_measure_read_bandwidth(glm_model_t *model, int threads, uint64_t 
  * copy); every device then runs one MOE_FFN over its pairs (top_k 1, gate
  * weight 1, so each pair's output is the expert's raw output) -- all jobs
  * submitted, then all waited for; the host combines row t as
- *   h[t] = h[t] + w[t,k] * out[t,k]   for the row's experts in increasing id
- * with the rounding of the device's own MOE_FFN scatter (measured once at
- * load, per column: fused multiply-add or multiply then add), so the result
+ *   h[t] = fma(w[t,k], out[t,k], h[t])   for the row's experts in increasing id
+ * (the order and rounding the hardware interface defines for MOE_FFN's own
+ * sum), so the result
  * is the same bits as one MOE_FFN on one device (FP32 plan; other plans:
  * the same as one device with that plan, within its tolerance).
  *
@@ -922,7 +922,6 @@ struct glm_ep_stats {
     double dispatch_ms;   /* host: routing read + row copies + sends */
     double wait_ms;       /* host: from the last submit to the last result */
     double combine_ms;    /* host: the weighted sums */
-    uint32_t fma_columns; /* columns the device's scatter fuses (of dim) */
     uint32_t dim;
     struct glm_ep_device_stats dev[GLM_EP_MAX_DEVICES];
 };

@@ -810,6 +810,11 @@ struct tx8_cmd_moe_route {
  * before any work. For token t and j < top_k with e = ids[t][j] (skipped if
  * e < 0):  y[t] += w[t][j] * down_e(silu(gate_e x[t]) * up_e x[t]).
  * If !(flags & ACCUMULATE) y is zeroed first. act_dtype as for MATMUL.
+ * Order and rounding of the sum are defined: y[t] takes its terms expert by
+ * expert in increasing expert id, each as one fused multiply-add per
+ * element, y = fma(w[t][j], o[c], y) (one rounding), on every kernel path,
+ * so a host or another device can split or continue the sum bit for bit
+ * (expert parallelism, docs/multi-device.md).
  * The device's expert cache (see docs) counts hits and misses per expert
  * weight use.
  */

@@ -13,21 +13,19 @@
  * once, with io_uring, straight into its slot -- a meta BO for its MoE
  * expert tables and a pair buffer (its "activations"):
  *   x[P][D] f32   the pairs' input rows (copied from the primary's xn)
- *   y[P][D] f32   the pairs' outputs (zeroed; MOE_FFN accumulates)
+ *   y[P][D] f32   the pairs' outputs (preset to -0.0; MOE_FFN accumulates)
  *   ids[P] i32    the pair's expert
- *   w[P] f32      1.0: y = 0 + 1 * out, the expert's raw output exactly
+ *   w[P] f32      1.0: y = -0.0 + 1 * out, the expert's output exactly
  * A MoE layer on the shard is rt_xc_moe_ffn over P rows with top_k 1, the
  * same command a one-device expert cache builds; for each expert it sees
  * the rows routed to it, in row order, as one device's MOE_FFN does.
  *
- * Combine: MOE_FFN adds y[row] += w * out expert after expert in increasing
- * expert order; with which rounding depends on the device's kernels (a
- * fused multiply-add per column in vector lanes, a multiply then an add in
- * the portable kernels and the AVX2 tail columns). The load measures it on
- * device 0 (calibrate(): two MOE_FFNs of 64 random rows through one
- * expert: raw outputs, then y0 + w * out, compared per column with both
- * roundings) and the host combine uses the same per column, so the sum is
- * the same bits as one device's.
+ * Combine: MOE_FFN's sum is defined by the hardware interface
+ * (include/tx8/tx8_hw.h, MOE_FFN): expert after expert in increasing expert
+ * id, one fused multiply-add per element. The host continues it the same
+ * way (fmaf, in expert order), so the result has the same bits as one
+ * device's. A shard's pair rows start at -0.0, so y = fma(1, out, -0.0) is
+ * the expert's output exactly, the sign of a zero included.
  */
 #include "runtime/expert_parallel.h"
 
@@ -42,7 +40,6 @@
 #include <tx/tx_dtype.h>
 
 #define EP_ALIGN(x) (((x) + 255) / 256 * 256)
-#define EP_CAL_ROWS 64
 #define EP_OP_LAYER 1
 #define EP_OP_STOP 2
 
@@ -69,9 +66,6 @@ struct rt_ep {
     struct glm_ep_transport tr;
     int groups;
     int16_t *owner; /* [n_moe][E] global device */
-    uint8_t *fma;   /* [D] 1: the device's scatter fuses column c */
-    uint32_t fma_cols;
-    int exact;        /* the calibration found one of the two roundings per column */
     struct ep_dev *d; /* [n] */
     int32_t *pidx;    /* [T*K] pair index in its device, -1 */
     size_t pidx_cap;
@@ -236,7 +230,7 @@ static float *pair_w(struct ep_dev *d)
 }
 
 /* Submit MoE layer (l, mi) over d's np pairs (already in its pair buffer;
- * y is zeroed here). */
+ * y is preset here). */
 static int shard_submit(struct ep_dev *d, int l, int mi, const glm_precision_plan_t *plan,
                         uint32_t submit_flags)
 {
@@ -250,8 +244,9 @@ static int shard_submit(struct ep_dev *d, int l, int mi, const glm_precision_pla
         if (rc)
             return rc;
     }
-    memset(pair_y(d), 0, (size_t)d->np * (size_t)D * 4);
-    float *w = pair_w(d);
+    float *y = pair_y(d), *w = pair_w(d);
+    for (size_t i = 0; i < (size_t)d->np * (size_t)D; i++)
+        y[i] = -0.0f; /* fma(1, out, -0.0) == out, -0.0 included */
     for (uint32_t j = 0; j < d->np; j++)
         w[j] = 1.0f;
     int rc = shard_declare(d);
@@ -285,7 +280,7 @@ static int shard_submit(struct ep_dev *d, int l, int mi, const glm_precision_pla
     x.ffn_dim = (uint32_t)s->cfg.moe_intermediate_size;
     x.ld_x = x.ld_y = (uint32_t)D;
     x.act_dtype = rt_prec_dtype(plan->precision[GLM_EXPERT]);
-    x.flags = TX8_MOE_FFN_F_ACCUMULATE; /* y is zero: y = out (the cache may run groups) */
+    x.flags = TX8_MOE_FFN_F_ACCUMULATE; /* y = -0.0 + 1 * out (the cache may run groups) */
     if (g->dbg)
         rt_debug("expert parallel: device %d: MoE layer %d, %u pairs", d->gidx, l, d->np);
     rt_xc_moe_ffn(g, l, mi, &x);
@@ -419,157 +414,13 @@ out:
     return rc;
 }
 
-/* ---- the combine's rounding ------------------------------------------------ */
+/* ---- the combine ---------------------------------------------------------- */
 
-static uint32_t lcg(uint64_t *s)
-{
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(*s >> 33);
-}
-
-static float urand(uint64_t *s, float lo, float hi)
-{
-    return lo + (hi - lo) * (float)(lcg(s) & 0xffffff) / (float)0x1000000;
-}
-
-static float mul_add(float y, float w, float o)
-{
-    float p = w * o; /* -std=c11: no contraction into a fused multiply-add */
-    return y + p;
-}
-
-static int calibrate(glm_model_t *m, struct rt_ep *ep)
-{
-    struct ep_dev *d = &ep->d[0];
-    int D = m->cfg.hidden_size, E = m->cfg.n_routed_experts;
-    int mi = -1, e = -1;
-    for (int i = 0; i < m->n_moe_layers && mi < 0; i++)
-        for (int x = 0; x < E; x++)
-            if (ep->owner[(size_t)i * E + x] == 0) {
-                mi = i;
-                e = x;
-                break;
-            }
-    ep->fma = malloc((size_t)D);
-    float *O = malloc((size_t)EP_CAL_ROWS * D * 4);
-    float *Y0 = malloc((size_t)EP_CAL_ROWS * D * 4);
-    float *W0 = malloc(EP_CAL_ROWS * 4);
-    int rc = TX_OK;
-    if (!ep->fma || !O || !Y0 || !W0) {
-        rc = tx_error(TX_ENOMEM, "expert parallel: out of memory");
-        goto out;
-    }
-    if (mi < 0) {
-        rc = tx_error(TX_EINVAL, "internal: no expert on device 0");
-        goto out;
-    }
-    glm_precision_plan_t plan;
-    rt_plan_of(m->dev, &plan, NULL);
-    if ((rc = shard_reserve(d, EP_CAL_ROWS)))
-        goto out;
-    uint64_t seed = 0x7e8a11e1ull;
-    d->np = EP_CAL_ROWS;
-    float *x = pair_x(d);
-    for (size_t i = 0; i < (size_t)EP_CAL_ROWS * D; i++)
-        x[i] = urand(&seed, -1.0f, 1.0f);
-    for (int r = 0; r < EP_CAL_ROWS; r++)
-        pair_ids(d)[r] = e;
-    int l = m->moe_layer[mi];
-    if ((rc = shard_submit(d, l, mi, &plan, m->submit_flags)) || (rc = shard_wait(d)))
-        goto out;
-    memcpy(O, pair_y(d), (size_t)EP_CAL_ROWS * D * 4);
-    /* the same job again, y0 + w0 * out: through a second MOE_FFN on the
-     * pair buffer with y preset (shard_submit zeroes y: set it after) */
-    /* y0 close to -w0 * out: the sum cancels, so the product's rounding
-     * shows in nearly every element (a fused multiply-add keeps it exact) */
-    for (int r = 0; r < EP_CAL_ROWS; r++)
-        W0[r] = urand(&seed, 0.01f, 1.0f);
-    for (size_t i = 0; i < (size_t)EP_CAL_ROWS * D; i++) {
-        float p = W0[i / (size_t)D] * O[i];
-        Y0[i] = -p * (1.0f + urand(&seed, -1e-3f, 1e-3f));
-        if (!(p != 0.0f))
-            Y0[i] = urand(&seed, -1.0f, 1.0f);
-    }
-    {
-        /* a hand-built MOE_FFN: the table of (mi, e) is already written */
-        glm_model_t *s = d->sm;
-        memcpy(pair_y(d), Y0, (size_t)EP_CAL_ROWS * D * 4);
-        memcpy(pair_w(d), W0, EP_CAL_ROWS * 4);
-        if ((rc = shard_declare(d)))
-            goto out;
-        struct tx_moe_ffn_args a;
-        memset(&a, 0, sizeof(a));
-        a.y = tx_ref(s->act_bo, d->off_y);
-        a.x = tx_ref(s->act_bo, 0);
-        a.ids = tx_ref(s->act_bo, d->off_ids);
-        a.w = tx_ref(s->act_bo, d->off_w);
-        a.experts =
-            tx_ref(s->meta_bo, s->table_off + (uint64_t)mi * E * 3 * sizeof(struct tx8_weight));
-        a.tokens = EP_CAL_ROWS;
-        a.top_k = 1;
-        a.num_experts = (uint32_t)E;
-        a.dim = (uint32_t)D;
-        a.ffn_dim = (uint32_t)m->cfg.moe_intermediate_size;
-        a.ld_x = a.ld_y = (uint32_t)D;
-        a.act_dtype = rt_prec_dtype(plan.precision[GLM_EXPERT]);
-        a.flags = TX8_MOE_FFN_F_ACCUMULATE;
-        /* the other experts' entries may name the placeholder slot: only e
-         * is routed */
-        rc = tx_cmd_moe_ffn(d->cb, &a);
-        if (!rc)
-            rc = rt_run(s, d->cb, "expert parallel: calibration", NULL);
-        if (rc)
-            goto out;
-    }
-    const float *Y1 = pair_y(d);
-    uint32_t nf = 0, und = 0, bad = 0;
-    for (int c = 0; c < D; c++) {
-        int f = 0, a = 0, b = 0;
-        for (int r = 0; r < EP_CAL_ROWS; r++) {
-            size_t i = (size_t)r * D + c;
-            float vf = fmaf(W0[r], O[i], Y0[i]), va = mul_add(Y0[i], W0[r], O[i]);
-            if (!memcmp(&vf, &va, 4)) {
-                if (memcmp(&vf, &Y1[i], 4))
-                    b++;
-                continue;
-            }
-            if (!memcmp(&vf, &Y1[i], 4))
-                f++;
-            else if (!memcmp(&va, &Y1[i], 4))
-                a++;
-            else
-                b++;
-        }
-        if (b || (f && a))
-            bad++;
-        if (!f && !a)
-            und++;
-        ep->fma[c] = a ? 0 : 1;
-        nf += ep->fma[c];
-    }
-    ep->fma_cols = nf;
-    ep->exact = bad == 0;
-    rt_debug("expert parallel: the combine rounds like device 0's MOE_FFN: %u of %d columns fused "
-             "multiply-add (%u undetermined, %u inconsistent)%s%s",
-             nf, D, und, bad, und ? " (some undetermined: fused assumed)" : "",
-             bad ? "; WARNING: some columns match neither rounding, the output may differ from "
-                   "one device's in the last bits"
-                 : "");
-out:
-    /* the calibration is not part of the figures */
-    d->st.pairs = 0;
-    d->st.compute_ms = 0;
-    d->np = 0;
-    free(O);
-    free(Y0);
-    free(W0);
-    return rc;
-}
-
-static void combine_row(float *h, float w, const float *o, const uint8_t *fma, int D)
+/* y continues the device's sum: fma per element (tx8_hw.h, MOE_FFN) */
+static void combine_row(float *h, float w, const float *o, int D)
 {
     for (int c = 0; c < D; c++)
-        h[c] = fma[c] ? fmaf(w, o[c], h[c]) : mul_add(h[c], w, o[c]);
+        h[c] = fmaf(w, o[c], h[c]);
 }
 
 /* ---- transport ------------------------------------------------------------- */
@@ -806,7 +657,7 @@ static int ep_layer(struct gctx *g, int l, int mi)
             const float *o = dv->sm
                                  ? pair_y(dv) + (size_t)ep->pidx[i] * D
                                  : (const float *)(ep->rbuf + dv->roff) + (size_t)ep->pidx[i] * D;
-            combine_row(h + (size_t)t * D, rw[i], o, ep->fma, D);
+            combine_row(h + (size_t)t * D, rw[i], o, D);
         }
     }
     double t3 = rt_now_ms();
@@ -969,7 +820,6 @@ void rt_ep_free(glm_model_t *m)
     }
     free(ep->d);
     free(ep->owner);
-    free(ep->fma);
     free(ep->pidx);
     free(ep->sbuf);
     free(ep->rbuf);
@@ -1176,8 +1026,6 @@ static int ep_load(tx_device_t **devs, int n_local, const char *path,
                 ep->d[d].st.expert_bytes =
                     (uint64_t)ep->d[d].sm->xc->n_slots * ep->d[d].sm->xc->slot_size;
         }
-    if (!rc && rank == 0)
-        rc = calibrate(m, ep);
     if (!rc) {
         int g1 = tr_grow(&ep->sbuf, &ep->scap, 64), g2 = tr_grow(&ep->rbuf, &ep->rcap, 64);
         rc = g1 ? g1 : g2;
@@ -1246,7 +1094,6 @@ TX_API int glm_model_ep_stats(glm_model_t *m, struct glm_ep_stats *out)
     out->dispatch_ms = ep->dispatch_ms;
     out->wait_ms = ep->wait_ms;
     out->combine_ms = ep->combine_ms;
-    out->fma_columns = ep->fma_cols;
     out->dim = (uint32_t)m->cfg.hidden_size;
     for (int d = 0; d < ep->n; d++)
         out->dev[d] = ep->d[d].st;

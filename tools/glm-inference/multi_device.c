@@ -91,11 +91,11 @@ void mdev_print_stats(const char *prog, glm_model_t *m)
     fprintf(stderr,
             "%s: expert parallel: %d devices, %d expert groups per MoE layer; %llu MoE layer "
             "passes of %.1f rows on average; per MoE layer pass: dispatch %.3f ms, wait %.3f ms, "
-            "combine %.3f ms (combine rounding: %u of %u columns fused multiply-add)\n",
+            "combine %.3f ms\n",
             prog, st.n_devices, st.expert_parallel, (unsigned long long)st.layers, tok,
             st.layers ? st.dispatch_ms / (double)st.layers : 0,
             st.layers ? st.wait_ms / (double)st.layers : 0,
-            st.layers ? st.combine_ms / (double)st.layers : 0, st.fma_columns, st.dim);
+            st.layers ? st.combine_ms / (double)st.layers : 0);
     for (int d = 0; d < st.n_devices; d++) {
         const struct glm_ep_device_stats *x = &st.dev[d];
         double per_tok = st.tokens ? 1.0 / (double)st.tokens : 0;
