@@ -191,8 +191,9 @@ typedef struct glm_session glm_session_t;
  * ~1.1x, bf16 ~1.5x, int8 ~1.2x CPU time per MATMUL at K = 4096, ~2x at
  * K = 128..512; docs/libtx-glm.md). The environment variable
  * TX_BATCH_INVARIANT=1 sets it for any program (0 or unset: the flag as
- * given; anything else fails the load with TX_EINVAL). Needs an emu device
- * of interface >= 1.6: the load fails with TX_ENOTSUP otherwise. */
+ * given; anything else fails the load with TX_EINVAL). Needs a device of
+ * interface >= 1.6, emu or /dev/accel with tx8.ko >= 1.2: the load fails
+ * with TX_ENOTSUP otherwise. */
 #define GLM_LOAD_BATCH_INVARIANT (1u << 8)
 
 struct glm_load_options {
