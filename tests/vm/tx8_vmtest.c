@@ -560,7 +560,9 @@ static int t_submit_args(void)
     CHECK(w.status == DRM_TX8_STATUS_OK, "status %u", w.status);
 
     S_INIT();
-    s.flags = 1u << 3; /* the first undefined flag (1, 2: priorities, 4: profile) */
+    /* the first undefined flag (1, 2: priorities, 4: profile, 8: batch
+     * invariant) */
+    s.flags = 1u << 4;
     CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
     S_INIT();
     s.cmd_handle = 999;
@@ -3499,7 +3501,8 @@ static int t_priority(void)
 
     CHECK_ERR(submit_flags(&a, 0, la, &ra, DRM_TX8_SUBMIT_PRIORITY_LOW | DRM_TX8_SUBMIT_PRIORITY_HIGH,
                            &seq), EINVAL);
-    CHECK_ERR(submit_flags(&a, 0, la, &ra, 1u << 3, &seq), EINVAL);
+    CHECK_ERR(submit_flags(&a, 0, la, &ra, 1u << 4, &seq), EINVAL);
+    CHECK_ERR(submit_flags(&a, 0, la, &ra, ~DRM_TX8_SUBMIT_FLAGS_MASK, &seq), EINVAL);
     CHECK_ERR(submit_flags(&a, 0, la, &ra, 1u << 31, &seq), EINVAL);
     CHECK_OK(submit_flags(&a, 0, la, &ra, DRM_TX8_SUBMIT_PRIORITY_LOW, &seq));
     CHECK_OK(wait_job(a.fd, seq, 20000, &w));
