@@ -1540,6 +1540,10 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	if ((args->flags & DRM_TX8_SUBMIT_PRIORITY_HIGH) &&
 	    !capable(CAP_SYS_NICE))
 		return -EPERM;
+	/* the job flag exists since hardware interface 1.6 */
+	if ((args->flags & DRM_TX8_SUBMIT_BATCH_INVARIANT) &&
+	    TX8_IF_MINOR(tdev->if_version) < 6)
+		return -EOPNOTSUPP;
 	entity = &tfile->entity[args->flags & DRM_TX8_SUBMIT_PRIORITY_LOW ? 0 :
 				args->flags & DRM_TX8_SUBMIT_PRIORITY_HIGH ? 2 : 1];
 	if (args->bo_count > tdev->max_ranges)
@@ -1587,6 +1591,8 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		goto err_job;
 	}
 	job->user_data = args->user_data;
+	if (args->flags & DRM_TX8_SUBMIT_BATCH_INVARIANT)
+		job->desc_flags |= TX8_JOB_F_BATCH_INVARIANT;
 	job->cmd_addr = to_tx8_bo(cmd)->node.start + args->cmd_offset;
 	job->cmd_size = args->cmd_size;
 	ret = tx8_get_bos(job, file, args);

@@ -2,7 +2,10 @@
 # tests/chat-template-check.sh: the chat-template reference check
 # (tools/chat-template-check, docs/glm-inference.md) on a synthetic package
 # of every family: glm4_moe with the GLM-4.5 form and with the GLM-4.7 form
-# of the project's own templates, glm_moe_dsa, deepseek_v3, qwen3_moe. Each
+# of the project's own templates, glm_moe_dsa, deepseek_v3 (with its
+# GLM-5-form synthetic template, and with the DeepSeek-V3-form template of
+# tests/chat-template/deepseek3-form.jinja), qwen3_moe; every conversation
+# shape, the tool shapes (tool definitions, tool calls, results) too. Each
 # package's chat_template is rendered with Jinja2 and compared byte for
 # byte with libtx's rendering; prints "chat-template: N passed, N failed"
 # (one per package). Run by `make chat-template-check` and `make check`.
@@ -15,17 +18,23 @@ mkdir -p "$dir" || exit 1
 pass=0
 fail=0
 
-# make NAME ARCH [NAME2]: package NAME of a tiny ARCH checkpoint; with NAME2,
-# its chat_template replaced by NAME2's (already made)
+# make NAME ARCH [NAME2 | FILE.jinja]: package NAME of a tiny ARCH
+# checkpoint; with NAME2, its chat_template replaced by NAME2's (already
+# made), with FILE.jinja by the text of that file
 make_pkg() {
 	"$B/bin/glm-synth" --arch "$2" --preset tiny --output "$dir/ck-$1" --quiet || return 1
 	if [ -n "${3:-}" ]; then
-		python3 - "$dir/ck-$1/tokenizer_config.json" "$dir/ck-$3/tokenizer_config.json" <<'PY' || return 1
+		src=$dir/ck-$3/tokenizer_config.json
+		case $3 in *.jinja) src=$3 ;; esac
+		python3 - "$dir/ck-$1/tokenizer_config.json" "$src" <<'PY' || return 1
 import json, sys
 with open(sys.argv[1], encoding="utf-8") as f:
     d = json.load(f)
 with open(sys.argv[2], encoding="utf-8") as f:
-    d["chat_template"] = json.load(f)["chat_template"]
+    if sys.argv[2].endswith(".jinja"):
+        d["chat_template"] = f.read()
+    else:
+        d["chat_template"] = json.load(f)["chat_template"]
 with open(sys.argv[1], "w", encoding="utf-8") as f:
     json.dump(d, f, ensure_ascii=False, indent=2)
 PY
@@ -33,7 +42,8 @@ PY
 	"$B/bin/glm-export" --input "$dir/ck-$1" --output "$dir/$1.smd" --quant none --quiet
 }
 
-for spec in "glm4.5 glm4" "glm5 glm5" "glm4.7 glm4 glm5" "deepseek3 deepseek3" "qwen3 qwen3moe"; do
+for spec in "glm4.5 glm4" "glm5 glm5" "glm4.7 glm4 glm5" "deepseek3 deepseek3" "qwen3 qwen3moe" \
+	"deepseek3-form deepseek3 tests/chat-template/deepseek3-form.jinja"; do
 	# shellcheck disable=SC2086
 	set -- $spec
 	if ! make_pkg "$@"; then

@@ -191,8 +191,9 @@ typedef struct glm_session glm_session_t;
  * ~1.1x, bf16 ~1.5x, int8 ~1.2x CPU time per MATMUL at K = 4096, ~2x at
  * K = 128..512; docs/libtx-glm.md). The environment variable
  * TX_BATCH_INVARIANT=1 sets it for any program (0 or unset: the flag as
- * given; anything else fails the load with TX_EINVAL). Needs an emu device
- * of interface >= 1.6: the load fails with TX_ENOTSUP otherwise. */
+ * given; anything else fails the load with TX_EINVAL). Needs a device of
+ * interface >= 1.6, emu or /dev/accel with tx8.ko >= 1.2: the load fails
+ * with TX_ENOTSUP otherwise. */
 #define GLM_LOAD_BATCH_INVARIANT (1u << 8)
 
 struct glm_load_options {
@@ -562,6 +563,17 @@ TX_API int glm_model_set_chat_format(glm_model_t *model, int fmt);
  * *ids is malloc()ed (free() it). */
 TX_API int glm_chat_encode(const glm_model_t *model, const struct tx_chat_message *msgs,
                            size_t n_msgs, unsigned flags, int32_t **ids, size_t *n_ids);
+
+/* glm_chat_encode with tool use (libtx 2.3): tools_json, a JSON array of
+ * tool definitions (OpenAI's "tools"), and tool_calls_json, NULL or one
+ * entry per message (NULL, or the JSON array of an assistant message's
+ * "tool_calls"), rendered as the model family's template renders them;
+ * see tx_tokenizer_chat_render_tools (tx_tokenizer.h) and docs/libtx-glm.md,
+ * "Tools". Bad JSON or shapes fail with TX_EINVAL naming the message. */
+TX_API int glm_chat_encode_tools(const glm_model_t *model, const struct tx_chat_message *msgs,
+                                 size_t n_msgs, const char *tools_json,
+                                 const char *const *tool_calls_json, unsigned flags,
+                                 int32_t **ids, size_t *n_ids);
 
 /* Encode plain text (no template, no special prefix). *ids malloc()ed. */
 TX_API int glm_tokenize(const glm_model_t *model, const char *text, int32_t **ids, size_t *n_ids);

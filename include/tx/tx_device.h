@@ -448,8 +448,8 @@ struct tx_job_result {
 /* Batch-invariant MATMUL / MOE_FFN (TX8_JOB_F_BATCH_INVARIANT): a row of
  * a command is bit-identical whatever the number of rows it is computed
  * with, at a cost in single-token speed (docs/engine.md). Needs a device of
- * interface >= 1.6 on the emu backend (else TX_ENOTSUP; /dev/accel does not
- * pass it yet). */
+ * interface >= 1.6, on the emu backend or on /dev/accel with tx8.ko >= 1.2
+ * (DRM_TX8_SUBMIT_BATCH_INVARIANT); else TX_ENOTSUP. */
 #define TX_SUBMIT_BATCH_INVARIANT (1u << 2)
 
 /* Name [offset, offset + size) of bo (offset 8-aligned, size >= 64) as the

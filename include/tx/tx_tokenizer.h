@@ -240,6 +240,39 @@ TX_API int tx_tokenizer_chat_encode(const struct tx_tokenizer *tok, enum tx_chat
                                     size_t errsz);
 
 /*
+ * Tool use, in OpenAI's shapes (libtx 2.3; docs/libtx-glm.md, "Tools"):
+ * as tx_tokenizer_chat_render / _encode, plus
+ *   tools_json       NULL, or a JSON array of tool definitions, e.g.
+ *                    [{"type": "function", "function": {"name": "get_weather",
+ *                      "description": "...", "parameters": {...}}}];
+ *                    rendered as the family's template renders `tools`
+ *                    (GLM-4.5/4.6, GLM-4.7/5: a <|system|> turn after
+ *                    [gMASK]<sop>; Qwen3: the first system turn; DeepSeek-V3's
+ *                    template does not render tool definitions: ignored).
+ *   tool_calls_json  NULL, or n_msgs entries, each NULL or (for an assistant
+ *                    message) a JSON array of its tool calls:
+ *                    [{"id": "...", "type": "function", "function":
+ *                      {"name": "get_weather", "arguments": {"city": "Paris"}}}]
+ *                    with arguments an object or a JSON string (OpenAI sends a
+ *                    string: Qwen3 and DeepSeek-V3 print it as it is; for GLM
+ *                    it must hold an object, rendered key by key).
+ * Objects are written as the templates' tojson writes them (Python's
+ * json.dumps, ensure_ascii=False, keys in the given order). Tool results
+ * are messages of role "tool". The GLM-4 format renders no tools
+ * (TX_ENOTSUP). Bad JSON or a bad shape: TX_EINVAL naming the message.
+ */
+TX_API int tx_tokenizer_chat_render_tools(enum tx_chat_format fmt,
+                                          const struct tx_chat_message *msgs, size_t n_msgs,
+                                          const char *tools_json,
+                                          const char *const *tool_calls_json, unsigned flags,
+                                          char **text, size_t *len, char *err, size_t errsz);
+TX_API int tx_tokenizer_chat_encode_tools(const struct tx_tokenizer *tok, enum tx_chat_format fmt,
+                                          const struct tx_chat_message *msgs, size_t n_msgs,
+                                          const char *tools_json,
+                                          const char *const *tool_calls_json, unsigned flags,
+                                          int32_t **ids, size_t *n_ids, char *err, size_t errsz);
+
+/*
  * The GLM stop tokens present in this tokenizer, in the order of the GLM
  * config's eos_token_id: <|endoftext|>, <|user|>, <|observation|>. Writes at
  * most `cap` ids and returns how many exist (tokens missing from the

@@ -102,13 +102,28 @@ static int layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
 
 /* ---- glm-synth ------------------------------------------------------------ */
 
-/* The project's own GLM-4.5-form chat template (no tool definitions): it
- * renders what tx_tokenizer_chat_render renders for TX_CHAT_GLM45 --
- * reasoning kept in <think> only for assistant turns after the last user
- * turn, contents stripped, tool results grouped after one <|observation|>
- * (tools/chat-template-check compares the two with Jinja2 in make check). */
+/* The project's own GLM-4.5-form chat template: it renders what
+ * tx_tokenizer_chat_render(_tools) renders for TX_CHAT_GLM45 -- tool
+ * definitions in a <|system|> turn first (one JSON per line, the call
+ * format with the arguments one per line), reasoning kept in <think> only
+ * for assistant turns after the last user turn, contents stripped, tool
+ * calls after the content ("\n<tool_call>NAME\n", "<arg_key>K</arg_key>\n
+ * <arg_value>V</arg_value>\n" each), tool results grouped after one
+ * <|observation|> (tools/chat-template-check compares the two with Jinja2
+ * in make check). */
 static const char chat_template[] =
     "[gMASK]<sop>"
+    "{%- if tools -%}"
+    "{{ '<|system|>\\n# Tools\\n\\nYou may call one or more functions to assist with the user "
+    "query.\\n\\nYou are provided with function signatures within <tools></tools> XML "
+    "tags:\\n<tools>\\n' }}"
+    "{%- for t in tools -%}{{ t | tojson(ensure_ascii=False) + '\\n' }}{%- endfor -%}"
+    "{{ '</tools>\\n\\nFor each function call, output the function name and arguments within "
+    "the following XML format:\\n' }}"
+    "{{ '<tool_call>{function-name}\\n<arg_key>{arg-key-1}</arg_key>\\n<arg_value>{arg-value-1}"
+    "</arg_value>\\n<arg_key>{arg-key-2}</arg_key>\\n<arg_value>{arg-value-2}</arg_value>\\n...\\n"
+    "</tool_call>' }}"
+    "{%- endif -%}"
     "{%- set ns = namespace(last_user=-1) -%}"
     "{%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.last_user = loop.index0 -%}"
     "{%- endif -%}{%- endfor -%}"
@@ -128,6 +143,12 @@ static const char chat_template[] =
     "{%- if loop.index0 > ns.last_user and r -%}{{ '\\n<think>' + r.strip() + '</think>' }}"
     "{%- else -%}{{ '\\n<think></think>' }}{%- endif -%}"
     "{%- if c.strip() -%}{{ '\\n' + c.strip() }}{%- endif -%}"
+    "{%- for tc in (m.tool_calls or []) -%}{%- set f = tc.function if tc.function else tc -%}"
+    "{{ '\\n<tool_call>' + f.name + '\\n' }}"
+    "{%- for k, v in (f.arguments or {}).items() -%}"
+    "{{ '<arg_key>' + k + '</arg_key>\\n<arg_value>' + "
+    "(v if v is string else v | tojson(ensure_ascii=False)) + '</arg_value>\\n' }}"
+    "{%- endfor -%}{{ '</tool_call>' }}{%- endfor -%}"
     "{%- elif m.role == 'tool' or m.role == 'observation' -%}"
     "{%- if loop.first or "
     "(loop.previtem.role != 'tool' and loop.previtem.role != 'observation') -%}"

@@ -130,6 +130,10 @@ struct tx_backend_ops {
      * (TX8_JOB_F_PROFILE; the generic layer also needs interface >= 1.5).
      * NULL op = no profiling. */
     int (*can_profile)(struct tx_backend *be);
+    /* Non-zero when submit passes TX_SUBMIT_BATCH_INVARIANT to the device
+     * (TX8_JOB_F_BATCH_INVARIANT; the generic layer also needs interface
+     * >= 1.6). NULL op = not passed. */
+    int (*can_batch_invariant)(struct tx_backend *be);
 };
 
 extern const struct tx_backend_ops tx_backend_emu_ops;

@@ -336,6 +336,8 @@ static int accel_submit(struct tx_backend *be, const struct tx_backend_job *job,
         s.prof_offset = job->prof_addr - pb->addr;
         s.prof_size = job->prof_size;
     }
+    if (job->flags & TX_SUBMIT_BATCH_INVARIANT)
+        s.flags |= DRM_TX8_SUBMIT_BATCH_INVARIANT;
     /* the cmd BO is in bos[] already; the kernel would add it anyway */
     rc = accel_ioctl(be, DRM_IOCTL_TX8_SUBMIT, &s);
     if (refs != stack_refs)
@@ -463,6 +465,14 @@ static int accel_can_profile(struct tx_backend *be)
     return be->info.driver_version >= ((1u << 16) | 1u);
 }
 
+/* tx8.ko passes TX8_JOB_F_BATCH_INVARIANT from driver version 1.2 on
+ * (DRM_TX8_SUBMIT_BATCH_INVARIANT); the device needs interface 1.6 (checked
+ * by the generic layer). */
+static int accel_can_batch_invariant(struct tx_backend *be)
+{
+    return be->info.driver_version >= ((1u << 16) | 2u);
+}
+
 const struct tx_backend_ops tx_backend_accel_ops = {
     .name = "accel",
     .open = accel_open,
@@ -479,4 +489,5 @@ const struct tx_backend_ops tx_backend_accel_ops = {
     .reset = accel_reset,
     .inject_fault = accel_inject_fault,
     .can_profile = accel_can_profile,
+    .can_batch_invariant = accel_can_batch_invariant,
 };

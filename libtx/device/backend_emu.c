@@ -955,4 +955,5 @@ const struct tx_backend_ops tx_backend_emu_ops = {
     .reset = emu_reset,
     .inject_fault = emu_inject_fault,
     .can_profile = emu_can_profile,
+    .can_batch_invariant = emu_can_profile, /* the descriptor's flags reach the device as they are */
 };

@@ -41,6 +41,26 @@ static int dev_can_profile(struct tx_device *d)
            d->ops->can_profile(d->be);
 }
 
+/* Batch-invariant jobs (TX8_JOB_F_BATCH_INVARIANT): interface >= 1.6 and a
+ * backend that passes the flag (emu; accel with tx8.ko >= 1.2). */
+static int dev_can_batch_invariant(struct tx_device *d)
+{
+    return TX8_IF_MINOR(d->info.if_version) >= 6 && d->ops->can_batch_invariant &&
+           d->ops->can_batch_invariant(d->be);
+}
+
+int txd_can_batch_invariant(tx_device_t *h)
+{
+    struct tx_device *d;
+    int ok;
+
+    if (txd_enter(h, &d, "tx_device") < 0)
+        return 0;
+    ok = dev_can_batch_invariant(d);
+    txd_leave(d);
+    return ok;
+}
+
 /* A profiling buffer for the next job, or NULL (profiling off, a device
  * without it, out of memory: the job then runs unprofiled). Oplock held. */
 static struct txd_prof *prof_get(struct tx_device *d)
@@ -1085,11 +1105,10 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
     rc = txd_enter(h, &d, "tx_submit");
     if (rc < 0)
         return rc;
-    if ((flags & TX_SUBMIT_BATCH_INVARIANT) &&
-        (d->ops != &tx_backend_emu_ops || TX8_IF_MINOR(d->info.if_version) < 6)) {
+    if ((flags & TX_SUBMIT_BATCH_INVARIANT) && !dev_can_batch_invariant(d)) {
         rc = tx_error(TX_ENOTSUP,
-                      "tx_submit: batch-invariant jobs need an emu device of interface >= 1.6 "
-                      "(%s, interface %u.%u)",
+                      "tx_submit: batch-invariant jobs need a device of interface >= 1.6 (emu, "
+                      "or /dev/accel with tx8.ko >= 1.2) (%s, interface %u.%u)",
                       d->ops->name, TX8_IF_MAJOR(d->info.if_version),
                       TX8_IF_MINOR(d->info.if_version));
         goto out;

@@ -102,4 +102,8 @@ int txd_cmdbuf_snapshot(tx_cmdbuf_t *h, struct tx_device *d, uint8_t **bytes, si
 /* Copy a label, truncated to TX8_LABEL_LEN - 1 bytes. */
 void txd_label(char dst[TX8_LABEL_LEN], const char *src);
 
+/* Whether jobs of dev may carry TX_SUBMIT_BATCH_INVARIANT (interface >= 1.6
+ * and a backend that passes it: emu, accel with tx8.ko >= 1.2). */
+int txd_can_batch_invariant(tx_device_t *dev);
+
 #endif

@@ -12,6 +12,7 @@
 #include "runtime/rt_internal.h"
 #include "runtime/expert_cache.h"
 #include "runtime/expert_parallel.h"
+#include "device/device_internal.h"
 
 #include "model/model_internal.h"
 
@@ -609,11 +610,11 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
     if (bi && !strcmp(bi, "1"))
         o.flags |= GLM_LOAD_BATCH_INVARIANT;
     if (o.flags & GLM_LOAD_BATCH_INVARIANT) {
-        if (strcmp(m->dinfo.backend, "emu") || TX8_IF_MINOR(m->dinfo.if_version) < 6) {
+        if (!txd_can_batch_invariant(dev)) {
             rc = tx_error(TX_ENOTSUP,
                           "glm_model_load: batch-invariant decode (GLM_LOAD_BATCH_INVARIANT or "
-                          "TX_BATCH_INVARIANT=1) needs an emu device of interface >= 1.6 (%s, "
-                          "interface %u.%u)",
+                          "TX_BATCH_INVARIANT=1) needs a device of interface >= 1.6 (emu, or "
+                          "/dev/accel with tx8.ko >= 1.2) (%s, interface %u.%u)",
                           m->dinfo.backend, TX8_IF_MAJOR(m->dinfo.if_version),
                           TX8_IF_MINOR(m->dinfo.if_version));
             goto fail;

@@ -881,6 +881,14 @@ TX_API int glm_model_set_chat_format(glm_model_t *m, int fmt)
 TX_API int glm_chat_encode(const glm_model_t *m, const struct tx_chat_message *msgs, size_t n_msgs,
                            unsigned flags, int32_t **ids, size_t *n_ids)
 {
+    return glm_chat_encode_tools(m, msgs, n_msgs, NULL, NULL, flags, ids, n_ids);
+}
+
+TX_API int glm_chat_encode_tools(const glm_model_t *m, const struct tx_chat_message *msgs,
+                                 size_t n_msgs, const char *tools_json,
+                                 const char *const *tool_calls_json, unsigned flags,
+                                 int32_t **ids, size_t *n_ids)
+{
     char err[TX_ERR_MAX];
     if (!m || !ids || !n_ids)
         return tx_error(TX_EINVAL, "glm_chat_encode: NULL argument");
@@ -890,11 +898,11 @@ TX_API int glm_chat_encode(const glm_model_t *m, const struct tx_chat_message *m
     if (f < 0)
         return f;
     enum tx_chat_format fmt = (enum tx_chat_format)f;
-    int rc =
-        tx_tokenizer_chat_encode(m->tok, fmt, msgs, n_msgs, flags | TX_CHAT_ADD_GENERATION_PROMPT,
-                                 ids, n_ids, err, sizeof(err));
+    int rc = tx_tokenizer_chat_encode_tools(m->tok, fmt, msgs, n_msgs, tools_json,
+                                            tool_calls_json, flags | TX_CHAT_ADD_GENERATION_PROMPT,
+                                            ids, n_ids, err, sizeof(err));
     if (rc)
-        return tx_error(TX_EINVAL, "chat template: %s", err);
+        return tx_error(rc == TX_ENOTSUP ? TX_ENOTSUP : TX_EINVAL, "chat template: %s", err);
     return TX_OK;
 }
 

@@ -146,6 +146,48 @@ ok = (st == 200 and done and chunks and chunks[0]["object"] == "chat.completion.
       "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == chat_text)
 check(ok, "chat stream: role chunk, content deltas = the non-streamed content, finish chunk, [DONE]")
 
+# tools (issue 17): the definitions and a tool-call history are rendered into
+# the prompt (more prompt tokens), OpenAI's JSON-string arguments accepted
+tools = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}]
+tmsgs = [{"role": "user", "content": "Weather in Paris?"},
+         {"role": "assistant", "content": None, "tool_calls": [
+             {"id": "call_1", "type": "function",
+              "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+         {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp_c\": 21}"}]
+st0, j0, _ = request("POST", "/v1/chat/completions",
+                     {"messages": tmsgs[:1], "max_tokens": 4, "temperature": 0})
+st1, j1, _ = request("POST", "/v1/chat/completions",
+                     {"messages": tmsgs[:1], "tools": tools, "max_tokens": 4, "temperature": 0})
+st2, j2, _ = request("POST", "/v1/chat/completions",
+                     {"messages": tmsgs, "tools": tools, "tool_choice": "auto", "max_tokens": 4,
+                      "temperature": 0})
+ok = (st0 == 200 and st1 == 200 and st2 == 200 and
+      j1["usage"]["prompt_tokens"] > j0["usage"]["prompt_tokens"] + 40 and
+      j2["usage"]["prompt_tokens"] > j1["usage"]["prompt_tokens"])
+check(ok, "chat with tools: definitions and a tool-call history rendered (prompt tokens %s)" %
+      ([j.get("usage", {}).get("prompt_tokens") if isinstance(j, dict) else None
+        for j in (j0, j1, j2)]), "%s %s %s" % (j0, j1, j2))
+tbad = [
+    ("tools not an array", {"messages": tmsgs[:1], "tools": {"a": 1}}, "tools"),
+    ("tool_calls not an array", {"messages": [tmsgs[0], dict(tmsgs[1], tool_calls=3)]},
+     "tool_calls"),
+    ("tool call arguments not a JSON object",
+     {"messages": [tmsgs[0], {"role": "assistant", "content": "", "tool_calls": [
+         {"type": "function", "function": {"name": "f", "arguments": "[1, 2]"}}]}]},
+     "arguments"),
+    ("tool call without a name",
+     {"messages": [tmsgs[0], {"role": "assistant", "content": "", "tool_calls": [
+         {"type": "function", "function": {"arguments": "{}"}}]}]}, "name"),
+]
+for what, body, word in tbad:
+    st, j, _ = request("POST", "/v1/chat/completions", body)
+    msg = j["error"]["message"] if isinstance(j, dict) and "error" in j else str(j)
+    check(st == 400 and word in msg, "%s: 400 with a JSON error naming it" % what,
+          "%d %s" % (st, msg))
+
 # stop strings: cut before the stop string, finish_reason stop
 st, j, _ = complete("The device memory of a TX8 is", max_tokens=24)
 full = j["choices"][0]["text"] if st == 200 else ""

@@ -8,7 +8,9 @@
 # Checks: the device header, the UTIL/MEM bars and their figures, the
 # utilisation and memory charts (the workload's memory sawtooth zooms the
 # memory chart), the process table row of the workload, the model panel
-# (expert histogram and util std), sorting keys, resizing down to a too-small
+# (expert histogram and util std), the process's memory by label (its
+# sub-rows, 'm' to hide them, wrapping at 48 columns), sorting keys,
+# resizing down to a too-small
 # terminal, an ASCII/no-colour terminal, 'k' + 'y' killing the workload,
 # 'q' quitting with status 0, and that tx-top stays cheap (CPU time).
 # Everything started here (tmux server, emulator, workload) is stopped by
@@ -190,6 +192,14 @@ case $row in
 *test_txtop_live*) ok "process row command" ;;
 *) bad "process row: $row" ;;
 esac
+# the process's memory by label, under its row: the model prefix once, the
+# four per-slot KV buffers folded into one item, the other labels
+if has "└ txtop-test: Activations 1\.0MiB +KVCache 3\.0MiB" && has "KV_slot0-3 4x512\.0KiB" &&
+	has "Weights 1\.0MiB"; then
+	ok "memory by label under the process row (KV per slot folded)"
+else
+	bad "memory-by-label sub-row"
+fi
 has "Model txtop-test +pid $load_pid +6 layers x 16 experts \(4 with load\) +expert util std [0-9.]+% +on \[0\] emu:" &&
 	ok "model panel header" || bad "model panel header"
 has "expert load, all layers +hottest [0-9.]+% of calls" && has " e0 +e15" &&
@@ -208,6 +218,29 @@ t send-keys -t top e
 wait_for top 3 "expert load, layer [0-9]+ \(most imbalanced" && ok "'e' shows the worst layer" ||
 	bad "'e' histogram mode"
 
+# 'm' hides the memory-by-label rows, 'm' again shows them
+t send-keys -t top m
+i=0
+while [ "$i" -lt 30 ]; do
+	capture top
+	has "└ txtop-test:" || break
+	sleep 0.1
+	i=$((i + 1))
+done
+! has "└ txtop-test:" && has "memory by label hidden" && ok "'m' hides the memory rows" ||
+	bad "'m' hide"
+t send-keys -t top m
+wait_for top 3 "└ txtop-test:" && ok "'m' shows them again" || bad "'m' show"
+
+# a narrow terminal: the labels wrap onto a second sub-row, nothing is cut
+t resize-window -t top -x 48 -y 30
+if wait_for top 3 "^  └ txtop-test: " && has "^    .*KV_slot0-3 4x512\.0KiB" &&
+	! printf '%s\n' "$screen" | grep -q '.\{49\}'; then
+	ok "48 columns: the label rows wrap"
+else
+	bad "48 columns: label rows"
+fi
+
 # resizing
 t resize-window -t top -x 60 -y 14
 wait_for top 3 "UTIL\[" && ok "60x14: still drawn" || bad "60x14"
@@ -224,7 +257,7 @@ t new-window -d -t top: -n plain \
 if wait_for top:plain 8 "^ +$load_pid "; then
 	sleep 1.5
 	capture top:plain
-	has "BUSY%v" && has "UTIL\[\|+" && has "#" && ! has "█" &&
+	has "BUSY%v" && has "UTIL\[\|+" && has "#" && ! has "█" && has "^ +\` txtop-test: " &&
 		ok "ASCII, no-colour terminal" || bad "ASCII terminal"
 else
 	bad "no process row in the ASCII terminal"

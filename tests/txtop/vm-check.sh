@@ -73,6 +73,9 @@ screen_check() {
 	has "^ +$load_pid +root +0 +[0-9.]+ .*test_txtop_live" ||
 		{ ok=0; echo "  screen: no process row for PID $load_pid"; }
 	has "^Model txtop-test +pid $load_pid " || { ok=0; echo "  screen: no model panel"; }
+	# its memory by label under its row (the only process holding memory)
+	has "^ +(└|\`) txtop-test: .*KVCache 3\.0MiB.*Weights 1\.0MiB" ||
+		{ ok=0; echo "  screen: no memory-by-label row under the workload"; }
 	if [ $ok -eq 1 ]; then
 		pass "screen (full-screen view on a 120x40 terminal, TERM=xterm)"
 	else
@@ -124,6 +127,11 @@ if [ "$kind" = libtx ]; then
 		fail "process row for PID $load_pid"
 	grep -A1 '"label": "txtop-test_Weights"' /tmp/txtop-vm.json | grep -q '"size": 1048576' &&
 		pass "label sizes (/proc/tx_meminfo)" || fail "label txtop-test_Weights"
+	# the same labels on the workload's own row (the only process holding
+	# memory on the device: the device's labels are its)
+	sed -n '/"memory_labels"/,$p' /tmp/txtop-vm.json | grep -A1 '"label": "txtop-test_KVCache"' |
+		grep -q '"size": 3145728' && pass "process row memory_labels" ||
+		fail "process row memory_labels (txtop-test_KVCache)"
 	grep -q '"model": "txtop-test"' /tmp/txtop-vm.json && pass "model (telemetry)" ||
 		fail "model txtop-test"
 	screen_check

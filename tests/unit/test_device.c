@@ -560,18 +560,93 @@ START_TEST(test_job_status)
     TX_FAILS(tx_wait(NULL, j1, 0, &r), TX_EINVAL);
     TX_FAILS(tx_submit(dev, cb, NULL), TX_EINVAL);
     TX_FAILS(tx_submit_ex(dev, cb, 0x40, 0, &j1), TX_EINVAL);
-    /* a batch-invariant job (interface 1.6) runs on the emu backend;
-     * /dev/accel refuses it (TX_ENOTSUP) */
-    struct tx_device_info bdi;
-    TX_OKAY(tx_device_info(dev, &bdi));
-    if (!strcmp(bdi.backend, "emu")) {
-        TX_OKAY(tx_submit_ex(dev, cb, TX_SUBMIT_BATCH_INVARIANT, 0, &j1));
-        TX_OKAY(tx_wait(dev, j1, -1, &r));
-        ck_assert_uint_eq(r.status, TX_JOB_OK);
-    } else {
-        TX_FAILS(tx_submit_ex(dev, cb, TX_SUBMIT_BATCH_INVARIANT, 0, &j1), TX_ENOTSUP);
-    }
+    /* a batch-invariant job (interface 1.6) runs on both backends (emu;
+     * /dev/accel through DRM_TX8_SUBMIT_BATCH_INVARIANT, tx8.ko 1.2) */
+    TX_OKAY(tx_submit_ex(dev, cb, TX_SUBMIT_BATCH_INVARIANT, 0, &j1));
+    TX_OKAY(tx_wait(dev, j1, -1, &r));
+    ck_assert_uint_eq(r.status, TX_JOB_OK);
     TX_OKAY(tx_cmdbuf_destroy(cb));
+    TX_OKAY(tx_device_close(dev));
+}
+END_TEST
+
+/*
+ * The flag reaches the device (emu socket or /dev/accel): with
+ * TX_SUBMIT_BATCH_INVARIANT each row of a MATMUL of BI_T rows is
+ * bit-identical (memcmp) to the same row computed alone.
+ */
+#define BI_K 512
+#define BI_N 96
+#define BI_T 7
+
+static void bi_matmul(tx_device_t *dev, tx_bo_t *w, tx_bo_t *x, uint64_t x_off, tx_bo_t *y,
+                      uint64_t y_off, uint32_t tokens)
+{
+    struct tx_matmul_args m;
+    struct tx_job_result r;
+    tx_cmdbuf_t *cb;
+    tx_job_t j;
+
+    memset(&m, 0, sizeof(m));
+    m.y = tx_ref(y, y_off);
+    m.x = tx_ref(x, x_off);
+    m.w.data = tx_ref(w, 0);
+    m.w.rows = BI_N;
+    m.w.cols = BI_K;
+    m.w.dtype = TX8_DTYPE_F32;
+    m.w.format = TX8_WFMT_DENSE;
+    m.tokens = tokens;
+    m.ld_x = BI_K;
+    m.ld_y = BI_N;
+    m.act_dtype = TX8_DTYPE_F32;
+    TX_OKAY(tx_cmdbuf_create(dev, &cb));
+    TX_OKAY(tx_cmd_matmul(cb, &m));
+    TX_OKAY(tx_submit_ex(dev, cb, TX_SUBMIT_BATCH_INVARIANT, 0, &j));
+    TX_OKAY(tx_wait(dev, j, 20000 * MS, &r));
+    ck_assert_uint_eq(r.status, TX_JOB_OK);
+    TX_OKAY(tx_cmdbuf_destroy(cb));
+}
+
+START_TEST(test_batch_invariant_rows)
+{
+    tx_device_t *dev = open_dev();
+    struct tx_device_info di;
+    float *wp, *xp, *yb, *ys;
+    void *p;
+    uint64_t rng = 17;
+    tx_bo_t *w, *x, *yb_bo, *ys_bo;
+
+    TX_OKAY(tx_device_info(dev, &di));
+    w = alloc_bo(dev, (uint64_t)BI_N * BI_K * 4, "bi-w", &p);
+    wp = p;
+    x = alloc_bo(dev, (uint64_t)BI_T * BI_K * 4, "bi-x", &p);
+    xp = p;
+    yb_bo = alloc_bo(dev, (uint64_t)BI_T * BI_N * 4, "bi-yb", &p);
+    yb = p;
+    ys_bo = alloc_bo(dev, (uint64_t)BI_T * BI_N * 4, "bi-ys", &p);
+    ys = p;
+    for (size_t i = 0; i < (size_t)BI_N * BI_K; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        wp[i] = (float)((int)(rng >> 40) % 2001 - 1000) / 997.0f;
+    }
+    for (size_t i = 0; i < (size_t)BI_T * BI_K; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        xp[i] = (float)((int)(rng >> 40) % 2001 - 1000) / 311.0f;
+    }
+    /* all rows in one pass, then each row alone */
+    bi_matmul(dev, w, x, 0, yb_bo, 0, BI_T);
+    for (uint32_t t = 0; t < BI_T; t++)
+        bi_matmul(dev, w, x, (uint64_t)t * BI_K * 4, ys_bo, (uint64_t)t * BI_N * 4, 1);
+    for (int t = 0; t < BI_T; t++)
+        ck_assert_msg(memcmp(yb + t * BI_N, ys + t * BI_N, BI_N * sizeof(float)) == 0,
+                      "%s: row %d of a %d-row batch-invariant MATMUL differs from the row alone",
+                      di.backend, t, BI_T);
+    printf("[device] %s: %d rows of a batch-invariant MATMUL bit-identical to each row alone\n",
+           di.backend, BI_T);
+    tx_bo_free(w);
+    tx_bo_free(x);
+    tx_bo_free(yb_bo);
+    tx_bo_free(ys_bo);
     TX_OKAY(tx_device_close(dev));
 }
 END_TEST
@@ -1386,6 +1461,7 @@ static Suite *device_suite(void)
     tcase_add_test(tc, test_zero_copy);
     tcase_add_test(tc, test_fill_copy);
     tcase_add_test(tc, test_matmul);
+    tcase_add_test(tc, test_batch_invariant_rows);
     tcase_add_test(tc, test_job_status);
     tcase_add_test(tc, test_counters);
     tcase_add_test(tc, test_wait_timeout);

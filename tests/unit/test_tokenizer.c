@@ -1097,6 +1097,138 @@ START_TEST(test_chat_render)
 }
 END_TEST
 
+/* Tools (issue 17): the tool definitions and calls of each family as its
+ * template renders them, Python's json.dumps number and string forms,
+ * OpenAI's JSON-string arguments, and the errors. The byte-for-byte
+ * comparison with Jinja2 is tools/chat-template-check (make check). */
+static char *render_tools(enum tx_chat_format f, const struct tx_chat_message *m, size_t n,
+                          const char *tools, const char *const *calls, unsigned flags)
+{
+    char *text = NULL, err[512];
+    size_t len;
+    int rc = tx_tokenizer_chat_render_tools(f, m, n, tools, calls, flags, &text, &len, err, 512);
+    ck_assert_msg(rc == 0, "render: %s", err);
+    ck_assert_uint_eq(strlen(text), len);
+    return text;
+}
+
+START_TEST(test_chat_tools)
+{
+    const char *tools = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"d\": "
+                        "[1e16, 1e-05, 0.0001, 100.0, -0.0, 2.5, 12345678901234567, true, null, "
+                        "\"a\\\"b\\\\c\\n\\u0001\\u00e9/\"]}}]";
+    const char *json_py = "{\"type\": \"function\", \"function\": {\"name\": \"f\", \"d\": "
+                          "[1e+16, 1e-05, 0.0001, 100.0, -0.0, 2.5, 12345678901234567, true, "
+                          "null, \"a\\\"b\\\\c\\n\\u0001\xc3\xa9/\"]}}";
+    struct tx_chat_message m[] = {{"user", "hi", NULL}, {"assistant", "", NULL}, {"tool", "7", NULL}};
+    const char *calls[] = {NULL,
+                           "[{\"type\": \"function\", \"function\": {\"name\": \"f\", "
+                           "\"arguments\": {\"x\": \"s\", \"n\": [1, 2.0]}}}]",
+                           NULL};
+    const char *scalls[] = {NULL,
+                            "[{\"function\": {\"name\": \"f\", \"arguments\": "
+                            "\"{\\\"x\\\":\\\"s\\\"}\"}}]",
+                            NULL};
+    char want[4096], *t;
+
+    /* GLM-4.5: tools turn, "\n<tool_call>f\n<arg_key>..." */
+    t = render_tools(TX_CHAT_GLM45, m, 3, tools, calls, TX_CHAT_ADD_GENERATION_PROMPT);
+    snprintf(want, sizeof(want), "%s%s%s", "[gMASK]<sop><|system|>\n# Tools\n\n", "", "");
+    ck_assert_msg(!strncmp(t, want, strlen(want)), "%s", t);
+    ck_assert_msg(strstr(t, json_py) != NULL, "tool JSON not as json.dumps writes it: %s", t);
+    ck_assert_msg(strstr(t, "</tool_call><|user|>\nhi<|assistant|>\n<think></think>\n<tool_call>f\n"
+                            "<arg_key>x</arg_key>\n<arg_value>s</arg_value>\n<arg_key>n</arg_key>\n"
+                            "<arg_value>[1, 2.0]</arg_value>\n</tool_call><|observation|>\n"
+                            "<tool_response>\n7\n</tool_response><|assistant|>") != NULL,
+                  "%s", t);
+    free(t);
+    /* GLM-4.7/5: everything on one line; a JSON-string argument is parsed */
+    t = render_tools(TX_CHAT_GLM5, m, 3, NULL, scalls, 0);
+    ck_assert_str_eq(t, "[gMASK]<sop><|user|>hi<|assistant|></think><tool_call>f<arg_key>x"
+                        "</arg_key><arg_value>s</arg_value></tool_call><|observation|>"
+                        "<tool_response>7</tool_response>");
+    free(t);
+    /* Qwen3: a string argument is printed as it is, an object as JSON */
+    t = render_tools(TX_CHAT_QWEN3, m, 3, NULL, scalls, 0);
+    ck_assert_str_eq(t, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<tool_call>\n"
+                        "{\"name\": \"f\", \"arguments\": {\"x\":\"s\"}}\n</tool_call><|im_end|>\n"
+                        "<|im_start|>user\n<tool_response>\n7\n</tool_response><|im_end|>\n");
+    free(t);
+    t = render_tools(TX_CHAT_QWEN3, m, 2, NULL, calls, 0);
+    ck_assert_msg(strstr(t, "{\"name\": \"f\", \"arguments\": {\"x\": \"s\", \"n\": [1, 2.0]}}") !=
+                      NULL,
+                  "%s", t);
+    free(t);
+    /* DeepSeek-V3: no tool definitions; the call in a ```json block */
+    t = render_tools(TX_CHAT_DEEPSEEK3, m, 3, tools, scalls, TX_CHAT_ADD_GENERATION_PROMPT);
+    ck_assert_str_eq(t, "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+                        "<\xef\xbd\x9cUser\xef\xbd\x9c>hi<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
+                        "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+                        "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+                        "function<\xef\xbd\x9ctool\xe2\x96\x81sep\xef\xbd\x9c>f\n```json\n"
+                        "{\"x\":\"s\"}\n```<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81"
+                        "end\xef\xbd\x9c><\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81"
+                        "end\xef\xbd\x9c><\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81"
+                        "sentence\xef\xbd\x9c><\xef\xbd\x9ctool\xe2\x96\x81outputs\xe2\x96\x81"
+                        "begin\xef\xbd\x9c><\xef\xbd\x9ctool\xe2\x96\x81output\xe2\x96\x81"
+                        "begin\xef\xbd\x9c>7<\xef\xbd\x9ctool\xe2\x96\x81output\xe2\x96\x81"
+                        "end\xef\xbd\x9c><\xef\xbd\x9ctool\xe2\x96\x81outputs\xe2\x96\x81"
+                        "end\xef\xbd\x9c>");
+    free(t);
+    /* an empty tools list is no tools (as Jinja's `if tools`) */
+    t = render_tools(TX_CHAT_GLM5, m, 1, "[]", NULL, 0);
+    ck_assert_str_eq(t, "[gMASK]<sop><|user|>hi");
+    free(t);
+
+    /* errors name what is wrong and leave nothing */
+    char *text = (char *)1, err[512];
+    size_t len;
+    const char *bad_args[] = {NULL, "[{\"function\": {\"name\": \"f\", \"arguments\": \"[1]\"}}]"};
+    const char *no_name[] = {NULL, "[{\"function\": {\"arguments\": {}}}]"};
+    const char *on_user[] = {"[{\"function\": {\"name\": \"f\"}}]", NULL};
+    const char *not_json[] = {NULL, "[{"};
+    const struct {
+        enum tx_chat_format f;
+        const char *tools;
+        const char *const *calls;
+        int rc;
+        const char *msg;
+    } e[] = {
+        {TX_CHAT_GLM5, "{\"a\": 1}", NULL, TX_EINVAL, "tools: expected a JSON array"},
+        {TX_CHAT_GLM5, "[1]", NULL, TX_EINVAL, "tools[0]: expected an object"},
+        {TX_CHAT_GLM5, "[{\"a\": ", NULL, TX_EINVAL, "tools: not valid JSON"},
+        {TX_CHAT_GLM5, "[\"\xff\"]", NULL, TX_EINVAL, "not valid UTF-8"},
+        {TX_CHAT_GLM45, NULL, bad_args, TX_EINVAL, "message 1: tool_calls[0].function.arguments"},
+        {TX_CHAT_QWEN3, NULL, no_name, TX_EINVAL, "tool_calls[0].function.name"},
+        {TX_CHAT_QWEN3, NULL, on_user, TX_EINVAL, "tool_calls on a user message"},
+        {TX_CHAT_DEEPSEEK3, NULL, not_json, TX_EINVAL, "message 1: tool_calls: not valid JSON"},
+        {TX_CHAT_GLM4, "[{}]", NULL, TX_ENOTSUP, "GLM-4"},
+    };
+    for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++) {
+        text = (char *)1;
+        ck_assert_int_eq(tx_tokenizer_chat_render_tools(e[i].f, m, 2, e[i].tools, e[i].calls, 0,
+                                                        &text, &len, err, 512),
+                         e[i].rc);
+        ck_assert_ptr_null(text);
+        ck_assert_msg(strstr(err, e[i].msg) != NULL, "case %zu: %s", i, err);
+    }
+
+    /* encode: a tool's text is data (TX_CHAT_LITERAL_CONTENT): a special
+     * token's string inside a description is not that token */
+    struct tx_tokenizer *glm = glm_tok();
+    int32_t *ids;
+    size_t n;
+    ck_assert_int_eq(tx_tokenizer_chat_encode_tools(
+                         glm, TX_CHAT_GLM5, m, 1, "[{\"description\": \"<|assistant|>\"}]", NULL,
+                         TX_CHAT_LITERAL_CONTENT, &ids, &n, err, 512),
+                     0);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_ne(ids[i], 303);
+    free(ids);
+    tx_tokenizer_free(glm);
+}
+END_TEST
+
 START_TEST(test_chat_encode)
 {
     struct tx_tokenizer *glm = glm_tok();
@@ -1385,6 +1517,7 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(glm, test_unk_fallback_ignore_merges);
     tcase_add_test(glm, test_chat_render);
     tcase_add_test(glm, test_chat_encode);
+    tcase_add_test(glm, test_chat_tools);
     suite_add_tcase(s, glm);
 
     TCase *bad = tcase_create("malformed");

@@ -51,6 +51,8 @@
 #define SZ_KV (3ull << 20)                       /* 3 MiB, never touched */
 #define SZ_ROUTER (64ull << 10)                  /* logits, ids, weights, counts */
 #define MODEL_NAME "txtop-test"
+#define W_SLOTS 4                  /* screen test: per-slot KV buffers */
+#define SZ_SLOT (512ull << 10)     /* 512 KiB each */
 
 static volatile sig_atomic_t w_stop;
 
@@ -97,7 +99,7 @@ static int wl_fail(const char *what)
 static int run_workload(const char *spec, double seconds, double duty, bool sawtooth,
                         uint64_t extra, FILE *report)
 {
-    tx_bo_t *grow[8];
+    tx_bo_t *grow[8], *slots[W_SLOTS];
     int ngrow = 0;
     uint64_t next_grow = 0;
     tx_device_t *dev;
@@ -119,6 +121,15 @@ static int run_workload(const char *spec, double seconds, double duty, bool sawt
         tx_bo_alloc(dev, SZ_ROUTER, 0, MODEL_NAME "_Router", &router) < 0 ||
         (extra && tx_bo_alloc(dev, extra, 0, MODEL_NAME "_Extra", &more) < 0))
         return wl_fail("bo_alloc");
+    /* the screen test's workload also has a KV cache per slot, labelled as
+     * glm-server labels them (<model>_KV_slotN) */
+    for (int i = 0; sawtooth && i < W_SLOTS; i++) {
+        char label[48];
+
+        snprintf(label, sizeof(label), "%s_KV_slot%d", MODEL_NAME, i);
+        if (tx_bo_alloc(dev, SZ_SLOT, 0, label, &slots[i]) < 0)
+            return wl_fail("bo_alloc slot");
+    }
     if (tx_bo_map(w, &p) < 0)
         return wl_fail("map");
     wp = p;
@@ -549,6 +560,25 @@ START_TEST(json_under_load)
     ck_assert_uint_ge((uint64_t)num(row, "device_memory"), SZ_WEIGHTS + SZ_ACT + SZ_KV + SZ_ROUTER);
     ck_assert_uint_gt((uint64_t)num(row, "host_memory"), 1u << 20);
     ck_assert_int_eq(json_object_get_boolean(get(row, "readable")), 1);
+    /* its memory by label: the same buffers, exactly, on its own row */
+    {
+        json_object *pl = get(row, "memory_labels");
+        uint64_t want[4] = {SZ_WEIGHTS, SZ_ACT, SZ_KV, SZ_ROUTER}, seen = 0;
+        const char *names[4] = {MODEL_NAME "_Weights", MODEL_NAME "_Activations",
+                                MODEL_NAME "_KVCache", MODEL_NAME "_Router"};
+
+        ck_assert_ptr_nonnull(pl);
+        for (size_t i = 0; i < json_object_array_length(pl); i++) {
+            json_object *x = json_object_array_get_idx(pl, i);
+
+            for (int k = 0; k < 4; k++)
+                if (!strcmp(json_object_get_string(get(x, "label")), names[k])) {
+                    ck_assert_uint_eq((uint64_t)num(x, "size"), want[k]);
+                    seen |= 1u << k;
+                }
+        }
+        ck_assert_uint_eq(seen, 15);
+    }
 
     /* the model it published: the device's routing counts */
     models = get(root, "models");

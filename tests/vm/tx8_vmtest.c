@@ -560,7 +560,9 @@ static int t_submit_args(void)
     CHECK(w.status == DRM_TX8_STATUS_OK, "status %u", w.status);
 
     S_INIT();
-    s.flags = 1u << 3; /* the first undefined flag (1, 2: priorities, 4: profile) */
+    /* the first undefined flag (1, 2: priorities, 4: profile, 8: batch
+     * invariant) */
+    s.flags = 1u << 4;
     CHECK_ERR(xioctl(c.fd, DRM_IOCTL_TX8_SUBMIT, &s), EINVAL);
     S_INIT();
     s.cmd_handle = 999;
@@ -3499,7 +3501,8 @@ static int t_priority(void)
 
     CHECK_ERR(submit_flags(&a, 0, la, &ra, DRM_TX8_SUBMIT_PRIORITY_LOW | DRM_TX8_SUBMIT_PRIORITY_HIGH,
                            &seq), EINVAL);
-    CHECK_ERR(submit_flags(&a, 0, la, &ra, 1u << 3, &seq), EINVAL);
+    CHECK_ERR(submit_flags(&a, 0, la, &ra, 1u << 4, &seq), EINVAL);
+    CHECK_ERR(submit_flags(&a, 0, la, &ra, ~DRM_TX8_SUBMIT_FLAGS_MASK, &seq), EINVAL);
     CHECK_ERR(submit_flags(&a, 0, la, &ra, 1u << 31, &seq), EINVAL);
     CHECK_OK(submit_flags(&a, 0, la, &ra, DRM_TX8_SUBMIT_PRIORITY_LOW, &seq));
     CHECK_OK(wait_job(a.fd, seq, 20000, &w));
@@ -3820,6 +3823,68 @@ static int t_profile(void)
 }
 
 /*
+ * Issue 17: DRM_TX8_SUBMIT_BATCH_INVARIANT (driver 1.2, interface 1.6). A
+ * job with the flag runs (alone and with a priority), its results are
+ * right, and bits beyond DRM_TX8_SUBMIT_FLAGS_MASK are still refused. That
+ * the flag reaches the device as TX8_JOB_F_BATCH_INVARIANT is checked by
+ * test_device (batch_invariant_rows) and test_runtime (bit-identical
+ * batched decode) in this suite, on this node.
+ */
+static int t_batch_invariant(void)
+{
+    const uint32_t BI = DRM_TX8_SUBMIT_BATCH_INVARIANT;
+    struct drm_tx8_device_info info;
+    struct drm_tx8_bo_create dst;
+    struct drm_tx8_query q;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    uint64_t seq;
+    uint32_t *dm;
+    struct ctx c;
+    size_t len = 0;
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    memset(&q, 0, sizeof(q));
+    q.query = DRM_TX8_QUERY_DEVICE;
+    q.size = sizeof(info);
+    q.data = (uintptr_t)&info;
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_QUERY, &q));
+    CHECK((info.driver_version >> 16) == 1 && (info.driver_version & 0xffff) >= 2,
+          "driver version %#x: no batch-invariant flag (1.2)", info.driver_version);
+    CHECK(TX8_IF_MINOR(info.if_version) >= 6, "device interface %#x < 1.6", info.if_version);
+    CHECK_OK(bo_new(c.fd, 8192, "vmtest-bi", &dst));
+    dm = (uint32_t *)bo_map(c.fd, &dst);
+    CHECK(dm, "mmap of the destination BO");
+    ref.handle = dst.handle;
+    ref.access = DRM_TX8_ACCESS_RW;
+    len += put_fill(c.cmdmap + len, dst.dev_addr, 4096, 0x5a5a5a5a);
+    len += put_copy(c.cmdmap + len, dst.dev_addr + 4096, dst.dev_addr, 4096);
+
+    /* unknown bits: still refused, queueing nothing */
+    CHECK_ERR(submit_prof(&c, len, &ref, BI | (1u << 4), 0, 0, 0, &seq), EINVAL);
+    CHECK_ERR(submit_prof(&c, len, &ref, 1u << 31, 0, 0, 0, &seq), EINVAL);
+    CHECK_ERR(submit_prof(&c, len, &ref, BI | DRM_TX8_SUBMIT_PRIORITY_LOW |
+                                            DRM_TX8_SUBMIT_PRIORITY_HIGH, 0, 0, 0, &seq),
+              EINVAL);
+    for (int i = 0; i < 2048; i++)
+        CHECK(!dm[i], "a refused submit ran (word %d is %#x)", i, dm[i]);
+
+    /* the flag alone, with a low priority, and with profiling */
+    CHECK_OK(submit_prof(&c, len, &ref, BI, 0, 0, 0, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "batch-invariant job: status %u", w.status);
+    for (int i = 0; i < 2048; i++)
+        CHECK(dm[i] == 0x5a5a5a5a, "batch-invariant job: word %d is %#x", i, dm[i]);
+    CHECK_OK(submit_prof(&c, len, &ref, BI | DRM_TX8_SUBMIT_PRIORITY_LOW, 0, 0, 0, &seq));
+    CHECK_OK(wait_job(c.fd, seq, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "batch-invariant low-priority job: status %u",
+          w.status);
+    munmap(dm, 8192);
+    ctx_close(&c);
+    return 0;
+}
+
+/*
  * tx-top as a normal user: it runs, sees the device and its memory, and
  * sees no label of another user's BO (/proc/tx_meminfo hides them).
  */
@@ -3909,6 +3974,7 @@ static const struct test {
     {"priority_low", t_priority_low},
     {"timeout_start", t_timeout_start},
     {"profile", t_profile},
+    {"batch_invariant", t_batch_invariant},
     {"txtop_user", t_txtop_user},
 };
 

@@ -301,8 +301,13 @@ static int chat_prompt_of(struct srv *S, json_object *o, int32_t **ids, size_t *
     size_t nm = json_object_array_length(v);
     struct tx_chat_message *msgs = calloc(nm, sizeof(*msgs));
     char **keep = calloc(2 * nm, sizeof(char *));
+    /* tool use (OpenAI's "tools" and messages[].tool_calls): JSON text for
+     * libtx, which renders them as the model family's template does */
+    const char **calls = calloc(nm, sizeof(*calls));
+    const char *tools = NULL;
+    int any_calls = 0;
     int st = 0;
-    if (!msgs || !keep)
+    if (!msgs || !keep || !calls)
         st = bad(reply, "messages", "out of memory");
     for (size_t i = 0; !st && i < nm; i++) {
         json_object *m = json_object_array_get_idx(v, i), *role, *c = NULL, *rs = NULL;
@@ -337,6 +342,29 @@ static int chat_prompt_of(struct srv *S, json_object *o, int32_t **ids, size_t *
             keep[2 * i + 1] = strdup(json_object_get_string(rs));
             msgs[i].reasoning = keep[2 * i + 1];
         }
+        json_object *tc;
+        if (field(m, "tool_calls", &tc)) {
+            if (!json_object_is_type(tc, json_type_array)) {
+                st = bad(reply, "messages", "messages[%zu].tool_calls must be an array", i);
+                break;
+            }
+            if (strcmp(msgs[i].role, "assistant")) {
+                st = bad(reply, "messages",
+                         "messages[%zu].tool_calls: only assistant messages make tool calls", i);
+                break;
+            }
+            calls[i] = json_object_to_json_string_ext(tc, JSON_C_TO_STRING_PLAIN |
+                                                              JSON_C_TO_STRING_NOSLASHESCAPE);
+            any_calls = 1;
+        }
+    }
+    json_object *tv;
+    if (!st && field(o, "tools", &tv)) {
+        if (!json_object_is_type(tv, json_type_array))
+            st = bad(reply, "tools", "'tools' must be an array of tool definitions");
+        else
+            tools = json_object_to_json_string_ext(tv, JSON_C_TO_STRING_PLAIN |
+                                                           JSON_C_TO_STRING_NOSLASHESCAPE);
     }
     unsigned flags = TX_CHAT_ADD_GENERATION_PROMPT | TX_CHAT_LITERAL_CONTENT;
     json_object *kw, *et;
@@ -351,11 +379,13 @@ static int chat_prompt_of(struct srv *S, json_object *o, int32_t **ids, size_t *
                 flags |= TX_CHAT_NO_THINKING;
         }
     }
-    if (!st && glm_chat_encode(S->m, msgs, nm, flags, ids, n))
-        st = bad(reply, "messages", "cannot apply the chat template: %s", tx_last_error());
+    if (!st && glm_chat_encode_tools(S->m, msgs, nm, tools, any_calls ? calls : NULL, flags, ids, n))
+        st = bad(reply, tools || any_calls ? "tools" : "messages",
+                 "cannot apply the chat template: %s", tx_last_error());
     for (size_t i = 0; keep && i < 2 * nm; i++)
         free(keep[i]);
     free(keep);
+    free(calls);
     free(msgs);
     return st;
 }

@@ -7,13 +7,19 @@
  * Conversation file (UTF-8 JSON, at most 1 MiB):
  *   {"messages": [{"role": "system" | "user" | "assistant" | "tool",
  *                  "content": "..." (or null),
- *                  "reasoning_content": "..." (assistant, optional)}, ...],
+ *                  "reasoning_content": "..." (assistant, optional),
+ *                  "tool_calls": [...] (assistant, optional: OpenAI's
+ *                                 [{"type": "function", "function":
+ *                                 {"name": ..., "arguments": {...} or "..."}}])},
+ *                 ...],
+ *    "tools": [...]                          (optional: tool definitions),
  *    "add_generation_prompt": true | false   (default true),
  *    "enable_thinking": true | false         (default true)}
  *
  * The format is --chat FORMAT, else the one glm_model_chat_format picks for
  * the package: recognised from its chat_template (tx_chat_format_of_template).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,7 +172,11 @@ int gt_chat_render(const char *prog, const char *pkg, const char *conv, const ch
     struct json_object *msgs = NULL;
     int status = 1, gen = 1, think = 1;
     struct tx_chat_message m[MSG_MAX];
+    const char *calls[MSG_MAX];
+    char *tools = NULL;
+    bool any_calls = false;
     size_t n = 0;
+    memset(calls, 0, sizeof(calls));
     if (!root || !complete || !json_object_is_type(root, json_type_object)) {
         fprintf(stderr, "%s: %s: not a JSON object\n", prog, conv);
         goto out;
@@ -195,6 +205,23 @@ int gt_chat_render(const char *prog, const char *pkg, const char *conv, const ch
             fprintf(stderr, "%s: %s: messages[%zu].role: missing\n", prog, conv, i);
             goto out;
         }
+        struct json_object *tc;
+        if (json_object_object_get_ex(e, "tool_calls", &tc) &&
+            !json_object_is_type(tc, json_type_null)) {
+            /* libtx parses the JSON text again (keys keep their order) */
+            calls[i] = json_object_to_json_string_ext(tc, JSON_C_TO_STRING_PLAIN |
+                                                              JSON_C_TO_STRING_NOSLASHESCAPE);
+            any_calls = true;
+        }
+    }
+    struct json_object *tv;
+    if (json_object_object_get_ex(root, "tools", &tv) && !json_object_is_type(tv, json_type_null)) {
+        tools = strdup(json_object_to_json_string_ext(tv, JSON_C_TO_STRING_PLAIN |
+                                                              JSON_C_TO_STRING_NOSLASHESCAPE));
+        if (!tools) {
+            fprintf(stderr, "%s: out of memory\n", prog);
+            goto out;
+        }
     }
     if (opt_bool(root, "add_generation_prompt", 1, &gen, conv, prog) ||
         opt_bool(root, "enable_thinking", 1, &think, conv, prog))
@@ -202,14 +229,16 @@ int gt_chat_render(const char *prog, const char *pkg, const char *conv, const ch
     char *text = NULL, err[512];
     size_t tl = 0;
     unsigned fl = (gen ? TX_CHAT_ADD_GENERATION_PROMPT : 0) | (think ? 0 : TX_CHAT_NO_THINKING);
-    if (tx_tokenizer_chat_render((enum tx_chat_format)fmt, m, n, fl, &text, &tl, err,
-                                 sizeof(err))) {
+    if (tx_tokenizer_chat_render_tools((enum tx_chat_format)fmt, m, n, tools,
+                                       any_calls ? calls : NULL, fl, &text, &tl, err,
+                                       sizeof(err))) {
         fprintf(stderr, "%s: %s: %s\n", prog, conv, err);
         goto out;
     }
     status = fwrite(text, 1, tl, stdout) == tl ? 0 : 1;
     free(text);
 out:
+    free(tools);
     json_object_put(root);
     return status;
 }

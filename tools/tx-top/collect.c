@@ -147,6 +147,31 @@ char *tt_read_all(const char *path, size_t *len)
     return buf;
 }
 
+void tt_procs_free(struct tt_proc *p, size_t n)
+{
+    for (size_t i = 0; p && i < n; i++)
+        free(p[i].labels);
+    free(p);
+}
+
+void tt_labels_add(struct tt_label **l, size_t *n, const char *name, uint64_t bytes)
+{
+    struct tt_label *nl;
+
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp((*l)[i].name, name)) {
+            (*l)[i].bytes += bytes;
+            return;
+        }
+    nl = realloc(*l, (*n + 1) * sizeof(*nl));
+    if (!nl)
+        return;
+    *l = nl;
+    snprintf(nl[*n].name, sizeof(nl[0].name), "%s", name);
+    nl[*n].bytes = bytes;
+    (*n)++;
+}
+
 void tt_free(struct tt_state *s)
 {
     for (size_t i = 0; i < s->ndev; i++) {
@@ -159,7 +184,7 @@ void tt_free(struct tt_state *s)
         free(s->devs[i].labels);
     }
     free(s->devs);
-    free(s->procs);
+    tt_procs_free(s->procs, s->nproc);
     for (size_t i = 0; i < s->nmodels; i++) {
         free(s->models[i].agg);
         free(s->models[i].hot);

@@ -25,6 +25,10 @@ struct emu_row {
     bool exact;  /* pid verified: the row is that process's */
     bool silent; /* never ran a job, holds no memory (a monitor, or idle) */
     bool skip;
+    /* the peer's leases by label (on the first queue of a peer only, so
+     * that a peer with several queues is counted once); malloc()ed */
+    struct tt_label *labels;
+    size_t nlabels;
 };
 
 struct emu_rows {

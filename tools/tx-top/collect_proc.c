@@ -405,6 +405,8 @@ void tt_sample(struct tt_state *s)
             add_util(p, r->util);
             p->vram += r->vram;
             p->has_vram = true;
+            for (size_t j = 0; j < r->nlabels; j++)
+                tt_labels_add(&p->labels, &p->nlabels, r->labels[j].name, r->labels[j].bytes);
             if (pid < 0) {
                 size_t off;
 
@@ -420,15 +422,41 @@ void tt_sample(struct tt_state *s)
             }
         }
     }
+    for (size_t k = 0; k < erows.n; k++)
+        free(erows.r[k].labels);
     free(erows.r);
 
     {
         size_t k = 0;
 
-        for (size_t i = 0; i < nrows; i++)
+        for (size_t i = 0; i < nrows; i++) {
             if (fill_facts(s, &rows[i]))
                 rows[k++] = rows[i];
+            else
+                free(rows[i].labels);
+        }
         nrows = k;
+    }
+
+    /* accel: /proc/tx_meminfo has labels per device, not per process;
+     * they are a process's when it is the only one holding memory there
+     * (and every process could be read) */
+    for (size_t i = 0; !s->unreadable && i < s->ndev; i++) {
+        struct tt_dev *d = &s->devs[i];
+        struct tt_proc *only = NULL;
+        int holders = 0;
+
+        if (strcmp(d->backend, "accel") || !d->ok || !d->nlabels)
+            continue;
+        for (size_t k = 0; k < nrows; k++)
+            if (rows[k].dev == (int)i && rows[k].has_vram && rows[k].vram > 0) {
+                only = &rows[k];
+                holders++;
+            }
+        if (holders != 1 || only->nlabels)
+            continue;
+        for (size_t j = 0; j < d->nlabels; j++)
+            tt_labels_add(&only->labels, &only->nlabels, d->labels[j].name, d->labels[j].bytes);
     }
 
     /* accel: what processes we cannot read hold on each device */
@@ -456,7 +484,7 @@ void tt_sample(struct tt_state *s)
         }
     }
 
-    free(s->procs);
+    tt_procs_free(s->procs, s->nproc);
     s->procs = rows;
     s->nproc = nrows;
 

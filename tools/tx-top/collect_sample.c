@@ -193,8 +193,10 @@ static void emu_rows_add(struct emu_rows *rows, const struct emu_row *r)
         size_t ncap = rows->cap ? rows->cap * 2 : 16;
         struct emu_row *nr = realloc(rows->r, ncap * sizeof(*nr));
 
-        if (!nr)
+        if (!nr) {
+            free(r->labels);
             return;
+        }
         rows->r = nr;
         rows->cap = ncap;
     }
@@ -312,6 +314,19 @@ void tt_sample_emu(struct tt_state *s, struct tt_dev *d, int di, struct emu_rows
             }
         if (!have_lease)
             r.vram = q->bytes_allocated;
+        /* the peer's memory by label, once per peer */
+        {
+            bool first = true;
+
+            for (size_t k = 0; k < rows->n; k++)
+                if (rows->r[k].dev == di && rows->r[k].peer == q->owner)
+                    first = false;
+            for (size_t i = 0; first && i < nreg; i++) {
+                if (reg[i].owner == q->owner)
+                    tt_labels_add(&r.labels, &r.nlabels,
+                                  reg[i].label[0] ? reg[i].label : "Unlabeled", reg[i].size);
+            }
+        }
         r.silent = !q->jobs_completed && !q->jobs_failed && !q->busy_ns && !r.vram;
         emu_rows_add(rows, &r);
     }

@@ -141,6 +141,18 @@ static json_object *device_json(const struct tt_state *s, size_t i)
         add(po, "device_memory", p->has_vram ? ju64(p->vram) : NULL);
         add(po, "host_memory", p->has_rss ? ju64(p->rss) : NULL);
         add(po, "memory_unit", json_object_new_string("B"));
+        {
+            json_object *pl = json_object_new_array();
+
+            for (size_t l = 0; l < p->nlabels; l++) {
+                json_object *lo = json_object_new_object();
+
+                add(lo, "label", json_object_new_string(p->labels[l].name));
+                add(lo, "size", ju64(p->labels[l].bytes));
+                json_object_array_add(pl, lo);
+            }
+            add(po, "memory_labels", pl);
+        }
         json_object_array_add(procs, po);
     }
     add(o, "processes", procs);

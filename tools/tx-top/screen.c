@@ -47,6 +47,7 @@ struct ui {
     bool utf8;
     bool colors;
     bool hot_layer; /* histogram of the most imbalanced layer instead of all */
+    bool no_labels; /* 'm': the processes' memory-by-label rows hidden */
     char msg[200];
     uint64_t msg_until;
     int confirm_pid;
@@ -563,6 +564,130 @@ static void remember_sel(struct ui *u)
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* A process's memory by label (sub-rows under its row)                      */
+/* ------------------------------------------------------------------------ */
+
+#define LABEL_LINES 4 /* sub-rows at most per process */
+
+struct label_item {
+    char prefix[64]; /* up to and with the first '_' (the model's name), "" none */
+    char base[64];   /* the rest less a trailing number */
+    long num;        /* the trailing number, -1 none */
+    uint64_t bytes;
+};
+
+static int cmp_items(const void *pa, const void *pb)
+{
+    const struct label_item *a = pa, *b = pb;
+    int r;
+
+    /* models' labels first, then the others (e.g. libtx-cmd) */
+    if (!a->prefix[0] != !b->prefix[0])
+        return a->prefix[0] ? -1 : 1;
+    r = strcmp(a->prefix, b->prefix);
+    if (!r)
+        r = strcmp(a->base, b->base);
+    return r ? r : (a->num > b->num) - (a->num < b->num);
+}
+
+/*
+ * The sub-rows of process p in a terminal w columns wide: "└ " then
+ * "NAME SIZE" items, grouped by the label prefix up to the first '_' (a
+ * model's buffers are "<model>_Weights", "<model>_KV_slot3", ...: the
+ * model's name is shown once, "MODEL: "), sorted by name (numbers in
+ * order), runs of numbered labels of equal size folded ("KV_slot0-7
+ * 8x1.0MiB"), wrapped at w, at most LABEL_LINES lines (the rest: "+N
+ * more"). Returns the number of lines written into out[].
+ */
+static int label_lines(const struct ui *u, const struct tt_proc *p, int w,
+                       char out[LABEL_LINES][512])
+{
+    struct label_item *it;
+    size_t n = p->nlabels, ni = 0;
+    int indent = w >= 60 ? 8 : 2, nl = 0, col;
+    char item[200], sz[32];
+    size_t off;
+
+    if (u->no_labels || !n || w < 20)
+        return 0;
+    it = calloc(n, sizeof(*it));
+    if (!it)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = p->labels[i].name, *us = strchr(name, '_');
+        const char *nm = us && us > name && us[1] ? us + 1 : name;
+        size_t len = strlen(nm), d = len;
+
+        if (nm != name)
+            snprintf(it[i].prefix, sizeof(it[i].prefix), "%.*s", (int)(nm - name), name);
+        while (d > 0 && nm[d - 1] >= '0' && nm[d - 1] <= '9')
+            d--;
+        if (d == 0 || d == len || len - d > 9) {
+            snprintf(it[i].base, sizeof(it[i].base), "%s", nm);
+            it[i].num = -1;
+        } else {
+            snprintf(it[i].base, sizeof(it[i].base), "%.*s", (int)d, nm);
+            it[i].num = strtol(nm + d, NULL, 10);
+        }
+        it[i].bytes = p->labels[i].bytes;
+    }
+    qsort(it, n, sizeof(*it), cmp_items);
+
+    off = (size_t)snprintf(out[0], sizeof(out[0]), "%*s%s", indent, "", u->utf8 ? "\u2514 " : "` ");
+    col = indent + 2;
+    while (ni < n) {
+        size_t run = 1, ilen;
+        bool group = ni == 0 || strcmp(it[ni].prefix, it[ni - 1].prefix);
+        int room;
+
+        while (it[ni].num >= 0 && ni + run < n && it[ni + run].num == it[ni].num + (long)run &&
+               it[ni + run].bytes == it[ni].bytes && !strcmp(it[ni + run].base, it[ni].base) &&
+               !strcmp(it[ni + run].prefix, it[ni].prefix))
+            run++;
+        tt_bytes(it[ni].bytes, sz, sizeof(sz));
+        /* a new model's name leads its first item: "MODEL: NAME SIZE" */
+        ilen = (size_t)snprintf(item, sizeof(item), "%.*s%s", group ? (int)strlen(it[ni].prefix) - 1 : 0,
+                                it[ni].prefix, group && it[ni].prefix[0] ? ": " : "");
+        if (run > 1)
+            ilen += (size_t)snprintf(item + ilen, sizeof(item) - ilen, "%s%ld-%ld %zux%s",
+                                     it[ni].base, it[ni].num, it[ni].num + (long)run - 1, run, sz);
+        else if (it[ni].num >= 0)
+            ilen += (size_t)snprintf(item + ilen, sizeof(item) - ilen, "%s%ld %s", it[ni].base,
+                                     it[ni].num, sz);
+        else
+            ilen += (size_t)snprintf(item + ilen, sizeof(item) - ilen, "%s %s", it[ni].base, sz);
+        if (ilen >= sizeof(item))
+            ilen = sizeof(item) - 1;
+        /* the last line keeps room for "+N more" when more follows */
+        room = w - col - ((nl == LABEL_LINES - 1 && ni + run < n) ? 10 : 0);
+        if ((int)ilen > room && col > indent + 4) {
+            if (nl == LABEL_LINES - 1) {
+                snprintf(out[nl] + off, sizeof(out[nl]) - off, "+%zu more", n - ni);
+                break;
+            }
+            nl++;
+            off = (size_t)snprintf(out[nl], sizeof(out[nl]), "%*s", indent + 2, "");
+            col = indent + 2;
+            continue;
+        }
+        off += (size_t)snprintf(out[nl] + off, sizeof(out[nl]) - off, "%s  ", item);
+        if (off >= sizeof(out[nl]))
+            off = sizeof(out[nl]) - 1;
+        col += (int)ilen + 2;
+        ni += run;
+    }
+    free(it);
+    return nl + 1;
+}
+
+static int proc_lines(const struct ui *u, const struct tt_proc *p)
+{
+    char tmp[LABEL_LINES][512];
+
+    return 1 + label_lines(u, p, COLS, tmp);
+}
+
 static void draw_procs(struct ui *u, int y, int rows)
 {
     char a[32];
@@ -596,19 +721,36 @@ static void draw_procs(struct ui *u, int y, int rows)
     }
     if (rows <= 0)
         return;
+    /* scroll so that the selected row (its first line) is on screen, and
+     * no room is left empty below the last process */
     if (u->sel < u->top)
         u->top = u->sel;
-    if (u->sel >= u->top + rows)
-        u->top = u->sel - rows + 1;
-    if (u->top > (int)u->s->nproc - rows)
-        u->top = (int)u->s->nproc - rows;
+    for (;;) {
+        int need = 1;
+
+        for (int k = u->top; k < u->sel; k++)
+            need += proc_lines(u, &u->s->procs[u->order[k]]);
+        if (need <= rows || u->top >= u->sel)
+            break;
+        u->top++;
+    }
+    while (u->top > 0) {
+        int need = 0;
+
+        for (int k = u->top - 1; k < (int)u->s->nproc; k++)
+            need += proc_lines(u, &u->s->procs[u->order[k]]);
+        if (need > rows)
+            break;
+        u->top--;
+    }
     if (u->top < 0)
         u->top = 0;
-    for (int r = 0; r < rows && u->top + r < (int)u->s->nproc && y < LINES - 1; r++, y++) {
+    for (int r = 0; rows > 0 && u->top + r < (int)u->s->nproc && y < LINES - 1; r++) {
         const struct tt_proc *p = &u->s->procs[u->order[u->top + r]];
         bool sel = u->top + r == u->sel;
-        char line[1024];
+        char line[1024], sub[LABEL_LINES][512];
         char pid[16], busy[16], vram[32], host[32];
+        int nsub;
 
         if (p->pid > 0)
             snprintf(pid, sizeof(pid), "%d", p->pid);
@@ -632,6 +774,13 @@ static void draw_procs(struct ui *u, int y, int rows)
             ui_off(u, 0, A_REVERSE);
         else if (p->unreadable)
             ui_off(u, 0, A_DIM);
+        y++;
+        rows--;
+        nsub = label_lines(u, p, COLS, sub);
+        ui_on(u, 0, A_DIM);
+        for (int k = 0; k < nsub && rows > 0 && y < LINES - 1; k++, y++, rows--)
+            put(y, 0, 0, "%s", sub[k]);
+        ui_off(u, 0, A_DIM);
     }
 }
 
@@ -665,7 +814,12 @@ static void draw(struct ui *u)
     ui_off(u, 0, A_REVERSE);
 
     /* layout */
-    nmin = s->nproc < 4 ? (int)(s->nproc ? s->nproc : 1) : 4;
+    /* room for up to 4 processes, with their memory-by-label rows */
+    nmin = 0;
+    for (size_t k = 0; k < s->nproc && k < 4; k++)
+        nmin += proc_lines(u, &s->procs[k]);
+    if (!nmin)
+        nmin = 1;
     base = (int)s->ndev * 3 + (int)s->nmodels + 1 + nmin;
     if (base > avail) {
         counters = false;
@@ -704,7 +858,7 @@ static void draw(struct ui *u)
     } else if (u->msg[0] && tt_now_ns() < u->msg_until) {
         put(LINES - 1, 0, 0, " %s", u->msg);
     } else {
-        put(LINES - 1, 0, 0, " q:quit  %s:select  k:kill  F6/<>:sort  r:reverse  e:expert view",
+        put(LINES - 1, 0, 0, " q:quit  %s:select  k:kill  F6/<>:sort  r:reverse  e:expert view  m:memory",
             u->utf8 ? "\u2191\u2193" : "up/down");
     }
     ui_off(u, 0, A_REVERSE);
@@ -802,6 +956,11 @@ static bool handle_key(struct ui *u, int ch)
     case 'e':
     case 'E':
         u->hot_layer = !u->hot_layer;
+        break;
+    case 'm':
+    case 'M':
+        u->no_labels = !u->no_labels;
+        set_msg(u, "memory by label %s", u->no_labels ? "hidden" : "shown");
         break;
     default:
         return false;

@@ -40,6 +40,11 @@ struct tt_proc {
     uint64_t rss;    /* bytes */
     int clients;     /* DRM clients (accel) or queues (emu) counted */
     bool unreadable; /* the "processes not readable" row */
+    /* the process's device memory by buffer label (emu: its leases; accel:
+     * the device's labels when it is the only process holding memory);
+     * malloc()ed, in allocation order */
+    struct tt_label *labels;
+    size_t nlabels;
 };
 
 struct tt_dev {
@@ -157,6 +162,11 @@ void tt_attach(struct tt_state *s, unsigned wait_ms);
 /* Take one sample of everything (devices, processes, models). */
 void tt_sample(struct tt_state *s);
 void tt_free(struct tt_state *s);
+/* Free a process table (its rows' labels too). */
+void tt_procs_free(struct tt_proc *p, size_t n);
+/* Add bytes to label `name` of the array *l (*n entries; a new entry at
+ * the end if absent; out of memory: left out). */
+void tt_labels_add(struct tt_label **l, size_t *n, const char *name, uint64_t bytes);
 
 uint64_t tt_now_ns(void);
 double tt_wall(void);

@@ -274,10 +274,18 @@ struct drm_tx8_bo_ref {
  * -EOPNOTSUPP on an older device). docs/hardware.md 2.3.1 has the format.
  */
 #define DRM_TX8_SUBMIT_PROFILE		(1u << 2)
+/**
+ * DRM_TX8_SUBMIT_BATCH_INVARIANT - the job's MATMUL and MOE_FFN compute
+ * every row with the same sequence of floating-point operations whatever
+ * the number of rows and cores (TX8_JOB_F_BATCH_INVARIANT of the job
+ * descriptor): batched decode bit-identical to single-session decode.
+ * Driver 1.2, hardware interface 1.6 (-EOPNOTSUPP on an older device).
+ */
+#define DRM_TX8_SUBMIT_BATCH_INVARIANT	(1u << 3)
 /** DRM_TX8_SUBMIT_FLAGS_MASK - SUBMIT flags defined so far */
 #define DRM_TX8_SUBMIT_FLAGS_MASK \
 	(DRM_TX8_SUBMIT_PRIORITY_LOW | DRM_TX8_SUBMIT_PRIORITY_HIGH | \
-	 DRM_TX8_SUBMIT_PROFILE)
+	 DRM_TX8_SUBMIT_PROFILE | DRM_TX8_SUBMIT_BATCH_INVARIANT)
 
 /**
  * struct drm_tx8_submit - queue a job (DRM_IOCTL_TX8_SUBMIT)
