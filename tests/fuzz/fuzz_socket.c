@@ -45,6 +45,7 @@
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,9 +90,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void fs_cleanup(void)
 {
-    srv_close(&fs_srv);
+    srv_close(&fs_srv); /* removes the socket */
     if (fs_dir[0])
         rmdir(fs_dir);
+    fs_dir[0] = 0;
 }
 
 /* File descriptors of the kinds the transport and the clients open:
@@ -121,13 +123,38 @@ static int fs_count_fds(int print)
     return n;
 }
 
+/* Directories fzsock-PID-* of fuzzer processes that are gone (a crash or a
+ * libFuzzer exit skips the atexit handler): their socket and the directory. */
+static void fs_remove_stale(const char *tmp)
+{
+    DIR *d = opendir(tmp);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        int pid;
+        char rest[64];
+        if (sscanf(e->d_name, "fzsock-%d-%63s", &pid, rest) != 2 || pid <= 0)
+            continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char p[600];
+        snprintf(p, sizeof(p), "%s/%s/tx8.sock", tmp, e->d_name);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s/%s", tmp, e->d_name);
+        rmdir(p);
+    }
+    if (d)
+        closedir(d);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
     emu_quiet = !getenv("FUZZ_SOCKET_VERBOSE");
     const char *t = getenv("TMPDIR");
-    snprintf(fs_dir, sizeof(fs_dir), "%s/fzsock-XXXXXX", t && *t ? t : "/tmp");
+    t = t && *t ? t : "/tmp";
+    fs_remove_stale(t);
+    snprintf(fs_dir, sizeof(fs_dir), "%s/fzsock-%d-XXXXXX", t, (int)getpid());
     if (!mkdtemp(fs_dir))
         FS_FAIL("mkdtemp %s: %s", fs_dir, strerror(errno));
     snprintf(fs_path, sizeof(fs_path), "%s/tx8.sock", fs_dir);
