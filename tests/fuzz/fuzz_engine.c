@@ -478,6 +478,7 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
         if (!m->vocab)
             return bad(r, TX8_STATUS_INVALID_CMD), 0;
         vector(r, m->ids, m->tokens, 4, R);
+        r->indirect = 1; /* the ids are checked when it runs */
         matrix(r, m->table, m->dim ? m->vocab : 0, m->dim, m->dim, esize_of(m->dtype), R);
         if (i8 && m->dim)
             vector(r, m->scales, m->vocab, 4, R);
