@@ -33,7 +33,6 @@
 #include "log.h"
 #include "transport.h"
 
-
 static void usage(FILE *f)
 {
     fprintf(f,

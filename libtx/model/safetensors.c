@@ -710,8 +710,8 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
             continue;
         if (l > TX_ST_MAX_SHARD_NAME) {
             rc = tx_errbuf(err, errsz, TX_EINVAL,
-                           "%s: shard file name %.40s... is %zu bytes, more than the limit %u",
-                           dir, de->d_name, l, TX_ST_MAX_SHARD_NAME);
+                           "%s: shard file name %.40s... is %zu bytes, more than the limit %u", dir,
+                           de->d_name, l, TX_ST_MAX_SHARD_NAME);
             break;
         }
         if (n == TX_ST_MAX_SHARDS) {

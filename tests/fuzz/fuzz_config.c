@@ -95,8 +95,7 @@ static void fcfg_gen_config(const char *text, size_t size)
     struct glm_generation_config g, g0, g2;
     char err[TX_ERR_MAX];
     err[0] = 0;
-    int rc = txm_gen_config_parse(text, size, "generation_config.json", 1000, &g, err,
-                                  sizeof(err));
+    int rc = txm_gen_config_parse(text, size, "generation_config.json", 1000, &g, err, sizeof(err));
     fcfg_check(rc <= 0, "gen_config: returns 0 or a negative code");
     if (rc < 0) {
         fcfg_check(err[0] != 0 && strstr(err, "generation_config.json"),
@@ -114,8 +113,7 @@ static void fcfg_gen_config(const char *text, size_t size)
     fcfg_check(g.do_sample == 0 || g.do_sample == 1, "gen_config: do_sample");
     fcfg_check(g.temperature >= 0 && g.temperature <= GLM_GEN_MAX_TEMPERATURE,
                "gen_config: temperature");
-    fcfg_check(!(g.has & GLM_GEN_HAS_TOP_P) || (g.top_p > 0 && g.top_p <= 1),
-               "gen_config: top_p");
+    fcfg_check(!(g.has & GLM_GEN_HAS_TOP_P) || (g.top_p > 0 && g.top_p <= 1), "gen_config: top_p");
     fcfg_check(g.top_k >= 0 && g.top_k <= GLM_GEN_MAX_TOP_K, "gen_config: top_k");
     struct json_object *o = txm_gen_config_to_object(&g);
     fcfg_check(o != NULL, "gen_config: to_object");

@@ -124,11 +124,11 @@ enum { REF_UNKNOWN = -1 };
 
 struct ref {
     const struct tx8_job_desc *job;
-    int status;        /* TX8_STATUS_* of the command being checked */
-    uint64_t fault;    /* its first uncovered byte */
-    int immediate;     /* check each operand's range when it is listed (run-time checks) */
-    int indirect;      /* the command has operands checked when it runs */
-    unsigned nop;      /* operands listed for the range pass */
+    int status;     /* TX8_STATUS_* of the command being checked */
+    uint64_t fault; /* its first uncovered byte */
+    int immediate;  /* check each operand's range when it is listed (run-time checks) */
+    int indirect;   /* the command has operands checked when it runs */
+    unsigned nop;   /* operands listed for the range pass */
     struct {
         uint64_t addr;
         unsigned __int128 end; /* exclusive; may exceed 2^64 */
@@ -176,7 +176,8 @@ static void operand(struct ref *r, uint64_t addr, unsigned __int128 bytes, unsig
     if (r->nop >= sizeof(r->op) / sizeof(r->op[0]))
         FE_FAIL("reference: too many operands");
     r->op[r->nop].addr = addr;
-    r->op[r->nop].end = huge ? (unsigned __int128)UINT64_MAX + addr : (unsigned __int128)addr + bytes;
+    r->op[r->nop].end =
+        huge ? (unsigned __int128)UINT64_MAX + addr : (unsigned __int128)addr + bytes;
     r->op[r->nop].access = access;
     r->nop++;
     if (r->immediate)
@@ -290,8 +291,8 @@ static void ref_weight(struct ref *r, const struct tx8_weight *w)
     }
     operand(r, w->data, data, R, es);
     if (sparse)
-        operand(r, w->index, ((unsigned __int128)w->rows + 1) * 4 + (unsigned __int128)w->nnz_blocks * 2,
-                R, 4);
+        operand(r, w->index,
+                ((unsigned __int128)w->rows + 1) * 4 + (unsigned __int128)w->nnz_blocks * 2, R, 4);
     if (i8 && w->rows && w->cols) {
         uint64_t g = w->group_size ? w->cols / w->group_size : 1;
         operand(r, w->scales, (unsigned __int128)w->rows * g * 4, R, 4);
@@ -338,8 +339,8 @@ static unsigned __int128 heads_elems(uint64_t rows, uint64_t heads, uint64_t ld_
 {
     if (!rows || !heads || !dim)
         return 0;
-    return (unsigned __int128)(rows - 1) * heads * ld_head + (unsigned __int128)(heads - 1) * ld_head +
-           dim;
+    return (unsigned __int128)(rows - 1) * heads * ld_head +
+           (unsigned __int128)(heads - 1) * ld_head + dim;
 }
 
 static void heads(struct ref *r, uint64_t addr, uint64_t rows, uint64_t nh, uint64_t ld_head,
@@ -933,11 +934,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (want == TX8_STATUS_OK) {
         /* a command with run-time checks may fail them (and the first one
          * does not when the reference knows its checks) */
-        int may_fail = is_indirect(done.fault_cmd) && !(done.fault_cmd == 0 && run == TX8_STATUS_OK);
+        int may_fail =
+            is_indirect(done.fault_cmd) && !(done.fault_cmd == 0 && run == TX8_STATUS_OK);
         if (done.status != TX8_STATUS_OK &&
-            !(may_fail && (done.status == TX8_STATUS_INVALID_CMD ||
-                           done.status == TX8_STATUS_ADDR_FAULT ||
-                           done.status == TX8_STATUS_UNSUPPORTED_DTYPE)))
+            !(may_fail &&
+              (done.status == TX8_STATUS_INVALID_CMD || done.status == TX8_STATUS_ADDR_FAULT ||
+               done.status == TX8_STATUS_UNSUPPORTED_DTYPE)))
             FE_FAIL("reference: ok; engine: %s at command %u addr %#llx",
                     tx8_engine_status_name(done.status), done.fault_cmd,
                     (unsigned long long)done.fault_addr);

@@ -66,8 +66,8 @@
 #define FS_MEM (16ull << 20)
 
 struct fs_client {
-    int sock;                    /* -1: none */
-    int32_t id;                  /* 0: refused / not a peer */
+    int sock;                     /* -1: none */
+    int32_t id;                   /* 0: refused / not a peer */
     int dev_efd[TX8_NUM_VECTORS]; /* the device's vectors */
     int own_efd[TX8_NUM_VECTORS]; /* its own */
     uint32_t mbox_seq;
@@ -570,8 +570,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 memcpy(&val, data + pos + 1, 8);
                 if (val == 0 || val == UINT64_MAX)
                     val = 1; /* eventfd takes 1 .. 2^64 - 2 */
-                if (write(c->dev_efd[data[pos] % TX8_NUM_VECTORS], &val, 8) != 8 &&
-                    errno != EAGAIN)
+                if (write(c->dev_efd[data[pos] % TX8_NUM_VECTORS], &val, 8) != 8 && errno != EAGAIN)
                     FS_FAIL("doorbell: %s", strerror(errno));
                 fs_pump();
                 fs_check_state();

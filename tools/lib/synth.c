@@ -946,8 +946,7 @@ static int write_onnx(const char *outdir, const struct tx_synth_opts *o, struct 
 
 /* "key=value[,key=value...]" onto the config.json text cj (--config-set;
  * common/config_set.h) */
-int tx_synth_apply_config_set(const char *cj, const char *set, char **out, char *err,
-                              size_t errsz)
+int tx_synth_apply_config_set(const char *cj, const char *set, char **out, char *err, size_t errsz)
 {
     *out = NULL;
     size_t setlen = strnlen(set, TX_SYNTH_CONFIG_SET_MAX + 1);

@@ -17,7 +17,6 @@
  * On success *out is the new config text (malloc'd) and 0 is returned;
  * otherwise a negative TX_E* code with a message naming the item, and
  * *out is NULL. */
-int tx_synth_apply_config_set(const char *cj, const char *set, char **out, char *err,
-                              size_t errsz);
+int tx_synth_apply_config_set(const char *cj, const char *set, char **out, char *err, size_t errsz);
 
 #endif
