@@ -253,4 +253,4 @@ format:
 
 .PHONY: all tests check unit-check abi-check chat-template-check print-sdk-headers run install clean format 
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)

@@ -65,6 +65,16 @@ static int is_kv_dtype(unsigned d)
 
 #define KVB(x) ((x) % TX8_KV_BLOCK == 0)
 
+/* Bytes of elems elements (a whole number of blocks) of a block type; -1
+ * if they pass 2^64 (an element count below 2^64 can: 34 bytes per 32
+ * elements), which the caller reports as an overflowing operand. */
+static int kv_block_bytes(unsigned dt, uint64_t elems, uint64_t *out)
+{
+    return __builtin_mul_overflow(elems / TX8_KV_BLOCK, tx_dtype_row_bytes(dt, TX8_KV_BLOCK), out)
+               ? -1
+               : 0;
+}
+
 /* [rows x cols] with row stride ld of a block type: cols, ld multiples of
  * the block (so rows start on a block), extent in whole blocks */
 static int mat_kv(struct eng_cmd *c, uint64_t addr, uint64_t rows, uint64_t cols, uint64_t ld,
@@ -77,9 +87,10 @@ static int mat_kv(struct eng_cmd *c, uint64_t addr, uint64_t rows, uint64_t cols
     uint64_t elems;
     if (rows && cols && ld < cols)
         return TX8_STATUS_INVALID_CMD;
-    if (eng_mat_bytes(rows, cols, ld, 1, &elems))
+    uint64_t b;
+    if (eng_mat_bytes(rows, cols, ld, 1, &elems) || kv_block_bytes(dt, elems, &b))
         return ovf(c, addr, access);
-    return eng_acc_add(c, addr, tx_dtype_row_bytes(dt, elems), access, 2);
+    return eng_acc_add(c, addr, b, access, 2);
 }
 
 int eng_check_nop(struct eng_cmd *c)
@@ -336,9 +347,10 @@ int eng_check_attention(struct eng_cmd *c)
         uint64_t ek;
         if (!KVB(m->qk_dim) || !KVB(m->ld_k_head))
             return TX8_STATUS_INVALID_CMD;
-        if (heads_bytes(keys, m->kv_heads, m->ld_k_head, m->qk_dim, 1, &ek))
+        if (heads_bytes(keys, m->kv_heads, m->ld_k_head, m->qk_dim, 1, &ek) ||
+            kv_block_bytes(m->kv_dtype, ek, &ek))
             return ovf(c, m->k, R);
-        TRY(eng_acc_add(c, m->k, tx_dtype_row_bytes(m->kv_dtype, ek), R, 2));
+        TRY(eng_acc_add(c, m->k, ek, R, 2));
     } else {
         TRY(heads_op(c, m->k, keys, m->kv_heads, m->ld_k_head, m->qk_dim,
                      (unsigned)tx_dtype_size(m->kv_dtype), R));
@@ -347,9 +359,10 @@ int eng_check_attention(struct eng_cmd *c)
         uint64_t ev;
         if (!KVB(m->v_dim) || !KVB(m->ld_v_head))
             return TX8_STATUS_INVALID_CMD;
-        if (heads_bytes(keys, m->kv_heads, m->ld_v_head, m->v_dim, 1, &ev))
+        if (heads_bytes(keys, m->kv_heads, m->ld_v_head, m->v_dim, 1, &ev) ||
+            kv_block_bytes(vdt, ev, &ev))
             return ovf(c, m->v, R);
-        TRY(eng_acc_add(c, m->v, tx_dtype_row_bytes(vdt, ev), R, 2));
+        TRY(eng_acc_add(c, m->v, ev, R, 2));
     } else {
         TRY(heads_op(c, m->v, keys, m->kv_heads, m->ld_v_head, m->v_dim,
                      (unsigned)tx_dtype_size(vdt), R));

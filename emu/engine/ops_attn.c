@@ -453,7 +453,8 @@ static void dsa_score_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
         if (!dots)
             return;
         memset(dots, 0, m->heads * (size_t)DSA_KCHUNK * 4);
-        const float *kbase = d->k + s0 * (size_t)m->ld_k;
+        /* (no f32 keys with a Q8_0 key cache: d->k is NULL, no offset on it) */
+        const float *kbase = d->kq ? NULL : d->k + s0 * (size_t)m->ld_k;
         size_t kld = m->ld_k;
         if (d->kq) { /* the chunk's Q8_0 key rows to f32 once */
             float *kf = eng_wscratch(wk, W_TMP3, (size_t)DSA_KCHUNK * m->dim * 4 + 64);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 int emu_verbose;
+int emu_quiet;
 
 static void vlog(const char *fmt, va_list ap)
 {
@@ -29,6 +30,8 @@ void emu_log(const char *fmt, ...)
 {
     va_list ap;
 
+    if (emu_quiet)
+        return;
     va_start(ap, fmt);
     vlog(fmt, ap);
     va_end(ap);
@@ -38,7 +41,7 @@ void emu_debug(const char *fmt, ...)
 {
     va_list ap;
 
-    if (!emu_verbose)
+    if (!emu_verbose || emu_quiet)
         return;
     va_start(ap, fmt);
     vlog(fmt, ap);

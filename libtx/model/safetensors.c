@@ -566,7 +566,15 @@ static int cmp_str(const void *a, const void *b)
 
 static int valid_shard_name(const char *s)
 {
-    return s[0] && !strchr(s, '/') && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+    return s[0] && !strchr(s, '/') && strcmp(s, ".") != 0 && strcmp(s, "..") != 0 &&
+           strlen(s) <= TX_ST_MAX_SHARD_NAME;
+}
+
+static void free_names(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
 }
 
 /* File names the checkpoint consists of (malloc'd list of malloc'd names). */
@@ -631,9 +639,9 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
             if (!json_object_is_type(fv, json_type_string) ||
                 !valid_shard_name(json_object_get_string(fv))) {
                 rc = tx_errbuf(err, errsz, TX_EINVAL,
-                               "%s: weight_map entry of tensor %s is not a file name in the "
-                               "checkpoint directory",
-                               ip, k);
+                               "%s: weight_map entry of tensor %.200s is not a file name in the "
+                               "checkpoint directory (at most %u bytes, no '/')",
+                               ip, k, TX_ST_MAX_SHARD_NAME);
                 for (size_t i = 0; i < n; i++)
                     free(v[i]);
                 free(v);
@@ -658,8 +666,12 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
                 free(ip);
                 return rc;
             }
-            if (j == n)
-                v[n++] = strdup(fn);
+            if (j == n && !(v[n++] = strdup(fn))) {
+                free_names(v, n);
+                json_object_put(root);
+                free(ip);
+                return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+            }
         }
         qsort(v, n, sizeof(char *), cmp_str);
         *names = v;
@@ -686,25 +698,49 @@ static int list_files(const char *dir, struct json_object **index_out, char ***n
         int e = errno;
         return tx_errbuf(err, errsz, tx_errno_code(e), "%s: %s", dir, strerror(e));
     }
+    /* bounded like the index: at most TX_ST_MAX_SHARDS files of names of
+     * at most TX_ST_MAX_SHARD_NAME bytes, so the listing stays small */
     size_t n = 0, cap = 16;
     char **v = calloc(cap, sizeof(char *));
     struct dirent *de;
-    while (v && (de = readdir(d))) {
+    int rc = v ? 0 : tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+    while (!rc && (de = readdir(d))) {
         size_t l = strlen(de->d_name);
-        if (l > 12 && strcmp(de->d_name + l - 12, ".safetensors") == 0) {
-            if (n + 1 >= cap) {
-                char **nv = realloc(v, 2 * cap * sizeof(char *));
-                if (!nv)
-                    break;
-                v = nv;
-                cap *= 2;
-            }
-            v[n++] = strdup(de->d_name);
+        if (l <= 12 || strcmp(de->d_name + l - 12, ".safetensors") != 0)
+            continue;
+        if (l > TX_ST_MAX_SHARD_NAME) {
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: shard file name %.40s... is %zu bytes, more than the limit %u", dir,
+                           de->d_name, l, TX_ST_MAX_SHARD_NAME);
+            break;
         }
+        if (n == TX_ST_MAX_SHARDS) {
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: more than %u *.safetensors shard files (the limit)", dir,
+                           TX_ST_MAX_SHARDS);
+            break;
+        }
+        if (n + 1 >= cap) {
+            char **nv = realloc(v, 2 * cap * sizeof(char *));
+            if (!nv) {
+                rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+                break;
+            }
+            v = nv;
+            cap *= 2;
+        }
+        if (!(v[n] = strdup(de->d_name))) {
+            rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+            break;
+        }
+        n++;
     }
     closedir(d);
-    if (!v)
-        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+    if (rc < 0) {
+        if (v)
+            free_names(v, n);
+        return rc;
+    }
     if (n == 0) {
         free(v);
         return tx_errbuf(err, errsz, TX_ENOENT,

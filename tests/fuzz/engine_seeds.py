@@ -64,11 +64,66 @@ def moe_route(ids, w, logits, bias, counts, T, E, K, ng=0, tkg=0, scaling=1.0, l
                                             ng, tkg, scaling, lam, 0)
 
 
-def job(ranges, cmds):
-    b = bytes([len(ranges)])
+def job(ranges, cmds, flags=0, blob=None):
+    # byte 0: ranges + 9 * (job flag bits: 1 NO_IRQ, 2 BATCH_INVARIANT,
+    # 4 an unknown flag; 8: the last 1024 bytes are data at DATA)
+    f = flags | (8 if blob is not None else 0)
+    b = bytes([len(ranges) + 9 * f])
     for a, s, acc in ranges:
         b += struct.pack("<III", a, s, acc)
-    return b + b"".join(cmds)
+    b += b"".join(cmds)
+    if blob is not None:
+        b += blob.ljust(1024, b"\0")
+    return b
+
+
+# interface 1.6 KV block types
+Q8_0, Q4_0 = 16, 17
+
+
+def nop(flags=0):
+    return hdr(0, 8, flags)
+
+
+def layernorm(y, x, g, beta, rows, dim):
+    return hdr(6, 64) + struct.pack("<QQQQIIIIfI", y, x, g, beta, rows, dim, dim, dim, 1e-5, 0)
+
+
+def attention(out_, q, k, v, sel, T, qh, kvh, qk, vd, kv_len, pos0, sel_k, ldq, ldk, ldv, ldo,
+              kv_dtype=0, v_dtype=None, scale=0.25):
+    # flags: TX8_ATTN_F_V_DTYPE (1) when v_dtype is given
+    flags = 0 if v_dtype is None else 1
+    return hdr(8, 104, flags) + struct.pack("<QQQQQIIIIIIIIIIIIfHH", out_, q, k, v, sel, T, qh, kvh,
+                                            qk, vd, kv_len, pos0, sel_k, ldq, ldk, ldv, ldo, scale,
+                                            kv_dtype, v_dtype or 0)
+
+
+def weight_sparse(data, index, rows, cols, nnz, dtype=0):
+    return struct.pack("<QQQIIIIHHI", data, 0, index, rows, cols, nnz, 0, dtype, 1, 0)
+
+
+def weight_x(data, rows, cols, rsvd=0):
+    # a MOE_FFN table entry: f32 dense, rsvd = the 1.6 expert-cache flags
+    return struct.pack("<QQQIIIIHHI", data, 0, 0, rows, cols, 0, 0, 0, 0, rsvd)
+
+
+def moe_ffn(y, x, ids, w, experts, T, K, NE, D, F, act=0, flags=0):
+    return hdr(13, 80, flags) + struct.pack("<QQQQQIIIIIIIHH", y, x, ids, w, experts, T, K, NE, D, F,
+                                            D, D, act, 0)
+
+
+def dsa_index(sel, q, k, w, T, H, dim, kv_len, pos0, K, ldq, ldk, flags=0):
+    return hdr(14, 72, flags) + struct.pack("<QQQQIIIIIIII", sel, q, k, w, T, H, dim, kv_len, pos0,
+                                            K, ldq, ldk)
+
+
+def sample(out_, logits, probs, rows, V, top_k, temp, top_p, v13=None, flags=0):
+    # v13: (min_p, repeat, presence, frequency, history, n_history) -- the
+    # 1.3 form (104 bytes); None: the 1.2 form (72 bytes)
+    body = struct.pack("<QQQQQIIIIff", out_, logits, probs, 1, 0, rows, V, V, top_k, temp, top_p)
+    if v13 is not None:
+        body += struct.pack("<ffffQII", *v13, 0)
+    return hdr(15, 8 + len(body), flags) + body
 
 
 A, B, C, D = DATA, DATA + 0x4000, DATA + 0x8000, DATA + 0xC000
@@ -103,6 +158,46 @@ seeds = {
     "bad_range": job([(0x100, 64, RW)], [fill(A, 64)]),
     "bad_opcode": job(whole, [hdr(99, 8)]),
     "overflow": job(whole, [rmsnorm(B, A, C, 0xFFFFFFFF, 0xFFFFFFFF)]),
+    # issue 16: the rest of the opcodes
+    "nop": job(whole, [nop(), fill(A, 16)]),
+    "nop_flags": job(whole, [nop(1)]),
+    "layernorm": job(whole, [layernorm(B, A, C, D, 3, 50)]),
+    "attention_f32": job(whole, [attention(D, A, B, C, 0, 2, 4, 2, 16, 16, 8, 6, 0, 16, 16, 16, 16)]),
+    "attention_q8_v_f16": job(whole, [attention(D, A, B, C, 0, 2, 4, 2, 32, 32, 8, 6, 0, 32, 32, 32,
+                                                32, Q8_0, 1)]),
+    "attention_q4_sel": job(whole, [attention(D, B, C, C + 0x800, A, 2, 2, 1, 32, 32, 8, 6, 4, 32,
+                                              32, 32, 32, Q4_0)],
+                            blob=struct.pack("<8i", 0, 1, 2, -1, 3, 4, 5, 6)),
+    "attention_sel_bad": job(whole, [attention(D, B, C, C + 0x800, A, 2, 2, 1, 32, 32, 8, 6, 4, 32,
+                                               32, 32, 32, Q4_0)],
+                             blob=struct.pack("<8i", 0, 1, 2, 100, 3, 4, 5, 6)),
+    "attention_bad_v_dtype": job(whole, [attention(D, A, B, C, 0, 2, 4, 2, 16, 16, 8, 6, 0, 16, 16,
+                                                   16, 16, 0, 3)]),
+    "convert_q8_0": job(whole, [convert(B, A, 0, 3, 64, 64, 64, Q8_0, 0)]),
+    "convert_q4_0_f16": job(whole, [convert(B, A, 0, 3, 64, 64, 64, 1, Q4_0)]),
+    "convert_q8_0_cols": job(whole, [convert(B, A, 0, 3, 33, 64, 64, Q8_0, 0)]),
+    # a block extent whose byte count passes 2^64: (rows - 1) * ld + cols
+    # elements = 542551296285575061 Q8_0 blocks, 34 bytes each = 2^64 + 458
+    "convert_q8_0_wrap": job(whole, [convert(B, A, 0, 4194611741, 32, 4139034208, 4139034208,
+                                             Q8_0, Q8_0)]),
+    "matmul_sparse": job(whole, [matmul(C, B + 0x1000, 0, weight_sparse(B, A, 4, 64, 4), 2, 64, 4)],
+                         blob=struct.pack("<5I4H", 0, 1, 2, 3, 4, 0, 1, 0, 1)),
+    "matmul_batch_invariant": job(whole, [matmul(C, A, 0, weight(B, 10, 64), 3, 64, 10)], flags=2),
+    "job_unknown_flag": job(whole, [fill(A, 16)], flags=4),
+    "moe_ffn_xcache": job(whole, [moe_ffn(D, C, A + 512, A + 528, A, 2, 2, 2, 16, 8)],
+                          blob=(weight_x(B, 8, 16, 1) + weight_x(B + 512, 8, 16) +
+                                weight_x(B + 1024, 16, 8) + weight_x(B, 8, 16, 3) +
+                                weight_x(B + 512, 8, 16) + weight_x(B + 1024, 16, 8)).ljust(512, b"\0") +
+                          struct.pack("<4i4f", 0, 1, 1, -1, 0.5, 0.5, 1.0, 0.0)),
+    "moe_ffn_bad_flag": job(whole, [moe_ffn(D, C, A + 512, A + 528, A, 2, 2, 2, 16, 8)],
+                            blob=(weight_x(B, 8, 16, 4) + weight_x(B + 512, 8, 16) +
+                                  weight_x(B + 1024, 16, 8) + weight_x(B, 8, 16) +
+                                  weight_x(B + 512, 8, 16) + weight_x(B + 1024, 16, 8)).ljust(512, b"\0") +
+                            struct.pack("<4i4f", 0, 1, 1, -1, 0.5, 0.5, 1.0, 0.0)),
+    "dsa_index_f32": job(whole, [dsa_index(D, A, B, C, 2, 2, 16, 8, 6, 4, 16, 16)]),
+    "dsa_index_q8_0": job(whole, [dsa_index(D, A, B, C, 2, 2, 32, 8, 6, 4, 32, 32, 1)]),
+    "sample_1_3": job(whole, [sample(C, A, D, 2, 100, 10, 0.8, 0.9, (0.05, 1.1, 0.0, 0.0, B, 4))]),
+    "sample_1_2": job(whole, [sample(C, A, D, 2, 100, 10, 0.8, 0.9)]),
 }
 os.makedirs(out, exist_ok=True)
 for name, data in seeds.items():

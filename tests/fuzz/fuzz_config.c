@@ -13,6 +13,18 @@
  *   - the .smd reader's fast JSON syntax check (txm_json_object_ok) never
  *     accepts a document json-c's parser rejects, since the reader trusts
  *     it in place of json-c (libtx/model/smd.c).
+ * The same input is also read as (issue 16, parsers added after f3390af):
+ *   - a generation_config.json (txm_gen_config_parse, gen_config.c):
+ *     0 or a negative TX_E* code with a message; an accepted one has its
+ *     fields in their documented ranges, is accepted without a vocabulary
+ *     bound whenever it is with one, and written back
+ *     (txm_gen_config_to_object) it reads back to the same values;
+ *   - a glm-synth --config-set list (its first line, tx_synth_apply_config_set,
+ *     tools/lib/synth.c) over the tiny GLM-4.5 and GLM-5 configs: 0 with a
+ *     JSON object, or an error with a message and no output; the result
+ *     is parsed by glm_config_from_json like any config.json;
+ *   - a chat_template (tx_chat_format_of_template): -1 or a known format
+ *     with its family's name.
  *
  * Builds: see fuzz_safetensors.c (fuzz_config, fuzz_config_replay).
  */
@@ -23,8 +35,14 @@
 
 #include <json-c/json.h>
 
+#include <tx/glm.h>
 #include <tx/glm_config.h>
+#include <tx/tx_chat_format.h>
+#include <tx/tx_error.h>
+#include <tx/tx_synth.h>
+#include <tx/tx_tokenizer.h>
 
+#include "common/config_set.h"
 #include "model/model_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -62,6 +80,104 @@ static int fcfg_count_cb(void *ctx, const struct glm_tensor_info *t)
     return ++*(int *)ctx >= 64; /* the first tensors are enough */
 }
 
+static int fcfg_gen_equal(const struct glm_generation_config *a,
+                          const struct glm_generation_config *b)
+{
+    return a->has == b->has && a->n_eos == b->n_eos &&
+           !memcmp(a->eos_token_ids, b->eos_token_ids, sizeof(a->eos_token_ids)) &&
+           a->do_sample == b->do_sample && a->temperature == b->temperature &&
+           a->top_p == b->top_p && a->top_k == b->top_k;
+}
+
+/* The input as a generation_config.json, with and without a vocabulary. */
+static void fcfg_gen_config(const char *text, size_t size)
+{
+    struct glm_generation_config g, g0, g2;
+    char err[TX_ERR_MAX];
+    err[0] = 0;
+    int rc = txm_gen_config_parse(text, size, "generation_config.json", 1000, &g, err, sizeof(err));
+    fcfg_check(rc <= 0, "gen_config: returns 0 or a negative code");
+    if (rc < 0) {
+        fcfg_check(err[0] != 0 && strstr(err, "generation_config.json"),
+                   "gen_config: an error names the file");
+        return;
+    }
+    fcfg_check(txm_gen_config_parse(text, size, "g", 0, &g0, err, sizeof(err)) == 0 &&
+                   fcfg_gen_equal(&g, &g0),
+               "gen_config: accepted with vocab 1000 => accepted alike with no vocab bound");
+    fcfg_check(!(g.has & ~0x1fu), "gen_config: has");
+    fcfg_check((g.has & GLM_GEN_HAS_EOS) ? g.n_eos >= 1 && g.n_eos <= GLM_MAX_EOS : g.n_eos == 0,
+               "gen_config: n_eos");
+    for (int i = 0; i < g.n_eos; i++)
+        fcfg_check(g.eos_token_ids[i] >= 0 && g.eos_token_ids[i] < 1000, "gen_config: eos id");
+    fcfg_check(g.do_sample == 0 || g.do_sample == 1, "gen_config: do_sample");
+    fcfg_check(g.temperature >= 0 && g.temperature <= GLM_GEN_MAX_TEMPERATURE,
+               "gen_config: temperature");
+    fcfg_check(!(g.has & GLM_GEN_HAS_TOP_P) || (g.top_p > 0 && g.top_p <= 1), "gen_config: top_p");
+    fcfg_check(g.top_k >= 0 && g.top_k <= GLM_GEN_MAX_TOP_K, "gen_config: top_k");
+    struct json_object *o = txm_gen_config_to_object(&g);
+    fcfg_check(o != NULL, "gen_config: to_object");
+    const char *j = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+    fcfg_check(j && txm_gen_config_parse(j, strlen(j), "g", 1000, &g2, err, sizeof(err)) == 0,
+               "gen_config: the written object is accepted");
+    fcfg_check(fcfg_gen_equal(&g, &g2), "gen_config: written and read back, the same values");
+    json_object_put(o);
+}
+
+/* The input's first line as a --config-set list over a preset config. */
+static void fcfg_config_set(const char *text)
+{
+    static char *base[2];
+    if (!base[0]) {
+        base[0] = tx_synth_config_json(GLM_ARCH_GLM4_MOE, TX_SYNTH_TINY, 256);
+        base[1] = tx_synth_config_json(GLM_ARCH_GLM_MOE_DSA, TX_SYNTH_TINY, 256);
+        fcfg_check(base[0] && base[1], "config_set: the preset configs");
+    }
+    size_t n = strcspn(text, "\n");
+    if (n > TX_SYNTH_CONFIG_SET_MAX + 8)
+        n = TX_SYNTH_CONFIG_SET_MAX + 8;
+    char *set = strndup(text, n);
+    if (!set)
+        return;
+    for (int b = 0; b < 2; b++) {
+        char err[TX_ERR_MAX];
+        char *out = (char *)1;
+        err[0] = 0;
+        int rc = tx_synth_apply_config_set(base[b], set, &out, err, sizeof(err));
+        fcfg_check(rc <= 0, "config_set: returns 0 or a negative code");
+        if (rc < 0) {
+            fcfg_check(out == NULL && strstr(err, "--config-set"),
+                       "config_set: no output, and a message naming --config-set");
+            continue;
+        }
+        fcfg_check(out && fcfg_jsonc_object(out, strlen(out)) == 1,
+                   "config_set: the result is a JSON object");
+        struct glm_config cfg;
+        rc = glm_config_from_json(out, &cfg, err, sizeof(err));
+        fcfg_check(rc <= 0 && (rc == 0 || err[0]), "config_set: the result parses or errs");
+        if (rc == 0)
+            fcfg_check(glm_config_validate(&cfg, err, sizeof(err)) == 0,
+                       "config_set: an accepted result validates");
+        free(out);
+        if (b == 0 && n > 64)
+            break; /* long lists: one base is enough */
+    }
+    free(set);
+}
+
+/* The input as a chat_template. */
+static void fcfg_chat_template(const char *text)
+{
+    const char *which = NULL;
+    int f = tx_chat_format_of_template(text, &which);
+    fcfg_check(which != NULL, "chat_template: which is set");
+    fcfg_check(f == -1 ? which[0] == 0
+                       : (f == TX_CHAT_GLM4 || f == TX_CHAT_GLM45 || f == TX_CHAT_GLM5 ||
+                          f == TX_CHAT_QWEN3 || f == TX_CHAT_DEEPSEEK3) &&
+                             which[0] != 0 && tx_chat_format_name(f) != NULL,
+               "chat_template: -1, or a known format with a name");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > (1u << 20))
@@ -75,6 +191,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!memchr(text, 0, size) && txm_json_object_ok(text, size))
         fcfg_check(fcfg_jsonc_object(text, size) != 0,
                    "the fast JSON check accepts only what json-c accepts");
+
+    fcfg_gen_config(text, size);
+    fcfg_config_set(text);
+    fcfg_chat_template(text);
 
     struct glm_config cfg;
     char err[TX_ERR_MAX];

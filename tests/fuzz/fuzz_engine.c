@@ -3,13 +3,18 @@
  * libFuzzer target for the device's command decoder and checker
  * (emu/engine): one job per input, run on a small engine.
  *
- * Input: byte 0 = number of extra ranges n (byte % 9); then n records of
- * 12 bytes (u32 address, u32 size, u32 access, little-endian; the address
- * and size taken modulo a little more than the device memory, so invalid
- * ranges occur too; an access below 256 is taken as is, so 0 and unknown
- * bits occur, any other becomes a valid one); the rest is the command buffer (cut to a multiple of
- * 8, at most FE_CMD_MAX bytes), placed at the start of the heap. Range 0
- * of the job is always the command buffer, read-only.
+ * Input: byte 0 = number of extra ranges n (byte % 9) and, in byte / 9,
+ * job flags (bit 0 TX8_JOB_F_NO_IRQ, bit 1 the 1.6
+ * TX8_JOB_F_BATCH_INVARIANT, bit 2 an unknown flag) and bit 3 "blob";
+ * then n records of 12 bytes (u32 address, u32 size, u32 access,
+ * little-endian; the address and size taken modulo a little more than the
+ * device memory, so invalid ranges occur too; an access below 256 is taken
+ * as is, so 0 and unknown bits occur, any other becomes a valid one); the
+ * rest is the command buffer (cut to a multiple of 8, at most FE_CMD_MAX
+ * bytes), placed at the start of the heap, except with "blob" the last
+ * FE_BLOB bytes, which are written at FE_DATA (right after the command
+ * buffer) as data: expert tables, sparse indexes, key selections, ids.
+ * Range 0 of the job is always the command buffer, read-only.
  *
  * Properties (a violation calls abort()):
  *  - tx8_engine_run returns 0 and a status < TX8_STATUS_COUNT;
@@ -17,16 +22,24 @@
  *    below the heap included);
  *  - a reported ADDR_FAULT address lies outside every range granting both
  *    read and write;
- *  - when every command up to the first static failure is one the
- *    reference below covers, the engine's verdict (status, failing command
- *    and fault address) equals the reference's, and a job failing its
- *    static checks changes no byte at all.
+ *  - the engine's verdict (status, failing command and fault address)
+ *    equals the reference's, and a job failing its static checks changes
+ *    no byte at all; a job passing them may fail only at a command with
+ *    run-time checks (EMBED's ids, ATTENTION's key selection, a sparse
+ *    MATMUL's index, MOE_FFN's table), and when that command is the first
+ *    MOE_FFN the reference predicts those checks too.
  *
  * The reference is an independent implementation of the static operand
- * rules (docs/hardware.md 4.5, include/tx8/tx8_hw.h) for FILL, COPY,
- * CONVERT, MATMUL (dense weights), RMSNORM, ADD, SWIGLU, EMBED, ROPE and
- * MOE_ROUTE (with the interface 1.4 flags), using byte bitmaps of the
- * ranges instead of the engine's interval walk.
+ * rules (docs/hardware.md 4.5, include/tx8/tx8_hw.h) of every opcode: NOP,
+ * FILL, COPY, CONVERT (with the 1.6 KV block types Q8_0 / Q4_0), MATMUL
+ * (dense and block-sparse weights), RMSNORM, LAYERNORM, ROPE (1.4 flags),
+ * ATTENTION (1.6 block KV caches, TX8_ATTN_F_V_DTYPE, selections), SWIGLU,
+ * ADD, EMBED, MOE_ROUTE (1.4 flags), MOE_FFN (and the run-time checks of
+ * its expert table with the 1.6 expert-cache flags TX8_WEIGHT_F_XCACHE /
+ * _XMISS), DSA_INDEX (1.6 TX8_DSA_F_KEY_Q8_0) and SAMPLE (1.2 and 1.3
+ * forms), plus the job descriptor rules (flags included), using byte
+ * bitmaps of the ranges and exact 128-bit extents instead of the engine's
+ * interval walk and overflow checks.
  */
 #include <math.h>
 #include <stdint.h>
@@ -43,6 +56,8 @@
 #define FE_MEM_SIZE (256u << 10)
 #define FE_CMD_MAX 4096u
 #define FE_MAX_RANGES 8u
+#define FE_DATA (FE_HEAP_OFF + FE_CMD_MAX) /* the blob (byte 0 / 9, bit 3) */
+#define FE_BLOB 1024u
 #define R TX8_ACCESS_READ
 #define W TX8_ACCESS_WRITE
 #define RW (TX8_ACCESS_READ | TX8_ACCESS_WRITE)
@@ -109,9 +124,11 @@ enum { REF_UNKNOWN = -1 };
 
 struct ref {
     const struct tx8_job_desc *job;
-    int status;        /* TX8_STATUS_* of the command being checked */
-    uint64_t fault;    /* its first uncovered byte */
-    unsigned nop;      /* operands listed for the range pass */
+    int status;     /* TX8_STATUS_* of the command being checked */
+    uint64_t fault; /* its first uncovered byte */
+    int immediate;  /* check each operand's range when it is listed (run-time checks) */
+    int indirect;   /* the command has operands checked when it runs */
+    unsigned nop;   /* operands listed for the range pass */
     struct {
         uint64_t addr;
         unsigned __int128 end; /* exclusive; may exceed 2^64 */
@@ -139,6 +156,8 @@ static int is_float(unsigned d)
     return d == TX8_DTYPE_F32 || d == TX8_DTYPE_F16 || d == TX8_DTYPE_BF16;
 }
 
+static void range_of(struct ref *r, unsigned i);
+
 /* An operand of `bytes` (exact, 128-bit) bytes: empty ones are skipped,
  * misaligned ones are INVALID_CMD; one whose size exceeds 64 bits is
  * listed without an alignment rule (it faults anyway). */
@@ -154,10 +173,15 @@ static void operand(struct ref *r, uint64_t addr, unsigned __int128 bytes, unsig
         r->status = TX8_STATUS_INVALID_CMD;
         return;
     }
+    if (r->nop >= sizeof(r->op) / sizeof(r->op[0]))
+        FE_FAIL("reference: too many operands");
     r->op[r->nop].addr = addr;
-    r->op[r->nop].end = huge ? (unsigned __int128)UINT64_MAX + addr : (unsigned __int128)addr + bytes;
+    r->op[r->nop].end =
+        huge ? (unsigned __int128)UINT64_MAX + addr : (unsigned __int128)addr + bytes;
     r->op[r->nop].access = access;
     r->nop++;
+    if (r->immediate)
+        range_of(r, r->nop - 1);
 }
 
 static void matrix(struct ref *r, uint64_t addr, uint64_t rows, uint64_t cols, uint64_t ld,
@@ -201,9 +225,9 @@ static uint64_t uncovered(uint64_t addr, unsigned __int128 end, unsigned bit)
 
 /* Range pass of one command: the first listed operand leaving the ranges.
  * An extent reaching 2^64 - 1 always faults (it cannot lie in memory). */
-static void ranges(struct ref *r)
+static void range_of(struct ref *r, unsigned i)
 {
-    for (unsigned i = 0; i < r->nop && !r->status; i++) {
+    if (!r->status) {
         uint64_t first = UINT64_MAX;
         int found = 0;
         for (unsigned bit = R; bit <= W; bit <<= 1) {
@@ -222,6 +246,14 @@ static void ranges(struct ref *r)
     }
 }
 
+static void ranges(struct ref *r)
+{
+    for (unsigned i = 0; i < r->nop && !r->status; i++)
+        range_of(r, i);
+}
+
+/* A weight's fields and ranges (dense and block-sparse; the sparse index's
+ * contents are checked when the command runs). */
 static void ref_weight(struct ref *r, const struct tx8_weight *w)
 {
     if (w->rsvd)
@@ -229,24 +261,96 @@ static void ref_weight(struct ref *r, const struct tx8_weight *w)
     unsigned es = esize_of(w->dtype);
     if (!es)
         return bad(r, TX8_STATUS_UNSUPPORTED_DTYPE);
-    if (w->format != TX8_WFMT_DENSE)
-        return bad(r, TX8_STATUS_INVALID_CMD); /* sparse: not covered (caller) */
+    int sparse = w->format == TX8_WFMT_BLOCK_SPARSE;
+    if (w->format != TX8_WFMT_DENSE && !sparse)
+        return bad(r, TX8_STATUS_INVALID_CMD);
     int i8 = w->dtype == TX8_DTYPE_I8;
     if (i8) {
         if (!w->scales)
             return bad(r, TX8_STATUS_INVALID_CMD);
         if (w->group_size && w->cols % w->group_size)
             return bad(r, TX8_STATUS_INVALID_CMD);
+        if (w->group_size && sparse && w->group_size % TX8_SPARSE_BLOCK)
+            return bad(r, TX8_STATUS_INVALID_CMD);
     } else if (w->scales || w->group_size) {
         return bad(r, TX8_STATUS_INVALID_CMD);
     }
-    if (w->index || w->nnz_blocks)
-        return bad(r, TX8_STATUS_INVALID_CMD);
-    operand(r, w->data, (unsigned __int128)w->rows * w->cols * es, R, es);
+    unsigned __int128 data;
+    if (sparse) {
+        if (w->cols % TX8_SPARSE_BLOCK || !w->index)
+            return bad(r, TX8_STATUS_INVALID_CMD);
+        if ((unsigned __int128)w->nnz_blocks >
+            (unsigned __int128)w->rows * (w->cols / TX8_SPARSE_BLOCK))
+            return bad(r, TX8_STATUS_INVALID_CMD);
+        data = (unsigned __int128)w->nnz_blocks * TX8_SPARSE_BLOCK * es;
+        r->indirect = 1;
+    } else {
+        if (w->index || w->nnz_blocks)
+            return bad(r, TX8_STATUS_INVALID_CMD);
+        data = (unsigned __int128)w->rows * w->cols * es;
+    }
+    operand(r, w->data, data, R, es);
+    if (sparse)
+        operand(r, w->index,
+                ((unsigned __int128)w->rows + 1) * 4 + (unsigned __int128)w->nnz_blocks * 2, R, 4);
     if (i8 && w->rows && w->cols) {
         uint64_t g = w->group_size ? w->cols / w->group_size : 1;
         operand(r, w->scales, (unsigned __int128)w->rows * g * 4, R, 4);
     }
+}
+
+/* A KV-cache type: f32 / f16 / bf16, or a 1.6 block type. */
+static int is_kv(unsigned d)
+{
+    return is_float(d) || d == TX8_DTYPE_Q8_0 || d == TX8_DTYPE_Q4_0;
+}
+
+/* bytes of n elements (a multiple of the block for a block type) */
+static unsigned __int128 kv_bytes(unsigned dt, unsigned __int128 n)
+{
+    if (dt == TX8_DTYPE_Q8_0)
+        return n / TX8_KV_BLOCK * (2 + TX8_KV_BLOCK);
+    if (dt == TX8_DTYPE_Q4_0)
+        return n / TX8_KV_BLOCK * (2 + TX8_KV_BLOCK / 2);
+    return n * esize_of(dt);
+}
+
+/* A [rows x cols] matrix with row stride ld (elements) of a KV type; a
+ * block type needs cols and ld multiples of the block, even when empty,
+ * and is aligned to its f16 scale. */
+static void kv_matrix(struct ref *r, uint64_t addr, uint64_t rows, uint64_t cols, uint64_t ld,
+                      unsigned dt, unsigned access)
+{
+    if (r->status)
+        return;
+    if (dt != TX8_DTYPE_Q8_0 && dt != TX8_DTYPE_Q4_0)
+        return matrix(r, addr, rows, cols, ld, esize_of(dt), access);
+    if (cols % TX8_KV_BLOCK || ld % TX8_KV_BLOCK)
+        return bad(r, TX8_STATUS_INVALID_CMD);
+    if (rows == 0 || cols == 0)
+        return;
+    if (ld < cols)
+        return bad(r, TX8_STATUS_INVALID_CMD);
+    operand(r, addr, kv_bytes(dt, (unsigned __int128)(rows - 1) * ld + cols), access, 2);
+}
+
+/* Elements of a [rows][heads][ld_head] tensor using dims [0, dim) of each. */
+static unsigned __int128 heads_elems(uint64_t rows, uint64_t heads, uint64_t ld_head, uint64_t dim)
+{
+    if (!rows || !heads || !dim)
+        return 0;
+    return (unsigned __int128)(rows - 1) * heads * ld_head +
+           (unsigned __int128)(heads - 1) * ld_head + dim;
+}
+
+static void heads(struct ref *r, uint64_t addr, uint64_t rows, uint64_t nh, uint64_t ld_head,
+                  uint64_t dim, unsigned dt, unsigned access)
+{
+    unsigned __int128 n = heads_elems(rows, nh, ld_head, dim);
+    if (dt == TX8_DTYPE_Q8_0 || dt == TX8_DTYPE_Q4_0)
+        operand(r, addr, kv_bytes(dt, n), access, 2);
+    else
+        operand(r, addr, n * esize_of(dt), access, esize_of(dt));
 }
 
 /* Static verdict of one command (status 0 = passes). Returns REF_UNKNOWN
@@ -268,9 +372,20 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
         struct tx8_cmd_embed em;
         struct tx8_cmd_rope rp;
         struct tx8_cmd_moe_route rt;
+        struct tx8_cmd_layernorm ln;
+        struct tx8_cmd_attention at;
+        struct tx8_cmd_moe_ffn mf;
+        struct tx8_cmd_dsa_index dsa;
+        struct tx8_cmd_sample sm;
     } u;
+    r->indirect = 0;
+    memset(&u, 0, sizeof(u)); /* a 1.2 SAMPLE: the 1.3 fields are 0 */
     memcpy(&u, p, h.size < sizeof(u) ? h.size : sizeof(u));
     switch (h.opcode) {
+    case TX8_OP_NOP:
+        if (h.flags)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        break;
     case TX8_OP_FILL: {
         const struct tx8_cmd_fill *f = &u.fill;
         if (h.flags || f->rsvd || f->dst % 4 || f->bytes % 4)
@@ -289,24 +404,25 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
         if (h.flags || f->rsvd)
             return bad(r, TX8_STATUS_INVALID_CMD), 0;
         unsigned sd = f->src_dtype, dd = f->dst_dtype;
-        if (tx_dtype_is_block(sd) || tx_dtype_is_block(dd))
-            return REF_UNKNOWN; /* the 1.6 KV-cache block types: tests/unit/test_engine_ops.c */
         int q = sd == TX8_DTYPE_F32 && dd == TX8_DTYPE_I8;
         int dq = sd == TX8_DTYPE_I8 && dd == TX8_DTYPE_F32;
-        if (!(is_float(sd) && is_float(dd)) && !q && !dq)
+        if (!(is_kv(sd) && is_kv(dd)) && !q && !dq)
             return bad(r, TX8_STATUS_UNSUPPORTED_DTYPE), 0;
         if (!q && !dq && f->scales)
             return bad(r, TX8_STATUS_INVALID_CMD), 0;
-        matrix(r, f->src, f->rows, f->cols, f->ld_src, esize_of(sd), R);
-        matrix(r, f->dst, f->rows, f->cols, f->ld_dst, esize_of(dd), W);
+        if (q || dq) {
+            matrix(r, f->src, f->rows, f->cols, f->ld_src, esize_of(sd), R);
+            matrix(r, f->dst, f->rows, f->cols, f->ld_dst, esize_of(dd), W);
+        } else {
+            kv_matrix(r, f->src, f->rows, f->cols, f->ld_src, sd, R);
+            kv_matrix(r, f->dst, f->rows, f->cols, f->ld_dst, dd, W);
+        }
         if ((q || dq) && f->rows && f->cols)
             vector(r, f->scales, f->rows, 4, q ? W : R);
         break;
     }
     case TX8_OP_MATMUL: {
         const struct tx8_cmd_matmul *m = &u.mm;
-        if (m->w.format != TX8_WFMT_DENSE)
-            return REF_UNKNOWN; /* sparse indexes are checked at run time */
         if ((h.flags & ~(TX8_MATMUL_F_ACCUMULATE | TX8_MATMUL_F_BIAS)) || m->rsvd)
             return bad(r, TX8_STATUS_INVALID_CMD), 0;
         if (!is_float(m->act_dtype) && m->act_dtype != TX8_DTYPE_I8)
@@ -363,6 +479,7 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
         if (!m->vocab)
             return bad(r, TX8_STATUS_INVALID_CMD), 0;
         vector(r, m->ids, m->tokens, 4, R);
+        r->indirect = 1; /* the ids are checked when it runs */
         matrix(r, m->table, m->dim ? m->vocab : 0, m->dim, m->dim, esize_of(m->dtype), R);
         if (i8 && m->dim)
             vector(r, m->scales, m->vocab, 4, R);
@@ -427,8 +544,120 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
         operand(r, m->out_w, n * 4, W, 4);
         break;
     }
+    case TX8_OP_LAYERNORM: {
+        const struct tx8_cmd_layernorm *m = &u.ln;
+        if (h.flags || m->rsvd || isnan(m->eps))
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        matrix(r, m->x, m->rows, m->dim, m->ld_x, 4, R);
+        matrix(r, m->y, m->rows, m->dim, m->ld_y, 4, W);
+        if (m->rows) {
+            vector(r, m->gamma, m->dim, 4, R);
+            if (m->beta)
+                vector(r, m->beta, m->dim, 4, R);
+        }
+        break;
+    }
+    case TX8_OP_ATTENTION: {
+        const struct tx8_cmd_attention *m = &u.at;
+        if ((h.flags & ~TX8_ATTN_F_V_DTYPE) || isnan(m->scale))
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if (!(h.flags & TX8_ATTN_F_V_DTYPE) && m->v_dtype)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        unsigned kdt = m->kv_dtype, vdt = (h.flags & TX8_ATTN_F_V_DTYPE) ? m->v_dtype : kdt;
+        if (!is_kv(kdt) || !is_kv(vdt))
+            return bad(r, TX8_STATUS_UNSUPPORTED_DTYPE), 0;
+        if (!m->tokens || !m->q_heads)
+            break;
+        if (!m->kv_heads || m->q_heads % m->kv_heads || !m->qk_dim || !m->v_dim ||
+            m->qk_dim > m->ld_q_head || m->qk_dim > m->ld_k_head || m->v_dim > m->ld_v_head ||
+            m->v_dim > m->ld_o_head || !m->sel != !m->sel_k || m->sel_k > 4096u * 64)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        uint64_t keys = (uint64_t)m->q_pos0 + m->tokens;
+        if (keys > m->kv_len)
+            keys = m->kv_len;
+        heads(r, m->q, m->tokens, m->q_heads, m->ld_q_head, m->qk_dim, TX8_DTYPE_F32, R);
+        if (tx_dtype_is_block(kdt) && (m->qk_dim % TX8_KV_BLOCK || m->ld_k_head % TX8_KV_BLOCK))
+            bad(r, TX8_STATUS_INVALID_CMD);
+        heads(r, m->k, keys, m->kv_heads, m->ld_k_head, m->qk_dim, kdt, R);
+        if (tx_dtype_is_block(vdt) && (m->v_dim % TX8_KV_BLOCK || m->ld_v_head % TX8_KV_BLOCK))
+            bad(r, TX8_STATUS_INVALID_CMD);
+        heads(r, m->v, keys, m->kv_heads, m->ld_v_head, m->v_dim, vdt, R);
+        heads(r, m->out, m->tokens, m->q_heads, m->ld_o_head, m->v_dim, TX8_DTYPE_F32, W);
+        if (m->sel) {
+            vector(r, m->sel, (uint64_t)m->tokens * m->sel_k, 4, R);
+            r->indirect = 1; /* the selected keys are checked when it runs */
+        }
+        break;
+    }
+    case TX8_OP_MOE_FFN: {
+        const struct tx8_cmd_moe_ffn *m = &u.mf;
+        if ((h.flags & ~TX8_MOE_FFN_F_ACCUMULATE) || m->rsvd0)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if (!is_float(m->act_dtype) && m->act_dtype != TX8_DTYPE_I8)
+            return bad(r, TX8_STATUS_UNSUPPORTED_DTYPE), 0;
+        if (!m->tokens || !m->dim)
+            break;
+        uint64_t n = (uint64_t)m->tokens * m->top_k;
+        if (n && (!m->num_experts || !m->ffn_dim))
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        matrix(r, m->y, m->tokens, m->dim, m->ld_y, 4,
+               (h.flags & TX8_MOE_FFN_F_ACCUMULATE) ? RW : W);
+        if (!n)
+            break;
+        matrix(r, m->x, m->tokens, m->dim, m->ld_x, 4, R);
+        vector(r, m->ids, n, 4, R);
+        vector(r, m->w, n, 4, R);
+        operand(r, m->experts, (unsigned __int128)m->num_experts * 3 * sizeof(struct tx8_weight), R,
+                8);
+        r->indirect = 1; /* ids, the expert table and its weights: when it runs */
+        break;
+    }
+    case TX8_OP_DSA_INDEX: {
+        const struct tx8_cmd_dsa_index *m = &u.dsa;
+        if (h.flags & ~TX8_DSA_F_KEY_Q8_0)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if (!m->tokens)
+            break;
+        if (!m->top_k || m->top_k > 4096 || !m->heads || !m->dim || m->dim > m->ld_q_head ||
+            m->dim > m->ld_k)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        vector(r, m->sel, (uint64_t)m->tokens * m->top_k, 4, W);
+        uint64_t keys = (uint64_t)m->q_pos0 + m->tokens;
+        if (keys > m->kv_len)
+            keys = m->kv_len;
+        if (!keys)
+            break;
+        heads(r, m->q, m->tokens, m->heads, m->ld_q_head, m->dim, TX8_DTYPE_F32, R);
+        if (h.flags & TX8_DSA_F_KEY_Q8_0)
+            kv_matrix(r, m->k, keys, m->dim, m->ld_k, TX8_DTYPE_Q8_0, R);
+        else
+            matrix(r, m->k, keys, m->dim, m->ld_k, 4, R);
+        vector(r, m->w, (uint64_t)m->tokens * m->heads, 4, R);
+        break;
+    }
+    case TX8_OP_SAMPLE: {
+        const struct tx8_cmd_sample *m = &u.sm;
+        if ((h.flags & ~TX8_SAMPLE_F_TEMP_LAST) || isnan(m->temperature) || !(m->top_p > 0.0f) ||
+            m->rsvd)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if (!(m->min_p >= 0.0f && m->min_p <= 1.0f) || !isfinite(m->repeat_penalty) ||
+            m->repeat_penalty < 0.0f || !isfinite(m->presence_penalty) ||
+            !isfinite(m->frequency_penalty) || m->n_history > TX8_SAMPLE_MAX_HISTORY)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if (m->rows)
+            vector(r, m->history, (uint64_t)m->rows * m->n_history, 4, R);
+        if (!m->rows)
+            break;
+        if (!m->vocab || m->top_k > 4096)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        matrix(r, m->logits, m->rows, m->vocab, m->ld_logits, 4, R);
+        vector(r, m->out, m->rows, 4, W);
+        if (m->probs)
+            vector(r, m->probs, m->rows, 4, W);
+        break;
+    }
     default:
-        return REF_UNKNOWN;
+        return REF_UNKNOWN; /* every opcode is covered: not reached */
     }
     ranges(r);
     return 0;
@@ -453,13 +682,100 @@ static const uint32_t cmd_sizes[TX8_OP_COUNT] = {
     [TX8_OP_SAMPLE] = sizeof(struct tx8_cmd_sample),
 };
 
-/* Static verdict of the job. Returns REF_UNKNOWN if a command outside the
- * reference's set is reached before a verdict; sets *has_embed if a
- * passing EMBED (whose ids are checked when it runs) is in the job. */
-static int ref_job(const struct tx8_job_desc *job, const uint8_t *cmd, unsigned *fcmd,
-                   uint64_t *faddr, int *has_embed)
+/* Commands with operands checked when they run (EMBED's ids, the selected
+ * keys of ATTENTION, a sparse MATMUL's index, MOE_FFN's table): bit i =
+ * command i. */
+static uint8_t ref_indirect[FE_CMD_MAX / 8 / 8 + 1];
+
+static int is_indirect(unsigned i)
 {
-    *has_embed = 0;
+    return i < sizeof(ref_indirect) * 8 && (ref_indirect[i / 8] >> (i % 8) & 1);
+}
+
+/*
+ * The run-time checks of a MOE_FFN that is the job's first command (so it
+ * reads the memory as it was before the job): token ids below num_experts
+ * (negative ones skipped), only the 1.6 expert-cache flags in the gate
+ * entries' rsvd word (TX8_WEIGHT_F_XCACHE, _XMISS), then every weight of
+ * the table (fields and ranges, checked at once in order) with the expert
+ * shapes (gate, up [ffn_dim x dim], down [dim x ffn_dim]) and an I8
+ * weight for I8 activations. Returns REF_UNKNOWN when an expert in use has
+ * a block-sparse weight (its index is validated next), else the status
+ * (r->fault for an ADDR_FAULT).
+ */
+static int ref_moe_ffn_run(struct ref *r, const uint8_t *p)
+{
+    struct tx8_cmd_moe_ffn m;
+    memcpy(&m, p, sizeof(m));
+    uint64_t n = (uint64_t)m.tokens * m.top_k, NE = m.num_experts;
+    if (!m.tokens || !m.dim || !n)
+        return 0;
+    const uint8_t *mem = fe_before;
+    for (uint64_t i = 0; i < n; i++) {
+        int32_t id;
+        memcpy(&id, mem + m.ids + 4 * i, 4);
+        if (id >= 0 && (uint64_t)id >= NE)
+            return TX8_STATUS_INVALID_CMD;
+    }
+    const uint8_t *tab = mem + m.experts;
+    for (uint64_t x = 0; x < NE; x++) {
+        struct tx8_weight w;
+        memcpy(&w, tab + x * 3 * sizeof(w), sizeof(w));
+        if (w.rsvd & ~(uint32_t)(TX8_WEIGHT_F_XCACHE | TX8_WEIGHT_F_XMISS))
+            return TX8_STATUS_INVALID_CMD;
+    }
+    r->status = 0;
+    r->nop = 0;
+    r->immediate = 1;
+    for (uint64_t x = 0; x < NE * 3; x++) {
+        struct tx8_weight w;
+        memcpy(&w, tab + x * sizeof(w), sizeof(w));
+        if (x % 3 == 0)
+            w.rsvd = 0; /* the flags, checked above */
+        r->nop = 0;
+        ref_weight(r, &w);
+        if (r->status)
+            break;
+        uint32_t rows = x % 3 == 2 ? m.dim : m.ffn_dim, cols = x % 3 == 2 ? m.ffn_dim : m.dim;
+        if (w.rows != rows || w.cols != cols) {
+            r->status = TX8_STATUS_INVALID_CMD;
+            break;
+        }
+        if (m.act_dtype == TX8_DTYPE_I8 && w.dtype != TX8_DTYPE_I8) {
+            r->status = TX8_STATUS_UNSUPPORTED_DTYPE;
+            break;
+        }
+    }
+    r->immediate = 0;
+    if (r->status)
+        return r->status;
+    for (uint64_t i = 0; i < n; i++) {
+        int32_t id;
+        memcpy(&id, mem + m.ids + 4 * i, 4);
+        if (id < 0)
+            continue;
+        for (int j = 0; j < 3; j++) {
+            struct tx8_weight w;
+            memcpy(&w, tab + ((uint64_t)id * 3 + j) * sizeof(w), sizeof(w));
+            if (w.format == TX8_WFMT_BLOCK_SPARSE)
+                return REF_UNKNOWN;
+        }
+    }
+    return 0;
+}
+
+/* Static verdict of the job. Returns REF_UNKNOWN if a command outside the
+ * reference's set is reached before a verdict; marks the commands with
+ * run-time checks in ref_indirect. *run is the verdict of the first
+ * command's run-time checks when the reference knows it (a MOE_FFN), else
+ * REF_UNKNOWN. */
+static int ref_job(const struct tx8_job_desc *job, const uint8_t *cmd, unsigned *fcmd,
+                   uint64_t *faddr, int *run, uint64_t *run_fault)
+{
+    memset(ref_indirect, 0, sizeof(ref_indirect));
+    *run = REF_UNKNOWN;
+    if (job->flags & ~(uint32_t)(TX8_JOB_F_NO_IRQ | TX8_JOB_F_PROFILE | TX8_JOB_F_BATCH_INVARIANT))
+        return TX8_STATUS_INVALID_JOB;
     for (unsigned i = 0; i < job->num_ranges; i++) {
         const struct tx8_range *g = &job->ranges[i];
         if (!g->size || g->rsvd || !g->access || (g->access & ~(uint32_t)RW) ||
@@ -483,7 +799,9 @@ static int ref_job(const struct tx8_job_desc *job, const uint8_t *cmd, unsigned 
         memcpy(&h, cmd + off, sizeof(h));
         *fcmd = n;
         *faddr = 0;
-        if (h.opcode >= TX8_OP_COUNT || h.size != cmd_sizes[h.opcode] ||
+        if (h.opcode >= TX8_OP_COUNT ||
+            (h.size != cmd_sizes[h.opcode] &&
+             !(h.opcode == TX8_OP_SAMPLE && h.size == TX8_CMD_SAMPLE_SIZE_1_2)) ||
             h.size > job->cmd_size - off)
             return TX8_STATUS_INVALID_CMD;
         if (ref_cmd(&r, cmd + off) == REF_UNKNOWN)
@@ -492,10 +810,14 @@ static int ref_job(const struct tx8_job_desc *job, const uint8_t *cmd, unsigned 
             *faddr = r.status == TX8_STATUS_ADDR_FAULT ? r.fault : 0;
             return r.status;
         }
-        if (h.opcode == TX8_OP_EMBED)
-            *has_embed = 1;
+        if (r.indirect)
+            ref_indirect[n / 8] |= (uint8_t)(1u << (n % 8));
         off += h.size;
         n++;
+    }
+    if (n && ((const struct tx8_cmd_hdr *)(const void *)cmd)->opcode == TX8_OP_MOE_FFN) {
+        *run = ref_moe_ffn_run(&r, cmd);
+        *run_fault = *run == TX8_STATUS_ADDR_FAULT ? r.fault : 0;
     }
     return TX8_STATUS_OK;
 }
@@ -509,6 +831,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     unsigned nr = data[0] % (FE_MAX_RANGES + 1);
+    /* byte 0 / 9: job flags (bit 0 NO_IRQ, bit 1 the 1.6 BATCH_INVARIANT,
+     * bit 2 an unknown flag) and bit 3 the blob; 0 for bytes below 9 */
+    unsigned fl = data[0] / (FE_MAX_RANGES + 1);
     size_t pos = 1;
     if (size < pos + 12 * (size_t)nr)
         return 0;
@@ -517,6 +842,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     job.seqno = 1;
     job.cmd_addr = FE_HEAP_OFF;
     job.num_ranges = 1 + nr;
+    job.flags = ((fl & 1) ? TX8_JOB_F_NO_IRQ : 0) | ((fl & 2) ? TX8_JOB_F_BATCH_INVARIANT : 0) |
+                ((fl & 4) ? 1u << 5 : 0);
     job.ranges[0].addr = FE_HEAP_OFF;
     job.ranges[0].size = FE_CMD_MAX;
     job.ranges[0].access = R;
@@ -529,7 +856,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          * anything else becomes a valid access */
         g->access = a < 256 ? a : (a & RW) ? (a & RW) : RW;
     }
-    size_t clen = size - pos;
+    /* fl bit 3: the last FE_BLOB bytes of the input are data at FE_DATA
+     * (expert tables, sparse indexes, key selections, token ids) */
+    size_t blob = 0;
+    if ((fl & 8) && size - pos >= FE_BLOB)
+        blob = FE_BLOB;
+    size_t clen = size - pos - blob;
     if (clen > FE_CMD_MAX)
         clen = FE_CMD_MAX;
     clen &= ~(size_t)7;
@@ -538,6 +870,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(fe_mem, fe_pattern, FE_MEM_SIZE);
     memset(fe_mem + FE_HEAP_OFF, 0, FE_CMD_MAX);
     memcpy(fe_mem + FE_HEAP_OFF, data + pos, clen);
+    if (blob)
+        memcpy(fe_mem + FE_DATA, data + size - blob, blob);
     memcpy(fe_before, fe_mem, FE_MEM_SIZE);
 
     struct tx8_completion done;
@@ -579,17 +913,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     unsigned fcmd = 0;
-    uint64_t faddr = 0;
-    int has_embed = 0;
-    int want = ref_job(&job, fe_before + FE_HEAP_OFF, &fcmd, &faddr, &has_embed);
+    uint64_t faddr = 0, run_fault = 0;
+    int run = REF_UNKNOWN;
+    int want = ref_job(&job, fe_before + FE_HEAP_OFF, &fcmd, &faddr, &run, &run_fault);
     fe_last_ref = want;
     if (want == REF_UNKNOWN)
         return 0;
+    if (want == TX8_STATUS_OK && run != REF_UNKNOWN && run != TX8_STATUS_OK) {
+        /* the first command (a MOE_FFN) fails its run-time checks */
+        fe_last_ref = run;
+        if ((int)done.status != run || done.fault_cmd != 0 ||
+            (run == TX8_STATUS_ADDR_FAULT && done.fault_addr != run_fault))
+            FE_FAIL("reference: MOE_FFN's run-time checks give %s (addr %#llx); engine: %s at "
+                    "command %u addr %#llx",
+                    tx8_engine_status_name((unsigned)run), (unsigned long long)run_fault,
+                    tx8_engine_status_name(done.status), done.fault_cmd,
+                    (unsigned long long)done.fault_addr);
+        return 0;
+    }
     if (want == TX8_STATUS_OK) {
-        /* EMBED's ids are checked when it runs */
-        if (done.status == TX8_STATUS_INVALID_CMD && has_embed)
-            return 0;
-        if (done.status != TX8_STATUS_OK)
+        /* a command with run-time checks may fail them (and the first one
+         * does not when the reference knows its checks) */
+        int may_fail =
+            is_indirect(done.fault_cmd) && !(done.fault_cmd == 0 && run == TX8_STATUS_OK);
+        if (done.status != TX8_STATUS_OK &&
+            !(may_fail &&
+              (done.status == TX8_STATUS_INVALID_CMD || done.status == TX8_STATUS_ADDR_FAULT ||
+               done.status == TX8_STATUS_UNSUPPORTED_DTYPE)))
             FE_FAIL("reference: ok; engine: %s at command %u addr %#llx",
                     tx8_engine_status_name(done.status), done.fault_cmd,
                     (unsigned long long)done.fault_addr);

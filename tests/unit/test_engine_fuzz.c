@@ -63,6 +63,27 @@ START_TEST(seed_verdicts)
         {"route_sigmoid", TX8_STATUS_OK},
         {"route_softmax", TX8_STATUS_OK},
         {"route_softmax_bias", TX8_STATUS_INVALID_CMD},
+        /* issue 16: every opcode, the 1.6 additions */
+        {"nop", TX8_STATUS_OK},
+        {"nop_flags", TX8_STATUS_INVALID_CMD},
+        {"layernorm", TX8_STATUS_OK},
+        {"attention_f32", TX8_STATUS_OK},
+        {"attention_q8_v_f16", TX8_STATUS_OK},
+        {"attention_q4_sel", TX8_STATUS_OK},
+        {"attention_bad_v_dtype", TX8_STATUS_UNSUPPORTED_DTYPE},
+        {"convert_q8_0", TX8_STATUS_OK},
+        {"convert_q4_0_f16", TX8_STATUS_OK},
+        {"convert_q8_0_cols", TX8_STATUS_INVALID_CMD},
+        {"convert_q8_0_wrap", TX8_STATUS_ADDR_FAULT},
+        {"matmul_sparse", TX8_STATUS_OK},
+        {"matmul_batch_invariant", TX8_STATUS_OK},
+        {"job_unknown_flag", TX8_STATUS_INVALID_JOB},
+        {"moe_ffn_xcache", TX8_STATUS_OK},
+        {"moe_ffn_bad_flag", TX8_STATUS_INVALID_CMD},
+        {"dsa_index_f32", TX8_STATUS_OK},
+        {"dsa_index_q8_0", TX8_STATUS_OK},
+        {"sample_1_3", TX8_STATUS_OK},
+        {"sample_1_2", TX8_STATUS_OK},
     };
     char dir[1024];
     tx_test_corpus_dir("engine", dir, sizeof(dir));

@@ -126,6 +126,41 @@ static int config_ok(const char *name)
     return rc;
 }
 
+/* a corpus file as a generation_config.json */
+static int gen_config_ok(const char *name)
+{
+    char p[1100];
+    tx_test_corpus_dir(name, p, sizeof(p));
+    size_t len;
+    char *t = tm_read(p, &len);
+    struct glm_generation_config g;
+    int rc = txm_gen_config_parse(t, len, name, 0, &g, err, sizeof(err));
+    free(t);
+    return rc;
+}
+
+/* a corpus file's first line as a --config-set list over the tiny GLM-4.5 config */
+static int config_set_ok(const char *name)
+{
+    char p[1100];
+    tx_test_corpus_dir(name, p, sizeof(p));
+    char *t = tm_read(p, NULL);
+    t[strcspn(t, "\n")] = 0;
+    char *base = tx_synth_config_json(GLM_ARCH_GLM4_MOE, TX_SYNTH_TINY, 256);
+    char *out = NULL;
+    int rc = tx_synth_apply_config_set(base, t, &out, err, sizeof(err));
+    if (rc == 0) {
+        struct glm_config cfg;
+        ck_assert_int_eq(glm_config_from_json(out, &cfg, err, sizeof(err)), 0);
+        ck_assert_int_eq(cfg.num_hidden_layers, 3);
+        ck_assert_int_eq(cfg.hidden_size, 64);
+    }
+    free(out);
+    free(base);
+    free(t);
+    return rc;
+}
+
 /* the fast JSON check's verdict on a corpus file */
 static int fast_json_ok(const char *name)
 {
@@ -159,6 +194,21 @@ START_TEST(replay_config)
     ck_assert(!fast_json_ok("config/trailing.json"));
     ck_assert(!fast_json_ok("config/deep.json"));
     ck_assert(!fast_json_ok("config/escapes.json"));
+    /* the same corpus as generation_config.json, --config-set, chat_template */
+    ck_assert_int_eq(gen_config_ok("config/gen_glm45.json"), 0);
+    ck_assert_int_eq(gen_config_ok("config/gen_single_eos.json"), 0);
+    ck_assert_int_eq(gen_config_ok("config/gen_bad_ranges.json"), TX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "eos_token_id"));
+    ck_assert_int_eq(config_set_ok("config/set_fields.txt"), 0);
+    ck_assert_int_eq(config_set_ok("config/set_bad.txt"), TX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "rope_theta: 'nan' is not a finite number"));
+    {
+        char p[1100];
+        tx_test_corpus_dir("config/tmpl_glm45.txt", p, sizeof(p));
+        char *t = tm_read(p, NULL);
+        ck_assert_int_eq(tx_chat_format_of_template(t, NULL), TX_CHAT_GLM45);
+        free(t);
+    }
     static const char *const bad[] = {"{\"a\":01}",
                                       "{\"a\":1,}",
                                       "{\"a\" 1}",

@@ -5,7 +5,9 @@
  */
 #include "test_model_util.h"
 
+#include <fcntl.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include <tx/tx_error.h>
 #include <tx/tx_dtype.h>
@@ -343,11 +345,53 @@ START_TEST(duplicate_across_files)
 }
 END_TEST
 
+/* A directory without an index: at most TX_ST_MAX_SHARDS *.safetensors files
+ * of at most TX_ST_MAX_SHARD_NAME bytes, checked before any file is opened
+ * (the files here are empty: opening one would fail differently). The
+ * index's file names have the same length limit. */
+START_TEST(shard_listing_caps)
+{
+    char name[TX_ST_MAX_SHARD_NAME + 2];
+    memset(name, 'a', sizeof(name));
+    strcpy(name + TX_ST_MAX_SHARD_NAME + 1 - 12, ".safetensors");
+    ck_assert_uint_eq(strlen(name), TX_ST_MAX_SHARD_NAME + 1);
+    tm_write(tm_path(name), "", 0);
+    struct tx_st_set *s = (void *)1;
+    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), TX_EINVAL);
+    ck_assert_ptr_null(s);
+    tm_err_has(err, "shard file name");
+    tm_err_has(err, "201 bytes");
+    tm_err_has(err, "limit 200");
+    remove(tm_path(name));
+
+    char fn[64];
+    for (int i = 0; i <= TX_ST_MAX_SHARDS; i++) {
+        snprintf(fn, sizeof(fn), "s%05d.safetensors", i);
+        int fd = open(tm_path(fn), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+    }
+    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), TX_EINVAL);
+    tm_err_has(err, "more than 4096 *.safetensors shard files");
+    tm_err_has(err, tm_dir);
+
+    /* the index: a 201-byte file name */
+    char idx[512];
+    name[TX_ST_MAX_SHARD_NAME + 1] = 0;
+    int l = snprintf(idx, sizeof(idx), "{\"weight_map\": {\"t\": \"%s\"}}", name);
+    tm_write(tm_path("model.safetensors.index.json"), idx, (size_t)l);
+    ck_assert_int_eq(tx_st_set_open(tm_dir, &s, err, sizeof(err)), TX_EINVAL);
+    tm_err_has(err, "tensor t");
+    tm_err_has(err, "at most 200 bytes");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("safetensors");
     TCase *tc = tcase_create("core");
     tcase_add_checked_fixture(tc, tm_setup, tm_teardown);
+    tcase_set_timeout(tc, 60); /* shard_listing_caps makes 4097 files */
     tcase_add_test(tc, roundtrip);
     tcase_add_test(tc, writer_errors);
     tcase_add_test(tc, truncated);
@@ -361,6 +405,7 @@ static Suite *suite(void)
     tcase_add_test(tc, sharded_missing_file);
     tcase_add_test(tc, sharded_bad_index);
     tcase_add_test(tc, duplicate_across_files);
+    tcase_add_test(tc, shard_listing_caps);
     suite_add_tcase(s, tc);
     return s;
 }

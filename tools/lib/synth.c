@@ -21,6 +21,8 @@
 #include <tx/tx_safetensors.h>
 #include <tx/tx_synth.h>
 
+#include "common/config_set.h"
+
 int tx_synth_preset_parse(const char *s)
 {
     if (!strcmp(s, "tiny"))
@@ -942,12 +944,20 @@ static int write_onnx(const char *outdir, const struct tx_synth_opts *o, struct 
     return tx_onnx_writer_finish(w, err, errsz);
 }
 
-/* "key=value[,key=value...]" onto the config.json text cj (--config-set) */
-static int apply_config_set(const char *cj, const char *set, char **out, char *err, size_t errsz)
+/* "key=value[,key=value...]" onto the config.json text cj (--config-set;
+ * common/config_set.h) */
+int tx_synth_apply_config_set(const char *cj, const char *set, char **out, char *err, size_t errsz)
 {
+    *out = NULL;
+    size_t setlen = strnlen(set, TX_SYNTH_CONFIG_SET_MAX + 1);
+    if (setlen > TX_SYNTH_CONFIG_SET_MAX)
+        return tx_errbuf(err, errsz, TX_EINVAL, "--config-set: more than %u bytes (the limit)",
+                         TX_SYNTH_CONFIG_SET_MAX);
     struct json_object *o = json_tokener_parse(cj);
-    if (!o)
-        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+    if (!o || !json_object_is_type(o, json_type_object)) {
+        json_object_put(o);
+        return tx_errbuf(err, errsz, TX_EINVAL, "--config-set: the config is not a JSON object");
+    }
     char *dup = strdup(set);
     int rc = 0;
     if (!dup) {
@@ -959,14 +969,15 @@ static int apply_config_set(const char *cj, const char *set, char **out, char *e
         char *eq = strchr(item, '=');
         if (!eq || eq == item || !eq[1]) {
             rc = tx_errbuf(err, errsz, TX_EINVAL,
-                           "--config-set: '%s' is not KEY=VALUE (e.g. hidden_size=2048)", item);
+                           "--config-set: '%.80s' is not KEY=VALUE (e.g. hidden_size=2048)",
+                           item);
             break;
         }
         *eq = 0;
         const char *v = eq + 1;
         if (!json_object_object_get_ex(o, item, NULL)) {
             rc = tx_errbuf(err, errsz, TX_EINVAL,
-                           "--config-set: %s: not a field of this architecture's config.json",
+                           "--config-set: %.80s: not a field of this architecture's config.json",
                            item);
             break;
         }
@@ -975,9 +986,16 @@ static int apply_config_set(const char *cj, const char *set, char **out, char *e
         struct json_object *jv;
         if (!*end)
             jv = json_object_new_int64(iv);
-        else if ((void)strtod(v, &end), !*end)
-            jv = json_object_new_double(strtod(v, NULL));
-        else if (!strcmp(v, "true") || !strcmp(v, "false"))
+        else if ((void)strtod(v, &end), !*end) {
+            double d = strtod(v, NULL);
+            if (!isfinite(d)) {
+                /* json-c would write NaN / Infinity: not JSON */
+                rc = tx_errbuf(err, errsz, TX_EINVAL,
+                               "--config-set: %.80s: '%.40s' is not a finite number", item, v);
+                break;
+            }
+            jv = json_object_new_double(d);
+        } else if (!strcmp(v, "true") || !strcmp(v, "false"))
             jv = json_object_new_boolean(v[0] == 't');
         else if (!strcmp(v, "null"))
             jv = NULL;
@@ -1076,7 +1094,7 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
     }
     if (o->config_set) {
         char *nj = NULL;
-        rc = apply_config_set(cj, o->config_set, &nj, err, errsz);
+        rc = tx_synth_apply_config_set(cj, o->config_set, &nj, err, errsz);
         if (rc < 0)
             goto out;
         free(cj);

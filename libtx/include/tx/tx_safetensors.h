@@ -33,6 +33,8 @@ extern "C" {
 #define TX_ST_MAX_TENSORS 1048576 /* header entries / weight_map entries (DeepSeek-V3: ~92k) */
 #define TX_ST_MAX_NAME 1024       /* bytes of a tensor name (real: < 100) */
 #define TX_ST_MAX_SHARDS 4096     /* files named by the shard index (DeepSeek-V3: 163) */
+/* shard files of a directory without an index are capped by TX_ST_MAX_SHARDS too */
+#define TX_ST_MAX_SHARD_NAME 200 /* bytes of a shard file name (real: 32) */
 
 struct tx_st_file;
 
