@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * glm-inference's MPI transport (mpi_transport.h): struct glm_ep_transport over
+ * MPI_COMM_WORLD with MPI_Alltoallv (the token rows of each MoE layer,
+ * dispatch and combine) and MPI_Bcast. Compiled against Open MPI when
+ * tools/glm-inference.mk found mpicc (GLM_HAVE_MPI); otherwise only the
+ * MPI-free parts (glm_mpi_launched, glm_mpi_device_share) do anything.
+ *
+ * Counts are bytes (size_t); MPI's are int. A call whose counts or
+ * displacements do not fit an int is sent in a larger unit: a contiguous
+ * datatype of U bytes, U the greatest common divisor of this rank's counts
+ * and displacements on that side (rows of floats: a multiple of the row
+ * size). Each rank chooses its send and receive units alone -- MPI matches
+ * type signatures, and c elements of U bytes match U * c bytes -- so no
+ * extra collective is needed to agree. A call that no unit makes fit fails
+ * with a message. Broadcasts larger than an int are sent in pieces (the
+ * size is the same on every rank).
+ */
+#include "mpi_transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tx/tx_error.h>
+
+#ifdef GLM_HAVE_MPI
+#include <mpi.h>
+#endif
+
+int glm_mpi_launched(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return 1;
+    }
+    return 0;
+}
+
+int glm_mpi_device_share(const char *list, int rank, int size, char *out, size_t outlen,
+                         int *n_share, char *err, size_t errlen)
+{
+    if (!list || !*list) {
+        snprintf(err, errlen,
+                 "under mpirun, --device (or TX_DEVICE) must list the devices of all %d ranks "
+                 "in rank order, e.g. --device A,B",
+                 size);
+        return TX_EINVAL;
+    }
+    if (size < 1 || rank < 0 || rank >= size) {
+        snprintf(err, errlen, "rank %d of %d: not a valid rank", rank, size);
+        return TX_EINVAL;
+    }
+    int n = 1;
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    /* an empty entry (",A", "A,,B", "A,") names no device */
+    const char *s = list;
+    for (int i = 0; i < n; i++) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (len == 0) {
+            snprintf(err, errlen, "--device '%s': entry %d is empty", list, i + 1);
+            return TX_EINVAL;
+        }
+        s = e ? e + 1 : s + len;
+    }
+    if (n % size != 0) {
+        char divs[128] = "";
+        size_t o = 0;
+        for (int d = 1; d <= n && o + 16 < sizeof(divs); d++)
+            if (n % d == 0)
+                o += (size_t)snprintf(divs + o, sizeof(divs) - o, "%s%d", o ? ", " : "", d);
+        snprintf(err, errlen,
+                 "--device lists %d device%s for %d MPI ranks: every rank drives the same "
+                 "number of devices, so the rank count must divide the device count "
+                 "(mpirun -np %s with these %d, or list a multiple of %d devices)",
+                 n, n == 1 ? "" : "s", size, divs, n, size);
+        return TX_EINVAL;
+    }
+    int per = n / size, first = rank * per;
+    s = list;
+    for (int i = 0; i < first; i++)
+        s = strchr(s, ',') + 1;
+    const char *end = s;
+    for (int i = 0; i < per; i++) {
+        const char *e = strchr(end, ',');
+        end = e ? (i + 1 < per ? e + 1 : e) : end + strlen(end);
+    }
+    size_t len = (size_t)(end - s);
+    if (len + 1 > outlen) {
+        snprintf(err, errlen, "--device: the share of rank %d is longer than %zu bytes", rank,
+                 outlen - 1);
+        return TX_EINVAL;
+    }
+    memcpy(out, s, len);
+    out[len] = '\0';
+    *n_share = per;
+    return 0;
+}
+
+#ifndef GLM_HAVE_MPI
+
+int glm_mpi_available(void)
+{
+    return 0;
+}
+
+int glm_mpi_init(int *argc, char ***argv, struct glm_ep_transport *t, char *err, size_t errlen)
+{
+    (void)argc;
+    (void)argv;
+    (void)t;
+    snprintf(err, errlen,
+             "started by an MPI launcher, but this glm-inference was built without MPI "
+             "(install Open MPI: scripts/install-deps, or apt-get install openmpi-bin "
+             "libopenmpi-dev; then rebuild)");
+    return TX_ENOTSUP;
+}
+
+int glm_mpi_all_ok(const struct glm_ep_transport *t, int ok)
+{
+    (void)t;
+    return ok != 0;
+}
+
+void glm_mpi_finalize(void)
+{
+}
+
+void glm_mpi_abort(int code)
+{
+    (void)code;
+}
+
+void glm_mpi_set_max_count(size_t bytes)
+{
+    (void)bytes;
+}
+
+#else /* GLM_HAVE_MPI */
+
+struct mpi_ctx {
+    int rank, size;
+    int *sc, *sd, *rc, *rd; /* per-peer int counts/displacements, 4 * size */
+};
+
+static struct mpi_ctx g_ctx;
+static int g_inited;
+static size_t g_max = INT_MAX;
+
+void glm_mpi_set_max_count(size_t bytes)
+{
+    g_max = bytes >= 1 && bytes <= INT_MAX ? bytes : INT_MAX;
+}
+
+int glm_mpi_available(void)
+{
+    return 1;
+}
+
+static void mpi_fail(const struct mpi_ctx *c, const char *what, int rc)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
+        snprintf(s, sizeof(s), "MPI error %d", rc);
+    fprintf(stderr, "glm-inference: rank %d of %d: %s failed: %s\n", c->rank, c->size, what, s);
+}
+
+static size_t gcd(size_t a, size_t b)
+{
+    while (b) {
+        size_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* The unit (bytes) that makes every count and displacement of one side
+ * fit an int, 0 if none does. */
+static size_t side_unit(int n, const size_t *counts, const size_t *displs)
+{
+    size_t max = 0, g = 0;
+    for (int i = 0; i < n; i++) {
+        if (counts[i] > max)
+            max = counts[i];
+        if (displs[i] > max)
+            max = displs[i];
+        g = gcd(g, counts[i]);
+        g = gcd(g, displs[i]);
+    }
+    if (max <= g_max)
+        return 1;
+    if (g == 0 || g > (size_t)INT_MAX || max / g > g_max)
+        return 0;
+    return g;
+}
+
+static int to_int(int n, const size_t *v, size_t unit, int *out)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = (int)(v[i] / unit);
+    return 0;
+}
+
+static int mpi_alltoallv(void *ctx, const void *sbuf, const size_t *scounts,
+                         const size_t *sdispls, void *rbuf, const size_t *rcounts,
+                         const size_t *rdispls)
+{
+    struct mpi_ctx *c = ctx;
+    size_t su = side_unit(c->size, scounts, sdispls);
+    size_t ru = side_unit(c->size, rcounts, rdispls);
+    if (!su || !ru) {
+        fprintf(stderr,
+                "glm-inference: rank %d of %d: alltoallv: the %s counts exceed what one MPI "
+                "call can describe (more than %zu units of their common divisor): use a "
+                "smaller batch (-b)\n",
+                c->rank, c->size, !su ? "send" : "receive", g_max);
+        return TX_ENOTSUP;
+    }
+    to_int(c->size, scounts, su, c->sc);
+    to_int(c->size, sdispls, su, c->sd);
+    to_int(c->size, rcounts, ru, c->rc);
+    to_int(c->size, rdispls, ru, c->rd);
+    MPI_Datatype st = MPI_BYTE, rt = MPI_BYTE;
+    int rc = MPI_SUCCESS;
+    if (su > 1)
+        rc = MPI_Type_contiguous((int)su, MPI_BYTE, &st);
+    if (rc == MPI_SUCCESS && su > 1)
+        rc = MPI_Type_commit(&st);
+    if (rc == MPI_SUCCESS && ru > 1)
+        rc = MPI_Type_contiguous((int)ru, MPI_BYTE, &rt);
+    if (rc == MPI_SUCCESS && ru > 1)
+        rc = MPI_Type_commit(&rt);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Alltoallv(sbuf, c->sc, c->sd, st, rbuf, c->rc, c->rd, rt, MPI_COMM_WORLD);
+    if (st != MPI_BYTE)
+        MPI_Type_free(&st);
+    if (rt != MPI_BYTE)
+        MPI_Type_free(&rt);
+    if (rc != MPI_SUCCESS) {
+        mpi_fail(c, "MPI_Alltoallv", rc);
+        return TX_EIO;
+    }
+    return 0;
+}
+
+static int mpi_bcast(void *ctx, void *buf, size_t bytes, int root)
+{
+    struct mpi_ctx *c = ctx;
+    if (root < 0 || root >= c->size) {
+        fprintf(stderr, "glm-inference: rank %d of %d: bcast from rank %d: no such rank\n",
+                c->rank, c->size, root);
+        return TX_EINVAL;
+    }
+    unsigned char *p = buf;
+    do {
+        size_t n = bytes < g_max ? bytes : g_max;
+        int rc = MPI_Bcast(p, (int)n, MPI_BYTE, root, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) {
+            mpi_fail(c, "MPI_Bcast", rc);
+            return TX_EIO;
+        }
+        p += n;
+        bytes -= n;
+    } while (bytes);
+    return 0;
+}
+
+int glm_mpi_init(int *argc, char ***argv, struct glm_ep_transport *t, char *err, size_t errlen)
+{
+    if (g_inited) {
+        snprintf(err, errlen, "MPI is already initialised");
+        return TX_EINVAL;
+    }
+    int provided = 0;
+    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+    if (rc != MPI_SUCCESS) {
+        snprintf(err, errlen, "MPI_Init_thread failed (error %d)", rc);
+        return TX_EIO;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_ctx.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_ctx.size);
+    g_inited = 1;
+    if (provided < MPI_THREAD_SERIALIZED) {
+        snprintf(err, errlen,
+                 "this MPI library gives thread level %d, below MPI_THREAD_SERIALIZED", provided);
+        return TX_ENOTSUP;
+    }
+    g_ctx.sc = calloc(4 * (size_t)g_ctx.size, sizeof(int));
+    if (!g_ctx.sc) {
+        snprintf(err, errlen, "out of memory");
+        return TX_ENOMEM;
+    }
+    g_ctx.sd = g_ctx.sc + g_ctx.size;
+    g_ctx.rc = g_ctx.sd + g_ctx.size;
+    g_ctx.rd = g_ctx.rc + g_ctx.size;
+    if (g_ctx.rank > 0) {
+        /* only rank 0 prints the generated text */
+        fflush(stdout);
+        int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0) {
+            snprintf(err, errlen, "rank %d: cannot redirect stdout to /dev/null: %s", g_ctx.rank,
+                     strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            return TX_EIO;
+        }
+        close(fd);
+    }
+    memset(t, 0, sizeof(*t));
+    t->rank = g_ctx.rank;
+    t->size = g_ctx.size;
+    t->ctx = &g_ctx;
+    t->alltoallv = mpi_alltoallv;
+    t->bcast = mpi_bcast;
+    return 0;
+}
+
+int glm_mpi_all_ok(const struct glm_ep_transport *t, int ok)
+{
+    (void)t;
+    if (!g_inited)
+        return ok != 0;
+    int in = ok != 0, all = 0;
+    if (MPI_Allreduce(&in, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return 0;
+    return all;
+}
+
+void glm_mpi_finalize(void)
+{
+    if (!g_inited)
+        return;
+    MPI_Finalize();
+    free(g_ctx.sc);
+    memset(&g_ctx, 0, sizeof(g_ctx));
+    g_inited = 0;
+}
+
+void glm_mpi_abort(int code)
+{
+    if (g_inited)
+        MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+#endif /* GLM_HAVE_MPI */

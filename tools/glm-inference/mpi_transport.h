@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * glm-inference's MPI glue (tools/glm-inference/mpi.c): an Open MPI
+ * implementation of libtx's struct glm_ep_transport (<tx/glm.h>), so that
+ * one model's routed experts are spread over the ranks of an `mpirun` job
+ * (docs/multi-device.md, "Several hosts"). libtx itself never links MPI.
+ *
+ * Only this file and mpi.c know about MPI. mpi.c is compiled with MPI only
+ * when the build found mpicc (tools/glm-inference.mk defines GLM_HAVE_MPI);
+ * without it the functions below still exist: glm_mpi_available() is 0 and
+ * glm_mpi_init() fails with a message naming what to install.
+ *
+ * The same binary runs with and without mpirun: MPI_Init is called only
+ * when the environment says an MPI launcher started the process
+ * (glm_mpi_launched()).
+ */
+#ifndef GLM_INFERENCE_MPI_TRANSPORT_H
+#define GLM_INFERENCE_MPI_TRANSPORT_H
+
+#include <stddef.h>
+
+#include <tx/glm.h>
+
+/* TEMPORARY until ep15's <tx/glm.h> defines it (same layout as proposed). */
+struct glm_ep_transport {
+    int rank, size;
+    void *ctx;
+    int (*alltoallv)(void *ctx, const void *sbuf, const size_t *scounts, const size_t *sdispls,
+                     void *rbuf, const size_t *rcounts, const size_t *rdispls);
+    int (*bcast)(void *ctx, void *buf, size_t bytes, int root);
+};
+
+/* 1 when built with MPI (mpicc was found at build time). */
+int glm_mpi_available(void);
+
+/* 1 when an MPI launcher started this process (OMPI_COMM_WORLD_SIZE, or
+ * PMIX_RANK / PMI_SIZE of another launcher, is set), else 0. */
+int glm_mpi_launched(void);
+
+/* MPI_Init_thread (MPI_THREAD_SERIALIZED), errors returned instead of
+ * aborting, and *t filled: rank, size, ctx and the two collectives over
+ * MPI_COMM_WORLD. On a rank > 0, stdout is redirected to /dev/null (only
+ * rank 0 prints the generated text). 0 or a TX_E* code with a message in
+ * err. Call once; glm_mpi_finalize() at the end. */
+int glm_mpi_init(int *argc, char ***argv, struct glm_ep_transport *t, char *err, size_t errlen);
+
+/* Every rank's local status, combined: 1 when every rank passed ok != 0,
+ * 0 when one did not (or the reduction failed). Collective: every rank
+ * must call it at the same point. Used after the local checks and the
+ * load so that one rank's failure stops all ranks cleanly, not in a hang. */
+int glm_mpi_all_ok(const struct glm_ep_transport *t, int ok);
+
+/* MPI_Finalize (nothing if glm_mpi_init did not succeed). */
+void glm_mpi_finalize(void);
+
+/* MPI_Abort(MPI_COMM_WORLD, code): ends every rank of the job. For a
+ * failure after the ranks have started exchanging rows, where the others
+ * may be waiting in a collective. Returns only without MPI. */
+void glm_mpi_abort(int code);
+
+/* The share of a device list rank `rank` of `size` drives: the list
+ * "A,B,C,D" names the devices of all ranks in rank order, each rank takes
+ * n/size consecutive entries. Writes the comma-separated share into out
+ * (NUL-terminated) and the number of entries into *n_share. 0, or
+ * TX_EINVAL with a message in err when the list is empty or has an empty
+ * entry, or when size does not divide the number of entries (every rank
+ * computes the same answer, so every rank reports it). */
+int glm_mpi_device_share(const char *list, int rank, int size, char *out, size_t outlen,
+                         int *n_share, char *err, size_t errlen);
+
+/* Tests only: the largest byte count of one MPI call (default INT_MAX);
+ * larger counts are split into pieces of at most this many bytes. */
+void glm_mpi_set_max_count(size_t bytes);
+
+#endif /* GLM_INFERENCE_MPI_TRANSPORT_H */
