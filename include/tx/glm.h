@@ -811,6 +811,126 @@ TX_API int glm_probe_read_bandwidth(glm_model_t *model, int threads, int reps,
 TX_API int glm_measure_read_bandwidth(glm_model_t *model, int threads, uint64_t bytes, int reps,
                                       double *gbs);
 
+/* ------------------------------------------------------------------------ */
+/* Expert parallelism: one model on several devices, one or several          */
+/* processes (libtx 2.3, docs/multi-device.md)                               */
+/* ------------------------------------------------------------------------ */
+/*
+ * One model on N devices. The device list is global and ordered (the
+ * `--device A,B,...` list); device 0 ("the primary") holds everything but
+ * the routed experts -- embedding, attention, dense and shared MLPs,
+ * routers, norms, lm_head, the KV caches and activations -- and runs the
+ * pass as on one device. The routed experts are partitioned: the
+ * expert_parallel groups of every MoE layer are assigned to devices
+ * (placement below); device d holds its experts in a buffer labelled
+ * "<name>_Experts_d<d>" (on the primary too: "<name>_Experts_d0").
+ *
+ * Each MoE layer: MOE_ROUTE on the primary; the host reads the routing and
+ * builds, per device, the list of (row, expert) pairs whose expert the
+ * device owns, copies each pair's input row straight from the primary's
+ * mapped activations into that device's mapped pair buffer (no staging
+ * copy); every device then runs one MOE_FFN over its pairs (top_k 1, gate
+ * weight 1, so each pair's output is the expert's raw output) -- all jobs
+ * submitted, then all waited for; the host combines row t as
+ *   h[t] = h[t] + w[t,k] * out[t,k]   for the row's experts in increasing id
+ * with the rounding of the device's own MOE_FFN scatter (measured once at
+ * load, per column: fused multiply-add or multiply then add), so the result
+ * is the same bits as one MOE_FFN on one device (FP32 plan; other plans:
+ * the same as one device with that plan, within its tolerance).
+ *
+ * Placement (glm_ep_options): groups = expert_parallel (0: every expert a
+ * group); a MoE layer's groups go, heaviest first, to the device with the
+ * least assigned so far (greedy LPT). A group's weight is its stored bytes,
+ * or with expert_load (counters, e.g. a previous run's MOE_ROUTE counts)
+ * its share of the layer's selections; ties go to the device with the
+ * least memory, then the lowest index. Every device gets at least one
+ * group per MoE layer: more devices than groups is an error.
+ *
+ * Several processes (MPI or anything else): the library never links MPI;
+ * the caller passes a transport. Every rank calls glm_model_load_ep with
+ * its share of the global device list (glm_ep_share: rank r drives the
+ * contiguous share [first, first + count) in rank order), the same package
+ * path, load options and glm_ep_options (n_devices_total = the length of
+ * the whole list). Loading is collective (all ranks fail if one fails).
+ * Rank 0 owns the primary (its first device is global device 0), runs the
+ * passes, tokenisation, sampling and I/O with the ordinary API; ranks > 0
+ * call glm_ep_worker_run(model), which serves the MoE layers until rank
+ * 0's glm_model_free, then returns TX_OK (the worker then frees its model).
+ * Protocol per MoE layer (all collective, root 0):
+ *   bcast   header: op (1 layer, 2 stop), MoE layer index, expert precision,
+ *           submit flags, pairs per global device [n_devices_total]
+ *   alltoallv  rank 0 -> rank r: its pairs (int32 expert, f32 row [dim])
+ *   alltoallv  rank r -> rank 0: the pairs' outputs (f32 [dim] each)
+ * A rank > 0 model accepts only glm_ep_worker_run, glm_model_ep_stats,
+ * glm_model_info and glm_model_free.
+ */
+#define GLM_EP_MAX_DEVICES 64
+
+struct glm_ep_transport {
+    int rank, size; /* this process's rank in [0, size); size >= 1 */
+    void *ctx;      /* passed back to the callbacks */
+    /* Collective, as MPI_Alltoallv on bytes: sends scounts[i] bytes from
+     * sbuf + sdispls[i] to rank i and receives rcounts[i] bytes from rank i
+     * into rbuf + rdispls[i]; arrays of `size` entries. 0 on success, any
+     * other value is an error (the model call fails with TX_EIO). */
+    int (*alltoallv)(void *ctx, const void *sbuf, const size_t *scounts, const size_t *sdispls,
+                     void *rbuf, const size_t *rcounts, const size_t *rdispls);
+    /* Collective, as MPI_Bcast of `bytes` bytes from rank root. */
+    int (*bcast)(void *ctx, void *buf, size_t bytes, int root);
+};
+
+struct glm_ep_options {
+    const struct glm_ep_transport *transport; /* NULL: every device in this process */
+    int n_devices_total;  /* with a transport: the whole list's length (0: n_local) */
+    int expert_parallel;  /* expert groups per MoE layer (0: n_routed_experts); divides it */
+    const uint64_t *expert_load; /* NULL, or [n_moe_layers * n_routed_experts] counters */
+    uint64_t n_expert_load;      /* entries of expert_load */
+    uint32_t rsvd[8];
+};
+
+/* The devices global index range of `rank` of `size` for a list of n_total
+ * devices: first = rank * n_total / size, count = the next rank's first -
+ * first (>= 1 needs n_total >= size: TX_EINVAL otherwise). */
+TX_API int glm_ep_share(int n_total, int rank, int size, int *first, int *count);
+/* One model on devs[0 .. n) of this process (n >= 1; n = 1 is glm_model_load
+ * with the experts in their own buffer). The devices must be distinct. */
+TX_API int glm_model_load_multi(tx_device_t **devs, int n, const char *smd_path,
+                                const struct glm_load_options *opt, glm_model_t **out);
+/* The general form: this rank's n_local devices (ep may be NULL). */
+TX_API int glm_model_load_ep(tx_device_t **devs, int n_local, const char *smd_path,
+                             const struct glm_load_options *opt, const struct glm_ep_options *ep,
+                             glm_model_t **out);
+/* Ranks > 0: serve MoE layers until rank 0 frees its model. */
+TX_API int glm_ep_worker_run(glm_model_t *model);
+
+struct glm_ep_device_stats {
+    int rank;               /* the rank driving it */
+    int local;              /* 1: driven by this process */
+    uint32_t experts;       /* (MoE layer, expert) pairs placed on it */
+    uint64_t expert_bytes;  /* device memory of its expert buffer */
+    uint64_t pairs;         /* (row, expert) pairs it computed */
+    uint64_t bytes_in;      /* dispatch bytes sent to it (ids + rows) */
+    uint64_t bytes_out;     /* output bytes sent back */
+    double compute_ms;      /* device busy time of its MOE_FFN jobs (local devices) */
+};
+struct glm_ep_stats {
+    int n_devices, n_ranks, rank;
+    int expert_parallel;     /* groups per MoE layer used by the placement */
+    uint64_t layers;         /* MoE layer passes run */
+    uint64_t tokens;         /* rows of those passes (sum over layers) */
+    double dispatch_ms;      /* host: routing read + row copies + sends */
+    double wait_ms;          /* host: from the last submit to the last result */
+    double combine_ms;       /* host: the weighted sums */
+    uint32_t fma_columns;    /* columns the device's scatter fuses (of dim) */
+    uint32_t dim;
+    struct glm_ep_device_stats dev[GLM_EP_MAX_DEVICES];
+};
+/* Figures of a multi-device model (TX_EINVAL for a one-device model). */
+TX_API int glm_model_ep_stats(glm_model_t *model, struct glm_ep_stats *out);
+/* Global device index of expert e of MoE layer mi (-1: bad arguments or
+ * not a multi-device model). */
+TX_API int glm_model_ep_owner(const glm_model_t *model, int moe_layer, int expert);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GLM runtime, internal: expert parallelism (runtime/expert_parallel.c).
+ * The public contract is in include/tx/glm.h ("Expert parallelism") and
+ * docs/multi-device.md.
+ */
+#ifndef TX_RT_EXPERT_PARALLEL_H
+#define TX_RT_EXPERT_PARALLEL_H
+
+#include "runtime/rt_internal.h"
+
+struct gctx;
+struct rt_ep;
+
+/* MoE layer l (index mi) of a multi-device model after MOE_ROUTE was
+ * emitted on the primary: waits for the routing, dispatches the pairs,
+ * runs every device's MOE_FFN, combines into h (g->a.h). */
+void rt_ep_moe_ffn(struct gctx *g, int l, int mi);
+void rt_ep_free(glm_model_t *m);
+
+#endif
