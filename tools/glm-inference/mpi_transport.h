@@ -21,15 +21,6 @@
 
 #include <tx/glm.h>
 
-/* TEMPORARY until ep15's <tx/glm.h> defines it (same layout as proposed). */
-struct glm_ep_transport {
-    int rank, size;
-    void *ctx;
-    int (*alltoallv)(void *ctx, const void *sbuf, const size_t *scounts, const size_t *sdispls,
-                     void *rbuf, const size_t *rcounts, const size_t *rdispls);
-    int (*bcast)(void *ctx, void *buf, size_t bytes, int root);
-};
-
 /* 1 when built with MPI (mpicc was found at build time). */
 int glm_mpi_available(void);
 
