@@ -106,6 +106,62 @@ int glm_mpi_device_share(const char *list, int rank, int size, char *out, size_t
     return 0;
 }
 
+/* ---- glm-inference's use (main.c) ------------------------------------------ */
+
+int glm_mpi_begin(struct glm_mpi_run *run, const char *prog, int *argc, char ***argv,
+                  const char **device)
+{
+    memset(run, 0, sizeof(*run));
+    snprintf(run->prog, sizeof(run->prog), "%s", prog);
+    if (!glm_mpi_launched())
+        return 0;
+    char err[512];
+    if (glm_mpi_init(argc, argv, &run->t, err, sizeof(err))) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        glm_mpi_finalize();
+        return 1;
+    }
+    run->on = 1;
+    snprintf(run->prog, sizeof(run->prog), "%s: rank %d of %d", prog, run->t.rank, run->t.size);
+    const char *list = *device ? *device : getenv("TX_DEVICE");
+    if (run->t.size == 1 && (!list || !*list)) {
+        run->n_total = run->n_share = 1; /* the default device */
+        fprintf(stderr, "%s: drives the default device\n", run->prog);
+        return 0;
+    }
+    if (glm_mpi_device_share(list, run->t.rank, run->t.size, run->share, sizeof(run->share),
+                             &run->n_share, err, sizeof(err))) {
+        fprintf(stderr, "%s: %s\n", run->prog, err);
+        glm_mpi_end(run);
+        return 2;
+    }
+    run->n_total = run->n_share * run->t.size;
+    *device = run->share;
+    fprintf(stderr, "%s: drives %s (device%s %d..%d of %d)\n", run->prog, run->share,
+            run->n_share == 1 ? "" : "s", run->t.rank * run->n_share,
+            (run->t.rank + 1) * run->n_share - 1, run->n_total);
+    return 0;
+}
+
+int glm_mpi_devices_ok(struct glm_mpi_run *run, int ok)
+{
+    if (!run->on)
+        return ok;
+    int all = glm_mpi_all_ok(&run->t, ok);
+    if (ok && !all)
+        fprintf(stderr,
+                "%s: another rank failed to open its devices (see its message); stopping\n",
+                run->prog);
+    return all;
+}
+
+void glm_mpi_end(struct glm_mpi_run *run)
+{
+    if (run->on)
+        glm_mpi_finalize();
+    run->on = 0;
+}
+
 #ifndef GLM_HAVE_MPI
 
 int glm_mpi_available(void)

@@ -63,4 +63,33 @@ int glm_mpi_device_share(const char *list, int rank, int size, char *out, size_t
  * larger counts are split into pieces of at most this many bytes. */
 void glm_mpi_set_max_count(size_t bytes);
 
+/* ---- glm-inference's use of the above (main.c) ---------------------------- */
+
+struct glm_mpi_run {
+    int on;                   /* started by mpirun and MPI initialised */
+    struct glm_ep_transport t;
+    int n_total;              /* entries of the whole --device list */
+    int n_share;              /* of which this rank drives */
+    char prog[64];            /* "glm-inference: rank R of N" (messages) */
+    char share[4096];         /* this rank's part of the list */
+};
+
+/* After the options are parsed, before any device is opened. When an MPI
+ * launcher started the process: MPI_Init, this rank's share of the device
+ * list (*device, or TX_DEVICE when *device is NULL) into run->share and
+ * *device pointed at it, and one line "PROG: rank R of N: drives SHARE" on
+ * stderr. Not under MPI: run->on = 0 and nothing changes. Returns 0 to go
+ * on, or the exit status after printing why (every rank prints it: the
+ * checks depend on the command line only). */
+int glm_mpi_begin(struct glm_mpi_run *run, const char *prog, int *argc, char ***argv,
+                  const char **device);
+
+/* After this rank opened its devices (ok: it did): 1 when every rank did.
+ * A rank whose devices all opened prints that another rank failed. Not
+ * under MPI: ok. */
+int glm_mpi_devices_ok(struct glm_mpi_run *run, int ok);
+
+/* At exit: MPI_Finalize (nothing when not under MPI). */
+void glm_mpi_end(struct glm_mpi_run *run);
+
 #endif /* GLM_INFERENCE_MPI_TRANSPORT_H */
