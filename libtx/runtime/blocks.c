@@ -33,6 +33,7 @@
 #include "arch/arch.h"
 #include "runtime/blocks.h"
 #include "runtime/expert_cache.h"
+#include "runtime/expert_parallel.h"
 #include "arch/arch.h"
 
 #include "device/device_internal.h"
@@ -687,6 +688,14 @@ void blk_ffn(struct gctx *g, int l)
     x.ld_x = x.ld_y = (uint32_t)D;
     x.act_dtype = rt_prec_dtype(g->plan->precision[GLM_EXPERT]);
     x.flags = TX8_MOE_FFN_F_ACCUMULATE;
+    if (m->ep) {
+        /* routed experts on several devices (expert_parallel.c) */
+        rt_ep_moe_ffn(g, l, mi);
+        if (!g->rc && c->n_shared_experts > 0)
+            blk_swiglu_mlp(g, rt_mat_of(m, GLM_T_SHEXP_GATE, l), rt_mat_of(m, GLM_T_SHEXP_UP, l),
+                           rt_mat_of(m, GLM_T_SHEXP_DOWN, l), T);
+        return;
+    }
     if (m->xc) {
         /* routed experts from the expert cache (expert_cache.c) */
         rt_xc_moe_ffn(g, l, mi, &x);

@@ -46,6 +46,10 @@ struct gctx {
 /* Submit what the pass has built and wait for every job of it (the
  * expert cache reads the routing between MOE_ROUTE and MOE_FFN). */
 int rt_graph_sync(struct gctx *g);
+/* Submit what is built (no wait) / wait for every submitted job: a pass
+ * on another device (expert parallelism). */
+int rt_graph_flush(struct gctx *g);
+int rt_graph_wait(struct gctx *g);
 
 struct tx_arch_ops;
 /* Lays out the activations of a pass of T rows, R logits rows (dump: the

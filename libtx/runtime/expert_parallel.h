@@ -18,4 +18,12 @@ struct rt_ep;
 void rt_ep_moe_ffn(struct gctx *g, int l, int mi);
 void rt_ep_free(glm_model_t *m);
 
+/* model.c: a load for expert parallelism */
+#define RT_LOAD_NORMAL 0
+#define RT_LOAD_EP_PRIMARY 1 /* everything but the routed experts */
+#define RT_LOAD_EP_WORKER 2  /* package and tables only, no device memory */
+int rt_model_load_mode(tx_device_t *dev, const char *path, const struct glm_load_options *opt,
+                       int mode, glm_model_t **out);
+void rt_model_free_now(glm_model_t *m);
+
 #endif

@@ -38,7 +38,7 @@
 static int declare(struct gctx *g)
 {
     glm_model_t *m = g->m;
-    int rc = tx_cmdbuf_use(g->cb, m->w_bo, TX_ACCESS_READ);
+    int rc = m->w_bo ? tx_cmdbuf_use(g->cb, m->w_bo, TX_ACCESS_READ) : TX_OK;
     if (!rc)
         rc = tx_cmdbuf_use(g->cb, m->meta_bo, TX_ACCESS_RW);
     for (int lt = 0; lt < RT_NLTYPES && !rc; lt++)
@@ -122,6 +122,17 @@ static int wait_all(struct gctx *g)
     for (int i = 0; i < g->njobs; i++)
         wait_job(g, i);
     return g->first_err;
+}
+
+int rt_graph_flush(struct gctx *g)
+{
+    maybe_flush(g, 1);
+    return g->rc;
+}
+
+int rt_graph_wait(struct gctx *g)
+{
+    return wait_all(g);
 }
 
 int rt_graph_sync(struct gctx *g)

@@ -11,6 +11,7 @@
  */
 #include "runtime/rt_internal.h"
 #include "runtime/expert_cache.h"
+#include "runtime/expert_parallel.h"
 
 #include "model/model_internal.h"
 
@@ -450,6 +451,7 @@ static void free_model(glm_model_t *m)
 {
     if (!m)
         return;
+    rt_ep_free(m); /* first: rank 0 tells the workers to stop */
     rt_telemetry_close(m);
     rt_stream_free(m);
     rt_xc_free(m);
@@ -485,7 +487,7 @@ static void free_model(glm_model_t *m)
 }
 
 static int model_load(tx_device_t *dev, const char *path, const struct glm_load_options *opt,
-                      glm_model_t **out);
+                      int ep_mode, glm_model_t **out);
 
 /* The expert cache: resident part (everything but the routed experts) in
  * the weights BO, the experts in slots. TX_ENOSPC (state undone) when the
@@ -553,13 +555,24 @@ TX_API int glm_model_load(tx_device_t *dev, const char *path, const struct glm_l
                           glm_model_t **out)
 {
     uint64_t t0 = txp_begin();
-    int rc = model_load(dev, path, opt, out);
+    int rc = model_load(dev, path, opt, RT_LOAD_NORMAL, out);
     txp_end("load", t0);
     return rc;
 }
 
+int rt_model_load_mode(tx_device_t *dev, const char *path, const struct glm_load_options *opt,
+                       int mode, glm_model_t **out)
+{
+    return model_load(dev, path, opt, mode, out);
+}
+
+void rt_model_free_now(glm_model_t *m)
+{
+    free_model(m);
+}
+
 static int model_load(tx_device_t *dev, const char *path, const struct glm_load_options *opt,
-                      glm_model_t **out)
+                      int ep_mode, glm_model_t **out)
 {
     struct glm_load_options o;
     char err[TX_ERR_MAX];
@@ -643,6 +656,28 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
     rc = rt_build_tables(m);
     if (rc)
         goto fail;
+    if (ep_mode != RT_LOAD_NORMAL && (!m->n_moe_layers || !rt_xc_expert_bytes(m))) {
+        rc = tx_error(TX_EINVAL,
+                      "%s: a model on several devices partitions its routed experts; this %s "
+                      "package has none",
+                      path, glm_arch_name(m->cfg.arch));
+        goto fail;
+    }
+    if (ep_mode == RT_LOAD_EP_WORKER) {
+        /* a rank > 0 of expert parallelism: the tables only (its experts
+         * go to its devices' expert buffers, expert_parallel.c) */
+        rt_xc_mark(m);
+        m->load_ms = rt_now_ms() - t0;
+        *out = m;
+        return TX_OK;
+    }
+    if (ep_mode == RT_LOAD_EP_PRIMARY) {
+        /* the primary of expert parallelism: everything but the routed
+         * experts, which live in the devices' expert buffers */
+        rt_xc_mark(m);
+        o.flags &= ~(unsigned)(GLM_LOAD_STREAM | GLM_LOAD_EXPERT_CACHE);
+        o.max_weight_bytes = 0;
+    }
 
     uint64_t avail =
         m->dinfo.heap_size > m->dinfo.mem_used ? m->dinfo.heap_size - m->dinfo.mem_used : 0;
@@ -654,7 +689,7 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
     int want_xc = (o.flags & GLM_LOAD_EXPERT_CACHE) && !(o.flags & GLM_LOAD_STREAM);
     if (!stream && !want_xc) {
         rc = tx_bo_alloc(dev, m->w_size ? m->w_size : 4096, 0, m->label_w, &m->w_bo);
-        if (rc == TX_ENOSPC) {
+        if (rc == TX_ENOSPC && ep_mode == RT_LOAD_NORMAL) {
             rt_debug("load: %llu bytes of weights do not fit (%llu free)",
                      (unsigned long long)m->w_size, (unsigned long long)avail);
             stream = 1;

@@ -176,6 +176,8 @@ struct glm_model {
     uint64_t n_params, n_params_active;
     struct rt_stream st;
     struct rt_xcache *xc; /* expert cache (expert_cache.c), NULL: none */
+    struct rt_ep *ep;     /* expert parallelism (expert_parallel.c), NULL: one device */
+    int ep_worker;        /* a rank > 0 of expert parallelism: no passes */
     int cache_k, cache_v; /* glm_model_set_cache_types (enum glm_cache_type) */
     /* absorbed MLA: W_UK^T / W_UV per head (absorb.c); off [L][4]: W_UK^T,
      * W_UV, their I8 scales */

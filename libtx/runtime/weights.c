@@ -454,6 +454,8 @@ int rt_prepare_plan(glm_model_t *m, const glm_precision_plan_t *plan)
         int rc = rt_xc_plan_changed(m, plan);
         if (rc)
             return rc;
+    } else if (m->ep) {
+        /* expert parallelism: the devices' expert buffers (expert_parallel.c) */
     } else if (m->n_moe_layers && m->tables_prec != (int)plan->precision[GLM_EXPERT]) {
         int rc = write_expert_tables(m, plan->precision[GLM_EXPERT]);
         if (rc)
