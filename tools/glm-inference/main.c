@@ -31,6 +31,7 @@
 
 #include "bench_depth.h"
 #include "common/cli.h"
+#include "mpi_transport.h"
 
 static const char *prog = "glm-inference";
 
@@ -1359,13 +1360,57 @@ int main(int argc, char **argv)
         o.interactive = 0;
     }
 
+    /* under mpirun: MPI_Init, this rank's share of the --device list
+     * (docs/multi-device.md, "Several hosts"); otherwise nothing */
+    struct glm_mpi_run mr;
+    int mrc = glm_mpi_begin(&mr, prog, &argc, &argv, &o.device);
+    if (mrc)
+        return mrc;
+    tx_device_t *mdevs[GLM_EP_MAX_DEVICES] = {NULL};
+    int n_mdevs = 0, mpi_agreed = 0;
+    if (mr.on) {
+        prog = mr.prog;
+        if (o.bench_cache) {
+            fprintf(stderr, "%s: --bench-cache runs on one process: not under mpirun\n", prog);
+            glm_mpi_end(&mr);
+            return 2;
+        }
+    }
+
     /* device and plan */
     tx_device_t *dev = NULL;
-    if (tx_device_open(o.device, &dev)) {
+    if (mr.on && mr.share[0]) {
+        /* this rank's devices, in list order; the first is dev */
+        const char *p = mr.share;
+        while (n_mdevs < mr.n_share) {
+            char spec[1024];
+            size_t len = strcspn(p, ",");
+            snprintf(spec, sizeof(spec), "%.*s", (int)len, p);
+            if (tx_device_open(spec, &mdevs[n_mdevs])) {
+                fprintf(stderr, "%s: cannot open device %s: %s\n", prog, spec, tx_last_error());
+                break;
+            }
+            n_mdevs++;
+            p += len + (p[len] == ',');
+        }
+        dev = mdevs[0];
+        if (n_mdevs < mr.n_share) {
+            glm_mpi_devices_ok(&mr, 0);
+            for (int i = 0; i < n_mdevs; i++)
+                tx_device_close(mdevs[i]);
+            glm_mpi_end(&mr);
+            return 1;
+        }
+    } else if (tx_device_open(o.device, &dev)) {
         fprintf(stderr, "%s: cannot open device %s: %s\n", prog, o.device ? o.device : "(default)",
                 tx_last_error());
+        if (mr.on)
+            glm_mpi_devices_ok(&mr, 0);
+        glm_mpi_end(&mr);
         return 1;
     }
+    if (mr.on && !n_mdevs)
+        mdevs[n_mdevs++] = dev;
     int rc = 1;
     glm_model_t *m = NULL;
     glm_session_t *s = NULL;
@@ -1383,6 +1428,11 @@ int main(int argc, char **argv)
         log_err("precision");
         goto out;
     }
+    for (int i = 1; i < n_mdevs; i++)
+        if (glm_plan_set(mdevs[i], &plan)) {
+            log_err("precision");
+            goto out;
+        }
 
     if (o.bench_cache) {
         struct bench_cache_opts bo = {o.checkpoint, o.bench_cache_frac > 0 ? o.bench_cache_frac
@@ -1408,9 +1458,36 @@ int main(int argc, char **argv)
         lo_.flags |= GLM_LOAD_BATCH_INVARIANT;
     lo_.max_weight_bytes = o.max_weight_mem;
     double t0 = now_ms();
-    int lrc = glm_model_load(dev, o.checkpoint, &lo_, &m);
+    int lrc;
+    if (mr.on) {
+        /* every rank got here: the load is collective */
+        mpi_agreed = 1;
+        if (!glm_mpi_devices_ok(&mr, 1))
+            goto out;
+        struct glm_ep_options epo = {.transport = &mr.t, .n_devices_total = mr.n_total};
+        lrc = glm_model_load_ep(mdevs, n_mdevs, o.checkpoint, &lo_, &epo, &m);
+    } else {
+        lrc = glm_model_load(dev, o.checkpoint, &lo_, &m);
+    }
     if (lrc) {
         log_rc("load", lrc);
+        goto out;
+    }
+    if (mr.on) {
+        struct glm_mpi_call_stats zero[4];
+        glm_mpi_stats(zero, 1); /* the figures count the passes, not the load */
+    }
+    if (mr.on && mr.t.rank > 0) {
+        /* a worker: serve rank 0's MoE layers until it frees its model */
+        fprintf(stderr, "%s: serving the MoE layers of rank 0\n", prog);
+        int wrc = glm_ep_worker_run(m);
+        if (wrc) {
+            /* rank 0 may be waiting for this rank's rows: end the job */
+            log_rc("expert parallel worker", wrc);
+            glm_mpi_abort(1);
+            goto out;
+        }
+        rc = 0;
         goto out;
     }
     const struct glm_config *c = glm_model_config(m);
@@ -1702,11 +1779,23 @@ int main(int argc, char **argv)
         print_memory_view(dev);
     rc = o.interactive ? interactive(m, s, &o, &smp) : 0;
 out:
+    if (mr.on && !mpi_agreed)
+        glm_mpi_devices_ok(&mr, 0); /* the others wait for this rank's verdict */
+    if (mr.on && m)
+        glm_mpi_report(&mr, m);
     glm_session_free(s);
-    if (m && glm_model_free(m))
+    if (m && glm_model_free(m)) {
         log_err("free");
+        if (mr.on && mr.t.rank == 0)
+            glm_mpi_abort(1); /* the workers did not get the stop */
+    }
     free(ids);
     free(text);
-    tx_device_close(dev);
+    if (n_mdevs)
+        for (int i = 0; i < n_mdevs; i++)
+            tx_device_close(mdevs[i]);
+    else
+        tx_device_close(dev);
+    glm_mpi_end(&mr);
     return rc;
 }

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <tx/tx_error.h>
@@ -150,9 +151,56 @@ int glm_mpi_devices_ok(struct glm_mpi_run *run, int ok)
     int all = glm_mpi_all_ok(&run->t, ok);
     if (ok && !all)
         fprintf(stderr,
-                "%s: another rank failed to open its devices (see its message); stopping\n",
+                "%s: another rank failed before the load (see its message); stopping\n",
                 run->prog);
     return all;
+}
+
+void glm_mpi_report(struct glm_mpi_run *run, glm_model_t *m)
+{
+    if (!run->on)
+        return;
+    struct glm_mpi_call_stats st[4];
+    glm_mpi_stats(st, 0);
+    const char *nm[3] = {"bcast", "dispatch alltoallv", "combine alltoallv"};
+    for (int i = 0; i < 3; i++)
+        fprintf(stderr,
+                "%s: transport: %s: %llu calls, %llu B sent, %llu B received, %.3f ms "
+                "(%.1f us per call)\n",
+                run->prog, nm[i], st[i].calls, st[i].bytes_sent, st[i].bytes_received,
+                st[i].us / 1e3, st[i].calls ? st[i].us / (double)st[i].calls : 0.0);
+    struct glm_ep_stats es;
+    if (!m || glm_model_ep_stats(m, &es))
+        return;
+    for (int d = 0; d < es.n_devices && d < GLM_EP_MAX_DEVICES; d++) {
+        const struct glm_ep_device_stats *v = &es.dev[d];
+        if (!v->local && run->t.rank != 0)
+            continue;
+        fprintf(stderr,
+                "%s: expert parallel: device %d (rank %d%s): %u experts, %.1f MiB, %llu pairs, "
+                "%llu B in, %llu B out",
+                run->prog, d, v->rank, v->local ? "" : ", remote", v->experts,
+                v->expert_bytes / 1048576.0, (unsigned long long)v->pairs,
+                (unsigned long long)v->bytes_in, (unsigned long long)v->bytes_out);
+        if (v->local)
+            fprintf(stderr, ", compute %.3f ms", v->compute_ms);
+        fputc('\n', stderr);
+    }
+    if (run->t.rank == 0 && es.layers && es.tokens) {
+        /* a token's bytes through rank 0's link, over all MoE layers */
+        unsigned long long remote = 0;
+        for (int d = 0; d < es.n_devices && d < GLM_EP_MAX_DEVICES; d++)
+            if (es.dev[d].rank != 0)
+                remote += es.dev[d].bytes_in + es.dev[d].bytes_out;
+        double rows_per_layer = (double)es.tokens / (double)es.layers;
+        fprintf(stderr,
+                "%s: expert parallel: %llu MoE layer passes, %.1f rows per pass; per pass "
+                "dispatch %.3f ms (rows out and back included), wait %.3f ms, combine %.3f ms; "
+                "%.1f B per row and MoE layer to and from the other ranks\n",
+                run->prog, (unsigned long long)es.layers, rows_per_layer,
+                es.dispatch_ms / (double)es.layers, es.wait_ms / (double)es.layers,
+                es.combine_ms / (double)es.layers, (double)remote / (double)es.tokens);
+    }
 }
 
 void glm_mpi_end(struct glm_mpi_run *run)
@@ -201,11 +249,21 @@ void glm_mpi_set_max_count(size_t bytes)
     (void)bytes;
 }
 
+void glm_mpi_stats(struct glm_mpi_call_stats out[4], int reset)
+{
+    (void)reset;
+    memset(out, 0, 4 * sizeof(*out));
+}
+
 #else /* GLM_HAVE_MPI */
 
 struct mpi_ctx {
     int rank, size;
     int *sc, *sd, *rc, *rd; /* per-peer int counts/displacements, 4 * size */
+    /* figures: [0] bcasts, [1] the first alltoallv after a bcast (a MoE
+     * layer's dispatch), [2] the second (its combine), [3] any other */
+    int phase;
+    struct glm_mpi_call_stats st[4];
 };
 
 static struct mpi_ctx g_ctx;
@@ -268,11 +326,47 @@ static int to_int(int n, const size_t *v, size_t unit, int *out)
     return 0;
 }
 
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static void account(struct glm_mpi_call_stats *st, double t0, size_t sent, size_t recvd)
+{
+    st->calls++;
+    st->bytes_sent += sent;
+    st->bytes_received += recvd;
+    st->us += now_us() - t0;
+}
+
+static int mpi_alltoallv_raw(struct mpi_ctx *c, const void *sbuf, const size_t *scounts,
+                             const size_t *sdispls, void *rbuf, const size_t *rcounts,
+                             const size_t *rdispls);
+
 static int mpi_alltoallv(void *ctx, const void *sbuf, const size_t *scounts,
                          const size_t *sdispls, void *rbuf, const size_t *rcounts,
                          const size_t *rdispls)
 {
     struct mpi_ctx *c = ctx;
+    double t0 = now_us();
+    int rc = mpi_alltoallv_raw(c, sbuf, scounts, sdispls, rbuf, rcounts, rdispls);
+    size_t sent = 0, recvd = 0;
+    for (int i = 0; i < c->size; i++)
+        if (i != c->rank) {
+            sent += scounts[i];
+            recvd += rcounts[i];
+        }
+    c->phase = c->phase < 2 ? c->phase + 1 : 3;
+    account(&c->st[c->phase], t0, sent, recvd);
+    return rc;
+}
+
+static int mpi_alltoallv_raw(struct mpi_ctx *c, const void *sbuf, const size_t *scounts,
+                             const size_t *sdispls, void *rbuf, const size_t *rcounts,
+                             const size_t *rdispls)
+{
     size_t su = side_unit(c->size, scounts, sdispls);
     size_t ru = side_unit(c->size, rcounts, rdispls);
     if (!su || !ru) {
@@ -318,6 +412,8 @@ static int mpi_bcast(void *ctx, void *buf, size_t bytes, int root)
                 c->rank, c->size, root);
         return TX_EINVAL;
     }
+    double t0 = now_us();
+    size_t total = bytes;
     unsigned char *p = buf;
     do {
         size_t n = bytes < g_max ? bytes : g_max;
@@ -329,7 +425,17 @@ static int mpi_bcast(void *ctx, void *buf, size_t bytes, int root)
         p += n;
         bytes -= n;
     } while (bytes);
+    account(&c->st[0], t0, c->rank == root ? total * (size_t)(c->size - 1) : 0,
+            c->rank == root ? 0 : total);
+    c->phase = 0;
     return 0;
+}
+
+void glm_mpi_stats(struct glm_mpi_call_stats out[4], int reset)
+{
+    memcpy(out, g_ctx.st, sizeof(g_ctx.st));
+    if (reset)
+        memset(g_ctx.st, 0, sizeof(g_ctx.st));
 }
 
 int glm_mpi_init(int *argc, char ***argv, struct glm_ep_transport *t, char *err, size_t errlen)

@@ -59,6 +59,18 @@ void glm_mpi_abort(int code);
 int glm_mpi_device_share(const char *list, int rank, int size, char *out, size_t outlen,
                          int *n_share, char *err, size_t errlen);
 
+/* Figures of the transport calls of this rank: [0] bcasts, [1] the first
+ * alltoallv after each bcast (a MoE layer's dispatch, rank 0 -> the
+ * others), [2] the second (its combine, the outputs back), [3] any other
+ * alltoallv (the load's agreement). Bytes to and from other ranks only;
+ * wall time inside the calls (a rank waiting for a slower one included).
+ * reset: zero them after the copy. */
+struct glm_mpi_call_stats {
+    unsigned long long calls, bytes_sent, bytes_received;
+    double us;
+};
+void glm_mpi_stats(struct glm_mpi_call_stats out[4], int reset);
+
 /* Tests only: the largest byte count of one MPI call (default INT_MAX);
  * larger counts are split into pieces of at most this many bytes. */
 void glm_mpi_set_max_count(size_t bytes);
@@ -88,6 +100,11 @@ int glm_mpi_begin(struct glm_mpi_run *run, const char *prog, int *argc, char ***
  * A rank whose devices all opened prints that another rank failed. Not
  * under MPI: ok. */
 int glm_mpi_devices_ok(struct glm_mpi_run *run, int ok);
+
+/* On stderr: this rank's transport figures (glm_mpi_stats) and, from
+ * glm_model_ep_stats, its devices' (rank 0: every device's, with the
+ * bytes per row and MoE layer through its link). Not under MPI: nothing. */
+void glm_mpi_report(struct glm_mpi_run *run, glm_model_t *m);
 
 /* At exit: MPI_Finalize (nothing when not under MPI). */
 void glm_mpi_end(struct glm_mpi_run *run);
