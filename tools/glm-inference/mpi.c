@@ -74,16 +74,22 @@ int glm_mpi_device_share(const char *list, int rank, int size, char *out, size_t
         s = e ? e + 1 : s + len;
     }
     if (n % size != 0) {
-        char divs[128] = "";
+        char divs[160] = "";
         size_t o = 0;
-        for (int d = 1; d <= n && o + 16 < sizeof(divs); d++)
-            if (n % d == 0)
-                o += (size_t)snprintf(divs + o, sizeof(divs) - o, "%s%d", o ? ", " : "", d);
+        int nd = 0;
+        for (int d = 1; d <= n; d++)
+            nd += n % d == 0;
+        for (int d = 1, k = 0; d <= n && o + 16 < sizeof(divs); d++)
+            if (n % d == 0) {
+                k++;
+                o += (size_t)snprintf(divs + o, sizeof(divs) - o, "%s%d",
+                                      k == 1 ? "" : k == nd ? " or " : ", ", d);
+            }
         snprintf(err, errlen,
-                 "--device lists %d device%s for %d MPI ranks: every rank drives the same "
-                 "number of devices, so the rank count must divide the device count "
-                 "(mpirun -np %s with these %d, or list a multiple of %d devices)",
-                 n, n == 1 ? "" : "s", size, divs, n, size);
+                 "--device lists %d device%s for %d MPI ranks: each rank drives the same number "
+                 "of devices, so the rank count must divide the device count (%d device%s: "
+                 "mpirun -np %s; %d ranks: %d, %d, ... devices)",
+                 n, n == 1 ? "" : "s", size, n, n == 1 ? "" : "s", divs, size, size, 2 * size);
         return TX_EINVAL;
     }
     int per = n / size, first = rank * per;
@@ -154,53 +160,6 @@ int glm_mpi_devices_ok(struct glm_mpi_run *run, int ok)
                 "%s: another rank failed before the load (see its message); stopping\n",
                 run->prog);
     return all;
-}
-
-void glm_mpi_report(struct glm_mpi_run *run, glm_model_t *m)
-{
-    if (!run->on)
-        return;
-    struct glm_mpi_call_stats st[4];
-    glm_mpi_stats(st, 0);
-    const char *nm[3] = {"bcast", "dispatch alltoallv", "combine alltoallv"};
-    for (int i = 0; i < 3; i++)
-        fprintf(stderr,
-                "%s: transport: %s: %llu calls, %llu B sent, %llu B received, %.3f ms "
-                "(%.1f us per call)\n",
-                run->prog, nm[i], st[i].calls, st[i].bytes_sent, st[i].bytes_received,
-                st[i].us / 1e3, st[i].calls ? st[i].us / (double)st[i].calls : 0.0);
-    struct glm_ep_stats es;
-    if (!m || glm_model_ep_stats(m, &es))
-        return;
-    for (int d = 0; d < es.n_devices && d < GLM_EP_MAX_DEVICES; d++) {
-        const struct glm_ep_device_stats *v = &es.dev[d];
-        if (!v->local && run->t.rank != 0)
-            continue;
-        fprintf(stderr,
-                "%s: expert parallel: device %d (rank %d%s): %u experts, %.1f MiB, %llu pairs, "
-                "%llu B in, %llu B out",
-                run->prog, d, v->rank, v->local ? "" : ", remote", v->experts,
-                v->expert_bytes / 1048576.0, (unsigned long long)v->pairs,
-                (unsigned long long)v->bytes_in, (unsigned long long)v->bytes_out);
-        if (v->local)
-            fprintf(stderr, ", compute %.3f ms", v->compute_ms);
-        fputc('\n', stderr);
-    }
-    if (run->t.rank == 0 && es.layers && es.tokens) {
-        /* a token's bytes through rank 0's link, over all MoE layers */
-        unsigned long long remote = 0;
-        for (int d = 0; d < es.n_devices && d < GLM_EP_MAX_DEVICES; d++)
-            if (es.dev[d].rank != 0)
-                remote += es.dev[d].bytes_in + es.dev[d].bytes_out;
-        double rows_per_layer = (double)es.tokens / (double)es.layers;
-        fprintf(stderr,
-                "%s: expert parallel: %llu MoE layer passes, %.1f rows per pass; per pass "
-                "dispatch %.3f ms (rows out and back included), wait %.3f ms, combine %.3f ms; "
-                "%.1f B per row and MoE layer to and from the other ranks\n",
-                run->prog, (unsigned long long)es.layers, rows_per_layer,
-                es.dispatch_ms / (double)es.layers, es.wait_ms / (double)es.layers,
-                es.combine_ms / (double)es.layers, (double)remote / (double)es.tokens);
-    }
 }
 
 void glm_mpi_end(struct glm_mpi_run *run)
