@@ -860,7 +860,8 @@ TX_API int glm_measure_read_bandwidth(glm_model_t *model, int threads, uint64_t 
  *   bcast   header: op (1 layer, 2 stop), MoE layer index, expert precision,
  *           submit flags, pairs per global device [n_devices_total]
  *   alltoallv  rank 0 -> rank r: its pairs (int32 expert, f32 row [dim])
- *   alltoallv  rank r -> rank 0: the pairs' outputs (f32 [dim] each)
+ *   alltoallv  rank r -> rank 0: int32 status, 4 bytes padding, then the
+ *              pairs' outputs (f32 [dim] each)
  * A rank > 0 model accepts only glm_ep_worker_run, glm_model_ep_stats,
  * glm_model_info and glm_model_free.
  */
@@ -881,8 +882,8 @@ struct glm_ep_transport {
 
 struct glm_ep_options {
     const struct glm_ep_transport *transport; /* NULL: every device in this process */
-    int n_devices_total;  /* with a transport: the whole list's length (0: n_local) */
-    int expert_parallel;  /* expert groups per MoE layer (0: n_routed_experts); divides it */
+    int n_devices_total;         /* with a transport: the whole list's length (0: n_local) */
+    int expert_parallel;         /* expert groups per MoE layer (0: n_routed_experts); divides it */
     const uint64_t *expert_load; /* NULL, or [n_moe_layers * n_routed_experts] counters */
     uint64_t n_expert_load;      /* entries of expert_load */
     uint32_t rsvd[8];
@@ -904,24 +905,24 @@ TX_API int glm_model_load_ep(tx_device_t **devs, int n_local, const char *smd_pa
 TX_API int glm_ep_worker_run(glm_model_t *model);
 
 struct glm_ep_device_stats {
-    int rank;               /* the rank driving it */
-    int local;              /* 1: driven by this process */
-    uint32_t experts;       /* (MoE layer, expert) pairs placed on it */
-    uint64_t expert_bytes;  /* device memory of its expert buffer */
-    uint64_t pairs;         /* (row, expert) pairs it computed */
-    uint64_t bytes_in;      /* dispatch bytes sent to it (ids + rows) */
-    uint64_t bytes_out;     /* output bytes sent back */
-    double compute_ms;      /* device busy time of its MOE_FFN jobs (local devices) */
+    int rank;              /* the rank driving it */
+    int local;             /* 1: driven by this process */
+    uint32_t experts;      /* (MoE layer, expert) pairs placed on it */
+    uint64_t expert_bytes; /* device memory of its expert buffer */
+    uint64_t pairs;        /* (row, expert) pairs it computed */
+    uint64_t bytes_in;     /* dispatch bytes sent to it (ids + rows) */
+    uint64_t bytes_out;    /* output bytes sent back */
+    double compute_ms;     /* device busy time of its MOE_FFN jobs (local devices) */
 };
 struct glm_ep_stats {
     int n_devices, n_ranks, rank;
-    int expert_parallel;     /* groups per MoE layer used by the placement */
-    uint64_t layers;         /* MoE layer passes run */
-    uint64_t tokens;         /* rows of those passes (sum over layers) */
-    double dispatch_ms;      /* host: routing read + row copies + sends */
-    double wait_ms;          /* host: from the last submit to the last result */
-    double combine_ms;       /* host: the weighted sums */
-    uint32_t fma_columns;    /* columns the device's scatter fuses (of dim) */
+    int expert_parallel;  /* groups per MoE layer used by the placement */
+    uint64_t layers;      /* MoE layer passes run */
+    uint64_t tokens;      /* rows of those passes (sum over layers) */
+    double dispatch_ms;   /* host: routing read + row copies + sends */
+    double wait_ms;       /* host: from the last submit to the last result */
+    double combine_ms;    /* host: the weighted sums */
+    uint32_t fma_columns; /* columns the device's scatter fuses (of dim) */
     uint32_t dim;
     struct glm_ep_device_stats dev[GLM_EP_MAX_DEVICES];
 };

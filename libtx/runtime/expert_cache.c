@@ -828,6 +828,36 @@ void rt_xc_moe_ffn(struct gctx *g, int l, int mi, struct tx_moe_ffn_args *x)
 
 /* ---- the rest -------------------------------------------------------------- */
 
+/* Reads every (MoE layer, expert) of want[n_moe][E] into a free slot now
+ * (expert parallelism: a device's experts at load; the cache holds them
+ * all, so they are never evicted). */
+int rt_xc_preload(glm_model_t *m, const uint8_t *want)
+{
+    struct rt_xcache *xc = m->xc;
+    int E = xc->E, s = 0;
+    for (int mi = 0; mi < xc->n_moe; mi++)
+        for (int e = 0; e < E; e++) {
+            if (!want[(size_t)mi * E + e] || xc->where[(size_t)mi * E + e] >= 0)
+                continue;
+            while (s < xc->n_slots && xc->slot[s].mi >= 0)
+                s++;
+            if (s >= xc->n_slots)
+                return tx_error(TX_ENOSPC, "expert cache: no free slot to preload into");
+            int rc = load(m, s, mi, e);
+            if (rc)
+                return rc;
+            xc->slot[s].last = xc->clock;
+        }
+    io_uring_submit(&xc->ring);
+    for (int k = 0; k < xc->n_slots; k++)
+        if (xc->slot[k].mi >= 0) {
+            int rc = wait_slot(m, k);
+            if (rc)
+                return rc;
+        }
+    return TX_OK;
+}
+
 void rt_xc_pass_begin(glm_model_t *m, int T, int decode)
 {
     struct rt_xcache *xc = m->xc;

@@ -86,5 +86,7 @@ void rt_xc_pass_begin(glm_model_t *m, int T, int decode);
  * emits MOE_FFN (x: its arguments, experts already pointing at the table).
  * Also prefetches the experts predicted for the next MoE layer. */
 void rt_xc_moe_ffn(struct gctx *g, int l, int mi, struct tx_moe_ffn_args *x);
+/* Reads the experts of want[n_moe][E] into free slots now and waits. */
+int rt_xc_preload(glm_model_t *m, const uint8_t *want);
 
 #endif

@@ -47,16 +47,17 @@
 #define EP_OP_STOP 2
 
 struct ep_dev {
-    int gidx;          /* global device index */
-    int rank;          /* the rank driving it */
-    tx_device_t *dev;  /* local: the device, else NULL */
-    glm_model_t *sm;   /* local: the shard */
-    tx_cmdbuf_t *cb;   /* local */
-    uint64_t owned;    /* (MoE layer, expert) pairs placed here */
-    uint64_t pcap;     /* pairs the pair buffer holds */
+    int gidx;                 /* global device index */
+    int rank;                 /* the rank driving it */
+    tx_device_t *dev;         /* local: the device, else NULL */
+    glm_model_t *sm;          /* local: the shard */
+    tx_cmdbuf_t *cb;          /* local */
+    uint64_t owned;           /* (MoE layer, expert) pairs placed here */
+    const int16_t *owner_map; /* the model's placement [n_moe][E] */
+    uint64_t pcap;            /* pairs the pair buffer holds */
     uint64_t off_y, off_ids, off_w;
-    uint32_t np;       /* pairs of the current layer */
-    uint64_t roff;     /* outputs in the receive buffer (remote) */
+    uint32_t np;   /* pairs of the current layer */
+    uint64_t roff; /* outputs in the receive buffer (remote) */
     struct gctx g;
     struct rt_fwd acc;
     struct glm_ep_device_stats st;
@@ -70,7 +71,7 @@ struct rt_ep {
     int16_t *owner; /* [n_moe][E] global device */
     uint8_t *fma;   /* [D] 1: the device's scatter fuses column c */
     uint32_t fma_cols;
-    int exact;      /* the calibration found one of the two roundings per column */
+    int exact;        /* the calibration found one of the two roundings per column */
     struct ep_dev *d; /* [n] */
     int32_t *pidx;    /* [T*K] pair index in its device, -1 */
     size_t pidx_cap;
@@ -166,6 +167,18 @@ static int shard_open(const glm_model_t *pm, struct ep_dev *d, unsigned flags)
                         d->gidx, s->dinfo.path, (unsigned long long)d->owned, tx_last_error());
     s->streaming = 0;
     s->xc->K = 1; /* the shard's MOE_FFN rows are (row, expert) pairs: top_k 1 */
+    /* its experts now: the passes then never read the package */
+    size_t ne = (size_t)s->n_moe_layers * (size_t)E;
+    uint8_t *want = calloc(ne ? ne : 1, 1);
+    if (!want)
+        return tx_error(TX_ENOMEM, "expert parallel: out of memory");
+    for (size_t i = 0; i < ne; i++)
+        want[i] = d->owner_map && d->owner_map[i] == d->gidx;
+    rc = rt_xc_preload(s, want);
+    free(want);
+    if (rc)
+        return tx_error(rc, "expert parallel: device %d: reading its experts: %s", d->gidx,
+                        tx_last_error());
     rc = tx_cmdbuf_create(d->dev, &d->cb);
     if (rc)
         return tx_error(rc, "expert parallel: device %d: %s", d->gidx, tx_last_error());
@@ -467,10 +480,16 @@ static int calibrate(glm_model_t *m, struct rt_ep *ep)
     memcpy(O, pair_y(d), (size_t)EP_CAL_ROWS * D * 4);
     /* the same job again, y0 + w0 * out: through a second MOE_FFN on the
      * pair buffer with y preset (shard_submit zeroes y: set it after) */
-    for (size_t i = 0; i < (size_t)EP_CAL_ROWS * D; i++)
-        Y0[i] = urand(&seed, -4.0f, 4.0f);
+    /* y0 close to -w0 * out: the sum cancels, so the product's rounding
+     * shows in nearly every element (a fused multiply-add keeps it exact) */
     for (int r = 0; r < EP_CAL_ROWS; r++)
         W0[r] = urand(&seed, 0.01f, 1.0f);
+    for (size_t i = 0; i < (size_t)EP_CAL_ROWS * D; i++) {
+        float p = W0[i / (size_t)D] * O[i];
+        Y0[i] = -p * (1.0f + urand(&seed, -1e-3f, 1e-3f));
+        if (!(p != 0.0f))
+            Y0[i] = urand(&seed, -1.0f, 1.0f);
+    }
     {
         /* a hand-built MOE_FFN: the table of (mi, e) is already written */
         glm_model_t *s = d->sm;
@@ -531,8 +550,8 @@ static int calibrate(glm_model_t *m, struct rt_ep *ep)
     ep->fma_cols = nf;
     ep->exact = bad == 0;
     rt_debug("expert parallel: the combine rounds like device 0's MOE_FFN: %u of %d columns fused "
-             "multiply-add%s%s",
-             nf, D, und ? " (some undetermined: fused assumed)" : "",
+             "multiply-add (%u undetermined, %u inconsistent)%s%s",
+             nf, D, und, bad, und ? " (some undetermined: fused assumed)" : "",
              bad ? "; WARNING: some columns match neither rounding, the output may differ from "
                    "one device's in the last bits"
                  : "");
@@ -690,6 +709,9 @@ static int ep_layer(struct gctx *g, int l, int mi)
         }
         if (!trc)
             trc = tr_grow(&ep->sbuf, &ep->scap, tot ? tot : 1);
+        if (trc) /* nothing to send from a buffer we do not have */
+            for (int r = 0; r < S; r++)
+                sc[r] = sd[r] = 0;
         if (!trc) {
             /* per remote device, in device order: its pairs in pair order */
             size_t *pos = calloc((size_t)n, sizeof(size_t));
@@ -781,9 +803,9 @@ static int ep_layer(struct gctx *g, int l, int mi)
         for (int q = 0; q < c; q++) {
             int i = t * K + ks[q];
             struct ep_dev *dv = &ep->d[ep->owner[(size_t)mi * E + rid[i]]];
-            const float *o = dv->sm ? pair_y(dv) + (size_t)ep->pidx[i] * D
-                                    : (const float *)(ep->rbuf + dv->roff) +
-                                          (size_t)ep->pidx[i] * D;
+            const float *o = dv->sm
+                                 ? pair_y(dv) + (size_t)ep->pidx[i] * D
+                                 : (const float *)(ep->rbuf + dv->roff) + (size_t)ep->pidx[i] * D;
             combine_row(h + (size_t)t * D, rw[i], o, ep->fma, D);
         }
     }
@@ -841,8 +863,8 @@ TX_API int glm_ep_worker_run(glm_model_t *m)
         }
         if (hd[0] != EP_OP_LAYER || (int)hd[1] < 0 || (int)hd[1] >= m->n_moe_layers ||
             hd[2] >= GLM_PRECISION_COUNT)
-            return tx_error(TX_EIO, "expert parallel: rank %d: bad message from rank 0 (op %u)",
-                            me, hd[0]);
+            return tx_error(TX_EIO, "expert parallel: rank %d: bad message from rank 0 (op %u)", me,
+                            hd[0]);
         int mi = (int)hd[1];
         size_t mine = 0;
         for (int d = 0; d < n; d++) {
@@ -1050,8 +1072,10 @@ static int ep_agree(const struct glm_ep_transport *tr, int rc, const int32_t dim
     if (rc)
         return rc;
     if (trc)
-        return tx_error(TX_EIO, "expert parallel: rank %d: the transport failed while the ranks "
-                                "agreed on the load", rank);
+        return tx_error(TX_EIO,
+                        "expert parallel: rank %d: the transport failed while the ranks "
+                        "agreed on the load",
+                        rank);
     if (verdict[0] && verdict[1] < 0)
         return tx_error(TX_EINVAL,
                         "expert parallel: rank %d loaded another model (hidden size, experts or "
@@ -1139,10 +1163,14 @@ static int ep_load(tx_device_t **devs, int n_local, const char *path,
             ep->d[d].st.local = 1;
         }
     }
-    rc = place(m, ep, o);
+    rc = m->cfg.num_experts_per_tok > 64
+             ? tx_error(TX_ENOTSUP, "expert parallel: num_experts_per_tok %d: at most 64",
+                        m->cfg.num_experts_per_tok)
+             : place(m, ep, o);
     unsigned flags = opt ? opt->flags : 0;
     for (int d = 0; d < n && !rc; d++)
         if (ep->d[d].dev) {
+            ep->d[d].owner_map = ep->owner;
             rc = shard_open(m, &ep->d[d], flags);
             if (!rc)
                 ep->d[d].st.expert_bytes =
@@ -1184,12 +1212,11 @@ TX_API int glm_model_load_ep(tx_device_t **devs, int n_local, const char *smd_pa
         return tx_error(TX_EINVAL, "glm_model_load_ep: %d devices (1..%d)", n_local,
                         GLM_EP_MAX_DEVICES);
     const struct glm_ep_transport *tr = ep ? ep->transport : NULL;
-    if (tr && (tr->size < 1 || tr->rank < 0 || tr->rank >= tr->size || !tr->alltoallv ||
-               !tr->bcast))
-        return tx_error(TX_EINVAL,
-                        "glm_model_load_ep: transport: rank %d of %d, alltoallv %s, bcast %s",
-                        tr->rank, tr->size, tr->alltoallv ? "set" : "NULL",
-                        tr->bcast ? "set" : "NULL");
+    if (tr &&
+        (tr->size < 1 || tr->rank < 0 || tr->rank >= tr->size || !tr->alltoallv || !tr->bcast))
+        return tx_error(
+            TX_EINVAL, "glm_model_load_ep: transport: rank %d of %d, alltoallv %s, bcast %s",
+            tr->rank, tr->size, tr->alltoallv ? "set" : "NULL", tr->bcast ? "set" : "NULL");
     if (ep && ep->n_devices_total < 0)
         return tx_error(TX_EINVAL, "glm_model_load_ep: n_devices_total %d", ep->n_devices_total);
     return ep_load(devs, n_local, smd_path, opt, ep, out);
@@ -1229,8 +1256,7 @@ TX_API int glm_model_ep_stats(glm_model_t *m, struct glm_ep_stats *out)
 
 TX_API int glm_model_ep_owner(const glm_model_t *m, int mi, int e)
 {
-    if (!m || !m->ep || mi < 0 || mi >= m->n_moe_layers || e < 0 ||
-        e >= m->cfg.n_routed_experts)
+    if (!m || !m->ep || mi < 0 || mi >= m->n_moe_layers || e < 0 || e >= m->cfg.n_routed_experts)
         return -1;
     return m->ep->owner[(size_t)mi * m->cfg.n_routed_experts + e];
 }

@@ -290,6 +290,10 @@ TX_API int glm_session_create(glm_model_t *m, const struct glm_session_options *
     *out = NULL;
     if (!m)
         return tx_error(TX_EINVAL, "glm_session_create: model is NULL");
+    if (m->ep_worker)
+        return tx_error(TX_EINVAL, "glm_session_create: the model of an expert-parallel rank > 0 "
+                                   "only serves MoE layers (glm_ep_worker_run); rank 0 runs the "
+                                   "sessions");
     const struct glm_config *c = &m->cfg;
     int n_ctx = opt ? opt->n_ctx : 0, n_batch = opt ? opt->n_batch : 0;
     if (n_ctx < 0 || n_batch < 0)

@@ -135,9 +135,10 @@ static double max_rel(const float *a, const float *b, size_t n)
     return ref > 0 ? mx / ref : mx;
 }
 
-static void two_vs_one(int which, const char *plan, int exact)
+static void two_vs_one_on(const char *s0, const char *s1, int which, const char *plan, int exact,
+                          int want_fma)
 {
-    tx_device_t *d[2] = {open_spec(g_spec[0]), open_spec(g_spec[1])};
+    tx_device_t *d[2] = {open_spec(s0), open_spec(s1)};
     set_plan(d[0], plan);
     set_plan(d[1], plan);
     glm_model_t *one = NULL, *two = NULL;
@@ -162,14 +163,16 @@ static void two_vs_one(int which, const char *plan, int exact)
            "%llu B out, %.3f ms compute\n",
            glm_arch_name(c->arch), plan, st.expert_parallel, st.fma_columns, st.dim,
            same ? "bit-identical" : "DIFFER", e, same_tok ? "identical" : "DIFFER",
-           (unsigned long long)st.layers, (unsigned long long)st.tokens, st.dispatch_ms,
-           st.wait_ms, st.combine_ms, st.dev[0].experts, (unsigned long long)st.dev[0].pairs,
+           (unsigned long long)st.layers, (unsigned long long)st.tokens, st.dispatch_ms, st.wait_ms,
+           st.combine_ms, st.dev[0].experts, (unsigned long long)st.dev[0].pairs,
            (unsigned long long)st.dev[0].bytes_in, (unsigned long long)st.dev[0].bytes_out,
            st.dev[0].compute_ms, st.dev[1].experts, (unsigned long long)st.dev[1].pairs,
            (unsigned long long)st.dev[1].bytes_in, (unsigned long long)st.dev[1].bytes_out,
            st.dev[1].compute_ms);
     fflush(stdout);
     ck_assert_int_eq(st.n_devices, 2);
+    if (want_fma >= 0)
+        ck_assert_uint_eq(st.fma_columns, want_fma ? st.dim : 0);
     ck_assert_uint_gt(st.dev[0].pairs, 0);
     ck_assert_uint_gt(st.dev[1].pairs, 0);
     ck_assert_uint_gt(st.dev[0].experts, 0);
@@ -205,6 +208,11 @@ static void two_vs_one(int which, const char *plan, int exact)
     tx_device_close(d[1]);
 }
 
+static void two_vs_one(int which, const char *plan, int exact)
+{
+    two_vs_one_on(g_spec[0], g_spec[1], which, plan, exact, -1);
+}
+
 START_TEST(test_two_devices_fp32)
 {
     two_vs_one(M5, "fp32", 1);
@@ -217,6 +225,68 @@ START_TEST(test_two_devices_golden)
 {
     two_vs_one(M5, "golden", 0);
     two_vs_one(M4, "golden", 0);
+}
+END_TEST
+
+/* Devices whose MOE_FFN scatter multiplies then adds (the portable
+ * kernels): the load's calibration finds it, the combine follows. */
+START_TEST(test_portable_kernels)
+{
+    struct tx_test_emu p[2];
+    setenv("TX8_ENGINE_ISA", "portable", 1);
+    int r0 = tx_test_emu_start(&p[0], "128M", "--cores", "2", NULL);
+    int r1 = r0 ? -1 : tx_test_emu_start(&p[1], "128M", "--cores", "2", NULL);
+    unsetenv("TX8_ENGINE_ISA");
+    ck_assert_int_eq(r0, 0);
+    ck_assert_int_eq(r1, 0);
+    two_vs_one_on(p[0].spec, p[1].spec, M4, "fp32", 1, 0);
+    tx_test_emu_stop(&p[0]);
+    tx_test_emu_stop(&p[1]);
+}
+END_TEST
+
+/* Placement by the live load counters of a previous run
+ * (glm_model_expert_stats): the two hottest experts of every MoE layer land
+ * on different devices, and the output stays the same bits. */
+START_TEST(test_placement_by_load)
+{
+    tx_device_t *d[2] = {open_spec(g_spec[0]), open_spec(g_spec[1])};
+    set_plan(d[0], "fp32");
+    set_plan(d[1], "fp32");
+    glm_model_t *one = NULL, *two = NULL;
+    OK(glm_model_load(d[0], g_smd[MQ3], NULL, &one));
+    int32_t t1[8], t2[8];
+    float *a = run(one, 12, 8, t1);
+    struct glm_expert_stats *es = NULL;
+    OK(glm_model_expert_stats(one, &es));
+    int E = es->n_experts, nm = es->n_moe_layers;
+    struct glm_ep_options o = {.expert_load = es->counts, .n_expert_load = (uint64_t)nm * E};
+    OK(glm_model_load_ep(d, 2, g_smd[MQ3], NULL, &o, &two));
+    for (int mi = 0; mi < nm; mi++) {
+        const uint64_t *c = es->counts + (size_t)mi * E;
+        int h1 = 0, h2 = -1;
+        for (int e = 1; e < E; e++)
+            if (c[e] > c[h1])
+                h1 = e;
+        for (int e = 0; e < E; e++)
+            if (e != h1 && (h2 < 0 || c[e] > c[h2]))
+                h2 = e;
+        ck_assert_int_ne(glm_model_ep_owner(two, mi, h1), glm_model_ep_owner(two, mi, h2));
+    }
+    float *b = run(two, 12, 8, t2);
+    int V = glm_model_config(one)->vocab_size;
+    ck_assert_msg(!memcmp(a, b, sizeof(float) * 20 * (size_t)V), "placement by load: differs");
+    o.n_expert_load = 3; /* wrong length */
+    glm_model_t *m = NULL;
+    ck_assert_int_eq(glm_model_load_ep(d, 2, g_smd[MQ3], NULL, &o, &m), TX_EINVAL);
+    ck_assert_msg(strstr(tx_last_error(), "expert_load"), "%s", tx_last_error());
+    glm_expert_stats_free(es);
+    free(a);
+    free(b);
+    OK(glm_model_free(one));
+    OK(glm_model_free(two));
+    tx_device_close(d[0]);
+    tx_device_close(d[1]);
 }
 END_TEST
 
@@ -295,8 +365,8 @@ static int loop_a2a(void *ctx, const void *sbuf, const size_t *sc, const size_t 
         if (l->sc[src][r->rank] != rc[src])
             return -1;
         if (rc[src])
-            memcpy((uint8_t *)rbuf + rd[src],
-                   (const uint8_t *)l->sbuf[src] + l->sd[src][r->rank], rc[src]);
+            memcpy((uint8_t *)rbuf + rd[src], (const uint8_t *)l->sbuf[src] + l->sd[src][r->rank],
+                   rc[src]);
     }
     pthread_barrier_wait(&l->bar);
     return 0;
@@ -324,8 +394,8 @@ struct worker_arg {
 static void *worker(void *p)
 {
     struct worker_arg *w = p;
-    struct glm_ep_transport tr = {.rank = 1, .size = 2, .ctx = &w->lr,
-                                  .alltoallv = loop_a2a, .bcast = loop_bcast};
+    struct glm_ep_transport tr = {
+        .rank = 1, .size = 2, .ctx = &w->lr, .alltoallv = loop_a2a, .bcast = loop_bcast};
     struct glm_ep_options o = {.transport = &tr, .n_devices_total = 2};
     glm_model_t *m = NULL;
     w->rc_load = glm_model_load_ep(&w->dev, 1, w->smd, NULL, &o, &m);
@@ -348,8 +418,8 @@ START_TEST(test_loopback_ranks)
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, worker, &w), 0);
     struct loop_rank lr0 = {&l, 0};
-    struct glm_ep_transport tr = {.rank = 0, .size = 2, .ctx = &lr0,
-                                  .alltoallv = loop_a2a, .bcast = loop_bcast};
+    struct glm_ep_transport tr = {
+        .rank = 0, .size = 2, .ctx = &lr0, .alltoallv = loop_a2a, .bcast = loop_bcast};
     struct glm_ep_options o = {.transport = &tr, .n_devices_total = 2};
     glm_model_t *two = NULL, *one = NULL;
     OK(glm_model_load_ep(&a, 1, g_smd[M5], NULL, &o, &two));
@@ -390,6 +460,8 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_two_devices_fp32);
     tcase_add_test(tc, test_two_devices_golden);
+    tcase_add_test(tc, test_portable_kernels);
+    tcase_add_test(tc, test_placement_by_load);
     tcase_add_test(tc, test_bad_lists);
     tcase_add_test(tc, test_loopback_ranks);
     suite_add_tcase(s, tc);

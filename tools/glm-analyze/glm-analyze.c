@@ -3,7 +3,7 @@
  * glm-analyze: architecture-aware analysis of a GLM model.
  *
  *   glm-analyze --model IN --output arch_report.json [--seq N] [--ctx N]
- *               [--device-memory SIZE] [--quiet]
+ *               [--device-memory SIZE] [--devices N [--ep-groups G]] [--quiet]
  *
  * IN: a Hugging Face checkpoint directory, an .onnx model, an .smd package
  * or a config.json. The report is JSON with numbers; a short summary goes
@@ -17,18 +17,26 @@
 #include <tx/glm_config.h>
 #include <tx/tx_analyze.h>
 
+#include "common/analyze_ep.h"
 #include "common/cli.h"
+
+#include <json-c/json.h>
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: glm-analyze --model IN --output arch_report.json [--seq N] [--ctx N]\n"
-               "                   [--device-memory SIZE] [--quiet]\n"
+               "                   [--device-memory SIZE] [--devices N [--ep-groups G]] [--quiet]\n"
                "\n"
                "IN: Hugging Face checkpoint directory, .onnx model, .smd package or config.json.\n"
                "  --output FILE         the JSON report ('-' for stdout)\n"
                "  --seq N               prefill length and decode context (default 512)\n"
                "  --ctx N               KV-cache length for the memory figures (default 4096)\n"
-               "  --device-memory SIZE  device memory to fit, e.g. 8G (default 8G)\n");
+               "  --device-memory SIZE  device memory to fit, e.g. 8G (default 8G)\n"
+               "  --devices N           recommend a placement on N devices (expert parallelism:\n"
+               "                        memory per device, dispatch bytes per token;\n"
+               "                        docs/multi-device.md)\n"
+               "  --ep-groups G         expert_parallel groups per MoE layer (default: every\n"
+               "                        expert its own group)\n");
     fprintf(f, "\nArchitectures (config.json architectures[0], model_type):\n%s",
             glm_arch_supported());
 }
@@ -41,14 +49,25 @@ int main(int argc, char **argv)
                                          {"ctx", required_argument, NULL, 'c'},
                                          {"device-memory", required_argument, NULL, 'M'},
                                          {"quiet", no_argument, NULL, 'q'},
+                                         {"devices", required_argument, NULL, 'D'},
+                                         {"ep-groups", required_argument, NULL, 'G'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *model = NULL, *out = NULL;
-    long long seq = 512, ctx = 4096;
+    long long seq = 512, ctx = 4096, ndev = 0, groups = 0;
     int quiet = 0, c;
     int64_t mem = 8ll << 30;
-    while ((c = getopt_long(argc, argv, "m:o:s:c:M:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:o:s:c:M:qhD:G:", opts, NULL)) != -1) {
         switch (c) {
+        case 'D':
+            if (txc_opt_long("glm-analyze", "--devices", optarg, 1, TX_EP_PLAN_MAX, NULL, &ndev) <
+                0)
+                return 2;
+            break;
+        case 'G':
+            if (txc_opt_long("glm-analyze", "--ep-groups", optarg, 1, 1 << 20, NULL, &groups) < 0)
+                return 2;
+            break;
         case 'm':
             model = optarg;
             break;
@@ -96,8 +115,47 @@ int main(int argc, char **argv)
         fprintf(stderr, "glm-analyze: %s\n", err);
         return 1;
     }
+    if (groups && !ndev)
+        return txc_usage_error("glm-analyze", usage, "--ep-groups needs --devices");
     char *json = tx_analysis_json(&a, &cfg, model, fmt);
     char *sum = tx_analysis_summary(&a, &cfg);
+    if (ndev && json && sum) {
+        struct tx_ep_plan ep;
+        if (tx_analyze_ep(&a, &cfg, (int)ndev, (int)groups, &ep, err, sizeof(err)) < 0) {
+            fprintf(stderr, "glm-analyze: %s\n", err);
+            free(json);
+            free(sum);
+            tx_analysis_free(&a);
+            return 1;
+        }
+        char *ej = tx_ep_plan_json(&ep), *es = tx_ep_plan_summary(&ep);
+        struct json_object *r = json_tokener_parse(json), *eo = ej ? json_tokener_parse(ej) : NULL;
+        char *nj = NULL, *ns = NULL;
+        if (r && eo) {
+            json_object_object_add(r, "expert_parallel_placement", eo);
+            eo = NULL;
+            const char *t = json_object_to_json_string_ext(
+                r, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                       JSON_C_TO_STRING_NOSLASHESCAPE);
+            size_t n = strlen(t);
+            nj = malloc(n + 2);
+            if (nj) {
+                memcpy(nj, t, n);
+                nj[n] = '\n';
+                nj[n + 1] = 0;
+            }
+        }
+        if (es && (ns = malloc(strlen(sum) + strlen(es) + 1)))
+            strcat(strcpy(ns, sum), es);
+        json_object_put(r);
+        json_object_put(eo);
+        free(ej);
+        free(es);
+        free(json);
+        free(sum);
+        json = nj;
+        sum = ns;
+    }
     int rc = 0;
     if (!json || !sum) {
         fprintf(stderr, "glm-analyze: out of memory\n");

@@ -36,6 +36,7 @@
 static const char *prog = "glm-inference";
 
 #include "bench_cache.h"
+#include "multi_device.h"
 static int verbose;
 
 static void usage(FILE *f)
@@ -83,6 +84,8 @@ static void usage(FILE *f)
             "Device and precision:\n"
             "      --device SPEC        device (emu:/path.sock, /dev/accel/accelN; default "
             "$TX_DEVICE)\n"
+            "                           SPEC,SPEC,...: one model on several devices, the routed\n"
+            "                           experts split across them (docs/multi-device.md)\n"
             "      --precision PLAN     e.g. golden, fp32, mlp=int8,attention=fp16 (default "
             "golden)\n"
             "      --moe-config FILE    expert parallel YAML (default "
@@ -1366,8 +1369,7 @@ int main(int argc, char **argv)
     int mrc = glm_mpi_begin(&mr, prog, &argc, &argv, &o.device);
     if (mrc)
         return mrc;
-    tx_device_t *mdevs[GLM_EP_MAX_DEVICES] = {NULL};
-    int n_mdevs = 0, mpi_agreed = 0;
+    int mpi_agreed = 0;
     if (mr.on) {
         prog = mr.prog;
         if (o.bench_cache) {
@@ -1377,40 +1379,17 @@ int main(int argc, char **argv)
         }
     }
 
-    /* device and plan */
-    tx_device_t *dev = NULL;
-    if (mr.on && mr.share[0]) {
-        /* this rank's devices, in list order; the first is dev */
-        const char *p = mr.share;
-        while (n_mdevs < mr.n_share) {
-            char spec[1024];
-            size_t len = strcspn(p, ",");
-            snprintf(spec, sizeof(spec), "%.*s", (int)len, p);
-            if (tx_device_open(spec, &mdevs[n_mdevs])) {
-                fprintf(stderr, "%s: cannot open device %s: %s\n", prog, spec, tx_last_error());
-                break;
-            }
-            n_mdevs++;
-            p += len + (p[len] == ',');
-        }
-        dev = mdevs[0];
-        if (n_mdevs < mr.n_share) {
-            glm_mpi_devices_ok(&mr, 0);
-            for (int i = 0; i < n_mdevs; i++)
-                tx_device_close(mdevs[i]);
-            glm_mpi_end(&mr);
-            return 1;
-        }
-    } else if (tx_device_open(o.device, &dev)) {
-        fprintf(stderr, "%s: cannot open device %s: %s\n", prog, o.device ? o.device : "(default)",
-                tx_last_error());
+    /* device(s) and plan: --device A,B,... puts one model on several
+     * (expert parallelism, multi_device.c); under mpirun, this rank's share */
+    tx_device_t *devs[GLM_EP_MAX_DEVICES] = {NULL};
+    int n_devs = 0;
+    if (mdev_open(prog, o.device, devs, GLM_EP_MAX_DEVICES, &n_devs)) {
         if (mr.on)
-            glm_mpi_devices_ok(&mr, 0);
+            glm_mpi_devices_ok(&mr, 0); /* the others wait for this rank's verdict */
         glm_mpi_end(&mr);
         return 1;
     }
-    if (mr.on && !n_mdevs)
-        mdevs[n_mdevs++] = dev;
+    tx_device_t *dev = devs[0];
     int rc = 1;
     glm_model_t *m = NULL;
     glm_session_t *s = NULL;
@@ -1424,15 +1403,17 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    if (glm_plan_set(dev, &plan)) {
-        log_err("precision");
-        goto out;
-    }
-    for (int i = 1; i < n_mdevs; i++)
-        if (glm_plan_set(mdevs[i], &plan)) {
+    for (int i = 0; i < n_devs; i++)
+        if (glm_plan_set(devs[i], &plan)) {
             log_err("precision");
             goto out;
         }
+    if ((n_devs > 1 || mr.n_total > 1) && (o.bench_cache || o.stream || o.expert_cache)) {
+        fprintf(stderr, "%s: several devices: --bench-cache, --stream and --expert-cache are for "
+                        "one device\n", prog);
+        rc = 2;
+        goto out;
+    }
 
     if (o.bench_cache) {
         struct bench_cache_opts bo = {o.checkpoint, o.bench_cache_frac > 0 ? o.bench_cache_frac
@@ -1458,16 +1439,30 @@ int main(int argc, char **argv)
         lo_.flags |= GLM_LOAD_BATCH_INVARIANT;
     lo_.max_weight_bytes = o.max_weight_mem;
     double t0 = now_ms();
+    int ep_groups = 0; /* several devices: the groups of the MoE settings file */
+    if (n_devs > 1 || mr.n_total > 1) {
+        struct glm_moe_options pre;
+        glm_moe_defaults(&pre);
+        const char *pc = o.moe_config;
+        if (!pc && !o.no_moe_config && access("config/expert_parallel.yaml", R_OK) == 0)
+            pc = "config/expert_parallel.yaml";
+        if (pc && glm_moe_config_load(pc, &pre)) {
+            log_err("moe config");
+            goto out;
+        }
+        ep_groups = pc ? pre.expert_parallel : 0;
+    }
     int lrc;
     if (mr.on) {
         /* every rank got here: the load is collective */
         mpi_agreed = 1;
         if (!glm_mpi_devices_ok(&mr, 1))
             goto out;
-        struct glm_ep_options epo = {.transport = &mr.t, .n_devices_total = mr.n_total};
-        lrc = glm_model_load_ep(mdevs, n_mdevs, o.checkpoint, &lo_, &epo, &m);
+        struct glm_ep_options epo = {
+            .transport = &mr.t, .n_devices_total = mr.n_total, .expert_parallel = ep_groups};
+        lrc = glm_model_load_ep(devs, n_devs, o.checkpoint, &lo_, &epo, &m);
     } else {
-        lrc = glm_model_load(dev, o.checkpoint, &lo_, &m);
+        lrc = mdev_load(devs, n_devs, o.checkpoint, &lo_, ep_groups, &m);
     }
     if (lrc) {
         log_rc("load", lrc);
@@ -1781,6 +1776,8 @@ int main(int argc, char **argv)
 out:
     if (mr.on && !mpi_agreed)
         glm_mpi_devices_ok(&mr, 0); /* the others wait for this rank's verdict */
+    if (n_devs > 1 || (mr.on && mr.t.rank == 0 && mr.n_total > 1))
+        mdev_print_stats(prog, m);
     if (mr.on && m)
         glm_mpi_report(&mr, m);
     glm_session_free(s);
@@ -1791,11 +1788,7 @@ out:
     }
     free(ids);
     free(text);
-    if (n_mdevs)
-        for (int i = 0; i < n_mdevs; i++)
-            tx_device_close(mdevs[i]);
-    else
-        tx_device_close(dev);
+    mdev_close(devs, n_devs);
     glm_mpi_end(&mr);
     return rc;
 }

@@ -26,8 +26,8 @@ void glm_mpi_report(struct glm_mpi_run *run, glm_model_t *m)
         return;
     for (int d = 0; d < es.n_devices && d < GLM_EP_MAX_DEVICES; d++) {
         const struct glm_ep_device_stats *v = &es.dev[d];
-        if (!v->local && run->t.rank != 0)
-            continue;
+        if (!v->local || run->t.rank == 0)
+            continue; /* rank 0: mdev_print_stats (multi_device.c) has every device */
         fprintf(stderr, "%s: expert parallel: device %d (rank %d%s): %u experts", run->prog, d,
                 v->rank, v->local ? "" : ", remote", v->experts);
         if (v->local)
@@ -37,20 +37,5 @@ void glm_mpi_report(struct glm_mpi_run *run, glm_model_t *m)
         if (v->local)
             fprintf(stderr, ", compute %.3f ms", v->compute_ms);
         fputc('\n', stderr);
-    }
-    if (run->t.rank == 0 && es.layers && es.tokens) {
-        /* a token's bytes through rank 0's link, over all MoE layers */
-        unsigned long long remote = 0;
-        for (int d = 0; d < es.n_devices && d < GLM_EP_MAX_DEVICES; d++)
-            if (es.dev[d].rank != 0)
-                remote += es.dev[d].bytes_in + es.dev[d].bytes_out;
-        double rows_per_layer = (double)es.tokens / (double)es.layers;
-        fprintf(stderr,
-                "%s: expert parallel: %llu MoE layer passes, %.1f rows per pass; per pass "
-                "dispatch %.3f ms (rows out and back included), wait %.3f ms, combine %.3f ms; "
-                "%.1f B per row and MoE layer to and from the other ranks\n",
-                run->prog, (unsigned long long)es.layers, rows_per_layer,
-                es.dispatch_ms / (double)es.layers, es.wait_ms / (double)es.layers,
-                es.combine_ms / (double)es.layers, (double)remote / (double)es.tokens);
     }
 }

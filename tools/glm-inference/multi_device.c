@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * glm-inference: several devices (docs/multi-device.md).
+ */
+#include "multi_device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tx/tx_error.h>
+
+int mdev_open(const char *prog, const char *list, tx_device_t **devs, int max, int *n)
+{
+    *n = 0;
+    if (!list)
+        list = getenv("TX_DEVICE");
+    if (!list || !strchr(list, ',')) {
+        if (tx_device_open(list && *list ? list : NULL, &devs[0])) {
+            fprintf(stderr, "%s: cannot open device %s: %s\n", prog,
+                    list && *list ? list : "(default)", tx_last_error());
+            return 1;
+        }
+        *n = 1;
+        return 0;
+    }
+    char *copy = strdup(list);
+    if (!copy) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 1;
+    }
+    int rc = 0, i = 0;
+    char *p = copy;
+    for (;;) {
+        char *c = strchr(p, ',');
+        if (c)
+            *c = 0;
+        if (!*p) {
+            fprintf(stderr, "%s: device list '%s': device %d is empty\n", prog, list, i);
+            rc = 1;
+            break;
+        }
+        if (*n == max) {
+            fprintf(stderr, "%s: device list '%s': more than %d devices\n", prog, list, max);
+            rc = 1;
+            break;
+        }
+        if (tx_device_open(p, &devs[*n])) {
+            fprintf(stderr, "%s: device list '%s': cannot open device %d (%s): %s\n", prog, list, i,
+                    p, tx_last_error());
+            rc = 1;
+            break;
+        }
+        (*n)++;
+        i++;
+        if (!c)
+            break;
+        p = c + 1;
+    }
+    free(copy);
+    if (rc) {
+        mdev_close(devs, *n);
+        *n = 0;
+    }
+    return rc;
+}
+
+void mdev_close(tx_device_t **devs, int n)
+{
+    for (int i = 0; i < n; i++)
+        tx_device_close(devs[i]);
+}
+
+int mdev_load(tx_device_t **devs, int n, const char *path, const struct glm_load_options *lo,
+              int expert_parallel, glm_model_t **m)
+{
+    if (n <= 1)
+        return glm_model_load(devs[0], path, lo, m);
+    struct glm_ep_options eo;
+    memset(&eo, 0, sizeof(eo));
+    eo.expert_parallel = expert_parallel;
+    return glm_model_load_ep(devs, n, path, lo, &eo, m);
+}
+
+void mdev_print_stats(const char *prog, glm_model_t *m)
+{
+    struct glm_ep_stats st;
+    if (!m || glm_model_ep_stats(m, &st))
+        return;
+    double tok = st.layers ? (double)st.tokens / (double)st.layers : 0;
+    fprintf(stderr,
+            "%s: expert parallel: %d devices, %d expert groups per MoE layer; %llu MoE layer "
+            "passes of %.1f rows on average; per MoE layer pass: dispatch %.3f ms, wait %.3f ms, "
+            "combine %.3f ms (combine rounding: %u of %u columns fused multiply-add)\n",
+            prog, st.n_devices, st.expert_parallel, (unsigned long long)st.layers, tok,
+            st.layers ? st.dispatch_ms / (double)st.layers : 0,
+            st.layers ? st.wait_ms / (double)st.layers : 0,
+            st.layers ? st.combine_ms / (double)st.layers : 0, st.fma_columns, st.dim);
+    for (int d = 0; d < st.n_devices; d++) {
+        const struct glm_ep_device_stats *x = &st.dev[d];
+        double per_tok = st.tokens ? 1.0 / (double)st.tokens : 0;
+        fprintf(stderr,
+                "%s: expert parallel: device %d (rank %d): %u experts, %.2f MiB; %llu pairs; "
+                "%.0f B in + %.0f B out per row and MoE layer; compute %.3f ms per MoE layer "
+                "pass\n",
+                prog, d, x->rank, x->experts, (double)x->expert_bytes / 1048576.0,
+                (unsigned long long)x->pairs, (double)x->bytes_in * per_tok,
+                (double)x->bytes_out * per_tok, st.layers ? x->compute_ms / (double)st.layers : 0);
+    }
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * glm-inference: several devices (--device A,B,... or TX_DEVICE=A,B,...):
+ * one model split across them by expert parallelism (docs/multi-device.md).
+ */
+#ifndef GLM_INFERENCE_MULTI_DEVICE_H
+#define GLM_INFERENCE_MULTI_DEVICE_H
+
+#include <tx/glm.h>
+#include <tx/tx_device.h>
+
+/* Opens the devices of a comma-separated list (NULL: $TX_DEVICE, else the
+ * default device). 0, or 1 with a message naming the entry on stderr. */
+int mdev_open(const char *prog, const char *list, tx_device_t **devs, int max, int *n);
+void mdev_close(tx_device_t **devs, int n);
+/* glm_model_load, or the multi-device load for n > 1 (expert_parallel:
+ * groups, 0 = every expert its own group). */
+int mdev_load(tx_device_t **devs, int n, const char *path, const struct glm_load_options *lo,
+              int expert_parallel, glm_model_t **m);
+/* The figures of a multi-device model (nothing for one device). */
+void mdev_print_stats(const char *prog, glm_model_t *m);
+
+#endif
