@@ -304,6 +304,43 @@ static int mpi_alltoallv_raw(struct mpi_ctx *c, const void *sbuf, const size_t *
                              const size_t *sdispls, void *rbuf, const size_t *rcounts,
                              const size_t *rdispls);
 
+/* How a rank waits for a collective. Open MPI's blocking calls poll the
+ * network without pause; a rank > 0 spends most of its time waiting for
+ * rank 0's next layer, and with ranks and devices sharing cores (one host,
+ * emulators) that polling takes the CPU from the devices. So the calls
+ * are the non-blocking forms, tested without pause for 50 us plus 1 us
+ * per KB this rank moves (MPI progresses a transfer only inside its calls:
+ * at 1 GB/s the data is through), then between sleeps of 10 us doubling up
+ * to 200 us: a longer wait, the other rank still busy, ends at most ~200
+ * us late. TX8_MPI_WAIT=spin: MPI_Wait (poll without pause, the lowest
+ * latency when every rank has a core of its own). */
+static int g_spin = -1;
+
+static int wait_for(int rc, MPI_Request *req, size_t bytes)
+{
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (g_spin < 0) {
+        const char *e = getenv("TX8_MPI_WAIT");
+        g_spin = e && strcmp(e, "spin") == 0;
+    }
+    if (g_spin)
+        return MPI_Wait(req, MPI_STATUS_IGNORE);
+    double t0 = now_us(), spin_us = 50 + (double)bytes / 1000;
+    long ns = 10000;
+    for (;;) {
+        int done = 0;
+        rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || done)
+            return rc;
+        if (now_us() - t0 < spin_us)
+            continue;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        ns = ns < 100000 ? 2 * ns : 200000;
+    }
+}
+
 static int mpi_alltoallv(void *ctx, const void *sbuf, const size_t *scounts,
                          const size_t *sdispls, void *rbuf, const size_t *rcounts,
                          const size_t *rdispls)
@@ -341,6 +378,10 @@ static int mpi_alltoallv_raw(struct mpi_ctx *c, const void *sbuf, const size_t *
     to_int(c->size, rcounts, ru, c->rc);
     to_int(c->size, rdispls, ru, c->rd);
     MPI_Datatype st = MPI_BYTE, rt = MPI_BYTE;
+    MPI_Request req = MPI_REQUEST_NULL;
+    size_t moved = 0;
+    for (int i = 0; i < c->size; i++)
+        moved += i == c->rank ? 0 : scounts[i] + rcounts[i];
     int rc = MPI_SUCCESS;
     if (su > 1)
         rc = MPI_Type_contiguous((int)su, MPI_BYTE, &st);
@@ -351,7 +392,9 @@ static int mpi_alltoallv_raw(struct mpi_ctx *c, const void *sbuf, const size_t *
     if (rc == MPI_SUCCESS && ru > 1)
         rc = MPI_Type_commit(&rt);
     if (rc == MPI_SUCCESS)
-        rc = MPI_Alltoallv(sbuf, c->sc, c->sd, st, rbuf, c->rc, c->rd, rt, MPI_COMM_WORLD);
+        rc = wait_for(MPI_Ialltoallv(sbuf, c->sc, c->sd, st, rbuf, c->rc, c->rd, rt,
+                                     MPI_COMM_WORLD, &req),
+                      &req, moved);
     if (st != MPI_BYTE)
         MPI_Type_free(&st);
     if (rt != MPI_BYTE)
@@ -376,7 +419,9 @@ static int mpi_bcast(void *ctx, void *buf, size_t bytes, int root)
     unsigned char *p = buf;
     do {
         size_t n = bytes < g_max ? bytes : g_max;
-        int rc = MPI_Bcast(p, (int)n, MPI_BYTE, root, MPI_COMM_WORLD);
+        MPI_Request req = MPI_REQUEST_NULL;
+        int rc = wait_for(MPI_Ibcast(p, (int)n, MPI_BYTE, root, MPI_COMM_WORLD, &req), &req,
+                          c->rank == root ? n * (size_t)(c->size - 1) : n);
         if (rc != MPI_SUCCESS) {
             mpi_fail(c, "MPI_Bcast", rc);
             return TX_EIO;
