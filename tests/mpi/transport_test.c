@@ -230,7 +230,8 @@ int main(int argc, char **argv)
     snprintf(what, sizeof(what), "transport: %d ranks, rank/size in the struct", T.size);
     int ok = T.size >= 1 && T.rank >= 0 && T.rank < T.size && T.ctx && T.alltoallv && T.bcast;
     check(ok, what);
-    check(exchange(1, 0, 0), "alltoallv: uneven byte counts, packed blocks, receive in reverse order");
+    check(exchange(1, 0, 0),
+          "alltoallv: uneven byte counts, packed blocks, receive in reverse order");
     check(exchange(1, 1, 5), "alltoallv: nothing to self, gaps between blocks left untouched");
     /* the large-count path: counts beyond one MPI call's int, sent in the
      * common divisor's unit (made reachable with a small limit) */
@@ -259,14 +260,14 @@ int main(int argc, char **argv)
         free(sb);
         free(rb);
     }
-    check(T.size == 1 || r != 0, "alltoallv: counts no unit makes fit fail on every rank (no hang)");
+    check(T.size == 1 || r != 0,
+          "alltoallv: counts no unit makes fit fail on every rank (no hang)");
     check(bcast_check(0, 4096), "bcast: 4096 bytes from rank 0");
     check(bcast_check(T.size - 1, 2500), "bcast: 2500 bytes in pieces of 1000 from the last rank");
     glm_mpi_set_max_count(0); /* back to INT_MAX */
     check(bcast_check(0, 1), "bcast: 1 byte");
     int mine = T.rank != T.size - 1; /* the last rank says no */
-    check(glm_mpi_all_ok(&T, mine) == 0,
-          "all_ok: one rank's failure is every rank's answer");
+    check(glm_mpi_all_ok(&T, mine) == 0, "all_ok: one rank's failure is every rank's answer");
     check(glm_mpi_all_ok(&T, 1) == 1, "all_ok: all succeed");
 
     /* the --device share (no communication) */

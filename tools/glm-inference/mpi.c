@@ -83,7 +83,10 @@ int glm_mpi_device_share(const char *list, int rank, int size, char *out, size_t
             if (n % d == 0) {
                 k++;
                 o += (size_t)snprintf(divs + o, sizeof(divs) - o, "%s%d",
-                                      k == 1 ? "" : k == nd ? " or " : ", ", d);
+                                      k == 1    ? ""
+                                      : k == nd ? " or "
+                                                : ", ",
+                                      d);
             }
         snprintf(err, errlen,
                  "--device lists %d device%s for %d MPI ranks: each rank drives the same number "
@@ -156,8 +159,7 @@ int glm_mpi_devices_ok(struct glm_mpi_run *run, int ok)
         return ok;
     int all = glm_mpi_all_ok(&run->t, ok);
     if (ok && !all)
-        fprintf(stderr,
-                "%s: another rank failed before the load (see its message); stopping\n",
+        fprintf(stderr, "%s: another rank failed before the load (see its message); stopping\n",
                 run->prog);
     return all;
 }
@@ -194,9 +196,7 @@ int glm_mpi_all_ok(const struct glm_ep_transport *t, int ok)
     return ok != 0;
 }
 
-void glm_mpi_finalize(void)
-{
-}
+void glm_mpi_finalize(void) {}
 
 void glm_mpi_abort(int code)
 {
@@ -341,9 +341,8 @@ static int wait_for(int rc, MPI_Request *req, size_t bytes)
     }
 }
 
-static int mpi_alltoallv(void *ctx, const void *sbuf, const size_t *scounts,
-                         const size_t *sdispls, void *rbuf, const size_t *rcounts,
-                         const size_t *rdispls)
+static int mpi_alltoallv(void *ctx, const void *sbuf, const size_t *scounts, const size_t *sdispls,
+                         void *rbuf, const size_t *rcounts, const size_t *rdispls)
 {
     struct mpi_ctx *c = ctx;
     double t0 = now_us();
@@ -392,9 +391,9 @@ static int mpi_alltoallv_raw(struct mpi_ctx *c, const void *sbuf, const size_t *
     if (rc == MPI_SUCCESS && ru > 1)
         rc = MPI_Type_commit(&rt);
     if (rc == MPI_SUCCESS)
-        rc = wait_for(MPI_Ialltoallv(sbuf, c->sc, c->sd, st, rbuf, c->rc, c->rd, rt,
-                                     MPI_COMM_WORLD, &req),
-                      &req, moved);
+        rc = wait_for(
+            MPI_Ialltoallv(sbuf, c->sc, c->sd, st, rbuf, c->rc, c->rd, rt, MPI_COMM_WORLD, &req),
+            &req, moved);
     if (st != MPI_BYTE)
         MPI_Type_free(&st);
     if (rt != MPI_BYTE)
@@ -410,8 +409,8 @@ static int mpi_bcast(void *ctx, void *buf, size_t bytes, int root)
 {
     struct mpi_ctx *c = ctx;
     if (root < 0 || root >= c->size) {
-        fprintf(stderr, "glm-inference: rank %d of %d: bcast from rank %d: no such rank\n",
-                c->rank, c->size, root);
+        fprintf(stderr, "glm-inference: rank %d of %d: bcast from rank %d: no such rank\n", c->rank,
+                c->size, root);
         return TX_EINVAL;
     }
     double t0 = now_us();
@@ -459,8 +458,8 @@ int glm_mpi_init(int *argc, char ***argv, struct glm_ep_transport *t, char *err,
     MPI_Comm_size(MPI_COMM_WORLD, &g_ctx.size);
     g_inited = 1;
     if (provided < MPI_THREAD_SERIALIZED) {
-        snprintf(err, errlen,
-                 "this MPI library gives thread level %d, below MPI_THREAD_SERIALIZED", provided);
+        snprintf(err, errlen, "this MPI library gives thread level %d, below MPI_THREAD_SERIALIZED",
+                 provided);
         return TX_ENOTSUP;
     }
     g_ctx.sc = calloc(4 * (size_t)g_ctx.size, sizeof(int));

@@ -78,12 +78,12 @@ void glm_mpi_set_max_count(size_t bytes);
 /* ---- glm-inference's use of the above (main.c) ---------------------------- */
 
 struct glm_mpi_run {
-    int on;                   /* started by mpirun and MPI initialised */
+    int on; /* started by mpirun and MPI initialised */
     struct glm_ep_transport t;
-    int n_total;              /* entries of the whole --device list */
-    int n_share;              /* of which this rank drives */
-    char prog[64];            /* "glm-inference: rank R of N" (messages) */
-    char share[4096];         /* this rank's part of the list */
+    int n_total;      /* entries of the whole --device list */
+    int n_share;      /* of which this rank drives */
+    char prog[64];    /* "glm-inference: rank R of N" (messages) */
+    char share[4096]; /* this rank's part of the list */
 };
 
 /* After the options are parsed, before any device is opened. When an MPI
