@@ -31,6 +31,7 @@
 
 #include "bench_depth.h"
 #include "common/cli.h"
+#include "mpi_transport.h"
 
 static const char *prog = "glm-inference";
 
@@ -1362,12 +1363,32 @@ int main(int argc, char **argv)
         o.interactive = 0;
     }
 
+    /* under mpirun: MPI_Init, this rank's share of the --device list
+     * (docs/multi-device.md, "Several hosts"); otherwise nothing */
+    struct glm_mpi_run mr;
+    int mrc = glm_mpi_begin(&mr, prog, &argc, &argv, &o.device);
+    if (mrc)
+        return mrc;
+    int mpi_agreed = 0;
+    if (mr.on) {
+        prog = mr.prog;
+        if (o.bench_cache) {
+            fprintf(stderr, "%s: --bench-cache runs on one process: not under mpirun\n", prog);
+            glm_mpi_end(&mr);
+            return 2;
+        }
+    }
+
     /* device(s) and plan: --device A,B,... puts one model on several
-     * (expert parallelism, multi_device.c) */
+     * (expert parallelism, multi_device.c); under mpirun, this rank's share */
     tx_device_t *devs[GLM_EP_MAX_DEVICES] = {NULL};
     int n_devs = 0;
-    if (mdev_open(prog, o.device, devs, GLM_EP_MAX_DEVICES, &n_devs))
+    if (mdev_open(prog, o.device, devs, GLM_EP_MAX_DEVICES, &n_devs)) {
+        if (mr.on)
+            glm_mpi_devices_ok(&mr, 0); /* the others wait for this rank's verdict */
+        glm_mpi_end(&mr);
         return 1;
+    }
     tx_device_t *dev = devs[0];
     int rc = 1;
     glm_model_t *m = NULL;
@@ -1387,7 +1408,7 @@ int main(int argc, char **argv)
             log_err("precision");
             goto out;
         }
-    if (n_devs > 1 && (o.bench_cache || o.stream || o.expert_cache)) {
+    if ((n_devs > 1 || mr.n_total > 1) && (o.bench_cache || o.stream || o.expert_cache)) {
         fprintf(stderr, "%s: several devices: --bench-cache, --stream and --expert-cache are for "
                         "one device\n", prog);
         rc = 2;
@@ -1419,7 +1440,7 @@ int main(int argc, char **argv)
     lo_.max_weight_bytes = o.max_weight_mem;
     double t0 = now_ms();
     int ep_groups = 0; /* several devices: the groups of the MoE settings file */
-    if (n_devs > 1) {
+    if (n_devs > 1 || mr.n_total > 1) {
         struct glm_moe_options pre;
         glm_moe_defaults(&pre);
         const char *pc = o.moe_config;
@@ -1431,9 +1452,37 @@ int main(int argc, char **argv)
         }
         ep_groups = pc ? pre.expert_parallel : 0;
     }
-    int lrc = mdev_load(devs, n_devs, o.checkpoint, &lo_, ep_groups, &m);
+    int lrc;
+    if (mr.on) {
+        /* every rank got here: the load is collective */
+        mpi_agreed = 1;
+        if (!glm_mpi_devices_ok(&mr, 1))
+            goto out;
+        struct glm_ep_options epo = {
+            .transport = &mr.t, .n_devices_total = mr.n_total, .expert_parallel = ep_groups};
+        lrc = glm_model_load_ep(devs, n_devs, o.checkpoint, &lo_, &epo, &m);
+    } else {
+        lrc = mdev_load(devs, n_devs, o.checkpoint, &lo_, ep_groups, &m);
+    }
     if (lrc) {
         log_rc("load", lrc);
+        goto out;
+    }
+    if (mr.on) {
+        struct glm_mpi_call_stats zero[4];
+        glm_mpi_stats(zero, 1); /* the figures count the passes, not the load */
+    }
+    if (mr.on && mr.t.rank > 0) {
+        /* a worker: serve rank 0's MoE layers until it frees its model */
+        fprintf(stderr, "%s: serving the MoE layers of rank 0\n", prog);
+        int wrc = glm_ep_worker_run(m);
+        if (wrc) {
+            /* rank 0 may be waiting for this rank's rows: end the job */
+            log_rc("expert parallel worker", wrc);
+            glm_mpi_abort(1);
+            goto out;
+        }
+        rc = 0;
         goto out;
     }
     const struct glm_config *c = glm_model_config(m);
@@ -1725,13 +1774,21 @@ int main(int argc, char **argv)
         print_memory_view(dev);
     rc = o.interactive ? interactive(m, s, &o, &smp) : 0;
 out:
-    if (n_devs > 1)
+    if (mr.on && !mpi_agreed)
+        glm_mpi_devices_ok(&mr, 0); /* the others wait for this rank's verdict */
+    if (n_devs > 1 || (mr.on && mr.t.rank == 0 && mr.n_total > 1))
         mdev_print_stats(prog, m);
+    if (mr.on && m)
+        glm_mpi_report(&mr, m);
     glm_session_free(s);
-    if (m && glm_model_free(m))
+    if (m && glm_model_free(m)) {
         log_err("free");
+        if (mr.on && mr.t.rank == 0)
+            glm_mpi_abort(1); /* the workers did not get the stop */
+    }
     free(ids);
     free(text);
     mdev_close(devs, n_devs);
+    glm_mpi_end(&mr);
     return rc;
 }
