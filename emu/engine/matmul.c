@@ -4,10 +4,17 @@
  *
  * Work is split across the cores by output columns (weight rows) in chunks
  * of up to 64 rows. Within a chunk (default):
- *   - T <= 4 (decode, GEMV): one pass over the chunk's weight rows against
- *     all tokens (for T = 1 the kernels read the rows one after the other,
- *     a single sequential stream); the weights stream from memory once.
- *   - T > 4 (prefill, GEMM): tokens in blocks of 256, K in blocks of 1024
+ *   - T = 1 (decode, GEMV): one pass over the chunk's weight rows (the
+ *     kernels read the rows one after the other, a single sequential
+ *     stream); the weights stream from memory once.
+ *   - T = 2..32 (batched decode, small prefill chunks): for each tile of 4
+ *     weight rows, K in blocks of 4096 bytes of a row (the tile's 16 KiB
+ *     stay in L1; int8 with scale groups: whole groups), and for each K
+ *     block every token tile (4 or 6 tokens) runs against it: each weight
+ *     byte comes from memory once and feeds all T rows from L1, so a pass
+ *     of 8 rows costs little more than one where the kernels are not
+ *     compute-bound (docs/engine.md, "Small-batch GEMM").
+ *   - T > 32 (prefill, GEMM): tokens in blocks of 256, K in blocks of 1024
  *     elements (2048 for int8); for each K block, every token tile (4 or 6
  *     tokens) runs against every 4-row tile, so a weight tile is reused by
  *     all the tokens of the block from L1/L2 while the token tile stays in
@@ -38,6 +45,10 @@
 #include "engine_internal.h"
 
 #define MM_TB 256 /* tokens per block (GEMM) */
+/* small batches (2..MM_SMALL tokens, not batch-invariant): weight rows
+ * outer, K blocks of MM_SMALL_KB bytes of a row, token tiles inner */
+#define MM_SMALL 32
+#define MM_SMALL_KB 4096
 
 uint64_t eng_mm_macs(const struct mm_w *w, size_t T, uint64_t *skipped)
 {
@@ -333,7 +344,33 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
             t.xb_stride = a->xb_stride;
             int bf = a->xb && w->dtype == TX8_DTYPE_BF16;
             t.bi = bi;
-            if (bi && nt <= ts) {
+            if (!bi && nt > 1 && nt <= MM_SMALL) {
+                /* small batch: each tile of weight rows streams from memory
+                 * once, in K blocks that stay in L1 while every token tile
+                 * runs against them */
+                size_t kb = w->K;
+                if (w->K * w->es > MM_SMALL_KB) {
+                    kb = MM_SMALL_KB / w->es;
+                    if (a->i8 && w->group < w->K)
+                        kb = (kb + w->group - 1) / w->group * w->group;
+                }
+                for (size_t r = n0; r < n1; r += 4) {
+                    t.R = n1 - r < 4 ? (unsigned)(n1 - r) : 4;
+                    t.w = w->data + r * t.w_stride;
+                    t.scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                    for (size_t k0 = 0; k0 < w->K; k0 += kb) {
+                        t.k0 = k0;
+                        t.k1 = w->K - k0 < kb ? w->K : k0 + kb;
+                        for (size_t tt = 0; tt < nt; tt += ts) {
+                            t.T = nt - tt < ts ? (unsigned)(nt - tt) : (unsigned)ts;
+                            t.x = (const uint8_t *)a->p + (t0 + tt) * a->stride * act_es;
+                            t.xb = bf ? a->xb + (t0 + tt) * a->xb_stride : NULL;
+                            t.out = C + tt * nr + (r - n0);
+                            mm_tile_call(k, &t, a->i8, bf);
+                        }
+                    }
+                }
+            } else if (bi && nt <= ts) {
                 /* one token tile: rows outer, K blocks inner */
                 t.T = (unsigned)nt;
                 t.x = (const uint8_t *)a->p + t0 * a->stride * act_es;
