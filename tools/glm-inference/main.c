@@ -36,7 +36,7 @@
 static const char *prog = "glm-inference";
 
 #include "bench_cache.h"
-#include "multi_device.h"
+#include "common/device_list.h"
 static int verbose;
 
 static void usage(FILE *f)
@@ -1380,7 +1380,7 @@ int main(int argc, char **argv)
     }
 
     /* device(s) and plan: --device A,B,... puts one model on several
-     * (expert parallelism, multi_device.c); under mpirun, this rank's share */
+     * (expert parallelism, tools/lib/device_list.c); under mpirun, this rank's share */
     tx_device_t *devs[GLM_EP_MAX_DEVICES] = {NULL};
     int n_devs = 0;
     if (mdev_open(prog, o.device, devs, GLM_EP_MAX_DEVICES, &n_devs)) {

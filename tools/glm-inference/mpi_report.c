@@ -27,7 +27,7 @@ void glm_mpi_report(struct glm_mpi_run *run, glm_model_t *m)
     for (int d = 0; d < es.n_devices && d < GLM_EP_MAX_DEVICES; d++) {
         const struct glm_ep_device_stats *v = &es.dev[d];
         if (!v->local || run->t.rank == 0)
-            continue; /* rank 0: mdev_print_stats (multi_device.c) has every device */
+            continue; /* rank 0: mdev_print_stats (tools/lib/device_list.c) has every device */
         fprintf(stderr, "%s: expert parallel: device %d (rank %d%s): %u experts", run->prog, d,
                 v->rank, v->local ? "" : ", remote", v->experts);
         if (v->local)

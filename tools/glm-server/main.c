@@ -17,6 +17,7 @@
 #include <tx/tx.h>
 
 #include "common/cli.h"
+#include "common/device_list.h"
 #include "server.h"
 
 static const char *prog = "glm-server";
@@ -49,8 +50,9 @@ static void usage(FILE *f)
             "continuous batching on a TX8 (docs/glm-server.md).\n"
             "\n"
             "  -m, --checkpoint PATH    the .smd package (required)\n"
-            "      --device SPEC        device (emu:/path.sock, /dev/accel/accelN; default\n"
-            "                           $TX_DEVICE, else the first TX8)\n"
+            "      --device SPEC[,SPEC] device (emu:/path.sock, /dev/accel/accelN; default\n"
+            "                           $TX_DEVICE, else the first TX8); a list puts one\n"
+            "                           model on several devices (docs/multi-device.md)\n"
             "      --host ADDR          address to listen on (default 127.0.0.1)\n"
             "      --port N             port (default 8080; 0 = any free port, printed)\n"
             "  -np, --parallel N        slots: requests decoded together (1..%d, default 4)\n"
@@ -235,28 +237,28 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     int rc = 1;
-    if (tx_device_open(o->device, &S->dev)) {
-        fprintf(stderr, "%s: cannot open device %s: %s\n", prog,
-                o->device ? o->device : "(default)", tx_last_error());
+    if (mdev_open(prog, o->device, S->devs, GLM_EP_MAX_DEVICES, &S->n_devs))
         return 1;
-    }
+    S->dev = S->devs[0];
     glm_precision_plan_t plan;
     glm_plan_golden(&plan);
     if (o->precision && glm_plan_parse(o->precision, &plan)) {
         fprintf(stderr, "%s: --precision: %s\n", prog, tx_last_error());
-        tx_device_close(S->dev);
+        mdev_close(S->devs, S->n_devs);
         return 2;
     }
-    if (glm_plan_set(S->dev, &plan)) {
-        fprintf(stderr, "%s: precision: %s\n", prog, tx_last_error());
-        goto out;
-    }
+    for (int i = 0; i < S->n_devs; i++)
+        if (glm_plan_set(S->devs[i], &plan)) {
+            fprintf(stderr, "%s: precision: %s\n", prog, tx_last_error());
+            goto out;
+        }
     double t0 = srv_now();
     struct glm_load_options lopt;
     memset(&lopt, 0, sizeof(lopt));
     if (o->batch_invariant)
         lopt.flags |= GLM_LOAD_BATCH_INVARIANT;
-    if (glm_model_load(S->dev, o->checkpoint, &lopt, &S->m)) {
+    /* several devices: every expert its own group, balanced by size */
+    if (mdev_load(S->devs, S->n_devs, o->checkpoint, &lopt, 0, &S->m)) {
         fprintf(stderr, "%s: cannot load %s: %s\n", prog, o->checkpoint, tx_last_error());
         goto out;
     }
@@ -331,11 +333,12 @@ out_sessions:
         if (S->slots[i].s)
             glm_session_free(S->slots[i].s);
 out_model:
+    mdev_print_stats(prog, S->m);
     glm_model_free(S->m);
     S->m = NULL;
 out:
     if (S->m)
         glm_model_free(S->m);
-    tx_device_close(S->dev);
+    mdev_close(S->devs, S->n_devs);
     return rc;
 }

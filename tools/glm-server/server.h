@@ -115,7 +115,9 @@ struct srv_metrics {
 
 struct srv {
     struct srv_opts o;
-    tx_device_t *dev;
+    tx_device_t *dev;                         /* devs[0]: sessions, KV, sampling */
+    tx_device_t *devs[GLM_EP_MAX_DEVICES];    /* --device A,B,...: expert parallel */
+    int n_devs;
     glm_model_t *m;
     const struct tx_tokenizer *tok;
     int vocab, sample_vocab;

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * glm-inference: several devices (--device A,B,... or TX_DEVICE=A,B,...):
- * one model split across them by expert parallelism (docs/multi-device.md).
+ * The tools' device lists (glm-inference, glm-server): --device A,B,... or
+ * TX_DEVICE=A,B,...: one model split across them by expert parallelism (docs/multi-device.md).
  */
-#ifndef GLM_INFERENCE_MULTI_DEVICE_H
-#define GLM_INFERENCE_MULTI_DEVICE_H
+#ifndef TX_TOOLS_DEVICE_LIST_H
+#define TX_TOOLS_DEVICE_LIST_H
 
 #include <tx/glm.h>
 #include <tx/tx_device.h>

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * glm-inference: several devices (docs/multi-device.md).
+ * The tools' device lists: one device, or one model on several devices
+ * (docs/multi-device.md).
  */
-#include "multi_device.h"
+#include "common/device_list.h"
 
 #include <stdio.h>
 #include <stdlib.h>
