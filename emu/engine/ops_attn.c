@@ -6,30 +6,15 @@
  * indexer's scores and top-k, over an f32 or Q8_0 key cache).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "attn_internal.h"
 
 #define KEY_CHUNK 128
 
 /* ---- ATTENTION ---------------------------------------------------------- */
 
-struct attn_ctx {
-    struct tx8_engine *e;
-    const struct tx8_cmd_attention *m;
-    const float *q;
-    const uint8_t *k, *v;
-    float *out;
-    const int32_t *sel; /* private, validated copy or NULL */
-    size_t grp;         /* q heads per kv head */
-    size_t nsplit;      /* sub-groups of q heads per work item */
-    size_t hsub;        /* q heads per sub-group */
-    size_t nks;         /* key ranges per (token, kv head) (flash-decoding split) */
-    float *part;        /* nks > 1: [token][kv head][range][grp][v_dim + 2] partials */
-    int block;          /* kv_dtype is a 1.6 block type (Q8_0 / Q4_0) */
-    unsigned vdt;       /* the v cache's type (TX8_ATTN_F_V_DTYPE, else kv_dtype) */
-    int shared;         /* v is the k cache read as its first v_dim dims (absorbed MLA) */
-};
 
 /* byte address of element e of a cache of the command's kv_dtype */
 static inline const uint8_t *kv_at(unsigned dt, const uint8_t *base, size_t e)
@@ -188,7 +173,7 @@ static size_t attn_total(const struct attn_ctx *a, size_t t)
     uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
     if (limit > m->kv_len)
         limit = m->kv_len;
-    return a->sel ? m->sel_k : (size_t)limit;
+    return a->sel && !a->bm ? m->sel_k : (size_t)limit;
 }
 
 static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
@@ -198,6 +183,20 @@ static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
     for (size_t it = b; it < end; it++) {
         if (eng_aborted(a->e))
             return;
+        if (a->fast && a->nks == 1) {
+            /* item = (query tile, kv head, head sub-group), the tiles
+             * with the most keys (the last, causally) first */
+            size_t s = it % a->nsplit, rest = it / a->nsplit;
+            size_t g = rest % kvh, tile = a->ntiles - 1 - rest / kvh;
+            size_t t0 = tile * a->tq, nt = a->m->tokens - t0 < a->tq ? a->m->tokens - t0 : a->tq;
+            size_t h0 = g * a->grp + s * a->hsub, h1 = h0 + a->hsub;
+            if (h1 > (g + 1) * a->grp)
+                h1 = (g + 1) * a->grp;
+            if (h0 < h1)
+                eng_attn_tile_avx512(a, t0, nt, h0, h1, g, 0, attn_total(a, t0 + nt - 1), NULL,
+                                     w);
+            continue;
+        }
         if (a->nks > 1) {
             /* item = (token, kv head, key range): every head of the group */
             size_t ks = it % a->nks, rest = it / a->nks;
@@ -212,7 +211,10 @@ static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
                 }
                 continue;
             }
-            attn_item(a, t, g, g * a->grp, (g + 1) * a->grp, j0, j1, part, w);
+            if (a->fast)
+                eng_attn_tile_avx512(a, t, 1, g * a->grp, (g + 1) * a->grp, g, j0, j1, part, w);
+            else
+                attn_item(a, t, g, g * a->grp, (g + 1) * a->grp, j0, j1, part, w);
             continue;
         }
         size_t s = it % a->nsplit, rest = it / a->nsplit;
@@ -268,6 +270,60 @@ static void attn_merge_fn(void *p, size_t b, size_t end, struct eng_worker *w)
     }
 }
 
+/* TX8_ATTN_TILE=0: the generic per-token path on every ISA (A/B checks) */
+static int attn_tile_off(void)
+{
+    const char *v = getenv("TX8_ATTN_TILE");
+    return v && v[0] == '0';
+}
+
+/*
+ * A selection that keeps at least half of the causal keys (DSA while the
+ * context is not much longer than index_topk) as a bitmap of the selected
+ * keys per token, for the tile path's masked causal tiles: computing the
+ * few unselected keys costs less than one token per tile. Not when the
+ * bitmap would exceed 16 MiB or a token lists a key twice (the key list is
+ * then not a set).
+ */
+static void attn_sel_bitmap(struct attn_ctx *a, size_t *max_total)
+{
+    const struct tx8_cmd_attention *m = a->m;
+    uint64_t sel = 0, dense = 0;
+    size_t maxl = 0;
+    for (size_t t = 0; t < m->tokens; t++) {
+        uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
+        if (limit > m->kv_len)
+            limit = m->kv_len;
+        dense += limit;
+        if (limit > maxl)
+            maxl = (size_t)limit;
+        for (size_t j = 0; j < m->sel_k; j++)
+            sel += a->sel[t * m->sel_k + j] >= 0;
+    }
+    size_t words = (maxl + 63) / 64;
+    if (!words || sel * 2 < dense || (uint64_t)m->tokens * words * 8 > ((uint64_t)16 << 20))
+        return;
+    uint64_t *bm = eng_jscratch(a->e, J_IDX1, m->tokens * words * 8);
+    if (!bm)
+        return;
+    memset(bm, 0, m->tokens * words * 8);
+    for (size_t t = 0; t < m->tokens; t++) {
+        uint64_t *b = bm + t * words;
+        for (size_t j = 0; j < m->sel_k; j++) {
+            int32_t s = a->sel[t * m->sel_k + j];
+            if (s < 0)
+                continue;
+            uint64_t bit = (uint64_t)1 << (s % 64);
+            if (b[s / 64] & bit)
+                return; /* a key listed twice */
+            b[s / 64] |= bit;
+        }
+    }
+    a->bm = bm;
+    a->bm_words = words;
+    *max_total = maxl;
+}
+
 /* keys per range at least (a split below this costs more than it saves) */
 #define SPLIT_MIN_KEYS 256
 
@@ -293,6 +349,7 @@ int eng_exec_attention(struct eng_cmd *c)
 
     uint64_t pairs = 0; /* (query, key) pairs, for the MAC count */
     size_t max_total = 0;
+    int can_fast = e->k->isa == TX8_ISA_AVX512 && !attn_tile_off();
     if (m->sel) {
         size_t n = (size_t)m->tokens * m->sel_k;
         int32_t *sel = eng_jscratch(e, J_IDS, n * 4);
@@ -314,6 +371,8 @@ int eng_exec_attention(struct eng_cmd *c)
         }
         a.sel = sel;
         max_total = m->sel_k;
+        if (can_fast)
+            attn_sel_bitmap(&a, &max_total);
     } else {
         for (size_t t = 0; t < m->tokens; t++) {
             uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
@@ -343,7 +402,34 @@ int eng_exec_attention(struct eng_cmd *c)
             a.nsplit = a.grp;
     }
     a.hsub = (a.grp + a.nsplit - 1) / a.nsplit;
-    if (a.nks > 1) {
+    a.fast = can_fast;
+    if (a.fast && a.nks > 1 && a.grp > ATTN_TILE_ROWS) {
+        a.fast = 0; /* a split item holds the whole group */
+        a.bm = NULL;
+    }
+    if (a.fast && a.nks == 1) {
+        /* query tiles of up to ATTN_TILE_ROWS rows (tokens x heads; one
+         * token with a selection: its own key list), enough of them for
+         * the cores, heads split where one token is all there is */
+        a.nsplit = (a.grp + ATTN_TILE_ROWS - 1) / ATTN_TILE_ROWS;
+        a.hsub = (a.grp + a.nsplit - 1) / a.nsplit;
+        a.tq = m->sel && !a.bm ? 1 : ATTN_TILE_ROWS / a.hsub;
+        if (a.tq < 1)
+            a.tq = 1;
+        while (a.tq > 1 && ((m->tokens + a.tq - 1) / a.tq) * m->kv_heads * a.nsplit < want)
+            a.tq /= 2;
+        a.ntiles = (m->tokens + a.tq - 1) / a.tq;
+        if (a.ntiles * m->kv_heads * a.nsplit < want && a.grp > 1) {
+            size_t ns = (want + a.ntiles * m->kv_heads - 1) / (a.ntiles * m->kv_heads);
+            if (ns > a.grp)
+                ns = a.grp;
+            if (ns > a.nsplit) {
+                a.nsplit = ns;
+                a.hsub = (a.grp + a.nsplit - 1) / a.nsplit;
+            }
+        }
+        eng_parallel(e, a.ntiles * m->kv_heads * a.nsplit, 1, attn_fn, &a);
+    } else if (a.nks > 1) {
         eng_parallel(e, items * a.nks, 1, attn_fn, &a);
         eng_parallel(e, items * a.grp, 1, attn_merge_fn, &a);
     } else {

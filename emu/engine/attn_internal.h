@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ATTENTION's work context, shared by ops_attn.c (every ISA) and the
+ * AVX-512 query-tile kernel (attn_avx512.c).
+ */
+#ifndef TX8_ENGINE_ATTN_INTERNAL_H
+#define TX8_ENGINE_ATTN_INTERNAL_H
+
+#include "engine_internal.h"
+
+struct attn_ctx {
+    struct tx8_engine *e;
+    const struct tx8_cmd_attention *m;
+    const float *q;
+    const uint8_t *k, *v;
+    float *out;
+    const int32_t *sel; /* private, validated copy or NULL */
+    size_t grp;         /* q heads per kv head */
+    size_t nsplit;      /* sub-groups of q heads per work item */
+    size_t hsub;        /* q heads per sub-group */
+    size_t nks;         /* key ranges per (token, kv head) (flash-decoding split) */
+    size_t tq;          /* tokens per query tile (the AVX-512 tile path) */
+    size_t ntiles;      /* query tiles */
+    int fast;           /* the AVX-512 query-tile path */
+    float *part;        /* nks > 1: [token][kv head][range][grp][v_dim + 2] partials */
+    int block;          /* kv_dtype is a 1.6 block type (Q8_0 / Q4_0) */
+    unsigned vdt;       /* the v cache's type (TX8_ATTN_F_V_DTYPE, else kv_dtype) */
+    int shared;         /* v is the k cache read as its first v_dim dims (absorbed MLA) */
+    /* a selection that keeps most causal keys, as a bitmap [token][bm_words]
+     * of the selected keys: the tile path then runs the causal keys in
+     * query tiles and masks the others, instead of one token at a time */
+    const uint64_t *bm;
+    size_t bm_words;
+};
+
+/* rows (tokens x heads) of one query tile at most */
+#define ATTN_TILE_ROWS 64
+
+/*
+ * AVX-512 query tile: tokens [t0, t0 + nt) x q heads [h0, h1) of kv head g
+ * (nt * (h1 - h0) <= ATTN_TILE_ROWS; nt == 1 with a selection), over keys
+ * [j0, j1) of the query's key list. Each key block is converted once for
+ * every row of the tile. part == NULL: the normalised rows are written,
+ * else (o, max, sum) of the grp heads (nt == 1, the whole group) go to part.
+ */
+void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t h0, size_t h1,
+                          size_t g, size_t j0, size_t j1, float *part, struct eng_worker *w);
+
+/* the scratch bytes eng_attn_tile_avx512 takes from W_TMP */
+size_t eng_attn_tile_scratch(const struct tx8_cmd_attention *m);
+
+#endif
