@@ -105,6 +105,11 @@ static void row_f32(float *dst, const uint8_t *s, unsigned dt, size_t n)
     }
 }
 
+void eng_kv_row_f32_avx512(float *dst, const void *src, unsigned dt, size_t n)
+{
+    row_f32(dst, src, dt, n);
+}
+
 /*
  * A register tile of JT key rows (or value dims) x RV row vectors:
  * acc[jj][rv] += sum_i a[jj](i) * b[i][rv], where a[jj](i) = ap[jj * as + i * ai]

@@ -46,6 +46,10 @@ struct attn_ctx {
 void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t h0, size_t h1,
                           size_t g, size_t j0, size_t j1, float *part, struct eng_worker *w);
 
+/* one KV-cache row (F32/F16/BF16/Q8_0/Q4_0) to f32 with AVX-512, bit-exact
+ * with eng_kv_to_f32 */
+void eng_kv_row_f32_avx512(float *dst, const void *src, unsigned dt, size_t n);
+
 /* the scratch bytes eng_attn_tile_avx512 takes from W_TMP */
 size_t eng_attn_tile_scratch(const struct tx8_cmd_attention *m);
 

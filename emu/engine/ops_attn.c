@@ -16,6 +16,17 @@
 /* ---- ATTENTION ---------------------------------------------------------- */
 
 
+/* a cache row to f32: the AVX-512 converter where the engine has it (the
+ * block types' scalar decode is the slow part of the per-token path) */
+static inline void kv_row(const struct eng_kernels *k, float *dst, const void *src, unsigned dt,
+                          size_t n)
+{
+    if (k->isa == TX8_ISA_AVX512)
+        eng_kv_row_f32_avx512(dst, src, dt, n);
+    else
+        eng_kv_to_f32(k, dst, src, dt, n);
+}
+
 /* byte address of element e of a cache of the command's kv_dtype */
 static inline const uint8_t *kv_at(unsigned dt, const uint8_t *base, size_t e)
 {
@@ -83,7 +94,7 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
         memset(&tl, 0, sizeof(tl));
         if (gather) {
             for (size_t j = 0; j < cn; j++)
-                eng_kv_to_f32(k, rows + j * qk,
+                kv_row(k, rows + j * qk,
                               kv_at(m->kv_dtype, a->k, (size_t)keys[j] * krow + g * m->ld_k_head),
                               m->kv_dtype, qk);
             tl.w = (const uint8_t *)rows;
@@ -145,7 +156,7 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
             ldv = vrow;
         } else {
             for (size_t j = 0; j < cn; j++)
-                eng_kv_to_f32(k, rows + j * vd,
+                kv_row(k, rows + j * vd,
                               kv_at(a->vdt, a->v, (size_t)keys[j] * vrow + g * m->ld_v_head),
                               a->vdt, vd);
             vf = rows;
@@ -402,7 +413,12 @@ int eng_exec_attention(struct eng_cmd *c)
             a.nsplit = a.grp;
     }
     a.hsub = (a.grp + a.nsplit - 1) / a.nsplit;
-    a.fast = can_fast;
+    /* the tile path wants rows: a tile of fewer than 8 (GQA decode: one
+     * token's group of 4) wastes most of each 16-row vector, and the
+     * per-token path's tiles read F16/BF16 keys straight from the cache */
+    a.fast = can_fast && (size_t)m->tokens * a.grp >= 8;
+    if (!a.fast)
+        a.bm = NULL;
     if (a.fast && a.nks > 1 && a.grp > ATTN_TILE_ROWS) {
         a.fast = 0; /* a split item holds the whole group */
         a.bm = NULL;
