@@ -73,7 +73,8 @@ static void row_f32(float *dst, const uint8_t *s, unsigned dt, size_t n)
             uint16_t h;
             memcpy(&h, s, 2);
             __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
-            __m512i q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(s + 2)));
+            __m512i q0 =
+                _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(s + 2)));
             __m512i q1 =
                 _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(s + 18)));
             _mm512_storeu_ps(dst + b * 32, _mm512_mul_ps(_mm512_cvtepi32_ps(q0), d));
@@ -87,7 +88,8 @@ static void row_f32(float *dst, const uint8_t *s, unsigned dt, size_t n)
             __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
             /* byte i = lo | hi << 4 holds elements 2i and 2i + 1: widen to
              * 16 bits, put hi in the upper byte, read the bytes in order */
-            __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(s + 2)));
+            __m256i w =
+                _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(s + 2)));
             __m256i lo = _mm256_and_si256(w, _mm256_set1_epi16(15));
             __m256i hi = _mm256_srli_epi16(w, 4);
             __m256i c = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 8));
@@ -118,8 +120,8 @@ void eng_kv_row_f32_avx512(float *dst, const void *src, unsigned dt, size_t n)
  *   S^T: a = K rows (as = row stride, ai = 1), b = Q^T, i over qk dims
  *   PV:  a = V[key][d0 + jj] (as = 1, ai = row stride), b = P^T, i over keys
  */
-AI void tile(float *c, size_t NP, const unsigned JT, const unsigned RV, const float *ap,
-             size_t as, size_t ai, const float *bp, size_t n, int init)
+AI void tile(float *c, size_t NP, const unsigned JT, const unsigned RV, const float *ap, size_t as,
+             size_t ai, const float *bp, size_t n, int init)
 {
     __m512 acc[16][4];
 #pragma GCC unroll 16
@@ -150,7 +152,7 @@ AI void tile(float *c, size_t NP, const unsigned JT, const unsigned RV, const fl
 
 /* c[j * NP ..] for j < m: JT-row tiles, then single rows (RV constant) */
 #define TILES(RV, JT)                                                                              \
-    static void tiles_##RV(float *c, size_t NP, const float *ap, size_t as, size_t ai,            \
+    static void tiles_##RV(float *c, size_t NP, const float *ap, size_t as, size_t ai,             \
                            const float *bp, size_t n, size_t m, int init)                          \
     {                                                                                              \
         size_t j = 0;                                                                              \
@@ -186,8 +188,9 @@ static void tiles(unsigned RV, float *c, size_t NP, const float *ap, size_t as, 
 size_t eng_attn_tile_scratch(const struct tx8_cmd_attention *m)
 {
     size_t qk = m->qk_dim, vd = m->v_dim, R = ATTN_TILE_ROWS;
-    return (qk * R + vd * R + (size_t)FKC * R + (size_t)FKC * qk + (size_t)FKC * vd + 4 * R +
-            FKC) * 4 + R * 4 * sizeof(__mmask16) + 128;
+    return (qk * R + vd * R + (size_t)FKC * R + (size_t)FKC * qk + (size_t)FKC * vd + 4 * R + FKC) *
+               4 +
+           R * 4 * sizeof(__mmask16) + 128;
 }
 
 static inline const uint8_t *kv_at(unsigned dt, const uint8_t *base, size_t e)
@@ -208,10 +211,10 @@ void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t
     if (!raw)
         return;
     float *qt = (float *)(void *)(raw + ((64 - ((uintptr_t)raw & 63)) & 63)); /* [qk][NP] */
-    float *ot = qt + qk * NP;                                                    /* [vd][NP] */
-    float *st = ot + vd * NP;                                                    /* [FKC][NP] */
-    float *kr = st + (size_t)FKC * NP;                                           /* [FKC][qk] */
-    float *vr = kr + (size_t)FKC * qk;                                           /* [FKC][vd] */
+    float *ot = qt + qk * NP;                                                 /* [vd][NP] */
+    float *st = ot + vd * NP;                                                 /* [FKC][NP] */
+    float *kr = st + (size_t)FKC * NP;                                        /* [FKC][qk] */
+    float *vr = kr + (size_t)FKC * qk;                                        /* [FKC][vd] */
     float *mx = vr + (size_t)FKC * vd, *ls = mx + NP, *cr = ls + NP;
     int32_t *lim = (int32_t *)(void *)(cr + NP);
     int32_t *keys = lim + NP;
@@ -336,8 +339,8 @@ void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t
             for (size_t d = 0; d < vd; d++)
                 for (unsigned rv = 0; rv < RV; rv++) {
                     float *op = ot + d * NP + rv * 16;
-                    _mm512_storeu_ps(op,
-                                     _mm512_mul_ps(_mm512_loadu_ps(op), _mm512_loadu_ps(cr + rv * 16)));
+                    _mm512_storeu_ps(
+                        op, _mm512_mul_ps(_mm512_loadu_ps(op), _mm512_loadu_ps(cr + rv * 16)));
                 }
         /* O^T += V^T P^T */
         tiles(RV, ot, NP, vp, 1, vst, st, cn, vd, 1);
@@ -359,5 +362,78 @@ void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t
         float inv = ls[r] > 0 ? 1.0f / ls[r] : 0.0f;
         for (size_t d = 0; d < vd; d++)
             dst[d] = ot[d * NP + r] * inv;
+    }
+}
+
+/* ---- DSA_INDEX scores ------------------------------------------------------ */
+
+size_t eng_dsa_tile_scratch(size_t dim)
+{
+    size_t R = ATTN_TILE_ROWS;
+    return (dim * R + (size_t)FKC * R + (size_t)FKC * dim + 2 * R) * 4 + 128;
+}
+
+/*
+ * The indexer's scores of tokens [t0, t0 + nt) (nt * heads <= ATTN_TILE_ROWS)
+ * for keys [s0, s1): scores[tl][s] = sum over h (in order) of
+ * w[t][h] * relu(q[t][h] . k[s]), the same sum as the per-token path, with
+ * the dot products as S^T tiles (keys broadcast against the transposed
+ * query rows) over each key block converted once for the tile.
+ */
+void eng_dsa_tile_avx512(const struct eng_dsa_tile *d, size_t t0, size_t nt, size_t s0, size_t s1,
+                         struct eng_worker *w)
+{
+    size_t H = d->heads, dim = d->dim, nr = nt * H;
+    if (!nr || nr > ATTN_TILE_ROWS)
+        return;
+    unsigned RV = (unsigned)((nr + 15) / 16);
+    size_t NP = (size_t)RV * 16;
+    uint8_t *raw = eng_wscratch(w, W_TMP2, eng_dsa_tile_scratch(dim));
+    if (!raw)
+        return;
+    float *qt = (float *)(void *)(raw + ((64 - ((uintptr_t)raw & 63)) & 63)); /* [dim][NP] */
+    float *st = qt + dim * NP;                                                /* [FKC][NP] */
+    float *kf = st + (size_t)FKC * NP;                                        /* [FKC][dim] */
+    float *wv = kf + (size_t)FKC * dim;                                       /* [NP] */
+    float *tmp = wv + NP;                                                     /* [NP] */
+    memset(qt, 0, dim * NP * 4);
+    for (size_t r = 0; r < NP; r++)
+        wv[r] = 0;
+    for (size_t r = 0; r < nr; r++) {
+        size_t t = t0 + r / H, h = r % H;
+        const float *qr = d->q + t * H * d->ld_q_head + h * d->ld_q_head;
+        for (size_t i = 0; i < dim; i++)
+            qt[i * NP + r] = qr[i];
+        wv[r] = d->w[t * H + h];
+    }
+    const __m512 zero = _mm512_setzero_ps();
+    for (size_t c0 = s0; c0 < s1; c0 += FKC) {
+        size_t cn = s1 - c0 < FKC ? s1 - c0 : FKC;
+        const float *kp;
+        if (d->kq) {
+            for (size_t j = 0; j < cn; j++)
+                row_f32(kf + j * dim,
+                        d->kq + tx_dtype_row_bytes(TX8_DTYPE_Q8_0, (c0 + j) * d->ld_k),
+                        TX8_DTYPE_Q8_0, dim);
+            kp = kf;
+            tiles(RV, st, NP, kp, dim, 1, qt, dim, cn, 0);
+        } else {
+            kp = d->k + c0 * d->ld_k;
+            tiles(RV, st, NP, kp, d->ld_k, 1, qt, dim, cn, 0);
+        }
+        for (size_t j = 0; j < cn; j++) {
+            for (unsigned rv = 0; rv < RV; rv++) {
+                __m512 s = _mm512_loadu_ps(st + j * NP + rv * 16);
+                /* relu(s) * w: max(s, 0) keeps 0 for NaN, as "s > 0" does */
+                _mm512_storeu_ps(tmp + rv * 16, _mm512_mul_ps(_mm512_max_ps(s, zero),
+                                                              _mm512_loadu_ps(wv + rv * 16)));
+            }
+            for (size_t tl = 0; tl < nt; tl++) {
+                float acc = 0;
+                for (size_t h = 0; h < H; h++)
+                    acc += tmp[tl * H + h];
+                d->scores[(t0 - d->t0 + tl) * d->nkeys + c0 + j] = acc;
+            }
+        }
     }
 }

@@ -53,4 +53,21 @@ void eng_kv_row_f32_avx512(float *dst, const void *src, unsigned dt, size_t n);
 /* the scratch bytes eng_attn_tile_avx512 takes from W_TMP */
 size_t eng_attn_tile_scratch(const struct tx8_cmd_attention *m);
 
+/* DSA_INDEX scoring in tiles (attn_avx512.c) */
+struct eng_dsa_tile {
+    const float *q;    /* [tokens][heads][ld_q_head] */
+    const float *w;    /* [tokens][heads] */
+    const float *k;    /* f32 keys [kv_len][ld_k], or NULL */
+    const uint8_t *kq; /* Q8_0 keys [kv_len][ld_k], or NULL */
+    size_t heads, dim, ld_q_head, ld_k;
+    float *scores; /* [token - t0][nkeys] */
+    size_t t0, nkeys;
+};
+
+/* scores of tokens [t0, t0 + nt) (absolute; nt * heads <= ATTN_TILE_ROWS)
+ * for keys [s0, s1) */
+void eng_dsa_tile_avx512(const struct eng_dsa_tile *d, size_t t0, size_t nt, size_t s0, size_t s1,
+                         struct eng_worker *w);
+size_t eng_dsa_tile_scratch(size_t dim);
+
 #endif

@@ -15,7 +15,6 @@
 
 /* ---- ATTENTION ---------------------------------------------------------- */
 
-
 /* a cache row to f32: the AVX-512 converter where the engine has it (the
  * block types' scalar decode is the slow part of the per-token path) */
 static inline void kv_row(const struct eng_kernels *k, float *dst, const void *src, unsigned dt,
@@ -95,8 +94,8 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
         if (gather) {
             for (size_t j = 0; j < cn; j++)
                 kv_row(k, rows + j * qk,
-                              kv_at(m->kv_dtype, a->k, (size_t)keys[j] * krow + g * m->ld_k_head),
-                              m->kv_dtype, qk);
+                       kv_at(m->kv_dtype, a->k, (size_t)keys[j] * krow + g * m->ld_k_head),
+                       m->kv_dtype, qk);
             tl.w = (const uint8_t *)rows;
             tl.w_stride = qk * 4;
             tl.dtype = TX8_DTYPE_F32;
@@ -157,8 +156,7 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
         } else {
             for (size_t j = 0; j < cn; j++)
                 kv_row(k, rows + j * vd,
-                              kv_at(a->vdt, a->v, (size_t)keys[j] * vrow + g * m->ld_v_head),
-                              a->vdt, vd);
+                       kv_at(a->vdt, a->v, (size_t)keys[j] * vrow + g * m->ld_v_head), a->vdt, vd);
             vf = rows;
             ldv = vd;
         }
@@ -204,8 +202,7 @@ static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
             if (h1 > (g + 1) * a->grp)
                 h1 = (g + 1) * a->grp;
             if (h0 < h1)
-                eng_attn_tile_avx512(a, t0, nt, h0, h1, g, 0, attn_total(a, t0 + nt - 1), NULL,
-                                     w);
+                eng_attn_tile_avx512(a, t0, nt, h0, h1, g, 0, attn_total(a, t0 + nt - 1), NULL, w);
             continue;
         }
         if (a->nks > 1) {
@@ -518,6 +515,76 @@ size_t eng_topk(const float *scores, size_t n, size_t k, struct eng_cand *heap)
     return m;
 }
 
+/*
+ * The indexer's top-k by a stable LSD radix sort (four 8-bit passes) of the
+ * scores mapped to unsigned keys in descending score order (NaN as -inf,
+ * -0 as +0), the index order kept within equal keys: the same result and
+ * order as eng_topk's "higher score, then lower index", in O(n) instead of
+ * a heap of k (top_k is 2048 here, n rarely much larger). buf: 2n words.
+ */
+static inline uint32_t dsa_rank_key(float f)
+{
+    if (isnan(f))
+        f = -INFINITY;
+    if (f == 0)
+        f = 0.0f;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending with the score */
+    return ~u;
+}
+
+static size_t dsa_topk(const float *sc, size_t n, size_t k, struct eng_cand *out, uint64_t *buf)
+{
+    uint64_t *a = buf, *b = buf + n;
+    for (size_t i = 0; i < n; i++)
+        a[i] = ((uint64_t)dsa_rank_key(sc[i]) << 32) | (uint32_t)i;
+    for (unsigned pass = 0; pass < 4; pass++) {
+        unsigned sh = 32 + 8 * pass;
+        size_t cnt[256] = {0};
+        for (size_t i = 0; i < n; i++)
+            cnt[(a[i] >> sh) & 255]++;
+        if (cnt[(a[0] >> sh) & 255] == n)
+            continue; /* one byte value: nothing to move */
+        size_t pos = 0;
+        for (unsigned v = 0; v < 256; v++) {
+            size_t c = cnt[v];
+            cnt[v] = pos;
+            pos += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            b[cnt[(a[i] >> sh) & 255]++] = a[i];
+        uint64_t *t = a;
+        a = b;
+        b = t;
+    }
+    size_t m = n < k ? n : k;
+    for (size_t j = 0; j < m; j++) {
+        int32_t i = (int32_t)(uint32_t)a[j];
+        float v = sc[i];
+        out[j].s = isnan(v) ? -INFINITY : v;
+        out[j].i = i;
+    }
+    return m;
+}
+
+/* top-k with the worker's radix scratch (W_C) */
+static size_t dsa_topk_w(const float *sc, size_t n, size_t k, struct eng_cand *out,
+                         struct eng_worker *wk)
+{
+    uint64_t *buf = n ? eng_wscratch(wk, W_C, n * 16 + 64) : NULL;
+    if (!buf)
+        return n ? eng_topk(sc, n, k, out) : 0;
+    return dsa_topk(sc, n, k, out, buf);
+}
+
+/* TX8_DSA_TILE=0: DSA_INDEX's per-token scoring on every ISA (A/B checks) */
+static int dsa_tile_off(void)
+{
+    const char *v = getenv("TX8_DSA_TILE");
+    return v && v[0] == '0';
+}
+
 struct dsa_ctx {
     struct tx8_engine *e;
     const struct tx8_cmd_dsa_index *m;
@@ -526,9 +593,36 @@ struct dsa_ctx {
     int32_t *sel;
     float *scores; /* [tb][nkeys] */
     size_t nkeys, t0, nchunks;
+    /* the AVX-512 tile scoring: tokens per tile, key ranges, its args */
+    size_t ttb, nranges, blk_nt;
+    int fast;
+    struct eng_dsa_tile tile;
 };
 
 #define DSA_KCHUNK 256
+#define DSA_RANGE 512 /* keys per tile-scoring item */
+
+static void dsa_tile_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
+{
+    struct dsa_ctx *d = p;
+    const struct tx8_cmd_dsa_index *m = d->m;
+    for (size_t it = b; it < end; it++) {
+        if (eng_aborted(d->e))
+            return;
+        size_t blk = it / d->nranges, rg = it % d->nranges;
+        size_t t0 = d->t0 + blk * d->ttb, tend = t0 + d->ttb;
+        if (tend > d->t0 + d->blk_nt)
+            tend = d->t0 + d->blk_nt;
+        if (t0 >= tend)
+            continue;
+        uint64_t limit = (uint64_t)m->q_pos0 + tend; /* the tile's last token sees most */
+        if (limit > m->kv_len)
+            limit = m->kv_len;
+        size_t s0 = rg * DSA_RANGE, s1 = s0 + DSA_RANGE < limit ? s0 + DSA_RANGE : (size_t)limit;
+        if (s0 < s1)
+            eng_dsa_tile_avx512(&d->tile, t0, tend - t0, s0, s1, wk);
+    }
+}
 
 static void dsa_score_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
 {
@@ -611,7 +705,7 @@ static void dsa_select_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
         uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
         if (limit > m->kv_len)
             limit = m->kv_len;
-        size_t got = eng_topk(d->scores + tl * d->nkeys, (size_t)limit, m->top_k, heap);
+        size_t got = dsa_topk_w(d->scores + tl * d->nkeys, (size_t)limit, m->top_k, heap, wk);
         int32_t *o = d->sel + t * (size_t)m->top_k;
         for (size_t j = 0; j < m->top_k; j++)
             o[j] = j < got ? heap[j].i : -1;
@@ -647,8 +741,8 @@ static void dsa_part_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
         size_t per = ((size_t)limit + pc->nparts - 1) / pc->nparts;
         size_t k0 = part * per, k1 = k0 + per < (size_t)limit ? k0 + per : (size_t)limit;
         struct eng_cand *out = pc->cands + (tl * pc->nparts + part) * m->top_k;
-        size_t got = k1 > k0 ? eng_topk(d->scores + tl * d->nkeys + k0, k1 - k0, m->top_k, heap)
-                             : 0;
+        size_t got =
+            k1 > k0 ? dsa_topk_w(d->scores + tl * d->nkeys + k0, k1 - k0, m->top_k, heap, wk) : 0;
         for (size_t j = 0; j < m->top_k; j++) {
             out[j].s = j < got ? heap[j].s : -INFINITY;
             out[j].i = j < got ? heap[j].i + (int32_t)k0 : -1;
@@ -675,7 +769,7 @@ static void dsa_merge_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
                 sc[nv] = cd[j].s;
                 key[nv++] = cd[j].i;
             }
-        size_t got = eng_topk(sc, nv, m->top_k, heap);
+        size_t got = dsa_topk_w(sc, nv, m->top_k, heap, wk);
         int32_t *o = d->sel + (d->t0 + tl) * (size_t)m->top_k;
         for (size_t j = 0; j < m->top_k; j++)
             o[j] = j < got ? key[heap[j].i] : -1;
@@ -709,6 +803,21 @@ int eng_exec_dsa_index(struct eng_cmd *c)
     d.w = eng_ptr(e, m->w);
     d.nkeys = (size_t)keys;
     d.nchunks = (d.nkeys + DSA_KCHUNK - 1) / DSA_KCHUNK;
+    d.fast =
+        e->k->isa == TX8_ISA_AVX512 && m->heads && m->heads <= ATTN_TILE_ROWS && !dsa_tile_off();
+    if (d.fast) {
+        d.ttb = ATTN_TILE_ROWS / m->heads;
+        d.nranges = (d.nkeys + DSA_RANGE - 1) / DSA_RANGE;
+        d.tile.q = d.q;
+        d.tile.w = d.w;
+        d.tile.k = d.k;
+        d.tile.kq = d.kq;
+        d.tile.heads = m->heads;
+        d.tile.dim = m->dim;
+        d.tile.ld_q_head = m->ld_q_head;
+        d.tile.ld_k = m->ld_k;
+        d.tile.nkeys = d.nkeys;
+    }
     /* tokens per block: scores of a block take at most ~64 MiB */
     size_t tb = ((size_t)64 << 20) / (d.nkeys * 4);
     if (tb < 1)
@@ -722,7 +831,12 @@ int eng_exec_dsa_index(struct eng_cmd *c)
     for (size_t t0 = 0; t0 < m->tokens; t0 += tb) {
         size_t nt = m->tokens - t0 < tb ? m->tokens - t0 : tb;
         d.t0 = t0;
-        if (m->heads)
+        if (m->heads && d.fast) {
+            d.blk_nt = nt;
+            d.tile.scores = d.scores;
+            d.tile.t0 = t0;
+            eng_parallel(e, ((nt + d.ttb - 1) / d.ttb) * d.nranges, 1, dsa_tile_fn, &d);
+        } else if (m->heads)
             eng_parallel(e, nt * d.nchunks, 1, dsa_score_fn, &d);
         else
             memset(d.scores, 0, nt * d.nkeys * 4);

@@ -5,7 +5,8 @@
  * shapes (many tokens and heads per tile, causal tiles), decode (the key
  * split), the cache types F32/F16/BF16/Q8_0/Q4_0, absorbed-MLA's shared
  * latent cache and GQA's separate K/V, and selections that keep most keys
- * (the bitmap-masked tiles) or few (one token per tile, gathered keys).
+ * (the bitmap-masked tiles) or few (one token per tile, gathered keys);
+ * DSA_INDEX's tile scoring and radix top-k on exact scores with ties.
  */
 #include "test_engine_common.h"
 
@@ -58,11 +59,12 @@ static double run_case(struct te *t, uint64_t *rng, const struct acase *cs)
     unsigned krow = kvh * qk, vrow = kvh * vd;
     unsigned sel_k = cs->sel ? kvlen : 0;
     uint64_t mark = t->brk;
-    uint64_t ksrc = te_alloc(t, (size_t)kvlen * krow * 4), kc = te_alloc(t, (size_t)kvlen * krow * 4),
-             kd = te_alloc(t, (size_t)kvlen * krow * 4), vsrc = te_alloc(t, (size_t)kvlen * vrow * 4),
-             vc = te_alloc(t, (size_t)kvlen * vrow * 4), vdq = te_alloc(t, (size_t)kvlen * vrow * 4),
-             q = te_alloc(t, (size_t)T * qh * qk * 4), o = te_alloc(t, (size_t)T * qh * vd * 4),
-             sel = te_alloc(t, (size_t)T * sel_k * 4 + 4);
+    uint64_t ksrc = te_alloc(t, (size_t)kvlen * krow * 4),
+             kc = te_alloc(t, (size_t)kvlen * krow * 4), kd = te_alloc(t, (size_t)kvlen * krow * 4),
+             vsrc = te_alloc(t, (size_t)kvlen * vrow * 4),
+             vc = te_alloc(t, (size_t)kvlen * vrow * 4),
+             vdq = te_alloc(t, (size_t)kvlen * vrow * 4), q = te_alloc(t, (size_t)T * qh * qk * 4),
+             o = te_alloc(t, (size_t)T * qh * vd * 4), sel = te_alloc(t, (size_t)T * sel_k * 4 + 4);
     fill(rng, te_ptr(t, ksrc), (size_t)kvlen * krow, 1.0f);
     fill(rng, te_ptr(t, vsrc), (size_t)kvlen * vrow, 1.0f);
     fill(rng, te_ptr(t, q), (size_t)T * qh * qk, 0.5f);
@@ -190,12 +192,101 @@ START_TEST(test_attention_tiles)
 }
 END_TEST
 
+/* DSA_INDEX with small-integer queries, keys and weights: every score is
+ * exact whatever the order of the sums, so the selection (ties included:
+ * many keys share a score) must equal a sort by (score desc, index asc),
+ * for the tile scoring + radix top-k and for the per-token scoring */
+static const double *g_sc;
+static int by_rank(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (g_sc[x] != g_sc[y])
+        return g_sc[x] > g_sc[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+START_TEST(test_dsa_index_ties)
+{
+    TE_BEGIN(_i);
+    /* T, H, D, q0, K */
+    const unsigned cs[][5] = {{1, 16, 128, 2048, 2048}, {9, 16, 64, 300, 64},
+                              {1, 16, 64, 5000, 2048},  {70, 4, 32, 100, 50},
+                              {5, 24, 32, 700, 128},    {3, 64, 32, 90, 16},
+                              {2, 80, 16, 40, 8},       {33, 1, 16, 10, 20},
+                              {1, 16, 32, 9000, 256}}; /* the last: parallel parts + merge */
+    for (size_t ci = 0; ci < sizeof(cs) / sizeof(cs[0]); ci++)
+        for (int pathi = 0; pathi < 2; pathi++) {
+            setenv("TX8_DSA_TILE", pathi ? "1" : "0", 1);
+            unsigned T = cs[ci][0], H = cs[ci][1], D = cs[ci][2], q0 = cs[ci][3], K = cs[ci][4];
+            unsigned kvlen = q0 + T;
+            uint64_t mark = t->brk;
+            uint64_t q = te_alloc(t, (size_t)T * H * D * 4), k = te_alloc(t, (size_t)kvlen * D * 4),
+                     w = te_alloc(t, (size_t)T * H * 4), sel = te_alloc(t, (size_t)T * K * 4);
+            float *qp = te_ptr(t, q), *kp = te_ptr(t, k), *wp = te_ptr(t, w);
+            for (size_t i = 0; i < (size_t)T * H * D; i++)
+                qp[i] = (float)((int)te_rand(&rng, 0, 4) - 2);
+            for (size_t i = 0; i < (size_t)kvlen * D; i++)
+                kp[i] = (float)((int)te_rand(&rng, 0, 2) - 1);
+            for (size_t i = 0; i < (size_t)T * H; i++)
+                wp[i] = (float)((int)te_rand(&rng, 0, 4) - 1) * 0.5f;
+            struct tx8_cmd_dsa_index c = {TE_HDR(TX8_OP_DSA_INDEX, struct tx8_cmd_dsa_index),
+                                          sel,
+                                          q,
+                                          k,
+                                          w,
+                                          T,
+                                          H,
+                                          D,
+                                          kvlen,
+                                          q0,
+                                          K,
+                                          D,
+                                          D};
+            ck_assert_uint_eq(te_run1(t, &c), TX8_STATUS_OK);
+            const int32_t *sp = te_ptr(t, sel);
+            double *sc = malloc(sizeof(double) * kvlen);
+            int32_t *ord = malloc(sizeof(int32_t) * kvlen);
+            ck_assert_ptr_nonnull(sc);
+            ck_assert_ptr_nonnull(ord);
+            for (unsigned tt = 0; tt < T; tt++) {
+                unsigned vis = q0 + tt + 1;
+                for (unsigned s = 0; s < vis; s++) {
+                    double acc = 0;
+                    for (unsigned h = 0; h < H; h++) {
+                        double d = 0;
+                        for (unsigned i = 0; i < D; i++)
+                            d += (double)qp[((size_t)tt * H + h) * D + i] * kp[(size_t)s * D + i];
+                        if (d > 0)
+                            acc += wp[tt * H + h] * d;
+                    }
+                    sc[s] = acc;
+                    ord[s] = (int32_t)s;
+                }
+                g_sc = sc;
+                qsort(ord, vis, sizeof(int32_t), by_rank);
+                for (unsigned j = 0; j < K; j++) {
+                    int32_t want = j < vis ? ord[j] : -1;
+                    ck_assert_msg(sp[(size_t)tt * K + j] == want,
+                                  "case %zu path %d token %u rank %u: key %d, want %d", ci, pathi,
+                                  tt, j, sp[(size_t)tt * K + j], want);
+                }
+            }
+            free(ord);
+            free(sc);
+            te_reset(t, mark);
+        }
+    unsetenv("TX8_DSA_TILE");
+    te_free(t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("engine_attn");
     TCase *tc = tcase_create("attn");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_attention_tiles, 0, NISA);
+    tcase_add_loop_test(tc, test_dsa_index_ties, 0, NISA);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -45,12 +45,12 @@ static float at_rnd(void)
 
 struct at_row {
     const char *name;
-    int dsa;            /* DSA_INDEX instead of ATTENTION */
-    unsigned T, q0;     /* tokens after q0 cached ones */
-    unsigned qh, kvh;   /* heads */
-    unsigned qk, vd;    /* dims */
-    unsigned dt;        /* cache type */
-    int shared, sel;    /* MLA latent (k == v); the indexer's selection (top 2048) */
+    int dsa;          /* DSA_INDEX instead of ATTENTION */
+    unsigned T, q0;   /* tokens after q0 cached ones */
+    unsigned qh, kvh; /* heads */
+    unsigned qk, vd;  /* dims */
+    unsigned dt;      /* cache type */
+    int shared, sel;  /* MLA latent (k == v); the indexer's selection (top 2048) */
 };
 
 #define AT_TOPK 2048u
@@ -73,7 +73,8 @@ int txb_attn(unsigned threads, unsigned reps)
     uint64_t size = TX8_CTRL_SIZE + (256ull << 20);
     uint8_t *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
-        fprintf(stderr, "tx-bench: --attn: cannot map %llu MiB\n", (unsigned long long)(size >> 20));
+        fprintf(stderr, "tx-bench: --attn: cannot map %llu MiB\n",
+                (unsigned long long)(size >> 20));
         return 1;
     }
     uint64_t brk = TX8_CTRL_SIZE;

@@ -813,7 +813,8 @@ int main(int argc, char **argv)
     if (o.attn) { /* ATTENTION / DSA_INDEX rows only (see attn.c) */
         int nc[TX8_MAX_CORES];
         int n = cpu_list(nc, TX8_MAX_CORES);
-        return txb_attn(o.threads ? o.threads : (n > 0 ? (unsigned)n : 1), o.reps < 5 ? 11 : o.reps);
+        return txb_attn(o.threads ? o.threads : (n > 0 ? (unsigned)n : 1),
+                        o.reps < 5 ? 11 : o.reps);
     }
     static struct run R;
     R.o = &o;
