@@ -19,7 +19,7 @@
 #include "attn_internal.h"
 
 #define AI __attribute__((always_inline)) static inline
-#define FKC 64 /* keys per block */
+#define FKC 48 /* keys per block (a multiple of every tile height: 6, 8, 12, 16) */
 
 AI __mmask16 m16(size_t n)
 {
