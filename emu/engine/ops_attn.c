@@ -6,30 +6,25 @@
  * indexer's scores and top-k, over an f32 or Q8_0 key cache).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "attn_internal.h"
 
 #define KEY_CHUNK 128
 
 /* ---- ATTENTION ---------------------------------------------------------- */
 
-struct attn_ctx {
-    struct tx8_engine *e;
-    const struct tx8_cmd_attention *m;
-    const float *q;
-    const uint8_t *k, *v;
-    float *out;
-    const int32_t *sel; /* private, validated copy or NULL */
-    size_t grp;         /* q heads per kv head */
-    size_t nsplit;      /* sub-groups of q heads per work item */
-    size_t hsub;        /* q heads per sub-group */
-    size_t nks;         /* key ranges per (token, kv head) (flash-decoding split) */
-    float *part;        /* nks > 1: [token][kv head][range][grp][v_dim + 2] partials */
-    int block;          /* kv_dtype is a 1.6 block type (Q8_0 / Q4_0) */
-    unsigned vdt;       /* the v cache's type (TX8_ATTN_F_V_DTYPE, else kv_dtype) */
-    int shared;         /* v is the k cache read as its first v_dim dims (absorbed MLA) */
-};
+/* a cache row to f32: the AVX-512 converter where the engine has it (the
+ * block types' scalar decode is the slow part of the per-token path) */
+static inline void kv_row(const struct eng_kernels *k, float *dst, const void *src, unsigned dt,
+                          size_t n)
+{
+    if (k->isa == TX8_ISA_AVX512)
+        eng_kv_row_f32_avx512(dst, src, dt, n);
+    else
+        eng_kv_to_f32(k, dst, src, dt, n);
+}
 
 /* byte address of element e of a cache of the command's kv_dtype */
 static inline const uint8_t *kv_at(unsigned dt, const uint8_t *base, size_t e)
@@ -98,9 +93,9 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
         memset(&tl, 0, sizeof(tl));
         if (gather) {
             for (size_t j = 0; j < cn; j++)
-                eng_kv_to_f32(k, rows + j * qk,
-                              kv_at(m->kv_dtype, a->k, (size_t)keys[j] * krow + g * m->ld_k_head),
-                              m->kv_dtype, qk);
+                kv_row(k, rows + j * qk,
+                       kv_at(m->kv_dtype, a->k, (size_t)keys[j] * krow + g * m->ld_k_head),
+                       m->kv_dtype, qk);
             tl.w = (const uint8_t *)rows;
             tl.w_stride = qk * 4;
             tl.dtype = TX8_DTYPE_F32;
@@ -160,9 +155,8 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
             ldv = vrow;
         } else {
             for (size_t j = 0; j < cn; j++)
-                eng_kv_to_f32(k, rows + j * vd,
-                              kv_at(a->vdt, a->v, (size_t)keys[j] * vrow + g * m->ld_v_head),
-                              a->vdt, vd);
+                kv_row(k, rows + j * vd,
+                       kv_at(a->vdt, a->v, (size_t)keys[j] * vrow + g * m->ld_v_head), a->vdt, vd);
             vf = rows;
             ldv = vd;
         }
@@ -188,7 +182,7 @@ static size_t attn_total(const struct attn_ctx *a, size_t t)
     uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
     if (limit > m->kv_len)
         limit = m->kv_len;
-    return a->sel ? m->sel_k : (size_t)limit;
+    return a->sel && !a->bm ? m->sel_k : (size_t)limit;
 }
 
 static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
@@ -198,6 +192,19 @@ static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
     for (size_t it = b; it < end; it++) {
         if (eng_aborted(a->e))
             return;
+        if (a->fast && a->nks == 1) {
+            /* item = (query tile, kv head, head sub-group), the tiles
+             * with the most keys (the last, causally) first */
+            size_t s = it % a->nsplit, rest = it / a->nsplit;
+            size_t g = rest % kvh, tile = a->ntiles - 1 - rest / kvh;
+            size_t t0 = tile * a->tq, nt = a->m->tokens - t0 < a->tq ? a->m->tokens - t0 : a->tq;
+            size_t h0 = g * a->grp + s * a->hsub, h1 = h0 + a->hsub;
+            if (h1 > (g + 1) * a->grp)
+                h1 = (g + 1) * a->grp;
+            if (h0 < h1)
+                eng_attn_tile_avx512(a, t0, nt, h0, h1, g, 0, attn_total(a, t0 + nt - 1), NULL, w);
+            continue;
+        }
         if (a->nks > 1) {
             /* item = (token, kv head, key range): every head of the group */
             size_t ks = it % a->nks, rest = it / a->nks;
@@ -212,7 +219,10 @@ static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
                 }
                 continue;
             }
-            attn_item(a, t, g, g * a->grp, (g + 1) * a->grp, j0, j1, part, w);
+            if (a->fast)
+                eng_attn_tile_avx512(a, t, 1, g * a->grp, (g + 1) * a->grp, g, j0, j1, part, w);
+            else
+                attn_item(a, t, g, g * a->grp, (g + 1) * a->grp, j0, j1, part, w);
             continue;
         }
         size_t s = it % a->nsplit, rest = it / a->nsplit;
@@ -268,6 +278,60 @@ static void attn_merge_fn(void *p, size_t b, size_t end, struct eng_worker *w)
     }
 }
 
+/* TX8_ATTN_TILE=0: the generic per-token path on every ISA (A/B checks) */
+static int attn_tile_off(void)
+{
+    const char *v = getenv("TX8_ATTN_TILE");
+    return v && v[0] == '0';
+}
+
+/*
+ * A selection that keeps at least half of the causal keys (DSA while the
+ * context is not much longer than index_topk) as a bitmap of the selected
+ * keys per token, for the tile path's masked causal tiles: computing the
+ * few unselected keys costs less than one token per tile. Not when the
+ * bitmap would exceed 16 MiB or a token lists a key twice (the key list is
+ * then not a set).
+ */
+static void attn_sel_bitmap(struct attn_ctx *a, size_t *max_total)
+{
+    const struct tx8_cmd_attention *m = a->m;
+    uint64_t sel = 0, dense = 0;
+    size_t maxl = 0;
+    for (size_t t = 0; t < m->tokens; t++) {
+        uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
+        if (limit > m->kv_len)
+            limit = m->kv_len;
+        dense += limit;
+        if (limit > maxl)
+            maxl = (size_t)limit;
+        for (size_t j = 0; j < m->sel_k; j++)
+            sel += a->sel[t * m->sel_k + j] >= 0;
+    }
+    size_t words = (maxl + 63) / 64;
+    if (!words || sel * 2 < dense || (uint64_t)m->tokens * words * 8 > ((uint64_t)16 << 20))
+        return;
+    uint64_t *bm = eng_jscratch(a->e, J_IDX1, m->tokens * words * 8);
+    if (!bm)
+        return;
+    memset(bm, 0, m->tokens * words * 8);
+    for (size_t t = 0; t < m->tokens; t++) {
+        uint64_t *b = bm + t * words;
+        for (size_t j = 0; j < m->sel_k; j++) {
+            int32_t s = a->sel[t * m->sel_k + j];
+            if (s < 0)
+                continue;
+            uint64_t bit = (uint64_t)1 << (s % 64);
+            if (b[s / 64] & bit)
+                return; /* a key listed twice */
+            b[s / 64] |= bit;
+        }
+    }
+    a->bm = bm;
+    a->bm_words = words;
+    *max_total = maxl;
+}
+
 /* keys per range at least (a split below this costs more than it saves) */
 #define SPLIT_MIN_KEYS 256
 
@@ -293,6 +357,7 @@ int eng_exec_attention(struct eng_cmd *c)
 
     uint64_t pairs = 0; /* (query, key) pairs, for the MAC count */
     size_t max_total = 0;
+    int can_fast = e->k->isa == TX8_ISA_AVX512 && !attn_tile_off();
     if (m->sel) {
         size_t n = (size_t)m->tokens * m->sel_k;
         int32_t *sel = eng_jscratch(e, J_IDS, n * 4);
@@ -314,6 +379,8 @@ int eng_exec_attention(struct eng_cmd *c)
         }
         a.sel = sel;
         max_total = m->sel_k;
+        if (can_fast)
+            attn_sel_bitmap(&a, &max_total);
     } else {
         for (size_t t = 0; t < m->tokens; t++) {
             uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
@@ -343,7 +410,39 @@ int eng_exec_attention(struct eng_cmd *c)
             a.nsplit = a.grp;
     }
     a.hsub = (a.grp + a.nsplit - 1) / a.nsplit;
-    if (a.nks > 1) {
+    /* the tile path wants rows: a tile of fewer than 8 (GQA decode: one
+     * token's group of 4) wastes most of each 16-row vector, and the
+     * per-token path's tiles read F16/BF16 keys straight from the cache */
+    a.fast = can_fast && (size_t)m->tokens * a.grp >= 8;
+    if (!a.fast)
+        a.bm = NULL;
+    if (a.fast && a.nks > 1 && a.grp > ATTN_TILE_ROWS) {
+        a.fast = 0; /* a split item holds the whole group */
+        a.bm = NULL;
+    }
+    if (a.fast && a.nks == 1) {
+        /* query tiles of up to ATTN_TILE_ROWS rows (tokens x heads; one
+         * token with a selection: its own key list), enough of them for
+         * the cores, heads split where one token is all there is */
+        a.nsplit = (a.grp + ATTN_TILE_ROWS - 1) / ATTN_TILE_ROWS;
+        a.hsub = (a.grp + a.nsplit - 1) / a.nsplit;
+        a.tq = m->sel && !a.bm ? 1 : ATTN_TILE_ROWS / a.hsub;
+        if (a.tq < 1)
+            a.tq = 1;
+        while (a.tq > 1 && ((m->tokens + a.tq - 1) / a.tq) * m->kv_heads * a.nsplit < want)
+            a.tq /= 2;
+        a.ntiles = (m->tokens + a.tq - 1) / a.tq;
+        if (a.ntiles * m->kv_heads * a.nsplit < want && a.grp > 1) {
+            size_t ns = (want + a.ntiles * m->kv_heads - 1) / (a.ntiles * m->kv_heads);
+            if (ns > a.grp)
+                ns = a.grp;
+            if (ns > a.nsplit) {
+                a.nsplit = ns;
+                a.hsub = (a.grp + a.nsplit - 1) / a.nsplit;
+            }
+        }
+        eng_parallel(e, a.ntiles * m->kv_heads * a.nsplit, 1, attn_fn, &a);
+    } else if (a.nks > 1) {
         eng_parallel(e, items * a.nks, 1, attn_fn, &a);
         eng_parallel(e, items * a.grp, 1, attn_merge_fn, &a);
     } else {
@@ -416,6 +515,76 @@ size_t eng_topk(const float *scores, size_t n, size_t k, struct eng_cand *heap)
     return m;
 }
 
+/*
+ * The indexer's top-k by a stable LSD radix sort (four 8-bit passes) of the
+ * scores mapped to unsigned keys in descending score order (NaN as -inf,
+ * -0 as +0), the index order kept within equal keys: the same result and
+ * order as eng_topk's "higher score, then lower index", in O(n) instead of
+ * a heap of k (top_k is 2048 here, n rarely much larger). buf: 2n words.
+ */
+static inline uint32_t dsa_rank_key(float f)
+{
+    if (isnan(f))
+        f = -INFINITY;
+    if (f == 0)
+        f = 0.0f;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending with the score */
+    return ~u;
+}
+
+static size_t dsa_topk(const float *sc, size_t n, size_t k, struct eng_cand *out, uint64_t *buf)
+{
+    uint64_t *a = buf, *b = buf + n;
+    for (size_t i = 0; i < n; i++)
+        a[i] = ((uint64_t)dsa_rank_key(sc[i]) << 32) | (uint32_t)i;
+    for (unsigned pass = 0; pass < 4; pass++) {
+        unsigned sh = 32 + 8 * pass;
+        size_t cnt[256] = {0};
+        for (size_t i = 0; i < n; i++)
+            cnt[(a[i] >> sh) & 255]++;
+        if (cnt[(a[0] >> sh) & 255] == n)
+            continue; /* one byte value: nothing to move */
+        size_t pos = 0;
+        for (unsigned v = 0; v < 256; v++) {
+            size_t c = cnt[v];
+            cnt[v] = pos;
+            pos += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            b[cnt[(a[i] >> sh) & 255]++] = a[i];
+        uint64_t *t = a;
+        a = b;
+        b = t;
+    }
+    size_t m = n < k ? n : k;
+    for (size_t j = 0; j < m; j++) {
+        int32_t i = (int32_t)(uint32_t)a[j];
+        float v = sc[i];
+        out[j].s = isnan(v) ? -INFINITY : v;
+        out[j].i = i;
+    }
+    return m;
+}
+
+/* top-k with the worker's radix scratch (W_C) */
+static size_t dsa_topk_w(const float *sc, size_t n, size_t k, struct eng_cand *out,
+                         struct eng_worker *wk)
+{
+    uint64_t *buf = n ? eng_wscratch(wk, W_C, n * 16 + 64) : NULL;
+    if (!buf)
+        return n ? eng_topk(sc, n, k, out) : 0;
+    return dsa_topk(sc, n, k, out, buf);
+}
+
+/* TX8_DSA_TILE=0: DSA_INDEX's per-token scoring on every ISA (A/B checks) */
+static int dsa_tile_off(void)
+{
+    const char *v = getenv("TX8_DSA_TILE");
+    return v && v[0] == '0';
+}
+
 struct dsa_ctx {
     struct tx8_engine *e;
     const struct tx8_cmd_dsa_index *m;
@@ -424,9 +593,36 @@ struct dsa_ctx {
     int32_t *sel;
     float *scores; /* [tb][nkeys] */
     size_t nkeys, t0, nchunks;
+    /* the AVX-512 tile scoring: tokens per tile, key ranges, its args */
+    size_t ttb, nranges, blk_nt;
+    int fast;
+    struct eng_dsa_tile tile;
 };
 
 #define DSA_KCHUNK 256
+#define DSA_RANGE 512 /* keys per tile-scoring item */
+
+static void dsa_tile_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
+{
+    struct dsa_ctx *d = p;
+    const struct tx8_cmd_dsa_index *m = d->m;
+    for (size_t it = b; it < end; it++) {
+        if (eng_aborted(d->e))
+            return;
+        size_t blk = it / d->nranges, rg = it % d->nranges;
+        size_t t0 = d->t0 + blk * d->ttb, tend = t0 + d->ttb;
+        if (tend > d->t0 + d->blk_nt)
+            tend = d->t0 + d->blk_nt;
+        if (t0 >= tend)
+            continue;
+        uint64_t limit = (uint64_t)m->q_pos0 + tend; /* the tile's last token sees most */
+        if (limit > m->kv_len)
+            limit = m->kv_len;
+        size_t s0 = rg * DSA_RANGE, s1 = s0 + DSA_RANGE < limit ? s0 + DSA_RANGE : (size_t)limit;
+        if (s0 < s1)
+            eng_dsa_tile_avx512(&d->tile, t0, tend - t0, s0, s1, wk);
+    }
+}
 
 static void dsa_score_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
 {
@@ -510,7 +706,7 @@ static void dsa_select_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
         uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
         if (limit > m->kv_len)
             limit = m->kv_len;
-        size_t got = eng_topk(d->scores + tl * d->nkeys, (size_t)limit, m->top_k, heap);
+        size_t got = dsa_topk_w(d->scores + tl * d->nkeys, (size_t)limit, m->top_k, heap, wk);
         int32_t *o = d->sel + t * (size_t)m->top_k;
         for (size_t j = 0; j < m->top_k; j++)
             o[j] = j < got ? heap[j].i : -1;
@@ -546,8 +742,8 @@ static void dsa_part_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
         size_t per = ((size_t)limit + pc->nparts - 1) / pc->nparts;
         size_t k0 = part * per, k1 = k0 + per < (size_t)limit ? k0 + per : (size_t)limit;
         struct eng_cand *out = pc->cands + (tl * pc->nparts + part) * m->top_k;
-        size_t got = k1 > k0 ? eng_topk(d->scores + tl * d->nkeys + k0, k1 - k0, m->top_k, heap)
-                             : 0;
+        size_t got =
+            k1 > k0 ? dsa_topk_w(d->scores + tl * d->nkeys + k0, k1 - k0, m->top_k, heap, wk) : 0;
         for (size_t j = 0; j < m->top_k; j++) {
             out[j].s = j < got ? heap[j].s : -INFINITY;
             out[j].i = j < got ? heap[j].i + (int32_t)k0 : -1;
@@ -574,7 +770,7 @@ static void dsa_merge_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
                 sc[nv] = cd[j].s;
                 key[nv++] = cd[j].i;
             }
-        size_t got = eng_topk(sc, nv, m->top_k, heap);
+        size_t got = dsa_topk_w(sc, nv, m->top_k, heap, wk);
         int32_t *o = d->sel + (d->t0 + tl) * (size_t)m->top_k;
         for (size_t j = 0; j < m->top_k; j++)
             o[j] = j < got ? key[heap[j].i] : -1;
@@ -608,6 +804,21 @@ int eng_exec_dsa_index(struct eng_cmd *c)
     d.w = eng_ptr(e, m->w);
     d.nkeys = (size_t)keys;
     d.nchunks = (d.nkeys + DSA_KCHUNK - 1) / DSA_KCHUNK;
+    d.fast =
+        e->k->isa == TX8_ISA_AVX512 && m->heads && m->heads <= ATTN_TILE_ROWS && !dsa_tile_off();
+    if (d.fast) {
+        d.ttb = ATTN_TILE_ROWS / m->heads;
+        d.nranges = (d.nkeys + DSA_RANGE - 1) / DSA_RANGE;
+        d.tile.q = d.q;
+        d.tile.w = d.w;
+        d.tile.k = d.k;
+        d.tile.kq = d.kq;
+        d.tile.heads = m->heads;
+        d.tile.dim = m->dim;
+        d.tile.ld_q_head = m->ld_q_head;
+        d.tile.ld_k = m->ld_k;
+        d.tile.nkeys = d.nkeys;
+    }
     /* tokens per block: scores of a block take at most ~64 MiB */
     size_t tb = ((size_t)64 << 20) / (d.nkeys * 4);
     if (tb < 1)
@@ -621,7 +832,12 @@ int eng_exec_dsa_index(struct eng_cmd *c)
     for (size_t t0 = 0; t0 < m->tokens; t0 += tb) {
         size_t nt = m->tokens - t0 < tb ? m->tokens - t0 : tb;
         d.t0 = t0;
-        if (m->heads)
+        if (m->heads && d.fast) {
+            d.blk_nt = nt;
+            d.tile.scores = d.scores;
+            d.tile.t0 = t0;
+            eng_parallel(e, ((nt + d.ttb - 1) / d.ttb) * d.nranges, 1, dsa_tile_fn, &d);
+        } else if (m->heads)
             eng_parallel(e, nt * d.nchunks, 1, dsa_score_fn, &d);
         else
             memset(d.scores, 0, nt * d.nkeys * 4);

@@ -28,4 +28,7 @@ int txb_roundtrip(const char *spec, unsigned reps, int json);
 /* tx-bench --moe: fused vs per-expert MOE_FFN rows (moe.c); exit status. */
 int txb_moe(unsigned threads, unsigned reps);
 
+/* tx-bench --attn: tile vs per-token ATTENTION / DSA_INDEX rows (attn.c); exit status. */
+int txb_attn(unsigned threads, unsigned reps);
+
 #endif

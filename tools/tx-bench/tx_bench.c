@@ -54,6 +54,7 @@ struct opts {
     int act_weight;      /* f16/bf16 activations enter as the weights' dtype */
     const char *device;  /* --device SPEC: round-trip rows, or NULL */
     int moe;             /* --moe: MOE_FFN rows only */
+    int attn;            /* --attn: ATTENTION / DSA_INDEX rows only */
     int cpu_time;        /* --cpu-time: MATMUL rows timed in process CPU time */
     int batch_inv;       /* --batch-invariant: MATMUL jobs with TX8_JOB_F_BATCH_INVARIANT */
 };
@@ -458,6 +459,8 @@ static void usage(FILE *f)
             "                      -r below 100 means 2000 jobs per row\n"
             "      --moe           instead: MOE_FFN jobs, fused vs per-expert path, alternating\n"
             "                      (-r below 5 means 20 runs per row)\n"
+            "      --attn          instead: ATTENTION / DSA_INDEX jobs at issue 11's shapes, tile\n"
+            "                      vs per-token path, alternating (-r below 5 means 11 runs)\n"
             "      --cpu-time      time the MATMUL rows in process CPU time (all threads)\n"
             "                      instead of wall time: steadier on a shared host; with\n"
             "                      -t 1 it is the work itself (GB/s, ratio: per CPU-second)\n"
@@ -499,6 +502,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"moe", no_argument, 0, 7},
         {"cpu-time", no_argument, 0, 8},
         {"batch-invariant", no_argument, 0, 9},
+        {"attn", no_argument, 0, 10},
         {0, 0, 0, 0},
     };
     int c;
@@ -608,6 +612,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         case 7:
             o->moe = 1;
+            break;
+        case 10:
+            o->attn = 1;
             break;
         case 3:
             o->json = 1;
@@ -802,6 +809,12 @@ int main(int argc, char **argv)
         int nc[TX8_MAX_CORES];
         int n = cpu_list(nc, TX8_MAX_CORES);
         return txb_moe(o.threads ? o.threads : (n > 0 ? (unsigned)n : 1), o.reps < 5 ? 20 : o.reps);
+    }
+    if (o.attn) { /* ATTENTION / DSA_INDEX rows only (see attn.c) */
+        int nc[TX8_MAX_CORES];
+        int n = cpu_list(nc, TX8_MAX_CORES);
+        return txb_attn(o.threads ? o.threads : (n > 0 ? (unsigned)n : 1),
+                        o.reps < 5 ? 11 : o.reps);
     }
     static struct run R;
     R.o = &o;

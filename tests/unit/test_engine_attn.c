@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ATTENTION in query tiles (the AVX-512 tile path, emu/engine/attn_avx512.c)
+ * against a double-precision reference, on every ISA this CPU has: prefill
+ * shapes (many tokens and heads per tile, causal tiles), decode (the key
+ * split), the cache types F32/F16/BF16/Q8_0/Q4_0, absorbed-MLA's shared
+ * latent cache and GQA's separate K/V, and selections that keep most keys
+ * (the bitmap-masked tiles) or few (one token per tile, gathered keys);
+ * DSA_INDEX's tile scoring and radix top-k on exact scores with ties.
+ */
+#include "test_engine_common.h"
+
+#define NISA 3
+
+#define TE_BEGIN(i)                                                                                \
+    struct te *t = te_new(te_isas[(i)], 2, 64ull << 20);                                           \
+    if (!t)                                                                                        \
+        return;                                                                                    \
+    uint64_t rng = 0x7a11e5ull + (uint64_t)(i)*131;                                                \
+    (void)rng
+
+static void fill(uint64_t *rng, float *p, size_t n, float a)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = a * te_randf(rng);
+}
+
+/* rows x cols f32 at src written as dt at dst, and read back as f32 into deq */
+static void convert(struct te *t, uint64_t dst, uint64_t src, uint64_t deq, unsigned rows,
+                    unsigned cols, unsigned dt)
+{
+    struct tx8_cmd_convert cv;
+    memset(&cv, 0, sizeof(cv));
+    cv.hdr = TE_HDR(TX8_OP_CONVERT, struct tx8_cmd_convert);
+    cv.dst = dst;
+    cv.src = src;
+    cv.rows = rows;
+    cv.cols = cv.ld_dst = cv.ld_src = cols;
+    cv.dst_dtype = (uint16_t)dt;
+    cv.src_dtype = TX8_DTYPE_F32;
+    ck_assert_uint_eq(te_run1(t, &cv), TX8_STATUS_OK);
+    cv.dst = deq;
+    cv.src = dst;
+    cv.dst_dtype = TX8_DTYPE_F32;
+    cv.src_dtype = (uint16_t)dt;
+    ck_assert_uint_eq(te_run1(t, &cv), TX8_STATUS_OK);
+}
+
+struct acase {
+    unsigned dt, T, qh, kvh, qk, vd, q0;
+    int shared; /* k == v (absorbed MLA), kvh 1 */
+    int sel;    /* 0 none, 1 most keys (bitmap tiles), 2 few keys (gathered) */
+};
+
+static double run_case(struct te *t, uint64_t *rng, const struct acase *cs)
+{
+    unsigned T = cs->T, qh = cs->qh, kvh = cs->kvh, qk = cs->qk, vd = cs->vd, q0 = cs->q0;
+    unsigned kvlen = q0 + T, grp = qh / kvh;
+    unsigned krow = kvh * qk, vrow = kvh * vd;
+    unsigned sel_k = cs->sel ? kvlen : 0;
+    uint64_t mark = t->brk;
+    uint64_t ksrc = te_alloc(t, (size_t)kvlen * krow * 4),
+             kc = te_alloc(t, (size_t)kvlen * krow * 4), kd = te_alloc(t, (size_t)kvlen * krow * 4),
+             vsrc = te_alloc(t, (size_t)kvlen * vrow * 4),
+             vc = te_alloc(t, (size_t)kvlen * vrow * 4),
+             vdq = te_alloc(t, (size_t)kvlen * vrow * 4), q = te_alloc(t, (size_t)T * qh * qk * 4),
+             o = te_alloc(t, (size_t)T * qh * vd * 4), sel = te_alloc(t, (size_t)T * sel_k * 4 + 4);
+    fill(rng, te_ptr(t, ksrc), (size_t)kvlen * krow, 1.0f);
+    fill(rng, te_ptr(t, vsrc), (size_t)kvlen * vrow, 1.0f);
+    fill(rng, te_ptr(t, q), (size_t)T * qh * qk, 0.5f);
+    convert(t, kc, ksrc, kd, kvlen * kvh, qk, cs->dt);
+    if (!cs->shared)
+        convert(t, vc, vsrc, vdq, kvlen * kvh, vd, cs->dt);
+    int32_t *sp = te_ptr(t, sel);
+    for (unsigned tt = 0; tt < T; tt++) {
+        unsigned lim = q0 + tt + 1, n = 0;
+        /* every causal key but some (sel 1) or one in six (sel 2), in a
+         * scrambled order, -1 pads */
+        for (unsigned j = 0; j < lim; j++) {
+            unsigned s = (j * 37 + tt) % lim; /* a permutation when gcd(37, lim) == 1 */
+            if (lim % 37 == 0)
+                s = j;
+            int keep = cs->sel == 1 ? (s * 7 + tt) % 10 != 3 : (s * 5 + tt) % 6 == 0;
+            if (keep)
+                sp[tt * sel_k + n++] = (int32_t)s;
+        }
+        while (n < sel_k)
+            sp[tt * sel_k + n++] = -1;
+    }
+    struct tx8_cmd_attention c;
+    memset(&c, 0, sizeof(c));
+    c.hdr = TE_HDR(TX8_OP_ATTENTION, struct tx8_cmd_attention);
+    c.out = o;
+    c.q = q;
+    c.k = kc;
+    c.v = cs->shared ? kc : vc;
+    c.sel = cs->sel ? sel : 0;
+    c.sel_k = sel_k;
+    c.tokens = T;
+    c.q_heads = qh;
+    c.kv_heads = kvh;
+    c.qk_dim = qk;
+    c.v_dim = vd;
+    c.kv_len = kvlen;
+    c.q_pos0 = q0;
+    c.ld_q_head = qk;
+    c.ld_k_head = qk;
+    c.ld_v_head = cs->shared ? qk : vd;
+    c.ld_o_head = vd;
+    c.scale = 0.125f;
+    c.kv_dtype = (uint16_t)cs->dt;
+    ck_assert_uint_eq(te_run1(t, &c), TX8_STATUS_OK);
+
+    const float *kp = te_ptr(t, kd), *vp = cs->shared ? kp : te_ptr(t, vdq);
+    unsigned ldv = cs->shared ? qk : vd, vst = cs->shared ? krow : vrow;
+    const float *qp = te_ptr(t, q), *op = te_ptr(t, o);
+    double *sc = malloc(sizeof(double) * kvlen);
+    char *vis = malloc(kvlen);
+    ck_assert_ptr_nonnull(sc);
+    ck_assert_ptr_nonnull(vis);
+    double worst = 0;
+    for (unsigned tt = 0; tt < T; tt++) {
+        memset(vis, 0, kvlen);
+        if (cs->sel) {
+            for (unsigned j = 0; j < sel_k; j++)
+                if (sp[tt * sel_k + j] >= 0)
+                    vis[sp[tt * sel_k + j]] = 1;
+        } else {
+            memset(vis, 1, q0 + tt + 1);
+        }
+        for (unsigned h = 0; h < qh; h++) {
+            unsigned g = h / grp;
+            double mx = -INFINITY;
+            for (unsigned s = 0; s < kvlen; s++) {
+                sc[s] = -INFINITY;
+                if (!vis[s])
+                    continue;
+                double d = 0;
+                for (unsigned i = 0; i < qk; i++)
+                    d += (double)qp[((size_t)tt * qh + h) * qk + i] *
+                         kp[(size_t)s * krow + g * qk + i];
+                sc[s] = d * 0.125;
+                mx = fmax(mx, sc[s]);
+            }
+            double sum = 0;
+            for (unsigned s = 0; s < kvlen; s++)
+                if (vis[s])
+                    sum += exp(sc[s] - mx);
+            for (unsigned d = 0; d < vd; d++) {
+                double acc = 0;
+                for (unsigned s = 0; s < kvlen; s++)
+                    if (vis[s])
+                        acc += exp(sc[s] - mx) / sum * vp[(size_t)s * vst + g * ldv + d];
+                worst = fmax(worst, fabs(op[((size_t)tt * qh + h) * vd + d] - acc));
+            }
+        }
+    }
+    free(vis);
+    free(sc);
+    te_reset(t, mark);
+    return worst;
+}
+
+START_TEST(test_attention_tiles)
+{
+    TE_BEGIN(_i);
+    const unsigned dts[5] = {TX8_DTYPE_F32, TX8_DTYPE_F16, TX8_DTYPE_BF16, TX8_DTYPE_Q8_0,
+                             TX8_DTYPE_Q4_0};
+    /* dt, T, qh, kvh, qk, vd, q0, shared, sel */
+    const struct acase cases[] = {
+        {0, 70, 16, 1, 96, 64, 0, 1, 0},   /* MLA prefill from empty */
+        {0, 37, 16, 1, 96, 64, 150, 1, 0}, /* MLA prefill after a prefix */
+        {0, 1, 16, 1, 96, 64, 700, 1, 0},  /* MLA decode: the key split */
+        {0, 1, 16, 1, 96, 64, 20, 1, 0},   /* short decode: heads split */
+        {0, 40, 8, 2, 64, 64, 90, 0, 0},   /* GQA prefill */
+        {0, 3, 8, 2, 64, 64, 600, 0, 0},   /* GQA decode-ish */
+        {0, 33, 16, 1, 96, 64, 200, 1, 1}, /* DSA: most keys, bitmap tiles */
+        {0, 1, 16, 1, 96, 64, 700, 1, 1},  /* DSA decode, bitmap + split */
+        {0, 9, 16, 1, 96, 64, 300, 1, 2},  /* DSA: few keys, gathered */
+        {0, 20, 4, 1, 64, 32, 60, 0, 1},   /* MQA with its own V, bitmap */
+        {0, 2, 80, 1, 32, 32, 40, 1, 0},   /* a group wider than a tile */
+    };
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
+        for (int d = 0; d < 5; d++) {
+            struct acase cs = cases[ci];
+            cs.dt = dts[d];
+            double worst = run_case(t, &rng, &cs);
+            ck_assert_msg(worst <= 3e-5, "case %zu (%s, T %u, q0 %u, sel %d): max error %g", ci,
+                          tx_dtype_name(cs.dt), cs.T, cs.q0, cs.sel, worst);
+        }
+    te_free(t);
+}
+END_TEST
+
+/* DSA_INDEX with small-integer queries, keys and weights: every score is
+ * exact whatever the order of the sums, so the selection (ties included:
+ * many keys share a score) must equal a sort by (score desc, index asc),
+ * for the tile scoring + radix top-k and for the per-token scoring */
+static const double *g_sc;
+static int by_rank(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (g_sc[x] != g_sc[y])
+        return g_sc[x] > g_sc[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+START_TEST(test_dsa_index_ties)
+{
+    TE_BEGIN(_i);
+    /* T, H, D, q0, K */
+    const unsigned cs[][5] = {{1, 16, 128, 2048, 2048}, {9, 16, 64, 300, 64},
+                              {1, 16, 64, 5000, 2048},  {70, 4, 32, 100, 50},
+                              {5, 24, 32, 700, 128},    {3, 64, 32, 90, 16},
+                              {2, 80, 16, 40, 8},       {33, 1, 16, 10, 20},
+                              {1, 16, 32, 9000, 256}}; /* the last: parallel parts + merge */
+    for (size_t ci = 0; ci < sizeof(cs) / sizeof(cs[0]); ci++)
+        for (int pathi = 0; pathi < 2; pathi++) {
+            setenv("TX8_DSA_TILE", pathi ? "1" : "0", 1);
+            unsigned T = cs[ci][0], H = cs[ci][1], D = cs[ci][2], q0 = cs[ci][3], K = cs[ci][4];
+            unsigned kvlen = q0 + T;
+            uint64_t mark = t->brk;
+            uint64_t q = te_alloc(t, (size_t)T * H * D * 4), k = te_alloc(t, (size_t)kvlen * D * 4),
+                     w = te_alloc(t, (size_t)T * H * 4), sel = te_alloc(t, (size_t)T * K * 4);
+            float *qp = te_ptr(t, q), *kp = te_ptr(t, k), *wp = te_ptr(t, w);
+            for (size_t i = 0; i < (size_t)T * H * D; i++)
+                qp[i] = (float)((int)te_rand(&rng, 0, 4) - 2);
+            for (size_t i = 0; i < (size_t)kvlen * D; i++)
+                kp[i] = (float)((int)te_rand(&rng, 0, 2) - 1);
+            for (size_t i = 0; i < (size_t)T * H; i++)
+                wp[i] = (float)((int)te_rand(&rng, 0, 4) - 1) * 0.5f;
+            struct tx8_cmd_dsa_index c = {TE_HDR(TX8_OP_DSA_INDEX, struct tx8_cmd_dsa_index),
+                                          sel,
+                                          q,
+                                          k,
+                                          w,
+                                          T,
+                                          H,
+                                          D,
+                                          kvlen,
+                                          q0,
+                                          K,
+                                          D,
+                                          D};
+            ck_assert_uint_eq(te_run1(t, &c), TX8_STATUS_OK);
+            const int32_t *sp = te_ptr(t, sel);
+            double *sc = malloc(sizeof(double) * kvlen);
+            int32_t *ord = malloc(sizeof(int32_t) * kvlen);
+            ck_assert_ptr_nonnull(sc);
+            ck_assert_ptr_nonnull(ord);
+            for (unsigned tt = 0; tt < T; tt++) {
+                unsigned vis = q0 + tt + 1;
+                for (unsigned s = 0; s < vis; s++) {
+                    double acc = 0;
+                    for (unsigned h = 0; h < H; h++) {
+                        double d = 0;
+                        for (unsigned i = 0; i < D; i++)
+                            d += (double)qp[((size_t)tt * H + h) * D + i] * kp[(size_t)s * D + i];
+                        if (d > 0)
+                            acc += wp[tt * H + h] * d;
+                    }
+                    sc[s] = acc;
+                    ord[s] = (int32_t)s;
+                }
+                g_sc = sc;
+                qsort(ord, vis, sizeof(int32_t), by_rank);
+                for (unsigned j = 0; j < K; j++) {
+                    int32_t want = j < vis ? ord[j] : -1;
+                    ck_assert_msg(sp[(size_t)tt * K + j] == want,
+                                  "case %zu path %d token %u rank %u: key %d, want %d", ci, pathi,
+                                  tt, j, sp[(size_t)tt * K + j], want);
+                }
+            }
+            free(ord);
+            free(sc);
+            te_reset(t, mark);
+        }
+    unsetenv("TX8_DSA_TILE");
+    te_free(t);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("engine_attn");
+    TCase *tc = tcase_create("attn");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_attention_tiles, 0, NISA);
+    tcase_add_loop_test(tc, test_dsa_index_ties, 0, NISA);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
