@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "attn_internal.h"
+#include "simd_avx512.h"
 
 #define AI __attribute__((always_inline)) static inline
 #define FKC 48 /* keys per block (a multiple of every tile height: 6, 8, 12, 16) */
@@ -24,27 +25,6 @@
 AI __mmask16 m16(size_t n)
 {
     return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
-}
-
-/* exp with range reduction n ln2 + r and a degree-6 polynomial (~1 ulp);
- * arguments below -87.3 give 0 (-inf included) */
-AI __m512 exp16(__m512 x)
-{
-    const __m512 lo = _mm512_set1_ps(-87.33654f);
-    __mmask16 tiny = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-    x = _mm512_max_ps(x, lo);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_maskz_mov_ps(~tiny, _mm512_scalef_ps(p, n));
 }
 
 /* one cache row of n elements (block types: n a multiple of 32) to f32,
@@ -321,11 +301,11 @@ void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t
                 cm = _mm512_max_ps(cm, s);
             }
             __mmask16 ok = _mm512_cmp_ps_mask(cm, ninf, _CMP_NEQ_OQ);
-            __m512 corr = _mm512_mask_mov_ps(one, ok, exp16(_mm512_sub_ps(mo, cm)));
+            __m512 corr = _mm512_mask_mov_ps(one, ok, eng_exp512(_mm512_sub_ps(mo, cm)));
             __m512 sum = _mm512_setzero_ps();
             for (size_t j = 0; j < cn; j++) {
                 float *sp = st + j * NP + rv * 16;
-                __m512 p = _mm512_maskz_mov_ps(ok, exp16(_mm512_sub_ps(_mm512_loadu_ps(sp), cm)));
+                __m512 p = _mm512_maskz_mov_ps(ok, eng_exp512(_mm512_sub_ps(_mm512_loadu_ps(sp), cm)));
                 _mm512_storeu_ps(sp, p);
                 sum = _mm512_add_ps(sum, p);
             }

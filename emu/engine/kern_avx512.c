@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine_internal.h"
+#include "simd_avx512.h"
 
 #define AI __attribute__((always_inline)) static inline
 
@@ -870,33 +871,12 @@ static size_t cols_scan(const uint16_t *c, size_t n, unsigned *max)
     return d;
 }
 
-/* exp(x) for x <= 0 (softmax): 2^n * p(r), r = x - n ln2, degree-6
- * polynomial (relative error ~2e-7); below -87.3 the result is 0. */
-AI __m512 exp_ps(__m512 x)
-{
-    const __m512 lo = _mm512_set1_ps(-87.33654f);
-    __mmask16 tiny = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-    x = _mm512_max_ps(x, lo);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_maskz_mov_ps(~tiny, _mm512_scalef_ps(p, n));
-}
-
 /* silu(g) * u with e = exp(-|g|) (exp_ps's domain): g >= 0: g / (1 + e),
  * else g * e / (1 + e) */
 AI __m512 silu_mul16(__m512 g, __m512 u)
 {
     __m512 ng = _mm512_sub_ps(_mm512_setzero_ps(), g);
-    __m512 e = exp_ps(_mm512_min_ps(g, ng));
+    __m512 e = eng_exp512(_mm512_min_ps(g, ng));
     __mmask16 neg = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
     __m512 num = _mm512_mask_mul_ps(g, neg, g, e);
     return _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
@@ -919,13 +899,13 @@ static float exp_sum(float *s, size_t n, float max)
     __m512 mv = _mm512_set1_ps(max), acc = _mm512_setzero_ps();
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(s + i), mv));
+        __m512 e = eng_exp512(_mm512_sub_ps(_mm512_loadu_ps(s + i), mv));
         _mm512_storeu_ps(s + i, e);
         acc = _mm512_add_ps(acc, e);
     }
     if (i < n) {
         __mmask16 m = mask16(n - i);
-        __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + i), mv));
+        __m512 e = eng_exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + i), mv));
         _mm512_mask_storeu_ps(s + i, m, e);
         acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(m, e));
     }

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inline AVX-512 helpers shared by the engine's AVX-512 files
+ * (kern_avx512.c, attn_avx512.c). Include only from *_avx512.c, which the
+ * Makefile compiles with the AVX-512 flags.
+ */
+#ifndef TX8_ENGINE_SIMD_AVX512_H
+#define TX8_ENGINE_SIMD_AVX512_H
+
+#include <immintrin.h>
+
+/* exp(x), meant for x <= 0 (softmax): 2^n * p(r), r = x - n ln2, degree-6
+ * polynomial (relative error ~2e-7, ~1 ulp); arguments below -87.3 give 0
+ * (-inf included). */
+__attribute__((always_inline)) static inline __m512 eng_exp512(__m512 x)
+{
+    const __m512 lo = _mm512_set1_ps(-87.33654f);
+    __mmask16 tiny = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    x = _mm512_max_ps(x, lo);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_maskz_mov_ps(~tiny, _mm512_scalef_ps(p, n));
+}
+
+#endif
