@@ -349,8 +349,9 @@ int eng_check_attention(struct eng_cmd *c)
             return TX8_STATUS_INVALID_CMD;
         if (heads_bytes(keys, m->kv_heads, m->ld_k_head, m->qk_dim, 1, &ek) ||
             kv_block_bytes(m->kv_dtype, ek, &ek))
-            return ovf(c, m->k, R);
-        TRY(eng_acc_add(c, m->k, ek, R, 2));
+            TRY(ovf(c, m->k, R)); /* a fault, found with the others: go on */
+        else
+            TRY(eng_acc_add(c, m->k, ek, R, 2));
     } else {
         TRY(heads_op(c, m->k, keys, m->kv_heads, m->ld_k_head, m->qk_dim,
                      (unsigned)tx_dtype_size(m->kv_dtype), R));
@@ -361,8 +362,9 @@ int eng_check_attention(struct eng_cmd *c)
             return TX8_STATUS_INVALID_CMD;
         if (heads_bytes(keys, m->kv_heads, m->ld_v_head, m->v_dim, 1, &ev) ||
             kv_block_bytes(vdt, ev, &ev))
-            return ovf(c, m->v, R);
-        TRY(eng_acc_add(c, m->v, ev, R, 2));
+            TRY(ovf(c, m->v, R)); /* a fault, found with the others: go on */
+        else
+            TRY(eng_acc_add(c, m->v, ev, R, 2));
     } else {
         TRY(heads_op(c, m->v, keys, m->kv_heads, m->ld_v_head, m->v_dim,
                      (unsigned)tx_dtype_size(vdt), R));
