@@ -16,26 +16,8 @@
 
 START_TEST(replay_mailbox)
 {
-    char dir[1024];
-    tx_test_corpus_dir("mailbox", dir, sizeof(dir));
-    DIR *d = opendir(dir);
-    ck_assert_msg(d != NULL, "%s: corpus missing", dir);
-    int count = 0;
-    struct dirent *e;
     static uint8_t buf[1 << 16];
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char p[2048];
-        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-        FILE *f = fopen(p, "rb");
-        ck_assert_ptr_nonnull(f);
-        size_t n = fread(buf, 1, sizeof(buf), f);
-        fclose(f);
-        LLVMFuzzerTestOneInput(buf, n);
-        count++;
-    }
-    closedir(d);
+    int count = tx_test_corpus_replay("mailbox", LLVMFuzzerTestOneInput, buf, sizeof(buf));
     ck_assert_int_ge(count, 5);
 }
 END_TEST

@@ -19,26 +19,8 @@
 
 START_TEST(replay_socket)
 {
-    char dir[1024];
-    tx_test_corpus_dir("socket", dir, sizeof(dir));
-    DIR *d = opendir(dir);
-    ck_assert_msg(d != NULL, "%s: corpus missing", dir);
-    int count = 0;
-    struct dirent *e;
     static uint8_t buf[1 << 16];
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char p[2048];
-        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-        FILE *f = fopen(p, "rb");
-        ck_assert_ptr_nonnull(f);
-        size_t n = fread(buf, 1, sizeof(buf), f);
-        fclose(f);
-        LLVMFuzzerTestOneInput(buf, n);
-        count++;
-    }
-    closedir(d);
+    int count = tx_test_corpus_replay("socket", LLVMFuzzerTestOneInput, buf, sizeof(buf));
     ck_assert_int_ge(count, 8);
     ck_assert_int_eq(srv_peer_count(&fs_srv), 0);
     fs_cleanup();
