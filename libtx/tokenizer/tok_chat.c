@@ -1171,8 +1171,14 @@ int tx_chat_format_of_template(const char *t, const char **which)
     *which = "";
     if (!t)
         return -1;
-    /* Qwen3: ChatML turns */
+    /* Qwen3: ChatML turns; not the ChatML variants that render otherwise:
+     * Qwen3-Coder's XML tool calls ("<function=NAME>") and the
+     * thinking-only Qwen3-2507 templates, whose generation prompt forces
+     * "<think>\n" (refused: choose the format explicitly) */
     if (strstr(t, "<|im_start|>") && strstr(t, "<|im_end|>") && !strstr(t, "[gMASK]<sop>")) {
+        if (strstr(t, "<function=") || strstr(t, "assistant\\n<think>\\n'") ||
+            strstr(t, "assistant\n<think>\n'"))
+            return -1;
         *which = "Qwen3 (ChatML)";
         return TX_CHAT_QWEN3;
     }
