@@ -8,6 +8,11 @@
  *   GLM-4:          llama.cpp's "chatglm4" template (glm-4-9b-chat)
  *   GLM-4.5 / 4.6:  chat_template.jinja of zai-org/GLM-4.5 and GLM-4.6
  *   GLM-4.7 / 5:    chat_template.jinja of zai-org/GLM-4.7 and GLM-5
+ *   Qwen3:          the Qwen3 (and Qwen3-MoE) chat_template
+ *   DeepSeek-V3:    DeepSeek-V3's tokenizer_config.json chat_template
+ *   DeepSeek-V3.1:  DeepSeek-V3.1's chat_template
+ * tests/chat-template/reference holds renderings of the real templates
+ * that libtx must reproduce byte for byte (tests/chat-template/README.md).
  */
 #include <ctype.h>
 #include <sys/types.h>
@@ -810,10 +815,13 @@ static int render_deepseek3(struct render *r, const struct tx_chat_message *msgs
             }
             rc = rc || puts_(r, DS_CALLS_END DS_EOS);
         } else if (!strcmp(role, "assistant")) {
-            const char *rs = "";
-            size_t rn = 0;
-            if (!msgs[i].reasoning)
-                split_reasoning(&c, &cn, &rs, &rn);
+            /* content.split('</think>')[-1], as it is (no lstrip); after
+             * tool outputs the content is not split */
+            const char *close = is_tool ? NULL : memmem_last(c, cn, "</think>", 8);
+            if (close) {
+                cn -= (size_t)(close + 8 - c);
+                c = close + 8;
+            }
             rc = puts_(r, is_tool ? DS_OUTS_END : DS_ASSISTANT) || put_content(r, c, cn) ||
                  puts_(r, DS_EOS);
             is_tool = false;
