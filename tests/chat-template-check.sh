@@ -8,7 +8,9 @@
 # shape, the tool shapes (tool definitions, tool calls, results) too. Each
 # package's chat_template is rendered with Jinja2 and compared byte for
 # byte with libtx's rendering; prints "chat-template: N passed, N failed"
-# (one per package). Run by `make chat-template-check` and `make check`.
+# (one per package). Then libtx against the golden renderings of the real
+# published templates (tests/chat-template/check-reference, README.md there).
+# Run by `make chat-template-check` and `make check`.
 set -u
 cd "$(dirname "$0")/.."
 B=${BUILD:-build}
@@ -87,6 +89,43 @@ PY
 	fi
 else
 	echo "chat-template: cannot make the altered package"
+	fail=$((fail + 1))
+fi
+# libtx against the goldens rendered from the REAL published templates
+# (tests/chat-template/reference, tests/chat-template/make-reference); no
+# Jinja2 needed. TX_CHAT_TEMPLATES=DIR also checks that the real template
+# files found there are recognised as their family.
+if python3 tests/chat-template/check-reference --glm-tokenize "$B/bin/glm-tokenize" \
+	> "$dir/reference.out" 2>&1; then
+	grep -v "DIFF\|^  " "$dir/reference.out" | sed 's/^/chat-template: /'
+	pass=$((pass + 1))
+else
+	sed 's/^/chat-template: /' "$dir/reference.out"
+	fail=$((fail + 1))
+fi
+# the golden check is not vacuous: a golden that differs by one byte from
+# libtx's rendering (one changed byte of the Qwen3 generation prompt) fails
+rm -rf "$dir/ref-bad"
+cp -r tests/chat-template/reference "$dir/ref-bad" &&
+	python3 - "$dir/ref-bad/qwen3/01-user.txt" <<'PY'
+import sys
+p = sys.argv[1]
+with open(p, "rb") as f:
+    b = f.read()
+assert b.endswith(b"assistant\n")
+with open(p, "wb") as f:
+    f.write(b[:-1] + b" ")
+PY
+python3 tests/chat-template/check-reference --glm-tokenize "$B/bin/glm-tokenize" \
+	--reference "$dir/ref-bad" qwen3 > "$dir/ref-bad.out" 2>&1
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q "qwen3: 01-user: DIFF at byte 51" "$dir/ref-bad.out"; then
+	echo "chat-template: a golden differing by one byte is reported (exit 1):"
+	grep "DIFF" "$dir/ref-bad.out" | sed 's/^/  /'
+	pass=$((pass + 1))
+else
+	echo "chat-template: a golden differing by one byte was NOT reported (exit $rc):"
+	sed 's/^/  /' "$dir/ref-bad.out"
 	fail=$((fail + 1))
 fi
 echo "chat-template: $pass passed, $fail failed"

@@ -201,6 +201,17 @@ enum tx_chat_format {
      * earlier turns is dropped (as R1's template does) and
      * TX_CHAT_NO_THINKING changes nothing. */
     TX_CHAT_DEEPSEEK3 = 5,
+    /* DeepSeek-V3.1 (its chat_template, hybrid thinking): the system
+     * messages first, "<｜User｜>" + content; an assistant turn right after
+     * a user turn opens "<｜Assistant｜></think>" (reasoning dropped: the
+     * content after the first "</think>"); tool calls
+     * "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" NAME "<｜tool▁sep｜>"
+     * ARGUMENTS "<｜tool▁call▁end｜>" ... "<｜tool▁calls▁end｜>"; tool results
+     * "<｜tool▁output▁begin｜>" ... "<｜tool▁output▁end｜>"; generation prompt
+     * (only after a user turn) "<｜Assistant｜></think>", or
+     * "<｜Assistant｜><think>" with TX_CHAT_THINKING: the template's thinking
+     * is off unless enable_thinking is passed as true. */
+    TX_CHAT_DEEPSEEK31 = 6,
 };
 
 enum tx_chat_flags {
@@ -213,6 +224,10 @@ enum tx_chat_flags {
      * whole rendered text is encoded as HF apply_chat_template(tokenize=True)
      * does. */
     TX_CHAT_LITERAL_CONTENT = 1u << 2,
+    /* enable_thinking=true passed explicitly. Only the formats whose
+     * template thinks only when asked (TX_CHAT_DEEPSEEK31) read it; the
+     * others think unless TX_CHAT_NO_THINKING (which wins over it). */
+    TX_CHAT_THINKING = 1u << 3,
 };
 
 struct tx_chat_message {

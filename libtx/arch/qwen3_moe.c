@@ -239,10 +239,13 @@ static void analyze_json(const struct glm_config *c, struct json_object *ar)
 
 /* ---- glm-synth ------------------------------------------------------------ */
 
-/* The project's own Qwen3-form chat template (ChatML, no tool
- * definitions): what tx_tokenizer_chat_render renders for TX_CHAT_QWEN3 --
- * reasoning only after the last user turn, tool results grouped in one
- * user turn of <tool_response> blocks. */
+/* The project's own Qwen3-form chat template (ChatML, tool definitions in
+ * the first system turn): what tx_tokenizer_chat_render renders for
+ * TX_CHAT_QWEN3 -- a think block only for assistant turns after the last
+ * query (the last user turn that is not a <tool_response> wrapper) that
+ * have reasoning, and always for the last message (empty when it has
+ * none); other assistant turns keep their content as it is; tool results
+ * grouped in one user turn of <tool_response> blocks. */
 static const char chat_template[] =
     "{%- if tools -%}{{ '<|im_start|>system\\n' }}"
     "{%- if messages and messages[0].role == 'system' -%}"
@@ -255,8 +258,11 @@ static const char chat_template[] =
     "{\\\"name\\\": <function-name>, \\\"arguments\\\": <args-json-object>}\\n"
     "</tool_call><|im_end|>\\n' }}"
     "{%- endif -%}"
-    "{%- set ns = namespace(last_user=-1) -%}"
-    "{%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.last_user = loop.index0 -%}"
+    "{%- set ns = namespace(last_q=messages | length - 1, found=false) -%}"
+    "{%- for m in messages | reverse -%}{%- set c = m.content or '' -%}"
+    "{%- if not ns.found and m.role == 'user' and not (c.startswith('<tool_response>') and "
+    "c.endswith('</tool_response>')) -%}"
+    "{%- set ns.last_q = messages | length - 1 - loop.index0 -%}{%- set ns.found = true -%}"
     "{%- endif -%}{%- endfor -%}"
     "{%- for m in messages -%}"
     "{%- set tool = m.role == 'tool' or m.role == 'observation' -%}"
@@ -270,10 +276,10 @@ static const char chat_template[] =
     "{%- set r = c.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') -%}"
     "{%- set c = c.split('</think>')[-1].lstrip('\\n') -%}"
     "{%- else -%}{%- set r = '' -%}{%- endif -%}"
-    "{%- set r = r.strip('\\n') -%}{%- set c = c.lstrip('\\n') -%}"
     "{{ '<|im_start|>assistant\\n' }}"
-    "{%- if loop.index0 > ns.last_user and r -%}{{ '<think>\\n' + r + '\\n</think>\\n\\n' }}"
-    "{%- endif -%}{{ c }}"
+    "{%- if loop.index0 > ns.last_q and (loop.last or r) -%}"
+    "{{ '<think>\\n' + r.strip('\\n') + '\\n</think>\\n\\n' + c.lstrip('\\n') }}"
+    "{%- else -%}{{ c }}{%- endif -%}"
     "{%- for tc in (m.tool_calls or []) -%}{%- set f = tc.function if tc.function else tc -%}"
     "{%- if not loop.first or c -%}{{ '\\n' }}{%- endif -%}"
     "{{ '<tool_call>\\n{\\\"name\\\": \\\"' + f.name + '\\\", \\\"arguments\\\": ' + "

@@ -861,8 +861,9 @@ TX_API int glm_model_chat_format(const glm_model_t *m, char *why, size_t whysz)
     json_object_put(o);
     if (f < 0)
         return tx_error(TX_ENOTSUP,
-                        "the package's chat_template is not a GLM template this runtime renders "
-                        "(GLM-4, GLM-4.5/4.6, GLM-4.7/5); choose the format explicitly "
+                        "the package's chat_template is not a template this runtime renders "
+                        "(GLM-4, GLM-4.5/4.6, GLM-4.7/5, Qwen3, DeepSeek-V3, DeepSeek-V3.1); "
+                        "choose the format explicitly "
                         "(glm_model_set_chat_format, glm-inference --chat-template-format)");
     return f;
 }
@@ -872,7 +873,7 @@ TX_API int glm_model_set_chat_format(glm_model_t *m, int fmt)
     if (!m)
         return tx_error(TX_EINVAL, "glm_model_set_chat_format: model is NULL");
     if (fmt != 0 && fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5 &&
-        fmt != TX_CHAT_QWEN3 && fmt != TX_CHAT_DEEPSEEK3)
+        fmt != TX_CHAT_QWEN3 && fmt != TX_CHAT_DEEPSEEK3 && fmt != TX_CHAT_DEEPSEEK31)
         return tx_error(TX_EINVAL, "glm_model_set_chat_format: unknown format %d", fmt);
     m->chat_format_override = fmt;
     return TX_OK;

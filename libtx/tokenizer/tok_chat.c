@@ -8,6 +8,11 @@
  *   GLM-4:          llama.cpp's "chatglm4" template (glm-4-9b-chat)
  *   GLM-4.5 / 4.6:  chat_template.jinja of zai-org/GLM-4.5 and GLM-4.6
  *   GLM-4.7 / 5:    chat_template.jinja of zai-org/GLM-4.7 and GLM-5
+ *   Qwen3:          the Qwen3 (and Qwen3-MoE) chat_template
+ *   DeepSeek-V3:    DeepSeek-V3's tokenizer_config.json chat_template
+ *   DeepSeek-V3.1:  DeepSeek-V3.1's chat_template
+ * tests/chat-template/reference holds renderings of the real templates
+ * that libtx must reproduce byte for byte (tests/chat-template/README.md).
  */
 #include <ctype.h>
 #include <sys/types.h>
@@ -640,14 +645,37 @@ static const char *role_of(const char *role)
     return NULL;
 }
 
+/* Qwen3's last query: the last user message that is not a tool result
+ * wrapped in <tool_response>...</tool_response>; n - 1 when there is none
+ * (then no assistant turn is after it), as the template's reverse scan. */
+static ssize_t qwen3_last_query(const struct tx_chat_message *msgs, size_t n)
+{
+    for (size_t k = n; k-- > 0;) {
+        if (strcmp(role_of(msgs[k].role), "user"))
+            continue;
+        const char *c = msgs[k].content ? msgs[k].content : "";
+        size_t cn = strlen(c);
+        if (cn >= 15 + 16 && !memcmp(c, "<tool_response>", 15) &&
+            !memcmp(c + cn - 16, "</tool_response>", 16))
+            continue;
+        return (ssize_t)k;
+    }
+    return (ssize_t)n - 1;
+}
+
 /* Qwen3 (ChatML), as Qwen3's chat_template renders messages: tool
  * definitions in the first system turn, tool calls after the content,
- * tool results grouped in one user turn, reasoning kept only for the
- * assistant turns after the last user turn. */
+ * tool results grouped in one user turn. Assistant turns after the last
+ * query keep a think block ("<think>\n" + reasoning.strip('\n') +
+ * "\n</think>\n\n" + content.lstrip('\n')) when they have reasoning,
+ * and the last message always does, an empty one included
+ * ("<think>\n\n</think>\n\n"); the others are "assistant\n" + the content
+ * as it is (without a separate reasoning field, the text after the last
+ * </think>, lstrip('\n')). */
 static int render_qwen3(struct render *r, const struct tx_chat_message *msgs, size_t n,
-                        ssize_t last_user, unsigned flags, const struct chat_tools *t, char *err,
-                        size_t errsz)
+                        unsigned flags, const struct chat_tools *t, char *err, size_t errsz)
 {
+    ssize_t last_query = qwen3_last_query(msgs, n);
     if (t->tools && qwen3_tools_block(r, t->tools, msgs, n))
         return TX_ENOMEM;
     for (size_t i = 0; i < n; i++) {
@@ -672,24 +700,30 @@ static int render_qwen3(struct render *r, const struct tx_chat_message *msgs, si
                     return tx_errbuf(err, errsz, TX_EINVAL,
                                      "message %zu: reasoning is not valid UTF-8", i);
             } else {
+                /* content = after the last </think>, lstrip('\n') */
                 split_reasoning(&c, &cn, &rs, &rn);
             }
-            /* reasoning_content.strip('\n'), content.lstrip('\n') */
-            while (rn && *rs == '\n') {
-                rs++;
-                rn--;
-            }
-            while (rn && rs[rn - 1] == '\n')
-                rn--;
-            while (cn && *c == '\n') {
-                c++;
-                cn--;
-            }
             rc = puts_(r, "<|im_start|>assistant\n");
-            if (!rc && (ssize_t)i > last_user && rn)
-                rc = puts_(r, "<think>\n") || put_content(r, rs, rn) || puts_(r, "\n</think>\n\n");
-            rc = rc || put_content(r, c, cn) ||
-                 (t->calls && t->calls[i] && qwen3_tool_calls(r, t->calls[i], cn > 0)) ||
+            if (!rc && (ssize_t)i > last_query && (i + 1 == n || rn)) {
+                /* reasoning_content.strip('\n'), content.lstrip('\n') */
+                const char *pc = c;
+                size_t pn = cn;
+                while (rn && *rs == '\n') {
+                    rs++;
+                    rn--;
+                }
+                while (rn && rs[rn - 1] == '\n')
+                    rn--;
+                while (pn && *pc == '\n') {
+                    pc++;
+                    pn--;
+                }
+                rc = puts_(r, "<think>\n") || put_content(r, rs, rn) ||
+                     puts_(r, "\n</think>\n\n") || put_content(r, pc, pn);
+            } else if (!rc) {
+                rc = put_content(r, c, cn);
+            }
+            rc = rc || (t->calls && t->calls[i] && qwen3_tool_calls(r, t->calls[i], cn > 0)) ||
                  puts_(r, "<|im_end|>\n");
         } else { /* tool */
             bool first = i == 0 || strcmp(role_of(msgs[i - 1].role), "tool");
@@ -781,10 +815,13 @@ static int render_deepseek3(struct render *r, const struct tx_chat_message *msgs
             }
             rc = rc || puts_(r, DS_CALLS_END DS_EOS);
         } else if (!strcmp(role, "assistant")) {
-            const char *rs = "";
-            size_t rn = 0;
-            if (!msgs[i].reasoning)
-                split_reasoning(&c, &cn, &rs, &rn);
+            /* content.split('</think>')[-1], as it is (no lstrip); after
+             * tool outputs the content is not split */
+            const char *close = is_tool ? NULL : memmem_last(c, cn, "</think>", 8);
+            if (close) {
+                cn -= (size_t)(close + 8 - c);
+                c = close + 8;
+            }
             rc = puts_(r, is_tool ? DS_OUTS_END : DS_ASSISTANT) || put_content(r, c, cn) ||
                  puts_(r, DS_EOS);
             is_tool = false;
@@ -799,6 +836,73 @@ static int render_deepseek3(struct render *r, const struct tx_chat_message *msgs
         rc = puts_(r, DS_OUTS_END);
     if (!rc && (flags & TX_CHAT_ADD_GENERATION_PROMPT) && !is_tool)
         rc = puts_(r, DS_ASSISTANT);
+    if (rc)
+        return TX_ENOMEM;
+    return tok_buf_reserve(&r->b, 0) ? TX_ENOMEM : 0;
+}
+
+/* DeepSeek-V3.1, as its chat_template renders messages (hybrid
+ * thinking; reasoning_content is not rendered): the system messages first;
+ * the Assistant marker (+ "</think>") only right after a user turn; tool
+ * calls NAME<sep>ARGUMENTS without a type or a ```json block; tool
+ * results without the outputs begin/end wrappers; an assistant turn
+ * after tool results is its content and EOS. */
+static int render_deepseek31(struct render *r, const struct tx_chat_message *msgs, size_t n,
+                             unsigned flags, const struct chat_tools *t, char *err, size_t errsz)
+{
+    bool thinking = (flags & TX_CHAT_THINKING) && !(flags & TX_CHAT_NO_THINKING);
+    bool first_sp = true, is_tool = false, last_user = false;
+    int rc = puts_(r, DS_BOS);
+    for (size_t i = 0; i < n && !rc; i++) {
+        const char *c = msgs[i].content ? msgs[i].content : "";
+        size_t cn = strlen(c);
+        if (tok_utf8_validate(c, cn) != cn)
+            return tx_errbuf(err, errsz, TX_EINVAL, "message %zu: content is not valid UTF-8", i);
+        if (strcmp(role_of(msgs[i].role), "system"))
+            continue;
+        rc = (!first_sp && puts_(r, "\n\n")) || put_content(r, c, cn);
+        first_sp = false;
+    }
+    for (size_t i = 0; i < n && !rc; i++) {
+        const char *role = role_of(msgs[i].role);
+        const char *c = msgs[i].content ? msgs[i].content : "";
+        size_t cn = strlen(c);
+        if (!strcmp(role, "user")) {
+            is_tool = false;
+            last_user = true;
+            rc = puts_(r, DS_USER) || put_content(r, c, cn);
+        } else if (!strcmp(role, "assistant") && t->calls && t->calls[i]) {
+            rc = last_user && puts_(r, DS_ASSISTANT "</think>");
+            last_user = is_tool = false;
+            for (size_t k = 0; !rc && k < json_object_array_length(t->calls[i]); k++) {
+                struct json_object *tc = json_object_array_get_idx(t->calls[i], k);
+                const char *nm = call_name(tc);
+                rc = (!k && (put_content(r, c, cn) || puts_(r, DS_CALLS_BEGIN))) ||
+                     puts_(r, DS_CALL_BEGIN) || put_content(r, nm, strlen(nm)) ||
+                     puts_(r, DS_SEP) || put_args_text(r, tc) || puts_(r, DS_CALL_END);
+            }
+            rc = rc || puts_(r, DS_CALLS_END DS_EOS);
+        } else if (!strcmp(role, "assistant")) {
+            rc = last_user && puts_(r, DS_ASSISTANT "</think>");
+            last_user = false;
+            if (!is_tool) {
+                /* content.split('</think>', 1)[1] */
+                const char *close = memmem_(c, cn, "</think>", 8);
+                if (close) {
+                    cn -= (size_t)(close + 8 - c);
+                    c = close + 8;
+                }
+            }
+            is_tool = false;
+            rc = rc || put_content(r, c, cn) || puts_(r, DS_EOS);
+        } else if (!strcmp(role, "tool")) {
+            last_user = false;
+            is_tool = true;
+            rc = puts_(r, DS_OUT_BEGIN) || put_content(r, c, cn) || puts_(r, DS_OUT_END);
+        }
+    }
+    if (!rc && (flags & TX_CHAT_ADD_GENERATION_PROMPT) && last_user && !is_tool)
+        rc = puts_(r, thinking ? DS_ASSISTANT "<think>" : DS_ASSISTANT "</think>");
     if (rc)
         return TX_ENOMEM;
     return tok_buf_reserve(&r->b, 0) ? TX_ENOMEM : 0;
@@ -819,9 +923,11 @@ static int render(struct render *r, enum tx_chat_format fmt, const struct tx_cha
             last_user = (ssize_t)i;
     }
     if (fmt == TX_CHAT_QWEN3)
-        return render_qwen3(r, msgs, n, last_user, flags, t, err, errsz);
+        return render_qwen3(r, msgs, n, flags, t, err, errsz);
     if (fmt == TX_CHAT_DEEPSEEK3)
         return render_deepseek3(r, msgs, n, flags, t, err, errsz);
+    if (fmt == TX_CHAT_DEEPSEEK31)
+        return render_deepseek31(r, msgs, n, flags, t, err, errsz);
     if (puts_(r, "[gMASK]<sop>"))
         return TX_ENOMEM;
     if (t->tools && fmt != TX_CHAT_GLM4 && glm_tools_block(r, t->tools, nl))
@@ -894,7 +1000,7 @@ static int check_args(enum tx_chat_format fmt, const struct tx_chat_message *msg
                       char *err, size_t errsz)
 {
     if (fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5 && fmt != TX_CHAT_QWEN3 &&
-        fmt != TX_CHAT_DEEPSEEK3)
+        fmt != TX_CHAT_DEEPSEEK3 && fmt != TX_CHAT_DEEPSEEK31)
         return tx_errbuf(err, errsz, TX_EINVAL, "unknown chat format %d", (int)fmt);
     if (!msgs && n)
         return tx_errbuf(err, errsz, TX_EINVAL, "invalid argument");
@@ -1043,9 +1149,11 @@ int tx_chat_format_from_name(const char *name)
         return TX_CHAT_QWEN3;
     if (!strcmp(k, "deepseek3") || !strcmp(k, "deepseekv3"))
         return TX_CHAT_DEEPSEEK3;
+    if (!strcmp(k, "deepseek31") || !strcmp(k, "deepseekv31"))
+        return TX_CHAT_DEEPSEEK31;
     return tx_errbuf(NULL, 0, TX_EINVAL,
                      "unknown chat format \"%.32s\" (glm4, glm4.5, glm4.6, glm4.7, glm5, glm5.1, "
-                     "qwen3, deepseek3)",
+                     "qwen3, deepseek3, deepseek3.1)",
                      name);
 }
 
@@ -1071,8 +1179,14 @@ int tx_chat_format_of_template(const char *t, const char **which)
     *which = "";
     if (!t)
         return -1;
-    /* Qwen3: ChatML turns */
+    /* Qwen3: ChatML turns; not the ChatML variants that render otherwise:
+     * Qwen3-Coder's XML tool calls ("<function=NAME>") and the
+     * thinking-only Qwen3-2507 templates, whose generation prompt forces
+     * "<think>\n" (refused: choose the format explicitly) */
     if (strstr(t, "<|im_start|>") && strstr(t, "<|im_end|>") && !strstr(t, "[gMASK]<sop>")) {
+        if (strstr(t, "<function=") || strstr(t, "assistant\\n<think>\\n'") ||
+            strstr(t, "assistant\n<think>\n'"))
+            return -1;
         *which = "Qwen3 (ChatML)";
         return TX_CHAT_QWEN3;
     }
@@ -1080,6 +1194,12 @@ int tx_chat_format_of_template(const char *t, const char **which)
     if (strstr(t, "<\xef\xbd\x9cUser\xef\xbd\x9c>") &&
         strstr(t, "<\xef\xbd\x9c"
                   "Assistant\xef\xbd\x9c>")) {
+        /* V3.1: an assistant turn opens "<｜Assistant｜></think>" */
+        if (strstr(t, "<\xef\xbd\x9c"
+                      "Assistant\xef\xbd\x9c></think>")) {
+            *which = "DeepSeek-V3.1";
+            return TX_CHAT_DEEPSEEK31;
+        }
         *which = "DeepSeek-V3";
         return TX_CHAT_DEEPSEEK3;
     }
@@ -1111,6 +1231,7 @@ const char *tx_chat_format_name(int f)
     return f == TX_CHAT_GLM4        ? "glm4"
            : f == TX_CHAT_GLM45     ? "glm4.5"
            : f == TX_CHAT_QWEN3     ? "qwen3"
-           : f == TX_CHAT_DEEPSEEK3 ? "deepseek3"
-                                    : "glm4.7";
+           : f == TX_CHAT_DEEPSEEK3  ? "deepseek3"
+           : f == TX_CHAT_DEEPSEEK31 ? "deepseek3.1"
+                                     : "glm4.7";
 }

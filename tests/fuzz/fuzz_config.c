@@ -173,7 +173,7 @@ static void fcfg_chat_template(const char *text)
     fcfg_check(which != NULL, "chat_template: which is set");
     fcfg_check(f == -1 ? which[0] == 0
                        : (f == TX_CHAT_GLM4 || f == TX_CHAT_GLM45 || f == TX_CHAT_GLM5 ||
-                          f == TX_CHAT_QWEN3 || f == TX_CHAT_DEEPSEEK3) &&
+                          f == TX_CHAT_QWEN3 || f == TX_CHAT_DEEPSEEK3 || f == TX_CHAT_DEEPSEEK31) &&
                              which[0] != 0 && tx_chat_format_name(f) != NULL,
                "chat_template: -1, or a known format with a name");
 }

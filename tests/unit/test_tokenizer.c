@@ -22,6 +22,7 @@
 
 #include <json-c/json.h>
 
+#include <tx/tx_chat_format.h>
 #include <tx/tx_tokenizer.h>
 
 /* The fuzz target, replayed over its corpus below. */
@@ -1229,6 +1230,126 @@ START_TEST(test_chat_tools)
 }
 END_TEST
 
+/* What the real Qwen3 and DeepSeek-V3.1 templates render and libtx once
+ * did not (tests/chat-template/reference has the goldens of every shape) */
+START_TEST(test_chat_real_templates)
+{
+    char err[512];
+    char *text;
+    size_t len;
+    /* Qwen3: the last message, an assistant turn without reasoning, still
+     * gets the empty think block; earlier assistant content is kept as it
+     * is (leading newlines too) */
+    struct tx_chat_message last[] = {
+        {"user", "2+2?", NULL},
+        {"assistant", "4", NULL},
+    };
+    ck_assert_int_eq(tx_tokenizer_chat_render(TX_CHAT_QWEN3, last, 2, 0, &text, &len, err, 512), 0);
+    ck_assert_str_eq(text, "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n"
+                           "</think>\n\n4<|im_end|>\n");
+    free(text);
+    struct tx_chat_message ws[] = {
+        {"user", "a", NULL},
+        {"assistant", "\n b \n", NULL},
+        {"user", "c", NULL},
+    };
+    ck_assert_int_eq(tx_tokenizer_chat_render(TX_CHAT_QWEN3, ws, 3, 0, &text, &len, err, 512), 0);
+    ck_assert_str_eq(text, "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n\n b \n"
+                           "<|im_end|>\n<|im_start|>user\nc<|im_end|>\n");
+    free(text);
+    /* a user message that is a <tool_response> wrapper is not the last
+     * query: the assistant turn before it keeps its reasoning */
+    struct tx_chat_message tr[] = {
+        {"user", "q", NULL},
+        {"assistant", "x", "r"},
+        {"user", "<tool_response>1</tool_response>", NULL},
+    };
+    ck_assert_int_eq(tx_tokenizer_chat_render(TX_CHAT_QWEN3, tr, 3, 0, &text, &len, err, 512), 0);
+    ck_assert_str_eq(text, "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nr\n"
+                           "</think>\n\nx<|im_end|>\n<|im_start|>user\n<tool_response>1"
+                           "</tool_response><|im_end|>\n");
+    free(text);
+    /* DeepSeek-V3.1: thinking only with TX_CHAT_THINKING (NO_THINKING wins) */
+    struct tx_chat_message one[] = {{"system", "S", NULL}, {"user", "hi", NULL}};
+    const unsigned gp = TX_CHAT_ADD_GENERATION_PROMPT;
+    const struct {
+        unsigned flags;
+        const char *want;
+    } ds[] = {
+        {gp, "<｜begin▁of▁sentence｜>S<｜User｜>hi<｜Assistant｜></think>"},
+        {gp | TX_CHAT_THINKING, "<｜begin▁of▁sentence｜>S<｜User｜>hi<｜Assistant｜><think>"},
+        {gp | TX_CHAT_NO_THINKING, "<｜begin▁of▁sentence｜>S<｜User｜>hi<｜Assistant｜></think>"},
+        {gp | TX_CHAT_THINKING | TX_CHAT_NO_THINKING,
+         "<｜begin▁of▁sentence｜>S<｜User｜>hi<｜Assistant｜></think>"},
+    };
+    for (size_t i = 0; i < sizeof(ds) / sizeof(ds[0]); i++) {
+        ck_assert_int_eq(tx_tokenizer_chat_render(TX_CHAT_DEEPSEEK31, one, 2, ds[i].flags, &text,
+                                                  &len, err, 512),
+                         0);
+        ck_assert_str_eq(text, ds[i].want);
+        free(text);
+    }
+    /* the other formats ignore TX_CHAT_THINKING */
+    ck_assert_int_eq(tx_tokenizer_chat_render(TX_CHAT_GLM5, one, 2, gp | TX_CHAT_THINKING, &text,
+                                              &len, err, 512),
+                     0);
+    ck_assert_str_eq(text, "[gMASK]<sop><|system|>S<|user|>hi<|assistant|><think>");
+    free(text);
+    /* reasoning dropped (text after the first </think>), tool calls and
+     * results without V3's wrappers, the answer after results without a
+     * marker, no generation prompt after a tool result */
+    struct tx_chat_message calls[] = {
+        {"user", "w?", NULL},
+        {"assistant", "<think>a</think>b</think>c", NULL},
+        {"user", "again", NULL},
+        {"assistant", "", NULL},
+        {"tool", "21", NULL},
+        {"assistant", "done", NULL},
+        {"tool", "x", NULL},
+    };
+    const char *tc[7] = {
+        NULL, NULL, NULL,
+        "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": "
+        "\"{\\\"k\\\": 1}\"}}, {\"function\": {\"name\": \"g\", \"arguments\": {\"a\": true}}}]",
+        NULL, NULL, NULL,
+    };
+    ck_assert_int_eq(tx_tokenizer_chat_render_tools(TX_CHAT_DEEPSEEK31, calls, 7, NULL, tc, gp,
+                                                    &text, &len, err, 512),
+                     0);
+    ck_assert_str_eq(text, "<｜begin▁of▁sentence｜><｜User｜>w?<｜Assistant｜></think>b</think>c"
+                           "<｜end▁of▁sentence｜><｜User｜>again<｜Assistant｜></think>"
+                           "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{\"k\": 1}"
+                           "<｜tool▁call▁end｜><｜tool▁call▁begin｜>g<｜tool▁sep｜>{\"a\": true}"
+                           "<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
+                           "<｜tool▁output▁begin｜>21<｜tool▁output▁end｜>done<｜end▁of▁sentence｜>"
+                           "<｜tool▁output▁begin｜>x<｜tool▁output▁end｜>");
+    free(text);
+    ck_assert_int_eq(tx_chat_format_from_name("deepseek-v3.1"), TX_CHAT_DEEPSEEK31);
+    ck_assert_int_eq(tx_chat_format_from_name("DeepSeek3.1"), TX_CHAT_DEEPSEEK31);
+    /* recognition: V3.1's "<｜Assistant｜></think>" marks it */
+    const char *which = NULL;
+    ck_assert_int_eq(tx_chat_format_of_template("{{ bos_token }}{{'<｜User｜>' + m}}"
+                                                "{{'<｜Assistant｜></think>'}}",
+                                                &which),
+                     TX_CHAT_DEEPSEEK31);
+    ck_assert_str_eq(which, "DeepSeek-V3.1");
+    ck_assert_str_eq(tx_chat_format_name(TX_CHAT_DEEPSEEK31), "deepseek3.1");
+    ck_assert_int_eq(tx_chat_format_of_template("{{'<｜User｜>' + m}}{{'<｜Assistant｜>'}}", &which),
+                     TX_CHAT_DEEPSEEK3);
+    /* ChatML variants that render otherwise are refused, not taken for Qwen3 */
+    ck_assert_int_eq(tx_chat_format_of_template("<|im_start|>{{ m }}<|im_end|>{{- "
+                                                "'<|im_start|>assistant\\n<think>\\n' }}",
+                                                &which),
+                     -1);
+    ck_assert_int_eq(tx_chat_format_of_template("<|im_start|>{{ m }}<|im_end|><tool_call>\n"
+                                                "<function={{ f }}>",
+                                                &which),
+                     -1);
+    ck_assert_int_eq(tx_chat_format_of_template("<|im_start|>{{ m }}<|im_end|>", &which),
+                     TX_CHAT_QWEN3);
+}
+END_TEST
+
 START_TEST(test_chat_encode)
 {
     struct tx_tokenizer *glm = glm_tok();
@@ -1518,6 +1639,7 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(glm, test_chat_render);
     tcase_add_test(glm, test_chat_encode);
     tcase_add_test(glm, test_chat_tools);
+    tcase_add_test(glm, test_chat_real_templates);
     suite_add_tcase(s, glm);
 
     TCase *bad = tcase_create("malformed");

@@ -73,7 +73,7 @@ static void usage(FILE *f)
             "      --system TEXT        with --chat: a system message\n"
             "      --chat-template-format NAME  (or --chat-template NAME) the chat format:\n"
             "                           glm4, glm4.5 (= glm4.6), glm4.7 (= glm5, glm5.1),\n"
-            "                           qwen3 (= chatml), deepseek3;\n"
+            "                           qwen3 (= chatml), deepseek3, deepseek3.1;\n"
             "                           default: recognised from the package's chat_template\n"
             "      --no-think           with --chat: thinking disabled\n"
             "      --ignore-eos         never sample the stop tokens (-inf logit bias)\n"

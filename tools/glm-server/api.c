@@ -375,8 +375,8 @@ static int chat_prompt_of(struct srv *S, json_object *o, int32_t **ids, size_t *
             if (!json_object_is_type(et, json_type_boolean))
                 st = bad(reply, "chat_template_kwargs",
                          "'chat_template_kwargs.enable_thinking' must be true or false");
-            else if (!json_object_get_boolean(et))
-                flags |= TX_CHAT_NO_THINKING;
+            else /* true: TX_CHAT_THINKING (DeepSeek-V3.1 thinks only when asked) */
+                flags |= json_object_get_boolean(et) ? TX_CHAT_THINKING : TX_CHAT_NO_THINKING;
         }
     }
     if (!st && glm_chat_encode_tools(S->m, msgs, nm, tools, any_calls ? calls : NULL, flags, ids, n))

@@ -14,7 +14,9 @@
  *                 ...],
  *    "tools": [...]                          (optional: tool definitions),
  *    "add_generation_prompt": true | false   (default true),
- *    "enable_thinking": true | false         (default true)}
+ *    "enable_thinking": true | false         (default: not passed -- the GLM
+ *                                             and Qwen3 templates think, the
+ *                                             DeepSeek-V3.1 one does not)}
  *
  * The format is --chat FORMAT, else the one glm_model_chat_format picks for
  * the package: recognised from its chat_template (tx_chat_format_of_template).
@@ -90,7 +92,7 @@ static int pkg_format(const char *prog, const char *pkg)
         if (f < 0)
             fprintf(stderr,
                     "%s: %s: the package's chat_template is not a template libtx renders "
-                    "(GLM-4, GLM-4.5/4.6, GLM-4.7/5, Qwen3, DeepSeek-V3); give --chat FORMAT\n",
+                    "(GLM-4, GLM-4.5/4.6, GLM-4.7/5, Qwen3, DeepSeek-V3, DeepSeek-V3.1); give --chat FORMAT\n",
                     prog, pkg);
         else
             fprintf(stderr, "%s: chat format %s (the package's chat_template is the %s template)\n",
@@ -99,6 +101,52 @@ static int pkg_format(const char *prog, const char *pkg)
     json_object_put(o);
     tx_smd_close(s);
     return f;
+}
+
+int gt_recognise_template(const char *prog, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "%s: cannot open %s\n", prog, path);
+        return 1;
+    }
+    char *txt = NULL;
+    size_t len = 0;
+    int rc = txc_read_stream(f, &txt, &len);
+    fclose(f);
+    if (rc || len > 16 * CONV_MAX || strlen(txt) != len) {
+        fprintf(stderr, "%s: %s: %s\n", prog, path,
+                rc ? tx_strerror(rc)
+                   : len > 16 * CONV_MAX ? "larger than the 16 MiB limit" : "contains a NUL byte");
+        free(txt);
+        return 1;
+    }
+    struct json_object *o = NULL, *v = NULL;
+    const char *t = txt;
+    size_t n = strlen(path);
+    if (n >= 5 && !strcmp(path + n - 5, ".json")) {
+        o = json_tokener_parse(txt);
+        if (!o || !json_object_object_get_ex(o, "chat_template", &v) ||
+            !json_object_is_type(v, json_type_string)) {
+            fprintf(stderr, "%s: %s: no chat_template string\n", prog, path);
+            json_object_put(o);
+            free(txt);
+            return 1;
+        }
+        t = json_object_get_string(v);
+    }
+    const char *which = "";
+    int fmt = tx_chat_format_of_template(t, &which);
+    int st = 0;
+    if (fmt < 0) {
+        fprintf(stderr, "%s: %s: not a chat template libtx recognises\n", prog, path);
+        st = 1;
+    } else {
+        printf("%s (%s)\n", tx_chat_format_name(fmt), which);
+    }
+    json_object_put(o);
+    free(txt);
+    return st;
 }
 
 static int opt_bool(struct json_object *root, const char *k, int def, int *out, const char *path,
@@ -224,11 +272,14 @@ int gt_chat_render(const char *prog, const char *pkg, const char *conv, const ch
         }
     }
     if (opt_bool(root, "add_generation_prompt", 1, &gen, conv, prog) ||
-        opt_bool(root, "enable_thinking", 1, &think, conv, prog))
+        opt_bool(root, "enable_thinking", -1, &think, conv, prog))
         goto out;
     char *text = NULL, err[512];
     size_t tl = 0;
-    unsigned fl = (gen ? TX_CHAT_ADD_GENERATION_PROMPT : 0) | (think ? 0 : TX_CHAT_NO_THINKING);
+    /* enable_thinking absent: neither flag (as the template sees an
+     * undefined variable); true: TX_CHAT_THINKING; false: NO_THINKING */
+    unsigned fl = (gen ? TX_CHAT_ADD_GENERATION_PROMPT : 0) |
+                  (think < 0 ? 0 : think ? TX_CHAT_THINKING : TX_CHAT_NO_THINKING);
     if (tx_tokenizer_chat_render_tools((enum tx_chat_format)fmt, m, n, tools,
                                        any_calls ? calls : NULL, fl, &text, &tl, err,
                                        sizeof(err))) {

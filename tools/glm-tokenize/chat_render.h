@@ -11,4 +11,10 @@ int gt_print_tokenizer_config(const char *prog, const char *pkg);
  * status. */
 int gt_chat_render(const char *prog, const char *pkg, const char *conv, const char *fmt);
 
+/* Prints the chat format libtx recognises in the template of file path (a
+ * chat_template.jinja, or a tokenizer_config.json: its chat_template
+ * string) and which template it is; exit status 0, 1 when not recognised
+ * or the file is unreadable. */
+int gt_recognise_template(const char *prog, const char *path);
+
 #endif

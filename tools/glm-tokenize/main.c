@@ -41,7 +41,8 @@ static void usage(FILE *f)
             "  --add-special     add the post-processor's tokens (HF add_special_tokens)\n"
             "  --skip-special    with --decode: leave special tokens out\n"
             "  --chat FORMAT     stdin is a user message: apply the chat template\n"
-            "                    (glm4, glm4.5, glm5) with the generation prompt\n"
+            "                    (glm4, glm4.5, glm4.7/glm5, qwen3, deepseek3,\n"
+            "                    deepseek3.1) with the generation prompt\n"
             "  --system TEXT     with --chat: a system message first\n"
             "  --no-think        with --chat: thinking disabled (enable_thinking=false)\n"
             "  --show-tokens     also print each token string on stderr\n"
@@ -53,6 +54,9 @@ static void usage(FILE *f)
             "                         \"add_generation_prompt\", \"enable_thinking\"};\n"
             "                         the format: --chat, else the package's\n"
             "  --print-tokenizer-config  print the package's tokenizer_config.json\n"
+            "  --recognise-chat-template FILE  print the chat format libtx recognises in\n"
+            "                         a chat template (a chat_template.jinja, or a\n"
+            "                         tokenizer_config.json's chat_template); exit 1 if none\n"
             "  (tools/chat-template-check compares --chat-render with Jinja2)\n",
             prog);
 }
@@ -107,7 +111,8 @@ static int parse_ids(const char *s, size_t n, int32_t **ids, size_t *count, char
 
 int main(int argc, char **argv)
 {
-    const char *path = NULL, *chat = NULL, *system_text = NULL, *pkg = NULL, *render = NULL;
+    const char *path = NULL, *chat = NULL, *system_text = NULL, *pkg = NULL, *render = NULL,
+               *recognise = NULL;
     int print_tokcfg = 0;
     int decode = 0, no_special = 0, add_special = 0, skip_special = 0, no_think = 0, show = 0;
     int stats = 0;
@@ -124,7 +129,8 @@ int main(int argc, char **argv)
         O_STATS,
         O_PACKAGE,
         O_RENDER,
-        O_PRINTCFG
+        O_PRINTCFG,
+        O_RECOGNISE
     };
     static const struct option opts[] = {
         {"tokenizer", required_argument, NULL, O_TOK},
@@ -140,6 +146,7 @@ int main(int argc, char **argv)
         {"package", required_argument, NULL, O_PACKAGE},
         {"chat-render", required_argument, NULL, O_RENDER},
         {"print-tokenizer-config", no_argument, NULL, O_PRINTCFG},
+        {"recognise-chat-template", required_argument, NULL, O_RECOGNISE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -185,12 +192,21 @@ int main(int argc, char **argv)
         case O_PRINTCFG:
             print_tokcfg = 1;
             break;
+        case O_RECOGNISE:
+            recognise = optarg;
+            break;
         default: /* --help, or an option getopt_long has reported */
             return txc_help_or_usage(c, usage);
         }
     }
     if (optind < argc)
         return txc_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
+    if (recognise) {
+        if (path || decode || system_text || no_think || no_special || add_special || show ||
+            stats || print_tokcfg || render || chat || pkg)
+            return txc_usage_error(prog, usage, "--recognise-chat-template takes no other option");
+        return gt_recognise_template(prog, recognise);
+    }
     if (print_tokcfg || render) {
         if (path || decode || system_text || no_think || no_special || add_special || show ||
             stats || (print_tokcfg && (render || chat)))
