@@ -11,6 +11,7 @@
 #include <linux/futex.h>
 #include <numa.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -135,20 +136,25 @@ static int cpu_has_amx(void)
 
 static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
 static int amx_perm; /* 1 granted, else -errno */
+static char amx_why[160];
 
 static void amx_request(void)
 {
     if (syscall(SYS_arch_prctl, ENG_ARCH_REQ_XCOMP_PERM, ENG_XFEATURE_XTILEDATA)) {
         amx_perm = -errno;
-        return;
+    } else {
+        unsigned long bits = 0;
+        amx_perm = syscall(SYS_arch_prctl, ENG_ARCH_GET_XCOMP_PERM, &bits) ? -errno
+                   : (bits & (1ul << ENG_XFEATURE_XTILEDATA)) ? 1
+                                                               : -EPERM;
     }
-    unsigned long bits = 0;
-    if (syscall(SYS_arch_prctl, ENG_ARCH_GET_XCOMP_PERM, &bits) ||
-        !(bits & (1ul << ENG_XFEATURE_XTILEDATA))) {
-        amx_perm = -EPERM;
-        return;
-    }
-    amx_perm = 1;
+    /* EINVAL: a kernel before 5.16; ENOSPC: a thread's sigaltstack is too
+     * small for the tile state */
+    if (amx_perm != 1)
+        snprintf(amx_why, sizeof(amx_why),
+                 "the kernel refused the AMX tile data state (arch_prctl "
+                 "ARCH_REQ_XCOMP_PERM: %s; Linux >= 5.16 needed)",
+                 strerror(-amx_perm));
 }
 
 static int amx_usable(void)
@@ -220,8 +226,12 @@ const char *tx8_engine_isa_why(unsigned isa)
             return "the CPU lacks AVX-512 F/BW/VL/DQ/VNNI (the AMX path's tails and GEMV)";
         if (!tx8_engine_has_feature(TX8_FEAT_AMX))
             return "the CPU lacks AMX-TILE/AMX-INT8/AMX-BF16";
-        return "the kernel refused the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM; "
-               "Linux >= 5.16 needed)";
+#if defined(__x86_64__)
+        pthread_once(&amx_once, amx_request);
+        if (amx_why[0])
+            return amx_why;
+#endif
+        return "the kernel refused the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM)";
     default:
         return "unknown ISA";
     }
