@@ -64,7 +64,9 @@ SIMD_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
                -mfma -mf16c -mavx2
 SIMD_AVX2   := -mavx2 -mfma -mf16c
 # The AMX tile instructions: only emu/engine/kern_amx_hw.c (reached after
-# the CPUID and arch_prctl checks of emu/engine/engine.c).
+# the CPUID and arch_prctl checks of emu/engine/engine.c); it and the
+# emulated build kern_amx_emu.c also use AVX-512 (they run only on
+# AVX-512 engines).
 SIMD_AMX    := -mamx-tile -mamx-int8 -mamx-bf16
 
 all:
@@ -131,7 +133,11 @@ $(BUILD)/obj/%_avx2.o: %_avx2.c
 
 $(BUILD)/obj/%_amx_hw.o: %_amx_hw.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SIMD_AMX) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SIMD_AVX512) $(SIMD_AMX) -c -o $@ $<
+
+$(BUILD)/obj/%_amx_emu.o: %_amx_emu.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SIMD_AVX512) -c -o $@ $<
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
