@@ -63,6 +63,11 @@ SDK_HEADERS := $(addprefix include/tx/,tx.h tx_error.h tx_dtype.h tx_device.h \
 SIMD_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
                -mfma -mf16c -mavx2
 SIMD_AVX2   := -mavx2 -mfma -mf16c
+# The AMX tile instructions: only emu/engine/kern_amx_hw.c (reached after
+# the CPUID and arch_prctl checks of emu/engine/engine.c); it and the
+# emulated build kern_amx_emu.c also use AVX-512 (they run only on
+# AVX-512 engines).
+SIMD_AMX    := -mamx-tile -mamx-int8 -mamx-bf16
 
 all:
 
@@ -125,6 +130,14 @@ $(BUILD)/obj/%_avx512.o: %_avx512.c
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SIMD_AVX2) -c -o $@ $<
+
+$(BUILD)/obj/%_amx_hw.o: %_amx_hw.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SIMD_AVX512) $(SIMD_AMX) -c -o $@ $<
+
+$(BUILD)/obj/%_amx_emu.o: %_amx_emu.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SIMD_AVX512) -c -o $@ $<
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -40,6 +40,14 @@ $(FUZZ_DIR)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(TEST_CPPFLAGS) $(FUZZ_CFLAGS) $(SIMD_AVX2) -c -o $@ $<
 
+$(FUZZ_DIR)/obj/%_amx_hw.o: %_amx_hw.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(TEST_CPPFLAGS) $(FUZZ_CFLAGS) $(SIMD_AVX512) $(SIMD_AMX) -c -o $@ $<
+
+$(FUZZ_DIR)/obj/%_amx_emu.o: %_amx_emu.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(TEST_CPPFLAGS) $(FUZZ_CFLAGS) $(SIMD_AVX512) -c -o $@ $<
+
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(TEST_CPPFLAGS) $(FUZZ_CFLAGS) -c -o $@ $<

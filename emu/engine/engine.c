@@ -11,6 +11,7 @@
 #include <linux/futex.h>
 #include <numa.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -86,8 +87,9 @@ const char *tx8_engine_isa_name(unsigned isa)
  *   F16C         leaf 1 ECX bit 29 (not every compiler's
  *                __builtin_cpu_supports knows it: clang 14 does not)
  *   AVX512-BF16  leaf 7 subleaf 1 EAX bit 5 (vdpbf16ps, vcvtne2ps2bf16)
- *   AMX-TILE/INT8/BF16  leaf 7 EDX bits 24, 25, 22 (only reported: the
- *                engine has no AMX kernels, see docs/engine.md)
+ *   AMX-TILE/INT8/BF16  leaf 7 EDX bits 24, 25, 22, and the kernel's grant
+ *                of the tile data state (amx_usable: arch_prctl
+ *                ARCH_REQ_XCOMP_PERM, once per process)
  * AVX and AVX-512 state must also be enabled by the OS (XCR0), which
  * __builtin_cpu_supports checks for the AVX2/AVX-512 features.
  */
@@ -120,6 +122,48 @@ static int cpu_has_amx(void)
     return cpu_leaf7(0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25)) &&
            (d & (1u << 22));
 }
+
+/*
+ * Linux (5.16+) gives a process the AMX tile data state (XTILEDATA, XSAVE
+ * feature 18) only on request: arch_prctl(ARCH_REQ_XCOMP_PERM, 18), once
+ * per process (it then covers every thread); without it the first tile
+ * instruction kills the process. Asked once, the first time an AMX engine
+ * is considered, and only where CPUID reports AMX.
+ */
+#define ENG_ARCH_GET_XCOMP_PERM 0x1022
+#define ENG_ARCH_REQ_XCOMP_PERM 0x1023
+#define ENG_XFEATURE_XTILEDATA 18
+
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static int amx_perm; /* 1 granted, else -errno */
+static char amx_why[160];
+
+static void amx_request(void)
+{
+    if (syscall(SYS_arch_prctl, ENG_ARCH_REQ_XCOMP_PERM, ENG_XFEATURE_XTILEDATA)) {
+        amx_perm = -errno;
+    } else {
+        unsigned long bits = 0;
+        amx_perm = syscall(SYS_arch_prctl, ENG_ARCH_GET_XCOMP_PERM, &bits) ? -errno
+                   : (bits & (1ul << ENG_XFEATURE_XTILEDATA)) ? 1
+                                                               : -EPERM;
+    }
+    /* EINVAL: a kernel before 5.16; ENOSPC: a thread's sigaltstack is too
+     * small for the tile state */
+    if (amx_perm != 1)
+        snprintf(amx_why, sizeof(amx_why),
+                 "the kernel refused the AMX tile data state (arch_prctl "
+                 "ARCH_REQ_XCOMP_PERM: %s; Linux >= 5.16 needed)",
+                 strerror(-amx_perm));
+}
+
+static int amx_usable(void)
+{
+    if (!cpu_has_amx())
+        return 0;
+    pthread_once(&amx_once, amx_request);
+    return amx_perm == 1;
+}
 #endif
 
 int tx8_engine_isa_supported(unsigned isa)
@@ -135,8 +179,11 @@ int tx8_engine_isa_supported(unsigned isa)
         return tx8_engine_isa_supported(TX8_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+    case TX8_ISA_AMX:
+        /* the AVX-512 table plus the tile unit (tests: its emulation) */
+        return tx8_engine_isa_supported(TX8_ISA_AVX512) && (eng_amx_emulate || amx_usable());
     default:
-        return 0; /* TX8_ISA_AMX: no kernels (never run on a CPU with AMX) */
+        return 0;
     }
 #else
     return isa == TX8_ISA_PORTABLE;
@@ -173,10 +220,18 @@ const char *tx8_engine_isa_why(unsigned isa)
                    ? NULL
                    : "the CPU lacks one of AVX-512 F/BW/VL/DQ/VNNI (or AVX2/FMA/F16C)";
     case TX8_ISA_AMX:
-        return tx8_engine_has_feature(TX8_FEAT_AMX)
-                   ? "this engine has no AMX kernels yet (the CPU has AMX; use avx512)"
-                   : "the CPU lacks AMX-TILE/AMX-INT8/AMX-BF16 (and this engine has no AMX "
-                     "kernels)";
+        if (tx8_engine_isa_supported(isa))
+            return NULL;
+        if (!tx8_engine_isa_supported(TX8_ISA_AVX512))
+            return "the CPU lacks AVX-512 F/BW/VL/DQ/VNNI (the AMX path's tails and GEMV)";
+        if (!tx8_engine_has_feature(TX8_FEAT_AMX))
+            return "the CPU lacks AMX-TILE/AMX-INT8/AMX-BF16";
+#if defined(__x86_64__)
+        pthread_once(&amx_once, amx_request);
+        if (amx_why[0])
+            return amx_why;
+#endif
+        return "the kernel refused the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM)";
     default:
         return "unknown ISA";
     }
@@ -186,6 +241,7 @@ static const struct eng_kernels *kernels_for(unsigned isa)
 {
     switch (isa) {
     case TX8_ISA_AVX512:
+    case TX8_ISA_AMX: /* plus mm_amx, set in tx8_engine_create */
         return &eng_kernels_avx512;
     case TX8_ISA_AVX2:
         return &eng_kernels_avx2;
@@ -218,6 +274,11 @@ static int pick_isa(unsigned want, unsigned *out)
             return -EINVAL;
     }
     if (want == TX8_ISA_AUTO) {
+#if defined(__x86_64__)
+        if (tx8_engine_isa_supported(TX8_ISA_AVX512) && amx_usable())
+            want = TX8_ISA_AMX;
+        else
+#endif
         want = tx8_engine_isa_supported(TX8_ISA_AVX512) ? TX8_ISA_AVX512
                : tx8_engine_isa_supported(TX8_ISA_AVX2) ? TX8_ISA_AVX2
                                                         : TX8_ISA_PORTABLE;
@@ -490,10 +551,15 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
 #if defined(__x86_64__)
     {
         const char *bf = getenv("TX8_ENGINE_AVX512BF16");
-        if (isa == TX8_ISA_AVX512 && tx8_engine_has_feature(TX8_FEAT_AVX512BF16) &&
-            !(bf && !strcmp(bf, "0"))) {
+        if ((isa == TX8_ISA_AVX512 || isa == TX8_ISA_AMX) &&
+            tx8_engine_has_feature(TX8_FEAT_AVX512BF16) && !(bf && !strcmp(bf, "0"))) {
             e->kern.mm_tile_bf16 = eng_avx512bf16_tile;
             e->features |= TX8_FEAT_AVX512BF16;
+        }
+        if (isa == TX8_ISA_AMX) {
+            /* the tile unit, or (tests) its emulation on a CPU without it */
+            e->kern.mm_amx = eng_amx_emulate ? eng_amx_mm_emu : eng_amx_mm_hw;
+            e->features |= TX8_FEAT_AMX;
         }
     }
 #endif

@@ -46,6 +46,11 @@ enum {
     W_TMP2,
     W_TMP3,
 };
+/* Worker scratch of the AMX blocks (kern_amx.inc): packed A and B tiles */
+enum {
+    W_AMXA = 16,
+    W_AMXB = 17,
+};
 #define ENG_MAX_ACCESS 24 /* direct operands of one command */
 
 /* ------------------------------------------------------------------------ */
@@ -123,6 +128,9 @@ struct mm_sparse {
     size_t out_stride;
 };
 
+struct mm_amx;
+struct eng_worker;
+
 struct eng_kernels {
     unsigned isa;
     int act_u8;           /* i8 activations are stored as q + 128 (VNNI) */
@@ -163,6 +171,9 @@ struct eng_kernels {
     /* dtype F32/F16/BF16 <-> f32, bit-exact with tx_dtype.h */
     void (*to_f32)(float *dst, const void *src, unsigned dtype, size_t n);
     void (*from_f32)(void *dst, const float *src, unsigned dtype, size_t n);
+    /* TX8_ISA_AMX: T >= 16 int8 / BF16 blocks of a matmul chunk on the
+     * tile unit (struct mm_amx below), or NULL */
+    int (*mm_amx)(const struct mm_amx *m, struct eng_worker *w);
 };
 
 extern const struct eng_kernels eng_kernels_portable;
@@ -170,6 +181,34 @@ extern const struct eng_kernels eng_kernels_avx2;
 extern const struct eng_kernels eng_kernels_avx512;
 /* AVX512-BF16 tile (kern_avx512.c); call only where the CPU has it */
 void eng_avx512bf16_tile(const struct mm_tile *t);
+
+/*
+ * AMX (kern_amx.inc, docs/engine.md "AMX"): rows [0, R) x tokens [0, T) of
+ * one matmul chunk, the sum over K in blocks [0, kb), [kb, 2 kb), ... (the
+ * K blocks of the AVX-512 path for that T), added to t.out. t is a
+ * template tile: w, w_stride, scales, scale_stride, group, dtype, x,
+ * x_stride (int8, in the VNNI path's q + 128 storage if k->act_u8), xb,
+ * xb_stride (BF16), out, out_stride. i8: int8 x int8 (bit-identical to
+ * the AVX-512 tiles), else BF16 weights x packed BF16 activations. Tiles
+ * that are not full (16 x 16) run k's AVX-512 tiles. Returns 0, or -1 if
+ * nothing was done (the caller then runs its own loop).
+ */
+struct mm_amx {
+    const struct eng_kernels *k;
+    struct mm_tile t;
+    size_t R, T, K, kb;
+    int i8;
+};
+int eng_amx_mm_hw(const struct mm_amx *m, struct eng_worker *w);  /* the tile unit */
+int eng_amx_mm_emu(const struct mm_amx *m, struct eng_worker *w); /* emulated */
+/* Tests only: engines created while eng_amx_emulate is set take
+ * TX8_ISA_AMX on any AVX-512 CPU and run the emulated tile unit;
+ * eng_amx_break_layout makes the emulated path pack B without the VNNI
+ * interleave (a deliberately wrong layout the tests must catch). */
+extern int eng_amx_emulate;
+extern int eng_amx_break_layout;
+/* dot-product instructions the emulated tile unit executed (tests) */
+extern _Atomic uint64_t eng_amx_emu_tdp;
 
 /* ------------------------------------------------------------------------ */
 /* Engine, workers, jobs                                                     */

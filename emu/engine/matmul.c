@@ -282,6 +282,36 @@ static inline void mm_tile_call(const struct eng_kernels *k, const struct mm_til
         k->mm_tile_f32(t);
 }
 
+/* TX8_ISA_AMX (docs/engine.md, "AMX"): the chunk's tokens on the tile
+ * unit when there are >= 16 (int8; BF16 outside batch-invariant jobs), in
+ * the K blocks the loops of mm_chunk below use for that many tokens, so
+ * that int8 results are bit-identical to theirs. 1 if done. */
+static int mm_amx_block(const struct mm_ctx *m, const struct mm_tile *t, size_t n0, size_t nr,
+                        size_t t0, size_t nt, size_t kc, int bf, struct eng_worker *wk)
+{
+    const struct mm_w *w = m->w;
+    const struct mm_act *a = m->a;
+    const int bi = m->e->batch_inv;
+    if (nt < 16 || !((a->i8 && w->dtype == TX8_DTYPE_I8) || (bf && !bi)))
+        return 0;
+    size_t kb = kc;
+    if (!bi && nt <= MM_SMALL) {
+        kb = w->K; /* the small-batch loop's K blocks */
+        if (w->K * w->es > MM_SMALL_KB) {
+            kb = MM_SMALL_KB / w->es;
+            if (a->i8 && w->group < w->K)
+                kb = (kb + w->group - 1) / w->group * w->group;
+        }
+    }
+    struct mm_amx x = {m->e->k, *t, nr, nt, w->K, kb, a->i8};
+    x.t.w = w->data + n0 * t->w_stride;
+    x.t.scales = w->scales ? w->scales + n0 * w->ngroups : NULL;
+    x.t.x = (const uint8_t *)a->p + t0 * a->stride * (a->i8 ? 1 : 4);
+    x.t.xb = bf ? a->xb + t0 * a->xb_stride : NULL;
+    x.t.out = t->out;
+    return m->e->k->mm_amx(&x, wk) == 0;
+}
+
 static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
 {
     const struct mm_ctx *m = p;
@@ -344,7 +374,10 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
             t.xb_stride = a->xb_stride;
             int bf = a->xb && w->dtype == TX8_DTYPE_BF16;
             t.bi = bi;
-            if (!bi && nt > 1 && nt <= MM_SMALL) {
+            t.out = C;
+            if (k->mm_amx && mm_amx_block(m, &t, n0, nr, t0, nt, kc, bf, wk)) {
+                /* AMX: done */
+            } else if (!bi && nt > 1 && nt <= MM_SMALL) {
                 /* small batch: each tile of weight rows streams from memory
                  * once, in K blocks that stay in L1 while every token tile
                  * runs against them */

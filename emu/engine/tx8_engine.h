@@ -45,15 +45,17 @@ enum tx8_engine_isa {
     TX8_ISA_PORTABLE = 1,
     TX8_ISA_AVX2 = 2,   /* AVX2 + FMA + F16C */
     TX8_ISA_AVX512 = 3, /* AVX-512 F/BW/VL/DQ + VNNI (+BF16 if present) */
-    /* Accepted by name ("amx") but always refused (-ENOTSUP): the engine
-     * has no AMX kernels (none could be run where they were written). */
+    /* The AVX-512 level with the int8 / BF16 GEMM tiles of T >= 16 tokens
+     * on AMX (TDPBSSD, TDPBF16PS): needs AVX-512, AMX-TILE/INT8/BF16 and
+     * the kernel's grant of the tile state (arch_prctl); auto picks it
+     * where all are present (docs/engine.md, "AMX"). */
     TX8_ISA_AMX = 4,
 };
 
 /* Instruction families used within an ISA level when the CPU has them. */
 enum tx8_engine_feature {
     TX8_FEAT_AVX512BF16 = 1u << 0, /* vdpbf16ps: BF16 x BF16 matmul tiles */
-    TX8_FEAT_AMX = 1u << 1,        /* only reported (tx8_engine_has_feature) */
+    TX8_FEAT_AMX = 1u << 1,        /* AMX-TILE/INT8/BF16 (used by TX8_ISA_AMX) */
 };
 
 struct tx8_engine_config {
@@ -62,7 +64,7 @@ struct tx8_engine_config {
     uint64_t expert_cache_bytes; /* ignored (the modelled cache is gone, 1.6) */
     /* TX8_ISA_AUTO: the best supported, unless the environment variable
      * TX8_ENGINE_ISA=portable|avx2|avx512|amx asks for another one. Asking
-     * for an ISA the CPU lacks (or amx) makes tx8_engine_create fail with
+     * for an ISA the CPU (or, for amx, the OS) lacks makes tx8_engine_create fail with
      * -ENOTSUP (tx8_engine_isa_why says why); an unknown name, -EINVAL.
      * TX8_ENGINE_AVX512BF16=0 keeps the avx512 level off AVX512-BF16. */
     unsigned isa;

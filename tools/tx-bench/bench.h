@@ -10,7 +10,18 @@
 uint64_t txb_read_avx512(const void *buf, size_t bytes, int prefetch);
 
 /* Instruction families whose multiply-accumulate throughput peak.c measures. */
-enum txb_family { TXB_NONE, TXB_SCALAR, TXB_FMA256, TXB_FMA512, TXB_VNNI512, TXB_BF16 };
+enum txb_family {
+    TXB_NONE,
+    TXB_SCALAR,
+    TXB_FMA256,
+    TXB_FMA512,
+    TXB_VNNI512,
+    TXB_BF16,
+    /* AMX tiles (only with an amx engine, which got the tile state) */
+    TXB_AMX_I8,   /* TDPBSSD, 16 x 16 x 64 = 16384 MACs */
+    TXB_AMX_BF16, /* TDPBF16PS, 16 x 16 x 32 = 8192 MACs */
+    TXB_FAMILIES
+};
 
 struct txb_peak {
     double ipc;             /* instructions retired per cycle, one core */

@@ -449,7 +449,8 @@ static void usage(FILE *f)
             "  -k, --cols K        matrix columns (inputs); default 4096\n"
             "  -b, --batch N       GEMV commands per job (T <= 4); default 8\n"
             "      --density PCT   blocks kept by the sparse matrix; default 50\n"
-            "      --isa NAME      portable, avx2, avx512 (default: best); amx is refused\n"
+            "      --isa NAME      portable, avx2, avx512, amx (default: best; amx where the CPU\n"
+            "                      has AMX and the kernel grants the tile state)\n"
             "      --act MODE      f32 (default): f16/bf16 rows take f32 activations;\n"
             "                      weight: as the weights' dtype (glm-inference's f16/bf16)\n"
             "      --llc SIZE      last-level cache size (e.g. 32M, 480M) instead of sysfs;\n"
@@ -660,7 +661,7 @@ struct run {
     char ref_why[256]; /* else why not */
     double bw;         /* the read reference, GB/s (0 when refused) */
     double ghz;        /* measured core clock */
-    struct txb_peak pk[TXB_BF16 + 1];
+    struct txb_peak pk[TXB_FAMILIES];
     struct result res[64];
     unsigned nres;
 };
@@ -741,14 +742,17 @@ static void print_table(const struct run *R)
                o->threads, (double)R->ref_ws / MIB);
     else
         printf("read bandwidth: not reported: %s\n\n", R->ref_why);
-    static const char *const fam[] = {"", "scalar", "FMA256", "FMA512", "VNNI512", "BF16"};
+    static const char *const fam[] = {"",        "scalar",  "FMA256",  "FMA512",
+                                      "VNNI512", "BF16",    "AMX-INT8", "AMX-BF16"};
     if (R->ghz > 0) {
         printf("expected peak (measured clock %.2f GHz x instructions per cycle x MACs per "
                "instruction x 2 x %u threads):",
                R->ghz, o->threads);
-        for (unsigned f = TXB_SCALAR; f <= TXB_BF16; f++)
+        for (unsigned f = TXB_SCALAR; f < TXB_FAMILIES; f++)
             if (R->pk[f].ipc > 0)
-                printf(" %s %.2f/cycle x %u = %.1f GFLOP/s;", fam[f], R->pk[f].ipc,
+                printf(f >= TXB_AMX_I8 ? " %s %.4f/cycle x %u = %.1f GFLOP/s;"
+                                       : " %s %.2f/cycle x %u = %.1f GFLOP/s;",
+                       fam[f], R->pk[f].ipc,
                        R->pk[f].macs_per_insn,
                        R->ghz * R->pk[f].ipc * R->pk[f].macs_per_insn * 2 * o->threads);
         printf("\n\n");
@@ -905,15 +909,18 @@ int main(int argc, char **argv)
     /* the families the path's gemm kernels use, and their measured peaks */
     unsigned eisa = tx8_engine_isa(d.e), feat = tx8_engine_features(d.e);
     R.ghz = txb_clock_ghz();
-    enum txb_family fam_f = eisa == TX8_ISA_AVX512 ? TXB_FMA512
+    enum txb_family fam_f = eisa == TX8_ISA_AVX512 || eisa == TX8_ISA_AMX ? TXB_FMA512
                             : eisa == TX8_ISA_AVX2 ? TXB_FMA256
                                                    : TXB_SCALAR;
-    enum txb_family fam_i8 = eisa == TX8_ISA_AVX512     ? TXB_VNNI512
+    enum txb_family fam_i8 = eisa == TX8_ISA_AVX512 || eisa == TX8_ISA_AMX ? TXB_VNNI512
                              : eisa == TX8_ISA_PORTABLE ? TXB_SCALAR
                                                         : TXB_NONE; /* avx2: not modelled */
     enum txb_family fam_bf = (feat & TX8_FEAT_AVX512BF16) && o.act_weight ? TXB_BF16 : fam_f;
-    enum txb_family fams[3] = {fam_f, fam_i8, fam_bf};
-    for (unsigned i = 0; i < 3; i++)
+    /* amx: T >= 16 int8 and BF16 x BF16 blocks run on the tiles */
+    enum txb_family fam_ai8 = eisa == TX8_ISA_AMX ? TXB_AMX_I8 : TXB_NONE;
+    enum txb_family fam_abf = eisa == TX8_ISA_AMX && fam_bf == TXB_BF16 ? TXB_AMX_BF16 : TXB_NONE;
+    enum txb_family fams[5] = {fam_f, fam_i8, fam_bf, fam_ai8, fam_abf};
+    for (unsigned i = 0; i < 5; i++)
         if (fams[i] != TXB_NONE && R.pk[fams[i]].ipc == 0)
             txb_peak(fams[i], R.ghz, &R.pk[fams[i]]);
 
@@ -976,6 +983,10 @@ int main(int argc, char **argv)
                     r->ratio_ok = tx_llc_check(&R.llc, r->bytes, r->refused, sizeof(r->refused));
                 r->ratio = r->ratio_ok && r->bw > 0 ? r->gbs / r->bw : 0;
                 enum txb_family fm = b >= B_I8 ? fam_i8 : b == B_BF16 ? fam_bf : fam_f;
+                if (T >= 16 && b == B_I8 && fam_ai8 != TXB_NONE)
+                    fm = fam_ai8;
+                else if (T >= 16 && b == B_BF16 && fam_abf != TXB_NONE)
+                    fm = fam_abf;
                 if (T > 4 && fm != TXB_NONE && R.pk[fm].ipc > 0)
                     r->peak = R.ghz * R.pk[fm].ipc * R.pk[fm].macs_per_insn * 2 * o.threads;
                 R.nres++;
