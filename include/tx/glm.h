@@ -850,13 +850,19 @@ TX_API int glm_measure_read_bandwidth(glm_model_t *model, int threads, uint64_t 
  * is the same bits as one MOE_FFN on one device (FP32 plan; other plans:
  * the same as one device with that plan, within its tolerance).
  *
- * Placement (glm_ep_options): groups = expert_parallel (0: every expert a
- * group); a MoE layer's groups go, heaviest first, to the device with the
- * least assigned so far (greedy LPT). A group's weight is its stored bytes,
- * or with expert_load (counters, e.g. a previous run's MOE_ROUTE counts)
- * its share of the layer's selections; ties go to the device with the
- * least memory, then the lowest index. Every device gets at least one
- * group per MoE layer: more devices than groups is an error.
+ * Placement (glm_ep_options, docs/multi-device.md "Placement"): groups =
+ * expert_parallel (0: every expert a group). Every device has a room (its
+ * free memory at load less its tables, scratch and pair buffer; device 0
+ * also less reserve_bytes). By memory (default): the expert bytes are
+ * shared at equal memory utilisation, device 0's resident part (the
+ * primary and reserve_bytes) included, so device 0 and smaller devices
+ * get fewer experts; with expert_load (counters, e.g. a previous run's
+ * MOE_ROUTE counts): per MoE layer greedy LPT of the groups by their
+ * selections. Only within the rooms: TX_ENOSPC naming the shortfall when
+ * the experts fit nowhere. More devices than groups is an error. Under a
+ * transport every rank sends rank 0 its devices' memory at load; rank 0
+ * places and broadcasts. glm_model_ep_rebalance places again by the live
+ * counters and moves the experts whose device changes.
  *
  * Several processes (MPI or anything else): the library never links MPI;
  * the caller passes a transport. Every rank calls glm_model_load_ep with
@@ -869,7 +875,9 @@ TX_API int glm_measure_read_bandwidth(glm_model_t *model, int threads, uint64_t 
  * call glm_ep_worker_run(model), which serves the MoE layers until rank
  * 0's glm_model_free, then returns TX_OK (the worker then frees its model).
  * Protocol per MoE layer (all collective, root 0):
- *   bcast   header: op (1 layer, 2 stop), MoE layer index, expert precision,
+ *   bcast   header: op (1 layer, 2 stop, 3 rebalance: then the placement
+ *           [n_moe][E] int16, a status round, one alltoallv of the experts
+ *           that change rank), MoE layer index, expert precision,
  *           submit flags, pairs per global device [n_devices_total]
  *   alltoallv  rank 0 -> rank r: its pairs (int32 expert, f32 row [dim])
  *   alltoallv  rank r -> rank 0: int32 status, 4 bytes padding, then the

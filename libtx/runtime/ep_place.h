@@ -36,13 +36,13 @@
 #include <tx/tx_error.h>
 
 struct ep_place_in {
-    int n;                   /* devices */
-    int E, G, nm;            /* experts per MoE layer, groups per layer, MoE layers */
-    const uint64_t *bytes;   /* [nm][E] device bytes of each expert */
-    const uint64_t *load;    /* [nm][E] selections, or NULL: place by memory */
-    const uint64_t *size;    /* [n] usable memory, or NULL: all equal */
-    const uint64_t *resident;/* [n] bytes resident besides experts, or NULL: none */
-    const uint64_t *room;    /* [n] bytes the experts may take, or NULL: unlimited */
+    int n;                    /* devices */
+    int E, G, nm;             /* experts per MoE layer, groups per layer, MoE layers */
+    const uint64_t *bytes;    /* [nm][E] device bytes of each expert */
+    const uint64_t *load;     /* [nm][E] selections, or NULL: place by memory */
+    const uint64_t *size;     /* [n] usable memory, or NULL: all equal */
+    const uint64_t *resident; /* [n] bytes resident besides experts, or NULL: none */
+    const uint64_t *room;     /* [n] bytes the experts may take, or NULL: unlimited */
 };
 
 static inline double ep_place_mib(uint64_t b)

@@ -67,7 +67,7 @@ struct rt_ep {
     int has_tr;
     struct glm_ep_transport tr;
     int groups;
-    int16_t *owner; /* [n_moe][E] global device */
+    int16_t *owner;   /* [n_moe][E] global device */
     struct ep_dev *d; /* [n] */
     int32_t *pidx;    /* [T*K] pair index in its device, -1 */
     size_t pidx_cap;
@@ -722,8 +722,7 @@ void rt_ep_moe_ffn(struct gctx *g, int l, int mi)
 /* ---- rebalancing (glm_model_ep_rebalance) ------------------------------------ */
 
 /* max / mean of the devices' selections under placement own (0: none). */
-static double imbalance_of(int n, const uint64_t *cnt, const int16_t *own, size_t ne,
-                           uint64_t *sel)
+static double imbalance_of(int n, const uint64_t *cnt, const int16_t *own, size_t ne, uint64_t *sel)
 {
     uint64_t s[GLM_EP_MAX_DEVICES] = {0}, tot = 0, mx = 0;
     for (size_t i = 0; i < ne; i++) {
@@ -967,8 +966,7 @@ static int ep_move(glm_model_t *m, struct rt_ep *ep, const int16_t *nw)
             struct rt_xcache *xc = ep->d[b].sm->xc;
             int t = xc_free_slot(xc);
             if (t < 0)
-                return tx_error(TX_EINVAL, "internal: expert parallel: device %d: no free slot",
-                                b);
+                return tx_error(TX_EINVAL, "internal: expert parallel: device %d: no free slot", b);
             memcpy((uint8_t *)xc->map + (uint64_t)t * xc->slot_size, ep->rbuf + pos[ep->d[a].rank],
                    span);
             pos[ep->d[a].rank] += span;
@@ -997,8 +995,9 @@ TX_API int glm_model_ep_rebalance(glm_model_t *m, unsigned flags)
     if (!ep)
         return tx_error(TX_EINVAL, "glm_model_ep_rebalance: not a multi-device model");
     if (m->ep_worker)
-        return tx_error(TX_EINVAL, "glm_model_ep_rebalance: rank %d: rank 0 decides; ranks > 0 "
-                                   "follow inside glm_ep_worker_run",
+        return tx_error(TX_EINVAL,
+                        "glm_model_ep_rebalance: rank %d: rank 0 decides; ranks > 0 "
+                        "follow inside glm_ep_worker_run",
                         ep->rank);
     if (flags)
         return tx_error(TX_EINVAL, "glm_model_ep_rebalance: flags 0x%x: none defined", flags);
@@ -1060,8 +1059,8 @@ static int ep_follow(glm_model_t *m)
     int rc = tr_bcast(ep, nw, ne * sizeof(int16_t));
     for (size_t i = 0; i < ne && !rc; i++)
         if (nw[i] < 0 || nw[i] >= ep->n)
-            rc = tx_error(TX_EIO, "expert parallel: rank %d: rank 0 sent a bad placement",
-                          ep->rank);
+            rc =
+                tx_error(TX_EIO, "expert parallel: rank %d: rank 0 sent a bad placement", ep->rank);
     if (!rc)
         rc = ep_move(m, ep, nw);
     free(nw);

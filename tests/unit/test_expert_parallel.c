@@ -329,7 +329,8 @@ START_TEST(test_bad_lists)
     OK(glm_model_load_ep(ab, 2, g_smd[M5], NULL, &o, &m));
     int E = glm_model_config(m)->n_routed_experts;
     for (int e = 0; e < E; e++)
-        ck_assert_int_eq(glm_model_ep_owner(m, 0, e), glm_model_ep_owner(m, 0, e < E / 2 ? 0 : E - 1));
+        ck_assert_int_eq(glm_model_ep_owner(m, 0, e),
+                         glm_model_ep_owner(m, 0, e < E / 2 ? 0 : E - 1));
     OK(glm_model_free(m));
     int first = -1, cnt = -1;
     OK(glm_ep_share(5, 1, 2, &first, &cnt));
@@ -400,7 +401,8 @@ static void *worker(void *p)
     struct worker_arg *w = p;
     struct glm_ep_transport tr = {
         .rank = 1, .size = 2, .ctx = &w->lr, .alltoallv = loop_a2a, .bcast = loop_bcast};
-    struct glm_ep_options o = {.transport = &tr, .n_devices_total = 2, .expert_parallel = w->groups};
+    struct glm_ep_options o = {
+        .transport = &tr, .n_devices_total = 2, .expert_parallel = w->groups};
     glm_model_t *m = NULL;
     w->rc_load = glm_model_load_ep(&w->dev, 1, w->smd, NULL, &o, &m);
     if (w->rc_load)

@@ -4,10 +4,11 @@
  * expert parallelism makes for N devices of --device-memory each -- device
  * 0 holds everything but the routed experts, the expert_parallel groups go
  * by libtx's own rule (libtx/runtime/ep_place.h: equal memory utilisation,
- * device 0's resident part and KV cache included) -- with golden-plan bytes, and the dispatch bytes per
- * generated token under uniform routing: each of the top_k pairs of a row
- * and MoE layer goes to the device owning its expert, 4 + 4 * hidden bytes
- * in (id and f32 row), 4 * hidden bytes out.
+ * device 0's resident part and KV cache included) -- with golden-plan
+ * bytes, and the dispatch bytes per generated token under uniform routing:
+ * each of the top_k pairs of a row and MoE layer goes to the device owning
+ * its expert, 4 + 4 * hidden bytes in (id and f32 row), 4 * hidden bytes
+ * out.
  */
 #include "common/analyze_ep.h"
 
