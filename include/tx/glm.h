@@ -850,13 +850,19 @@ TX_API int glm_measure_read_bandwidth(glm_model_t *model, int threads, uint64_t 
  * is the same bits as one MOE_FFN on one device (FP32 plan; other plans:
  * the same as one device with that plan, within its tolerance).
  *
- * Placement (glm_ep_options): groups = expert_parallel (0: every expert a
- * group); a MoE layer's groups go, heaviest first, to the device with the
- * least assigned so far (greedy LPT). A group's weight is its stored bytes,
- * or with expert_load (counters, e.g. a previous run's MOE_ROUTE counts)
- * its share of the layer's selections; ties go to the device with the
- * least memory, then the lowest index. Every device gets at least one
- * group per MoE layer: more devices than groups is an error.
+ * Placement (glm_ep_options, docs/multi-device.md "Placement"): groups =
+ * expert_parallel (0: every expert a group). Every device has a room (its
+ * free memory at load less its tables, scratch and pair buffer; device 0
+ * also less reserve_bytes). By memory (default): the expert bytes are
+ * shared at equal memory utilisation, device 0's resident part (the
+ * primary and reserve_bytes) included, so device 0 and smaller devices
+ * get fewer experts; with expert_load (counters, e.g. a previous run's
+ * MOE_ROUTE counts): per MoE layer greedy LPT of the groups by their
+ * selections. Only within the rooms: TX_ENOSPC naming the shortfall when
+ * the experts fit nowhere. More devices than groups is an error. Under a
+ * transport every rank sends rank 0 its devices' memory at load; rank 0
+ * places and broadcasts. glm_model_ep_rebalance places again by the live
+ * counters and moves the experts whose device changes.
  *
  * Several processes (MPI or anything else): the library never links MPI;
  * the caller passes a transport. Every rank calls glm_model_load_ep with
@@ -869,7 +875,9 @@ TX_API int glm_measure_read_bandwidth(glm_model_t *model, int threads, uint64_t 
  * call glm_ep_worker_run(model), which serves the MoE layers until rank
  * 0's glm_model_free, then returns TX_OK (the worker then frees its model).
  * Protocol per MoE layer (all collective, root 0):
- *   bcast   header: op (1 layer, 2 stop), MoE layer index, expert precision,
+ *   bcast   header: op (1 layer, 2 stop, 3 rebalance: then the placement
+ *           [n_moe][E] int16, a status round, one alltoallv of the experts
+ *           that change rank), MoE layer index, expert precision,
  *           submit flags, pairs per global device [n_devices_total]
  *   alltoallv  rank 0 -> rank r: its pairs (int32 expert, f32 row [dim])
  *   alltoallv  rank r -> rank 0: int32 status, 4 bytes padding, then the
@@ -898,7 +906,10 @@ struct glm_ep_options {
     int expert_parallel;         /* expert groups per MoE layer (0: n_routed_experts); divides it */
     const uint64_t *expert_load; /* NULL, or [n_moe_layers * n_routed_experts] counters */
     uint64_t n_expert_load;      /* entries of expert_load */
-    uint32_t rsvd[8];
+    /* device 0 bytes kept free for KV caches and session activations: the
+     * placement counts them as resident on device 0 (0: none) */
+    uint64_t reserve_bytes;
+    uint32_t rsvd[6];
 };
 
 /* The devices global index range of `rank` of `size` for a list of n_total
@@ -925,6 +936,11 @@ struct glm_ep_device_stats {
     uint64_t bytes_in;     /* dispatch bytes sent to it (ids + rows) */
     uint64_t bytes_out;    /* output bytes sent back */
     double compute_ms;     /* device busy time of its MOE_FFN jobs (local devices) */
+    /* memory-aware placement and rebalancing */
+    uint64_t mem_size;       /* the device's usable memory (heap) at load */
+    uint64_t room_bytes;     /* bytes its experts could take at load (free - reserves) */
+    uint64_t resident_bytes; /* bytes of the model besides its experts (device 0) */
+    uint64_t selections;     /* rank 0: live MOE_ROUTE counts of the experts it owns now */
 };
 struct glm_ep_stats {
     int n_devices, n_ranks, rank;
@@ -936,12 +952,32 @@ struct glm_ep_stats {
     double combine_ms;    /* host: the weighted sums */
     uint32_t dim;
     struct glm_ep_device_stats dev[GLM_EP_MAX_DEVICES];
+    /* glm_model_ep_rebalance (imbalance: max / mean of the devices'
+     * selections by the live counters; rank 0) */
+    uint32_t rebalances;       /* rebalances run */
+    uint32_t rsvd0;
+    uint64_t experts_moved;    /* (MoE layer, expert) pairs that changed device, all rebalances */
+    uint64_t bytes_moved;      /* expert bytes copied between devices for them */
+    uint64_t bytes_moved_remote; /* of which over the transport */
+    double imbalance;          /* now, with the current placement */
+    double imbalance_before;   /* the last rebalance: with the placement it replaced */
+    double imbalance_after;    /* the last rebalance: with the placement it made */
 };
 /* Figures of a multi-device model (TX_EINVAL for a one-device model). */
 TX_API int glm_model_ep_stats(glm_model_t *model, struct glm_ep_stats *out);
 /* Global device index of expert e of MoE layer mi (-1: bad arguments or
  * not a multi-device model). */
 TX_API int glm_model_ep_owner(const glm_model_t *model, int moe_layer, int expert);
+/* Rank 0 (or the one process): place the experts again by the live
+ * selection counters (glm_model_expert_stats counts since the load or the
+ * last reset), per MoE layer greedy LPT within every device's room, and
+ * move the experts whose device changes -- slot to slot through the two
+ * devices' mappings, over the transport (alltoallv) when the two devices
+ * belong to different ranks; ranks > 0 follow inside glm_ep_worker_run.
+ * Output is unchanged (the combine order is by expert id). No counters
+ * yet: TX_OK, nothing moved. flags: 0. Not during a pass (takes the model
+ * lock). TX_ENOSPC (nothing moved) when the new placement does not fit. */
+TX_API int glm_model_ep_rebalance(glm_model_t *model, unsigned flags);
 
 #ifdef __cplusplus
 }

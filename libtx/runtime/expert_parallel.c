@@ -30,6 +30,7 @@
 #include "runtime/expert_parallel.h"
 
 #include "runtime/blocks.h"
+#include "runtime/ep_place.h"
 #include "runtime/expert_cache.h"
 
 #include <math.h>
@@ -42,6 +43,7 @@
 #define EP_ALIGN(x) (((x) + 255) / 256 * 256)
 #define EP_OP_LAYER 1
 #define EP_OP_STOP 2
+#define EP_OP_REBALANCE 3
 
 struct ep_dev {
     int gidx;                 /* global device index */
@@ -65,7 +67,7 @@ struct rt_ep {
     int has_tr;
     struct glm_ep_transport tr;
     int groups;
-    int16_t *owner; /* [n_moe][E] global device */
+    int16_t *owner;   /* [n_moe][E] global device */
     struct ep_dev *d; /* [n] */
     int32_t *pidx;    /* [T*K] pair index in its device, -1 */
     size_t pidx_cap;
@@ -77,6 +79,12 @@ struct rt_ep {
     uint64_t layers, tokens;
     double dispatch_ms, wait_ms, combine_ms;
     int stopped;
+    /* memory-aware placement, per global device */
+    uint64_t *msize, *room, *resident;
+    /* rebalancing */
+    uint32_t rebalances;
+    uint64_t moved, bmoved, bmoved_remote;
+    double imb_before, imb_after;
 };
 
 /* ---- shards ------------------------------------------------------------- */
@@ -313,9 +321,11 @@ static int shard_wait(struct ep_dev *d)
     return TX_OK;
 }
 
-/* ---- placement ------------------------------------------------------------ */
+/* ---- placement (runtime/ep_place.h: the rule, shared with glm-analyze) ------ */
 
-static int place(glm_model_t *m, struct rt_ep *ep, const struct glm_ep_options *o)
+/* The groups and the load counters of the options (every rank checks the
+ * same options the same way). */
+static int place_check(glm_model_t *m, struct rt_ep *ep, const struct glm_ep_options *o)
 {
     int E = m->cfg.n_routed_experts, nm = m->n_moe_layers, n = ep->n;
     int G = o && o->expert_parallel ? o->expert_parallel : E;
@@ -338,80 +348,101 @@ static int place(glm_model_t *m, struct rt_ep *ep, const struct glm_ep_options *
                         (unsigned long long)o->n_expert_load, nm, E,
                         (unsigned long long)((uint64_t)nm * (uint64_t)E));
     ep->groups = G;
-    int gs = E / G;
-    ep->owner = malloc((size_t)nm * (size_t)E * sizeof(int16_t));
-    double *wt = malloc((size_t)G * sizeof(double));
-    int *ord = malloc((size_t)G * sizeof(int));
-    double *A = calloc((size_t)n, sizeof(double));
-    uint64_t *M = calloc((size_t)n, sizeof(uint64_t));
-    int *cnt = calloc((size_t)n, sizeof(int));
-    int rc = TX_OK;
-    if (!ep->owner || !wt || !ord || !A || !M || !cnt) {
-        rc = tx_error(TX_ENOMEM, "expert parallel: out of memory");
-        goto out;
-    }
-    for (int mi = 0; mi < nm; mi++) {
-        int l = m->moe_layer[mi];
-        uint64_t lsum = 0;
-        if (load)
-            for (int e = 0; e < E; e++)
-                lsum += load[(size_t)mi * E + e];
-        for (int gi = 0; gi < G; gi++) {
-            double w = 0;
-            for (int e = gi * gs; e < (gi + 1) * gs; e++) {
-                if (lsum)
-                    w += (double)load[(size_t)mi * E + e];
-                else
-                    for (int q = 0; q < 3; q++) {
-                        int x = m->exp_mat[((size_t)l * E + e) * 3 + q];
-                        if (x != RT_NONE)
-                            w += (double)m->tensors[m->mats[x].t].smd->extent_size;
-                    }
-            }
-            wt[gi] = w;
-            ord[gi] = gi;
-        }
-        /* heaviest first (stable: lower group first at ties) */
-        for (int i = 1; i < G; i++) {
-            int v = ord[i], j = i;
-            while (j > 0 && wt[ord[j - 1]] < wt[v]) {
-                ord[j] = ord[j - 1];
-                j--;
-            }
-            ord[j] = v;
-        }
-        for (int d = 0; d < n; d++) {
-            A[d] = 0;
-            cnt[d] = 0;
-        }
-        for (int i = 0; i < G; i++) {
-            int gi = ord[i], best = 0;
-            for (int d = 1; d < n; d++)
-                if (A[d] < A[best] || (A[d] == A[best] && cnt[d] < cnt[best]) ||
-                    (A[d] == A[best] && cnt[d] == cnt[best] && M[d] < M[best]))
-                    best = d;
-            A[best] += wt[gi];
-            cnt[best]++;
-            for (int e = gi * gs; e < (gi + 1) * gs; e++) {
-                ep->owner[(size_t)mi * E + e] = (int16_t)best;
-                ep->d[best].owned++;
-                for (int q = 0; q < 3; q++) {
-                    int x = m->exp_mat[((size_t)l * E + e) * 3 + q];
-                    if (x != RT_NONE)
-                        M[best] += m->tensors[m->mats[x].t].smd->extent_size;
-                }
-            }
-        }
-    }
-    for (int d = 0; d < n; d++)
+    ep->owner = malloc(((size_t)nm * (size_t)E + 1) * sizeof(int16_t));
+    if (!ep->owner)
+        return tx_error(TX_ENOMEM, "expert parallel: out of memory");
+    return TX_OK;
+}
+
+/* Device bytes of one expert: a slot of the expert cache for the primary's
+ * expert precision. */
+static uint64_t ep_expert_bytes(const glm_model_t *m)
+{
+    glm_precision_plan_t plan;
+    rt_plan_of(m->dev, &plan, NULL);
+    return rt_xc_slot_bytes(m, (int)plan.precision[GLM_EXPERT]);
+}
+
+/* owner <- the placement (rank 0): by memory (load NULL or all zero) or
+ * by the load counters, within the devices' rooms. */
+static int place_run(glm_model_t *m, struct rt_ep *ep, const uint64_t *load, int16_t *owner)
+{
+    int E = m->cfg.n_routed_experts, nm = m->n_moe_layers;
+    size_t ne = (size_t)nm * (size_t)E;
+    uint64_t *b = malloc((ne ? ne : 1) * sizeof(uint64_t));
+    if (!b)
+        return tx_error(TX_ENOMEM, "expert parallel: out of memory");
+    uint64_t sb = ep_expert_bytes(m);
+    for (size_t i = 0; i < ne; i++)
+        b[i] = sb;
+    struct ep_place_in in = {.n = ep->n,
+                             .E = E,
+                             .G = ep->groups,
+                             .nm = nm,
+                             .bytes = b,
+                             .load = load,
+                             .size = ep->msize,
+                             .resident = ep->resident,
+                             .room = ep->room};
+    uint64_t mem[GLM_EP_MAX_DEVICES];
+    uint32_t cnt[GLM_EP_MAX_DEVICES];
+    char err[1024];
+    int rc = ep_place(&in, owner, mem, cnt, err, sizeof(err));
+    free(b);
+    if (rc)
+        return tx_error(rc, "expert parallel: %s", err);
+    return TX_OK;
+}
+
+static void set_owned(struct rt_ep *ep, size_t ne)
+{
+    for (int d = 0; d < ep->n; d++)
+        ep->d[d].owned = 0;
+    for (size_t i = 0; i < ne; i++)
+        ep->d[ep->owner[i]].owned++;
+    for (int d = 0; d < ep->n; d++)
         ep->d[d].st.experts = (uint32_t)ep->d[d].owned;
-out:
-    free(wt);
-    free(ord);
-    free(A);
-    free(M);
-    free(cnt);
-    return rc;
+}
+
+/* Pairs a pair buffer is expected to hold: the part of the room kept for it. */
+#define EP_PAIR_RESERVE 1024
+
+/* A local device's memory: its size and the room its experts may take now
+ * (free bytes less the shard's tables, conversion scratch, a pair buffer of
+ * EP_PAIR_RESERVE pairs, 1 MiB of slack and `reserve`). */
+static int dev_mem(const glm_model_t *m, tx_device_t *dev, int gidx, uint64_t reserve,
+                   uint64_t *size, uint64_t *room)
+{
+    struct tx_device_info in;
+    if (tx_device_info(dev, &in))
+        return tx_error(TX_EIO, "expert parallel: device %d: %s", gidx, tx_last_error());
+    int E = m->cfg.n_routed_experts, D = m->cfg.hidden_size;
+    uint64_t over = (uint64_t)m->n_moe_layers * (uint64_t)E * 3 * sizeof(struct tx8_weight);
+    uint64_t tmax = 0;
+    for (int mi = 0; mi < m->n_moe_layers; mi++)
+        for (int e = 0; e < E; e++)
+            for (int q = 0; q < 3; q++) {
+                int x = m->exp_mat[((size_t)m->moe_layer[mi] * E + e) * 3 + q];
+                if (x == RT_NONE)
+                    continue;
+                const struct tx_smd_tensor *st = m->tensors[m->mats[x].t].smd;
+                if ((uint64_t)st->rows * st->cols * 4 > tmax)
+                    tmax = (uint64_t)st->rows * st->cols * 4;
+            }
+    over += tmax + EP_PAIR_RESERVE * ((uint64_t)D * 8 + 8) + (1u << 20) + reserve;
+    uint64_t fr = in.heap_size > in.mem_used ? in.heap_size - in.mem_used : 0;
+    *size = in.heap_size;
+    *room = fr > over ? fr - over : 0;
+    return TX_OK;
+}
+
+/* Device 0's bytes of the model besides its experts: the primary. */
+static uint64_t primary_bytes(glm_model_t *m)
+{
+    struct glm_model_info i;
+    if (glm_model_info(m, &i))
+        return 0;
+    return i.weights_bytes + i.converted_bytes + i.activation_bytes + i.kv_bytes + m->meta_size;
 }
 
 /* ---- the combine ---------------------------------------------------------- */
@@ -688,6 +719,354 @@ void rt_ep_moe_ffn(struct gctx *g, int l, int mi)
         g->rc = rc;
 }
 
+/* ---- rebalancing (glm_model_ep_rebalance) ------------------------------------ */
+
+/* max / mean of the devices' selections under placement own (0: none). */
+static double imbalance_of(int n, const uint64_t *cnt, const int16_t *own, size_t ne, uint64_t *sel)
+{
+    uint64_t s[GLM_EP_MAX_DEVICES] = {0}, tot = 0, mx = 0;
+    for (size_t i = 0; i < ne; i++) {
+        s[own[i]] += cnt[i];
+        tot += cnt[i];
+    }
+    for (int d = 0; d < n; d++) {
+        if (s[d] > mx)
+            mx = s[d];
+        if (sel)
+            sel[d] = s[d];
+    }
+    return tot ? (double)mx / ((double)tot / n) : 0;
+}
+
+static int xc_free_slot(const struct rt_xcache *xc)
+{
+    for (int s = 0; s < xc->n_slots; s++)
+        if (xc->slot[s].mi < 0)
+            return s;
+    return -1;
+}
+
+static void xc_put(struct rt_xcache *xc, int s, int mi, int e, int conv)
+{
+    struct rt_xslot *sl = &xc->slot[s];
+    sl->mi = mi;
+    sl->e = e;
+    sl->err = 0;
+    sl->inflight = 0;
+    sl->pin = 0;
+    sl->prefetched = 0;
+    sl->conv_prec = conv;
+    sl->last = xc->clock;
+    xc->where[(size_t)mi * xc->E + (size_t)e] = s;
+}
+
+static void xc_drop(struct rt_xcache *xc, int mi, int e)
+{
+    int s = xc->where[(size_t)mi * xc->E + (size_t)e];
+    if (s < 0)
+        return;
+    xc->slot[s].mi = xc->slot[s].e = -1;
+    xc->slot[s].conv_prec = -1;
+    xc->slot[s].prefetched = 0;
+    xc->where[(size_t)mi * xc->E + (size_t)e] = -1;
+}
+
+/* d's expert buffer grown to ns slots: a new buffer, the slots copied from
+ * the old buffer's mapping into the new one's, the old one freed. */
+static int xc_grow(struct ep_dev *d, int ns)
+{
+    glm_model_t *s = d->sm;
+    struct rt_xcache *xc = s->xc;
+    if (ns <= xc->n_slots)
+        return TX_OK;
+    tx_bo_t *nb = NULL;
+    void *map = NULL;
+    int rc = tx_bo_alloc(d->dev, (uint64_t)ns * xc->slot_size, 0, s->label_w, &nb);
+    if (!rc)
+        rc = tx_bo_map(nb, &map);
+    struct rt_xslot *sl = rc ? NULL : realloc(xc->slot, (size_t)ns * sizeof(*sl));
+    if (rc || !sl) {
+        if (nb)
+            tx_bo_free(nb);
+        return tx_error(rc ? rc : TX_ENOMEM,
+                        "expert parallel: device %d: %d slots of %llu bytes for its new experts: "
+                        "%s",
+                        d->gidx, ns, (unsigned long long)xc->slot_size,
+                        rc ? tx_last_error() : "out of memory");
+    }
+    memcpy(map, xc->map, (size_t)xc->n_slots * xc->slot_size);
+    xc->slot = sl;
+    for (int k = xc->n_slots; k < ns; k++) {
+        memset(&sl[k], 0, sizeof(sl[k]));
+        sl[k].mi = sl[k].e = -1;
+        sl[k].conv_prec = -1;
+    }
+    tx_bo_free(xc->bo);
+    xc->bo = nb;
+    xc->map = map;
+    xc->n_slots = ns;
+    xc->budget = (uint64_t)ns * xc->slot_size;
+    d->st.expert_bytes = xc->budget;
+    return TX_OK;
+}
+
+/* Collective (under a transport): every rank's rc to rank 0, its verdict
+ * back. TX_OK when every rank is fine. */
+static int ep_allok(struct rt_ep *ep, int rc, const char *what)
+{
+    if (!ep->has_tr || ep->size < 2)
+        return rc;
+    int S = ep->size;
+    size_t *sc = ep->cnt, *sd = sc + S, *rcn = sc + 2 * S, *rd = sc + 3 * S;
+    int32_t mine = rc, all[GLM_EP_MAX_DEVICES] = {0}, v[2] = {rc, ep->rank};
+    for (int r = 0; r < S; r++) {
+        sc[r] = sd[r] = 0;
+        rcn[r] = ep->rank == 0 && r ? 4 : 0;
+        rd[r] = (size_t)r * 4;
+    }
+    if (ep->rank)
+        sc[0] = 4;
+    if (ep->tr.alltoallv(ep->tr.ctx, &mine, sc, sd, all, rcn, rd))
+        return tx_error(TX_EIO, "expert parallel: rank %d: transport alltoallv failed", ep->rank);
+    if (ep->rank == 0)
+        for (int r = 1; r < S && !v[0]; r++)
+            if (all[r]) {
+                v[0] = all[r];
+                v[1] = r;
+            }
+    int b = tr_bcast(ep, v, sizeof(v));
+    if (b)
+        return b;
+    if (rc)
+        return rc;
+    if (v[0])
+        return tx_error(v[0] < 0 ? v[0] : TX_EIO,
+                        "expert parallel: rank %d failed %s (its stderr says why)", v[1], what);
+    return TX_OK;
+}
+
+/* Every rank: the experts whose device changes from ep->owner to nw move.
+ * Destinations grow first (collectively agreed: nothing moves unless every
+ * rank has the room), then the experts leaving for another rank are packed
+ * from their slots and their slots freed, experts between two devices of
+ * this process go slot to slot (mapping to mapping), then one alltoallv
+ * carries the others, which land in free slots. */
+static int ep_move(glm_model_t *m, struct rt_ep *ep, const int16_t *nw)
+{
+    int E = m->cfg.n_routed_experts, nm = m->n_moe_layers, n = ep->n, me = ep->rank;
+    size_t ne = (size_t)nm * (size_t)E;
+    int multi = ep->has_tr && ep->size > 1, rc = TX_OK;
+    uint64_t span = rt_xc_slot_bytes(m, -1); /* the stored extents of an expert */
+    for (int d = 0; d < n && !rc; d++) {
+        struct ep_dev *dv = &ep->d[d];
+        if (!dv->sm)
+            continue;
+        int need = 0;
+        for (size_t i = 0; i < ne; i++)
+            need += nw[i] == d;
+        rc = xc_grow(dv, need);
+    }
+    rc = ep_allok(ep, rc, "to make room for its new experts");
+    if (rc)
+        return rc;
+    uint64_t moved = 0;
+    int S = ep->size;
+    size_t *sc = ep->cnt, *sd = sc + S, *rcn = sc + 2 * S, *rd = sc + 3 * S;
+    if (multi) {
+        size_t st = 0, rt = 0;
+        for (int r = 0; r < S; r++) {
+            sc[r] = rcn[r] = 0;
+            for (size_t i = 0; i < ne; i++) {
+                int a = ep->owner[i], b = nw[i];
+                if (a == b)
+                    continue;
+                if (ep->d[a].rank == me && ep->d[b].rank == r && r != me)
+                    sc[r] += span;
+                if (ep->d[b].rank == me && ep->d[a].rank == r && r != me)
+                    rcn[r] += span;
+            }
+            sd[r] = st;
+            rd[r] = rt;
+            st += sc[r];
+            rt += rcn[r];
+        }
+        int g1 = tr_grow(&ep->sbuf, &ep->scap, st + 1), g2 = tr_grow(&ep->rbuf, &ep->rcap, rt + 1);
+        if (g1 || g2) /* cannot take part in the exchange: the run is lost */
+            return g1 ? g1 : g2;
+        size_t pos[GLM_EP_MAX_DEVICES];
+        for (int r = 0; r < S; r++)
+            pos[r] = sd[r];
+        for (size_t i = 0; i < ne; i++) {
+            int a = ep->owner[i], b = nw[i];
+            if (a == b || ep->d[a].rank != me || ep->d[b].rank == me)
+                continue;
+            struct rt_xcache *xc = ep->d[a].sm->xc;
+            int s = xc->where[i];
+            uint8_t *dst = ep->sbuf + pos[ep->d[b].rank];
+            if (s >= 0)
+                memcpy(dst, (uint8_t *)xc->map + (uint64_t)s * xc->slot_size, span);
+            else
+                memset(dst, 0, span); /* not there (a failed read): the receiver reads it */
+            pos[ep->d[b].rank] += span;
+            xc_drop(xc, (int)(i / (size_t)E), (int)(i % (size_t)E));
+        }
+    }
+    /* between two devices of this process: straight from slot to slot */
+    int pending = 1;
+    while (pending && !rc) {
+        pending = 0;
+        int progress = 0;
+        for (size_t i = 0; i < ne; i++) {
+            int a = ep->owner[i], b = nw[i];
+            if (a == b || !ep->d[a].sm || !ep->d[b].sm)
+                continue;
+            struct rt_xcache *xa = ep->d[a].sm->xc, *xb = ep->d[b].sm->xc;
+            int mi = (int)(i / (size_t)E), e = (int)(i % (size_t)E);
+            if (xb->where[i] >= 0 || xa->where[i] < 0) {
+                xc_drop(xa, mi, e);
+                continue; /* done (or nothing to copy: the destination reads it) */
+            }
+            int t = xc_free_slot(xb);
+            if (t < 0) {
+                pending = 1;
+                continue;
+            }
+            int s = xa->where[i];
+            int same = xa->slot_size == xb->slot_size;
+            memcpy((uint8_t *)xb->map + (uint64_t)t * xb->slot_size,
+                   (uint8_t *)xa->map + (uint64_t)s * xa->slot_size, same ? xa->slot_size : span);
+            xc_put(xb, t, mi, e, same ? xa->slot[s].conv_prec : -1);
+            xc_drop(xa, mi, e);
+            progress = 1;
+        }
+        if (pending && !progress) { /* a cycle of full devices: one more slot */
+            for (size_t i = 0; i < ne && !rc; i++) {
+                int a = ep->owner[i], b = nw[i];
+                if (a != b && ep->d[a].sm && ep->d[b].sm && ep->d[b].sm->xc->where[i] < 0 &&
+                    ep->d[a].sm->xc->where[i] >= 0) {
+                    rc = xc_grow(&ep->d[b], ep->d[b].sm->xc->n_slots + 1);
+                    break;
+                }
+            }
+        }
+    }
+    if (rc)
+        return rc; /* this process only: the moves so far hold (both copies agree) */
+    if (multi) {
+        int a2 = tr_a2a(ep, ep->sbuf, ep->rbuf);
+        if (a2)
+            return a2;
+        size_t pos[GLM_EP_MAX_DEVICES];
+        for (int r = 0; r < S; r++)
+            pos[r] = rd[r];
+        for (size_t i = 0; i < ne; i++) {
+            int a = ep->owner[i], b = nw[i];
+            if (a == b || ep->d[b].rank != me || ep->d[a].rank == me)
+                continue;
+            struct rt_xcache *xc = ep->d[b].sm->xc;
+            int t = xc_free_slot(xc);
+            if (t < 0)
+                return tx_error(TX_EINVAL, "internal: expert parallel: device %d: no free slot", b);
+            memcpy((uint8_t *)xc->map + (uint64_t)t * xc->slot_size, ep->rbuf + pos[ep->d[a].rank],
+                   span);
+            pos[ep->d[a].rank] += span;
+            xc_put(xc, t, (int)(i / (size_t)E), (int)(i % (size_t)E), -1);
+        }
+    }
+    for (size_t i = 0; i < ne; i++)
+        if (ep->owner[i] != nw[i]) {
+            moved++;
+            if (ep->d[ep->owner[i]].rank != ep->d[nw[i]].rank)
+                ep->bmoved_remote += span;
+        }
+    memcpy(ep->owner, nw, ne * sizeof(int16_t));
+    set_owned(ep, ne);
+    ep->moved += moved;
+    ep->bmoved += moved * span;
+    ep->rebalances++;
+    return TX_OK;
+}
+
+TX_API int glm_model_ep_rebalance(glm_model_t *m, unsigned flags)
+{
+    if (!m)
+        return tx_error(TX_EINVAL, "glm_model_ep_rebalance: model is NULL");
+    struct rt_ep *ep = m->ep;
+    if (!ep)
+        return tx_error(TX_EINVAL, "glm_model_ep_rebalance: not a multi-device model");
+    if (m->ep_worker)
+        return tx_error(TX_EINVAL,
+                        "glm_model_ep_rebalance: rank %d: rank 0 decides; ranks > 0 "
+                        "follow inside glm_ep_worker_run",
+                        ep->rank);
+    if (flags)
+        return tx_error(TX_EINVAL, "glm_model_ep_rebalance: flags 0x%x: none defined", flags);
+    if (ep->stopped)
+        return tx_error(TX_EINVAL, "glm_model_ep_rebalance: the ranks were stopped");
+    int E = m->cfg.n_routed_experts, nm = m->n_moe_layers;
+    size_t ne = (size_t)nm * (size_t)E;
+    int16_t *nw = malloc((ne ? ne : 1) * sizeof(int16_t));
+    if (!nw)
+        return tx_error(TX_ENOMEM, "expert parallel: out of memory");
+    pthread_mutex_lock(&m->lock);
+    const uint64_t *cnt = (const uint64_t *)((const uint8_t *)m->meta_map + m->counts_off);
+    uint64_t tot = 0;
+    for (size_t i = 0; i < ne; i++)
+        tot += cnt[i];
+    int rc = TX_OK;
+    if (!tot) { /* nothing counted yet: the placement stays */
+        pthread_mutex_unlock(&m->lock);
+        free(nw);
+        return TX_OK;
+    }
+    rc = place_run(m, ep, cnt, nw);
+    if (!rc) {
+        double before = imbalance_of(ep->n, cnt, ep->owner, ne, NULL);
+        double after = imbalance_of(ep->n, cnt, nw, ne, NULL);
+        if (ep->has_tr && ep->size > 1) {
+            memset(ep->hdr, 0, ep->hdr_bytes);
+            ep->hdr[0] = EP_OP_REBALANCE;
+            rc = tr_bcast(ep, ep->hdr, ep->hdr_bytes);
+            if (!rc)
+                rc = tr_bcast(ep, nw, ne * sizeof(int16_t));
+        }
+        if (!rc) {
+            uint64_t before_moved = ep->moved;
+            rc = ep_move(m, ep, nw);
+            if (!rc) {
+                ep->imb_before = before;
+                ep->imb_after = after;
+                rt_debug("expert parallel: rebalance %u: %llu experts moved, imbalance %.3f -> "
+                         "%.3f",
+                         ep->rebalances, (unsigned long long)(ep->moved - before_moved), before,
+                         after);
+            }
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    free(nw);
+    return rc;
+}
+
+/* Ranks > 0: the placement rank 0 broadcast, then the moves. */
+static int ep_follow(glm_model_t *m)
+{
+    struct rt_ep *ep = m->ep;
+    size_t ne = (size_t)m->n_moe_layers * (size_t)m->cfg.n_routed_experts;
+    int16_t *nw = malloc((ne ? ne : 1) * sizeof(int16_t));
+    if (!nw)
+        return tx_error(TX_ENOMEM, "expert parallel: out of memory"); /* the run is lost */
+    int rc = tr_bcast(ep, nw, ne * sizeof(int16_t));
+    for (size_t i = 0; i < ne && !rc; i++)
+        if (nw[i] < 0 || nw[i] >= ep->n)
+            rc =
+                tx_error(TX_EIO, "expert parallel: rank %d: rank 0 sent a bad placement", ep->rank);
+    if (!rc)
+        rc = ep_move(m, ep, nw);
+    free(nw);
+    return rc;
+}
+
 /* ---- ranks > 0 ---------------------------------------------------------------- */
 
 TX_API int glm_ep_worker_run(glm_model_t *m)
@@ -711,6 +1090,13 @@ TX_API int glm_ep_worker_run(glm_model_t *m)
         if (hd[0] == EP_OP_STOP) {
             ep->stopped = 1;
             return TX_OK;
+        }
+        if (hd[0] == EP_OP_REBALANCE) {
+            rc = ep_follow(m);
+            if (rc) /* rank 0 reports it too; the placement stays */
+                fprintf(stderr, "glm: expert parallel: rank %d: rebalance: %s\n", me,
+                        tx_last_error());
+            continue;
         }
         if (hd[0] != EP_OP_LAYER || (int)hd[1] < 0 || (int)hd[1] >= m->n_moe_layers ||
             hd[2] >= GLM_PRECISION_COUNT)
@@ -825,6 +1211,9 @@ void rt_ep_free(glm_model_t *m)
     free(ep->rbuf);
     free(ep->cnt);
     free(ep->hdr);
+    free(ep->msize);
+    free(ep->room);
+    free(ep->resident);
     free(ep);
     m->ep = NULL;
 }
@@ -938,6 +1327,159 @@ static int ep_agree(const struct glm_ep_transport *tr, int rc, const int32_t dim
     return TX_OK;
 }
 
+/* Collective start of the placement under a transport (size > 1): every
+ * rank sends rank 0 its result so far (rc), its model's dimensions and, per
+ * device of its share, {memory size, room, resident bytes} (mine, NULL:
+ * zeros); rank 0 places the experts and broadcasts its verdict, then, when
+ * every rank is fine, the devices' figures and the placement (ep->owner).
+ * m and ep: NULL on a rank that failed before it had them. */
+#define EP_VERDICT_MSG 248
+static int ep_exchange(const struct glm_ep_transport *tr, int rc, const int32_t dims[3], int n,
+                       const uint64_t *mine, glm_model_t *m, struct rt_ep *ep,
+                       const struct glm_ep_options *o)
+{
+    int S = tr->size, me = tr->rank;
+    size_t *c = calloc((size_t)S * 4, sizeof(size_t));
+    int *k = calloc((size_t)S, sizeof(int));
+    struct {
+        int32_t rc, rank;
+        char msg[EP_VERDICT_MSG];
+    } v;
+    memset(&v, 0, sizeof(v));
+    if (!c || !k) {
+        free(c);
+        free(k);
+        return tx_error(TX_ENOMEM, "expert parallel: out of memory"); /* the others block */
+    }
+    for (int r = 0; r < S; r++) {
+        int f, cn;
+        k[r] = glm_ep_share(n, r, S, &f, &cn) ? 0 : cn;
+    }
+    size_t hb = 16, tot = 0;
+    for (int r = 0; r < S; r++) {
+        c[2 * S + r] = me == 0 && r ? hb + 24 * (size_t)k[r] : 0;
+        c[3 * S + r] = tot;
+        tot += c[2 * S + r];
+    }
+    size_t mb = hb + 24 * (size_t)k[me];
+    uint8_t *sb = calloc(1, mb), *rb = calloc(1, tot ? tot : 1);
+    size_t fb = 24 * (size_t)n + (m ? (size_t)m->n_moe_layers * m->cfg.n_routed_experts * 2 : 0);
+    uint8_t *fig = calloc(1, fb ? fb : 1);
+    int trc = TX_OK;
+    if (!sb || !rb || !fig) {
+        free(sb);
+        free(rb);
+        free(fig);
+        free(c);
+        free(k);
+        return tx_error(TX_ENOMEM, "expert parallel: out of memory");
+    }
+    int32_t h[4] = {rc, dims[0], dims[1], dims[2]};
+    memcpy(sb, h, 16);
+    if (mine)
+        memcpy(sb + 16, mine, 24 * (size_t)k[me]);
+    if (me != 0)
+        c[0] = mb;
+    if (tr->alltoallv(tr->ctx, sb, c, c + S, rb, c + 2 * S, c + 3 * S))
+        trc = TX_EIO;
+    if (me == 0 && !trc) {
+        if (rc) {
+            v.rc = rc;
+            snprintf(v.msg, sizeof(v.msg), "%s", tx_last_error());
+        }
+        for (int r = 1; r < S && !v.rc; r++) {
+            const uint8_t *p = rb + c[3 * S + r];
+            int32_t hr[4];
+            memcpy(hr, p, 16);
+            if (hr[0]) {
+                v.rc = hr[0];
+                v.rank = r;
+                snprintf(v.msg, sizeof(v.msg), "rank %d failed to load (its stderr says why)", r);
+            } else if (hr[1] != dims[0] || hr[2] != dims[1] || hr[3] != dims[2]) {
+                v.rc = TX_EINVAL;
+                v.rank = r;
+                snprintf(v.msg, sizeof(v.msg),
+                         "rank %d loaded another model (hidden size, experts or MoE layers "
+                         "differ): every rank needs the same package",
+                         r);
+            } else {
+                int f, cn;
+                glm_ep_share(n, r, S, &f, &cn);
+                for (int j = 0; j < cn; j++) {
+                    uint64_t x[3];
+                    memcpy(x, p + 16 + 24 * (size_t)j, 24);
+                    ep->msize[f + j] = x[0];
+                    ep->room[f + j] = x[1];
+                    ep->resident[f + j] = x[2];
+                }
+            }
+        }
+        if (!v.rc) {
+            int prc = place_run(m, ep, o ? o->expert_load : NULL, ep->owner);
+            if (prc) {
+                v.rc = prc;
+                snprintf(v.msg, sizeof(v.msg), "%s", tx_last_error());
+            }
+        }
+    }
+    if (!trc && tr->bcast(tr->ctx, &v, sizeof(v), 0))
+        trc = TX_EIO;
+    if (!trc && !v.rc && m && ep) {
+        size_t ne = (size_t)m->n_moe_layers * m->cfg.n_routed_experts;
+        if (me == 0)
+            for (int d = 0; d < n; d++) {
+                memcpy(fig + 24 * (size_t)d, &ep->msize[d], 8);
+                memcpy(fig + 24 * (size_t)d + 8, &ep->room[d], 8);
+                memcpy(fig + 24 * (size_t)d + 16, &ep->resident[d], 8);
+            }
+        if (me == 0)
+            memcpy(fig + 24 * (size_t)n, ep->owner, ne * 2);
+        if (tr->bcast(tr->ctx, fig, fb, 0))
+            trc = TX_EIO;
+        else if (me != 0) {
+            for (int d = 0; d < n; d++) {
+                memcpy(&ep->msize[d], fig + 24 * (size_t)d, 8);
+                memcpy(&ep->room[d], fig + 24 * (size_t)d + 8, 8);
+                memcpy(&ep->resident[d], fig + 24 * (size_t)d + 16, 8);
+            }
+            memcpy(ep->owner, fig + 24 * (size_t)n, ne * 2);
+            for (size_t i = 0; i < ne && !v.rc; i++)
+                if (ep->owner[i] < 0 || ep->owner[i] >= n)
+                    v.rc = TX_EIO;
+            if (v.rc)
+                snprintf(v.msg, sizeof(v.msg), "rank 0 sent a bad placement");
+        }
+    }
+    free(sb);
+    free(rb);
+    free(fig);
+    free(c);
+    free(k);
+    if (rc)
+        return rc;
+    if (trc)
+        return tx_error(TX_EIO,
+                        "expert parallel: rank %d: the transport failed while the ranks "
+                        "placed the experts",
+                        me);
+    if (v.rc)
+        return tx_error(v.rc < 0 ? v.rc : TX_EIO, "expert parallel: %s%s", me ? "rank 0: " : "",
+                        v.msg);
+    return TX_OK;
+}
+
+/* A rank that failed before the placement still takes part in the load's
+ * collectives. */
+static void ep_fail(const struct glm_ep_transport *tr, int rc, int n)
+{
+    static const int32_t nodims[3] = {0, 0, 0};
+    char keep[512];
+    snprintf(keep, sizeof(keep), "%s", tx_last_error());
+    ep_exchange(tr, rc, nodims, n, NULL, NULL, NULL, NULL);
+    ep_agree(tr, rc, nodims);
+    tx_error(rc, "%s", keep);
+}
+
 static int ep_load(tx_device_t **devs, int n_local, const char *path,
                    const struct glm_load_options *opt, const struct glm_ep_options *o,
                    glm_model_t **out)
@@ -949,7 +1491,7 @@ static int ep_load(tx_device_t **devs, int n_local, const char *path,
         return tx_error(TX_EINVAL, "expert parallel: %d devices: at most %d", n,
                         GLM_EP_MAX_DEVICES);
     int first = 0, count = n_local, rc = TX_OK;
-    static const int32_t nodims[3] = {0, 0, 0};
+    int multi = tr && size > 1;
     if (tr) {
         rc = glm_ep_share(n, rank, size, &first, &count);
         if (!rc && count != n_local)
@@ -965,16 +1507,16 @@ static int ep_load(tx_device_t **devs, int n_local, const char *path,
         rc = rt_model_load_mode(devs[0], path, opt,
                                 rank == 0 ? RT_LOAD_EP_PRIMARY : RT_LOAD_EP_WORKER, &m);
     if (rc) {
-        if (tr && size > 1)
-            ep_agree(tr, rc, nodims);
+        if (multi)
+            ep_fail(tr, rc, n);
         return rc;
     }
     struct rt_ep *ep = calloc(1, sizeof(*ep));
     if (!ep) {
         rt_model_free_now(m);
         rc = tx_error(TX_ENOMEM, "expert parallel: out of memory");
-        if (tr && size > 1)
-            ep_agree(tr, rc, nodims);
+        if (multi)
+            ep_fail(tr, rc, n);
         return rc;
     }
     m->ep = ep;
@@ -993,11 +1535,14 @@ static int ep_load(tx_device_t **devs, int n_local, const char *path,
     ep->cnt = calloc((size_t)size * 4, sizeof(size_t));
     ep->hdr_bytes = 16 + 4 * (size_t)n;
     ep->hdr = calloc(1, ep->hdr_bytes);
-    if (!ep->d || !ep->cnt || !ep->hdr) {
+    ep->msize = calloc((size_t)n, sizeof(uint64_t));
+    ep->room = calloc((size_t)n, sizeof(uint64_t));
+    ep->resident = calloc((size_t)n, sizeof(uint64_t));
+    if (!ep->d || !ep->cnt || !ep->hdr || !ep->msize || !ep->room || !ep->resident) {
         rt_model_free_now(m);
         rc = tx_error(TX_ENOMEM, "expert parallel: out of memory");
-        if (tr && size > 1)
-            ep_agree(tr, rc, nodims);
+        if (multi)
+            ep_fail(tr, rc, n);
         return rc;
     }
     for (int d = 0; d < n; d++) {
@@ -1016,7 +1561,33 @@ static int ep_load(tx_device_t **devs, int n_local, const char *path,
     rc = m->cfg.num_experts_per_tok > 64
              ? tx_error(TX_ENOTSUP, "expert parallel: num_experts_per_tok %d: at most 64",
                         m->cfg.num_experts_per_tok)
-             : place(m, ep, o);
+             : place_check(m, ep, o);
+    /* this rank's devices: size, room, resident bytes */
+    uint64_t mine[3 * GLM_EP_MAX_DEVICES];
+    memset(mine, 0, sizeof(mine));
+    uint64_t res0 = o ? o->reserve_bytes : 0;
+    for (int j = 0; j < n_local && !rc; j++) {
+        int gd = first + j;
+        rc = dev_mem(m, devs[j], gd, gd == 0 ? res0 : 0, &mine[3 * j], &mine[3 * j + 1]);
+        mine[3 * j + 2] = gd == 0 ? primary_bytes(m) + res0 : 0;
+        ep->msize[gd] = mine[3 * j];
+        ep->room[gd] = mine[3 * j + 1];
+        ep->resident[gd] = mine[3 * j + 2];
+    }
+    int32_t dims[3] = {m->cfg.hidden_size, m->cfg.n_routed_experts, m->n_moe_layers};
+    size_t ne = (size_t)m->n_moe_layers * (size_t)m->cfg.n_routed_experts;
+    if (multi)
+        rc = ep_exchange(tr, rc, dims, n, mine, m, ep, o);
+    else if (!rc)
+        rc = place_run(m, ep, o ? o->expert_load : NULL, ep->owner);
+    if (!rc) {
+        set_owned(ep, ne);
+        for (int d = 0; d < n; d++) {
+            ep->d[d].st.mem_size = ep->msize[d];
+            ep->d[d].st.room_bytes = ep->room[d];
+            ep->d[d].st.resident_bytes = ep->resident[d];
+        }
+    }
     unsigned flags = opt ? opt->flags : 0;
     for (int d = 0; d < n && !rc; d++)
         if (ep->d[d].dev) {
@@ -1030,10 +1601,8 @@ static int ep_load(tx_device_t **devs, int n_local, const char *path,
         int g1 = tr_grow(&ep->sbuf, &ep->scap, 64), g2 = tr_grow(&ep->rbuf, &ep->rcap, 64);
         rc = g1 ? g1 : g2;
     }
-    if (tr && size > 1) {
-        int32_t dims[3] = {m->cfg.hidden_size, m->cfg.n_routed_experts, m->n_moe_layers};
+    if (multi)
         rc = ep_agree(tr, rc, dims);
-    }
     if (rc) {
         rt_model_free_now(m);
         return rc;
@@ -1041,8 +1610,11 @@ static int ep_load(tx_device_t **devs, int n_local, const char *path,
     ep->stopped = 0;
     if (rt_debug_on())
         for (int d = 0; d < n; d++)
-            rt_debug("expert parallel: device %d (rank %d%s): %u experts%s", d, ep->d[d].rank,
-                     ep->d[d].dev ? "" : ", remote", ep->d[d].st.experts, "");
+            rt_debug("expert parallel: device %d (rank %d%s): %u experts, %.1f MiB of %.1f MiB "
+                     "room, %.1f MiB resident, size %.1f MiB",
+                     d, ep->d[d].rank, ep->d[d].dev ? "" : ", remote", ep->d[d].st.experts,
+                     ep->d[d].st.expert_bytes / 1048576.0, ep->room[d] / 1048576.0,
+                     ep->resident[d] / 1048576.0, ep->msize[d] / 1048576.0);
     *out = m;
     return TX_OK;
 }
@@ -1097,6 +1669,21 @@ TX_API int glm_model_ep_stats(glm_model_t *m, struct glm_ep_stats *out)
     out->dim = (uint32_t)m->cfg.hidden_size;
     for (int d = 0; d < ep->n; d++)
         out->dev[d] = ep->d[d].st;
+    out->rebalances = ep->rebalances;
+    out->experts_moved = ep->moved;
+    out->bytes_moved = ep->bmoved;
+    out->bytes_moved_remote = ep->bmoved_remote;
+    out->imbalance_before = ep->imb_before;
+    out->imbalance_after = ep->imb_after;
+    if (!m->ep_worker && m->meta_map && ep->owner) {
+        uint64_t sel[GLM_EP_MAX_DEVICES];
+        size_t ne = (size_t)m->n_moe_layers * (size_t)m->cfg.n_routed_experts;
+        out->imbalance =
+            imbalance_of(ep->n, (const uint64_t *)((const uint8_t *)m->meta_map + m->counts_off),
+                         ep->owner, ne, sel);
+        for (int d = 0; d < ep->n; d++)
+            out->dev[d].selections = sel[d];
+    }
     pthread_mutex_unlock(&m->lock);
     return TX_OK;
 }

@@ -86,6 +86,8 @@ static void usage(FILE *f)
             "$TX_DEVICE)\n"
             "                           SPEC,SPEC,...: one model on several devices, the routed\n"
             "                           experts split across them (docs/multi-device.md)\n"
+            "      --ep-rebalance N     several devices: place the experts again by the live\n"
+            "                           load counters every N generated tokens (0: off)\n"
             "      --precision PLAN     e.g. golden, fp32, mlp=int8,attention=fp16 (default "
             "golden)\n"
             "      --moe-config FILE    expert parallel YAML (default "
@@ -153,6 +155,7 @@ struct opts {
     int repeat_last_n, sampler_order;
     int chat_format;
     int chat, no_think, ignore_eos, no_display, interactive, no_moe_config, lambda_set;
+    long long ep_rebalance;
     int validate, v_inputs, v_tokens;
     unsigned long long v_seed;
     const char *original;
@@ -242,6 +245,10 @@ static void catch_signals(void)
     sigaction(SIGHUP, &sa, NULL);
 }
 
+/* --ep-rebalance N: the model, N, tokens so far */
+static glm_model_t *reb_model;
+static long long reb_every, reb_tokens;
+
 static int on_token(void *user, int32_t tok, const char *piece, size_t len)
 {
     (void)user;
@@ -249,6 +256,11 @@ static int on_token(void *user, int32_t tok, const char *piece, size_t len)
     if (len)
         fwrite(piece, 1, len, stdout);
     fflush(stdout);
+    if (reb_model && reb_every > 0 && ++reb_tokens % reb_every == 0 &&
+        glm_model_ep_rebalance(reb_model, 0)) {
+        fprintf(stderr, "\nglm-inference: --ep-rebalance: %s\n", tx_last_error());
+        return 1;
+    }
     return interrupted != 0;
 }
 
@@ -996,8 +1008,10 @@ int main(int argc, char **argv)
         O_SAMPLERS,
         O_SORDER,
         O_CHATFMT,
+        O_EPREB,
     };
     static const struct option lo[] = {
+        {"ep-rebalance", required_argument, NULL, O_EPREB},
         {"checkpoint", required_argument, NULL, O_CKPT},
         {"model", required_argument, NULL, 'm'},
         {"prompt", required_argument, NULL, 'p'},
@@ -1205,6 +1219,9 @@ int main(int argc, char **argv)
             break;
         case O_MOECFG:
             o.moe_config = optarg;
+            break;
+        case O_EPREB:
+            OPT(txc_opt_long(prog, "--ep-rebalance", optarg, 0, INT32_MAX, NULL, &o.ep_rebalance));
             break;
         case O_NOMOECFG:
             o.no_moe_config = 1;
@@ -1467,6 +1484,16 @@ int main(int argc, char **argv)
     if (lrc) {
         log_rc("load", lrc);
         goto out;
+    }
+    if (o.ep_rebalance > 0) {
+        if (n_devs <= 1 && !(mr.on && mr.n_total > 1)) {
+            fprintf(stderr, "%s: --ep-rebalance needs several devices (--device A,B,...)\n", prog);
+            goto out;
+        }
+        if (!mr.on || mr.t.rank == 0) {
+            reb_model = m;
+            reb_every = o.ep_rebalance;
+        }
     }
     if (mr.on) {
         struct glm_mpi_call_stats zero[4];

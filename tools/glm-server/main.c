@@ -53,6 +53,8 @@ static void usage(FILE *f)
             "      --device SPEC[,SPEC] device (emu:/path.sock, /dev/accel/accelN; default\n"
             "                           $TX_DEVICE, else the first TX8); a list puts one\n"
             "                           model on several devices (docs/multi-device.md)\n"
+            "      --ep-rebalance N     several devices: place the experts again by the live\n"
+            "                           load counters every N device passes (0: off)\n"
             "      --host ADDR          address to listen on (default 127.0.0.1)\n"
             "      --port N             port (default 8080; 0 = any free port, printed)\n"
             "  -np, --parallel N        slots: requests decoded together (1..%d, default 4)\n"
@@ -113,7 +115,8 @@ int main(int argc, char **argv)
         O_BODY,
         O_QUEUE,
         O_GRACE,
-        O_BATCH_INV
+        O_BATCH_INV,
+        O_EPREB
     };
     static const struct option lo[] = {{"checkpoint", required_argument, 0, 'm'},
                                        {"model", required_argument, 0, 'm'},
@@ -133,6 +136,7 @@ int main(int argc, char **argv)
                                        {"queue-limit", required_argument, 0, O_QUEUE},
                                        {"shutdown-timeout", required_argument, 0, O_GRACE},
                                        {"batch-invariant", no_argument, 0, O_BATCH_INV},
+                                       {"ep-rebalance", required_argument, 0, O_EPREB},
                                        {"verbose", no_argument, 0, 'v'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -149,6 +153,11 @@ int main(int argc, char **argv)
             break;
         case O_HOST:
             o->host = optarg;
+            break;
+        case O_EPREB:
+            if (txc_opt_int(prog, "--ep-rebalance", optarg, 0, INT32_MAX, "0 = off",
+                            &o->ep_rebalance))
+                return 2;
             break;
         case O_PORT:
             if (txc_opt_int(prog, "--port", optarg, 0, 65535, "0 = any free port", &o->port))

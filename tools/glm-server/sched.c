@@ -425,6 +425,11 @@ static void *sched_main(void *arg)
             snprintf(msg, sizeof(msg), "device pass failed: %s", tx_last_error());
         double t1 = srv_now();
 
+        /* --ep-rebalance N: between two passes, by the live load counters */
+        if (!rc && S->o.ep_rebalance > 0 && S->n_devs > 1 &&
+            (S->mx.passes + 1) % (uint64_t)S->o.ep_rebalance == 0 &&
+            glm_model_ep_rebalance(S->m, 0))
+            srv_log(S, "--ep-rebalance: %s", tx_last_error());
         pthread_mutex_lock(&S->mu);
         S->mx.passes++;
         S->mx.pass_rows += (uint64_t)rows;

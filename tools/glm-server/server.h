@@ -45,6 +45,7 @@ struct srv_opts {
     int shutdown_grace_ms;
     int verbose;
     int batch_invariant; /* --batch-invariant: GLM_LOAD_BATCH_INVARIANT */
+    int ep_rebalance;    /* --ep-rebalance N: several devices, every N device passes (0: off) */
 };
 
 enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_DECODE, RQ_DONE };

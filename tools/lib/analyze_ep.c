@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * glm-analyze --devices N (docs/multi-device.md): the placement libtx's
- * expert parallelism makes for N devices -- device 0 holds everything but
- * the routed experts, the expert_parallel groups of every MoE layer go
- * heaviest first to the device with the least assigned (equal experts:
- * round robin) -- with golden-plan bytes, and the dispatch bytes per
- * generated token under uniform routing: each of the top_k pairs of a row
- * and MoE layer goes to the device owning its expert, 4 + 4 * hidden bytes
- * in (id and f32 row), 4 * hidden bytes out.
+ * expert parallelism makes for N devices of --device-memory each -- device
+ * 0 holds everything but the routed experts, the expert_parallel groups go
+ * by libtx's own rule (libtx/runtime/ep_place.h: equal memory utilisation,
+ * device 0's resident part and KV cache included) -- with golden-plan
+ * bytes, and the dispatch bytes per generated token under uniform routing:
+ * each of the top_k pairs of a row and MoE layer goes to the device owning
+ * its expert, 4 + 4 * hidden bytes in (id and f32 row), 4 * hidden bytes
+ * out.
  */
 #include "common/analyze_ep.h"
 
 #include "common/error.h"
+#include "runtime/ep_place.h"
 
 #include <json-c/json.h>
 #include <stdio.h>
@@ -74,19 +76,19 @@ int tx_analyze_ep(const struct tx_analysis *a, const struct glm_config *c, int d
                          "least one group",
                          devices, G);
     struct ep_acc x = {c, calloc((size_t)L * (size_t)E, sizeof(double)), 0};
-    double *A = calloc((size_t)devices, sizeof(double));
-    int *cnt = calloc((size_t)devices, sizeof(int));
-    if (!x.ebytes || !A || !cnt) {
+    uint64_t *xb = calloc((size_t)L * (size_t)E + 1, sizeof(uint64_t));
+    int16_t *own = calloc((size_t)L * (size_t)E + 1, sizeof(int16_t));
+    if (!x.ebytes || !xb || !own) {
         free(x.ebytes);
-        free(A);
-        free(cnt);
+        free(xb);
+        free(own);
         return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     }
     int rc = glm_config_tensor_list(c, ep_cb, &x);
     if (rc < 0) {
         free(x.ebytes);
-        free(A);
-        free(cnt);
+        free(xb);
+        free(own);
         return tx_errbuf(err, errsz, rc, "cannot list the tensors of the config");
     }
     p->devices = devices;
@@ -97,39 +99,52 @@ int tx_analyze_ep(const struct tx_analysis *a, const struct glm_config *c, int d
     p->device_memory = a->device_memory;
     p->resident_bytes = x.other;
     p->kv_bytes = a->kv_bytes_per_token * (uint64_t)a->ctx_len;
-    int gs = E / G;
+    /* the MoE layers' experts, in order (layers without experts skipped) */
     for (int l = 0; l < L; l++) {
         double lb = 0;
         for (int e = 0; e < E; e++)
             lb += x.ebytes[(size_t)l * E + e];
         if (lb <= 0)
             continue;
+        for (int e = 0; e < E; e++)
+            xb[(size_t)p->n_moe * E + e] = (uint64_t)x.ebytes[(size_t)l * E + e];
         p->n_moe++;
-        for (int d = 0; d < devices; d++)
-            A[d] = cnt[d] = 0;
-        /* equal groups in order: the greedy's ties go to the fewest groups,
-         * then the least memory, then the lowest device */
-        for (int g = 0; g < G; g++) {
-            double w = 0;
-            for (int e = g * gs; e < (g + 1) * gs; e++)
-                w += x.ebytes[(size_t)l * E + e];
-            int best = 0;
-            for (int d = 1; d < devices; d++)
-                if (A[d] < A[best] || (A[d] == A[best] && cnt[d] < cnt[best]) ||
-                    (A[d] == A[best] && cnt[d] == cnt[best] &&
-                     p->expert_bytes[d] < p->expert_bytes[best]))
-                    best = d;
-            A[best] += w;
-            cnt[best]++;
-            p->experts_on[best] += (uint32_t)gs;
-            p->expert_bytes[best] += (uint64_t)w;
-            p->expert_bytes_total += (uint64_t)w;
-        }
     }
+    /* libtx's rule (libtx/runtime/ep_place.h): equal utilisation of every
+     * device's memory, device 0's resident part and KV cache included */
     uint64_t usable = a->device_memory > TX8_CTRL_SIZE ? a->device_memory - TX8_CTRL_SIZE : 0;
+    uint64_t size[TX_EP_PLAN_MAX], res[TX_EP_PLAN_MAX], room[TX_EP_PLAN_MAX];
+    for (int d = 0; d < devices; d++) {
+        size[d] = usable;
+        res[d] = d == 0 ? p->resident_bytes + p->kv_bytes : 0;
+        room[d] = usable > res[d] ? usable - res[d] : 0;
+    }
+    struct ep_place_in in = {.n = devices,
+                             .E = E,
+                             .G = G,
+                             .nm = p->n_moe,
+                             .bytes = xb,
+                             .size = size,
+                             .resident = res,
+                             .room = room};
+    rc = ep_place(&in, own, p->expert_bytes, p->experts_on, p->note, sizeof(p->note));
+    if (rc == TX_ENOSPC) { /* does not fit: the same rule without the rooms, marked */
+        in.room = NULL;
+        rc = ep_place(&in, own, p->expert_bytes, p->experts_on, err, errsz);
+    } else {
+        p->note[0] = 0;
+    }
+    if (rc) {
+        free(x.ebytes);
+        free(xb);
+        free(own);
+        return tx_errbuf(err, errsz, rc, "placement: out of memory");
+    }
+    for (int d = 0; d < devices; d++)
+        p->expert_bytes_total += p->expert_bytes[d];
     double per_pair_in = 4.0 + 4.0 * c->hidden_size, per_pair_out = 4.0 * c->hidden_size;
     for (int d = 0; d < devices; d++) {
-        p->memory[d] = p->expert_bytes[d] + (d == 0 ? p->resident_bytes + p->kv_bytes : 0);
+        p->memory[d] = p->expert_bytes[d] + res[d];
         p->fits[d] = p->memory[d] <= usable;
         double share = p->n_moe ? (double)p->experts_on[d] / ((double)p->n_moe * E) : 0;
         double pairs = (double)p->n_moe * p->top_k * share;
@@ -139,8 +154,8 @@ int tx_analyze_ep(const struct tx_analysis *a, const struct glm_config *c, int d
             p->remote_bytes_per_token += p->dispatch_in[d] + p->dispatch_out[d];
     }
     free(x.ebytes);
-    free(A);
-    free(cnt);
+    free(xb);
+    free(own);
     return 0;
 }
 
@@ -155,6 +170,8 @@ char *tx_ep_plan_json(const struct tx_ep_plan *p)
     json_object_object_add(o, "device0_kv_bytes", json_object_new_int64((int64_t)p->kv_bytes));
     json_object_object_add(o, "routed_expert_bytes",
                            json_object_new_int64((int64_t)p->expert_bytes_total));
+    json_object_object_add(o, "placement_error",
+                           p->note[0] ? json_object_new_string(p->note) : NULL);
     json_object_object_add(o, "remote_dispatch_bytes_per_token",
                            json_object_new_double(p->remote_bytes_per_token));
     struct json_object *arr = json_object_new_array();
@@ -181,7 +198,7 @@ char *tx_ep_plan_json(const struct tx_ep_plan *p)
 
 char *tx_ep_plan_summary(const struct tx_ep_plan *p)
 {
-    size_t cap = 512 + (size_t)p->devices * 200;
+    size_t cap = 1024 + sizeof(p->note) + (size_t)p->devices * 200;
     char *s = malloc(cap);
     if (!s)
         return NULL;
@@ -199,5 +216,7 @@ char *tx_ep_plan_summary(const struct tx_ep_plan *p)
                               d, p->experts_on[d], p->expert_bytes[d] / 1048576.0,
                               p->memory[d] / 1048576.0, p->fits[d] ? "fits" : "does NOT fit",
                               p->dispatch_in[d] / 1024.0, p->dispatch_out[d] / 1024.0);
+    if (p->note[0] && n < cap)
+        snprintf(s + n, cap - n, "  does not fit: %s\n", p->note);
     return s;
 }

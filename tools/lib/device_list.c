@@ -107,5 +107,20 @@ void mdev_print_stats(const char *prog, glm_model_t *m)
                 prog, d, x->rank, x->experts, (double)x->expert_bytes / 1048576.0,
                 (unsigned long long)x->pairs, (double)x->bytes_in * per_tok,
                 (double)x->bytes_out * per_tok, st.layers ? x->compute_ms / (double)st.layers : 0);
+        fprintf(stderr,
+                "%s: expert parallel: device %d memory: %.1f MiB, room for experts at load "
+                "%.1f MiB, resident besides experts %.1f MiB; %llu selections (live counters)\n",
+                prog, d, (double)x->mem_size / 1048576.0, (double)x->room_bytes / 1048576.0,
+                (double)x->resident_bytes / 1048576.0, (unsigned long long)x->selections);
     }
+    fprintf(stderr,
+            "%s: expert parallel: %u rebalances, %llu experts moved, %.2f MiB moved (%.2f MiB "
+            "over the transport); load imbalance (max/mean selections per device) %.3f now",
+            prog, st.rebalances, (unsigned long long)st.experts_moved,
+            (double)st.bytes_moved / 1048576.0, (double)st.bytes_moved_remote / 1048576.0,
+            st.imbalance);
+    if (st.rebalances)
+        fprintf(stderr, ", %.3f before and %.3f after the last rebalance", st.imbalance_before,
+                st.imbalance_after);
+    fputc('\n', stderr);
 }
