@@ -1476,10 +1476,16 @@ int main(int argc, char **argv)
         if (!glm_mpi_devices_ok(&mr, 1))
             goto out;
         struct glm_ep_options epo = {
-            .transport = &mr.t, .n_devices_total = mr.n_total, .expert_parallel = ep_groups};
+            .transport = &mr.t,
+            .n_devices_total = mr.n_total,
+            .expert_parallel = ep_groups,
+            .reserve_bytes = mdev_kv_reserve(o.checkpoint, 1, o.n_ctx, o.cache_k, o.cache_v)};
         lrc = glm_model_load_ep(devs, n_devs, o.checkpoint, &lo_, &epo, &m);
     } else {
-        lrc = mdev_load(devs, n_devs, o.checkpoint, &lo_, ep_groups, &m);
+        /* device 0 keeps room for the session's KV cache */
+        uint64_t kv_reserve =
+            n_devs > 1 ? mdev_kv_reserve(o.checkpoint, 1, o.n_ctx, o.cache_k, o.cache_v) : 0;
+        lrc = mdev_load(devs, n_devs, o.checkpoint, &lo_, ep_groups, kv_reserve, &m);
     }
     if (lrc) {
         log_rc("load", lrc);

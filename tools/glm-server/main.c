@@ -267,7 +267,11 @@ int main(int argc, char **argv)
     if (o->batch_invariant)
         lopt.flags |= GLM_LOAD_BATCH_INVARIANT;
     /* several devices: every expert its own group, balanced by size */
-    if (mdev_load(S->devs, S->n_devs, o->checkpoint, &lopt, 0, &S->m)) {
+    /* device 0 keeps room for every slot's KV cache (allocated after the load) */
+    uint64_t kv_reserve =
+        S->n_devs > 1 ? mdev_kv_reserve(o->checkpoint, o->parallel, o->ctx_size, cache_k, cache_v)
+                      : 0;
+    if (mdev_load(S->devs, S->n_devs, o->checkpoint, &lopt, 0, kv_reserve, &S->m)) {
         fprintf(stderr, "%s: cannot load %s: %s\n", prog, o->checkpoint, tx_last_error());
         goto out;
     }

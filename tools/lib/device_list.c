@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tx/tx_analyze.h>
 #include <tx/tx_error.h>
 
 int mdev_open(const char *prog, const char *list, tx_device_t **devs, int max, int *n)
@@ -66,6 +67,47 @@ int mdev_open(const char *prog, const char *list, tx_device_t **devs, int max, i
     return rc;
 }
 
+/* GLM_CACHE_* -> the analysis' TX_KV_* (GLM_CACHE_DEFAULT: F32, the largest) */
+static int kv_type_of(int cache)
+{
+    switch (cache) {
+    case GLM_CACHE_F16:
+        return TX_KV_F16;
+    case GLM_CACHE_BF16:
+        return TX_KV_BF16;
+    case GLM_CACHE_Q8_0:
+        return TX_KV_Q8_0;
+    case GLM_CACHE_Q4_0:
+        return TX_KV_Q4_0;
+    default:
+        return TX_KV_F32;
+    }
+}
+
+uint64_t mdev_kv_reserve(const char *path, int sessions, int n_ctx, int cache_k, int cache_v)
+{
+    struct glm_config cfg;
+    struct tx_analysis a;
+    const char *fmt = NULL;
+    char err[256];
+    if (sessions < 1 || n_ctx < 0 || tx_analyze_load_config(path, &cfg, &fmt, err, sizeof(err)))
+        return 0;
+    if (!n_ctx) /* glm_session_create's default */
+        n_ctx = cfg.max_position_embeddings > 0 && cfg.max_position_embeddings < 4096
+                    ? cfg.max_position_embeddings
+                    : 4096;
+    if (tx_analyze_config(&cfg, 1, n_ctx, 0, &a, err, sizeof(err)))
+        return 0;
+    /* the larger type's bytes (a q4_0 K beside an f16 V counts f16) */
+    uint64_t bk = a.kv_type_bytes_per_token[kv_type_of(cache_k)];
+    uint64_t bv = a.kv_type_bytes_per_token[kv_type_of(cache_v)];
+    uint64_t per = bk > bv ? bk : bv;
+    if (!per) /* a block type the layout cannot take: count F32 */
+        per = a.kv_type_bytes_per_token[TX_KV_F32];
+    tx_analysis_free(&a);
+    return per * (uint64_t)n_ctx * (uint64_t)sessions;
+}
+
 void mdev_close(tx_device_t **devs, int n)
 {
     for (int i = 0; i < n; i++)
@@ -73,13 +115,14 @@ void mdev_close(tx_device_t **devs, int n)
 }
 
 int mdev_load(tx_device_t **devs, int n, const char *path, const struct glm_load_options *lo,
-              int expert_parallel, glm_model_t **m)
+              int expert_parallel, uint64_t reserve_bytes, glm_model_t **m)
 {
     if (n <= 1)
         return glm_model_load(devs[0], path, lo, m);
     struct glm_ep_options eo;
     memset(&eo, 0, sizeof(eo));
     eo.expert_parallel = expert_parallel;
+    eo.reserve_bytes = reserve_bytes;
     return glm_model_load_ep(devs, n, path, lo, &eo, m);
 }
 
