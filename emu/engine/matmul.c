@@ -45,6 +45,12 @@
 #include "engine_internal.h"
 
 #define MM_TB 256 /* tokens per block (GEMM) */
+/* a GEMV of fewer MACs runs on the calling core alone: a parallel region
+ * costs more than it saves, and on a loaded host a helper that joins late
+ * holds the command up (decode profiles: absorbed-MLA per-head GEMVs of 64K
+ * MACs took 5.4 us median on one core, 39 us when a second core joined).
+ * Rows are split in whole tiles either way: results are the same. */
+#define MM_GEMV_SERIAL (256u * 1024u)
 /* small batches (2..MM_SMALL tokens, not batch-invariant): weight rows
  * outer, K blocks of MM_SMALL_KB bytes of a row, token tiles inner */
 #define MM_SMALL 32
@@ -461,7 +467,7 @@ void eng_mm_run(struct tx8_engine *e, const struct mm_w *w, const struct mm_act 
     if (nb > 64)
         nb = 64;
     uint64_t work = (uint64_t)w->N * (w->K ? w->K : 1) * a->T;
-    if (work < 16384)
+    if (work < 16384 || (a->T == 1 && work < MM_GEMV_SERIAL))
         nb = w->N; /* too small to split */
     eng_parallel(e, w->N, nb, mm_chunk, &m);
 }

@@ -334,6 +334,8 @@ static void attn_sel_bitmap(struct attn_ctx *a, size_t *max_total)
 
 /* keys per range at least (a split below this costs more than it saves) */
 #define SPLIT_MIN_KEYS 256
+/* MACs below which the tile path does not split a tile's heads */
+#define ATTN_SPLIT_MIN_MACS (1u << 20)
 
 int eng_exec_attention(struct eng_cmd *c)
 {
@@ -432,7 +434,12 @@ int eng_exec_attention(struct eng_cmd *c)
         while (a.tq > 1 && ((m->tokens + a.tq - 1) / a.tq) * m->kv_heads * a.nsplit < want)
             a.tq /= 2;
         a.ntiles = (m->tokens + a.tq - 1) / a.tq;
-        if (a.ntiles * m->kv_heads * a.nsplit < want && a.grp > 1) {
+        /* a small command (decode at a short context) stays one item per
+         * tile: splitting the heads of a few keys costs more than it saves,
+         * and a helper that joins late holds it up; each row's arithmetic
+         * is the same however the heads are split */
+        uint64_t work = pairs * m->q_heads * ((uint64_t)m->qk_dim + m->v_dim);
+        if (a.ntiles * m->kv_heads * a.nsplit < want && a.grp > 1 && work >= ATTN_SPLIT_MIN_MACS) {
             size_t ns = (want + a.ntiles * m->kv_heads - 1) / (a.ntiles * m->kv_heads);
             if (ns > a.grp)
                 ns = a.grp;

@@ -979,6 +979,23 @@ TX_API int glm_model_ep_owner(const glm_model_t *model, int moe_layer, int exper
  * lock). TX_ENOSPC (nothing moved) when the new placement does not fit. */
 TX_API int glm_model_ep_rebalance(glm_model_t *model, unsigned flags);
 
+/* ------------------------------------------------------------------------ */
+/* Decode pass timing (libtx 2.3)                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Sums over the model's decode passes so far (passes whose every segment is
+ * one token: glm_decode*, glm_eval of one token): wall time from the pass's
+ * entry to its last job waited for, of which the host's time until the
+ * first job was submitted (building the commands of layer 0, see
+ * docs/glm-inference.md) and the device's (its jobs' end - start). wall -
+ * device is the host's share of a decode step. Any pointer may be NULL. */
+struct glm_decode_times {
+    uint64_t passes, jobs;
+    double wall_ms, build_ms, device_ms;
+    double rsvd[4];
+};
+TX_API int glm_model_decode_times(glm_model_t *model, struct glm_decode_times *out);
+
 #ifdef __cplusplus
 }
 #endif

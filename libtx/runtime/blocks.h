@@ -41,6 +41,11 @@ struct gctx {
     int first_err;
     struct rt_fwd *acc;
     int rc;
+    /* decode passes: the first job is submitted after layer 0 so that the
+     * device runs while the host builds the rest; the time of that first
+     * submission (host time, docs/glm-inference.md "Depth benchmark") */
+    int early_flush;
+    uint64_t t_first_submit;
 };
 
 /* Submit what the pass has built and wait for every job of it (the

@@ -86,6 +86,8 @@ static void maybe_flush(struct gctx *g, int force)
         return;
     }
     g->waited[g->njobs] = 0;
+    if (!g->njobs)
+        g->t_first_submit = tx_now_ns();
     g->njobs++;
     tx_cmdbuf_reset(g->cb);
     g->ncmd = 0;
@@ -280,6 +282,10 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     int L = c->num_hidden_layers, D = c->hidden_size, Vv = c->vocab_size, T = f->T;
     int rc;
 
+    uint64_t t_enter = tx_now_ns(), busy0 = f->busy_ns;
+    int decode = f->n_seg > 0;
+    for (int i = 0; i < f->n_seg; i++)
+        decode &= f->seg[i].n == 1;
     rt_plan_of(m->dev, &plan, NULL);
     rc = rt_prepare_plan(m, &plan);
     if (rc)
@@ -325,12 +331,12 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     rc = tx_cmdbuf_create(m->dev, &g.cb);
     if (rc)
         return tx_error(rc, "forward: %s", tx_last_error());
-    if (m->xc) {
-        int decode = 1;
-        for (int i = 0; i < f->n_seg; i++)
-            decode &= f->seg[i].n == 1;
+    if (m->xc)
         rt_xc_pass_begin(m, T, decode);
-    }
+    /* decode: layer 0 is submitted on its own, the device runs it while
+     * the host builds the other layers (the one job per pass otherwise
+     * waits for the whole build) */
+    g.early_flush = decode && !m->st.on && !want_dump && c->num_hidden_layers > 1;
     g.rc = declare(&g);
     for (int i = 0; i < f->n_seg && !g.rc; i++) {
         int r = tx_cmdbuf_use(g.cb, f->seg[i].s->kv_bo, TX_ACCESS_RW);
@@ -394,7 +400,7 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
             if (!g.rc)
                 g.rc = stream_leave(&g, l, l + 1);
         } else {
-            maybe_flush(&g, 0);
+            maybe_flush(&g, g.early_flush && l == 0);
         }
     }
 
@@ -500,6 +506,14 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
         return rc;
 
     m->forwards++;
+    uint64_t t_done = tx_now_ns();
+    if (decode) {
+        m->dec.passes++;
+        m->dec.jobs += (uint64_t)g.njobs;
+        m->dec.wall_ns += t_done - t_enter;
+        m->dec.build_ns += g.t_first_submit > t_enter ? g.t_first_submit - t_enter : 0;
+        m->dec.device_ns += f->busy_ns - busy0;
+    }
     if (f->logits && f->lrows)
         memcpy(f->logits, (uint8_t *)m->act_map + g.a.logits, (size_t)f->lrows * Vv * 4);
     if (f->sampled && f->sampling)
@@ -525,11 +539,29 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     }
     rt_moe_after_pass(m, T);
     if (g.dbg)
-        rt_debug("forward: %u commands, device %.3f ms, %llu MACs; attention (query, key) pairs "
+        rt_debug("forward: %u commands in %d job(s), wall %.3f ms (host until the first "
+                 "submission %.3f ms), device %.3f ms, %llu MACs; attention (query, key) pairs "
                  "executed %llu of %llu dense causal (%.1f%%)",
-                 g.total, f->busy_ns / 1e6, (unsigned long long)f->macs,
+                 g.total, g.njobs, (double)(t_done - t_enter) / 1e6,
+                 g.t_first_submit > t_enter ? (double)(g.t_first_submit - t_enter) / 1e6 : 0.0,
+                 (double)(f->busy_ns - busy0) / 1e6, (unsigned long long)f->macs,
                  (unsigned long long)f->attn_pairs, (unsigned long long)f->attn_pairs_dense,
                  f->attn_pairs_dense ? 100.0 * (double)f->attn_pairs / (double)f->attn_pairs_dense
                                      : 100.0);
+    return TX_OK;
+}
+
+TX_API int glm_model_decode_times(glm_model_t *m, struct glm_decode_times *out)
+{
+    if (!m || !out)
+        return tx_error(TX_EINVAL, "glm_model_decode_times: NULL model or result");
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&m->lock);
+    out->passes = m->dec.passes;
+    out->jobs = m->dec.jobs;
+    out->wall_ms = (double)m->dec.wall_ns / 1e6;
+    out->build_ms = (double)m->dec.build_ns / 1e6;
+    out->device_ms = (double)m->dec.device_ns / 1e6;
+    pthread_mutex_unlock(&m->lock);
     return TX_OK;
 }

@@ -193,6 +193,15 @@ struct glm_model {
     tx_telemetry_pub_t *telem;
     double telem_last_ms; /* rt_now_ms() of the last update */
     int telem_dirty;      /* passes ran since then */
+
+    /* decode passes (every segment one token): host and device time
+     * (glm_model_decode_times, TX_DEBUG), under lock */
+    struct {
+        uint64_t passes, jobs;
+        uint64_t wall_ns;   /* pass entry to the last job waited for */
+        uint64_t build_ns;  /* pass entry to the first job's submission */
+        uint64_t device_ns; /* the jobs' device time (end - start) */
+    } dec;
 };
 
 struct glm_session {

@@ -106,6 +106,8 @@ int bench_depth_run(glm_model_t *m, tx_device_t *dev, const int *depths, int nd,
     printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     double pp0 = 0, tg0 = 0;
     int rc = 0;
+    char host_lines[16][200];
+    int n_host = 0;
     struct glm_sampling greedy = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
     for (int i = 0; i < nd && !rc; i++) {
         int d = depths[i];
@@ -141,6 +143,8 @@ int bench_depth_run(glm_model_t *m, tx_device_t *dev, const int *depths, int nd,
             rc = 1;
         }
         int32_t next = 0;
+        struct glm_decode_times dt0, dt1;
+        glm_model_decode_times(m, &dt0);
         t0 = now_ms();
         for (int j = 0; j < tg && !rc; j++)
             if (glm_decode_batch(&s, &ids[d + j], 1, NULL, &greedy, &next)) {
@@ -148,6 +152,7 @@ int bench_depth_run(glm_model_t *m, tx_device_t *dev, const int *depths, int nd,
                 rc = 1;
             }
         double tg_ms = now_ms() - t0;
+        glm_model_decode_times(m, &dt1);
         glm_session_attention_stats(s, &pa2, &pd2);
         struct glm_model_info mi;
         glm_model_info(m, &mi);
@@ -184,6 +189,14 @@ int bench_depth_run(glm_model_t *m, tx_device_t *dev, const int *depths, int nd,
                glm_model_name(m), di.backend, tg, d, tgs, r_tg, kvpt, m_tg, bpt / 1e6,
                bpt * tgs / 1e9, pct);
         fflush(stdout);
+        uint64_t np = dt1.passes - dt0.passes;
+        if (np && n_host < 16)
+            snprintf(host_lines[n_host++], sizeof(host_lines[0]),
+                     "tg%d @ d%d: %.2f ms/token wall, device %.2f, host %.2f (until the first "
+                     "submission %.2f), %.1f jobs/token",
+                     tg, d, (dt1.wall_ms - dt0.wall_ms) / np, (dt1.device_ms - dt0.device_ms) / np,
+                     (dt1.wall_ms - dt0.wall_ms - dt1.device_ms + dt0.device_ms) / np,
+                     (dt1.build_ms - dt0.build_ms) / np, (double)(dt1.jobs - dt0.jobs) / np);
     }
     if (bw > 0)
         printf("\nread bandwidth %.2f GB/s; decode fraction = (weight bytes + KV bytes read) per "
@@ -191,6 +204,10 @@ int bench_depth_run(glm_model_t *m, tx_device_t *dev, const int *depths, int nd,
                bw);
     else
         printf("\nread bandwidth not measured (%s): no decode fraction\n", rb.refused);
+    if (n_host)
+        printf("decode passes (glm_model_decode_times):\n");
+    for (int i = 0; i < n_host; i++)
+        printf("  %s\n", host_lines[i]);
     free(ids);
     free(lg);
     return rc;

@@ -591,6 +591,8 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
     int rc = 0;
     uint64_t seed = 12345;
     char *save = NULL;
+    char host_lines[8][200];
+    int n_host = 0;
     for (char *pl = strtok_r(plans, ";", &save); pl && !rc; pl = strtok_r(NULL, ";", &save)) {
         glm_precision_plan_t p;
         glm_plan_golden(&p);
@@ -615,6 +617,7 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
         float *lg = malloc(sizeof(float) * (size_t)c->vocab_size);
         struct glm_sampling greedy = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
         int32_t next = 0;
+        struct glm_decode_times dt0, dt1;
         /* warm-up: weight conversions for this plan happen here */
         if (!lg || glm_eval(s, ids, 1, 0, lg)) {
             log_err("warm-up");
@@ -631,6 +634,7 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
         glm_session_reset(s);
         /* tg: single-token passes from an empty context, each with the
          * lm_head and on-device sampling (only the token id comes back) */
+        glm_model_decode_times(m, &dt0);
         t0 = now_ms();
         for (int i = 0; i < tg && !rc; i++)
             if (glm_decode_batch(&s, &ids[i], 1, NULL, &greedy, &next)) {
@@ -638,6 +642,7 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
                 rc = 1;
             }
         double tg_ms = now_ms() - t0;
+        glm_model_decode_times(m, &dt1);
         glm_session_free(s);
         free(ids);
         free(lg);
@@ -660,6 +665,15 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
                glm_model_name(m), size_gib, params_b, di.backend, short_plan, tg, tgs, bpt / 1e6,
                bpt * tgs / 1e9, pct);
         fflush(stdout);
+        uint64_t np = dt1.passes - dt0.passes;
+        if (np && n_host < 8)
+            snprintf(host_lines[n_host++], sizeof(host_lines[0]),
+                     "%.60s tg%d: %.2f ms/token wall, device %.2f, host %.2f (until the first "
+                     "submission %.2f), %.1f jobs/token",
+                     short_plan, tg, (dt1.wall_ms - dt0.wall_ms) / np,
+                     (dt1.device_ms - dt0.device_ms) / np,
+                     (dt1.wall_ms - dt0.wall_ms - dt1.device_ms + dt0.device_ms) / np,
+                     (dt1.build_ms - dt0.build_ms) / np, (double)(dt1.jobs - dt0.jobs) / np);
     }
     if (bw > 0)
         printf("\nread bandwidth %.2f GB/s (working set %.1f MiB, >= 4 x LLC %.1f MiB); decode "
@@ -667,6 +681,10 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
                bw, (double)rb.working_set / (1 << 20), (double)rb.llc_bytes / (1 << 20));
     else
         printf("\nread bandwidth not measured (%s): no decode fraction\n", rb.refused);
+    if (n_host)
+        printf("decode passes (glm_model_decode_times):\n");
+    for (int i = 0; i < n_host; i++)
+        printf("  %s\n", host_lines[i]);
     glm_plan_set(dev, &saved);
     free(plans);
     return rc;
