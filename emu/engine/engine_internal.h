@@ -163,6 +163,15 @@ struct eng_kernels {
     /* dtype F32/F16/BF16 <-> f32, bit-exact with tx_dtype.h */
     void (*to_f32)(float *dst, const void *src, unsigned dtype, size_t n);
     void (*from_f32)(void *dst, const float *src, unsigned dtype, size_t n);
+    /* small batches (matmul.c, T = 2..32, not batch-invariant) with f32
+     * activations: a tile kernel (struct mm_tile) taking up to small_tokens
+     * tokens and, for a tile of t tokens, up to small_rows[t] weight rows
+     * (small_rows[t] does not grow with t), register-blocked so that each
+     * weight load feeds every token of the tile; NULL: mm_tile_f32 in tiles
+     * of 4 rows x gemm_tokens */
+    void (*mm_small_f32)(const struct mm_tile *t);
+    unsigned small_tokens;
+    unsigned char small_rows[9];
 };
 
 extern const struct eng_kernels eng_kernels_portable;
