@@ -189,7 +189,7 @@ AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, 
         }
     }
     if (SM) {
-        /* the T <= 8 sums of a row at once (hsum8x) */
+        /* the T sums of a row at once (hsum8x) */
 #pragma GCC unroll 8
         for (unsigned r = 0; r < RM; r++) {
             if (r >= t->R)
@@ -341,39 +341,33 @@ static void mm_tile_f32(const struct mm_tile *t)
 /* ---- f32 small-batch tile (matmul.c small batches) ---------------------- */
 
 /*
- * T = 2..8 tokens (activations f32), not batch-invariant: RM = SMALL_RM(T)
- * weight rows so that RM x T accumulators, the RM weight vectors and the
- * activation operand fit the 32 registers with no spill; each weight vector
- * is loaded once per k step and feeds all T tokens (RM + T loads for RM x T
- * FMAs), and the weight rows are prefetched ahead (the first token tile
- * streams them from memory).
+ * T = 2..4 tokens per tile (activations f32), not batch-invariant:
+ * RM = SMALL_RM(T) weight rows (8 for 2 tokens, 6 for 3-4) so that the
+ * RM x T accumulators, the RM weight vectors and the activation vector fit
+ * the 32 registers with no spill; each weight vector is loaded once per k
+ * step and feeds all T tokens (RM + T loads for RM x T FMAs), and the next
+ * row tile is prefetched into L2 (the first token tile streams the rows
+ * from memory). Larger batches run as several token tiles of <= 4 against
+ * the same rows: tiles of 8 tokens x 3 rows (same register use) measured
+ * slower at lm_head's shape (151808 x 1024, --small-pages: T=8 49-52 vs
+ * 54-56 GFLOP/s per CPU-second): 4 tokens' activations of a 1024-element
+ * K block (16 KiB) stay in L1 with the weight stream, 8 tokens' (32 KiB)
+ * do not.
  */
-#define SMALL_RM(T) ((T) <= 2 ? 8 : (T) <= 4 ? 6 : (T) <= 5 ? 5 : (T) <= 6 ? 4 : 3)
+#define SMALL_RM(T) ((T) <= 2 ? 8 : 6)
 
 #define SMALL_F32_D(D)                                                                             \
     static void small_f32_##D(const struct mm_tile *t)                                             \
     {                                                                                              \
         switch (t->T) {                                                                            \
         case 2:                                                                                    \
-            tile_f32_x(t, 2, D, SMALL_RM(2), 1);                                                  \
+            tile_f32_x(t, 2, D, SMALL_RM(2), 1);                                                   \
             break;                                                                                 \
         case 3:                                                                                    \
-            tile_f32_x(t, 3, D, SMALL_RM(3), 1);                                                  \
-            break;                                                                                 \
-        case 4:                                                                                    \
-            tile_f32_x(t, 4, D, SMALL_RM(4), 1);                                                  \
-            break;                                                                                 \
-        case 5:                                                                                    \
-            tile_f32_x(t, 5, D, SMALL_RM(5), 1);                                                  \
-            break;                                                                                 \
-        case 6:                                                                                    \
-            tile_f32_x(t, 6, D, SMALL_RM(6), 1);                                                  \
-            break;                                                                                 \
-        case 7:                                                                                    \
-            tile_f32_x(t, 7, D, SMALL_RM(7), 1);                                                  \
+            tile_f32_x(t, 3, D, SMALL_RM(3), 1);                                                   \
             break;                                                                                 \
         default:                                                                                   \
-            tile_f32_x(t, 8, D, SMALL_RM(8), 1);                                                  \
+            tile_f32_x(t, 4, D, SMALL_RM(4), 1);                                                   \
             break;                                                                                 \
         }                                                                                          \
     }
@@ -1138,9 +1132,8 @@ const struct eng_kernels eng_kernels_avx512 = {
     .to_f32 = to_f32,
     .from_f32 = from_f32,
     .mm_small_f32 = mm_small_f32,
-    .small_tokens = 8,
-    .small_rows = {0, 4, SMALL_RM(2), SMALL_RM(3), SMALL_RM(4), SMALL_RM(5), SMALL_RM(6),
-                   SMALL_RM(7), SMALL_RM(8)},
+    .small_tokens = 4,
+    .small_rows = {0, 4, SMALL_RM(2), SMALL_RM(3), SMALL_RM(4)},
 };
 
 /* ---- BF16 x BF16 tiles (AVX512-BF16) ------------------------------------ */
