@@ -170,6 +170,7 @@ struct eng_kernels {
      * weight load feeds every token of the tile; NULL: mm_tile_f32 in tiles
      * of 4 rows x gemm_tokens */
     void (*mm_small_f32)(const struct mm_tile *t);
+    unsigned small_max; /* the largest T that uses it (others: mm_tile_f32) */
     unsigned small_tokens;
     unsigned char small_rows[9];
 };

@@ -706,6 +706,7 @@ const struct eng_kernels eng_kernels_avx2 = {
     .to_f32 = to_f32,
     .from_f32 = from_f32,
     .mm_small_f32 = mm_small_f32,
+    .small_max = 32,
     .small_tokens = 4,
     .small_rows = {0, 4, SMALL_RM(2), SMALL_RM(3), SMALL_RM(4)},
 };

@@ -348,9 +348,10 @@ static void mm_tile_f32(const struct mm_tile *t)
  * step and feeds all T tokens (RM + T loads for RM x T FMAs), and the next
  * row tile is prefetched into L2 (the first token tile streams the rows
  * from memory). Larger batches run as several token tiles of <= 4 against
- * the same rows: tiles of 8 tokens x 3 rows (same register use) measured
- * slower at lm_head's shape (151808 x 1024, --small-pages: T=8 49-52 vs
- * 54-56 GFLOP/s per CPU-second): 4 tokens' activations of a 1024-element
+ * the same rows: tiles of 8 tokens x 3 rows (same register use; a build
+ * with small_tokens = 8) measured slower at lm_head's shape (tx-bench
+ * --small-pages --cpu-time -s 593 -k 1024 -p 8: 49-52 vs 54-56 GFLOP/s
+ * per CPU-second, docs/engine.md): 4 tokens' activations of a 1024-element
  * K block (16 KiB) stay in L1 with the weight stream, 8 tokens' (32 KiB)
  * do not.
  */
@@ -1132,6 +1133,9 @@ const struct eng_kernels eng_kernels_avx512 = {
     .to_f32 = to_f32,
     .from_f32 = from_f32,
     .mm_small_f32 = mm_small_f32,
+    /* T > 8: the 6-token x 4-row tiles of mm_tile_f32 measured faster
+     * (tx-bench -t 1 -s 1 -k 1024 -p 16: 90 vs 79 GFLOP/s) */
+    .small_max = 8,
     .small_tokens = 4,
     .small_rows = {0, 4, SMALL_RM(2), SMALL_RM(3), SMALL_RM(4)},
 };

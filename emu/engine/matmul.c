@@ -8,7 +8,8 @@
  *     kernels read the rows one after the other, a single sequential
  *     stream); the weights stream from memory once.
  *   - T = 2..32 (batched decode, small prefill chunks), with f32
- *     activations and a kernel set with mm_small_f32: see mm_small below.
+ *     activations and a kernel set with mm_small_f32 (T <= its
+ *     small_max: AVX-512 8, AVX2 32): see mm_small below.
  *     Otherwise: for each tile of 4 weight rows, K in blocks of 4096 bytes
  *     of a row (the tile's 16 KiB stay in L1; int8 with scale groups:
  *     whole groups), and for each K
@@ -392,7 +393,7 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
                     if (a->i8 && w->group < w->K)
                         kb = (kb + w->group - 1) / w->group * w->group;
                 }
-                if (!a->i8 && !bf && k->mm_small_f32) {
+                if (!a->i8 && !bf && k->mm_small_f32 && nt <= k->small_max) {
                     mm_small(k, &t, w, a, C, nr, n0, n1, t0, nt);
                 } else {
                     for (size_t r = n0; r < n1; r += 4) {

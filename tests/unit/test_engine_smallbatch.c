@@ -145,9 +145,9 @@ START_TEST(test_smallbatch_matmul)
 END_TEST
 
 /*
- * The small-batch kernels' tile shapes (mm_small_f32: up to 8 tokens per
- * tile, 3..8 weight rows per tile by token count): every T in 2..17 (one
- * and two token tiles, odd sizes), K with a vector tail and past the
+ * The small-batch kernels' tile shapes (mm_small_f32: up to 4 tokens per
+ * tile, 3..8 weight rows per tile by token count and ISA): every T in
+ * 2..17 (one to five token tiles, odd sizes), K with a vector tail and past the
  * 4096-byte K block, N = 263 (chunks of 32 rows and a 7-row chunk: row
  * tails of every tile height); f32, f16 and int8 (grouped scales) weights
  * with f32 activations, against a scalar double reference and the same row
