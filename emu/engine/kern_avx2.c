@@ -65,7 +65,7 @@ AI float hsum8(__m256 v)
 /* RM (<= 5) weight rows, rows past t->R repeating the last one (results
  * dropped), T (<= 4) tokens; SM: the small-batch kernel (mm_small_f32). */
 AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, const unsigned RM,
-                  const int SM)
+                   const int SM)
 {
     __m256 acc[5][4];
     float tail[5][4];
@@ -136,8 +136,9 @@ AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, 
 #pragma GCC unroll 5
             for (unsigned r = 0; r < RM; r++)
                 for (size_t i = 0; i < 8; i++)
-                    wb[r][i] = i < n ? w_scalar(w[r], k + i, D) * (D == TX8_DTYPE_I8 ? sc[r][g] : 1.0f)
-                                     : 0.0f;
+                    wb[r][i] =
+                        i < n ? w_scalar(w[r], k + i, D) * (D == TX8_DTYPE_I8 ? sc[r][g] : 1.0f)
+                              : 0.0f;
 #pragma GCC unroll 4
             for (unsigned j = 0; j < T; j++) {
                 for (size_t i = 0; i < 8; i++)

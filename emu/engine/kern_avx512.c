@@ -102,7 +102,7 @@ AI void hsum8x(const __m512 *v, const unsigned n, float *sum)
  * uses RM = 4 too, i.e. four independent chains over four weight streams,
  * with software prefetch (other jobs use row_dot1, below). */
 AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, const unsigned RM,
-                  const int SM)
+                   const int SM)
 {
     __m512 acc[8][8];
     const uint8_t *w[8];

@@ -155,8 +155,8 @@ END_TEST
  */
 START_TEST(test_smallbatch_shapes)
 {
-    static const unsigned Ks[3] = {5, 37, 1040}, wdts[3] = {TX8_DTYPE_F32, TX8_DTYPE_F16,
-                                                             TX8_DTYPE_I8};
+    static const unsigned Ks[3] = {5, 37, 1040},
+                          wdts[3] = {TX8_DTYPE_F32, TX8_DTYPE_F16, TX8_DTYPE_I8};
     const unsigned N = 263, TM = 17, G = 16;
     const char *pn;
     struct te *t = sb_engine(_i, &pn);
@@ -243,11 +243,11 @@ START_TEST(test_smallbatch_shapes)
                         size_t i = (size_t)r * N + n;
                         double b = pb[i], o = p1[i];
                         TE_CHECK(fabs(b - ref[i]) <= 1e-6 * mag[i] + 1e-6,
-                                 "%s: w=%u K=%u T=%u row %u col %u: %.9g, reference %.9g", pn,
-                                 wdt, K, T, r, n, b, ref[i]);
+                                 "%s: w=%u K=%u T=%u row %u col %u: %.9g, reference %.9g", pn, wdt,
+                                 K, T, r, n, b, ref[i]);
                         TE_CHECK(fabs(b - o) <= 1e-5 * (1 + fabs(o)) + 1e-6 * mag[i],
-                                 "%s: w=%u K=%u T=%u row %u col %u: batched %.9g, alone %.9g",
-                                 pn, wdt, K, T, r, n, b, o);
+                                 "%s: w=%u K=%u T=%u row %u col %u: batched %.9g, alone %.9g", pn,
+                                 wdt, K, T, r, n, b, o);
                     }
             }
             free(ref);
