@@ -174,6 +174,16 @@ struct eng_kernels {
     /* TX8_ISA_AMX: T >= 16 int8 / BF16 blocks of a matmul chunk on the
      * tile unit (struct mm_amx below), or NULL */
     int (*mm_amx)(const struct mm_amx *m, struct eng_worker *w);
+    /* small batches (matmul.c, T = 2..32, not batch-invariant) with f32
+     * activations: a tile kernel (struct mm_tile) taking up to small_tokens
+     * tokens and, for a tile of t tokens, up to small_rows[t] weight rows
+     * (small_rows[t] does not grow with t), register-blocked so that each
+     * weight load feeds every token of the tile; NULL: mm_tile_f32 in tiles
+     * of 4 rows x gemm_tokens */
+    void (*mm_small_f32)(const struct mm_tile *t);
+    unsigned small_max; /* the largest T that uses it (others: mm_tile_f32) */
+    unsigned small_tokens;
+    unsigned char small_rows[9];
 };
 
 extern const struct eng_kernels eng_kernels_portable;

@@ -60,15 +60,20 @@ AI float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D)
+#define ES(D) ((D) == TX8_DTYPE_F32 ? 4 : (D) == TX8_DTYPE_I8 ? 1 : 2)
+
+/* RM (<= 5) weight rows, rows past t->R repeating the last one (results
+ * dropped), T (<= 4) tokens; SM: the small-batch kernel (mm_small_f32). */
+AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, const unsigned RM,
+                   const int SM)
 {
-    __m256 acc[4][4];
-    float tail[4][4];
-    const uint8_t *w[4];
+    __m256 acc[5][4];
+    float tail[5][4];
+    const uint8_t *w[5];
     const float *x[4];
-    const float *sc[4];
-#pragma GCC unroll 4
-    for (unsigned r = 0; r < 4; r++) {
+    const float *sc[5];
+#pragma GCC unroll 5
+    for (unsigned r = 0; r < RM; r++) {
         unsigned rr = r < t->R ? r : t->R - 1;
         w[r] = t->w + rr * t->w_stride;
         sc[r] = t->scales ? t->scales + rr * t->scale_stride : NULL;
@@ -86,20 +91,28 @@ AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D)
     while (k < t->k1) {
         size_t kend = t->k1;
         size_t g = 0;
-        __m256 s[4];
+        __m256 s[5];
         if (D == TX8_DTYPE_I8) {
             g = k / t->group;
             size_t ge = (g + 1) * t->group;
             if (ge < kend)
                 kend = ge;
-#pragma GCC unroll 4
-            for (unsigned r = 0; r < 4; r++)
+#pragma GCC unroll 5
+            for (unsigned r = 0; r < RM; r++)
                 s[r] = _mm256_set1_ps(sc[r][g]);
         }
         for (; k + 8 <= kend; k += 8) {
-            __m256 wv[4];
-#pragma GCC unroll 4
-            for (unsigned r = 0; r < 4; r++) {
+            __m256 wv[5];
+            if (SM && ((k * ES(D)) & 63) == 0) {
+                /* the next row tile's line at this k, into L2 (as the
+                 * AVX-512 small-batch kernel) */
+#pragma GCC unroll 5
+                for (unsigned r = 0; r < RM; r++)
+                    _mm_prefetch((const char *)(t->w + (RM + r) * t->w_stride + k * ES(D)),
+                                 _MM_HINT_T1);
+            }
+#pragma GCC unroll 5
+            for (unsigned r = 0; r < RM; r++) {
                 wv[r] = load8(w[r], k, D);
                 if (D == TX8_DTYPE_I8)
                     wv[r] = _mm256_mul_ps(wv[r], s[r]);
@@ -107,14 +120,39 @@ AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D)
 #pragma GCC unroll 4
             for (unsigned j = 0; j < T; j++) {
                 __m256 xv = _mm256_loadu_ps(x[j] + k);
-#pragma GCC unroll 4
-                for (unsigned r = 0; r < 4; r++)
+                /* one load for the RM FMAs (not folded into each) */
+                if (SM)
+                    __asm__("" : "+x"(xv));
+#pragma GCC unroll 5
+                for (unsigned r = 0; r < RM; r++)
                     acc[r][j] = _mm256_fmadd_ps(wv[r], xv, acc[r][j]);
             }
         }
-        for (; k < kend; k++) {
+        if (SM && k < kend) {
+            /* the < 8 left as one zero-padded vector step, so that no
+             * scalar partial sum stays live across the loop above */
+            float wb[5][8], xb[8];
+            size_t n = kend - k;
+#pragma GCC unroll 5
+            for (unsigned r = 0; r < RM; r++)
+                for (size_t i = 0; i < 8; i++)
+                    wb[r][i] =
+                        i < n ? w_scalar(w[r], k + i, D) * (D == TX8_DTYPE_I8 ? sc[r][g] : 1.0f)
+                              : 0.0f;
 #pragma GCC unroll 4
-            for (unsigned r = 0; r < 4; r++) {
+            for (unsigned j = 0; j < T; j++) {
+                for (size_t i = 0; i < 8; i++)
+                    xb[i] = i < n ? x[j][k + i] : 0.0f;
+                __m256 xv = _mm256_loadu_ps(xb);
+#pragma GCC unroll 5
+                for (unsigned r = 0; r < RM; r++)
+                    acc[r][j] = _mm256_fmadd_ps(_mm256_loadu_ps(wb[r]), xv, acc[r][j]);
+            }
+            k = kend;
+        }
+        for (; !SM && k < kend; k++) {
+#pragma GCC unroll 5
+            for (unsigned r = 0; r < RM; r++) {
                 float wf = w_scalar(w[r], k, D);
                 if (D == TX8_DTYPE_I8)
                     wf *= sc[r][g];
@@ -124,11 +162,20 @@ AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D)
             }
         }
     }
-#pragma GCC unroll 4
-    for (unsigned r = 0; r < t->R; r++)
+#pragma GCC unroll 5
+    for (unsigned r = 0; r < RM; r++) {
+        if (r >= t->R)
+            break;
 #pragma GCC unroll 4
         for (unsigned j = 0; j < T; j++)
-            t->out[j * t->out_stride + r] += hsum8(acc[r][j]) + tail[r][j];
+            t->out[j * t->out_stride + r] += SM ? hsum8(acc[r][j]) : hsum8(acc[r][j]) + tail[r][j];
+    }
+}
+
+/* the 4-row tile (T <= 4) of mm_tile_f32 */
+AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D)
+{
+    tile_f32_x(t, T, D, 4, 0);
 }
 
 #define TILE_F32_D(D)                                                                              \
@@ -168,6 +215,59 @@ static void mm_tile_f32(const struct mm_tile *t)
         break;
     default:
         tile_f32_0(t);
+        break;
+    }
+}
+
+/* ---- f32 small-batch tile (matmul.c small batches) ---------------------- */
+
+/*
+ * T = 2..4 tokens per tile (activations f32), not batch-invariant:
+ * SMALL_RM(T) weight rows so that the RM x T accumulators, the RM weight
+ * vectors and the activation vector fit the 16 registers (the 4 x 4 tile
+ * of mm_tile_f32 does not), each weight vector loaded once per k step for
+ * all T tokens; the next row tile is prefetched into L2.
+ */
+#define SMALL_RM(T) ((T) <= 2 ? 4 : 3)
+
+#define SMALL_F32_D(D)                                                                             \
+    static void small_f32_##D(const struct mm_tile *t)                                             \
+    {                                                                                              \
+        switch (t->T) {                                                                            \
+        case 2:                                                                                    \
+            tile_f32_x(t, 2, D, SMALL_RM(2), 1);                                                   \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            tile_f32_x(t, 3, D, SMALL_RM(3), 1);                                                   \
+            break;                                                                                 \
+        default:                                                                                   \
+            tile_f32_x(t, 4, D, SMALL_RM(4), 1);                                                   \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+SMALL_F32_D(0)
+SMALL_F32_D(1)
+SMALL_F32_D(2)
+SMALL_F32_D(3)
+
+static void mm_small_f32(const struct mm_tile *t)
+{
+    if (t->T == 1) {
+        mm_tile_f32(t);
+        return;
+    }
+    switch (t->dtype) {
+    case TX8_DTYPE_F16:
+        small_f32_1(t);
+        break;
+    case TX8_DTYPE_BF16:
+        small_f32_2(t);
+        break;
+    case TX8_DTYPE_I8:
+        small_f32_3(t);
+        break;
+    default:
+        small_f32_0(t);
         break;
     }
 }
@@ -606,4 +706,8 @@ const struct eng_kernels eng_kernels_avx2 = {
     .pv_f32 = pv_f32,
     .to_f32 = to_f32,
     .from_f32 = from_f32,
+    .mm_small_f32 = mm_small_f32,
+    .small_max = 32,
+    .small_tokens = 4,
+    .small_rows = {0, 4, SMALL_RM(2), SMALL_RM(3), SMALL_RM(4)},
 };

@@ -71,28 +71,53 @@ AI __mmask64 mask64(size_t n)
 
 /* ---- f32 tile ----------------------------------------------------------- */
 
+/* Horizontal sums of v[0..n) (n <= 8; v[j] for j >= n taken as zero) in
+ * one tree: sum[(j & 3) * 4 + (j >> 2)] = sum of v[j]'s 16 lanes. */
+AI void hsum8x(const __m512 *v, const unsigned n, float *sum)
+{
+    __m512 a[8], b[4], c[2];
+#pragma GCC unroll 8
+    for (unsigned j = 0; j < 8; j++)
+        a[j] = j < n ? v[j] : _mm512_setzero_ps();
+    /* 256-bit halves: b[i] = [a(2i) lo + hi | a(2i+1) lo + hi] */
+#pragma GCC unroll 4
+    for (unsigned i = 0; i < 4; i++)
+        b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
+                             _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
+    /* 128-bit lanes: c[i] = [a(4i) | a(4i+1) | a(4i+2) | a(4i+3)], 4 each */
+#pragma GCC unroll 2
+    for (unsigned i = 0; i < 2; i++)
+        c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xDD));
+    /* within the lanes: lane L ends as [a(L), a(4 + L), a(L), a(4 + L)] */
+    __m512 d = _mm512_add_ps(_mm512_unpacklo_ps(c[0], c[1]), _mm512_unpackhi_ps(c[0], c[1]));
+    d = _mm512_add_ps(d, _mm512_shuffle_ps(d, d, 0x4E));
+    _mm512_storeu_ps(sum, d);
+}
+
 /* RM weight rows (rows past t->R repeat the last one, results dropped),
  * T tokens, weight dtype D: all compile-time constants after inlining.
  * Each (row, token) has one accumulator chain whatever T and RM (batch
  * invariance, engine_internal.h); in batch-invariant jobs T == 1 (GEMV)
  * uses RM = 4 too, i.e. four independent chains over four weight streams,
  * with software prefetch (other jobs use row_dot1, below). */
-AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D, const unsigned RM)
+AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, const unsigned RM,
+                   const int SM)
 {
-    __m512 acc[8][6];
+    __m512 acc[8][8];
     const uint8_t *w[8];
-    const float *x[6];
+    const float *x[8];
     const float *sc[8];
 #pragma GCC unroll 8
     for (unsigned r = 0; r < RM; r++) {
         unsigned rr = r < t->R ? r : t->R - 1;
         w[r] = t->w + rr * t->w_stride;
         sc[r] = t->scales ? t->scales + rr * t->scale_stride : NULL;
-#pragma GCC unroll 6
+#pragma GCC unroll 8
         for (unsigned j = 0; j < T; j++)
             acc[r][j] = _mm512_setzero_ps();
     }
-#pragma GCC unroll 6
+#pragma GCC unroll 8
     for (unsigned j = 0; j < T; j++)
         x[j] = (const float *)t->x + j * t->x_stride;
 
@@ -111,6 +136,16 @@ AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D, co
         }
         for (; k + 16 <= kend; k += 16) {
             __m512 wv[8];
+            if (SM && ENG_PREFETCH && ((k * ES(D)) & 63) == 0) {
+                /* the next row tile's line at this k, into L2: a tile's
+                 * rows are separate 4 KiB pages at lm_head's K (tx8-emu's
+                 * device memory has no huge pages), where the hardware
+                 * prefetchers stop */
+#pragma GCC unroll 8
+                for (unsigned r = 0; r < RM; r++)
+                    _mm_prefetch((const char *)(t->w + (RM + r) * t->w_stride + k * ES(D)),
+                                 _MM_HINT_T1);
+            }
             if (ENG_PREFETCH && T == 1 && ((k * ES(D)) & 63) == 0) {
 #pragma GCC unroll 8
                 for (unsigned r = 0; r < RM; r++)
@@ -122,9 +157,13 @@ AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D, co
                 if (D == TX8_DTYPE_I8)
                     wv[r] = _mm512_mul_ps(wv[r], s[r]);
             }
-#pragma GCC unroll 6
+#pragma GCC unroll 8
             for (unsigned j = 0; j < T; j++) {
                 __m512 xv = _mm512_loadu_ps(x[j] + k);
+                /* one load for the RM FMAs: keeps GCC from folding the
+                 * load into each of them (RM loads of the same vector) */
+                if (SM)
+                    __asm__("" : "+v"(xv));
 #pragma GCC unroll 8
                 for (unsigned r = 0; r < RM; r++)
                     acc[r][j] = _mm512_fmadd_ps(wv[r], xv, acc[r][j]);
@@ -139,7 +178,7 @@ AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D, co
                 if (D == TX8_DTYPE_I8)
                     wv[r] = _mm512_mul_ps(wv[r], s[r]);
             }
-#pragma GCC unroll 6
+#pragma GCC unroll 8
             for (unsigned j = 0; j < T; j++) {
                 __m512 xv = _mm512_maskz_loadu_ps(m, x[j] + k);
 #pragma GCC unroll 8
@@ -149,11 +188,30 @@ AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D, co
             k = kend;
         }
     }
+    if (SM) {
+        /* the T sums of a row at once (hsum8x) */
+#pragma GCC unroll 8
+        for (unsigned r = 0; r < RM; r++) {
+            if (r >= t->R)
+                break;
+            float sum[16];
+            hsum8x(acc[r], T, sum);
+#pragma GCC unroll 8
+            for (unsigned j = 0; j < T; j++)
+                t->out[j * t->out_stride + r] += sum[(j & 3) * 4 + (j >> 2)];
+        }
+        return;
+    }
 #pragma GCC unroll 8
     for (unsigned r = 0; r < t->R; r++)
-#pragma GCC unroll 6
+#pragma GCC unroll 8
         for (unsigned j = 0; j < T; j++)
             t->out[j * t->out_stride + r] += _mm512_reduce_add_ps(acc[r][j]);
+}
+
+AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D, const unsigned RM)
+{
+    tile_f32_x(t, T, D, RM, 0);
 }
 
 /*
@@ -276,6 +334,67 @@ static void mm_tile_f32(const struct mm_tile *t)
         break;
     default:
         tile_f32_0(t);
+        break;
+    }
+}
+
+/* ---- f32 small-batch tile (matmul.c small batches) ---------------------- */
+
+/*
+ * T = 2..4 tokens per tile (activations f32), not batch-invariant:
+ * RM = SMALL_RM(T) weight rows (8 for 2 tokens, 6 for 3-4) so that the
+ * RM x T accumulators, the RM weight vectors and the activation vector fit
+ * the 32 registers with no spill; each weight vector is loaded once per k
+ * step and feeds all T tokens (RM + T loads for RM x T FMAs), and the next
+ * row tile is prefetched into L2 (the first token tile streams the rows
+ * from memory). Larger batches run as several token tiles of <= 4 against
+ * the same rows: tiles of 8 tokens x 3 rows (same register use; a build
+ * with small_tokens = 8) measured slower at lm_head's shape (tx-bench
+ * --small-pages --cpu-time -s 593 -k 1024 -p 8: 49-52 vs 54-56 GFLOP/s
+ * per CPU-second, docs/engine.md): 4 tokens' activations of a 1024-element
+ * K block (16 KiB) stay in L1 with the weight stream, 8 tokens' (32 KiB)
+ * do not.
+ */
+#define SMALL_RM(T) ((T) <= 2 ? 8 : 6)
+
+#define SMALL_F32_D(D)                                                                             \
+    static void small_f32_##D(const struct mm_tile *t)                                             \
+    {                                                                                              \
+        switch (t->T) {                                                                            \
+        case 2:                                                                                    \
+            tile_f32_x(t, 2, D, SMALL_RM(2), 1);                                                   \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            tile_f32_x(t, 3, D, SMALL_RM(3), 1);                                                   \
+            break;                                                                                 \
+        default:                                                                                   \
+            tile_f32_x(t, 4, D, SMALL_RM(4), 1);                                                   \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+SMALL_F32_D(0)
+SMALL_F32_D(1)
+SMALL_F32_D(2)
+SMALL_F32_D(3)
+
+static void mm_small_f32(const struct mm_tile *t)
+{
+    if (t->T == 1) {
+        mm_tile_f32(t);
+        return;
+    }
+    switch (t->dtype) {
+    case TX8_DTYPE_F16:
+        small_f32_1(t);
+        break;
+    case TX8_DTYPE_BF16:
+        small_f32_2(t);
+        break;
+    case TX8_DTYPE_I8:
+        small_f32_3(t);
+        break;
+    default:
+        small_f32_0(t);
         break;
     }
 }
@@ -1013,6 +1132,12 @@ const struct eng_kernels eng_kernels_avx512 = {
     .pv_f32 = pv_f32,
     .to_f32 = to_f32,
     .from_f32 = from_f32,
+    .mm_small_f32 = mm_small_f32,
+    /* T > 8: the 6-token x 4-row tiles of mm_tile_f32 measured faster
+     * (tx-bench -t 1 -s 1 -k 1024 -p 16: 90 vs 79 GFLOP/s) */
+    .small_max = 8,
+    .small_tokens = 4,
+    .small_rows = {0, 4, SMALL_RM(2), SMALL_RM(3), SMALL_RM(4)},
 };
 
 /* ---- BF16 x BF16 tiles (AVX512-BF16) ------------------------------------ */

@@ -7,9 +7,12 @@
  *   - T = 1 (decode, GEMV): one pass over the chunk's weight rows (the
  *     kernels read the rows one after the other, a single sequential
  *     stream); the weights stream from memory once.
- *   - T = 2..32 (batched decode, small prefill chunks): for each tile of 4
- *     weight rows, K in blocks of 4096 bytes of a row (the tile's 16 KiB
- *     stay in L1; int8 with scale groups: whole groups), and for each K
+ *   - T = 2..32 (batched decode, small prefill chunks), with f32
+ *     activations and a kernel set with mm_small_f32 (T <= its
+ *     small_max: AVX-512 8, AVX2 32): see mm_small below.
+ *     Otherwise: for each tile of 4 weight rows, K in blocks of 4096 bytes
+ *     of a row (the tile's 16 KiB stay in L1; int8 with scale groups:
+ *     whole groups), and for each K
  *     block every token tile (4 or 6 tokens) runs against it: each weight
  *     byte comes from memory once and feeds all T rows from L1, so a pass
  *     of 8 rows costs little more than one where the kernels are not
@@ -316,6 +319,40 @@ static int mm_amx_block(const struct mm_ctx *m, const struct mm_tile *t, size_t 
     x.t.xb = bf ? a->xb + t0 * a->xb_stride : NULL;
     x.t.out = t->out;
     return m->e->k->mm_amx(&x, wk) == 0;
+/*
+ * Small batches with f32 activations and a small-batch kernel
+ * (mm_small_f32): token tiles of equal size (at most small_tokens), tiles
+ * of small_rows[that size] weight rows, each weight vector loaded once per
+ * k step for all the tile's tokens. K in blocks of MM_SMALL_KB bytes of a
+ * row (f32: 1024 elements, so that 8 tokens' activations of a block stay
+ * in L1), outermost; within a block, token tiles, then the chunk's row
+ * tiles: each weight byte comes from memory once (for the other token
+ * tiles of T > small_tokens, the chunk's block of rows, <= 256 KiB, comes
+ * from L2). The kernel prefetches the next row tile into L2.
+ */
+static void mm_small(const struct eng_kernels *k, struct mm_tile *t, const struct mm_w *w,
+                     const struct mm_act *a, float *C, size_t nr, size_t n0, size_t n1, size_t t0,
+                     size_t nt)
+{
+    size_t ntl = (nt + k->small_tokens - 1) / k->small_tokens;
+    size_t tsz = (nt + ntl - 1) / ntl, rs = k->small_rows[tsz];
+    size_t ke = w->K * w->es > MM_SMALL_KB ? MM_SMALL_KB / w->es : w->K;
+    for (size_t k0 = 0; k0 < w->K; k0 += ke) {
+        t->k0 = k0;
+        t->k1 = w->K - k0 < ke ? w->K : k0 + ke;
+        for (size_t tt = 0; tt < nt; tt += tsz) {
+            t->T = nt - tt < tsz ? (unsigned)(nt - tt) : (unsigned)tsz;
+            t->x = (const float *)a->p + (t0 + tt) * a->stride;
+            t->xb = NULL;
+            for (size_t r = n0; r < n1; r += rs) {
+                t->R = n1 - r < rs ? (unsigned)(n1 - r) : (unsigned)rs;
+                t->w = w->data + r * t->w_stride;
+                t->scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                t->out = C + tt * nr + (r - n0);
+                k->mm_small_f32(t);
+            }
+        }
+    }
 }
 
 static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
@@ -393,19 +430,23 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
                     if (a->i8 && w->group < w->K)
                         kb = (kb + w->group - 1) / w->group * w->group;
                 }
-                for (size_t r = n0; r < n1; r += 4) {
-                    t.R = n1 - r < 4 ? (unsigned)(n1 - r) : 4;
-                    t.w = w->data + r * t.w_stride;
-                    t.scales = w->scales ? w->scales + r * w->ngroups : NULL;
-                    for (size_t k0 = 0; k0 < w->K; k0 += kb) {
-                        t.k0 = k0;
-                        t.k1 = w->K - k0 < kb ? w->K : k0 + kb;
-                        for (size_t tt = 0; tt < nt; tt += ts) {
-                            t.T = nt - tt < ts ? (unsigned)(nt - tt) : (unsigned)ts;
-                            t.x = (const uint8_t *)a->p + (t0 + tt) * a->stride * act_es;
-                            t.xb = bf ? a->xb + (t0 + tt) * a->xb_stride : NULL;
-                            t.out = C + tt * nr + (r - n0);
-                            mm_tile_call(k, &t, a->i8, bf);
+                if (!a->i8 && !bf && k->mm_small_f32 && nt <= k->small_max) {
+                    mm_small(k, &t, w, a, C, nr, n0, n1, t0, nt);
+                } else {
+                    for (size_t r = n0; r < n1; r += 4) {
+                        t.R = n1 - r < 4 ? (unsigned)(n1 - r) : 4;
+                        t.w = w->data + r * t.w_stride;
+                        t.scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                        for (size_t k0 = 0; k0 < w->K; k0 += kb) {
+                            t.k0 = k0;
+                            t.k1 = w->K - k0 < kb ? w->K : k0 + kb;
+                            for (size_t tt = 0; tt < nt; tt += ts) {
+                                t.T = nt - tt < ts ? (unsigned)(nt - tt) : (unsigned)ts;
+                                t.x = (const uint8_t *)a->p + (t0 + tt) * a->stride * act_es;
+                                t.xb = bf ? a->xb + (t0 + tt) * a->xb_stride : NULL;
+                                t.out = C + tt * nr + (r - n0);
+                                mm_tile_call(k, &t, a->i8, bf);
+                            }
                         }
                     }
                 }

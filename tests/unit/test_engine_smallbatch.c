@@ -144,12 +144,127 @@ START_TEST(test_smallbatch_matmul)
 }
 END_TEST
 
+/*
+ * The small-batch kernels' tile shapes (mm_small_f32: up to 4 tokens per
+ * tile, 3..8 weight rows per tile by token count and ISA): every T in
+ * 2..17 (one to five token tiles, odd sizes), K with a vector tail and past the
+ * 4096-byte K block, N = 263 (chunks of 32 rows and a 7-row chunk: row
+ * tails of every tile height); f32, f16 and int8 (grouped scales) weights
+ * with f32 activations, against a scalar double reference and the same row
+ * alone, on every ISA path.
+ */
+START_TEST(test_smallbatch_shapes)
+{
+    static const unsigned Ks[3] = {5, 37, 1040},
+                          wdts[3] = {TX8_DTYPE_F32, TX8_DTYPE_F16, TX8_DTYPE_I8};
+    const unsigned N = 263, TM = 17, G = 16;
+    const char *pn;
+    struct te *t = sb_engine(_i, &pn);
+    if (!t)
+        return;
+    uint64_t rng = 777 + (uint64_t)_i;
+    for (unsigned d = 0; d < 3; d++)
+        for (unsigned ki = 0; ki < 3; ki++) {
+            unsigned wdt = wdts[d], K = Ks[ki];
+            unsigned grp = wdt == TX8_DTYPE_I8 && K % G == 0 ? G : 0;
+            unsigned ng = grp ? K / grp : 1;
+            size_t es = wdt == TX8_DTYPE_F32 ? 4 : wdt == TX8_DTYPE_I8 ? 1 : 2;
+            uint64_t mark = t->brk;
+            uint64_t w = te_alloc(t, (uint64_t)N * K * es);
+            uint64_t s = te_alloc(t, (uint64_t)N * ng * 4 + 4);
+            uint64_t x = te_alloc(t, (uint64_t)TM * K * 4);
+            uint64_t yb = te_alloc(t, (uint64_t)TM * N * 4);
+            uint64_t y1 = te_alloc(t, (uint64_t)TM * N * 4);
+            float *wf = malloc((size_t)N * K * 4);
+            double *ref = malloc((size_t)TM * N * sizeof(double) * 2);
+            ck_assert_ptr_nonnull(wf);
+            ck_assert_ptr_nonnull(ref);
+            double *mag = ref + (size_t)TM * N;
+            float *sp = te_ptr(t, s);
+            for (size_t i = 0; i < (size_t)N * ng; i++)
+                sp[i] = 0.001f + 0.01f * (float)te_rand(&rng, 1, 100) / 100.0f;
+            for (size_t i = 0; i < (size_t)N * K; i++) {
+                float v = te_randf(&rng);
+                if (wdt == TX8_DTYPE_F32) {
+                    ((float *)te_ptr(t, w))[i] = v;
+                } else if (wdt == TX8_DTYPE_I8) {
+                    int8_t q = (int8_t)((int)te_rand(&rng, 0, 254) - 127);
+                    ((int8_t *)te_ptr(t, w))[i] = q;
+                    v = (float)q * sp[(i / K) * ng + (i % K) / (grp ? grp : K)];
+                } else {
+                    uint16_t h = tx_f32_to_f16(v);
+                    ((uint16_t *)te_ptr(t, w))[i] = h;
+                    v = tx_f16_to_f32(h);
+                }
+                wf[i] = v;
+            }
+            float *xp = te_ptr(t, x);
+            te_fill_f32(&rng, xp, (size_t)TM * K, 1.0f);
+            for (unsigned r = 0; r < TM; r++)
+                for (unsigned n = 0; n < N; n++) {
+                    double a = 0, m = 0;
+                    for (unsigned k = 0; k < K; k++) {
+                        double p = (double)xp[(size_t)r * K + k] * wf[(size_t)n * K + k];
+                        a += p;
+                        m += fabs(p);
+                    }
+                    ref[(size_t)r * N + n] = a;
+                    mag[(size_t)r * N + n] = m;
+                }
+            struct tx8_cmd_matmul mm;
+            memset(&mm, 0, sizeof(mm));
+            mm.hdr = TE_HDR(TX8_OP_MATMUL, struct tx8_cmd_matmul);
+            mm.w.data = w;
+            mm.w.dtype = (uint16_t)wdt;
+            mm.w.rows = N;
+            mm.w.cols = K;
+            if (wdt == TX8_DTYPE_I8) {
+                mm.w.scales = s;
+                mm.w.group_size = grp;
+            }
+            mm.act_dtype = TX8_DTYPE_F32;
+            mm.ld_x = K;
+            mm.ld_y = N;
+            mm.tokens = 1;
+            for (unsigned r = 0; r < TM; r++) {
+                mm.x = x + (uint64_t)r * K * 4;
+                mm.y = y1 + (uint64_t)r * N * 4;
+                TE_EQ(te_run1(t, &mm), TX8_STATUS_OK);
+            }
+            const float *p1 = te_ptr(t, y1), *pb = te_ptr(t, yb);
+            for (unsigned T = 2; T <= TM; T++) {
+                mm.x = x;
+                mm.y = yb;
+                mm.tokens = T;
+                memset(te_ptr(t, yb), 0, (size_t)TM * N * 4);
+                TE_EQ(te_run1(t, &mm), TX8_STATUS_OK);
+                for (unsigned r = 0; r < T; r++)
+                    for (unsigned n = 0; n < N; n++) {
+                        size_t i = (size_t)r * N + n;
+                        double b = pb[i], o = p1[i];
+                        TE_CHECK(fabs(b - ref[i]) <= 1e-6 * mag[i] + 1e-6,
+                                 "%s: w=%u K=%u T=%u row %u col %u: %.9g, reference %.9g", pn, wdt,
+                                 K, T, r, n, b, ref[i]);
+                        TE_CHECK(fabs(b - o) <= 1e-5 * (1 + fabs(o)) + 1e-6 * mag[i],
+                                 "%s: w=%u K=%u T=%u row %u col %u: batched %.9g, alone %.9g", pn,
+                                 wdt, K, T, r, n, b, o);
+                    }
+            }
+            free(ref);
+            free(wf);
+            te_reset(t, mark);
+        }
+    te_free(t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("engine_smallbatch");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_smallbatch_matmul, 0, 4);
+    tcase_add_loop_test(tc, test_smallbatch_shapes, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -57,6 +57,7 @@ struct opts {
     int attn;            /* --attn: ATTENTION / DSA_INDEX rows only */
     int cpu_time;        /* --cpu-time: MATMUL rows timed in process CPU time */
     int batch_inv;       /* --batch-invariant: MATMUL jobs with TX8_JOB_F_BATCH_INVARIANT */
+    int small_pages;     /* --small-pages: no MADV_HUGEPAGE (as tx8-emu's memfd memory) */
 };
 
 enum { B_F32, B_F16, B_BF16, B_I8, B_I8S, B_COUNT };
@@ -468,6 +469,9 @@ static void usage(FILE *f)
             "      --batch-invariant  the MATMUL jobs with TX8_JOB_F_BATCH_INVARIANT (the\n"
             "                      batch-invariant kernels, docs/engine.md)\n"
             "      --json          machine-readable output\n"
+            "      --small-pages   the MATMUL rows' memory without transparent huge pages\n"
+            "                      (MADV_HUGEPAGE), as tx8-emu's device memory (shared\n"
+            "                      memfd pages): streaming as glm-server's passes see it\n"
             "  -h, --help\n");
 }
 
@@ -504,6 +508,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"cpu-time", no_argument, 0, 8},
         {"batch-invariant", no_argument, 0, 9},
         {"attn", no_argument, 0, 10},
+        {"small-pages", no_argument, 0, 11},
         {0, 0, 0, 0},
     };
     int c;
@@ -628,6 +633,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         case 9:
             o->batch_inv = 1;
+            break;
+        case 11:
+            o->small_pages = 1;
             break;
         case 'h':
             usage(stdout);
@@ -895,7 +903,8 @@ int main(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
-    madvise(d.mem, d.size, MADV_HUGEPAGE);
+    if (!o.small_pages)
+        madvise(d.mem, d.size, MADV_HUGEPAGE);
     struct tx8_engine_config cfg = {o.threads, -1, 0, o.isa, {0, 0, 0}};
     int rc = tx8_engine_create(&d.e, d.mem, d.size, TX8_CTRL_SIZE, &cfg, NULL);
     if (rc) {
