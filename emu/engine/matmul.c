@@ -319,6 +319,8 @@ static int mm_amx_block(const struct mm_ctx *m, const struct mm_tile *t, size_t 
     x.t.xb = bf ? a->xb + t0 * a->xb_stride : NULL;
     x.t.out = t->out;
     return m->e->k->mm_amx(&x, wk) == 0;
+}
+
 /*
  * Small batches with f32 activations and a small-batch kernel
  * (mm_small_f32): token tiles of equal size (at most small_tokens), tiles
