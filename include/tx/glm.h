@@ -936,11 +936,6 @@ struct glm_ep_device_stats {
     uint64_t bytes_in;     /* dispatch bytes sent to it (ids + rows) */
     uint64_t bytes_out;    /* output bytes sent back */
     double compute_ms;     /* device busy time of its MOE_FFN jobs (local devices) */
-    /* memory-aware placement and rebalancing */
-    uint64_t mem_size;       /* the device's usable memory (heap) at load */
-    uint64_t room_bytes;     /* bytes its experts could take at load (free - reserves) */
-    uint64_t resident_bytes; /* bytes of the model besides its experts (device 0) */
-    uint64_t selections;     /* rank 0: live MOE_ROUTE counts of the experts it owns now */
 };
 struct glm_ep_stats {
     int n_devices, n_ranks, rank;
@@ -952,16 +947,6 @@ struct glm_ep_stats {
     double combine_ms;    /* host: the weighted sums */
     uint32_t dim;
     struct glm_ep_device_stats dev[GLM_EP_MAX_DEVICES];
-    /* glm_model_ep_rebalance (imbalance: max / mean of the devices'
-     * selections by the live counters; rank 0) */
-    uint32_t rebalances;       /* rebalances run */
-    uint32_t rsvd0;
-    uint64_t experts_moved;    /* (MoE layer, expert) pairs that changed device, all rebalances */
-    uint64_t bytes_moved;      /* expert bytes copied between devices for them */
-    uint64_t bytes_moved_remote; /* of which over the transport */
-    double imbalance;          /* now, with the current placement */
-    double imbalance_before;   /* the last rebalance: with the placement it replaced */
-    double imbalance_after;    /* the last rebalance: with the placement it made */
 };
 /* Figures of a multi-device model (TX_EINVAL for a one-device model). */
 TX_API int glm_model_ep_stats(glm_model_t *model, struct glm_ep_stats *out);
@@ -979,8 +964,33 @@ TX_API int glm_model_ep_owner(const glm_model_t *model, int moe_layer, int exper
  * lock). TX_ENOSPC (nothing moved) when the new placement does not fit. */
 TX_API int glm_model_ep_rebalance(glm_model_t *model, unsigned flags);
 
+/* Placement figures (libtx 2.4; struct glm_ep_stats keeps its 2.3 layout):
+ * per device the memory the placement saw at load and the live selections
+ * of the experts it owns now; the rebalances so far (imbalance: max / mean
+ * of the devices' selections by the live counters; rank 0). TX_EINVAL for
+ * a one-device model. */
+struct glm_ep_device_placement {
+    uint64_t mem_size;       /* the device's usable memory (heap) at load */
+    uint64_t room_bytes;     /* bytes its experts could take at load (free - reserves) */
+    uint64_t resident_bytes; /* bytes of the model besides its experts (device 0) */
+    uint64_t selections;     /* rank 0: live MOE_ROUTE counts of the experts it owns now */
+};
+struct glm_ep_placement_stats {
+    int n_devices;
+    uint32_t rebalances;         /* rebalances run */
+    uint64_t experts_moved;      /* (MoE layer, expert) pairs that changed device, all rebalances */
+    uint64_t bytes_moved;        /* expert bytes copied between devices for them */
+    uint64_t bytes_moved_remote; /* of which over the transport */
+    double imbalance;            /* now, with the current placement */
+    double imbalance_before;     /* the last rebalance: with the placement it replaced */
+    double imbalance_after;      /* the last rebalance: with the placement it made */
+    uint64_t rsvd[4];
+    struct glm_ep_device_placement dev[GLM_EP_MAX_DEVICES];
+};
+TX_API int glm_model_ep_placement_stats(glm_model_t *model, struct glm_ep_placement_stats *out);
+
 /* ------------------------------------------------------------------------ */
-/* Decode pass timing (libtx 2.3)                                            */
+/* Decode pass timing (libtx 2.4)                                            */
 /* ------------------------------------------------------------------------ */
 
 /* Sums over the model's decode passes so far (passes whose every segment is

@@ -1582,11 +1582,6 @@ static int ep_load(tx_device_t **devs, int n_local, const char *path,
         rc = place_run(m, ep, o ? o->expert_load : NULL, ep->owner);
     if (!rc) {
         set_owned(ep, ne);
-        for (int d = 0; d < n; d++) {
-            ep->d[d].st.mem_size = ep->msize[d];
-            ep->d[d].st.room_bytes = ep->room[d];
-            ep->d[d].st.resident_bytes = ep->resident[d];
-        }
     }
     unsigned flags = opt ? opt->flags : 0;
     for (int d = 0; d < n && !rc; d++)
@@ -1669,6 +1664,25 @@ TX_API int glm_model_ep_stats(glm_model_t *m, struct glm_ep_stats *out)
     out->dim = (uint32_t)m->cfg.hidden_size;
     for (int d = 0; d < ep->n; d++)
         out->dev[d] = ep->d[d].st;
+    pthread_mutex_unlock(&m->lock);
+    return TX_OK;
+}
+
+TX_API int glm_model_ep_placement_stats(glm_model_t *m, struct glm_ep_placement_stats *out)
+{
+    if (!m || !out)
+        return tx_error(TX_EINVAL, "glm_model_ep_placement_stats: NULL argument");
+    memset(out, 0, sizeof(*out));
+    const struct rt_ep *ep = m->ep;
+    if (!ep)
+        return tx_error(TX_EINVAL, "glm_model_ep_placement_stats: not a multi-device model");
+    pthread_mutex_lock(&m->lock);
+    out->n_devices = ep->n;
+    for (int d = 0; d < ep->n; d++) {
+        out->dev[d].mem_size = ep->msize[d];
+        out->dev[d].room_bytes = ep->room[d];
+        out->dev[d].resident_bytes = ep->resident[d];
+    }
     out->rebalances = ep->rebalances;
     out->experts_moved = ep->moved;
     out->bytes_moved = ep->bmoved;

@@ -158,7 +158,9 @@ static void two_vs_one_on(const char *s0, const char *s1, int which, const char 
     int same_tok = !memcmp(t1, t2, sizeof(t1));
     double e = max_rel(b, a, cnt);
     struct glm_ep_stats st;
+    struct glm_ep_placement_stats ps;
     OK(glm_model_ep_stats(two, &st));
+    OK(glm_model_ep_placement_stats(two, &ps));
     printf("[ep] %s %s, 2 devices (expert_parallel %d groups): "
            "logits %s (max rel %.3g), greedy tokens %s; %llu MoE layer passes, %llu rows; "
            "dispatch %.3f ms, wait %.3f ms, combine %.3f ms; device 0: %u experts, %llu pairs, "
@@ -178,8 +180,8 @@ static void two_vs_one_on(const char *s0, const char *s1, int which, const char 
     /* placement by memory: device 0's resident part counts, so it holds
      * fewer experts (these small packages: few or none) */
     ck_assert_uint_le(st.dev[0].experts, st.dev[1].experts);
-    ck_assert_uint_gt(st.dev[0].resident_bytes, 0);
-    ck_assert_uint_eq(st.dev[1].resident_bytes, 0);
+    ck_assert_uint_gt(ps.dev[0].resident_bytes, 0);
+    ck_assert_uint_eq(ps.dev[1].resident_bytes, 0);
     ck_assert_uint_eq((st.dev[0].experts + st.dev[1].experts) % (unsigned)c->n_routed_experts, 0);
     /* every pair of every MoE layer pass went to exactly one device */
     ck_assert_uint_eq(st.dev[0].pairs + st.dev[1].pairs, st.tokens * c->num_experts_per_tok);
@@ -432,7 +434,9 @@ START_TEST(test_loopback_ranks)
     int32_t t1[8], t2[8];
     float *y = run(two, 12, 8, t2);
     struct glm_ep_stats st;
+    struct glm_ep_placement_stats ps;
     OK(glm_model_ep_stats(two, &st));
+    OK(glm_model_ep_placement_stats(two, &ps));
     OK(glm_model_free(two)); /* stops the worker */
     pthread_join(th, NULL);
     ck_assert_int_eq(w.rc_load, TX_OK);
@@ -448,8 +452,8 @@ START_TEST(test_loopback_ranks)
     ck_assert_int_eq(st.n_ranks, 2);
     ck_assert_int_eq(st.dev[1].local, 0);
     ck_assert_uint_gt(st.dev[1].bytes_in, 0);
-    ck_assert_uint_gt(st.dev[1].room_bytes, 0); /* sent by rank 1 at load */
-    ck_assert_uint_gt(st.dev[1].mem_size, 0);
+    ck_assert_uint_gt(ps.dev[1].room_bytes, 0); /* sent by rank 1 at load */
+    ck_assert_uint_gt(ps.dev[1].mem_size, 0);
     ck_assert_msg(same, "loopback 2-rank run differs from 1 device");
     free(x);
     free(y);
@@ -488,16 +492,17 @@ static float *run_rebalance(glm_model_t *m, int n, int steps, int at, int32_t *t
     return out;
 }
 
-static void print_rebalance(const char *what, const struct glm_ep_stats *st, int same)
+static void print_rebalance(const char *what, const struct glm_ep_stats *st,
+                            const struct glm_ep_placement_stats *ps, int same)
 {
     printf("[ep] rebalance, %s: %s; %u rebalance(s), %llu experts moved (%llu B, %llu B over the "
            "transport); imbalance (max/mean selections per device) %.3f -> %.3f, now %.3f; "
            "experts per device %u / %u, selections %llu / %llu\n",
-           what, same ? "bit-identical to 1 device" : "DIFFER", st->rebalances,
-           (unsigned long long)st->experts_moved, (unsigned long long)st->bytes_moved,
-           (unsigned long long)st->bytes_moved_remote, st->imbalance_before, st->imbalance_after,
-           st->imbalance, st->dev[0].experts, st->dev[1].experts,
-           (unsigned long long)st->dev[0].selections, (unsigned long long)st->dev[1].selections);
+           what, same ? "bit-identical to 1 device" : "DIFFER", ps->rebalances,
+           (unsigned long long)ps->experts_moved, (unsigned long long)ps->bytes_moved,
+           (unsigned long long)ps->bytes_moved_remote, ps->imbalance_before, ps->imbalance_after,
+           ps->imbalance, st->dev[0].experts, st->dev[1].experts,
+           (unsigned long long)ps->dev[0].selections, (unsigned long long)ps->dev[1].selections);
     fflush(stdout);
 }
 
@@ -517,8 +522,10 @@ START_TEST(test_rebalance_skewed)
     /* no counters yet: nothing to do */
     OK(glm_model_ep_rebalance(two, 0));
     struct glm_ep_stats st;
+    struct glm_ep_placement_stats ps;
     OK(glm_model_ep_stats(two, &st));
-    ck_assert_uint_eq(st.rebalances, 0);
+    OK(glm_model_ep_placement_stats(two, &ps));
+    ck_assert_uint_eq(ps.rebalances, 0);
     ck_assert_int_eq(glm_model_ep_rebalance(two, 1), TX_EINVAL);
     ck_assert_int_eq(glm_model_ep_rebalance(one, 0), TX_EINVAL);
     ck_assert_int_eq(glm_model_ep_rebalance(NULL, 0), TX_EINVAL);
@@ -528,17 +535,19 @@ START_TEST(test_rebalance_skewed)
     int V = glm_model_config(one)->vocab_size;
     int same = !memcmp(a, b, sizeof(float) * 20 * (size_t)V) && !memcmp(t1, t2, sizeof(t1));
     OK(glm_model_ep_stats(two, &st));
-    print_rebalance("2 devices, 1 process", &st, same);
+    OK(glm_model_ep_placement_stats(two, &ps));
+    print_rebalance("2 devices, 1 process", &st, &ps, same);
     ck_assert_msg(same, "logits across the rebalance differ from 1 device");
-    ck_assert_uint_eq(st.rebalances, 1);
-    ck_assert_uint_gt(st.experts_moved, 0);
-    ck_assert_uint_gt(st.bytes_moved, 0);
-    ck_assert_uint_eq(st.bytes_moved_remote, 0);
-    ck_assert_msg(st.imbalance_after < st.imbalance_before, "imbalance %.3f -> %.3f",
-                  st.imbalance_before, st.imbalance_after);
+    ck_assert_uint_eq(ps.rebalances, 1);
+    ck_assert_uint_gt(ps.experts_moved, 0);
+    ck_assert_uint_gt(ps.bytes_moved, 0);
+    ck_assert_uint_eq(ps.bytes_moved_remote, 0);
+    ck_assert_msg(ps.imbalance_after < ps.imbalance_before, "imbalance %.3f -> %.3f",
+                  ps.imbalance_before, ps.imbalance_after);
     OK(glm_model_ep_rebalance(two, 0)); /* again, with the counters of the later steps */
     OK(glm_model_ep_stats(two, &st));
-    ck_assert_uint_eq(st.rebalances, 2);
+    OK(glm_model_ep_placement_stats(two, &ps));
+    ck_assert_uint_eq(ps.rebalances, 2);
     /* and a whole run after it is still the same bits */
     float *c = run_rebalance(two, 12, 8, -1, t2);
     ck_assert_msg(!memcmp(a, c, sizeof(float) * 20 * (size_t)V), "after the rebalance: differs");
@@ -574,7 +583,9 @@ START_TEST(test_rebalance_ranks)
     int32_t t1[8], t2[8];
     float *y = run_rebalance(two, 12, 8, 3, t2);
     struct glm_ep_stats st;
+    struct glm_ep_placement_stats ps;
     OK(glm_model_ep_stats(two, &st));
+    OK(glm_model_ep_placement_stats(two, &ps));
     float *y2 = run_rebalance(two, 12, 8, 2, t2); /* a second one, then a whole run */
     OK(glm_model_free(two)); /* stops the worker */
     pthread_join(th, NULL);
@@ -585,13 +596,13 @@ START_TEST(test_rebalance_ranks)
     int V = glm_model_config(one)->vocab_size;
     int same = !memcmp(x, y, sizeof(float) * 20 * (size_t)V) &&
                !memcmp(x, y2, sizeof(float) * 20 * (size_t)V) && !memcmp(t1, t2, sizeof(t1));
-    print_rebalance("loopback transport, 2 ranks x 1 device", &st, same);
+    print_rebalance("loopback transport, 2 ranks x 1 device", &st, &ps, same);
     ck_assert_msg(same, "2-rank run across rebalances differs from 1 device");
-    ck_assert_uint_eq(st.rebalances, 1);
-    ck_assert_uint_gt(st.experts_moved, 0);
-    ck_assert_uint_gt(st.bytes_moved_remote, 0);
-    ck_assert_msg(st.imbalance_after < st.imbalance_before, "imbalance %.3f -> %.3f",
-                  st.imbalance_before, st.imbalance_after);
+    ck_assert_uint_eq(ps.rebalances, 1);
+    ck_assert_uint_gt(ps.experts_moved, 0);
+    ck_assert_uint_gt(ps.bytes_moved_remote, 0);
+    ck_assert_msg(ps.imbalance_after < ps.imbalance_before, "imbalance %.3f -> %.3f",
+                  ps.imbalance_before, ps.imbalance_after);
     free(x);
     free(y);
     free(y2);
@@ -628,18 +639,20 @@ START_TEST(test_memory_aware)
     OK(glm_model_free(one));
     OK(glm_model_load_multi(d, 2, g_smd[M5], NULL, &two));
     struct glm_ep_stats st;
+    struct glm_ep_placement_stats ps;
     OK(glm_model_ep_stats(two, &st));
+    OK(glm_model_ep_placement_stats(two, &ps));
     float *b = run(two, 12, 8, t2);
     int V = glm_model_config(two)->vocab_size;
     int same = !memcmp(a, b, sizeof(float) * 20 * (size_t)V);
     printf("[ep] memory-aware: device 0 %.0f MiB (%.1f MiB resident, room %.1f MiB): %u experts; "
            "device 1 %.0f MiB (room %.1f MiB): %u experts; %s\n",
-           st.dev[0].mem_size / 1048576.0, st.dev[0].resident_bytes / 1048576.0,
-           st.dev[0].room_bytes / 1048576.0, st.dev[0].experts, st.dev[1].mem_size / 1048576.0,
-           st.dev[1].room_bytes / 1048576.0, st.dev[1].experts,
+           ps.dev[0].mem_size / 1048576.0, ps.dev[0].resident_bytes / 1048576.0,
+           ps.dev[0].room_bytes / 1048576.0, st.dev[0].experts, ps.dev[1].mem_size / 1048576.0,
+           ps.dev[1].room_bytes / 1048576.0, st.dev[1].experts,
            same ? "bit-identical to 1 device" : "DIFFER");
     fflush(stdout);
-    ck_assert_uint_gt(st.dev[0].mem_size, st.dev[1].mem_size);
+    ck_assert_uint_gt(ps.dev[0].mem_size, ps.dev[1].mem_size);
     ck_assert_uint_lt(st.dev[1].experts, st.dev[0].experts);
     ck_assert_uint_gt(st.dev[1].experts, 0);
     ck_assert_msg(same, "memory-aware placement: differs from 1 device");

@@ -129,7 +129,8 @@ int mdev_load(tx_device_t **devs, int n, const char *path, const struct glm_load
 void mdev_print_stats(const char *prog, glm_model_t *m)
 {
     struct glm_ep_stats st;
-    if (!m || glm_model_ep_stats(m, &st))
+    struct glm_ep_placement_stats ps;
+    if (!m || glm_model_ep_stats(m, &st) || glm_model_ep_placement_stats(m, &ps))
         return;
     double tok = st.layers ? (double)st.tokens / (double)st.layers : 0;
     fprintf(stderr,
@@ -153,17 +154,19 @@ void mdev_print_stats(const char *prog, glm_model_t *m)
         fprintf(stderr,
                 "%s: expert parallel: device %d memory: %.1f MiB, room for experts at load "
                 "%.1f MiB, resident besides experts %.1f MiB; %llu selections (live counters)\n",
-                prog, d, (double)x->mem_size / 1048576.0, (double)x->room_bytes / 1048576.0,
-                (double)x->resident_bytes / 1048576.0, (unsigned long long)x->selections);
+                prog, d, (double)ps.dev[d].mem_size / 1048576.0,
+                (double)ps.dev[d].room_bytes / 1048576.0,
+                (double)ps.dev[d].resident_bytes / 1048576.0,
+                (unsigned long long)ps.dev[d].selections);
     }
     fprintf(stderr,
             "%s: expert parallel: %u rebalances, %llu experts moved, %.2f MiB moved (%.2f MiB "
             "over the transport); load imbalance (max/mean selections per device) %.3f now",
-            prog, st.rebalances, (unsigned long long)st.experts_moved,
-            (double)st.bytes_moved / 1048576.0, (double)st.bytes_moved_remote / 1048576.0,
-            st.imbalance);
-    if (st.rebalances)
-        fprintf(stderr, ", %.3f before and %.3f after the last rebalance", st.imbalance_before,
-                st.imbalance_after);
+            prog, ps.rebalances, (unsigned long long)ps.experts_moved,
+            (double)ps.bytes_moved / 1048576.0, (double)ps.bytes_moved_remote / 1048576.0,
+            ps.imbalance);
+    if (ps.rebalances)
+        fprintf(stderr, ", %.3f before and %.3f after the last rebalance", ps.imbalance_before,
+                ps.imbalance_after);
     fputc('\n', stderr);
 }
