@@ -133,8 +133,8 @@ struct eng_worker;
 
 struct eng_kernels {
     unsigned isa;
-    int act_u8;           /* i8 activations are stored as q + 128 (VNNI) */
-    unsigned gemv_rows;   /* weight rows per tile when T == 1 (4 or 8) */
+    int act_u8;         /* i8 activations are stored as q + 128 (VNNI) */
+    unsigned gemv_rows; /* weight rows per tile when T == 1 (4 or 8) */
     /* batch-invariant jobs: the same (4), and with int8 activations in the
      * one-token-tile path (1 where the kernel reads one row at a time,
      * AVX-512, so that a row's K blocks stream in order) */
@@ -165,6 +165,16 @@ struct eng_kernels {
     void (*silu_mul_bi)(float *h, const float *u, size_t n);
     /* s[i] = exp(s[i] - max), returns the sum (f32, ~1 ulp) */
     float (*exp_sum)(float *s, size_t n, float max);
+    /* SAMPLE's passes over a vocabulary row, bit-identical to the scalar
+     * code in ops_route.c they replace (NULL: that code runs).
+     * argmax_f32: the lowest index among the largest non-NaN x (0 if all
+     * are NaN), *max that value (NaN if none), *n_max how many equal it.
+     * first_gt_f32: the first i < n with x[i] > thr (ordered: NaN never),
+     * or n. sample_z_f32: z[i] = (float)(((double)l[i] - max) * sel), -inf
+     * where l[i] is NaN or -inf (max finite). */
+    size_t (*argmax_f32)(const float *x, size_t n, float *max, size_t *n_max);
+    size_t (*first_gt_f32)(const float *x, size_t n, float thr);
+    void (*sample_z_f32)(float *z, const float *l, size_t n, float max, double sel);
     /* o[h][d] += sum_j p[h][j] * v[j][d], h < nh, j < n, d < vd (attention) */
     void (*pv_f32)(float *o, size_t ldo, const float *p, size_t ldp, size_t nh, const float *v,
                    size_t ldv, size_t n, size_t vd);
@@ -311,7 +321,6 @@ struct tx8_engine {
     /* job-level scratch, allocated by worker 0 */
     void *jscr[ENG_SCRATCH_SLOTS];
     size_t jscr_size[ENG_SCRATCH_SLOTS];
-
 };
 
 /* Time */
@@ -472,6 +481,10 @@ struct eng_cand {
 /* The best min(k, n) of scores[0, n) (NaN ranks as -inf), best first, in
  * heap[] (room for k). Returns how many. */
 size_t eng_topk(const float *scores, size_t n, size_t k, struct eng_cand *heap);
+/* The same with the engine's first_gt_f32 kernel (if any) skipping the
+ * scores that cannot enter a full heap: the same result. */
+size_t eng_topk_k(const struct eng_kernels *kn, const float *scores, size_t n, size_t k,
+                  struct eng_cand *heap);
 
 /* Expert cache model */
 /* Returns 1 on a hit, 0 on a miss (the range is then inserted). */

@@ -11,6 +11,7 @@
  * lane grows by at most 4 * 255 * 127, so K up to ~1M elements is safe).
  */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "engine_internal.h"
@@ -79,12 +80,12 @@ AI void hsum8x(const __m512 *v, const unsigned n, float *sum)
 #pragma GCC unroll 8
     for (unsigned j = 0; j < 8; j++)
         a[j] = j < n ? v[j] : _mm512_setzero_ps();
-    /* 256-bit halves: b[i] = [a(2i) lo + hi | a(2i+1) lo + hi] */
+        /* 256-bit halves: b[i] = [a(2i) lo + hi | a(2i+1) lo + hi] */
 #pragma GCC unroll 4
     for (unsigned i = 0; i < 4; i++)
         b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
                              _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
-    /* 128-bit lanes: c[i] = [a(4i) | a(4i+1) | a(4i+2) | a(4i+3)], 4 each */
+        /* 128-bit lanes: c[i] = [a(4i) | a(4i+1) | a(4i+2) | a(4i+3)], 4 each */
 #pragma GCC unroll 2
     for (unsigned i = 0; i < 2; i++)
         c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88),
@@ -288,7 +289,7 @@ AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const 
         switch (t->T) {                                                                            \
         case 1:                                                                                    \
             if (t->bi) {                                                                           \
-                tile_f32(t, 1, D, 4); /* the (row, token) chains of T = 2..6 */                   \
+                tile_f32(t, 1, D, 4); /* the (row, token) chains of T = 2..6 */                    \
             } else if (ENG_GEMV_SEQ) {                                                             \
                 for (unsigned r = 0; r < t->R; r++)                                                \
                     t->out[r] +=                                                                   \
@@ -341,21 +342,21 @@ static void mm_tile_f32(const struct mm_tile *t)
 /* ---- f32 small-batch tile (matmul.c small batches) ---------------------- */
 
 /*
- * T = 2..4 tokens per tile (activations f32), not batch-invariant:
- * RM = SMALL_RM(T) weight rows (8 for 2 tokens, 6 for 3-4) so that the
- * RM x T accumulators, the RM weight vectors and the activation vector fit
- * the 32 registers with no spill; each weight vector is loaded once per k
- * step and feeds all T tokens (RM + T loads for RM x T FMAs), and the next
- * row tile is prefetched into L2 (the first token tile streams the rows
- * from memory). Larger batches run as several token tiles of <= 4 against
- * the same rows: tiles of 8 tokens x 3 rows (same register use; a build
- * with small_tokens = 8) measured slower at lm_head's shape (tx-bench
- * --small-pages --cpu-time -s 593 -k 1024 -p 8: 49-52 vs 54-56 GFLOP/s
- * per CPU-second, docs/engine.md): 4 tokens' activations of a 1024-element
- * K block (16 KiB) stay in L1 with the weight stream, 8 tokens' (32 KiB)
- * do not.
+ * T = 2..8 tokens per tile (activations f32), not batch-invariant:
+ * RM = SMALL_RM(T) weight rows (8 for 2 tokens, 6 for 3-4, 3 for 5-8) so
+ * that the RM x T accumulators, the RM weight vectors and the activation
+ * vector fit the 32 registers with no spill; each weight vector is loaded
+ * once per k step and feeds all T tokens (RM + T loads for RM x T FMAs),
+ * and the next row tile is prefetched into L2. Up to 8 tokens are one
+ * tile, so each weight row streams from memory once and the rows are
+ * never read again from L2 for a second token tile. At lm_head's shape
+ * (tx-bench --small-pages -s 593 -k 1024 -p 1,8 -d f32, wall time, three
+ * alternating runs) 8 tokens took 16.6-19.1 ms as one 8 x 3 tile against
+ * 24.9-31.0 ms as two 4 x 6 tiles (one token: 12.9-18.0 ms). An earlier
+ * measurement in CPU time on a loaded host (--cpu-time) had favoured the
+ * 4-token tiles; wall time is what a decode pass waits for.
  */
-#define SMALL_RM(T) ((T) <= 2 ? 8 : 6)
+#define SMALL_RM(T) ((T) <= 2 ? 8 : (T) <= 4 ? 6 : 3)
 
 #define SMALL_F32_D(D)                                                                             \
     static void small_f32_##D(const struct mm_tile *t)                                             \
@@ -367,8 +368,20 @@ static void mm_tile_f32(const struct mm_tile *t)
         case 3:                                                                                    \
             tile_f32_x(t, 3, D, SMALL_RM(3), 1);                                                   \
             break;                                                                                 \
-        default:                                                                                   \
+        case 4:                                                                                    \
             tile_f32_x(t, 4, D, SMALL_RM(4), 1);                                                   \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            tile_f32_x(t, 5, D, SMALL_RM(5), 1);                                                   \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            tile_f32_x(t, 6, D, SMALL_RM(6), 1);                                                   \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            tile_f32_x(t, 7, D, SMALL_RM(7), 1);                                                   \
+            break;                                                                                 \
+        default:                                                                                   \
+            tile_f32_x(t, 8, D, SMALL_RM(8), 1);                                                   \
             break;                                                                                 \
         }                                                                                          \
     }
@@ -448,6 +461,16 @@ AI void tile_i8(const struct mm_tile *t, const unsigned T, const unsigned RM)
 #pragma GCC unroll 8
                 for (unsigned r = 0; r < RM; r++)
                     _mm_prefetch((const char *)(w[r] + k + ENG_PREFETCH), _MM_HINT_T0);
+            }
+            if (ENG_PREFETCH && T > 1) {
+                /* small batches: the next row tile's line at this k (the
+                 * rows of tx8-emu's device memory are 4 KiB pages where
+                 * the hardware prefetchers stop; tx-bench --small-pages
+                 * -s 256 -k 1024 -p 2,4,8 -d int8: 8 tokens 10.7-11.9 ms,
+                 * was 17.2-18.9 ms) */
+#pragma GCC unroll 8
+                for (unsigned r = 0; r < RM; r++)
+                    _mm_prefetch((const char *)(t->w + (RM + r) * t->w_stride + k), _MM_HINT_T0);
             }
 #pragma GCC unroll 8
             for (unsigned r = 0; r < RM; r++) {
@@ -541,6 +564,11 @@ AI void tile_i8g(const struct mm_tile *t, const unsigned T)
         while (k < kend) {
             __mmask64 m = mask64(kend - k);
             __m512i wv[4];
+            if (ENG_PREFETCH) { /* the next row tile, as in tile_i8 */
+#pragma GCC unroll 4
+                for (unsigned r = 0; r < 4; r++)
+                    _mm_prefetch((const char *)(t->w + (4 + r) * t->w_stride + k), _MM_HINT_T0);
+            }
 #pragma GCC unroll 4
             for (unsigned r = 0; r < 4; r++) {
                 wv[r] = _mm512_maskz_loadu_epi8(m, w[r] + k);
@@ -1031,6 +1059,74 @@ static float exp_sum(float *s, size_t n, float max)
     return _mm512_reduce_add_ps(acc);
 }
 
+/* SAMPLE's vocabulary passes (engine_internal.h: the same results as the
+ * scalar loops of ops_route.c) */
+static size_t argmax_f32(const float *x, size_t n, float *max, size_t *n_max)
+{
+    __m512 acc = _mm512_set1_ps(-INFINITY);
+    __mmask16 any = 0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        __mmask16 ord = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
+        acc = _mm512_mask_max_ps(acc, ord, acc, v);
+        any |= ord;
+    }
+    if (i < n) {
+        __mmask16 m = mask16(n - i);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        __mmask16 ord = _mm512_mask_cmp_ps_mask(m, v, v, _CMP_ORD_Q);
+        acc = _mm512_mask_max_ps(acc, ord, acc, v);
+        any |= ord;
+    }
+    if (!any) {
+        *max = NAN;
+        *n_max = 0;
+        return 0;
+    }
+    __m512 bv = _mm512_set1_ps(_mm512_reduce_max_ps(acc));
+    size_t best = n, cnt = 0;
+    for (i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : mask16(n - i);
+        __mmask16 eq = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, x + i), bv, _CMP_EQ_OQ);
+        if (eq) {
+            if (best == n)
+                best = i + (size_t)__builtin_ctz(eq);
+            cnt += (size_t)__builtin_popcount(eq);
+        }
+    }
+    *max = x[best]; /* the first of the equal values (+0 or -0) */
+    *n_max = cnt;
+    return best;
+}
+
+static size_t first_gt_f32(const float *x, size_t n, float thr)
+{
+    __m512 t = _mm512_set1_ps(thr);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : mask16(n - i);
+        __mmask16 gt = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, x + i), t, _CMP_GT_OQ);
+        if (gt)
+            return i + (size_t)__builtin_ctz(gt);
+    }
+    return n;
+}
+
+static void sample_z_f32(float *z, const float *l, size_t n, float max, double sel)
+{
+    const __m512d mx = _mm512_set1_pd((double)max), sv = _mm512_set1_pd(sel);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    for (size_t i = 0; i < n; i += 8) {
+        __mmask8 m = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1u);
+        __m256 v = _mm256_maskz_loadu_ps(m, l + i);
+        __m256 r = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_sub_pd(_mm512_cvtps_pd(v), mx), sv));
+        /* NaN (unordered) or -inf: -inf */
+        __mmask8 bad = _mm256_cmp_ps_mask(v, ninf, _CMP_EQ_UQ);
+        r = _mm256_mask_mov_ps(r, bad, ninf);
+        _mm256_mask_storeu_ps(z + i, m, r);
+    }
+}
+
 /* O += P V: tiles of 4 heads x 16 dims in registers, one V load per key
  * shared by the 4 heads. */
 static void pv_f32(float *o, size_t ldo, const float *p, size_t ldp, size_t nh, const float *v,
@@ -1128,6 +1224,9 @@ const struct eng_kernels eng_kernels_avx512 = {
     .scale_f32 = scale_f32,
     .cols_scan = cols_scan,
     .exp_sum = exp_sum,
+    .argmax_f32 = argmax_f32,
+    .first_gt_f32 = first_gt_f32,
+    .sample_z_f32 = sample_z_f32,
     .silu_mul = silu_mul,
     .pv_f32 = pv_f32,
     .to_f32 = to_f32,
@@ -1136,8 +1235,9 @@ const struct eng_kernels eng_kernels_avx512 = {
     /* T > 8: the 6-token x 4-row tiles of mm_tile_f32 measured faster
      * (tx-bench -t 1 -s 1 -k 1024 -p 16: 90 vs 79 GFLOP/s) */
     .small_max = 8,
-    .small_tokens = 4,
-    .small_rows = {0, 4, SMALL_RM(2), SMALL_RM(3), SMALL_RM(4)},
+    .small_tokens = 8,
+    .small_rows = {0, 4, SMALL_RM(2), SMALL_RM(3), SMALL_RM(4), SMALL_RM(5), SMALL_RM(6),
+                   SMALL_RM(7), SMALL_RM(8)},
 };
 
 /* ---- BF16 x BF16 tiles (AVX512-BF16) ------------------------------------ */

@@ -522,6 +522,35 @@ size_t eng_topk(const float *scores, size_t n, size_t k, struct eng_cand *heap)
     return m;
 }
 
+size_t eng_topk_k(const struct eng_kernels *kn, const float *scores, size_t n, size_t k,
+                  struct eng_cand *heap)
+{
+    if (!kn->first_gt_f32 || !k || n <= k)
+        return eng_topk(scores, n, k, heap);
+    /* the first k fill the heap; after them a score enters only if it is
+     * better than the root, and since it comes after every kept index that
+     * means strictly higher (NaN, as -inf, never): the kernel skips the
+     * rest */
+    for (size_t i = 0; i < k; i++) {
+        heap[i].s = isnan(scores[i]) ? -INFINITY : scores[i];
+        heap[i].i = (int32_t)i;
+    }
+    for (size_t j = k / 2; j-- > 0;)
+        sift_down(heap, k, j);
+    size_t i = k;
+    while (i < n) {
+        i += kn->first_gt_f32(scores + i, n - i, heap[0].s);
+        if (i >= n)
+            break;
+        heap[0].s = scores[i];
+        heap[0].i = (int32_t)i;
+        sift_down(heap, k, 0);
+        i++;
+    }
+    sort_cands(heap, k);
+    return k;
+}
+
 /*
  * The indexer's top-k by a stable LSD radix sort (four 8-bit passes) of the
  * scores mapped to unsigned keys in descending score order (NaN as -inf,

@@ -192,8 +192,8 @@ static int i32_cmp(const void *a, const void *b)
 }
 
 /* llama.cpp's penalties on the row copy z (ids of the history < V). */
-static void apply_penalties(const struct tx8_cmd_sample *m, const int32_t *hist, float *z,
-                            size_t V, int32_t *tmp)
+static void apply_penalties(const struct tx8_cmd_sample *m, const int32_t *hist, float *z, size_t V,
+                            int32_t *tmp)
 {
     size_t n = 0;
     for (uint32_t i = 0; i < m->n_history; i++)
@@ -277,9 +277,11 @@ static void sample_row(struct sample_ctx *c, size_t row, struct eng_worker *w)
         apply_penalties(m, c->history + row * m->n_history, pz, V, tmp);
         lg = pz;
     }
+    const struct eng_kernels *kn = c->e->k;
     float bv;
     size_t n_max;
-    size_t best = argmax_row(lg, V, &bv, &n_max);
+    size_t best =
+        kn->argmax_f32 ? kn->argmax_f32(lg, V, &bv, &n_max) : argmax_row(lg, V, &bv, &n_max);
 
     /* greedy; also when no logit is finite enough to sample from (all NaN or
      * all -inf) */
@@ -315,19 +317,23 @@ static void sample_row(struct sample_ctx *c, size_t row, struct eng_worker *w)
     int temp_last = (m->hdr.flags & TX8_SAMPLE_F_TEMP_LAST) != 0;
     double inv_t = 1.0 / (double)m->temperature;
     double sel_t = temp_last ? 1.0 : inv_t;
-    for (size_t i = 0; i < V; i++) {
-        float l = lg[i];
-        if (isnan(l) || l == -INFINITY)
-            z[i] = -INFINITY;
-        else if (bv == INFINITY)
-            z[i] = l == INFINITY ? 0.0f : -INFINITY;
-        else
-            z[i] = (float)(((double)l - (double)bv) * sel_t);
+    if (kn->sample_z_f32 && bv != INFINITY) {
+        kn->sample_z_f32(z, lg, V, bv, sel_t);
+    } else {
+        for (size_t i = 0; i < V; i++) {
+            float l = lg[i];
+            if (isnan(l) || l == -INFINITY)
+                z[i] = -INFINITY;
+            else if (bv == INFINITY)
+                z[i] = l == INFINITY ? 0.0f : -INFINITY;
+            else
+                z[i] = (float)(((double)l - (double)bv) * sel_t);
+        }
     }
     size_t n;
     int sorted = 0;
     if (K < V) {
-        n = eng_topk(z, V, K, cd); /* best first */
+        n = eng_topk_k(kn, z, V, K, cd); /* best first */
         sorted = 1;
     } else {
         n = V;
@@ -449,7 +455,9 @@ static void greedy_max_fn(void *p, size_t b, size_t end, struct eng_worker *w)
     for (size_t ch = b; ch < end; ch++) {
         size_t i0 = ch * GREEDY_CHUNK, n = g->V - i0 < GREEDY_CHUNK ? g->V - i0 : GREEDY_CHUNK;
         struct greedy_part *r = &g->part[ch];
-        r->best = i0 + argmax_row(g->lg + i0, n, &r->bv, &r->cnt);
+        const struct eng_kernels *kn = g->e->k;
+        r->best = i0 + (kn->argmax_f32 ? kn->argmax_f32(g->lg + i0, n, &r->bv, &r->cnt)
+                                       : argmax_row(g->lg + i0, n, &r->bv, &r->cnt));
         r->found = !isnan(r->bv);
     }
 }

@@ -190,6 +190,108 @@ START_TEST(test_path_greedy)
 }
 END_TEST
 
+/* One stochastic SAMPLE command of `rows` rows on engine t; the tokens and
+ * the probabilities' bits into tok[] / pb[]. */
+static void sample_run(struct te *t, const float *logits, unsigned rows, unsigned V,
+                       const struct tx8_cmd_sample *tmpl, int32_t *tok, uint32_t *pb)
+{
+    uint64_t mark = t->brk;
+    uint64_t lg = te_alloc(t, (uint64_t)rows * V * 4), out = te_alloc(t, rows * 4ull),
+             pr = te_alloc(t, rows * 4ull);
+    memcpy(te_ptr(t, lg), logits, (size_t)rows * V * 4);
+    struct tx8_cmd_sample c = *tmpl;
+    c.hdr.opcode = TX8_OP_SAMPLE;
+    c.out = out;
+    c.logits = lg;
+    c.probs = pr;
+    c.rows = rows;
+    c.vocab = V;
+    c.ld_logits = V;
+    TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
+    memcpy(tok, te_ptr(t, out), rows * 4ull);
+    memcpy(pb, te_ptr(t, pr), rows * 4ull);
+    te_reset(t, mark);
+}
+
+/* Stochastic SAMPLE (temperature, top-k, top-p, min-p, both orders) over a
+ * 151,808-token vocabulary with NaN, -inf, +inf, signed zeros and ties at
+ * the maximum and at the top-k boundary: every path draws the same tokens
+ * with the same probabilities, bit for bit, as the portable path (the
+ * scalar code the vector passes replace). */
+START_TEST(test_path_sample)
+{
+    if (_i == P_PORTABLE)
+        return;
+    struct te *t = path_engine(_i);
+    if (!t)
+        return;
+    struct te *ref = te_new(TX8_ISA_PORTABLE, 2, 0);
+    const unsigned V = 151808, rows = 3;
+    float *l = malloc((size_t)rows * V * 4);
+    ck_assert_ptr_nonnull(l);
+    uint64_t rng = 11;
+    static const struct {
+        float temp, top_p, min_p;
+        unsigned top_k, flags;
+    } cfg[] = {
+        {0.7f, 0.95f, 0.0f, 40, 0},
+        {0.7f, 0.95f, 0.05f, 40, TX8_SAMPLE_F_TEMP_LAST},
+        {1.0f, 1.0f, 0.0f, 1, 0},
+        {1e-30f, 1.0f, 0.0f, 4096, 0},
+        {2.5f, 0.5f, 0.0f, 4096, TX8_SAMPLE_F_TEMP_LAST},
+        {0.3f, 0.9f, 0.1f, 200, 0},
+    };
+    for (unsigned it = 0; it < 8; it++)
+        for (unsigned ci = 0; ci < sizeof(cfg) / sizeof(cfg[0]); ci++) {
+            te_fill_f32(&rng, l, (size_t)rows * V, 6.0f);
+            for (unsigned r = 0; r < rows; r++) {
+                float *x = l + (size_t)r * V;
+                for (unsigned k = 0; k < 40; k++)
+                    x[te_rand(&rng, 0, V - 1)] = NAN;
+                for (unsigned k = 0; k < 40; k++)
+                    x[te_rand(&rng, 0, V - 1)] = -INFINITY;
+                if (it & 1) /* ties: one value many times, some above the rest */
+                    for (unsigned k = 0; k < 300; k++)
+                        x[te_rand(&rng, 0, V - 1)] = 5.5f;
+                if (it == 2 && r == 0)
+                    x[te_rand(&rng, 0, V - 1)] = INFINITY;
+                if (it == 4) { /* a flat row of signed zeros and a few NaN */
+                    for (unsigned i = 0; i < V; i++)
+                        x[i] = (i & 1) ? -0.0f : 0.0f;
+                    x[7] = NAN;
+                }
+                if (it == 6 && r == 1) /* all NaN but one -inf */
+                    for (unsigned i = 0; i < V; i++)
+                        x[i] = i == 99 ? -INFINITY : NAN;
+                if (it == 7 && r == 2) /* the maximum in the last, partial vector */
+                    x[V - 1] = 50.0f;
+            }
+            struct tx8_cmd_sample c;
+            memset(&c, 0, sizeof(c));
+            c.hdr = TE_HDR(TX8_OP_SAMPLE, struct tx8_cmd_sample);
+            c.hdr.flags = (uint16_t)cfg[ci].flags;
+            c.temperature = cfg[ci].temp;
+            c.top_p = cfg[ci].top_p;
+            c.min_p = cfg[ci].min_p;
+            c.top_k = cfg[ci].top_k;
+            c.seed = 1000 + it;
+            c.counter = ci;
+            int32_t ta[3], tb[3];
+            uint32_t pa[3], pb[3];
+            sample_run(ref, l, rows, V, &c, ta, pa);
+            sample_run(t, l, rows, V, &c, tb, pb);
+            for (unsigned r = 0; r < rows; r++) {
+                TE_CHECK(ta[r] == tb[r] && pa[r] == pb[r],
+                         "%s it %u cfg %u row %u: token %d p %08x vs portable %d p %08x",
+                         path_name[_i], it, ci, r, tb[r], pb[r], ta[r], pa[r]);
+            }
+        }
+    free(l);
+    te_free(ref);
+    te_free(t);
+}
+END_TEST
+
 /* AMX is a name the engine knows; it is refused, with a reason, where the
  * CPU lacks AMX-TILE/INT8/BF16 or the kernel the tile state. */
 START_TEST(test_amx_refused)
@@ -225,6 +327,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_path_matmul, 0, NPATH);
     tcase_add_loop_test(tc, test_path_greedy, 0, NPATH);
+    tcase_add_loop_test(tc, test_path_sample, 0, NPATH);
     tcase_add_test(tc, test_amx_refused);
     suite_add_tcase(s, tc);
     return s;
