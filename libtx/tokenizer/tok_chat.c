@@ -770,6 +770,29 @@ static int ds_call(struct render *r, struct json_object *tc)
            puts_(r, "\n```" DS_CALL_END);
 }
 
+/* Both DeepSeek templates begin with BOS and every system message's
+ * content, joined by a blank line, before the conversation; every content
+ * is checked for valid UTF-8 here. 0, TX_ENOMEM or TX_EINVAL (err set). */
+static int ds_prologue(struct render *r, const struct tx_chat_message *msgs, size_t n, char *err,
+                       size_t errsz)
+{
+    bool first_sp = true;
+    if (puts_(r, DS_BOS))
+        return TX_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *c = msgs[i].content ? msgs[i].content : "";
+        size_t cn = strlen(c);
+        if (tok_utf8_validate(c, cn) != cn)
+            return tx_errbuf(err, errsz, TX_EINVAL, "message %zu: content is not valid UTF-8", i);
+        if (strcmp(role_of(msgs[i].role), "system"))
+            continue;
+        if ((!first_sp && puts_(r, "\n\n")) || put_content(r, c, cn))
+            return TX_ENOMEM;
+        first_sp = false;
+    }
+    return 0;
+}
+
 /* DeepSeek-V3, as its tokenizer_config.json chat_template renders messages
  * (tool calls too; it has no tool definitions): the system messages first
  * (joined by a blank line),
@@ -782,18 +805,10 @@ static int render_deepseek3(struct render *r, const struct tx_chat_message *msgs
     /* is_first: set by the first tool call of the conversation and never
      * reset, as in DeepSeek-V3's template (later tool-calling turns start
      * with a newline, without the Assistant marker) */
-    bool first_sp = true, is_tool = false, output_first = true, is_first = false;
-    int rc = puts_(r, DS_BOS);
-    for (size_t i = 0; i < n && !rc; i++) {
-        const char *c = msgs[i].content ? msgs[i].content : "";
-        size_t cn = strlen(c);
-        if (tok_utf8_validate(c, cn) != cn)
-            return tx_errbuf(err, errsz, TX_EINVAL, "message %zu: content is not valid UTF-8", i);
-        if (strcmp(role_of(msgs[i].role), "system"))
-            continue;
-        rc = (!first_sp && puts_(r, "\n\n")) || put_content(r, c, cn);
-        first_sp = false;
-    }
+    bool is_tool = false, output_first = true, is_first = false;
+    int rc = ds_prologue(r, msgs, n, err, errsz);
+    if (rc)
+        return rc;
     for (size_t i = 0; i < n && !rc; i++) {
         const char *role = role_of(msgs[i].role);
         const char *c = msgs[i].content ? msgs[i].content : "";
@@ -851,18 +866,10 @@ static int render_deepseek31(struct render *r, const struct tx_chat_message *msg
                              unsigned flags, const struct chat_tools *t, char *err, size_t errsz)
 {
     bool thinking = (flags & TX_CHAT_THINKING) && !(flags & TX_CHAT_NO_THINKING);
-    bool first_sp = true, is_tool = false, last_user = false;
-    int rc = puts_(r, DS_BOS);
-    for (size_t i = 0; i < n && !rc; i++) {
-        const char *c = msgs[i].content ? msgs[i].content : "";
-        size_t cn = strlen(c);
-        if (tok_utf8_validate(c, cn) != cn)
-            return tx_errbuf(err, errsz, TX_EINVAL, "message %zu: content is not valid UTF-8", i);
-        if (strcmp(role_of(msgs[i].role), "system"))
-            continue;
-        rc = (!first_sp && puts_(r, "\n\n")) || put_content(r, c, cn);
-        first_sp = false;
-    }
+    bool is_tool = false, last_user = false;
+    int rc = ds_prologue(r, msgs, n, err, errsz);
+    if (rc)
+        return rc;
     for (size_t i = 0; i < n && !rc; i++) {
         const char *role = role_of(msgs[i].role);
         const char *c = msgs[i].content ? msgs[i].content : "";
