@@ -479,12 +479,11 @@ struct eng_cand {
     int32_t i;
 };
 /* The best min(k, n) of scores[0, n) (NaN ranks as -inf), best first, in
- * heap[] (room for k). Returns how many. */
-size_t eng_topk(const float *scores, size_t n, size_t k, struct eng_cand *heap);
-/* The same with the engine's first_gt_f32 kernel (if any) skipping the
- * scores that cannot enter a full heap: the same result. */
-size_t eng_topk_k(const struct eng_kernels *kn, const float *scores, size_t n, size_t k,
-                  struct eng_cand *heap);
+ * heap[] (room for k). Returns how many. kn (or NULL): its first_gt_f32
+ * kernel, if any, skips the scores that cannot enter a full heap (the
+ * same result). */
+size_t eng_topk(const struct eng_kernels *kn, const float *scores, size_t n, size_t k,
+                struct eng_cand *heap);
 
 /* Expert cache model */
 /* Returns 1 on a hit, 0 on a miss (the range is then inserted). */

@@ -501,54 +501,37 @@ static void sort_cands(struct eng_cand *c, size_t n)
     /* the root is the worst, so extraction leaves best-first order */
 }
 
-size_t eng_topk(const float *scores, size_t n, size_t k, struct eng_cand *heap)
+size_t eng_topk(const struct eng_kernels *kn, const float *scores, size_t n, size_t k,
+                struct eng_cand *heap)
 {
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct eng_cand cd = {scores[i], (int32_t)i};
-        if (isnan(cd.s))
-            cd.s = -INFINITY;
-        if (m < k) {
-            heap[m++] = cd;
-            if (m == k)
-                for (size_t j = k / 2; j-- > 0;)
-                    sift_down(heap, k, j);
-        } else if (better(cd, heap[0])) {
+    if (!k)
+        return 0;
+    size_t m = n < k ? n : k;
+    for (size_t i = 0; i < m; i++) {
+        heap[i].s = isnan(scores[i]) ? -INFINITY : scores[i];
+        heap[i].i = (int32_t)i;
+    }
+    if (m == k)
+        for (size_t j = k / 2; j-- > 0;)
+            sift_down(heap, k, j);
+    /* the heap is full: a later score enters only if it is better than the
+     * root, and since it comes after every kept index that means strictly
+     * higher (NaN, as -inf, never), so a first_gt_f32 kernel may skip the
+     * others */
+    for (size_t i = m; i < n; i++) {
+        if (kn && kn->first_gt_f32) {
+            i += kn->first_gt_f32(scores + i, n - i, heap[0].s);
+            if (i >= n)
+                break;
+        }
+        struct eng_cand cd = {isnan(scores[i]) ? -INFINITY : scores[i], (int32_t)i};
+        if (better(cd, heap[0])) {
             heap[0] = cd;
             sift_down(heap, k, 0);
         }
     }
     sort_cands(heap, m);
     return m;
-}
-
-size_t eng_topk_k(const struct eng_kernels *kn, const float *scores, size_t n, size_t k,
-                  struct eng_cand *heap)
-{
-    if (!kn->first_gt_f32 || !k || n <= k)
-        return eng_topk(scores, n, k, heap);
-    /* the first k fill the heap; after them a score enters only if it is
-     * better than the root, and since it comes after every kept index that
-     * means strictly higher (NaN, as -inf, never): the kernel skips the
-     * rest */
-    for (size_t i = 0; i < k; i++) {
-        heap[i].s = isnan(scores[i]) ? -INFINITY : scores[i];
-        heap[i].i = (int32_t)i;
-    }
-    for (size_t j = k / 2; j-- > 0;)
-        sift_down(heap, k, j);
-    size_t i = k;
-    while (i < n) {
-        i += kn->first_gt_f32(scores + i, n - i, heap[0].s);
-        if (i >= n)
-            break;
-        heap[0].s = scores[i];
-        heap[0].i = (int32_t)i;
-        sift_down(heap, k, 0);
-        i++;
-    }
-    sort_cands(heap, k);
-    return k;
 }
 
 /*
@@ -610,7 +593,7 @@ static size_t dsa_topk_w(const float *sc, size_t n, size_t k, struct eng_cand *o
 {
     uint64_t *buf = n ? eng_wscratch(wk, W_C, n * 16 + 64) : NULL;
     if (!buf)
-        return n ? eng_topk(sc, n, k, out) : 0;
+        return n ? eng_topk(NULL, sc, n, k, out) : 0;
     return dsa_topk(sc, n, k, out, buf);
 }
 

@@ -95,7 +95,7 @@ static void route_fn(void *p, size_t b, size_t end, struct eng_worker *w)
                 gsc[g] = gsz >= 2 ? b1 + b2 : b1;
             }
             /* only the topk_group best groups (ties: lower index) stay */
-            size_t kept = eng_topk(gsc, ng, m->topk_group, cand);
+            size_t kept = eng_topk(NULL, gsc, ng, m->topk_group, cand);
             memset(keep, 0, ng);
             for (size_t j = 0; j < kept; j++)
                 keep[cand[j].i] = 1;
@@ -106,7 +106,7 @@ static void route_fn(void *p, size_t b, size_t end, struct eng_worker *w)
         }
         /* top-k by choice; ineligible experts sit at -inf and rank by index
          * after every eligible one, and top_k <= eligible count */
-        size_t got = eng_topk(choice, E, K, cand);
+        size_t got = eng_topk(NULL, choice, E, K, cand);
         int32_t *ids = r->ids + t * K;
         float *wo = r->wout + t * K;
         double sum = 0;
@@ -333,7 +333,7 @@ static void sample_row(struct sample_ctx *c, size_t row, struct eng_worker *w)
     size_t n;
     int sorted = 0;
     if (K < V) {
-        n = eng_topk_k(kn, z, V, K, cd); /* best first */
+        n = eng_topk(kn, z, V, K, cd); /* best first */
         sorted = 1;
     } else {
         n = V;

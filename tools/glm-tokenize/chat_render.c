@@ -103,21 +103,38 @@ static int pkg_format(const char *prog, const char *pkg)
     return f;
 }
 
-int gt_recognise_template(const char *prog, const char *path)
+/* The whole file at path (NUL-terminated, *len bytes), at most max bytes
+ * (limit names it), or NULL with a message. */
+static char *read_text(const char *prog, const char *path, size_t max, const char *limit,
+                       size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "%s: cannot open %s\n", prog, path);
-        return 1;
+        return NULL;
     }
     char *txt = NULL;
-    size_t len = 0;
-    int rc = txc_read_stream(f, &txt, &len);
+    int rc = txc_read_stream(f, &txt, len);
     fclose(f);
-    if (rc || len > 16 * CONV_MAX || strlen(txt) != len) {
-        fprintf(stderr, "%s: %s: %s\n", prog, path,
-                rc ? tx_strerror(rc)
-                   : len > 16 * CONV_MAX ? "larger than the 16 MiB limit" : "contains a NUL byte");
+    if (rc || *len > max) {
+        if (rc)
+            fprintf(stderr, "%s: %s: %s\n", prog, path, tx_strerror(rc));
+        else
+            fprintf(stderr, "%s: %s: larger than the %s limit\n", prog, path, limit);
+        free(txt);
+        return NULL;
+    }
+    return txt;
+}
+
+int gt_recognise_template(const char *prog, const char *path)
+{
+    size_t len = 0;
+    char *txt = read_text(prog, path, 16 * CONV_MAX, "16 MiB", &len);
+    if (!txt)
+        return 1;
+    if (strlen(txt) != len) {
+        fprintf(stderr, "%s: %s: contains a NUL byte\n", prog, path);
         free(txt);
         return 1;
     }
@@ -195,21 +212,10 @@ int gt_chat_render(const char *prog, const char *pkg, const char *conv, const ch
     } else if ((fmt = pkg_format(prog, pkg)) < 0) {
         return 1;
     }
-    FILE *f = fopen(conv, "rb");
-    if (!f) {
-        fprintf(stderr, "%s: cannot open %s\n", prog, conv);
-        return 1;
-    }
-    char *txt = NULL;
     size_t len = 0;
-    int rc = txc_read_stream(f, &txt, &len);
-    fclose(f);
-    if (rc || len > CONV_MAX) {
-        fprintf(stderr, "%s: %s: %s\n", prog, conv,
-                rc ? tx_strerror(rc) : "larger than the 1 MiB limit");
-        free(txt);
+    char *txt = read_text(prog, conv, CONV_MAX, "1 MiB", &len);
+    if (!txt)
         return 1;
-    }
     struct json_tokener *tk = json_tokener_new();
     struct json_object *root = tk ? json_tokener_parse_ex(tk, txt, (int)len) : NULL;
     int complete = tk && json_tokener_get_error(tk) == json_tokener_success &&
