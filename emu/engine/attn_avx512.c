@@ -16,16 +16,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "attn_internal.h"
-#include "simd_avx512.h"
+#include "attn_tile.h"
 
-#define AI __attribute__((always_inline)) static inline
-#define FKC 48 /* keys per block (a multiple of every tile height: 6, 8, 12, 16) */
-
-AI __mmask16 m16(size_t n)
-{
-    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
-}
+#define AI ATTN_AI
 
 /* one cache row of n elements (block types: n a multiple of 32) to f32,
  * bit-exact with eng_kv_to_f32 */
@@ -38,12 +31,13 @@ static void row_f32(float *dst, const uint8_t *s, unsigned dt, size_t n)
             _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(
                                           (const __m256i *)(const void *)(s + i * 2))));
         if (i < n)
-            _mm512_mask_storeu_ps(dst + i, m16(n - i),
-                                  _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16(n - i), s + i * 2)));
+            _mm512_mask_storeu_ps(
+                dst + i, attn_m16(n - i),
+                _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(attn_m16(n - i), s + i * 2)));
         return;
     case TX8_DTYPE_BF16:
         for (; i < n; i += 16) {
-            __mmask16 m = m16(n - i);
+            __mmask16 m = attn_m16(n - i);
             __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, s + i * 2));
             _mm512_mask_storeu_ps(dst + i, m, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
         }
@@ -92,6 +86,26 @@ void eng_kv_row_f32_avx512(float *dst, const void *src, unsigned dt, size_t n)
     row_f32(dst, src, dt, n);
 }
 
+void eng_bf16_round_avx512(float *x, size_t n)
+{
+    const __m512i exp = _mm512_set1_epi32(0x7f800000), abs = _mm512_set1_epi32(0x7fffffff),
+                  one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff),
+                  hi = _mm512_set1_epi32((int)0xffff0000u),
+                  sign = _mm512_set1_epi32((int)0x80000000u), quiet = _mm512_set1_epi32(0x00400000);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = attn_m16(n - i);
+        __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, x + i));
+        /* as eng_bf16_bits: nearest even; NaN quiet; zero and denormals to signed zero */
+        __m512i r = _mm512_add_epi32(
+            u, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), exp);
+        __mmask16 tiny = _mm512_testn_epi32_mask(u, exp);
+        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, quiet));
+        r = _mm512_mask_mov_epi32(r, tiny, _mm512_and_si512(u, sign));
+        _mm512_mask_storeu_ps(x + i, m, _mm512_castsi512_ps(_mm512_and_si512(r, hi)));
+    }
+}
+
 /*
  * A register tile of JT key rows (or value dims) x RV row vectors:
  * acc[jj][rv] += sum_i a[jj](i) * b[i][rv], where a[jj](i) = ap[jj * as + i * ai]
@@ -104,11 +118,7 @@ AI void tile(float *c, size_t NP, const unsigned JT, const unsigned RV, const fl
              size_t ai, const float *bp, size_t n, int init)
 {
     __m512 acc[16][4];
-#pragma GCC unroll 16
-    for (unsigned jj = 0; jj < JT; jj++)
-#pragma GCC unroll 4
-        for (unsigned rv = 0; rv < RV; rv++)
-            acc[jj][rv] = init ? _mm512_loadu_ps(c + jj * NP + rv * 16) : _mm512_setzero_ps();
+    attn_acc_load(acc, c, NP, JT, RV, init);
     for (size_t i = 0; i < n; i++) {
         __m512 bv[4];
 #pragma GCC unroll 4
@@ -123,54 +133,21 @@ AI void tile(float *c, size_t NP, const unsigned JT, const unsigned RV, const fl
                 acc[jj][rv] = _mm512_fmadd_ps(x, bv[rv], acc[jj][rv]);
         }
     }
-#pragma GCC unroll 16
-    for (unsigned jj = 0; jj < JT; jj++)
-#pragma GCC unroll 4
-        for (unsigned rv = 0; rv < RV; rv++)
-            _mm512_storeu_ps(c + jj * NP + rv * 16, acc[jj][rv]);
+    attn_acc_store(acc, c, NP, JT, RV);
 }
-
-/* c[j * NP ..] for j < m: JT-row tiles, then single rows (RV constant) */
-#define TILES(RV, JT)                                                                              \
-    static void tiles_##RV(float *c, size_t NP, const float *ap, size_t as, size_t ai,             \
-                           const float *bp, size_t n, size_t m, int init)                          \
-    {                                                                                              \
-        size_t j = 0;                                                                              \
-        for (; j + JT <= m; j += JT)                                                               \
-            tile(c + j * NP, NP, JT, RV, ap + j * as, as, ai, bp, n, init);                        \
-        for (; j < m; j++)                                                                         \
-            tile(c + j * NP, NP, 1, RV, ap + j * as, as, ai, bp, n, init);                         \
-    }
-TILES(1, 16)
-TILES(2, 12)
-TILES(3, 8)
-TILES(4, 6)
 
 static void tiles(unsigned RV, float *c, size_t NP, const float *ap, size_t as, size_t ai,
                   const float *bp, size_t n, size_t m, int init)
 {
-    switch (RV) {
-    case 1:
-        tiles_1(c, NP, ap, as, ai, bp, n, m, init);
-        break;
-    case 2:
-        tiles_2(c, NP, ap, as, ai, bp, n, m, init);
-        break;
-    case 3:
-        tiles_3(c, NP, ap, as, ai, bp, n, m, init);
-        break;
-    default:
-        tiles_4(c, NP, ap, as, ai, bp, n, m, init);
-        break;
-    }
+    ATTN_TILES(tile, RV, c, NP, ap, as, ai, bp, n, m, init);
 }
 
 size_t eng_attn_tile_scratch(const struct tx8_cmd_attention *m)
 {
     size_t qk = m->qk_dim, vd = m->v_dim, R = ATTN_TILE_ROWS;
-    return (qk * R + vd * R + (size_t)FKC * R + (size_t)FKC * qk + (size_t)FKC * vd + 4 * R + FKC) *
-               4 +
-           R * 4 * sizeof(__mmask16) + 128;
+    size_t f32 = (qk * R + vd * R + (size_t)FKC * R + (size_t)FKC * qk + (size_t)FKC * vd) * 4;
+    size_t bf = eng_attn_tile_bf16_bytes(m);
+    return (f32 > bf ? f32 : bf) + ATTN_TILE_STATE_BYTES + 128;
 }
 
 static inline const uint8_t *kv_at(unsigned dt, const uint8_t *base, size_t e)
@@ -185,6 +162,10 @@ void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t
     size_t qk = m->qk_dim, vd = m->v_dim, nh = h1 - h0, nr = nt * nh;
     if (!nr || nr > ATTN_TILE_ROWS)
         return;
+    if (a->bf) {
+        eng_attn_tile_bf16(a, t0, nt, h0, h1, g, j0, j1, part, w);
+        return;
+    }
     unsigned RV = (unsigned)((nr + 15) / 16);
     size_t NP = (size_t)RV * 16;
     uint8_t *raw = eng_wscratch(w, W_TMP, eng_attn_tile_scratch(m));
@@ -195,9 +176,8 @@ void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t
     float *st = ot + vd * NP;                                                 /* [FKC][NP] */
     float *kr = st + (size_t)FKC * NP;                                        /* [FKC][qk] */
     float *vr = kr + (size_t)FKC * qk;                                        /* [FKC][vd] */
-    float *mx = vr + (size_t)FKC * vd, *ls = mx + NP, *cr = ls + NP;
-    int32_t *lim = (int32_t *)(void *)(cr + NP);
-    int32_t *keys = lim + NP;
+    struct attn_tile ts;
+    attn_tile_init(&ts, a, t0, nt, h0, h1, vr + (size_t)FKC * vd);
 
     size_t qrow = (size_t)m->q_heads * m->ld_q_head;
     memset(qt, 0, qk * NP * 4);
@@ -207,47 +187,14 @@ void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t
         for (size_t d = 0; d < qk; d++)
             qt[d * NP + r] = qr[d] * m->scale;
     }
-    for (size_t r = 0; r < NP; r++) {
-        int32_t lv = 0;
-        if (r < nr) {
-            uint64_t l = (uint64_t)m->q_pos0 + t0 + r / nh + 1;
-            lv = a->sel && !a->bm ? INT32_MAX : (int32_t)(l < m->kv_len ? l : m->kv_len);
-        }
-        lim[r] = lv;
-        mx[r] = -INFINITY;
-        ls[r] = 0;
-    }
     memset(ot, 0, vd * NP * 4);
 
-    const int32_t *sl = a->sel && !a->bm ? a->sel + t0 * m->sel_k : NULL;
-    /* a selection bitmap: the lanes of each token's rows per row vector */
-    const uint64_t *bm = a->bm ? a->bm + t0 * a->bm_words : NULL;
-    __mmask16 *lanem = (__mmask16 *)(void *)(keys + FKC); /* [nt][RV] */
-    if (bm)
-        for (size_t tr = 0; tr < nt; tr++)
-            for (unsigned rv = 0; rv < RV; rv++) {
-                unsigned mk = 0;
-                for (unsigned i = 0; i < 16; i++) {
-                    size_t r = rv * 16 + i;
-                    if (r < nr && r / nh == tr)
-                        mk |= 1u << i;
-                }
-                lanem[tr * RV + rv] = (__mmask16)mk;
-            }
     size_t krow = (size_t)m->kv_heads * m->ld_k_head, vrow = (size_t)m->kv_heads * m->ld_v_head;
-    int kdirect = !sl && m->kv_dtype == TX8_DTYPE_F32;
-    int vdirect = !sl && a->vdt == TX8_DTYPE_F32;
-    const __m512 ninf = _mm512_set1_ps(-INFINITY), one = _mm512_set1_ps(1.0f);
+    int kdirect = !ts.sl && m->kv_dtype == TX8_DTYPE_F32;
+    int vdirect = !ts.sl && a->vdt == TX8_DTYPE_F32;
 
     for (size_t c0 = j0; c0 < j1; c0 += FKC) {
-        size_t ce = c0 + FKC < j1 ? c0 + FKC : j1, cn = 0;
-        if (sl) {
-            for (size_t j = c0; j < ce; j++)
-                if (sl[j] >= 0)
-                    keys[cn++] = sl[j];
-        } else {
-            cn = ce - c0;
-        }
+        size_t cn = attn_tile_block(&ts, c0, c0 + FKC < j1 ? c0 + FKC : j1);
         if (!cn)
             continue;
         const float *kp = kr, *vp = vr;
@@ -256,11 +203,11 @@ void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t
             kp = (const float *)(const void *)(a->k + (c0 * krow + g * m->ld_k_head) * 4);
             kst = krow;
         } else {
-            for (size_t j = 0; j < cn; j++) {
-                size_t key = sl ? (size_t)keys[j] : c0 + j;
-                row_f32(kr + j * qk, kv_at(m->kv_dtype, a->k, key * krow + g * m->ld_k_head),
-                        m->kv_dtype, qk);
-            }
+            for (size_t j = 0; j < cn; j++)
+                row_f32(
+                    kr + j * qk,
+                    kv_at(m->kv_dtype, a->k, attn_tile_key(&ts, c0, j) * krow + g * m->ld_k_head),
+                    m->kv_dtype, qk);
         }
         if (a->shared) {
             vp = kp; /* V = the first v_dim dims of the K rows */
@@ -269,80 +216,19 @@ void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t
             vp = (const float *)(const void *)(a->v + (c0 * vrow + g * m->ld_v_head) * 4);
             vst = vrow;
         } else {
-            for (size_t j = 0; j < cn; j++) {
-                size_t key = sl ? (size_t)keys[j] : c0 + j;
-                row_f32(vr + j * vd, kv_at(a->vdt, a->v, key * vrow + g * m->ld_v_head), a->vdt,
-                        vd);
-            }
+            for (size_t j = 0; j < cn; j++)
+                row_f32(vr + j * vd,
+                        kv_at(a->vdt, a->v, attn_tile_key(&ts, c0, j) * vrow + g * m->ld_v_head),
+                        a->vdt, vd);
         }
         /* S^T = K (scale Q)^T */
         tiles(RV, st, NP, kp, kst, 1, qt, qk, cn, 0);
-        /* online softmax down the keys, 16 rows per vector */
-        __mmask16 anycorr = 0;
-        for (unsigned rv = 0; rv < RV; rv++) {
-            __m512 mo = _mm512_loadu_ps(mx + rv * 16), cm = mo;
-            __m512i lv = _mm512_loadu_si512(lim + rv * 16);
-            for (size_t j = 0; j < cn; j++) {
-                float *sp = st + j * NP + rv * 16;
-                __m512 s = _mm512_loadu_ps(sp);
-                if (bm) { /* selected: the key's bit in each row's token */
-                    size_t key = c0 + j;
-                    __mmask16 vis = 0;
-                    for (size_t tr = 0; tr < nt; tr++)
-                        if ((bm[tr * a->bm_words + key / 64] >> (key % 64)) & 1)
-                            vis |= lanem[tr * RV + rv];
-                    s = _mm512_mask_mov_ps(ninf, vis, s);
-                    _mm512_storeu_ps(sp, s);
-                } else if (!sl) { /* causal: key c0 + j visible to rows with lim > it */
-                    __mmask16 vis = _mm512_cmpgt_epi32_mask(lv, _mm512_set1_epi32((int)(c0 + j)));
-                    s = _mm512_mask_mov_ps(ninf, vis, s);
-                    _mm512_storeu_ps(sp, s);
-                }
-                cm = _mm512_max_ps(cm, s);
-            }
-            __mmask16 ok = _mm512_cmp_ps_mask(cm, ninf, _CMP_NEQ_OQ);
-            __m512 corr = _mm512_mask_mov_ps(one, ok, eng_exp512(_mm512_sub_ps(mo, cm)));
-            __m512 sum = _mm512_setzero_ps();
-            for (size_t j = 0; j < cn; j++) {
-                float *sp = st + j * NP + rv * 16;
-                __m512 p = _mm512_maskz_mov_ps(ok, eng_exp512(_mm512_sub_ps(_mm512_loadu_ps(sp), cm)));
-                _mm512_storeu_ps(sp, p);
-                sum = _mm512_add_ps(sum, p);
-            }
-            _mm512_storeu_ps(ls + rv * 16,
-                             _mm512_fmadd_ps(_mm512_loadu_ps(ls + rv * 16), corr, sum));
-            _mm512_storeu_ps(mx + rv * 16, _mm512_mask_mov_ps(mo, ok, cm));
-            _mm512_storeu_ps(cr + rv * 16, corr);
-            anycorr |= _mm512_cmp_ps_mask(corr, one, _CMP_NEQ_UQ);
-        }
-        if (anycorr)
-            for (size_t d = 0; d < vd; d++)
-                for (unsigned rv = 0; rv < RV; rv++) {
-                    float *op = ot + d * NP + rv * 16;
-                    _mm512_storeu_ps(
-                        op, _mm512_mul_ps(_mm512_loadu_ps(op), _mm512_loadu_ps(cr + rv * 16)));
-                }
+        if (attn_tile_softmax(&ts, st, c0, cn))
+            attn_tile_rescale(&ts, ot, vd);
         /* O^T += V^T P^T */
         tiles(RV, ot, NP, vp, 1, vst, st, cn, vd, 1);
     }
-
-    if (part) { /* rows = the group's heads: (o, max, sum) for the merge */
-        for (size_t r = 0; r < nr; r++) {
-            for (size_t d = 0; d < vd; d++)
-                part[r * vd + d] = ot[d * NP + r];
-            part[nr * vd + r] = mx[r];
-            part[nr * vd + nr + r] = ls[r];
-        }
-        return;
-    }
-    size_t orow = (size_t)m->q_heads * m->ld_o_head;
-    for (size_t r = 0; r < nr; r++) {
-        size_t t = t0 + r / nh, h = h0 + r % nh;
-        float *dst = a->out + t * orow + h * m->ld_o_head;
-        float inv = ls[r] > 0 ? 1.0f / ls[r] : 0.0f;
-        for (size_t d = 0; d < vd; d++)
-            dst[d] = ot[d * NP + r] * inv;
-    }
+    attn_tile_finish(&ts, ot, vd, part);
 }
 
 /* ---- DSA_INDEX scores ------------------------------------------------------ */

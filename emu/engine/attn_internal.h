@@ -6,6 +6,8 @@
 #ifndef TX8_ENGINE_ATTN_INTERNAL_H
 #define TX8_ENGINE_ATTN_INTERNAL_H
 
+#include <string.h>
+
 #include "engine_internal.h"
 
 struct attn_ctx {
@@ -31,7 +33,30 @@ struct attn_ctx {
      * query tiles and masks the others, instead of one token at a time */
     const uint64_t *bm;
     size_t bm_words;
+    int bf; /* TX8_ATTN_F_BF16: BF16 dot products */
 };
+
+/* a float rounded to BF16 (nearest even, denormals to zero, NaN quiet),
+ * as vcvtneps2bf16: the BF16 bits */
+static inline uint16_t eng_bf16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    /* branch-free (selects), so that loops of it vectorise */
+    uint32_t rne = u + 0x7fffu + ((u >> 16) & 1);
+    uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) /* NaN: quiet */
+                 : (u & 0x7f800000u)             ? rne
+                                                 : (u & 0x80000000u); /* zero, denormal */
+    return (uint16_t)(r >> 16);
+}
+
+/* the same as a float */
+static inline float eng_bf16_round(float f)
+{
+    uint32_t u = (uint32_t)eng_bf16_bits(f) << 16;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 /* rows (tokens x heads) of one query tile at most */
 #define ATTN_TILE_ROWS 64
@@ -46,9 +71,19 @@ struct attn_ctx {
 void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t h0, size_t h1,
                           size_t g, size_t j0, size_t j1, float *part, struct eng_worker *w);
 
+/* the same with BF16 dot products (TX8_ATTN_F_BF16; attn_bf16_avx512.c,
+ * only on an engine with TX8_FEAT_AVX512BF16) */
+void eng_attn_tile_bf16(const struct attn_ctx *a, size_t t0, size_t nt, size_t h0, size_t h1,
+                        size_t g, size_t j0, size_t j1, float *part, struct eng_worker *w);
+/* its scratch bytes before the tile state */
+size_t eng_attn_tile_bf16_bytes(const struct tx8_cmd_attention *m);
+
 /* one KV-cache row (F32/F16/BF16/Q8_0/Q4_0) to f32 with AVX-512, bit-exact
  * with eng_kv_to_f32 */
 void eng_kv_row_f32_avx512(float *dst, const void *src, unsigned dt, size_t n);
+
+/* x[0..n) rounded to BF16 in place (as eng_bf16_round), AVX-512F */
+void eng_bf16_round_avx512(float *x, size_t n);
 
 /* the scratch bytes eng_attn_tile_avx512 takes from W_TMP */
 size_t eng_attn_tile_scratch(const struct tx8_cmd_attention *m);

@@ -325,7 +325,7 @@ static int heads_op(struct eng_cmd *c, uint64_t addr, uint64_t rows, uint64_t he
 int eng_check_attention(struct eng_cmd *c)
 {
     const struct tx8_cmd_attention *m = c->cmd;
-    if ((m->hdr.flags & ~TX8_ATTN_F_V_DTYPE) || isnan(m->scale))
+    if ((m->hdr.flags & ~(TX8_ATTN_F_V_DTYPE | TX8_ATTN_F_BF16)) || isnan(m->scale))
         return TX8_STATUS_INVALID_CMD;
     if (!(m->hdr.flags & TX8_ATTN_F_V_DTYPE) && m->v_dtype)
         return TX8_STATUS_INVALID_CMD;
@@ -339,6 +339,9 @@ int eng_check_attention(struct eng_cmd *c)
         m->v_dim > m->ld_o_head || (m->sel && !m->sel_k) || (!m->sel && m->sel_k) ||
         m->sel_k > TX8_ENGINE_MAX_TOPK * 64)
         return TX8_STATUS_INVALID_CMD;
+    if ((m->hdr.flags & TX8_ATTN_F_BF16) &&
+        ((m->qk_dim | m->v_dim | m->ld_k_head | m->ld_v_head) & 1))
+        return TX8_STATUS_INVALID_CMD; /* BF16 pairs */
     uint64_t keys = (uint64_t)m->q_pos0 + m->tokens;
     if (keys > m->kv_len)
         keys = m->kv_len;

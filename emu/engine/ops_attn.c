@@ -26,6 +26,17 @@ static inline void kv_row(const struct eng_kernels *k, float *dst, const void *s
         eng_kv_to_f32(k, dst, src, dt, n);
 }
 
+/* x[0..n) rounded to BF16 (TX8_ATTN_F_BF16's operands) */
+static void bf16_round_n(const struct eng_kernels *k, float *x, size_t n)
+{
+    if (k->isa == TX8_ISA_AVX512) {
+        eng_bf16_round_avx512(x, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        x[i] = eng_bf16_round(x[i]);
+}
+
 /* byte address of element e of a cache of the command's kv_dtype */
 static inline const uint8_t *kv_at(unsigned dt, const uint8_t *base, size_t e)
 {
@@ -54,7 +65,8 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
     const struct tx8_cmd_attention *m = a->m;
     const struct eng_kernels *k = a->e->k;
     size_t nh = h1 - h0, qk = m->qk_dim, vd = m->v_dim;
-    float *sc = eng_wscratch(w, W_TMP, nh * KEY_CHUNK * 4 + 64);
+    /* with BF16 products the rounded query rows bf16(scale q) follow the scores */
+    float *sc = eng_wscratch(w, W_TMP, (nh * KEY_CHUNK + (a->bf ? nh * qk : 0)) * 4 + 64);
     float *o = eng_wscratch(w, W_TMP2, nh * (vd + 2) * 4 + 64);
     size_t dmax = qk > vd ? qk : vd;
     float *rows = eng_wscratch(w, W_TMP3, KEY_CHUNK * dmax * 4 + 64);
@@ -70,11 +82,26 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
     size_t qrow = (size_t)m->q_heads * m->ld_q_head;
     size_t krow = (size_t)m->kv_heads * m->ld_k_head, vrow = (size_t)m->kv_heads * m->ld_v_head;
     const float *q = a->q + t * qrow + h0 * m->ld_q_head;
+    size_t ldq = m->ld_q_head;
+    float scale = m->scale;
+    if (a->bf) { /* TX8_ATTN_F_BF16: the products of BF16-rounded operands */
+        float *qr = sc + nh * KEY_CHUNK;
+        for (size_t i = 0; i < nh; i++)
+            for (size_t d = 0; d < qk; d++)
+                qr[i * qk + d] = q[i * m->ld_q_head + d] * m->scale;
+        bf16_round_n(k, qr, nh * qk);
+        q = qr;
+        ldq = qk;
+        scale = 1.0f;
+    }
     const int32_t *sl = a->sel ? a->sel + t * m->sel_k : NULL;
     size_t tt_max = k->gemm_tokens;
     /* convert the chunk's K rows to f32 (gather): selections, block types,
-     * and a shared K/V (the converted rows are the V rows too) */
-    int gather = sl || a->block || (a->shared && m->kv_dtype != TX8_DTYPE_F32);
+     * a shared K/V (the converted rows are the V rows too), and BF16
+     * products of a cache other than BF16 (the rows are rounded) */
+    int gather = sl || a->block || (a->shared && m->kv_dtype != TX8_DTYPE_F32) ||
+                 (a->bf && m->kv_dtype != TX8_DTYPE_BF16);
+    int kround = a->bf && m->kv_dtype != TX8_DTYPE_BF16;
     size_t es = tx_dtype_size(m->kv_dtype);
 
     for (size_t c0 = j0; c0 < j1; c0 += KEY_CHUNK) {
@@ -96,6 +123,8 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
                 kv_row(k, rows + j * qk,
                        kv_at(m->kv_dtype, a->k, (size_t)keys[j] * krow + g * m->ld_k_head),
                        m->kv_dtype, qk);
+            if (kround)
+                bf16_round_n(k, rows, cn * qk);
             tl.w = (const uint8_t *)rows;
             tl.w_stride = qk * 4;
             tl.dtype = TX8_DTYPE_F32;
@@ -105,7 +134,7 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
             tl.dtype = m->kv_dtype;
         }
         tl.group = qk;
-        tl.x_stride = m->ld_q_head;
+        tl.x_stride = ldq;
         tl.k0 = 0;
         tl.k1 = qk;
         tl.out_stride = KEY_CHUNK;
@@ -113,7 +142,7 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
         const uint8_t *wbase = tl.w;
         for (size_t i = 0; i < nh; i += tt_max) {
             tl.T = nh - i < tt_max ? (unsigned)(nh - i) : (unsigned)tt_max;
-            tl.x = q + i * m->ld_q_head;
+            tl.x = q + i * ldq;
             unsigned rs = tl.T == 1 ? k->gemv_rows : 4;
             for (size_t j = 0; j < cn; j += rs) {
                 tl.R = cn - j < rs ? (unsigned)(cn - j) : rs;
@@ -127,7 +156,7 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
             float *s = sc + i * KEY_CHUNK;
             float cmax = mx[i];
             for (size_t j = 0; j < cn; j++) {
-                s[j] *= m->scale;
+                s[j] *= scale;
                 if (s[j] > cmax)
                     cmax = s[j];
             }
@@ -142,6 +171,8 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
             if (corr != 1.0f)
                 k->scale_f32(o + i * vd, corr, vd);
             mx[i] = cmax;
+            if (a->bf) /* the sum is of the f32 p, P V of bf16(p) */
+                bf16_round_n(k, s, cn);
         }
         /* values: f32 rows (converted once), then O += P V */
         const float *vf;
@@ -149,7 +180,7 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
         if (a->shared && gather) {
             vf = rows; /* V = the first v_dim dims of the converted K rows */
             ldv = qk;
-        } else if (!sl && a->vdt == TX8_DTYPE_F32) {
+        } else if (!sl && a->vdt == TX8_DTYPE_F32 && !a->bf) {
             vf = (const float *)(const void *)(a->v +
                                                ((size_t)keys[0] * vrow + g * m->ld_v_head) * 4);
             ldv = vrow;
@@ -157,6 +188,8 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
             for (size_t j = 0; j < cn; j++)
                 kv_row(k, rows + j * vd,
                        kv_at(a->vdt, a->v, (size_t)keys[j] * vrow + g * m->ld_v_head), a->vdt, vd);
+            if (a->bf && a->vdt != TX8_DTYPE_BF16)
+                bf16_round_n(k, rows, cn * vd);
             vf = rows;
             ldv = vd;
         }
@@ -356,10 +389,14 @@ int eng_exec_attention(struct eng_cmd *c)
     a.vdt = (m->hdr.flags & TX8_ATTN_F_V_DTYPE) ? m->v_dtype : m->kv_dtype;
     a.shared = m->k == m->v && a.vdt == m->kv_dtype && m->ld_k_head == m->ld_v_head &&
                m->v_dim <= m->qk_dim;
+    a.bf = !!(m->hdr.flags & TX8_ATTN_F_BF16);
 
     uint64_t pairs = 0; /* (query, key) pairs, for the MAC count */
     size_t max_total = 0;
-    int can_fast = e->k->isa == TX8_ISA_AVX512 && !attn_tile_off();
+    /* the tile path; with BF16 products only where the CPU has vdpbf16ps
+     * (else the per-token path rounds the operands and computes in f32) */
+    int can_fast = e->k->isa == TX8_ISA_AVX512 && !attn_tile_off() &&
+                   (!a.bf || (e->features & TX8_FEAT_AVX512BF16));
     if (m->sel) {
         size_t n = (size_t)m->tokens * m->sel_k;
         int32_t *sel = eng_jscratch(e, J_IDS, n * 4);
@@ -457,7 +494,7 @@ int eng_exec_attention(struct eng_cmd *c)
     }
 
     c->macs = pairs * m->q_heads * ((uint64_t)m->qk_dim + m->v_dim);
-    c->mac_dtype = a.block ? TX8_DTYPE_F32 : m->kv_dtype;
+    c->mac_dtype = a.bf ? TX8_DTYPE_BF16 : a.block ? TX8_DTYPE_F32 : m->kv_dtype;
     return 0;
 }
 

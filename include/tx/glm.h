@@ -65,7 +65,10 @@ extern "C" {
  *
  * Special cases: GLM_EMBEDDING selects the data type of the embedding table
  * (EMBED gathers from F32/F16/BF16/I8 tables); GLM_ATTENTION also selects the
- * KV cache type (F32 for FP32, BF16 for BF16, F16 for FP16 and INT8_MIXED);
+ * KV cache type (F32 for FP32, BF16 for BF16, F16 for FP16 and INT8_MIXED,
+ * except an MLA latent cache under INT8_MIXED on a device of interface >=
+ * 1.7: BF16); with BF16 caches, BF16 and INT8_MIXED make ATTENTION's own
+ * products BF16 too (TX8_ATTN_F_BF16, interface 1.7);
  * GLM_NORM: normalisation is computed in f32 on the TX8, and FP16/BF16 round
  * the normalised outputs through that type (INT8_MIXED is refused for norms,
  * TX_ENOTSUP). The MoE router gate always runs in FP32 (as transformers
@@ -261,7 +264,9 @@ TX_API int glm_model_trim(glm_model_t *model);
 /*
  * KV-cache element types (llama.cpp's --cache-type-k / --cache-type-v
  * names). GLM_CACHE_DEFAULT follows the plan's attention precision (F32
- * for FP32, BF16 for BF16, F16 for FP16 and INT8_MIXED). Q8_0 (int8) and
+ * for FP32, BF16 for BF16, F16 for FP16 and INT8_MIXED; an MLA latent
+ * cache under INT8_MIXED: BF16 on a device of interface >= 1.7 unless
+ * TX_ATTENTION_BF16=0). Q8_0 (int8) and
  * Q4_0 (4-bit) keep one f16 scale per 32 elements (interface 1.6 KV-cache
  * block types, docs/hardware.md): 8.5 and 4.5 bits per element. For MLA
  * architectures the cache holds the latent only: the K type is the latent

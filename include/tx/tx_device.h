@@ -341,6 +341,12 @@ TX_API int tx_cmd_attention(tx_cmdbuf_t *cb, const struct tx_attention_args *a);
  * its own) needs a device of interface >= 1.6 (else TX_ENOTSUP). */
 TX_API int tx_cmd_attention_ex(tx_cmdbuf_t *cb, const struct tx_attention_args *a,
                                uint16_t v_dtype);
+/* The same with flags: TX8_ATTN_F_BF16 (interface 1.7, else TX_ENOTSUP):
+ * the dot products in BF16 with f32 accumulation (include/tx8/tx8_hw.h;
+ * qk_dim, v_dim, ld_k_head and ld_v_head even, else TX_EINVAL). Other bits:
+ * TX_EINVAL (TX8_ATTN_F_V_DTYPE follows from v_dtype). libtx 2.5. */
+TX_API int tx_cmd_attention_flags(tx_cmdbuf_t *cb, const struct tx_attention_args *a,
+                                  uint16_t v_dtype, uint16_t flags);
 
 struct tx_swiglu_args {
     tx_ref_t y, gate, up;

@@ -58,7 +58,7 @@ typedef float tx8_f32;
 
 #define TX8_SIGNATURE			0x30385854u	/* "TX80" in memory */
 #define TX8_IF_VERSION_MAJOR		1
-#define TX8_IF_VERSION_MINOR		6
+#define TX8_IF_VERSION_MINOR		7
 #define TX8_IF_VERSION \
 	((TX8_IF_VERSION_MAJOR << 16) | TX8_IF_VERSION_MINOR)
 #define TX8_IF_MAJOR(v)			((v) >> 16)
@@ -685,6 +685,14 @@ struct tx8_cmd_rope {
  * If sel != 0: i32 [tokens][sel_k]; query t attends only to the keys
  * listed (entries < 0 are ignored, others must be causal-valid) -- the
  * DSA indexer's selection.
+ * With TX8_ATTN_F_BF16 (1.7) the dot products take BF16 operands with f32
+ * accumulation, as a matrix unit's BF16 mode (FlashAttention's): each query
+ * row is multiplied by scale and rounded to BF16, the K and V elements are
+ * rounded to BF16 (exact for a BF16 cache), and the probabilities p are
+ * rounded to BF16 for the P V product while the softmax sums the f32 p.
+ * Rounding is to nearest even with denormals as zero. qk_dim, v_dim,
+ * ld_k_head and ld_v_head must then be even. Results differ from the f32
+ * form by BF16 rounding (docs/hardware.md, "ATTENTION in BF16").
  */
 struct tx8_cmd_attention {
 	struct tx8_cmd_hdr hdr;
@@ -712,6 +720,7 @@ struct tx8_cmd_attention {
 
 /* ATTENTION flags (since interface 1.6) */
 #define TX8_ATTN_F_V_DTYPE		(1u << 0)	/* v cache of v_dtype, not kv_dtype */
+#define TX8_ATTN_F_BF16			(1u << 1)	/* 1.7: BF16 dot products */
 
 /* SWIGLU: y[r][c] = silu(gate[r][c]) * up[r][c], rows x cols. */
 struct tx8_cmd_swiglu {

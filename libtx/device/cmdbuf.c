@@ -799,19 +799,42 @@ TX_API int tx_cmd_attention(tx_cmdbuf_t *cb, const struct tx_attention_args *a)
 TX_API int tx_cmd_attention_ex(tx_cmdbuf_t *cb, const struct tx_attention_args *a,
                                uint16_t v_dtype)
 {
+    return tx_cmd_attention_flags(cb, a, v_dtype, 0);
+}
+
+TX_API int tx_cmd_attention_flags(tx_cmdbuf_t *cb, const struct tx_attention_args *a,
+                                  uint16_t v_dtype, uint16_t aflags)
+{
     struct tx8_cmd_attention c;
     struct opset s = {.n = 0};
     uint16_t flags = 0;
 
     ARGS_CHECK("tx_cmd_attention");
+    if (aflags & ~TX8_ATTN_F_BF16)
+        return tx_error(TX_EINVAL,
+                        "tx_cmd_attention_flags: flags 0x%x: only TX8_ATTN_F_BF16 (0x%x) is "
+                        "accepted (TX8_ATTN_F_V_DTYPE follows from v_dtype)",
+                        (unsigned)aflags, (unsigned)TX8_ATTN_F_BF16);
+    if ((aflags & TX8_ATTN_F_BF16) && ((a->qk_dim | a->v_dim | a->ld_k_head | a->ld_v_head) & 1))
+        return tx_error(TX_EINVAL,
+                        "tx_cmd_attention_flags: TX8_ATTN_F_BF16 takes pairs: qk_dim %u, v_dim "
+                        "%u, ld_k_head %u and ld_v_head %u must be even",
+                        a->qk_dim, a->v_dim, a->ld_k_head, a->ld_v_head);
     memset(&c, 0, sizeof(c));
-    if (v_dtype != a->kv_dtype) {
-        flags = TX8_ATTN_F_V_DTYPE;
-        c.v_dtype = v_dtype;
-        s.min_minor = 6;
-        s.feature = "TX8_ATTN_F_V_DTYPE";
+    if (aflags & TX8_ATTN_F_BF16) {
+        flags |= TX8_ATTN_F_BF16;
+        s.min_minor = 7;
+        s.feature = "TX8_ATTN_F_BF16";
     }
-    if (tx_dtype_is_block(a->kv_dtype) || tx_dtype_is_block(v_dtype)) {
+    if (v_dtype != a->kv_dtype) {
+        flags |= TX8_ATTN_F_V_DTYPE;
+        c.v_dtype = v_dtype;
+        if (s.min_minor < 6) {
+            s.min_minor = 6;
+            s.feature = "TX8_ATTN_F_V_DTYPE";
+        }
+    }
+    if ((tx_dtype_is_block(a->kv_dtype) || tx_dtype_is_block(v_dtype)) && s.min_minor < 6) {
         s.min_minor = 6;
         s.feature = "the KV-cache block types (Q8_0 / Q4_0)";
     }

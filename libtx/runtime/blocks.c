@@ -296,6 +296,21 @@ void blk_swiglu_mlp(struct gctx *g, int wg, int wu, int wd, int T)
 
 /* ---- attention ---------------------------------------------------------- */
 
+/* ATTENTION's flags: BF16 products where the plan's attention precision is
+ * BF16 or INT8_MIXED (FP16's f16 is finer than BF16, FP32 stays exact), the
+ * K and V caches are BF16 (the default of those plans then: the operands are
+ * the cache's own values; other caches keep f32 products) and the model's
+ * device can (glm_model.attn_bf16) */
+static uint16_t blk_attn_flags(const struct gctx *g, const struct tx_attention_args *a,
+                               uint16_t v_dtype)
+{
+    glm_precision_t p = g->plan->precision[GLM_ATTENTION];
+    if (!g->m->attn_bf16 || (p != BF16 && p != INT8_MIXED) || a->kv_dtype != TX8_DTYPE_BF16 ||
+        v_dtype != TX8_DTYPE_BF16 || ((a->qk_dim | a->v_dim | a->ld_k_head | a->ld_v_head) & 1))
+        return 0;
+    return TX8_ATTN_F_BF16;
+}
+
 void blk_gqa_attention(struct gctx *g, int l)
 {
     const struct glm_config *c = g->c;
@@ -352,14 +367,15 @@ void blk_gqa_attention(struct gctx *g, int l)
         a.ld_q_head = a.ld_k_head = a.ld_v_head = a.ld_o_head = (uint32_t)hd;
         a.scale = scale;
         a.kv_dtype = s->kv_dtype;
-        blk_dbg(g, "ATTENTION layer %d tokens=%d heads=%d/%d kv_len=%u", l, sg->n, Hq, Hk,
-                a.kv_len);
+        uint16_t af = blk_attn_flags(g, &a, s->v_dtype);
+        blk_dbg(g, "ATTENTION layer %d tokens=%d heads=%d/%d kv_len=%u %s products", l, sg->n, Hq,
+                Hk, a.kv_len, af & TX8_ATTN_F_BF16 ? "bf16" : "f32");
         uint64_t pr = (uint64_t)sg->n * sg->pos0 + (uint64_t)sg->n * (sg->n + 1) / 2;
         g->f->attn_pairs += pr;
         g->f->attn_pairs_dense += pr;
         s->attn_pairs += pr;
         s->attn_pairs_dense += pr;
-        if (blk_emit(g, tx_cmd_attention_ex(g->cb, &a, s->v_dtype)))
+        if (blk_emit(g, tx_cmd_attention_flags(g->cb, &a, s->v_dtype, af)))
             return;
     }
     blk_matmul(g, g->a.h, g->a.ao, rt_mat_of(m, GLM_T_O_PROJ, l), T, qw, D,
@@ -594,10 +610,13 @@ void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k)
     g->f->attn_pairs_dense += dense;
     s->attn_pairs += ex;
     s->attn_pairs_dense += dense;
-    blk_dbg(g, "ATTENTION layer %d tokens=%d heads=%d kv_len=%u latent=%d%s pairs=%llu/%llu dense",
+    uint16_t af = blk_attn_flags(g, &a, a.kv_dtype);
+    blk_dbg(g,
+            "ATTENTION layer %d tokens=%d heads=%d kv_len=%u latent=%d%s pairs=%llu/%llu dense, "
+            "%s products",
             l, sg->n, H, a.kv_len, cw, sel_k > 0 ? " (DSA selection)" : " (dense)",
-            (unsigned long long)ex, (unsigned long long)dense);
-    blk_emit(g, tx_cmd_attention(g->cb, &a));
+            (unsigned long long)ex, (unsigned long long)dense, af & TX8_ATTN_F_BF16 ? "bf16" : "f32");
+    blk_emit(g, tx_cmd_attention_flags(g->cb, &a, a.kv_dtype, af));
 }
 
 /* The attention output out of latent space: ao_h = W_UV_h aol_h per head */

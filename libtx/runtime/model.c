@@ -602,6 +602,12 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
         rc = tx_error(rc, "glm_model_load: %s", tx_last_error());
         goto fail;
     }
+    const char *ab = getenv("TX_ATTENTION_BF16");
+    if (ab && *ab && strcmp(ab, "0") && strcmp(ab, "1")) {
+        rc = tx_error(TX_EINVAL, "glm_model_load: TX_ATTENTION_BF16=%s: expected 0 or 1", ab);
+        goto fail;
+    }
+    m->attn_bf16 = TX8_IF_MINOR(m->dinfo.if_version) >= 7 && !(ab && !strcmp(ab, "0"));
     const char *bi = getenv("TX_BATCH_INVARIANT");
     if (bi && *bi && strcmp(bi, "0") && strcmp(bi, "1")) {
         rc = tx_error(TX_EINVAL, "glm_model_load: TX_BATCH_INVARIANT=%s: expected 0 or 1", bi);

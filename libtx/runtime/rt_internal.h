@@ -115,6 +115,10 @@ struct glm_model {
     /* TX_SUBMIT_* of every job (TX_SUBMIT_BATCH_INVARIANT with
      * GLM_LOAD_BATCH_INVARIANT / TX_BATCH_INVARIANT=1) */
     uint32_t submit_flags;
+    /* ATTENTION's products in BF16 (TX8_ATTN_F_BF16) for the BF16 and
+     * INT8_MIXED attention precisions: a device of interface >= 1.7 and
+     * not TX_ATTENTION_BF16=0 */
+    int attn_bf16;
     struct tx_device_info dinfo;
     char name[24];
     char label_w[TX8_LABEL_LEN], label_kv[TX8_LABEL_LEN], label_act[TX8_LABEL_LEN];

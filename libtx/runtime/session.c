@@ -122,14 +122,20 @@ void rt_session_kv_types(const glm_session_t *s, const glm_precision_plan_t *pla
     const glm_model_t *m = s->m;
     const struct glm_config *c = &m->cfg;
     int k = s->want_k ? s->want_k : m->cache_k, v = s->want_v ? s->want_v : m->cache_v;
-    uint16_t def = rt_kv_dtype(plan->precision[GLM_ATTENTION]);
-    dt[0] = k ? cache_dtype(k) : def;
-    dt[1] = v ? cache_dtype(v) : def;
     const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     struct tx_arch_kv kv;
     memset(&kv, 0, sizeof(kv));
     if (arch)
         arch->kv_geometry(c, 0, &kv);
+    uint16_t def = rt_kv_dtype(plan->precision[GLM_ATTENTION]);
+    /* INT8_MIXED on a 1.7 device: an MLA latent cache in BF16, the operands
+     * of BF16 products (blocks.c), which the one latent head shared by all
+     * query heads makes twice as fast; a GQA cache stays F16 (its decode
+     * gains nothing from them: docs/engine.md, "BF16 attention") */
+    if (plan->precision[GLM_ATTENTION] == INT8_MIXED && m->attn_bf16 && !kv.v)
+        def = TX8_DTYPE_BF16;
+    dt[0] = k ? cache_dtype(k) : def;
+    dt[1] = v ? cache_dtype(v) : def;
     if (!kv.v)
         dt[1] = dt[0]; /* MLA: the V type is the latent's */
     uint64_t ik = c->index_head_dim > 0 ? (uint64_t)c->index_head_dim : 0;

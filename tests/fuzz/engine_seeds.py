@@ -90,9 +90,10 @@ def layernorm(y, x, g, beta, rows, dim):
 
 
 def attention(out_, q, k, v, sel, T, qh, kvh, qk, vd, kv_len, pos0, sel_k, ldq, ldk, ldv, ldo,
-              kv_dtype=0, v_dtype=None, scale=0.25):
-    # flags: TX8_ATTN_F_V_DTYPE (1) when v_dtype is given
-    flags = 0 if v_dtype is None else 1
+              kv_dtype=0, v_dtype=None, scale=0.25, bf16=False):
+    # flags: TX8_ATTN_F_V_DTYPE (1) when v_dtype is given, TX8_ATTN_F_BF16
+    # (2, interface 1.7) with bf16
+    flags = (0 if v_dtype is None else 1) | (2 if bf16 else 0)
     return hdr(8, 104, flags) + struct.pack("<QQQQQIIIIIIIIIIIIfHH", out_, q, k, v, sel, T, qh, kvh,
                                             qk, vd, kv_len, pos0, sel_k, ldq, ldk, ldv, ldo, scale,
                                             kv_dtype, v_dtype or 0)
@@ -173,6 +174,11 @@ seeds = {
                              blob=struct.pack("<8i", 0, 1, 2, 100, 3, 4, 5, 6)),
     "attention_bad_v_dtype": job(whole, [attention(D, A, B, C, 0, 2, 4, 2, 16, 16, 8, 6, 0, 16, 16,
                                                    16, 16, 0, 3)]),
+    # interface 1.7: BF16 dot products (even dims), and an odd qk_dim
+    "attention_bf16": job(whole, [attention(D, A, B, B, 0, 2, 16, 1, 16, 8, 8, 6, 0, 16, 16, 16, 8,
+                                            2, bf16=True)]),
+    "attention_bf16_odd": job(whole, [attention(D, A, B, C, 0, 2, 4, 2, 15, 16, 8, 6, 0, 16, 16,
+                                                16, 16, 2, bf16=True)]),
     "convert_q8_0": job(whole, [convert(B, A, 0, 3, 64, 64, 64, Q8_0, 0)]),
     "convert_q4_0_f16": job(whole, [convert(B, A, 0, 3, 64, 64, 64, 1, Q4_0)]),
     "convert_q8_0_cols": job(whole, [convert(B, A, 0, 3, 33, 64, 64, Q8_0, 0)]),

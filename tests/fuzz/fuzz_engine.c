@@ -33,7 +33,8 @@
  * rules (docs/hardware.md 4.5, include/tx8/tx8_hw.h) of every opcode: NOP,
  * FILL, COPY, CONVERT (with the 1.6 KV block types Q8_0 / Q4_0), MATMUL
  * (dense and block-sparse weights), RMSNORM, LAYERNORM, ROPE (1.4 flags),
- * ATTENTION (1.6 block KV caches, TX8_ATTN_F_V_DTYPE, selections), SWIGLU,
+ * ATTENTION (1.6 block KV caches, TX8_ATTN_F_V_DTYPE, selections, 1.7
+ * TX8_ATTN_F_BF16), SWIGLU,
  * ADD, EMBED, MOE_ROUTE (1.4 flags), MOE_FFN (and the run-time checks of
  * its expert table with the 1.6 expert-cache flags TX8_WEIGHT_F_XCACHE /
  * _XMISS), DSA_INDEX (1.6 TX8_DSA_F_KEY_Q8_0) and SAMPLE (1.2 and 1.3
@@ -559,7 +560,7 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
     }
     case TX8_OP_ATTENTION: {
         const struct tx8_cmd_attention *m = &u.at;
-        if ((h.flags & ~TX8_ATTN_F_V_DTYPE) || isnan(m->scale))
+        if ((h.flags & ~(TX8_ATTN_F_V_DTYPE | TX8_ATTN_F_BF16)) || isnan(m->scale))
             return bad(r, TX8_STATUS_INVALID_CMD), 0;
         if (!(h.flags & TX8_ATTN_F_V_DTYPE) && m->v_dtype)
             return bad(r, TX8_STATUS_INVALID_CMD), 0;
@@ -571,6 +572,9 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
         if (!m->kv_heads || m->q_heads % m->kv_heads || !m->qk_dim || !m->v_dim ||
             m->qk_dim > m->ld_q_head || m->qk_dim > m->ld_k_head || m->v_dim > m->ld_v_head ||
             m->v_dim > m->ld_o_head || !m->sel != !m->sel_k || m->sel_k > 4096u * 64)
+            return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if ((h.flags & TX8_ATTN_F_BF16) &&
+            ((m->qk_dim | m->v_dim | m->ld_k_head | m->ld_v_head) & 1))
             return bad(r, TX8_STATUS_INVALID_CMD), 0;
         uint64_t keys = (uint64_t)m->q_pos0 + m->tokens;
         if (keys > m->kv_len)

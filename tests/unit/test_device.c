@@ -527,6 +527,64 @@ START_TEST(test_matmul)
 }
 END_TEST
 
+/*
+ * TX8_ATTN_F_BF16 (interface 1.7) through the SDK: a query of 1 + 2^-9 (BF16
+ * rounds it to 1) over two exact BF16 keys and values. The f32 form gives
+ * o[0] = (1 + 5 e^-1.001953125) / (1 + e^-1.001953125) = 2.074230; the BF16
+ * form rounds the query to 1 and p1 = e^-1 to 0.3671875 for P V (the
+ * softmax sums the f32 p): (1 + 5 * 0.3671875) / (1 + e^-1) = 2.073236.
+ */
+START_TEST(test_attention_bf16_flag)
+{
+    tx_device_t *dev = open_dev();
+    struct tx_device_info info;
+    void *mq, *mk, *mo;
+    tx_bo_t *q = alloc_bo(dev, 16, "at-q", &mq), *k = alloc_bo(dev, 32, "at-kv", &mk),
+            *o = alloc_bo(dev, 16, "at-o", &mo);
+    const float kv[2][4] = {{1, 0, 0, 0}, {0, 1, 0, 0}}, vv[2][4] = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+    const double want[2] = {2.074230, 2.073236};
+    struct tx_attention_args a;
+    struct tx_job_result r;
+
+    TX_OKAY(tx_device_info(dev, &info));
+    ck_assert_uint_ge(TX8_IF_MINOR(info.if_version), 7);
+    ((float *)mq)[0] = 1.0f + 1.0f / 512;
+    ((float *)mq)[1] = ((float *)mq)[2] = ((float *)mq)[3] = 0;
+    /* a shared K/V cache would make V the keys: a separate V of 4 dims
+     * after the keys in the same BO */
+    for (int j = 0; j < 2; j++)
+        for (int d = 0; d < 4; d++) {
+            ((uint16_t *)mk)[j * 4 + d] = tx_f32_to_bf16(kv[j][d]);
+            ((uint16_t *)mk)[8 + j * 4 + d] = tx_f32_to_bf16(vv[j][d]);
+        }
+    memset(&a, 0, sizeof(a));
+    a.out = tx_ref(o, 0);
+    a.q = tx_ref(q, 0);
+    a.k = tx_ref(k, 0);
+    a.v = tx_ref(k, 16);
+    a.tokens = a.q_heads = a.kv_heads = 1;
+    a.qk_dim = a.v_dim = a.ld_q_head = a.ld_k_head = a.ld_v_head = a.ld_o_head = 4;
+    a.kv_len = 2;
+    a.q_pos0 = 1;
+    a.scale = 1.0f;
+    a.kv_dtype = TX8_DTYPE_BF16;
+    for (int bf = 0; bf < 2; bf++) {
+        tx_cmdbuf_t *cb;
+
+        TX_OKAY(tx_cmdbuf_create(dev, &cb));
+        TX_OKAY(tx_cmd_attention_flags(cb, &a, TX8_DTYPE_BF16, bf ? TX8_ATTN_F_BF16 : 0));
+        TX_OKAY(run(dev, cb, &r));
+        ck_assert_msg(fabs(((float *)mo)[0] - want[bf]) < 2e-5, "%s form: o[0] = %.6f, want %.6f",
+                      bf ? "BF16" : "f32", ((float *)mo)[0], want[bf]);
+        TX_OKAY(tx_cmdbuf_destroy(cb));
+    }
+    tx_bo_free(q);
+    tx_bo_free(k);
+    tx_bo_free(o);
+    TX_OKAY(tx_device_close(dev));
+}
+END_TEST
+
 START_TEST(test_job_status)
 {
     tx_device_t *dev = open_dev();
@@ -1104,6 +1162,24 @@ START_TEST(test_cmdbuf_bad_args)
     TX_FAILS(tx_cmd_matmul(cb, &ma), TX_EINVAL); /* no weight data */
     TX_FAILS(tx_cmd_rmsnorm(cb, NULL), TX_EINVAL);
     TX_FAILS(tx_cmd_attention(cb, NULL), TX_EINVAL);
+    {
+        /* tx_cmd_attention_flags (libtx 2.5): TX8_ATTN_F_BF16 only, even dims */
+        struct tx_attention_args aa;
+
+        memset(&aa, 0, sizeof(aa));
+        aa.out = aa.q = aa.k = aa.v = tx_ref(bo, 0);
+        aa.tokens = aa.q_heads = aa.kv_heads = 1;
+        aa.qk_dim = aa.v_dim = aa.ld_q_head = aa.ld_k_head = aa.ld_v_head = aa.ld_o_head = 4;
+        aa.kv_len = 1;
+        aa.scale = 0.5f;
+        aa.kv_dtype = TX8_DTYPE_BF16;
+        TX_FAILS(tx_cmd_attention_flags(cb, NULL, TX8_DTYPE_BF16, 0), TX_EINVAL);
+        TX_FAILS(tx_cmd_attention_flags(cb, &aa, TX8_DTYPE_BF16, TX8_ATTN_F_V_DTYPE), TX_EINVAL);
+        TX_FAILS(tx_cmd_attention_flags(cb, &aa, TX8_DTYPE_BF16, 0x80), TX_EINVAL);
+        aa.qk_dim = 3;
+        TX_FAILS(tx_cmd_attention_flags(cb, &aa, TX8_DTYPE_BF16, TX8_ATTN_F_BF16), TX_EINVAL);
+        ck_assert_msg(strstr(tx_last_error(), "even") != NULL, "%s", tx_last_error());
+    }
     TX_FAILS(tx_cmd_sample(cb, NULL), TX_EINVAL);
     TX_FAILS(tx_cmdbuf_raw(cb, NULL, 16), TX_EINVAL);
     {
@@ -1461,6 +1537,7 @@ static Suite *device_suite(void)
     tcase_add_test(tc, test_zero_copy);
     tcase_add_test(tc, test_fill_copy);
     tcase_add_test(tc, test_matmul);
+    tcase_add_test(tc, test_attention_bf16_flag);
     tcase_add_test(tc, test_batch_invariant_rows);
     tcase_add_test(tc, test_job_status);
     tcase_add_test(tc, test_counters);

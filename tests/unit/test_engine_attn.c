@@ -8,6 +8,8 @@
  * (the bitmap-masked tiles) or few (one token per tile, gathered keys);
  * DSA_INDEX's tile scoring and radix top-k on exact scores with ties.
  */
+#include <stdio.h>
+
 #include "test_engine_common.h"
 
 #define NISA 3
@@ -48,11 +50,29 @@ static void convert(struct te *t, uint64_t dst, uint64_t src, uint64_t deq, unsi
 
 struct acase {
     unsigned dt, T, qh, kvh, qk, vd, q0;
-    int shared; /* k == v (absorbed MLA), kvh 1 */
-    int sel;    /* 0 none, 1 most keys (bitmap tiles), 2 few keys (gathered) */
+    int shared;  /* k == v (absorbed MLA), kvh 1 */
+    int sel;     /* 0 none, 1 most keys (bitmap tiles), 2 few keys (gathered) */
+    int bf;      /* TX8_ATTN_F_BF16 */
+    float scale; /* 0: 0.125 */
 };
 
-static double run_case(struct te *t, uint64_t *rng, const struct acase *cs)
+/* the reference's BF16 rounding (nearest even; no denormals arise here) */
+static float bf16r(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1)) & 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/*
+ * Runs the case; returns the largest error against the double reference of
+ * its form (with bf: the scaled query and the K/V elements rounded to BF16,
+ * the probabilities exact), and in *other the error against the other
+ * form's reference.
+ */
+static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, double *other)
 {
     unsigned T = cs->T, qh = cs->qh, kvh = cs->kvh, qk = cs->qk, vd = cs->vd, q0 = cs->q0;
     unsigned kvlen = q0 + T, grp = qh / kvh;
@@ -107,8 +127,11 @@ static double run_case(struct te *t, uint64_t *rng, const struct acase *cs)
     c.ld_k_head = qk;
     c.ld_v_head = cs->shared ? qk : vd;
     c.ld_o_head = vd;
-    c.scale = 0.125f;
+    float scale = cs->scale > 0 ? cs->scale : 0.125f;
+    c.scale = scale;
     c.kv_dtype = (uint16_t)cs->dt;
+    if (cs->bf)
+        c.hdr.flags |= TX8_ATTN_F_BF16;
     ck_assert_uint_eq(te_run1(t, &c), TX8_STATUS_OK);
 
     const float *kp = te_ptr(t, kd), *vp = cs->shared ? kp : te_ptr(t, vdq);
@@ -118,47 +141,59 @@ static double run_case(struct te *t, uint64_t *rng, const struct acase *cs)
     char *vis = malloc(kvlen);
     ck_assert_ptr_nonnull(sc);
     ck_assert_ptr_nonnull(vis);
-    double worst = 0;
-    for (unsigned tt = 0; tt < T; tt++) {
-        memset(vis, 0, kvlen);
-        if (cs->sel) {
-            for (unsigned j = 0; j < sel_k; j++)
-                if (sp[tt * sel_k + j] >= 0)
-                    vis[sp[tt * sel_k + j]] = 1;
-        } else {
-            memset(vis, 1, q0 + tt + 1);
-        }
-        for (unsigned h = 0; h < qh; h++) {
-            unsigned g = h / grp;
-            double mx = -INFINITY;
-            for (unsigned s = 0; s < kvlen; s++) {
-                sc[s] = -INFINITY;
-                if (!vis[s])
-                    continue;
-                double d = 0;
-                for (unsigned i = 0; i < qk; i++)
-                    d += (double)qp[((size_t)tt * qh + h) * qk + i] *
-                         kp[(size_t)s * krow + g * qk + i];
-                sc[s] = d * 0.125;
-                mx = fmax(mx, sc[s]);
+    double worst[2] = {0, 0}; /* [0] f32 form, [1] BF16 form */
+    for (int form = 0; form < 2; form++)
+        for (unsigned tt = 0; tt < T; tt++) {
+            memset(vis, 0, kvlen);
+            if (cs->sel) {
+                for (unsigned j = 0; j < sel_k; j++)
+                    if (sp[tt * sel_k + j] >= 0)
+                        vis[sp[tt * sel_k + j]] = 1;
+            } else {
+                memset(vis, 1, q0 + tt + 1);
             }
-            double sum = 0;
-            for (unsigned s = 0; s < kvlen; s++)
-                if (vis[s])
-                    sum += exp(sc[s] - mx);
-            for (unsigned d = 0; d < vd; d++) {
-                double acc = 0;
+            for (unsigned h = 0; h < qh; h++) {
+                unsigned g = h / grp;
+                double mx = -INFINITY;
+                for (unsigned s = 0; s < kvlen; s++) {
+                    sc[s] = -INFINITY;
+                    if (!vis[s])
+                        continue;
+                    double d = 0;
+                    for (unsigned i = 0; i < qk; i++) {
+                        float qv = qp[((size_t)tt * qh + h) * qk + i],
+                              kv = kp[(size_t)s * krow + g * qk + i];
+                        d += form ? (double)bf16r(qv * scale) * bf16r(kv) : (double)qv * kv * scale;
+                    }
+                    sc[s] = d;
+                    mx = fmax(mx, sc[s]);
+                }
+                double sum = 0;
                 for (unsigned s = 0; s < kvlen; s++)
                     if (vis[s])
-                        acc += exp(sc[s] - mx) / sum * vp[(size_t)s * vst + g * ldv + d];
-                worst = fmax(worst, fabs(op[((size_t)tt * qh + h) * vd + d] - acc));
+                        sum += exp(sc[s] - mx);
+                for (unsigned d = 0; d < vd; d++) {
+                    double acc = 0;
+                    for (unsigned s = 0; s < kvlen; s++)
+                        if (vis[s]) {
+                            float v = vp[(size_t)s * vst + g * ldv + d];
+                            acc += exp(sc[s] - mx) / sum * (form ? bf16r(v) : v);
+                        }
+                    worst[form] = fmax(worst[form], fabs(op[((size_t)tt * qh + h) * vd + d] - acc));
+                }
             }
         }
-    }
     free(vis);
     free(sc);
     te_reset(t, mark);
-    return worst;
+    if (other)
+        *other = worst[!cs->bf];
+    return worst[!!cs->bf];
+}
+
+static double run_case(struct te *t, uint64_t *rng, const struct acase *cs)
+{
+    return run_case_x(t, rng, cs, NULL);
 }
 
 START_TEST(test_attention_tiles)
@@ -166,19 +201,19 @@ START_TEST(test_attention_tiles)
     TE_BEGIN(_i);
     const unsigned dts[5] = {TX8_DTYPE_F32, TX8_DTYPE_F16, TX8_DTYPE_BF16, TX8_DTYPE_Q8_0,
                              TX8_DTYPE_Q4_0};
-    /* dt, T, qh, kvh, qk, vd, q0, shared, sel */
+    /* dt, T, qh, kvh, qk, vd, q0, shared, sel, bf, scale */
     const struct acase cases[] = {
-        {0, 70, 16, 1, 96, 64, 0, 1, 0},   /* MLA prefill from empty */
-        {0, 37, 16, 1, 96, 64, 150, 1, 0}, /* MLA prefill after a prefix */
-        {0, 1, 16, 1, 96, 64, 700, 1, 0},  /* MLA decode: the key split */
-        {0, 1, 16, 1, 96, 64, 20, 1, 0},   /* short decode: heads split */
-        {0, 40, 8, 2, 64, 64, 90, 0, 0},   /* GQA prefill */
-        {0, 3, 8, 2, 64, 64, 600, 0, 0},   /* GQA decode-ish */
-        {0, 33, 16, 1, 96, 64, 200, 1, 1}, /* DSA: most keys, bitmap tiles */
-        {0, 1, 16, 1, 96, 64, 700, 1, 1},  /* DSA decode, bitmap + split */
-        {0, 9, 16, 1, 96, 64, 300, 1, 2},  /* DSA: few keys, gathered */
-        {0, 20, 4, 1, 64, 32, 60, 0, 1},   /* MQA with its own V, bitmap */
-        {0, 2, 80, 1, 32, 32, 40, 1, 0},   /* a group wider than a tile */
+        {0, 70, 16, 1, 96, 64, 0, 1, 0, 0, 0},   /* MLA prefill from empty */
+        {0, 37, 16, 1, 96, 64, 150, 1, 0, 0, 0}, /* MLA prefill after a prefix */
+        {0, 1, 16, 1, 96, 64, 700, 1, 0, 0, 0},  /* MLA decode: the key split */
+        {0, 1, 16, 1, 96, 64, 20, 1, 0, 0, 0},   /* short decode: heads split */
+        {0, 40, 8, 2, 64, 64, 90, 0, 0, 0, 0},   /* GQA prefill */
+        {0, 3, 8, 2, 64, 64, 600, 0, 0, 0, 0},   /* GQA decode-ish */
+        {0, 33, 16, 1, 96, 64, 200, 1, 1, 0, 0}, /* DSA: most keys, bitmap tiles */
+        {0, 1, 16, 1, 96, 64, 700, 1, 1, 0, 0},  /* DSA decode, bitmap + split */
+        {0, 9, 16, 1, 96, 64, 300, 1, 2, 0, 0},  /* DSA: few keys, gathered */
+        {0, 20, 4, 1, 64, 32, 60, 0, 1, 0, 0},   /* MQA with its own V, bitmap */
+        {0, 2, 80, 1, 32, 32, 40, 1, 0, 0, 0},   /* a group wider than a tile */
     };
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
         for (int d = 0; d < 5; d++) {
@@ -280,6 +315,62 @@ START_TEST(test_dsa_index_ties)
 }
 END_TEST
 
+/*
+ * TX8_ATTN_F_BF16 (interface 1.7) on every ISA, and on AVX-512 both with
+ * vdpbf16ps (the BF16 tile) and without (loop index 3: the per-token path
+ * rounding the operands): against the BF16 form's reference within the
+ * rounding of the probabilities (2^-9 relative, |v| <= 1), and, with a
+ * sharp softmax, measurably away from the f32 form (the operands are
+ * rounded, not computed in f32).
+ */
+START_TEST(test_attention_bf16)
+{
+    unsigned isa = te_isas[_i < 3 ? _i : 2];
+    if (_i == 3)
+        setenv("TX8_ENGINE_AVX512BF16", "0", 1);
+    struct te *t = te_new(isa, 2, 64ull << 20);
+    unsetenv("TX8_ENGINE_AVX512BF16");
+    if (!t)
+        return;
+    uint64_t rng = 0xbf16ull + (uint64_t)_i * 17;
+    if (_i == 2 && !(tx8_engine_features(t->e) & TX8_FEAT_AVX512BF16))
+        fprintf(stderr, "test_attention_bf16: this CPU has no AVX512-BF16: the avx512 run "
+                        "takes the rounding per-token path, as run 3 does\n");
+    const unsigned dts[5] = {TX8_DTYPE_BF16, TX8_DTYPE_F16, TX8_DTYPE_F32, TX8_DTYPE_Q8_0,
+                             TX8_DTYPE_Q4_0};
+    /* dt, T, qh, kvh, qk, vd, q0, shared, sel, bf, scale */
+    const struct acase cases[] = {
+        {0, 70, 16, 1, 96, 64, 0, 1, 0, 1, 0},    /* MLA prefill */
+        {0, 1, 16, 1, 96, 64, 700, 1, 0, 1, 0},   /* MLA decode: the key split */
+        {0, 1, 16, 1, 96, 64, 20, 1, 0, 1, 0},    /* short decode */
+        {0, 40, 8, 2, 64, 64, 90, 0, 0, 1, 0},    /* GQA prefill */
+        {0, 3, 8, 2, 64, 64, 600, 0, 0, 1, 0},    /* GQA decode-ish */
+        {0, 33, 16, 1, 96, 64, 200, 1, 1, 1, 0},  /* DSA: bitmap tiles */
+        {0, 1, 16, 1, 96, 64, 701, 1, 1, 1, 0},   /* DSA decode, odd key count */
+        {0, 9, 16, 1, 96, 64, 300, 1, 2, 1, 0},   /* DSA: few keys, gathered */
+        {0, 20, 4, 1, 64, 32, 61, 0, 1, 1, 0},    /* MQA with its own V */
+        {0, 2, 80, 1, 40, 34, 40, 1, 0, 1, 0},    /* wide group, v_dim 34 */
+        {0, 17, 16, 1, 96, 64, 100, 1, 0, 1, 24}, /* sharp softmax */
+    };
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
+        for (int d = 0; d < 5; d++) {
+            struct acase cs = cases[ci];
+            cs.dt = dts[d];
+            if (tx_dtype_is_block(cs.dt) && (cs.qk % 32 || cs.vd % 32))
+                continue;
+            double other = 0, worst = run_case_x(t, &rng, &cs, &other);
+            double tol = 1.2 / 512 + 3e-5;
+            ck_assert_msg(worst <= tol, "run %d case %zu (%s, T %u, q0 %u, sel %d): max error %g",
+                          _i, ci, tx_dtype_name(cs.dt), cs.T, cs.q0, cs.sel, worst);
+            if (cs.scale > 0)
+                ck_assert_msg(other > 4 * tol,
+                              "run %d case %zu (%s): %g from the f32 form: not rounded?", _i, ci,
+                              tx_dtype_name(cs.dt), other);
+        }
+    te_free(t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("engine_attn");
@@ -287,6 +378,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_attention_tiles, 0, NISA);
     tcase_add_loop_test(tc, test_dsa_index_ties, 0, NISA);
+    tcase_add_loop_test(tc, test_attention_bf16, 0, NISA + 1);
     suite_add_tcase(s, tc);
     return s;
 }

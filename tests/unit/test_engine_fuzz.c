@@ -71,6 +71,8 @@ START_TEST(seed_verdicts)
         {"attention_q8_v_f16", TX8_STATUS_OK},
         {"attention_q4_sel", TX8_STATUS_OK},
         {"attention_bad_v_dtype", TX8_STATUS_UNSUPPORTED_DTYPE},
+        {"attention_bf16", TX8_STATUS_OK}, /* 1.7 */
+        {"attention_bf16_odd", TX8_STATUS_INVALID_CMD},
         {"convert_q8_0", TX8_STATUS_OK},
         {"convert_q4_0_f16", TX8_STATUS_OK},
         {"convert_q8_0_cols", TX8_STATUS_INVALID_CMD},

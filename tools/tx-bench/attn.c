@@ -5,8 +5,10 @@
  * latent, f16 cache; its indexer, 16 heads x 128 over a Q8_0 key cache,
  * top 2048; the GLM-4.5-architecture model: 16 q heads, 4 kv heads of 128,
  * f16 and q4_0 caches), the engine's AVX-512 tile path against its
- * per-token path (TX8_ATTN_TILE=0, TX8_DSA_TILE=0), alternating job by job
- * on one engine so that both see the same host load. Median of the runs.
+ * per-token path (TX8_ATTN_TILE=0, TX8_DSA_TILE=0), and for ATTENTION the
+ * tile with BF16 products (TX8_ATTN_F_BF16, interface 1.7: the vdpbf16ps
+ * tile where the CPU has AVX512-BF16), alternating job by job on one
+ * engine so that all see the same host load. Median of the runs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -59,13 +61,17 @@ int txb_attn(unsigned threads, unsigned reps)
 {
     static const struct at_row rows[] = {
         {"GLM-5.1 MLA tg @ d2048", 0, 1, 2048, 16, 1, 576, 512, TX8_DTYPE_F16, 1, 1},
+        {"GLM-5.1 MLA tg @ d2048 bf16", 0, 1, 2048, 16, 1, 576, 512, TX8_DTYPE_BF16, 1, 1},
         {"GLM-5.1 MLA pp256 @ d0", 0, 256, 0, 16, 1, 576, 512, TX8_DTYPE_F16, 1, 0},
         {"GLM-5.1 MLA pp256 @ d2048", 0, 256, 2048, 16, 1, 576, 512, TX8_DTYPE_F16, 1, 1},
+        {"GLM-5.1 MLA pp256 @ d2048 bf16", 0, 256, 2048, 16, 1, 576, 512, TX8_DTYPE_BF16, 1, 1},
         {"GLM-5.1 MLA pp512 @ d1536", 0, 512, 1536, 16, 1, 576, 512, TX8_DTYPE_F16, 1, 0},
         {"GLM-5.1 DSA_INDEX tg @ d2048", 1, 1, 2048, 16, 1, 128, 0, TX8_DTYPE_Q8_0, 0, 0},
         {"GLM-5.1 DSA_INDEX pp256 @ d2048", 1, 256, 2048, 16, 1, 128, 0, TX8_DTYPE_Q8_0, 0, 0},
         {"GLM-4.5 GQA tg @ d2048 f16", 0, 1, 2048, 16, 4, 128, 128, TX8_DTYPE_F16, 0, 0},
         {"GLM-4.5 GQA pp256 @ d2048 f16", 0, 256, 2048, 16, 4, 128, 128, TX8_DTYPE_F16, 0, 0},
+        {"GLM-4.5 GQA tg @ d2048 bf16", 0, 1, 2048, 16, 4, 128, 128, TX8_DTYPE_BF16, 0, 0},
+        {"GLM-4.5 GQA pp256 @ d2048 bf16", 0, 256, 2048, 16, 4, 128, 128, TX8_DTYPE_BF16, 0, 0},
         {"GLM-4.5 GQA tg @ d2048 q4_0", 0, 1, 2048, 16, 4, 128, 128, TX8_DTYPE_Q4_0, 0, 0},
         {"GLM-4.5 GQA pp256 @ d2048 q4_0", 0, 256, 2048, 16, 4, 128, 128, TX8_DTYPE_Q4_0, 0, 0},
     };
@@ -105,9 +111,17 @@ int txb_attn(unsigned threads, unsigned reps)
     printf("tx-bench: ATTENTION / DSA_INDEX, engine ISA %s, %u threads, %u alternating runs per "
            "row (per-token path: TX8_ATTN_TILE=0 / TX8_DSA_TILE=0)\n\n",
            tx8_engine_isa_name(tx8_engine_isa(eng)), threads, reps);
-    printf("| shape | per-token path ms | tile path ms | speed-up |\n");
-    printf("| ----- | ----------------: | -----------: | -------: |\n");
-    double *t[2] = {calloc(reps, sizeof(double)), calloc(reps, sizeof(double))};
+    printf("BF16 products (TX8_ATTN_F_BF16): %s\n\n",
+           tx8_engine_features(eng) & TX8_FEAT_AVX512BF16
+               ? "the vdpbf16ps tile (AVX512-BF16)"
+               : "no AVX512-BF16 here: the per-token path on rounded operands");
+    printf(
+        "| shape | per-token path ms | tile path ms | speed-up | BF16 products ms | BF16 vs tile "
+        "|\n");
+    printf("| ----- | ----------------: | -----------: | -------: | ---------------: | "
+           "-----------: |\n");
+    double *t[3] = {calloc(reps, sizeof(double)), calloc(reps, sizeof(double)),
+                    calloc(reps, sizeof(double))};
     struct tx8_job_desc job;
     memset(&job, 0, sizeof(job));
     job.cmd_addr = cmd;
@@ -194,10 +208,15 @@ int txb_attn(unsigned threads, unsigned reps)
             memcpy(mem + cmd, &c, sizeof(c));
             job.cmd_size = sizeof(c);
         }
+        int nv = r->dsa ? 2 : 3;
         for (unsigned rep = 0; rep <= reps && !fail; rep++)
-            for (int u = 0; u < 2; u++) {
+            for (int u = 0; u < nv; u++) {
                 setenv("TX8_ATTN_TILE", u ? "1" : "0", 1);
                 setenv("TX8_DSA_TILE", u ? "1" : "0", 1);
+                if (!r->dsa) {
+                    struct tx8_cmd_hdr *h = (struct tx8_cmd_hdr *)(void *)(mem + cmd);
+                    h->flags = u == 2 ? TX8_ATTN_F_BF16 : 0;
+                }
                 job.seqno = seq++;
                 double t0 = at_now();
                 tx8_engine_run(eng, &job, &done, NULL);
@@ -213,16 +232,22 @@ int txb_attn(unsigned threads, unsigned reps)
             }
         if (fail)
             break;
-        qsort(t[0], reps, sizeof(double), cmp_d);
-        qsort(t[1], reps, sizeof(double), cmp_d);
+        for (int u = 0; u < nv; u++)
+            qsort(t[u], reps, sizeof(double), cmp_d);
         double a = t[0][reps / 2] * 1e3, b = t[1][reps / 2] * 1e3;
-        printf("| %s | %.3f | %.3f | %.2fx |\n", r->name, a, b, a / b);
+        if (nv == 3) {
+            double c = t[2][reps / 2] * 1e3;
+            printf("| %s | %.3f | %.3f | %.2fx | %.3f | %.2fx |\n", r->name, a, b, a / b, c, b / c);
+        } else {
+            printf("| %s | %.3f | %.3f | %.2fx | - | - |\n", r->name, a, b, a / b);
+        }
         fflush(stdout);
     }
     unsetenv("TX8_ATTN_TILE");
     unsetenv("TX8_DSA_TILE");
     free(t[0]);
     free(t[1]);
+    free(t[2]);
     tx8_engine_destroy(eng);
     munmap(mem, size);
     return fail;
