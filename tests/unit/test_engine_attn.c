@@ -8,9 +8,11 @@
  * (the bitmap-masked tiles) or few (one token per tile, gathered keys);
  * DSA_INDEX's tile scoring and radix top-k on exact scores with ties.
  */
+#include <immintrin.h>
 #include <stdio.h>
 
 #include "test_engine_common.h"
+#include "engine/attn_internal.h"
 
 #define NISA 3
 
@@ -371,6 +373,61 @@ START_TEST(test_attention_bf16)
 }
 END_TEST
 
+/* the hardware's vcvtneps2bf16 on 16 floats */
+__attribute__((target("avx512bf16,avx512f,avx512vl"))) static void hw_bf16(const float *x,
+                                                                           uint16_t *o)
+{
+    __m256bh b = _mm512_cvtneps_pbh(_mm512_loadu_ps(x));
+    memcpy(o, &b, 32);
+}
+
+/*
+ * The rounding of TX8_ATTN_F_BF16's operands three ways: eng_bf16_bits (the
+ * per-token path), eng_bf16_round_avx512 (its AVX-512F form) and, where the
+ * CPU has it, vcvtneps2bf16 (the BF16 tile): the same bits for denormals,
+ * signed zeros, infinities, NaNs (quieted), halfway cases and 2^20 random
+ * bit patterns.
+ */
+START_TEST(test_bf16_rounding)
+{
+    int hw = tx8_engine_has_feature(TX8_FEAT_AVX512BF16),
+        f512 = tx8_engine_isa_supported(TX8_ISA_AVX512);
+    if (!hw)
+        fprintf(stderr, "test_bf16_rounding: no AVX512-BF16 here: vcvtneps2bf16 not compared\n");
+    if (!f512)
+        fprintf(stderr, "test_bf16_rounding: no AVX-512 here: eng_bf16_round_avx512 not run\n");
+    const uint32_t special[16] = {0x00000001u, 0x80000001u, 0x007fffffu, 0x00800000u,
+                                  0x7f7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00001u,
+                                  0x7f800001u, 0x00000000u, 0x80000000u, 0x3f808000u,
+                                  0x3f818000u, 0x3f80ffffu, 0xbf807fffu, 0x7f7f8000u};
+    uint64_t rng = 0xb16b00b5ull;
+    for (unsigned round = 0; round <= 65536; round++) {
+        uint32_t u[16];
+        float x[16], r[16];
+        for (int i = 0; i < 16; i++)
+            u[i] = round ? (uint32_t)te_rand_u64(&rng) : special[i];
+        memcpy(x, u, sizeof(x));
+        memcpy(r, x, sizeof(r));
+        if (f512)
+            eng_bf16_round_avx512(r, 16);
+        uint16_t h[16];
+        if (hw)
+            hw_bf16(x, h);
+        for (int i = 0; i < 16; i++) {
+            uint16_t want = eng_bf16_bits(x[i]);
+            uint32_t ru;
+            memcpy(&ru, &r[i], 4);
+            if (f512)
+                ck_assert_msg(ru == (uint32_t)want << 16, "avx512 %08x: %08x, want %04x0000", u[i],
+                              ru, want);
+            if (hw)
+                ck_assert_msg(h[i] == want, "vcvtneps2bf16 %08x: %04x, eng_bf16_bits %04x", u[i],
+                              h[i], want);
+        }
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("engine_attn");
@@ -379,6 +436,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_attention_tiles, 0, NISA);
     tcase_add_loop_test(tc, test_dsa_index_ties, 0, NISA);
     tcase_add_loop_test(tc, test_attention_bf16, 0, NISA + 1);
+    tcase_add_test(tc, test_bf16_rounding);
     suite_add_tcase(s, tc);
     return s;
 }
