@@ -298,9 +298,10 @@ void blk_swiglu_mlp(struct gctx *g, int wg, int wu, int wd, int T)
 
 /* ATTENTION's flags: BF16 products where the plan's attention precision is
  * BF16 or INT8_MIXED (FP16's f16 is finer than BF16, FP32 stays exact), the
- * K and V caches are BF16 (the default of those plans then: the operands are
- * the cache's own values; other caches keep f32 products) and the model's
- * device can (glm_model.attn_bf16) */
+ * K and V caches are BF16 (the BF16 plan's default cache, and an MLA
+ * latent's under INT8_MIXED: the operands are then the cache's own values;
+ * other caches keep f32 products) and the model's device can
+ * (glm_model.attn_bf16) */
 static uint16_t blk_attn_flags(const struct gctx *g, const struct tx_attention_args *a,
                                uint16_t v_dtype)
 {
