@@ -150,11 +150,6 @@ size_t eng_attn_tile_scratch(const struct tx8_cmd_attention *m)
     return (f32 > bf ? f32 : bf) + ATTN_TILE_STATE_BYTES + 128;
 }
 
-static inline const uint8_t *kv_at(unsigned dt, const uint8_t *base, size_t e)
-{
-    return base + tx_dtype_row_bytes(dt, e);
-}
-
 void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t h0, size_t h1,
                           size_t g, size_t j0, size_t j1, float *part, struct eng_worker *w)
 {

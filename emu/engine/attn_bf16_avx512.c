@@ -18,11 +18,6 @@
 
 #define BF16_FN __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq,f16c")))
 
-static inline const uint8_t *kv_at(unsigned dt, const uint8_t *base, size_t e)
-{
-    return base + tx_dtype_row_bytes(dt, e);
-}
-
 static size_t al64(size_t b)
 {
     return (b + 63) & ~(size_t)63;

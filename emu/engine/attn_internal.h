@@ -36,6 +36,12 @@ struct attn_ctx {
     int bf; /* TX8_ATTN_F_BF16: BF16 dot products */
 };
 
+/* byte address of element e of a KV cache of type dt (block types too) */
+static inline const uint8_t *kv_at(unsigned dt, const uint8_t *base, size_t e)
+{
+    return base + tx_dtype_row_bytes(dt, e);
+}
+
 /* a float rounded to BF16 (nearest even, denormals to zero, NaN quiet),
  * as vcvtneps2bf16: the BF16 bits */
 static inline uint16_t eng_bf16_bits(float f)

@@ -37,12 +37,6 @@ static void bf16_round_n(const struct eng_kernels *k, float *x, size_t n)
         x[i] = eng_bf16_round(x[i]);
 }
 
-/* byte address of element e of a cache of the command's kv_dtype */
-static inline const uint8_t *kv_at(unsigned dt, const uint8_t *base, size_t e)
-{
-    return base + tx_dtype_row_bytes(dt, e);
-}
-
 /*
  * One work item: token t, kv head g, q heads [h0, h1) of its group, keys
  * [j0, j1) of the query's key list (every causal key, or its selection).
