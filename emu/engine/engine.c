@@ -559,6 +559,7 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
         if (isa == TX8_ISA_AMX) {
             /* the tile unit, or (tests) its emulation on a CPU without it */
             e->kern.mm_amx = eng_amx_emulate ? eng_amx_mm_emu : eng_amx_mm_hw;
+            e->kern.amx_pack = eng_amx_emulate ? eng_amx_pack_emu : eng_amx_pack_hw;
             e->features |= TX8_FEAT_AMX;
         }
     }

@@ -16,7 +16,7 @@
 #include "tx8_engine.h"
 
 #define ENG_ALIGN 64
-#define ENG_SCRATCH_SLOTS 18
+#define ENG_SCRATCH_SLOTS 20
 
 /* Job scratch slots (eng_jscratch) */
 enum {
@@ -38,6 +38,8 @@ enum {
     J_XIL,
     J_MOE, /* MOE_FFN's per-expert descriptors (fused path) */
     J_GXB, /* MOE_FFN: gathered packed BF16 activations */
+    J_AMX,  /* activations packed for the AMX tiles (MATMUL, MOE_FFN up) */
+    J_AMX2, /* MOE_FFN: the hidden rows packed for the AMX tiles */
 };
 /* Worker scratch slots (eng_wscratch) */
 enum {
@@ -184,6 +186,9 @@ struct eng_kernels {
     /* TX8_ISA_AMX: T >= 16 int8 / BF16 blocks of a matmul chunk on the
      * tile unit (struct mm_amx below), or NULL */
     int (*mm_amx)(const struct mm_amx *m, struct eng_worker *w);
+    /* its activation packer (eng_amx_pack_*), set with mm_amx */
+    void (*amx_pack)(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t K, int i8,
+                     uint8_t flip);
     /* small batches (matmul.c, T = 2..32, not batch-invariant) with f32
      * activations: a tile kernel (struct mm_tile) taking up to small_tokens
      * tokens and, for a tile of t tokens, up to small_rows[t] weight rows
@@ -218,9 +223,21 @@ struct mm_amx {
     struct mm_tile t;
     size_t R, T, K, kb;
     int i8;
+    /* the T / 16 full token tiles' activations as eng_amx_pack lays them
+     * out (group j at xp + j * xsteps * 1024), or NULL: packed by the call */
+    const uint8_t *xp;
+    size_t xsteps;
 };
 int eng_amx_mm_hw(const struct mm_amx *m, struct eng_worker *w);  /* the tile unit */
 int eng_amx_mm_emu(const struct mm_amx *m, struct eng_worker *w); /* emulated */
+/* 16 rows of activations (int8, x_stride bytes apart, xor flip: 0x80 turns
+ * the VNNI path's q + 128 back into q; or bf16 with flip 0) x K elements ->
+ * ceil(K * size / 64) B tiles of 1 KiB in AMX's VNNI layout (kern_amx.inc),
+ * zero past K. The _emu one honours eng_amx_break_layout. */
+void eng_amx_pack_hw(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t K, int i8,
+                     uint8_t flip);
+void eng_amx_pack_emu(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t K, int i8,
+                      uint8_t flip);
 /* Tests only: engines created while eng_amx_emulate is set take
  * TX8_ISA_AMX on any AVX-512 CPU and run the emulated tile unit;
  * eng_amx_break_layout makes the emulated path pack B without the VNNI
@@ -451,6 +468,10 @@ struct mm_act {
      * BF16 (else NULL) */
     const uint16_t *xb;
     size_t xb_stride;
+    /* an AMX engine: the full 16-token groups packed for the tiles
+     * (mm_amx_prep; struct mm_amx xp), or NULL */
+    const uint8_t *amx;
+    size_t amx_steps;
 };
 
 struct mm_out {

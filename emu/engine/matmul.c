@@ -291,6 +291,84 @@ static inline void mm_tile_call(const struct eng_kernels *k, const struct mm_til
         k->mm_tile_f32(t);
 }
 
+/* ---- activations packed for the AMX tiles ------------------------------- */
+
+/* Whether an AMX engine's tiles take products of w with a (mm_amx_block
+ * below then decides per chunk: >= 16 tokens). */
+static int mm_amx_takes(const struct tx8_engine *e, const struct mm_w *w, const struct mm_act *a)
+{
+    if (!e->k->mm_amx || w->sparse || !w->K)
+        return 0;
+    return (a->i8 && w->dtype == TX8_DTYPE_I8) ||
+           (a->xb && w->dtype == TX8_DTYPE_BF16 && !e->batch_inv);
+}
+
+struct amx_group {
+    const uint8_t *x; /* the group's first row */
+    size_t stride;    /* bytes */
+    uint8_t *dst;
+};
+
+struct amx_pctx {
+    const struct eng_kernels *k;
+    const struct amx_group *g;
+    size_t K;
+    int i8;
+    uint8_t flip;
+};
+
+static void amx_pack_fn(void *p, size_t b, size_t end, struct eng_worker *w)
+{
+    const struct amx_pctx *c = p;
+    (void)w;
+    for (size_t i = b; i < end; i++)
+        c->k->amx_pack(c->g[i].dst, c->g[i].x, c->g[i].stride, c->K, c->i8, c->flip);
+}
+
+/*
+ * The full 16-token groups of n activations (K wide; the i-th at byte
+ * offset i * step from a), packed for the AMX tiles into job scratch
+ * `slot` in one parallel region, once per command: every chunk of every
+ * weight that multiplies them loads them from there (struct mm_amx xp).
+ * Without room the activations stay unpacked (the tiles' calls pack their
+ * own).
+ */
+static void mm_amx_prep(struct tx8_engine *e, struct mm_act *a, size_t n, size_t step, size_t K,
+                        unsigned slot)
+{
+    const int i8 = a->i8;
+    const size_t es = i8 ? 1 : 2, steps = (K * es + 63) / 64;
+    size_t ng = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct mm_act *ai = (const void *)((const uint8_t *)a + i * step);
+        if (i8 || ai->xb)
+            ng += ai->T / 16;
+    }
+    if (!ng)
+        return;
+    size_t head = (ng * sizeof(struct amx_group) + 63) & ~(size_t)63;
+    uint8_t *buf = eng_jscratch(e, slot, head + ng * steps * 1024);
+    if (!buf)
+        return;
+    struct amx_group *g = (struct amx_group *)(void *)buf;
+    uint8_t *dst = buf + head;
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct mm_act *ai = (void *)((uint8_t *)a + i * step);
+        if ((!i8 && !ai->xb) || ai->T < 16)
+            continue;
+        const uint8_t *x = i8 ? (const uint8_t *)ai->p : (const uint8_t *)ai->xb;
+        size_t stride = i8 ? ai->stride : ai->xb_stride * 2;
+        ai->amx = dst + j * steps * 1024;
+        ai->amx_steps = steps;
+        for (size_t t = 0; t + 16 <= ai->T; t += 16, j++)
+            g[j] = (struct amx_group){x + t * stride, stride, dst + j * steps * 1024};
+    }
+    struct amx_pctx c = {e->k, g, K, i8, (uint8_t)(i8 && e->k->act_u8 ? 0x80 : 0)};
+    size_t chunk = ng / ((size_t)e->cores * 4);
+    eng_parallel(e, ng, chunk ? chunk : 1, amx_pack_fn, &c);
+}
+
 /* TX8_ISA_AMX (docs/engine.md, "AMX"): the chunk's tokens on the tile
  * unit when there are >= 16 (int8; BF16 outside batch-invariant jobs), in
  * the K blocks the loops of mm_chunk below use for that many tokens, so
@@ -312,7 +390,11 @@ static int mm_amx_block(const struct mm_ctx *m, const struct mm_tile *t, size_t 
                 kb = (kb + w->group - 1) / w->group * w->group;
         }
     }
-    struct mm_amx x = {m->e->k, *t, nr, nt, w->K, kb, a->i8};
+    struct mm_amx x = {m->e->k, *t, nr, nt, w->K, kb, a->i8, NULL, 0};
+    if (a->amx) {
+        x.xp = a->amx + t0 / 16 * a->amx_steps * 1024;
+        x.xsteps = a->amx_steps;
+    }
     x.t.w = w->data + n0 * t->w_stride;
     x.t.scales = w->scales ? w->scales + n0 * w->ngroups : NULL;
     x.t.x = (const uint8_t *)a->p + t0 * a->stride * (a->i8 ? 1 : 4);
@@ -502,6 +584,8 @@ void eng_mm_run(struct tx8_engine *e, const struct mm_w *w, const struct mm_act 
         return;
     if (w->sparse && a->T > 4)
         al.x_il = interleave(e, a, w->K);
+    if (!al.amx && al.T >= 16 && mm_amx_takes(e, w, &al))
+        mm_amx_prep(e, &al, 1, 0, w->K, J_AMX);
     /* rows per chunk: a multiple of 4, at most 64, several chunks per core */
     size_t per = w->N / ((size_t)e->cores * 4);
     size_t nb = (per + 3) & ~(size_t)3;
@@ -509,6 +593,13 @@ void eng_mm_run(struct tx8_engine *e, const struct mm_w *w, const struct mm_act 
         nb = 4;
     if (nb > 64)
         nb = 64;
+    if (al.amx) {
+        /* the tile unit: the chunk's rows share each block of activations
+         * it loads (L2-resident, from L3 once per chunk): up to 256 rows,
+         * still several chunks per core */
+        size_t na = (per / 4 + 15) & ~(size_t)15;
+        nb = na > 256 ? 256 : na > nb ? na : nb;
+    }
     uint64_t work = (uint64_t)w->N * (w->K ? w->K : 1) * a->T;
     if (work < 16384 || (a->T == 1 && work < MM_GEMV_SERIAL))
         nb = w->N; /* too small to split */
@@ -783,6 +874,8 @@ static int moe_fused(struct eng_cmd *c, const struct tx8_weight *tab, const uint
                          m->ld_y, rows,
                          rwt};
     f.ipeF = (F + f.rbF - 1) / f.rbF;
+    if (nx && mm_amx_takes(e, &X[0].w[0], &X[0].a1))
+        mm_amx_prep(e, &X[0].a1, nx, sizeof(*X), D, J_AMX);
     if (!(m->hdr.flags & TX8_MOE_FFN_F_ACCUMULATE))
         for (size_t t = 0; t < T; t++)
             memset(f.y + t * m->ld_y, 0, D * 4);
@@ -803,6 +896,8 @@ static int moe_fused(struct eng_cmd *c, const struct tx8_weight *tab, const uint
         x->a2.xb = ah.xb ? ah.xb + x->p0 * ah.xb_stride : NULL;
         x->a2.T = x->np;
     }
+    if (nx && mm_amx_takes(e, &X[0].w[2], &X[0].a2))
+        mm_amx_prep(e, &X[0].a2, nx, sizeof(*X), F, J_AMX2);
     eng_parallel(e, (D + f.rbD - 1) / f.rbD, 1, moe_down_fn, &f);
     c->macs = macs;
     c->macs_skipped = skipped;

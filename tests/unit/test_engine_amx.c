@@ -24,6 +24,8 @@
 #include "engine/engine_internal.h"
 
 typedef int (*amx_fn)(const struct mm_amx *m, struct eng_worker *w);
+typedef void (*pack_fn)(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t K, int i8,
+                        uint8_t flip);
 
 /* a worker for the kernels' scratch (malloc'd, no NUMA) */
 static struct tx8_engine fake_e;
@@ -233,9 +235,29 @@ static void bf16_check(const struct kdata *d, const float *got, const char *what
         }
 }
 
-/* Every kernel case through fn; returns how many mismatched the VNNI path
- * (int8) or the tolerance (bf16) when `expect_fail` (no assertions then). */
-static unsigned run_kernel_cases(amx_fn fn, const char *what, int expect_fail)
+/* The activations of m's full 16-token tiles packed by `pack` (as
+ * matmul.c's mm_amx_prep does once per command), set as m->xp; the buffer
+ * to free. */
+static uint8_t *kpack(struct mm_amx *m, pack_fn pack, const struct eng_kernels *k)
+{
+    size_t es = m->i8 ? 1 : 2, steps = (m->K * es + 63) / 64, groups = m->T / 16;
+    uint8_t *p = aligned_alloc(64, groups * steps * 1024 + 64);
+    ck_assert_ptr_nonnull(p);
+    const uint8_t *x = m->i8 ? (const uint8_t *)m->t.x : (const uint8_t *)m->t.xb;
+    size_t stride = m->i8 ? m->t.x_stride : m->t.xb_stride * 2;
+    for (size_t g = 0; g < groups; g++)
+        pack(p + g * steps * 1024, x + g * 16 * stride, stride, m->K, m->i8,
+             m->i8 && k->act_u8 ? 0x80 : 0);
+    m->xp = p;
+    m->xsteps = steps;
+    return p;
+}
+
+/* Every kernel case through fn, with the call packing its activations and
+ * with them packed beforehand by `pack` (the two must agree bit for bit);
+ * returns how many mismatched the VNNI path (int8) or the tolerance (bf16)
+ * when `expect_fail` (no assertions then). */
+static unsigned run_kernel_cases(amx_fn fn, pack_fn pack, const char *what, int expect_fail)
 {
     struct eng_kernels k = amx_table();
     uint64_t rng = 4242;
@@ -260,6 +282,21 @@ static unsigned run_kernel_cases(amx_fn fn, const char *what, int expect_fail)
             unsigned kb = i8 ? kc->kb : 1024;
             struct mm_amx m = kjob(&d, &k, kb, i8, oa);
             ck_assert_int_eq(fn(&m, &fake_w), 0);
+            {
+                /* the same with the activations packed once beforehand */
+                float *op = malloc(n * 4);
+                ck_assert_ptr_nonnull(op);
+                memcpy(op, d.out0, n * 4);
+                struct mm_amx mp = kjob(&d, &k, kb, i8, op);
+                uint8_t *buf = kpack(&mp, pack, &k);
+                ck_assert_int_eq(fn(&mp, &fake_w), 0);
+                if (!expect_fail)
+                    TE_CHECK(!memcmp(op, oa, n * 4),
+                             "%s: %s T=%u R=%u K=%u: pre-packed activations differ from the "
+                             "call's own packing", what, i8 ? "int8" : "bf16", d.T, d.R, d.K);
+                free(buf);
+                free(op);
+            }
             if (i8) {
                 vnni_ref(&m, ov);
                 int same = !memcmp(oa, ov, n * 4);
@@ -305,7 +342,7 @@ START_TEST(test_amx_emulated_kernels)
     if (!have_avx512())
         return;
     uint64_t before = eng_amx_emu_tdp;
-    run_kernel_cases(eng_amx_mm_emu, "emulated tiles", 0);
+    run_kernel_cases(eng_amx_mm_emu, eng_amx_pack_emu, "emulated tiles", 0);
     ck_assert_uint_gt(eng_amx_emu_tdp, before);
 }
 END_TEST
@@ -317,7 +354,7 @@ START_TEST(test_amx_broken_layout_fails)
     if (!have_avx512())
         return;
     eng_amx_break_layout = 1;
-    unsigned bad = run_kernel_cases(eng_amx_mm_emu, "broken layout", 1);
+    unsigned bad = run_kernel_cases(eng_amx_mm_emu, eng_amx_pack_emu, "broken layout", 1);
     eng_amx_break_layout = 0;
     unsigned cases = 0;
     for (unsigned c = 0; c < N_KC; c++) {
@@ -341,7 +378,7 @@ START_TEST(test_amx_real_tiles)
         fprintf(stderr, "test_engine_amx: real tiles skipped: %s\n", why ? why : "?");
         return;
     }
-    run_kernel_cases(eng_amx_mm_hw, "real tiles", 0);
+    run_kernel_cases(eng_amx_mm_hw, eng_amx_pack_hw, "real tiles", 0);
 }
 END_TEST
 

@@ -29,14 +29,18 @@ static double pk_now(void)
 double txb_clock_ghz(void)
 {
 #if defined(__x86_64__)
-    uint64_t x = 0;
+    /* a chain of dependent register-register adds, one cycle each (not
+     * add-immediate: newer cores fold chains of those at rename, several
+     * per cycle, which read as a clock of 15-20 GHz) */
+    uint64_t x = 0, one = 1;
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
         double t0 = pk_now();
         for (uint64_t i = 0; i < PK_ITERS; i++)
-            __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
-                             "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
-                             : "+r"(x));
+            __asm__ volatile("add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+                             "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0"
+                             : "+r"(x)
+                             : "r"(one));
         double ghz = (double)PK_ITERS * 8 / (pk_now() - t0) / 1e9;
         best = ghz > best ? ghz : best;
     }

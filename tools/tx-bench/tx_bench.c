@@ -58,6 +58,8 @@ struct opts {
     int cpu_time;        /* --cpu-time: MATMUL rows timed in process CPU time */
     int batch_inv;       /* --batch-invariant: MATMUL jobs with TX8_JOB_F_BATCH_INVARIANT */
     int small_pages;     /* --small-pages: no MADV_HUGEPAGE (as tx8-emu's memfd memory) */
+    unsigned vs_isa;     /* --vs NAME: the MATMUL rows also on this path, alternating */
+    int vs;
 };
 
 enum { B_F32, B_F16, B_BF16, B_I8, B_I8S, B_COUNT };
@@ -221,6 +223,7 @@ struct dev {
     uint64_t size;
     uint64_t brk;
     struct tx8_engine *e;
+    struct tx8_engine *e_vs; /* --vs: the other path's engine, or NULL */
     uint64_t cmd;
 };
 
@@ -359,6 +362,7 @@ struct result {
     int failed;
     int ratio_ok;      /* the ratio may be reported (working set >= 4 x LLC) */
     double peak;       /* GEMM: expected peak GFLOP/s (GOP/s) of the path, or 0 */
+    double ms_vs;      /* --vs: the other path's median, alternating with this one */
     char refused[320]; /* else why not */
 };
 
@@ -366,7 +370,10 @@ struct result {
  * Time a MATMUL: one warm-up job, then `reps` timed jobs of `batch`
  * commands. With bw, a read-bandwidth sample is taken before each timed job
  * (GEMV): the ratio then compares figures measured side by side, which
- * matters on a host whose bandwidth varies over time.
+ * matters on a host whose bandwidth varies over time. With --vs, each job
+ * (warm-up included) is followed by the same job on the other path's
+ * engine, over the same memory: the speed-up compares runs a few
+ * milliseconds apart.
  */
 static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_t x, uint64_t y,
                       unsigned act, unsigned reps, unsigned batch, const struct bwref *bw,
@@ -397,6 +404,7 @@ static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_
     job.ranges[0].size = d->size - TX8_CTRL_SIZE;
     job.ranges[0].access = TX8_ACCESS_READ | TX8_ACCESS_WRITE;
     double *t = calloc(reps, sizeof(double)), *bws = calloc(reps, sizeof(double));
+    double *tv = calloc(reps, sizeof(double));
     struct tx8_completion done;
     for (unsigned r = 0; r <= reps; r++) {
         job.seqno = r + 1;
@@ -408,12 +416,29 @@ static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_
         if (done.status != TX8_STATUS_OK) {
             fprintf(stderr, "tx-bench: job failed: %s\n", tx8_engine_status_name(done.status));
             free(t);
+            free(tv);
             free(bws);
             res->failed = 1;
             return -1;
         }
         if (r > 0) /* the first run warms up */
             t[r - 1] = (t1 - t0) / batch;
+        if (d->e_vs) {
+            t0 = g_cpu_time ? cpu_s() : now_s();
+            tx8_engine_run(d->e_vs, &job, &done, NULL);
+            t1 = g_cpu_time ? cpu_s() : now_s();
+            if (done.status != TX8_STATUS_OK) {
+                fprintf(stderr, "tx-bench: job failed on the --vs path: %s\n",
+                        tx8_engine_status_name(done.status));
+                free(t);
+                free(tv);
+                free(bws);
+                res->failed = 1;
+                return -1;
+            }
+            if (r > 0)
+                tv[r - 1] = (t1 - t0) / batch;
+        }
     }
     double mn = t[0], mx = t[0];
     for (unsigned r = 1; r < reps; r++) {
@@ -422,6 +447,8 @@ static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_
     }
     double med = median(t, reps);
     res->bw = bw ? median(bws, reps) : 0;
+    res->ms_vs = d->e_vs ? median(tv, reps) * 1e3 : 0;
+    free(tv);
     free(t);
     free(bws);
     res->tokens = T;
@@ -452,6 +479,9 @@ static void usage(FILE *f)
             "      --density PCT   blocks kept by the sparse matrix; default 50\n"
             "      --isa NAME      portable, avx2, avx512, amx (default: best; amx where the CPU\n"
             "                      has AMX and the kernel grants the tile state)\n"
+            "      --vs NAME       the MATMUL rows also on path NAME, each run followed by\n"
+            "                      the same job there: adds its GFLOP/s and the speed-up\n"
+            "                      (e.g. --isa amx --vs avx512)\n"
             "      --act MODE      f32 (default): f16/bf16 rows take f32 activations;\n"
             "                      weight: as the weights' dtype (glm-inference's f16/bf16)\n"
             "      --llc SIZE      last-level cache size (e.g. 32M, 480M) instead of sysfs;\n"
@@ -509,6 +539,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"batch-invariant", no_argument, 0, 9},
         {"attn", no_argument, 0, 10},
         {"small-pages", no_argument, 0, 11},
+        {"vs", required_argument, 0, 12},
         {0, 0, 0, 0},
     };
     int c;
@@ -637,6 +668,19 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 11:
             o->small_pages = 1;
             break;
+        case 12:
+            if (tx8_engine_isa_parse(optarg, &o->vs_isa) || o->vs_isa == TX8_ISA_AUTO) {
+                fprintf(stderr, "tx-bench: --vs: '%s' is not one of portable, avx2, avx512, amx\n",
+                        optarg);
+                goto bad;
+            }
+            if (tx8_engine_isa_why(o->vs_isa)) {
+                fprintf(stderr, "tx-bench: --vs %s: not usable here: %s\n", optarg,
+                        tx8_engine_isa_why(o->vs_isa));
+                return -1;
+            }
+            o->vs = 1;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -662,6 +706,7 @@ static void add_str_or_null(json_object *o, const char *key, const char *s)
 struct run {
     const struct opts *o;
     const char *isa;
+    const char *isa_vs; /* --vs: the other path's name */
     struct tx_llc llc;
     uint64_t min_ws;   /* 4 x LLC, 0 when unknown */
     uint64_t ref_ws;   /* bytes the read reference streams per pass */
@@ -679,6 +724,7 @@ static void print_json(const struct run *R)
     const struct opts *o = R->o;
     json_object *root = json_object_new_object();
     json_object_object_add(root, "isa", json_object_new_string(R->isa));
+    add_str_or_null(root, "vs_isa", o->vs ? R->isa_vs : NULL);
     json_object_object_add(root, "threads", json_object_new_int((int)o->threads));
     json_object_object_add(root, "repetitions", json_object_new_int((int)o->reps));
     json_object_object_add(root, "gemv_batch", json_object_new_int((int)o->batch));
@@ -722,6 +768,12 @@ static void print_json(const struct run *R)
                                r->peak > 0 ? json_object_new_double(r->gflops / r->peak) : NULL);
         json_object_object_add(e, "read_bandwidth_gbs",
                                r->bw > 0 ? json_object_new_double(r->bw) : NULL);
+        if (o->vs) {
+            json_object_object_add(e, "vs_ms", json_object_new_double(r->ms_vs));
+            json_object_object_add(e, "vs_gflops",
+                                   json_object_new_double((double)r->flops / r->ms_vs / 1e6));
+            json_object_object_add(e, "speedup", json_object_new_double(r->ms_vs / r->ms));
+        }
         json_object_array_add(arr, e);
     }
     json_object_object_add(root, "results", arr);
@@ -766,9 +818,11 @@ static void print_table(const struct run *R)
         printf("\n\n");
     }
     printf("| op   | dtype       | shape (TxNxK)          |        ms |    GB/s |  GFLOP/s | "
-           "read GB/s | ratio | of peak |\n");
+           "read GB/s | ratio | of peak |%s\n",
+           o->vs ? " vs GFLOP/s | speed-up |" : "");
     printf("| ---- | ----------- | ---------------------- | --------: | ------: | -------: | "
-           "--------: | ----: | ------: |\n");
+           "--------: | ----: | ------: |%s\n",
+           o->vs ? " ---------: | -------: |" : "");
     for (unsigned i = 0; i < R->nres; i++) {
         const struct result *r = &R->res[i];
         char bw[16] = "-", ratio[16] = "-", pk[16] = "-";
@@ -778,14 +832,21 @@ static void print_table(const struct run *R)
             snprintf(ratio, sizeof(ratio), "%.2f", r->ratio);
         if (r->peak > 0)
             snprintf(pk, sizeof(pk), "%.2f", r->gflops / r->peak);
-        printf("| %-4s | %-11s | %-22s | %9.3f | %7.2f | %8.1f | %9s | %5s | %7s |\n", r->op,
+        printf("| %-4s | %-11s | %-22s | %9.3f | %7.2f | %8.1f | %9s | %5s | %7s |", r->op,
                r->dtype, r->shape, r->ms, r->gbs, r->gflops, bw, ratio, pk);
+        if (o->vs)
+            printf(" %10.1f | %7.2fx |", (double)r->flops / r->ms_vs / 1e6, r->ms_vs / r->ms);
+        printf("\n");
     }
     printf("\nratio = GB/s / read GB/s: the machine's read bandwidth, for gemv sampled\n"
            "between the timed runs (the host's bandwidth varies), else the figure above;\n"
            "only for working sets >= %u x the last-level cache. of peak = GFLOP/s / the\n"
            "expected peak of the instruction family the path's gemm kernel uses\n",
            TX_LLC_FACTOR);
+    if (o->vs)
+        printf("vs = the same jobs on the %s path, each run right after this path's (one\n"
+               "engine per path over the same memory); speed-up = its median ms / this path's\n",
+               R->isa_vs);
     /* each distinct reason once */
     for (unsigned i = 0; i < R->nres; i++) {
         const struct result *r = &R->res[i];
@@ -912,6 +973,16 @@ int main(int argc, char **argv)
         munmap(d.mem, d.size);
         return 1;
     }
+    if (o.vs) {
+        struct tx8_engine_config vcfg = {o.threads, -1, 0, o.vs_isa, {0, 0, 0}};
+        rc = tx8_engine_create(&d.e_vs, d.mem, d.size, TX8_CTRL_SIZE, &vcfg, NULL);
+        if (rc) {
+            fprintf(stderr, "tx-bench: cannot create the --vs engine: %s\n", strerror(-rc));
+            tx8_engine_destroy(d.e);
+            munmap(d.mem, d.size);
+            return 1;
+        }
+    }
     d.brk = TX8_CTRL_SIZE;
     d.cmd = dev_alloc(&d, 65536);
 
@@ -1007,11 +1078,19 @@ int main(int argc, char **argv)
     snprintf(isa_buf, sizeof(isa_buf), "%s%s", tx8_engine_isa_name(tx8_engine_isa(d.e)),
              (tx8_engine_features(d.e) & TX8_FEAT_AVX512BF16) ? "+avx512bf16" : "");
     R.isa = isa_buf;
+    static char vs_buf[64];
+    if (d.e_vs) {
+        snprintf(vs_buf, sizeof(vs_buf), "%s%s", tx8_engine_isa_name(tx8_engine_isa(d.e_vs)),
+                 (tx8_engine_features(d.e_vs) & TX8_FEAT_AVX512BF16) ? "+avx512bf16" : "");
+        R.isa_vs = vs_buf;
+    }
     if (o.json)
         print_json(&R);
     else
         print_table(&R);
     tx8_engine_destroy(d.e);
+    if (d.e_vs)
+        tx8_engine_destroy(d.e_vs);
     munmap(d.mem, d.size);
     return 0;
 }
