@@ -9,6 +9,7 @@
  */
 #include <check.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,7 @@ START_TEST(bad_options)
         {"-p 1,0", "tx-bench: -p: '0' is not an integer in [1, 65536]"},
         {"--density 101", "tx-bench: --density: '101' is not an integer in [1, 100]"},
         {"--isa sse9", "tx-bench: --isa: 'sse9' is not one of portable, avx2, avx512"},
+        {"--vs sse9", "tx-bench: --vs: 'sse9' is not one of portable, avx2, avx512"},
     };
     for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
         char args[128], *out;
@@ -144,6 +146,52 @@ START_TEST(bad_options)
         ck_assert_msg(strstr(out, c[i].want) == out, "%s: %s", c[i].args, out);
         free(out);
     }
+}
+END_TEST
+
+/* --vs: the same MATMUL jobs on a second path, alternating: its time, its
+ * GFLOP/s and the speed-up (its ms / this path's) per row, in the JSON and
+ * as two more table columns */
+START_TEST(vs_second_path)
+{
+    char *out;
+    ck_assert_int_eq(run(NULL, "-s 4 -k 1024 -d int8,f32 -p 1,16 -r 2 -b 1 --llc 1M --vs portable "
+                               "--json",
+                         &out),
+                     0);
+    json_object *j = json_tokener_parse(out);
+    ck_assert_msg(j, "not JSON: %s", out);
+    ck_assert_str_eq(json_object_get_string(get(j, "vs_isa")), "portable");
+    json_object *res = get(j, "results");
+    ck_assert_int_eq((int)json_object_array_length(res), 4);
+    for (size_t i = 0; i < 4; i++) {
+        json_object *r = json_object_array_get_idx(res, i);
+        double ms = json_object_get_double(get(r, "ms"));
+        double vms = json_object_get_double(get(r, "vs_ms"));
+        double sp = json_object_get_double(get(r, "speedup"));
+        double fl = (double)json_object_get_int64(get(r, "flops"));
+        ck_assert(ms > 0 && vms > 0);
+        ck_assert_msg(fabs(sp - vms / ms) <= 1e-9 * sp, "speedup %g, vs_ms / ms %g", sp, vms / ms);
+        ck_assert_msg(fabs(json_object_get_double(get(r, "vs_gflops")) - fl / vms / 1e6) <=
+                          1e-6 * fl / vms / 1e6,
+                      "vs_gflops");
+    }
+    json_object_put(j);
+    free(out);
+    /* without --vs: no such keys */
+    ck_assert_int_eq(run(NULL, SMALL " --llc 1M --json", &out), 0);
+    j = json_tokener_parse(out);
+    ck_assert_ptr_nonnull(j);
+    json_object *r0 = json_object_array_get_idx(get(j, "results"), 0), *v = NULL;
+    ck_assert(!json_object_object_get_ex(r0, "speedup", &v));
+    json_object_put(j);
+    free(out);
+    ck_assert_int_eq(run(NULL, "-s 4 -k 1024 -d int8 -p 16 -r 1 -b 1 --llc 1M --vs portable", &out),
+                     0);
+    ck_assert_msg(strstr(out, "| vs GFLOP/s | speed-up |") && strstr(out, "x |") &&
+                      strstr(out, "the same jobs on the portable path"),
+                  "%s", out);
+    free(out);
 }
 END_TEST
 
@@ -156,6 +204,7 @@ static Suite *suite(void)
     tcase_add_test(tc, ratio_refused_below_4x_llc);
     tcase_add_test(tc, bad_llc);
     tcase_add_test(tc, bad_options);
+    tcase_add_test(tc, vs_second_path);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -618,8 +618,10 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
         struct glm_sampling greedy = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
         int32_t next = 0;
         struct glm_decode_times dt0, dt1;
-        /* warm-up: weight conversions for this plan happen here */
-        if (!lg || glm_eval(s, ids, 1, 0, lg)) {
+        /* warm-up: weight conversions for this plan happen here, and a
+         * prefill of pp tokens grows the device's scratch to its size
+         * (else the timed prefill pays for first-touch pages) */
+        if (!lg || glm_eval(s, ids, pp, 0, lg)) {
             log_err("warm-up");
             rc = 1;
         }
