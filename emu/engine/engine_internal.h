@@ -160,6 +160,9 @@ struct eng_kernels {
     size_t (*cols_scan)(const uint16_t *c, size_t n, unsigned *max);
     /* h[i] = silu(h[i]) * u[i], silu(g) = g / (1 + exp(-g)) (MOE_FFN) */
     void (*silu_mul)(float *h, const float *u, size_t n);
+    /* eng_quant_row's exact results (the same bytes and scale), vectorised;
+     * NULL: eng_quant_row */
+    float (*quant_row)(const float *x, size_t n, int8_t *q, int u8);
     /* batch-invariant jobs: axpy_f32 / silu_mul whose element values do not
      * depend on where the caller's range ends (a scalar tail computed as a
      * vector lane); NULL where axpy_f32 / silu_mul already are */
@@ -187,8 +190,8 @@ struct eng_kernels {
      * tile unit (struct mm_amx below), or NULL */
     int (*mm_amx)(const struct mm_amx *m, struct eng_worker *w);
     /* its activation packer (eng_amx_pack_*), set with mm_amx */
-    void (*amx_pack)(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t K, int i8,
-                     uint8_t flip);
+    void (*amx_pack)(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t rows, size_t K,
+                     int i8, uint8_t flip);
     /* small batches (matmul.c, T = 2..32, not batch-invariant) with f32
      * activations: a tile kernel (struct mm_tile) taking up to small_tokens
      * tokens and, for a tile of t tokens, up to small_rows[t] weight rows
@@ -223,21 +226,26 @@ struct mm_amx {
     struct mm_tile t;
     size_t R, T, K, kb;
     int i8;
-    /* the T / 16 full token tiles' activations as eng_amx_pack lays them
-     * out (group j at xp + j * xsteps * 1024), or NULL: packed by the call */
+    /* the activations of the ceil(T / 16) token tiles (the last one padded
+     * with zero tokens) as eng_amx_pack lays them out (tile j at
+     * xp + j * xsteps * 1024), or NULL: packed by the call */
     const uint8_t *xp;
     size_t xsteps;
 };
 int eng_amx_mm_hw(const struct mm_amx *m, struct eng_worker *w);  /* the tile unit */
 int eng_amx_mm_emu(const struct mm_amx *m, struct eng_worker *w); /* emulated */
-/* 16 rows of activations (int8, x_stride bytes apart, xor flip: 0x80 turns
- * the VNNI path's q + 128 back into q; or bf16 with flip 0) x K elements ->
- * ceil(K * size / 64) B tiles of 1 KiB in AMX's VNNI layout (kern_amx.inc),
- * zero past K. The _emu one honours eng_amx_break_layout. */
-void eng_amx_pack_hw(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t K, int i8,
-                     uint8_t flip);
-void eng_amx_pack_emu(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t K, int i8,
-                      uint8_t flip);
+/* `rows` <= 16 rows of activations (int8, x_stride bytes apart, xor flip:
+ * 0x80 turns the VNNI path's q + 128 back into q; or bf16 with flip 0) x K
+ * elements -> ceil(K * size / 64) B tiles of 1 KiB in AMX's VNNI layout
+ * (kern_amx.inc), zero past K and for the tokens from `rows` to 16. The
+ * _emu one honours eng_amx_break_layout. */
+void eng_amx_pack_hw(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t rows, size_t K,
+                     int i8, uint8_t flip);
+void eng_amx_pack_emu(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t rows, size_t K,
+                      int i8, uint8_t flip);
+/* The fewest tokens the tile path takes (a token tile of fewer is padded
+ * with zero tokens) */
+#define ENG_AMX_MIN_T 8
 /* Tests only: engines created while eng_amx_emulate is set take
  * TX8_ISA_AMX on any AVX-512 CPU and run the emulated tile unit;
  * eng_amx_break_layout makes the emulated path pack B without the VNNI

@@ -1207,6 +1207,51 @@ static void from_f32(void *dst, const float *src, unsigned dtype, size_t n)
     }
 }
 
+/* ---- activation quantisation ------------------------------------------- */
+
+/*
+ * eng_quant_row (util.c), 16 lanes at a time, with the same result bit for
+ * bit: amax = the largest finite |x| (a maximum does not depend on the
+ * order), inv = 127 / amax in scalar code, then per element the same float
+ * product x * inv, NaN -> 0, the clamp to [-127, 127], +-Inf -> +-127, and
+ * round-to-nearest-even (roundscale in the default mode, as nearbyintf),
+ * the offset added and truncated to a byte as the scalar code's casts do.
+ */
+static float quant_row(const float *x, size_t n, int8_t *q, int u8)
+{
+    const __m512 inf = _mm512_set1_ps(INFINITY);
+    __m512 mx = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 a = _mm512_abs_ps(_mm512_loadu_ps(x + i));
+        mx = _mm512_mask_max_ps(mx, _mm512_cmp_ps_mask(a, inf, _CMP_LT_OQ), mx, a);
+    }
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(m, x + i));
+        mx = _mm512_mask_max_ps(mx, m & _mm512_cmp_ps_mask(a, inf, _CMP_LT_OQ), mx, a);
+    }
+    float amax = _mm512_reduce_max_ps(mx);
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const __m512 vinv = _mm512_set1_ps(inv), hi = _mm512_set1_ps(127.0f),
+                 lo = _mm512_set1_ps(-127.0f), zero = _mm512_setzero_ps();
+    const __m512i off = _mm512_set1_epi32(u8 ? 128 : 0);
+    for (i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+        __m512 v = _mm512_mul_ps(xv, vinv);
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), zero);
+        v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+        __mmask16 isinf = _mm512_cmp_ps_mask(_mm512_abs_ps(xv), inf, _CMP_EQ_OQ);
+        v = _mm512_mask_mov_ps(v, isinf & _mm512_cmp_ps_mask(xv, zero, _CMP_GT_OQ), hi);
+        v = _mm512_mask_mov_ps(v, isinf & _mm512_cmp_ps_mask(xv, zero, _CMP_LT_OQ), lo);
+        v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m512i iv = _mm512_add_epi32(_mm512_cvtps_epi32(v), off);
+        _mm_mask_storeu_epi8(q + i, m, _mm512_cvtepi32_epi8(iv));
+    }
+    return amax / 127.0f;
+}
+
 const struct eng_kernels eng_kernels_avx512 = {
     .isa = TX8_ISA_AVX512,
     .gemv_rows = 8,
@@ -1228,6 +1273,7 @@ const struct eng_kernels eng_kernels_avx512 = {
     .first_gt_f32 = first_gt_f32,
     .sample_z_f32 = sample_z_f32,
     .silu_mul = silu_mul,
+    .quant_row = quant_row,
     .pv_f32 = pv_f32,
     .to_f32 = to_f32,
     .from_f32 = from_f32,

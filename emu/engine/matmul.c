@@ -152,7 +152,8 @@ static void act_fn(void *p, size_t b, size_t end, struct eng_worker *w)
         const float *x = a->x + t * a->ld;
         if (a->dtype == TX8_DTYPE_I8) {
             int8_t *q = (int8_t *)a->dst + t * a->dst_stride;
-            a->xscale[t] = eng_quant_row(x, a->K, q, a->e->k->act_u8);
+            a->xscale[t] = a->e->k->quant_row ? a->e->k->quant_row(x, a->K, q, a->e->k->act_u8)
+                                              : eng_quant_row(x, a->K, q, a->e->k->act_u8);
         } else {
             /* round to f16/bf16 and back, 256 elements at a time */
             float *d = (float *)a->dst + t * a->dst_stride;
@@ -263,21 +264,34 @@ struct mm_ctx {
     const struct mm_out *o;
 };
 
+/* y = C (x the token's activation scale) (+ bias) (+ y): per element
+ * v = c * xs, v += bias, y = y + v or v, in that order, as four loops the
+ * compiler vectorises (xs = 1 for float activations: c * 1 is c) */
+__attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) static void
+finish_row(float *restrict y, const float *restrict c, const float *restrict bias,
+                       float xs, size_t nr, int acc)
+{
+    if (bias && acc)
+        for (size_t r = 0; r < nr; r++)
+            y[r] = y[r] + (c[r] * xs + bias[r]);
+    else if (bias)
+        for (size_t r = 0; r < nr; r++)
+            y[r] = c[r] * xs + bias[r];
+    else if (acc)
+        for (size_t r = 0; r < nr; r++)
+            y[r] = y[r] + c[r] * xs;
+    else
+        for (size_t r = 0; r < nr; r++)
+            y[r] = c[r] * xs;
+}
+
 static void mm_finish(const struct mm_ctx *m, const float *C, size_t nr, size_t n0, size_t t0,
                       size_t nt)
 {
     const struct mm_out *o = m->o;
-    for (size_t t = 0; t < nt; t++) {
-        float *y = o->y + (t0 + t) * o->ld + n0;
-        const float *c = C + t * nr;
-        float xs = m->a->i8 ? m->a->xscale[t0 + t] : 1.0f;
-        for (size_t r = 0; r < nr; r++) {
-            float v = m->a->i8 ? c[r] * xs : c[r];
-            if (o->bias)
-                v += o->bias[n0 + r];
-            y[r] = o->accumulate ? y[r] + v : v;
-        }
-    }
+    for (size_t t = 0; t < nt; t++)
+        finish_row(o->y + (t0 + t) * o->ld + n0, C + t * nr, o->bias ? o->bias + n0 : NULL,
+                   m->a->i8 ? m->a->xscale[t0 + t] : 1.0f, nr, o->accumulate);
 }
 
 static inline void mm_tile_call(const struct eng_kernels *k, const struct mm_tile *t, int i8,
@@ -306,6 +320,7 @@ static int mm_amx_takes(const struct tx8_engine *e, const struct mm_w *w, const 
 struct amx_group {
     const uint8_t *x; /* the group's first row */
     size_t stride;    /* bytes */
+    size_t rows;      /* 16, or fewer in the last group (padded with zeros) */
     uint8_t *dst;
 };
 
@@ -322,11 +337,12 @@ static void amx_pack_fn(void *p, size_t b, size_t end, struct eng_worker *w)
     const struct amx_pctx *c = p;
     (void)w;
     for (size_t i = b; i < end; i++)
-        c->k->amx_pack(c->g[i].dst, c->g[i].x, c->g[i].stride, c->K, c->i8, c->flip);
+        c->k->amx_pack(c->g[i].dst, c->g[i].x, c->g[i].stride, c->g[i].rows, c->K, c->i8,
+                       c->flip);
 }
 
 /*
- * The full 16-token groups of n activations (K wide; the i-th at byte
+ * The 16-token groups of n activations (K wide; the i-th at byte
  * offset i * step from a), packed for the AMX tiles into job scratch
  * `slot` in one parallel region, once per command: every chunk of every
  * weight that multiplies them loads them from there (struct mm_amx xp).
@@ -341,8 +357,8 @@ static void mm_amx_prep(struct tx8_engine *e, struct mm_act *a, size_t n, size_t
     size_t ng = 0;
     for (size_t i = 0; i < n; i++) {
         const struct mm_act *ai = (const void *)((const uint8_t *)a + i * step);
-        if (i8 || ai->xb)
-            ng += ai->T / 16;
+        if ((i8 || ai->xb) && ai->T >= ENG_AMX_MIN_T)
+            ng += (ai->T + 15) / 16;
     }
     if (!ng)
         return;
@@ -355,14 +371,15 @@ static void mm_amx_prep(struct tx8_engine *e, struct mm_act *a, size_t n, size_t
     size_t j = 0;
     for (size_t i = 0; i < n; i++) {
         struct mm_act *ai = (void *)((uint8_t *)a + i * step);
-        if ((!i8 && !ai->xb) || ai->T < 16)
+        if ((!i8 && !ai->xb) || ai->T < ENG_AMX_MIN_T)
             continue;
         const uint8_t *x = i8 ? (const uint8_t *)ai->p : (const uint8_t *)ai->xb;
         size_t stride = i8 ? ai->stride : ai->xb_stride * 2;
         ai->amx = dst + j * steps * 1024;
         ai->amx_steps = steps;
-        for (size_t t = 0; t + 16 <= ai->T; t += 16, j++)
-            g[j] = (struct amx_group){x + t * stride, stride, dst + j * steps * 1024};
+        for (size_t t = 0; t < ai->T; t += 16, j++)
+            g[j] = (struct amx_group){x + t * stride, stride, ai->T - t < 16 ? ai->T - t : 16,
+                                      dst + j * steps * 1024};
     }
     struct amx_pctx c = {e->k, g, K, i8, (uint8_t)(i8 && e->k->act_u8 ? 0x80 : 0)};
     size_t chunk = ng / ((size_t)e->cores * 4);
@@ -370,7 +387,8 @@ static void mm_amx_prep(struct tx8_engine *e, struct mm_act *a, size_t n, size_t
 }
 
 /* TX8_ISA_AMX (docs/engine.md, "AMX"): the chunk's tokens on the tile
- * unit when there are >= 16 (int8; BF16 outside batch-invariant jobs), in
+ * unit when there are >= ENG_AMX_MIN_T (int8; BF16 outside batch-invariant
+ * jobs), in
  * the K blocks the loops of mm_chunk below use for that many tokens, so
  * that int8 results are bit-identical to theirs. 1 if done. */
 static int mm_amx_block(const struct mm_ctx *m, const struct mm_tile *t, size_t n0, size_t nr,
@@ -379,7 +397,7 @@ static int mm_amx_block(const struct mm_ctx *m, const struct mm_tile *t, size_t 
     const struct mm_w *w = m->w;
     const struct mm_act *a = m->a;
     const int bi = m->e->batch_inv;
-    if (nt < 16 || !((a->i8 && w->dtype == TX8_DTYPE_I8) || (bf && !bi)))
+    if (nt < ENG_AMX_MIN_T || !((a->i8 && w->dtype == TX8_DTYPE_I8) || (bf && !bi)))
         return 0;
     size_t kb = kc;
     if (!bi && nt <= MM_SMALL) {
@@ -584,7 +602,7 @@ void eng_mm_run(struct tx8_engine *e, const struct mm_w *w, const struct mm_act 
         return;
     if (w->sparse && a->T > 4)
         al.x_il = interleave(e, a, w->K);
-    if (!al.amx && al.T >= 16 && mm_amx_takes(e, w, &al))
+    if (!al.amx && al.T >= ENG_AMX_MIN_T && mm_amx_takes(e, w, &al))
         mm_amx_prep(e, &al, 1, 0, w->K, J_AMX);
     /* rows per chunk: a multiple of 4, at most 64, several chunks per core */
     size_t per = w->N / ((size_t)e->cores * 4);

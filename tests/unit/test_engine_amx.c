@@ -24,8 +24,8 @@
 #include "engine/engine_internal.h"
 
 typedef int (*amx_fn)(const struct mm_amx *m, struct eng_worker *w);
-typedef void (*pack_fn)(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t K, int i8,
-                        uint8_t flip);
+typedef void (*pack_fn)(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t rows, size_t K,
+                        int i8, uint8_t flip);
 
 /* a worker for the kernels' scratch (malloc'd, no NUMA) */
 static struct tx8_engine fake_e;
@@ -66,7 +66,8 @@ static const struct kcase kcases[] = {
     {16, 16, 64, 2048, 0},     {17, 16, 100, 2048, 0},    {31, 33, 2085, 2048, 0},
     {64, 64, 4160, 2048, 0},   {100, 48, 4100, 4096, 0},  {16, 20, 4160, 2048, 2080},
     {17, 64, 4096, 2048, 64},  {64, 32, 8192, 4096, 4096}, {100, 17, 257, 2048, 0},
-    {32, 64, 1000, 1000, 0},   {48, 40, 6000, 2048, 3000},
+    {32, 64, 1000, 1000, 0},   {48, 40, 6000, 2048, 3000}, {8, 16, 64, 2048, 0},
+    {9, 32, 1000, 2048, 0},    {15, 48, 4160, 2048, 0},   {12, 20, 2085, 2048, 64},
 };
 #define N_KC (sizeof(kcases) / sizeof(kcases[0]))
 
@@ -240,14 +241,14 @@ static void bf16_check(const struct kdata *d, const float *got, const char *what
  * to free. */
 static uint8_t *kpack(struct mm_amx *m, pack_fn pack, const struct eng_kernels *k)
 {
-    size_t es = m->i8 ? 1 : 2, steps = (m->K * es + 63) / 64, groups = m->T / 16;
+    size_t es = m->i8 ? 1 : 2, steps = (m->K * es + 63) / 64, groups = (m->T + 15) / 16;
     uint8_t *p = aligned_alloc(64, groups * steps * 1024 + 64);
     ck_assert_ptr_nonnull(p);
     const uint8_t *x = m->i8 ? (const uint8_t *)m->t.x : (const uint8_t *)m->t.xb;
     size_t stride = m->i8 ? m->t.x_stride : m->t.xb_stride * 2;
     for (size_t g = 0; g < groups; g++)
-        pack(p + g * steps * 1024, x + g * 16 * stride, stride, m->K, m->i8,
-             m->i8 && k->act_u8 ? 0x80 : 0);
+        pack(p + g * steps * 1024, x + g * 16 * stride, stride,
+             m->T - g * 16 < 16 ? m->T - g * 16 : 16, m->K, m->i8, m->i8 && k->act_u8 ? 0x80 : 0);
     m->xp = p;
     m->xsteps = steps;
     return p;
@@ -359,8 +360,14 @@ START_TEST(test_amx_broken_layout_fails)
     unsigned cases = 0;
     for (unsigned c = 0; c < N_KC; c++) {
         const struct kcase *kc = &kcases[c];
-        /* int8 blocks spanning groups run the VNNI tiles (no AMX) */
-        cases += !(kc->group && kc->group < kc->kb);
+        /* int8 blocks spanning groups run the VNNI tiles (no AMX): a case
+         * reaches the tiles if one of its K blocks lies inside a group */
+        unsigned g = kc->group ? kc->group : kc->K, in = 0;
+        for (unsigned k0 = 0; k0 < kc->K; k0 += kc->kb) {
+            unsigned k1 = kc->K - k0 < kc->kb ? kc->K : k0 + kc->kb;
+            in |= (k1 - 1) / g == k0 / g && k0 % 64 == 0;
+        }
+        cases += in;
         cases += !kc->group && tx8_engine_has_feature(TX8_FEAT_AVX512BF16);
     }
     ck_assert_uint_eq(bad, cases);

@@ -11,6 +11,8 @@
 
 #include "test_engine_common.h"
 
+#include "engine/engine_internal.h"
+
 enum { P_PORTABLE, P_AVX2, P_AVX512, P_AVX512BF16, P_AMX, NPATH };
 
 static const char *const path_name[NPATH] = {"portable", "avx2", "avx512 (no AVX512-BF16)",
@@ -294,6 +296,73 @@ END_TEST
 
 /* AMX is a name the engine knows; it is refused, with a reason, where the
  * CPU lacks AMX-TILE/INT8/BF16 or the kernel the tile state. */
+/* The AVX-512 quantiser (eng_kernels_avx512.quant_row, used by the avx512
+ * and amx paths) gives eng_quant_row's bytes and scale bit for bit: random
+ * rows of every length 0..80 and 1000, rows with exact .5 ties (x * inv
+ * lands half-way: round to even), NaN, +-Inf, all-zero, denormal-only rows
+ * (127 / amax overflows to +Inf), zeros and infinities only (inv 0),
+ * and both storages (q and q + 128). */
+START_TEST(test_quant_row)
+{
+    if (!tx8_engine_isa_supported(TX8_ISA_AVX512)) {
+        fprintf(stderr, "test_engine_isa: quant_row skipped: the CPU lacks AVX-512\n");
+        return;
+    }
+    const struct eng_kernels *k = &eng_kernels_avx512;
+    ck_assert_ptr_nonnull(k->quant_row);
+    uint64_t rng = 77;
+    float x[1000];
+    int8_t qa[1000], qb[1000];
+    unsigned cases = 0;
+    for (unsigned kind = 0; kind < 8; kind++)
+        for (unsigned n = 0; n <= 1000; n = n < 80 ? n + 1 : n + 920) {
+            for (unsigned i = 0; i < n; i++) {
+                float v = te_randf(&rng) * 3.0f;
+                switch (kind) {
+                case 1: /* ties: amax 127 so inv = 1, halves of odd and even */
+                    v = (float)((int)te_rand(&rng, 0, 252) - 126) + 0.5f;
+                    break;
+                case 2:
+                    if (te_rand(&rng, 0, 7) == 0)
+                        v = NAN;
+                    break;
+                case 3:
+                    if (te_rand(&rng, 0, 7) == 0)
+                        v = te_rand(&rng, 0, 1) ? INFINITY : -INFINITY;
+                    break;
+                case 4:
+                    v = 0.0f;
+                    break;
+                case 5:
+                    v = (te_randf(&rng) - 0.5f) * 1e-40f; /* denormals */
+                    break;
+                case 6:
+                    v = te_rand(&rng, 0, 3) == 0 ? -v : v * 1e30f;
+                    break;
+                case 7: /* only zeros and infinities: amax 0, inv 0 */
+                    v = te_rand(&rng, 0, 2) == 0 ? 0.0f : te_rand(&rng, 0, 1) ? INFINITY : -INFINITY;
+                    break;
+                }
+                x[i] = v;
+            }
+            if (kind == 1 && n)
+                x[0] = 127.0f;
+            for (int u8 = 0; u8 <= 1; u8++) {
+                memset(qa, 0x55, sizeof(qa));
+                memset(qb, 0x55, sizeof(qb));
+                float sa = eng_quant_row(x, n, qa, u8), sb = k->quant_row(x, n, qb, u8);
+                ck_assert_msg(!memcmp(&sa, &sb, 4), "kind %u n %u: scale %.9g vs %.9g", kind, n,
+                              sa, sb);
+                for (unsigned i = 0; i < 1000; i++)
+                    ck_assert_msg(qa[i] == qb[i], "kind %u n %u u8 %d: q[%u] (x %.9g) %d vs %d",
+                                  kind, n, u8, i, i < n ? x[i] : 0.0f, qa[i], qb[i]);
+                cases++;
+            }
+        }
+    ck_assert_uint_eq(cases, 8 * 82 * 2);
+}
+END_TEST
+
 START_TEST(test_amx_refused)
 {
     static uint8_t mem[TX8_CTRL_SIZE + 65536] __attribute__((aligned(4096)));
@@ -329,6 +398,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_path_greedy, 0, NPATH);
     tcase_add_loop_test(tc, test_path_sample, 0, NPATH);
     tcase_add_test(tc, test_amx_refused);
+    tcase_add_test(tc, test_quant_row);
     suite_add_tcase(s, tc);
     return s;
 }
