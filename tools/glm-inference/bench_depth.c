@@ -120,8 +120,10 @@ int bench_depth_run(glm_model_t *m, tx_device_t *dev, const int *depths, int nd,
             rc = 1;
             break;
         }
-        /* warm-up (weight conversions for the plan), then the context */
-        if (glm_eval(s, ids, 1, 0, lg) || glm_session_reset(s) ||
+        /* warm-up (weight conversions for the plan, and the device's
+         * scratch grown to a pass of pp tokens: else the pp row pays for
+         * first-touch pages), then the context */
+        if (glm_eval(s, ids, pp, 0, lg) || glm_session_reset(s) ||
             (d > 0 && glm_eval(s, ids, d, 0, lg))) {
             fprintf(stderr, "%s: --bench-depth %d: filling the context: %s\n", prog, d,
                     tx_last_error());
