@@ -160,8 +160,8 @@ struct eng_kernels {
     size_t (*cols_scan)(const uint16_t *c, size_t n, unsigned *max);
     /* h[i] = silu(h[i]) * u[i], silu(g) = g / (1 + exp(-g)) (MOE_FFN) */
     void (*silu_mul)(float *h, const float *u, size_t n);
-    /* eng_quant_row's exact results (the same bytes and scale), vectorised;
-     * NULL: eng_quant_row */
+    /* activation quantisation with eng_quant_row's exact results (the same
+     * bytes and scale): eng_quant_row itself, or a vectorised copy */
     float (*quant_row)(const float *x, size_t n, int8_t *q, int u8);
     /* batch-invariant jobs: axpy_f32 / silu_mul whose element values do not
      * depend on where the caller's range ends (a scalar tail computed as a
@@ -228,7 +228,7 @@ struct mm_amx {
     int i8;
     /* the activations of the ceil(T / 16) token tiles (the last one padded
      * with zero tokens) as eng_amx_pack lays them out (tile j at
-     * xp + j * xsteps * 1024), or NULL: packed by the call */
+     * xp + j * xsteps * ENG_AMX_TILE), or NULL: packed by the call */
     const uint8_t *xp;
     size_t xsteps;
 };
@@ -246,6 +246,7 @@ void eng_amx_pack_emu(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t ro
 /* The fewest tokens the tile path takes (a token tile of fewer is padded
  * with zero tokens) */
 #define ENG_AMX_MIN_T 8
+#define ENG_AMX_TILE 1024 /* bytes of one packed tile: 16 rows x 64 */
 /* Tests only: engines created while eng_amx_emulate is set take
  * TX8_ISA_AMX on any AVX-512 CPU and run the emulated tile unit;
  * eng_amx_break_layout makes the emulated path pack B without the VNNI

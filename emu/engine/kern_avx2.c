@@ -702,6 +702,7 @@ const struct eng_kernels eng_kernels_avx2 = {
     .cols_scan = cols_scan,
     .exp_sum = exp_sum,
     .silu_mul = silu_mul,
+    .quant_row = eng_quant_row,
     .silu_mul_bi = silu_mul_bi,
     .pv_f32 = pv_f32,
     .to_f32 = to_f32,

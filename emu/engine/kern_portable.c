@@ -243,6 +243,7 @@ const struct eng_kernels eng_kernels_portable = {
     .cols_scan = cols_scan,
     .exp_sum = exp_sum,
     .silu_mul = silu_mul,
+    .quant_row = eng_quant_row,
     .pv_f32 = pv_f32,
     .to_f32 = to_f32,
     .from_f32 = from_f32,

@@ -152,8 +152,7 @@ static void act_fn(void *p, size_t b, size_t end, struct eng_worker *w)
         const float *x = a->x + t * a->ld;
         if (a->dtype == TX8_DTYPE_I8) {
             int8_t *q = (int8_t *)a->dst + t * a->dst_stride;
-            a->xscale[t] = a->e->k->quant_row ? a->e->k->quant_row(x, a->K, q, a->e->k->act_u8)
-                                              : eng_quant_row(x, a->K, q, a->e->k->act_u8);
+            a->xscale[t] = a->e->k->quant_row(x, a->K, q, a->e->k->act_u8);
         } else {
             /* round to f16/bf16 and back, 256 elements at a time */
             float *d = (float *)a->dst + t * a->dst_stride;
@@ -308,7 +307,7 @@ static inline void mm_tile_call(const struct eng_kernels *k, const struct mm_til
 /* ---- activations packed for the AMX tiles ------------------------------- */
 
 /* Whether an AMX engine's tiles take products of w with a (mm_amx_block
- * below then decides per chunk: >= 16 tokens). */
+ * below then decides per chunk: >= ENG_AMX_MIN_T tokens). */
 static int mm_amx_takes(const struct tx8_engine *e, const struct mm_w *w, const struct mm_act *a)
 {
     if (!e->k->mm_amx || w->sparse || !w->K)
@@ -363,7 +362,7 @@ static void mm_amx_prep(struct tx8_engine *e, struct mm_act *a, size_t n, size_t
     if (!ng)
         return;
     size_t head = (ng * sizeof(struct amx_group) + 63) & ~(size_t)63;
-    uint8_t *buf = eng_jscratch(e, slot, head + ng * steps * 1024);
+    uint8_t *buf = eng_jscratch(e, slot, head + ng * steps * ENG_AMX_TILE);
     if (!buf)
         return;
     struct amx_group *g = (struct amx_group *)(void *)buf;
@@ -375,11 +374,11 @@ static void mm_amx_prep(struct tx8_engine *e, struct mm_act *a, size_t n, size_t
             continue;
         const uint8_t *x = i8 ? (const uint8_t *)ai->p : (const uint8_t *)ai->xb;
         size_t stride = i8 ? ai->stride : ai->xb_stride * 2;
-        ai->amx = dst + j * steps * 1024;
+        ai->amx = dst + j * steps * ENG_AMX_TILE;
         ai->amx_steps = steps;
         for (size_t t = 0; t < ai->T; t += 16, j++)
             g[j] = (struct amx_group){x + t * stride, stride, ai->T - t < 16 ? ai->T - t : 16,
-                                      dst + j * steps * 1024};
+                                      dst + j * steps * ENG_AMX_TILE};
     }
     struct amx_pctx c = {e->k, g, K, i8, (uint8_t)(i8 && e->k->act_u8 ? 0x80 : 0)};
     size_t chunk = ng / ((size_t)e->cores * 4);
@@ -397,7 +396,7 @@ static int mm_amx_block(const struct mm_ctx *m, const struct mm_tile *t, size_t 
     const struct mm_w *w = m->w;
     const struct mm_act *a = m->a;
     const int bi = m->e->batch_inv;
-    if (nt < ENG_AMX_MIN_T || !((a->i8 && w->dtype == TX8_DTYPE_I8) || (bf && !bi)))
+    if (nt < ENG_AMX_MIN_T || !mm_amx_takes(m->e, w, a))
         return 0;
     size_t kb = kc;
     if (!bi && nt <= MM_SMALL) {
@@ -410,7 +409,7 @@ static int mm_amx_block(const struct mm_ctx *m, const struct mm_tile *t, size_t 
     }
     struct mm_amx x = {m->e->k, *t, nr, nt, w->K, kb, a->i8, NULL, 0};
     if (a->amx) {
-        x.xp = a->amx + t0 / 16 * a->amx_steps * 1024;
+        x.xp = a->amx + t0 / 16 * a->amx_steps * ENG_AMX_TILE;
         x.xsteps = a->amx_steps;
     }
     x.t.w = w->data + n0 * t->w_stride;

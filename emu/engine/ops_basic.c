@@ -115,8 +115,7 @@ static void convert_fn(void *p, size_t b, size_t end, struct eng_worker *w)
         }
         if (m->dst_dtype == TX8_DTYPE_I8) {
             float *scales = eng_ptr(x->e, m->scales);
-            scales[r] = k->quant_row ? k->quant_row(tmp, m->cols, (int8_t *)d, 0)
-                                     : eng_quant_row(tmp, m->cols, (int8_t *)d, 0);
+            scales[r] = k->quant_row(tmp, m->cols, (int8_t *)d, 0);
         } else {
             eng_kv_from_f32(k, d, tmp, dd, m->cols);
         }

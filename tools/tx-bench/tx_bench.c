@@ -375,6 +375,21 @@ struct result {
  * engine, over the same memory: the speed-up compares runs a few
  * milliseconds apart.
  */
+/* Run one job on e, its seconds (wall, or process CPU with --cpu-time) in
+ * *s; -1 after saying it failed (`where`: which engine) */
+static int time_job(struct tx8_engine *e, const struct tx8_job_desc *job, const char *where,
+                    double *s)
+{
+    struct tx8_completion done;
+    double t0 = g_cpu_time ? cpu_s() : now_s();
+    tx8_engine_run(e, job, &done, NULL);
+    *s = (g_cpu_time ? cpu_s() : now_s()) - t0;
+    if (done.status == TX8_STATUS_OK)
+        return 0;
+    fprintf(stderr, "tx-bench: job failed%s: %s\n", where, tx8_engine_status_name(done.status));
+    return -1;
+}
+
 static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_t x, uint64_t y,
                       unsigned act, unsigned reps, unsigned batch, const struct bwref *bw,
                       struct result *res)
@@ -405,39 +420,22 @@ static int run_matmul(struct dev *d, const struct matrix *m, unsigned T, uint64_
     job.ranges[0].access = TX8_ACCESS_READ | TX8_ACCESS_WRITE;
     double *t = calloc(reps, sizeof(double)), *bws = calloc(reps, sizeof(double));
     double *tv = calloc(reps, sizeof(double));
-    struct tx8_completion done;
     for (unsigned r = 0; r <= reps; r++) {
         job.seqno = r + 1;
         if (bw && r > 0)
             bws[r - 1] = bw_sample(bw);
-        double t0 = g_cpu_time ? cpu_s() : now_s();
-        tx8_engine_run(d->e, &job, &done, NULL);
-        double t1 = g_cpu_time ? cpu_s() : now_s();
-        if (done.status != TX8_STATUS_OK) {
-            fprintf(stderr, "tx-bench: job failed: %s\n", tx8_engine_status_name(done.status));
+        double s, sv = 0;
+        if (time_job(d->e, &job, "", &s) ||
+            (d->e_vs && time_job(d->e_vs, &job, " on the --vs path", &sv))) {
             free(t);
             free(tv);
             free(bws);
             res->failed = 1;
             return -1;
         }
-        if (r > 0) /* the first run warms up */
-            t[r - 1] = (t1 - t0) / batch;
-        if (d->e_vs) {
-            t0 = g_cpu_time ? cpu_s() : now_s();
-            tx8_engine_run(d->e_vs, &job, &done, NULL);
-            t1 = g_cpu_time ? cpu_s() : now_s();
-            if (done.status != TX8_STATUS_OK) {
-                fprintf(stderr, "tx-bench: job failed on the --vs path: %s\n",
-                        tx8_engine_status_name(done.status));
-                free(t);
-                free(tv);
-                free(bws);
-                res->failed = 1;
-                return -1;
-            }
-            if (r > 0)
-                tv[r - 1] = (t1 - t0) / batch;
+        if (r > 0) { /* the first run warms up */
+            t[r - 1] = s / batch;
+            tv[r - 1] = sv / batch;
         }
     }
     double mn = t[0], mx = t[0];
@@ -507,6 +505,22 @@ static void usage(FILE *f)
 
 /* An integer option in [lo, hi]: else one line naming the option and its
  * range (common/cli.c), as every tool of the project prints it. */
+/* an ISA path name for opt (--isa, --vs), usable on this CPU; -1 after
+ * saying what is wrong */
+static int isa_opt(const char *opt, const char *s, unsigned *isa)
+{
+    if (tx8_engine_isa_parse(s, isa) || *isa == TX8_ISA_AUTO) {
+        fprintf(stderr, "tx-bench: %s: '%s' is not one of portable, avx2, avx512, amx\n", opt, s);
+        return -1;
+    }
+    if (tx8_engine_isa_why(*isa)) {
+        fprintf(stderr, "tx-bench: %s %s: not usable here: %s\n", opt, s,
+                tx8_engine_isa_why(*isa));
+        return -1;
+    }
+    return 0;
+}
+
 static int uopt(const char *opt, const char *s, long long lo, long long hi, const char *note,
                 unsigned long long *out)
 {
@@ -623,16 +637,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->density = (unsigned)v;
             break;
         case 2:
-            if (tx8_engine_isa_parse(optarg, &o->isa) || o->isa == TX8_ISA_AUTO) {
-                fprintf(stderr, "tx-bench: --isa: '%s' is not one of portable, avx2, avx512, amx\n",
-                        optarg);
+            if (isa_opt("--isa", optarg, &o->isa))
                 goto bad;
-            }
-            if (tx8_engine_isa_why(o->isa)) {
-                fprintf(stderr, "tx-bench: --isa %s: not usable here: %s\n", optarg,
-                        tx8_engine_isa_why(o->isa));
-                return -1;
-            }
             break;
         case 5:
             if (!strcmp(optarg, "f32"))
@@ -669,16 +675,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->small_pages = 1;
             break;
         case 12:
-            if (tx8_engine_isa_parse(optarg, &o->vs_isa) || o->vs_isa == TX8_ISA_AUTO) {
-                fprintf(stderr, "tx-bench: --vs: '%s' is not one of portable, avx2, avx512, amx\n",
-                        optarg);
+            if (isa_opt("--vs", optarg, &o->vs_isa))
                 goto bad;
-            }
-            if (tx8_engine_isa_why(o->vs_isa)) {
-                fprintf(stderr, "tx-bench: --vs %s: not usable here: %s\n", optarg,
-                        tx8_engine_isa_why(o->vs_isa));
-                return -1;
-            }
             o->vs = 1;
             break;
         case 'h':
@@ -858,6 +856,14 @@ static void print_table(const struct run *R)
         if (!seen)
             printf("ratio not reported (%s %s): %s\n", r->dtype, r->shape, r->refused);
     }
+}
+
+/* "avx512+avx512bf16" and the like: the engine's path and BF16 feature */
+static const char *engine_name(const struct tx8_engine *e, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s", tx8_engine_isa_name(tx8_engine_isa(e)),
+             (tx8_engine_features(e) & TX8_FEAT_AVX512BF16) ? "+avx512bf16" : "");
+    return buf;
 }
 
 int main(int argc, char **argv)
@@ -1074,16 +1080,10 @@ int main(int argc, char **argv)
         }
     }
 
-    static char isa_buf[64];
-    snprintf(isa_buf, sizeof(isa_buf), "%s%s", tx8_engine_isa_name(tx8_engine_isa(d.e)),
-             (tx8_engine_features(d.e) & TX8_FEAT_AVX512BF16) ? "+avx512bf16" : "");
-    R.isa = isa_buf;
-    static char vs_buf[64];
-    if (d.e_vs) {
-        snprintf(vs_buf, sizeof(vs_buf), "%s%s", tx8_engine_isa_name(tx8_engine_isa(d.e_vs)),
-                 (tx8_engine_features(d.e_vs) & TX8_FEAT_AVX512BF16) ? "+avx512bf16" : "");
-        R.isa_vs = vs_buf;
-    }
+    static char isa_buf[64], vs_buf[64];
+    R.isa = engine_name(d.e, isa_buf, sizeof(isa_buf));
+    if (d.e_vs)
+        R.isa_vs = engine_name(d.e_vs, vs_buf, sizeof(vs_buf));
     if (o.json)
         print_json(&R);
     else
