@@ -610,6 +610,31 @@ static void pv_f32(float *o, size_t ldo, const float *p, size_t ldp, size_t nh, 
     for (size_t h = 0; h < nh; h += 4) {
         size_t hn = nh - h < 4 ? nh - h : 4;
         size_t d = 0;
+        /* 4 rows x 16 dims: two V loads and four broadcasts feed eight FMAs
+         * (each element's sum runs over j in the same order as below) */
+        for (; hn == 4 && d + 16 <= vd; d += 16) {
+            __m256 a0[4], a1[4];
+#pragma GCC unroll 4
+            for (unsigned i = 0; i < 4; i++) {
+                a0[i] = _mm256_loadu_ps(o + (h + i) * ldo + d);
+                a1[i] = _mm256_loadu_ps(o + (h + i) * ldo + d + 8);
+            }
+            for (size_t j = 0; j < n; j++) {
+                __m256 v0 = _mm256_loadu_ps(v + j * ldv + d),
+                       v1 = _mm256_loadu_ps(v + j * ldv + d + 8);
+#pragma GCC unroll 4
+                for (unsigned i = 0; i < 4; i++) {
+                    __m256 pb = _mm256_set1_ps(p[(h + i) * ldp + j]);
+                    a0[i] = _mm256_fmadd_ps(pb, v0, a0[i]);
+                    a1[i] = _mm256_fmadd_ps(pb, v1, a1[i]);
+                }
+            }
+#pragma GCC unroll 4
+            for (unsigned i = 0; i < 4; i++) {
+                _mm256_storeu_ps(o + (h + i) * ldo + d, a0[i]);
+                _mm256_storeu_ps(o + (h + i) * ldo + d + 8, a1[i]);
+            }
+        }
         for (; d + 8 <= vd; d += 8) {
             __m256 acc[4];
 #pragma GCC unroll 4

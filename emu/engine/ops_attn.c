@@ -38,58 +38,82 @@ static void bf16_round_n(const struct eng_kernels *k, float *x, size_t n)
 }
 
 /*
- * One work item: token t, kv head g, q heads [h0, h1) of its group, keys
- * [j0, j1) of the query's key list (every causal key, or its selection).
- * Keys are taken KEY_CHUNK at a time with an online softmax (running max
- * and sum per head), so scratch does not grow with the KV length:
- *   S[head][key] = q[head] . k[key] is a small matrix product computed by
+ * One work item: tokens [t0, t0 + nt), kv head g, q heads [h0, h1) of its
+ * group, keys [j0, j1) of the key list (every causal key of the tile's
+ * last token, or with a selection (nt == 1) the token's own list). The
+ * rows are (token, head) pairs, token-major; a row's keys past its own
+ * causal limit are masked. Keys are taken KEY_CHUNK at a time with an
+ * online softmax (running max and sum per row), so scratch does not grow
+ * with the KV length:
+ *   S[row][key] = q[row] . k[key] is a small matrix product computed by
  *   the matmul tile kernels straight from the cache (F32/F16/BF16), or
  *   from the chunk's key rows converted to f32 once (a selection, a block
- *   type), so each key row is loaded once per tile for several heads;
- *   O[head] += P[head][key] V[key] by the pv kernel, with the chunk's V
- *   rows converted to f32 once for all the heads that share them (GQA,
+ *   type), so each key row is loaded once per tile for several rows
+ *   (heads of a group, or tokens of one head: MHA, MLA's expanded form);
+ *   O[row] += P[row][key] V[key] by the pv kernel, with the chunk's V
+ *   rows converted to f32 once for all the rows that share them (GQA,
  *   MLA's one latent head); when V is the K rows' prefix (absorbed MLA) the
  *   converted K rows serve as V.
- * part == NULL: the normalised output is written; else (o, max, sum) go to
- * part for the merge.
+ * part == NULL: the normalised output is written; else (o, max, sum) of
+ * the nt == 1 rows go to part for the merge.
  */
-static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t h1, size_t j0,
-                      size_t j1, float *part, struct eng_worker *w)
+static void attn_item(struct attn_ctx *a, size_t t0, size_t nt, size_t g, size_t h0, size_t h1,
+                      size_t j0, size_t j1, float *part, struct eng_worker *w)
 {
     const struct tx8_cmd_attention *m = a->m;
     const struct eng_kernels *k = a->e->k;
-    size_t nh = h1 - h0, qk = m->qk_dim, vd = m->v_dim;
+    size_t nh = h1 - h0, nr = nt * nh, qk = m->qk_dim, vd = m->v_dim;
     /* with BF16 products the rounded query rows bf16(scale q) follow the scores */
-    float *sc = eng_wscratch(w, W_TMP, (nh * KEY_CHUNK + (a->bf ? nh * qk : 0)) * 4 + 64);
-    float *o = eng_wscratch(w, W_TMP2, nh * (vd + 2) * 4 + 64);
+    float *sc = eng_wscratch(w, W_TMP, (nr * KEY_CHUNK + (a->bf ? nr * qk : 0)) * 4 + 64);
+    float *o = eng_wscratch(w, W_TMP2, nr * (vd + 3) * 4 + 64);
     size_t dmax = qk > vd ? qk : vd;
     float *rows = eng_wscratch(w, W_TMP3, KEY_CHUNK * dmax * 4 + 64);
     int32_t *keys = eng_wscratch(w, W_C, KEY_CHUNK * 4);
     if (!sc || !o || !rows || !keys)
         return;
-    float *mx = o + nh * vd, *l = mx + nh;
-    memset(o, 0, nh * vd * 4);
-    for (size_t i = 0; i < nh; i++) {
+    float *mx = o + nr * vd, *l = mx + nr, *limf = l + nr;
+    memset(o, 0, nr * vd * 4);
+    for (size_t i = 0; i < nr; i++) {
         mx[i] = -INFINITY;
         l[i] = 0;
     }
     size_t qrow = (size_t)m->q_heads * m->ld_q_head;
     size_t krow = (size_t)m->kv_heads * m->ld_k_head, vrow = (size_t)m->kv_heads * m->ld_v_head;
-    const float *q = a->q + t * qrow + h0 * m->ld_q_head;
-    size_t ldq = m->ld_q_head;
+    /* the rows' causal limits (keys of index >= the limit are masked) */
+    for (size_t ti = 0; ti < nt; ti++) {
+        uint64_t li = (uint64_t)m->q_pos0 + t0 + ti + 1;
+        for (size_t hi = 0; hi < nh; hi++)
+            limf[ti * nh + hi] = (float)(li < m->kv_len ? li : m->kv_len);
+    }
+    const float *q = a->q + t0 * qrow + h0 * m->ld_q_head;
+    /* the rows as groups of one stride: the heads of each token, or the
+     * tokens of the one head, or the rounded copy's rows */
+    size_t ng = nt, gr = nh, gstride = qrow, ldq = m->ld_q_head;
+    if (nh == 1) {
+        ng = 1;
+        gr = nt;
+        ldq = qrow;
+    }
     float scale = m->scale;
     if (a->bf) { /* TX8_ATTN_F_BF16: the products of BF16-rounded operands */
-        float *qr = sc + nh * KEY_CHUNK;
-        for (size_t i = 0; i < nh; i++)
-            for (size_t d = 0; d < qk; d++)
-                qr[i * qk + d] = q[i * m->ld_q_head + d] * m->scale;
-        bf16_round_n(k, qr, nh * qk);
+        float *qr = sc + nr * KEY_CHUNK;
+        for (size_t ti = 0; ti < nt; ti++)
+            for (size_t i = 0; i < nh; i++)
+                for (size_t d = 0; d < qk; d++)
+                    qr[(ti * nh + i) * qk + d] = q[ti * qrow + i * m->ld_q_head + d] * m->scale;
+        bf16_round_n(k, qr, nr * qk);
         q = qr;
+        ng = 1;
+        gr = nr;
         ldq = qk;
         scale = 1.0f;
     }
-    const int32_t *sl = a->sel ? a->sel + t * m->sel_k : NULL;
-    size_t tt_max = k->gemm_tokens;
+    const int32_t *sl = a->sel ? a->sel + t0 * m->sel_k : NULL;
+    /* row tiles for the small-batch kernel where the ISA has one (its
+     * RM x T accumulators fit the registers; the sums of a row are those
+     * of the 4 x 4 tile when qk is a multiple of 8), else the 4 x 4 tile */
+    int small = k->mm_small_f32 && k->small_tokens >= 2;
+    size_t tt_max = small ? k->small_tokens : k->gemm_tokens;
     /* convert the chunk's K rows to f32 (gather): selections, block types,
      * a shared K/V (the converted rows are the V rows too), and BF16
      * products of a cache other than BF16 (the rows are rounded) */
@@ -132,35 +156,55 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
         tl.k0 = 0;
         tl.k1 = qk;
         tl.out_stride = KEY_CHUNK;
-        memset(sc, 0, nh * KEY_CHUNK * 4);
+        memset(sc, 0, nr * KEY_CHUNK * 4);
         const uint8_t *wbase = tl.w;
-        for (size_t i = 0; i < nh; i += tt_max) {
-            tl.T = nh - i < tt_max ? (unsigned)(nh - i) : (unsigned)tt_max;
-            tl.x = q + i * ldq;
-            unsigned rs = tl.T == 1 ? k->gemv_rows : 4;
-            for (size_t j = 0; j < cn; j += rs) {
-                tl.R = cn - j < rs ? (unsigned)(cn - j) : rs;
-                tl.w = wbase + j * tl.w_stride;
-                tl.out = sc + i * KEY_CHUNK + j;
-                k->mm_tile_f32(&tl);
+        for (size_t gi = 0; gi < ng; gi++) {
+            /* rows of the chunk's keys that some row of the group sees */
+            size_t r0 = gi * gr;
+            for (size_t i = 0; i < gr; i += tt_max) {
+                tl.T = gr - i < tt_max ? (unsigned)(gr - i) : (unsigned)tt_max;
+                size_t vis = cn;
+                if (!sl) { /* the tile's last row sees the most keys */
+                    size_t lm = (size_t)limf[r0 + i + tl.T - 1];
+                    vis = lm <= c0 ? 0 : lm - c0 < cn ? lm - c0 : cn;
+                }
+                tl.x = q + gi * gstride + i * ldq;
+                int sm = small && tl.T > 1;
+                unsigned rs = tl.T == 1 ? k->gemv_rows : sm ? k->small_rows[tl.T] : 4;
+                for (size_t j = 0; j < vis; j += rs) {
+                    tl.R = vis - j < rs ? (unsigned)(vis - j) : rs;
+                    tl.w = wbase + j * tl.w_stride;
+                    tl.out = sc + (r0 + i) * KEY_CHUNK + j;
+                    if (sm)
+                        k->mm_small_f32(&tl);
+                    else
+                        k->mm_tile_f32(&tl);
+                }
             }
         }
-        /* online softmax update */
-        for (size_t i = 0; i < nh; i++) {
+        /* online softmax update; a row's keys past its causal limit masked */
+        for (size_t i = 0; i < nr; i++) {
             float *s = sc + i * KEY_CHUNK;
+            size_t vis = cn;
+            if (!sl) {
+                size_t lm = (size_t)limf[i];
+                vis = lm <= c0 ? 0 : lm - c0 < cn ? lm - c0 : cn;
+            }
             float cmax = mx[i];
-            for (size_t j = 0; j < cn; j++) {
+            for (size_t j = 0; j < vis; j++) {
                 s[j] *= scale;
                 if (s[j] > cmax)
                     cmax = s[j];
             }
-            if (cmax == -INFINITY || isnan(cmax)) {
+            if (vis == 0 || cmax == -INFINITY || isnan(cmax)) {
                 for (size_t j = 0; j < cn; j++)
                     s[j] = 0;
                 continue;
             }
             float corr = mx[i] == -INFINITY ? 0.0f : expf(mx[i] - cmax);
-            float sum = k->exp_sum(s, cn, cmax);
+            float sum = k->exp_sum(s, vis, cmax);
+            for (size_t j = vis; j < cn; j++)
+                s[j] = 0;
             l[i] = l[i] * corr + sum;
             if (corr != 1.0f)
                 k->scale_f32(o + i * vd, corr, vd);
@@ -187,19 +231,21 @@ static void attn_item(struct attn_ctx *a, size_t t, size_t g, size_t h0, size_t 
             vf = rows;
             ldv = vd;
         }
-        k->pv_f32(o, vd, sc, KEY_CHUNK, nh, vf, ldv, cn, vd);
+        k->pv_f32(o, vd, sc, KEY_CHUNK, nr, vf, ldv, cn, vd);
     }
     if (part) {
-        memcpy(part, o, nh * (vd + 2) * 4);
+        memcpy(part, o, nr * (vd + 2) * 4);
         return;
     }
     size_t orow = (size_t)m->q_heads * m->ld_o_head;
-    for (size_t i = 0; i < nh; i++) {
-        float *dst = a->out + t * orow + (h0 + i) * m->ld_o_head;
-        float inv = l[i] > 0 ? 1.0f / l[i] : 0.0f;
-        for (size_t d = 0; d < vd; d++)
-            dst[d] = o[i * vd + d] * inv;
-    }
+    for (size_t ti = 0; ti < nt; ti++)
+        for (size_t i = 0; i < nh; i++) {
+            size_t r = ti * nh + i;
+            float *dst = a->out + (t0 + ti) * orow + (h0 + i) * m->ld_o_head;
+            float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+            for (size_t d = 0; d < vd; d++)
+                dst[d] = o[r * vd + d] * inv;
+        }
 }
 
 /* the key list length of query t */
@@ -249,17 +295,20 @@ static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
             if (a->fast)
                 eng_attn_tile_avx512(a, t, 1, g * a->grp, (g + 1) * a->grp, g, j0, j1, part, w);
             else
-                attn_item(a, t, g, g * a->grp, (g + 1) * a->grp, j0, j1, part, w);
+                attn_item(a, t, 1, g, g * a->grp, (g + 1) * a->grp, j0, j1, part, w);
             continue;
         }
+        /* item = (query tile, kv head, head sub-group), the tiles with the
+         * most keys first */
         size_t s = it % a->nsplit, rest = it / a->nsplit;
-        size_t g = rest % kvh, t = rest / kvh;
+        size_t g = rest % kvh, tile = a->ntiles - 1 - rest / kvh;
+        size_t t0 = tile * a->tq, nt = a->m->tokens - t0 < a->tq ? a->m->tokens - t0 : a->tq;
         size_t h0 = g * a->grp + s * a->hsub;
         size_t h1 = h0 + a->hsub;
         if (h1 > (g + 1) * a->grp)
             h1 = (g + 1) * a->grp;
         if (h0 < h1)
-            attn_item(a, t, g, h0, h1, 0, attn_total(a, t), NULL, w);
+            attn_item(a, t0, nt, g, h0, h1, 0, attn_total(a, t0 + nt - 1), NULL, w);
     }
 }
 
@@ -359,10 +408,53 @@ static void attn_sel_bitmap(struct attn_ctx *a, size_t *max_total)
     *max_total = maxl;
 }
 
+/*
+ * Each token's selected keys in ascending order, -1 pads last (DSA_INDEX
+ * writes them by score): the gathers then walk the cache forwards, which
+ * the hardware prefetcher follows (GLM-5.1 decode at depth 2048 reads 2048
+ * latent rows per layer, mostly not in cache). A token's list with a key
+ * twice keeps its order. The sums run in key order, on every path.
+ */
+static void sort_selection(struct tx8_engine *e, const struct tx8_cmd_attention *m, int32_t *sel)
+{
+    size_t words = ((size_t)m->kv_len + 63) / 64;
+    uint64_t *bm = eng_jscratch(e, J_IDX2, words * 8 + 8);
+    if (!bm)
+        return;
+    for (size_t t = 0; t < m->tokens; t++) {
+        int32_t *row = sel + t * m->sel_k;
+        memset(bm, 0, words * 8);
+        size_t n = 0;
+        int dup = 0;
+        for (size_t j = 0; j < m->sel_k; j++) {
+            int32_t s = row[j];
+            if (s < 0)
+                continue;
+            uint64_t bit = (uint64_t)1 << (s % 64);
+            if (bm[s / 64] & bit) {
+                dup = 1;
+                break;
+            }
+            bm[s / 64] |= bit;
+            n++;
+        }
+        if (dup)
+            continue;
+        size_t o = 0;
+        for (size_t w = 0; w < words && o < n; w++)
+            for (uint64_t b = bm[w]; b; b &= b - 1)
+                row[o++] = (int32_t)(w * 64 + (size_t)__builtin_ctzll(b));
+        for (; o < m->sel_k; o++)
+            row[o] = -1;
+    }
+}
+
 /* keys per range at least (a split below this costs more than it saves) */
 #define SPLIT_MIN_KEYS 256
 /* MACs below which the tile path does not split a tile's heads */
 #define ATTN_SPLIT_MIN_MACS (1u << 20)
+/* rows (tokens x heads) of one query tile of the per-token path */
+#define ATTN_ROWS_GENERIC 16
 
 int eng_exec_attention(struct eng_cmd *c)
 {
@@ -410,6 +502,7 @@ int eng_exec_attention(struct eng_cmd *c)
                 pairs++;
             }
         }
+        sort_selection(e, m, sel);
         a.sel = sel;
         max_total = m->sel_k;
         if (can_fast)
@@ -484,7 +577,16 @@ int eng_exec_attention(struct eng_cmd *c)
         eng_parallel(e, items * a.nks, 1, attn_fn, &a);
         eng_parallel(e, items * a.grp, 1, attn_merge_fn, &a);
     } else {
-        eng_parallel(e, items * a.nsplit, 1, attn_fn, &a);
+        /* query tiles of up to ATTN_ROWS_GENERIC rows: the tokens of a
+         * head (MHA, MLA's expanded form) or of a small group share each
+         * key chunk; one token at a time with a selection (its own keys) */
+        a.tq = m->sel ? 1 : ATTN_ROWS_GENERIC / a.hsub;
+        if (a.tq < 1)
+            a.tq = 1;
+        while (a.tq > 1 && ((m->tokens + a.tq - 1) / a.tq) * m->kv_heads * a.nsplit < want)
+            a.tq /= 2;
+        a.ntiles = (m->tokens + a.tq - 1) / a.tq;
+        eng_parallel(e, a.ntiles * m->kv_heads * a.nsplit, 1, attn_fn, &a);
     }
 
     c->macs = pairs * m->q_heads * ((uint64_t)m->qk_dim + m->v_dim);
@@ -721,15 +823,23 @@ static void dsa_score_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
         tile.x_stride = m->ld_q_head;
         tile.k1 = m->dim;
         tile.out_stride = DSA_KCHUNK;
-        for (size_t h = 0; h < m->heads; h += k->gemm_tokens) {
-            tile.T = m->heads - h < k->gemm_tokens ? (unsigned)(m->heads - h) : k->gemm_tokens;
+        /* the heads in row tiles of the small-batch kernel where the ISA
+         * has one (as ATTENTION's per-token path), else 4 x 4 tiles */
+        int small = k->mm_small_f32 && k->small_tokens >= 2;
+        size_t tt = small ? k->small_tokens : k->gemm_tokens;
+        for (size_t h = 0; h < m->heads; h += tt) {
+            tile.T = m->heads - h < tt ? (unsigned)(m->heads - h) : (unsigned)tt;
             tile.x = q + h * m->ld_q_head;
-            unsigned rs = tile.T == 1 ? k->gemv_rows : 4;
+            int sm = small && tile.T > 1;
+            unsigned rs = tile.T == 1 ? k->gemv_rows : sm ? k->small_rows[tile.T] : 4;
             for (size_t j = 0; j < n; j += rs) {
                 tile.R = n - j < rs ? (unsigned)(n - j) : rs;
                 tile.w = (const uint8_t *)(kbase + j * kld);
                 tile.out = dots + h * DSA_KCHUNK + j;
-                k->mm_tile_f32(&tile);
+                if (sm)
+                    k->mm_small_f32(&tile);
+                else
+                    k->mm_tile_f32(&tile);
             }
         }
         for (size_t j = 0; j < n; j++)

@@ -21,6 +21,7 @@ struct json_object;
 struct gctx;    /* runtime graph context of one pass (runtime/blocks.h) */
 struct ref_fwd; /* reference forward state of one call (reference/ref_blocks.h) */
 struct act_layout;
+struct rt_fwd; /* one pass: its segments (runtime/rt_internal.h) */
 
 /* Per-token elements of one layer's caches (K, V in the KV cache dtype;
  * v may be 0 when V is read from the K rows, as MLA's latent cache does;
@@ -116,6 +117,9 @@ struct tx_arch_ops {
      * from *off); returns the widest row that a norm output rounded through
      * 16 bits has (for the r16 scratch) */
     int (*act_layout)(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *off);
+    /* MLA: the keys of the pass's longest segment if its attention runs
+     * in the expanded form, 0 for the absorbed form (NULL: never) */
+    uint64_t (*expand_keys)(const struct glm_config *c, const struct rt_fwd *f);
     /* keys a query of a selecting layer keeps at most (0: the architecture
      * never selects keys): sizes the selection dump and buffers */
     int (*select_k)(const struct glm_config *c);

@@ -7,6 +7,7 @@
  * DSA indexer stays in glm_moe_dsa.c. See attn.h, docs/architectures.md.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
@@ -176,16 +177,82 @@ void tx_mla_kv_geometry(const struct glm_config *c, struct tx_arch_kv *kv)
     kv->run = a;
 }
 
+/* bytes per key of the expanded form's buffers (K and V sized as f32) */
+static uint64_t expand_key_bytes(const struct glm_config *c)
+{
+    uint64_t H = (uint64_t)c->num_attention_heads,
+             cw = (uint64_t)c->kv_lora_rank + c->qk_rope_head_dim;
+    return 4 * (cw + H * ((uint64_t)c->qk_nope_head_dim + c->v_head_dim) +
+                H * (uint64_t)c->qk_head_dim + H * (uint64_t)c->v_head_dim);
+}
+
+/* the expanded form's buffers stay below this */
+#define MLA_EXPAND_MAX_BYTES (1ull << 30)
+
+/*
+ * The form of a pass's MLA attention (issue 11, "choose by measurement").
+ * Per segment of n queries after pos0 cached positions, with P causal
+ * (query, key) pairs:
+ *   absorbed: P H (2 lora + rope) + n H lora (nope + vd)  (the absorbed
+ *             query and the output out of latent space)
+ *   expanded: P H (qk + vd) + (pos0 + n) H lora (nope + vd)  (kv_b_proj of
+ *             every key the segment sees, read back from the cache)
+ * The expanded form is taken when its MACs are fewer over the pass (a
+ * prefill from an empty cache always; after a prefix, chunks of some
+ * hundred tokens; never decode), no DSA selection applies and its buffers
+ * stay below 1 GiB. The engine runs both kinds of attention at about the
+ * same MAC rate (tx-bench --attn, docs/engine.md). TX_MLA_FORM=absorbed|
+ * expanded overrides the choice (the buffer bound stays), for A/B runs
+ * and the tests of both forms.
+ */
+uint64_t tx_mla_expand_keys(const struct glm_config *c, const struct rt_fwd *f)
+{
+    const char *ev = getenv("TX_MLA_FORM");
+    int force = ev && !strcmp(ev, "expanded") ? 1 : ev && !strcmp(ev, "absorbed") ? -1 : 0;
+    if (force < 0 || !f || f->n_seg <= 0)
+        return 0;
+    double H = c->num_attention_heads, lora = c->kv_lora_rank, rope = c->qk_rope_head_dim,
+           nope = c->qk_nope_head_dim, vd = c->v_head_dim, qk = c->qk_head_dim;
+    double K = c->arch == GLM_ARCH_GLM_MOE_DSA && c->index_topk > 0 ? c->index_topk : 0;
+    double abs_macs = 0, exp_macs = 0;
+    uint64_t keys = 0;
+    for (int i = 0; i < f->n_seg; i++) {
+        double n = f->seg[i].n, p0 = f->seg[i].pos0;
+        /* a DSA selection: each query its own key list, which the
+         * expanded form's MHA would run one query at a time while the
+         * absorbed form shares every key row among the heads (measured:
+         * pp256 @ d2048 6.2 t/s expanded, 30.3 absorbed) */
+        if (K > 0 && p0 + n > K && !force)
+            return 0;
+        double pairs = n * p0 + n * (n + 1) / 2;
+        abs_macs += pairs * H * (2 * lora + rope) + n * H * lora * (nope + vd);
+        exp_macs += pairs * H * (qk + vd) + (p0 + n) * H * lora * (nope + vd);
+        uint64_t kv = (uint64_t)f->seg[i].pos0 + (uint64_t)f->seg[i].n;
+        if (kv > keys)
+            keys = kv;
+    }
+    if (keys * expand_key_bytes(c) > MLA_EXPAND_MAX_BYTES)
+        return 0;
+    return force > 0 || exp_macs < abs_macs ? keys : 0;
+}
+
 int tx_mla_act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o)
 {
     int H = c->num_attention_heads, qk = c->qk_head_dim, nope = c->qk_nope_head_dim,
         vd = c->v_head_dim, lora = c->kv_lora_rank, rope = c->qk_rope_head_dim;
-    (void)nope;
+    uint64_t x = a->xkeys;
     a->qa = blk_take(o, t * c->q_lora_rank * 4);
     a->q = blk_take(o, t * H * qk * 4);
     a->ckv = blk_take(o, t * (lora + rope) * 4);
-    a->qabs = blk_take(o, t * H * (lora + rope) * 4); /* absorbed q: [q_nope W_UK | q_rope] */
-    a->aol = blk_take(o, t * H * lora * 4);           /* attention output in latent space */
+    if (x) { /* the expanded form */
+        a->lat = blk_take(o, x * (lora + rope) * 4);
+        a->kvb = blk_take(o, x * H * (nope + vd) * 4);
+        a->kx = blk_take(o, x * H * qk * 4);
+        a->vx = blk_take(o, x * H * vd * 4);
+    } else {
+        a->qabs = blk_take(o, t * H * (lora + rope) * 4); /* absorbed q: [q_nope W_UK | q_rope] */
+        a->aol = blk_take(o, t * H * lora * 4);           /* attention output in latent space */
+    }
     a->ao = blk_take(o, t * H * vd * 4);
     return c->q_lora_rank > lora + rope ? c->q_lora_rank : lora + rope;
 }
@@ -201,9 +268,13 @@ void tx_mla_attention(struct gctx *g, int l, void (*project)(struct gctx *g, int
         const struct rt_seg *sg = &g->f->seg[si];
         blk_mla_cache(g, l, sg);
         int sel_k = select ? select(g, l, sg) : 0;
-        blk_mla_attend(g, l, sg, sel_k);
+        if (g->a.xkeys)
+            blk_mla_attend_expanded(g, l, sg, sel_k);
+        else
+            blk_mla_attend(g, l, sg, sel_k);
     }
-    blk_mla_unabsorb(g, l);
+    if (!g->a.xkeys)
+        blk_mla_unabsorb(g, l);
     blk_attn_out(g, l, c->num_attention_heads * c->v_head_dim);
 }
 

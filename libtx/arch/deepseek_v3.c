@@ -276,6 +276,7 @@ const struct tx_arch_ops tx_arch_deepseek_v3 = {
     .load_check = NULL,
     .kv_geometry = kv_geometry,
     .act_layout = tx_mla_act_layout,
+    .expand_keys = tx_mla_expand_keys,
     .select_k = tx_arch_select_k_none,
     .layer = tx_mla_layer,
     .ref_layer = tx_mla_ref_layer,

@@ -479,6 +479,7 @@ const struct tx_arch_ops tx_arch_glm_moe_dsa = {
     .load_check = load_check,
     .kv_geometry = kv_geometry,
     .act_layout = act_layout,
+    .expand_keys = tx_mla_expand_keys,
     .select_k = select_k,
     .layer = layer,
     .ref_layer = ref_layer,

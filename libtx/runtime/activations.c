@@ -46,8 +46,8 @@ static int max_i(int a, int b)
     return a > b ? a : b;
 }
 
-void rt_act_layout(const glm_model_t *m, const struct tx_arch_ops *arch, int T, int R, int dump,
-                   struct act_layout *a)
+void rt_act_layout(const glm_model_t *m, const struct tx_arch_ops *arch, const struct rt_fwd *f,
+                   int T, int R, int dump, struct act_layout *a)
 {
     const struct glm_config *c = &m->cfg;
     uint64_t o = 0, t = (uint64_t)T;
@@ -57,7 +57,9 @@ void rt_act_layout(const glm_model_t *m, const struct tx_arch_ops *arch, int T, 
     a->pos = blk_take(&o, t * 4);
     a->h = blk_take(&o, t * D * 4);
     a->xn = blk_take(&o, t * D * 4);
-    /* the attention block's buffers: the architecture's */
+    /* the attention block's buffers: the architecture's (MLA: of the
+     * form it chooses for this pass) */
+    a->xkeys = f && arch->expand_keys ? arch->expand_keys(c, f) : 0;
     int nd = max_i(D, arch->act_layout(c, t, a, &o));
     a->r16 = blk_take(&o, t * nd * 2);
     int F = max_i(c->intermediate_size, c->moe_intermediate_size * max_i(c->n_shared_experts, 1));

@@ -439,6 +439,8 @@ void blk_mla_project(struct gctx *g, int l)
                 MLA_NORM_EPS);
     blk_rope(g, blk_act(g, g->a.ckv), g->a.pos, T, 1, cw, cw, lora, rope_d, c->rope_interleave);
 
+    if (g->a.xkeys) /* the expanded form: q as it is */
+        return;
     /* the absorbed query */
     for (int h = 0; h < H; h++)
         mla_absorbed_matmul(g, l, h, 0, g->a.qabs + (uint64_t)h * cw * 4,
@@ -572,6 +574,22 @@ int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
  * output in latent space (aol); scale attn_scale. sel_k > 0: each query
  * attends the sel_k keys of the selection buffer (gathered from the
  * latent cache), else every causal key. */
+/* attention (query, key) pairs executed against dense causal attention at
+ * this context, counted for --bench and TX_DEBUG */
+static void count_pairs(struct gctx *g, const struct rt_seg *sg, int sel_k, uint64_t *ex,
+                        uint64_t *dense)
+{
+    for (int t = 0; t < sg->n; t++) {
+        uint64_t vis = (uint64_t)sg->pos0 + t + 1;
+        *dense += vis;
+        *ex += sel_k > 0 && vis > (uint64_t)sel_k ? (uint64_t)sel_k : vis;
+    }
+    g->f->attn_pairs += *ex;
+    g->f->attn_pairs_dense += *dense;
+    sg->s->attn_pairs += *ex;
+    sg->s->attn_pairs_dense += *dense;
+}
+
 void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k)
 {
     const struct glm_config *c = g->c;
@@ -600,17 +618,8 @@ void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k)
     a.ld_o_head = (uint32_t)lora;
     a.scale = (float)glm_config_attn_scale(c);
     a.kv_dtype = s->kv_dtype;
-    /* attention MACs executed against dense causal attention at this context */
     uint64_t ex = 0, dense = 0;
-    for (int t = 0; t < sg->n; t++) {
-        uint64_t vis = (uint64_t)sg->pos0 + t + 1;
-        dense += vis;
-        ex += sel_k > 0 && vis > (uint64_t)sel_k ? (uint64_t)sel_k : vis;
-    }
-    g->f->attn_pairs += ex;
-    g->f->attn_pairs_dense += dense;
-    s->attn_pairs += ex;
-    s->attn_pairs_dense += dense;
+    count_pairs(g, sg, sel_k, &ex, &dense);
     uint16_t af = blk_attn_flags(g, &a, a.kv_dtype);
     blk_dbg(g,
             "ATTENTION layer %d tokens=%d heads=%d kv_len=%u latent=%d%s pairs=%llu/%llu dense, "
@@ -618,6 +627,84 @@ void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k)
             l, sg->n, H, a.kv_len, cw, sel_k > 0 ? " (DSA selection)" : " (dense)",
             (unsigned long long)ex, (unsigned long long)dense, af & TX8_ATTN_F_BF16 ? "bf16" : "f32");
     blk_emit(g, tx_cmd_attention_flags(g->cb, &a, a.kv_dtype, af));
+}
+
+/* The expanded form: the kv keys of the segment (its cache rows, the new
+ * ones included) read back as f32 latent rows, expanded by kv_b_proj to
+ * [k_nope_h | v_h] per head, K_h = [k_nope_h | the shared k_rope] and V_h
+ * (f32 under the FP32 attention precision, else the cache's 16-bit type:
+ * F16 for an f16 cache, BF16 otherwise), then MHA over them into ao. The same keys as the
+ * absorbed form reads, so both forms compute one function. */
+void blk_mla_attend_expanded(struct gctx *g, int l, const struct rt_seg *sg, int sel_k)
+{
+    const struct glm_config *c = g->c;
+    glm_model_t *m = g->m;
+    int H = c->num_attention_heads, lora = c->kv_lora_rank, rope = c->qk_rope_head_dim,
+        nope = c->qk_nope_head_dim, vd = c->v_head_dim, qk = c->qk_head_dim, cw = lora + rope,
+        nv = nope + vd;
+    int kv = sg->pos0 + sg->n;
+    if (g->rc)
+        return;
+    glm_session_t *s = sg->s;
+    /* f32 under the FP32 attention precision (the forms then differ by the
+     * order of f32 sums only), else the cache's 16-bit type */
+    uint16_t xt = g->plan->precision[GLM_ATTENTION] == FP32 || s->kv_dtype == TX8_DTYPE_F32
+                      ? TX8_DTYPE_F32
+                  : s->kv_dtype == TX8_DTYPE_F16 ? TX8_DTYPE_F16
+                                                 : TX8_DTYPE_BF16;
+    uint64_t xs = tx_dtype_size(xt);
+    struct tx_convert_args cv;
+    memset(&cv, 0, sizeof(cv));
+    cv.dst = blk_act(g, g->a.lat);
+    cv.src = tx_ref(s->kv_bo, s->k_off[l]);
+    cv.rows = (uint32_t)kv;
+    cv.cols = cv.ld_dst = cv.ld_src = (uint32_t)cw;
+    cv.dst_dtype = TX8_DTYPE_F32;
+    cv.src_dtype = s->kv_dtype;
+    blk_dbg(g, "CONVERT cache -> latent rows layer %d keys=%d (%s, expanded MLA)", l, kv,
+            tx_dtype_name(s->kv_dtype));
+    if (blk_emit(g, tx_cmd_convert(g->cb, &cv)))
+        return;
+    blk_matmul(g, g->a.kvb, g->a.lat, rt_mat_of(m, GLM_T_KV_B_PROJ, l), kv, cw, H * nv, RT_NONE, 0,
+               NULL);
+    blk_dbg(g, "CONVERT k_nope, v -> expanded K, V layer %d rows=%d (%s)", l, kv * H,
+            tx_dtype_name(xt));
+    blk_convert(g, blk_act(g, g->a.kx), blk_act(g, g->a.kvb), kv * H, nope, qk, nv, xt);
+    blk_convert(g, blk_act(g, g->a.vx), blk_act(g, g->a.kvb + (uint64_t)nope * 4), kv * H, vd, vd,
+                nv, xt);
+    blk_dbg(g, "CONVERT k_rope -> expanded K layer %d heads=%d", l, H);
+    for (int h = 0; h < H; h++)
+        blk_convert(g, blk_act(g, g->a.kx + ((uint64_t)h * qk + nope) * xs),
+                    blk_act(g, g->a.lat + (uint64_t)lora * 4), kv, rope, H * qk, cw, xt);
+    if (g->rc)
+        return;
+    struct tx_attention_args a;
+    memset(&a, 0, sizeof(a));
+    a.out = blk_act(g, g->a.ao + (uint64_t)sg->row0 * H * vd * 4);
+    a.q = blk_act(g, g->a.q + (uint64_t)sg->row0 * H * qk * 4);
+    a.k = blk_act(g, g->a.kx);
+    a.v = blk_act(g, g->a.vx);
+    if (sel_k > 0) {
+        a.sel = blk_act(g, g->a.sel + (uint64_t)sg->row0 * sel_k * 4);
+        a.sel_k = (uint32_t)sel_k;
+    }
+    a.tokens = (uint32_t)sg->n;
+    a.q_heads = a.kv_heads = (uint32_t)H;
+    a.qk_dim = a.ld_q_head = a.ld_k_head = (uint32_t)qk;
+    a.v_dim = a.ld_v_head = a.ld_o_head = (uint32_t)vd;
+    a.kv_len = (uint32_t)kv;
+    a.q_pos0 = (uint32_t)sg->pos0;
+    a.scale = (float)glm_config_attn_scale(c);
+    a.kv_dtype = xt;
+    uint64_t ex = 0, dense = 0;
+    count_pairs(g, sg, sel_k, &ex, &dense);
+    uint16_t af = blk_attn_flags(g, &a, xt);
+    blk_dbg(g,
+            "ATTENTION layer %d tokens=%d heads=%d kv_len=%u expanded qk=%d v=%d%s "
+            "pairs=%llu/%llu dense, %s products",
+            l, sg->n, H, a.kv_len, qk, vd, sel_k > 0 ? " (DSA selection)" : " (dense)",
+            (unsigned long long)ex, (unsigned long long)dense, af & TX8_ATTN_F_BF16 ? "bf16" : "f32");
+    blk_emit(g, tx_cmd_attention_flags(g->cb, &a, xt, af));
 }
 
 /* The attention output out of latent space: ao_h = W_UV_h aol_h per head */

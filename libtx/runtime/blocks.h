@@ -16,6 +16,10 @@ struct act_layout {
     uint64_t ids, pos, h, xn, r16;
     uint64_t q, k, v, ao;                   /* glm4 */
     uint64_t qa, ckv, qabs, aol, qi, ki, iw, sel; /* MLA, DSA (q, ao shared) */
+    /* MLA's expanded form (xkeys > 0: the keys of the pass's longest
+     * segment): the latent rows read back from the cache, kv_b_proj of
+     * them, and the per-head K ([nope | rope]) and V rows */
+    uint64_t xkeys, lat, kvb, kx, vx;
     uint64_t g, u, a;                       /* MLP */
     uint64_t rl, rid, rw;                   /* MoE */
     uint64_t logits, tok, prob, hist;
@@ -59,8 +63,8 @@ int rt_graph_wait(struct gctx *g);
 struct tx_arch_ops;
 /* Lays out the activations of a pass of T rows, R logits rows (dump: the
  * per-layer dumps too) into a (runtime/activations.c). */
-void rt_act_layout(const glm_model_t *m, const struct tx_arch_ops *arch, int T, int R, int dump,
-                   struct act_layout *a);
+void rt_act_layout(const glm_model_t *m, const struct tx_arch_ops *arch, const struct rt_fwd *f,
+                   int T, int R, int dump, struct act_layout *a);
 
 uint64_t blk_take(uint64_t *off, uint64_t bytes); /* 256-byte aligned offset */
 tx_ref_t blk_act(struct gctx *g, uint64_t off);   /* activation buffer + off */
@@ -96,6 +100,12 @@ void blk_gqa_attention(struct gctx *g, int l); /* GQA, per-head q/k norm, partia
 void blk_mla_project(struct gctx *g, int l);
 void blk_mla_cache(struct gctx *g, int l, const struct rt_seg *sg);
 void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k);
+/* The expanded form of a prefill pass (a.xkeys > 0, chosen by
+ * tx_mla_expand_keys): the segment's keys expanded per head from the
+ * latent cache (kv_b_proj), attention over per-head K and V straight into
+ * ao; blk_mla_project then makes no absorbed query and no
+ * blk_mla_unabsorb follows. */
+void blk_mla_attend_expanded(struct gctx *g, int l, const struct rt_seg *sg, int sel_k);
 /* ao_h = W_UV_h aol_h per head (absorbed MLA's output out of latent space) */
 void blk_mla_unabsorb(struct gctx *g, int l);
 void blk_dsa_indexer_project(struct gctx *g, int l);

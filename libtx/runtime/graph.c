@@ -314,7 +314,7 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     if (!arch)
         return tx_error(TX_EINVAL, "forward: unknown architecture %d", (int)c->arch);
-    rt_act_layout(m, arch, T, f->lrows, want_dump, &g.a);
+    rt_act_layout(m, arch, f, T, f->lrows, want_dump, &g.a);
     rc = rt_ensure_act(m, g.a.total);
     if (rc)
         return rc;

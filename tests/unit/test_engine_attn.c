@@ -216,6 +216,9 @@ START_TEST(test_attention_tiles)
         {0, 9, 16, 1, 96, 64, 300, 1, 2, 0, 0},  /* DSA: few keys, gathered */
         {0, 20, 4, 1, 64, 32, 60, 0, 1, 0, 0},   /* MQA with its own V, bitmap */
         {0, 2, 80, 1, 32, 32, 40, 1, 0, 0, 0},   /* a group wider than a tile */
+        {0, 45, 4, 4, 96, 64, 0, 0, 0, 0, 0},    /* MHA prefill (expanded MLA): token tiles */
+        {0, 29, 4, 4, 96, 32, 150, 0, 0, 0, 0},  /* MHA prefill after a prefix */
+        {0, 13, 3, 3, 64, 32, 0, 0, 2, 0, 0},    /* MHA with a selection: one token a tile */
     };
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
         for (int d = 0; d < 5; d++) {
@@ -353,6 +356,8 @@ START_TEST(test_attention_bf16)
         {0, 20, 4, 1, 64, 32, 61, 0, 1, 1, 0},    /* MQA with its own V */
         {0, 2, 80, 1, 40, 34, 40, 1, 0, 1, 0},    /* wide group, v_dim 34 */
         {0, 17, 16, 1, 96, 64, 100, 1, 0, 1, 24}, /* sharp softmax */
+        {0, 45, 4, 4, 80, 48, 0, 0, 0, 1, 0},     /* MHA prefill: token tiles */
+        {0, 29, 4, 4, 64, 64, 150, 0, 0, 1, 24},  /* MHA after a prefix, sharp */
     };
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
         for (int d = 0; d < 5; d++) {

@@ -124,6 +124,23 @@ static void vs_reference(int which, glm_cache_type_t t, double max_rel, double m
     tx_device_close(dev);
 }
 
+/* both MLA forms (TX_MLA_FORM): the first pass of 7 runs expanded by
+ * default, the later ones absorbed; here every pass in one form */
+START_TEST(test_mla_forms_vs_reference)
+{
+    static const char *const form[2] = {"absorbed", "expanded"};
+    for (int f = 0; f < 2; f++) {
+        setenv("TX_MLA_FORM", form[f], 1);
+        printf("[kv_cache] TX_MLA_FORM=%s\n", form[f]);
+        for (int w = K5; w <= KD3; w += 2) { /* glm_moe_dsa (selecting), deepseek_v3 */
+            vs_reference(w, GLM_CACHE_F32, 1e-4, 0.999999);
+            vs_reference(w, GLM_CACHE_Q8_0, 5e-2, 0.999);
+        }
+    }
+    unsetenv("TX_MLA_FORM");
+}
+END_TEST
+
 START_TEST(test_cache_types_vs_reference)
 {
     for (int w = K5; w <= KD3; w++) {
@@ -245,6 +262,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_unchecked_fixture(tc, fixture_setup, fixture_teardown);
     tcase_add_test(tc, test_cache_types_vs_reference);
+    tcase_add_test(tc, test_mla_forms_vs_reference);
     tcase_add_test(tc, test_decode_equals_prefill_q4);
     tcase_add_test(tc, test_kv_bytes_shrink);
     tcase_add_test(tc, test_bad_cache_types);

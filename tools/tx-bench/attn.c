@@ -66,6 +66,9 @@ int txb_attn(unsigned threads, unsigned reps)
         {"GLM-5.1 MLA pp256 @ d2048", 0, 256, 2048, 16, 1, 576, 512, TX8_DTYPE_F16, 1, 1},
         {"GLM-5.1 MLA pp256 @ d2048 bf16", 0, 256, 2048, 16, 1, 576, 512, TX8_DTYPE_BF16, 1, 1},
         {"GLM-5.1 MLA pp512 @ d1536", 0, 512, 1536, 16, 1, 576, 512, TX8_DTYPE_F16, 1, 0},
+        {"GLM-5.1 expanded pp256 @ d0 f32", 0, 256, 0, 16, 16, 192, 128, TX8_DTYPE_F32, 0, 0},
+        {"GLM-5.1 expanded pp256 @ d0 bf16", 0, 256, 0, 16, 16, 192, 128, TX8_DTYPE_BF16, 0, 0},
+        {"GLM-5.1 MLA pp256 @ d0 bf16", 0, 256, 0, 16, 1, 576, 512, TX8_DTYPE_BF16, 1, 0},
         {"GLM-5.1 DSA_INDEX tg @ d2048", 1, 1, 2048, 16, 1, 128, 0, TX8_DTYPE_Q8_0, 0, 0},
         {"GLM-5.1 DSA_INDEX pp256 @ d2048", 1, 256, 2048, 16, 1, 128, 0, TX8_DTYPE_Q8_0, 0, 0},
         {"GLM-4.5 GQA tg @ d2048 f16", 0, 1, 2048, 16, 4, 128, 128, TX8_DTYPE_F16, 0, 0},
@@ -157,12 +160,20 @@ int txb_attn(unsigned threads, unsigned reps)
             tx8_engine_run(eng, &job, &done, NULL);
         }
         /* the indexer's selection: the top 2048 of each token's causal keys
-         * by a fixed pseudo-score (the newest ones here) */
+         * by a fixed pseudo-score (the newest ones here), in score order as
+         * DSA_INDEX writes it (a scramble of the positions) */
         int32_t *sl = (int32_t *)(void *)(mem + sel);
         for (unsigned tk = 0; tk < r->T && r->sel; tk++) {
-            unsigned lim = r->q0 + tk + 1;
+            unsigned lim = r->q0 + tk + 1, n = lim < AT_TOPK ? lim : AT_TOPK;
+            int32_t *row = sl + (size_t)tk * AT_TOPK;
             for (unsigned j = 0; j < AT_TOPK; j++)
-                sl[(size_t)tk * AT_TOPK + j] = j < lim ? (int32_t)(lim - 1 - j) : -1;
+                row[j] = j < n ? (int32_t)(lim - 1 - j) : -1;
+            for (unsigned j = n; j > 1; j--) { /* Fisher-Yates */
+                unsigned x = (unsigned)((at_rnd() + 0.5f) * (float)j) % j;
+                int32_t t = row[j - 1];
+                row[j - 1] = row[x];
+                row[x] = t;
+            }
         }
         if (r->dsa) {
             struct tx8_cmd_dsa_index c;
