@@ -186,6 +186,9 @@ struct eng_kernels {
     /* dtype F32/F16/BF16 <-> f32, bit-exact with tx_dtype.h */
     void (*to_f32)(float *dst, const void *src, unsigned dtype, size_t n);
     void (*from_f32)(void *dst, const float *src, unsigned dtype, size_t n);
+    /* KV block rows (Q8_0 / Q4_0, n a multiple of 32) to f32, bit-exact
+     * with eng_kv_to_f32's scalar decode, or NULL (the scalar decode) */
+    void (*kv_block_to_f32)(float *dst, const void *src, unsigned dtype, size_t n);
     /* TX8_ISA_AMX: T >= 16 int8 / BF16 blocks of a matmul chunk on the
      * tile unit (struct mm_amx below), or NULL */
     int (*mm_amx)(const struct mm_amx *m, struct eng_worker *w);

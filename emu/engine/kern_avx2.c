@@ -710,6 +710,39 @@ static void from_f32(void *dst, const float *src, unsigned dtype, size_t n)
         d[i] = dtype == TX8_DTYPE_F16 ? tx_f32_to_f16(src[i]) : tx_f32_to_bf16(src[i]);
 }
 
+/* Q8_0 / Q4_0 blocks (an f16 scale, then 32 int8 or 16 bytes of two
+ * 4-bit values, low nibble first) to f32: q * d, as the scalar decode */
+static void kv_block_to_f32(float *dst, const void *src, unsigned dtype, size_t n)
+{
+    const uint8_t *s = src;
+    int q4 = dtype == TX8_DTYPE_Q4_0;
+    size_t bs = q4 ? 18 : 34;
+    const __m128i lo4 = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+    for (size_t b = 0; b < n / TX8_KV_BLOCK; b++, s += bs) {
+        uint16_t h;
+        memcpy(&h, s, 2);
+        __m256 d = _mm256_set1_ps(tx_f16_to_f32(h));
+        __m128i q0, q1; /* the 32 values as int8, in order */
+        if (q4) {
+            __m128i p = _mm_loadu_si128((const __m128i *)(const void *)(s + 2));
+            __m128i l = _mm_and_si128(p, lo4), u = _mm_and_si128(_mm_srli_epi16(p, 4), lo4);
+            q0 = _mm_sub_epi8(_mm_unpacklo_epi8(l, u), eight);
+            q1 = _mm_sub_epi8(_mm_unpackhi_epi8(l, u), eight);
+        } else {
+            q0 = _mm_loadu_si128((const __m128i *)(const void *)(s + 2));
+            q1 = _mm_loadu_si128((const __m128i *)(const void *)(s + 18));
+        }
+        float *o = dst + b * TX8_KV_BLOCK;
+        const __m128i qs[2] = {q0, q1};
+        for (int i = 0; i < 2; i++) {
+            __m256 a = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(qs[i]));
+            __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(qs[i], 8)));
+            _mm256_storeu_ps(o + i * 16, _mm256_mul_ps(a, d));
+            _mm256_storeu_ps(o + i * 16 + 8, _mm256_mul_ps(c, d));
+        }
+    }
+}
+
 const struct eng_kernels eng_kernels_avx2 = {
     .isa = TX8_ISA_AVX2,
     .gemv_rows = 4,
@@ -730,6 +763,7 @@ const struct eng_kernels eng_kernels_avx2 = {
     .quant_row = eng_quant_row,
     .silu_mul_bi = silu_mul_bi,
     .pv_f32 = pv_f32,
+    .kv_block_to_f32 = kv_block_to_f32,
     .to_f32 = to_f32,
     .from_f32 = from_f32,
     .mm_small_f32 = mm_small_f32,

@@ -61,7 +61,9 @@ double eng_rand_uniform(uint64_t seed, uint64_t counter)
 void eng_kv_to_f32(const struct eng_kernels *k, float *dst, const void *src, unsigned dt, size_t n)
 {
     const uint8_t *s = src;
-    if (dt == TX8_DTYPE_Q8_0) {
+    if (tx_dtype_is_block(dt) && k->kv_block_to_f32) {
+        k->kv_block_to_f32(dst, src, dt, n);
+    } else if (dt == TX8_DTYPE_Q8_0) {
         for (size_t b = 0; b < n / TX8_KV_BLOCK; b++, s += 34) {
             uint16_t h;
             memcpy(&h, s, 2);

@@ -302,6 +302,38 @@ END_TEST
  * lands half-way: round to even), NaN, +-Inf, all-zero, denormal-only rows
  * (127 / amax overflows to +Inf), zeros and infinities only (inv 0),
  * and both storages (q and q + 128). */
+/* the AVX2 KV block decode (Q8_0 / Q4_0) against the scalar decode, bit
+ * for bit: random values, scales of every magnitude (denormal f16, inf) */
+START_TEST(test_kv_block_decode)
+{
+    if (!tx8_engine_isa_supported(TX8_ISA_AVX2)) {
+        fprintf(stderr, "test_engine_isa: kv_block_to_f32 skipped: the CPU lacks AVX2\n");
+        return;
+    }
+    const struct eng_kernels *k = &eng_kernels_avx2;
+    ck_assert_ptr_nonnull(k->kv_block_to_f32);
+    uint64_t rng = 31;
+    static const uint16_t scales[] = {0x3c00, 0x0001, 0x03ff, 0x7bff, 0x7c00, 0xfc00, 0x8000,
+                                      0x2e66, 0xb800};
+    uint8_t blk[34 * 8];
+    float a[256], b[256];
+    for (int q4 = 0; q4 < 2; q4++)
+        for (unsigned rep = 0; rep < 200; rep++) {
+            unsigned dt = q4 ? TX8_DTYPE_Q4_0 : TX8_DTYPE_Q8_0, bs = q4 ? 18 : 34;
+            for (unsigned i = 0; i < sizeof(blk); i++)
+                blk[i] = (uint8_t)te_rand(&rng, 0, 255);
+            for (unsigned bl = 0; bl < 8; bl++) {
+                uint16_t h = rep < 9 ? scales[rep] : (uint16_t)te_rand(&rng, 0, 0x7bff);
+                memcpy(blk + bl * bs, &h, 2);
+            }
+            eng_kv_to_f32(&eng_kernels_portable, a, blk, dt, 256);
+            k->kv_block_to_f32(b, blk, dt, 256);
+            ck_assert_msg(!memcmp(a, b, sizeof(a)), "%s rep %u: not the scalar decode",
+                          q4 ? "q4_0" : "q8_0", rep);
+        }
+}
+END_TEST
+
 START_TEST(test_quant_row)
 {
     if (!tx8_engine_isa_supported(TX8_ISA_AVX512)) {
@@ -399,6 +431,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_path_sample, 0, NPATH);
     tcase_add_test(tc, test_amx_refused);
     tcase_add_test(tc, test_quant_row);
+    tcase_add_test(tc, test_kv_block_decode);
     suite_add_tcase(s, tc);
     return s;
 }
