@@ -37,6 +37,33 @@ static void bf16_round_n(const struct eng_kernels *k, float *x, size_t n)
         x[i] = eng_bf16_round(x[i]);
 }
 
+/* the most rows of one score tile: the small-batch kernel's where the ISA
+ * has one (its RM x T accumulators fit the registers; a row's sums are
+ * those of the 4 x 4 tile when the dot length is a multiple of 8), else
+ * the 4 x 4 tile's */
+static size_t score_rows_max(const struct eng_kernels *k)
+{
+    return k->mm_small_f32 && k->small_tokens >= 2 ? k->small_tokens : k->gemm_tokens;
+}
+
+/* out[row][j] += x[row] . key j for the tl->T rows of tl and keys [0, n)
+ * at wbase (stride tl->w_stride); out's row stride is tl->out_stride */
+static void score_keys(const struct eng_kernels *k, struct mm_tile *tl, const uint8_t *wbase,
+                       size_t n, float *out)
+{
+    int sm = k->mm_small_f32 && k->small_tokens >= 2 && tl->T > 1;
+    unsigned rs = tl->T == 1 ? k->gemv_rows : sm ? k->small_rows[tl->T] : 4;
+    for (size_t j = 0; j < n; j += rs) {
+        tl->R = n - j < rs ? (unsigned)(n - j) : rs;
+        tl->w = wbase + j * tl->w_stride;
+        tl->out = out + j;
+        if (sm)
+            k->mm_small_f32(tl);
+        else
+            k->mm_tile_f32(tl);
+    }
+}
+
 /*
  * One work item: tokens [t0, t0 + nt), kv head g, q heads [h0, h1) of its
  * group, keys [j0, j1) of the key list (every causal key of the tile's
@@ -109,11 +136,7 @@ static void attn_item(struct attn_ctx *a, size_t t0, size_t nt, size_t g, size_t
         scale = 1.0f;
     }
     const int32_t *sl = a->sel ? a->sel + t0 * m->sel_k : NULL;
-    /* row tiles for the small-batch kernel where the ISA has one (its
-     * RM x T accumulators fit the registers; the sums of a row are those
-     * of the 4 x 4 tile when qk is a multiple of 8), else the 4 x 4 tile */
-    int small = k->mm_small_f32 && k->small_tokens >= 2;
-    size_t tt_max = small ? k->small_tokens : k->gemm_tokens;
+    size_t tt_max = score_rows_max(k);
     /* convert the chunk's K rows to f32 (gather): selections, block types,
      * a shared K/V (the converted rows are the V rows too), and BF16
      * products of a cache other than BF16 (the rows are rounded) */
@@ -169,17 +192,7 @@ static void attn_item(struct attn_ctx *a, size_t t0, size_t nt, size_t g, size_t
                     vis = lm <= c0 ? 0 : lm - c0 < cn ? lm - c0 : cn;
                 }
                 tl.x = q + gi * gstride + i * ldq;
-                int sm = small && tl.T > 1;
-                unsigned rs = tl.T == 1 ? k->gemv_rows : sm ? k->small_rows[tl.T] : 4;
-                for (size_t j = 0; j < vis; j += rs) {
-                    tl.R = vis - j < rs ? (unsigned)(vis - j) : rs;
-                    tl.w = wbase + j * tl.w_stride;
-                    tl.out = sc + (r0 + i) * KEY_CHUNK + j;
-                    if (sm)
-                        k->mm_small_f32(&tl);
-                    else
-                        k->mm_tile_f32(&tl);
-                }
+                score_keys(k, &tl, wbase, vis, sc + (r0 + i) * KEY_CHUNK);
             }
         }
         /* online softmax update; a row's keys past its causal limit masked */
@@ -823,24 +836,11 @@ static void dsa_score_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
         tile.x_stride = m->ld_q_head;
         tile.k1 = m->dim;
         tile.out_stride = DSA_KCHUNK;
-        /* the heads in row tiles of the small-batch kernel where the ISA
-         * has one (as ATTENTION's per-token path), else 4 x 4 tiles */
-        int small = k->mm_small_f32 && k->small_tokens >= 2;
-        size_t tt = small ? k->small_tokens : k->gemm_tokens;
+        size_t tt = score_rows_max(k);
         for (size_t h = 0; h < m->heads; h += tt) {
             tile.T = m->heads - h < tt ? (unsigned)(m->heads - h) : (unsigned)tt;
             tile.x = q + h * m->ld_q_head;
-            int sm = small && tile.T > 1;
-            unsigned rs = tile.T == 1 ? k->gemv_rows : sm ? k->small_rows[tile.T] : 4;
-            for (size_t j = 0; j < n; j += rs) {
-                tile.R = n - j < rs ? (unsigned)(n - j) : rs;
-                tile.w = (const uint8_t *)(kbase + j * kld);
-                tile.out = dots + h * DSA_KCHUNK + j;
-                if (sm)
-                    k->mm_small_f32(&tile);
-                else
-                    k->mm_tile_f32(&tile);
-            }
+            score_keys(k, &tile, (const uint8_t *)kbase, n, dots + h * DSA_KCHUNK);
         }
         for (size_t j = 0; j < n; j++)
             out[s0 + j] = 0;
