@@ -568,12 +568,6 @@ int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
     return use_sel ? K : 0;
 }
 
-/* ATTENTION of segment sg over its latent cache: every head's absorbed
- * query against the one shared [latent | k_rope] row per key (kv_heads 1,
- * qk_dim lora + rope), V = the latent part of the same rows (v_dim lora),
- * output in latent space (aol); scale attn_scale. sel_k > 0: each query
- * attends the sel_k keys of the selection buffer (gathered from the
- * latent cache), else every causal key. */
 /* attention (query, key) pairs executed against dense causal attention at
  * this context, counted for --bench and TX_DEBUG */
 static void count_pairs(struct gctx *g, const struct rt_seg *sg, int sel_k, uint64_t *ex,
@@ -590,6 +584,12 @@ static void count_pairs(struct gctx *g, const struct rt_seg *sg, int sel_k, uint
     sg->s->attn_pairs_dense += *dense;
 }
 
+/* ATTENTION of segment sg over its latent cache: every head's absorbed
+ * query against the one shared [latent | k_rope] row per key (kv_heads 1,
+ * qk_dim lora + rope), V = the latent part of the same rows (v_dim lora),
+ * output in latent space (aol); scale attn_scale. sel_k > 0: each query
+ * attends the sel_k keys of the selection buffer (gathered from the
+ * latent cache), else every causal key. */
 void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k)
 {
     const struct glm_config *c = g->c;
@@ -633,8 +633,9 @@ void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k)
  * ones included) read back as f32 latent rows, expanded by kv_b_proj to
  * [k_nope_h | v_h] per head, K_h = [k_nope_h | the shared k_rope] and V_h
  * (f32 under the FP32 attention precision, else the cache's 16-bit type:
- * F16 for an f16 cache, BF16 otherwise), then MHA over them into ao. The same keys as the
- * absorbed form reads, so both forms compute one function. */
+ * F16 for an f16 cache, BF16 otherwise), then MHA over them into ao. The
+ * same keys as the absorbed form reads, so both forms compute one
+ * function. */
 void blk_mla_attend_expanded(struct gctx *g, int l, const struct rt_seg *sg, int sel_k)
 {
     const struct glm_config *c = g->c;
