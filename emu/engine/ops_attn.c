@@ -37,6 +37,13 @@ static void bf16_round_n(const struct eng_kernels *k, float *x, size_t n)
         x[i] = eng_bf16_round(x[i]);
 }
 
+/* the causal keys query t of the command sees */
+static inline size_t causal_keys(const struct tx8_cmd_attention *m, size_t t)
+{
+    uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
+    return (size_t)(limit < m->kv_len ? limit : m->kv_len);
+}
+
 /* the most rows of one score tile: the small-batch kernel's where the ISA
  * has one (its RM x T accumulators fit the registers; a row's sums are
  * those of the 4 x 4 tile when the dot length is a multiple of 8), else
@@ -92,13 +99,13 @@ static void attn_item(struct attn_ctx *a, size_t t0, size_t nt, size_t g, size_t
     size_t nh = h1 - h0, nr = nt * nh, qk = m->qk_dim, vd = m->v_dim;
     /* with BF16 products the rounded query rows bf16(scale q) follow the scores */
     float *sc = eng_wscratch(w, W_TMP, (nr * KEY_CHUNK + (a->bf ? nr * qk : 0)) * 4 + 64);
-    float *o = eng_wscratch(w, W_TMP2, nr * (vd + 3) * 4 + 64);
+    float *o = eng_wscratch(w, W_TMP2, nr * (vd + 2) * 4 + 64);
     size_t dmax = qk > vd ? qk : vd;
     float *rows = eng_wscratch(w, W_TMP3, KEY_CHUNK * dmax * 4 + 64);
     int32_t *keys = eng_wscratch(w, W_C, KEY_CHUNK * 4);
     if (!sc || !o || !rows || !keys)
         return;
-    float *mx = o + nr * vd, *l = mx + nr, *limf = l + nr;
+    float *mx = o + nr * vd, *l = mx + nr;
     memset(o, 0, nr * vd * 4);
     for (size_t i = 0; i < nr; i++) {
         mx[i] = -INFINITY;
@@ -106,12 +113,6 @@ static void attn_item(struct attn_ctx *a, size_t t0, size_t nt, size_t g, size_t
     }
     size_t qrow = (size_t)m->q_heads * m->ld_q_head;
     size_t krow = (size_t)m->kv_heads * m->ld_k_head, vrow = (size_t)m->kv_heads * m->ld_v_head;
-    /* the rows' causal limits (keys of index >= the limit are masked) */
-    for (size_t ti = 0; ti < nt; ti++) {
-        uint64_t li = (uint64_t)m->q_pos0 + t0 + ti + 1;
-        for (size_t hi = 0; hi < nh; hi++)
-            limf[ti * nh + hi] = (float)(li < m->kv_len ? li : m->kv_len);
-    }
     const float *q = a->q + t0 * qrow + h0 * m->ld_q_head;
     /* the rows as groups of one stride: the heads of each token, or the
      * tokens of the one head, or the rounded copy's rows */
@@ -188,7 +189,7 @@ static void attn_item(struct attn_ctx *a, size_t t0, size_t nt, size_t g, size_t
                 tl.T = gr - i < tt_max ? (unsigned)(gr - i) : (unsigned)tt_max;
                 size_t vis = cn;
                 if (!sl) { /* the tile's last row sees the most keys */
-                    size_t lm = (size_t)limf[r0 + i + tl.T - 1];
+                    size_t lm = causal_keys(m, t0 + (r0 + i + tl.T - 1) / nh);
                     vis = lm <= c0 ? 0 : lm - c0 < cn ? lm - c0 : cn;
                 }
                 tl.x = q + gi * gstride + i * ldq;
@@ -199,8 +200,8 @@ static void attn_item(struct attn_ctx *a, size_t t0, size_t nt, size_t g, size_t
         for (size_t i = 0; i < nr; i++) {
             float *s = sc + i * KEY_CHUNK;
             size_t vis = cn;
-            if (!sl) {
-                size_t lm = (size_t)limf[i];
+            if (!sl) { /* keys past the row's causal limit are masked */
+                size_t lm = causal_keys(m, t0 + i / nh);
                 vis = lm <= c0 ? 0 : lm - c0 < cn ? lm - c0 : cn;
             }
             float cmax = mx[i];
@@ -264,11 +265,7 @@ static void attn_item(struct attn_ctx *a, size_t t0, size_t nt, size_t g, size_t
 /* the key list length of query t */
 static size_t attn_total(const struct attn_ctx *a, size_t t)
 {
-    const struct tx8_cmd_attention *m = a->m;
-    uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
-    if (limit > m->kv_len)
-        limit = m->kv_len;
-    return a->sel && !a->bm ? m->sel_k : (size_t)limit;
+    return a->sel && !a->bm ? a->m->sel_k : causal_keys(a->m, t);
 }
 
 static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
@@ -388,12 +385,10 @@ static void attn_sel_bitmap(struct attn_ctx *a, size_t *max_total)
     uint64_t sel = 0, dense = 0;
     size_t maxl = 0;
     for (size_t t = 0; t < m->tokens; t++) {
-        uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
-        if (limit > m->kv_len)
-            limit = m->kv_len;
+        size_t limit = causal_keys(m, t);
         dense += limit;
         if (limit > maxl)
-            maxl = (size_t)limit;
+            maxl = limit;
         for (size_t j = 0; j < m->sel_k; j++)
             sel += a->sel[t * m->sel_k + j] >= 0;
     }
@@ -503,9 +498,7 @@ int eng_exec_attention(struct eng_cmd *c)
             return TX8_STATUS_DEVICE_ERROR;
         memcpy(sel, eng_ptr(e, m->sel), n * 4);
         for (size_t t = 0; t < m->tokens; t++) {
-            uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
-            if (limit > m->kv_len)
-                limit = m->kv_len;
+            size_t limit = causal_keys(m, t);
             for (size_t j = 0; j < m->sel_k; j++) {
                 int32_t s = sel[t * m->sel_k + j];
                 if (s < 0)
@@ -522,8 +515,7 @@ int eng_exec_attention(struct eng_cmd *c)
             attn_sel_bitmap(&a, &max_total);
     } else {
         for (size_t t = 0; t < m->tokens; t++) {
-            uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
-            size_t n = (size_t)(limit < m->kv_len ? limit : m->kv_len);
+            size_t n = causal_keys(m, t);
             pairs += n;
             if (n > max_total)
                 max_total = n;

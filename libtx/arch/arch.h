@@ -118,8 +118,9 @@ struct tx_arch_ops {
      * 16 bits has (for the r16 scratch) */
     int (*act_layout)(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *off);
     /* MLA: the keys of the pass's longest segment if its attention runs
-     * in the expanded form, 0 for the absorbed form (NULL: never) */
-    uint64_t (*expand_keys)(const struct glm_config *c, const struct rt_fwd *f);
+     * in the expanded form, 0 for the absorbed form (NULL: never); form:
+     * the model's TX_MLA_FORM (-1 absorbed, 1 expanded, 0 choose) */
+    uint64_t (*expand_keys)(const struct glm_config *c, const struct rt_fwd *f, int form);
     /* keys a query of a selecting layer keeps at most (0: the architecture
      * never selects keys): sizes the selection dump and buffers */
     int (*select_k)(const struct glm_config *c);

@@ -55,8 +55,9 @@ void tx_mla_kv_geometry(const struct glm_config *c, struct tx_arch_kv *kv);
  * kv_lora_rank + qk_rope_head_dim) */
 int tx_mla_act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o);
 /* the keys of the pass's longest segment if its attention runs in the
- * expanded form (fewer MACs: prefill), else 0 (absorbed); TX_MLA_FORM */
-uint64_t tx_mla_expand_keys(const struct glm_config *c, const struct rt_fwd *f);
+ * expanded form (fewer MACs: prefill), else 0 (absorbed); form: -1
+ * absorbed, 1 expanded, 0 choose (TX_MLA_FORM, read at model load) */
+uint64_t tx_mla_expand_keys(const struct glm_config *c, const struct rt_fwd *f, int form);
 /* blk_mla_project, [project(g, l)], per segment blk_mla_cache and
  * blk_mla_attend over the keys select (NULL: every causal key) chose,
  * blk_attn_out; project / select are the DSA indexer's */

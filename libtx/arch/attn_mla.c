@@ -7,7 +7,6 @@
  * DSA indexer stays in glm_moe_dsa.c. See attn.h, docs/architectures.md.
  */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
@@ -201,14 +200,12 @@ static uint64_t expand_key_bytes(const struct glm_config *c)
  * prefill from an empty cache always; after a prefix, chunks of some
  * hundred tokens; never decode), no DSA selection applies and its buffers
  * stay below 1 GiB. The engine runs both kinds of attention at about the
- * same MAC rate (tx-bench --attn, docs/engine.md). TX_MLA_FORM=absorbed|
- * expanded overrides the choice (the buffer bound stays), for A/B runs
- * and the tests of both forms.
+ * same MAC rate (tx-bench --attn, docs/engine.md). force (TX_MLA_FORM=
+ * absorbed|expanded at model load) overrides the choice (the buffer bound
+ * stays), for A/B runs and the tests of both forms.
  */
-uint64_t tx_mla_expand_keys(const struct glm_config *c, const struct rt_fwd *f)
+uint64_t tx_mla_expand_keys(const struct glm_config *c, const struct rt_fwd *f, int force)
 {
-    const char *ev = getenv("TX_MLA_FORM");
-    int force = ev && !strcmp(ev, "expanded") ? 1 : ev && !strcmp(ev, "absorbed") ? -1 : 0;
     if (force < 0 || !f || f->n_seg <= 0)
         return 0;
     double H = c->num_attention_heads, lora = c->kv_lora_rank, rope = c->qk_rope_head_dim,

@@ -59,7 +59,7 @@ void rt_act_layout(const glm_model_t *m, const struct tx_arch_ops *arch, const s
     a->xn = blk_take(&o, t * D * 4);
     /* the attention block's buffers: the architecture's (MLA: of the
      * form it chooses for this pass) */
-    a->xkeys = f && arch->expand_keys ? arch->expand_keys(c, f) : 0;
+    a->xkeys = f && arch->expand_keys ? arch->expand_keys(c, f, m->mla_form) : 0;
     int nd = max_i(D, arch->act_layout(c, t, a, &o));
     a->r16 = blk_take(&o, t * nd * 2);
     int F = max_i(c->intermediate_size, c->moe_intermediate_size * max_i(c->n_shared_experts, 1));

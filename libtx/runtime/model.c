@@ -608,6 +608,13 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
         goto fail;
     }
     m->attn_bf16 = TX8_IF_MINOR(m->dinfo.if_version) >= 7 && !(ab && !strcmp(ab, "0"));
+    const char *mf = getenv("TX_MLA_FORM");
+    if (mf && *mf && strcmp(mf, "absorbed") && strcmp(mf, "expanded") && strcmp(mf, "auto")) {
+        rc = tx_error(TX_EINVAL,
+                      "glm_model_load: TX_MLA_FORM=%s: expected absorbed, expanded or auto", mf);
+        goto fail;
+    }
+    m->mla_form = !mf ? 0 : !strcmp(mf, "absorbed") ? -1 : !strcmp(mf, "expanded") ? 1 : 0;
     const char *bi = getenv("TX_BATCH_INVARIANT");
     if (bi && *bi && strcmp(bi, "0") && strcmp(bi, "1")) {
         rc = tx_error(TX_EINVAL, "glm_model_load: TX_BATCH_INVARIANT=%s: expected 0 or 1", bi);

@@ -119,6 +119,9 @@ struct glm_model {
      * INT8_MIXED attention precisions: a device of interface >= 1.7 and
      * not TX_ATTENTION_BF16=0 */
     int attn_bf16;
+    /* MLA attention form of a pass (TX_MLA_FORM at load): -1 absorbed,
+     * 1 expanded, 0 chosen per pass (tx_mla_expand_keys) */
+    int mla_form;
     struct tx_device_info dinfo;
     char name[24];
     char label_w[TX8_LABEL_LEN], label_kv[TX8_LABEL_LEN], label_act[TX8_LABEL_LEN];
