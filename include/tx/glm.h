@@ -1007,7 +1007,10 @@ TX_API int glm_model_ep_placement_stats(glm_model_t *model, struct glm_ep_placem
 struct glm_decode_times {
     uint64_t passes, jobs;
     double wall_ms, build_ms, device_ms;
-    double rsvd[4];
+    /* libtx 2.6: passes that ran the decode graph (recorded once per
+     * session set and plan, patched per token: docs/libtx-glm.md) */
+    uint64_t replays;
+    double rsvd[3];
 };
 TX_API int glm_model_decode_times(glm_model_t *model, struct glm_decode_times *out);
 

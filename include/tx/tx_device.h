@@ -487,7 +487,7 @@ struct tx_raw_job {
     uint32_t cmd_size;
     uint32_t num_bos;
     const struct tx_bo_use *bos;
-    uint32_t flags; /* TX_SUBMIT_* */
+    uint32_t flags; /* TX_SUBMIT_NO_IRQ, TX_SUBMIT_BATCH_INVARIANT (libtx 2.6) */
     uint64_t user_data;
 };
 TX_API int tx_submit_raw(tx_device_t *dev, const struct tx_raw_job *rj, tx_job_t *job);

@@ -268,6 +268,38 @@ int txd_cmdbuf_snapshot(tx_cmdbuf_t *h, struct tx_device *d, uint8_t **bytes, si
     return TX_OK;
 }
 
+int txd_cmdbuf_copy_out(tx_cmdbuf_t *h, void *dst, size_t cap, size_t *len, struct tx_bo_use **uses,
+                        unsigned *nuses)
+{
+    struct tx_cmdbuf *cb;
+    int rc = TX_OK;
+
+    *uses = NULL;
+    *nuses = 0;
+    cb = cb_enter(h, "tx_cmdbuf_copy_out", &rc);
+    if (!cb)
+        return rc;
+    if (cb->len > cap) {
+        cb_leave(cb);
+        return tx_error(TX_EINVAL, "tx_cmdbuf_copy_out: %zu bytes of commands, room for %zu",
+                        cb->len, cap);
+    }
+    *uses = calloc(cb->nuses ? cb->nuses : 1, sizeof(**uses));
+    if (!*uses) {
+        cb_leave(cb);
+        return tx_error(TX_ENOMEM, "tx_cmdbuf_copy_out: out of memory");
+    }
+    memcpy(dst, cb->buf, cb->len);
+    *len = cb->len;
+    for (unsigned i = 0; i < cb->nuses; i++) {
+        (*uses)[i].bo = TX_PTR(tx_bo_t, cb->uses[i].bo);
+        (*uses)[i].access = cb->uses[i].access;
+    }
+    *nuses = cb->nuses;
+    cb_leave(cb);
+    return TX_OK;
+}
+
 int txd_cmdbuf_name(tx_cmdbuf_t *h, const char *name)
 {
     struct tx_cmdbuf *cb;

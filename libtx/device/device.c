@@ -49,6 +49,18 @@ static int dev_can_batch_invariant(struct tx_device *d)
            d->ops->can_batch_invariant(d->be);
 }
 
+/* TX_SUBMIT_BATCH_INVARIANT in flags on a device without it: TX_ENOTSUP */
+static int check_batch_invariant(struct tx_device *d, uint32_t flags, const char *fn)
+{
+    if (!(flags & TX_SUBMIT_BATCH_INVARIANT) || dev_can_batch_invariant(d))
+        return TX_OK;
+    return tx_error(TX_ENOTSUP,
+                    "%s: batch-invariant jobs need a device of interface >= 1.6 (emu, or "
+                    "/dev/accel with tx8.ko >= 1.2) (%s, interface %u.%u)",
+                    fn, d->ops->name, TX8_IF_MAJOR(d->info.if_version),
+                    TX8_IF_MINOR(d->info.if_version));
+}
+
 int txd_can_batch_invariant(tx_device_t *h)
 {
     struct tx_device *d;
@@ -1105,14 +1117,9 @@ TX_API int tx_submit_ex(tx_device_t *h, tx_cmdbuf_t *cb, uint32_t flags, uint64_
     rc = txd_enter(h, &d, "tx_submit");
     if (rc < 0)
         return rc;
-    if ((flags & TX_SUBMIT_BATCH_INVARIANT) && !dev_can_batch_invariant(d)) {
-        rc = tx_error(TX_ENOTSUP,
-                      "tx_submit: batch-invariant jobs need a device of interface >= 1.6 (emu, "
-                      "or /dev/accel with tx8.ko >= 1.2) (%s, interface %u.%u)",
-                      d->ops->name, TX8_IF_MAJOR(d->info.if_version),
-                      TX8_IF_MINOR(d->info.if_version));
+    rc = check_batch_invariant(d, flags, "tx_submit");
+    if (rc)
         goto out;
-    }
     if (flags & TX_SUBMIT_PROFILE) {
         if (!dev_can_profile(d)) {
             rc = tx_error(TX_ENOTSUP,
@@ -1214,7 +1221,7 @@ TX_API int tx_submit_raw(tx_device_t *h, const struct tx_raw_job *rj, tx_job_t *
     if (!job || !rj)
         return tx_error(TX_EINVAL, "tx_submit_raw: NULL %s", !job ? "job pointer" : "job");
     *job = 0;
-    if (rj->flags & ~TX_SUBMIT_NO_IRQ)
+    if (rj->flags & ~(TX_SUBMIT_NO_IRQ | TX_SUBMIT_BATCH_INVARIANT))
         return tx_error(TX_EINVAL, "tx_submit_raw: unknown flags 0x%x", rj->flags);
     if (rj->num_bos && !rj->bos)
         return tx_error(TX_EINVAL, "tx_submit_raw: NULL bos with num_bos %u", rj->num_bos);
@@ -1227,6 +1234,9 @@ TX_API int tx_submit_raw(tx_device_t *h, const struct tx_raw_job *rj, tx_job_t *
     rc = txd_enter(h, &d, "tx_submit_raw");
     if (rc < 0)
         return rc;
+    rc = check_batch_invariant(d, rj->flags, "tx_submit_raw");
+    if (rc)
+        goto out;
     cbo = txd_bo_get(rj->cmd_bo, "tx_submit_raw", "cmd_bo", &rc);
     if (!cbo)
         goto out;

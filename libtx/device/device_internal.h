@@ -99,6 +99,12 @@ int txd_cmdbuf_prof(tx_cmdbuf_t *cb, uint64_t *bo, uint64_t *off, uint64_t *size
 int txd_cmdbuf_snapshot(tx_cmdbuf_t *h, struct tx_device *d, uint8_t **bytes, size_t *len,
                         uint64_t **bo_handles, uint32_t **access, unsigned *nuses);
 
+/* The commands of cb into dst (at most cap bytes; *len: how many) and its
+ * BOs with their access (*uses: malloc'ed, *nuses entries): a job to keep
+ * in device memory and submit with tx_submit_raw (runtime/decode_graph.c). */
+int txd_cmdbuf_copy_out(tx_cmdbuf_t *cb, void *dst, size_t cap, size_t *len,
+                        struct tx_bo_use **uses, unsigned *nuses);
+
 /* Copy a label, truncated to TX8_LABEL_LEN - 1 bytes. */
 void txd_label(char dst[TX8_LABEL_LEN], const char *src);
 

@@ -21,6 +21,7 @@ int rt_ensure_act(glm_model_t *m, uint64_t bytes)
     if (m->act_bo && m->act_size >= bytes)
         return TX_OK;
     uint64_t sz = ALIGN_UP(bytes, 1u << 20);
+    rt_dgraph_drop(m); /* its commands address the old buffer */
     if (m->act_bo) {
         tx_bo_free(m->act_bo);
         m->act_bo = NULL;

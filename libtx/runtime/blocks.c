@@ -30,8 +30,8 @@
  * Errors are sticky: a block does nothing once g->rc is set, and the first
  * failure is kept in g->rc (no macro hides a return).
  */
-#include "arch/arch.h"
 #include "runtime/blocks.h"
+#include "runtime/decode_graph.h"
 #include "runtime/expert_cache.h"
 #include "runtime/expert_parallel.h"
 #include "arch/arch.h"
@@ -41,6 +41,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,6 +313,11 @@ static uint16_t blk_attn_flags(const struct gctx *g, const struct tx_attention_a
     return TX8_ATTN_F_BF16;
 }
 
+static void count_pairs(struct gctx *g, const struct rt_seg *sg, int sel_k, uint64_t *ex,
+                        uint64_t *dense);
+static void dg_keys(struct gctx *g, const struct rt_seg *sg, size_t at, size_t kv_len,
+                    size_t q_pos0);
+
 void blk_gqa_attention(struct gctx *g, int l)
 {
     const struct glm_config *c = g->c;
@@ -341,16 +347,20 @@ void blk_gqa_attention(struct gctx *g, int l)
         tx_ref_t kc = tx_ref(s->kv_bo, s->k_off[l]), vc = tx_ref(s->kv_bo, s->v_off[l]);
         blk_dbg(g, "CONVERT K,V -> cache layer %d pos %d..%d (K %s, V %s)", l, sg->pos0,
                 sg->pos0 + sg->n - 1, tx_dtype_name(s->kv_dtype), tx_dtype_name(s->v_dtype));
+        size_t at = rt_dg_mark(g);
         blk_convert(g,
                     tx_ref(s->kv_bo, s->k_off[l] +
                                          tx_dtype_row_bytes(s->kv_dtype, (uint64_t)sg->pos0 * kw)),
                     blk_act(g, g->a.k + (uint64_t)sg->row0 * kw * 4), sg->n, kw, kw, kw,
                     s->kv_dtype);
+        rt_dg_cache_row(g, sg, at, s->kv_dtype, (uint64_t)kw);
+        at = rt_dg_mark(g);
         blk_convert(g,
                     tx_ref(s->kv_bo, s->v_off[l] +
                                          tx_dtype_row_bytes(s->v_dtype, (uint64_t)sg->pos0 * kw)),
                     blk_act(g, g->a.v + (uint64_t)sg->row0 * kw * 4), sg->n, kw, kw, kw,
                     s->v_dtype);
+        rt_dg_cache_row(g, sg, at, s->v_dtype, (uint64_t)kw);
         if (g->rc)
             return;
         struct tx_attention_args a;
@@ -371,13 +381,12 @@ void blk_gqa_attention(struct gctx *g, int l)
         uint16_t af = blk_attn_flags(g, &a, s->v_dtype);
         blk_dbg(g, "ATTENTION layer %d tokens=%d heads=%d/%d kv_len=%u %s products", l, sg->n, Hq,
                 Hk, a.kv_len, af & TX8_ATTN_F_BF16 ? "bf16" : "f32");
-        uint64_t pr = (uint64_t)sg->n * sg->pos0 + (uint64_t)sg->n * (sg->n + 1) / 2;
-        g->f->attn_pairs += pr;
-        g->f->attn_pairs_dense += pr;
-        s->attn_pairs += pr;
-        s->attn_pairs_dense += pr;
+        count_pairs(g, sg, 0, NULL, NULL);
+        at = rt_dg_mark(g);
         if (blk_emit(g, tx_cmd_attention_flags(g->cb, &a, s->v_dtype, af)))
             return;
+        dg_keys(g, sg, at, offsetof(struct tx8_cmd_attention, kv_len),
+                offsetof(struct tx8_cmd_attention, q_pos0));
     }
     blk_matmul(g, g->a.h, g->a.ao, rt_mat_of(m, GLM_T_O_PROJ, l), T, qw, D,
                rt_vec_of(m, GLM_T_O_BIAS, l), TX8_MATMUL_F_ACCUMULATE, NULL);
@@ -465,9 +474,11 @@ void blk_dsa_indexer_project(struct gctx *g, int l)
     if (c->indexer_types[l] != GLM_INDEXER_FULL)
         return;
     int need_index = 0;
-    for (int si = 0; si < f->n_seg; si++)
+    for (int si = 0; si < f->n_seg; si++) {
         if (f->seg[si].pos0 + f->seg[si].n > K)
             need_index = 1;
+        rt_dg_threshold(g, &f->seg[si], K);
+    }
     blk_matmul(g, g->a.ki, g->a.xn, rt_mat_of(m, GLM_T_IDX_WK, l), T, D, Di, RT_NONE, 0, NULL);
     if (!g->rc) {
         struct tx_layernorm_args ln;
@@ -508,11 +519,13 @@ void blk_mla_cache(struct gctx *g, int l, const struct rt_seg *sg)
     glm_session_t *s = sg->s;
     blk_dbg(g, "CONVERT latent -> cache layer %d pos %d..%d (%s)", l, sg->pos0,
             sg->pos0 + sg->n - 1, tx_dtype_name(s->kv_dtype));
+    size_t at = rt_dg_mark(g);
     blk_convert(g,
                 tx_ref(s->kv_bo,
                        s->k_off[l] + tx_dtype_row_bytes(s->kv_dtype, (uint64_t)sg->pos0 * cw)),
                 blk_act(g, g->a.ckv + (uint64_t)sg->row0 * cw * 4), sg->n, cw, cw, cw,
                 s->kv_dtype);
+    rt_dg_cache_row(g, sg, at, s->kv_dtype, (uint64_t)cw);
 }
 
 /* The DSA selection of segment sg: a full layer appends its indexer keys
@@ -530,6 +543,7 @@ int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
                                             tx_dtype_row_bytes(s->ik_dtype, (uint64_t)sg->pos0 * Di));
         tx_ref_t src = blk_act(g, g->a.ki + (uint64_t)sg->row0 * Di * 4);
         blk_dbg(g, "CONVERT indexer key -> cache layer %d (%s)", l, tx_dtype_name(s->ik_dtype));
+        size_t at = rt_dg_mark(g);
         if (s->ik_dtype == TX8_DTYPE_F32) {
             if (blk_emit(g, tx_cmd_copy(g->cb, dst, src, (uint64_t)sg->n * Di * 4)))
                 return 0;
@@ -538,8 +552,10 @@ int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
             if (g->rc)
                 return 0;
         }
+        rt_dg_cache_row(g, sg, at, s->ik_dtype, (uint64_t)Di);
     }
     int use_sel = sg->pos0 + sg->n > K;
+    rt_dg_threshold(g, sg, K);
     if (use_sel && full && !g->rc) {
         struct tx_dsa_index_args d;
         memset(&d, 0, sizeof(d));
@@ -556,8 +572,11 @@ int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
         d.ld_q_head = (uint32_t)Di;
         d.ld_k = (uint32_t)Di;
         blk_dbg(g, "DSA_INDEX layer %d tokens=%d keys=%u top_k=%d", l, sg->n, d.kv_len, K);
+        size_t at = rt_dg_mark(g);
         if (blk_emit(g, tx_cmd_dsa_index_ex(g->cb, &d, s->ik_dtype)))
             return 0;
+        dg_keys(g, sg, at, offsetof(struct tx8_cmd_dsa_index, kv_len),
+                offsetof(struct tx8_cmd_dsa_index, q_pos0));
         if (g->a.dump_sel &&
             blk_emit(g, tx_cmd_copy(
                             g->cb, blk_act(g, g->a.dump_sel + ((uint64_t)l * T + sg->row0) * K * 4),
@@ -568,20 +587,40 @@ int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
     return use_sel ? K : 0;
 }
 
-/* attention (query, key) pairs executed against dense causal attention at
- * this context, counted for --bench and TX_DEBUG */
+void rt_count_pairs(struct rt_fwd *f, const struct rt_seg *sg, int sel_k, uint64_t *ex,
+                    uint64_t *dense)
+{
+    uint64_t e = 0, d = 0;
+    for (int t = 0; t < sg->n; t++) {
+        uint64_t vis = (uint64_t)sg->pos0 + t + 1;
+        d += vis;
+        e += sel_k > 0 && vis > (uint64_t)sel_k ? (uint64_t)sel_k : vis;
+    }
+    f->attn_pairs += e;
+    f->attn_pairs_dense += d;
+    sg->s->attn_pairs += e;
+    sg->s->attn_pairs_dense += d;
+    if (ex)
+        *ex = e;
+    if (dense)
+        *dense = d;
+}
+
+/* ... and note them for the decode graph, which counts them on replay */
 static void count_pairs(struct gctx *g, const struct rt_seg *sg, int sel_k, uint64_t *ex,
                         uint64_t *dense)
 {
-    for (int t = 0; t < sg->n; t++) {
-        uint64_t vis = (uint64_t)sg->pos0 + t + 1;
-        *dense += vis;
-        *ex += sel_k > 0 && vis > (uint64_t)sel_k ? (uint64_t)sel_k : vis;
-    }
-    g->f->attn_pairs += *ex;
-    g->f->attn_pairs_dense += *dense;
-    sg->s->attn_pairs += *ex;
-    sg->s->attn_pairs_dense += *dense;
+    rt_count_pairs(g->f, sg, sel_k, ex, dense);
+    rt_dg_pairs(g, sg, sel_k);
+}
+
+/* kv_len and q_pos0 of the ATTENTION or DSA_INDEX command at `at` follow
+ * segment sg's position (decode graph) */
+static void dg_keys(struct gctx *g, const struct rt_seg *sg, size_t at, size_t kv_len,
+                    size_t q_pos0)
+{
+    rt_dg_field(g, sg, at, kv_len, 4, 1);
+    rt_dg_field(g, sg, at, q_pos0, 4, 1);
 }
 
 /* ATTENTION of segment sg over its latent cache: every head's absorbed
@@ -626,7 +665,10 @@ void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k)
             "%s products",
             l, sg->n, H, a.kv_len, cw, sel_k > 0 ? " (DSA selection)" : " (dense)",
             (unsigned long long)ex, (unsigned long long)dense, af & TX8_ATTN_F_BF16 ? "bf16" : "f32");
-    blk_emit(g, tx_cmd_attention_flags(g->cb, &a, a.kv_dtype, af));
+    size_t at = rt_dg_mark(g);
+    if (!blk_emit(g, tx_cmd_attention_flags(g->cb, &a, a.kv_dtype, af)))
+        dg_keys(g, sg, at, offsetof(struct tx8_cmd_attention, kv_len),
+                offsetof(struct tx8_cmd_attention, q_pos0));
 }
 
 /* The expanded form: the kv keys of the segment (its cache rows, the new
@@ -646,6 +688,7 @@ void blk_mla_attend_expanded(struct gctx *g, int l, const struct rt_seg *sg, int
     int kv = sg->pos0 + sg->n;
     if (g->rc)
         return;
+    rt_dg_unpatchable(g); /* its commands' sizes follow the keys */
     glm_session_t *s = sg->s;
     /* f32 under the FP32 attention precision (the forms then differ by the
      * order of f32 sums only), else the cache's 16-bit type */

@@ -50,6 +50,10 @@ struct gctx {
      * submission (host time, docs/glm-inference.md "Depth benchmark") */
     int early_flush;
     uint64_t t_first_submit;
+    /* the decode graph (runtime/decode_graph.c): the one being recorded,
+     * or (verify) the patched one each flushed job is compared with */
+    struct rt_dgraph *dg, *dg_cmp;
+    int dg_cjob;
 };
 
 /* Submit what the pass has built and wait for every job of it (the
@@ -59,6 +63,13 @@ int rt_graph_sync(struct gctx *g);
  * on another device (expert parallelism). */
 int rt_graph_flush(struct gctx *g);
 int rt_graph_wait(struct gctx *g);
+
+/* Count the (query, key) pairs segment sg attends with a selection of
+ * sel_k keys (0: dense) against dense causal attention, into the pass's
+ * and the session's figures (--bench, TX_DEBUG); *ex, *dense (may be NULL):
+ * this segment's */
+void rt_count_pairs(struct rt_fwd *f, const struct rt_seg *sg, int sel_k, uint64_t *ex,
+                    uint64_t *dense);
 
 struct tx_arch_ops;
 /* Lays out the activations of a pass of T rows, R logits rows (dump: the

@@ -17,6 +17,7 @@
  * shards).
  */
 #include "runtime/blocks.h"
+#include "runtime/decode_graph.h"
 #include "runtime/expert_cache.h"
 
 #include "arch/arch.h"
@@ -25,6 +26,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,15 @@ static void maybe_flush(struct gctx *g, int force)
         return;
     if (!g->ncmd)
         return;
+    if (g->dg_cmp) {
+        /* verifying the decode graph: this job against its patched one */
+        g->rc = rt_dgraph_compare(g);
+        tx_cmdbuf_reset(g->cb);
+        g->ncmd = 0;
+        if (!g->rc)
+            g->rc = declare(g);
+        return;
+    }
     if (g->njobs == g->cap_jobs) {
         int cap = g->cap_jobs ? g->cap_jobs * 2 : 16;
         tx_job_t *j = realloc(g->jobs, sizeof(*j) * (size_t)cap);
@@ -80,7 +91,8 @@ static void maybe_flush(struct gctx *g, int force)
         g->waited = w;
         g->cap_jobs = cap;
     }
-    int rc = tx_submit_ex(g->m->dev, g->cb, g->m->submit_flags, 0, &g->jobs[g->njobs]);
+    int rc = g->dg ? rt_dgraph_job(g, &g->jobs[g->njobs])
+                   : tx_submit_ex(g->m->dev, g->cb, g->m->submit_flags, 0, &g->jobs[g->njobs]);
     if (rc) {
         g->rc = tx_error(rc, "forward: submit: %s", tx_last_error());
         return;
@@ -275,6 +287,208 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f)
     return rc;
 }
 
+static int history_len(const struct glm_sampling *sp)
+{
+    return sp->repeat_last_n < 0 ? GLM_MAX_REPEAT_LAST_N : sp->repeat_last_n;
+}
+
+/* The sampling of logits row r: its glm_sampling (one per row, per
+ * session, or one for all) and the segment whose next position it samples */
+static const struct glm_sampling *row_sampling(const struct rt_fwd *f, int r,
+                                               const struct rt_seg **sg)
+{
+    *sg = f->n_seg == f->lrows ? &f->seg[r] : &f->seg[0];
+    return f->sampling + (f->n_sampling > 1 ? r : 0);
+}
+
+/* The penalties' history of row r: the session's last repeat_last_n ids
+ * written into the activation buffer (host data, also when the decode
+ * graph runs); returns the ids (0: no penalty history) */
+static uint32_t sample_history(struct gctx *g, int r)
+{
+    const struct rt_seg *sg;
+    const struct glm_sampling *sp = row_sampling(g->f, r, &sg);
+    int pen = (sp->repeat_penalty != 0.0f && sp->repeat_penalty != 1.0f) ||
+              sp->presence_penalty != 0.0f || sp->frequency_penalty != 0.0f;
+    if (!pen || sp->repeat_last_n == 0 || !sg->s || !sg->s->toks)
+        return 0;
+    int end = sg->pos0 + sg->n;
+    int from = end - history_len(sp) > 0 ? end - history_len(sp) : 0;
+    int32_t *h = (int32_t *)((uint8_t *)g->m->act_map + g->a.hist +
+                             (uint64_t)r * GLM_MAX_REPEAT_LAST_N * 4);
+    /* the ids of this pass are in toks already */
+    memcpy(h, sg->s->toks + from, (size_t)(end - from) * 4);
+    return (uint32_t)(end - from);
+}
+
+/* SAMPLE of logits row r (after the logit bias) */
+static void build_sample(struct gctx *g, int r)
+{
+    glm_model_t *m = g->m;
+    const struct rt_fwd *f = g->f;
+    int Vv = g->c->vocab_size;
+    const struct rt_seg *sg;
+    const struct glm_sampling *sp = row_sampling(f, r, &sg);
+    struct tx_sample_args s;
+    memset(&s, 0, sizeof(s));
+    s.out = blk_act(g, g->a.tok + (uint64_t)r * 4);
+    s.logits = blk_act(g, g->a.logits + (uint64_t)r * Vv * 4);
+    s.probs = blk_act(g, g->a.prob + (uint64_t)r * 4);
+    s.seed = sp->seed;
+    /* counter: the position the sampled token will take */
+    s.counter = (uint64_t)(sg->pos0 + sg->n);
+    s.rows = 1;
+    /* the padding rows of lm_head (ids the tokenizer does not have) are
+     * never candidates */
+    s.vocab = (uint32_t)rt_sample_vocab(m);
+    s.ld_logits = (uint32_t)Vv;
+    /* rt_sampling_check refused what the device cannot do; greedy ignores
+     * top-k and top-p */
+    int greedy = !(sp->temperature > 0.0f);
+    s.top_k = !greedy && sp->top_k > 0 ? (uint32_t)sp->top_k : 0;
+    s.temperature = greedy ? 0.0f : sp->temperature;
+    s.top_p = greedy ? 1.0f : sp->top_p;
+    s.min_p = greedy ? 0.0f : sp->min_p;
+    s.flags = !greedy && sp->order == GLM_SAMPLER_ORDER_LLAMA && sp->temperature != 1.0f
+                  ? TX8_SAMPLE_F_TEMP_LAST
+                  : 0;
+    /* penalties: the session's last repeat_last_n ids */
+    s.n_history = sample_history(g, r);
+    if (s.n_history) {
+        s.history = blk_act(g, g->a.hist + (uint64_t)r * GLM_MAX_REPEAT_LAST_N * 4);
+        s.repeat_penalty = sp->repeat_penalty;
+        s.presence_penalty = sp->presence_penalty;
+        s.frequency_penalty = sp->frequency_penalty;
+    }
+    /* logit bias -inf (GLM_GEN_IGNORE_EOS): written into the row on the
+     * device before SAMPLE reads it */
+    for (int b = 0; b < f->n_ban && !g->rc; b++) {
+        if (f->ban[b] < 0 || f->ban[b] >= Vv)
+            continue;
+        blk_emit(g, tx_cmd_fill(g->cb,
+                                blk_act(g, g->a.logits + ((uint64_t)r * Vv + (uint64_t)f->ban[b]) * 4),
+                                4, 0xff800000u /* -inf */));
+    }
+    blk_dbg(g, "SAMPLE row %d temp=%g top_k=%u top_p=%g seed=%llu counter=%llu", r,
+            (double)s.temperature, s.top_k, (double)s.top_p, (unsigned long long)s.seed,
+            (unsigned long long)s.counter);
+    size_t at = rt_dg_mark(g);
+    if (blk_emit(g, tx_cmd_sample(g->cb, &s)))
+        return;
+    rt_dg_field(g, sg, at, offsetof(struct tx8_cmd_sample, counter), 8, 1);
+    if (s.n_history)
+        rt_dg_clamped(g, sg, at, offsetof(struct tx8_cmd_sample, n_history), 4, sg->n,
+                      (uint64_t)history_len(sp));
+}
+
+/* Build the commands of pass g->f and submit them as one or more jobs. */
+static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode, int want_dump)
+{
+    glm_model_t *m = g->m;
+    const struct glm_config *c = g->c;
+    struct rt_fwd *f = g->f;
+    int L = c->num_hidden_layers, D = c->hidden_size, Vv = c->vocab_size, T = f->T;
+    int rc;
+
+    rc = tx_cmdbuf_create(m->dev, &g->cb);
+    if (rc)
+        return tx_error(rc, "forward: %s", tx_last_error());
+    if (m->xc)
+        rt_xc_pass_begin(m, T, decode);
+    /* decode: layer 0 is submitted on its own, the device runs it while
+     * the host builds the other layers (the one job per pass otherwise
+     * waits for the whole build) */
+    g->early_flush = decode && !m->st.on && !want_dump && c->num_hidden_layers > 1;
+    g->rc = declare(g);
+    for (int i = 0; i < f->n_seg && !g->rc; i++) {
+        int r = tx_cmdbuf_use(g->cb, f->seg[i].s->kv_bo, TX_ACCESS_RW);
+        if (r)
+            g->rc = tx_error(r, "forward: %s", tx_last_error());
+    }
+    if (g->dbg)
+        rt_debug("forward: %d rows in %d segment(s), %d logits rows, plan %s", T, f->n_seg,
+                 f->lrows, rt_plan_short(g->plan, (char[160]){0}, 160));
+
+    /* embedding */
+    if (!g->rc) {
+        struct tx_embed_args e;
+        struct tx_weight_ref w;
+        memset(&e, 0, sizeof(e));
+        int em = rt_mat_of(m, GLM_T_EMBED, -1);
+        g->rc = rt_weight_ref(m, em, g->plan->precision[GLM_EMBEDDING], &w);
+        if (!g->rc) {
+            e.out = blk_act(g, g->a.h);
+            e.ids = blk_act(g, g->a.ids);
+            e.table = w.data;
+            e.scales = w.scales;
+            e.tokens = (uint32_t)T;
+            e.vocab = w.rows;
+            e.dim = w.cols;
+            e.ld_out = (uint32_t)D;
+            e.dtype = w.dtype;
+            blk_dbg(g, "EMBED tokens=%d vocab=%u dim=%u table=%s", T, w.rows, w.cols,
+                    tx_dtype_name(w.dtype));
+            int r = tx_cmd_embed(g->cb, &e);
+            if (r)
+                g->rc = tx_error(r, "forward: embed: %s", tx_last_error());
+            g->ncmd++;
+            g->total++;
+        }
+    }
+
+    float eps = (float)c->rms_norm_eps;
+    int streaming = m->st.on;
+    for (int l = 0; l < L && !g->rc; l++) {
+        if (streaming) {
+            g->rc = stream_enter(g, l);
+            if (g->rc)
+                break;
+        }
+        arch->layer(g, l);
+        if (want_dump && !g->rc) {
+            blk_dbg(g, "COPY layer %d output -> dump", l);
+            int r = tx_cmd_copy(g->cb, blk_act(g, g->a.dump + (uint64_t)l * T * D * 4),
+                                blk_act(g, g->a.h), (uint64_t)T * D * 4);
+            if (r)
+                g->rc = tx_error(r, "forward: %s", tx_last_error());
+            g->ncmd++;
+            g->total++;
+        }
+        if (streaming && l < L - 1) {
+            /* one job per layer: the next layer's reads overlap this job */
+            maybe_flush(g, 1);
+            if (!g->rc)
+                g->rc = stream_leave(g, l, l + 1);
+        } else {
+            maybe_flush(g, g->early_flush && l == 0);
+        }
+    }
+
+    /* final norm: the logits rows (all rows when dumping) */
+    int nr0 = want_dump ? 0 : f->lrow0, nrows = want_dump ? T : f->lrows;
+    if (nrows > 0)
+        blk_rmsnorm(g, g->a.xn + (uint64_t)nr0 * D * 4, g->a.h + (uint64_t)nr0 * D * 4,
+                    rt_vec_of(m, GLM_T_FINAL_NORM, -1), nrows, D, D, D, eps);
+    if (want_dump && !g->rc) {
+        int r = tx_cmd_copy(g->cb, blk_act(g, g->a.dump + (uint64_t)L * T * D * 4),
+                            blk_act(g, g->a.xn), (uint64_t)T * D * 4);
+        if (r)
+            g->rc = tx_error(r, "forward: %s", tx_last_error());
+        g->ncmd++;
+        g->total++;
+    }
+    if (f->lrows > 0) {
+        blk_matmul(g, g->a.logits, g->a.xn + (uint64_t)f->lrow0 * D * 4,
+                   rt_mat_of(m, GLM_T_LM_HEAD, -1), f->lrows, D, Vv, RT_NONE, 0, NULL);
+        for (int r = 0; f->sampling && r < f->lrows && !g->rc; r++)
+            build_sample(g, r);
+    }
+    maybe_flush(g, 1);
+    if (streaming && !g->rc)
+        g->rc = stream_leave(g, L - 1, L > 1 ? 0 : -1); /* layer 0 of the next pass */
+    return TX_OK;
+}
+
 static int forward_pass(glm_model_t *m, struct rt_fwd *f)
 {
     const struct glm_config *c = &m->cfg;
@@ -328,180 +542,43 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
         for (int t = 0; t < f->seg[i].n; t++)
             pos[f->seg[i].row0 + t] = f->seg[i].pos0 + t;
 
-    rc = tx_cmdbuf_create(m->dev, &g.cb);
-    if (rc)
-        return tx_error(rc, "forward: %s", tx_last_error());
-    if (m->xc)
-        rt_xc_pass_begin(m, T, decode);
-    /* decode: layer 0 is submitted on its own, the device runs it while
-     * the host builds the other layers (the one job per pass otherwise
-     * waits for the whole build) */
-    g.early_flush = decode && !m->st.on && !want_dump && c->num_hidden_layers > 1;
-    g.rc = declare(&g);
-    for (int i = 0; i < f->n_seg && !g.rc; i++) {
-        int r = tx_cmdbuf_use(g.cb, f->seg[i].s->kv_bo, TX_ACCESS_RW);
-        if (r)
-            g.rc = tx_error(r, "forward: %s", tx_last_error());
+    /* a decode pass of the sessions and plan the decode graph was recorded
+     * for runs it patched (runtime/decode_graph.c); another one is built and
+     * recorded */
+    int use_dg = decode && m->dg_mode != RT_DG_OFF && !m->st.on && !m->xc && !m->ep &&
+                 !want_dump && !g.prof && !g.a.xkeys;
+    int replayed = 0;
+    if (use_dg) {
+        rc = rt_dgraph_replay(&g, &replayed);
+        if (rc)
+            return rc;
+        if (!replayed && !g.dg_cmp)
+            rt_dgraph_begin(&g);
     }
-    if (g.dbg)
-        rt_debug("forward: %d rows in %d segment(s), %d logits rows, plan %s", T, f->n_seg,
-                 f->lrows, rt_plan_short(&plan, (char[160]){0}, 160));
-
-    /* embedding */
-    if (!g.rc) {
-        struct tx_embed_args e;
-        struct tx_weight_ref w;
-        memset(&e, 0, sizeof(e));
-        int em = rt_mat_of(m, GLM_T_EMBED, -1);
-        g.rc = rt_weight_ref(m, em, plan.precision[GLM_EMBEDDING], &w);
-        if (!g.rc) {
-            e.out = blk_act(&g, g.a.h);
-            e.ids = blk_act(&g, g.a.ids);
-            e.table = w.data;
-            e.scales = w.scales;
-            e.tokens = (uint32_t)T;
-            e.vocab = w.rows;
-            e.dim = w.cols;
-            e.ld_out = (uint32_t)D;
-            e.dtype = w.dtype;
-            struct gctx *gp = &g;
-            blk_dbg(gp, "EMBED tokens=%d vocab=%u dim=%u table=%s", T, w.rows, w.cols,
-                    tx_dtype_name(w.dtype));
-            int r = tx_cmd_embed(g.cb, &e);
-            if (r)
-                g.rc = tx_error(r, "forward: embed: %s", tx_last_error());
-            g.ncmd++;
-            g.total++;
+    if (replayed) {
+        for (int r = 0; f->sampling && r < f->lrows; r++)
+            sample_history(&g, r);
+    } else {
+        rc = build_pass(&g, arch, decode, want_dump);
+        if (rc) {
+            rt_dgraph_end(&g, 0);
+            return rc;
         }
+        if (g.dg_cmp && !g.rc)
+            g.rc = rt_dgraph_compare_end(&g);
+        if (g.dg_cmp && !g.rc)
+            g.rc = rt_dgraph_submit(&g, &replayed);
     }
-
-    float eps = (float)c->rms_norm_eps;
-    int streaming = m->st.on;
-    for (int l = 0; l < L && !g.rc; l++) {
-        if (streaming) {
-            g.rc = stream_enter(&g, l);
-            if (g.rc)
-                break;
-        }
-        arch->layer(&g, l);
-        if (want_dump && !g.rc) {
-            struct gctx *gp = &g;
-            blk_dbg(gp, "COPY layer %d output -> dump", l);
-            int r = tx_cmd_copy(g.cb, blk_act(&g, g.a.dump + (uint64_t)l * T * D * 4),
-                                blk_act(&g, g.a.h), (uint64_t)T * D * 4);
-            if (r)
-                g.rc = tx_error(r, "forward: %s", tx_last_error());
-            g.ncmd++;
-            g.total++;
-        }
-        if (streaming && l < L - 1) {
-            /* one job per layer: the next layer's reads overlap this job */
-            maybe_flush(&g, 1);
-            if (!g.rc)
-                g.rc = stream_leave(&g, l, l + 1);
-        } else {
-            maybe_flush(&g, g.early_flush && l == 0);
-        }
-    }
-
-    /* final norm: the logits rows (all rows when dumping) */
-    int nr0 = want_dump ? 0 : f->lrow0, nrows = want_dump ? T : f->lrows;
-    if (nrows > 0)
-        blk_rmsnorm(&g, g.a.xn + (uint64_t)nr0 * D * 4, g.a.h + (uint64_t)nr0 * D * 4,
-                    rt_vec_of(m, GLM_T_FINAL_NORM, -1), nrows, D, D, D, eps);
-    if (want_dump && !g.rc) {
-        int r = tx_cmd_copy(g.cb, blk_act(&g, g.a.dump + (uint64_t)L * T * D * 4),
-                            blk_act(&g, g.a.xn), (uint64_t)T * D * 4);
-        if (r)
-            g.rc = tx_error(r, "forward: %s", tx_last_error());
-        g.ncmd++;
-        g.total++;
-    }
-    if (f->lrows > 0) {
-        blk_matmul(&g, g.a.logits, g.a.xn + (uint64_t)f->lrow0 * D * 4,
-                   rt_mat_of(m, GLM_T_LM_HEAD, -1), f->lrows, D, Vv, RT_NONE, 0, NULL);
-        if (f->sampling && !g.rc) {
-            for (int r = 0; r < f->lrows && !g.rc; r++) {
-                struct tx_sample_args s;
-                memset(&s, 0, sizeof(s));
-                s.out = blk_act(&g, g.a.tok + (uint64_t)r * 4);
-                s.logits = blk_act(&g, g.a.logits + (uint64_t)r * Vv * 4);
-                s.probs = blk_act(&g, g.a.prob + (uint64_t)r * 4);
-                /* one glm_sampling per row (per session), or one for all */
-                const struct glm_sampling *sp = f->sampling + (f->n_sampling > 1 ? r : 0);
-                s.seed = sp->seed;
-                /* counter: the position the sampled token will take */
-                const struct rt_seg *sg = f->n_seg == f->lrows ? &f->seg[r] : &f->seg[0];
-                s.counter = (uint64_t)(sg->pos0 + sg->n);
-                s.rows = 1;
-                /* the padding rows of lm_head (ids the tokenizer does not
-                 * have) are never candidates */
-                s.vocab = (uint32_t)rt_sample_vocab(m);
-                s.ld_logits = (uint32_t)Vv;
-                /* rt_sampling_check refused what the device cannot do;
-                 * greedy ignores top-k and top-p */
-                int greedy = !(sp->temperature > 0.0f);
-                s.top_k = !greedy && sp->top_k > 0 ? (uint32_t)sp->top_k : 0;
-                s.temperature = greedy ? 0.0f : sp->temperature;
-                s.top_p = greedy ? 1.0f : sp->top_p;
-                s.min_p = greedy ? 0.0f : sp->min_p;
-                s.flags = !greedy && sp->order == GLM_SAMPLER_ORDER_LLAMA && sp->temperature != 1.0f
-                              ? TX8_SAMPLE_F_TEMP_LAST
-                              : 0;
-                /* penalties: the session's last repeat_last_n ids */
-                int pen = (sp->repeat_penalty != 0.0f && sp->repeat_penalty != 1.0f) ||
-                          sp->presence_penalty != 0.0f || sp->frequency_penalty != 0.0f;
-                if (pen && sp->repeat_last_n != 0 && sg->s && sg->s->toks) {
-                    int end = sg->pos0 + sg->n;
-                    int nl = sp->repeat_last_n < 0 ? GLM_MAX_REPEAT_LAST_N : sp->repeat_last_n;
-                    int from = end - nl > 0 ? end - nl : 0;
-                    int32_t *h = (int32_t *)((uint8_t *)m->act_map + g.a.hist +
-                                             (uint64_t)r * GLM_MAX_REPEAT_LAST_N * 4);
-                    /* the ids of this pass are in toks already */
-                    memcpy(h, sg->s->toks + from, (size_t)(end - from) * 4);
-                    s.history = blk_act(&g, g.a.hist + (uint64_t)r * GLM_MAX_REPEAT_LAST_N * 4);
-                    s.n_history = (uint32_t)(end - from);
-                    s.repeat_penalty = sp->repeat_penalty;
-                    s.presence_penalty = sp->presence_penalty;
-                    s.frequency_penalty = sp->frequency_penalty;
-                }
-                /* logit bias -inf (GLM_GEN_IGNORE_EOS): written into the
-                 * row on the device before SAMPLE reads it */
-                for (int b = 0; b < f->n_ban && !g.rc; b++) {
-                    if (f->ban[b] < 0 || f->ban[b] >= Vv)
-                        continue;
-                    int fr = tx_cmd_fill(
-                        g.cb,
-                        blk_act(&g, g.a.logits + ((uint64_t)r * Vv + (uint64_t)f->ban[b]) * 4), 4,
-                        0xff800000u /* -inf */);
-                    if (fr)
-                        g.rc = tx_error(fr, "forward: logit bias: %s", tx_last_error());
-                    g.ncmd++;
-                    g.total++;
-                }
-                struct gctx *gp = &g;
-                blk_dbg(gp, "SAMPLE row %d temp=%g top_k=%u top_p=%g seed=%llu counter=%llu", r,
-                        (double)s.temperature, s.top_k, (double)s.top_p, (unsigned long long)s.seed,
-                        (unsigned long long)s.counter);
-                int rr = tx_cmd_sample(g.cb, &s);
-                if (rr)
-                    g.rc = tx_error(rr, "forward: sample: %s", tx_last_error());
-                g.ncmd++;
-                g.total++;
-            }
-        }
-    }
-    maybe_flush(&g, 1);
-    if (streaming && !g.rc)
-        g.rc = stream_leave(&g, L - 1, L > 1 ? 0 : -1); /* layer 0 of the next pass */
     rc = wait_all(&g);
     if (g.rc && !rc)
         rc = g.rc;
     for (int k = 0; k < RT_SLOTS; k++)
         m->st.slot_job[k] = 0; /* every job of the pass has finished */
+    rt_dgraph_end(&g, !rc);
     free(g.jobs);
     free(g.waited);
-    tx_cmdbuf_destroy(g.cb);
+    if (g.cb)
+        tx_cmdbuf_destroy(g.cb);
     if (rc)
         return rc;
 
@@ -562,6 +639,7 @@ TX_API int glm_model_decode_times(glm_model_t *m, struct glm_decode_times *out)
     out->wall_ms = (double)m->dec.wall_ns / 1e6;
     out->build_ms = (double)m->dec.build_ns / 1e6;
     out->device_ms = (double)m->dec.device_ns / 1e6;
+    out->replays = m->dec.replays;
     pthread_mutex_unlock(&m->lock);
     return TX_OK;
 }

@@ -457,6 +457,7 @@ static void free_model(glm_model_t *m)
     rt_stream_free(m);
     rt_xc_free(m);
     rt_absorb_free(m);
+    rt_dgraph_drop(m);
     for (int lt = 0; lt < RT_NLTYPES; lt++)
         for (int p = 0; p < GLM_PRECISION_COUNT; p++)
             if (m->conv[lt][p].bo)
@@ -615,6 +616,11 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
         goto fail;
     }
     m->mla_form = !mf ? 0 : !strcmp(mf, "absorbed") ? -1 : !strcmp(mf, "expanded") ? 1 : 0;
+    rc = rt_dgraph_mode_parse(getenv("TX_DECODE_GRAPH"), &m->dg_mode);
+    if (rc) {
+        rc = tx_error(rc, "glm_model_load: %s", tx_last_error());
+        goto fail;
+    }
     const char *bi = getenv("TX_BATCH_INVARIANT");
     if (bi && *bi && strcmp(bi, "0") && strcmp(bi, "1")) {
         rc = tx_error(TX_EINVAL, "glm_model_load: TX_BATCH_INVARIANT=%s: expected 0 or 1", bi);

@@ -208,7 +208,12 @@ struct glm_model {
         uint64_t wall_ns;   /* pass entry to the last job waited for */
         uint64_t build_ns;  /* pass entry to the first job's submission */
         uint64_t device_ns; /* the jobs' device time (end - start) */
+        uint64_t replays;   /* passes that ran the decode graph */
     } dec;
+    /* the decode graph (runtime/decode_graph.c), under lock; its mode
+     * (TX_DECODE_GRAPH at load: RT_DG_*) */
+    struct rt_dgraph *dg;
+    int dg_mode;
 };
 
 struct glm_session {
@@ -253,6 +258,13 @@ struct rt_fwd {
     uint64_t busy_ns, macs;
     uint64_t attn_pairs, attn_pairs_dense; /* MLA: (query, key) pairs attended / dense causal */
 };
+
+/* decode_graph.c (the rest: decode_graph.h). TX_DECODE_GRAPH (NULL or "":
+ * on) into *mode (RT_DG_*), TX_EINVAL naming a bad value; drop: free the
+ * model's graph (model lock held: whenever what it names may change) */
+enum { RT_DG_OFF = 0, RT_DG_ON = 1, RT_DG_VERIFY = 2 };
+int rt_dgraph_mode_parse(const char *v, int *mode);
+void rt_dgraph_drop(glm_model_t *m);
 
 /* absorb.c */
 int rt_absorb_enabled(const glm_model_t *m);

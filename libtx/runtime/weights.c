@@ -434,6 +434,7 @@ int rt_prepare_plan(glm_model_t *m, const glm_precision_plan_t *plan)
 {
     if (m->active_valid && !memcmp(&m->active, plan, sizeof(*plan)))
         return TX_OK;
+    rt_dgraph_drop(m); /* it names the old plan's conversions and tables */
     for (int lt = 0; lt < RT_NLTYPES; lt++) {
         if (lt == GLM_NORM)
             continue; /* norms are f32 vectors */
@@ -492,6 +493,7 @@ static void trim_keep(glm_model_t *m, const glm_precision_plan_t *keep)
                     memset(&m->mats[i].copy[p], 0, sizeof(m->mats[i].copy[p]));
             if (lt == GLM_EXPERT && m->tables_prec == p)
                 m->tables_prec = -1; /* the tables named the freed copies */
+            rt_dgraph_drop(m);
             tx_bo_free(cb->bo);
             memset(cb, 0, sizeof(*cb));
         }

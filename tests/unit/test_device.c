@@ -1271,6 +1271,19 @@ START_TEST(test_cmdbuf_bad_args)
         rj.bos = &use;
         TX_OKAY(tx_submit_raw(dev, &rj, &job));
         TX_OKAY(tx_wait(dev, job, -1, &r));
+        /* batch-invariant raw jobs (libtx 2.6) where the device has them;
+         * profiling and unknown flags are refused */
+        rj.flags = TX_SUBMIT_BATCH_INVARIANT;
+        int brc = tx_submit_raw(dev, &rj, &job);
+        ck_assert_msg(brc == TX_OK || brc == TX_ENOTSUP, "batch-invariant raw job: %d (%s)", brc,
+                      tx_last_error());
+        if (brc == TX_OK)
+            TX_OKAY(tx_wait(dev, job, -1, &r));
+        rj.flags = TX_SUBMIT_PROFILE;
+        TX_FAILS(tx_submit_raw(dev, &rj, &job), TX_EINVAL);
+        rj.flags = 1u << 30;
+        TX_FAILS(tx_submit_raw(dev, &rj, &job), TX_EINVAL);
+        rj.flags = 0;
         rj.cmd_offset = 4096;
         TX_FAILS(tx_submit_raw(dev, &rj, &job), TX_EINVAL);
         rj.cmd_offset = 4;

@@ -106,7 +106,7 @@ int bench_depth_run(glm_model_t *m, tx_device_t *dev, const int *depths, int nd,
     printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     double pp0 = 0, tg0 = 0;
     int rc = 0;
-    char host_lines[16][200];
+    char host_lines[16][256];
     int n_host = 0;
     struct glm_sampling greedy = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
     for (int i = 0; i < nd && !rc; i++) {
@@ -195,10 +195,11 @@ int bench_depth_run(glm_model_t *m, tx_device_t *dev, const int *depths, int nd,
         if (np && n_host < 16)
             snprintf(host_lines[n_host++], sizeof(host_lines[0]),
                      "tg%d @ d%d: %.2f ms/token wall, device %.2f, host %.2f (until the first "
-                     "submission %.2f), %.1f jobs/token",
+                     "submission %.2f), %.1f jobs/token, decode graph %llu of %llu passes",
                      tg, d, (dt1.wall_ms - dt0.wall_ms) / np, (dt1.device_ms - dt0.device_ms) / np,
                      (dt1.wall_ms - dt0.wall_ms - dt1.device_ms + dt0.device_ms) / np,
-                     (dt1.build_ms - dt0.build_ms) / np, (double)(dt1.jobs - dt0.jobs) / np);
+                     (dt1.build_ms - dt0.build_ms) / np, (double)(dt1.jobs - dt0.jobs) / np,
+                     (unsigned long long)(dt1.replays - dt0.replays), (unsigned long long)np);
     }
     if (bw > 0)
         printf("\nread bandwidth %.2f GB/s; decode fraction = (weight bytes + KV bytes read) per "

@@ -591,7 +591,7 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
     int rc = 0;
     uint64_t seed = 12345;
     char *save = NULL;
-    char host_lines[8][200];
+    char host_lines[8][256];
     int n_host = 0;
     for (char *pl = strtok_r(plans, ";", &save); pl && !rc; pl = strtok_r(NULL, ";", &save)) {
         glm_precision_plan_t p;
@@ -671,11 +671,12 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
         if (np && n_host < 8)
             snprintf(host_lines[n_host++], sizeof(host_lines[0]),
                      "%.60s tg%d: %.2f ms/token wall, device %.2f, host %.2f (until the first "
-                     "submission %.2f), %.1f jobs/token",
+                     "submission %.2f), %.1f jobs/token, decode graph %llu of %llu passes",
                      short_plan, tg, (dt1.wall_ms - dt0.wall_ms) / np,
                      (dt1.device_ms - dt0.device_ms) / np,
                      (dt1.wall_ms - dt0.wall_ms - dt1.device_ms + dt0.device_ms) / np,
-                     (dt1.build_ms - dt0.build_ms) / np, (double)(dt1.jobs - dt0.jobs) / np);
+                     (dt1.build_ms - dt0.build_ms) / np, (double)(dt1.jobs - dt0.jobs) / np,
+                     (unsigned long long)(dt1.replays - dt0.replays), (unsigned long long)np);
     }
     if (bw > 0)
         printf("\nread bandwidth %.2f GB/s (working set %.1f MiB, >= 4 x LLC %.1f MiB); decode "
