@@ -157,10 +157,15 @@ void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t
     size_t qk = m->qk_dim, vd = m->v_dim, nh = h1 - h0, nr = nt * nh;
     if (!nr || nr > ATTN_TILE_ROWS)
         return;
-    if (a->bf) {
+    if (a->bf_dp) {
         eng_attn_tile_bf16(a, t0, nt, h0, h1, g, j0, j1, part, w);
         return;
     }
+    /* BF16 products without vdpbf16ps: the rounded operands' products are
+     * exact in f32, so the f32 tile on bf16(scale q), the K and V rows
+     * rounded (a BF16 cache's already are) and bf16(p) computes them; the
+     * softmax sum is of the f32 p, as in the BF16 tile */
+    int bf = a->bf;
     unsigned RV = (unsigned)((nr + 15) / 16);
     size_t NP = (size_t)RV * 16;
     uint8_t *raw = eng_wscratch(w, W_TMP, eng_attn_tile_scratch(m));
@@ -182,11 +187,14 @@ void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t
         for (size_t d = 0; d < qk; d++)
             qt[d * NP + r] = qr[d] * m->scale;
     }
+    if (bf)
+        eng_bf16_round_avx512(qt, qk * NP);
     memset(ot, 0, vd * NP * 4);
 
     size_t krow = (size_t)m->kv_heads * m->ld_k_head, vrow = (size_t)m->kv_heads * m->ld_v_head;
-    int kdirect = !ts.sl && m->kv_dtype == TX8_DTYPE_F32;
-    int vdirect = !ts.sl && a->vdt == TX8_DTYPE_F32;
+    int kdirect = !ts.sl && m->kv_dtype == TX8_DTYPE_F32 && !bf;
+    int vdirect = !ts.sl && a->vdt == TX8_DTYPE_F32 && !bf;
+    int kround = bf && m->kv_dtype != TX8_DTYPE_BF16, vround = bf && a->vdt != TX8_DTYPE_BF16;
 
     for (size_t c0 = j0; c0 < j1; c0 += FKC) {
         size_t cn = attn_tile_block(&ts, c0, c0 + FKC < j1 ? c0 + FKC : j1);
@@ -203,6 +211,8 @@ void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t
                     kr + j * qk,
                     kv_at(m->kv_dtype, a->k, attn_tile_key(&ts, c0, j) * krow + g * m->ld_k_head),
                     m->kv_dtype, qk);
+            if (kround)
+                eng_bf16_round_avx512(kr, cn * qk);
         }
         if (a->shared) {
             vp = kp; /* V = the first v_dim dims of the K rows */
@@ -215,11 +225,15 @@ void eng_attn_tile_avx512(const struct attn_ctx *a, size_t t0, size_t nt, size_t
                 row_f32(vr + j * vd,
                         kv_at(a->vdt, a->v, attn_tile_key(&ts, c0, j) * vrow + g * m->ld_v_head),
                         a->vdt, vd);
+            if (vround)
+                eng_bf16_round_avx512(vr, cn * vd);
         }
         /* S^T = K (scale Q)^T */
         tiles(RV, st, NP, kp, kst, 1, qt, qk, cn, 0);
         if (attn_tile_softmax(&ts, st, c0, cn))
             attn_tile_rescale(&ts, ot, vd);
+        if (bf)
+            eng_bf16_round_avx512(st, cn * NP);
         /* O^T += V^T P^T */
         tiles(RV, ot, NP, vp, 1, vst, st, cn, vd, 1);
     }

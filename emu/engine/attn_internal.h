@@ -33,7 +33,8 @@ struct attn_ctx {
      * query tiles and masks the others, instead of one token at a time */
     const uint64_t *bm;
     size_t bm_words;
-    int bf; /* TX8_ATTN_F_BF16: BF16 dot products */
+    int bf;    /* TX8_ATTN_F_BF16: BF16 dot products */
+    int bf_dp; /* ... by vdpbf16ps (the BF16 tile), else by the f32 tile on rounded operands */
 };
 
 /* byte address of element e of a KV cache of type dt (block types too) */

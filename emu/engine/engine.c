@@ -116,6 +116,35 @@ static int cpu_has_avx512bf16(void)
     return cpu_leaf7(1, &a, &b, &c, &d) && (a & (1u << 5));
 }
 
+/* CPUID's vendor string is "AuthenticAMD" */
+static int cpu_is_amd(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d))
+        return 0;
+    return b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+}
+
+/*
+ * How the AVX-512 tile computes ATTENTION's BF16 products
+ * (TX8_ATTN_F_BF16) where the CPU has vdpbf16ps: with it (1), or as f32
+ * FMAs of the BF16-rounded operands (0; the same products, exact in f32,
+ * summed in another order). TX8_ATTN_BF16_DOT=vdpbf16ps|f32 chooses;
+ * by default vdpbf16ps on AMD (Zen 4: 1.2-1.7x the f32 tile in tx-bench
+ * --attn) and the f32 tile elsewhere (an Intel Xeon with AVX512-BF16:
+ * vdpbf16ps 0.57-0.93x the f32 tile), docs/engine.md. Fixed per process,
+ * so a machine's results do not change from run to run.
+ */
+static int attn_bf16_dot(void)
+{
+    const char *v = getenv("TX8_ATTN_BF16_DOT");
+    if (v && !strcmp(v, "vdpbf16ps"))
+        return 1;
+    if (v && !strcmp(v, "f32"))
+        return 0;
+    return cpu_is_amd();
+}
+
 static int cpu_has_amx(void)
 {
     unsigned a, b, c, d;
@@ -555,6 +584,7 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
             tx8_engine_has_feature(TX8_FEAT_AVX512BF16) && !(bf && !strcmp(bf, "0"))) {
             e->kern.mm_tile_bf16 = eng_avx512bf16_tile;
             e->features |= TX8_FEAT_AVX512BF16;
+            e->attn_bf16_dp = attn_bf16_dot();
         }
         if (isa == TX8_ISA_AMX) {
             /* the tile unit, or (tests) its emulation on a CPU without it */
@@ -639,6 +669,11 @@ unsigned tx8_engine_cores(const struct tx8_engine *e)
 unsigned tx8_engine_isa(const struct tx8_engine *e)
 {
     return e ? e->isa : 0;
+}
+
+int tx8_engine_attn_bf16_dot(const struct tx8_engine *e)
+{
+    return (e->features & TX8_FEAT_AVX512BF16) && e->attn_bf16_dp;
 }
 
 unsigned tx8_engine_features(const struct tx8_engine *e)

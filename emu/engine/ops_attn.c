@@ -487,10 +487,11 @@ int eng_exec_attention(struct eng_cmd *c)
 
     uint64_t pairs = 0; /* (query, key) pairs, for the MAC count */
     size_t max_total = 0;
-    /* the tile path; with BF16 products only where the CPU has vdpbf16ps
-     * (else the per-token path rounds the operands and computes in f32) */
-    int can_fast = e->k->isa == TX8_ISA_AVX512 && !attn_tile_off() &&
-                   (!a.bf || (e->features & TX8_FEAT_AVX512BF16));
+    /* the tile path; BF16 products by vdpbf16ps where the CPU has it and
+     * the engine prefers it (e->attn_bf16_dp), else by the f32 tile on the
+     * rounded operands, as the per-token path computes them */
+    int can_fast = e->k->isa == TX8_ISA_AVX512 && !attn_tile_off();
+    a.bf_dp = a.bf && (e->features & TX8_FEAT_AVX512BF16) && e->attn_bf16_dp;
     if (m->sel) {
         size_t n = (size_t)m->tokens * m->sel_k;
         int32_t *sel = eng_jscratch(e, J_IDS, n * 4);

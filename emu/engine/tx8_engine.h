@@ -122,6 +122,10 @@ int tx8_engine_has_feature(unsigned feature);
 /* Families the engine's kernels use (a mask of enum tx8_engine_feature). */
 unsigned tx8_engine_features(const struct tx8_engine *e);
 
+/* How the AVX-512 tile computes ATTENTION's BF16 products: 1 with
+ * vdpbf16ps, 0 as f32 FMAs of the rounded operands (TX8_ATTN_BF16_DOT) */
+int tx8_engine_attn_bf16_dot(const struct tx8_engine *e);
+
 /* The counters the engine writes (the caller's, or its internal ones). */
 struct tx8_counters *tx8_engine_counters(struct tx8_engine *e);
 

@@ -321,26 +321,32 @@ START_TEST(test_dsa_index_ties)
 END_TEST
 
 /*
- * TX8_ATTN_F_BF16 (interface 1.7) on every ISA, and on AVX-512 both with
- * vdpbf16ps (the BF16 tile) and without (loop index 3: the per-token path
- * rounding the operands): against the BF16 form's reference within the
- * rounding of the probabilities (2^-9 relative, |v| <= 1), and, with a
- * sharp softmax, measurably away from the f32 form (the operands are
- * rounded, not computed in f32).
+ * TX8_ATTN_F_BF16 (interface 1.7) on every ISA (loop indices 0-2; AVX-512
+ * with the engine's default form), and on AVX-512 without AVX512-BF16 (3),
+ * with vdpbf16ps forced (4: the BF16 tile) and with the f32 tile forced (5:
+ * FMAs of the rounded operands); the per-token path (AVX2, portable) rounds
+ * the operands too: against the BF16 form's reference within the rounding
+ * of the probabilities (2^-9 relative, |v| <= 1), and, with a sharp
+ * softmax, measurably away from the f32 form (the operands are rounded, not
+ * computed in f32).
  */
 START_TEST(test_attention_bf16)
 {
     unsigned isa = te_isas[_i < 3 ? _i : 2];
     if (_i == 3)
         setenv("TX8_ENGINE_AVX512BF16", "0", 1);
+    if (_i == 4 || _i == 5)
+        setenv("TX8_ATTN_BF16_DOT", _i == 4 ? "vdpbf16ps" : "f32", 1);
     struct te *t = te_new(isa, 2, 64ull << 20);
     unsetenv("TX8_ENGINE_AVX512BF16");
+    unsetenv("TX8_ATTN_BF16_DOT");
     if (!t)
         return;
     uint64_t rng = 0xbf16ull + (uint64_t)_i * 17;
-    if (_i == 2 && !(tx8_engine_features(t->e) & TX8_FEAT_AVX512BF16))
-        fprintf(stderr, "test_attention_bf16: this CPU has no AVX512-BF16: the avx512 run "
-                        "takes the rounding per-token path, as run 3 does\n");
+    if (_i >= 2 && _i != 3 && !(tx8_engine_features(t->e) & TX8_FEAT_AVX512BF16))
+        fprintf(stderr, "test_attention_bf16: this CPU has no AVX512-BF16: avx512 run %d takes "
+                        "the f32 tile on rounded operands, as run 3 does\n",
+                _i);
     const unsigned dts[5] = {TX8_DTYPE_BF16, TX8_DTYPE_F16, TX8_DTYPE_F32, TX8_DTYPE_Q8_0,
                              TX8_DTYPE_Q4_0};
     /* dt, T, qh, kvh, qk, vd, q0, shared, sel, bf, scale */
@@ -440,7 +446,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_attention_tiles, 0, NISA);
     tcase_add_loop_test(tc, test_dsa_index_ties, 0, NISA);
-    tcase_add_loop_test(tc, test_attention_bf16, 0, NISA + 1);
+    tcase_add_loop_test(tc, test_attention_bf16, 0, NISA + 3);
     tcase_add_test(tc, test_bf16_rounding);
     suite_add_tcase(s, tc);
     return s;

@@ -114,10 +114,15 @@ int txb_attn(unsigned threads, unsigned reps)
     printf("tx-bench: ATTENTION / DSA_INDEX, engine ISA %s, %u threads, %u alternating runs per "
            "row (per-token path: TX8_ATTN_TILE=0 / TX8_DSA_TILE=0)\n\n",
            tx8_engine_isa_name(tx8_engine_isa(eng)), threads, reps);
+    int avx512 = tx8_engine_isa(eng) == TX8_ISA_AVX512,
+        hw = tx8_engine_features(eng) & TX8_FEAT_AVX512BF16;
     printf("BF16 products (TX8_ATTN_F_BF16): %s\n\n",
-           tx8_engine_features(eng) & TX8_FEAT_AVX512BF16
-               ? "the vdpbf16ps tile (AVX512-BF16)"
-               : "no AVX512-BF16 here: the per-token path on rounded operands");
+           !avx512 ? "the per-token path on rounded operands"
+           : tx8_engine_attn_bf16_dot(eng)
+               ? "the vdpbf16ps tile (AVX512-BF16; TX8_ATTN_BF16_DOT=f32: the f32 tile)"
+           : hw ? "the f32 tile on rounded operands (TX8_ATTN_BF16_DOT=vdpbf16ps: the "
+                  "vdpbf16ps tile)"
+                : "the f32 tile on rounded operands (no AVX512-BF16 here)");
     printf(
         "| shape | per-token path ms | tile path ms | speed-up | BF16 products ms | BF16 vs tile "
         "|\n");
