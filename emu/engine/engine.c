@@ -673,7 +673,7 @@ unsigned tx8_engine_isa(const struct tx8_engine *e)
 
 int tx8_engine_attn_bf16_dot(const struct tx8_engine *e)
 {
-    return (e->features & TX8_FEAT_AVX512BF16) && e->attn_bf16_dp;
+    return e->attn_bf16_dp;
 }
 
 unsigned tx8_engine_features(const struct tx8_engine *e)

@@ -312,8 +312,9 @@ struct tx8_engine {
     unsigned features;           /* enum tx8_engine_feature in use */
     int moe_unfused;             /* TX8_ENGINE_MOE_UNFUSED=1: MOE_FFN per expert */
     /* ATTENTION with TX8_ATTN_F_BF16 on the AVX-512 tile: 1 = vdpbf16ps
-     * (the BF16 tile), 0 = the f32 tile on BF16-rounded operands (the
-     * faster of the two differs by CPU: TX8_ATTN_BF16_DOT, engine.c) */
+     * (the BF16 tile; set only with TX8_FEAT_AVX512BF16), 0 = the f32 tile
+     * on BF16-rounded operands (the faster of the two differs by CPU:
+     * TX8_ATTN_BF16_DOT, engine.c) */
     int attn_bf16_dp;
     struct tx8_counters *ctr;
     struct tx8_counters own_ctr;

@@ -491,7 +491,7 @@ int eng_exec_attention(struct eng_cmd *c)
      * the engine prefers it (e->attn_bf16_dp), else by the f32 tile on the
      * rounded operands, as the per-token path computes them */
     int can_fast = e->k->isa == TX8_ISA_AVX512 && !attn_tile_off();
-    a.bf_dp = a.bf && (e->features & TX8_FEAT_AVX512BF16) && e->attn_bf16_dp;
+    a.bf_dp = a.bf && e->attn_bf16_dp;
     if (m->sel) {
         size_t n = (size_t)m->tokens * m->sel_k;
         int32_t *sel = eng_jscratch(e, J_IDS, n * 4);

@@ -56,6 +56,12 @@ struct gctx {
     int dg_cjob;
 };
 
+/* The slot of the pass's next job (NULL: out of memory, with the message
+ * set), and: the job in it was submitted (its wait state, the time of the
+ * pass's first submission) */
+tx_job_t *rt_graph_next_job(struct gctx *g);
+void rt_graph_job_added(struct gctx *g);
+
 /* Submit what the pass has built and wait for every job of it (the
  * expert cache reads the routing between MOE_ROUTE and MOE_FFN). */
 int rt_graph_sync(struct gctx *g);

@@ -193,12 +193,11 @@ static int matches(const struct rt_dgraph *d, const struct gctx *g)
     if (d->n_ban && memcmp(d->ban, f->ban, (size_t)d->n_ban * sizeof(*d->ban)))
         return 0;
     for (int i = 0; i < f->n_seg; i++) {
+        /* the whole key but the position (seg_key zeroes the padding) */
         struct dg_seg k;
         seg_key(&f->seg[i], &k);
-        const struct dg_seg *r = &d->seg[i];
-        if (k.kv_bo != r->kv_bo || k.kv_addr != r->kv_addr || k.kv_size != r->kv_size ||
-            k.n_ctx != r->n_ctx || memcmp(k.dt, r->dt, sizeof(k.dt)) || k.row0 != r->row0 ||
-            k.n != r->n)
+        k.pos0 = d->seg[i].pos0;
+        if (memcmp(&k, &d->seg[i], sizeof(k)))
             return 0;
     }
     for (int i = 0; i < d->nthr; i++) {
@@ -232,6 +231,19 @@ static void patch(struct rt_dgraph *d, const struct rt_fwd *f)
     }
 }
 
+/* Job j to the device: its BO as it stands (no copy) */
+static int submit_job(glm_model_t *m, const struct dg_job *j, tx_job_t *job)
+{
+    struct tx_raw_job rj;
+    memset(&rj, 0, sizeof(rj));
+    rj.cmd_bo = j->bo;
+    rj.cmd_size = (uint32_t)j->len;
+    rj.num_bos = j->nuses;
+    rj.bos = j->uses;
+    rj.flags = m->submit_flags;
+    return tx_submit_raw(m->dev, &rj, job);
+}
+
 int rt_dgraph_replay(struct gctx *g, int *replayed)
 {
     glm_model_t *m = g->m;
@@ -256,32 +268,15 @@ int rt_dgraph_submit(struct gctx *g, int *replayed)
     struct rt_dgraph *d = m->dg;
     struct rt_fwd *f = g->f;
     g->dg_cmp = NULL;
-    if (g->cap_jobs < d->njobs) {
-        tx_job_t *j = realloc(g->jobs, sizeof(*j) * (size_t)d->njobs);
-        if (j)
-            g->jobs = j;
-        char *w = j ? realloc(g->waited, (size_t)d->njobs) : NULL;
-        if (!j || !w)
-            return tx_error(TX_ENOMEM, "forward: out of memory");
-        g->waited = w;
-        g->cap_jobs = d->njobs;
-    }
     for (int i = 0; i < d->njobs; i++) {
-        struct tx_raw_job rj;
-        memset(&rj, 0, sizeof(rj));
-        rj.cmd_bo = d->jobs[i].bo;
-        rj.cmd_size = (uint32_t)d->jobs[i].len;
-        rj.num_bos = d->jobs[i].nuses;
-        rj.bos = d->jobs[i].uses;
-        rj.flags = m->submit_flags;
-        int rc = tx_submit_raw(m->dev, &rj, &g->jobs[g->njobs]);
+        tx_job_t *job = rt_graph_next_job(g);
+        if (!job)
+            return TX_ENOMEM;
+        int rc = submit_job(m, &d->jobs[i], job);
         if (rc)
             return tx_error(rc, "forward: decode graph: submit job %d of %d: %s", i + 1, d->njobs,
                             tx_last_error());
-        g->waited[g->njobs] = 0;
-        if (!g->njobs)
-            g->t_first_submit = tx_now_ns();
-        g->njobs++;
+        rt_graph_job_added(g);
     }
     g->total = d->total;
     /* the (query, key) pairs the recorded build counted, at the new
@@ -378,14 +373,7 @@ int rt_dgraph_job(struct gctx *g, tx_job_t *job)
         memcpy(&v, j->map + s->off, s->width);
         s->v0 = v;
     }
-    struct tx_raw_job rj;
-    memset(&rj, 0, sizeof(rj));
-    rj.cmd_bo = j->bo;
-    rj.cmd_size = (uint32_t)j->len;
-    rj.num_bos = j->nuses;
-    rj.bos = j->uses;
-    rj.flags = m->submit_flags;
-    rc = tx_submit_raw(m->dev, &rj, job);
+    rc = submit_job(m, j, job);
     if (rc)
         return tx_error(rc, "forward: submit: %s", tx_last_error());
     return TX_OK;
@@ -496,11 +484,15 @@ void rt_dg_threshold(struct gctx *g, const struct rt_seg *sg, int thr)
     struct rt_dgraph *d = g->dg;
     if (!d)
         return;
+    int seg = (int)(sg - g->f->seg);
+    for (int i = 0; i < d->nthr; i++)
+        if (d->thr[i].seg == seg && d->thr[i].thr == thr)
+            return; /* every layer notes the same one */
     if (grow((void **)&d->thr, &d->cap_thr, d->nthr, sizeof(*d->thr))) {
         d->bad = 1;
         return;
     }
-    d->thr[d->nthr].seg = (int)(sg - g->f->seg);
+    d->thr[d->nthr].seg = seg;
     d->thr[d->nthr].thr = thr;
     d->thr[d->nthr].above = sg->pos0 + sg->n > thr;
     d->nthr++;

@@ -56,6 +56,32 @@ static int declare(struct gctx *g)
 
 /* ---- jobs ----------------------------------------------------------------- */
 
+tx_job_t *rt_graph_next_job(struct gctx *g)
+{
+    if (g->njobs == g->cap_jobs) {
+        int cap = g->cap_jobs ? g->cap_jobs * 2 : 16;
+        tx_job_t *j = realloc(g->jobs, sizeof(*j) * (size_t)cap);
+        if (j)
+            g->jobs = j;
+        char *w = j ? realloc(g->waited, (size_t)cap) : NULL;
+        if (!j || !w) {
+            tx_error(TX_ENOMEM, "forward: out of memory");
+            return NULL;
+        }
+        g->waited = w;
+        g->cap_jobs = cap;
+    }
+    return &g->jobs[g->njobs];
+}
+
+void rt_graph_job_added(struct gctx *g)
+{
+    g->waited[g->njobs] = 0;
+    if (!g->njobs)
+        g->t_first_submit = tx_now_ns();
+    g->njobs++;
+}
+
 /* Submit the current job if it is getting large (jobs of a queue run in
  * order, so the pass may span several). */
 static void maybe_flush(struct gctx *g, int force)
@@ -78,29 +104,18 @@ static void maybe_flush(struct gctx *g, int force)
             g->rc = declare(g);
         return;
     }
-    if (g->njobs == g->cap_jobs) {
-        int cap = g->cap_jobs ? g->cap_jobs * 2 : 16;
-        tx_job_t *j = realloc(g->jobs, sizeof(*j) * (size_t)cap);
-        if (j)
-            g->jobs = j;
-        char *w = j ? realloc(g->waited, (size_t)cap) : NULL;
-        if (!j || !w) {
-            g->rc = tx_error(TX_ENOMEM, "forward: out of memory");
-            return;
-        }
-        g->waited = w;
-        g->cap_jobs = cap;
+    tx_job_t *job = rt_graph_next_job(g);
+    if (!job) {
+        g->rc = TX_ENOMEM;
+        return;
     }
-    int rc = g->dg ? rt_dgraph_job(g, &g->jobs[g->njobs])
-                   : tx_submit_ex(g->m->dev, g->cb, g->m->submit_flags, 0, &g->jobs[g->njobs]);
+    int rc = g->dg ? rt_dgraph_job(g, job)
+                   : tx_submit_ex(g->m->dev, g->cb, g->m->submit_flags, 0, job);
     if (rc) {
         g->rc = tx_error(rc, "forward: submit: %s", tx_last_error());
         return;
     }
-    g->waited[g->njobs] = 0;
-    if (!g->njobs)
-        g->t_first_submit = tx_now_ns();
-    g->njobs++;
+    rt_graph_job_added(g);
     tx_cmdbuf_reset(g->cb);
     g->ncmd = 0;
     g->rc = declare(g);
@@ -312,8 +327,8 @@ static uint32_t sample_history(struct gctx *g, int r)
               sp->presence_penalty != 0.0f || sp->frequency_penalty != 0.0f;
     if (!pen || sp->repeat_last_n == 0 || !sg->s || !sg->s->toks)
         return 0;
-    int end = sg->pos0 + sg->n;
-    int from = end - history_len(sp) > 0 ? end - history_len(sp) : 0;
+    int end = sg->pos0 + sg->n, nl = history_len(sp);
+    int from = end - nl > 0 ? end - nl : 0;
     int32_t *h = (int32_t *)((uint8_t *)g->m->act_map + g->a.hist +
                              (uint64_t)r * GLM_MAX_REPEAT_LAST_N * 4);
     /* the ids of this pass are in toks already */
@@ -365,9 +380,8 @@ static void build_sample(struct gctx *g, int r)
     for (int b = 0; b < f->n_ban && !g->rc; b++) {
         if (f->ban[b] < 0 || f->ban[b] >= Vv)
             continue;
-        blk_emit(g, tx_cmd_fill(g->cb,
-                                blk_act(g, g->a.logits + ((uint64_t)r * Vv + (uint64_t)f->ban[b]) * 4),
-                                4, 0xff800000u /* -inf */));
+        uint64_t at = g->a.logits + ((uint64_t)r * Vv + (uint64_t)f->ban[b]) * 4;
+        blk_emit(g, tx_cmd_fill(g->cb, blk_act(g, at), 4, 0xff800000u /* -inf */));
     }
     blk_dbg(g, "SAMPLE row %d temp=%g top_k=%u top_p=%g seed=%llu counter=%llu", r,
             (double)s.temperature, s.top_k, (double)s.top_p, (unsigned long long)s.seed,
