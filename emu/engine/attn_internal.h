@@ -35,6 +35,7 @@ struct attn_ctx {
     size_t bm_words;
     int bf;    /* TX8_ATTN_F_BF16: BF16 dot products */
     int bf_dp; /* ... by vdpbf16ps (the BF16 tile), else by the f32 tile on rounded operands */
+    int dec;   /* one token's rows off the tile path: the AVX-512 decode kernel */
 };
 
 /* byte address of element e of a KV cache of type dt (block types too) */
@@ -84,6 +85,18 @@ void eng_attn_tile_bf16(const struct attn_ctx *a, size_t t0, size_t nt, size_t h
                         size_t g, size_t j0, size_t j1, float *part, struct eng_worker *w);
 /* its scratch bytes before the tile state */
 size_t eng_attn_tile_bf16_bytes(const struct tx8_cmd_attention *m);
+
+/*
+ * AVX-512 decode kernel (attn_decode_avx512.c): token t, q heads [h0, h1)
+ * of kv head g, keys [j0, j1) of its causal keys, an F32/F16/BF16 K and V
+ * cache (not shared, no selection, no BF16 products), qk_dim and v_dim
+ * multiples of 16. part == NULL: the normalised rows are written, else
+ * (o, max, sum) of the h1 - h0 rows go to part, as the per-token path's.
+ */
+void eng_attn_decode_avx512(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, size_t g,
+                            size_t j0, size_t j1, float *part, struct eng_worker *w);
+/* the scratch bytes it takes from W_TMP for h rows */
+size_t eng_attn_decode_scratch(const struct tx8_cmd_attention *m, size_t h);
 
 /* one KV-cache row (F32/F16/BF16/Q8_0/Q4_0) to f32 with AVX-512, bit-exact
  * with eng_kv_to_f32 */

@@ -304,6 +304,8 @@ static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
             }
             if (a->fast)
                 eng_attn_tile_avx512(a, t, 1, g * a->grp, (g + 1) * a->grp, g, j0, j1, part, w);
+            else if (a->dec)
+                eng_attn_decode_avx512(a, t, g * a->grp, (g + 1) * a->grp, g, j0, j1, part, w);
             else
                 attn_item(a, t, 1, g, g * a->grp, (g + 1) * a->grp, j0, j1, part, w);
             continue;
@@ -317,7 +319,9 @@ static void attn_fn(void *p, size_t b, size_t end, struct eng_worker *w)
         size_t h1 = h0 + a->hsub;
         if (h1 > (g + 1) * a->grp)
             h1 = (g + 1) * a->grp;
-        if (h0 < h1)
+        if (h0 < h1 && a->dec && nt == 1)
+            eng_attn_decode_avx512(a, t0, h0, h1, g, 0, attn_total(a, t0), NULL, w);
+        else if (h0 < h1)
             attn_item(a, t0, nt, g, h0, h1, 0, attn_total(a, t0 + nt - 1), NULL, w);
     }
 }
@@ -369,6 +373,18 @@ static int attn_tile_off(void)
 {
     const char *v = getenv("TX8_ATTN_TILE");
     return v && v[0] == '0';
+}
+
+static int attn_decode_off(void)
+{
+    const char *v = getenv("TX8_ATTN_DECODE");
+    return v && v[0] == '0';
+}
+
+/* the types the decode kernel reads straight from the cache */
+static int attn_decode_type(unsigned dt)
+{
+    return dt == TX8_DTYPE_F32 || dt == TX8_DTYPE_F16 || dt == TX8_DTYPE_BF16;
 }
 
 /*
@@ -548,6 +564,10 @@ int eng_exec_attention(struct eng_cmd *c)
     a.fast = can_fast && (size_t)m->tokens * a.grp >= 8;
     if (!a.fast)
         a.bm = NULL;
+    /* one token's rows off the tile path (GQA decode): the decode kernel */
+    a.dec = !a.fast && e->k->isa == TX8_ISA_AVX512 && !m->sel && !a.block && !a.shared && !a.bf &&
+            attn_decode_type(m->kv_dtype) && attn_decode_type(a.vdt) && m->qk_dim % 16 == 0 &&
+            m->v_dim % 16 == 0 && !attn_decode_off();
     if (a.fast && a.nks > 1 && a.grp > ATTN_TILE_ROWS) {
         a.fast = 0; /* a split item holds the whole group */
         a.bm = NULL;

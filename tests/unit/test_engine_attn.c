@@ -232,6 +232,45 @@ START_TEST(test_attention_tiles)
 }
 END_TEST
 
+/* one token's group off the tile path (GQA decode: fewer than 8 rows),
+ * the AVX-512 decode kernel (attn_decode_avx512.c) against the reference
+ * and, with TX8_ATTN_DECODE=0, the per-token path: groups of 1-7 rows
+ * (register blocks of 4 with padded rows), head dims that leave a 16-wide
+ * V block, key counts around its 64-key chunks and 4-key blocks, one
+ * position, and the key split (one kv head over 700 keys) */
+START_TEST(test_attention_decode)
+{
+    TE_BEGIN(_i);
+    const unsigned dts[4] = {TX8_DTYPE_F32, TX8_DTYPE_F16, TX8_DTYPE_BF16, TX8_DTYPE_Q8_0};
+    /* dt, T, qh, kvh, qk, vd, q0, shared, sel, bf, scale */
+    const struct acase cases[] = {
+        {0, 1, 16, 4, 128, 128, 2047, 0, 0, 0, 0}, /* GLM-4.5's group of 4 at d2048 */
+        {0, 1, 6, 2, 64, 48, 64, 0, 0, 0, 0},      /* 3 rows, a 16-wide V block */
+        {0, 1, 7, 1, 64, 80, 699, 0, 0, 0, 0},     /* 7 rows, the key split */
+        {0, 1, 2, 1, 32, 32, 62, 0, 0, 0, 0},      /* 2 rows, 63 keys */
+        {0, 1, 5, 5, 64, 64, 4, 0, 0, 0, 0},       /* MHA decode, 5 keys */
+        {0, 1, 4, 2, 64, 64, 0, 0, 0, 0, 0},       /* the first position */
+        {0, 1, 12, 3, 96, 64, 130, 0, 0, 0, 0.4f}, /* larger scores */
+    };
+    for (int path = 0; path < 2; path++) {
+        setenv("TX8_ATTN_DECODE", path ? "0" : "1", 1);
+        for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
+            for (int d = 0; d < 4; d++) {
+                struct acase cs = cases[ci];
+                cs.dt = dts[d];
+                if (tx_dtype_is_block(cs.dt) && (cs.qk % TX8_KV_BLOCK || cs.vd % TX8_KV_BLOCK))
+                    continue; /* a block type's rows are whole blocks */
+                double worst = run_case(t, &rng, &cs);
+                ck_assert_msg(worst <= 3e-5, "%s, case %zu (%s, qh %u, kvh %u, q0 %u): max error %g",
+                              path ? "per-token path" : "decode kernel", ci, tx_dtype_name(cs.dt),
+                              cs.qh, cs.kvh, cs.q0, worst);
+            }
+    }
+    unsetenv("TX8_ATTN_DECODE");
+    te_free(t);
+}
+END_TEST
+
 /* DSA_INDEX with small-integer queries, keys and weights: every score is
  * exact whatever the order of the sums, so the selection (ties included:
  * many keys share a score) must equal a sort by (score desc, index asc),
@@ -445,6 +484,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("attn");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_attention_tiles, 0, NISA);
+    tcase_add_loop_test(tc, test_attention_decode, 0, NISA);
     tcase_add_loop_test(tc, test_dsa_index_ties, 0, NISA);
     tcase_add_loop_test(tc, test_attention_bf16, 0, NISA + 3);
     tcase_add_test(tc, test_bf16_rounding);

@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ATTENTION's AVX-512 decode kernel: the q heads of one kv head for one
+ * token (GQA decode, a group of 2-8 rows; MHA's single row) over a range of
+ * its causal keys, read straight from an F32/F16/BF16 cache. The query
+ * tile (attn_avx512.c) holds 16 rows per vector and wastes most of each
+ * vector on a group of 4; the per-token path's matmul tiles reduce every
+ * (row, key) dot product on its own and convert each chunk's V rows to an
+ * f32 copy first. Here, per chunk of keys:
+ *   S[row][key]: 4 rows x 4 keys of accumulators over the head dim (each K
+ *     vector converted once for the 4 rows), the 16 sums reduced together
+ *     by one transposing add tree;
+ *   the online softmax of ops_attn.c (running max and sum per row);
+ *   O[row] += P[row][key] V[key]: 4 rows x 64 dims of accumulators in
+ *     registers over the chunk's keys, each V vector converted once for the
+ *     4 rows.
+ * Rows past the group's last are zero queries with zero weights; the key
+ * block past a chunk's last key reads that last key again, and those
+ * scores are not used. Compiled with SIMD_AVX512; reached only from
+ * ops_attn.c when the engine's kernels are the AVX-512 set.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attn_internal.h"
+
+#define DEC_KC 64 /* keys per chunk */
+#define DEC_RB 4  /* rows per register block */
+#define DEC_PF 8  /* keys of prefetch distance */
+#define DEC_AI static inline __attribute__((always_inline))
+
+/* bytes per element */
+DEC_AI size_t dec_es(unsigned dt)
+{
+    return dt == TX8_DTYPE_F32 ? 4 : 2;
+}
+
+/* 16 f32 of a cache row of type dt at element i */
+DEC_AI __m512 dec_load(const uint8_t *row, unsigned dt, size_t i)
+{
+    switch (dt) {
+    case TX8_DTYPE_F16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(row + i * 2)));
+    case TX8_DTYPE_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(row + i * 2))),
+            16));
+    default:
+        return _mm512_loadu_ps((const float *)(const void *)(row + i * 4));
+    }
+}
+
+/* lanes [4 r .. 4 r + 3] of the result: the sums of a[4 r .. 4 r + 3] (a
+ * transposing add tree: 16 vectors -> one, 45 operations) */
+DEC_AI __m512 dec_sum16(const __m512 *a)
+{
+    __m512 b[8], c[4], d[2];
+    for (int i = 0; i < 8; i++)
+        b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                             _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    for (int i = 0; i < 4; i++) {
+        __m512d u = _mm512_castps_pd(b[2 * i]), v = _mm512_castps_pd(b[2 * i + 1]);
+        c[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(u, v)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(u, v)));
+    }
+    for (int i = 0; i < 2; i++)
+        d[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], 0xdd));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(d[0], d[1], 0x88),
+                         _mm512_shuffle_f32x4(d[0], d[1], 0xdd));
+}
+
+/* s[r][j .. j + 4) = q[r] . key rows kr[0..3] for the 4 rows of q (stride qk) */
+DEC_AI void dec_scores4(const float *q, size_t qk, const uint8_t *const *kr, unsigned dt,
+                               float *s, size_t lds)
+{
+    __m512 acc[16];
+    for (int i = 0; i < 16; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (size_t d = 0; d < qk; d += 16) {
+        __m512 kv0 = dec_load(kr[0], dt, d), kv1 = dec_load(kr[1], dt, d),
+               kv2 = dec_load(kr[2], dt, d), kv3 = dec_load(kr[3], dt, d);
+        for (int r = 0; r < DEC_RB; r++) {
+            __m512 qv = _mm512_loadu_ps(q + r * qk + d);
+            acc[r * 4 + 0] = _mm512_fmadd_ps(qv, kv0, acc[r * 4 + 0]);
+            acc[r * 4 + 1] = _mm512_fmadd_ps(qv, kv1, acc[r * 4 + 1]);
+            acc[r * 4 + 2] = _mm512_fmadd_ps(qv, kv2, acc[r * 4 + 2]);
+            acc[r * 4 + 3] = _mm512_fmadd_ps(qv, kv3, acc[r * 4 + 3]);
+        }
+    }
+    __m512 sum = dec_sum16(acc);
+    _mm_storeu_ps(s, _mm512_extractf32x4_ps(sum, 0));
+    _mm_storeu_ps(s + lds, _mm512_extractf32x4_ps(sum, 1));
+    _mm_storeu_ps(s + 2 * lds, _mm512_extractf32x4_ps(sum, 2));
+    _mm_storeu_ps(s + 3 * lds, _mm512_extractf32x4_ps(sum, 3));
+}
+
+/* o[r][d0 .. d0 + 16 nv) += sum_j p[r][j] v[j][d0 ..] for the 4 rows, nv 4 or 1 */
+DEC_AI void dec_pv(float *o, size_t vd, const float *p, const uint8_t *v, size_t ldv_b,
+                          unsigned dt, size_t cn, size_t d0, int nv)
+{
+    __m512 acc[DEC_RB][4];
+    for (int r = 0; r < DEC_RB; r++)
+        for (int i = 0; i < nv; i++)
+            acc[r][i] = _mm512_loadu_ps(o + r * vd + d0 + 16 * i);
+    for (size_t j = 0; j < cn; j++) {
+        const uint8_t *row = v + j * ldv_b;
+        /* the row DEC_PF keys on (the cache is strided by the kv heads) */
+        for (int i = 0; i < nv; i += 2)
+            _mm_prefetch((const char *)(row + DEC_PF * ldv_b + (d0 + 16 * i) * dec_es(dt)),
+                         _MM_HINT_T0);
+        __m512 x[4];
+        for (int i = 0; i < nv; i++)
+            x[i] = dec_load(row, dt, d0 + 16 * i);
+        for (int r = 0; r < DEC_RB; r++) {
+            __m512 pv = _mm512_set1_ps(p[r * DEC_KC + j]);
+            for (int i = 0; i < nv; i++)
+                acc[r][i] = _mm512_fmadd_ps(pv, x[i], acc[r][i]);
+        }
+    }
+    for (int r = 0; r < DEC_RB; r++)
+        for (int i = 0; i < nv; i++)
+            _mm512_storeu_ps(o + r * vd + d0 + 16 * i, acc[r][i]);
+}
+
+size_t eng_attn_decode_scratch(const struct tx8_cmd_attention *m, size_t nh)
+{
+    size_t nrp = (nh + DEC_RB - 1) / DEC_RB * DEC_RB;
+    return (nrp * ((size_t)m->qk_dim + DEC_KC + m->v_dim + 2)) * 4 + 64;
+}
+
+/* the kernel for K type kdt and V type vdt (constants where inlined) */
+DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, size_t g, size_t j0,
+                    size_t j1, float *part, struct eng_worker *w, unsigned kdt, unsigned vdt)
+{
+    const struct tx8_cmd_attention *m = a->m;
+    const struct eng_kernels *k = a->e->k;
+    size_t nh = h1 - h0, nrp = (nh + DEC_RB - 1) / DEC_RB * DEC_RB;
+    size_t qk = m->qk_dim, vd = m->v_dim;
+    float *buf = eng_wscratch(w, W_TMP, eng_attn_decode_scratch(m, nh));
+    if (!buf)
+        return;
+    float *q = buf, *s = q + nrp * qk, *o = s + nrp * DEC_KC, *mx = o + nrp * vd, *l = mx + nrp;
+    /* the scaled queries; padded rows zero */
+    const float *qs = a->q + t * (size_t)m->q_heads * m->ld_q_head + h0 * m->ld_q_head;
+    __m512 sc = _mm512_set1_ps(m->scale);
+    for (size_t r = 0; r < nrp; r++)
+        for (size_t d = 0; d < qk; d += 16)
+            _mm512_storeu_ps(q + r * qk + d,
+                             r < nh ? _mm512_mul_ps(sc, _mm512_loadu_ps(qs + r * m->ld_q_head + d))
+                                    : _mm512_setzero_ps());
+    memset(o, 0, nrp * vd * 4);
+    for (size_t r = 0; r < nrp; r++) {
+        mx[r] = -INFINITY;
+        l[r] = 0;
+    }
+    size_t kes = tx_dtype_size(kdt), ves = tx_dtype_size(vdt);
+    size_t krow = (size_t)m->kv_heads * m->ld_k_head * kes;
+    size_t vrow = (size_t)m->kv_heads * m->ld_v_head * ves;
+    const uint8_t *kb = a->k + g * m->ld_k_head * kes, *vb = a->v + g * m->ld_v_head * ves;
+
+    for (size_t c0 = j0; c0 < j1; c0 += DEC_KC) {
+        size_t cn = j1 - c0 < DEC_KC ? j1 - c0 : DEC_KC;
+        for (size_t jb = 0; jb < cn; jb += 4) {
+            const uint8_t *kr[4];
+            for (size_t i = 0; i < 4; i++)
+                kr[i] = kb + (c0 + (jb + i < cn ? jb + i : cn - 1)) * krow;
+            for (size_t i = 0; i < 4; i++)
+                for (size_t b = 0; b < qk * dec_es(kdt); b += 64)
+                    _mm_prefetch((const char *)(kr[i] + DEC_PF * krow + b), _MM_HINT_T0);
+            for (size_t r0 = 0; r0 < nrp; r0 += DEC_RB)
+                dec_scores4(q + r0 * qk, qk, kr, kdt, s + r0 * DEC_KC + jb, DEC_KC);
+        }
+        /* the online softmax update of each row */
+        for (size_t r = 0; r < nrp; r++) {
+            float *sr = s + r * DEC_KC;
+            if (r >= nh) {
+                memset(sr, 0, DEC_KC * 4);
+                continue;
+            }
+            float cmax = mx[r];
+            for (size_t j = 0; j < cn; j++)
+                if (sr[j] > cmax)
+                    cmax = sr[j];
+            if (cmax == -INFINITY || isnan(cmax)) {
+                memset(sr, 0, DEC_KC * 4);
+                continue;
+            }
+            float corr = mx[r] == -INFINITY ? 0.0f : expf(mx[r] - cmax);
+            float sum = k->exp_sum(sr, cn, cmax);
+            l[r] = l[r] * corr + sum;
+            if (corr != 1.0f)
+                k->scale_f32(o + r * vd, corr, vd);
+            mx[r] = cmax;
+        }
+        const uint8_t *vc = vb + c0 * vrow;
+        for (size_t r0 = 0; r0 < nrp; r0 += DEC_RB) {
+            size_t d0 = 0;
+            for (; d0 + 64 <= vd; d0 += 64)
+                dec_pv(o + r0 * vd, vd, s + r0 * DEC_KC, vc, vrow, vdt, cn, d0, 4);
+            for (; d0 < vd; d0 += 16)
+                dec_pv(o + r0 * vd, vd, s + r0 * DEC_KC, vc, vrow, vdt, cn, d0, 1);
+        }
+    }
+    if (part) { /* (o, max, sum) of the nh rows, as attn_item's */
+        memcpy(part, o, nh * vd * 4);
+        memcpy(part + nh * vd, mx, nh * 4);
+        memcpy(part + nh * vd + nh, l, nh * 4);
+        return;
+    }
+    size_t orow = (size_t)m->q_heads * m->ld_o_head;
+    for (size_t r = 0; r < nh; r++) {
+        float *dst = a->out + t * orow + (h0 + r) * m->ld_o_head;
+        float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+        for (size_t d = 0; d < vd; d++)
+            dst[d] = o[r * vd + d] * inv;
+    }
+}
+
+void eng_attn_decode_avx512(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, size_t g,
+                            size_t j0, size_t j1, float *part, struct eng_worker *w)
+{
+    unsigned kdt = a->m->kv_dtype, vdt = a->vdt;
+    if (kdt == TX8_DTYPE_F16 && vdt == TX8_DTYPE_F16)
+        dec_run(a, t, h0, h1, g, j0, j1, part, w, TX8_DTYPE_F16, TX8_DTYPE_F16);
+    else if (kdt == TX8_DTYPE_BF16 && vdt == TX8_DTYPE_BF16)
+        dec_run(a, t, h0, h1, g, j0, j1, part, w, TX8_DTYPE_BF16, TX8_DTYPE_BF16);
+    else if (kdt == TX8_DTYPE_F32 && vdt == TX8_DTYPE_F32)
+        dec_run(a, t, h0, h1, g, j0, j1, part, w, TX8_DTYPE_F32, TX8_DTYPE_F32);
+    else
+        dec_run(a, t, h0, h1, g, j0, j1, part, w, kdt, vdt);
+}
