@@ -25,32 +25,12 @@
 #include <string.h>
 
 #include "attn_internal.h"
+#include "simd_avx512.h"
 
 #define DEC_KC 64 /* keys per chunk */
 #define DEC_RB 4  /* rows per register block */
 #define DEC_PF 8  /* keys of prefetch distance */
 #define DEC_AI static inline __attribute__((always_inline))
-
-/* bytes per element */
-DEC_AI size_t dec_es(unsigned dt)
-{
-    return dt == TX8_DTYPE_F32 ? 4 : 2;
-}
-
-/* 16 f32 of a cache row of type dt at element i */
-DEC_AI __m512 dec_load(const uint8_t *row, unsigned dt, size_t i)
-{
-    switch (dt) {
-    case TX8_DTYPE_F16:
-        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(row + i * 2)));
-    case TX8_DTYPE_BF16:
-        return _mm512_castsi512_ps(_mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(row + i * 2))),
-            16));
-    default:
-        return _mm512_loadu_ps((const float *)(const void *)(row + i * 4));
-    }
-}
 
 /* lanes [4 r .. 4 r + 3] of the result: the sums of a[4 r .. 4 r + 3] (a
  * transposing add tree: 16 vectors -> one, 45 operations) */
@@ -80,8 +60,8 @@ DEC_AI void dec_scores4(const float *q, size_t qk, const uint8_t *const *kr, uns
     for (int i = 0; i < 16; i++)
         acc[i] = _mm512_setzero_ps();
     for (size_t d = 0; d < qk; d += 16) {
-        __m512 kv0 = dec_load(kr[0], dt, d), kv1 = dec_load(kr[1], dt, d),
-               kv2 = dec_load(kr[2], dt, d), kv3 = dec_load(kr[3], dt, d);
+        __m512 kv0 = eng_load16(kr[0], d, dt), kv1 = eng_load16(kr[1], d, dt),
+               kv2 = eng_load16(kr[2], d, dt), kv3 = eng_load16(kr[3], d, dt);
         for (int r = 0; r < DEC_RB; r++) {
             __m512 qv = _mm512_loadu_ps(q + r * qk + d);
             acc[r * 4 + 0] = _mm512_fmadd_ps(qv, kv0, acc[r * 4 + 0]);
@@ -109,11 +89,11 @@ DEC_AI void dec_pv(float *o, size_t vd, const float *p, const uint8_t *v, size_t
         const uint8_t *row = v + j * ldv_b;
         /* the row DEC_PF keys on (the cache is strided by the kv heads) */
         for (int i = 0; i < nv; i += 2)
-            _mm_prefetch((const char *)(row + DEC_PF * ldv_b + (d0 + 16 * i) * dec_es(dt)),
+            _mm_prefetch((const char *)(row + DEC_PF * ldv_b + (d0 + 16 * i) * tx_dtype_size(dt)),
                          _MM_HINT_T0);
         __m512 x[4];
         for (int i = 0; i < nv; i++)
-            x[i] = dec_load(row, dt, d0 + 16 * i);
+            x[i] = eng_load16(row, d0 + 16 * i, dt);
         for (int r = 0; r < DEC_RB; r++) {
             __m512 pv = _mm512_set1_ps(p[r * DEC_KC + j]);
             for (int i = 0; i < nv; i++)
@@ -168,7 +148,7 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
             for (size_t i = 0; i < 4; i++)
                 kr[i] = kb + (c0 + (jb + i < cn ? jb + i : cn - 1)) * krow;
             for (size_t i = 0; i < 4; i++)
-                for (size_t b = 0; b < qk * dec_es(kdt); b += 64)
+                for (size_t b = 0; b < qk * tx_dtype_size(kdt); b += 64)
                     _mm_prefetch((const char *)(kr[i] + DEC_PF * krow + b), _MM_HINT_T0);
             for (size_t r0 = 0; r0 < nrp; r0 += DEC_RB)
                 dec_scores4(q + r0 * qk, qk, kr, kdt, s + r0 * DEC_KC + jb, DEC_KC);

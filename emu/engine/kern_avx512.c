@@ -28,22 +28,6 @@
 
 /* ---- loads -------------------------------------------------------------- */
 
-AI __m512 load16(const uint8_t *w, size_t k, unsigned dtype)
-{
-    switch (dtype) {
-    case TX8_DTYPE_F16:
-        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(w + k * 2)));
-    case TX8_DTYPE_BF16:
-        return _mm512_castsi512_ps(_mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(w + k * 2))),
-            16));
-    case TX8_DTYPE_I8:
-        return _mm512_cvtepi32_ps(
-            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(w + k))));
-    default:
-        return _mm512_loadu_ps((const float *)(const void *)(w + k * 4));
-    }
-}
 
 AI __m512 load16m(const uint8_t *w, size_t k, unsigned dtype, __mmask16 m)
 {
@@ -154,7 +138,7 @@ AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, 
             }
 #pragma GCC unroll 8
             for (unsigned r = 0; r < RM; r++) {
-                wv[r] = load16(w[r], k, D);
+                wv[r] = eng_load16(w[r], k, D);
                 if (D == TX8_DTYPE_I8)
                     wv[r] = _mm512_mul_ps(wv[r], s[r]);
             }
@@ -241,10 +225,10 @@ AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const 
                     _mm_prefetch((const char *)(w + k * ES(D) + 192 + ENG_PREFETCH), _MM_HINT_T0);
                 }
             }
-            a0 = _mm512_fmadd_ps(load16(w, k, D), _mm512_loadu_ps(x + k), a0);
-            a1 = _mm512_fmadd_ps(load16(w, k + 16, D), _mm512_loadu_ps(x + k + 16), a1);
-            a2 = _mm512_fmadd_ps(load16(w, k + 32, D), _mm512_loadu_ps(x + k + 32), a2);
-            a3 = _mm512_fmadd_ps(load16(w, k + 48, D), _mm512_loadu_ps(x + k + 48), a3);
+            a0 = _mm512_fmadd_ps(eng_load16(w, k, D), _mm512_loadu_ps(x + k), a0);
+            a1 = _mm512_fmadd_ps(eng_load16(w, k + 16, D), _mm512_loadu_ps(x + k + 16), a1);
+            a2 = _mm512_fmadd_ps(eng_load16(w, k + 32, D), _mm512_loadu_ps(x + k + 32), a2);
+            a3 = _mm512_fmadd_ps(eng_load16(w, k + 48, D), _mm512_loadu_ps(x + k + 48), a3);
         }
     }
     while (k < k1) {
@@ -257,7 +241,7 @@ AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const 
             sv = _mm512_set1_ps(sc[g]);
         }
         for (; k + 32 <= kend; k += 32) {
-            __m512 w0 = load16(w, k, D), w1 = load16(w, k + 16, D);
+            __m512 w0 = eng_load16(w, k, D), w1 = eng_load16(w, k + 16, D);
             if (D == TX8_DTYPE_I8) {
                 w0 = _mm512_mul_ps(w0, sv);
                 w1 = _mm512_mul_ps(w1, sv);
@@ -266,7 +250,7 @@ AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const 
             a3 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + k + 16), a3);
         }
         for (; k + 16 <= kend; k += 16) {
-            __m512 wv = load16(w, k, D);
+            __m512 wv = eng_load16(w, k, D);
             if (D == TX8_DTYPE_I8)
                 wv = _mm512_mul_ps(wv, sv);
             a0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + k), a0);
@@ -734,7 +718,7 @@ AI void sparse_f32(const struct mm_sparse *s, const unsigned D, const unsigned T
     for (unsigned b = 0; b < s->nblk; b++) {
         size_t col = (size_t)s->cols[b] * TX8_SPARSE_BLOCK;
         const uint8_t *wp = s->w + (size_t)b * TX8_SPARSE_BLOCK * es;
-        __m512 w0 = load16(wp, 0, D), w1 = load16(wp, 16, D);
+        __m512 w0 = eng_load16(wp, 0, D), w1 = eng_load16(wp, 16, D);
         if (D == TX8_DTYPE_I8) {
             __m512 sv = _mm512_set1_ps(s->scales[col / s->group]);
             w0 = _mm512_mul_ps(w0, sv);
@@ -1165,7 +1149,7 @@ static void to_f32(float *dst, const void *src, unsigned dtype, size_t n)
         return;
     }
     for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(dst + i, load16(s, i, dtype));
+        _mm512_storeu_ps(dst + i, eng_load16(s, i, dtype));
     if (i < n)
         _mm512_mask_storeu_ps(dst + i, mask16(n - i), load16m(s, i, dtype, mask16(n - i)));
 }

@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Inline AVX-512 helpers shared by the engine's AVX-512 files
- * (kern_avx512.c, attn_avx512.c). Include only from *_avx512.c, which the
+ * (kern_avx512.c, attn_avx512.c, attn_decode_avx512.c). Include only from *_avx512.c, which the
  * Makefile compiles with the AVX-512 flags.
  */
 #ifndef TX8_ENGINE_SIMD_AVX512_H
 #define TX8_ENGINE_SIMD_AVX512_H
 
 #include <immintrin.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tx/tx_dtype.h"
 
 /* exp(x), meant for x <= 0 (softmax): 2^n * p(r), r = x - n ln2, degree-6
  * polynomial (relative error ~2e-7, ~1 ulp); arguments below -87.3 give 0
@@ -29,6 +33,24 @@ __attribute__((always_inline)) static inline __m512 eng_exp512(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_maskz_mov_ps(~tiny, _mm512_scalef_ps(p, n));
+}
+
+/* 16 f32 from element k of a row of type dtype (F32, F16, BF16, I8) */
+__attribute__((always_inline)) static inline __m512 eng_load16(const uint8_t *w, size_t k, unsigned dtype)
+{
+    switch (dtype) {
+    case TX8_DTYPE_F16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(w + k * 2)));
+    case TX8_DTYPE_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(w + k * 2))),
+            16));
+    case TX8_DTYPE_I8:
+        return _mm512_cvtepi32_ps(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(w + k))));
+    default:
+        return _mm512_loadu_ps((const float *)(const void *)(w + k * 4));
+    }
 }
 
 #endif
