@@ -37,14 +37,17 @@
 DEC_AI __m512 dec_sum16(const __m512 *a)
 {
     __m512 b[8], c[4], d[2];
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
         b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
                              _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         __m512d u = _mm512_castps_pd(b[2 * i]), v = _mm512_castps_pd(b[2 * i + 1]);
         c[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(u, v)),
                              _mm512_castpd_ps(_mm512_unpackhi_pd(u, v)));
     }
+#pragma GCC unroll 2
     for (int i = 0; i < 2; i++)
         d[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], 0x88),
                              _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], 0xdd));
@@ -57,11 +60,13 @@ DEC_AI void dec_scores4(const float *q, size_t qk, const uint8_t *const *kr, uns
                                float *s, size_t lds)
 {
     __m512 acc[16];
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i++)
         acc[i] = _mm512_setzero_ps();
     for (size_t d = 0; d < qk; d += 16) {
         __m512 kv0 = eng_load16(kr[0], d, dt), kv1 = eng_load16(kr[1], d, dt),
                kv2 = eng_load16(kr[2], d, dt), kv3 = eng_load16(kr[3], d, dt);
+#pragma GCC unroll 4
         for (int r = 0; r < DEC_RB; r++) {
             __m512 qv = _mm512_loadu_ps(q + r * qk + d);
             acc[r * 4 + 0] = _mm512_fmadd_ps(qv, kv0, acc[r * 4 + 0]);
@@ -82,27 +87,47 @@ DEC_AI void dec_pv(float *o, size_t vd, const float *p, const uint8_t *v, size_t
                           unsigned dt, size_t cn, size_t d0, int nv)
 {
     __m512 acc[DEC_RB][4];
+#pragma GCC unroll 4
     for (int r = 0; r < DEC_RB; r++)
+#pragma GCC unroll 4
         for (int i = 0; i < nv; i++)
             acc[r][i] = _mm512_loadu_ps(o + r * vd + d0 + 16 * i);
     for (size_t j = 0; j < cn; j++) {
         const uint8_t *row = v + j * ldv_b;
         /* the row DEC_PF keys on (the cache is strided by the kv heads) */
+#pragma GCC unroll 2
         for (int i = 0; i < nv; i += 2)
             _mm_prefetch((const char *)(row + DEC_PF * ldv_b + (d0 + 16 * i) * tx_dtype_size(dt)),
                          _MM_HINT_T0);
         __m512 x[4];
+#pragma GCC unroll 4
         for (int i = 0; i < nv; i++)
             x[i] = eng_load16(row, d0 + 16 * i, dt);
+#pragma GCC unroll 4
         for (int r = 0; r < DEC_RB; r++) {
             __m512 pv = _mm512_set1_ps(p[r * DEC_KC + j]);
+#pragma GCC unroll 4
             for (int i = 0; i < nv; i++)
                 acc[r][i] = _mm512_fmadd_ps(pv, x[i], acc[r][i]);
         }
     }
+#pragma GCC unroll 4
     for (int r = 0; r < DEC_RB; r++)
+#pragma GCC unroll 4
         for (int i = 0; i < nv; i++)
             _mm512_storeu_ps(o + r * vd + d0 + 16 * i, acc[r][i]);
+}
+
+/* the largest of m and x[0 .. n), a NaN in x passed over as by the scalar
+ * "x > max" scan (vmaxps returns its second operand when either is NaN) */
+DEC_AI float dec_max(const float *x, size_t n, float m)
+{
+    __m512 v = _mm512_set1_ps(m);
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+        v = _mm512_mask_max_ps(v, k, _mm512_maskz_loadu_ps(k, x + j), v);
+    }
+    return _mm512_reduce_max_ps(v);
 }
 
 size_t eng_attn_decode_scratch(const struct tx8_cmd_attention *m, size_t nh)
@@ -160,10 +185,7 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
                 memset(sr, 0, DEC_KC * 4);
                 continue;
             }
-            float cmax = mx[r];
-            for (size_t j = 0; j < cn; j++)
-                if (sr[j] > cmax)
-                    cmax = sr[j];
+            float cmax = dec_max(sr, cn, mx[r]);
             if (cmax == -INFINITY || isnan(cmax)) {
                 memset(sr, 0, DEC_KC * 4);
                 continue;
