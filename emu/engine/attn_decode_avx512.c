@@ -32,6 +32,42 @@
 #define DEC_PF 8  /* keys of prefetch distance */
 #define DEC_AI static inline __attribute__((always_inline))
 
+/* byte offset of element e (a multiple of 16) in a cache row of type dt */
+DEC_AI size_t dec_off(unsigned dt, size_t e)
+{
+    if (dt == TX8_DTYPE_Q8_0)
+        return e / TX8_KV_BLOCK * 34 + 2 + e % TX8_KV_BLOCK;
+    if (dt == TX8_DTYPE_Q4_0)
+        return e / TX8_KV_BLOCK * 18 + 2 + e % TX8_KV_BLOCK / 2;
+    return e * tx_dtype_size(dt);
+}
+
+/* elements [e, e + 16) of a cache row of type dt as f32, bit-exact with
+ * eng_kv_to_f32 (a block type's q times its f16 scale d) */
+DEC_AI __m512 dec_load16(const uint8_t *row, size_t e, unsigned dt)
+{
+    if (!tx_dtype_is_block(dt))
+        return eng_load16(row, e, dt);
+    const uint8_t *b = row + e / TX8_KV_BLOCK * (dt == TX8_DTYPE_Q8_0 ? 34 : 18);
+    uint16_t h;
+    memcpy(&h, b, 2);
+    __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+    __m512i q;
+    if (dt == TX8_DTYPE_Q8_0) {
+        q = _mm512_cvtepi8_epi32(
+            _mm_loadu_si128((const __m128i *)(const void *)(b + 2 + e % TX8_KV_BLOCK)));
+    } else {
+        /* byte i = lo | hi << 4 holds elements 2i and 2i + 1 (biased by
+         * 8): widen to 16 bits, hi into the upper byte, bytes in order */
+        __m128i w = _mm_cvtepu8_epi16(
+            _mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + e % TX8_KV_BLOCK / 2)));
+        __m128i c = _mm_or_si128(_mm_and_si128(w, _mm_set1_epi16(15)),
+                                 _mm_slli_epi16(_mm_srli_epi16(w, 4), 8));
+        q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(c), _mm512_set1_epi32(8));
+    }
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+}
+
 /* lanes [4 r .. 4 r + 3] of the result: the sums of a[4 r .. 4 r + 3] (a
  * transposing add tree: 16 vectors -> one, 45 operations) */
 DEC_AI __m512 dec_sum16(const __m512 *a)
@@ -64,8 +100,8 @@ DEC_AI void dec_scores4(const float *q, size_t qk, const uint8_t *const *kr, uns
     for (int i = 0; i < 16; i++)
         acc[i] = _mm512_setzero_ps();
     for (size_t d = 0; d < qk; d += 16) {
-        __m512 kv0 = eng_load16(kr[0], d, dt), kv1 = eng_load16(kr[1], d, dt),
-               kv2 = eng_load16(kr[2], d, dt), kv3 = eng_load16(kr[3], d, dt);
+        __m512 kv0 = dec_load16(kr[0], d, dt), kv1 = dec_load16(kr[1], d, dt),
+               kv2 = dec_load16(kr[2], d, dt), kv3 = dec_load16(kr[3], d, dt);
 #pragma GCC unroll 4
         for (int r = 0; r < DEC_RB; r++) {
             __m512 qv = _mm512_loadu_ps(q + r * qk + d);
@@ -97,12 +133,12 @@ DEC_AI void dec_pv(float *o, size_t vd, const float *p, const uint8_t *v, size_t
         /* the row DEC_PF keys on (the cache is strided by the kv heads) */
 #pragma GCC unroll 2
         for (int i = 0; i < nv; i += 2)
-            _mm_prefetch((const char *)(row + DEC_PF * ldv_b + (d0 + 16 * i) * tx_dtype_size(dt)),
+            _mm_prefetch((const char *)(row + DEC_PF * ldv_b + dec_off(dt, d0 + 16 * i)),
                          _MM_HINT_T0);
         __m512 x[4];
 #pragma GCC unroll 4
         for (int i = 0; i < nv; i++)
-            x[i] = eng_load16(row, d0 + 16 * i, dt);
+            x[i] = dec_load16(row, d0 + 16 * i, dt);
 #pragma GCC unroll 4
         for (int r = 0; r < DEC_RB; r++) {
             __m512 pv = _mm512_set1_ps(p[r * DEC_KC + j]);
@@ -161,10 +197,13 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
         mx[r] = -INFINITY;
         l[r] = 0;
     }
-    size_t kes = tx_dtype_size(kdt), ves = tx_dtype_size(vdt);
-    size_t krow = (size_t)m->kv_heads * m->ld_k_head * kes;
-    size_t vrow = (size_t)m->kv_heads * m->ld_v_head * ves;
-    const uint8_t *kb = a->k + g * m->ld_k_head * kes, *vb = a->v + g * m->ld_v_head * ves;
+    /* row strides and the head's offset in bytes (block types: whole
+     * blocks, as the command's validation requires) */
+    size_t krow = tx_dtype_row_bytes(kdt, (uint64_t)m->kv_heads * m->ld_k_head);
+    size_t vrow = tx_dtype_row_bytes(vdt, (uint64_t)m->kv_heads * m->ld_v_head);
+    size_t krb = tx_dtype_row_bytes(kdt, qk);
+    const uint8_t *kb = a->k + tx_dtype_row_bytes(kdt, g * m->ld_k_head),
+                  *vb = a->v + tx_dtype_row_bytes(vdt, g * m->ld_v_head);
 
     for (size_t c0 = j0; c0 < j1; c0 += DEC_KC) {
         size_t cn = j1 - c0 < DEC_KC ? j1 - c0 : DEC_KC;
@@ -173,7 +212,7 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
             for (size_t i = 0; i < 4; i++)
                 kr[i] = kb + (c0 + (jb + i < cn ? jb + i : cn - 1)) * krow;
             for (size_t i = 0; i < 4; i++)
-                for (size_t b = 0; b < qk * tx_dtype_size(kdt); b += 64)
+                for (size_t b = 0; b < krb; b += 64)
                     _mm_prefetch((const char *)(kr[i] + DEC_PF * krow + b), _MM_HINT_T0);
             for (size_t r0 = 0; r0 < nrp; r0 += DEC_RB)
                 dec_scores4(q + r0 * qk, qk, kr, kdt, s + r0 * DEC_KC + jb, DEC_KC);
@@ -231,6 +270,12 @@ void eng_attn_decode_avx512(const struct attn_ctx *a, size_t t, size_t h0, size_
         dec_run(a, t, h0, h1, g, j0, j1, part, w, TX8_DTYPE_BF16, TX8_DTYPE_BF16);
     else if (kdt == TX8_DTYPE_F32 && vdt == TX8_DTYPE_F32)
         dec_run(a, t, h0, h1, g, j0, j1, part, w, TX8_DTYPE_F32, TX8_DTYPE_F32);
+    else if (kdt == TX8_DTYPE_Q8_0 && vdt == TX8_DTYPE_Q8_0)
+        dec_run(a, t, h0, h1, g, j0, j1, part, w, TX8_DTYPE_Q8_0, TX8_DTYPE_Q8_0);
+    else if (kdt == TX8_DTYPE_Q4_0 && vdt == TX8_DTYPE_Q4_0)
+        dec_run(a, t, h0, h1, g, j0, j1, part, w, TX8_DTYPE_Q4_0, TX8_DTYPE_Q4_0);
+    else if (kdt == TX8_DTYPE_Q8_0 && vdt == TX8_DTYPE_F16)
+        dec_run(a, t, h0, h1, g, j0, j1, part, w, TX8_DTYPE_Q8_0, TX8_DTYPE_F16);
     else
         dec_run(a, t, h0, h1, g, j0, j1, part, w, kdt, vdt);
 }

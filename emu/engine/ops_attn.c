@@ -384,7 +384,8 @@ static int attn_decode_off(void)
 /* the types the decode kernel reads straight from the cache */
 static int attn_decode_type(unsigned dt)
 {
-    return dt == TX8_DTYPE_F32 || dt == TX8_DTYPE_F16 || dt == TX8_DTYPE_BF16;
+    return dt == TX8_DTYPE_F32 || dt == TX8_DTYPE_F16 || dt == TX8_DTYPE_BF16 ||
+           tx_dtype_is_block(dt);
 }
 
 /*
@@ -565,7 +566,7 @@ int eng_exec_attention(struct eng_cmd *c)
     if (!a.fast)
         a.bm = NULL;
     /* one token's rows off the tile path (GQA decode): the decode kernel */
-    a.dec = !a.fast && e->k->isa == TX8_ISA_AVX512 && !m->sel && !a.block && !a.shared && !a.bf &&
+    a.dec = !a.fast && e->k->isa == TX8_ISA_AVX512 && !m->sel && !a.shared && !a.bf &&
             attn_decode_type(m->kv_dtype) && attn_decode_type(a.vdt) && m->qk_dim % 16 == 0 &&
             m->v_dim % 16 == 0 && !attn_decode_off();
     if (a.fast && a.nks > 1 && a.grp > ATTN_TILE_ROWS) {

@@ -74,7 +74,8 @@ static float bf16r(float f)
  * the probabilities exact), and in *other the error against the other
  * form's reference.
  */
-static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, double *other)
+static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, unsigned vt,
+                         double *other)
 {
     unsigned T = cs->T, qh = cs->qh, kvh = cs->kvh, qk = cs->qk, vd = cs->vd, q0 = cs->q0;
     unsigned kvlen = q0 + T, grp = qh / kvh;
@@ -91,8 +92,9 @@ static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, do
     fill(rng, te_ptr(t, vsrc), (size_t)kvlen * vrow, 1.0f);
     fill(rng, te_ptr(t, q), (size_t)T * qh * qk, 0.5f);
     convert(t, kc, ksrc, kd, kvlen * kvh, qk, cs->dt);
+    unsigned vdt = vt ? vt - 1 : cs->dt;
     if (!cs->shared)
-        convert(t, vc, vsrc, vdq, kvlen * kvh, vd, cs->dt);
+        convert(t, vc, vsrc, vdq, kvlen * kvh, vd, vdt);
     int32_t *sp = te_ptr(t, sel);
     for (unsigned tt = 0; tt < T; tt++) {
         unsigned lim = q0 + tt + 1, n = 0;
@@ -132,6 +134,10 @@ static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, do
     float scale = cs->scale > 0 ? cs->scale : 0.125f;
     c.scale = scale;
     c.kv_dtype = (uint16_t)cs->dt;
+    if (vdt != cs->dt && !cs->shared) {
+        c.hdr.flags |= TX8_ATTN_F_V_DTYPE;
+        c.v_dtype = (uint16_t)vdt;
+    }
     if (cs->bf)
         c.hdr.flags |= TX8_ATTN_F_BF16;
     ck_assert_uint_eq(te_run1(t, &c), TX8_STATUS_OK);
@@ -195,7 +201,7 @@ static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, do
 
 static double run_case(struct te *t, uint64_t *rng, const struct acase *cs)
 {
-    return run_case_x(t, rng, cs, NULL);
+    return run_case_x(t, rng, cs, 0, NULL);
 }
 
 START_TEST(test_attention_tiles)
@@ -241,7 +247,8 @@ END_TEST
 START_TEST(test_attention_decode)
 {
     TE_BEGIN(_i);
-    const unsigned dts[4] = {TX8_DTYPE_F32, TX8_DTYPE_F16, TX8_DTYPE_BF16, TX8_DTYPE_Q8_0};
+    const unsigned dts[5] = {TX8_DTYPE_F32, TX8_DTYPE_F16, TX8_DTYPE_BF16, TX8_DTYPE_Q8_0,
+                             TX8_DTYPE_Q4_0};
     /* dt, T, qh, kvh, qk, vd, q0, shared, sel, bf, scale */
     const struct acase cases[] = {
         {0, 1, 16, 4, 128, 128, 2047, 0, 0, 0, 0}, /* GLM-4.5's group of 4 at d2048 */
@@ -251,16 +258,21 @@ START_TEST(test_attention_decode)
         {0, 1, 5, 5, 64, 64, 4, 0, 0, 0, 0},       /* MHA decode, 5 keys */
         {0, 1, 4, 2, 64, 64, 0, 0, 0, 0, 0},       /* the first position */
         {0, 1, 12, 3, 96, 64, 130, 0, 0, 0, 0.4f}, /* larger scores */
+        /* the last: K of each type, V f16 (--ctk q8_0 --ctv f16) */
+        {0, 1, 16, 4, 128, 128, 300, 0, 0, 0, 0},
     };
+    const size_t ncases = sizeof(cases) / sizeof(cases[0]);
     for (int path = 0; path < 2; path++) {
         setenv("TX8_ATTN_DECODE", path ? "0" : "1", 1);
-        for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
-            for (int d = 0; d < 4; d++) {
+        for (size_t ci = 0; ci < ncases; ci++)
+            for (int d = 0; d < 5; d++) {
                 struct acase cs = cases[ci];
                 cs.dt = dts[d];
                 if (tx_dtype_is_block(cs.dt) && (cs.qk % TX8_KV_BLOCK || cs.vd % TX8_KV_BLOCK))
                     continue; /* a block type's rows are whole blocks */
-                double worst = run_case(t, &rng, &cs);
+                /* V type + 1 (TX8_ATTN_F_V_DTYPE); 0: as K */
+                unsigned vt = ci == ncases - 1 ? TX8_DTYPE_F16 + 1 : 0;
+                double worst = run_case_x(t, &rng, &cs, vt, NULL);
                 ck_assert_msg(worst <= 3e-5, "%s, case %zu (%s, qh %u, kvh %u, q0 %u): max error %g",
                               path ? "per-token path" : "decode kernel", ci, tx_dtype_name(cs.dt),
                               cs.qh, cs.kvh, cs.q0, worst);
@@ -410,7 +422,7 @@ START_TEST(test_attention_bf16)
             cs.dt = dts[d];
             if (tx_dtype_is_block(cs.dt) && (cs.qk % 32 || cs.vd % 32))
                 continue;
-            double other = 0, worst = run_case_x(t, &rng, &cs, &other);
+            double other = 0, worst = run_case_x(t, &rng, &cs, 0, &other);
             double tol = 1.2 / 512 + 3e-5;
             ck_assert_msg(worst <= tol, "run %d case %zu (%s, T %u, q0 %u, sel %d): max error %g",
                           _i, ci, tx_dtype_name(cs.dt), cs.T, cs.q0, cs.sel, worst);

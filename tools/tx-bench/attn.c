@@ -4,7 +4,7 @@
  * GLM-5.1-architecture model: absorbed MLA, 16 heads over a 512 + 64
  * latent, f16 cache; its indexer, 16 heads x 128 over a Q8_0 key cache,
  * top 2048; the GLM-4.5-architecture model: 16 q heads, 4 kv heads of 128,
- * f16 and q4_0 caches), the engine's AVX-512 tile path against its
+ * f16, bf16, q8_0 and q4_0 caches), the engine's AVX-512 tile path against its
  * per-token path (TX8_ATTN_TILE=0, TX8_DSA_TILE=0), and for ATTENTION the
  * tile with BF16 products (TX8_ATTN_F_BF16, interface 1.7: the vdpbf16ps
  * tile where the CPU has AVX512-BF16), alternating job by job on one
@@ -75,6 +75,7 @@ int txb_attn(unsigned threads, unsigned reps)
         {"GLM-4.5 GQA pp256 @ d2048 f16", 0, 256, 2048, 16, 4, 128, 128, TX8_DTYPE_F16, 0, 0},
         {"GLM-4.5 GQA tg @ d2048 bf16", 0, 1, 2048, 16, 4, 128, 128, TX8_DTYPE_BF16, 0, 0},
         {"GLM-4.5 GQA pp256 @ d2048 bf16", 0, 256, 2048, 16, 4, 128, 128, TX8_DTYPE_BF16, 0, 0},
+        {"GLM-4.5 GQA tg @ d2048 q8_0", 0, 1, 2048, 16, 4, 128, 128, TX8_DTYPE_Q8_0, 0, 0},
         {"GLM-4.5 GQA tg @ d2048 q4_0", 0, 1, 2048, 16, 4, 128, 128, TX8_DTYPE_Q4_0, 0, 0},
         {"GLM-4.5 GQA pp256 @ d2048 q4_0", 0, 256, 2048, 16, 4, 128, 128, TX8_DTYPE_Q4_0, 0, 0},
     };
