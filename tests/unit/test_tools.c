@@ -325,6 +325,7 @@ START_TEST(option_errors)
          "--bench-depth: '1,,2': expected depths >= 0 separated by commas"},
         {"glm-inference", "--bench-depth", "0,-5", "--bench-depth: '0,-5': expected depths"},
         {"glm-inference", "--bench-depth", "5,", "--bench-depth: '5,': trailing comma"},
+        {"glm-inference", "--bench-reps", "0", "--bench-reps: '0' is not an integer in [1, 100]"},
         {"glm-export", "--threads", "0", "--threads: '0' is not an integer in [1, 256]"},
         {"glm-export", "--sparsity", "1", "--sparsity: '1' is not a number in [0, 1)"},
         {"glm-export", "--sparsity", "nan", "--sparsity: 'nan' is not a number in [0, 1)"},
@@ -947,6 +948,38 @@ START_TEST(pkgconfig_uninstalled)
 }
 END_TEST
 
+/* --bench-depth rounds: every depth's rows, medians over --bench-reps
+ * rounds, the ratio's range, the tg passes of all rounds */
+START_TEST(bench_depth_rounds)
+{
+    const char *a3[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                        "--no-moe-config", "--bench-depth", "0,8", "--bench-pp", "4",
+                        "--bench-tg", "2", "--bench-reps", "3", NULL};
+    struct res r = run(a3);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.out, "3 rounds, each running every depth in turn");
+    HAS(r.out, " | pp4 @ d0 | ");
+    HAS(r.out, " | tg2 @ d0 | ");
+    HAS(r.out, " | pp4 @ d8 | ");
+    HAS(r.out, " | tg2 @ d8 | ");
+    ck_assert_int_ge(count(r.out, " | 1.00 [1.00-1.00] | "), 2); /* depth 0 against itself */
+    HAS(r.out, "  tg2 @ d8: ");
+    ck_assert_int_eq(count(r.out, " of 6 passes"), 2); /* 3 rounds x 2 passes per depth */
+    res_free(&r);
+    /* one round: one ratio, no range */
+    const char *a1[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                        "--no-moe-config", "--bench-depth", "8,0", "--bench-pp", "4",
+                        "--bench-tg", "2", NULL};
+    r = run(a1);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    LACKS(r.out, "rounds");
+    LACKS(r.out, "[");
+    ck_assert_int_ge(count(r.out, " | 1.00 | "), 2);
+    ck_assert_int_eq(count(r.out, " of 2 passes"), 2);
+    res_free(&r);
+}
+END_TEST
+
 START_TEST(precision_names_clash)
 {
     /* A program with its own FP16 macro and BF16 enum builds with the
@@ -994,6 +1027,7 @@ static Suite *suite(void)
     tcase_add_test(tc, generation_config);
     tcase_add_test(tc, pkgconfig_uninstalled);
     tcase_add_test(tc, precision_names_clash);
+    tcase_add_test(tc, bench_depth_rounds);
     suite_add_tcase(s, tc);
     return s;
 }

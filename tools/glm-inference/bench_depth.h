@@ -9,11 +9,14 @@
 #include <tx/tx_device.h>
 
 #define BENCH_DEPTH_MAX 16
+#define BENCH_REPS_MAX 100 /* --bench-reps */
 
 /* "0,2048,8192" into depths[<= max]; -1 with err set on bad input */
 int bench_depth_parse(const char *s, int *depths, int max, int *n, char *err, size_t errsz);
-/* the pp / tg rows at each depth under the device's current plan; 0 or 1 */
+/* the pp / tg rows at each depth under the device's current plan, over
+ * reps rounds (each running every depth in turn; reps 1: one depth's
+ * session at a time); 0 or 1 */
 int bench_depth_run(glm_model_t *m, tx_device_t *dev, const int *depths, int nd, int pp, int tg,
-                    int n_batch, int threads, const char *prog);
+                    int reps, int n_batch, int threads, const char *prog);
 
 #endif

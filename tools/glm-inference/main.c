@@ -129,6 +129,8 @@ static void usage(FILE *f)
             "      --bench-tg N         generated tokens (default 128)\n"
             "      --bench-depth LIST   pp/tg rows after LIST cached tokens, e.g. 0,2048,8192\n"
             "                           (llama-bench -d), under --precision; KV bytes/token\n"
+            "      --bench-reps N       --bench-depth rounds (llama-bench -r; default 1): each\n"
+            "                           runs every depth in turn; medians, ratio ranges\n"
             "      --cache-type-k T     (--ctk) KV cache K type: f32, f16, bf16, q8_0 (int8),\n"
             "                           q4_0 (4-bit); default from the plan; MLA: the latent\n"
             "      --cache-type-v T     (--ctv) V type (GQA; MLA has no V cache: ignored)\n"
@@ -162,6 +164,7 @@ struct opts {
     int no_original;
     int bench, bench_pp, bench_tg;
     int bench_depth[BENCH_DEPTH_MAX], n_bench_depth; /* --bench-depth (bench_depth.c) */
+    int bench_reps;                                  /* --bench-reps */
     int cache_k, cache_v; /* --cache-type-k / -v (enum glm_cache_type) */
     int expert_stats, memory_view, stream;
     int verify, no_verify, batch_invariant;
@@ -977,6 +980,7 @@ int main(int argc, char **argv)
     o.v_tokens = 8;
     o.bench_pp = 512;
     o.bench_tg = 128;
+    o.bench_reps = 1;
     enum {
         O_TOKENS = 1000,
         O_TEMP,
@@ -1006,6 +1010,7 @@ int main(int argc, char **argv)
         O_BPP,
         O_BTG,
         O_BDEPTH,
+        O_BREPS,
         O_CTK,
         O_CTV,
         O_ESTATS,
@@ -1080,6 +1085,7 @@ int main(int argc, char **argv)
         {"bench-pp", required_argument, NULL, O_BPP},
         {"bench-tg", required_argument, NULL, O_BTG},
         {"bench-depth", required_argument, NULL, O_BDEPTH},
+        {"bench-reps", required_argument, NULL, O_BREPS},
         {"cache-type-k", required_argument, NULL, O_CTK},
         {"ctk", required_argument, NULL, O_CTK},
         {"cache-type-v", required_argument, NULL, O_CTV},
@@ -1289,6 +1295,9 @@ int main(int argc, char **argv)
             break;
         case O_BTG:
             OPT(txc_opt_int(prog, "--bench-tg", optarg, 1, 1 << 20, NULL, &o.bench_tg));
+            break;
+        case O_BREPS:
+            OPT(txc_opt_int(prog, "--bench-reps", optarg, 1, BENCH_REPS_MAX, NULL, &o.bench_reps));
             break;
         case O_CTK:
         case O_CTV: {
@@ -1627,7 +1636,7 @@ int main(int argc, char **argv)
     }
     if (o.n_bench_depth) {
         rc = bench_depth_run(m, dev, o.bench_depth, o.n_bench_depth, o.bench_pp, o.bench_tg,
-                             o.n_batch, o.threads, prog);
+                             o.bench_reps, o.n_batch, o.threads, prog);
         goto out;
     }
     if (o.bench) {
