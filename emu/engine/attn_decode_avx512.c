@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ATTENTION's AVX-512 decode kernel: the q heads of one kv head for one
- * token (GQA decode, a group of 2-8 rows; MHA's single row) over a range of
- * its causal keys, read straight from an F32/F16/BF16 cache. The query
- * tile (attn_avx512.c) holds 16 rows per vector and wastes most of each
- * vector on a group of 4; the per-token path's matmul tiles reduce every
- * (row, key) dot product on its own and convert each chunk's V rows to an
- * f32 copy first. Here, per chunk of keys:
+ * token over a range of its causal keys (those a selection's bitmap keeps),
+ * read straight from an F32/F16/BF16/Q8_0/Q4_0 cache: GQA decode (a group
+ * of 2-8 rows), MHA's single row, absorbed MLA's 16 heads over the shared
+ * latent. With BF16 products (a BF16 cache) the query is bf16(scale q) and
+ * P V takes bf16(p), as on the other paths. The query tile (attn_avx512.c)
+ * holds 16 rows per vector, wastes most of each vector on a group of 4, and
+ * broadcasts every key element from an f32 copy of the rows; the per-token
+ * path's matmul tiles reduce every (row, key) dot product on its own and
+ * convert each chunk's V rows to an f32 copy first. Here, per chunk of
+ * keys:
  *   S[row][key]: 4 rows x 4 keys of accumulators over the head dim (each K
  *     vector converted once for the 4 rows), the 16 sums reduced together
  *     by one transposing add tree;
@@ -192,6 +196,12 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
             _mm512_storeu_ps(q + r * qk + d,
                              r < nh ? _mm512_mul_ps(sc, _mm512_loadu_ps(qs + r * m->ld_q_head + d))
                                     : _mm512_setzero_ps());
+    /* BF16 products (a BF16 cache): bf16(scale q) times the cache's BF16
+     * elements is exact in f32, as on the other paths */
+    if (a->bf)
+        eng_bf16_round_avx512(q, nrp * qk);
+    /* a selection as a bitmap of this token's keys (else every causal key) */
+    const uint64_t *bmt = a->bm ? a->bm + t * a->bm_words : NULL;
     memset(o, 0, nrp * vd * 4);
     for (size_t r = 0; r < nrp; r++) {
         mx[r] = -INFINITY;
@@ -217,6 +227,11 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
             for (size_t r0 = 0; r0 < nrp; r0 += DEC_RB)
                 dec_scores4(q + r0 * qk, qk, kr, kdt, s + r0 * DEC_KC + jb, DEC_KC);
         }
+        /* keys the selection leaves out: no weight */
+        for (size_t j = 0; bmt && j < cn; j++)
+            if (!((bmt[(c0 + j) / 64] >> ((c0 + j) % 64)) & 1))
+                for (size_t r = 0; r < nh; r++)
+                    s[r * DEC_KC + j] = -INFINITY;
         /* the online softmax update of each row */
         for (size_t r = 0; r < nrp; r++) {
             float *sr = s + r * DEC_KC;
@@ -235,6 +250,8 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
             if (corr != 1.0f)
                 k->scale_f32(o + r * vd, corr, vd);
             mx[r] = cmax;
+            if (a->bf) /* the sum is of the f32 p, P V of bf16(p) */
+                eng_bf16_round_avx512(sr, cn);
         }
         const uint8_t *vc = vb + c0 * vrow;
         for (size_t r0 = 0; r0 < nrp; r0 += DEC_RB) {

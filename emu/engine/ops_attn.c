@@ -563,12 +563,25 @@ int eng_exec_attention(struct eng_cmd *c)
      * token's group of 4) wastes most of each 16-row vector, and the
      * per-token path's tiles read F16/BF16 keys straight from the cache */
     a.fast = can_fast && (size_t)m->tokens * a.grp >= 8;
-    if (!a.fast)
-        a.bm = NULL;
-    /* one token's rows off the tile path (GQA decode): the decode kernel */
-    a.dec = !a.fast && e->k->isa == TX8_ISA_AVX512 && !m->sel && !a.shared && !a.bf &&
-            attn_decode_type(m->kv_dtype) && attn_decode_type(a.vdt) && m->qk_dim % 16 == 0 &&
-            m->v_dim % 16 == 0 && !attn_decode_off();
+    /* the decode kernel (attn_decode_avx512.c): its cache types and head
+     * dims; BF16 products over a BF16 cache (it rounds only the query and
+     * p, the cache's elements are BF16 already) */
+    int dec_ok = e->k->isa == TX8_ISA_AVX512 && attn_decode_type(m->kv_dtype) &&
+                 attn_decode_type(a.vdt) && m->qk_dim % 16 == 0 && m->v_dim % 16 == 0 &&
+                 (!a.bf || (m->kv_dtype == TX8_DTYPE_BF16 && a.vdt == TX8_DTYPE_BF16)) &&
+                 !attn_decode_off();
+    if (dec_ok && m->tokens == 1 && (!m->sel || a.bm)) {
+        /* one token (decode), any group (MLA's 16 heads over the latent
+         * too: faster than the query tile there), no selection or one
+         * kept as a bitmap */
+        a.dec = 1;
+        a.fast = 0;
+    } else {
+        /* one token's rows off the tile path (GQA decode) */
+        a.dec = dec_ok && !a.fast && !m->sel && !a.shared;
+        if (!a.fast)
+            a.bm = NULL;
+    }
     if (a.fast && a.nks > 1 && a.grp > ATTN_TILE_ROWS) {
         a.fast = 0; /* a split item holds the whole group */
         a.bm = NULL;

@@ -75,7 +75,7 @@ static float bf16r(float f)
  * form's reference.
  */
 static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, unsigned vt,
-                         double *other)
+                         double *other, float *out)
 {
     unsigned T = cs->T, qh = cs->qh, kvh = cs->kvh, qk = cs->qk, vd = cs->vd, q0 = cs->q0;
     unsigned kvlen = q0 + T, grp = qh / kvh;
@@ -145,6 +145,8 @@ static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, un
     const float *kp = te_ptr(t, kd), *vp = cs->shared ? kp : te_ptr(t, vdq);
     unsigned ldv = cs->shared ? qk : vd, vst = cs->shared ? krow : vrow;
     const float *qp = te_ptr(t, q), *op = te_ptr(t, o);
+    if (out)
+        memcpy(out, op, sizeof(float) * T * qh * vd);
     double *sc = malloc(sizeof(double) * kvlen);
     char *vis = malloc(kvlen);
     ck_assert_ptr_nonnull(sc);
@@ -201,7 +203,7 @@ static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, un
 
 static double run_case(struct te *t, uint64_t *rng, const struct acase *cs)
 {
-    return run_case_x(t, rng, cs, 0, NULL);
+    return run_case_x(t, rng, cs, 0, NULL, NULL);
 }
 
 START_TEST(test_attention_tiles)
@@ -272,13 +274,64 @@ START_TEST(test_attention_decode)
                     continue; /* a block type's rows are whole blocks */
                 /* V type + 1 (TX8_ATTN_F_V_DTYPE); 0: as K */
                 unsigned vt = ci == ncases - 1 ? TX8_DTYPE_F16 + 1 : 0;
-                double worst = run_case_x(t, &rng, &cs, vt, NULL);
+                double worst = run_case_x(t, &rng, &cs, vt, NULL, NULL);
                 ck_assert_msg(worst <= 3e-5, "%s, case %zu (%s, qh %u, kvh %u, q0 %u): max error %g",
                               path ? "per-token path" : "decode kernel", ci, tx_dtype_name(cs.dt),
                               cs.qh, cs.kvh, cs.q0, worst);
             }
     }
     unsetenv("TX8_ATTN_DECODE");
+    te_free(t);
+}
+END_TEST
+
+/* The decode kernel against the query tile on one token's commands (the
+ * decode kernel takes them, TX8_ATTN_DECODE=0 gives them back to the tile),
+ * with BF16 products and without: both compute the same form, so their
+ * outputs agree to f32 summation order (a query left unrounded fails the
+ * sharper case's reference check, a p left unrounded its agreement) */
+START_TEST(test_attention_decode_paths)
+{
+    struct te *t = te_new(TX8_ISA_AVX512, 2, 64ull << 20);
+    if (!t)
+        return;
+    /* dt, T, qh, kvh, qk, vd, q0, shared, sel, bf, scale */
+    const struct acase cases[] = {
+        {TX8_DTYPE_BF16, 1, 16, 1, 96, 64, 300, 1, 0, 1, 0},  /* MLA decode, BF16 products */
+        {TX8_DTYPE_BF16, 1, 16, 1, 96, 64, 700, 1, 1, 1, 0},  /* DSA decode (bitmap), split */
+        {TX8_DTYPE_BF16, 1, 16, 1, 96, 64, 450, 1, 0, 1, 8},  /* sharper */
+        {TX8_DTYPE_F16, 1, 16, 1, 96, 64, 700, 1, 1, 0, 0},   /* DSA decode, f32 products */
+        {TX8_DTYPE_BF16, 1, 16, 2, 64, 64, 400, 0, 0, 1, 0},  /* GQA group of 8, BF16 */
+        {TX8_DTYPE_Q8_0, 1, 32, 2, 64, 64, 333, 0, 0, 0, 0},  /* GQA group of 16, q8_0 */
+    };
+    float *out[2];
+    out[0] = malloc(sizeof(float) * 32 * 64);
+    out[1] = malloc(sizeof(float) * 32 * 64);
+    ck_assert_ptr_nonnull(out[0]);
+    ck_assert_ptr_nonnull(out[1]);
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        const struct acase *cs = &cases[ci];
+        double worst[2];
+        for (int path = 0; path < 2; path++) {
+            uint64_t rng = 0xdec0deull + ci; /* the same inputs on both paths */
+            setenv("TX8_ATTN_DECODE", path ? "0" : "1", 1);
+            worst[path] = run_case_x(t, &rng, cs, 0, NULL, out[path]);
+        }
+        unsetenv("TX8_ATTN_DECODE");
+        double tol = cs->bf ? 1.2 / 512 + 3e-5 : 3e-5, diff = 0;
+        for (size_t i = 0; i < (size_t)cs->qh * cs->vd; i++)
+            diff = fmax(diff, fabs((double)out[0][i] - out[1][i]));
+        ck_assert_msg(worst[0] <= tol && worst[1] <= tol, "case %zu: errors %g (decode), %g (tile)",
+                      ci, worst[0], worst[1]);
+        /* bf16(p) of a p near a rounding boundary may round either way
+         * after a different summation order: 1e-4 at a flat softmax; the
+         * sharper case (its p far apart) is where the forms must agree */
+        double agree = cs->bf && cs->scale == 0 ? 3e-4 : 3e-5;
+        ck_assert_msg(diff <= agree, "case %zu: the decode kernel is %g from the tile path", ci,
+                      diff);
+    }
+    free(out[0]);
+    free(out[1]);
     te_free(t);
 }
 END_TEST
@@ -415,6 +468,8 @@ START_TEST(test_attention_bf16)
         {0, 17, 16, 1, 96, 64, 100, 1, 0, 1, 24}, /* sharp softmax */
         {0, 45, 4, 4, 80, 48, 0, 0, 0, 1, 0},     /* MHA prefill: token tiles */
         {0, 29, 4, 4, 64, 64, 150, 0, 0, 1, 24},  /* MHA after a prefix, sharp */
+        {0, 1, 16, 1, 96, 64, 300, 1, 0, 1, 0},   /* MLA decode, one key range */
+        {0, 1, 16, 1, 96, 64, 520, 1, 1, 1, 0},   /* DSA decode, bitmap, key split */
     };
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
         for (int d = 0; d < 5; d++) {
@@ -422,7 +477,7 @@ START_TEST(test_attention_bf16)
             cs.dt = dts[d];
             if (tx_dtype_is_block(cs.dt) && (cs.qk % 32 || cs.vd % 32))
                 continue;
-            double other = 0, worst = run_case_x(t, &rng, &cs, 0, &other);
+            double other = 0, worst = run_case_x(t, &rng, &cs, 0, &other, NULL);
             double tol = 1.2 / 512 + 3e-5;
             ck_assert_msg(worst <= tol, "run %d case %zu (%s, T %u, q0 %u, sel %d): max error %g",
                           _i, ci, tx_dtype_name(cs.dt), cs.T, cs.q0, cs.sel, worst);
@@ -497,6 +552,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_attention_tiles, 0, NISA);
     tcase_add_loop_test(tc, test_attention_decode, 0, NISA);
+    tcase_add_test(tc, test_attention_decode_paths);
     tcase_add_loop_test(tc, test_dsa_index_ties, 0, NISA);
     tcase_add_loop_test(tc, test_attention_bf16, 0, NISA + 3);
     tcase_add_test(tc, test_bf16_rounding);
