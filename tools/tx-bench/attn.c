@@ -115,7 +115,8 @@ int txb_attn(unsigned threads, unsigned reps)
     printf("tx-bench: ATTENTION / DSA_INDEX, engine ISA %s, %u threads, %u alternating runs per "
            "row (per-token path: TX8_ATTN_TILE=0 / TX8_DSA_TILE=0)\n\n",
            tx8_engine_isa_name(tx8_engine_isa(eng)), threads, reps);
-    int avx512 = tx8_engine_isa(eng) == TX8_ISA_AVX512,
+    /* the AMX engine's attention is the AVX-512 set's (AMX takes matmuls) */
+    int avx512 = tx8_engine_isa(eng) == TX8_ISA_AVX512 || tx8_engine_isa(eng) == TX8_ISA_AMX,
         hw = tx8_engine_features(eng) & TX8_FEAT_AVX512BF16;
     printf("BF16 products (TX8_ATTN_F_BF16): %s\n\n",
            !avx512 ? "the per-token path on rounded operands"
