@@ -20,8 +20,13 @@
  *     4 rows.
  * Rows past the group's last are zero queries with zero weights; the key
  * block past a chunk's last key reads that last key again, and those
- * scores are not used. Compiled with SIMD_AVX512; reached only from
- * ops_attn.c when the engine's kernels are the AVX-512 set.
+ * scores are not used. Where the engine computes BF16 products by
+ * vdpbf16ps (e->attn_bf16_dp: AMD's Zen 4, AVX512-BF16) and the head dims
+ * are multiples of 32, the two products take pairs instead (32 MACs per
+ * instruction): of the head dims for S, of the keys for P V (two V rows
+ * interleaved, the (p_j, p_j+1) pair broadcast). Compiled with
+ * SIMD_AVX512; reached only from ops_attn.c when the engine's kernels are
+ * the AVX-512 set.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -122,16 +127,31 @@ DEC_AI void dec_scores4(const float *q, size_t qk, const uint8_t *const *kr, uns
     _mm_storeu_ps(s + 3 * lds, _mm512_extractf32x4_ps(sum, 3));
 }
 
-/* o[r][d0 .. d0 + 16 nv) += sum_j p[r][j] v[j][d0 ..] for the 4 rows, nv 4 or 1 */
-DEC_AI void dec_pv(float *o, size_t vd, const float *p, const uint8_t *v, size_t ldv_b,
-                          unsigned dt, size_t cn, size_t d0, int nv)
+/* the P V register block: 4 rows x nv vectors of o from dims d0 */
+DEC_AI void dec_acc_load(__m512 acc[DEC_RB][4], const float *o, size_t vd, size_t d0, int nv)
 {
-    __m512 acc[DEC_RB][4];
 #pragma GCC unroll 4
     for (int r = 0; r < DEC_RB; r++)
 #pragma GCC unroll 4
         for (int i = 0; i < nv; i++)
             acc[r][i] = _mm512_loadu_ps(o + r * vd + d0 + 16 * i);
+}
+
+DEC_AI void dec_acc_store(__m512 acc[DEC_RB][4], float *o, size_t vd, size_t d0, int nv)
+{
+#pragma GCC unroll 4
+    for (int r = 0; r < DEC_RB; r++)
+#pragma GCC unroll 4
+        for (int i = 0; i < nv; i++)
+            _mm512_storeu_ps(o + r * vd + d0 + 16 * i, acc[r][i]);
+}
+
+/* o[r][d0 .. d0 + 16 nv) += sum_j p[r][j] v[j][d0 ..] for the 4 rows, nv 4 or 1 */
+DEC_AI void dec_pv(float *o, size_t vd, const float *p, const uint8_t *v, size_t ldv_b,
+                          unsigned dt, size_t cn, size_t d0, int nv)
+{
+    __m512 acc[DEC_RB][4];
+    dec_acc_load(acc, o, vd, d0, nv);
     for (size_t j = 0; j < cn; j++) {
         const uint8_t *row = v + j * ldv_b;
         /* the row DEC_PF keys on (the cache is strided by the kv heads) */
@@ -151,11 +171,7 @@ DEC_AI void dec_pv(float *o, size_t vd, const float *p, const uint8_t *v, size_t
                 acc[r][i] = _mm512_fmadd_ps(pv, x[i], acc[r][i]);
         }
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < DEC_RB; r++)
-#pragma GCC unroll 4
-        for (int i = 0; i < nv; i++)
-            _mm512_storeu_ps(o + r * vd + d0 + 16 * i, acc[r][i]);
+    dec_acc_store(acc, o, vd, d0, nv);
 }
 
 /* the largest of m and x[0 .. n), a NaN in x passed over as by the scalar
@@ -170,10 +186,152 @@ DEC_AI float dec_max(const float *x, size_t n, float m)
     return _mm512_reduce_max_ps(v);
 }
 
+/*
+ * BF16 products by vdpbf16ps (a BF16 K and V cache where the engine
+ * prefers it, e->attn_bf16_dp: 32 MACs per instruction instead of 16). The
+ * functions carry the AVX512-BF16 target themselves (the file's flags do
+ * not have it) and are called, not inlined, from dec_run.
+ */
+#define DEC_BF16_TARGET target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq,f16c")
+#define DEC_BF16_FN __attribute__((DEC_BF16_TARGET, noinline))
+#define DEC_BF16_AI static inline __attribute__((DEC_BF16_TARGET, always_inline))
+
+/* n floats already rounded to BF16 (eng_bf16_round_avx512) as their BF16
+ * bits, n a multiple of 16 */
+DEC_AI void dec_pack_bf16(uint16_t *dst, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i += 16)
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i),
+                            _mm512_cvtepi32_epi16(_mm512_srli_epi32(
+                                _mm512_castps_si512(_mm512_loadu_ps(x + i)), 16)));
+}
+
+/* S[r][jb + i] for the nrp rows of qb (BF16, stride qk, a multiple of 32)
+ * and keys c0 + jb + i of the chunk: 4 rows x 4 keys of accumulators, each
+ * over pairs of the head dim (as dec_scores4) */
+DEC_BF16_FN static void dec_scores_dp(const uint16_t *qb, size_t nrp, size_t qk,
+                                      const uint8_t *kb, size_t krow, size_t c0, size_t cn,
+                                      float *s)
+{
+    for (size_t jb = 0; jb < cn; jb += 4) {
+        const uint8_t *kr[4];
+        for (size_t i = 0; i < 4; i++)
+            kr[i] = kb + (c0 + (jb + i < cn ? jb + i : cn - 1)) * krow;
+        for (size_t r0 = 0; r0 < nrp; r0 += DEC_RB) {
+            const uint16_t *q = qb + r0 * qk;
+            __m512 acc[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                acc[i] = _mm512_setzero_ps();
+            for (size_t d = 0; d < qk; d += 32) {
+                if (r0 == 0) {
+                    /* a line of each key row DEC_PF keys on per 32 dims:
+                     * spread over the block, not one burst of misses (5%
+                     * of ATTENTION in the model, where the latent comes
+                     * from DRAM) */
+#pragma GCC unroll 4
+                    for (int i = 0; i < 4; i++)
+                        _mm_prefetch((const char *)(kr[i] + DEC_PF * krow + 2 * d),
+                                     _MM_HINT_T0);
+                }
+                __m512bh k0 = (__m512bh)_mm512_loadu_si512(kr[0] + 2 * d),
+                         k1 = (__m512bh)_mm512_loadu_si512(kr[1] + 2 * d),
+                         k2 = (__m512bh)_mm512_loadu_si512(kr[2] + 2 * d),
+                         k3 = (__m512bh)_mm512_loadu_si512(kr[3] + 2 * d);
+#pragma GCC unroll 4
+                for (int r = 0; r < DEC_RB; r++) {
+                    __m512bh qv = (__m512bh)_mm512_loadu_si512(q + r * qk + d);
+                    acc[r * 4 + 0] = _mm512_dpbf16_ps(acc[r * 4 + 0], qv, k0);
+                    acc[r * 4 + 1] = _mm512_dpbf16_ps(acc[r * 4 + 1], qv, k1);
+                    acc[r * 4 + 2] = _mm512_dpbf16_ps(acc[r * 4 + 2], qv, k2);
+                    acc[r * 4 + 3] = _mm512_dpbf16_ps(acc[r * 4 + 3], qv, k3);
+                }
+            }
+            __m512 sum = dec_sum16(acc);
+            float *sr = s + r0 * DEC_KC + jb;
+            _mm_storeu_ps(sr, _mm512_extractf32x4_ps(sum, 0));
+            _mm_storeu_ps(sr + DEC_KC, _mm512_extractf32x4_ps(sum, 1));
+            _mm_storeu_ps(sr + 2 * DEC_KC, _mm512_extractf32x4_ps(sum, 2));
+            _mm_storeu_ps(sr + 3 * DEC_KC, _mm512_extractf32x4_ps(sum, 3));
+        }
+    }
+}
+
+/*
+ * O[r] += sum_j P[r][j] V[j] over the chunk's cn keys in pairs: the V rows
+ * of keys j and j + 1 interleaved (vpunpck[lh]wd; a zero row after an odd
+ * last key, whose p pair's second half is zero), the (p_j, p_j+1) pair
+ * broadcast. The interleave leaves each 32 dims of o in the order
+ * dec_dp_order undoes: lanes 4k + i of the first vector are dims 8k + i,
+ * of the second 8k + 4 + i (k < 4, i < 4). ps: [row][DEC_KC + 2] BF16.
+ */
+DEC_BF16_AI void dec_pv_dp_block(float *o, size_t vd, const uint16_t *ps, const uint8_t *v,
+                            size_t ldv_b, size_t cn, size_t d0, int nv)
+{
+    __m512 acc[DEC_RB][4];
+    dec_acc_load(acc, o, vd, d0, nv);
+    for (size_t j = 0; j < cn; j += 2) {
+        const uint8_t *r0 = v + j * ldv_b, *r1 = r0 + ldv_b;
+#pragma GCC unroll 2
+        for (int i = 0; i < nv; i += 2) {
+            _mm_prefetch((const char *)(r0 + 2 * DEC_PF * ldv_b + 2 * (d0 + 16 * i)),
+                         _MM_HINT_T0);
+            _mm_prefetch((const char *)(r1 + 2 * DEC_PF * ldv_b + 2 * (d0 + 16 * i)),
+                         _MM_HINT_T0);
+        }
+        __m512bh x[4];
+#pragma GCC unroll 2
+        for (int i = 0; i < nv; i += 2) {
+            __m512i a = _mm512_loadu_si512(r0 + 2 * (d0 + 16 * i));
+            __m512i b = j + 1 < cn ? _mm512_loadu_si512(r1 + 2 * (d0 + 16 * i))
+                                   : _mm512_setzero_si512();
+            x[i] = (__m512bh)_mm512_unpacklo_epi16(a, b);
+            x[i + 1] = (__m512bh)_mm512_unpackhi_epi16(a, b);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < DEC_RB; r++) {
+            uint32_t pp;
+            memcpy(&pp, ps + r * (DEC_KC + 2) + j, 4);
+            __m512bh pv = (__m512bh)_mm512_set1_epi32((int)pp);
+#pragma GCC unroll 4
+            for (int i = 0; i < nv; i++)
+                acc[r][i] = _mm512_dpbf16_ps(acc[r][i], x[i], pv);
+        }
+    }
+    dec_acc_store(acc, o, vd, d0, nv);
+}
+
+DEC_BF16_FN static void dec_pv_dp(float *o, size_t nrp, size_t vd, const uint16_t *ps,
+                                  const uint8_t *v, size_t ldv_b, size_t cn)
+{
+    for (size_t r0 = 0; r0 < nrp; r0 += DEC_RB) {
+        size_t d0 = 0;
+        for (; d0 + 64 <= vd; d0 += 64)
+            dec_pv_dp_block(o + r0 * vd, vd, ps + r0 * (DEC_KC + 2), v, ldv_b, cn, d0, 4);
+        for (; d0 < vd; d0 += 32)
+            dec_pv_dp_block(o + r0 * vd, vd, ps + r0 * (DEC_KC + 2), v, ldv_b, cn, d0, 2);
+    }
+}
+
+/* the rows' dims back in order after dec_pv_dp (vd a multiple of 32) */
+DEC_AI void dec_dp_order(float *o, size_t n)
+{
+    const __m512i i0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23),
+                  i1 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29,
+                                         30, 31);
+    for (size_t d = 0; d < n; d += 32) {
+        __m512 lo = _mm512_loadu_ps(o + d), hi = _mm512_loadu_ps(o + d + 16);
+        _mm512_storeu_ps(o + d, _mm512_permutex2var_ps(lo, i0, hi));
+        _mm512_storeu_ps(o + d + 16, _mm512_permutex2var_ps(lo, i1, hi));
+    }
+}
+
 size_t eng_attn_decode_scratch(const struct tx8_cmd_attention *m, size_t nh)
 {
     size_t nrp = (nh + DEC_RB - 1) / DEC_RB * DEC_RB;
-    return (nrp * ((size_t)m->qk_dim + DEC_KC + m->v_dim + 2)) * 4 + 64;
+    /* f32 q, s, o, max, sum; BF16 q and p (vdpbf16ps) */
+    return nrp * ((size_t)m->qk_dim + DEC_KC + m->v_dim + 2) * 4 +
+           nrp * ((size_t)m->qk_dim + DEC_KC + 2) * 2 + 64;
 }
 
 /* the kernel for K type kdt and V type vdt (constants where inlined) */
@@ -188,6 +346,10 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
     if (!buf)
         return;
     float *q = buf, *s = q + nrp * qk, *o = s + nrp * DEC_KC, *mx = o + nrp * vd, *l = mx + nrp;
+    uint16_t *qb = (uint16_t *)(void *)(l + nrp), *ps = qb + nrp * qk;
+    /* BF16 products by vdpbf16ps: pairs of the head dims, of the keys */
+    int dp = a->bf_dp && kdt == TX8_DTYPE_BF16 && vdt == TX8_DTYPE_BF16 && qk % 32 == 0 &&
+             vd % 32 == 0;
     /* the scaled queries; padded rows zero */
     const float *qs = a->q + t * (size_t)m->q_heads * m->ld_q_head + h0 * m->ld_q_head;
     __m512 sc = _mm512_set1_ps(m->scale);
@@ -200,6 +362,8 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
      * elements is exact in f32, as on the other paths */
     if (a->bf)
         eng_bf16_round_avx512(q, nrp * qk);
+    if (dp)
+        dec_pack_bf16(qb, q, nrp * qk);
     /* a selection as a bitmap of this token's keys (else every causal key) */
     const uint64_t *bmt = a->bm ? a->bm + t * a->bm_words : NULL;
     memset(o, 0, nrp * vd * 4);
@@ -217,7 +381,7 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
 
     for (size_t c0 = j0; c0 < j1; c0 += DEC_KC) {
         size_t cn = j1 - c0 < DEC_KC ? j1 - c0 : DEC_KC;
-        for (size_t jb = 0; jb < cn; jb += 4) {
+        for (size_t jb = 0; !dp && jb < cn; jb += 4) {
             const uint8_t *kr[4];
             for (size_t i = 0; i < 4; i++)
                 kr[i] = kb + (c0 + (jb + i < cn ? jb + i : cn - 1)) * krow;
@@ -227,6 +391,8 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
             for (size_t r0 = 0; r0 < nrp; r0 += DEC_RB)
                 dec_scores4(q + r0 * qk, qk, kr, kdt, s + r0 * DEC_KC + jb, DEC_KC);
         }
+        if (dp)
+            dec_scores_dp(qb, nrp, qk, kb, krow, c0, cn, s);
         /* keys the selection leaves out: no weight */
         for (size_t j = 0; bmt && j < cn; j++)
             if (!((bmt[(c0 + j) / 64] >> ((c0 + j) % 64)) & 1))
@@ -235,13 +401,16 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
         /* the online softmax update of each row */
         for (size_t r = 0; r < nrp; r++) {
             float *sr = s + r * DEC_KC;
+            uint16_t *pr = ps + r * (DEC_KC + 2);
             if (r >= nh) {
                 memset(sr, 0, DEC_KC * 4);
+                memset(pr, 0, (DEC_KC + 2) * 2);
                 continue;
             }
             float cmax = dec_max(sr, cn, mx[r]);
             if (cmax == -INFINITY || isnan(cmax)) {
                 memset(sr, 0, DEC_KC * 4);
+                memset(pr, 0, (DEC_KC + 2) * 2);
                 continue;
             }
             float corr = mx[r] == -INFINITY ? 0.0f : expf(mx[r] - cmax);
@@ -252,9 +421,17 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
             mx[r] = cmax;
             if (a->bf) /* the sum is of the f32 p, P V of bf16(p) */
                 eng_bf16_round_avx512(sr, cn);
+            if (dp) { /* the p of the chunk's keys, a zero after an odd last */
+                size_t n16 = (cn + 15) / 16 * 16;
+                memset(sr + cn, 0, (n16 - cn) * 4);
+                dec_pack_bf16(pr, sr, n16);
+                pr[cn] = 0;
+            }
         }
         const uint8_t *vc = vb + c0 * vrow;
-        for (size_t r0 = 0; r0 < nrp; r0 += DEC_RB) {
+        if (dp)
+            dec_pv_dp(o, nrp, vd, ps, vc, vrow, cn);
+        for (size_t r0 = 0; !dp && r0 < nrp; r0 += DEC_RB) {
             size_t d0 = 0;
             for (; d0 + 64 <= vd; d0 += 64)
                 dec_pv(o + r0 * vd, vd, s + r0 * DEC_KC, vc, vrow, vdt, cn, d0, 4);
@@ -262,6 +439,8 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
                 dec_pv(o + r0 * vd, vd, s + r0 * DEC_KC, vc, vrow, vdt, cn, d0, 1);
         }
     }
+    if (dp)
+        dec_dp_order(o, nh * vd);
     if (part) { /* (o, max, sum) of the nh rows, as attn_item's */
         memcpy(part, o, nh * vd * 4);
         memcpy(part + nh * vd, mx, nh * 4);

@@ -88,8 +88,10 @@ size_t eng_attn_tile_bf16_bytes(const struct tx8_cmd_attention *m);
 
 /*
  * AVX-512 decode kernel (attn_decode_avx512.c): token t, q heads [h0, h1)
- * of kv head g, keys [j0, j1) of its causal keys, an F32/F16/BF16 K and V
- * cache (not shared, no selection, no BF16 products), qk_dim and v_dim
+ * of kv head g, keys [j0, j1) of its causal keys (a selection as a->bm),
+ * an F32/F16/BF16/Q8_0/Q4_0 K and V cache (V may be K's first v_dim
+ * elements: absorbed MLA), BF16 products over a BF16 cache (by vdpbf16ps
+ * where a->bf_dp and the dims are multiples of 32), qk_dim and v_dim
  * multiples of 16. part == NULL: the normalised rows are written, else
  * (o, max, sum) of the h1 - h0 rows go to part, as the per-token path's.
  */

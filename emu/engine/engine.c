@@ -126,14 +126,15 @@ static int cpu_is_amd(void)
 }
 
 /*
- * How the AVX-512 tile computes ATTENTION's BF16 products
- * (TX8_ATTN_F_BF16) where the CPU has vdpbf16ps: with it (1), or as f32
- * FMAs of the BF16-rounded operands (0; the same products, exact in f32,
- * summed in another order). TX8_ATTN_BF16_DOT=vdpbf16ps|f32 chooses;
- * by default vdpbf16ps on AMD (Zen 4: 1.2-1.7x the f32 tile in tx-bench
- * --attn) and the f32 tile elsewhere (an Intel Xeon with AVX512-BF16:
- * vdpbf16ps 0.57-0.93x the f32 tile), docs/engine.md. Fixed per process,
- * so a machine's results do not change from run to run.
+ * How the AVX-512 tile and decode kernel compute ATTENTION's BF16
+ * products (TX8_ATTN_F_BF16) where the CPU has vdpbf16ps: with it (1), or
+ * as f32 FMAs of the BF16-rounded operands (0; the same products, exact in
+ * f32, summed in another order). TX8_ATTN_BF16_DOT=vdpbf16ps|f32 chooses;
+ * by default vdpbf16ps on AMD (Zen 4, one zmm vdpbf16ps or FMA per cycle:
+ * 1.2-1.7x the f32 tile, the decode kernel 1.3-1.75x, in tx-bench --attn)
+ * and the f32 forms elsewhere (an Intel Xeon with AVX512-BF16: vdpbf16ps
+ * 0.57-0.93x the f32 tile), docs/engine.md. Fixed per process, so a
+ * machine's results do not change from run to run.
  */
 static int attn_bf16_dot(void)
 {

@@ -23,6 +23,14 @@
     uint64_t rng = 0x7a11e5ull + (uint64_t)(i)*131;                                                \
     (void)rng
 
+/* the larger of an error so far and |x - y|, a NaN an infinite error (fmax
+ * would pass over it) */
+static double err_max(double worst, double x, double y)
+{
+    double e = fabs(x - y);
+    return isnan(e) ? INFINITY : fmax(worst, e);
+}
+
 static void fill(uint64_t *rng, float *p, size_t n, float a)
 {
     for (size_t i = 0; i < n; i++)
@@ -189,7 +197,7 @@ static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, un
                             float v = vp[(size_t)s * vst + g * ldv + d];
                             acc += exp(sc[s] - mx) / sum * (form ? bf16r(v) : v);
                         }
-                    worst[form] = fmax(worst[form], fabs(op[((size_t)tt * qh + h) * vd + d] - acc));
+                    worst[form] = err_max(worst[form], op[((size_t)tt * qh + h) * vd + d], acc);
                 }
             }
         }
@@ -289,12 +297,23 @@ END_TEST
  * decode kernel takes them, TX8_ATTN_DECODE=0 gives them back to the tile),
  * with BF16 products and without: both compute the same form, so their
  * outputs agree to f32 summation order (a query left unrounded fails the
- * sharper case's reference check, a p left unrounded its agreement) */
+ * sharper case's reference check, a p left unrounded its agreement). Loop
+ * 0: BF16 products by vdpbf16ps on both paths (the decode kernel's pairs
+ * of dims and of keys; skipped without AVX512-BF16), 1: by f32 FMAs of the
+ * rounded operands */
 START_TEST(test_attention_decode_paths)
 {
+    setenv("TX8_ATTN_BF16_DOT", _i == 0 ? "vdpbf16ps" : "f32", 1);
     struct te *t = te_new(TX8_ISA_AVX512, 2, 64ull << 20);
+    unsetenv("TX8_ATTN_BF16_DOT");
     if (!t)
         return;
+    if (_i == 0 && !tx8_engine_attn_bf16_dot(t->e)) {
+        fprintf(stderr, "test_attention_decode_paths: no AVX512-BF16 here: the vdpbf16ps "
+                        "decode kernel not run\n");
+        te_free(t);
+        return;
+    }
     /* dt, T, qh, kvh, qk, vd, q0, shared, sel, bf, scale */
     const struct acase cases[] = {
         {TX8_DTYPE_BF16, 1, 16, 1, 96, 64, 300, 1, 0, 1, 0},  /* MLA decode, BF16 products */
@@ -303,6 +322,9 @@ START_TEST(test_attention_decode_paths)
         {TX8_DTYPE_F16, 1, 16, 1, 96, 64, 700, 1, 1, 0, 0},   /* DSA decode, f32 products */
         {TX8_DTYPE_BF16, 1, 16, 2, 64, 64, 400, 0, 0, 1, 0},  /* GQA group of 8, BF16 */
         {TX8_DTYPE_Q8_0, 1, 32, 2, 64, 64, 333, 0, 0, 0, 0},  /* GQA group of 16, q8_0 */
+        {TX8_DTYPE_BF16, 1, 16, 1, 128, 96, 260, 1, 0, 1, 0}, /* a 32-wide V block, even keys */
+        {TX8_DTYPE_BF16, 1, 4, 1, 64, 64, 0, 0, 0, 1, 0},     /* one key: a pair's zero half */
+        {TX8_DTYPE_BF16, 1, 32, 2, 48, 48, 100, 0, 0, 1, 0},  /* dims not in 32s: f32 FMAs */
     };
     float *out[2];
     out[0] = malloc(sizeof(float) * 32 * 64);
@@ -320,7 +342,7 @@ START_TEST(test_attention_decode_paths)
         unsetenv("TX8_ATTN_DECODE");
         double tol = cs->bf ? 1.2 / 512 + 3e-5 : 3e-5, diff = 0;
         for (size_t i = 0; i < (size_t)cs->qh * cs->vd; i++)
-            diff = fmax(diff, fabs((double)out[0][i] - out[1][i]));
+            diff = err_max(diff, out[0][i], out[1][i]);
         ck_assert_msg(worst[0] <= tol && worst[1] <= tol, "case %zu: errors %g (decode), %g (tile)",
                       ci, worst[0], worst[1]);
         /* bf16(p) of a p near a rounding boundary may round either way
@@ -552,7 +574,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_attention_tiles, 0, NISA);
     tcase_add_loop_test(tc, test_attention_decode, 0, NISA);
-    tcase_add_test(tc, test_attention_decode_paths);
+    tcase_add_loop_test(tc, test_attention_decode_paths, 0, 2);
     tcase_add_loop_test(tc, test_dsa_index_ties, 0, NISA);
     tcase_add_loop_test(tc, test_attention_bf16, 0, NISA + 3);
     tcase_add_test(tc, test_bf16_rounding);
