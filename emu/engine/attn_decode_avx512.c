@@ -263,7 +263,7 @@ DEC_BF16_FN static void dec_scores_dp(const uint16_t *qb, size_t nrp, size_t qk,
  * last key, whose p pair's second half is zero), the (p_j, p_j+1) pair
  * broadcast. The interleave leaves each 32 dims of o in the order
  * dec_dp_order undoes: lanes 4k + i of the first vector are dims 8k + i,
- * of the second 8k + 4 + i (k < 4, i < 4). ps: [row][DEC_KC + 2] BF16.
+ * of the second 8k + 4 + i (k < 4, i < 4). ps: [row][DEC_KC] BF16.
  */
 DEC_BF16_AI void dec_pv_dp_block(float *o, size_t vd, const uint16_t *ps, const uint8_t *v,
                             size_t ldv_b, size_t cn, size_t d0, int nv)
@@ -291,7 +291,7 @@ DEC_BF16_AI void dec_pv_dp_block(float *o, size_t vd, const uint16_t *ps, const 
 #pragma GCC unroll 4
         for (int r = 0; r < DEC_RB; r++) {
             uint32_t pp;
-            memcpy(&pp, ps + r * (DEC_KC + 2) + j, 4);
+            memcpy(&pp, ps + r * DEC_KC + j, 4);
             __m512bh pv = (__m512bh)_mm512_set1_epi32((int)pp);
 #pragma GCC unroll 4
             for (int i = 0; i < nv; i++)
@@ -307,9 +307,9 @@ DEC_BF16_FN static void dec_pv_dp(float *o, size_t nrp, size_t vd, const uint16_
     for (size_t r0 = 0; r0 < nrp; r0 += DEC_RB) {
         size_t d0 = 0;
         for (; d0 + 64 <= vd; d0 += 64)
-            dec_pv_dp_block(o + r0 * vd, vd, ps + r0 * (DEC_KC + 2), v, ldv_b, cn, d0, 4);
+            dec_pv_dp_block(o + r0 * vd, vd, ps + r0 * DEC_KC, v, ldv_b, cn, d0, 4);
         for (; d0 < vd; d0 += 32)
-            dec_pv_dp_block(o + r0 * vd, vd, ps + r0 * (DEC_KC + 2), v, ldv_b, cn, d0, 2);
+            dec_pv_dp_block(o + r0 * vd, vd, ps + r0 * DEC_KC, v, ldv_b, cn, d0, 2);
     }
 }
 
@@ -331,7 +331,7 @@ size_t eng_attn_decode_scratch(const struct tx8_cmd_attention *m, size_t nh)
     size_t nrp = (nh + DEC_RB - 1) / DEC_RB * DEC_RB;
     /* f32 q, s, o, max, sum; BF16 q and p (vdpbf16ps) */
     return nrp * ((size_t)m->qk_dim + DEC_KC + m->v_dim + 2) * 4 +
-           nrp * ((size_t)m->qk_dim + DEC_KC + 2) * 2 + 64;
+           nrp * ((size_t)m->qk_dim + DEC_KC) * 2 + 64;
 }
 
 /* the kernel for K type kdt and V type vdt (constants where inlined) */
@@ -381,6 +381,8 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
 
     for (size_t c0 = j0; c0 < j1; c0 += DEC_KC) {
         size_t cn = j1 - c0 < DEC_KC ? j1 - c0 : DEC_KC;
+        if (dp)
+            dec_scores_dp(qb, nrp, qk, kb, krow, c0, cn, s);
         for (size_t jb = 0; !dp && jb < cn; jb += 4) {
             const uint8_t *kr[4];
             for (size_t i = 0; i < 4; i++)
@@ -391,8 +393,6 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
             for (size_t r0 = 0; r0 < nrp; r0 += DEC_RB)
                 dec_scores4(q + r0 * qk, qk, kr, kdt, s + r0 * DEC_KC + jb, DEC_KC);
         }
-        if (dp)
-            dec_scores_dp(qb, nrp, qk, kb, krow, c0, cn, s);
         /* keys the selection leaves out: no weight */
         for (size_t j = 0; bmt && j < cn; j++)
             if (!((bmt[(c0 + j) / 64] >> ((c0 + j) % 64)) & 1))
@@ -401,16 +401,13 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
         /* the online softmax update of each row */
         for (size_t r = 0; r < nrp; r++) {
             float *sr = s + r * DEC_KC;
-            uint16_t *pr = ps + r * (DEC_KC + 2);
-            if (r >= nh) {
-                memset(sr, 0, DEC_KC * 4);
-                memset(pr, 0, (DEC_KC + 2) * 2);
-                continue;
-            }
-            float cmax = dec_max(sr, cn, mx[r]);
-            if (cmax == -INFINITY || isnan(cmax)) {
-                memset(sr, 0, DEC_KC * 4);
-                memset(pr, 0, (DEC_KC + 2) * 2);
+            uint16_t *pr = ps + r * DEC_KC;
+            float cmax = r < nh ? dec_max(sr, cn, mx[r]) : -INFINITY;
+            if (cmax == -INFINITY || isnan(cmax)) { /* a padded row, or no weight */
+                if (dp)
+                    memset(pr, 0, DEC_KC * 2);
+                else
+                    memset(sr, 0, DEC_KC * 4);
                 continue;
             }
             float corr = mx[r] == -INFINITY ? 0.0f : expf(mx[r] - cmax);
@@ -421,11 +418,11 @@ DEC_AI void dec_run(const struct attn_ctx *a, size_t t, size_t h0, size_t h1, si
             mx[r] = cmax;
             if (a->bf) /* the sum is of the f32 p, P V of bf16(p) */
                 eng_bf16_round_avx512(sr, cn);
-            if (dp) { /* the p of the chunk's keys, a zero after an odd last */
+            if (dp) { /* the p of the chunk's keys; the zeros after them give
+                       * an odd last key's pair its zero second half */
                 size_t n16 = (cn + 15) / 16 * 16;
                 memset(sr + cn, 0, (n16 - cn) * 4);
                 dec_pack_bf16(pr, sr, n16);
-                pr[cn] = 0;
             }
         }
         const uint8_t *vc = vb + c0 * vrow;

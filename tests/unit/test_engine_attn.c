@@ -322,7 +322,7 @@ START_TEST(test_attention_decode_paths)
         {TX8_DTYPE_F16, 1, 16, 1, 96, 64, 700, 1, 1, 0, 0},   /* DSA decode, f32 products */
         {TX8_DTYPE_BF16, 1, 16, 2, 64, 64, 400, 0, 0, 1, 0},  /* GQA group of 8, BF16 */
         {TX8_DTYPE_Q8_0, 1, 32, 2, 64, 64, 333, 0, 0, 0, 0},  /* GQA group of 16, q8_0 */
-        {TX8_DTYPE_BF16, 1, 16, 1, 128, 96, 260, 1, 0, 1, 0}, /* a 32-wide V block, even keys */
+        {TX8_DTYPE_BF16, 1, 16, 1, 128, 96, 260, 1, 0, 1, 0}, /* a 32-wide V block (96 = 64 + 32) */
         {TX8_DTYPE_BF16, 1, 4, 1, 64, 64, 0, 0, 0, 1, 0},     /* one key: a pair's zero half */
         {TX8_DTYPE_BF16, 1, 32, 2, 48, 48, 100, 0, 0, 1, 0},  /* dims not in 32s: f32 FMAs */
     };
