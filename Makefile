@@ -257,6 +257,10 @@ install: all
 		data/tokenizers/qwen3/tokenizer_config.json \
 		data/tokenizers/qwen3/NOTICE data/tokenizers/qwen3/LICENSE.* \
 		$(DESTDIR)$(PREFIX)/share/tx8/tokenizers/qwen3/
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/doc/tx8
+	sed -e 's|@PREFIX@|$(PREFIX)|g' config/glm-server.service.in \
+		> $(DESTDIR)$(PREFIX)/lib/systemd/system/glm-server.service
+	install -m 644 docs/glm-server.md $(DESTDIR)$(PREFIX)/share/doc/tx8/
 
 clean:
 	rm -rf build build-san

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <tx/tx_chat_format.h>
+
 #include "server.h"
 
 #define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
@@ -427,7 +429,7 @@ static int parse_sampling(struct srv *S, json_object *o, int chat, struct reques
     if ((st = get_num(o, "repeat_penalty", 0, 10, &d, reply)))
         return st;
     r->smp.repeat_penalty = (float)d;
-    x = (long long)(S->seq * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL)) & LLONG_MAX;
+    x = (long long)(srv_random64() & LLONG_MAX); /* no "seed": one from the OS */
     if ((st = get_int(o, "seed", LLONG_MIN, LLONG_MAX, &x, reply)))
         return st;
     r->smp.seed = (uint64_t)x;
@@ -529,14 +531,7 @@ char *api_final_json(struct srv *S, struct request *r, int *status, struct http_
 {
     pthread_mutex_lock(&S->mu);
     while (r->state != RQ_DONE) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&r->cv, &S->mu, &ts);
+        srv_cond_wait_ms(&r->cv, &S->mu, 50);
         if (r->state != RQ_DONE && http_client_gone(hc)) {
             pthread_mutex_unlock(&S->mu);
             *status = 499;
@@ -603,9 +598,14 @@ int api_completions(struct srv *S, const char *body, size_t len, int chat, char 
     r->created = (long long)time(NULL);
     st = parse_sampling(S, o, chat, r, reply);
     size_t n = 0;
-    if (!st)
+    if (!st && !dev_model_get(S)) {
+        *reply = api_error_json(503, "the model is being reloaded; retry later");
+        st = 503;
+    } else if (!st) {
         st = chat ? chat_prompt_of(S, o, &r->prompt, &n, reply)
                   : prompt_of(S, o, &r->prompt, &n, reply);
+        dev_model_put(S);
+    }
     json_object_put(o);
     if (!st && n == 0)
         st = bad(reply, chat ? "messages" : "prompt", "the prompt is empty (0 tokens)");
@@ -622,17 +622,22 @@ int api_completions(struct srv *S, const char *body, size_t len, int chat, char 
         return st;
     }
     r->n_prompt = (int)n;
-    pthread_mutex_lock(&S->mu);
-    unsigned long long id = ++S->seq;
-    pthread_mutex_unlock(&S->mu);
-    snprintf(r->id, sizeof(r->id), "%s-%llu-%08x", chat ? "chatcmpl" : "cmpl", id,
-             (unsigned)(r->smp.seed ^ (uint64_t)r->created));
+    /* ids unique across requests and restarts, as OpenAI's: 96 random bits */
+    uint64_t a = srv_random64(), b = srv_random64();
+    snprintf(r->id, sizeof(r->id), "%s-%016llx%08x", chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)a, (unsigned)b);
     st = sched_submit(S, r);
     if (st) {
         sched_release(S, r);
-        *reply = api_error_json(503, S->stopping ? "the server is shutting down"
-                                                 : "too many requests: the queue is full; retry "
-                                                   "later");
+        pthread_mutex_lock(&S->mu);
+        if (S->stopping)
+            *reply = api_error_json(503, "the server is shutting down");
+        else if (S->dev_lost)
+            *reply = api_error_json(503, "device lost: %s; the server is reopening it",
+                                    S->dev_lost_why);
+        else
+            *reply = api_error_json(503, "too many requests: the queue is full; retry later");
+        pthread_mutex_unlock(&S->mu);
         return 503;
     }
     if (r->stream) {
@@ -672,14 +677,51 @@ int api_models(struct srv *S, char **reply)
     return 200;
 }
 
+/* llama-server's GET /props: what a client needs to know before it asks. */
+int api_props(struct srv *S, char **reply)
+{
+    char why[8] = "";
+    json_object *o = json_object_new_object(), *g = json_object_new_object(),
+                *p = json_object_new_object();
+    json_object_object_add(g, "n_ctx", json_object_new_int(S->o.ctx_size));
+    json_object_object_add(p, "temperature", json_object_new_double(1.0));
+    json_object_object_add(p, "top_k", json_object_new_int(0));
+    json_object_object_add(p, "top_p", json_object_new_double(1.0));
+    json_object_object_add(p, "min_p", json_object_new_double(0.0));
+    json_object_object_add(p, "n_predict", json_object_new_int(-1));
+    json_object_object_add(p, "seed", json_object_new_int(-1));
+    json_object_object_add(g, "params", p);
+    json_object_object_add(o, "default_generation_settings", g);
+    json_object_object_add(o, "total_slots", json_object_new_int(S->o.parallel));
+    json_object_object_add(o, "model_alias", json_object_new_string(S->model_id));
+    json_object_object_add(o, "model_path", json_object_new_string(S->o.checkpoint));
+    json_object_object_add(o, "n_ctx_per_slot", json_object_new_int(S->o.ctx_size));
+    json_object_object_add(o, "max_connections", json_object_new_int(S->o.max_connections));
+    int fmt = glm_model_chat_format(S->m, why, sizeof(why));
+    json_object_object_add(o, "chat_format",
+                           fmt > 0 ? json_object_new_string(tx_chat_format_name(fmt)) : NULL);
+    json_object *mod = json_object_new_object();
+    json_object_object_add(mod, "vision", json_object_new_boolean(0));
+    json_object_object_add(mod, "audio", json_object_new_boolean(0));
+    json_object_object_add(o, "modalities", mod);
+    *reply = to_text(o);
+    return 200;
+}
+
 int api_health(struct srv *S, char **reply)
 {
     pthread_mutex_lock(&S->mu);
-    int stopping = S->stopping;
+    int stopping = S->stopping, lost = S->dev_lost;
     int idle = S->o.parallel - S->n_active, q = S->q_len;
+    char why[sizeof(S->dev_lost_why)];
+    memcpy(why, S->dev_lost_why, sizeof(why));
     pthread_mutex_unlock(&S->mu);
     if (stopping) {
         *reply = api_error_json(503, "the server is shutting down");
+        return 503;
+    }
+    if (lost) {
+        *reply = api_error_json(503, "device lost: %s", why);
         return 503;
     }
     json_object *o = json_object_new_object();

@@ -12,9 +12,16 @@
  * before the next device pass. Connections are bounded (--parallel +
  * --queue-limit + a margin) so threads are too.
  *
+ * Connections are admitted, evicted and timed out by conn.c: idle and
+ * slow clients cannot hold the server (docs/glm-server.md).
+ *
  * Bodies: accumulated up to --body-limit bytes (413 beyond, also when
  * Content-Length announces more). With --api-key every endpoint but
- * /health needs "Authorization: Bearer KEY" (401 otherwise).
+ * /health and /metrics needs "Authorization: Bearer KEY" (401 otherwise;
+ * the scheme's name in any case, as RFC 9110 says); /metrics needs
+ * --metrics-key when that is set. CORS: --cors-origin (default "*", as
+ * llama-server and vLLM; "none" turns it off) answers a browser's
+ * preflight (OPTIONS) and marks every reply.
  */
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -22,12 +29,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
 
+#include "conn.h"
 #include "server.h"
 
 struct http_ctx {
@@ -73,7 +82,71 @@ static int ct_eq(const char *a, const char *b) /* constant time in b's length */
     return d == 0;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *c, int status, char *body)
+/* The Origin this reply may name in Access-Control-Allow-Origin, or NULL. */
+static const char *cors_allow(const struct srv *S, struct MHD_Connection *c)
+{
+    const char *list = S->o.cors_origin;
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!list || !strcmp(list, "none") || !origin)
+        return NULL;
+    if (!strcmp(list, "*"))
+        return "*";
+    size_t ol = strlen(origin);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == ol && !strncmp(p, origin, n))
+            return origin;
+        p += n + (e ? 1 : 0);
+    }
+    return NULL;
+}
+
+static enum MHD_Result queue(struct srv *S, struct MHD_Connection *c, unsigned status,
+                             struct MHD_Response *resp)
+{
+    const char *allow = cors_allow(S, c);
+    if (allow) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", allow);
+        if (strcmp(allow, "*"))
+            MHD_add_response_header(resp, "Vary", "Origin");
+    }
+    enum MHD_Result ret = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* A browser's preflight: 204 with what the API takes. */
+static enum MHD_Result send_preflight(struct srv *S, struct MHD_Connection *c)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, "Allow", "GET, POST, OPTIONS");
+    if (cors_allow(S, c)) {
+        const char *rh =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                                rh ? rh : "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    }
+    return queue(S, c, 204, resp);
+}
+
+/* "Authorization: Bearer KEY": the scheme in any case, then the key. */
+static int bearer_ok(struct MHD_Connection *c, const char *key)
+{
+    const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!a || strncasecmp(a, "Bearer", 6) || (a[6] != ' ' && a[6] != '\t'))
+        return 0;
+    a += 6;
+    while (*a == ' ' || *a == '\t')
+        a++;
+    return ct_eq(a, key);
+}
+
+static enum MHD_Result send_json(struct srv *S, struct MHD_Connection *c, int status, char *body)
 {
     if (!body)
         body = strdup("{}");
@@ -88,9 +161,12 @@ static enum MHD_Result send_json(struct MHD_Connection *c, int status, char *bod
         MHD_add_response_header(resp, "Retry-After", "1");
     if (status == 401)
         MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return queue(S, c, (unsigned)status, resp);
+}
+
+static enum MHD_Result send_reloading(struct srv *S, struct MHD_Connection *c)
+{
+    return send_json(S, c, 503, api_error_json(503, "the model is being reloaded; retry later"));
 }
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -121,9 +197,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)c;
     (void)toe;
     struct http_ctx *hc = *req_cls;
+    conn_set_phase(c, CONN_WAIT);
     if (!hc)
         return;
     if (hc->stream)
@@ -154,6 +230,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         hc->S = S;
         hc->c = c;
         *req_cls = hc;
+        conn_set_phase(c, CONN_BODY);
         __atomic_add_fetch(&g_inflight, 1, __ATOMIC_SEQ_CST);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > S->o.body_limit)
@@ -188,25 +265,46 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
 
+    conn_set_phase(c, CONN_HANDLING);
     __atomic_add_fetch(&S->mx.http_requests, 1, __ATOMIC_SEQ_CST);
     int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (!strcmp(method, "OPTIONS"))
+        return send_preflight(S, c);
     if (path_is(url, "/health") || path_is(url, "/v1/health")) {
         if (!get)
-            return send_json(c, 405, api_error_json(405, "%s: use GET", url));
+            return send_json(S, c, 405, api_error_json(405, "%s: use GET", url));
         char *reply = NULL;
         int st = api_health(S, &reply);
-        return send_json(c, st, reply);
+        return send_json(S, c, st, reply);
     }
-    if (S->o.api_key) {
+    if (path_is(url, "/metrics")) {
+        if (!get)
+            return send_json(S, c, 405, api_error_json(405, "%s: use GET", url));
+        if (S->o.metrics_key && !bearer_ok(c, S->o.metrics_key))
+            return send_json(S, c, 401,
+                             api_error_json(401, "/metrics needs 'Authorization: Bearer KEY' "
+                                                 "with the --metrics-key"));
+        char *t = metrics_text(S);
+        if (!t)
+            return send_json(S, c, 500, api_error_json(500, "out of memory"));
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(strlen(t), t, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+            free(t);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4");
+        return queue(S, c, 200, resp);
+    }
+    if (S->o.api_key && !bearer_ok(c, S->o.api_key)) {
         const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-        if (!a || strncmp(a, "Bearer ", 7) || !ct_eq(a + 7, S->o.api_key))
-            return send_json(c, 401,
-                             api_error_json(401, a ? "invalid API key"
-                                                   : "missing API key: send 'Authorization: "
-                                                     "Bearer KEY'"));
+        return send_json(S, c, 401,
+                         api_error_json(401, a ? "invalid API key"
+                                               : "missing API key: send 'Authorization: "
+                                                 "Bearer KEY'"));
     }
     if (hc->too_big)
-        return send_json(c, 413,
+        return send_json(S, c, 413,
                          api_error_json(413,
                                         "the request body exceeds the limit of %zu bytes "
                                         "(--body-limit)",
@@ -217,13 +315,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     int st;
     if (chat || compl ) {
         if (!post)
-            return send_json(c, 405, api_error_json(405, "%s: use POST", url));
+            return send_json(S, c, 405, api_error_json(405, "%s: use POST", url));
         struct request *sr = NULL;
         st = api_completions(S, hc->body, hc->len, chat, &reply, &sr, hc);
         if (st == 499)
             return MHD_NO; /* the client went away: close */
         if (!sr)
-            return send_json(c, st, reply);
+            return send_json(S, c, st, reply);
         hc->stream = sr;
         struct MHD_Response *resp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, hc, NULL);
@@ -231,37 +329,46 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_NO;
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        enum MHD_Result ret = MHD_queue_response(c, 200, resp);
-        MHD_destroy_response(resp);
-        return ret;
+        return queue(S, c, 200, resp);
     }
     if (path_is(url, "/v1/models") || path_is(url, "/models")) {
         if (!get)
-            return send_json(c, 405, api_error_json(405, "%s: use GET", url));
+            return send_json(S, c, 405, api_error_json(405, "%s: use GET", url));
+        if (!dev_model_get(S))
+            return send_reloading(S, c);
         st = api_models(S, &reply);
-        return send_json(c, st, reply);
+        dev_model_put(S);
+        return send_json(S, c, st, reply);
     }
-    if (path_is(url, "/metrics")) {
+    if (path_is(url, "/props")) {
         if (!get)
-            return send_json(c, 405, api_error_json(405, "%s: use GET", url));
-        char *t = metrics_text(S);
-        if (!t)
-            return send_json(c, 500, api_error_json(500, "out of memory"));
-        struct MHD_Response *resp =
-            MHD_create_response_from_buffer(strlen(t), t, MHD_RESPMEM_MUST_FREE);
-        MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4");
-        enum MHD_Result ret = MHD_queue_response(c, 200, resp);
-        MHD_destroy_response(resp);
-        return ret;
+            return send_json(S, c, 405, api_error_json(405, "%s: use GET", url));
+        if (!dev_model_get(S))
+            return send_reloading(S, c);
+        st = api_props(S, &reply);
+        dev_model_put(S);
+        return send_json(S, c, st, reply);
     }
     if (path_is(url, "/tokenize") || path_is(url, "/detokenize")) {
         if (!post)
-            return send_json(c, 405, api_error_json(405, "%s: use POST", url));
+            return send_json(S, c, 405, api_error_json(405, "%s: use POST", url));
+        if (!dev_model_get(S))
+            return send_reloading(S, c);
         st = url[1] == 't' ? api_tokenize(S, hc->body, hc->len, &reply)
                            : api_detokenize(S, hc->body, hc->len, &reply);
-        return send_json(c, st, reply);
+        dev_model_put(S);
+        return send_json(S, c, st, reply);
     }
-    return send_json(c, 404, api_error_json(404, "no endpoint %s %s", method, url));
+    return send_json(S, c, 404, api_error_json(404, "no endpoint %s %s", method, url));
+}
+
+/* The request line is in: its headers have --header-timeout. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)uri;
+    conn_set_phase(c, CONN_HEADERS);
+    return NULL;
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -287,18 +394,30 @@ int http_start(struct srv *S)
         return -1;
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
+    if (conn_start(S)) {
+        freeaddrinfo(ai);
+        fprintf(stderr, "glm-server: cannot start the connection watchdog\n");
+        return -1;
+    }
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     if (S->o.verbose)
         flags |= MHD_USE_ERROR_LOG;
-    unsigned limit = (unsigned)(S->o.parallel + S->o.queue_limit + 16);
-    g_daemon =
-        MHD_start_daemon(flags, (uint16_t)S->o.port, NULL, NULL, on_request, S,
-                         MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, limit,
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_NOTIFY_COMPLETED,
-                         on_completed, S, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, S, MHD_OPTION_END);
+    /* conn_accept keeps the open connections at --max-connections; MHD's
+     * own limit only bounds those we have shut down and it has not yet
+     * reaped. MHD's inactivity timeout catches a client that stops
+     * reading a reply; conn.c's deadlines the ones that send slowly. */
+    unsigned limit = (unsigned)S->o.max_connections + 64;
+    g_daemon = MHD_start_daemon(
+        flags, (uint16_t)S->o.port, conn_accept, S, on_request, S, MHD_OPTION_SOCK_ADDR,
+        ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)120, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1u << 20),
+        MHD_OPTION_NOTIFY_CONNECTION, conn_notify, S, MHD_OPTION_URI_LOG_CALLBACK, on_uri, S,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, S, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, S,
+        MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!g_daemon) {
+        conn_stop();
         fprintf(stderr,
                 "glm-server: cannot listen on %s:%d (in use, or not an address of this "
                 "machine)\n",
@@ -333,4 +452,5 @@ void http_stop(struct srv *S)
     if (g_daemon)
         MHD_stop_daemon(g_daemon);
     g_daemon = NULL;
+    conn_stop();
 }

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +29,29 @@ double srv_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void srv_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ms % 1000 * 1000000L;
+    ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+uint64_t srv_random64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) { /* not expected on Linux >= 3.17 */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        v = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+            ((uint64_t)getpid() << 32);
+        v *= 0x9E3779B97F4A7C15ull;
+    }
+    return v;
 }
 
 void srv_log(const struct srv *S, const char *fmt, ...)
@@ -62,7 +87,19 @@ static void usage(FILE *f)
             "                           the model's max_position_embeddings)\n"
             "  -b, --batch-size N       tokens per device pass: decode rows + one prefill\n"
             "                           chunk (default 64, >= 2)\n"
-            "      --api-key KEY        require 'Authorization: Bearer KEY' (not on /health)\n"
+            "      --api-key KEY        require 'Authorization: Bearer KEY' (not on /health,\n"
+            "                           /metrics)\n"
+            "      --metrics-key KEY    require 'Authorization: Bearer KEY' on /metrics\n"
+            "      --cors-origin LIST   origins a browser may call from: '*' (default), a\n"
+            "                           comma-separated list, or 'none'\n"
+            "      --max-connections N  open connections (default 256); at the limit the\n"
+            "                           longest-waiting idle one is closed for a new one\n"
+            "      --idle-timeout S     close a connection idle for S s (default 15)\n"
+            "      --header-timeout S   a request's headers must arrive within S s of its\n"
+            "                           request line (default 10)\n"
+            "      --body-timeout S     its body within S s of its headers (default 60)\n"
+            "      --exit-on-device-loss  exit with status 3 when the device is lost (for a\n"
+            "                           supervisor) instead of reopening it once a second\n"
             "      --precision PLAN     precision plan (golden, fp32, mlp=int8,...; default\n"
             "                           golden)\n"
             "      --cache-type-k T     KV cache K type: f32, f16, bf16, q8_0, q4_0 (for MLA\n"
@@ -78,6 +115,9 @@ static void usage(FILE *f)
             "                           are bit-identical whatever the batch (slower\n"
             "                           single-token decode; docs/libtx-glm.md)\n"
             "  -v, --verbose            log every request and libmicrohttpd's errors\n"
+            "\n"
+            "Signals: SIGTERM/SIGINT finish the running requests and exit; SIGHUP reopens\n"
+            "the device and reloads the package.\n"
             "  -h, --help               this text\n",
             SRV_MAX_PARALLEL);
 }
@@ -96,6 +136,11 @@ int main(int argc, char **argv)
     o->body_limit = 1 << 20;
     o->queue_limit = 64;
     o->shutdown_grace_ms = 5000;
+    o->max_connections = 256;
+    o->idle_timeout_s = 15;
+    o->header_timeout_s = 10;
+    o->body_timeout_s = 60;
+    o->cors_origin = "*";
     const char *ctk = NULL, *ctv = NULL;
 
     /* llama-server's two-letter short option -np */
@@ -116,7 +161,14 @@ int main(int argc, char **argv)
         O_QUEUE,
         O_GRACE,
         O_BATCH_INV,
-        O_EPREB
+        O_EPREB,
+        O_MKEY,
+        O_CORS,
+        O_MAXCONN,
+        O_IDLE,
+        O_HDR,
+        O_BODYT,
+        O_EXITLOSS
     };
     static const struct option lo[] = {{"checkpoint", required_argument, 0, 'm'},
                                        {"model", required_argument, 0, 'm'},
@@ -137,6 +189,13 @@ int main(int argc, char **argv)
                                        {"shutdown-timeout", required_argument, 0, O_GRACE},
                                        {"batch-invariant", no_argument, 0, O_BATCH_INV},
                                        {"ep-rebalance", required_argument, 0, O_EPREB},
+                                       {"metrics-key", required_argument, 0, O_MKEY},
+                                       {"cors-origin", required_argument, 0, O_CORS},
+                                       {"max-connections", required_argument, 0, O_MAXCONN},
+                                       {"idle-timeout", required_argument, 0, O_IDLE},
+                                       {"header-timeout", required_argument, 0, O_HDR},
+                                       {"body-timeout", required_argument, 0, O_BODYT},
+                                       {"exit-on-device-loss", no_argument, 0, O_EXITLOSS},
                                        {"verbose", no_argument, 0, 'v'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -213,6 +272,37 @@ int main(int argc, char **argv)
                 return 2;
             o->shutdown_grace_ms = iv * 1000;
             break;
+        case O_MKEY:
+            if (!*optarg)
+                return txc_usage_error(prog, usage, "--metrics-key: the key is empty");
+            o->metrics_key = optarg;
+            break;
+        case O_CORS:
+            if (!*optarg)
+                return txc_usage_error(prog, usage, "--cors-origin: empty (use 'none')");
+            o->cors_origin = optarg;
+            break;
+        case O_MAXCONN:
+            if (txc_opt_int(prog, "--max-connections", optarg, 8, 65536, NULL,
+                            &o->max_connections))
+                return 2;
+            break;
+        case O_IDLE:
+        case O_HDR:
+        case O_BODYT: {
+            const char *nm = c == O_IDLE ? "--idle-timeout"
+                             : c == O_HDR ? "--header-timeout"
+                                          : "--body-timeout";
+            if (txc_opt_int(prog, nm, optarg, 1, 86400, NULL, &iv))
+                return 2;
+            *(c == O_IDLE ? &o->idle_timeout_s
+              : c == O_HDR ? &o->header_timeout_s
+                           : &o->body_timeout_s) = iv;
+            break;
+        }
+        case O_EXITLOSS:
+            o->exit_on_device_loss = 1;
+            break;
         case 'v':
             o->verbose = 1;
             break;
@@ -236,90 +326,71 @@ int main(int argc, char **argv)
         return txc_usage_error(
             prog, usage, "--chat-format: '%s' is not glm4, glm4.5, glm4.7 or glm5", o->chat_format);
 
+    o->cache_k = cache_k;
+    o->cache_v = cache_v;
+    o->chat_fmt = fmt;
+    o->plan = o->precision;
+    if (o->precision) { /* checked before anything is opened */
+        glm_precision_plan_t plan;
+        if (glm_plan_parse(o->precision, &plan)) {
+            fprintf(stderr, "%s: --precision: %s\n", prog, tx_last_error());
+            return 2;
+        }
+    }
+    /* requests answered at once are bounded by the slots and the queue:
+     * keep room beside them for /health, /metrics and new clients */
+    int busy_max = o->parallel + o->queue_limit;
+    if (o->max_connections < busy_max + 16)
+        return txc_usage_error(prog, usage,
+                               "--max-connections %d: at least --parallel + --queue-limit + 16 "
+                               "(%d) are needed",
+                               o->max_connections, busy_max + 16);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)o->max_connections + 128) {
+        rlim_t want = (rlim_t)o->max_connections + 128;
+        rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        if (rl.rlim_cur < want)
+            return txc_usage_error(prog, usage,
+                                   "--max-connections %d: the open-file limit is %llu (ulimit -n)",
+                                   o->max_connections, (unsigned long long)rl.rlim_cur);
+    }
+
     /* signals: handled by sigwait in this thread only; every thread started
      * from here on inherits the mask */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1); /* the scheduler: device lost, --exit-on-device-loss */
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-
-    int rc = 1;
-    if (mdev_open(prog, o->device, S->devs, GLM_EP_MAX_DEVICES, &S->n_devs))
-        return 1;
-    S->dev = S->devs[0];
-    glm_precision_plan_t plan;
-    glm_plan_golden(&plan);
-    if (o->precision && glm_plan_parse(o->precision, &plan)) {
-        fprintf(stderr, "%s: --precision: %s\n", prog, tx_last_error());
-        mdev_close(S->devs, S->n_devs);
-        return 2;
-    }
-    for (int i = 0; i < S->n_devs; i++)
-        if (glm_plan_set(S->devs[i], &plan)) {
-            fprintf(stderr, "%s: precision: %s\n", prog, tx_last_error());
-            goto out;
-        }
-    double t0 = srv_now();
-    struct glm_load_options lopt;
-    memset(&lopt, 0, sizeof(lopt));
-    if (o->batch_invariant)
-        lopt.flags |= GLM_LOAD_BATCH_INVARIANT;
-    /* several devices: every expert its own group, balanced by size */
-    /* device 0 keeps room for every slot's KV cache (allocated after the load) */
-    uint64_t kv_reserve =
-        S->n_devs > 1 ? mdev_kv_reserve(o->checkpoint, o->parallel, o->ctx_size, cache_k, cache_v)
-                      : 0;
-    if (mdev_load(S->devs, S->n_devs, o->checkpoint, &lopt, 0, kv_reserve, &S->m)) {
-        fprintf(stderr, "%s: cannot load %s: %s\n", prog, o->checkpoint, tx_last_error());
-        goto out;
-    }
-    const struct glm_config *cfg = glm_model_config(S->m);
-    S->tok = glm_model_tokenizer(S->m);
-    if (!S->tok) {
-        fprintf(stderr, "%s: %s has no usable tokenizer; the server needs one\n", prog,
-                o->checkpoint);
-        goto out;
-    }
-    if ((cache_k || cache_v) &&
-        glm_model_set_cache_types(S->m, (glm_cache_type_t)cache_k, (glm_cache_type_t)cache_v)) {
-        fprintf(stderr, "%s: --cache-type-k/-v: %s\n", prog, tx_last_error());
-        rc = 2;
-        goto out_model;
-    }
-    if (fmt)
-        glm_model_set_chat_format(S->m, fmt);
-    S->vocab = cfg->vocab_size;
-    S->sample_vocab = glm_model_sample_vocab(S->m);
-    S->n_stop_ids = glm_model_stop_tokens(S->m, S->stop_ids, 16);
-    if (S->n_stop_ids > 16)
-        S->n_stop_ids = 16;
-    struct tx_device_info di;
-    S->max_topk = tx_device_info(S->dev, &di) == 0 && di.max_topk ? (int)di.max_topk : 4096;
-    int max_ctx = cfg->max_position_embeddings > 0 ? cfg->max_position_embeddings : 4096;
-    if (!o->ctx_size)
-        o->ctx_size = max_ctx < 4096 ? max_ctx : 4096;
-    if (o->ctx_size > max_ctx) {
-        fprintf(stderr, "%s: --ctx-size %d exceeds the model's max_position_embeddings %d\n", prog,
-                o->ctx_size, max_ctx);
-        rc = 2;
-        goto out;
-    }
-    snprintf(S->model_id, sizeof(S->model_id), "%s", o->alias ? o->alias : glm_model_name(S->m));
+    S->main_thread = pthread_self();
     pthread_mutex_init(&S->mu, NULL);
     pthread_cond_init(&S->cv, NULL);
+    pthread_rwlock_init(&S->model_lock, NULL);
+
+    double t0 = srv_now();
+    if (dev_up(S, 1))
+        return 1;
+    const struct glm_config *cfg = glm_model_config(S->m);
     S->mx.started_wall = (long long)time(NULL);
+    int rc = 1;
     if (sched_start(S))
-        goto out_sessions;
+        goto out;
     if (http_start(S)) {
         sched_stop(S);
-        goto out_model;
+        goto out;
     }
     {
         struct glm_model_info mi;
         glm_model_info(S->m, &mi);
         char pb[200];
+        glm_precision_plan_t plan;
+        glm_plan_golden(&plan);
+        if (o->precision)
+            glm_plan_parse(o->precision, &plan);
         fprintf(stderr,
                 "%s: model %s (%s) loaded in %.0f ms; plan %s; %d slots x %d tokens of context "
                 "(KV %.1f MiB); batch %d tokens per pass\n",
@@ -330,28 +401,36 @@ int main(int argc, char **argv)
                 (int)getpid(), o->api_key ? ", API key required" : "");
     }
     int sig = 0;
-    while (sigwait(&set, &sig) != 0 || (sig != SIGTERM && sig != SIGINT))
-        ;
-    fprintf(stderr, "%s: %s: no new connections; finishing the running requests (at most %d s)\n",
-            prog, sig == SIGTERM ? "SIGTERM" : "SIGINT", o->shutdown_grace_ms / 1000);
+    for (;;) {
+        if (sigwait(&set, &sig) != 0)
+            continue;
+        if (sig == SIGHUP) {
+            fprintf(stderr, "%s: SIGHUP: reopening the device and reloading %s\n", prog,
+                    o->checkpoint);
+            pthread_mutex_lock(&S->mu);
+            S->reload_requested = 1;
+            pthread_cond_signal(&S->cv);
+            pthread_mutex_unlock(&S->mu);
+            continue;
+        }
+        break;
+    }
+    if (sig == SIGUSR1)
+        fprintf(stderr, "%s: device lost (--exit-on-device-loss): exiting with status 3\n",
+                prog);
+    else
+        fprintf(stderr,
+                "%s: %s: no new connections; finishing the running requests (at most %d s)\n",
+                prog, sig == SIGTERM ? "SIGTERM" : "SIGINT", o->shutdown_grace_ms / 1000);
     http_quiesce(S);
-    sched_stop(S); /* every request done, sessions freed */
+    sched_stop(S); /* every request done */
     http_stop(S);
     fprintf(stderr, "%s: %llu requests served (%llu tokens generated); device released\n", prog,
             (unsigned long long)S->mx.requests_ok, (unsigned long long)S->mx.completion_tokens);
-    rc = 0;
-    goto out_model;
-out_sessions:
-    for (int i = 0; i < o->parallel; i++)
-        if (S->slots[i].s)
-            glm_session_free(S->slots[i].s);
-out_model:
-    mdev_print_stats(prog, S->m);
-    glm_model_free(S->m);
-    S->m = NULL;
+    rc = sig == SIGUSR1 ? 3 : 0;
 out:
     if (S->m)
-        glm_model_free(S->m);
-    mdev_close(S->devs, S->n_devs);
+        mdev_print_stats(prog, S->m);
+    dev_down(S);
     return rc;
 }

@@ -63,7 +63,13 @@ char *metrics_text(struct srv *S)
             used += r->state == RQ_PREFILL ? r->n_fed : r->n_prompt - 1 + r->n_completion;
             prefill += r->state == RQ_PREFILL;
         }
+    int lost = S->dev_lost;
     pthread_mutex_unlock(&S->mu);
+    /* the connection counters are written by MHD's threads (atomics) */
+    x.conn_accepted = __atomic_load_n(&S->mx.conn_accepted, __ATOMIC_RELAXED);
+    x.conn_refused = __atomic_load_n(&S->mx.conn_refused, __ATOMIC_RELAXED);
+    x.conn_evicted = __atomic_load_n(&S->mx.conn_evicted, __ATOMIC_RELAXED);
+    x.conn_timed_out = __atomic_load_n(&S->mx.conn_timed_out, __ATOMIC_RELAXED);
     double up = srv_now() - x.started;
     int total_cells = S->o.parallel * S->o.ctx_size;
     metric(&o, "requests_total", "counter", "Completion requests admitted to the queue.",
@@ -115,6 +121,24 @@ char *metrics_text(struct srv *S)
            "Standard deviation of routed-expert utilisation over all (layer, expert) pairs, in "
            "percent of the uniform share (-1: no MoE layers or no routing yet).",
            x.expert_std);
+    metric(&o, "connections_open", "gauge", "HTTP connections open now.", conn_open_count());
+    metric(&o, "connections_accepted_total", "counter", "HTTP connections accepted.",
+           (double)x.conn_accepted);
+    metric(&o, "connections_refused_total", "counter",
+           "Connections closed at once: --max-connections open, all being answered.",
+           (double)x.conn_refused);
+    metric(&o, "connections_evicted_total", "counter",
+           "Idle or slow connections closed to make room for a new one.",
+           (double)x.conn_evicted);
+    metric(&o, "connections_timed_out_total", "counter",
+           "Connections closed by --idle-timeout, --header-timeout or --body-timeout.",
+           (double)x.conn_timed_out);
+    metric(&o, "device_up", "gauge", "1 while the device serves; 0 while it is lost.", !lost);
+    metric(&o, "device_lost_total", "counter", "Times the device was lost (or hung).",
+           (double)x.device_lost_total);
+    metric(&o, "device_reloads_total", "counter",
+           "Times the device was reopened and the model reloaded (after a loss or SIGHUP).",
+           (double)x.device_reloads);
     metric(&o, "uptime_seconds", "gauge", "Seconds since the server started.", up);
     return o.b;
 }

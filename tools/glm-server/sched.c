@@ -70,8 +70,8 @@ int sched_submit(struct srv *S, struct request *r)
 {
     pthread_mutex_lock(&S->mu);
     int room = S->o.queue_limit + (S->o.parallel - S->n_active);
-    if (S->stopping || S->q_len >= room) {
-        if (!S->stopping)
+    if (S->stopping || S->dev_lost || S->q_len >= room) {
+        if (!S->stopping && !S->dev_lost)
             S->mx.rejected_queue_full++;
         pthread_mutex_unlock(&S->mu);
         return 503;
@@ -195,8 +195,27 @@ static void finish(struct srv *S, struct request *r, const char *why, int status
     else
         S->mx.requests_failed++;
     slot_free(S, r);
+    if (r->ts) { /* done: the decoder (it refers to the model's tokenizer) goes now */
+        tx_tokenizer_stream_free(r->ts);
+        r->ts = NULL;
+    }
     pthread_cond_broadcast(&r->cv);
     req_unref(r); /* the scheduler's reference */
+}
+
+void sched_fail_all(struct srv *S, int status, const char *msg)
+{
+    while (S->q_head) {
+        struct request *r = S->q_head;
+        S->q_head = r->next;
+        r->next = NULL;
+        finish(S, r, NULL, status, msg);
+    }
+    S->q_tail = NULL;
+    S->q_len = 0;
+    for (int i = 0; i < S->o.parallel; i++)
+        if (S->slots[i].r)
+            finish(S, S->slots[i].r, NULL, status, msg);
 }
 
 static int is_stop_id(const struct srv *S, int32_t t)
@@ -383,15 +402,13 @@ static void *sched_main(void *arg)
         if (!nd && !np) {
             if (S->stopping && !S->q_head)
                 break;
-            refresh_metrics(S, now);
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 200 * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
+            if (S->dev_lost || S->reload_requested) {
+                if (!S->stopping && dev_recover(S) == 0)
+                    continue;
+            } else if (dev_heartbeat(S, now) == 0) {
+                refresh_metrics(S, now);
             }
-            pthread_cond_timedwait(&S->cv, &S->mu, &ts);
+            srv_cond_wait_ms(&S->cv, &S->mu, 200);
             continue;
         }
         /* prefill chunks, oldest request first, within the pass's token budget */
@@ -424,6 +441,7 @@ static void *sched_main(void *arg)
         if (rc)
             snprintf(msg, sizeof(msg), "device pass failed: %s", tx_last_error());
         double t1 = srv_now();
+        int lost = rc == TX_EDEVICE_LOST;
 
         /* --ep-rebalance N: between two passes, by the live load counters */
         if (!rc && S->o.ep_rebalance > 0 && S->n_devs > 1 &&
@@ -437,6 +455,8 @@ static void *sched_main(void *arg)
         S->mx.win_busy += t1 - t0;
         if (rc)
             srv_log(S, "%s", msg);
+        if (lost)
+            dev_mark_lost(S, msg); /* every request ends with 503 */
         for (int i = 0; i < nd; i++) {
             struct request *r = dec_r[i];
             if (r->state != RQ_DONE) {
@@ -473,35 +493,9 @@ static void *sched_main(void *arg)
     return NULL;
 }
 
+/* The device, the model and the slots' sessions are up (dev_up). */
 int sched_start(struct srv *S)
 {
-    for (int i = 0; i < S->o.parallel; i++) {
-        struct glm_session_options so = {.n_ctx = S->o.ctx_size, .n_batch = S->o.batch_size};
-        int rc = glm_session_create(S->m, &so, &S->slots[i].s);
-        if (rc) {
-            fprintf(stderr, "glm-server: slot %d: cannot create a session of %d positions: %s\n", i,
-                    S->o.ctx_size, tx_last_error());
-            return -1;
-        }
-        char label[48];
-        snprintf(label, sizeof(label), "%.16s_KV_slot%d", glm_model_name(S->m), i);
-        glm_session_set_label(S->slots[i].s, label);
-    }
-    /* warm-up: the first pass converts the weights the plan needs (CONVERT)
-     * and sizes the activations; do it now, not in the first request */
-    {
-        glm_session_t *w = S->slots[0].s;
-        int32_t ids[2] = {0, 0}, nx = -1;
-        struct glm_sampling g = {.temperature = 0.0f, .top_p = 1.0f};
-        struct glm_prefill_chunk ch = {w, ids, 1};
-        if (glm_decode_batch_prefill(NULL, NULL, 0, NULL, NULL, &ch, 1) ||
-            glm_decode_batch_prefill(&w, ids, 1, &g, &nx, NULL, 0)) {
-            fprintf(stderr, "glm-server: warm-up pass failed: %s\n", tx_last_error());
-            return -1;
-        }
-        glm_session_reset(w);
-        glm_model_expert_stats_reset(S->m);
-    }
     S->mx.started = srv_now();
     S->mx.expert_std = -1;
     if (pthread_create(&S->sched_thread, NULL, sched_main, S)) {
@@ -512,7 +506,7 @@ int sched_start(struct srv *S)
 }
 
 /* After SIGTERM: the scheduler finishes the running requests (until the
- * grace deadline, then stops them) and exits; the sessions are freed. */
+ * grace deadline, then stops them) and exits (dev_down frees the rest). */
 void sched_stop(struct srv *S)
 {
     pthread_mutex_lock(&S->mu);
@@ -521,9 +515,4 @@ void sched_stop(struct srv *S)
     pthread_cond_signal(&S->cv);
     pthread_mutex_unlock(&S->mu);
     pthread_join(S->sched_thread, NULL);
-    for (int i = 0; i < S->o.parallel; i++) {
-        if (S->slots[i].s)
-            glm_session_free(S->slots[i].s);
-        S->slots[i].s = NULL;
-    }
 }

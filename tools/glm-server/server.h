@@ -10,6 +10,8 @@
  *   sched.c    the scheduler thread that owns the device: slots, queue,
  *              one device pass per step (decode rows + one prefill chunk)
  *   metrics.c  counters and the Prometheus text of GET /metrics
+ *   conn.c     connection admission, eviction and read deadlines
+ *   device.c   the device and the model: open/load, heartbeat, loss, reload
  *
  * Threads: libmicrohttpd runs one thread per connection; the scheduler is
  * the only thread that runs device passes. They meet in struct srv under
@@ -46,6 +48,15 @@ struct srv_opts {
     int verbose;
     int batch_invariant; /* --batch-invariant: GLM_LOAD_BATCH_INVARIANT */
     int ep_rebalance;    /* --ep-rebalance N: several devices, every N device passes (0: off) */
+    int cache_k, cache_v; /* --cache-type-k/-v (GLM_CACHE_*) */
+    int chat_fmt;         /* --chat-format (0: the package's) */
+    const char *plan;     /* --precision as given (NULL: the golden plan) */
+    /* connections (conn.c) */
+    int max_connections;
+    double idle_timeout_s, header_timeout_s, body_timeout_s;
+    const char *cors_origin; /* --cors-origin: "*" or a comma-separated list */
+    const char *metrics_key; /* --metrics-key: /metrics needs it (else open) */
+    int exit_on_device_loss;
 };
 
 enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_DECODE, RQ_DONE };
@@ -101,6 +112,10 @@ struct srv_metrics {
     uint64_t http_requests;
     uint64_t prompt_tokens, completion_tokens;
     uint64_t passes, pass_rows;
+    /* connections (conn.c) */
+    uint64_t conn_accepted, conn_refused, conn_evicted, conn_timed_out;
+    /* device (device.c) */
+    uint64_t device_lost_total, device_reloads;
     double busy_s;          /* wall time in device passes */
     double started;         /* monotonic seconds at start */
     long long started_wall; /* time(NULL) at start */
@@ -127,6 +142,14 @@ struct srv {
     int n_stop_ids;
     char model_id[128];
 
+    /* device state (device.c), under mu: the scheduler thread alone opens,
+     * loads and frees; the HTTP side reads the model under model_lock */
+    int dev_lost;          /* 1: lost (or not responding); requests get 503 */
+    char dev_lost_why[256];
+    int reload_requested; /* SIGHUP */
+    pthread_rwlock_t model_lock; /* held for reading while using m or tok */
+    pthread_t main_thread;
+
     pthread_mutex_t mu;
     pthread_cond_t cv; /* scheduler wake-up */
     struct request *q_head, *q_tail;
@@ -143,6 +166,9 @@ struct srv {
 
 /* main.c */
 double srv_now(void); /* monotonic seconds */
+uint64_t srv_random64(void); /* from the OS (getrandom) */
+/* pthread_cond_timedwait for at most ms milliseconds (mu held) */
+void srv_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms);
 void srv_log(const struct srv *S, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* sched.c */
@@ -153,6 +179,8 @@ int sched_submit(struct srv *S, struct request *r);
 /* The HTTP side lets go of r (client gone or reply sent). */
 void sched_release(struct srv *S, struct request *r);
 struct request *req_new(void);
+/* srv.mu held: every queued and running request ends with status, msg. */
+void sched_fail_all(struct srv *S, int status, const char *msg);
 
 /* api.c: every handler returns the HTTP status and sets *reply (JSON text,
  * malloc()ed); streaming completions instead set *stream_req. */
@@ -161,6 +189,7 @@ int api_completions(struct srv *S, const char *body, size_t len, int chat, char 
                     struct request **stream_req, struct http_ctx *hc);
 int api_models(struct srv *S, char **reply);
 int api_health(struct srv *S, char **reply);
+int api_props(struct srv *S, char **reply); /* model read lock held */
 int api_tokenize(struct srv *S, const char *body, size_t len, char **reply);
 int api_detokenize(struct srv *S, const char *body, size_t len, char **reply);
 char *api_error_json(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -169,6 +198,32 @@ char *api_final_json(struct srv *S, struct request *r, int *status, struct http_
 /* One chunk of a stream as JSON (sse.c). */
 char *api_chunk_json(struct srv *S, struct request *r, const char *text, size_t len, int first,
                      const char *finish, int usage_only);
+
+/* device.c: the device(s), the model and the slots' sessions. */
+int dev_up(struct srv *S, int verbose);   /* open + load + sessions + warm-up; 0 or -1 */
+void dev_down(struct srv *S);             /* sessions, model, devices freed */
+/* Scheduler thread, srv.mu held, idle: a heartbeat job when one is due;
+ * 0, or -1 when the device is lost (dev_lost set). */
+int dev_heartbeat(struct srv *S, double now);
+/* srv.mu held: mark the device lost (once) with why; every queued and
+ * running request ends with 503. */
+void dev_mark_lost(struct srv *S, const char *why);
+/* Scheduler thread, srv.mu held, device lost (or SIGHUP): try to reopen
+ * and reload (drops srv.mu while loading); 0 when serving again. */
+int dev_recover(struct srv *S);
+/* HTTP side: the model for tokenising, or NULL (503) while lost/reloading;
+ * dev_model_put() after use. */
+glm_model_t *dev_model_get(struct srv *S);
+void dev_model_put(struct srv *S);
+
+/* conn.c */
+enum conn_phase { CONN_WAIT, CONN_HEADERS, CONN_BODY, CONN_HANDLING };
+struct sockaddr;
+struct MHD_Connection;
+int conn_start(struct srv *S);
+void conn_stop(void);
+int conn_open_count(void);
+void conn_set_phase(struct MHD_Connection *c, enum conn_phase phase);
 
 /* http.c */
 int http_start(struct srv *S);

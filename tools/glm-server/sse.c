@@ -84,14 +84,7 @@ int sse_next_event(struct srv *S, struct request *r, struct http_ctx *hc, struct
             pthread_mutex_unlock(&S->mu);
             return event(j, ev, evlen);
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&r->cv, &S->mu, &ts);
+        srv_cond_wait_ms(&r->cv, &S->mu, 50);
         if (r->state != RQ_DONE && r->out_len == st->sent && http_client_gone(hc)) {
             pthread_mutex_unlock(&S->mu);
             return -1;
