@@ -527,20 +527,9 @@ static char *final_json_locked(struct srv *S, struct request *r, int *status)
     return to_text(o);
 }
 
-char *api_final_json(struct srv *S, struct request *r, int *status, struct http_ctx *hc)
+char *api_final_json(struct srv *S, struct request *r, int *status)
 {
-    pthread_mutex_lock(&S->mu);
-    while (r->state != RQ_DONE) {
-        srv_cond_wait_ms(&r->cv, &S->mu, 50);
-        if (r->state != RQ_DONE && http_client_gone(hc)) {
-            pthread_mutex_unlock(&S->mu);
-            *status = 499;
-            return NULL;
-        }
-    }
-    char *s = final_json_locked(S, r, status);
-    pthread_mutex_unlock(&S->mu);
-    return s;
+    return final_json_locked(S, r, status);
 }
 
 /* JSON chunk of a stream (sse.c): delta text, or the final one. */
@@ -580,9 +569,9 @@ char *api_chunk_json(struct srv *S, struct request *r, const char *text, size_t 
 }
 
 int api_completions(struct srv *S, const char *body, size_t len, int chat, char **reply,
-                    struct request **stream_req, struct http_ctx *hc)
+                    struct request **req)
 {
-    *stream_req = NULL;
+    *req = NULL;
     json_object *o;
     int st = parse_body(body, len, &o, reply);
     if (st)
@@ -640,14 +629,8 @@ int api_completions(struct srv *S, const char *body, size_t len, int chat, char 
         pthread_mutex_unlock(&S->mu);
         return 503;
     }
-    if (r->stream) {
-        *stream_req = r;
-        return 200;
-    }
-    int status = 500;
-    *reply = api_final_json(S, r, &status, hc);
-    sched_release(S, r);
-    return status;
+    *req = r; /* http.c answers when the scheduler wakes it */
+    return 200;
 }
 
 /* ---- the other endpoints ---------------------------------------------------- */

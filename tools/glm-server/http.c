@@ -2,15 +2,19 @@
 /*
  * glm-server's HTTP layer on libmicrohttpd (Debian's libmicrohttpd12).
  *
- * Mode: one thread per connection (MHD_USE_THREAD_PER_CONNECTION with the
- * internal polling thread). A completion's handler simply blocks until its
- * request is done, and a stream's content reader blocks until the next
- * piece of text: both wait on the request's condition variable, which the
- * scheduler thread -- the only one driving the device -- signals. Each
- * wait wakes every 50 ms to look at the socket (poll POLLRDHUP): a client
- * that has gone away cancels its request, and the scheduler frees its slot
- * before the next device pass. Connections are bounded (--parallel +
- * --queue-limit + a margin) so threads are too.
+ * Mode: event-driven: a small pool of threads, each with its own epoll set
+ * (MHD_USE_AUTO_INTERNAL_THREAD with MHD_OPTION_THREAD_POOL_SIZE), and no
+ * handler ever blocks. A completion's handler queues its request and
+ * suspends the connection (MHD_suspend_connection); a stream's content
+ * reader suspends it when it has no event to send. The scheduler thread --
+ * the only one driving the device -- marks a request's connection to be
+ * woken when its output or state changes (http_wake) and resumes it
+ * outside its lock (http_wake_flush); libmicrohttpd then calls the handler
+ * or the reader again. A suspended connection's socket is not watched by
+ * libmicrohttpd, so the scheduler looks at those sockets every 50 ms
+ * (http_reap_gone: poll POLLRDHUP): a client that has gone away cancels
+ * its request, and its slot is free before the next device pass. Idle
+ * connections cost no thread, only their buffers.
  *
  * Connections are admitted, evicted and timed out by conn.c: idle and
  * slow clients cannot hold the server (docs/glm-server.md).
@@ -45,11 +49,17 @@ struct http_ctx {
     char *body;
     size_t len, cap;
     int too_big;
-    struct request *stream; /* streaming request (released when the connection is done) */
+    struct request *req; /* its completion request (released when the connection is done) */
+    int suspended;       /* srv.mu: suspended until the scheduler wakes it */
     struct sse_state sse;
     char *ev; /* event being written */
     size_t ev_len, ev_off;
 };
+
+/* HTTP threads: handlers never block, so a few serve any number of
+ * connections; more than one so that a long tokenisation (a 1 MiB body)
+ * does not hold the others up. */
+#define HTTP_THREADS 4
 
 static struct MHD_Daemon *g_daemon;
 static int g_inflight; /* requests between their first callback and completion */
@@ -169,12 +179,84 @@ static enum MHD_Result send_reloading(struct srv *S, struct MHD_Connection *c)
     return send_json(S, c, 503, api_error_json(503, "the model is being reloaded; retry later"));
 }
 
+/* srv.mu held: wait for the scheduler (http_wake resumes the connection). */
+static void suspend_locked(struct http_ctx *hc)
+{
+    hc->suspended = 1;
+    hc->req->hc = hc;
+    MHD_suspend_connection(hc->c);
+}
+
+void http_wake(struct srv *S, struct request *r)
+{
+    struct http_ctx *hc = r->hc;
+    if (!hc || !hc->suspended)
+        return;
+    if (S->n_wake == S->wake_cap) {
+        int cap = S->wake_cap ? 2 * S->wake_cap : 64;
+        struct MHD_Connection **w = realloc(S->wake, (size_t)cap * sizeof(*w));
+        if (!w)
+            return; /* woken by the next change, or the 50 ms socket check */
+        S->wake = w;
+        S->wake_cap = cap;
+    }
+    /* suspended: libmicrohttpd calls nothing of this connection until it is
+     * resumed, so c stays valid until http_wake_flush resumes it */
+    hc->suspended = 0;
+    S->wake[S->n_wake++] = hc->c;
+}
+
+void http_wake_flush(struct srv *S)
+{
+    struct MHD_Connection *w[64];
+    for (;;) {
+        pthread_mutex_lock(&S->mu);
+        int n = S->n_wake < 64 ? S->n_wake : 64;
+        S->n_wake -= n;
+        if (n)
+            memcpy(w, S->wake + S->n_wake, (size_t)n * sizeof(*w));
+        pthread_mutex_unlock(&S->mu);
+        if (!n)
+            return;
+        for (int i = 0; i < n; i++)
+            MHD_resume_connection(w[i]);
+    }
+}
+
+void http_reap_gone(struct srv *S)
+{
+    double now = srv_now();
+    if (now - S->last_gone_check < 0.05)
+        return;
+    S->last_gone_check = now;
+    struct request *rs[SRV_MAX_PARALLEL];
+    int n = 0;
+    for (int i = 0; i < S->o.parallel; i++)
+        if (S->slots[i].r)
+            rs[n++] = S->slots[i].r;
+    for (int k = 0; k < n; k++) {
+        struct request *r = rs[k];
+        if (r->hc && r->hc->suspended && !r->cancelled && http_client_gone(r->hc))
+            r->cancelled = 1;
+    }
+    for (struct request *r = S->q_head; r; r = r->next)
+        if (r->hc && r->hc->suspended && !r->cancelled && http_client_gone(r->hc))
+            r->cancelled = 1;
+}
+
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     struct http_ctx *hc = cls;
+    struct srv *S = hc->S;
     if (!hc->ev) {
-        int r = sse_next_event(hc->S, hc->stream, hc, &hc->sse, &hc->ev, &hc->ev_len);
+        pthread_mutex_lock(&S->mu);
+        int r = sse_next_event(S, hc->req, &hc->sse, &hc->ev, &hc->ev_len);
+        if (r == 2)
+            suspend_locked(hc);
+        pthread_mutex_unlock(&S->mu);
+        if (r == 2)
+            return 0; /* called again when resumed */
         if (r < 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         if (r == 0)
@@ -202,8 +284,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     conn_set_phase(c, CONN_WAIT);
     if (!hc)
         return;
-    if (hc->stream)
-        sched_release(hc->S, hc->stream);
+    if (hc->req) {
+        pthread_mutex_lock(&hc->S->mu);
+        hc->req->hc = NULL;
+        pthread_mutex_unlock(&hc->S->mu);
+        sched_release(hc->S, hc->req);
+    }
     free(hc->ev);
     free(hc->body);
     free(hc);
@@ -214,6 +300,28 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 static int path_is(const char *url, const char *a)
 {
     return !strcmp(url, a);
+}
+
+/* A non-streaming completion: its reply once done, else suspend (called
+ * again when the scheduler wakes the connection). */
+static enum MHD_Result answer_when_done(struct srv *S, struct http_ctx *hc)
+{
+    struct request *r = hc->req;
+    pthread_mutex_lock(&S->mu);
+    if (r->state != RQ_DONE) {
+        suspend_locked(hc);
+        pthread_mutex_unlock(&S->mu);
+        return MHD_YES;
+    }
+    int status = 500;
+    char *reply = r->err_status == 499 ? NULL : api_final_json(S, r, &status);
+    r->hc = NULL;
+    pthread_mutex_unlock(&S->mu);
+    hc->req = NULL;
+    sched_release(S, r);
+    if (!reply)
+        return MHD_NO; /* the client went away: close */
+    return send_json(S, hc->c, status, reply);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -237,6 +345,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             hc->too_big = 1;
         return MHD_YES;
     }
+    if (hc->req && !hc->req->stream)
+        return answer_when_done(S, hc); /* resumed */
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
@@ -317,12 +427,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!post)
             return send_json(S, c, 405, api_error_json(405, "%s: use POST", url));
         struct request *sr = NULL;
-        st = api_completions(S, hc->body, hc->len, chat, &reply, &sr, hc);
-        if (st == 499)
-            return MHD_NO; /* the client went away: close */
+        st = api_completions(S, hc->body, hc->len, chat, &reply, &sr);
         if (!sr)
             return send_json(S, c, st, reply);
-        hc->stream = sr;
+        hc->req = sr;
+        if (!sr->stream)
+            return answer_when_done(S, hc);
         struct MHD_Response *resp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, hc, NULL);
         if (!resp)
@@ -393,7 +503,7 @@ int http_start(struct srv *S)
         fprintf(stderr, "glm-server: --host %s: %s\n", S->o.host, gai_strerror(g));
         return -1;
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
     if (conn_start(S)) {
         freeaddrinfo(ai);
         fprintf(stderr, "glm-server: cannot start the connection watchdog\n");
@@ -411,7 +521,7 @@ int http_start(struct srv *S)
     g_daemon = MHD_start_daemon(
         flags, (uint16_t)S->o.port, conn_accept, S, on_request, S, MHD_OPTION_SOCK_ADDR,
         ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)120, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1u << 20),
+        (unsigned)120, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
         MHD_OPTION_NOTIFY_CONNECTION, conn_notify, S, MHD_OPTION_URI_LOG_CALLBACK, on_uri, S,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, S, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, S,
         MHD_OPTION_END);

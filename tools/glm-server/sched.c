@@ -29,7 +29,6 @@ struct request *req_new(void)
     struct request *r = calloc(1, sizeof(*r));
     if (!r)
         return NULL;
-    pthread_cond_init(&r->cv, NULL);
     r->slot = -1;
     r->refs = 1; /* the HTTP side; the scheduler takes its own on submit */
     return r;
@@ -44,7 +43,6 @@ static void req_free(struct request *r)
     free(r->text);
     if (r->ts)
         tx_tokenizer_stream_free(r->ts);
-    pthread_cond_destroy(&r->cv);
     free(r);
 }
 
@@ -113,12 +111,12 @@ static int buf_append(char **b, size_t *len, size_t *cap, const char *s, size_t 
 }
 
 /* Publish r->text[0, n) as the confirmed output (n only grows). */
-static void publish(struct request *r, size_t n)
+static void publish(struct srv *S, struct request *r, size_t n)
 {
     if (n > r->out_len) {
         if (buf_append(&r->out, &r->out_len, &r->out_cap, r->text + r->out_len, n - r->out_len) ==
-            0)
-            pthread_cond_broadcast(&r->cv);
+            0 && r->stream)
+            http_wake(S, r);
     }
 }
 
@@ -180,7 +178,7 @@ static void finish(struct srv *S, struct request *r, const char *why, int status
             r->text_len = (size_t)at;
             why = "stop";
         }
-        publish(r, r->text_len);
+        publish(S, r, r->text_len);
     }
     r->finish = why;
     r->err_status = status;
@@ -199,7 +197,7 @@ static void finish(struct srv *S, struct request *r, const char *why, int status
         tx_tokenizer_stream_free(r->ts);
         r->ts = NULL;
     }
-    pthread_cond_broadcast(&r->cv);
+    http_wake(S, r);
     req_unref(r); /* the scheduler's reference */
 }
 
@@ -257,7 +255,7 @@ static void on_token(struct srv *S, struct request *r, int32_t tok, double now)
             long at = stop_find(r, from);
             if (at >= 0) {
                 r->text_len = (size_t)at;
-                publish(r, r->text_len);
+                publish(S, r, r->text_len);
                 r->finish = NULL;
                 /* the stream decoder's held bytes are after the stop string */
                 tx_tokenizer_stream_free(r->ts);
@@ -266,7 +264,7 @@ static void on_token(struct srv *S, struct request *r, int32_t tok, double now)
                 return;
             }
         }
-        publish(r, r->text_len - stop_held(r));
+        publish(S, r, r->text_len - stop_held(r));
     }
     struct slot *sl = &S->slots[r->slot];
     if (r->max_tokens >= 0 && r->n_completion >= r->max_tokens)
@@ -379,6 +377,7 @@ static void *sched_main(void *arg)
     pthread_mutex_lock(&S->mu);
     S->mx.win_t0 = srv_now();
     while (!S->sched_exit) {
+        http_reap_gone(S);
         reap_cancelled(S);
         if (!S->stopping)
             admit(S);
@@ -408,6 +407,12 @@ static void *sched_main(void *arg)
             } else if (dev_heartbeat(S, now) == 0) {
                 refresh_metrics(S, now);
             }
+            if (S->n_wake) { /* answer them before sleeping */
+                pthread_mutex_unlock(&S->mu);
+                http_wake_flush(S);
+                pthread_mutex_lock(&S->mu);
+                continue;
+            }
             srv_cond_wait_ms(&S->cv, &S->mu, 200);
             continue;
         }
@@ -434,6 +439,7 @@ static void *sched_main(void *arg)
         for (int i = 0; i < nd; i++)
             dec_r[i]->refs++;
         pthread_mutex_unlock(&S->mu);
+        http_wake_flush(S); /* the last pass's tokens go out during this one */
 
         double t0 = srv_now();
         int rc = glm_decode_batch_prefill(dec_s, dec_ids, nd, smp, next, chunks, nc);
@@ -490,6 +496,7 @@ static void *sched_main(void *arg)
             finish(S, S->slots[i].r, NULL, 503, "the server is shutting down");
     S->sched_exit = 1;
     pthread_mutex_unlock(&S->mu);
+    http_wake_flush(S);
     return NULL;
 }
 

@@ -13,9 +13,11 @@
  *   conn.c     connection admission, eviction and read deadlines
  *   device.c   the device and the model: open/load, heartbeat, loss, reload
  *
- * Threads: libmicrohttpd runs one thread per connection; the scheduler is
- * the only thread that runs device passes. They meet in struct srv under
- * srv.mu: the queue, every request's state and output text.
+ * Threads: libmicrohttpd's four event-driven HTTP threads (handlers never
+ * block: a waiting request suspends its connection, the scheduler wakes
+ * it); the scheduler, the only thread that runs device passes; conn.c's
+ * watchdog. They meet in struct srv under srv.mu: the queue, every
+ * request's state and output text.
  */
 #ifndef GLM_SERVER_H
 #define GLM_SERVER_H
@@ -26,6 +28,8 @@
 
 #include <json-c/json.h>
 #include <tx/glm.h>
+
+struct MHD_Connection;
 
 #define SRV_MAX_PARALLEL 32 /* decode rows of one device pass */
 #define SRV_MAX_STOP 16
@@ -76,7 +80,6 @@ struct request {
 
     /* shared, under srv.mu */
     enum req_state state;
-    pthread_cond_t cv; /* signalled when output, state or cancelled change */
     char *out;         /* confirmed output text (stop strings cut) */
     size_t out_len, out_cap;
     int n_completion;   /* generated tokens (stop token excluded) */
@@ -85,6 +88,8 @@ struct request {
     char err[256];
     int cancelled; /* the client went away (or shutdown) */
     int refs;      /* HTTP side + scheduler */
+    struct http_ctx *hc; /* the connection waiting on it (http.c), or NULL */
+    int woken;           /* queued in srv.wake */
     double t_first, t_done;
 
     /* the scheduler's */
@@ -161,6 +166,10 @@ struct srv {
     double stop_deadline;
     pthread_t sched_thread;
     struct srv_metrics mx;
+    /* connections to resume (http_wake), srv.mu */
+    struct MHD_Connection **wake;
+    int n_wake, wake_cap;
+    double last_gone_check;
     uint64_t seq; /* request ids, default seeds */
 };
 
@@ -183,18 +192,19 @@ struct request *req_new(void);
 void sched_fail_all(struct srv *S, int status, const char *msg);
 
 /* api.c: every handler returns the HTTP status and sets *reply (JSON text,
- * malloc()ed); streaming completions instead set *stream_req. */
+ * malloc()ed); a completion admitted to the queue instead sets *req, which
+ * http.c answers (at once or streamed) when the scheduler wakes it. */
 struct http_ctx; /* http.c */
 int api_completions(struct srv *S, const char *body, size_t len, int chat, char **reply,
-                    struct request **stream_req, struct http_ctx *hc);
+                    struct request **req);
 int api_models(struct srv *S, char **reply);
 int api_health(struct srv *S, char **reply);
 int api_props(struct srv *S, char **reply); /* model read lock held */
 int api_tokenize(struct srv *S, const char *body, size_t len, char **reply);
 int api_detokenize(struct srv *S, const char *body, size_t len, char **reply);
 char *api_error_json(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Wait until r is done (or the client disconnects); the reply JSON. */
-char *api_final_json(struct srv *S, struct request *r, int *status, struct http_ctx *hc);
+/* The reply JSON of a done request (srv.mu held). */
+char *api_final_json(struct srv *S, struct request *r, int *status);
 /* One chunk of a stream as JSON (sse.c). */
 char *api_chunk_json(struct srv *S, struct request *r, const char *text, size_t len, int first,
                      const char *finish, int usage_only);
@@ -218,8 +228,6 @@ void dev_model_put(struct srv *S);
 
 /* conn.c */
 enum conn_phase { CONN_WAIT, CONN_HEADERS, CONN_BODY, CONN_HANDLING };
-struct sockaddr;
-struct MHD_Connection;
 int conn_start(struct srv *S);
 void conn_stop(void);
 int conn_open_count(void);
@@ -231,16 +239,24 @@ void http_quiesce(struct srv *S);
 void http_stop(struct srv *S);
 /* 1 if the client of this connection has gone away */
 int http_client_gone(struct http_ctx *hc);
+/* srv.mu held: r's output or state changed; a connection suspended on it
+ * is queued to be resumed (http_wake_flush, without srv.mu). */
+void http_wake(struct srv *S, struct request *r);
+/* Resume the connections queued by http_wake. srv.mu NOT held. */
+void http_wake_flush(struct srv *S);
+/* srv.mu held: cancel requests whose suspended connection's client is gone
+ * (checked at most every 50 ms). */
+void http_reap_gone(struct srv *S);
 
-/* sse.c: the next event of a stream, blocking until there is one: 1 with
- * *ev (malloc()ed "data: ...\n\n") set, 0 at the end (after
- * "data: [DONE]"), -1 when the client is gone. */
+/* sse.c: the next event of a stream (srv.mu held): 1 with *ev (malloc()ed
+ * "data: ...\n\n") set, 0 at the end (after "data: [DONE]"), 2 when there
+ * is none yet (the caller suspends until http_wake), -1 on failure. */
 struct sse_state {
     int phase;
     size_t sent;
 };
-int sse_next_event(struct srv *S, struct request *r, struct http_ctx *hc, struct sse_state *st,
-                   char **ev, size_t *evlen);
+int sse_next_event(struct srv *S, struct request *r, struct sse_state *st, char **ev,
+                   size_t *evlen);
 
 /* metrics.c */
 char *metrics_text(struct srv *S);

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "server.h"
 
@@ -36,8 +35,8 @@ static int event(char *json, char **ev, size_t *evlen)
     return 1;
 }
 
-int sse_next_event(struct srv *S, struct request *r, struct http_ctx *hc, struct sse_state *st,
-                   char **ev, size_t *evlen)
+int sse_next_event(struct srv *S, struct request *r, struct sse_state *st, char **ev,
+                   size_t *evlen)
 {
     *ev = NULL;
     *evlen = 0;
@@ -51,12 +50,8 @@ int sse_next_event(struct srv *S, struct request *r, struct http_ctx *hc, struct
         break;
     case PH_USAGE:
         st->phase = PH_DONE;
-        if (r->include_usage) {
-            pthread_mutex_lock(&S->mu);
-            char *j = api_chunk_json(S, r, NULL, 0, 0, NULL, 1);
-            pthread_mutex_unlock(&S->mu);
-            return event(j, ev, evlen);
-        }
+        if (r->include_usage)
+            return event(api_chunk_json(S, r, NULL, 0, 0, NULL, 1), ev, evlen);
         /* fall through */
     case PH_DONE:
         st->phase = PH_END;
@@ -66,28 +61,21 @@ int sse_next_event(struct srv *S, struct request *r, struct http_ctx *hc, struct
     default:
         return 0;
     }
-    pthread_mutex_lock(&S->mu);
-    for (;;) {
-        if (r->out_len > st->sent) {
-            char *j = api_chunk_json(S, r, r->out + st->sent, r->out_len - st->sent, 0, NULL, 0);
-            st->sent = r->out_len;
-            pthread_mutex_unlock(&S->mu);
-            return event(j, ev, evlen);
-        }
-        if (r->state == RQ_DONE) {
-            char *j;
-            if (r->err_status)
-                j = api_error_json(r->err_status == 499 ? 500 : r->err_status, "%s", r->err);
-            else
-                j = api_chunk_json(S, r, NULL, 0, 0, r->finish, 0);
-            st->phase = r->err_status ? PH_DONE : PH_USAGE;
-            pthread_mutex_unlock(&S->mu);
-            return event(j, ev, evlen);
-        }
-        srv_cond_wait_ms(&r->cv, &S->mu, 50);
-        if (r->state != RQ_DONE && r->out_len == st->sent && http_client_gone(hc)) {
-            pthread_mutex_unlock(&S->mu);
-            return -1;
-        }
+    if (r->out_len > st->sent) {
+        char *j = api_chunk_json(S, r, r->out + st->sent, r->out_len - st->sent, 0, NULL, 0);
+        st->sent = r->out_len;
+        return event(j, ev, evlen);
     }
+    if (r->state == RQ_DONE) {
+        char *j;
+        if (r->err_status == 499)
+            return -1; /* the client went away: nobody to tell */
+        if (r->err_status)
+            j = api_error_json(r->err_status, "%s", r->err);
+        else
+            j = api_chunk_json(S, r, NULL, 0, 0, r->finish, 0);
+        st->phase = r->err_status ? PH_DONE : PH_USAGE;
+        return event(j, ev, evlen);
+    }
+    return 2;
 }
