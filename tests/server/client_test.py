@@ -359,7 +359,10 @@ check(during["glm_server_slots_active"] == 1 and freed is not None and
 # ---- metrics --------------------------------------------------------------
 st, text, r = request("GET", "/metrics")
 lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
-wellformed = all(re.match(r"^glm_server_[a-z_]+ [-0-9.e+]+$", ln) for ln in lines)
+# samples, with Prometheus's label syntax for the histograms' buckets
+wellformed = all(re.match(r"^glm_server_[a-z_]+ [-0-9.e+]+$", ln) or
+                 re.match(r'^glm_server_[a-z_]+_bucket\{le="(\+Inf|[0-9.e+-]+)"\} [0-9]+$', ln)
+                 for ln in lines)
 names = {ln.split(" ")[0] for ln in lines}
 want = {"glm_server_requests_total", "glm_server_completion_tokens_total",
         "glm_server_tokens_per_second", "glm_server_queue_depth", "glm_server_slots_active",

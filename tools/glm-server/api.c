@@ -464,6 +464,9 @@ static int parse_sampling(struct srv *S, json_object *o, int chat, struct reques
         return bad(reply, "echo", "'echo' is not supported by glm-server");
     if ((st = get_bool(o, "stream", &r->stream, reply)))
         return st;
+    r->cache_prompt = 1;
+    if ((st = get_bool(o, "cache_prompt", &r->cache_prompt, reply)))
+        return st;
     json_object *so, *iu;
     if (field(o, "stream_options", &so)) {
         if (!json_object_is_type(so, json_type_object))
@@ -484,6 +487,11 @@ static json_object *usage_json(const struct request *r)
     json_object_object_add(u, "prompt_tokens", json_object_new_int(r->n_prompt));
     json_object_object_add(u, "completion_tokens", json_object_new_int(r->n_completion));
     json_object_object_add(u, "total_tokens", json_object_new_int(r->n_prompt + r->n_completion));
+    if (r->n_cached) { /* OpenAI's prompt_tokens_details, as vLLM reports prefix-cache hits */
+        json_object *d = json_object_new_object();
+        json_object_object_add(d, "cached_tokens", json_object_new_int(r->n_cached));
+        json_object_object_add(u, "prompt_tokens_details", d);
+    }
     return u;
 }
 

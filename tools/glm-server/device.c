@@ -182,6 +182,7 @@ fail:
 
 void dev_down(struct srv *S)
 {
+    sched_forget_slots(S);
     for (int i = 0; i < SRV_MAX_PARALLEL; i++)
         if (S->slots[i].s) {
             glm_session_free(S->slots[i].s);

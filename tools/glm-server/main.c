@@ -98,6 +98,9 @@ static void usage(FILE *f)
             "      --header-timeout S   a request's headers must arrive within S s of its\n"
             "                           request line (default 10)\n"
             "      --body-timeout S     its body within S s of its headers (default 60)\n"
+            "      --no-prefix-cache    forget a slot's KV when its request ends (default:\n"
+            "                           a new request reuses the slot sharing the longest\n"
+            "                           prompt prefix; a request's \"cache_prompt\": false too)\n"
             "      --exit-on-device-loss  exit with status 3 when the device is lost (for a\n"
             "                           supervisor) instead of reopening it once a second\n"
             "      --precision PLAN     precision plan (golden, fp32, mlp=int8,...; default\n"
@@ -168,7 +171,8 @@ int main(int argc, char **argv)
         O_IDLE,
         O_HDR,
         O_BODYT,
-        O_EXITLOSS
+        O_EXITLOSS,
+        O_NOPC
     };
     static const struct option lo[] = {{"checkpoint", required_argument, 0, 'm'},
                                        {"model", required_argument, 0, 'm'},
@@ -196,6 +200,7 @@ int main(int argc, char **argv)
                                        {"header-timeout", required_argument, 0, O_HDR},
                                        {"body-timeout", required_argument, 0, O_BODYT},
                                        {"exit-on-device-loss", no_argument, 0, O_EXITLOSS},
+                                       {"no-prefix-cache", no_argument, 0, O_NOPC},
                                        {"verbose", no_argument, 0, 'v'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -302,6 +307,9 @@ int main(int argc, char **argv)
         }
         case O_EXITLOSS:
             o->exit_on_device_loss = 1;
+            break;
+        case O_NOPC:
+            o->no_prefix_cache = 1;
             break;
         case 'v':
             o->verbose = 1;

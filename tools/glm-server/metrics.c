@@ -44,6 +44,49 @@ __attribute__((format(printf, 2, 3))) static void put(struct out *o, const char 
     }
 }
 
+/* upper bounds (s), as vLLM's time_to_first_token / inter_token_latency */
+static const double ttft_le[SRV_HIST_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                  0.5,   1,    2.5,   5,    10,  30};
+static const double itl_le[SRV_HIST_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04,
+                                                 0.06,  0.1,    0.25,  0.5,  1,    2.5};
+
+static void observe(uint64_t *bucket, const double *le, double v)
+{
+    int i = 0;
+    while (i < SRV_HIST_BUCKETS && v > le[i])
+        i++;
+    bucket[i]++;
+}
+
+void metrics_observe_ttft(struct srv *S, double s)
+{
+    observe(S->mx.ttft_bucket, ttft_le, s);
+    S->mx.ttft_sum += s;
+    S->mx.ttft_count++;
+}
+
+void metrics_observe_itl(struct srv *S, double s)
+{
+    observe(S->mx.itl_bucket, itl_le, s);
+    S->mx.itl_sum += s;
+    S->mx.itl_count++;
+}
+
+static void histogram(struct out *o, const char *name, const char *help, const uint64_t *bucket,
+                      const double *le, double sum, uint64_t count)
+{
+    put(o, "# HELP glm_server_%s %s\n# TYPE glm_server_%s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i < SRV_HIST_BUCKETS; i++) {
+        cum += bucket[i];
+        put(o, "glm_server_%s_bucket{le=\"%g\"} %llu\n", name, le[i], (unsigned long long)cum);
+    }
+    cum += bucket[SRV_HIST_BUCKETS];
+    put(o, "glm_server_%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+    put(o, "glm_server_%s_sum %.17g\nglm_server_%s_count %llu\n", name, sum, name,
+        (unsigned long long)count);
+}
+
 static void metric(struct out *o, const char *name, const char *type, const char *help, double v)
 {
     put(o, "# HELP glm_server_%s %s\n# TYPE glm_server_%s %s\nglm_server_%s %.17g\n", name, help,
@@ -91,6 +134,12 @@ char *metrics_text(struct srv *S)
            (double)x.http_requests);
     metric(&o, "prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
            (double)x.prompt_tokens);
+    metric(&o, "prompt_tokens_cached_total", "counter",
+           "Prompt tokens found in a slot's prefix cache (not evaluated again).",
+           (double)x.prompt_tokens_cached);
+    metric(&o, "prefix_cache_hit_ratio", "gauge",
+           "prompt_tokens_cached_total / prompt_tokens_total.",
+           x.prompt_tokens ? (double)x.prompt_tokens_cached / (double)x.prompt_tokens : 0);
     metric(&o, "completion_tokens_total", "counter", "Tokens generated.",
            (double)x.completion_tokens);
     metric(&o, "tokens_per_second", "gauge",
@@ -139,6 +188,12 @@ char *metrics_text(struct srv *S)
     metric(&o, "device_reloads_total", "counter",
            "Times the device was reopened and the model reloaded (after a loss or SIGHUP).",
            (double)x.device_reloads);
+    histogram(&o, "time_to_first_token_seconds",
+              "Time from a request's arrival to its first generated token.", x.ttft_bucket,
+              ttft_le, x.ttft_sum, x.ttft_count);
+    histogram(&o, "inter_token_latency_seconds",
+              "Time between two consecutive tokens of a request.", x.itl_bucket, itl_le,
+              x.itl_sum, x.itl_count);
     metric(&o, "uptime_seconds", "gauge", "Seconds since the server started.", up);
     return o.b;
 }

@@ -152,15 +152,82 @@ static long stop_find(const struct request *r, size_t from)
 
 /* ---- finishing ----------------------------------------------------------- */
 
-static void slot_free(struct srv *S, struct request *r)
+/* The slot's cache is forgotten (a failed pass may have left any KV). */
+static void slot_forget(struct slot *sl)
+{
+    glm_session_reset(sl->s);
+    sl->n_hist = 0;
+}
+
+/* srv.mu held. The request leaves its slot; a finished or cancelled one's
+ * KV stays for the prefix cache, a failed one's is forgotten. */
+static void slot_free(struct srv *S, struct request *r, int status)
 {
     if (r->slot >= 0) {
         struct slot *sl = &S->slots[r->slot];
-        glm_session_reset(sl->s);
+        if ((status != 0 && status != 499) || S->o.no_prefix_cache)
+            slot_forget(sl);
         sl->r = NULL;
+        sl->last_used = srv_now();
         r->slot = -1;
         S->n_active--;
     }
+}
+
+/* The slot's session evaluated ids[0, n) at its end: its cache grows. */
+static void slot_fed(struct slot *sl, const int32_t *ids, int n)
+{
+    if (sl->n_hist < 0)
+        return;
+    if (sl->n_hist + n > sl->cap_hist) {
+        int cap = sl->cap_hist ? sl->cap_hist : 256;
+        while (cap < sl->n_hist + n)
+            cap *= 2;
+        int32_t *h = realloc(sl->hist, (size_t)cap * sizeof(*h));
+        if (!h) { /* no record: the cache cannot be trusted, and is dropped */
+            sl->n_hist = -1;
+            return;
+        }
+        sl->hist = h;
+        sl->cap_hist = cap;
+    }
+    memcpy(sl->hist + sl->n_hist, ids, (size_t)n * sizeof(*ids));
+    sl->n_hist += n;
+}
+
+void sched_forget_slots(struct srv *S)
+{
+    for (int i = 0; i < SRV_MAX_PARALLEL; i++) {
+        free(S->slots[i].hist);
+        S->slots[i].hist = NULL;
+        S->slots[i].n_hist = S->slots[i].cap_hist = 0;
+    }
+}
+
+/* The free slot for r: the one whose cache shares the longest prefix with
+ * r's prompt (but its last token, which is r's first decode row), else the
+ * least recently used, so that other conversations keep theirs (-1: none
+ * free). *common: the shared tokens. */
+static int slot_for(struct srv *S, const struct request *r, int *common)
+{
+    int best = -1, best_len = -1;
+    for (int i = 0; i < S->o.parallel; i++) {
+        const struct slot *sl = &S->slots[i];
+        if (sl->r)
+            continue;
+        int l = 0;
+        if (r->cache_prompt && !S->o.no_prefix_cache && sl->n_hist > 0) {
+            int max = sl->n_hist < r->n_prompt - 1 ? sl->n_hist : r->n_prompt - 1;
+            while (l < max && sl->hist[l] == r->prompt[l])
+                l++;
+        }
+        if (l > best_len || (l == best_len && sl->last_used < S->slots[best].last_used)) {
+            best = i;
+            best_len = l;
+        }
+    }
+    *common = best_len < 0 ? 0 : best_len;
+    return best;
 }
 
 /* srv.mu held. finish: "stop"/"length"; or status != 0 with a message. */
@@ -192,7 +259,7 @@ static void finish(struct srv *S, struct request *r, const char *why, int status
         S->mx.requests_cancelled++;
     else
         S->mx.requests_failed++;
-    slot_free(S, r);
+    slot_free(S, r, status);
     if (r->ts) { /* done: the decoder (it refers to the model's tokenizer) goes now */
         tx_tokenizer_stream_free(r->ts);
         r->ts = NULL;
@@ -227,8 +294,13 @@ static int is_stop_id(const struct srv *S, int32_t t)
 /* A token drawn for r by the last pass (srv.mu held). */
 static void on_token(struct srv *S, struct request *r, int32_t tok, double now)
 {
-    if (!r->t_first)
+    if (!r->t_first) {
         r->t_first = now;
+        metrics_observe_ttft(S, now - r->t_arrive);
+    } else {
+        metrics_observe_itl(S, now - r->t_last);
+    }
+    r->t_last = now;
     if (is_stop_id(S, tok)) {
         finish(S, r, "stop", 0, NULL);
         return;
@@ -304,10 +376,8 @@ static void refresh_metrics(struct srv *S, double now)
 static void admit(struct srv *S)
 {
     while (S->q_head) {
-        int free_slot = -1;
-        for (int i = 0; i < S->o.parallel && free_slot < 0; i++)
-            if (!S->slots[i].r)
-                free_slot = i;
+        int common = 0;
+        int free_slot = slot_for(S, S->q_head, &common);
         if (free_slot < 0)
             return;
         struct request *r = S->q_head;
@@ -321,13 +391,21 @@ static void admit(struct srv *S)
             finish(S, r, NULL, 500, "cannot create the token stream decoder");
             continue;
         }
-        S->slots[free_slot].r = r;
+        struct slot *sl = &S->slots[free_slot];
+        sl->r = r;
         r->slot = free_slot;
         S->n_active++;
-        r->n_fed = 0;
-        if (r->n_prompt == 1) {
+        if (common != sl->n_hist && glm_session_truncate(sl->s, common)) {
+            srv_log(S, "slot %d: %s; its cache is dropped", free_slot, tx_last_error());
+            common = 0;
+            slot_forget(sl);
+        }
+        sl->n_hist = common;
+        r->n_fed = r->n_cached = common;
+        S->mx.prompt_tokens_cached += (uint64_t)common;
+        if (r->n_fed >= r->n_prompt - 1) {
             r->state = RQ_DECODE;
-            r->cur = r->prompt[0];
+            r->cur = r->prompt[r->n_prompt - 1];
         } else {
             r->state = RQ_PREFILL;
         }
@@ -461,6 +539,14 @@ static void *sched_main(void *arg)
         S->mx.win_busy += t1 - t0;
         if (rc)
             srv_log(S, "%s", msg);
+        if (!rc) { /* what each slot's session evaluated: its cache */
+            for (int i = 0; i < nd; i++)
+                if (dec_r[i]->slot >= 0)
+                    slot_fed(&S->slots[dec_r[i]->slot], &dec_ids[i], 1);
+            for (int j = 0; j < nc; j++)
+                if (chunk_r[j]->slot >= 0)
+                    slot_fed(&S->slots[chunk_r[j]->slot], chunks[j].ids, chunks[j].n);
+        }
         if (lost)
             dev_mark_lost(S, msg); /* every request ends with 503 */
         for (int i = 0; i < nd; i++) {

@@ -33,6 +33,7 @@ struct MHD_Connection;
 
 #define SRV_MAX_PARALLEL 32 /* decode rows of one device pass */
 #define SRV_MAX_STOP 16
+#define SRV_HIST_BUCKETS 12 /* latency histogram bounds (metrics.c), + Inf */
 
 struct srv_opts {
     const char *checkpoint;
@@ -61,6 +62,7 @@ struct srv_opts {
     const char *cors_origin; /* --cors-origin: "*" or a comma-separated list */
     const char *metrics_key; /* --metrics-key: /metrics needs it (else open) */
     int exit_on_device_loss;
+    int no_prefix_cache; /* --no-prefix-cache */
 };
 
 enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_DECODE, RQ_DONE };
@@ -74,6 +76,8 @@ struct request {
     char *stop[SRV_MAX_STOP];
     int n_stop;
     int stream, chat, include_usage;
+    int cache_prompt; /* reuse a slot's cached prefix (llama-server's field; default 1) */
+    int n_cached;     /* prompt tokens found in the slot's cache */
     char id[48];
     long long created;
     double t_arrive;
@@ -91,6 +95,7 @@ struct request {
     struct http_ctx *hc; /* the connection waiting on it (http.c), or NULL */
     int woken;           /* queued in srv.wake */
     double t_first, t_done;
+    double t_last; /* the last token's time (inter-token latency) */
 
     /* the scheduler's */
     int slot;
@@ -105,6 +110,11 @@ struct request {
 struct slot {
     glm_session_t *s;
     struct request *r; /* NULL: free */
+    /* prefix cache: the tokens whose KV the session holds, positions
+     * [0, n_hist), kept after its request ends for the next one to reuse */
+    int32_t *hist;
+    int n_hist, cap_hist;
+    double last_used;
 };
 
 struct srv_metrics {
@@ -116,6 +126,11 @@ struct srv_metrics {
     uint64_t rejected_bad_request; /* 4xx answers */
     uint64_t http_requests;
     uint64_t prompt_tokens, completion_tokens;
+    uint64_t prompt_tokens_cached; /* prefix-cache hits */
+    /* latency histograms (Prometheus buckets, cumulative at export) */
+    uint64_t ttft_bucket[SRV_HIST_BUCKETS + 1], itl_bucket[SRV_HIST_BUCKETS + 1];
+    double ttft_sum, itl_sum;
+    uint64_t ttft_count, itl_count;
     uint64_t passes, pass_rows;
     /* connections (conn.c) */
     uint64_t conn_accepted, conn_refused, conn_evicted, conn_timed_out;
@@ -190,6 +205,8 @@ void sched_release(struct srv *S, struct request *r);
 struct request *req_new(void);
 /* srv.mu held: every queued and running request ends with status, msg. */
 void sched_fail_all(struct srv *S, int status, const char *msg);
+/* The slots' prefix caches are forgotten (their sessions are freed). */
+void sched_forget_slots(struct srv *S);
 
 /* api.c: every handler returns the HTTP status and sets *reply (JSON text,
  * malloc()ed); a completion admitted to the queue instead sets *req, which
@@ -260,5 +277,8 @@ int sse_next_event(struct srv *S, struct request *r, struct sse_state *st, char 
 
 /* metrics.c */
 char *metrics_text(struct srv *S);
+/* srv.mu held: one time to first token / one inter-token latency (s). */
+void metrics_observe_ttft(struct srv *S, double s);
+void metrics_observe_itl(struct srv *S, double s);
 
 #endif
