@@ -17,21 +17,11 @@ import threading
 import time
 import urllib.parse
 
+from checks import check, summary
+
 BASE = sys.argv[1]
 U = urllib.parse.urlparse(BASE)
 TIMEOUT = 120
-passed = failed = 0
-
-
-def check(ok, what, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok   " + what)
-    else:
-        failed += 1
-        print("FAIL " + what + (": " + detail if detail else ""))
-    sys.stdout.flush()
 
 
 def request(method, path, body=None, headers=None, raw=None):
@@ -373,5 +363,4 @@ check(st == 200 and wellformed and want <= names and
       "GET /metrics: Prometheus text with requests, tokens, tokens/s, queue, slots, KV, device, experts",
       str(want - names))
 
-print("client: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+sys.exit(summary("client"))

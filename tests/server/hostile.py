@@ -21,6 +21,8 @@ import sys
 import threading
 import time
 
+from checks import check, summary
+
 PORT = int(sys.argv[1])
 PID = int(sys.argv[2])
 N_IDLE = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
@@ -28,17 +30,7 @@ N_SLOW = int(sys.argv[4]) if len(sys.argv) > 4 else 50
 SECONDS = float(sys.argv[5]) if len(sys.argv) > 5 else 12.0
 API_KEY = sys.argv[6] if len(sys.argv) > 6 else None
 
-passed = failed = 0
 
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok   " + what)
-    else:
-        failed += 1
-        print("FAIL " + what)
 
 
 def rss_kib():
@@ -194,5 +186,4 @@ for s in idle:
 time.sleep(0.5)
 status, _, dt = http("GET", "/health")
 check(status == 200, "health after: %d in %.1f ms" % (status, dt * 1000))
-print("hostile: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+sys.exit(summary("hostile"))

@@ -25,22 +25,14 @@ import json
 import sys
 import urllib.request
 
+from checks import check, summary
+
 URL_COLD = sys.argv[1].rstrip("/")
 URL_WARM = sys.argv[2].rstrip("/")
 TURNS = int(sys.argv[3])
 BENCH = "--bench" in sys.argv[4:]
 
-passed = failed = 0
 
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok   " + what)
-    else:
-        failed += 1
-        print("FAIL " + what)
 
 
 def chat(url, messages, cache=True):
@@ -89,5 +81,4 @@ check(off["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0) == 0
 if BENCH and ttft:
     print("prefix cache, %d-turn chat, last turn: time to first token %.1f ms without the cache, "
           "%.1f ms with it: ratio %.3f" % (TURNS, ttft[0], ttft[1], ttft[1] / ttft[0]))
-print("prefix: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+sys.exit(summary("prefix"))
