@@ -198,7 +198,28 @@ typedef struct glm_session glm_session_t;
  * interface >= 1.6, emu or /dev/accel with tx8.ko >= 1.2: the load fails
  * with TX_ENOTSUP otherwise. */
 #define GLM_LOAD_BATCH_INVARIANT (1u << 8)
+/* Settings the environment also gives (docs/libtx-glm.md, "Load
+ * settings"); a variable that is set overrides the flag. */
+/* ATTENTION's products in f32 on a device that offers BF16 ones
+ * (TX_ATTENTION_BF16=0) */
+#define GLM_LOAD_NO_ATTENTION_BF16 (1u << 9)
+/* MLA's attention form for every pass: absorbed or expanded (TX_MLA_FORM);
+ * neither: chosen per pass; both: the load fails with TX_EINVAL */
+#define GLM_LOAD_MLA_ABSORBED (1u << 10)
+#define GLM_LOAD_MLA_EXPANDED (1u << 11)
+/* The decode graph (docs/libtx-glm.md, TX_DECODE_GRAPH): off, or verified
+ * against a freshly built pass every step; neither: on; both: TX_EINVAL */
+#define GLM_LOAD_NO_DECODE_GRAPH (1u << 12)
+#define GLM_LOAD_DECODE_GRAPH_VERIFY (1u << 13)
 
+/*
+ * Options of a load; zero-initialise the whole struct (all zero: the
+ * defaults). Its size and layout are part of the ABI of libtx.so.2 and
+ * change only by appending: a new setting takes the next GLM_LOAD_* bit or
+ * the first reserved word (rsvd0, then rsvd[0..3], which must be 0), so a
+ * caller built against an older header passes zeros there and gets the
+ * defaults (docs/libtx-abi.md, "Option structs").
+ */
 struct glm_load_options {
     /* Model name for labels and reports (device memory labels are
      * "<name>_Weights", "<name>_KVCache", "<name>_Activations"). NULL: from

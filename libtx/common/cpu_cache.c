@@ -4,6 +4,8 @@
  */
 #include <tx/tx_cpu_cache.h>
 
+#include "common/settings.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -270,15 +272,26 @@ int tx_llc_read_sysfs(const char *root, struct tx_llc *out)
     return 0;
 }
 
+static const struct tx_setting cpu_cache_settings[] = {
+    {TX_LLC_ENV, TX_SETTING_TEXT, "a size: bytes, or with K, M, G (e.g. 480M)", 0, 0,
+     "from sysfs", 0, NULL,
+     "the host's last-level cache, where sysfs is missing or wrong: the bandwidth probes' "
+     "working sets (docs/engine.md)"},
+};
+
+const struct tx_setting_table tx_settings_cpu_cache = {
+    "host cache probe", "at every probe of the last-level cache", cpu_cache_settings, 1};
+
 int tx_llc_resolve(const char *override, const char *root, struct tx_llc *out, int *bad_override)
 {
     const char *src = "--llc";
     if (bad_override)
         *bad_override = 0;
     if (!override) {
-        const char *e = getenv(TX_LLC_ENV);
-        if (e && *e) {
-            override = e;
+        struct tx_setting_val v;
+        tx_settings_read(&tx_settings_cpu_cache, "libtx", &v);
+        if (v.set) {
+            override = v.text;
             src = TX_LLC_ENV;
         }
     }

@@ -1,29 +1,44 @@
 /* SPDX-License-Identifier: MIT */
 /* libtx: error codes, per-thread messages, TX_DEBUG. */
 #include "common/error.h"
+#include "common/settings.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static _Thread_local char last_error[512];
 
+static const struct tx_setting common_settings[] = {
+    {"TX_DEBUG", TX_SETTING_TEXT, "anything but 0", 0, 0, "off", 0, NULL,
+     "print every error message as it is recorded, and each component's debug lines "
+     "(settings, loads, passes) on stderr"},
+};
+
+const struct tx_setting_table tx_settings_common = {"common", "once per process",
+                                                    common_settings, 1};
+
 static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
+static struct tx_setting_val debug_val;
 static int debug_on;
+static atomic_int debug_printed;
 
 static void debug_init(void)
 {
-    const char *v = getenv("TX_DEBUG");
-
-    debug_on = v && *v && strcmp(v, "0") != 0;
+    tx_settings_parse(&tx_settings_common, "libtx", &debug_val);
+    debug_on = debug_val.set && strcmp(debug_val.text, "0") != 0;
 }
 
 int tx_debug_enabled(void)
 {
     pthread_once(&debug_once, debug_init);
+    /* the table's line, once (its tx_debug comes back here: printed by then) */
+    if (debug_on && !atomic_exchange(&debug_printed, 1))
+        tx_settings_print(&tx_settings_common, &debug_val);
     return debug_on;
 }
 

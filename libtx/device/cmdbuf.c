@@ -707,30 +707,220 @@ TX_API int tx_cmd_copy(tx_cmdbuf_t *cb, tx_ref_t dst, tx_ref_t src, uint64_t byt
     return emit(cb, "tx_cmd_copy", &c, sizeof(c), TX8_OP_COPY, 0, &s);
 }
 
+/*
+ * The encoders of the commands with an argument struct are tables: which
+ * fields copy into the command as they are (same name, size and kind in
+ * both structs, checked at compile time) and which tx_ref_t operands
+ * resolve into which address field, with their access. What is not a
+ * plain copy -- validation, interface features, operands whose presence
+ * or access depends on a type -- stays in the encoder's code, after the
+ * table's part (the operands keep the hardware interface's order).
+ */
+struct enc_field {
+    uint16_t a, c, size; /* offsets in the arguments and the command */
+};
+
+struct enc_opnd {
+    const char *name;
+    uint16_t a, c;    /* the tx_ref_t in the arguments, the __u64 in the command */
+    uint32_t access;  /* TX_ACCESS_* */
+    uint16_t rw_if;   /* a flag that makes the access TX_ACCESS_RW */
+    uint16_t need_if; /* a flag without which the operand is optional (0: always needed) */
+    int optional;     /* optional whatever the flags */
+};
+
+struct enc_desc {
+    const char *fn;
+    uint16_t opcode;
+    uint16_t size; /* the command */
+    const struct enc_field *f;
+    unsigned nf;
+    const struct enc_opnd *o;
+    unsigned no;
+};
+
+#define ENC_KIND(x) _Generic((x), float: 1, double: 2, default: 0)
+#define ENC_AF(f) (((const struct ENC_A *)0)->f)
+#define ENC_CF(f) (((const struct ENC_C *)0)->f)
+/* a field copied as it is: the same size and kind (integer / float) */
+#define F(f)                                                                                       \
+    {offsetof(struct ENC_A, f), offsetof(struct ENC_C, f),                                         \
+     sizeof(ENC_AF(f)) + 0 * sizeof(char[1 - 2 * (sizeof(ENC_AF(f)) != sizeof(ENC_CF(f)) ||         \
+                                                  ENC_KIND(ENC_AF(f)) != ENC_KIND(ENC_CF(f)))])}
+/* an operand: a tx_ref_t into an address */
+#define OP(f, acc, rw_if, need_if, opt)                                                            \
+    {#f,                                                                                           \
+     offsetof(struct ENC_A, f) + 0 * _Generic(ENC_AF(f), tx_ref_t: 0),                             \
+     offsetof(struct ENC_C, f) + 0 * sizeof(char[1 - 2 * (sizeof(ENC_CF(f)) != 8)]),             \
+     acc,                                                                                          \
+     rw_if,                                                                                        \
+     need_if,                                                                                      \
+     opt}
+#define R(f) OP(f, TX_ACCESS_READ, 0, 0, 0)
+#define W(f) OP(f, TX_ACCESS_WRITE, 0, 0, 0)
+#define N(x) (sizeof(x) / sizeof((x)[0]))
+#define DESC(name, fn, op)                                                                         \
+    static const struct enc_desc name##_d = {fn,           op,                                     \
+                                             sizeof(struct ENC_C), name##_f,                        \
+                                             N(name##_f),  name##_o,                                \
+                                             N(name##_o)}
+
+#define ENC_A tx_convert_args
+#define ENC_C tx8_cmd_convert
+static const struct enc_field convert_f[] = {F(rows), F(cols), F(ld_dst), F(ld_src), F(dst_dtype),
+                                             F(src_dtype)};
+static const struct enc_opnd convert_o[] = {W(dst), R(src)}; /* scales: by the types */
+DESC(convert, "tx_cmd_convert", TX8_OP_CONVERT);
+#undef ENC_A
+#undef ENC_C
+
+#define ENC_A tx_matmul_args
+#define ENC_C tx8_cmd_matmul
+static const struct enc_field matmul_f[] = {F(tokens), F(ld_x), F(ld_y), F(act_dtype)};
+static const struct enc_opnd matmul_o[] = {
+    OP(y, TX_ACCESS_WRITE, TX8_MATMUL_F_ACCUMULATE, 0, 0), R(x),
+    OP(bias, TX_ACCESS_READ, 0, TX8_MATMUL_F_BIAS, 1)}; /* then the weight */
+DESC(matmul, "tx_cmd_matmul", TX8_OP_MATMUL);
+#undef ENC_A
+#undef ENC_C
+
+#define ENC_A tx_rmsnorm_args
+#define ENC_C tx8_cmd_rmsnorm
+static const struct enc_field rmsnorm_f[] = {F(rows), F(dim), F(ld_x), F(ld_y), F(eps)};
+static const struct enc_opnd rmsnorm_o[] = {W(y), R(x), R(gamma)};
+DESC(rmsnorm, "tx_cmd_rmsnorm", TX8_OP_RMSNORM);
+#undef ENC_A
+#undef ENC_C
+
+#define ENC_A tx_layernorm_args
+#define ENC_C tx8_cmd_layernorm
+static const struct enc_field layernorm_f[] = {F(rows), F(dim), F(ld_x), F(ld_y), F(eps)};
+static const struct enc_opnd layernorm_o[] = {W(y), R(x), R(gamma), R(beta)};
+DESC(layernorm, "tx_cmd_layernorm", TX8_OP_LAYERNORM);
+#undef ENC_A
+#undef ENC_C
+
+#define ENC_A tx_rope_args
+#define ENC_C tx8_cmd_rope
+static const struct enc_field rope_f[] = {F(tokens), F(heads),   F(ld_token), F(ld_head),
+                                          F(offset), F(rot_dim), F(mode)};
+static const struct enc_opnd rope_o[] = {OP(x, TX_ACCESS_RW, 0, 0, 0), R(pos), R(inv_freq)};
+DESC(rope, "tx_cmd_rope", TX8_OP_ROPE);
+#undef ENC_A
+#undef ENC_C
+
+#define ENC_A tx_attention_args
+#define ENC_C tx8_cmd_attention
+static const struct enc_field attention_f[] = {
+    F(tokens),    F(q_heads),   F(kv_heads),  F(qk_dim),    F(v_dim), F(kv_len),  F(q_pos0),
+    F(sel_k),     F(ld_q_head), F(ld_k_head), F(ld_v_head), F(ld_o_head), F(scale), F(kv_dtype)};
+static const struct enc_opnd attention_o[] = {W(out), R(q), R(k), R(v),
+                                              OP(sel, TX_ACCESS_READ, 0, 0, 1)};
+DESC(attention, "tx_cmd_attention", TX8_OP_ATTENTION);
+#undef ENC_A
+#undef ENC_C
+
+#define ENC_A tx_swiglu_args
+#define ENC_C tx8_cmd_swiglu
+static const struct enc_field swiglu_f[] = {F(rows), F(cols), F(ld_y), F(ld_gate), F(ld_up)};
+static const struct enc_opnd swiglu_o[] = {W(y), R(gate), R(up)};
+DESC(swiglu, "tx_cmd_swiglu", TX8_OP_SWIGLU);
+#undef ENC_A
+#undef ENC_C
+
+#define ENC_A tx_embed_args
+#define ENC_C tx8_cmd_embed
+static const struct enc_field embed_f[] = {F(tokens), F(vocab), F(dim), F(ld_out), F(dtype)};
+static const struct enc_opnd embed_o[] = {W(out), R(ids), R(table)}; /* scales: by the type */
+DESC(embed, "tx_cmd_embed", TX8_OP_EMBED);
+#undef ENC_A
+#undef ENC_C
+
+#define ENC_A tx_moe_route_args
+#define ENC_C tx8_cmd_moe_route
+static const struct enc_field moe_route_f[] = {F(tokens),     F(experts), F(top_k), F(n_group),
+                                               F(topk_group), F(scaling), F(lambda)};
+static const struct enc_opnd moe_route_o[] = {W(out_ids), W(out_w), R(logits),
+                                              OP(bias, TX_ACCESS_READ, 0, 0, 1)};
+DESC(moe_route, "tx_cmd_moe_route", TX8_OP_MOE_ROUTE); /* counts: by the flags */
+#undef ENC_A
+#undef ENC_C
+
+#define ENC_A tx_moe_ffn_args
+#define ENC_C tx8_cmd_moe_ffn
+static const struct enc_field moe_ffn_f[] = {F(tokens), F(top_k),   F(num_experts), F(dim),
+                                             F(ffn_dim), F(ld_x),   F(ld_y),        F(act_dtype)};
+static const struct enc_opnd moe_ffn_o[] = {OP(y, TX_ACCESS_WRITE, TX8_MOE_FFN_F_ACCUMULATE, 0, 0),
+                                            R(x), R(ids), R(w), R(experts)};
+DESC(moe_ffn, "tx_cmd_moe_ffn", TX8_OP_MOE_FFN);
+#undef ENC_A
+#undef ENC_C
+
+#define ENC_A tx_dsa_index_args
+#define ENC_C tx8_cmd_dsa_index
+static const struct enc_field dsa_index_f[] = {F(tokens), F(heads), F(dim),       F(kv_len),
+                                               F(q_pos0), F(top_k), F(ld_q_head), F(ld_k)};
+static const struct enc_opnd dsa_index_o[] = {W(sel), R(q), R(k), R(w)};
+DESC(dsa_index, "tx_cmd_dsa_index", TX8_OP_DSA_INDEX);
+#undef ENC_A
+#undef ENC_C
+
+#define ENC_A tx_sample_args
+#define ENC_C tx8_cmd_sample
+static const struct enc_field sample_f[] = {
+    F(seed),  F(counter),        F(rows),           F(vocab),
+    F(ld_logits), F(top_k),      F(temperature),    F(top_p),
+    F(min_p), F(repeat_penalty), F(presence_penalty), F(frequency_penalty),
+    F(n_history)};
+static const struct enc_opnd sample_o[] = {W(out), R(logits),
+                                           OP(probs, TX_ACCESS_WRITE, 0, 0, 1)}; /* history */
+DESC(sample, "tx_cmd_sample", TX8_OP_SAMPLE);
+#undef ENC_A
+#undef ENC_C
+
+/* The table's part of command d from arguments a into c (zeroed first). */
+static void encode(const struct enc_desc *d, const void *a, void *c, uint16_t flags,
+                   struct opset *s)
+{
+    memset(c, 0, d->size);
+    for (unsigned i = 0; i < d->nf; i++)
+        memcpy((uint8_t *)c + d->f[i].c, (const uint8_t *)a + d->f[i].a, d->f[i].size);
+    for (unsigned i = 0; i < d->no; i++) {
+        const struct enc_opnd *o = &d->o[i];
+        tx_ref_t ref;
+        memcpy(&ref, (const uint8_t *)a + o->a, sizeof(ref));
+        op_add(s, o->name, ref, (flags & o->rw_if) ? TX_ACCESS_RW : o->access,
+               o->optional && !(flags & o->need_if), (__u64 *)((uint8_t *)c + o->c));
+    }
+}
+
+/* A command that is its table: encode, emit. */
+static int encode_emit(tx_cmdbuf_t *cb, const struct enc_desc *d, const void *a, void *c,
+                       uint16_t flags)
+{
+    struct opset s = {.n = 0};
+
+    if (!a)
+        return tx_error(TX_EINVAL, "%s: NULL arguments", d->fn);
+    encode(d, a, c, flags, &s);
+    return emit(cb, d->fn, c, d->size, d->opcode, flags, &s);
+}
+
 TX_API int tx_cmd_convert(tx_cmdbuf_t *cb, const struct tx_convert_args *a)
 {
     struct tx8_cmd_convert c;
     struct opset s = {.n = 0};
-    int i8 = 0;
 
     ARGS_CHECK("tx_cmd_convert");
-    memset(&c, 0, sizeof(c));
-    c.rows = a->rows;
-    c.cols = a->cols;
-    c.ld_dst = a->ld_dst;
-    c.ld_src = a->ld_src;
-    c.dst_dtype = a->dst_dtype;
-    c.src_dtype = a->src_dtype;
-    i8 = a->dst_dtype == TX8_DTYPE_I8 || a->src_dtype == TX8_DTYPE_I8;
+    int i8 = a->dst_dtype == TX8_DTYPE_I8 || a->src_dtype == TX8_DTYPE_I8;
     if (tx_dtype_is_block(a->dst_dtype) || tx_dtype_is_block(a->src_dtype)) {
         s.min_minor = 6;
         s.feature = "the KV-cache block types (Q8_0 / Q4_0)";
     }
-    op_add(&s, "dst", a->dst, TX_ACCESS_WRITE, 0, &c.dst);
-    op_add(&s, "src", a->src, TX_ACCESS_READ, 0, &c.src);
+    encode(&convert_d, a, &c, 0, &s);
     op_add(&s, "scales", a->scales, a->dst_dtype == TX8_DTYPE_I8 ? TX_ACCESS_WRITE : TX_ACCESS_READ,
            !i8, &c.scales);
-    return emit(cb, "tx_cmd_convert", &c, sizeof(c), TX8_OP_CONVERT, 0, &s);
+    return emit(cb, convert_d.fn, &c, sizeof(c), convert_d.opcode, 0, &s);
 }
 
 TX_API int tx_cmd_matmul(tx_cmdbuf_t *cb, const struct tx_matmul_args *a)
@@ -739,54 +929,23 @@ TX_API int tx_cmd_matmul(tx_cmdbuf_t *cb, const struct tx_matmul_args *a)
     struct opset s = {.n = 0};
 
     ARGS_CHECK("tx_cmd_matmul");
-    memset(&c, 0, sizeof(c));
-    c.tokens = a->tokens;
-    c.ld_x = a->ld_x;
-    c.ld_y = a->ld_y;
-    c.act_dtype = a->act_dtype;
-    op_add(&s, "y", a->y, (a->flags & TX8_MATMUL_F_ACCUMULATE) ? TX_ACCESS_RW : TX_ACCESS_WRITE, 0,
-           &c.y);
-    op_add(&s, "x", a->x, TX_ACCESS_READ, 0, &c.x);
-    op_add(&s, "bias", a->bias, TX_ACCESS_READ, !(a->flags & TX8_MATMUL_F_BIAS), &c.bias);
+    encode(&matmul_d, a, &c, a->flags, &s);
     op_weight(&s, &a->w, &c.w);
-    return emit(cb, "tx_cmd_matmul", &c, sizeof(c), TX8_OP_MATMUL, a->flags, &s);
+    return emit(cb, matmul_d.fn, &c, sizeof(c), matmul_d.opcode, a->flags, &s);
 }
 
 TX_API int tx_cmd_rmsnorm(tx_cmdbuf_t *cb, const struct tx_rmsnorm_args *a)
 {
     struct tx8_cmd_rmsnorm c;
-    struct opset s = {.n = 0};
 
-    ARGS_CHECK("tx_cmd_rmsnorm");
-    memset(&c, 0, sizeof(c));
-    c.rows = a->rows;
-    c.dim = a->dim;
-    c.ld_x = a->ld_x;
-    c.ld_y = a->ld_y;
-    c.eps = a->eps;
-    op_add(&s, "y", a->y, TX_ACCESS_WRITE, 0, &c.y);
-    op_add(&s, "x", a->x, TX_ACCESS_READ, 0, &c.x);
-    op_add(&s, "gamma", a->gamma, TX_ACCESS_READ, 0, &c.gamma);
-    return emit(cb, "tx_cmd_rmsnorm", &c, sizeof(c), TX8_OP_RMSNORM, 0, &s);
+    return encode_emit(cb, &rmsnorm_d, a, &c, 0);
 }
 
 TX_API int tx_cmd_layernorm(tx_cmdbuf_t *cb, const struct tx_layernorm_args *a)
 {
     struct tx8_cmd_layernorm c;
-    struct opset s = {.n = 0};
 
-    ARGS_CHECK("tx_cmd_layernorm");
-    memset(&c, 0, sizeof(c));
-    c.rows = a->rows;
-    c.dim = a->dim;
-    c.ld_x = a->ld_x;
-    c.ld_y = a->ld_y;
-    c.eps = a->eps;
-    op_add(&s, "y", a->y, TX_ACCESS_WRITE, 0, &c.y);
-    op_add(&s, "x", a->x, TX_ACCESS_READ, 0, &c.x);
-    op_add(&s, "gamma", a->gamma, TX_ACCESS_READ, 0, &c.gamma);
-    op_add(&s, "beta", a->beta, TX_ACCESS_READ, 0, &c.beta);
-    return emit(cb, "tx_cmd_layernorm", &c, sizeof(c), TX8_OP_LAYERNORM, 0, &s);
+    return encode_emit(cb, &layernorm_d, a, &c, 0);
 }
 
 TX_API int tx_cmd_rope(tx_cmdbuf_t *cb, const struct tx_rope_args *a)
@@ -804,23 +963,14 @@ TX_API int tx_cmd_rope(tx_cmdbuf_t *cb, const struct tx_rope_args *a)
                                  : "tx_cmd_rope: attn_factor %g without TX8_ROPE_F_ATTN_FACTOR "
                                    "(0 unless the flag is set)",
                         (double)a->attn_factor);
-    memset(&c, 0, sizeof(c));
     if (a->flags) {
-        c.attn_factor = a->attn_factor;
         s.min_minor = 4;
         s.feature = "TX8_ROPE_F_ATTN_FACTOR";
     }
-    c.tokens = a->tokens;
-    c.heads = a->heads;
-    c.ld_token = a->ld_token;
-    c.ld_head = a->ld_head;
-    c.offset = a->offset;
-    c.rot_dim = a->rot_dim;
-    c.mode = a->mode;
-    op_add(&s, "x", a->x, TX_ACCESS_RW, 0, &c.x);
-    op_add(&s, "pos", a->pos, TX_ACCESS_READ, 0, &c.pos);
-    op_add(&s, "inv_freq", a->inv_freq, TX_ACCESS_READ, 0, &c.inv_freq);
-    return emit(cb, "tx_cmd_rope", &c, sizeof(c), TX8_OP_ROPE, (uint16_t)a->flags, &s);
+    encode(&rope_d, a, &c, 0, &s);
+    if (a->flags)
+        c.attn_factor = a->attn_factor;
+    return emit(cb, rope_d.fn, &c, sizeof(c), rope_d.opcode, (uint16_t)a->flags, &s);
 }
 
 TX_API int tx_cmd_attention(tx_cmdbuf_t *cb, const struct tx_attention_args *a)
@@ -852,7 +1002,6 @@ TX_API int tx_cmd_attention_flags(tx_cmdbuf_t *cb, const struct tx_attention_arg
                         "tx_cmd_attention_flags: TX8_ATTN_F_BF16 takes pairs: qk_dim %u, v_dim "
                         "%u, ld_k_head %u and ld_v_head %u must be even",
                         a->qk_dim, a->v_dim, a->ld_k_head, a->ld_v_head);
-    memset(&c, 0, sizeof(c));
     if (aflags & TX8_ATTN_F_BF16) {
         flags |= TX8_ATTN_F_BF16;
         s.min_minor = 7;
@@ -860,7 +1009,6 @@ TX_API int tx_cmd_attention_flags(tx_cmdbuf_t *cb, const struct tx_attention_arg
     }
     if (v_dtype != a->kv_dtype) {
         flags |= TX8_ATTN_F_V_DTYPE;
-        c.v_dtype = v_dtype;
         if (s.min_minor < 6) {
             s.min_minor = 6;
             s.feature = "TX8_ATTN_F_V_DTYPE";
@@ -870,44 +1018,17 @@ TX_API int tx_cmd_attention_flags(tx_cmdbuf_t *cb, const struct tx_attention_arg
         s.min_minor = 6;
         s.feature = "the KV-cache block types (Q8_0 / Q4_0)";
     }
-    c.tokens = a->tokens;
-    c.q_heads = a->q_heads;
-    c.kv_heads = a->kv_heads;
-    c.qk_dim = a->qk_dim;
-    c.v_dim = a->v_dim;
-    c.kv_len = a->kv_len;
-    c.q_pos0 = a->q_pos0;
-    c.sel_k = a->sel_k;
-    c.ld_q_head = a->ld_q_head;
-    c.ld_k_head = a->ld_k_head;
-    c.ld_v_head = a->ld_v_head;
-    c.ld_o_head = a->ld_o_head;
-    c.scale = a->scale;
-    c.kv_dtype = a->kv_dtype;
-    op_add(&s, "out", a->out, TX_ACCESS_WRITE, 0, &c.out);
-    op_add(&s, "q", a->q, TX_ACCESS_READ, 0, &c.q);
-    op_add(&s, "k", a->k, TX_ACCESS_READ, 0, &c.k);
-    op_add(&s, "v", a->v, TX_ACCESS_READ, 0, &c.v);
-    op_add(&s, "sel", a->sel, TX_ACCESS_READ, 1, &c.sel);
-    return emit(cb, "tx_cmd_attention", &c, sizeof(c), TX8_OP_ATTENTION, flags, &s);
+    encode(&attention_d, a, &c, 0, &s);
+    if (v_dtype != a->kv_dtype)
+        c.v_dtype = v_dtype;
+    return emit(cb, attention_d.fn, &c, sizeof(c), attention_d.opcode, flags, &s);
 }
 
 TX_API int tx_cmd_swiglu(tx_cmdbuf_t *cb, const struct tx_swiglu_args *a)
 {
     struct tx8_cmd_swiglu c;
-    struct opset s = {.n = 0};
 
-    ARGS_CHECK("tx_cmd_swiglu");
-    memset(&c, 0, sizeof(c));
-    c.rows = a->rows;
-    c.cols = a->cols;
-    c.ld_y = a->ld_y;
-    c.ld_gate = a->ld_gate;
-    c.ld_up = a->ld_up;
-    op_add(&s, "y", a->y, TX_ACCESS_WRITE, 0, &c.y);
-    op_add(&s, "gate", a->gate, TX_ACCESS_READ, 0, &c.gate);
-    op_add(&s, "up", a->up, TX_ACCESS_READ, 0, &c.up);
-    return emit(cb, "tx_cmd_swiglu", &c, sizeof(c), TX8_OP_SWIGLU, 0, &s);
+    return encode_emit(cb, &swiglu_d, a, &c, 0);
 }
 
 TX_API int tx_cmd_add(tx_cmdbuf_t *cb, tx_ref_t y, tx_ref_t a, tx_ref_t b, uint64_t n, float alpha,
@@ -932,17 +1053,9 @@ TX_API int tx_cmd_embed(tx_cmdbuf_t *cb, const struct tx_embed_args *a)
     struct opset s = {.n = 0};
 
     ARGS_CHECK("tx_cmd_embed");
-    memset(&c, 0, sizeof(c));
-    c.tokens = a->tokens;
-    c.vocab = a->vocab;
-    c.dim = a->dim;
-    c.ld_out = a->ld_out;
-    c.dtype = a->dtype;
-    op_add(&s, "out", a->out, TX_ACCESS_WRITE, 0, &c.out);
-    op_add(&s, "ids", a->ids, TX_ACCESS_READ, 0, &c.ids);
-    op_add(&s, "table", a->table, TX_ACCESS_READ, 0, &c.table);
+    encode(&embed_d, a, &c, 0, &s);
     op_add(&s, "scales", a->scales, TX_ACCESS_READ, a->dtype != TX8_DTYPE_I8, &c.scales);
-    return emit(cb, "tx_cmd_embed", &c, sizeof(c), TX8_OP_EMBED, 0, &s);
+    return emit(cb, embed_d.fn, &c, sizeof(c), embed_d.opcode, 0, &s);
 }
 
 TX_API int tx_cmd_moe_route(tx_cmdbuf_t *cb, const struct tx_moe_route_args *a)
@@ -964,48 +1077,20 @@ TX_API int tx_cmd_moe_route(tx_cmdbuf_t *cb, const struct tx_moe_route_args *a)
         s.min_minor = 4;
         s.feature = "TX8_ROUTE_F_SOFTMAX";
     }
-    memset(&c, 0, sizeof(c));
-    c.tokens = a->tokens;
-    c.experts = a->experts;
-    c.top_k = a->top_k;
-    c.n_group = a->n_group;
-    c.topk_group = a->topk_group;
-    c.scaling = a->scaling;
-    c.lambda = a->lambda;
     if (a->flags & TX8_ROUTE_F_LOAD_PENALTY)
         cacc |= TX_ACCESS_READ;
     if (a->flags & TX8_ROUTE_F_COUNT)
         cacc |= TX_ACCESS_RW;
-    op_add(&s, "out_ids", a->out_ids, TX_ACCESS_WRITE, 0, &c.out_ids);
-    op_add(&s, "out_w", a->out_w, TX_ACCESS_WRITE, 0, &c.out_w);
-    op_add(&s, "logits", a->logits, TX_ACCESS_READ, 0, &c.logits);
-    op_add(&s, "bias", a->bias, TX_ACCESS_READ, 1, &c.bias);
+    encode(&moe_route_d, a, &c, 0, &s);
     op_add(&s, "counts", a->counts, cacc ? cacc : TX_ACCESS_READ, 1, &c.counts);
-    return emit(cb, "tx_cmd_moe_route", &c, sizeof(c), TX8_OP_MOE_ROUTE, a->flags, &s);
+    return emit(cb, moe_route_d.fn, &c, sizeof(c), moe_route_d.opcode, a->flags, &s);
 }
 
 TX_API int tx_cmd_moe_ffn(tx_cmdbuf_t *cb, const struct tx_moe_ffn_args *a)
 {
     struct tx8_cmd_moe_ffn c;
-    struct opset s = {.n = 0};
 
-    ARGS_CHECK("tx_cmd_moe_ffn");
-    memset(&c, 0, sizeof(c));
-    c.tokens = a->tokens;
-    c.top_k = a->top_k;
-    c.num_experts = a->num_experts;
-    c.dim = a->dim;
-    c.ffn_dim = a->ffn_dim;
-    c.ld_x = a->ld_x;
-    c.ld_y = a->ld_y;
-    c.act_dtype = a->act_dtype;
-    op_add(&s, "y", a->y, (a->flags & TX8_MOE_FFN_F_ACCUMULATE) ? TX_ACCESS_RW : TX_ACCESS_WRITE, 0,
-           &c.y);
-    op_add(&s, "x", a->x, TX_ACCESS_READ, 0, &c.x);
-    op_add(&s, "ids", a->ids, TX_ACCESS_READ, 0, &c.ids);
-    op_add(&s, "w", a->w, TX_ACCESS_READ, 0, &c.w);
-    op_add(&s, "experts", a->experts, TX_ACCESS_READ, 0, &c.experts);
-    return emit(cb, "tx_cmd_moe_ffn", &c, sizeof(c), TX8_OP_MOE_FFN, a->flags, &s);
+    return encode_emit(cb, &moe_ffn_d, a, &c, a ? a->flags : 0);
 }
 
 TX_API int tx_cmd_dsa_index(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a)
@@ -1024,25 +1109,13 @@ TX_API int tx_cmd_dsa_index_ex(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *
     if (k_dtype != TX8_DTYPE_F32 && k_dtype != TX8_DTYPE_Q8_0)
         return tx_error(TX_EINVAL, "tx_cmd_dsa_index: key cache type %s (F32 or Q8_0)",
                         tx_dtype_name(k_dtype));
-    memset(&c, 0, sizeof(c));
     if (k_dtype == TX8_DTYPE_Q8_0) {
         flags = TX8_DSA_F_KEY_Q8_0;
         s.min_minor = 6;
         s.feature = "TX8_DSA_F_KEY_Q8_0";
     }
-    c.tokens = a->tokens;
-    c.heads = a->heads;
-    c.dim = a->dim;
-    c.kv_len = a->kv_len;
-    c.q_pos0 = a->q_pos0;
-    c.top_k = a->top_k;
-    c.ld_q_head = a->ld_q_head;
-    c.ld_k = a->ld_k;
-    op_add(&s, "sel", a->sel, TX_ACCESS_WRITE, 0, &c.sel);
-    op_add(&s, "q", a->q, TX_ACCESS_READ, 0, &c.q);
-    op_add(&s, "k", a->k, TX_ACCESS_READ, 0, &c.k);
-    op_add(&s, "w", a->w, TX_ACCESS_READ, 0, &c.w);
-    return emit(cb, "tx_cmd_dsa_index", &c, sizeof(c), TX8_OP_DSA_INDEX, flags, &s);
+    encode(&dsa_index_d, a, &c, 0, &s);
+    return emit(cb, dsa_index_d.fn, &c, sizeof(c), dsa_index_d.opcode, flags, &s);
 }
 
 TX_API int tx_cmd_sample(tx_cmdbuf_t *cb, const struct tx_sample_args *a)
@@ -1051,28 +1124,12 @@ TX_API int tx_cmd_sample(tx_cmdbuf_t *cb, const struct tx_sample_args *a)
     struct opset s = {.n = 0};
 
     ARGS_CHECK("tx_cmd_sample");
-    memset(&c, 0, sizeof(c));
-    c.seed = a->seed;
-    c.counter = a->counter;
-    c.rows = a->rows;
-    c.vocab = a->vocab;
-    c.ld_logits = a->ld_logits;
-    c.top_k = a->top_k;
-    c.temperature = a->temperature;
-    c.top_p = a->top_p;
-    c.min_p = a->min_p;
-    c.repeat_penalty = a->repeat_penalty;
-    c.presence_penalty = a->presence_penalty;
-    c.frequency_penalty = a->frequency_penalty;
-    c.n_history = a->n_history;
-    op_add(&s, "out", a->out, TX_ACCESS_WRITE, 0, &c.out);
-    op_add(&s, "logits", a->logits, TX_ACCESS_READ, 0, &c.logits);
-    op_add(&s, "probs", a->probs, TX_ACCESS_WRITE, 1, &c.probs);
+    encode(&sample_d, a, &c, 0, &s);
     if (a->n_history)
         op_add(&s, "history", a->history, TX_ACCESS_READ, 0, &c.history);
     /* the 1.2 form unless a 1.3 field is used */
     int v13 = a->flags || a->n_history || a->min_p != 0.0f || a->repeat_penalty != 0.0f ||
               a->presence_penalty != 0.0f || a->frequency_penalty != 0.0f;
-    return emit(cb, "tx_cmd_sample", &c, v13 ? sizeof(c) : TX8_CMD_SAMPLE_SIZE_1_2, TX8_OP_SAMPLE,
+    return emit(cb, sample_d.fn, &c, v13 ? sizeof(c) : TX8_CMD_SAMPLE_SIZE_1_2, sample_d.opcode,
                 (uint16_t)a->flags, &s);
 }

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "common/settings.h"
 #include "device/device_internal.h"
 #include "profile/profile_internal.h"
 
@@ -359,13 +360,29 @@ static void reap_zombies(struct tx_device *d)
 /* Devices                                                                   */
 /* ------------------------------------------------------------------------ */
 
+static const struct tx_setting device_settings[] = {
+    [TXD_SETTING_SUBMIT_TIMEOUT] = {"TX_SUBMIT_TIMEOUT_MS", TX_SETTING_UINT, "1..86399999", 1,
+                                    86399999, "10000", 0, NULL,
+                                    "how long a submission waits for room in a full device queue "
+                                    "before TX_ETIMEDOUT, in ms"},
+    [TXD_SETTING_DEVICE] = {"TX_DEVICE", TX_SETTING_TEXT, "a device spec (emu:SOCKET, /dev/accel/"
+                            "accelN)", 0, 0, "the first /dev/accel device, else emu:"
+                            TX_DEFAULT_EMU_SOCKET, 0, NULL,
+                            "the device a program opens when it names none (tx_device_open "
+                            "with NULL or \"\"); also listed by tx_device_enumerate"},
+};
+
+const struct tx_setting_table tx_settings_device = {
+    "device", "at every tx_device_open (and device lookup)", device_settings,
+    sizeof(device_settings) / sizeof(device_settings[0])};
+
 TX_API int tx_device_open(const char *spec, tx_device_t **out)
 {
     const struct tx_backend_ops *ops;
     char path[TX_SPEC_MAX];
     struct tx_device *d;
     pthread_rwlockattr_t ra;
-    const char *env;
+    struct tx_setting_val dset[TXD_SETTING_COUNT];
     uint64_t h;
     int rc;
 
@@ -388,14 +405,9 @@ TX_API int tx_device_open(const char *spec, tx_device_t **out)
     pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&d->lock, NULL);
     d->submit_timeout_ns = 10000000000ull;
-    env = getenv("TX_SUBMIT_TIMEOUT_MS");
-    if (env && *env) {
-        char *end;
-        unsigned long long ms = strtoull(env, &end, 10);
-
-        if (!*end && ms > 0 && ms < 86400000ull)
-            d->submit_timeout_ns = ms * 1000000ull;
-    }
+    tx_settings_read(&tx_settings_device, "tx_device_open", dset);
+    if (dset[TXD_SETTING_SUBMIT_TIMEOUT].set)
+        d->submit_timeout_ns = dset[TXD_SETTING_SUBMIT_TIMEOUT].num * 1000000ull;
 
     rc = ops->open(path, &d->be);
     if (rc < 0) {

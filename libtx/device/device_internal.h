@@ -58,7 +58,7 @@ struct tx_device {
     struct tx_bo *zombies; /* freed by the user, still used by a job */
     struct tx_cmdbuf *cmdbufs;
     struct cmd_arena arena;
-    uint64_t submit_timeout_ns;
+    uint64_t submit_timeout_ns; /* TX_SUBMIT_TIMEOUT_MS (tx_settings_device) */
     /* Profiling ($TX_PROFILE): buffers of jobs in flight / free (d->lock) */
     struct txd_prof *prof_busy, *prof_free;
     bool prof_base; /* the expert-cache counters' baseline was taken */
@@ -111,5 +111,8 @@ void txd_label(char dst[TX8_LABEL_LEN], const char *src);
 /* Whether jobs of dev may carry TX_SUBMIT_BATCH_INVARIANT (interface >= 1.6
  * and a backend that passes it: emu, accel with tx8.ko >= 1.2). */
 int txd_can_batch_invariant(tx_device_t *dev);
+
+/* device.c: tx_settings_device's entries */
+enum { TXD_SETTING_SUBMIT_TIMEOUT, TXD_SETTING_DEVICE, TXD_SETTING_COUNT };
 
 #endif

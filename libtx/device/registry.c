@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/settings.h"
+#include "device/device_internal.h"
 #include "device/backend.h"
 
 /* The accel backend is compiled in when its source exists (it is written
@@ -78,15 +80,15 @@ static int is_socket(const char *path)
 int tx_backend_resolve(const char *spec, const struct tx_backend_ops **ops, char *path,
                        size_t path_size)
 {
-    const char *env;
     const char *p;
 
     if (!spec || !*spec) {
         char names[1][64];
+        struct tx_setting_val v[TXD_SETTING_COUNT];
 
-        env = getenv("TX_DEVICE");
-        if (env && *env)
-            return tx_backend_resolve(env, ops, path, path_size);
+        tx_settings_read(&tx_settings_device, "tx_device_open", v);
+        if (v[TXD_SETTING_DEVICE].set)
+            return tx_backend_resolve(v[TXD_SETTING_DEVICE].text, ops, path, path_size);
         if (accel_ops() && list_accel(names, 1) == 1)
             return tx_backend_resolve(names[0], ops, path, path_size);
         spec = "emu:" TX_DEFAULT_EMU_SOCKET;
@@ -163,7 +165,9 @@ TX_API int tx_device_enumerate(struct tx_device_desc *list, size_t max, size_t *
         for (int i = 0; i < na; i++)
             add_desc(all, &n, "accel", names[i]);
     }
-    env = getenv("TX_DEVICE");
+    struct tx_setting_val v[TXD_SETTING_COUNT];
+    tx_settings_parse(&tx_settings_device, "tx_device_enumerate", v);
+    env = v[TXD_SETTING_DEVICE].text;
     if (env && starts_with(env, "emu:") && env[4])
         add_desc(all, &n, "emu", env + 4);
     dir = opendir("/run/tx8");

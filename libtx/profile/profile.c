@@ -34,6 +34,7 @@
 #include <json-c/json.h>
 
 #include "common/error.h"
+#include "common/settings.h"
 #include "common/file.h"
 
 enum ev_kind { EV_SPAN, EV_CMD, EV_JOB, EV_COUNTER, EV_SETUP };
@@ -87,12 +88,22 @@ static void at_exit_write(void)
         fprintf(stderr, "libtx: TX_PROFILE=%s: %s\n", p_path, tx_last_error());
 }
 
+static const struct tx_setting profile_settings[] = {
+    {"TX_PROFILE", TX_SETTING_TEXT, "a file path", 0, 0, "off", 0, NULL,
+     "profile the process: host spans, device jobs and counters, written to this file as a "
+     "Chrome trace at exit (docs/libtx-device.md)"},
+};
+
+const struct tx_setting_table tx_settings_profile = {"profile", "once per process",
+                                                     profile_settings, 1};
+
 static void p_init(void)
 {
-    const char *e = getenv("TX_PROFILE");
-    if (!e || !*e)
+    struct tx_setting_val v;
+    tx_settings_read(&tx_settings_profile, "libtx", &v);
+    if (!v.set)
         return;
-    p_path = strdup(e);
+    p_path = strdup(v.text);
     if (!p_path)
         return;
     p_enabled = 1;

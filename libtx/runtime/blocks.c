@@ -32,8 +32,7 @@
  */
 #include "runtime/blocks.h"
 #include "runtime/decode_graph.h"
-#include "runtime/expert_cache.h"
-#include "runtime/expert_parallel.h"
+#include "runtime/weight_store.h"
 #include "arch/arch.h"
 
 #include "device/device_internal.h"
@@ -827,10 +826,6 @@ void blk_ffn(struct gctx *g, int l)
     x.x = blk_act(g, g->a.xn);
     x.ids = blk_act(g, g->a.rid);
     x.w = blk_act(g, g->a.rw);
-    uint64_t tab = m->st.on ? m->st.table_off + (uint64_t)rt_stream_slot_of(m, l) * E * 3 *
-                                                    sizeof(struct tx8_weight)
-                            : m->table_off + (uint64_t)mi * E * 3 * sizeof(struct tx8_weight);
-    x.experts = tx_ref(m->meta_bo, tab);
     x.tokens = (uint32_t)T;
     x.top_k = (uint32_t)K;
     x.num_experts = (uint32_t)E;
@@ -839,27 +834,9 @@ void blk_ffn(struct gctx *g, int l)
     x.ld_x = x.ld_y = (uint32_t)D;
     x.act_dtype = rt_prec_dtype(g->plan->precision[GLM_EXPERT]);
     x.flags = TX8_MOE_FFN_F_ACCUMULATE;
-    if (m->ep) {
-        /* routed experts on several devices (expert_parallel.c) */
-        rt_ep_moe_ffn(g, l, mi);
-        if (!g->rc && c->n_shared_experts > 0)
-            blk_swiglu_mlp(g, rt_mat_of(m, GLM_T_SHEXP_GATE, l), rt_mat_of(m, GLM_T_SHEXP_UP, l),
-                           rt_mat_of(m, GLM_T_SHEXP_DOWN, l), T);
-        return;
-    }
-    if (m->xc) {
-        /* routed experts from the expert cache (expert_cache.c) */
-        rt_xc_moe_ffn(g, l, mi, &x);
-        if (!g->rc && c->n_shared_experts > 0)
-            blk_swiglu_mlp(g, rt_mat_of(m, GLM_T_SHEXP_GATE, l), rt_mat_of(m, GLM_T_SHEXP_UP, l),
-                           rt_mat_of(m, GLM_T_SHEXP_DOWN, l), T);
-        return;
-    }
-    blk_dbg(g, "MOE_FFN layer %d tokens=%d top_k=%d F=%d act=%s", l, T, K, c->moe_intermediate_size,
-            tx_dtype_name(x.act_dtype));
-    if (blk_emit(g, tx_cmd_moe_ffn(g->cb, &x)))
-        return;
-    if (c->n_shared_experts > 0)
+    /* the routed experts where the weight store keeps them */
+    m->store->moe_ffn(g, l, mi, &x);
+    if (!g->rc && c->n_shared_experts > 0)
         blk_swiglu_mlp(g, rt_mat_of(m, GLM_T_SHEXP_GATE, l), rt_mat_of(m, GLM_T_SHEXP_UP, l),
                        rt_mat_of(m, GLM_T_SHEXP_DOWN, l), T);
 }

@@ -69,6 +69,9 @@ int rt_graph_sync(struct gctx *g);
  * on another device (expert parallelism). */
 int rt_graph_flush(struct gctx *g);
 int rt_graph_wait(struct gctx *g);
+/* Wait for job i of the pass once (i < 0: none), adding its figures; its
+ * error is the pass's first (g->first_err) */
+int rt_graph_wait_job(struct gctx *g, int i);
 
 /* Count the (query, key) pairs segment sg attends with a selection of
  * sel_k keys (0: dense) against dense causal attention, into the pass's

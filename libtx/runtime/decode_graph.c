@@ -93,19 +93,6 @@ struct rt_dgraph {
     int bad;        /* recording failed (out of memory, a non-linear field) */
 };
 
-int rt_dgraph_mode_parse(const char *v, int *mode)
-{
-    if (!v || !*v || !strcmp(v, "on") || !strcmp(v, "1"))
-        *mode = RT_DG_ON;
-    else if (!strcmp(v, "off") || !strcmp(v, "0"))
-        *mode = RT_DG_OFF;
-    else if (!strcmp(v, "verify"))
-        *mode = RT_DG_VERIFY;
-    else
-        return tx_error(TX_EINVAL, "TX_DECODE_GRAPH=%s: expected on, off or verify", v);
-    return TX_OK;
-}
-
 static void dg_free(struct rt_dgraph *d)
 {
     if (!d)

@@ -40,6 +40,7 @@
  * docs/glm-inference.md).
  */
 #include "runtime/expert_cache.h"
+#include "runtime/weight_store.h"
 
 #include "runtime/blocks.h"
 
@@ -1007,3 +1008,117 @@ TX_API int glm_model_expert_cache_stats(glm_model_t *m, struct glm_expert_cache_
     pthread_mutex_unlock(&m->lock);
     return TX_OK;
 }
+
+/* ---- the weight store "expert cache" -------------------------------------- */
+
+/* The resident part (everything but the routed experts) in the weights BO,
+ * the experts in slots. TX_ENOSPC (state undone) when the resident part or
+ * top_k slots do not fit. */
+static int xc_place(glm_model_t *m, const struct rt_place *p)
+{
+    const struct glm_load_options *o = p->o;
+    const char *path = p->path;
+    uint64_t total_w = m->w_size;
+    rt_xc_mark(m);
+    glm_precision_plan_t plan;
+    rt_plan_of(m->dev, &plan, NULL);
+    uint64_t res = m->w_size, slot = rt_xc_slot_bytes(m, (int)plan.precision[GLM_EXPERT]);
+    uint64_t xb = rt_xc_expert_bytes(m);
+    int K = m->cfg.num_experts_per_tok;
+    uint64_t all = slot * (uint64_t)m->n_moe_layers * (uint64_t)m->cfg.n_routed_experts;
+    int rc;
+    if (o->max_weight_bytes && res + slot * (uint64_t)K > o->max_weight_bytes) {
+        rc = tx_error(TX_ENOSPC,
+                      "%s: without its routed experts the model still needs %llu bytes, over "
+                      "max_weight_bytes %llu less %d expert slots",
+                      path, (unsigned long long)res, (unsigned long long)o->max_weight_bytes, K);
+        goto undo;
+    }
+    rc = tx_bo_alloc(m->dev, res ? res : 4096, 0, m->label_w, &m->w_bo);
+    if (rc) {
+        rc = tx_error(rc,
+                      "%s: the resident part without routed experts (%llu of %llu bytes) does "
+                      "not fit: %s",
+                      path, (unsigned long long)res, (unsigned long long)total_w, tx_last_error());
+        goto undo;
+    }
+    uint64_t bytes = o->expert_cache_bytes;
+    if (!bytes && o->max_weight_bytes) {
+        bytes = o->max_weight_bytes - res;
+    } else if (!bytes) {
+        /* what is free now, less a reserve for the meta buffer, activations
+         * and KV caches of the sessions to come: a quarter, >= 16 MiB */
+        struct tx_device_info di;
+        uint64_t fr = 0;
+        if (tx_device_info(m->dev, &di) == TX_OK && di.heap_size > di.mem_used)
+            fr = di.heap_size - di.mem_used;
+        uint64_t rsv = fr / 4 > (16u << 20) ? fr / 4 : (16u << 20);
+        bytes = fr > rsv ? fr - rsv : 0;
+        if (bytes > all)
+            bytes = all;
+    }
+    rc = rt_xc_setup(m, bytes, o->flags);
+    if (rc)
+        goto undo;
+    rt_debug("load: expert cache: %llu bytes resident, %llu bytes of routed experts in %d slots "
+             "(%llu bytes)",
+             (unsigned long long)res, (unsigned long long)xb, m->xc->n_slots,
+             (unsigned long long)((uint64_t)m->xc->n_slots * m->xc->slot_size));
+    return TX_OK;
+undo:
+    rt_xc_free(m);
+    if (m->w_bo)
+        tx_bo_free(m->w_bo);
+    m->w_bo = NULL;
+    m->streaming = 0;
+    rt_xc_unmark(m);
+    if (rc == TX_ENOSPC && p->may_fall)
+        rt_debug("load: no room for the expert cache (%s): streaming the layers",
+                 tx_last_error());
+    return rc;
+}
+
+static void xc_moe_ffn(struct gctx *g, int l, int mi, struct tx_moe_ffn_args *x)
+{
+    x->experts = tx_ref(g->m->meta_bo, rt_store_layer_table(g->m, mi));
+    rt_xc_moe_ffn(g, l, mi, x);
+}
+
+static void xc_info(const glm_model_t *m, struct glm_model_info *info)
+{
+    const struct rt_xcache *xc = m->xc;
+    info->weights_bytes += (uint64_t)xc->n_slots * xc->slot_size;
+    info->prefetch_hits = xc->hits;
+    info->prefetch_misses = xc->misses;
+}
+
+static int xc_telemetry(const glm_model_t *m, struct tx_telemetry_cache *tc)
+{
+    const struct rt_xcache *xc = m->xc;
+    *tc = (struct tx_telemetry_cache){(uint64_t)xc->n_slots,
+                                      (uint64_t)xc->n_moe * (uint64_t)xc->E,
+                                      xc->hits,
+                                      xc->misses,
+                                      xc->prefetches,
+                                      xc->prefetch_useful,
+                                      xc->bytes_read};
+    return 1;
+}
+
+const struct rt_store_ops rt_store_expert_cache = {
+    .name = "expert cache",
+    .layer_jobs = 0,
+    .decode_graph = 0,
+    .place = xc_place,
+    .ready = rt_store_nop_ready,
+    .free = rt_xc_free,
+    .n_expert_tables = rt_store_per_layer_tables,
+    .plan = rt_xc_plan_changed, /* a layer's table is written when the layer runs */
+    .pass_begin = rt_xc_pass_begin,
+    .declare = rt_xc_declare,
+    .layer_enter = rt_store_nop_enter,
+    .layer_leave = rt_store_nop_layer,
+    .moe_ffn = xc_moe_ffn,
+    .info = xc_info,
+    .telemetry = xc_telemetry,
+};

@@ -32,6 +32,7 @@
 #include "runtime/blocks.h"
 #include "runtime/ep_place.h"
 #include "runtime/expert_cache.h"
+#include "runtime/weight_store.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -131,6 +132,7 @@ static int shard_open(const glm_model_t *pm, struct ep_dev *d, unsigned flags)
     pthread_mutex_init(&s->lock, NULL);
     d->sm = s;
     s->dev = d->dev;
+    s->store = &rt_store_expert_cache; /* a shard's jobs declare its cache */
     int rc = tx_device_info(d->dev, &s->dinfo);
     if (rc)
         return tx_error(rc, "expert parallel: device %d: %s", d->gidx, tx_last_error());
@@ -710,15 +712,6 @@ static int ep_layer(struct gctx *g, int l, int mi)
     return TX_OK;
 }
 
-void rt_ep_moe_ffn(struct gctx *g, int l, int mi)
-{
-    if (g->rc)
-        return;
-    int rc = ep_layer(g, l, mi);
-    if (rc)
-        g->rc = rc;
-}
-
 /* ---- rebalancing (glm_model_ep_rebalance) ------------------------------------ */
 
 /* max / mean of the devices' selections under placement own (0: none). */
@@ -1188,7 +1181,7 @@ TX_API int glm_ep_worker_run(glm_model_t *m)
 
 /* ---- load, free, figures -------------------------------------------------------- */
 
-void rt_ep_free(glm_model_t *m)
+static void ep_free(glm_model_t *m)
 {
     struct rt_ep *ep = m->ep;
     if (!ep)
@@ -1708,3 +1701,46 @@ TX_API int glm_model_ep_owner(const glm_model_t *m, int mi, int e)
         return -1;
     return m->ep->owner[(size_t)mi * m->cfg.n_routed_experts + e];
 }
+
+/* ---- the weight store "expert parallel" ---------------------------------------- */
+
+/* The primary's weights but the routed experts (rt_xc_mark at load, with
+ * every device's expert buffer made by ep_load once the placement is
+ * known); a rank > 0 places nothing (model.c) */
+static int ep_plan(glm_model_t *m, const glm_precision_plan_t *plan)
+{
+    (void)m;
+    (void)plan; /* each shard follows the plan of the layer it runs (shard_submit) */
+    return TX_OK;
+}
+
+/* MoE layer l (index mi) after MOE_ROUTE was emitted on the primary: waits
+ * for the routing, dispatches the pairs, runs every device's MOE_FFN (each
+ * builds its own, shard_submit: x is not used), combines into h (g->a.h). */
+static void ep_moe_ffn(struct gctx *g, int l, int mi, struct tx_moe_ffn_args *x)
+{
+    (void)x;
+    if (g->rc)
+        return;
+    int rc = ep_layer(g, l, mi);
+    if (rc)
+        g->rc = rc;
+}
+
+const struct rt_store_ops rt_store_expert_parallel = {
+    .name = "expert parallel",
+    .layer_jobs = 0,
+    .decode_graph = 0,
+    .place = rt_store_place_resident,
+    .ready = rt_store_nop_ready,
+    .free = ep_free, /* rank 0 tells the workers to stop */
+    .n_expert_tables = rt_store_per_layer_tables,
+    .plan = ep_plan,
+    .pass_begin = rt_store_nop_pass_begin,
+    .declare = rt_store_nop_declare,
+    .layer_enter = rt_store_nop_enter,
+    .layer_leave = rt_store_nop_layer,
+    .moe_ffn = ep_moe_ffn,
+    .info = rt_store_nop_info,
+    .telemetry = rt_store_nop_telemetry,
+};

@@ -9,14 +9,8 @@
 
 #include "runtime/rt_internal.h"
 
-struct gctx;
-struct rt_ep;
-
-/* MoE layer l (index mi) of a multi-device model after MOE_ROUTE was
- * emitted on the primary: waits for the routing, dispatches the pairs,
- * runs every device's MOE_FFN, combines into h (g->a.h). */
-void rt_ep_moe_ffn(struct gctx *g, int l, int mi);
-void rt_ep_free(glm_model_t *m);
+/* The weight store "expert parallel" (rt_store_expert_parallel,
+ * runtime/weight_store.h) is this file's. */
 
 /* model.c: a load for expert parallelism */
 #define RT_LOAD_NORMAL 0

@@ -18,7 +18,7 @@
  */
 #include "runtime/blocks.h"
 #include "runtime/decode_graph.h"
-#include "runtime/expert_cache.h"
+#include "runtime/weight_store.h"
 
 #include "arch/arch.h"
 #include "device/device_internal.h"
@@ -48,7 +48,7 @@ static int declare(struct gctx *g)
             if (m->conv[lt][p].bo)
                 rc = tx_cmdbuf_use(g->cb, m->conv[lt][p].bo, TX_ACCESS_READ);
     if (!rc)
-        rc = rt_xc_declare(m, g->cb);
+        rc = m->store->declare(m, g->cb);
     if (rc)
         return tx_error(rc, "forward: %s", tx_last_error());
     return TX_OK;
@@ -122,7 +122,7 @@ static void maybe_flush(struct gctx *g, int force)
 }
 
 /* Wait for job i of the pass (once), accumulating its figures. */
-static int wait_job(struct gctx *g, int i)
+int rt_graph_wait_job(struct gctx *g, int i)
 {
     if (i < 0 || i >= g->njobs || g->waited[i])
         return TX_OK;
@@ -149,7 +149,7 @@ static int wait_job(struct gctx *g, int i)
 static int wait_all(struct gctx *g)
 {
     for (int i = 0; i < g->njobs; i++)
-        wait_job(g, i);
+        rt_graph_wait_job(g, i);
     return g->first_err;
 }
 
@@ -170,66 +170,6 @@ int rt_graph_sync(struct gctx *g)
     if (g->rc)
         return g->rc;
     return wait_all(g);
-}
-
-/* ---- parameter shard streaming ------------------------------------------- */
-
-/* Index of the job of this pass that last read slot k (-1: none). */
-static int slot_job_index(struct gctx *g, int k)
-{
-    uint64_t id = g->m->st.slot_job[k];
-    for (int i = g->njobs - 1; i >= 0 && id; i--)
-        if (g->jobs[i] == id)
-            return i;
-    return -1;
-}
-
-/* Layer l into a slot before its commands are built: prefetched (a hit)
- * or read now (a miss); then its conversions, expert table and BOs. */
-static int stream_enter(struct gctx *g, int l)
-{
-    glm_model_t *m = g->m;
-    struct rt_stream *s = &m->st;
-    int k = rt_stream_slot_of(m, l);
-    if (k < 0) {
-        int prev = l > 0 ? rt_stream_slot_of(m, l - 1) : -1;
-        k = prev == 0 ? 1 : 0;
-        wait_job(g, slot_job_index(g, k));
-        int rc = rt_stream_load(m, l, k);
-        if (rc)
-            return rc;
-        s->misses++;
-    } else if (rt_stream_poll(m), s->inflight[k] > 0) {
-        s->misses++; /* prefetched, but the reads are not complete yet */
-    } else {
-        s->hits++;
-    }
-    uint64_t t0 = txp_begin();
-    int rc = rt_stream_wait(m, k);
-    txp_end("weight streaming", t0);
-    if (rc)
-        return rc;
-    rc = rt_stream_begin_layer(m, l, k, g->plan, g->cb);
-    return rc;
-}
-
-/* After layer l's job was submitted: note that it reads its slot, and
- * prefetch layer `next` into the other slot once the job that last read
- * that slot has finished (the device meanwhile runs layer l). */
-static int stream_leave(struct gctx *g, int l, int next)
-{
-    glm_model_t *m = g->m;
-    struct rt_stream *s = &m->st;
-    int k = rt_stream_slot_of(m, l);
-    if (k >= 0 && g->njobs)
-        s->slot_job[k] = g->jobs[g->njobs - 1];
-    if (next < 0 || rt_stream_slot_of(m, next) >= 0)
-        return TX_OK;
-    int t = k == 0 ? 1 : 0;
-    wait_job(g, slot_job_index(g, t));
-    if (g->first_err)
-        return g->first_err;
-    return rt_stream_load(m, next, t);
 }
 
 static void layer_stats(const float *x, uint64_t n, double *mean, double *sd, double *mx)
@@ -407,12 +347,12 @@ static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode
     rc = tx_cmdbuf_create(m->dev, &g->cb);
     if (rc)
         return tx_error(rc, "forward: %s", tx_last_error());
-    if (m->xc)
-        rt_xc_pass_begin(m, T, decode);
+    const struct rt_store_ops *ws = m->store;
+    ws->pass_begin(m, T, decode);
     /* decode: layer 0 is submitted on its own, the device runs it while
      * the host builds the other layers (the one job per pass otherwise
      * waits for the whole build) */
-    g->early_flush = decode && !m->st.on && !want_dump && c->num_hidden_layers > 1;
+    g->early_flush = decode && !ws->layer_jobs && !want_dump && c->num_hidden_layers > 1;
     g->rc = declare(g);
     for (int i = 0; i < f->n_seg && !g->rc; i++) {
         int r = tx_cmdbuf_use(g->cb, f->seg[i].s->kv_bo, TX_ACCESS_RW);
@@ -451,13 +391,10 @@ static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode
     }
 
     float eps = (float)c->rms_norm_eps;
-    int streaming = m->st.on;
     for (int l = 0; l < L && !g->rc; l++) {
-        if (streaming) {
-            g->rc = stream_enter(g, l);
-            if (g->rc)
-                break;
-        }
+        g->rc = ws->layer_enter(g, l);
+        if (g->rc)
+            break;
         arch->layer(g, l);
         if (want_dump && !g->rc) {
             blk_dbg(g, "COPY layer %d output -> dump", l);
@@ -468,11 +405,11 @@ static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode
             g->ncmd++;
             g->total++;
         }
-        if (streaming && l < L - 1) {
+        if (ws->layer_jobs && l < L - 1) {
             /* one job per layer: the next layer's reads overlap this job */
             maybe_flush(g, 1);
             if (!g->rc)
-                g->rc = stream_leave(g, l, l + 1);
+                g->rc = ws->layer_leave(g, l, l + 1);
         } else {
             maybe_flush(g, g->early_flush && l == 0);
         }
@@ -498,8 +435,8 @@ static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode
             build_sample(g, r);
     }
     maybe_flush(g, 1);
-    if (streaming && !g->rc)
-        g->rc = stream_leave(g, L - 1, L > 1 ? 0 : -1); /* layer 0 of the next pass */
+    if (!g->rc)
+        g->rc = ws->layer_leave(g, L - 1, L > 1 ? 0 : -1); /* layer 0 of the next pass */
     return TX_OK;
 }
 
@@ -559,7 +496,7 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     /* a decode pass of the sessions and plan the decode graph was recorded
      * for runs it patched (runtime/decode_graph.c); another one is built and
      * recorded */
-    int use_dg = decode && m->dg_mode != RT_DG_OFF && !m->st.on && !m->xc && !m->ep &&
+    int use_dg = decode && m->dg_mode != RT_DG_OFF && m->store->decode_graph &&
                  !want_dump && !g.prof && !g.a.xkeys;
     int replayed = 0;
     if (use_dg) {
@@ -586,8 +523,6 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     rc = wait_all(&g);
     if (g.rc && !rc)
         rc = g.rc;
-    for (int k = 0; k < RT_SLOTS; k++)
-        m->st.slot_job[k] = 0; /* every job of the pass has finished */
     rt_dgraph_end(&g, !rc);
     free(g.jobs);
     free(g.waited);

@@ -8,10 +8,16 @@
  * io_uring straight into the mapped weights BO, O_DIRECT when the mapping
  * allows it, while the host parses the tokenizer and builds the tensor
  * tables (I/O overlaps set-up).
+ *
+ * model_load runs the phases in order (docs/architecture.md): the options
+ * with the environment's settings (load_options.c), load_begin,
+ * load_package, the tables, place_weights (the weight store chosen once:
+ * weight_store.h), read_weights, load_finish.
  */
 #include "runtime/rt_internal.h"
 #include "runtime/expert_cache.h"
 #include "runtime/expert_parallel.h"
+#include "runtime/weight_store.h"
 #include "device/device_internal.h"
 
 #include "model/model_internal.h"
@@ -155,6 +161,8 @@ struct io_state {
     uint64_t *landed;  /* bytes of each tensor's extent read so far */
     uint8_t *verified; /* tensor checked */
     double verify_ms;  /* time spent checking */
+    double t0;         /* when the reads started */
+    int uring;         /* io_uring in use (else pread) */
 };
 
 /* A tensor's extent has landed in device memory: check its CRC32C (and
@@ -452,10 +460,9 @@ static void free_model(glm_model_t *m)
 {
     if (!m)
         return;
-    rt_ep_free(m); /* first: rank 0 tells the workers to stop */
+    if (m->store)
+        m->store->free(m); /* first: expert parallelism's rank 0 tells the workers to stop */
     rt_telemetry_close(m);
-    rt_stream_free(m);
-    rt_xc_free(m);
     rt_absorb_free(m);
     rt_dgraph_drop(m);
     for (int lt = 0; lt < RT_NLTYPES; lt++)
@@ -491,68 +498,6 @@ static void free_model(glm_model_t *m)
 static int model_load(tx_device_t *dev, const char *path, const struct glm_load_options *opt,
                       int ep_mode, glm_model_t **out);
 
-/* The expert cache: resident part (everything but the routed experts) in
- * the weights BO, the experts in slots. TX_ENOSPC (state undone) when the
- * resident part or top_k slots do not fit. */
-static int load_expert_cache(glm_model_t *m, const struct glm_load_options *o, const char *path)
-{
-    uint64_t total_w = m->w_size;
-    rt_xc_mark(m);
-    glm_precision_plan_t plan;
-    rt_plan_of(m->dev, &plan, NULL);
-    uint64_t res = m->w_size, slot = rt_xc_slot_bytes(m, (int)plan.precision[GLM_EXPERT]);
-    uint64_t xb = rt_xc_expert_bytes(m);
-    int K = m->cfg.num_experts_per_tok;
-    uint64_t all = slot * (uint64_t)m->n_moe_layers * (uint64_t)m->cfg.n_routed_experts;
-    int rc;
-    if (o->max_weight_bytes && res + slot * (uint64_t)K > o->max_weight_bytes) {
-        rc = tx_error(TX_ENOSPC,
-                      "%s: without its routed experts the model still needs %llu bytes, over "
-                      "max_weight_bytes %llu less %d expert slots",
-                      path, (unsigned long long)res, (unsigned long long)o->max_weight_bytes, K);
-        goto undo;
-    }
-    rc = tx_bo_alloc(m->dev, res ? res : 4096, 0, m->label_w, &m->w_bo);
-    if (rc) {
-        rc = tx_error(rc,
-                      "%s: the resident part without routed experts (%llu of %llu bytes) does "
-                      "not fit: %s",
-                      path, (unsigned long long)res, (unsigned long long)total_w, tx_last_error());
-        goto undo;
-    }
-    uint64_t bytes = o->expert_cache_bytes;
-    if (!bytes && o->max_weight_bytes) {
-        bytes = o->max_weight_bytes - res;
-    } else if (!bytes) {
-        /* what is free now, less a reserve for the meta buffer, activations
-         * and KV caches of the sessions to come: a quarter, >= 16 MiB */
-        struct tx_device_info di;
-        uint64_t fr = 0;
-        if (tx_device_info(m->dev, &di) == TX_OK && di.heap_size > di.mem_used)
-            fr = di.heap_size - di.mem_used;
-        uint64_t rsv = fr / 4 > (16u << 20) ? fr / 4 : (16u << 20);
-        bytes = fr > rsv ? fr - rsv : 0;
-        if (bytes > all)
-            bytes = all;
-    }
-    rc = rt_xc_setup(m, bytes, o->flags);
-    if (rc)
-        goto undo;
-    rt_debug("load: expert cache: %llu bytes resident, %llu bytes of routed experts in %d slots "
-             "(%llu bytes)",
-             (unsigned long long)res, (unsigned long long)xb, m->xc->n_slots,
-             (unsigned long long)((uint64_t)m->xc->n_slots * m->xc->slot_size));
-    return TX_OK;
-undo:
-    rt_xc_free(m);
-    if (m->w_bo)
-        tx_bo_free(m->w_bo);
-    m->w_bo = NULL;
-    m->streaming = 0;
-    rt_xc_unmark(m);
-    return rc;
-}
-
 TX_API int glm_model_load(tx_device_t *dev, const char *path, const struct glm_load_options *opt,
                           glm_model_t **out)
 {
@@ -573,87 +518,56 @@ void rt_model_free_now(glm_model_t *m)
     free_model(m);
 }
 
-static int model_load(tx_device_t *dev, const char *path, const struct glm_load_options *opt,
-                      int ep_mode, glm_model_t **out)
+/* ---- the phases of a load --------------------------------------------------- */
+
+/* The model object on dev, with the settings of o that shape it. */
+static int load_begin(tx_device_t *dev, const struct glm_load_options *o, glm_model_t **out)
 {
-    struct glm_load_options o;
-    char err[TX_ERR_MAX];
-    int rc;
-    uint64_t *landed = NULL; /* io_state's, freed here */
-    uint8_t *verified = NULL;
-
-    if (!out)
-        return tx_error(TX_EINVAL, "glm_model_load: out is NULL");
-    *out = NULL;
-    if (!dev || !path)
-        return tx_error(TX_EINVAL, "glm_model_load: device or path is NULL");
-    memset(&o, 0, sizeof(o));
-    if (opt)
-        o = *opt;
-    double t0 = rt_now_ms();
-
     glm_model_t *m = calloc(1, sizeof(*m));
     if (!m)
         return tx_error(TX_ENOMEM, "glm_model_load: out of memory");
+    *out = m;
     pthread_mutex_init(&m->lock, NULL);
     m->dev = dev;
     glm_moe_defaults(&m->moe);
-    rc = tx_device_info(dev, &m->dinfo);
-    if (rc) {
-        rc = tx_error(rc, "glm_model_load: %s", tx_last_error());
-        goto fail;
-    }
-    const char *ab = getenv("TX_ATTENTION_BF16");
-    if (ab && *ab && strcmp(ab, "0") && strcmp(ab, "1")) {
-        rc = tx_error(TX_EINVAL, "glm_model_load: TX_ATTENTION_BF16=%s: expected 0 or 1", ab);
-        goto fail;
-    }
-    m->attn_bf16 = TX8_IF_MINOR(m->dinfo.if_version) >= 7 && !(ab && !strcmp(ab, "0"));
-    const char *mf = getenv("TX_MLA_FORM");
-    if (mf && *mf && strcmp(mf, "absorbed") && strcmp(mf, "expanded") && strcmp(mf, "auto")) {
-        rc = tx_error(TX_EINVAL,
-                      "glm_model_load: TX_MLA_FORM=%s: expected absorbed, expanded or auto", mf);
-        goto fail;
-    }
-    m->mla_form = !mf ? 0 : !strcmp(mf, "absorbed") ? -1 : !strcmp(mf, "expanded") ? 1 : 0;
-    rc = rt_dgraph_mode_parse(getenv("TX_DECODE_GRAPH"), &m->dg_mode);
-    if (rc) {
-        rc = tx_error(rc, "glm_model_load: %s", tx_last_error());
-        goto fail;
-    }
-    const char *bi = getenv("TX_BATCH_INVARIANT");
-    if (bi && *bi && strcmp(bi, "0") && strcmp(bi, "1")) {
-        rc = tx_error(TX_EINVAL, "glm_model_load: TX_BATCH_INVARIANT=%s: expected 0 or 1", bi);
-        goto fail;
-    }
-    if (bi && !strcmp(bi, "1"))
-        o.flags |= GLM_LOAD_BATCH_INVARIANT;
-    if (o.flags & GLM_LOAD_BATCH_INVARIANT) {
-        if (!txd_can_batch_invariant(dev)) {
-            rc = tx_error(TX_ENOTSUP,
-                          "glm_model_load: batch-invariant decode (GLM_LOAD_BATCH_INVARIANT or "
-                          "TX_BATCH_INVARIANT=1) needs a device of interface >= 1.6 (emu, or "
-                          "/dev/accel with tx8.ko >= 1.2) (%s, interface %u.%u)",
-                          m->dinfo.backend, TX8_IF_MAJOR(m->dinfo.if_version),
-                          TX8_IF_MINOR(m->dinfo.if_version));
-            goto fail;
-        }
+    int rc = tx_device_info(dev, &m->dinfo);
+    if (rc)
+        return tx_error(rc, "glm_model_load: %s", tx_last_error());
+    m->attn_bf16 =
+        TX8_IF_MINOR(m->dinfo.if_version) >= 7 && !(o->flags & GLM_LOAD_NO_ATTENTION_BF16);
+    m->mla_form = (o->flags & GLM_LOAD_MLA_ABSORBED)   ? -1
+                  : (o->flags & GLM_LOAD_MLA_EXPANDED) ? 1
+                                                       : 0;
+    m->dg_mode = (o->flags & GLM_LOAD_NO_DECODE_GRAPH)       ? RT_DG_OFF
+                 : (o->flags & GLM_LOAD_DECODE_GRAPH_VERIFY) ? RT_DG_VERIFY
+                                                             : RT_DG_ON;
+    if (o->flags & GLM_LOAD_BATCH_INVARIANT) {
+        if (!txd_can_batch_invariant(dev))
+            return tx_error(TX_ENOTSUP,
+                            "glm_model_load: batch-invariant decode (GLM_LOAD_BATCH_INVARIANT or "
+                            "TX_BATCH_INVARIANT=1) needs a device of interface >= 1.6 (emu, or "
+                            "/dev/accel with tx8.ko >= 1.2) (%s, interface %u.%u)",
+                            m->dinfo.backend, TX8_IF_MAJOR(m->dinfo.if_version),
+                            TX8_IF_MINOR(m->dinfo.if_version));
         m->submit_flags = TX_SUBMIT_BATCH_INVARIANT;
     }
+    return TX_OK;
+}
 
+/* The package: its config, generation config, stored plan; the names. */
+static int load_package(glm_model_t *m, const struct glm_load_options *o, const char *path)
+{
+    char err[TX_ERR_MAX];
+    int rc;
     double tph = rt_now_ms();
-    if ((rc = tx_smd_open(path, 0, &m->smd, err, sizeof(err)))) {
-        rc = tx_error(rc, "glm_model_load: %s", err);
-        goto fail;
-    }
+    if ((rc = tx_smd_open(path, 0, &m->smd, err, sizeof(err))))
+        return tx_error(rc, "glm_model_load: %s", err);
     size_t len = 0;
     const char *cj = tx_smd_config_json(m->smd, &len);
-    if (!cj || (rc = glm_config_from_json(cj, &m->cfg, err, sizeof(err)))) {
-        rc = tx_error(cj ? rc : TX_EINVAL, "%s: config: %s", path, cj ? err : "missing");
-        goto fail;
-    }
+    if (!cj || (rc = glm_config_from_json(cj, &m->cfg, err, sizeof(err))))
+        return tx_error(cj ? rc : TX_EINVAL, "%s: config: %s", path, cj ? err : "missing");
     if ((rc = load_gen_config(m, path)))
-        goto fail;
+        return rc;
     for (int l = 0; l < TX_SMD_LAYER_COUNT && l < RT_NLTYPES; l++) {
         const struct tx_smd_plan_entry *pe = tx_smd_plan(m->smd, (enum tx_smd_layer)l);
         if (!pe)
@@ -662,250 +576,220 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
             m->stored_plan.precision[l] = (glm_precision_t)pe->precision;
         m->plan_group[l] = pe->group_size;
     }
-
-    if (o.name && *o.name)
-        snprintf(m->name, sizeof(m->name), "%.16s", o.name);
+    if (o->name && *o->name)
+        snprintf(m->name, sizeof(m->name), "%.16s", o->name);
     else
         default_name(m, m->name, sizeof(m->name));
     snprintf(m->label_w, sizeof(m->label_w), "%.16s_Weights", m->name);
     snprintf(m->label_kv, sizeof(m->label_kv), "%.16s_KVCache", m->name);
     snprintf(m->label_act, sizeof(m->label_act), "%.16s_Activations", m->name);
-
     rt_debug("load: package opened and validated in %.1f ms", rt_now_ms() - tph);
-    tph = rt_now_ms();
-    rc = rt_build_tables(m);
-    if (rc)
-        goto fail;
-    if (ep_mode != RT_LOAD_NORMAL && (!m->n_moe_layers || !rt_xc_expert_bytes(m))) {
-        rc = tx_error(TX_EINVAL,
-                      "%s: a model on several devices partitions its routed experts; this %s "
-                      "package has none",
-                      path, glm_arch_name(m->cfg.arch));
-        goto fail;
+    return TX_OK;
+}
+
+/* The weight stores to try, in order (n returned); TX_ENOSPC of all but
+ * the last makes the next one try (*fall: the last that may). Everything
+ * resident if it fits (and the caller allows it); else the routed experts
+ * in an expert cache, the rest resident -- unless even the rest does not
+ * fit, or the caller asked for whole-layer streaming (GLM_LOAD_STREAM). */
+static int store_order(const glm_model_t *m, const struct glm_load_options *o, int ep_mode,
+                       const struct rt_store_ops *try[3], int *fall)
+{
+    int has_xc = m->n_moe_layers && rt_xc_expert_bytes(m);
+    int too_big = o->max_weight_bytes && m->w_size > o->max_weight_bytes;
+    int n = 0;
+    *fall = -1;
+    if (ep_mode == RT_LOAD_EP_PRIMARY) {
+        try[n++] = &rt_store_expert_parallel;
+    } else if (o->flags & GLM_LOAD_STREAM) {
+        try[n++] = &rt_store_streamed;
+    } else if (o->flags & GLM_LOAD_EXPERT_CACHE) {
+        try[n++] = has_xc ? &rt_store_expert_cache : too_big ? &rt_store_streamed
+                                                             : &rt_store_resident;
+    } else {
+        if (!too_big)
+            try[n++] = &rt_store_resident;
+        if (has_xc)
+            try[n++] = &rt_store_expert_cache;
+        try[n++] = &rt_store_streamed;
+        /* the expert cache gives way only to its default size */
+        *fall = has_xc && o->expert_cache_bytes ? n - 3 : n - 2;
     }
-    if (ep_mode == RT_LOAD_EP_WORKER) {
-        /* a rank > 0 of expert parallelism: the tables only (its experts
-         * go to its devices' expert buffers, expert_parallel.c) */
-        rt_xc_mark(m);
-        m->load_ms = rt_now_ms() - t0;
-        *out = m;
+    return n;
+}
+
+/* Choose the weight store and place the weights; w_bo mapped. */
+static int place_weights(glm_model_t *m, const struct glm_load_options *o, const char *path,
+                         int ep_mode)
+{
+    const struct rt_store_ops *try[3];
+    int fall;
+    int n = store_order(m, o, ep_mode, try, &fall);
+    struct rt_place p = {o, path, 0, m->w_size, 0};
+    p.avail = m->dinfo.heap_size > m->dinfo.mem_used ? m->dinfo.heap_size - m->dinfo.mem_used : 0;
+    int rc = TX_ENOSPC;
+    for (int i = 0; i < n && rc == TX_ENOSPC; i++) {
+        m->store = try[i];
+        p.may_fall = i <= fall;
+        rc = m->store->place(m, &p);
+        if (rc && (rc != TX_ENOSPC || !p.may_fall))
+            return rc;
+    }
+    rt_debug("load: weights %s", m->store->name);
+    rc = tx_bo_map(m->w_bo, &m->w_map);
+    if (rc)
+        return tx_error(rc, "glm_model_load: cannot map the weights: %s", tx_last_error());
+    return TX_OK;
+}
+
+/* Start the extents' reads (io_uring in the background, or none: the
+ * pread path in io_finish). */
+static int io_start(struct io_state *io, glm_model_t *m, const struct glm_load_options *o,
+                    const char *path)
+{
+    memset(io, 0, sizeof(*io));
+    io->m = m;
+    io->fd_direct = -1;
+    io->fd_buf = tx_smd_fd(m->smd);
+    io->depth = o->io_depth ? o->io_depth : 32;
+    /* per-tensor CRC32C by default (GLM_LOAD_NO_VERIFY turns it off) */
+    io->verify = !(o->flags & GLM_LOAD_NO_VERIFY) || (o->flags & GLM_LOAD_VERIFY);
+    io->landed = calloc((size_t)(m->n_tensors ? m->n_tensors : 1), sizeof(*io->landed));
+    io->verified = calloc((size_t)(m->n_tensors ? m->n_tensors : 1), 1);
+    if (!io->landed || !io->verified)
+        return tx_error(TX_ENOMEM, "glm_model_load: out of memory");
+    io->t0 = rt_now_ms();
+    io->uring = !(o->flags & GLM_LOAD_NO_URING);
+    if (!io->uring)
+        return TX_OK;
+    int r = io_uring_queue_init(io->depth * 2, &io->ring, 0);
+    if (r < 0) {
+        rt_debug("load: io_uring unavailable (%s), using pread", strerror(-r));
+        io->uring = 0;
         return TX_OK;
     }
-    if (ep_mode == RT_LOAD_EP_PRIMARY) {
-        /* the primary of expert parallelism: everything but the routed
-         * experts, which live in the devices' expert buffers */
-        rt_xc_mark(m);
-        o.flags &= ~(unsigned)(GLM_LOAD_STREAM | GLM_LOAD_EXPERT_CACHE);
-        o.max_weight_bytes = 0;
+    io->ring_ok = 1;
+    if (o->flags & GLM_LOAD_DIRECT) {
+        io->fd_direct = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+        io->direct = io->fd_direct >= 0;
     }
+    if (io_pump(io, 0))
+        return tx_error(io->error, "%s: %s", path, io->msg);
+    return TX_OK;
+}
 
-    uint64_t avail =
-        m->dinfo.heap_size > m->dinfo.mem_used ? m->dinfo.heap_size - m->dinfo.mem_used : 0;
-    /* Everything resident if it fits (and the caller allows it), else the
-     * decoder layers stream through device-side slots. */
-    uint64_t total_w = m->w_size;
-    int too_big = o.max_weight_bytes && m->w_size > o.max_weight_bytes;
-    int stream = (o.flags & GLM_LOAD_STREAM) || too_big;
-    int want_xc = (o.flags & GLM_LOAD_EXPERT_CACHE) && !(o.flags & GLM_LOAD_STREAM);
-    if (!stream && !want_xc) {
-        rc = tx_bo_alloc(dev, m->w_size ? m->w_size : 4096, 0, m->label_w, &m->w_bo);
-        if (rc == TX_ENOSPC && ep_mode == RT_LOAD_NORMAL) {
-            rt_debug("load: %llu bytes of weights do not fit (%llu free)",
-                     (unsigned long long)m->w_size, (unsigned long long)avail);
-            stream = 1;
-            too_big = 1;
-        } else if (rc) {
-            rc = tx_error(rc, "%s: cannot allocate the weights: %s", path, tx_last_error());
-            goto fail;
-        }
-    }
-    /* Too big (or asked for): the routed experts in an expert cache, the
-     * rest resident -- unless even the rest does not fit, or the caller
-     * asked for whole-layer streaming (GLM_LOAD_STREAM). */
-    if ((want_xc || (too_big && !(o.flags & GLM_LOAD_STREAM))) && m->n_moe_layers &&
-        rt_xc_expert_bytes(m)) {
-        rc = load_expert_cache(m, &o, path);
-        if (rc == TX_OK) {
-            stream = 0;
-        } else if (rc == TX_ENOSPC && !want_xc && !o.expert_cache_bytes) {
-            rt_debug("load: no room for the expert cache (%s): streaming the layers",
-                     tx_last_error());
-            rc = TX_OK;
-        } else {
-            goto fail;
-        }
-    }
-    if (!stream && !m->w_bo) {
-        rc = tx_bo_alloc(dev, m->w_size ? m->w_size : 4096, 0, m->label_w, &m->w_bo);
-        if (rc) {
-            rc = tx_error(rc, "%s: cannot allocate the weights: %s", path, tx_last_error());
-            goto fail;
-        }
-    }
-    if (stream) {
-        rc = rt_stream_setup(m);
-        if (!rc)
-            rc = tx_bo_alloc(dev, m->w_size ? m->w_size : 4096, 0, m->label_w, &m->w_bo);
-        if (rc) {
-            rc = tx_error(rc,
-                          "%s: the weights need %llu bytes (%llu resident when streaming the "
-                          "layers through 2 slots of %llu bytes); about %llu of %llu bytes of "
-                          "device memory are free: %s",
-                          path, (unsigned long long)total_w, (unsigned long long)m->w_size,
-                          (unsigned long long)m->st.slot_size, (unsigned long long)avail,
-                          (unsigned long long)m->dinfo.heap_size, tx_last_error());
-            goto fail;
-        }
-    }
-    rc = tx_bo_map(m->w_bo, &m->w_map);
-    if (rc) {
-        rc = tx_error(rc, "glm_model_load: cannot map the weights: %s", tx_last_error());
-        goto fail;
-    }
-
-    /* Read the extents: io_uring in the background while the tokenizer is
-     * parsed, then drain. */
-    double tio = rt_now_ms();
-    struct io_state io;
-    memset(&io, 0, sizeof(io));
-    io.m = m;
-    io.fd_direct = -1;
-    io.fd_buf = tx_smd_fd(m->smd);
-    io.depth = o.io_depth ? o.io_depth : 32;
-    /* per-tensor CRC32C by default (GLM_LOAD_NO_VERIFY turns it off) */
-    io.verify = !(o.flags & GLM_LOAD_NO_VERIFY) || (o.flags & GLM_LOAD_VERIFY);
-    io.landed = landed = calloc((size_t)(m->n_tensors ? m->n_tensors : 1), sizeof(*landed));
-    io.verified = verified = calloc((size_t)(m->n_tensors ? m->n_tensors : 1), 1);
-    if (!landed || !verified) {
-        rc = tx_error(TX_ENOMEM, "glm_model_load: out of memory");
-        goto fail;
-    }
-    const char *iov = getenv("TX_GLM_LOAD_IO"); /* debugging: pread | buffered | direct */
-    if (iov && !strcmp(iov, "pread"))
-        o.flags |= GLM_LOAD_NO_URING;
-    else if (iov && !strcmp(iov, "direct"))
-        o.flags |= GLM_LOAD_DIRECT;
-    else if (iov && !strcmp(iov, "buffered"))
-        o.flags &= ~GLM_LOAD_DIRECT;
-    int use_uring = !(o.flags & GLM_LOAD_NO_URING);
-    if (use_uring) {
-        int r = io_uring_queue_init(io.depth * 2, &io.ring, 0);
-        if (r < 0) {
-            rt_debug("load: io_uring unavailable (%s), using pread", strerror(-r));
-            use_uring = 0;
-        } else {
-            io.ring_ok = 1;
-            if (o.flags & GLM_LOAD_DIRECT) {
-                io.fd_direct = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-                io.direct = io.fd_direct >= 0;
-            }
-            if (io_pump(&io, 0)) {
-                rc = tx_error(io.error, "%s: %s", path, io.msg);
-                io_cleanup(&io);
-                goto fail;
-            }
-        }
-    }
-
-    /* set-up overlapping the reads */
+/* The host side while the reads are in flight: the tokenizer, the MoE
+ * counters' host copies. */
+static int load_host_side(glm_model_t *m, struct io_state *io, const char *path)
+{
+    char err[TX_ERR_MAX];
+    size_t len = 0;
     double ttok = rt_now_ms();
     const char *tj = tx_smd_tokenizer_json(m->smd, &len);
-    if (tj && (rc = tx_tokenizer_load_buffer(tj, len, &m->tok, err, sizeof(err)))) {
-        if (use_uring)
-            io_cleanup(&io);
-        rc = tx_error(rc, "%s: tokenizer: %s", path, err);
-        goto fail;
-    }
+    int rc;
+    if (tj && (rc = tx_tokenizer_load_buffer(tj, len, &m->tok, err, sizeof(err))))
+        return tx_error(rc, "%s: tokenizer: %s", path, err);
     rt_debug("load: tokenizer parsed in %.1f ms (reads in flight: %llu bytes done)",
-             rt_now_ms() - ttok, (unsigned long long)io.done_bytes);
-    if (use_uring && io_pump(&io, 0)) {
-        rc = tx_error(io.error, "%s: %s", path, io.msg);
-        io_cleanup(&io);
-        goto fail;
-    }
+             rt_now_ms() - ttok, (unsigned long long)io->done_bytes);
+    if (io->uring && io_pump(io, 0))
+        return tx_error(io->error, "%s: %s", path, io->msg);
     int E = m->cfg.n_routed_experts;
-    m->counts_prev = calloc((size_t)(m->n_moe_layers ? m->n_moe_layers : 1) * (size_t)(E ? E : 1),
-                            sizeof(uint64_t));
-    m->overflow = calloc((size_t)(m->n_moe_layers ? m->n_moe_layers : 1), sizeof(uint64_t));
-    m->cold_layer = calloc((size_t)(m->n_moe_layers ? m->n_moe_layers : 1), sizeof(int));
-    if (!m->counts_prev || !m->overflow || !m->cold_layer) {
-        if (use_uring)
-            io_cleanup(&io);
-        rc = tx_error(TX_ENOMEM, "glm_model_load: out of memory");
-        goto fail;
-    }
+    size_t nm = (size_t)(m->n_moe_layers ? m->n_moe_layers : 1);
+    m->counts_prev = calloc(nm * (size_t)(E ? E : 1), sizeof(uint64_t));
+    m->overflow = calloc(nm, sizeof(uint64_t));
+    m->cold_layer = calloc(nm, sizeof(int));
+    if (!m->counts_prev || !m->overflow || !m->cold_layer)
+        return tx_error(TX_ENOMEM, "glm_model_load: out of memory");
+    return TX_OK;
+}
 
-    if (use_uring) {
-        int r = io_pump(&io, 1);
-        uint64_t done = io.done_bytes;
-        int direct = io.direct;
-        m->io_ms = (io.t_last > 0 ? io.t_last : rt_now_ms()) - tio;
-        io_cleanup(&io);
-        if (r) {
-            rc = tx_error(io.error, "%s: %s", path, io.msg);
-            goto fail;
-        }
+/* Every read done (the io_uring ones drained, or all by pread). */
+static int io_finish(struct io_state *io, glm_model_t *m, const char *path)
+{
+    if (!io->uring) {
+        double tio = rt_now_ms();
+        int rc = read_pread(m);
+        if (rc)
+            return rc;
+        m->io_ms = rt_now_ms() - tio;
+    } else {
+        int r = io_pump(io, 1);
+        uint64_t done = io->done_bytes;
+        int direct = io->direct;
+        m->io_ms = (io->t_last > 0 ? io->t_last : rt_now_ms()) - io->t0;
+        io_cleanup(io);
+        if (r)
+            return tx_error(io->error, "%s: %s", path, io->msg);
         rt_debug("load: %llu bytes read with io_uring%s", (unsigned long long)done,
                  direct ? " (O_DIRECT)" : "");
-    } else {
-        tio = rt_now_ms();
-        rc = read_pread(m);
-        if (rc)
-            goto fail;
-        m->io_ms = rt_now_ms() - tio;
     }
     m->io_mib_s = m->io_ms > 0 ? (double)m->package_bytes / (1 << 20) / (m->io_ms / 1e3) : 0;
+    return TX_OK;
+}
 
+/* The checksums io_landed has not checked yet (the pread path); streamed
+ * layers are read again from the file only with GLM_LOAD_VERIFY. Without
+ * checksums the sparse indices still are: the device would refuse them
+ * anyway, but with a less helpful message. */
+static int verify_extents(glm_model_t *m, const struct io_state *io, unsigned flags,
+                          const char *path)
+{
+    char err[TX_ERR_MAX];
+    int rc;
     double tv = rt_now_ms();
-    if (io.verify) {
-        /* what io_landed has not checked yet (the pread path); streamed
-         * layers are read again from the file only with GLM_LOAD_VERIFY */
-        for (int i = 0; i < m->n_tensors; i++) {
-            if (m->tensors[i].streamed) {
-                if ((o.flags & GLM_LOAD_VERIFY) &&
-                    (rc = tx_smd_verify_tensor(m->smd, m->tensors[i].smd, err, sizeof(err)))) {
-                    rc = tx_error(rc, "%s", err);
-                    goto fail;
-                }
+    for (int i = 0; i < m->n_tensors; i++) {
+        const struct rt_tensor *t = &m->tensors[i];
+        if (!io->verify) {
+            const struct tx_smd_tensor *st = t->smd;
+            if (st->format != TX8_WFMT_BLOCK_SPARSE || t->streamed)
                 continue;
-            }
-            if (verified[i])
-                continue;
-            if ((rc = tx_smd_check_extent(m->smd, m->tensors[i].smd,
-                                          (const uint8_t *)m->w_map + m->tensors[i].off, err,
-                                          sizeof(err)))) {
-                rc = tx_error(rc, "%s", err);
-                goto fail;
-            }
-        }
-        rt_debug("load: checksums: %.1f ms while the reads were in flight, %.1f ms after them",
-                 io.verify_ms, rt_now_ms() - tv);
-    } else {
-        /* sparse indices are always checked: the device would refuse them
-         * anyway, but with a less helpful message */
-        for (int i = 0; i < m->n_tensors; i++) {
-            const struct tx_smd_tensor *st = m->tensors[i].smd;
-            if (st->format != TX8_WFMT_BLOCK_SPARSE || m->tensors[i].streamed)
-                continue;
-            const uint8_t *b = (const uint8_t *)m->w_map + m->tensors[i].off;
+            const uint8_t *b = (const uint8_t *)m->w_map + t->off;
             if (tx_smd_check_sparse_index(b + (st->index_offset - st->data_offset), st->index_size,
-                                          st->rows, st->cols, st->nnz_blocks, err, sizeof(err))) {
-                rc = tx_error(TX_EINVAL, "%s: tensor '%s': %s", path,
-                              tx_smd_tensor_name(m->smd, st), err);
-                goto fail;
-            }
+                                          st->rows, st->cols, st->nnz_blocks, err, sizeof(err)))
+                return tx_error(TX_EINVAL, "%s: tensor '%s': %s", path,
+                                tx_smd_tensor_name(m->smd, st), err);
+        } else if (t->streamed) {
+            if ((flags & GLM_LOAD_VERIFY) &&
+                (rc = tx_smd_verify_tensor(m->smd, t->smd, err, sizeof(err))))
+                return tx_error(rc, "%s", err);
+        } else if (!io->verified[i] &&
+                   (rc = tx_smd_check_extent(m->smd, t->smd, (const uint8_t *)m->w_map + t->off,
+                                             err, sizeof(err)))) {
+            return tx_error(rc, "%s", err);
         }
     }
+    if (io->verify)
+        rt_debug("load: checksums: %.1f ms while the reads were in flight, %.1f ms after them",
+                 io->verify_ms, rt_now_ms() - tv);
+    return TX_OK;
+}
 
-    rc = rt_build_meta(m);
+/* The extents into the weights BO, the tokenizer parsed meanwhile, then
+ * checked. */
+static int read_weights(glm_model_t *m, const struct glm_load_options *o, const char *path)
+{
+    struct io_state io;
+    int rc = io_start(&io, m, o, path);
+    if (!rc)
+        rc = load_host_side(m, &io, path);
+    if (!rc)
+        rc = io_finish(&io, m, path);
+    if (!rc)
+        rc = verify_extents(m, &io, o->flags, path);
+    io_cleanup(&io);
+    free(io.landed);
+    free(io.verified);
+    return rc;
+}
+
+/* The meta BO, the store's last step, the telemetry channel. */
+static int load_finish(glm_model_t *m, double t0)
+{
+    int rc = rt_build_meta(m);
+    if (!rc)
+        rc = m->store->ready(m);
     if (rc)
-        goto fail;
-    if (m->st.on) {
-        rc = rt_stream_load(m, 0, 0); /* the first pass finds layer 0 ready */
-        if (rc)
-            goto fail;
-    }
-
+        return rc;
     m->load_ms = rt_now_ms() - t0;
     rt_debug("loaded %s (%s, %d layers, %llu params) in %.1f ms; tensor reads done %.1f ms after "
              "submission = %.0f MiB/s",
@@ -915,16 +799,63 @@ static int model_load(tx_device_t *dev, const char *path, const struct glm_load_
     pthread_mutex_lock(&m->lock);
     rt_telemetry_open(m);
     pthread_mutex_unlock(&m->lock);
-    free(landed);
-    free(verified);
+    return TX_OK;
+}
+
+/* A rank > 0 of expert parallelism keeps the package and the tables only
+ * (its experts go to its devices' expert buffers, expert_parallel.c); the
+ * primary everything but the routed experts. */
+static int load_ep_role(glm_model_t *m, int ep_mode, const char *path)
+{
+    if (!m->n_moe_layers || !rt_xc_expert_bytes(m))
+        return tx_error(TX_EINVAL,
+                        "%s: a model on several devices partitions its routed experts; this %s "
+                        "package has none",
+                        path, glm_arch_name(m->cfg.arch));
+    rt_xc_mark(m);
+    if (ep_mode == RT_LOAD_EP_WORKER)
+        m->store = &rt_store_expert_parallel;
+    return TX_OK;
+}
+
+static int model_load(tx_device_t *dev, const char *path, const struct glm_load_options *opt,
+                      int ep_mode, glm_model_t **out)
+{
+    if (!out)
+        return tx_error(TX_EINVAL, "glm_model_load: out is NULL");
+    *out = NULL;
+    if (!dev || !path)
+        return tx_error(TX_EINVAL, "glm_model_load: device or path is NULL");
+    struct glm_load_options o;
+    int rc = rt_load_options(opt, &o);
+    if (rc)
+        return rc;
+    double t0 = rt_now_ms();
+    glm_model_t *m = NULL;
+    rc = load_begin(dev, &o, &m);
+    if (!rc)
+        rc = load_package(m, &o, path);
+    if (!rc)
+        rc = rt_build_tables(m);
+    if (!rc && ep_mode != RT_LOAD_NORMAL)
+        rc = load_ep_role(m, ep_mode, path);
+    if (!rc && ep_mode == RT_LOAD_EP_WORKER) {
+        m->load_ms = rt_now_ms() - t0;
+        *out = m;
+        return TX_OK;
+    }
+    if (!rc)
+        rc = place_weights(m, &o, path, ep_mode);
+    if (!rc)
+        rc = read_weights(m, &o, path);
+    if (!rc)
+        rc = load_finish(m, t0);
+    if (rc) {
+        free_model(m);
+        return rc;
+    }
     *out = m;
     return TX_OK;
-
-fail:
-    free(landed);
-    free(verified);
-    free_model(m);
-    return rc;
 }
 
 TX_API int glm_model_free(glm_model_t *m)
@@ -970,8 +901,6 @@ TX_API int glm_model_info(glm_model_t *m, struct glm_model_info *info)
     info->n_params_active = m->n_params_active;
     info->package_bytes = m->package_bytes;
     info->weights_bytes = m->w_size + m->meta_size;
-    if (m->xc)
-        info->weights_bytes += (uint64_t)m->xc->n_slots * m->xc->slot_size;
     for (int lt = 0; lt < RT_NLTYPES; lt++)
         for (int p = 0; p < GLM_PRECISION_COUNT; p++)
             info->converted_bytes += m->conv[lt][p].size;
@@ -991,8 +920,7 @@ TX_API int glm_model_info(glm_model_t *m, struct glm_model_info *info)
     info->io_ms = m->io_ms;
     info->io_mib_s = m->io_mib_s;
     info->streaming = m->streaming;
-    info->prefetch_hits = m->xc ? m->xc->hits : m->st.hits;
-    info->prefetch_misses = m->xc ? m->xc->misses : m->st.misses;
+    m->store->info(m, info); /* its buffers, its prefetch figures */
     info->n_sessions = m->n_sessions;
     info->forwards = m->forwards;
     pthread_mutex_unlock(&m->lock);

@@ -109,6 +109,7 @@ struct rt_stream {
 };
 
 struct rt_xcache;
+struct rt_store_ops;
 
 struct glm_model {
     tx_device_t *dev;
@@ -181,7 +182,11 @@ struct glm_model {
     uint64_t package_bytes;
     int streaming;
     uint64_t n_params, n_params_active;
-    struct rt_stream st;
+    /* where the weights live: the weight store chosen at load
+     * (runtime/weight_store.h), and the state of its mode, which only that
+     * mode's file reads */
+    const struct rt_store_ops *store;
+    struct rt_stream st;  /* streamed (stream.c) */
     struct rt_xcache *xc; /* expert cache (expert_cache.c), NULL: none */
     struct rt_ep *ep;     /* expert parallelism (expert_parallel.c), NULL: one device */
     int ep_worker;        /* a rank > 0 of expert parallelism: no passes */
@@ -259,11 +264,10 @@ struct rt_fwd {
     uint64_t attn_pairs, attn_pairs_dense; /* MLA: (query, key) pairs attended / dense causal */
 };
 
-/* decode_graph.c (the rest: decode_graph.h). TX_DECODE_GRAPH (NULL or "":
- * on) into *mode (RT_DG_*), TX_EINVAL naming a bad value; drop: free the
- * model's graph (model lock held: whenever what it names may change) */
+/* decode_graph.c (the rest: decode_graph.h). Its modes (GLM_LOAD_*DECODE_GRAPH*,
+ * TX_DECODE_GRAPH); drop: free the model's graph (model lock held:
+ * whenever what it names may change) */
 enum { RT_DG_OFF = 0, RT_DG_ON = 1, RT_DG_VERIFY = 2 };
-int rt_dgraph_mode_parse(const char *v, int *mode);
 void rt_dgraph_drop(glm_model_t *m);
 
 /* absorb.c */
@@ -276,6 +280,10 @@ int rt_absorb_ref(const glm_model_t *m, int l, int h, int which, struct tx_weigh
 void rt_plan_of(tx_device_t *dev, glm_precision_plan_t *plan, uint64_t *generation);
 int rt_precision_parse(const char *s, size_t n);
 const char *rt_plan_short(const glm_precision_plan_t *plan, char *buf, size_t bufsz);
+
+/* load_options.c: *o = *opt (NULL: all zero) with the environment's
+ * settings applied (TX_EINVAL naming a bad value) */
+int rt_load_options(const struct glm_load_options *opt, struct glm_load_options *o);
 
 /* model.c */
 uint16_t rt_prec_dtype(glm_precision_t p);
@@ -304,16 +312,8 @@ void rt_host_convert_sparse(const struct tx_smd_tensor *st, const uint8_t *base,
 int rt_emit_convert(tx_cmdbuf_t *cmd, const struct tx_smd_tensor *st, tx_bo_t *src_bo,
                     uint64_t src_off, tx_bo_t *dst_bo, const struct rt_copy *c, tx_bo_t *tmp);
 
-/* stream.c */
-int rt_stream_setup(glm_model_t *m);
-void rt_stream_free(glm_model_t *m);
-int rt_stream_prepare_plan(glm_model_t *m, const glm_precision_plan_t *plan);
-int rt_stream_slot_of(const glm_model_t *m, int layer);
-int rt_stream_load(glm_model_t *m, int layer, int slot);
-int rt_stream_wait(glm_model_t *m, int slot);
-void rt_stream_poll(glm_model_t *m);
-int rt_stream_begin_layer(glm_model_t *m, int layer, int slot, const glm_precision_plan_t *plan,
-                          tx_cmdbuf_t *cb);
+/* stream.c (the weight store "streamed"): a streamed tensor's reference
+ * in its layer's slot; a streamed tensor read into a host buffer */
 int rt_stream_weight_ref(glm_model_t *m, int mat, glm_precision_t p, struct tx_weight_ref *w);
 int rt_stream_read_tensor(glm_model_t *m, int t, void **buf);
 

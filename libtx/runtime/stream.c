@@ -19,7 +19,10 @@
  * slot's conversion buffer (sparse INT8 cases on the host); the MoE expert
  * table of a slot is rewritten for the layer it holds.
  */
-#include "runtime/rt_internal.h"
+#include "runtime/weight_store.h"
+
+#include "runtime/blocks.h"
+#include "profile/profile_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -39,13 +42,14 @@ struct sreq {
 };
 
 static int group_layers(glm_model_t *m);
+static int stream_wait(glm_model_t *m, int slot);
 
 static int is_streamed(const struct rt_tensor *t)
 {
     return t->info.layer >= 0 && t->info.ndim == 2;
 }
 
-int rt_stream_setup(glm_model_t *m)
+static int stream_setup(glm_model_t *m)
 {
     struct rt_stream *s = &m->st;
     int L = m->cfg.num_hidden_layers;
@@ -130,7 +134,7 @@ static int group_layers(glm_model_t *m)
     return 0;
 }
 
-void rt_stream_free(glm_model_t *m)
+static void stream_free(glm_model_t *m)
 {
     struct rt_stream *s = &m->st;
     if (s->ring) {
@@ -162,7 +166,7 @@ void rt_stream_free(glm_model_t *m)
     memset(s, 0, sizeof(*s));
 }
 
-int rt_stream_slot_of(const glm_model_t *m, int layer)
+static int stream_slot_of(const glm_model_t *m, int layer)
 {
     for (int k = 0; k < RT_SLOTS; k++)
         if (m->st.slot_layer[k] == layer)
@@ -228,14 +232,14 @@ static int reap_one(glm_model_t *m)
     return 0;
 }
 
-int rt_stream_load(glm_model_t *m, int layer, int slot)
+static int stream_load(glm_model_t *m, int layer, int slot)
 {
     struct rt_stream *s = &m->st;
     if (!s->lt_idx && group_layers(m))
         return tx_error(TX_ENOMEM, "streaming: out of memory");
     if (s->inflight[slot] > 0) {
         s->slot_layer[slot] = -2; /* drain reads of a layer no longer wanted */
-        rt_stream_wait(m, slot);
+        stream_wait(m, slot);
     }
     s->slot_layer[slot] = layer;
     s->slot_err[slot] = 0;
@@ -261,7 +265,7 @@ int rt_stream_load(glm_model_t *m, int layer, int slot)
 }
 
 /* Reap the completions that are already there. */
-void rt_stream_poll(glm_model_t *m)
+static void stream_poll(glm_model_t *m)
 {
     struct rt_stream *s = &m->st;
     struct io_uring_cqe *cqe;
@@ -270,7 +274,7 @@ void rt_stream_poll(glm_model_t *m)
             break;
 }
 
-int rt_stream_wait(glm_model_t *m, int slot)
+static int stream_wait(glm_model_t *m, int slot)
 {
     struct rt_stream *s = &m->st;
     while (s->inflight[slot] > 0) {
@@ -290,7 +294,7 @@ int rt_stream_wait(glm_model_t *m, int slot)
 
 /* Layout of the converted copies of every layer under plan p (offsets
  * relative to a layer's conversion buffer); (re)allocates the buffers. */
-int rt_stream_prepare_plan(glm_model_t *m, const glm_precision_plan_t *plan)
+static int stream_prepare_plan(glm_model_t *m, const glm_precision_plan_t *plan)
 {
     struct rt_stream *s = &m->st;
     if (s->conv_valid && !memcmp(&s->conv_plan, plan, sizeof(*plan)))
@@ -367,7 +371,7 @@ int rt_stream_weight_ref(glm_model_t *m, int mi, glm_precision_t p, struct tx_we
     const struct rt_mat *x = &m->mats[mi];
     const struct rt_tensor *t = &m->tensors[x->t];
     const struct tx_smd_tensor *st = t->smd;
-    int k = rt_stream_slot_of(m, t->info.layer);
+    int k = stream_slot_of(m, t->info.layer);
     if (k < 0)
         return tx_error(TX_EINVAL, "internal: layer %d is not in a slot", t->info.layer);
     memset(w, 0, sizeof(*w));
@@ -397,7 +401,7 @@ int rt_stream_weight_ref(glm_model_t *m, int mi, glm_precision_t p, struct tx_we
     return TX_OK;
 }
 
-int rt_stream_begin_layer(glm_model_t *m, int layer, int k, const glm_precision_plan_t *plan,
+static int stream_begin_layer(glm_model_t *m, int layer, int k, const glm_precision_plan_t *plan,
                           tx_cmdbuf_t *cb)
 {
     struct rt_stream *s = &m->st;
@@ -467,3 +471,137 @@ int rt_stream_read_tensor(glm_model_t *m, int ti, void **buf)
     *buf = b;
     return TX_OK;
 }
+
+/* ---- the pass: one job per layer, the next layer read meanwhile ---------- */
+
+/* Index of the job of this pass that last read slot k (-1: none). */
+static int slot_job_index(struct gctx *g, int k)
+{
+    uint64_t id = g->m->st.slot_job[k];
+    for (int i = g->njobs - 1; i >= 0 && id; i--)
+        if (g->jobs[i] == id)
+            return i;
+    return -1;
+}
+
+/* Layer l into a slot before its commands are built: prefetched (a hit)
+ * or read now (a miss); then its conversions, expert table and BOs. */
+static int stream_layer_enter(struct gctx *g, int l)
+{
+    glm_model_t *m = g->m;
+    struct rt_stream *s = &m->st;
+    int k = stream_slot_of(m, l);
+    if (k < 0) {
+        int prev = l > 0 ? stream_slot_of(m, l - 1) : -1;
+        k = prev == 0 ? 1 : 0;
+        rt_graph_wait_job(g, slot_job_index(g, k));
+        int rc = stream_load(m, l, k);
+        if (rc)
+            return rc;
+        s->misses++;
+    } else if (stream_poll(m), s->inflight[k] > 0) {
+        s->misses++; /* prefetched, but the reads are not complete yet */
+    } else {
+        s->hits++;
+    }
+    uint64_t t0 = txp_begin();
+    int rc = stream_wait(m, k);
+    txp_end("weight streaming", t0);
+    if (rc)
+        return rc;
+    rc = stream_begin_layer(m, l, k, g->plan, g->cb);
+    return rc;
+}
+
+/* After layer l's job was submitted: note that it reads its slot, and
+ * prefetch layer `next` into the other slot once the job that last read
+ * that slot has finished (the device meanwhile runs layer l). */
+static int stream_layer_leave(struct gctx *g, int l, int next)
+{
+    glm_model_t *m = g->m;
+    struct rt_stream *s = &m->st;
+    int k = stream_slot_of(m, l);
+    if (k >= 0 && g->njobs)
+        s->slot_job[k] = g->jobs[g->njobs - 1];
+    if (next < 0 || stream_slot_of(m, next) >= 0)
+        return TX_OK;
+    int t = k == 0 ? 1 : 0;
+    rt_graph_wait_job(g, slot_job_index(g, t));
+    if (g->first_err)
+        return g->first_err;
+    return stream_load(m, next, t);
+}
+
+/* ---- the weight store "streamed" ----------------------------------------- */
+
+/* The decoder layers' matrices through the slots, the rest resident. */
+static int stream_place(glm_model_t *m, const struct rt_place *p)
+{
+    int rc = stream_setup(m);
+    if (!rc)
+        rc = tx_bo_alloc(m->dev, m->w_size ? m->w_size : 4096, 0, m->label_w, &m->w_bo);
+    if (rc)
+        return tx_error(rc,
+                        "%s: the weights need %llu bytes (%llu resident when streaming the "
+                        "layers through 2 slots of %llu bytes); about %llu of %llu bytes of "
+                        "device memory are free: %s",
+                        p->path, (unsigned long long)p->total_w, (unsigned long long)m->w_size,
+                        (unsigned long long)m->st.slot_size, (unsigned long long)p->avail,
+                        (unsigned long long)m->dinfo.heap_size, tx_last_error());
+    return TX_OK;
+}
+
+/* the first pass finds layer 0 ready */
+static int stream_ready(glm_model_t *m)
+{
+    return stream_load(m, 0, 0);
+}
+
+/* one expert table per slot, rewritten for the layer it holds */
+static int stream_tables(const glm_model_t *m)
+{
+    (void)m;
+    return RT_SLOTS;
+}
+
+static void stream_pass_begin(glm_model_t *m, int T, int decode)
+{
+    (void)T;
+    (void)decode;
+    for (int k = 0; k < RT_SLOTS; k++)
+        m->st.slot_job[k] = 0; /* the jobs of the passes before have finished */
+}
+
+static void stream_moe_ffn(struct gctx *g, int l, int mi, struct tx_moe_ffn_args *x)
+{
+    glm_model_t *m = g->m;
+    (void)mi;
+    x->experts = tx_ref(m->meta_bo, m->st.table_off + (uint64_t)stream_slot_of(m, l) *
+                                                          (uint64_t)m->cfg.n_routed_experts * 3 *
+                                                          sizeof(struct tx8_weight));
+    rt_store_emit_moe_ffn(g, l, x);
+}
+
+static void stream_info(const glm_model_t *m, struct glm_model_info *info)
+{
+    info->prefetch_hits = m->st.hits;
+    info->prefetch_misses = m->st.misses;
+}
+
+const struct rt_store_ops rt_store_streamed = {
+    .name = "streamed",
+    .layer_jobs = 1,
+    .decode_graph = 0,
+    .place = stream_place,
+    .ready = stream_ready,
+    .free = stream_free,
+    .n_expert_tables = stream_tables,
+    .plan = stream_prepare_plan,
+    .pass_begin = stream_pass_begin,
+    .declare = rt_store_nop_declare,
+    .layer_enter = stream_layer_enter,
+    .layer_leave = stream_layer_leave,
+    .moe_ffn = stream_moe_ffn,
+    .info = stream_info,
+    .telemetry = rt_store_nop_telemetry,
+};

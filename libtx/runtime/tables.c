@@ -5,7 +5,7 @@
  * layer indices) and the meta BO (vectors in FP32, RoPE frequencies,
  * expert tables, routing counters).
  */
-#include "runtime/rt_internal.h"
+#include "runtime/weight_store.h"
 
 #include "arch/arch.h"
 
@@ -228,7 +228,7 @@ int rt_build_meta(glm_model_t *m)
     off = ALIGN_UP(off + (uint64_t)(m->n_inv_freq > 0 ? m->n_inv_freq : 1) * 4, 64);
     m->table_off = off;
     m->st.table_off = off;
-    off = ALIGN_UP(off + (uint64_t)(m->st.on ? RT_SLOTS : m->n_moe_layers) * (uint64_t)E * 3 *
+    off = ALIGN_UP(off + (uint64_t)m->store->n_expert_tables(m) * (uint64_t)E * 3 *
                              sizeof(struct tx8_weight),
                    64);
     m->counts_off = off;

@@ -16,7 +16,7 @@
  * of glm_generate() and after glm_model_expert_stats_reset().
  */
 #include "runtime/rt_internal.h"
-#include "runtime/expert_cache.h"
+#include "runtime/weight_store.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -74,17 +74,9 @@ void rt_telemetry_publish(glm_model_t *m, int force)
             return;
         }
     }
-    if (m->xc) {
-        const struct rt_xcache *xc = m->xc;
-        struct tx_telemetry_cache tc = {(uint64_t)xc->n_slots,
-                                        (uint64_t)xc->n_moe * (uint64_t)xc->E,
-                                        xc->hits,
-                                        xc->misses,
-                                        xc->prefetches,
-                                        xc->prefetch_useful,
-                                        xc->bytes_read};
+    struct tx_telemetry_cache tc;
+    if (m->store->telemetry(m, &tc))
         tx_telemetry_update_cache(m->telem, &tc);
-    }
     m->telem_last_ms = now;
     m->telem_dirty = 0;
 }

@@ -9,7 +9,7 @@
  * glm_model_trim().
  */
 #include "runtime/rt_internal.h"
-#include "runtime/expert_cache.h"
+#include "runtime/weight_store.h"
 
 #include <errno.h>
 #include <math.h>
@@ -405,31 +405,6 @@ fail:
     return rc;
 }
 
-static int write_expert_tables(glm_model_t *m, glm_precision_t p)
-{
-    int E = m->cfg.n_routed_experts;
-    struct tx8_weight *tab = (struct tx8_weight *)((uint8_t *)m->meta_map + m->table_off);
-    for (int i = 0; i < m->n_moe_layers; i++) {
-        int l = m->moe_layer[i];
-        for (int e = 0; e < E; e++)
-            for (int k = 0; k < 3; k++) {
-                int mi = m->exp_mat[((size_t)l * (size_t)E + (size_t)e) * 3 + (size_t)k];
-                struct tx_weight_ref w;
-                if (mi == RT_NONE)
-                    return tx_error(TX_EINVAL, "layer %d expert %d: weight missing", l, e);
-                int rc = rt_weight_ref(m, mi, p, &w);
-                if (rc)
-                    return rc;
-                rc =
-                    tx_weight_encode(&w, &tab[((size_t)i * (size_t)E + (size_t)e) * 3 + (size_t)k]);
-                if (rc)
-                    return tx_error(rc, "expert table: %s", tx_last_error());
-            }
-    }
-    m->tables_prec = (int)p;
-    return TX_OK;
-}
-
 int rt_prepare_plan(glm_model_t *m, const glm_precision_plan_t *plan)
 {
     if (m->active_valid && !memcmp(&m->active, plan, sizeof(*plan)))
@@ -446,22 +421,9 @@ int rt_prepare_plan(glm_model_t *m, const glm_precision_plan_t *plan)
     int arc = rt_absorb_prepare(m, plan->precision[GLM_ATTENTION]);
     if (arc)
         return arc;
-    if (m->st.on) {
-        int rc = rt_stream_prepare_plan(m, plan);
-        if (rc)
-            return rc;
-    } else if (m->xc) {
-        /* the expert cache writes a layer's table when the layer runs */
-        int rc = rt_xc_plan_changed(m, plan);
-        if (rc)
-            return rc;
-    } else if (m->ep) {
-        /* expert parallelism: the devices' expert buffers (expert_parallel.c) */
-    } else if (m->n_moe_layers && m->tables_prec != (int)plan->precision[GLM_EXPERT]) {
-        int rc = write_expert_tables(m, plan->precision[GLM_EXPERT]);
-        if (rc)
-            return rc;
-    }
+    int rc = m->store->plan(m, plan); /* the routed experts' tables or slots */
+    if (rc)
+        return rc;
     if (rt_debug_on()) {
         char buf[160];
         rt_debug("plan in force: %s", glm_plan_format(plan, buf, sizeof(buf)));

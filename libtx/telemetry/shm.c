@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/settings.h"
 #include "telemetry/telemetry_shm.h"
 
 struct tx_telemetry_pub {
@@ -34,11 +35,24 @@ struct tx_telemetry_pub {
     char path[PATH_MAX];
 };
 
-static const char *telemetry_dir(void)
-{
-    const char *d = getenv("TX_TELEMETRY_DIR");
+static const struct tx_setting telemetry_settings[] = {
+    {"TX_TELEMETRY_DIR", TX_SETTING_TEXT, "a directory", 0, 0, "/dev/shm", 0, NULL,
+     "where the telemetry channels (tx-top) are created and found"},
+};
 
-    return d && *d ? d : "/dev/shm";
+const struct tx_setting_table tx_settings_telemetry = {
+    "telemetry", "at every channel opened (printed) or scanned", telemetry_settings, 1};
+
+/* print: under TX_DEBUG (a publisher's open; not every scan of a monitor) */
+static const char *telemetry_dir(int print)
+{
+    struct tx_setting_val v;
+
+    if (print)
+        tx_settings_read(&tx_settings_telemetry, "libtx", &v);
+    else
+        tx_settings_parse(&tx_settings_telemetry, "libtx", &v);
+    return v.set ? v.text : "/dev/shm";
 }
 
 static uint64_t realtime_ns(void)
@@ -118,7 +132,7 @@ TX_API int tx_telemetry_open_publisher(const char *model_name, const char *devic
                                        uint32_t layers, uint32_t experts, tx_telemetry_pub_t **out)
 {
     static unsigned counter;
-    const char *dir = telemetry_dir();
+    const char *dir = telemetry_dir(1);
     struct tx_telemetry_pub *pub;
     char tmp[PATH_MAX];
     uint64_t start = txt_proc_start_time((int)getpid());
@@ -461,7 +475,7 @@ static int cmp_entry(const void *a, const void *b)
 
 TX_API int tx_telemetry_scan(tx_telemetry_scan_cb cb, void *arg, unsigned *skipped)
 {
-    const char *dir = telemetry_dir();
+    const char *dir = telemetry_dir(0);
     struct entry *list = NULL;
     size_t n = 0, cap = 0;
     unsigned skip = 0;
