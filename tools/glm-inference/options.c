@@ -1,0 +1,573 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * glm-inference's options: the usage text, the defaults, the command line
+ * into struct opts, and the checks that need no device
+ * (docs/glm-inference.md).
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tx/tx_analyze.h>
+
+#include "common/cli.h"
+#include "glm_inference.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: %s --checkpoint MODEL.smd [options]\n"
+            "\n"
+            "Generation (llama.cpp-style):\n"
+            "  -p, --prompt TEXT        prompt text\n"
+            "  -f, --file FILE          read the prompt from FILE\n"
+            "      --tokens 1,2,3       prompt as raw token ids\n"
+            "  -n, --n-predict N        tokens to generate (default 128, -1 = until a stop "
+            "token)\n"
+            "  -c, --ctx-size N         context size (default 4096 or the model's maximum)\n"
+            "  -b, --batch-size N       most tokens per device pass (default 512)\n"
+            "  -s, --seed N             sampling seed (default -1 = from the clock)\n"
+            "      --temp T             temperature (default 0.8 or the package's\n"
+            "                           generation_config.json; 0 = greedy)\n"
+            "      --top-k N            top-k (default 40 or generation_config.json's, 0 = off)\n"
+            "      --top-p P            top-p (default 0.95 or generation_config.json's, 1 = off)\n"
+            "      --min-p P            min-p (default 0.05, 0 = off)\n"
+            "      --repeat-penalty R   repetition penalty (default 1.0 = off)\n"
+            "      --presence-penalty P presence penalty (default 0.0 = off)\n"
+            "      --frequency-penalty F frequency penalty (default 0.0 = off)\n"
+            "      --repeat-last-n N    ids the penalties look back (default 64; 0 = off,\n"
+            "                           -1 = the context up to 4096)\n"
+            "      --samplers LIST      sampler order, llama.cpp's names separated by ';':\n"
+            "                           top_k;top_p;min_p;temperature (default, llama.cpp) or\n"
+            "                           temperature;top_k;top_p;min_p (transformers);\n"
+            "                           penalties always come first\n"
+            "      --sampler-order NAME llama (default) or temp-first, the same two orders\n"
+            "      --chat               apply the GLM chat template to the prompt (a user "
+            "turn)\n"
+            "      --system TEXT        with --chat: a system message\n"
+            "      --chat-template-format NAME  (or --chat-template NAME) the chat format:\n"
+            "                           glm4, glm4.5 (= glm4.6), glm4.7 (= glm5, glm5.1),\n"
+            "                           qwen3 (= chatml), deepseek3, deepseek3.1;\n"
+            "                           default: recognised from the package's chat_template\n"
+            "      --no-think           with --chat: thinking disabled\n"
+            "      --ignore-eos         never sample the stop tokens (-inf logit bias)\n"
+            "      --no-display-prompt  do not echo the prompt\n"
+            "  -i, --interactive        chat on a terminal (only if stdin is a TTY)\n"
+            "  -t, --threads N          host threads (reference, bandwidth probe)\n"
+            "\n"
+            "Device and precision:\n"
+            "      --device SPEC        device (emu:/path.sock, /dev/accel/accelN; default "
+            "$TX_DEVICE)\n"
+            "                           SPEC,SPEC,...: one model on several devices, the routed\n"
+            "                           experts split across them (docs/multi-device.md)\n"
+            "      --ep-rebalance N     several devices: place the experts again by the live\n"
+            "                           load counters every N generated tokens (0: off)\n"
+            "      --precision PLAN     e.g. golden, fp32, mlp=int8,attention=fp16 (default "
+            "golden)\n"
+            "      --moe-config FILE    expert parallel YAML (default "
+            "config/expert_parallel.yaml if present)\n"
+            "      --no-moe-config      do not read the default YAML\n"
+            "      --load-balance MODE  off, on or auto (expert load penalty)\n"
+            "      --lambda X           load penalty factor (default 0.2)\n"
+            "      --name NAME          model name for device memory labels\n"
+            "      --stream             stream the layers through device-side slots with "
+            "prefetch\n"
+            "      --max-weight-mem SIZE  stream the layers when the weights exceed SIZE "
+            "(e.g. 512M)\n"
+            "      --no-verify          skip the per-tensor CRC32C checks at load\n"
+            "      --expert-cache SIZE  routed experts in an expert cache of SIZE (default when\n"
+            "                           the model does not fit: free memory less a reserve)\n"
+            "      --expert-policy P    lrfu (frequency + recency, default) or lru\n"
+            "      --no-prefetch        no predicted expert prefetch\n"
+            "      --bench-cache        expert cache vs resident vs --stream decode (tg rows)\n"
+            "      --bench-cache-frac F cache size as a fraction of the routed experts (0.25)\n"
+            "                           ($TX_BENCH_CACHE_MODES: a subset of resident,layers,lru,lrfu)\n"
+            "      --batch-invariant    batch-invariant device jobs: a session's logits are\n"
+            "                           bit-identical whatever the batch (slower single-token\n"
+            "                           decode; also TX_BATCH_INVARIANT=1)\n"
+            "\n"
+            "Outputs and checks:\n"
+            "      --verify             check every checksum of the package and exit (no "
+            "device)\n"
+            "      --logits FILE        write the prompt's logits (float32 LE [T x vocab])\n"
+            "      --validate           100 random inputs vs the original model (FP32 reference)\n"
+            "      --validate-inputs N  inputs (default 100)\n"
+            "      --validate-tokens N  tokens per input (default 8)\n"
+            "      --validate-seed N    input seed\n"
+            "      --original DIR|FILE  the original checkpoint to validate against (default:\n"
+            "                           the source the package records, if its hash matches)\n"
+            "      --no-original        measure the device arithmetic only\n"
+            "      --bench              llama-bench rows: pp512, tg128 per precision plan\n"
+            "      --bench-plans LIST   plans separated by ';' (default golden;fp32;fp16;int8)\n"
+            "      --bench-pp N         prompt tokens (default 512)\n"
+            "      --bench-tg N         generated tokens (default 128)\n"
+            "      --bench-depth LIST   pp/tg rows after LIST cached tokens, e.g. 0,2048,8192\n"
+            "                           (llama-bench -d), under --precision; KV bytes/token\n"
+            "      --bench-reps N       --bench-depth rounds (llama-bench -r; default 1): each\n"
+            "                           runs every depth in turn; medians, ratio ranges\n"
+            "      --cache-type-k T     (--ctk) KV cache K type: f32, f16, bf16, q8_0 (int8),\n"
+            "                           q4_0 (4-bit); default from the plan; MLA: the latent\n"
+            "      --cache-type-v T     (--ctv) V type (GQA; MLA has no V cache: ignored)\n"
+            "      --expert-stats       per-expert load histogram and utilisation std\n"
+            "      --memory-view        print the device's memory view while loaded\n"
+            "  -v, --verbose            more logs\n"
+            "  -h, --help\n"
+            "\n"
+            "TX_DEBUG=1 prints every device command and per-layer statistics to stderr.\n",
+            prog);
+    fprintf(f, "\nArchitectures (config.json architectures[0], model_type):\n%s",
+            glm_arch_supported());
+}
+
+int opts_parse(struct opts *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof(*o));
+    o->n_predict = 128;
+    o->seed = -1;
+    o->temp = 0.8f;
+    o->top_k = 40;
+    o->top_p = 0.95f;
+    o->min_p = 0.05f;
+    o->repeat_penalty = 1.0f;
+    o->repeat_last_n = 64;
+    o->sampler_order = GLM_SAMPLER_ORDER_LLAMA;
+    o->lambda = 0.2f;
+    o->v_inputs = 100;
+    o->v_tokens = 8;
+    o->bench_pp = 512;
+    o->bench_tg = 128;
+    o->bench_reps = 1;
+    enum {
+        O_TOKENS = 1000,
+        O_TEMP,
+        O_TOPK,
+        O_TOPP,
+        O_CHAT,
+        O_SYSTEM,
+        O_NOTHINK,
+        O_IGNEOS,
+        O_NODISP,
+        O_DEVICE,
+        O_PREC,
+        O_MOECFG,
+        O_NOMOECFG,
+        O_LB,
+        O_LAMBDA,
+        O_NAME,
+        O_LOGITS,
+        O_VALIDATE,
+        O_VIN,
+        O_VTOK,
+        O_VSEED,
+        O_ORIGINAL,
+        O_NOORIGINAL,
+        O_BENCH,
+        O_BPLANS,
+        O_BPP,
+        O_BTG,
+        O_BDEPTH,
+        O_BREPS,
+        O_CTK,
+        O_CTV,
+        O_ESTATS,
+        O_MEMVIEW,
+        O_CKPT,
+        O_STREAM,
+        O_MAXW,
+        O_XCACHE,
+        O_XPOLICY,
+        O_NOPF,
+        O_BCACHE,
+        O_BCFRAC,
+        O_VERIFY,
+        O_NOVERIFY,
+        O_BATCH_INVARIANT,
+        O_MINP,
+        O_REPPEN,
+        O_PRESPEN,
+        O_FREQPEN,
+        O_REPLASTN,
+        O_SAMPLERS,
+        O_SORDER,
+        O_CHATFMT,
+        O_EPREB,
+    };
+    static const struct option lo[] = {
+        {"ep-rebalance", required_argument, NULL, O_EPREB},
+        {"checkpoint", required_argument, NULL, O_CKPT},
+        {"model", required_argument, NULL, 'm'},
+        {"prompt", required_argument, NULL, 'p'},
+        {"file", required_argument, NULL, 'f'},
+        {"tokens", required_argument, NULL, O_TOKENS},
+        {"n-predict", required_argument, NULL, 'n'},
+        {"ctx-size", required_argument, NULL, 'c'},
+        {"batch-size", required_argument, NULL, 'b'},
+        {"seed", required_argument, NULL, 's'},
+        {"threads", required_argument, NULL, 't'},
+        {"temp", required_argument, NULL, O_TEMP},
+        {"top-k", required_argument, NULL, O_TOPK},
+        {"top-p", required_argument, NULL, O_TOPP},
+        {"min-p", required_argument, NULL, O_MINP},
+        {"repeat-penalty", required_argument, NULL, O_REPPEN},
+        {"presence-penalty", required_argument, NULL, O_PRESPEN},
+        {"frequency-penalty", required_argument, NULL, O_FREQPEN},
+        {"repeat-last-n", required_argument, NULL, O_REPLASTN},
+        {"samplers", required_argument, NULL, O_SAMPLERS},
+        {"sampler-order", required_argument, NULL, O_SORDER},
+        {"chat", no_argument, NULL, O_CHAT},
+        {"chat-template-format", required_argument, NULL, O_CHATFMT},
+        {"chat-template", required_argument, NULL, O_CHATFMT},
+        {"system", required_argument, NULL, O_SYSTEM},
+        {"no-think", no_argument, NULL, O_NOTHINK},
+        {"ignore-eos", no_argument, NULL, O_IGNEOS},
+        {"no-display-prompt", no_argument, NULL, O_NODISP},
+        {"interactive", no_argument, NULL, 'i'},
+        {"device", required_argument, NULL, O_DEVICE},
+        {"precision", required_argument, NULL, O_PREC},
+        {"moe-config", required_argument, NULL, O_MOECFG},
+        {"no-moe-config", no_argument, NULL, O_NOMOECFG},
+        {"load-balance", required_argument, NULL, O_LB},
+        {"lambda", required_argument, NULL, O_LAMBDA},
+        {"name", required_argument, NULL, O_NAME},
+        {"logits", required_argument, NULL, O_LOGITS},
+        {"validate", no_argument, NULL, O_VALIDATE},
+        {"validate-inputs", required_argument, NULL, O_VIN},
+        {"validate-tokens", required_argument, NULL, O_VTOK},
+        {"validate-seed", required_argument, NULL, O_VSEED},
+        {"original", required_argument, NULL, O_ORIGINAL},
+        {"no-original", no_argument, NULL, O_NOORIGINAL},
+        {"bench", no_argument, NULL, O_BENCH},
+        {"bench-plans", required_argument, NULL, O_BPLANS},
+        {"bench-pp", required_argument, NULL, O_BPP},
+        {"bench-tg", required_argument, NULL, O_BTG},
+        {"bench-depth", required_argument, NULL, O_BDEPTH},
+        {"bench-reps", required_argument, NULL, O_BREPS},
+        {"cache-type-k", required_argument, NULL, O_CTK},
+        {"ctk", required_argument, NULL, O_CTK},
+        {"cache-type-v", required_argument, NULL, O_CTV},
+        {"ctv", required_argument, NULL, O_CTV},
+        {"expert-stats", no_argument, NULL, O_ESTATS},
+        {"memory-view", no_argument, NULL, O_MEMVIEW},
+        {"stream", no_argument, NULL, O_STREAM},
+        {"expert-cache", required_argument, NULL, O_XCACHE},
+        {"expert-policy", required_argument, NULL, O_XPOLICY},
+        {"no-prefetch", no_argument, NULL, O_NOPF},
+        {"bench-cache", no_argument, NULL, O_BCACHE},
+        {"bench-cache-frac", required_argument, NULL, O_BCFRAC},
+        {"max-weight-mem", required_argument, NULL, O_MAXW},
+        {"verify", no_argument, NULL, O_VERIFY},
+        {"no-verify", no_argument, NULL, O_NOVERIFY},
+        {"batch-invariant", no_argument, NULL, O_BATCH_INVARIANT},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int ch;
+    /* every numeric option: its name and accepted range on error (common/cli.h) */
+#define OPT(call)                                                                                  \
+    do {                                                                                           \
+        if ((call) < 0)                                                                            \
+            return 2;                                                                              \
+    } while (0)
+    while ((ch = getopt_long(argc, argv, "m:p:f:n:c:b:s:t:ivh", lo, NULL)) != -1) {
+        switch (ch) {
+        case O_CKPT:
+        case 'm':
+            o->checkpoint = optarg;
+            break;
+        case 'p':
+            o->prompt = optarg;
+            break;
+        case 'f':
+            o->file = optarg;
+            break;
+        case O_TOKENS:
+            o->tokens = optarg;
+            break;
+        case 'n':
+            OPT(txc_opt_int(prog, "-n", optarg, -1, INT_MAX,
+                            "-1 = until a stop token or the context is full", &o->n_predict));
+            o->n_predict_set = 1;
+            break;
+        case 'c':
+            OPT(txc_opt_int(prog, "-c", optarg, 0, INT_MAX, "0 = the default", &o->n_ctx));
+            break;
+        case 'b':
+            OPT(txc_opt_int(prog, "-b", optarg, 0, INT_MAX, "0 = the default", &o->n_batch));
+            break;
+        case 's':
+            OPT(txc_opt_long(prog, "-s", optarg, -1, LLONG_MAX, "-1 = from the clock", &o->seed));
+            break;
+        case 't':
+            OPT(txc_opt_int(prog, "-t", optarg, 0, 4096, "0 = all cores", &o->threads));
+            break;
+        case O_TEMP:
+            OPT(txc_opt_float(prog, "--temp", optarg, 0, 100, 0, &o->temp));
+            o->set_temp = 1;
+            break;
+        case O_TOPK:
+            OPT(txc_opt_int(prog, "--top-k", optarg, 0, INT_MAX, "0 = off", &o->top_k));
+            o->set_top_k = 1;
+            break;
+        case O_TOPP:
+            OPT(txc_opt_float(prog, "--top-p", optarg, 0, 1, TXC_LO_OPEN, &o->top_p));
+            o->set_top_p = 1;
+            break;
+        case O_MINP:
+            OPT(txc_opt_float(prog, "--min-p", optarg, 0, 1, 0, &o->min_p));
+            break;
+        case O_REPPEN:
+            OPT(txc_opt_float(prog, "--repeat-penalty", optarg, 0, 100, 0, &o->repeat_penalty));
+            break;
+        case O_PRESPEN:
+            OPT(txc_opt_float(prog, "--presence-penalty", optarg, -100, 100, 0,
+                              &o->presence_penalty));
+            break;
+        case O_FREQPEN:
+            OPT(txc_opt_float(prog, "--frequency-penalty", optarg, -100, 100, 0,
+                              &o->frequency_penalty));
+            break;
+        case O_REPLASTN:
+            OPT(txc_opt_int(prog, "--repeat-last-n", optarg, -1, GLM_MAX_REPEAT_LAST_N,
+                            "-1 = the context", &o->repeat_last_n));
+            break;
+        case O_SAMPLERS: {
+            /* llama.cpp's names; the device has two orders */
+            char norm[256];
+            size_t k = 0;
+            for (const char *q = optarg; *q && k + 1 < sizeof(norm); q++)
+                norm[k++] = *q == ',' ? ';' : *q;
+            norm[k] = 0;
+            const char *body = norm;
+            if (!strncmp(body, "penalties;", 10))
+                body += 10;
+            if (!strcmp(body, "top_k;top_p;min_p;temperature")) {
+                o->sampler_order = GLM_SAMPLER_ORDER_LLAMA;
+            } else if (!strcmp(body, "temperature;top_k;top_p;min_p")) {
+                o->sampler_order = GLM_SAMPLER_ORDER_TEMP_FIRST;
+            } else {
+                fprintf(stderr,
+                        "%s: --samplers: '%s' is not an order the device has; use "
+                        "top_k;top_p;min_p;temperature (llama.cpp) or "
+                        "temperature;top_k;top_p;min_p (transformers), optionally after "
+                        "penalties;\n",
+                        prog, optarg);
+                return 2;
+            }
+            break;
+        }
+        case O_SORDER:
+            if (!strcmp(optarg, "llama")) {
+                o->sampler_order = GLM_SAMPLER_ORDER_LLAMA;
+            } else if (!strcmp(optarg, "temp-first")) {
+                o->sampler_order = GLM_SAMPLER_ORDER_TEMP_FIRST;
+            } else {
+                fprintf(stderr, "%s: --sampler-order: '%s' is not llama or temp-first\n", prog,
+                        optarg);
+                return 2;
+            }
+            break;
+        case O_CHAT:
+            o->chat = 1;
+            break;
+        case O_CHATFMT: {
+            int f = tx_chat_format_from_name(optarg);
+            if (f < 0) {
+                fprintf(stderr, "%s: --chat-template-format: %s\n", prog, tx_last_error());
+                return 2;
+            }
+            o->chat_format = f;
+            break;
+        }
+        case O_SYSTEM:
+            o->system = optarg;
+            break;
+        case O_NOTHINK:
+            o->no_think = 1;
+            break;
+        case O_IGNEOS:
+            o->ignore_eos = 1;
+            break;
+        case O_NODISP:
+            o->no_display = 1;
+            break;
+        case 'i':
+            o->interactive = 1;
+            break;
+        case O_DEVICE:
+            o->device = optarg;
+            break;
+        case O_PREC:
+            o->precision = optarg;
+            break;
+        case O_MOECFG:
+            o->moe_config = optarg;
+            break;
+        case O_EPREB:
+            OPT(txc_opt_long(prog, "--ep-rebalance", optarg, 0, INT32_MAX, NULL, &o->ep_rebalance));
+            break;
+        case O_NOMOECFG:
+            o->no_moe_config = 1;
+            break;
+        case O_LB:
+            o->load_balance = optarg;
+            break;
+        case O_LAMBDA:
+            OPT(txc_opt_float(prog, "--lambda", optarg, 0, 100, 0, &o->lambda));
+            o->lambda_set = 1;
+            break;
+        case O_NAME:
+            o->name = optarg;
+            break;
+        case O_LOGITS:
+            o->logits = optarg;
+            break;
+        case O_VALIDATE:
+            o->validate = 1;
+            break;
+        case O_VIN:
+            OPT(txc_opt_int(prog, "--validate-inputs", optarg, 1, 1000000, NULL, &o->v_inputs));
+            break;
+        case O_VTOK:
+            OPT(txc_opt_int(prog, "--validate-tokens", optarg, 1, 1 << 20, NULL, &o->v_tokens));
+            break;
+        case O_VSEED:
+            OPT(txc_opt_u64(prog, "--validate-seed", optarg, &o->v_seed));
+            break;
+        case O_ORIGINAL:
+            o->original = optarg;
+            break;
+        case O_NOORIGINAL:
+            o->no_original = 1;
+            break;
+        case O_BENCH:
+            o->bench = 1;
+            break;
+        case O_BPLANS:
+            o->bench_plans = optarg;
+            break;
+        case O_BPP:
+            OPT(txc_opt_int(prog, "--bench-pp", optarg, 1, 1 << 20, NULL, &o->bench_pp));
+            break;
+        case O_BTG:
+            OPT(txc_opt_int(prog, "--bench-tg", optarg, 1, 1 << 20, NULL, &o->bench_tg));
+            break;
+        case O_BREPS:
+            OPT(txc_opt_int(prog, "--bench-reps", optarg, 1, BENCH_REPS_MAX, NULL, &o->bench_reps));
+            break;
+        case O_CTK:
+        case O_CTV: {
+            int t = glm_cache_type_parse(optarg);
+            if (t < 0) {
+                fprintf(stderr, "%s: --cache-type-%c %s: expected f32, f16, bf16, q8_0 (int8) or "
+                                "q4_0 (int4)\n",
+                        prog, ch == O_CTK ? 'k' : 'v', optarg);
+                return 2;
+            }
+            *(ch == O_CTK ? &o->cache_k : &o->cache_v) = t;
+            break;
+        }
+        case O_BDEPTH: {
+            char e[160];
+            if (bench_depth_parse(optarg, o->bench_depth, BENCH_DEPTH_MAX, &o->n_bench_depth, e,
+                                  sizeof(e)) < 0) {
+                fprintf(stderr, "%s: %s\n", prog, e);
+                return 2;
+            }
+            break;
+        }
+        case O_ESTATS:
+            o->expert_stats = 1;
+            break;
+        case O_MEMVIEW:
+            o->memory_view = 1;
+            break;
+        case O_STREAM:
+            o->stream = 1;
+            break;
+        case O_XCACHE: {
+            int64_t v = tx_parse_size(optarg);
+            if (v <= 0) {
+                fprintf(stderr,
+                        "%s: --expert-cache: '%s' is not a size > 0 (bytes, or with K, M, G)\n",
+                        prog, optarg);
+                return 2;
+            }
+            o->expert_cache = (unsigned long long)v;
+            break;
+        }
+        case O_XPOLICY:
+            if (strcmp(optarg, "lru") && strcmp(optarg, "lrfu")) {
+                fprintf(stderr, "%s: --expert-policy: '%s' is not lrfu or lru\n", prog, optarg);
+                return 2;
+            }
+            o->expert_lru = !strcmp(optarg, "lru");
+            break;
+        case O_NOPF:
+            o->no_prefetch = 1;
+            break;
+        case O_BCACHE:
+            o->bench_cache = 1;
+            break;
+        case O_BCFRAC: {
+            char *e2;
+            o->bench_cache_frac = strtod(optarg, &e2);
+            if (e2 == optarg || *e2 || !(o->bench_cache_frac > 0 && o->bench_cache_frac <= 1)) {
+                fprintf(stderr, "%s: --bench-cache-frac: '%s' is not a number in (0, 1]\n", prog,
+                        optarg);
+                return 2;
+            }
+            break;
+        }
+        case O_MAXW: {
+            int64_t v = tx_parse_size(optarg);
+            if (v <= 0) {
+                fprintf(stderr,
+                        "%s: --max-weight-mem: '%s' is not a size > 0 (bytes, or with K, M, G)\n",
+                        prog, optarg);
+                return 2;
+            }
+            o->max_weight_mem = (unsigned long long)v;
+            break;
+        }
+        case O_VERIFY:
+            o->verify = 1;
+            break;
+        case O_BATCH_INVARIANT:
+            o->batch_invariant = 1;
+            break;
+        case O_NOVERIFY:
+            o->no_verify = 1;
+            break;
+        case 'v':
+            verbose = 1;
+            break;
+        default: /* --help, or an option getopt_long has reported */
+            return txc_help_or_usage(ch, usage);
+        }
+    }
+    if (optind < argc)
+        return txc_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
+    if (!o->checkpoint)
+        return txc_usage_error(prog, usage, "--checkpoint MODEL.smd is required");
+    if (o->verify)
+        return txc_verify_package(prog, o->checkpoint);
+    int n_sources = !!o->prompt + !!o->file + !!o->tokens;
+    if (n_sources > 1) {
+        fprintf(stderr, "%s: give only one of -p, -f and --tokens\n", prog);
+        return 2;
+    }
+    if ((o->original || o->no_original) && !o->validate)
+        return txc_usage_error(prog, usage, "--original and --no-original need --validate");
+    if (o->original && o->no_original)
+        return txc_usage_error(prog, usage, "give only one of --original and --no-original");
+    if (o->interactive && !isatty(STDIN_FILENO)) {
+        fprintf(stderr, "%s: -i needs a terminal on stdin; not interactive\n", prog);
+        o->interactive = 0;
+    }
+
+    return -1;
+}
