@@ -83,14 +83,8 @@ static const char *tpath(const char *name)
 
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    char *b = calloc(1, 1 << 20);
+    char *b = tx_test_slurp(path, 1 << 20);
     ck_assert_ptr_nonnull(b);
-    if (f) {
-        size_t n = fread(b, 1, (1 << 20) - 1, f);
-        b[n] = 0;
-        fclose(f);
-    }
     return b;
 }
 

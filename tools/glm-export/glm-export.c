@@ -103,7 +103,7 @@ int main(int argc, char **argv)
     long group = 0;
     char err[TX_ERR_MAX];
     int c;
-    while ((c = getopt_long(argc, argv, "i:o:Q:O:P:g:r:T:C:n:t:qhV:", opts, NULL)) != -1) {
+    while ((c = txc_getopt("glm-export", argc, argv, "i:o:Q:O:P:g:r:T:C:n:t:qhV:", opts)) != -1) {
         switch (c) {
         case 'i':
             in = optarg;

@@ -15,41 +15,6 @@
 #include "common/cli.h"
 #include "glm_inference.h"
 
-static int parse_ids(const char *s, int32_t **ids, size_t *n)
-{
-    size_t cap = 64, k = 0;
-    int32_t *v = malloc(cap * sizeof(*v));
-    if (!v)
-        return TX_ENOMEM;
-    while (*s) {
-        while (*s == ',' || *s == ' ' || *s == '\n' || *s == '\t')
-            s++;
-        if (!*s)
-            break;
-        char *end;
-        errno = 0;
-        long x = strtol(s, &end, 10);
-        if (end == s || errno || x < 0 || x > 0x7fffffff) {
-            free(v);
-            return TX_EINVAL;
-        }
-        if (k == cap) {
-            int32_t *y = realloc(v, cap * 2 * sizeof(*v));
-            if (!y) {
-                free(v);
-                return TX_ENOMEM;
-            }
-            v = y;
-            cap *= 2;
-        }
-        v[k++] = (int32_t)x;
-        s = end;
-    }
-    *ids = v;
-    *n = k;
-    return 0;
-}
-
 /* Ctrl-C (SIGINT), SIGTERM, SIGHUP during generation: stop after the current
  * token, print the timings as llama.cpp does and exit 130 through the normal
  * clean-up (the model's telemetry file in /dev/shm is removed). A second
@@ -176,18 +141,15 @@ int run_generate(struct gi_run *g, struct opts *o)
 
     /* the prompt */
     if (o->tokens) {
-        if (parse_ids(o->tokens, &ids, &n_ids) || !n_ids) {
+        if (parse_token_ids(o->tokens, &ids, &n_ids) || !n_ids) {
             fprintf(stderr, "%s: --tokens: expected comma-separated token ids\n", prog);
             rc = 2;
             goto out;
         }
     } else {
         if (o->file) {
-            int r = txc_read_path(o->file, &text, NULL);
-            if (r) {
-                fprintf(stderr, "%s: %s\n", prog, tx_last_error());
-                goto out;
-            }
+            text = o->file_text; /* read by opts_parse */
+            o->file_text = NULL;
         } else if (o->prompt) {
             text = strdup(o->prompt);
         } else if (!isatty(STDIN_FILENO)) {

@@ -51,12 +51,19 @@ struct opts {
     unsigned long long expert_cache; /* --expert-cache */
     int expert_lru, no_prefetch, bench_cache;
     double bench_cache_frac;
+    char *file_text;           /* -f's contents, read by opts_parse */
+    glm_precision_plan_t plan; /* --precision, parsed */
 };
 
 /* The defaults, then the command line, then the checks that need no
- * device. -1: go on; otherwise the exit status (the message printed; 0 for
+ * device (llama.cpp's spellings sorted out first: argv and *argc are
+ * rewritten). -1: go on; otherwise the exit status (the message printed; 0 for
  * --help or after --verify). */
-int opts_parse(struct opts *o, int argc, char **argv);
+int opts_parse(struct opts *o, int *argc, char **argv);
+
+/* "1,2,3" (commas or blanks between) into a malloc'd array; 0, TX_EINVAL or
+ * TX_ENOMEM */
+int parse_token_ids(const char *s, int32_t **ids, size_t *n);
 
 /* ---- run.c: the devices and the model of this run ------------------------ */
 

@@ -48,29 +48,36 @@ static int run_mode(struct gi_run *g, struct opts *o)
     return run_generate(g, o);
 }
 
-int main(int argc, char **argv)
+/* the devices, the model and the mode */
+static int run(struct opts *o, int *argc, char ***argv)
 {
-    struct opts o;
-    int rc = opts_parse(&o, argc, argv);
-    if (rc >= 0)
-        return rc;
     struct gi_run g;
-    rc = gi_open(&g, &o, &argc, &argv);
+    int rc = gi_open(&g, o, argc, argv);
     if (rc >= 0)
         return rc;
-    rc = gi_set_plan(&g, &o);
-    if (rc < 0 && o.bench_cache) {
+    rc = gi_set_plan(&g, o);
+    if (rc < 0 && o->bench_cache) {
         /* --bench-cache loads the package itself, once per mode */
         struct bench_cache_opts bo = {
-            o.checkpoint, o.bench_cache_frac > 0 ? o.bench_cache_frac : 0.25,
-            o.bench_tg,   32,
-            o.bench_pp,   getenv("TX_BENCH_CACHE_MODES")};
+            o->checkpoint, o->bench_cache_frac > 0 ? o->bench_cache_frac : 0.25,
+            o->bench_tg,   32,
+            o->bench_pp,   getenv("TX_BENCH_CACHE_MODES")};
         rc = bench_cache_run(g.dev, &bo);
     }
     if (rc < 0)
-        rc = gi_load(&g, &o);
+        rc = gi_load(&g, o);
     if (rc < 0)
-        rc = run_mode(&g, &o);
+        rc = run_mode(&g, o);
     gi_close(&g);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+    int rc = opts_parse(&o, &argc, argv);
+    if (rc < 0)
+        rc = run(&o, &argc, &argv);
+    free(o.file_text);
     return rc;
 }

@@ -4,6 +4,7 @@
  * into struct opts, and the checks that need no device
  * (docs/glm-inference.md).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -14,115 +15,239 @@
 #include <tx/tx_analyze.h>
 
 #include "common/cli.h"
+#include "common/llama_flags.h"
 #include "glm_inference.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: %s --checkpoint MODEL.smd [options]\n"
-            "\n"
-            "Generation (llama.cpp-style):\n"
-            "  -p, --prompt TEXT        prompt text\n"
-            "  -f, --file FILE          read the prompt from FILE\n"
-            "      --tokens 1,2,3       prompt as raw token ids\n"
-            "  -n, --n-predict N        tokens to generate (default 128, -1 = until a stop "
-            "token)\n"
-            "  -c, --ctx-size N         context size (default 4096 or the model's maximum)\n"
-            "  -b, --batch-size N       most tokens per device pass (default 512)\n"
-            "  -s, --seed N             sampling seed (default -1 = from the clock)\n"
-            "      --temp T             temperature (default 0.8 or the package's\n"
-            "                           generation_config.json; 0 = greedy)\n"
-            "      --top-k N            top-k (default 40 or generation_config.json's, 0 = off)\n"
-            "      --top-p P            top-p (default 0.95 or generation_config.json's, 1 = off)\n"
-            "      --min-p P            min-p (default 0.05, 0 = off)\n"
-            "      --repeat-penalty R   repetition penalty (default 1.0 = off)\n"
-            "      --presence-penalty P presence penalty (default 0.0 = off)\n"
-            "      --frequency-penalty F frequency penalty (default 0.0 = off)\n"
-            "      --repeat-last-n N    ids the penalties look back (default 64; 0 = off,\n"
-            "                           -1 = the context up to 4096)\n"
-            "      --samplers LIST      sampler order, llama.cpp's names separated by ';':\n"
-            "                           top_k;top_p;min_p;temperature (default, llama.cpp) or\n"
-            "                           temperature;top_k;top_p;min_p (transformers);\n"
-            "                           penalties always come first\n"
-            "      --sampler-order NAME llama (default) or temp-first, the same two orders\n"
-            "      --chat               apply the GLM chat template to the prompt (a user "
-            "turn)\n"
-            "      --system TEXT        with --chat: a system message\n"
-            "      --chat-template-format NAME  (or --chat-template NAME) the chat format:\n"
-            "                           glm4, glm4.5 (= glm4.6), glm4.7 (= glm5, glm5.1),\n"
-            "                           qwen3 (= chatml), deepseek3, deepseek3.1;\n"
-            "                           default: recognised from the package's chat_template\n"
-            "      --no-think           with --chat: thinking disabled\n"
-            "      --ignore-eos         never sample the stop tokens (-inf logit bias)\n"
-            "      --no-display-prompt  do not echo the prompt\n"
-            "  -i, --interactive        chat on a terminal (only if stdin is a TTY)\n"
-            "  -t, --threads N          host threads (reference, bandwidth probe)\n"
-            "\n"
-            "Device and precision:\n"
-            "      --device SPEC        device (emu:/path.sock, /dev/accel/accelN; default "
-            "$TX_DEVICE)\n"
-            "                           SPEC,SPEC,...: one model on several devices, the routed\n"
-            "                           experts split across them (docs/multi-device.md)\n"
-            "      --ep-rebalance N     several devices: place the experts again by the live\n"
-            "                           load counters every N generated tokens (0: off)\n"
-            "      --precision PLAN     e.g. golden, fp32, mlp=int8,attention=fp16 (default "
-            "golden)\n"
-            "      --moe-config FILE    expert parallel YAML (default "
-            "config/expert_parallel.yaml if present)\n"
-            "      --no-moe-config      do not read the default YAML\n"
-            "      --load-balance MODE  off, on or auto (expert load penalty)\n"
-            "      --lambda X           load penalty factor (default 0.2)\n"
-            "      --name NAME          model name for device memory labels\n"
-            "      --stream             stream the layers through device-side slots with "
-            "prefetch\n"
-            "      --max-weight-mem SIZE  stream the layers when the weights exceed SIZE "
-            "(e.g. 512M)\n"
-            "      --no-verify          skip the per-tensor CRC32C checks at load\n"
-            "      --expert-cache SIZE  routed experts in an expert cache of SIZE (default when\n"
-            "                           the model does not fit: free memory less a reserve)\n"
-            "      --expert-policy P    lrfu (frequency + recency, default) or lru\n"
-            "      --no-prefetch        no predicted expert prefetch\n"
-            "      --bench-cache        expert cache vs resident vs --stream decode (tg rows)\n"
-            "      --bench-cache-frac F cache size as a fraction of the routed experts (0.25)\n"
-            "                           ($TX_BENCH_CACHE_MODES: a subset of resident,layers,lru,lrfu)\n"
-            "      --batch-invariant    batch-invariant device jobs: a session's logits are\n"
-            "                           bit-identical whatever the batch (slower single-token\n"
-            "                           decode; also TX_BATCH_INVARIANT=1)\n"
-            "\n"
-            "Outputs and checks:\n"
-            "      --verify             check every checksum of the package and exit (no "
-            "device)\n"
-            "      --logits FILE        write the prompt's logits (float32 LE [T x vocab])\n"
-            "      --validate           100 random inputs vs the original model (FP32 reference)\n"
-            "      --validate-inputs N  inputs (default 100)\n"
-            "      --validate-tokens N  tokens per input (default 8)\n"
-            "      --validate-seed N    input seed\n"
-            "      --original DIR|FILE  the original checkpoint to validate against (default:\n"
-            "                           the source the package records, if its hash matches)\n"
-            "      --no-original        measure the device arithmetic only\n"
-            "      --bench              llama-bench rows: pp512, tg128 per precision plan\n"
-            "      --bench-plans LIST   plans separated by ';' (default golden;fp32;fp16;int8)\n"
-            "      --bench-pp N         prompt tokens (default 512)\n"
-            "      --bench-tg N         generated tokens (default 128)\n"
-            "      --bench-depth LIST   pp/tg rows after LIST cached tokens, e.g. 0,2048,8192\n"
-            "                           (llama-bench -d), under --precision; KV bytes/token\n"
-            "      --bench-reps N       --bench-depth rounds (llama-bench -r; default 1): each\n"
-            "                           runs every depth in turn; medians, ratio ranges\n"
-            "      --cache-type-k T     (--ctk) KV cache K type: f32, f16, bf16, q8_0 (int8),\n"
-            "                           q4_0 (4-bit); default from the plan; MLA: the latent\n"
-            "      --cache-type-v T     (--ctv) V type (GQA; MLA has no V cache: ignored)\n"
-            "      --expert-stats       per-expert load histogram and utilisation std\n"
-            "      --memory-view        print the device's memory view while loaded\n"
-            "  -v, --verbose            more logs\n"
-            "  -h, --help\n"
-            "\n"
-            "TX_DEBUG=1 prints every device command and per-layer statistics to stderr.\n",
-            prog);
+    fprintf(
+        f,
+        "usage: %s --checkpoint MODEL.smd [options]\n"
+        "\n"
+        "Generation (llama.cpp-style):\n"
+        "  -p, --prompt TEXT        prompt text\n"
+        "  -f, --file FILE          read the prompt from FILE\n"
+        "      --tokens 1,2,3       prompt as raw token ids\n"
+        "  -n, --n-predict N        tokens to generate (default 128, -1 = until a stop "
+        "token)\n"
+        "  -c, --ctx-size N         context size (default 4096 or the model's maximum)\n"
+        "  -b, --batch-size N       most tokens per device pass (default 512)\n"
+        "  -s, --seed N             sampling seed (default -1 = from the clock)\n"
+        "      --temp T             temperature (default 0.8 or the package's\n"
+        "                           generation_config.json; 0 = greedy)\n"
+        "      --top-k N            top-k (default 40 or generation_config.json's, 0 = off)\n"
+        "      --top-p P            top-p (default 0.95 or generation_config.json's, 1 = off)\n"
+        "      --min-p P            min-p (default 0.05, 0 = off)\n"
+        "      --repeat-penalty R   repetition penalty (default 1.0 = off)\n"
+        "      --presence-penalty P presence penalty (default 0.0 = off)\n"
+        "      --frequency-penalty F frequency penalty (default 0.0 = off)\n"
+        "      --repeat-last-n N    ids the penalties look back (default 64; 0 = off,\n"
+        "                           -1 = the context up to 4096)\n"
+        "      --samplers LIST      sampler order, llama.cpp's names separated by ';':\n"
+        "                           top_k;top_p;min_p;temperature (default, llama.cpp) or\n"
+        "                           temperature;top_k;top_p;min_p (transformers);\n"
+        "                           penalties always come first\n"
+        "      --sampler-order NAME llama (default) or temp-first, the same two orders\n"
+        "      --chat               apply the GLM chat template to the prompt (a user "
+        "turn)\n"
+        "      --system TEXT        with --chat: a system message\n"
+        "      --chat-template-format NAME  (or --chat-template NAME) the chat format:\n"
+        "                           glm4, glm4.5 (= glm4.6), glm4.7 (= glm5, glm5.1),\n"
+        "                           qwen3 (= chatml), deepseek3, deepseek3.1;\n"
+        "                           default: recognised from the package's chat_template\n"
+        "      --no-think           with --chat: thinking disabled\n"
+        "      --ignore-eos         never sample the stop tokens (-inf logit bias)\n"
+        "      --no-display-prompt  do not echo the prompt\n"
+        "  -i, --interactive        chat on a terminal (only if stdin is a TTY)\n"
+        "  -t, --threads N          host threads (reference, bandwidth probe)\n"
+        "\n"
+        "Device and precision:\n"
+        "      --device SPEC        device (emu:/path.sock, /dev/accel/accelN; default "
+        "$TX_DEVICE)\n"
+        "                           SPEC,SPEC,...: one model on several devices, the routed\n"
+        "                           experts split across them (docs/multi-device.md)\n"
+        "      --ep-rebalance N     several devices: place the experts again by the live\n"
+        "                           load counters every N generated tokens (0: off)\n"
+        "      --precision PLAN     e.g. golden, fp32, mlp=int8,attention=fp16 (default "
+        "golden)\n"
+        "      --moe-config FILE    expert parallel YAML (default "
+        "config/expert_parallel.yaml if present)\n"
+        "      --no-moe-config      do not read the default YAML\n"
+        "      --load-balance MODE  off, on or auto (expert load penalty)\n"
+        "      --lambda X           load penalty factor (default 0.2)\n"
+        "      --name NAME          model name for device memory labels\n"
+        "      --stream             stream the layers through device-side slots with "
+        "prefetch\n"
+        "      --max-weight-mem SIZE  stream the layers when the weights exceed SIZE "
+        "(e.g. 512M)\n"
+        "      --no-verify          skip the per-tensor CRC32C checks at load\n"
+        "      --expert-cache SIZE  routed experts in an expert cache of SIZE (default when\n"
+        "                           the model does not fit: free memory less a reserve)\n"
+        "      --expert-policy P    lrfu (frequency + recency, default) or lru\n"
+        "      --no-prefetch        no predicted expert prefetch\n"
+        "      --bench-cache        expert cache vs resident vs --stream decode (tg rows)\n"
+        "      --bench-cache-frac F cache size as a fraction of the routed experts (0.25)\n"
+        "                           ($TX_BENCH_CACHE_MODES: a subset of resident,layers,lru,lrfu)\n"
+        "      --batch-invariant    batch-invariant device jobs: a session's logits are\n"
+        "                           bit-identical whatever the batch (slower single-token\n"
+        "                           decode; also TX_BATCH_INVARIANT=1)\n"
+        "\n"
+        "Outputs and checks:\n"
+        "      --verify             check every checksum of the package and exit (no "
+        "device)\n"
+        "      --logits FILE        write the prompt's logits (float32 LE [T x vocab])\n"
+        "      --validate           100 random inputs vs the original model (FP32 reference)\n"
+        "      --validate-inputs N  inputs (default 100)\n"
+        "      --validate-tokens N  tokens per input (default 8)\n"
+        "      --validate-seed N    input seed\n"
+        "      --original DIR|FILE  the original checkpoint to validate against (default:\n"
+        "                           the source the package records, if its hash matches)\n"
+        "      --no-original        measure the device arithmetic only\n"
+        "      --bench              llama-bench rows: pp512, tg128 per precision plan\n"
+        "      --bench-plans LIST   plans separated by ';' (default golden;fp32;fp16;int8)\n"
+        "      --bench-pp N         prompt tokens (default 512)\n"
+        "      --bench-tg N         generated tokens (default 128)\n"
+        "      --bench-depth LIST   pp/tg rows after LIST cached tokens, e.g. 0,2048,8192\n"
+        "                           (llama-bench -d), under --precision; KV bytes/token\n"
+        "      --bench-reps N       --bench-depth rounds (llama-bench -r; default 1): each\n"
+        "                           runs every depth in turn; medians, ratio ranges\n"
+        "      --cache-type-k T     (--ctk) KV cache K type: f32, f16, bf16, q8_0 (int8),\n"
+        "                           q4_0 (4-bit); default from the plan; MLA: the latent\n"
+        "      --cache-type-v T     (--ctv) V type (GQA; MLA has no V cache: ignored)\n"
+        "      --expert-stats       per-expert load histogram and utilisation std\n"
+        "      --memory-view        print the device's memory view while loaded\n"
+        "  -v, --verbose            more logs\n"
+        "  -h, --help\n"
+        "\n"
+        "TX_DEBUG=1 prints every device command and per-layer statistics to stderr.\n",
+        prog);
     fprintf(f, "\nArchitectures (config.json architectures[0], model_type):\n%s",
             glm_arch_supported());
 }
 
-int opts_parse(struct opts *o, int argc, char **argv)
+/* llama-cli's and llama-bench's spellings of glm-inference's options, and
+ * what glm-inference alone ignores (common/llama_flags.h has the rest;
+ * docs/llama-cpp-flags.md the table) */
+static const struct txc_llama_flag gi_llama[] = {
+    {"-sys|--system-prompt", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--system"},
+    {"-cnv|--conversation", TXC_LLAMA_ALIAS, TXC_LLAMA_NONE, "--interactive"},
+    {"-st|--single-turn", TXC_LLAMA_ALIAS, TXC_LLAMA_NONE, "--chat"},
+    {"-ctk", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--cache-type-k"},
+    {"-ctv", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--cache-type-v"},
+    {"--predict", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--n-predict"},
+    {"-dev", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--device"},
+    {"--verbose-prompt", TXC_LLAMA_ALIAS, TXC_LLAMA_NONE, "--verbose"},
+    {"-r", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--repetitions"},
+    {"-d|--n-depth", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--bench-depth"},
+    {"-no-cnv|--no-conversation", TXC_LLAMA_NOOP, TXC_LLAMA_NONE,
+     "no conversation unless -i or -cnv"},
+    {"-np|--parallel|-ns|--sequences", TXC_LLAMA_NOOP, TXC_LLAMA_REQUIRED,
+     "glm-inference runs one sequence (glm-server -np serves several)"},
+    {NULL, 0, 0, NULL},
+};
+
+#define OPTSTRING "m:p:f:n:c:b:s:t:ivh"
+
+int parse_token_ids(const char *s, int32_t **ids, size_t *n)
+{
+    size_t cap = 64, k = 0;
+    int32_t *v = malloc(cap * sizeof(*v));
+    if (!v)
+        return TX_ENOMEM;
+    while (*s) {
+        while (*s == ',' || *s == ' ' || *s == '\n' || *s == '\t')
+            s++;
+        if (!*s)
+            break;
+        char *end;
+        errno = 0;
+        long x = strtol(s, &end, 10);
+        if (end == s || errno || x < 0 || x > 0x7fffffff) {
+            free(v);
+            return TX_EINVAL;
+        }
+        if (k == cap) {
+            int32_t *y = realloc(v, cap * 2 * sizeof(*v));
+            if (!y) {
+                free(v);
+                return TX_ENOMEM;
+            }
+            v = y;
+            cap *= 2;
+        }
+        v[k++] = (int32_t)x;
+        s = end;
+    }
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+/*
+ * What can be checked before a device is opened or the model loaded: the
+ * package's config (-c against its max_position_embeddings), the prompt
+ * (-f read now, an empty -p or file refused, --tokens parsed), the
+ * precision plan, the MoE settings file and --load-balance. -1: go on;
+ * else the exit status (2: a usage error, 1: a file that cannot be read).
+ */
+static int opts_check(struct opts *o)
+{
+    struct glm_config cfg;
+    const char *fmt = NULL;
+    char err[512];
+    if (tx_analyze_load_config(o->checkpoint, &cfg, &fmt, err, sizeof(err))) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return 1;
+    }
+    if (cfg.max_position_embeddings > 0 && o->n_ctx > cfg.max_position_embeddings) {
+        fprintf(stderr, "%s: -c %d: the model's context is at most %d (max_position_embeddings)\n",
+                prog, o->n_ctx, cfg.max_position_embeddings);
+        return 2;
+    }
+    if (o->prompt && !*o->prompt) {
+        fprintf(stderr, "%s: -p: the prompt is empty\n", prog);
+        return 2;
+    }
+    if (o->file) {
+        if (txc_read_path(o->file, &o->file_text, NULL)) {
+            fprintf(stderr, "%s: %s\n", prog, tx_last_error());
+            return 1;
+        }
+        if (!*o->file_text) {
+            fprintf(stderr, "%s: -f %s: the prompt is empty\n", prog, o->file);
+            return 2;
+        }
+    }
+    if (o->tokens) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        int bad = parse_token_ids(o->tokens, &ids, &n) || !n;
+        free(ids);
+        if (bad) {
+            fprintf(stderr, "%s: --tokens: expected comma-separated token ids\n", prog);
+            return 2;
+        }
+    }
+    glm_plan_golden(&o->plan);
+    if (o->precision && glm_plan_parse(o->precision, &o->plan)) {
+        fprintf(stderr, "%s: --precision: %s\n", prog, tx_last_error());
+        return 2;
+    }
+    if (o->load_balance && strcmp(o->load_balance, "on") && strcmp(o->load_balance, "off") &&
+        strcmp(o->load_balance, "auto")) {
+        fprintf(stderr, "%s: --load-balance: expected on, off or auto\n", prog);
+        return 2;
+    }
+    struct glm_moe_options mo;
+    glm_moe_defaults(&mo);
+    if (o->moe_config && glm_moe_config_load(o->moe_config, &mo)) {
+        fprintf(stderr, "%s: moe config: %s\n", prog, tx_last_error());
+        return 1;
+    }
+    return -1;
+}
+
+int opts_parse(struct opts *o, int *argc, char **argv)
 {
     memset(o, 0, sizeof(*o));
     o->n_predict = 128;
@@ -170,6 +295,7 @@ int opts_parse(struct opts *o, int argc, char **argv)
         O_BTG,
         O_BDEPTH,
         O_BREPS,
+        O_REPS,
         O_CTK,
         O_CTV,
         O_ESTATS,
@@ -245,6 +371,7 @@ int opts_parse(struct opts *o, int argc, char **argv)
         {"bench-tg", required_argument, NULL, O_BTG},
         {"bench-depth", required_argument, NULL, O_BDEPTH},
         {"bench-reps", required_argument, NULL, O_BREPS},
+        {"repetitions", required_argument, NULL, O_REPS},
         {"cache-type-k", required_argument, NULL, O_CTK},
         {"ctk", required_argument, NULL, O_CTK},
         {"cache-type-v", required_argument, NULL, O_CTV},
@@ -265,14 +392,16 @@ int opts_parse(struct opts *o, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int ch;
-    /* every numeric option: its name and accepted range on error (common/cli.h) */
+    int ch = txc_llama_flags(prog, argc, argv, OPTSTRING, lo, gi_llama);
+    if (ch >= 0)
+        return ch;
+        /* every numeric option: its name and accepted range on error (common/cli.h) */
 #define OPT(call)                                                                                  \
     do {                                                                                           \
         if ((call) < 0)                                                                            \
             return 2;                                                                              \
     } while (0)
-    while ((ch = getopt_long(argc, argv, "m:p:f:n:c:b:s:t:ivh", lo, NULL)) != -1) {
+    while ((ch = txc_getopt(prog, *argc, argv, OPTSTRING, lo)) != -1) {
         switch (ch) {
         case O_CKPT:
         case 'm':
@@ -455,6 +584,16 @@ int opts_parse(struct opts *o, int argc, char **argv)
         case O_BTG:
             OPT(txc_opt_int(prog, "--bench-tg", optarg, 1, 1 << 20, NULL, &o->bench_tg));
             break;
+        case O_REPS: /* -r: llama-bench's repetitions, not llama-cli's reverse prompt */
+            if (txc_parse_long(optarg, 1, BENCH_REPS_MAX, &(long){0})) {
+                fprintf(stderr,
+                        "%s: -r '%s': llama-cli's reverse prompt is not supported here (the chat "
+                        "template ends the turns); -r N is llama-bench's repetitions, N in [1, "
+                        "%d]\n",
+                        prog, optarg, BENCH_REPS_MAX);
+                return 2;
+            }
+            /* fall through */
         case O_BREPS:
             OPT(txc_opt_int(prog, "--bench-reps", optarg, 1, BENCH_REPS_MAX, NULL, &o->bench_reps));
             break;
@@ -462,8 +601,9 @@ int opts_parse(struct opts *o, int argc, char **argv)
         case O_CTV: {
             int t = glm_cache_type_parse(optarg);
             if (t < 0) {
-                fprintf(stderr, "%s: --cache-type-%c %s: expected f32, f16, bf16, q8_0 (int8) or "
-                                "q4_0 (int4)\n",
+                fprintf(stderr,
+                        "%s: --cache-type-%c %s: expected f32, f16, bf16, q8_0 (int8) or "
+                        "q4_0 (int4)\n",
                         prog, ch == O_CTK ? 'k' : 'v', optarg);
                 return 2;
             }
@@ -549,7 +689,7 @@ int opts_parse(struct opts *o, int argc, char **argv)
             return txc_help_or_usage(ch, usage);
         }
     }
-    if (optind < argc)
+    if (optind < *argc)
         return txc_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
     if (!o->checkpoint)
         return txc_usage_error(prog, usage, "--checkpoint MODEL.smd is required");
@@ -564,6 +704,9 @@ int opts_parse(struct opts *o, int argc, char **argv)
         return txc_usage_error(prog, usage, "--original and --no-original need --validate");
     if (o->original && o->no_original)
         return txc_usage_error(prog, usage, "give only one of --original and --no-original");
+    int prc = opts_check(o);
+    if (prc >= 0)
+        return prc;
     if (o->interactive && !isatty(STDIN_FILENO)) {
         fprintf(stderr, "%s: -i needs a terminal on stdin; not interactive\n", prog);
         o->interactive = 0;

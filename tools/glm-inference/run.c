@@ -47,9 +47,12 @@ int gi_open(struct gi_run *g, struct opts *o, int *argc, char ***argv)
 
 int gi_set_plan(struct gi_run *g, const struct opts *o)
 {
-    glm_plan_golden(&g->plan);
-    if (o->precision && glm_plan_parse(o->precision, &g->plan)) {
-        log_err("--precision");
+    g->plan = o->plan; /* parsed by opts_parse */
+    struct tx_device_info di;
+    if (o->set_top_k && !(o->set_temp && o->temp == 0) && tx_device_info(g->dev, &di) == 0 &&
+        di.max_topk && (unsigned)o->top_k > di.max_topk) {
+        fprintf(stderr, "%s: --top-k %d: the device samples from at most %u candidates\n", prog,
+                o->top_k, di.max_topk);
         return 2;
     }
     for (int i = 0; i < g->n_devs; i++)

@@ -17,6 +17,7 @@
 #include <tx/tx.h>
 
 #include "common/cli.h"
+#include "common/llama_flags.h"
 #include "common/device_list.h"
 #include "server.h"
 
@@ -98,11 +99,6 @@ int main(int argc, char **argv)
     o->shutdown_grace_ms = 5000;
     const char *ctk = NULL, *ctv = NULL;
 
-    /* llama-server's two-letter short option -np */
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-np"))
-            argv[i] = "--parallel";
-
     enum {
         O_DEVICE = 256,
         O_HOST,
@@ -140,10 +136,28 @@ int main(int argc, char **argv)
                                        {"verbose", no_argument, 0, 'v'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    int c;
+    /* llama-server's spellings (-np, -ctk, ...) and its no-ops (-ngl, -fa, ...) */
+    static const struct txc_llama_flag srv_llama[] = {
+        {"-np", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--parallel"},
+        {"-ctk", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--cache-type-k"},
+        {"-ctv", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--cache-type-v"},
+        {"-dev", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--device"},
+        {"--chat-template", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--chat-format"},
+        {"-t|--threads|-s|--seed|-n|--n-predict|--predict", TXC_LLAMA_NOOP, TXC_LLAMA_REQUIRED,
+         "each request's own fields decide (seed, max_tokens); host threads only prepare "
+         "device commands"},
+        {"--metrics|--slots|--no-slots|--props|--no-webui", TXC_LLAMA_NOOP, TXC_LLAMA_NONE,
+         "/metrics and /health are always served; there is no web UI"},
+        {"--threads-http|-sps|--slot-prompt-similarity", TXC_LLAMA_NOOP, TXC_LLAMA_REQUIRED,
+         "libmicrohttpd's threads serve HTTP; slots take requests in order"},
+        {NULL, 0, 0, NULL},
+    };
+    int c = txc_llama_flags(prog, &argc, argv, "m:c:b:a:vh", lo, srv_llama);
+    if (c >= 0)
+        return c;
     long long ll;
     int iv;
-    while ((c = getopt_long(argc, argv, "m:c:b:a:vh", lo, NULL)) != -1) {
+    while ((c = txc_getopt(prog, argc, argv, "m:c:b:a:vh", lo)) != -1) {
         switch (c) {
         case 'm':
             o->checkpoint = optarg;

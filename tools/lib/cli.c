@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -154,24 +155,66 @@ int txc_opt_float(const char *prog, const char *opt, const char *s, double lo, d
     return 0;
 }
 
+int txc_getopt(const char *prog, int argc, char **argv, const char *optstring,
+               const struct option *lo)
+{
+    opterr = 0;
+    int ch = getopt_long(argc, argv, optstring, lo, NULL);
+    if (ch != '?')
+        return ch;
+    const char *a = argv[optind - 1];
+    if (!strncmp(a, "--", 2)) {
+        const char *eq = strchr(a, '=');
+        int n = eq ? (int)(eq - a) : (int)strlen(a);
+        const struct option *hit = NULL;
+        int matches = 0; /* getopt_long takes a unique prefix */
+        for (const struct option *o = lo; o && o->name; o++)
+            if (!strncmp(o->name, a + 2, (size_t)n - 2)) {
+                if (!o->name[n - 2]) {
+                    hit = o;
+                    matches = 1;
+                    break;
+                }
+                hit = o;
+                matches++;
+            }
+        if (matches > 1)
+            fprintf(stderr, "%s: option '%.*s' is ambiguous; try --help\n", prog, n, a);
+        else if (hit && eq && hit->has_arg == no_argument)
+            fprintf(stderr, "%s: %.*s: takes no value; try --help\n", prog, n, a);
+        else if (hit)
+            fprintf(stderr, "%s: %s: needs a value; try --help\n", prog, a);
+        else
+            fprintf(stderr, "%s: unknown option '%.*s'; try --help\n", prog, n, a);
+    } else {
+        const char *p = strchr(optstring, optopt);
+        if (optopt && optopt != ':' && p && p[1] == ':')
+            fprintf(stderr, "%s: -%c: needs a value; try --help\n", prog, optopt);
+        else if (a[1] && a[2])
+            fprintf(stderr, "%s: unknown option '-%c' (in '%s'); try --help\n", prog, optopt, a);
+        else
+            fprintf(stderr, "%s: unknown option '-%c'; try --help\n", prog, optopt);
+    }
+    return '?';
+}
+
 int txc_help_or_usage(int opt, void (*usage)(FILE *))
 {
     if (opt == 'h') {
         usage(stdout);
         return 0;
     }
-    usage(stderr);
-    return 2;
+    return 2; /* txc_getopt has said which option, and "try --help" */
 }
 
 int txc_usage_error(const char *prog, void (*usage)(FILE *), const char *fmt, ...)
 {
+    (void)usage;
     va_list ap;
     fprintf(stderr, "%s: ", prog);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    usage(stderr);
+    fputs("; try --help\n", stderr);
     return 2;
 }
