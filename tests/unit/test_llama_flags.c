@@ -13,7 +13,9 @@
  *   passed), a refused one exits 2 with one line naming the flag;
  * - an unknown option, a missing value or a value given to a switch prints
  *   one line and "try --help", exit 2, in every tool that parses options
- *   with txc_getopt.
+ *   with txc_getopt;
+ * - --version on every tool: the release, the git commit, the TX8
+ *   hardware interface.
  */
 #include <check.h>
 #include <fcntl.h>
@@ -27,6 +29,9 @@
 
 #include <tx/tx.h>
 
+#include <tx8/tx8_hw.h>
+
+#include "common/cli.h"
 #include "common/llama_flags.h"
 #include "test_runtime_synth.h"
 
@@ -55,8 +60,10 @@ static void fixture_teardown(void)
 /* ---- txc_llama_flags ------------------------------------------------------ */
 
 static const struct option t_lo[] = {
-    {"system", required_argument, NULL, 1}, {"interactive", no_argument, NULL, 'i'},
-    {"prompt", required_argument, NULL, 'p'}, {"chat", no_argument, NULL, 2},
+    {"system", required_argument, NULL, 1},
+    {"interactive", no_argument, NULL, 'i'},
+    {"prompt", required_argument, NULL, 'p'},
+    {"chat", no_argument, NULL, 2},
     {NULL, 0, NULL, 0},
 };
 static const struct txc_llama_flag t_tab[] = {
@@ -124,9 +131,8 @@ START_TEST(rewrite_argv)
     ck_assert_int_eq(count(e, "note: --color"), 1);
     free(e);
     /* =VALUE spellings; -fa takes a following word only if it is a setting */
-    ck_assert_int_eq(rewrite("x --system-prompt=hi --n-gpu-layers=3 -fa -p on", out, sizeof(out),
-                             ef),
-                     -1);
+    ck_assert_int_eq(
+        rewrite("x --system-prompt=hi --n-gpu-layers=3 -fa -p on", out, sizeof(out), ef), -1);
     ck_assert_str_eq(out, "x --system=hi -p on");
     /* after "--" nothing is touched; a value of -p is not a flag */
     ck_assert_int_eq(rewrite("x -p -cnv -- -ngl -sys", out, sizeof(out), ef), -1);
@@ -161,7 +167,8 @@ struct res {
     char *err;
 };
 
-static struct res run(char *const *argv)
+/* runs argv with stdout to out (NULL: /dev/null), stderr kept in the result */
+static struct res run_to(char *const *argv, const char *out)
 {
     char ef[320];
     snprintf(ef, sizeof(ef), "%s/run.err", rts_tmpdir());
@@ -172,8 +179,11 @@ static struct res run(char *const *argv)
         int n = open("/dev/null", O_RDWR);
         if (e < 0 || n < 0)
             _exit(126);
+        int o = out ? open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644) : n;
+        if (o < 0)
+            _exit(126);
         dup2(n, 0);
-        dup2(n, 1);
+        dup2(o, 1);
         dup2(e, 2);
         unsetenv("TX_DEVICE");
         execv(argv[0], argv);
@@ -183,6 +193,11 @@ static struct res run(char *const *argv)
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     struct res r = {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), slurp(ef)};
     return r;
+}
+
+static struct res run(char *const *argv)
+{
+    return run_to(argv, NULL);
 }
 
 static const char *bin(const char *name)
@@ -282,6 +297,33 @@ START_TEST(unknown_option_one_line)
 }
 END_TEST
 
+/* every tool: its name, the release, the git commit, the interface */
+START_TEST(version_every_tool)
+{
+    static const char *tools[] = {"glm-inference", "glm-server",   "glm-export",
+                                  "glm-synth",     "glm-tokenize", "glm-analyze",
+                                  "tuna",          "tx-top",       "tx-bench"};
+    char want[128];
+    snprintf(want, sizeof(want), "(git commit %s, TX8 hardware interface %d.%d)\n",
+             txc_git_commit(), TX8_IF_VERSION_MAJOR, TX8_IF_VERSION_MINOR);
+    ck_assert_str_ne(txc_git_commit(), ""); /* "unknown" outside a git tree */
+    for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
+        char out[320];
+        snprintf(out, sizeof(out), "%s/version.out", rts_tmpdir());
+        char *argv[] = {(char *)bin(tools[i]), "--version", NULL};
+        struct res r = run_to(argv, out);
+        char *o = slurp(out);
+        ck_assert_msg(r.rc == 0, "%s --version: exit %d: %s", tools[i], r.rc, r.err);
+        char head[64];
+        snprintf(head, sizeof(head), "%s %s ", tools[i], txc_version());
+        ck_assert_msg(!strncmp(o, head, strlen(head)) && strstr(o, want), "%s --version: '%s'",
+                      tools[i], o);
+        free(o);
+        free(r.err);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("llama_flags");
@@ -291,6 +333,7 @@ static Suite *suite(void)
     tcase_add_test(t, rewrite_argv);
     tcase_add_test(t, corpus);
     tcase_add_test(t, unknown_option_one_line);
+    tcase_add_test(t, version_every_tool);
     suite_add_tcase(s, t);
     return s;
 }

@@ -97,13 +97,14 @@ static const char *bin(const char *name)
 
 /* Starts argv[0] with stdout and stderr to t_dir/out, t_dir/err; extra
  * environment "K=V" entries (may be NULL). */
-static pid_t spawn(const char *const *argv, const char *const *env)
+static pid_t spawn_to(const char *const *argv, const char *const *env, const char *out,
+                      const char *err)
 {
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        int o = open(tpath("out"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int e = open(tpath("err"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int n = open("/dev/null", O_RDONLY);
         if (o < 0 || e < 0 || n < 0)
             _exit(126);
@@ -116,6 +117,11 @@ static pid_t spawn(const char *const *argv, const char *const *env)
         _exit(127);
     }
     return pid;
+}
+
+static pid_t spawn(const char *const *argv, const char *const *env)
+{
+    return spawn_to(argv, env, tpath("out"), tpath("err"));
 }
 
 /* Waits up to ms for pid; its exit status, 128 + signal, or -1 (killed on
@@ -1002,6 +1008,42 @@ START_TEST(precision_names_clash)
 }
 END_TEST
 
+/* --seed -1: from the OS, printed; two processes started together differ;
+ * the printed seed given back reproduces the text (issue 42 item 4) */
+START_TEST(seed_from_os)
+{
+    const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--tokens", "1,2,3", "-n", "12", "--temp", "1.5",
+                       "--top-k", "0", "--top-p", "1", "--min-p", "0", "--ignore-eos", NULL};
+    pid_t p1 = spawn_to(a, NULL, tpath("o1"), tpath("e1"));
+    pid_t p2 = spawn_to(a, NULL, tpath("o2"), tpath("e2"));
+    ck_assert_int_eq(reap(p1, 240000), 0);
+    ck_assert_int_eq(reap(p2, 240000), 0);
+    char *o1 = slurp(tpath("o1")), *o2 = slurp(tpath("o2"));
+    char *e1 = slurp(tpath("e1")), *e2 = slurp(tpath("e2"));
+    const char *s1 = strstr(e1, ", seed "), *s2 = strstr(e2, ", seed ");
+    ck_assert_ptr_nonnull(s1);
+    ck_assert_ptr_nonnull(s2);
+    unsigned long long v1 = strtoull(s1 + 7, NULL, 10), v2 = strtoull(s2 + 7, NULL, 10);
+    ck_assert_msg(v1 != v2, "two processes drew the same seed %llu", v1);
+    ck_assert_str_ne(o1, o2); /* 12 tokens at temperature 1.5 over the whole vocabulary */
+    char seed[32];
+    snprintf(seed, sizeof(seed), "%llu", v1);
+    const char *b[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--tokens", "1,2,3", "-n", "12", "--temp", "1.5",
+                       "--top-k", "0", "--top-p", "1", "--min-p", "0", "--ignore-eos", "-s",
+                       seed, NULL};
+    struct res r = run(b);
+    ck_assert_int_eq(r.rc, 0);
+    ck_assert_str_eq(r.out, o1);
+    res_free(&r);
+    free(o1);
+    free(o2);
+    free(e1);
+    free(e2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tools");
@@ -1022,6 +1064,7 @@ static Suite *suite(void)
     tcase_add_test(tc, pkgconfig_uninstalled);
     tcase_add_test(tc, precision_names_clash);
     tcase_add_test(tc, bench_depth_rounds);
+    tcase_add_test(tc, seed_from_os);
     suite_add_tcase(s, tc);
     return s;
 }

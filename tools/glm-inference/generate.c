@@ -257,7 +257,7 @@ int run_generate(struct gi_run *g, struct opts *o)
     smp.frequency_penalty = o->frequency_penalty;
     smp.repeat_last_n = o->repeat_last_n;
     smp.order = o->sampler_order;
-    smp.seed = o->seed < 0 ? (uint64_t)time(NULL) : (uint64_t)o->seed;
+    smp.seed = o->seed < 0 ? txc_random_seed() : (uint64_t)o->seed; /* printed below */
     fprintf(stderr,
             "%s: sampling on the device: %s; temp %.2f, top-k %d, top-p %.2f, min-p %.2f, "
             "repeat-penalty %.2f, presence %.2f, frequency %.2f, last-n %d, seed %llu\n",

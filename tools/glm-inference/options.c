@@ -32,7 +32,7 @@ static void usage(FILE *f)
         "token)\n"
         "  -c, --ctx-size N         context size (default 4096 or the model's maximum)\n"
         "  -b, --batch-size N       most tokens per device pass (default 512)\n"
-        "  -s, --seed N             sampling seed (default -1 = from the clock)\n"
+        "  -s, --seed N             sampling seed (default -1 = from the OS, printed)\n"
         "      --temp T             temperature (default 0.8 or the package's\n"
         "                           generation_config.json; 0 = greedy)\n"
         "      --top-k N            top-k (default 40 or generation_config.json's, 0 = off)\n"
@@ -428,7 +428,7 @@ int opts_parse(struct opts *o, int *argc, char **argv)
             OPT(txc_opt_int(prog, "-b", optarg, 0, INT_MAX, "0 = the default", &o->n_batch));
             break;
         case 's':
-            OPT(txc_opt_long(prog, "-s", optarg, -1, LLONG_MAX, "-1 = from the clock", &o->seed));
+            OPT(txc_opt_long(prog, "-s", optarg, -1, LLONG_MAX, "-1 = from the OS", &o->seed));
             break;
         case 't':
             OPT(txc_opt_int(prog, "-t", optarg, 0, 4096, "0 = all cores", &o->threads));

@@ -163,6 +163,10 @@ int txc_getopt(const char *prog, int argc, char **argv, const char *optstring,
     if (ch != '?')
         return ch;
     const char *a = argv[optind - 1];
+    if (!strcmp(a, "--version")) {
+        txc_print_version(prog);
+        return TXC_OPT_VERSION;
+    }
     if (!strncmp(a, "--", 2)) {
         const char *eq = strchr(a, '=');
         int n = eq ? (int)(eq - a) : (int)strlen(a);
@@ -204,6 +208,8 @@ int txc_help_or_usage(int opt, void (*usage)(FILE *))
         usage(stdout);
         return 0;
     }
+    if (opt == TXC_OPT_VERSION)
+        return 0;
     return 2; /* txc_getopt has said which option, and "try --help" */
 }
 

@@ -28,6 +28,8 @@
 
 #include <json-c/json.h>
 
+#include "common/cli.h"
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -880,6 +882,10 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        txc_print_version("tuna");
+        return 0;
     }
     if (!strcmp(argv[1], "record"))
         return cmd_record(argc - 1, argv + 1);
