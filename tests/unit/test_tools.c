@@ -31,6 +31,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
 #include <tx/tx.h>
 
 #include "test_runtime_synth.h"
@@ -1044,6 +1045,56 @@ START_TEST(seed_from_os)
 }
 END_TEST
 
+/* --bench as llama-bench: -p/-n lists, -pg, -d, -r N samples, -o json with
+ * llama-bench's field names; md with mean ± sd (issue 42 item 3) */
+START_TEST(bench_llama_bench)
+{
+    const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--bench", "--bench-plans", "fp32", "-p", "8,0",
+                       "-n", "2", "-pg", "4,2", "-d", "0,6", "-r", "2", "-o", "json", NULL};
+    struct res r = run(a);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    json_object *j = json_tokener_parse(r.out);
+    ck_assert_msg(j && json_object_is_type(j, json_type_array), "not a JSON array: %s", r.out);
+    /* pp8, tg2, pp4+tg2 at depths 0 and 6 (-p 0 is no test, as llama-bench) */
+    ck_assert_int_eq((int)json_object_array_length(j), 6);
+    static const int want[6][3] = {{8, 0, 0}, {0, 2, 0}, {4, 2, 0},
+                                   {8, 0, 6}, {0, 2, 6}, {4, 2, 6}};
+    for (int i = 0; i < 6; i++) {
+        json_object *o = json_object_array_get_idx(j, (size_t)i), *v;
+        static const char *const f[] = {"build_commit", "cpu_info", "gpu_info", "backends",
+                                        "model_filename", "model_type", "model_size",
+                                        "model_n_params", "n_batch", "n_threads", "type_k",
+                                        "type_v", "test_time", "avg_ns", "stddev_ns",
+                                        "stddev_ts"};
+        for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
+            ck_assert_msg(json_object_object_get_ex(o, f[k], NULL), "row %d lacks %s", i, f[k]);
+        ck_assert(json_object_object_get_ex(o, "n_prompt", &v));
+        ck_assert_int_eq(json_object_get_int(v), want[i][0]);
+        ck_assert(json_object_object_get_ex(o, "n_gen", &v));
+        ck_assert_int_eq(json_object_get_int(v), want[i][1]);
+        ck_assert(json_object_object_get_ex(o, "n_depth", &v));
+        ck_assert_int_eq(json_object_get_int(v), want[i][2]);
+        ck_assert(json_object_object_get_ex(o, "samples_ns", &v));
+        ck_assert_int_eq((int)json_object_array_length(v), 2);
+        ck_assert(json_object_object_get_ex(o, "avg_ts", &v));
+        ck_assert(json_object_get_double(v) > 0);
+    }
+    json_object_put(j);
+    res_free(&r);
+    /* md: llama-bench's test names and mean ± sd */
+    const char *b[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--bench", "--bench-plans", "fp32", "-p", "8",
+                       "-n", "2", "-d", "6", "-r", "3", NULL};
+    r = run(b);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.out, "| fp32 | pp8 @ d6 | ");
+    HAS(r.out, "| fp32 | tg2 @ d6 | ");
+    HAS(r.out, " ± ");
+    res_free(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tools");
@@ -1065,6 +1116,7 @@ static Suite *suite(void)
     tcase_add_test(tc, precision_names_clash);
     tcase_add_test(tc, bench_depth_rounds);
     tcase_add_test(tc, seed_from_os);
+    tcase_add_test(tc, bench_llama_bench);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -15,6 +15,8 @@
 #include <tx/tx_device.h>
 
 #include "bench_depth.h"
+
+#define BENCH_LIST_MAX 16 /* values of one --bench list (-p, -n, -pg) */
 #include "mpi_transport.h"
 
 /* the name messages start with ("glm-inference", or "glm-inference: rank
@@ -43,8 +45,15 @@ struct opts {
     int no_original;
     int bench, bench_pp, bench_tg;
     int bench_depth[BENCH_DEPTH_MAX], n_bench_depth; /* --bench-depth (bench_depth.c) */
-    int bench_reps;                                  /* --bench-reps */
-    int cache_k, cache_v;                            /* --cache-type-k / -v (enum glm_cache_type) */
+    int bench_reps;                                  /* --bench-reps, -r */
+    int bench_reps_set;
+    /* --bench as llama-bench: -p, -n lists, -pg pairs, -o (bench_output.h) */
+    int bench_p[BENCH_LIST_MAX], n_bench_p;
+    int bench_n[BENCH_LIST_MAX], n_bench_n;
+    int bench_pg[BENCH_LIST_MAX][2], n_bench_pg;
+    int bench_output;
+    const char *n_arg;    /* -n as given: a count, or with --bench a list */
+    int cache_k, cache_v; /* --cache-type-k / -v (enum glm_cache_type) */
     int expert_stats, memory_view, stream;
     int verify, no_verify, batch_invariant;
     unsigned long long max_weight_mem;
@@ -60,6 +69,9 @@ struct opts {
  * rewritten). -1: go on; otherwise the exit status (the message printed; 0 for
  * --help or after --verify). */
 int opts_parse(struct opts *o, int *argc, char **argv);
+/* --bench: the most positions one test uses (deepest context + the
+ * largest test) */
+int bench_span(const struct opts *o);
 
 /* "1,2,3" (commas or blanks between) into a malloc'd array; 0, TX_EINVAL or
  * TX_ENOMEM */

@@ -36,15 +36,15 @@ static int run_mode(struct gi_run *g, struct opts *o)
             print_memory_view(g->dev);
         return rc;
     }
-    if (o->n_bench_depth)
-        return bench_depth_run(g->m, g->dev, o->bench_depth, o->n_bench_depth, o->bench_pp,
-                               o->bench_tg, o->bench_reps, o->n_batch, o->threads, prog);
-    if (o->bench) {
+    if (o->bench) { /* llama-bench: -p, -n, -pg, -d, -r, -o */
         rc = run_bench(g->m, g->dev, o) ? 1 : 0;
         if (o->expert_stats)
             print_expert_stats(g->m);
         return rc;
     }
+    if (o->n_bench_depth)
+        return bench_depth_run(g->m, g->dev, o->bench_depth, o->n_bench_depth, o->bench_pp,
+                               o->bench_tg, o->bench_reps, o->n_batch, o->threads, prog);
     return run_generate(g, o);
 }
 

@@ -16,6 +16,7 @@
 
 #include "common/cli.h"
 #include "common/llama_flags.h"
+#include "bench_output.h"
 #include "glm_inference.h"
 
 static void usage(FILE *f)
@@ -103,14 +104,24 @@ static void usage(FILE *f)
         "      --original DIR|FILE  the original checkpoint to validate against (default:\n"
         "                           the source the package records, if its hash matches)\n"
         "      --no-original        measure the device arithmetic only\n"
-        "      --bench              llama-bench rows: pp512, tg128 per precision plan\n"
+        "      --bench              llama-bench: for each plan and depth, a prefill of each\n"
+        "                           -p size, -n decode passes, each -pg pair, -r times;\n"
+        "                           with --bench, -p LIST and -n LIST are llama-bench's\n"
+        "                           (default 512 and 128; 0 = none)\n"
+        "      -pg PP,TG            (--bench-pg) a prefill then TG decode passes, timed\n"
+        "                           together (repeatable)\n"
+        "  -r, --repetitions N      --bench samples per test (default 5): mean +- sd\n"
+        "  -o, --bench-output F     --bench rows as md (default), csv, json or jsonl with\n"
+        "                           llama-bench's field names\n"
         "      --bench-plans LIST   plans separated by ';' (default golden;fp32;fp16;int8)\n"
-        "      --bench-pp N         prompt tokens (default 512)\n"
-        "      --bench-tg N         generated tokens (default 128)\n"
-        "      --bench-depth LIST   pp/tg rows after LIST cached tokens, e.g. 0,2048,8192\n"
-        "                           (llama-bench -d), under --precision; KV bytes/token\n"
-        "      --bench-reps N       --bench-depth rounds (llama-bench -r; default 1): each\n"
-        "                           runs every depth in turn; medians, ratio ranges\n"
+        "      --bench-pp N         = -p N under --bench\n"
+        "      --bench-tg N         = -n N under --bench\n"
+        "  -d, --bench-depth LIST   with --bench: every test after LIST cached tokens\n"
+        "                           (llama-bench -d); without it, the depth table:\n"
+        "                           pp/tg rows after LIST cached tokens (e.g. 0,2048,8192)\n"
+        "                           under --precision; KV bytes/token\n"
+        "      --bench-reps N       -r; for the depth table alone: rounds (default 1), each\n"
+        "                           running every depth in turn; medians, ratio ranges\n"
         "      --cache-type-k T     (--ctk) KV cache K type: f32, f16, bf16, q8_0 (int8),\n"
         "                           q4_0 (4-bit); default from the plan; MLA: the latent\n"
         "      --cache-type-v T     (--ctv) V type (GQA; MLA has no V cache: ignored)\n"
@@ -139,6 +150,10 @@ static const struct txc_llama_flag gi_llama[] = {
     {"--verbose-prompt", TXC_LLAMA_ALIAS, TXC_LLAMA_NONE, "--verbose"},
     {"-r", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--repetitions"},
     {"-d|--n-depth", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--bench-depth"},
+    {"-o|--output", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--bench-output"},
+    {"-pg", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--bench-pg"},
+    {"--n-prompt", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--prompt"},
+    {"--n-gen", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--n-predict"},
     {"-no-cnv|--no-conversation", TXC_LLAMA_NOOP, TXC_LLAMA_NONE,
      "no conversation unless -i or -cnv"},
     {"-np|--parallel|-ns|--sequences", TXC_LLAMA_NOOP, TXC_LLAMA_REQUIRED,
@@ -184,6 +199,85 @@ int parse_token_ids(const char *s, int32_t **ids, size_t *n)
 }
 
 /*
+ * -p and -n: with --bench, llama-bench's lists of prompt and generation
+ * sizes (default 512 and 128, or --bench-pp / --bench-tg); otherwise the
+ * prompt and the count of tokens to generate. -r defaults to llama-bench's
+ * 5 under --bench. -1: go on; else the exit status.
+ */
+static int bench_lists(struct opts *o)
+{
+    char e[200];
+    if (!o->bench) {
+        if (o->n_arg &&
+            txc_opt_int(prog, "-n", o->n_arg, -1, INT_MAX,
+                        "-1 = until a stop token or the context is full", &o->n_predict) < 0)
+            return 2;
+        return -1;
+    }
+    if (o->prompt) {
+        if (bench_list_parse("-p", "prompt sizes >= 0 (llama-bench's -p under --bench)", o->prompt,
+                             0, 1 << 20, o->bench_p, BENCH_LIST_MAX, &o->n_bench_p, e,
+                             sizeof(e)) < 0) {
+            fprintf(stderr, "%s: %s\n", prog, e);
+            return 2;
+        }
+        o->prompt = NULL;
+    } else {
+        o->bench_p[0] = o->bench_pp;
+        o->n_bench_p = 1;
+    }
+    if (o->n_arg) {
+        if (bench_list_parse("-n", "generation sizes >= 0 (llama-bench's -n under --bench)",
+                             o->n_arg, 0, 1 << 20, o->bench_n, BENCH_LIST_MAX, &o->n_bench_n, e,
+                             sizeof(e)) < 0) {
+            fprintf(stderr, "%s: %s\n", prog, e);
+            return 2;
+        }
+    } else {
+        o->bench_n[0] = o->bench_tg;
+        o->n_bench_n = 1;
+    }
+    if (!o->bench_reps_set)
+        o->bench_reps = 5;
+    int any = o->n_bench_pg;
+    for (int i = 0; i < o->n_bench_p; i++)
+        any |= o->bench_p[i];
+    for (int i = 0; i < o->n_bench_n; i++)
+        any |= o->bench_n[i];
+    if (!any) {
+        fprintf(stderr, "%s: --bench: every -p and -n is 0 and no -pg: nothing to run\n", prog);
+        return 2;
+    }
+    /* the first sizes for --bench-cache and --bench-depth's single values */
+    for (int i = 0; i < o->n_bench_p; i++)
+        if (o->bench_p[i]) {
+            o->bench_pp = o->bench_p[i];
+            break;
+        }
+    for (int i = 0; i < o->n_bench_n; i++)
+        if (o->bench_n[i]) {
+            o->bench_tg = o->bench_n[i];
+            break;
+        }
+    return -1;
+}
+
+int bench_span(const struct opts *o)
+{
+    int span = 1, maxd = 0;
+    for (int i = 0; i < o->n_bench_p; i++)
+        span = o->bench_p[i] > span ? o->bench_p[i] : span;
+    for (int i = 0; i < o->n_bench_n; i++)
+        span = o->bench_n[i] > span ? o->bench_n[i] : span;
+    for (int i = 0; i < o->n_bench_pg; i++)
+        span = o->bench_pg[i][0] + o->bench_pg[i][1] > span ? o->bench_pg[i][0] + o->bench_pg[i][1]
+                                                            : span;
+    for (int i = 0; i < o->n_bench_depth; i++)
+        maxd = o->bench_depth[i] > maxd ? o->bench_depth[i] : maxd;
+    return maxd + span;
+}
+
+/*
  * What can be checked before a device is opened or the model loaded: the
  * package's config (-c against its max_position_embeddings), the prompt
  * (-f read now, an empty -p or file refused, --tokens parsed), the
@@ -202,6 +296,14 @@ static int opts_check(struct opts *o)
     if (cfg.max_position_embeddings > 0 && o->n_ctx > cfg.max_position_embeddings) {
         fprintf(stderr, "%s: -c %d: the model's context is at most %d (max_position_embeddings)\n",
                 prog, o->n_ctx, cfg.max_position_embeddings);
+        return 2;
+    }
+    if (o->bench && cfg.max_position_embeddings > 0 &&
+        bench_span(o) + 1 > cfg.max_position_embeddings) {
+        fprintf(stderr,
+                "%s: --bench: the deepest -d plus the largest test is %d positions; the model has "
+                "%d (max_position_embeddings)\n",
+                prog, bench_span(o), cfg.max_position_embeddings);
         return 2;
     }
     if (o->prompt && !*o->prompt) {
@@ -296,6 +398,8 @@ int opts_parse(struct opts *o, int *argc, char **argv)
         O_BDEPTH,
         O_BREPS,
         O_REPS,
+        O_BOUT,
+        O_BPG,
         O_CTK,
         O_CTV,
         O_ESTATS,
@@ -372,6 +476,8 @@ int opts_parse(struct opts *o, int *argc, char **argv)
         {"bench-depth", required_argument, NULL, O_BDEPTH},
         {"bench-reps", required_argument, NULL, O_BREPS},
         {"repetitions", required_argument, NULL, O_REPS},
+        {"bench-output", required_argument, NULL, O_BOUT},
+        {"bench-pg", required_argument, NULL, O_BPG},
         {"cache-type-k", required_argument, NULL, O_CTK},
         {"ctk", required_argument, NULL, O_CTK},
         {"cache-type-v", required_argument, NULL, O_CTV},
@@ -416,9 +522,8 @@ int opts_parse(struct opts *o, int *argc, char **argv)
         case O_TOKENS:
             o->tokens = optarg;
             break;
-        case 'n':
-            OPT(txc_opt_int(prog, "-n", optarg, -1, INT_MAX,
-                            "-1 = until a stop token or the context is full", &o->n_predict));
+        case 'n': /* a count, or with --bench a list: parsed after the loop */
+            o->n_arg = optarg;
             o->n_predict_set = 1;
             break;
         case 'c':
@@ -584,6 +689,29 @@ int opts_parse(struct opts *o, int *argc, char **argv)
         case O_BTG:
             OPT(txc_opt_int(prog, "--bench-tg", optarg, 1, 1 << 20, NULL, &o->bench_tg));
             break;
+        case O_BOUT:
+            if ((o->bench_output = bench_format_parse(optarg)) < 0) {
+                fprintf(stderr, "%s: -o: '%s' is not md, csv, json or jsonl\n", prog, optarg);
+                return 2;
+            }
+            break;
+        case O_BPG: {
+            int pg[2], npg = 0;
+            char e[200];
+            if (bench_list_parse("-pg", "pp,tg", optarg, 1, 1 << 20, pg, 2, &npg, e, sizeof(e)) <
+                    0 ||
+                npg != 2) {
+                fprintf(stderr, "%s: -pg: '%s': expected pp,tg (two counts >= 1)\n", prog, optarg);
+                return 2;
+            }
+            if (o->n_bench_pg == BENCH_LIST_MAX) {
+                fprintf(stderr, "%s: -pg: at most %d pairs\n", prog, BENCH_LIST_MAX);
+                return 2;
+            }
+            o->bench_pg[o->n_bench_pg][0] = pg[0];
+            o->bench_pg[o->n_bench_pg++][1] = pg[1];
+            break;
+        }
         case O_REPS: /* -r: llama-bench's repetitions, not llama-cli's reverse prompt */
             if (txc_parse_long(optarg, 1, BENCH_REPS_MAX, &(long){0})) {
                 fprintf(stderr,
@@ -596,6 +724,7 @@ int opts_parse(struct opts *o, int *argc, char **argv)
             /* fall through */
         case O_BREPS:
             OPT(txc_opt_int(prog, "--bench-reps", optarg, 1, BENCH_REPS_MAX, NULL, &o->bench_reps));
+            o->bench_reps_set = 1;
             break;
         case O_CTK:
         case O_CTV: {
@@ -689,6 +818,9 @@ int opts_parse(struct opts *o, int *argc, char **argv)
             return txc_help_or_usage(ch, usage);
         }
     }
+    int lrc = bench_lists(o);
+    if (lrc >= 0)
+        return lrc;
     if (optind < *argc)
         return txc_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
     if (!o->checkpoint)
