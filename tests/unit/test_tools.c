@@ -698,6 +698,75 @@ START_TEST(sigint_prints_timings)
 }
 END_TEST
 
+/* Telemetry objects (issue 42 item 7): a reader that closes the pipe
+ * (| head -c 20) ends the run cleanly, object removed; a SIGKILLed
+ * publisher's object is swept by the next program that publishes. */
+START_TEST(telemetry_sigpipe_sigkill)
+{
+    char tele[400];
+    snprintf(tele, sizeof(tele), "%s", tpath("telemetry"));
+    mkdir(tele, 0755);
+    char env[512];
+    snprintf(env, sizeof(env), "TX_TELEMETRY_DIR=%s", tele);
+    const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--tokens", "1,2,3", "-n", "-1", "--ignore-eos",
+                       "--temp", "0", NULL};
+    /* SIGPIPE: stdout a pipe whose reader reads 20 bytes and closes it */
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int e = open(tpath("err"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int n = open("/dev/null", O_RDONLY);
+        if (e < 0 || n < 0)
+            _exit(126);
+        close(fds[0]);
+        dup2(n, 0);
+        dup2(fds[1], 1);
+        dup2(e, 2);
+        putenv(env);
+        execv(a[0], (char *const *)a);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[20];
+    size_t got = 0;
+    while (got < sizeof(buf)) {
+        ssize_t k = read(fds[0], buf + got, sizeof(buf) - got);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    ck_assert_uint_eq(got, sizeof(buf));
+    close(fds[0]);
+    int rc = reap(pid, 120000);
+    char *err = slurp(tpath("err"));
+    ck_assert_msg(rc == 0, "exit %d after the reader closed the pipe: %s", rc, err);
+    HAS(err, "stdout was closed: stopped after");
+    free(err);
+    ck_assert_int_eq(dir_has_prefix(tele, "tx8-telemetry-"), 0);
+
+    /* SIGKILL: the object stays behind ... */
+    const char *envv[] = {env, NULL};
+    pid = spawn(a, envv);
+    ck_assert_msg(wait_file_nonempty(tpath("out"), 120000) == 0, "no output");
+    char own[64];
+    snprintf(own, sizeof(own), "tx8-telemetry-%d", (int)pid);
+    ck_assert_int_eq(dir_has_prefix(tele, own), 1);
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(reap(pid, 60000), 128 + SIGKILL);
+    ck_assert_int_eq(dir_has_prefix(tele, own), 1);
+    /* ... until the next publisher sweeps it, and removes its own at exit */
+    const char *b[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--tokens", "1,2,3", "-n", "1", "--temp", "0", NULL};
+    struct res r = run_env(b, envv);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    res_free(&r);
+    ck_assert_int_eq(dir_has_prefix(tele, "tx8-telemetry-"), 0);
+}
+END_TEST
+
 START_TEST(export_killed_leaves_nothing)
 {
     /* whenever SIGKILL lands, nothing but a complete package is left */
@@ -1117,6 +1186,7 @@ static Suite *suite(void)
     tcase_add_test(tc, bench_depth_rounds);
     tcase_add_test(tc, seed_from_os);
     tcase_add_test(tc, bench_llama_bench);
+    tcase_add_test(tc, telemetry_sigpipe_sigkill);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -39,6 +39,8 @@ void catch_signals(void)
     sigaction(SIGHUP, &sa, NULL);
 }
 
+volatile sig_atomic_t stdout_closed;
+
 /* --ep-rebalance N: the model, N, tokens so far */
 glm_model_t *reb_model;
 long long reb_every;
@@ -48,9 +50,12 @@ int on_token(void *user, int32_t tok, const char *piece, size_t len)
 {
     (void)user;
     (void)tok;
-    if (len)
-        fwrite(piece, 1, len, stdout);
-    fflush(stdout);
+    if ((len && fwrite(piece, 1, len, stdout) != len) || fflush(stdout)) {
+        /* the reader is gone (| head -1: EPIPE, SIGPIPE being ignored):
+         * stop, and leave through the normal clean-up */
+        stdout_closed = 1;
+        return 1;
+    }
     if (reb_model && reb_every > 0 && ++reb_tokens % reb_every == 0 &&
         glm_model_ep_rebalance(reb_model, 0)) {
         fprintf(stderr, "\nglm-inference: --ep-rebalance: %s\n", tx_last_error());
@@ -299,6 +304,12 @@ int run_generate(struct gi_run *g, struct opts *o)
     putchar('\n');
     fflush(stdout);
     static const char *why[] = {"", "stop token", "length", "context full", "callback"};
+    if (stdout_closed) {
+        /* as head(1) wanted: the text's reader stopped reading */
+        fprintf(stderr, "%s: stdout was closed: stopped after %d tokens\n", prog, n_out);
+        rc = 0;
+        goto out;
+    }
     fprintf(stderr, "%s: generated %d tokens (%s)\n", prog, n_out,
             interrupted            ? "interrupted"
             : (unsigned)t.stop < 5 ? why[t.stop]

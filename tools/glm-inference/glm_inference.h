@@ -114,6 +114,8 @@ int run_chat(glm_model_t *m, glm_session_t *s, const struct opts *o,   /* chat.c
 
 /* SIGINT, SIGTERM, SIGHUP: the signal, once caught (catch_signals) */
 extern volatile sig_atomic_t interrupted;
+/* stdout's reader went away (EPIPE): generation stopped, exit 0 */
+extern volatile sig_atomic_t stdout_closed;
 void catch_signals(void);
 /* glm_generate's on_token: the piece to stdout; --ep-rebalance */
 int on_token(void *user, int32_t tok, const char *piece, size_t len);

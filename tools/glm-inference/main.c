@@ -18,6 +18,7 @@
  * opened in run.c, and each mode has its file: generate.c (with chat.c for
  * -i), validate.c, bench.c, bench_depth.c, bench_cache.c.
  */
+#include <signal.h>
 #include <stdlib.h>
 
 #include "bench_cache.h"
@@ -74,6 +75,10 @@ static int run(struct opts *o, int *argc, char ***argv)
 
 int main(int argc, char **argv)
 {
+    /* a closed stdout (| head -1) is EPIPE, handled where the text is
+     * written: the process leaves through its clean-up (the telemetry
+     * object in /dev/shm removed) instead of dying of SIGPIPE */
+    signal(SIGPIPE, SIG_IGN);
     struct opts o;
     int rc = opts_parse(&o, &argc, argv);
     if (rc < 0)
