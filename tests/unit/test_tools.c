@@ -658,13 +658,18 @@ static int dir_has_prefix(const char *dir, const char *prefix)
     return n;
 }
 
+/* t_dir/telemetry, and "TX_TELEMETRY_DIR=" it for the tools' environment */
+static void tele_dir(char *tele, size_t tsz, char *env, size_t esz)
+{
+    snprintf(tele, tsz, "%s", tpath("telemetry"));
+    mkdir(tele, 0755);
+    snprintf(env, esz, "TX_TELEMETRY_DIR=%s", tele);
+}
+
 START_TEST(sigint_prints_timings)
 {
-    char tele[400];
-    snprintf(tele, sizeof(tele), "%s", tpath("telemetry"));
-    mkdir(tele, 0755);
-    char env[512];
-    snprintf(env, sizeof(env), "TX_TELEMETRY_DIR=%s", tele);
+    char tele[400], env[512];
+    tele_dir(tele, sizeof(tele), env, sizeof(env));
     const char *envv[] = {env, NULL};
     const char *a[] = {bin("glm-inference"),
                        "--device",
@@ -703,11 +708,8 @@ END_TEST
  * publisher's object is swept by the next program that publishes. */
 START_TEST(telemetry_sigpipe_sigkill)
 {
-    char tele[400];
-    snprintf(tele, sizeof(tele), "%s", tpath("telemetry"));
-    mkdir(tele, 0755);
-    char env[512];
-    snprintf(env, sizeof(env), "TX_TELEMETRY_DIR=%s", tele);
+    char tele[400], env[512];
+    tele_dir(tele, sizeof(tele), env, sizeof(env));
     const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
                        "--no-moe-config", "--tokens", "1,2,3", "-n", "-1", "--ignore-eos",
                        "--temp", "0", NULL};
