@@ -658,6 +658,109 @@ static int dir_has_prefix(const char *dir, const char *prefix)
     return n;
 }
 
+/* Counts of sub in the file at path (re-read each time) */
+static int count_in(const char *path, const char *sub)
+{
+    char *b = slurp(path);
+    int n = count(b, sub);
+    free(b);
+    return n;
+}
+
+/* Waits up to ms until path holds n copies of sub: 0, or -1 */
+static int wait_count(const char *path, const char *sub, int n, unsigned ms)
+{
+    for (unsigned t = 0; t < ms; t += 20) {
+        if (count_in(path, sub) >= n)
+            return 0;
+        tx_test_emu_sleep_ms(20);
+    }
+    return -1;
+}
+
+/* -cnv as llama-cli (issue 42 item 6): a scripted conversation from a pipe
+ * (-sys, a continued line, /regen, /clear, /exit), then Ctrl-C stopping a
+ * reply and returning to the prompt, and Ctrl-C at the prompt ending the
+ * chat with the timings */
+/* Starts argv[0] reading stdin from a new pipe (its write end in *in),
+ * stdout and stderr to t_dir/out, err */
+static pid_t spawn_piped(const char *const *argv, const char *out, const char *err, int *in)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o < 0 || e < 0)
+            _exit(126);
+        close(p[1]);
+        dup2(p[0], 0);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(p[0]);
+    *in = p[1];
+    return pid;
+}
+
+START_TEST(chat_as_llama_cli)
+{
+    const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "-cnv", "-sys", "be brief", "-n", "4", "--temp", "0",
+                       NULL};
+    int in;
+    pid_t pid = spawn_piped(a, tpath("out"), tpath("err"), &in);
+    const char *script = "hello there\ntell me \\\nmore\n/regen\n/clear\nagain\n/exit\nnot read\n";
+    ck_assert_int_eq(write(in, script, strlen(script)), (ssize_t)strlen(script));
+    close(in);
+    int rc = reap(pid, 240000);
+    char *err = slurp(tpath("err")), *out = slurp(tpath("out"));
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    /* four replies (hello, the two-line message, its regeneration, again),
+     * one line each; the system message is the first turn of every render */
+    ck_assert_int_eq(count(err, "[chat: "), 4);
+    ck_assert_int_eq(count(out, "\n"), 4);
+    HAS(err, "> ... [chat: ");   /* the continued line */
+    HAS(err, "[chat cleared]");
+    /* /regen renders the same conversation again: all but one token reused */
+    const char *t3 = strstr(strstr(strstr(err, "[chat: ") + 1, "[chat: ") + 1, "[chat: ");
+    size_t n3 = 0, r3 = 0;
+    ck_assert_int_eq(sscanf(t3, "[chat: %zu tokens, %zu reused", &n3, &r3), 2);
+    ck_assert_uint_eq(r3, n3 - 1);
+    /* after /clear nothing is reused; /exit ends it: "not read" never sent */
+    const char *t4 = strstr(t3 + 1, "[chat: ");
+    ck_assert_int_eq(sscanf(t4, "[chat: %zu tokens, %zu reused", &n3, &r3), 2);
+    ck_assert_uint_eq(r3, 0);
+    HAS(err, "llama_perf_context_print:       total time =");
+    free(err);
+    free(out);
+
+    /* Ctrl-C during a long reply: back to the prompt; at the prompt: the end */
+    const char *b[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "-cnv", "-n", "100000", "--ignore-eos", "--temp", "0",
+                       "-c", "4096", NULL};
+    pid = spawn_piped(b, tpath("out2"), tpath("err2"), &in);
+    ck_assert_int_eq(write(in, "hello\n", 6), 6);
+    ck_assert_msg(wait_file_nonempty(tpath("out2"), 120000) == 0, "no reply");
+    kill(pid, SIGINT);
+    ck_assert_msg(wait_count(tpath("err2"), "[reply stopped", 1, 60000) == 0, "not stopped");
+    ck_assert_msg(wait_count(tpath("err2"), "\n> ", 2, 60000) == 0, "no prompt after Ctrl-C");
+    tx_test_emu_sleep_ms(100); /* let it block reading the prompt */
+    ck_assert_int_eq(waitpid(pid, NULL, WNOHANG), 0); /* still chatting */
+    kill(pid, SIGINT);
+    rc = reap(pid, 60000);
+    close(in);
+    err = slurp(tpath("err2"));
+    ck_assert_msg(rc == 130, "exit %d: %s", rc, err);
+    HAS(err, "llama_perf_context_print:        eval time =");
+    free(err);
+}
+END_TEST
+
 /* t_dir/telemetry, and "TX_TELEMETRY_DIR=" it for the tools' environment */
 static void tele_dir(char *tele, size_t tsz, char *env, size_t esz)
 {
@@ -1189,6 +1292,7 @@ static Suite *suite(void)
     tcase_add_test(tc, seed_from_os);
     tcase_add_test(tc, bench_llama_bench);
     tcase_add_test(tc, telemetry_sigpipe_sigkill);
+    tcase_add_test(tc, chat_as_llama_cli);
     suite_add_tcase(s, tc);
     return s;
 }

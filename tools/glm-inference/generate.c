@@ -27,16 +27,21 @@ static void on_signal(int sig)
     signal(sig, SIG_DFL);
 }
 
-void catch_signals(void)
+void set_signals(void (*handler)(int), int flags)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
+    sa.sa_handler = handler;
+    sa.sa_flags = flags;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+}
+
+void catch_signals(void)
+{
+    set_signals(on_signal, SA_RESTART);
 }
 
 volatile sig_atomic_t stdout_closed;
@@ -157,7 +162,8 @@ int run_generate(struct gi_run *g, struct opts *o)
             o->file_text = NULL;
         } else if (o->prompt) {
             text = strdup(o->prompt);
-        } else if (!isatty(STDIN_FILENO)) {
+        } else if (!o->interactive && !isatty(STDIN_FILENO)) {
+            /* (with -i, stdin is the conversation: chat.c) */
             int r = txc_read_stream(stdin, &text, NULL);
             if (r) {
                 fprintf(stderr, "%s: stdin: %s\n", prog, tx_strerror(r));

@@ -117,6 +117,8 @@ extern volatile sig_atomic_t interrupted;
 /* stdout's reader went away (EPIPE): generation stopped, exit 0 */
 extern volatile sig_atomic_t stdout_closed;
 void catch_signals(void);
+/* SIGINT, SIGTERM and SIGHUP to handler, with sigaction's flags */
+void set_signals(void (*handler)(int), int flags);
 /* glm_generate's on_token: the piece to stdout; --ep-rebalance */
 int on_token(void *user, int32_t tok, const char *piece, size_t len);
 

@@ -59,7 +59,9 @@ static void usage(FILE *f)
         "      --no-think           with --chat: thinking disabled\n"
         "      --ignore-eos         never sample the stop tokens (-inf logit bias)\n"
         "      --no-display-prompt  do not echo the prompt\n"
-        "  -i, --interactive        chat on a terminal (only if stdin is a TTY)\n"
+        "  -i, --interactive        chat (llama-cli's -cnv): on a terminal, or one message a\n"
+        "                           line from a pipe ('\\' at the end continues the line);\n"
+        "                           /exit, /regen, /clear; Ctrl-C stops a reply\n"
         "  -t, --threads N          host threads (reference, bandwidth probe)\n"
         "\n"
         "Device and precision:\n"
@@ -304,6 +306,12 @@ static int opts_check(struct opts *o)
                 "%s: --bench: the deepest -d plus the largest test is %d positions; the model has "
                 "%d (max_position_embeddings)\n",
                 prog, bench_span(o), cfg.max_position_embeddings);
+        return 2;
+    }
+    int generates = !o->bench && !o->validate && !o->n_bench_depth && !o->bench_cache;
+    if (generates && !o->prompt && !o->file && !o->tokens && !o->interactive &&
+        isatty(STDIN_FILENO)) {
+        fprintf(stderr, "%s: no prompt (-p, -f, --tokens, stdin or -i); try --help\n", prog);
         return 2;
     }
     if (o->prompt && !*o->prompt) {
@@ -839,10 +847,6 @@ int opts_parse(struct opts *o, int *argc, char **argv)
     int prc = opts_check(o);
     if (prc >= 0)
         return prc;
-    if (o->interactive && !isatty(STDIN_FILENO)) {
-        fprintf(stderr, "%s: -i needs a terminal on stdin; not interactive\n", prog);
-        o->interactive = 0;
-    }
 
     return -1;
 }
