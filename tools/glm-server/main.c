@@ -69,7 +69,8 @@ static void usage(FILE *f)
             "      --cache-type-k T     KV cache K type: f32, f16, bf16, q8_0, q4_0 (for MLA\n"
             "                           models: the latent cache; default: the plan's)\n"
             "      --cache-type-v T     KV cache V type (GQA models; ignored for MLA)\n"
-            "  -a, --alias NAME         model id in the API (default: the package's name)\n"
+            "  -a, --alias NAME[,NAME]  model id in the API (default: the package's name);\n"
+            "                           requests naming another model get a 404\n"
             "      --chat-format F      glm4, glm4.5, glm4.7, glm5 (default: from the package)\n"
             "      --body-limit BYTES   largest request body (default 1048576; 413 beyond)\n"
             "      --queue-limit N      requests waiting for a slot (default 64; 503 beyond)\n"
@@ -320,7 +321,11 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    snprintf(S->model_id, sizeof(S->model_id), "%s", o->alias ? o->alias : glm_model_name(S->m));
+    /* --alias a,b: the id is the first name; every one is accepted as "model" */
+    if (o->alias)
+        snprintf(S->model_id, sizeof(S->model_id), "%.*s", (int)strcspn(o->alias, ","), o->alias);
+    else
+        snprintf(S->model_id, sizeof(S->model_id), "%s", glm_model_name(S->m));
     pthread_mutex_init(&S->mu, NULL);
     pthread_cond_init(&S->cv, NULL);
     S->mx.started_wall = (long long)time(NULL);

@@ -164,6 +164,9 @@ int api_health(struct srv *S, char **reply);
 int api_tokenize(struct srv *S, const char *body, size_t len, char **reply);
 int api_detokenize(struct srv *S, const char *body, size_t len, char **reply);
 char *api_error_json(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* the same naming the request's field (param) */
+char *api_error_json_param(int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Wait until r is done (or the client disconnects); the reply JSON. */
 char *api_final_json(struct srv *S, struct request *r, int *status, struct http_ctx *hc);
 /* One chunk of a stream as JSON (sse.c). */
