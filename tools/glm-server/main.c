@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <tx/tx.h>
+#include <tx/tx_analyze.h>
 
 #include "common/cli.h"
 #include "common/llama_flags.h"
@@ -250,6 +251,23 @@ int main(int argc, char **argv)
     if (o->chat_format && (fmt = tx_chat_format_from_name(o->chat_format)) < 0)
         return txc_usage_error(
             prog, usage, "--chat-format: '%s' is not glm4, glm4.5, glm4.7 or glm5", o->chat_format);
+
+    /* before the device and the load: the package's config (--ctx-size
+     * against its max_position_embeddings) */
+    {
+        struct glm_config pc;
+        const char *pfmt = NULL;
+        char perr[512];
+        if (tx_analyze_load_config(o->checkpoint, &pc, &pfmt, perr, sizeof(perr))) {
+            fprintf(stderr, "%s: %s\n", prog, perr);
+            return 1;
+        }
+        if (pc.max_position_embeddings > 0 && o->ctx_size > pc.max_position_embeddings) {
+            fprintf(stderr, "%s: --ctx-size %d exceeds the model's max_position_embeddings %d\n",
+                    prog, o->ctx_size, pc.max_position_embeddings);
+            return 2;
+        }
+    }
 
     /* signals: handled by sigwait in this thread only; every thread started
      * from here on inherits the mask */
