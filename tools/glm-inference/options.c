@@ -348,6 +348,14 @@ static int opts_check(struct opts *o)
         fprintf(stderr, "%s: --load-balance: expected on, off or auto\n", prog);
         return 2;
     }
+    if (o->ep_rebalance > 0 && !glm_mpi_launched()) {
+        const char *list = o->device ? o->device : getenv("TX_DEVICE");
+        if (!list || !strchr(list, ',')) {
+            fprintf(stderr, "%s: --ep-rebalance needs several devices (--device A,B,...)\n",
+                    prog);
+            return 2;
+        }
+    }
     struct glm_moe_options mo;
     glm_moe_defaults(&mo);
     if (o->moe_config && glm_moe_config_load(o->moe_config, &mo)) {
