@@ -281,6 +281,8 @@ START_TEST(unknown_option_one_line)
         {"glm-inference", "-q", "glm-inference: unknown option '-q'; try --help\n"},
         {"glm-inference", "--chat=yes", "glm-inference: --chat: takes no value; try --help\n"},
         {"glm-inference", "--temp", "glm-inference: --temp: needs a value; try --help\n"},
+        {"glm-inference", "--top", "glm-inference: option '--top' is ambiguous; try --help\n"},
+        {"glm-inference", "-ivq", "glm-inference: unknown option '-q'; try --help\n"},
         {"glm-server", "--bogus", "glm-server: unknown option '--bogus'; try --help\n"},
         {"glm-export", "--bogus", "glm-export: unknown option '--bogus'; try --help\n"},
         {"glm-synth", "--bogus", "glm-synth: unknown option '--bogus'; try --help\n"},

@@ -167,21 +167,27 @@ int txc_getopt(const char *prog, int argc, char **argv, const char *optstring,
         txc_print_version(prog);
         return TXC_OPT_VERSION;
     }
+    /* the option at fault: a long one when getopt_long says none (optopt
+     * 0: unknown or ambiguous) or argv[optind - 1] names the long option
+     * whose value optopt is; else a short one (argv[optind - 1] may then be
+     * an earlier argument: the fault is inside a cluster) */
+    const struct option *hit = NULL;
+    int matches = 0, n = 0;
+    const char *eq = NULL;
     if (!strncmp(a, "--", 2)) {
-        const char *eq = strchr(a, '=');
-        int n = eq ? (int)(eq - a) : (int)strlen(a);
-        const struct option *hit = NULL;
-        int matches = 0; /* getopt_long takes a unique prefix */
+        eq = strchr(a, '=');
+        n = eq ? (int)(eq - a) : (int)strlen(a);
         for (const struct option *o = lo; o && o->name; o++)
             if (!strncmp(o->name, a + 2, (size_t)n - 2)) {
-                if (!o->name[n - 2]) {
-                    hit = o;
+                hit = o;
+                if (!o->name[n - 2]) { /* exact: getopt_long takes it */
                     matches = 1;
                     break;
                 }
-                hit = o;
-                matches++;
+                matches++; /* a prefix, unique or not */
             }
+    }
+    if (!strncmp(a, "--", 2) && (!optopt || (hit && matches == 1 && hit->val == optopt))) {
         if (matches > 1)
             fprintf(stderr, "%s: option '%.*s' is ambiguous; try --help\n", prog, n, a);
         else if (hit && eq && hit->has_arg == no_argument)
@@ -194,8 +200,6 @@ int txc_getopt(const char *prog, int argc, char **argv, const char *optstring,
         const char *p = strchr(optstring, optopt);
         if (optopt && optopt != ':' && p && p[1] == ':')
             fprintf(stderr, "%s: -%c: needs a value; try --help\n", prog, optopt);
-        else if (a[1] && a[2])
-            fprintf(stderr, "%s: unknown option '-%c' (in '%s'); try --help\n", prog, optopt, a);
         else
             fprintf(stderr, "%s: unknown option '-%c'; try --help\n", prog, optopt);
     }
