@@ -131,6 +131,9 @@ $(BUILD)/gen/git-commit: FORCE
 $(BUILD)/obj/tools/lib/version.o: $(BUILD)/gen/git-commit
 $(BUILD)/obj/tools/lib/version.o: CPPFLAGS += -DTXC_VERSION='"$(LIBTX_VERSION)"' \
 	-DTXC_GIT_COMMIT='"$(GIT_COMMIT)"'
+$(BUILD)/obj/emu/server/main.o: $(BUILD)/gen/git-commit
+$(BUILD)/obj/emu/server/main.o: CPPFLAGS += -DTX8_EMU_VERSION='"$(LIBTX_VERSION)"' \
+	-DTX8_EMU_GIT_COMMIT='"$(GIT_COMMIT)"'
 .PHONY: FORCE
 FORCE:
 

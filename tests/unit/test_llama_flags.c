@@ -302,9 +302,9 @@ END_TEST
 /* every tool: its name, the release, the git commit, the interface */
 START_TEST(version_every_tool)
 {
-    static const char *tools[] = {"glm-inference", "glm-server",   "glm-export",
-                                  "glm-synth",     "glm-tokenize", "glm-analyze",
-                                  "tuna",          "tx-top",       "tx-bench"};
+    static const char *tools[] = {"glm-inference", "glm-server",  "glm-export", "glm-synth",
+                                  "glm-tokenize",  "glm-analyze", "tuna",       "tx-top",
+                                  "tx-bench",      "tx8-emu"};
     char want[128];
     snprintf(want, sizeof(want), "(git commit %s, TX8 hardware interface %d.%d)\n",
              txc_git_commit(), TX8_IF_VERSION_MAJOR, TX8_IF_VERSION_MINOR);
