@@ -193,4 +193,10 @@ int sse_next_event(struct srv *S, struct request *r, struct http_ctx *hc, struct
 /* metrics.c */
 char *metrics_text(struct srv *S);
 
+/* options.c: the defaults, the command line (llama-server's spellings),
+ * the checks that need no device (--ctx-size against the package). -1: go
+ * on; else the exit status, said why (0 for --help, --version). */
+int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, int argc,
+                      char **argv);
+
 #endif
