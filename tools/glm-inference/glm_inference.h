@@ -2,8 +2,11 @@
 /*
  * glm-inference's parts (tools/glm-inference/): the options (options.c),
  * the devices and the model of one run (run.c), one file per mode
- * (generate.c, chat.c, validate.c, bench.c, bench_depth.c, bench_cache.c)
- * and the reports they share (report.c). main.c strings them together.
+ * (generate.c, chat.c, validate.c, bench.c with its llama-bench formats
+ * in bench_output.c, bench_depth.c, bench_cache.c) and the reports they
+ * share (report.c); mpi.c and mpi_report.c under mpirun. main.c strings
+ * them together. llama.cpp's spellings are sorted out first by the tools'
+ * library (common/llama_flags.h).
  */
 #ifndef GLM_INFERENCE_H
 #define GLM_INFERENCE_H
