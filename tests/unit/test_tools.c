@@ -872,6 +872,37 @@ START_TEST(telemetry_sigpipe_sigkill)
 }
 END_TEST
 
+/* Ctrl-C during --bench: the rows so far, the JSON array closed, exit
+ * 130, the telemetry object removed (issue 42 item 7) */
+START_TEST(bench_sigint)
+{
+    char tele[400], env[512];
+    tele_dir(tele, sizeof(tele), env, sizeof(env));
+    const char *envv[] = {env, NULL};
+    const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--bench", "--bench-plans", "fp32", "-p", "8",
+                       "-n", "16", "-r", "100", "-o", "jsonl", NULL};
+    pid_t pid = spawn(a, envv);
+    /* the first row (100 samples of pp8) is out: the tg row is running */
+    ck_assert_msg(wait_file_nonempty(tpath("out"), 120000) == 0, "no row");
+    char own[64];
+    snprintf(own, sizeof(own), "tx8-telemetry-%d", (int)pid);
+    ck_assert_int_eq(dir_has_prefix(tele, own), 1);
+    kill(pid, SIGINT);
+    int rc = reap(pid, 60000);
+    char *err = slurp(tpath("err")), *out = slurp(tpath("out"));
+    ck_assert_msg(rc == 130, "exit %d: %s", rc, err);
+    HAS(err, "--bench interrupted");
+    ck_assert_int_eq(count(out, "\n"), 1); /* the pp8 row, whole */
+    json_object *j = json_tokener_parse(out);
+    ck_assert_msg(j != NULL, "not JSON: %s", out);
+    json_object_put(j);
+    ck_assert_int_eq(dir_has_prefix(tele, "tx8-telemetry-"), 0);
+    free(err);
+    free(out);
+}
+END_TEST
+
 START_TEST(export_killed_leaves_nothing)
 {
     /* whenever SIGKILL lands, nothing but a complete package is left */
@@ -1293,6 +1324,7 @@ static Suite *suite(void)
     tcase_add_test(tc, bench_llama_bench);
     tcase_add_test(tc, telemetry_sigpipe_sigkill);
     tcase_add_test(tc, chat_as_llama_cli);
+    tcase_add_test(tc, bench_sigint);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -156,6 +156,9 @@ static int bench_plan(glm_model_t *m, const struct opts *o, const char *plan, in
                 if ((src = sample(&s, ids, r.n_depth, tests[ti], lg, &r.ns[k]))) {
                     log_rc("bench", src);
                     rc = 1;
+                } else if (interrupted) {
+                    fprintf(stderr, "%s: --bench interrupted\n", prog);
+                    rc = 130; /* the rows so far stand; this one is dropped */
                 }
             if (rc)
                 break;

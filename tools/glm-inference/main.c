@@ -19,6 +19,7 @@
  * -i), validate.c, bench.c, bench_depth.c, bench_cache.c.
  */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "bench_cache.h"
@@ -38,7 +39,7 @@ static int run_mode(struct gi_run *g, struct opts *o)
         return rc;
     }
     if (o->bench) { /* llama-bench: -p, -n, -pg, -d, -r, -o */
-        rc = run_bench(g->m, g->dev, o) ? 1 : 0;
+        rc = run_bench(g->m, g->dev, o); /* 0, 1 or 130 */
         if (o->expert_stats)
             print_expert_stats(g->m);
         return rc;
@@ -52,6 +53,12 @@ static int run_mode(struct gi_run *g, struct opts *o)
 /* the devices, the model and the mode */
 static int run(struct opts *o, int *argc, char ***argv)
 {
+    /* Ctrl-C, SIGTERM, SIGHUP while loading, generating or benchmarking:
+     * stop at the next token or sample, leave through the clean-up (the
+     * telemetry object removed), exit 130; a second signal ends at once.
+     * (--validate, --bench-depth and --bench-cache run to the end or die.) */
+    if (o->bench || !(o->validate || o->n_bench_depth || o->bench_cache))
+        catch_signals();
     struct gi_run g;
     int rc = gi_open(&g, o, argc, argv);
     if (rc >= 0)
@@ -67,6 +74,10 @@ static int run(struct opts *o, int *argc, char ***argv)
     }
     if (rc < 0)
         rc = gi_load(&g, o);
+    if (rc < 0 && interrupted && !o->interactive) {
+        fprintf(stderr, "%s: interrupted while loading\n", prog);
+        rc = 130;
+    }
     if (rc < 0)
         rc = run_mode(&g, o);
     gi_close(&g);
