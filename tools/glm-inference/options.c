@@ -156,6 +156,10 @@ static const struct txc_llama_flag gi_llama[] = {
     {"-pg", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--bench-pg"},
     {"--n-prompt", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--prompt"},
     {"--n-gen", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--n-predict"},
+    {"-embd", TXC_LLAMA_NOOP, TXC_LLAMA_REQUIRED,
+     "llama-bench's embeddings mode: tests run as text generation"},
+    {"-oe|--output-err", TXC_LLAMA_UNSUPPORTED, TXC_LLAMA_REQUIRED,
+     "one format, on stdout (-o); the diagnostics go to stderr"},
     {"-no-cnv|--no-conversation", TXC_LLAMA_NOOP, TXC_LLAMA_NONE,
      "no conversation unless -i or -cnv"},
     {"-np|--parallel|-ns|--sequences", TXC_LLAMA_NOOP, TXC_LLAMA_REQUIRED,
@@ -351,8 +355,7 @@ static int opts_check(struct opts *o)
     if (o->ep_rebalance > 0 && !glm_mpi_launched()) {
         const char *list = o->device ? o->device : getenv("TX_DEVICE");
         if (!list || !strchr(list, ',')) {
-            fprintf(stderr, "%s: --ep-rebalance needs several devices (--device A,B,...)\n",
-                    prog);
+            fprintf(stderr, "%s: --ep-rebalance needs several devices (--device A,B,...)\n", prog);
             return 2;
         }
     }
