@@ -368,6 +368,476 @@ static int opts_check(struct opts *o)
     return -1;
 }
 
+enum {
+    O_TOKENS = 1000,
+    O_TEMP,
+    O_TOPK,
+    O_TOPP,
+    O_CHAT,
+    O_SYSTEM,
+    O_NOTHINK,
+    O_IGNEOS,
+    O_NODISP,
+    O_DEVICE,
+    O_PREC,
+    O_MOECFG,
+    O_NOMOECFG,
+    O_LB,
+    O_LAMBDA,
+    O_NAME,
+    O_LOGITS,
+    O_VALIDATE,
+    O_VIN,
+    O_VTOK,
+    O_VSEED,
+    O_ORIGINAL,
+    O_NOORIGINAL,
+    O_BENCH,
+    O_BPLANS,
+    O_BPP,
+    O_BTG,
+    O_BDEPTH,
+    O_BREPS,
+    O_REPS,
+    O_BOUT,
+    O_BPG,
+    O_CTK,
+    O_CTV,
+    O_ESTATS,
+    O_MEMVIEW,
+    O_CKPT,
+    O_STREAM,
+    O_MAXW,
+    O_XCACHE,
+    O_XPOLICY,
+    O_NOPF,
+    O_BCACHE,
+    O_BCFRAC,
+    O_VERIFY,
+    O_NOVERIFY,
+    O_BATCH_INVARIANT,
+    O_MINP,
+    O_REPPEN,
+    O_PRESPEN,
+    O_FREQPEN,
+    O_REPLASTN,
+    O_SAMPLERS,
+    O_SORDER,
+    O_CHATFMT,
+    O_EPREB,
+};
+
+static const struct option lo[] = {
+    {"ep-rebalance", required_argument, NULL, O_EPREB},
+    {"checkpoint", required_argument, NULL, O_CKPT},
+    {"model", required_argument, NULL, 'm'},
+    {"prompt", required_argument, NULL, 'p'},
+    {"file", required_argument, NULL, 'f'},
+    {"tokens", required_argument, NULL, O_TOKENS},
+    {"n-predict", required_argument, NULL, 'n'},
+    {"ctx-size", required_argument, NULL, 'c'},
+    {"batch-size", required_argument, NULL, 'b'},
+    {"seed", required_argument, NULL, 's'},
+    {"threads", required_argument, NULL, 't'},
+    {"temp", required_argument, NULL, O_TEMP},
+    {"top-k", required_argument, NULL, O_TOPK},
+    {"top-p", required_argument, NULL, O_TOPP},
+    {"min-p", required_argument, NULL, O_MINP},
+    {"repeat-penalty", required_argument, NULL, O_REPPEN},
+    {"presence-penalty", required_argument, NULL, O_PRESPEN},
+    {"frequency-penalty", required_argument, NULL, O_FREQPEN},
+    {"repeat-last-n", required_argument, NULL, O_REPLASTN},
+    {"samplers", required_argument, NULL, O_SAMPLERS},
+    {"sampler-order", required_argument, NULL, O_SORDER},
+    {"chat", no_argument, NULL, O_CHAT},
+    {"chat-template-format", required_argument, NULL, O_CHATFMT},
+    {"chat-template", required_argument, NULL, O_CHATFMT},
+    {"system", required_argument, NULL, O_SYSTEM},
+    {"no-think", no_argument, NULL, O_NOTHINK},
+    {"ignore-eos", no_argument, NULL, O_IGNEOS},
+    {"no-display-prompt", no_argument, NULL, O_NODISP},
+    {"interactive", no_argument, NULL, 'i'},
+    {"device", required_argument, NULL, O_DEVICE},
+    {"precision", required_argument, NULL, O_PREC},
+    {"moe-config", required_argument, NULL, O_MOECFG},
+    {"no-moe-config", no_argument, NULL, O_NOMOECFG},
+    {"load-balance", required_argument, NULL, O_LB},
+    {"lambda", required_argument, NULL, O_LAMBDA},
+    {"name", required_argument, NULL, O_NAME},
+    {"logits", required_argument, NULL, O_LOGITS},
+    {"validate", no_argument, NULL, O_VALIDATE},
+    {"validate-inputs", required_argument, NULL, O_VIN},
+    {"validate-tokens", required_argument, NULL, O_VTOK},
+    {"validate-seed", required_argument, NULL, O_VSEED},
+    {"original", required_argument, NULL, O_ORIGINAL},
+    {"no-original", no_argument, NULL, O_NOORIGINAL},
+    {"bench", no_argument, NULL, O_BENCH},
+    {"bench-plans", required_argument, NULL, O_BPLANS},
+    {"bench-pp", required_argument, NULL, O_BPP},
+    {"bench-tg", required_argument, NULL, O_BTG},
+    {"bench-depth", required_argument, NULL, O_BDEPTH},
+    {"bench-reps", required_argument, NULL, O_BREPS},
+    {"repetitions", required_argument, NULL, O_REPS},
+    {"bench-output", required_argument, NULL, O_BOUT},
+    {"bench-pg", required_argument, NULL, O_BPG},
+    {"cache-type-k", required_argument, NULL, O_CTK},
+    {"ctk", required_argument, NULL, O_CTK},
+    {"cache-type-v", required_argument, NULL, O_CTV},
+    {"ctv", required_argument, NULL, O_CTV},
+    {"expert-stats", no_argument, NULL, O_ESTATS},
+    {"memory-view", no_argument, NULL, O_MEMVIEW},
+    {"stream", no_argument, NULL, O_STREAM},
+    {"expert-cache", required_argument, NULL, O_XCACHE},
+    {"expert-policy", required_argument, NULL, O_XPOLICY},
+    {"no-prefetch", no_argument, NULL, O_NOPF},
+    {"bench-cache", no_argument, NULL, O_BCACHE},
+    {"bench-cache-frac", required_argument, NULL, O_BCFRAC},
+    {"max-weight-mem", required_argument, NULL, O_MAXW},
+    {"verify", no_argument, NULL, O_VERIFY},
+    {"no-verify", no_argument, NULL, O_NOVERIFY},
+    {"batch-invariant", no_argument, NULL, O_BATCH_INVARIANT},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* every numeric option: its name and accepted range on error (common/cli.h) */
+#define OPT(call)                                                                                  \
+    do {                                                                                           \
+        if ((call) < 0)                                                                            \
+            return -1;                                                                             \
+    } while (0)
+
+/* The generation options: the prompt, sampling, chat. 1: taken, 0: not one of them, -1: a bad value
+ * (said) */
+static int opt_generation(struct opts *o, int ch)
+{
+    switch (ch) {
+    case O_CKPT:
+    case 'm':
+        o->checkpoint = optarg;
+        return 1;
+    case 'p':
+        o->prompt = optarg;
+        return 1;
+    case 'f':
+        o->file = optarg;
+        return 1;
+    case O_TOKENS:
+        o->tokens = optarg;
+        return 1;
+    case 'n': /* a count, or with --bench a list: parsed after the loop */
+        o->n_arg = optarg;
+        o->n_predict_set = 1;
+        return 1;
+    case 'c':
+        OPT(txc_opt_int(prog, "-c", optarg, 0, INT_MAX, "0 = the default", &o->n_ctx));
+        return 1;
+    case 'b':
+        OPT(txc_opt_int(prog, "-b", optarg, 0, INT_MAX, "0 = the default", &o->n_batch));
+        return 1;
+    case 's':
+        OPT(txc_opt_long(prog, "-s", optarg, -1, LLONG_MAX, "-1 = from the OS", &o->seed));
+        return 1;
+    case 't':
+        OPT(txc_opt_int(prog, "-t", optarg, 0, 4096, "0 = all cores", &o->threads));
+        return 1;
+    case O_TEMP:
+        OPT(txc_opt_float(prog, "--temp", optarg, 0, 100, 0, &o->temp));
+        o->set_temp = 1;
+        return 1;
+    case O_TOPK:
+        OPT(txc_opt_int(prog, "--top-k", optarg, 0, INT_MAX, "0 = off", &o->top_k));
+        o->set_top_k = 1;
+        return 1;
+    case O_TOPP:
+        OPT(txc_opt_float(prog, "--top-p", optarg, 0, 1, TXC_LO_OPEN, &o->top_p));
+        o->set_top_p = 1;
+        return 1;
+    case O_MINP:
+        OPT(txc_opt_float(prog, "--min-p", optarg, 0, 1, 0, &o->min_p));
+        return 1;
+    case O_REPPEN:
+        OPT(txc_opt_float(prog, "--repeat-penalty", optarg, 0, 100, 0, &o->repeat_penalty));
+        return 1;
+    case O_PRESPEN:
+        OPT(txc_opt_float(prog, "--presence-penalty", optarg, -100, 100, 0, &o->presence_penalty));
+        return 1;
+    case O_FREQPEN:
+        OPT(txc_opt_float(prog, "--frequency-penalty", optarg, -100, 100, 0,
+                          &o->frequency_penalty));
+        return 1;
+    case O_REPLASTN:
+        OPT(txc_opt_int(prog, "--repeat-last-n", optarg, -1, GLM_MAX_REPEAT_LAST_N,
+                        "-1 = the context", &o->repeat_last_n));
+        return 1;
+    case O_SAMPLERS: {
+        /* llama.cpp's names; the device has two orders */
+        char norm[256];
+        size_t k = 0;
+        for (const char *q = optarg; *q && k + 1 < sizeof(norm); q++)
+            norm[k++] = *q == ',' ? ';' : *q;
+        norm[k] = 0;
+        const char *body = norm;
+        if (!strncmp(body, "penalties;", 10))
+            body += 10;
+        if (!strcmp(body, "top_k;top_p;min_p;temperature")) {
+            o->sampler_order = GLM_SAMPLER_ORDER_LLAMA;
+        } else if (!strcmp(body, "temperature;top_k;top_p;min_p")) {
+            o->sampler_order = GLM_SAMPLER_ORDER_TEMP_FIRST;
+        } else {
+            fprintf(stderr,
+                    "%s: --samplers: '%s' is not an order the device has; use "
+                    "top_k;top_p;min_p;temperature (llama.cpp) or "
+                    "temperature;top_k;top_p;min_p (transformers), optionally after "
+                    "penalties;\n",
+                    prog, optarg);
+            return -1;
+        }
+        return 1;
+    }
+    case O_SORDER:
+        if (!strcmp(optarg, "llama")) {
+            o->sampler_order = GLM_SAMPLER_ORDER_LLAMA;
+        } else if (!strcmp(optarg, "temp-first")) {
+            o->sampler_order = GLM_SAMPLER_ORDER_TEMP_FIRST;
+        } else {
+            fprintf(stderr, "%s: --sampler-order: '%s' is not llama or temp-first\n", prog, optarg);
+            return -1;
+        }
+        return 1;
+    case O_CHAT:
+        o->chat = 1;
+        return 1;
+    case O_CHATFMT: {
+        int f = tx_chat_format_from_name(optarg);
+        if (f < 0) {
+            fprintf(stderr, "%s: --chat-template-format: %s\n", prog, tx_last_error());
+            return -1;
+        }
+        o->chat_format = f;
+        return 1;
+    }
+    case O_SYSTEM:
+        o->system = optarg;
+        return 1;
+    case O_NOTHINK:
+        o->no_think = 1;
+        return 1;
+    case O_IGNEOS:
+        o->ignore_eos = 1;
+        return 1;
+    case O_NODISP:
+        o->no_display = 1;
+        return 1;
+    case 'i':
+        o->interactive = 1;
+        return 1;
+    case 'v':
+        verbose = 1;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The device, the load and the MoE options. 1: taken, 0: not one of them, -1: a bad value (said) */
+static int opt_device(struct opts *o, int ch)
+{
+    switch (ch) {
+    case O_DEVICE:
+        o->device = optarg;
+        return 1;
+    case O_PREC:
+        o->precision = optarg;
+        return 1;
+    case O_MOECFG:
+        o->moe_config = optarg;
+        return 1;
+    case O_EPREB:
+        OPT(txc_opt_long(prog, "--ep-rebalance", optarg, 0, INT32_MAX, NULL, &o->ep_rebalance));
+        return 1;
+    case O_NOMOECFG:
+        o->no_moe_config = 1;
+        return 1;
+    case O_LB:
+        o->load_balance = optarg;
+        return 1;
+    case O_LAMBDA:
+        OPT(txc_opt_float(prog, "--lambda", optarg, 0, 100, 0, &o->lambda));
+        o->lambda_set = 1;
+        return 1;
+    case O_NAME:
+        o->name = optarg;
+        return 1;
+    case O_CTK:
+    case O_CTV: {
+        int t = glm_cache_type_parse(optarg);
+        if (t < 0) {
+            fprintf(stderr,
+                    "%s: --cache-type-%c %s: expected f32, f16, bf16, q8_0 (int8) or "
+                    "q4_0 (int4)\n",
+                    prog, ch == O_CTK ? 'k' : 'v', optarg);
+            return -1;
+        }
+        *(ch == O_CTK ? &o->cache_k : &o->cache_v) = t;
+        return 1;
+    }
+    case O_STREAM:
+        o->stream = 1;
+        return 1;
+    case O_XCACHE: {
+        int64_t v = tx_parse_size(optarg);
+        if (v <= 0) {
+            fprintf(stderr, "%s: --expert-cache: '%s' is not a size > 0 (bytes, or with K, M, G)\n",
+                    prog, optarg);
+            return -1;
+        }
+        o->expert_cache = (unsigned long long)v;
+        return 1;
+    }
+    case O_XPOLICY:
+        if (strcmp(optarg, "lru") && strcmp(optarg, "lrfu")) {
+            fprintf(stderr, "%s: --expert-policy: '%s' is not lrfu or lru\n", prog, optarg);
+            return -1;
+        }
+        o->expert_lru = !strcmp(optarg, "lru");
+        return 1;
+    case O_NOPF:
+        o->no_prefetch = 1;
+        return 1;
+    case O_MAXW: {
+        int64_t v = tx_parse_size(optarg);
+        if (v <= 0) {
+            fprintf(stderr,
+                    "%s: --max-weight-mem: '%s' is not a size > 0 (bytes, or with K, M, G)\n", prog,
+                    optarg);
+            return -1;
+        }
+        o->max_weight_mem = (unsigned long long)v;
+        return 1;
+    }
+    case O_BATCH_INVARIANT:
+        o->batch_invariant = 1;
+        return 1;
+    case O_NOVERIFY:
+        o->no_verify = 1;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The outputs and checks: --logits, --validate, --bench*, diagnostics. 1: taken, 0: not one of
+ * them, -1: a bad value (said) */
+static int opt_outputs(struct opts *o, int ch)
+{
+    switch (ch) {
+    case O_LOGITS:
+        o->logits = optarg;
+        return 1;
+    case O_VALIDATE:
+        o->validate = 1;
+        return 1;
+    case O_VIN:
+        OPT(txc_opt_int(prog, "--validate-inputs", optarg, 1, 1000000, NULL, &o->v_inputs));
+        return 1;
+    case O_VTOK:
+        OPT(txc_opt_int(prog, "--validate-tokens", optarg, 1, 1 << 20, NULL, &o->v_tokens));
+        return 1;
+    case O_VSEED:
+        OPT(txc_opt_u64(prog, "--validate-seed", optarg, &o->v_seed));
+        return 1;
+    case O_ORIGINAL:
+        o->original = optarg;
+        return 1;
+    case O_NOORIGINAL:
+        o->no_original = 1;
+        return 1;
+    case O_BENCH:
+        o->bench = 1;
+        return 1;
+    case O_BPLANS:
+        o->bench_plans = optarg;
+        return 1;
+    case O_BPP:
+        OPT(txc_opt_int(prog, "--bench-pp", optarg, 1, 1 << 20, NULL, &o->bench_pp));
+        return 1;
+    case O_BTG:
+        OPT(txc_opt_int(prog, "--bench-tg", optarg, 1, 1 << 20, NULL, &o->bench_tg));
+        return 1;
+    case O_BOUT:
+        if ((o->bench_output = bench_format_parse(optarg)) < 0) {
+            fprintf(stderr, "%s: -o: '%s' is not md, csv, json or jsonl\n", prog, optarg);
+            return -1;
+        }
+        return 1;
+    case O_BPG: {
+        int pg[2], npg = 0;
+        char e[200];
+        if (bench_list_parse("-pg", "pp,tg", optarg, 1, 1 << 20, pg, 2, &npg, e, sizeof(e)) < 0 ||
+            npg != 2) {
+            fprintf(stderr, "%s: -pg: '%s': expected pp,tg (two counts >= 1)\n", prog, optarg);
+            return -1;
+        }
+        if (o->n_bench_pg == BENCH_LIST_MAX) {
+            fprintf(stderr, "%s: -pg: at most %d pairs\n", prog, BENCH_LIST_MAX);
+            return -1;
+        }
+        o->bench_pg[o->n_bench_pg][0] = pg[0];
+        o->bench_pg[o->n_bench_pg++][1] = pg[1];
+        return 1;
+    }
+    case O_REPS: /* -r: llama-bench's repetitions, not llama-cli's reverse prompt */
+        if (txc_parse_long(optarg, 1, BENCH_REPS_MAX, &(long){0})) {
+            fprintf(stderr,
+                    "%s: -r '%s': llama-cli's reverse prompt is not supported here (the chat "
+                    "template ends the turns); -r N is llama-bench's repetitions, N in [1, "
+                    "%d]\n",
+                    prog, optarg, BENCH_REPS_MAX);
+            return -1;
+        }
+        /* fall through */
+    case O_BREPS:
+        OPT(txc_opt_int(prog, "--bench-reps", optarg, 1, BENCH_REPS_MAX, NULL, &o->bench_reps));
+        o->bench_reps_set = 1;
+        return 1;
+    case O_BDEPTH: {
+        char e[160];
+        if (bench_depth_parse(optarg, o->bench_depth, BENCH_DEPTH_MAX, &o->n_bench_depth, e,
+                              sizeof(e)) < 0) {
+            fprintf(stderr, "%s: %s\n", prog, e);
+            return -1;
+        }
+        return 1;
+    }
+    case O_ESTATS:
+        o->expert_stats = 1;
+        return 1;
+    case O_MEMVIEW:
+        o->memory_view = 1;
+        return 1;
+    case O_BCACHE:
+        o->bench_cache = 1;
+        return 1;
+    case O_BCFRAC: {
+        char *e2;
+        o->bench_cache_frac = strtod(optarg, &e2);
+        if (e2 == optarg || *e2 || !(o->bench_cache_frac > 0 && o->bench_cache_frac <= 1)) {
+            fprintf(stderr, "%s: --bench-cache-frac: '%s' is not a number in (0, 1]\n", prog,
+                    optarg);
+            return -1;
+        }
+        return 1;
+    }
+    case O_VERIFY:
+        o->verify = 1;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 int opts_parse(struct opts *o, int *argc, char **argv)
 {
     memset(o, 0, sizeof(*o));
@@ -386,456 +856,19 @@ int opts_parse(struct opts *o, int *argc, char **argv)
     o->bench_pp = 512;
     o->bench_tg = 128;
     o->bench_reps = 1;
-    enum {
-        O_TOKENS = 1000,
-        O_TEMP,
-        O_TOPK,
-        O_TOPP,
-        O_CHAT,
-        O_SYSTEM,
-        O_NOTHINK,
-        O_IGNEOS,
-        O_NODISP,
-        O_DEVICE,
-        O_PREC,
-        O_MOECFG,
-        O_NOMOECFG,
-        O_LB,
-        O_LAMBDA,
-        O_NAME,
-        O_LOGITS,
-        O_VALIDATE,
-        O_VIN,
-        O_VTOK,
-        O_VSEED,
-        O_ORIGINAL,
-        O_NOORIGINAL,
-        O_BENCH,
-        O_BPLANS,
-        O_BPP,
-        O_BTG,
-        O_BDEPTH,
-        O_BREPS,
-        O_REPS,
-        O_BOUT,
-        O_BPG,
-        O_CTK,
-        O_CTV,
-        O_ESTATS,
-        O_MEMVIEW,
-        O_CKPT,
-        O_STREAM,
-        O_MAXW,
-        O_XCACHE,
-        O_XPOLICY,
-        O_NOPF,
-        O_BCACHE,
-        O_BCFRAC,
-        O_VERIFY,
-        O_NOVERIFY,
-        O_BATCH_INVARIANT,
-        O_MINP,
-        O_REPPEN,
-        O_PRESPEN,
-        O_FREQPEN,
-        O_REPLASTN,
-        O_SAMPLERS,
-        O_SORDER,
-        O_CHATFMT,
-        O_EPREB,
-    };
-    static const struct option lo[] = {
-        {"ep-rebalance", required_argument, NULL, O_EPREB},
-        {"checkpoint", required_argument, NULL, O_CKPT},
-        {"model", required_argument, NULL, 'm'},
-        {"prompt", required_argument, NULL, 'p'},
-        {"file", required_argument, NULL, 'f'},
-        {"tokens", required_argument, NULL, O_TOKENS},
-        {"n-predict", required_argument, NULL, 'n'},
-        {"ctx-size", required_argument, NULL, 'c'},
-        {"batch-size", required_argument, NULL, 'b'},
-        {"seed", required_argument, NULL, 's'},
-        {"threads", required_argument, NULL, 't'},
-        {"temp", required_argument, NULL, O_TEMP},
-        {"top-k", required_argument, NULL, O_TOPK},
-        {"top-p", required_argument, NULL, O_TOPP},
-        {"min-p", required_argument, NULL, O_MINP},
-        {"repeat-penalty", required_argument, NULL, O_REPPEN},
-        {"presence-penalty", required_argument, NULL, O_PRESPEN},
-        {"frequency-penalty", required_argument, NULL, O_FREQPEN},
-        {"repeat-last-n", required_argument, NULL, O_REPLASTN},
-        {"samplers", required_argument, NULL, O_SAMPLERS},
-        {"sampler-order", required_argument, NULL, O_SORDER},
-        {"chat", no_argument, NULL, O_CHAT},
-        {"chat-template-format", required_argument, NULL, O_CHATFMT},
-        {"chat-template", required_argument, NULL, O_CHATFMT},
-        {"system", required_argument, NULL, O_SYSTEM},
-        {"no-think", no_argument, NULL, O_NOTHINK},
-        {"ignore-eos", no_argument, NULL, O_IGNEOS},
-        {"no-display-prompt", no_argument, NULL, O_NODISP},
-        {"interactive", no_argument, NULL, 'i'},
-        {"device", required_argument, NULL, O_DEVICE},
-        {"precision", required_argument, NULL, O_PREC},
-        {"moe-config", required_argument, NULL, O_MOECFG},
-        {"no-moe-config", no_argument, NULL, O_NOMOECFG},
-        {"load-balance", required_argument, NULL, O_LB},
-        {"lambda", required_argument, NULL, O_LAMBDA},
-        {"name", required_argument, NULL, O_NAME},
-        {"logits", required_argument, NULL, O_LOGITS},
-        {"validate", no_argument, NULL, O_VALIDATE},
-        {"validate-inputs", required_argument, NULL, O_VIN},
-        {"validate-tokens", required_argument, NULL, O_VTOK},
-        {"validate-seed", required_argument, NULL, O_VSEED},
-        {"original", required_argument, NULL, O_ORIGINAL},
-        {"no-original", no_argument, NULL, O_NOORIGINAL},
-        {"bench", no_argument, NULL, O_BENCH},
-        {"bench-plans", required_argument, NULL, O_BPLANS},
-        {"bench-pp", required_argument, NULL, O_BPP},
-        {"bench-tg", required_argument, NULL, O_BTG},
-        {"bench-depth", required_argument, NULL, O_BDEPTH},
-        {"bench-reps", required_argument, NULL, O_BREPS},
-        {"repetitions", required_argument, NULL, O_REPS},
-        {"bench-output", required_argument, NULL, O_BOUT},
-        {"bench-pg", required_argument, NULL, O_BPG},
-        {"cache-type-k", required_argument, NULL, O_CTK},
-        {"ctk", required_argument, NULL, O_CTK},
-        {"cache-type-v", required_argument, NULL, O_CTV},
-        {"ctv", required_argument, NULL, O_CTV},
-        {"expert-stats", no_argument, NULL, O_ESTATS},
-        {"memory-view", no_argument, NULL, O_MEMVIEW},
-        {"stream", no_argument, NULL, O_STREAM},
-        {"expert-cache", required_argument, NULL, O_XCACHE},
-        {"expert-policy", required_argument, NULL, O_XPOLICY},
-        {"no-prefetch", no_argument, NULL, O_NOPF},
-        {"bench-cache", no_argument, NULL, O_BCACHE},
-        {"bench-cache-frac", required_argument, NULL, O_BCFRAC},
-        {"max-weight-mem", required_argument, NULL, O_MAXW},
-        {"verify", no_argument, NULL, O_VERIFY},
-        {"no-verify", no_argument, NULL, O_NOVERIFY},
-        {"batch-invariant", no_argument, NULL, O_BATCH_INVARIANT},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     int ch = txc_llama_flags(prog, argc, argv, OPTSTRING, lo, gi_llama);
     if (ch >= 0)
         return ch;
-        /* every numeric option: its name and accepted range on error (common/cli.h) */
-#define OPT(call)                                                                                  \
-    do {                                                                                           \
-        if ((call) < 0)                                                                            \
-            return 2;                                                                              \
-    } while (0)
     while ((ch = txc_getopt(prog, *argc, argv, OPTSTRING, lo)) != -1) {
-        switch (ch) {
-        case O_CKPT:
-        case 'm':
-            o->checkpoint = optarg;
-            break;
-        case 'p':
-            o->prompt = optarg;
-            break;
-        case 'f':
-            o->file = optarg;
-            break;
-        case O_TOKENS:
-            o->tokens = optarg;
-            break;
-        case 'n': /* a count, or with --bench a list: parsed after the loop */
-            o->n_arg = optarg;
-            o->n_predict_set = 1;
-            break;
-        case 'c':
-            OPT(txc_opt_int(prog, "-c", optarg, 0, INT_MAX, "0 = the default", &o->n_ctx));
-            break;
-        case 'b':
-            OPT(txc_opt_int(prog, "-b", optarg, 0, INT_MAX, "0 = the default", &o->n_batch));
-            break;
-        case 's':
-            OPT(txc_opt_long(prog, "-s", optarg, -1, LLONG_MAX, "-1 = from the OS", &o->seed));
-            break;
-        case 't':
-            OPT(txc_opt_int(prog, "-t", optarg, 0, 4096, "0 = all cores", &o->threads));
-            break;
-        case O_TEMP:
-            OPT(txc_opt_float(prog, "--temp", optarg, 0, 100, 0, &o->temp));
-            o->set_temp = 1;
-            break;
-        case O_TOPK:
-            OPT(txc_opt_int(prog, "--top-k", optarg, 0, INT_MAX, "0 = off", &o->top_k));
-            o->set_top_k = 1;
-            break;
-        case O_TOPP:
-            OPT(txc_opt_float(prog, "--top-p", optarg, 0, 1, TXC_LO_OPEN, &o->top_p));
-            o->set_top_p = 1;
-            break;
-        case O_MINP:
-            OPT(txc_opt_float(prog, "--min-p", optarg, 0, 1, 0, &o->min_p));
-            break;
-        case O_REPPEN:
-            OPT(txc_opt_float(prog, "--repeat-penalty", optarg, 0, 100, 0, &o->repeat_penalty));
-            break;
-        case O_PRESPEN:
-            OPT(txc_opt_float(prog, "--presence-penalty", optarg, -100, 100, 0,
-                              &o->presence_penalty));
-            break;
-        case O_FREQPEN:
-            OPT(txc_opt_float(prog, "--frequency-penalty", optarg, -100, 100, 0,
-                              &o->frequency_penalty));
-            break;
-        case O_REPLASTN:
-            OPT(txc_opt_int(prog, "--repeat-last-n", optarg, -1, GLM_MAX_REPEAT_LAST_N,
-                            "-1 = the context", &o->repeat_last_n));
-            break;
-        case O_SAMPLERS: {
-            /* llama.cpp's names; the device has two orders */
-            char norm[256];
-            size_t k = 0;
-            for (const char *q = optarg; *q && k + 1 < sizeof(norm); q++)
-                norm[k++] = *q == ',' ? ';' : *q;
-            norm[k] = 0;
-            const char *body = norm;
-            if (!strncmp(body, "penalties;", 10))
-                body += 10;
-            if (!strcmp(body, "top_k;top_p;min_p;temperature")) {
-                o->sampler_order = GLM_SAMPLER_ORDER_LLAMA;
-            } else if (!strcmp(body, "temperature;top_k;top_p;min_p")) {
-                o->sampler_order = GLM_SAMPLER_ORDER_TEMP_FIRST;
-            } else {
-                fprintf(stderr,
-                        "%s: --samplers: '%s' is not an order the device has; use "
-                        "top_k;top_p;min_p;temperature (llama.cpp) or "
-                        "temperature;top_k;top_p;min_p (transformers), optionally after "
-                        "penalties;\n",
-                        prog, optarg);
-                return 2;
-            }
-            break;
-        }
-        case O_SORDER:
-            if (!strcmp(optarg, "llama")) {
-                o->sampler_order = GLM_SAMPLER_ORDER_LLAMA;
-            } else if (!strcmp(optarg, "temp-first")) {
-                o->sampler_order = GLM_SAMPLER_ORDER_TEMP_FIRST;
-            } else {
-                fprintf(stderr, "%s: --sampler-order: '%s' is not llama or temp-first\n", prog,
-                        optarg);
-                return 2;
-            }
-            break;
-        case O_CHAT:
-            o->chat = 1;
-            break;
-        case O_CHATFMT: {
-            int f = tx_chat_format_from_name(optarg);
-            if (f < 0) {
-                fprintf(stderr, "%s: --chat-template-format: %s\n", prog, tx_last_error());
-                return 2;
-            }
-            o->chat_format = f;
-            break;
-        }
-        case O_SYSTEM:
-            o->system = optarg;
-            break;
-        case O_NOTHINK:
-            o->no_think = 1;
-            break;
-        case O_IGNEOS:
-            o->ignore_eos = 1;
-            break;
-        case O_NODISP:
-            o->no_display = 1;
-            break;
-        case 'i':
-            o->interactive = 1;
-            break;
-        case O_DEVICE:
-            o->device = optarg;
-            break;
-        case O_PREC:
-            o->precision = optarg;
-            break;
-        case O_MOECFG:
-            o->moe_config = optarg;
-            break;
-        case O_EPREB:
-            OPT(txc_opt_long(prog, "--ep-rebalance", optarg, 0, INT32_MAX, NULL, &o->ep_rebalance));
-            break;
-        case O_NOMOECFG:
-            o->no_moe_config = 1;
-            break;
-        case O_LB:
-            o->load_balance = optarg;
-            break;
-        case O_LAMBDA:
-            OPT(txc_opt_float(prog, "--lambda", optarg, 0, 100, 0, &o->lambda));
-            o->lambda_set = 1;
-            break;
-        case O_NAME:
-            o->name = optarg;
-            break;
-        case O_LOGITS:
-            o->logits = optarg;
-            break;
-        case O_VALIDATE:
-            o->validate = 1;
-            break;
-        case O_VIN:
-            OPT(txc_opt_int(prog, "--validate-inputs", optarg, 1, 1000000, NULL, &o->v_inputs));
-            break;
-        case O_VTOK:
-            OPT(txc_opt_int(prog, "--validate-tokens", optarg, 1, 1 << 20, NULL, &o->v_tokens));
-            break;
-        case O_VSEED:
-            OPT(txc_opt_u64(prog, "--validate-seed", optarg, &o->v_seed));
-            break;
-        case O_ORIGINAL:
-            o->original = optarg;
-            break;
-        case O_NOORIGINAL:
-            o->no_original = 1;
-            break;
-        case O_BENCH:
-            o->bench = 1;
-            break;
-        case O_BPLANS:
-            o->bench_plans = optarg;
-            break;
-        case O_BPP:
-            OPT(txc_opt_int(prog, "--bench-pp", optarg, 1, 1 << 20, NULL, &o->bench_pp));
-            break;
-        case O_BTG:
-            OPT(txc_opt_int(prog, "--bench-tg", optarg, 1, 1 << 20, NULL, &o->bench_tg));
-            break;
-        case O_BOUT:
-            if ((o->bench_output = bench_format_parse(optarg)) < 0) {
-                fprintf(stderr, "%s: -o: '%s' is not md, csv, json or jsonl\n", prog, optarg);
-                return 2;
-            }
-            break;
-        case O_BPG: {
-            int pg[2], npg = 0;
-            char e[200];
-            if (bench_list_parse("-pg", "pp,tg", optarg, 1, 1 << 20, pg, 2, &npg, e, sizeof(e)) <
-                    0 ||
-                npg != 2) {
-                fprintf(stderr, "%s: -pg: '%s': expected pp,tg (two counts >= 1)\n", prog, optarg);
-                return 2;
-            }
-            if (o->n_bench_pg == BENCH_LIST_MAX) {
-                fprintf(stderr, "%s: -pg: at most %d pairs\n", prog, BENCH_LIST_MAX);
-                return 2;
-            }
-            o->bench_pg[o->n_bench_pg][0] = pg[0];
-            o->bench_pg[o->n_bench_pg++][1] = pg[1];
-            break;
-        }
-        case O_REPS: /* -r: llama-bench's repetitions, not llama-cli's reverse prompt */
-            if (txc_parse_long(optarg, 1, BENCH_REPS_MAX, &(long){0})) {
-                fprintf(stderr,
-                        "%s: -r '%s': llama-cli's reverse prompt is not supported here (the chat "
-                        "template ends the turns); -r N is llama-bench's repetitions, N in [1, "
-                        "%d]\n",
-                        prog, optarg, BENCH_REPS_MAX);
-                return 2;
-            }
-            /* fall through */
-        case O_BREPS:
-            OPT(txc_opt_int(prog, "--bench-reps", optarg, 1, BENCH_REPS_MAX, NULL, &o->bench_reps));
-            o->bench_reps_set = 1;
-            break;
-        case O_CTK:
-        case O_CTV: {
-            int t = glm_cache_type_parse(optarg);
-            if (t < 0) {
-                fprintf(stderr,
-                        "%s: --cache-type-%c %s: expected f32, f16, bf16, q8_0 (int8) or "
-                        "q4_0 (int4)\n",
-                        prog, ch == O_CTK ? 'k' : 'v', optarg);
-                return 2;
-            }
-            *(ch == O_CTK ? &o->cache_k : &o->cache_v) = t;
-            break;
-        }
-        case O_BDEPTH: {
-            char e[160];
-            if (bench_depth_parse(optarg, o->bench_depth, BENCH_DEPTH_MAX, &o->n_bench_depth, e,
-                                  sizeof(e)) < 0) {
-                fprintf(stderr, "%s: %s\n", prog, e);
-                return 2;
-            }
-            break;
-        }
-        case O_ESTATS:
-            o->expert_stats = 1;
-            break;
-        case O_MEMVIEW:
-            o->memory_view = 1;
-            break;
-        case O_STREAM:
-            o->stream = 1;
-            break;
-        case O_XCACHE: {
-            int64_t v = tx_parse_size(optarg);
-            if (v <= 0) {
-                fprintf(stderr,
-                        "%s: --expert-cache: '%s' is not a size > 0 (bytes, or with K, M, G)\n",
-                        prog, optarg);
-                return 2;
-            }
-            o->expert_cache = (unsigned long long)v;
-            break;
-        }
-        case O_XPOLICY:
-            if (strcmp(optarg, "lru") && strcmp(optarg, "lrfu")) {
-                fprintf(stderr, "%s: --expert-policy: '%s' is not lrfu or lru\n", prog, optarg);
-                return 2;
-            }
-            o->expert_lru = !strcmp(optarg, "lru");
-            break;
-        case O_NOPF:
-            o->no_prefetch = 1;
-            break;
-        case O_BCACHE:
-            o->bench_cache = 1;
-            break;
-        case O_BCFRAC: {
-            char *e2;
-            o->bench_cache_frac = strtod(optarg, &e2);
-            if (e2 == optarg || *e2 || !(o->bench_cache_frac > 0 && o->bench_cache_frac <= 1)) {
-                fprintf(stderr, "%s: --bench-cache-frac: '%s' is not a number in (0, 1]\n", prog,
-                        optarg);
-                return 2;
-            }
-            break;
-        }
-        case O_MAXW: {
-            int64_t v = tx_parse_size(optarg);
-            if (v <= 0) {
-                fprintf(stderr,
-                        "%s: --max-weight-mem: '%s' is not a size > 0 (bytes, or with K, M, G)\n",
-                        prog, optarg);
-                return 2;
-            }
-            o->max_weight_mem = (unsigned long long)v;
-            break;
-        }
-        case O_VERIFY:
-            o->verify = 1;
-            break;
-        case O_BATCH_INVARIANT:
-            o->batch_invariant = 1;
-            break;
-        case O_NOVERIFY:
-            o->no_verify = 1;
-            break;
-        case 'v':
-            verbose = 1;
-            break;
-        default: /* --help, or an option getopt_long has reported */
+        int r = opt_generation(o, ch);
+        if (!r)
+            r = opt_device(o, ch);
+        if (!r)
+            r = opt_outputs(o, ch);
+        if (r < 0)
+            return 2;
+        if (!r) /* --help, --version, or an option txc_getopt has reported */
             return txc_help_or_usage(ch, usage);
-        }
     }
     int lrc = bench_lists(o);
     if (lrc >= 0)
