@@ -122,6 +122,20 @@ $(BUILD)/obj/tools/lib/%.o: CPPFLAGS += $(LIBTX_CPPFLAGS)
 # tx-bench measures the compute engine (it links libtx8engine.a) directly;
 # the host cache probe is the private <tx/tx_cpu_cache.h> (libtx/include)
 $(BUILD)/obj/tools/tx-bench/%.o: CPPFLAGS += $(EMU_CPPFLAGS)
+# --version (tools/lib/version.c): the release and the git commit, rebuilt
+# when HEAD moves ($(BUILD)/gen/git-commit changes only then)
+GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+$(BUILD)/gen/git-commit: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(GIT_COMMIT)' | cmp -s - $@ || echo '$(GIT_COMMIT)' > $@
+$(BUILD)/obj/tools/lib/version.o: $(BUILD)/gen/git-commit
+$(BUILD)/obj/tools/lib/version.o: CPPFLAGS += -DTXC_VERSION='"$(LIBTX_VERSION)"' \
+	-DTXC_GIT_COMMIT='"$(GIT_COMMIT)"'
+$(BUILD)/obj/emu/server/main.o: $(BUILD)/gen/git-commit
+$(BUILD)/obj/emu/server/main.o: CPPFLAGS += -DTX8_EMU_VERSION='"$(LIBTX_VERSION)"' \
+	-DTX8_EMU_GIT_COMMIT='"$(GIT_COMMIT)"'
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)

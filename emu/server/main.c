@@ -26,6 +26,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#ifndef TX8_EMU_VERSION /* the Makefile passes the release and the commit */
+#define TX8_EMU_VERSION "unknown"
+#endif
+#ifndef TX8_EMU_GIT_COMMIT
+#define TX8_EMU_GIT_COMMIT "unknown"
+#endif
+
 #include <tx8/tx8_hw.h>
 
 #include "device.h"
@@ -49,7 +56,8 @@ static void usage(FILE *f)
             "                           host's expert cache (interface 1.6)\n"
             "  -i, --inject FAULT[:ARG] hang | error | slow:MS | crash-after:N (repeatable)\n"
             "  -v, --verbose            log every peer, mailbox request and failed job\n"
-            "  -h, --help\n",
+            "  -h, --help\n"
+            "      --version            the release, the git commit, the TX8 interface\n",
             TX8_NUM_VECTORS);
 }
 
@@ -156,6 +164,7 @@ int main(int argc, char **argv)
         {"expert-cache", required_argument, NULL, 'e'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     struct emu_dev_config cfg;
@@ -214,6 +223,10 @@ int main(int argc, char **argv)
             break;
         case 'h':
             usage(stdout);
+            return 0;
+        case 'V': /* as every tool's --version (tools/lib/version.c) */
+            printf("tx8-emu %s (git commit %s, TX8 hardware interface %d.%d)\n", TX8_EMU_VERSION,
+                   TX8_EMU_GIT_COMMIT, TX8_IF_VERSION_MAJOR, TX8_IF_VERSION_MINOR);
             return 0;
         default:
             usage(stderr);

@@ -128,6 +128,8 @@ static int own_pid_stale(const char *path, uint64_t my_start)
     return h.pid != (int32_t)getpid() || h.start_time != my_start;
 }
 
+static void sweep_dead(const char *dir);
+
 TX_API int tx_telemetry_open_publisher(const char *model_name, const char *device_name,
                                        uint32_t layers, uint32_t experts, tx_telemetry_pub_t **out)
 {
@@ -153,6 +155,9 @@ TX_API int tx_telemetry_open_publisher(const char *model_name, const char *devic
                         layers, experts, TX_TELEMETRY_MAX_LAYERS, TX_TELEMETRY_MAX_EXPERTS,
                         TX_TELEMETRY_MAX_CELLS);
     size = TXT_HDR_SIZE + 8ull * layers + 8ull * layers * experts;
+    /* the objects of publishers that died without closing (SIGKILL, a
+     * crash) go now, not when a monitor next looks */
+    sweep_dead(dir);
 
     pub = calloc(1, sizeof(*pub));
     if (!pub)
@@ -350,6 +355,63 @@ static int name_pid(const char *name)
 }
 
 enum { OBJ_OK, OBJ_SKIP, OBJ_STALE };
+
+static int publisher_dead(int pid, uint64_t start_time);
+
+/* ".tx8-telemetry-<pid>-<n>.tmp" (an object being built): the PID, else -1 */
+static int tmp_name_pid(const char *name)
+{
+    char *end;
+    long pid;
+
+    if (name[0] != '.' || strncmp(name + 1, TXT_PREFIX, strlen(TXT_PREFIX)))
+        return -1;
+    errno = 0;
+    pid = strtol(name + 1 + strlen(TXT_PREFIX), &end, 10);
+    if (errno || pid <= 0 || pid > INT32_MAX || *end != '-' || !strstr(end, ".tmp"))
+        return -1;
+    return (int)pid;
+}
+
+/*
+ * Unlinks the objects (and half-built hidden objects) in dir whose
+ * publisher is gone: a process that no longer exists, or whose PID now
+ * belongs to a process started later than the object's. Objects of other
+ * users are left (unlinkat fails without permission: ignored).
+ */
+static void sweep_dead(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+
+    if (!d)
+        return;
+    while ((de = readdir(d))) {
+        int pid = name_pid(de->d_name), tmp = 0;
+        uint64_t start = 0;
+
+        if (pid < 0) {
+            pid = tmp_name_pid(de->d_name);
+            tmp = 1;
+        }
+        if (pid < 0 || pid == (int)getpid())
+            continue;
+        if (!tmp) {
+            struct txt_shm_hdr h;
+            int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+            if (fd < 0)
+                continue;
+            if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) && h.magic == TXT_MAGIC &&
+                h.pid == pid)
+                start = h.start_time;
+            close(fd);
+        }
+        if (publisher_dead(pid, start))
+            unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+}
 
 /* Whether the object's publisher is gone. */
 static int publisher_dead(int pid, uint64_t start_time)

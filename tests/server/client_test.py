@@ -90,6 +90,26 @@ check(st == 200 and j["object"] == "list" and j["data"][0]["object"] == "model",
       "GET /v1/models lists the model", str(j))
 model_id = j["data"][0]["id"] if st == 200 else "?"
 
+# ---- the model field (issue 42): absent or the served id; else a 404 -------
+st, j, _ = complete("Hi", max_tokens=2, model=model_id)
+check(st == 200 and j["model"] == model_id, "model: the served id is accepted", str(j))
+st, j, _ = complete("Hi", max_tokens=2, model="gpt-4")
+check(st == 404 and isinstance(j, dict) and j["error"]["param"] == "model" and
+      "gpt-4" in j["error"]["message"] and model_id in j["error"]["message"],
+      "model 'gpt-4': 404 naming it and the served id", "%d %s" % (st, j))
+st, j, _ = request("POST", "/v1/chat/completions",
+                   {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
+                    "model": "gpt-4"})
+check(st == 404, "chat: model 'gpt-4': 404", "%d %s" % (st, j))
+st, j, _ = complete("Hi", max_tokens=2, model=7)
+check(st == 400 and j["error"]["param"] == "model", "model 7: 400, not a string", str(j))
+# max_tokens beyond the slot's context: clamped to what fits (docs/glm-server.md)
+st, j, _ = complete("Hi", max_tokens=1e9)
+ok = (st == 200 and j["choices"][0]["finish_reason"] == "length" and
+      j["usage"]["prompt_tokens"] + j["usage"]["completion_tokens"] <= 256)
+check(ok, "max_tokens 1e9: clamped to the slot's context, finish_reason length (%s)" %
+      (j.get("usage") if isinstance(j, dict) else None), "%d %s" % (st, j))
+
 st, j, _ = request("POST", "/tokenize", {"content": "Hello world, the TX8 serves GLM"})
 ntok = len(j["tokens"]) if st == 200 else -1
 check(st == 200 and ntok > 0, "POST /tokenize", str(j))

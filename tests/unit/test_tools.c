@@ -31,6 +31,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
 #include <tx/tx.h>
 
 #include "test_runtime_synth.h"
@@ -83,14 +84,8 @@ static const char *tpath(const char *name)
 
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    char *b = calloc(1, 1 << 20);
+    char *b = tx_test_slurp(path, 1 << 20);
     ck_assert_ptr_nonnull(b);
-    if (f) {
-        size_t n = fread(b, 1, (1 << 20) - 1, f);
-        b[n] = 0;
-        fclose(f);
-    }
     return b;
 }
 
@@ -103,13 +98,14 @@ static const char *bin(const char *name)
 
 /* Starts argv[0] with stdout and stderr to t_dir/out, t_dir/err; extra
  * environment "K=V" entries (may be NULL). */
-static pid_t spawn(const char *const *argv, const char *const *env)
+static pid_t spawn_to(const char *const *argv, const char *const *env, const char *out,
+                      const char *err)
 {
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        int o = open(tpath("out"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int e = open(tpath("err"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int n = open("/dev/null", O_RDONLY);
         if (o < 0 || e < 0 || n < 0)
             _exit(126);
@@ -122,6 +118,11 @@ static pid_t spawn(const char *const *argv, const char *const *env)
         _exit(127);
     }
     return pid;
+}
+
+static pid_t spawn(const char *const *argv, const char *const *env)
+{
+    return spawn_to(argv, env, tpath("out"), tpath("err"));
 }
 
 /* Waits up to ms for pid; its exit status, 128 + signal, or -1 (killed on
@@ -657,13 +658,121 @@ static int dir_has_prefix(const char *dir, const char *prefix)
     return n;
 }
 
+/* Counts of sub in the file at path (re-read each time) */
+static int count_in(const char *path, const char *sub)
+{
+    char *b = slurp(path);
+    int n = count(b, sub);
+    free(b);
+    return n;
+}
+
+/* Waits up to ms until path holds n copies of sub: 0, or -1 */
+static int wait_count(const char *path, const char *sub, int n, unsigned ms)
+{
+    for (unsigned t = 0; t < ms; t += 20) {
+        if (count_in(path, sub) >= n)
+            return 0;
+        tx_test_emu_sleep_ms(20);
+    }
+    return -1;
+}
+
+/* -cnv as llama-cli (issue 42 item 6): a scripted conversation from a pipe
+ * (-sys, a continued line, /regen, /clear, /exit), then Ctrl-C stopping a
+ * reply and returning to the prompt, and Ctrl-C at the prompt ending the
+ * chat with the timings */
+/* Starts argv[0] reading stdin from a new pipe (its write end in *in),
+ * stdout and stderr to t_dir/out, err */
+static pid_t spawn_piped(const char *const *argv, const char *out, const char *err, int *in)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o < 0 || e < 0)
+            _exit(126);
+        close(p[1]);
+        dup2(p[0], 0);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(p[0]);
+    *in = p[1];
+    return pid;
+}
+
+START_TEST(chat_as_llama_cli)
+{
+    const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "-cnv", "-sys", "be brief", "-n", "4", "--temp", "0",
+                       NULL};
+    int in;
+    pid_t pid = spawn_piped(a, tpath("out"), tpath("err"), &in);
+    const char *script = "hello there\ntell me \\\nmore\n/regen\n/clear\nagain\n/exit\nnot read\n";
+    ck_assert_int_eq(write(in, script, strlen(script)), (ssize_t)strlen(script));
+    close(in);
+    int rc = reap(pid, 240000);
+    char *err = slurp(tpath("err")), *out = slurp(tpath("out"));
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    /* four replies (hello, the two-line message, its regeneration, again),
+     * one line each; the system message is the first turn of every render */
+    ck_assert_int_eq(count(err, "[chat: "), 4);
+    ck_assert_int_eq(count(out, "\n"), 4);
+    HAS(err, "> ... [chat: ");   /* the continued line */
+    HAS(err, "[chat cleared]");
+    /* /regen renders the same conversation again: all but one token reused */
+    const char *t3 = strstr(strstr(strstr(err, "[chat: ") + 1, "[chat: ") + 1, "[chat: ");
+    size_t n3 = 0, r3 = 0;
+    ck_assert_int_eq(sscanf(t3, "[chat: %zu tokens, %zu reused", &n3, &r3), 2);
+    ck_assert_uint_eq(r3, n3 - 1);
+    /* after /clear nothing is reused; /exit ends it: "not read" never sent */
+    const char *t4 = strstr(t3 + 1, "[chat: ");
+    ck_assert_int_eq(sscanf(t4, "[chat: %zu tokens, %zu reused", &n3, &r3), 2);
+    ck_assert_uint_eq(r3, 0);
+    HAS(err, "llama_perf_context_print:       total time =");
+    free(err);
+    free(out);
+
+    /* Ctrl-C during a long reply: back to the prompt; at the prompt: the end */
+    const char *b[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "-cnv", "-n", "100000", "--ignore-eos", "--temp", "0",
+                       "-c", "4096", NULL};
+    pid = spawn_piped(b, tpath("out2"), tpath("err2"), &in);
+    ck_assert_int_eq(write(in, "hello\n", 6), 6);
+    ck_assert_msg(wait_file_nonempty(tpath("out2"), 120000) == 0, "no reply");
+    kill(pid, SIGINT);
+    ck_assert_msg(wait_count(tpath("err2"), "[reply stopped", 1, 60000) == 0, "not stopped");
+    ck_assert_msg(wait_count(tpath("err2"), "\n> ", 2, 60000) == 0, "no prompt after Ctrl-C");
+    tx_test_emu_sleep_ms(100); /* let it block reading the prompt */
+    ck_assert_int_eq(waitpid(pid, NULL, WNOHANG), 0); /* still chatting */
+    kill(pid, SIGINT);
+    rc = reap(pid, 60000);
+    close(in);
+    err = slurp(tpath("err2"));
+    ck_assert_msg(rc == 130, "exit %d: %s", rc, err);
+    HAS(err, "llama_perf_context_print:        eval time =");
+    free(err);
+}
+END_TEST
+
+/* t_dir/telemetry, and "TX_TELEMETRY_DIR=" it for the tools' environment */
+static void tele_dir(char *tele, size_t tsz, char *env, size_t esz)
+{
+    snprintf(tele, tsz, "%s", tpath("telemetry"));
+    mkdir(tele, 0755);
+    snprintf(env, esz, "TX_TELEMETRY_DIR=%s", tele);
+}
+
 START_TEST(sigint_prints_timings)
 {
-    char tele[400];
-    snprintf(tele, sizeof(tele), "%s", tpath("telemetry"));
-    mkdir(tele, 0755);
-    char env[512];
-    snprintf(env, sizeof(env), "TX_TELEMETRY_DIR=%s", tele);
+    char tele[400], env[512];
+    tele_dir(tele, sizeof(tele), env, sizeof(env));
     const char *envv[] = {env, NULL};
     const char *a[] = {bin("glm-inference"),
                        "--device",
@@ -694,6 +803,103 @@ START_TEST(sigint_prints_timings)
     HAS(err, "llama_perf_context_print:       total time =");
     ck_assert_int_eq(dir_has_prefix(tele, "tx8-telemetry-"), 0);
     free(err);
+}
+END_TEST
+
+/* Telemetry objects (issue 42 item 7): a reader that closes the pipe
+ * (| head -c 20) ends the run cleanly, object removed; a SIGKILLed
+ * publisher's object is swept by the next program that publishes. */
+START_TEST(telemetry_sigpipe_sigkill)
+{
+    char tele[400], env[512];
+    tele_dir(tele, sizeof(tele), env, sizeof(env));
+    const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--tokens", "1,2,3", "-n", "-1", "--ignore-eos",
+                       "--temp", "0", NULL};
+    /* SIGPIPE: stdout a pipe whose reader reads 20 bytes and closes it */
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int e = open(tpath("err"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int n = open("/dev/null", O_RDONLY);
+        if (e < 0 || n < 0)
+            _exit(126);
+        close(fds[0]);
+        dup2(n, 0);
+        dup2(fds[1], 1);
+        dup2(e, 2);
+        putenv(env);
+        execv(a[0], (char *const *)a);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[20];
+    size_t got = 0;
+    while (got < sizeof(buf)) {
+        ssize_t k = read(fds[0], buf + got, sizeof(buf) - got);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    ck_assert_uint_eq(got, sizeof(buf));
+    close(fds[0]);
+    int rc = reap(pid, 120000);
+    char *err = slurp(tpath("err"));
+    ck_assert_msg(rc == 0, "exit %d after the reader closed the pipe: %s", rc, err);
+    HAS(err, "stdout was closed: stopped after");
+    free(err);
+    ck_assert_int_eq(dir_has_prefix(tele, "tx8-telemetry-"), 0);
+
+    /* SIGKILL: the object stays behind ... */
+    const char *envv[] = {env, NULL};
+    pid = spawn(a, envv);
+    ck_assert_msg(wait_file_nonempty(tpath("out"), 120000) == 0, "no output");
+    char own[64];
+    snprintf(own, sizeof(own), "tx8-telemetry-%d", (int)pid);
+    ck_assert_int_eq(dir_has_prefix(tele, own), 1);
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(reap(pid, 60000), 128 + SIGKILL);
+    ck_assert_int_eq(dir_has_prefix(tele, own), 1);
+    /* ... until the next publisher sweeps it, and removes its own at exit */
+    const char *b[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--tokens", "1,2,3", "-n", "1", "--temp", "0", NULL};
+    struct res r = run_env(b, envv);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    res_free(&r);
+    ck_assert_int_eq(dir_has_prefix(tele, "tx8-telemetry-"), 0);
+}
+END_TEST
+
+/* Ctrl-C during --bench: the rows so far, the JSON array closed, exit
+ * 130, the telemetry object removed (issue 42 item 7) */
+START_TEST(bench_sigint)
+{
+    char tele[400], env[512];
+    tele_dir(tele, sizeof(tele), env, sizeof(env));
+    const char *envv[] = {env, NULL};
+    const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--bench", "--bench-plans", "fp32", "-p", "8",
+                       "-n", "16", "-r", "100", "-o", "jsonl", NULL};
+    pid_t pid = spawn(a, envv);
+    /* the first row (100 samples of pp8) is out: the tg row is running */
+    ck_assert_msg(wait_file_nonempty(tpath("out"), 120000) == 0, "no row");
+    char own[64];
+    snprintf(own, sizeof(own), "tx8-telemetry-%d", (int)pid);
+    ck_assert_int_eq(dir_has_prefix(tele, own), 1);
+    kill(pid, SIGINT);
+    int rc = reap(pid, 60000);
+    char *err = slurp(tpath("err")), *out = slurp(tpath("out"));
+    ck_assert_msg(rc == 130, "exit %d: %s", rc, err);
+    HAS(err, "--bench interrupted");
+    ck_assert_int_eq(count(out, "\n"), 1); /* the pp8 row, whole */
+    json_object *j = json_tokener_parse(out);
+    ck_assert_msg(j != NULL, "not JSON: %s", out);
+    json_object_put(j);
+    ck_assert_int_eq(dir_has_prefix(tele, "tx8-telemetry-"), 0);
+    free(err);
+    free(out);
 }
 END_TEST
 
@@ -1008,6 +1214,92 @@ START_TEST(precision_names_clash)
 }
 END_TEST
 
+/* --seed -1: from the OS, printed; two processes started together differ;
+ * the printed seed given back reproduces the text (issue 42 item 4) */
+START_TEST(seed_from_os)
+{
+    const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--tokens", "1,2,3", "-n", "12", "--temp", "1.5",
+                       "--top-k", "0", "--top-p", "1", "--min-p", "0", "--ignore-eos", NULL};
+    pid_t p1 = spawn_to(a, NULL, tpath("o1"), tpath("e1"));
+    pid_t p2 = spawn_to(a, NULL, tpath("o2"), tpath("e2"));
+    ck_assert_int_eq(reap(p1, 240000), 0);
+    ck_assert_int_eq(reap(p2, 240000), 0);
+    char *o1 = slurp(tpath("o1")), *o2 = slurp(tpath("o2"));
+    char *e1 = slurp(tpath("e1")), *e2 = slurp(tpath("e2"));
+    const char *s1 = strstr(e1, ", seed "), *s2 = strstr(e2, ", seed ");
+    ck_assert_ptr_nonnull(s1);
+    ck_assert_ptr_nonnull(s2);
+    unsigned long long v1 = strtoull(s1 + 7, NULL, 10), v2 = strtoull(s2 + 7, NULL, 10);
+    ck_assert_msg(v1 != v2, "two processes drew the same seed %llu", v1);
+    ck_assert_str_ne(o1, o2); /* 12 tokens at temperature 1.5 over the whole vocabulary */
+    char seed[32];
+    snprintf(seed, sizeof(seed), "%llu", v1);
+    const char *b[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--tokens", "1,2,3", "-n", "12", "--temp", "1.5",
+                       "--top-k", "0", "--top-p", "1", "--min-p", "0", "--ignore-eos", "-s",
+                       seed, NULL};
+    struct res r = run(b);
+    ck_assert_int_eq(r.rc, 0);
+    ck_assert_str_eq(r.out, o1);
+    res_free(&r);
+    free(o1);
+    free(o2);
+    free(e1);
+    free(e2);
+}
+END_TEST
+
+/* --bench as llama-bench: -p/-n lists, -pg, -d, -r N samples, -o json with
+ * llama-bench's field names; md with mean ± sd (issue 42 item 3) */
+START_TEST(bench_llama_bench)
+{
+    const char *a[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--bench", "--bench-plans", "fp32", "-p", "8,0",
+                       "-n", "2", "-pg", "4,2", "-d", "0,6", "-r", "2", "-o", "json", NULL};
+    struct res r = run(a);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    json_object *j = json_tokener_parse(r.out);
+    ck_assert_msg(j && json_object_is_type(j, json_type_array), "not a JSON array: %s", r.out);
+    /* pp8, tg2, pp4+tg2 at depths 0 and 6 (-p 0 is no test, as llama-bench) */
+    ck_assert_int_eq((int)json_object_array_length(j), 6);
+    static const int want[6][3] = {{8, 0, 0}, {0, 2, 0}, {4, 2, 0},
+                                   {8, 0, 6}, {0, 2, 6}, {4, 2, 6}};
+    for (int i = 0; i < 6; i++) {
+        json_object *o = json_object_array_get_idx(j, (size_t)i), *v;
+        static const char *const f[] = {"build_commit", "cpu_info", "gpu_info", "backends",
+                                        "model_filename", "model_type", "model_size",
+                                        "model_n_params", "n_batch", "n_threads", "type_k",
+                                        "type_v", "test_time", "avg_ns", "stddev_ns",
+                                        "stddev_ts"};
+        for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
+            ck_assert_msg(json_object_object_get_ex(o, f[k], NULL), "row %d lacks %s", i, f[k]);
+        ck_assert(json_object_object_get_ex(o, "n_prompt", &v));
+        ck_assert_int_eq(json_object_get_int(v), want[i][0]);
+        ck_assert(json_object_object_get_ex(o, "n_gen", &v));
+        ck_assert_int_eq(json_object_get_int(v), want[i][1]);
+        ck_assert(json_object_object_get_ex(o, "n_depth", &v));
+        ck_assert_int_eq(json_object_get_int(v), want[i][2]);
+        ck_assert(json_object_object_get_ex(o, "samples_ns", &v));
+        ck_assert_int_eq((int)json_object_array_length(v), 2);
+        ck_assert(json_object_object_get_ex(o, "avg_ts", &v));
+        ck_assert(json_object_get_double(v) > 0);
+    }
+    json_object_put(j);
+    res_free(&r);
+    /* md: llama-bench's test names and mean ± sd */
+    const char *b[] = {bin("glm-inference"), "--device", rts_spec, "--checkpoint", g_smd,
+                       "--no-moe-config", "--bench", "--bench-plans", "fp32", "-p", "8",
+                       "-n", "2", "-d", "6", "-r", "3", NULL};
+    r = run(b);
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    HAS(r.out, "| fp32 | pp8 @ d6 | ");
+    HAS(r.out, "| fp32 | tg2 @ d6 | ");
+    HAS(r.out, " ± ");
+    res_free(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tools");
@@ -1028,6 +1320,11 @@ static Suite *suite(void)
     tcase_add_test(tc, pkgconfig_uninstalled);
     tcase_add_test(tc, precision_names_clash);
     tcase_add_test(tc, bench_depth_rounds);
+    tcase_add_test(tc, seed_from_os);
+    tcase_add_test(tc, bench_llama_bench);
+    tcase_add_test(tc, telemetry_sigpipe_sigkill);
+    tcase_add_test(tc, chat_as_llama_cli);
+    tcase_add_test(tc, bench_sigint);
     suite_add_tcase(s, tc);
     return s;
 }

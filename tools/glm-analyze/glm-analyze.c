@@ -57,7 +57,7 @@ int main(int argc, char **argv)
     long long seq = 512, ctx = 4096, ndev = 0, groups = 0;
     int quiet = 0, c;
     int64_t mem = 8ll << 30;
-    while ((c = getopt_long(argc, argv, "m:o:s:c:M:qhD:G:", opts, NULL)) != -1) {
+    while ((c = txc_getopt("glm-analyze", argc, argv, "m:o:s:c:M:qhD:G:", opts)) != -1) {
         switch (c) {
         case 'D':
             if (txc_opt_long("glm-analyze", "--devices", optarg, 1, TX_EP_PLAN_MAX, NULL, &ndev) <

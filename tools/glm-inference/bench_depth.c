@@ -26,35 +26,41 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-int bench_depth_parse(const char *s, int *depths, int max, int *n, char *err, size_t errsz)
+int bench_list_parse(const char *opt, const char *what, const char *s, int lo, int hi, int *v,
+                     int max, int *n, char *err, size_t errsz)
 {
     *n = 0;
     const char *p = s;
     if (!s || !*s) {
-        snprintf(err, errsz, "--bench-depth: empty list (e.g. 0,2048,8192)");
+        snprintf(err, errsz, "%s: empty list (e.g. %s)", opt, what);
         return -1;
     }
     while (*p) {
         char *end;
         errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > (1 << 24) || (*end && *end != ',')) {
-            snprintf(err, errsz, "--bench-depth: '%s': expected depths >= 0 separated by commas",
-                     s);
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < lo || x > hi || (*end && *end != ',')) {
+            snprintf(err, errsz, "%s: '%s': expected %s separated by commas", opt, s, what);
             return -1;
         }
         if (*n == max) {
-            snprintf(err, errsz, "--bench-depth: at most %d depths", max);
+            snprintf(err, errsz, "%s: at most %d values", opt, max);
             return -1;
         }
-        depths[(*n)++] = (int)v;
+        v[(*n)++] = (int)x;
         p = *end ? end + 1 : end;
         if (*end && !*p) {
-            snprintf(err, errsz, "--bench-depth: '%s': trailing comma", s);
+            snprintf(err, errsz, "%s: '%s': trailing comma", opt, s);
             return -1;
         }
     }
     return 0;
+}
+
+int bench_depth_parse(const char *s, int *depths, int max, int *n, char *err, size_t errsz)
+{
+    return bench_list_parse("--bench-depth", "depths >= 0", s, 0, 1 << 24, depths, max, n, err,
+                            errsz);
 }
 
 static void fill_ids(int32_t *ids, int n, int vocab, uint64_t *seed)

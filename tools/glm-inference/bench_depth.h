@@ -11,6 +11,10 @@
 #define BENCH_DEPTH_MAX 16
 #define BENCH_REPS_MAX 100 /* --bench-reps */
 
+/* "32,64,128" into v[<= max], each in [lo, hi]; -1 with err set on bad
+ * input, naming opt and what was expected ("depths >= 0") */
+int bench_list_parse(const char *opt, const char *what, const char *s, int lo, int hi, int *v,
+                     int max, int *n, char *err, size_t errsz);
 /* "0,2048,8192" into depths[<= max]; -1 with err set on bad input */
 int bench_depth_parse(const char *s, int *depths, int max, int *n, char *err, size_t errsz);
 /* the pp / tg rows at each depth under the device's current plan, over

@@ -63,6 +63,15 @@ char *api_error_json(int status, const char *fmt, ...)
     return s;
 }
 
+char *api_error_json_param(int status, const char *param, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = error_vjson(status, param, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
 /* A 400 naming the field: sets *reply, returns 400. */
 __attribute__((format(printf, 3, 4))) static int bad(char **reply, const char *param,
                                                      const char *fmt, ...)
@@ -576,6 +585,42 @@ char *api_chunk_json(struct srv *S, struct request *r, const char *text, size_t 
     return to_text(o);
 }
 
+/* "a,b,c" holds name (a whole item) */
+static int in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        size_t k = strcspn(p, ",");
+        if (k == n && !strncmp(p, name, n))
+            return 1;
+        p += k + (p[k] == ',');
+    }
+    return 0;
+}
+
+/* The request's "model": absent or null is this server's model (as
+ * llama-server); else it must be the served id, one of --alias's names or
+ * the package's model name; anything else is a 404, as vLLM answers. */
+static int check_model(struct srv *S, json_object *o, char **reply)
+{
+    json_object *v;
+    if (!field(o, "model", &v))
+        return 0;
+    if (!json_object_is_type(v, json_type_string))
+        return bad(reply, "model", "'model' must be a string: the id GET /v1/models lists");
+    const char *name = json_object_get_string(v);
+    if (!strcmp(name, S->model_id) || in_list(S->o.alias, name) ||
+        !strcmp(name, S->model_name))
+        return 0;
+    char msg[160];
+    snprintf(msg, sizeof(msg), "%.120s", name);
+    *reply = api_error_json_param(404, "model",
+                                  "the model '%s' does not exist; this server serves '%s' "
+                                  "(GET /v1/models)",
+                                  msg, S->model_id);
+    return 404;
+}
+
 int api_completions(struct srv *S, const char *body, size_t len, int chat, char **reply,
                     struct request **req)
 {
@@ -593,7 +638,9 @@ int api_completions(struct srv *S, const char *body, size_t len, int chat, char 
     r->chat = chat;
     r->t_arrive = srv_now();
     r->created = (long long)time(NULL);
-    st = parse_sampling(S, o, chat, r, reply);
+    st = check_model(S, o, reply);
+    if (!st)
+        st = parse_sampling(S, o, chat, r, reply);
     size_t n = 0;
     if (!st && !dev_model_get(S)) {
         *reply = api_error_json(503, "the model is being reloaded; retry later");
@@ -619,6 +666,11 @@ int api_completions(struct srv *S, const char *body, size_t len, int chat, char 
         return st;
     }
     r->n_prompt = (int)n;
+    /* max_tokens beyond the slot's context: clamped to what fits (the
+     * reply ends with finish_reason "length"), as without max_tokens
+     * (docs/glm-server.md) */
+    if (r->max_tokens < 0 || r->max_tokens > S->o.ctx_size - r->n_prompt)
+        r->max_tokens = S->o.ctx_size - r->n_prompt;
     /* ids unique across requests and restarts, as OpenAI's: 96 random bits */
     uint64_t a = srv_random64(), b = srv_random64();
     snprintf(r->id, sizeof(r->id), "%s-%016llx%08x", chat ? "chatcmpl" : "cmpl",

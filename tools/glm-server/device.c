@@ -100,7 +100,12 @@ static int model_facts(struct srv *S)
                 o->ctx_size, max_ctx);
         return -1;
     }
-    snprintf(S->model_id, sizeof(S->model_id), "%s", o->alias ? o->alias : glm_model_name(S->m));
+    snprintf(S->model_name, sizeof(S->model_name), "%s", glm_model_name(S->m));
+    /* --alias a,b: the id is the first name; every one is accepted as "model" */
+    if (o->alias)
+        snprintf(S->model_id, sizeof(S->model_id), "%.*s", (int)strcspn(o->alias, ","), o->alias);
+    else
+        snprintf(S->model_id, sizeof(S->model_id), "%s", glm_model_name(S->m));
     return 0;
 }
 

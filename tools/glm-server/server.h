@@ -161,6 +161,7 @@ struct srv {
     int32_t stop_ids[16];
     int n_stop_ids;
     char model_id[128];
+    char model_name[128]; /* the package's (a request may name it too) */
 
     /* device state (device.c), under mu: the scheduler thread alone opens,
      * loads and frees; the HTTP side reads the model under model_lock */
@@ -185,7 +186,6 @@ struct srv {
     struct MHD_Connection **wake;
     int n_wake, wake_cap;
     double last_gone_check;
-    uint64_t seq; /* request ids, default seeds */
 };
 
 /* main.c */
@@ -220,6 +220,9 @@ int api_props(struct srv *S, char **reply); /* model read lock held */
 int api_tokenize(struct srv *S, const char *body, size_t len, char **reply);
 int api_detokenize(struct srv *S, const char *body, size_t len, char **reply);
 char *api_error_json(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* the same naming the request's field (param) */
+char *api_error_json_param(int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* The reply JSON of a done request (srv.mu held). */
 char *api_final_json(struct srv *S, struct request *r, int *status);
 /* One chunk of a stream as JSON (sse.c). */
@@ -280,5 +283,11 @@ char *metrics_text(struct srv *S);
 /* srv.mu held: one time to first token / one inter-token latency (s). */
 void metrics_observe_ttft(struct srv *S, double s);
 void metrics_observe_itl(struct srv *S, double s);
+
+/* options.c: the defaults, the command line (llama-server's spellings),
+ * the checks that need no device (--ctx-size against the package). -1: go
+ * on; else the exit status, said why (0 for --help, --version). */
+int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, int argc,
+                      char **argv);
 
 #endif

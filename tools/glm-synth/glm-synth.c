@@ -170,7 +170,7 @@ int main(int argc, char **argv)
                               .progress = 1};
     const char *out = NULL, *tokdir = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "a:p:o:s:f:T:D:S:FR:K:C:E:t:qh", opts, NULL)) != -1) {
+    while ((c = txc_getopt("glm-synth", argc, argv, "a:p:o:s:f:T:D:S:FR:K:C:E:t:qh", opts)) != -1) {
         char *end;
         switch (c) {
         case 'a': {

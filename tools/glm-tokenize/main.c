@@ -151,7 +151,7 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = txc_getopt(prog, argc, argv, "h", opts)) != -1) {
         switch (c) {
         case O_TOK:
             path = optarg;

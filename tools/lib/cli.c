@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -154,24 +155,76 @@ int txc_opt_float(const char *prog, const char *opt, const char *s, double lo, d
     return 0;
 }
 
+int txc_getopt(const char *prog, int argc, char **argv, const char *optstring,
+               const struct option *lo)
+{
+    opterr = 0;
+    int ch = getopt_long(argc, argv, optstring, lo, NULL);
+    if (ch != '?')
+        return ch;
+    const char *a = argv[optind - 1];
+    if (!strcmp(a, "--version")) {
+        txc_print_version(prog);
+        return TXC_OPT_VERSION;
+    }
+    /* the option at fault: a long one when getopt_long says none (optopt
+     * 0: unknown or ambiguous) or argv[optind - 1] names the long option
+     * whose value optopt is; else a short one (argv[optind - 1] may then be
+     * an earlier argument: the fault is inside a cluster) */
+    const struct option *hit = NULL;
+    int matches = 0, n = 0;
+    const char *eq = NULL;
+    if (!strncmp(a, "--", 2)) {
+        eq = strchr(a, '=');
+        n = eq ? (int)(eq - a) : (int)strlen(a);
+        for (const struct option *o = lo; o && o->name; o++)
+            if (!strncmp(o->name, a + 2, (size_t)n - 2)) {
+                hit = o;
+                if (!o->name[n - 2]) { /* exact: getopt_long takes it */
+                    matches = 1;
+                    break;
+                }
+                matches++; /* a prefix, unique or not */
+            }
+    }
+    if (!strncmp(a, "--", 2) && (!optopt || (hit && matches == 1 && hit->val == optopt))) {
+        if (matches > 1)
+            fprintf(stderr, "%s: option '%.*s' is ambiguous; try --help\n", prog, n, a);
+        else if (hit && eq && hit->has_arg == no_argument)
+            fprintf(stderr, "%s: %.*s: takes no value; try --help\n", prog, n, a);
+        else if (hit)
+            fprintf(stderr, "%s: %s: needs a value; try --help\n", prog, a);
+        else
+            fprintf(stderr, "%s: unknown option '%.*s'; try --help\n", prog, n, a);
+    } else {
+        const char *p = strchr(optstring, optopt);
+        if (optopt && optopt != ':' && p && p[1] == ':')
+            fprintf(stderr, "%s: -%c: needs a value; try --help\n", prog, optopt);
+        else
+            fprintf(stderr, "%s: unknown option '-%c'; try --help\n", prog, optopt);
+    }
+    return '?';
+}
+
 int txc_help_or_usage(int opt, void (*usage)(FILE *))
 {
     if (opt == 'h') {
         usage(stdout);
         return 0;
     }
-    usage(stderr);
-    return 2;
+    if (opt == TXC_OPT_VERSION)
+        return 0;
+    return 2; /* txc_getopt has said which option, and "try --help" */
 }
 
 int txc_usage_error(const char *prog, void (*usage)(FILE *), const char *fmt, ...)
 {
+    (void)usage;
     va_list ap;
     fprintf(stderr, "%s: ", prog);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    usage(stderr);
+    fputs("; try --help\n", stderr);
     return 2;
 }

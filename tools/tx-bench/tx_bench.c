@@ -554,6 +554,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"attn", no_argument, 0, 10},
         {"small-pages", no_argument, 0, 11},
         {"vs", required_argument, 0, 12},
+        {"version", no_argument, 0, 13},
         {0, 0, 0, 0},
     };
     int c;
@@ -681,6 +682,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         case 'h':
             usage(stdout);
+            exit(0);
+        case 13:
+            txc_print_version("tx-bench");
             exit(0);
         default:
             usage(stderr);

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cli.h"
 #include "txtop.h"
 
 static void usage(FILE *f)
@@ -197,8 +198,7 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         case 'V':
-            printf("tx-top 1.0 (TX8 interface %d.%d)\n", TX8_IF_VERSION_MAJOR,
-                   TX8_IF_VERSION_MINOR);
+            txc_print_version("tx-top");
             return 0;
         default:
             fprintf(stderr, "Try 'tx-top --help'.\n");

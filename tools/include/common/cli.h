@@ -61,13 +61,37 @@ int txc_opt_float(const char *prog, const char *opt, const char *s, double lo, d
  * or the first mismatch naming the tensor. Returns the exit status, 0 or 1. */
 int txc_verify_package(const char *prog, const char *path); /* in libtx/model/verify_package.c */
 
-/* The end of a getopt_long switch: for 'h' (--help) prints usage on stdout
- * and returns 0, for anything else ('?': getopt_long has named the bad
- * option) prints usage on stderr and returns 2. main returns the result. */
+/*
+ * getopt_long with the tools' errors: an unknown option, a missing value or
+ * a value given to a switch prints one line naming it, "prog: unknown option
+ * '--x'; try --help", and returns '?' (then exit 2). opterr is set to 0.
+ * --version, unless the tool has its own, prints the version and returns
+ * TXC_OPT_VERSION (then exit 0).
+ */
+struct option;
+int txc_getopt(const char *prog, int argc, char **argv, const char *optstring,
+               const struct option *lo);
+
+/* A sampling seed from the OS (getrandom), in [0, 2^63): the default of
+ * --seed -1 (tools/lib/random_seed.c). */
+unsigned long long txc_random_seed(void);
+
+/* --version: "prog 2.6.0 (git commit abc123, TX8 hardware interface 1.7)"
+ * on stdout (tools/lib/version.c); txc_getopt prints it for --version. */
+void txc_print_version(const char *prog);
+const char *txc_git_commit(void); /* the commit the tools were built from */
+const char *txc_version(void);    /* the release (libtx's version) */
+/* what txc_getopt returns after printing the version */
+#define TXC_OPT_VERSION 0x7fff0001
+
+/* The end of a txc_getopt switch: for 'h' (--help) prints usage on stdout
+ * and returns 0, for TXC_OPT_VERSION returns 0; for anything else ('?': txc_getopt has named the
+ * bad option) returns 2. main returns the result. */
 int txc_help_or_usage(int opt, void (*usage)(FILE *));
 
-/* Prints "prog: " and the message on stderr, then usage(stderr); returns 2,
- * the exit status of a usage error. */
+/* Prints "prog: MESSAGE; try --help" on stderr (one line; usage is not
+ * printed, so the message stays on the screen) and returns 2, the exit
+ * status of a usage error. */
 int txc_usage_error(const char *prog, void (*usage)(FILE *), const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -1,54 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * glm-export: convert a GLM model (Hugging Face checkpoint directory or
- * ONNX) into an .smd deployment package for the TX8.
- *
- *   glm-export --input IN --output OUT.smd [--quant none|fp16|bf16|int8]
- *              [--optimize sparse] [--precision TYPE=PREC,...]
- *              [--group-size N] [--sparsity F] [--tokenizer FILE]
- *              [--tokenizer-config FILE] [--name NAME] [--threads N] [--quiet]
- *
- * Usage: docs/tools-export.md; package format: docs/smd-format.md.
- */
-#include <errno.h>
+/* glm-export's options: the usage text and the command line into struct
+ * export_cli, checked (docs/tools-export.md). */
 #include <getopt.h>
-#include <math.h>
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <tx/glm_config.h>
-#include <tx/tx_export.h>
 
 #include "common/cli.h"
-
-static volatile int cancelled;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    cancelled = 1;
-}
-
-struct ignored {
-    int quiet;
-    unsigned mtp, unknown;
-};
-
-/* MTP tensors are summarised, unknown ones named (the first few): an
- * unknown name usually means an export renamed the parameters. */
-static void on_ignored(void *ctx, const char *name, int is_mtp)
-{
-    struct ignored *ig = ctx;
-    if (is_mtp) {
-        ig->mtp++;
-        return;
-    }
-    if (!ig->quiet && ig->unknown < 10)
-        fprintf(stderr, "glm-export: ignoring %s: a non-parameter buffer\n", name);
-    ig->unknown++;
-}
+#include "glm_export.h"
 
 static void usage(FILE *f)
 {
@@ -77,7 +37,7 @@ static void usage(FILE *f)
             glm_arch_supported());
 }
 
-int main(int argc, char **argv)
+int export_parse(struct export_cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {{"input", required_argument, NULL, 'i'},
                                          {"output", required_argument, NULL, 'o'},
@@ -94,31 +54,30 @@ int main(int argc, char **argv)
                                          {"verify", required_argument, NULL, 'V'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    struct tx_export_opts o;
-    tx_export_default_opts(&o);
-    o.progress = 1;
-    const char *in = NULL, *out = NULL, *quant = NULL, *prec = NULL;
-    int sparse = 0, quiet = 0;
-    const char *verify = NULL;
+    memset(c, 0, sizeof(*c));
+    struct tx_export_opts *o = &c->o;
+    tx_export_default_opts(o);
+    o->progress = 1;
+    const char *prec = NULL;
     long group = 0;
     char err[TX_ERR_MAX];
-    int c;
-    while ((c = getopt_long(argc, argv, "i:o:Q:O:P:g:r:T:C:n:t:qhV:", opts, NULL)) != -1) {
-        switch (c) {
+    int ch;
+    while ((ch = txc_getopt("glm-export", argc, argv, "i:o:Q:O:P:g:r:T:C:n:t:qhV:", opts)) != -1) {
+        switch (ch) {
         case 'i':
-            in = optarg;
+            c->in = optarg;
             break;
         case 'o':
-            out = optarg;
+            c->out = optarg;
             break;
         case 'Q':
-            quant = optarg;
+            c->quant = optarg;
             break;
         case 'O':
             if (!strcmp(optarg, "sparse"))
-                sparse = 1;
+                c->sparse = 1;
             else if (!strcmp(optarg, "none"))
-                sparse = 0;
+                c->sparse = 0;
             else {
                 fprintf(stderr, "glm-export: --optimize %s: expected sparse or none\n", optarg);
                 return 2;
@@ -137,109 +96,61 @@ int main(int argc, char **argv)
             }
             break;
         case 'r':
-            if (txc_opt_double("glm-export", "--sparsity", optarg, 0, 1, TXC_HI_OPEN, &o.sparsity) <
-                0)
+            if (txc_opt_double("glm-export", "--sparsity", optarg, 0, 1, TXC_HI_OPEN,
+                               &o->sparsity) < 0)
                 return 2;
             break;
         case 'T':
-            o.tokenizer = optarg;
+            o->tokenizer = optarg;
             break;
         case 'C':
-            o.tokenizer_config = optarg;
+            o->tokenizer_config = optarg;
             break;
         case 'n':
-            o.model_name = optarg;
+            o->model_name = optarg;
             break;
         case 't': {
-            if (txc_opt_int("glm-export", "--threads", optarg, 1, 256, NULL, &o.threads) < 0)
+            if (txc_opt_int("glm-export", "--threads", optarg, 1, 256, NULL, &o->threads) < 0)
                 return 2;
             break;
         }
         case 'q':
-            quiet = 1;
-            o.progress = 0;
+            c->quiet = 1;
+            o->progress = 0;
             break;
         case 'V':
-            verify = optarg;
+            c->verify = optarg;
             break;
         default: /* --help, or an option getopt_long has reported */
-            return txc_help_or_usage(c, usage);
+            return txc_help_or_usage(ch, usage);
         }
     }
     if (optind < argc)
         return txc_usage_error("glm-export", usage, "unexpected argument %s", argv[optind]);
-    if (verify && !in && !out)
-        return txc_verify_package("glm-export", verify);
-    if (!in || !out)
+    if (c->verify && !c->in && !c->out)
+        return txc_verify_package("glm-export", c->verify);
+    if (!c->in || !c->out)
         return txc_usage_error("glm-export", usage, "--input and --output are required");
-    if (verify && strcmp(verify, out)) {
+    if (c->verify && strcmp(c->verify, c->out)) {
         fprintf(stderr,
                 "glm-export: --verify %s with --output %s: give the same file, or "
                 "--verify alone\n",
-                verify, out);
+                c->verify, c->out);
         return 2;
     }
-    if (quant && tx_plan_apply_quant(o.plan, quant, err, sizeof(err)) < 0) {
+    if (c->quant && tx_plan_apply_quant(o->plan, c->quant, err, sizeof(err)) < 0) {
         fprintf(stderr, "glm-export: %s\n", err);
         return 2;
     }
-    if (prec && tx_plan_apply_spec(o.plan, prec, err, sizeof(err)) < 0) {
+    if (prec && tx_plan_apply_spec(o->plan, prec, err, sizeof(err)) < 0) {
         fprintf(stderr, "glm-export: %s\n", err);
         return 2;
     }
     for (unsigned l = 0; l < TX_SMD_LAYER_COUNT; l++) {
-        if (o.plan[l].precision == TX_SMD_PREC_INT8_MIXED && l != TX_SMD_LAYER_EMBEDDING)
-            o.plan[l].group_size = (uint32_t)group;
-        if (sparse && (l == TX_SMD_LAYER_MLP || l == TX_SMD_LAYER_EXPERT))
-            o.plan[l].flags |= TX_SMD_PLANF_SPARSE;
+        if (o->plan[l].precision == TX_SMD_PREC_INT8_MIXED && l != TX_SMD_LAYER_EMBEDDING)
+            o->plan[l].group_size = (uint32_t)group;
+        if (c->sparse && (l == TX_SMD_LAYER_MLP || l == TX_SMD_LAYER_EXPERT))
+            o->plan[l].flags |= TX_SMD_PLANF_SPARSE;
     }
-    o.quant = quant ? quant : "int8 (golden, default)";
-    struct ignored ig = {.quiet = quiet};
-    o.on_ignored = on_ignored;
-    o.ctx = &ig;
-    o.cancel = &cancelled;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-
-    char planbuf[256];
-    if (!quiet)
-        fprintf(stderr, "glm-export: %s -> %s\nglm-export: plan %s%s\n", in, out,
-                tx_plan_format(o.plan, planbuf, sizeof(planbuf)),
-                sparse ? ", FFN/experts block-sparse" : "");
-    struct tx_export_stats st;
-    int rc = tx_export(in, out, &o, &st, err, sizeof(err));
-    if (rc < 0) {
-        fprintf(stderr, "glm-export: %s\n", err);
-        return rc == TX_ECANCELED ? 130 : 1;
-    }
-    if (!quiet) {
-        fprintf(stderr,
-                "glm-export: wrote %s: %llu tensors, %.2f M parameters, %.1f MB (input %.1f MB) "
-                "in %.2f s\n",
-                out, (unsigned long long)st.tensors, st.params / 1e6, st.output_bytes / 1e6,
-                st.input_bytes / 1e6, st.seconds);
-        if (ig.mtp)
-            fprintf(stderr, "glm-export: %u tensors of the MTP layer ignored\n", ig.mtp);
-        if (ig.unknown > 10)
-            fprintf(stderr, "glm-export: %u unknown tensors ignored in all\n", ig.unknown);
-        fprintf(stderr, "glm-export: relative RMS error of the stored weights:");
-        for (unsigned l = 0; l < TX_SMD_LAYER_COUNT; l++)
-            if (st.elems[l])
-                fprintf(stderr, " %s %.2e", tx_smd_layer_name(l),
-                        st.sq_ref[l] > 0 ? sqrt(st.sq_err[l] / st.sq_ref[l]) : 0.0);
-        fputc('\n', stderr);
-        if (sparse)
-            fprintf(stderr,
-                    "glm-export: sparse: %llu matrices, pruned %.1f%% of their weights; MACs per "
-                    "token -%.1f%% in FFN/experts, -%.1f%% over all weight matrices\n",
-                    (unsigned long long)st.sparse_tensors, 100 * st.pruned_fraction,
-                    100 * st.ffn_mac_reduction, 100 * st.model_mac_reduction);
-    }
-    if (verify)
-        return txc_verify_package("glm-export", out);
-    return 0;
+    return -1;
 }

@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * glm-inference's generation: the prompt (-p, -f, --tokens or stdin,
+ * through the chat template with --chat), --logits, the sampling settings,
+ * one generation with llama.cpp's timings, then -i's chat if asked
+ * (docs/glm-inference.md).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cli.h"
+#include "glm_inference.h"
+
+/* Ctrl-C (SIGINT), SIGTERM, SIGHUP during generation: stop after the current
+ * token, print the timings as llama.cpp does and exit 130 through the normal
+ * clean-up (the model's telemetry file in /dev/shm is removed). A second
+ * signal terminates at once. */
+volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    interrupted = sig;
+    signal(sig, SIG_DFL);
+}
+
+void set_signals(void (*handler)(int), int flags)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = handler;
+    sa.sa_flags = flags;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+void catch_signals(void)
+{
+    set_signals(on_signal, SA_RESTART);
+}
+
+volatile sig_atomic_t stdout_closed;
+
+/* --ep-rebalance N: the model, N, tokens so far */
+glm_model_t *reb_model;
+long long reb_every;
+static long long reb_tokens;
+
+int on_token(void *user, int32_t tok, const char *piece, size_t len)
+{
+    (void)user;
+    (void)tok;
+    if ((len && fwrite(piece, 1, len, stdout) != len) || fflush(stdout)) {
+        /* the reader is gone (| head -1: EPIPE, SIGPIPE being ignored):
+         * stop, and leave through the normal clean-up */
+        stdout_closed = 1;
+        return 1;
+    }
+    if (reb_model && reb_every > 0 && ++reb_tokens % reb_every == 0 &&
+        glm_model_ep_rebalance(reb_model, 0)) {
+        fprintf(stderr, "\nglm-inference: --ep-rebalance: %s\n", tx_last_error());
+        return 1;
+    }
+    return interrupted != 0;
+}
+
+/*
+ * The package's generation_config.json (glm_model_generation_config) gives
+ * the defaults of --temp, --top-k and --top-p that the command line leaves
+ * unset: do_sample false means greedy (temperature 0), else its
+ * temperature / top_k / top_p where present. Says where the values came
+ * from on stderr.
+ */
+static void sampling_defaults(const glm_model_t *m, struct opts *o)
+{
+    struct glm_generation_config g;
+    if (glm_model_generation_config(m, &g) != 1) {
+        fprintf(stderr,
+                "%s: sampling defaults: glm-inference's own (the package has no "
+                "generation_config.json)\n",
+                prog);
+        return;
+    }
+    char used[160] = "", *p = used;
+    size_t left = sizeof(used);
+#define USED(...)                                                                                  \
+    do {                                                                                           \
+        int k_ = snprintf(p, left, __VA_ARGS__);                                                   \
+        if (k_ > 0 && (size_t)k_ < left) {                                                         \
+            p += k_;                                                                               \
+            left -= (size_t)k_;                                                                    \
+        }                                                                                          \
+    } while (0)
+    if ((g.has & GLM_GEN_HAS_DO_SAMPLE) && !g.do_sample) {
+        if (!o->set_temp) {
+            o->temp = 0.0f;
+            USED("%sdo_sample false (greedy)", *used ? ", " : "");
+        }
+    } else if ((g.has & GLM_GEN_HAS_TEMPERATURE) && !o->set_temp) {
+        o->temp = g.temperature;
+        USED("%stemperature %.2f", *used ? ", " : "", (double)g.temperature);
+    }
+    if ((g.has & GLM_GEN_HAS_TOP_K) && !o->set_top_k) {
+        o->top_k = g.top_k;
+        USED("%stop_k %d", *used ? ", " : "", g.top_k);
+    }
+    if ((g.has & GLM_GEN_HAS_TOP_P) && !o->set_top_p) {
+        o->top_p = g.top_p;
+        USED("%stop_p %.2f", *used ? ", " : "", (double)g.top_p);
+    }
+#undef USED
+    if (*used)
+        fprintf(stderr,
+                "%s: sampling defaults from the package's generation_config.json: %s (the rest: "
+                "glm-inference's own; the command line overrides)\n",
+                prog, used);
+    else
+        fprintf(stderr,
+                "%s: sampling defaults: glm-inference's own (the package's "
+                "generation_config.json sets none that the command line leaves open)\n",
+                prog);
+}
+
+int run_generate(struct gi_run *g, struct opts *o)
+{
+    glm_model_t *m = g->m;
+    tx_device_t *dev = g->dev;
+    const struct glm_config *c = glm_model_config(m);
+    int rc = 1;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    char *text = NULL;
+
+    /* the chat format: the option, else the package's chat_template */
+    if (o->chat || o->interactive) {
+        char why[256];
+        if (o->chat_format)
+            glm_model_set_chat_format(m, o->chat_format);
+        int f = glm_model_chat_format(m, why, sizeof(why));
+        if (f < 0) {
+            log_err("chat format");
+            goto out;
+        }
+        fprintf(stderr, "%s: chat format %s\n", prog, why);
+    }
+
+    /* the prompt */
+    if (o->tokens) {
+        if (parse_token_ids(o->tokens, &ids, &n_ids) || !n_ids) {
+            fprintf(stderr, "%s: --tokens: expected comma-separated token ids\n", prog);
+            rc = 2;
+            goto out;
+        }
+    } else {
+        if (o->file) {
+            text = o->file_text; /* read by opts_parse */
+            o->file_text = NULL;
+        } else if (o->prompt) {
+            text = strdup(o->prompt);
+        } else if (!o->interactive && !isatty(STDIN_FILENO)) {
+            /* (with -i, stdin is the conversation: chat.c) */
+            int r = txc_read_stream(stdin, &text, NULL);
+            if (r) {
+                fprintf(stderr, "%s: stdin: %s\n", prog, tx_strerror(r));
+                goto out;
+            }
+        } else if (!o->interactive) {
+            fprintf(stderr, "%s: no prompt (-p, -f, --tokens, stdin or -i on a terminal)\n", prog);
+            rc = 2;
+            goto out;
+        }
+        if (text) {
+            int r;
+            if (o->chat) {
+                struct tx_chat_message msgs[2];
+                size_t nm = 0;
+                if (o->system)
+                    msgs[nm++] = (struct tx_chat_message){"system", o->system, NULL};
+                msgs[nm++] = (struct tx_chat_message){"user", text, NULL};
+                r = glm_chat_encode(m, msgs, nm, o->no_think ? TX_CHAT_NO_THINKING : 0, &ids,
+                                    &n_ids);
+            } else {
+                r = glm_tokenize(m, text, &ids, &n_ids);
+            }
+            if (r) {
+                log_err("prompt");
+                goto out;
+            }
+            if (!n_ids) {
+                fprintf(stderr, "%s: the prompt is empty\n", prog);
+                rc = 2;
+                goto out;
+            }
+        }
+    }
+    if (verbose && ids) {
+        fprintf(stderr, "%s: prompt tokens (%zu):", prog, n_ids);
+        for (size_t i = 0; i < n_ids; i++)
+            fprintf(stderr, "%s%d", i ? "," : " ", ids[i]);
+        fputc('\n', stderr);
+    }
+
+    struct glm_session_options so = {.n_ctx = o->n_ctx, .n_batch = o->n_batch};
+    if (glm_session_create(m, &so, &g->s)) {
+        log_err("session");
+        goto out;
+    }
+    if (ids && (int)n_ids >= glm_session_n_ctx(g->s)) {
+        fprintf(stderr, "%s: the prompt (%zu tokens) does not fit the context of %d\n", prog, n_ids,
+                glm_session_n_ctx(g->s));
+        goto out;
+    }
+
+    if (o->logits && ids) {
+        float *lg = malloc(sizeof(float) * n_ids * (size_t)c->vocab_size);
+        if (!lg) {
+            fprintf(stderr, "%s: out of memory for the logits\n", prog);
+            goto out;
+        }
+        double a = now_ms();
+        int erc = glm_eval(g->s, ids, (int)n_ids, GLM_EVAL_ALL_LOGITS, lg);
+        if (erc) {
+            log_rc("eval", erc);
+            free(lg);
+            goto out;
+        }
+        double b = now_ms();
+        FILE *f = fopen(o->logits, "wb");
+        int bad = !f;
+        if (f) {
+            /* little-endian float32: the host order on every supported host */
+            bad = fwrite(lg, sizeof(float), n_ids * (size_t)c->vocab_size, f) !=
+                  n_ids * (size_t)c->vocab_size;
+            bad |= fclose(f) != 0;
+        }
+        free(lg);
+        if (bad) {
+            fprintf(stderr, "%s: %s: %s\n", prog, o->logits, strerror(errno));
+            goto out;
+        }
+        fprintf(stderr, "%s: wrote logits [%zu x %d] to %s (prompt eval %.2f ms)\n", prog, n_ids,
+                c->vocab_size, o->logits, b - a);
+        if (!o->n_predict_set) {
+            rc = 0;
+            if (o->expert_stats)
+                print_expert_stats(m);
+            if (o->memory_view)
+                print_memory_view(dev);
+            goto out;
+        }
+        glm_session_reset(g->s);
+    }
+
+    sampling_defaults(m, o);
+    struct glm_sampling smp;
+    glm_sampling_default(&smp);
+    smp.temperature = o->temp;
+    smp.top_k = o->top_k;
+    smp.top_p = o->top_p;
+    smp.min_p = o->min_p;
+    smp.repeat_penalty = o->repeat_penalty;
+    smp.presence_penalty = o->presence_penalty;
+    smp.frequency_penalty = o->frequency_penalty;
+    smp.repeat_last_n = o->repeat_last_n;
+    smp.order = o->sampler_order;
+    smp.seed = o->seed < 0 ? txc_random_seed() : (uint64_t)o->seed; /* printed below */
+    fprintf(stderr,
+            "%s: sampling on the device: %s; temp %.2f, top-k %d, top-p %.2f, min-p %.2f, "
+            "repeat-penalty %.2f, presence %.2f, frequency %.2f, last-n %d, seed %llu\n",
+            prog,
+            smp.order == GLM_SAMPLER_ORDER_LLAMA ? "penalties;top_k;top_p;min_p;temperature"
+                                                 : "penalties;temperature;top_k;top_p;min_p",
+            (double)smp.temperature, smp.top_k, (double)smp.top_p, (double)smp.min_p,
+            (double)smp.repeat_penalty, (double)smp.presence_penalty, (double)smp.frequency_penalty,
+            smp.repeat_last_n, (unsigned long long)smp.seed);
+
+    catch_signals();
+    if (!ids && o->interactive) {
+        rc = run_chat(m, g->s, o, &smp);
+        goto out;
+    }
+
+    if (!o->no_display && text && !o->chat) {
+        fputs(text, stdout);
+        fflush(stdout);
+    }
+    struct glm_generate_params gp;
+    memset(&gp, 0, sizeof(gp));
+    gp.prompt = ids;
+    gp.n_prompt = (int)n_ids;
+    gp.n_predict = o->n_predict;
+    gp.sampling = smp;
+    gp.on_token = on_token;
+    if (o->ignore_eos)
+        gp.flags |= GLM_GEN_IGNORE_EOS; /* -inf bias on the stop tokens */
+    struct glm_timings t;
+    int n_out = 0;
+    int grc = glm_generate(g->s, &gp, NULL, 0, &n_out, &t);
+    if (grc) {
+        putchar('\n');
+        fflush(stdout);
+        log_rc("generate", grc);
+        goto out;
+    }
+    putchar('\n');
+    fflush(stdout);
+    static const char *why[] = {"", "stop token", "length", "context full", "callback"};
+    if (stdout_closed) {
+        /* as head(1) wanted: the text's reader stopped reading */
+        fprintf(stderr, "%s: stdout was closed: stopped after %d tokens\n", prog, n_out);
+        rc = 0;
+        goto out;
+    }
+    fprintf(stderr, "%s: generated %d tokens (%s)\n", prog, n_out,
+            interrupted            ? "interrupted"
+            : (unsigned)t.stop < 5 ? why[t.stop]
+                                   : "?");
+    print_perf(&t);
+    if (interrupted) {
+        rc = 130;
+        goto out;
+    }
+    if (o->expert_stats)
+        print_expert_stats(m);
+    if (o->memory_view)
+        print_memory_view(dev);
+    rc = o->interactive ? run_chat(m, g->s, o, &smp) : 0;
+out:
+    free(ids);
+    free(text);
+    return rc;
+}
