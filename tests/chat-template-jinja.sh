@@ -51,6 +51,21 @@ else
 	echo "chat-template-jinja: the real publishers' templates: SKIP (set TX_CHAT_TEMPLATES=DIR)"
 fi
 
+# glm-export: a checkpoint's chat_template.jinja becomes the package's
+# chat_template (transformers prefers the file)
+if [ -d "$dir/ck-glm4" ]; then
+	cp tests/chat-template/jinja/whitespace.jinja "$dir/ck-glm4/chat_template.jinja"
+	if "$B/bin/glm-export" --input "$dir/ck-glm4" --output "$dir/glm4.smd" --quant none --quiet &&
+		"$T" --package "$dir/glm4.smd" --print-tokenizer-config >"$dir/glm4-tokcfg.json" &&
+		python3 - "$dir/glm4-tokcfg.json" tests/chat-template/jinja/whitespace.jinja <<'PY'
+import json, sys
+tc = json.load(open(sys.argv[1], encoding="utf-8"))
+sys.exit(0 if tc.get("chat_template") == open(sys.argv[2], encoding="utf-8").read()
+         and "eos_token" in tc else 1)
+PY
+	then ok; else bad "glm-export: chat_template.jinja not stored as the package's chat_template"; fi
+fi
+
 # errors: message (a substring) of rendering template text $2
 conv=$dir/conv.json
 printf '{"messages": [{"role": "user", "content": "hi"}]}' >"$conv"
