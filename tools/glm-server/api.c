@@ -72,6 +72,11 @@ __attribute__((format(printf, 3, 4))) static int bad(char **reply, const char *p
     return 400;
 }
 
+int srv_bad_request(char **reply, const char *param, const char *msg)
+{
+    return bad(reply, param, "%s", msg);
+}
+
 static char *to_text(json_object *o)
 {
     char *s = strdup(json_object_to_json_string_ext(o, JSON_FLAGS));
@@ -292,8 +297,15 @@ static int content_of(json_object *c, int i, char **out, char **reply)
     return 0;
 }
 
+int srv_content_text(json_object *c, int i, char **out, char **reply)
+{
+    return content_of(c, i, out, reply);
+}
+
 static int chat_prompt_of(struct srv *S, json_object *o, int32_t **ids, size_t *n, char **reply)
 {
+    if (S->ct) /* the package's Jinja chat template (chat_template.c) */
+        return srv_chat_prompt_template(S, o, ids, n, reply);
     json_object *v;
     if (!field(o, "messages", &v) || !json_object_is_type(v, json_type_array) ||
         json_object_array_length(v) == 0)

@@ -69,7 +69,12 @@ static void usage(FILE *f)
             "                           models: the latent cache; default: the plan's)\n"
             "      --cache-type-v T     KV cache V type (GQA models; ignored for MLA)\n"
             "  -a, --alias NAME         model id in the API (default: the package's name)\n"
-            "      --chat-format F      glm4, glm4.5, glm4.7, glm5 (default: from the package)\n"
+            "      --chat-format F      render with libtx's C format F (glm4, glm4.5, glm4.7,\n"
+            "                           glm5, qwen3, deepseek3, deepseek3.1) instead of the\n"
+            "                           package's chat_template (the default)\n"
+            "      --chat-template NAME the same as --chat-format NAME (llama.cpp's option)\n"
+            "      --chat-template-file FILE  render with this Jinja chat template (a .jinja,\n"
+            "                           or a tokenizer_config.json) instead of the package's\n"
             "      --body-limit BYTES   largest request body (default 1048576; 413 beyond)\n"
             "      --queue-limit N      requests waiting for a slot (default 64; 503 beyond)\n"
             "      --shutdown-timeout S on SIGTERM, seconds to let running requests finish\n"
@@ -112,6 +117,7 @@ int main(int argc, char **argv)
         O_CTK,
         O_CTV,
         O_FMT,
+        O_TMPLFILE,
         O_BODY,
         O_QUEUE,
         O_GRACE,
@@ -132,6 +138,8 @@ int main(int argc, char **argv)
                                        {"cache-type-v", required_argument, 0, O_CTV},
                                        {"alias", required_argument, 0, 'a'},
                                        {"chat-format", required_argument, 0, O_FMT},
+                                       {"chat-template", required_argument, 0, O_FMT},
+                                       {"chat-template-file", required_argument, 0, O_TMPLFILE},
                                        {"body-limit", required_argument, 0, O_BODY},
                                        {"queue-limit", required_argument, 0, O_QUEUE},
                                        {"shutdown-timeout", required_argument, 0, O_GRACE},
@@ -199,6 +207,9 @@ int main(int argc, char **argv)
         case O_FMT:
             o->chat_format = optarg;
             break;
+        case O_TMPLFILE:
+            o->chat_template_file = optarg;
+            break;
         case O_BODY:
             if (txc_opt_long(prog, "--body-limit", optarg, 64, 1LL << 30, NULL, &ll))
                 return 2;
@@ -234,7 +245,12 @@ int main(int argc, char **argv)
     int fmt = 0;
     if (o->chat_format && (fmt = tx_chat_format_from_name(o->chat_format)) < 0)
         return txc_usage_error(
-            prog, usage, "--chat-format: '%s' is not glm4, glm4.5, glm4.7 or glm5", o->chat_format);
+            prog, usage,
+            "--chat-format: '%s' is not glm4, glm4.5, glm4.7, glm5, qwen3, deepseek3 or deepseek3.1",
+            o->chat_format);
+    if (o->chat_format && o->chat_template_file)
+        return txc_usage_error(prog, usage,
+                               "--chat-format and --chat-template-file: give one of them");
 
     /* signals: handled by sigwait in this thread only; every thread started
      * from here on inherits the mask */
@@ -290,6 +306,8 @@ int main(int argc, char **argv)
     }
     if (fmt)
         glm_model_set_chat_format(S->m, fmt);
+    else if (srv_chat_template_load(S, prog))
+        goto out_model;
     S->vocab = cfg->vocab_size;
     S->sample_vocab = glm_model_sample_vocab(S->m);
     S->n_stop_ids = glm_model_stop_tokens(S->m, S->stop_ids, 16);
@@ -346,6 +364,8 @@ out_sessions:
         if (S->slots[i].s)
             glm_session_free(S->slots[i].s);
 out_model:
+    txc_chat_template_free(S->ct);
+    S->ct = NULL;
     mdev_print_stats(prog, S->m);
     glm_model_free(S->m);
     S->m = NULL;

@@ -25,6 +25,8 @@
 #include <json-c/json.h>
 #include <tx/glm.h>
 
+#include "common/chat_template.h"
+
 #define SRV_MAX_PARALLEL 32 /* decode rows of one device pass */
 #define SRV_MAX_STOP 16
 
@@ -40,6 +42,7 @@ struct srv_opts {
     const char *precision;
     const char *alias;
     const char *chat_format;
+    const char *chat_template_file; /* --chat-template-file */
     size_t body_limit;
     int queue_limit;
     int shutdown_grace_ms;
@@ -126,6 +129,7 @@ struct srv {
     int32_t stop_ids[16];
     int n_stop_ids;
     char model_id[128];
+    struct txc_chat_template *ct; /* the Jinja chat template, NULL: the C format */
 
     pthread_mutex_t mu;
     pthread_cond_t cv; /* scheduler wake-up */
@@ -140,6 +144,21 @@ struct srv {
     struct srv_metrics mx;
     uint64_t seq; /* request ids, default seeds */
 };
+
+/* chat_template.c: the package's chat template (or --chat-template-file)
+ * by libtx's Jinja renderer; a package without one keeps the C format.
+ * 0, or -1 with a message (the server does not start). */
+int srv_chat_template_load(struct srv *S, const char *prog);
+/* The prompt of a chat request o rendered with S->ct: 0, or the HTTP status
+ * with *reply set (400 with the template's raise_exception message). */
+int srv_chat_prompt_template(struct srv *S, json_object *o, int32_t **ids, size_t *n,
+                             char **reply);
+
+/* api.c: a 400 naming the request field param, message msg: sets *reply */
+int srv_bad_request(char **reply, const char *param, const char *msg);
+/* api.c: message i's content c (a string, null, or an array of text parts)
+ * as one malloc'd string (*out NULL for null); 0 or 400 with *reply set */
+int srv_content_text(json_object *c, int i, char **out, char **reply);
 
 /* main.c */
 double srv_now(void); /* monotonic seconds */
