@@ -227,7 +227,8 @@ print-sdk-headers:
 
 # The chat-template reference check on the synthetic package of every family
 # (tests/chat-template-check.sh, tools/chat-template-check; needs Jinja2).
-chat-template-check: $(BUILD)/bin/glm-synth $(BUILD)/bin/glm-export $(BUILD)/bin/glm-tokenize
+chat-template-check: $(BUILD)/bin/glm-synth $(BUILD)/bin/glm-export $(BUILD)/bin/glm-tokenize \
+		$(BUILD)/bin/glm-inference $(BUILD)/bin/tx8-emu
 	@BUILD=$(BUILD) tests/chat-template-check.sh
 	@BUILD=$(BUILD) tests/chat-template-jinja.sh
 

@@ -66,6 +66,32 @@ PY
 	then ok; else bad "glm-export: chat_template.jinja not stored as the package's chat_template"; fi
 fi
 
+# glm-inference --chat renders with the package's chat_template (Jinja) by
+# default: the same prompt and text as libtx's C format of that template
+if [ -x "$B/bin/tx8-emu" ] && [ -f "$dir/ck-glm5/config.json" ] &&
+	"$B/bin/glm-export" --input "$dir/ck-glm5" --output "$dir/glm5.smd" --quant none --quiet; then
+	"$B/bin/tx8-emu" --socket "$dir/emu.sock" --memory 1G --cores 2 2>"$dir/emu.log" &
+	emu=$!
+	i=0
+	while [ ! -S "$dir/emu.sock" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+	gi() {
+		timeout 120 "$B/bin/glm-inference" --device "emu:$dir/emu.sock" --checkpoint "$dir/glm5.smd" \
+			--no-moe-config --chat -p "hi there" -n 4 --temp 0 "$@" </dev/null
+	}
+	gi >"$dir/gi-jinja.out" 2>"$dir/gi-jinja.err"
+	gi --chat-template glm4.7 >"$dir/gi-c.out" 2>/dev/null
+	if grep -q "chat template: the package's chat_template (Jinja)" "$dir/gi-jinja.err" &&
+		[ -s "$dir/gi-jinja.out" ] && cmp -s "$dir/gi-jinja.out" "$dir/gi-c.out"; then
+		ok
+	else
+		bad "glm-inference --chat with the package's template: $(tail -n 3 "$dir/gi-jinja.err")"
+	fi
+	kill "$emu" 2>/dev/null
+	wait "$emu" 2>/dev/null
+else
+	echo "chat-template-jinja: glm-inference --chat: SKIP (no tx8-emu or glm5 checkpoint)"
+fi
+
 # errors: message (a substring) of rendering template text $2
 conv=$dir/conv.json
 printf '{"messages": [{"role": "user", "content": "hi"}]}' >"$conv"

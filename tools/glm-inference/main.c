@@ -30,6 +30,7 @@
 #include <tx/tx_device.h>
 
 #include "bench_depth.h"
+#include "chat_template.h"
 #include "common/cli.h"
 #include "mpi_transport.h"
 
@@ -792,7 +793,7 @@ static int interactive(glm_model_t *m, glm_session_t *s, const struct opts *o,
             if (first)
                 alone[na++] = c.msg[0];
             alone[na++] = c.msg[c.n - 1];
-            if (glm_chat_encode(m, alone, na, flags, &ids, &n)) {
+            if (gi_chat_encode(m, alone, na, flags, &ids, &n)) {
                 log_err("chat");
                 rc = 1;
                 goto done;
@@ -809,7 +810,7 @@ static int interactive(glm_model_t *m, glm_session_t *s, const struct opts *o,
             }
         }
         for (;;) {
-            if (glm_chat_encode(m, c.msg, c.n, flags, &ids, &n)) {
+            if (gi_chat_encode(m, c.msg, c.n, flags, &ids, &n)) {
                 log_err("chat");
                 rc = 1;
                 goto done;
@@ -1647,7 +1648,11 @@ int main(int argc, char **argv)
     }
 
     /* the chat format: the option, else the package's chat_template */
-    if (o.chat || o.interactive) {
+    int jinja = 0;
+    if ((o.chat || o.interactive) && !o.chat_format &&
+        (jinja = gi_chat_template_init(prog, o.checkpoint, NULL)) < 0)
+        goto out;
+    if ((o.chat || o.interactive) && !jinja) {
         char why[256];
         if (o.chat_format)
             glm_model_set_chat_format(m, o.chat_format);
@@ -1694,7 +1699,7 @@ int main(int argc, char **argv)
                 if (o.system)
                     msgs[nm++] = (struct tx_chat_message){"system", o.system, NULL};
                 msgs[nm++] = (struct tx_chat_message){"user", text, NULL};
-                r = glm_chat_encode(m, msgs, nm, o.no_think ? TX_CHAT_NO_THINKING : 0, &ids,
+                r = gi_chat_encode(m, msgs, nm, o.no_think ? TX_CHAT_NO_THINKING : 0, &ids,
                                     &n_ids);
             } else {
                 r = glm_tokenize(m, text, &ids, &n_ids);
@@ -1851,6 +1856,7 @@ out:
     }
     free(ids);
     free(text);
+    gi_chat_template_free();
     mdev_close(devs, n_devs);
     glm_mpi_end(&mr);
     return rc;
