@@ -25,6 +25,7 @@
 #include <json-c/json.h>
 #include <tx/glm.h>
 
+#include "common/chat_output.h"
 #include "common/chat_template.h"
 
 #define SRV_MAX_PARALLEL 32 /* decode rows of one device pass */
@@ -65,6 +66,8 @@ struct request {
     char id[48];
     long long created;
     double t_arrive;
+    int parse_output;       /* chat: reasoning and tool calls split out (chat_reply.c) */
+    struct chat_out_opts co; /* ... how (its tools: a reference, freed with the request) */
 
     /* shared, under srv.mu */
     enum req_state state;
@@ -160,6 +163,21 @@ int srv_bad_request(char **reply, const char *param, const char *msg);
  * as one malloc'd string (*out NULL for null); 0 or 400 with *reply set */
 int srv_content_text(json_object *c, int i, char **out, char **reply);
 
+/* chat_reply.c: a chat request's output split into reasoning_content,
+ * content and tool_calls. setup: from the request o and the prompt (r's
+ * prompt is set); message: the non-streamed message (*finish: the
+ * finish_reason, "tool_calls" when the model called tools); stream_delta:
+ * the next chunk of what is new (NULL: nothing), final once done;
+ * stream_finish: the final chunk's finish_reason. srv.mu held but setup. */
+void srv_chat_output_setup(struct srv *S, json_object *o, struct request *r);
+json_object *srv_chat_message(struct srv *S, struct request *r, const char **finish);
+struct sse_state;
+char *srv_chat_stream_delta(struct srv *S, struct request *r, struct sse_state *st, int final);
+const char *srv_chat_stream_finish(const struct request *r, const struct sse_state *st);
+/* api.c: a stream chunk whose choice has this delta (owned) and finish */
+char *api_chunk_delta_json(struct srv *S, struct request *r, json_object *delta,
+                           const char *finish);
+
 /* main.c */
 double srv_now(void); /* monotonic seconds */
 void srv_log(const struct srv *S, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -202,6 +220,7 @@ int http_client_gone(struct http_ctx *hc);
 struct sse_state {
     int phase;
     size_t sent;
+    size_t r_sent, c_sent, calls_sent; /* chat_reply.c: reasoning, content bytes, calls sent */
 };
 int sse_next_event(struct srv *S, struct request *r, struct http_ctx *hc, struct sse_state *st,
                    char **ev, size_t *evlen);

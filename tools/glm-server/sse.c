@@ -68,7 +68,14 @@ int sse_next_event(struct srv *S, struct request *r, struct http_ctx *hc, struct
     }
     pthread_mutex_lock(&S->mu);
     for (;;) {
-        if (r->out_len > st->sent) {
+        if (r->parse_output) { /* reasoning, content, tool calls (chat_reply.c) */
+            char *j = srv_chat_stream_delta(S, r, st, r->state == RQ_DONE && !r->err_status);
+            st->sent = r->out_len;
+            if (j) {
+                pthread_mutex_unlock(&S->mu);
+                return event(j, ev, evlen);
+            }
+        } else if (r->out_len > st->sent) {
             char *j = api_chunk_json(S, r, r->out + st->sent, r->out_len - st->sent, 0, NULL, 0);
             st->sent = r->out_len;
             pthread_mutex_unlock(&S->mu);
@@ -79,7 +86,7 @@ int sse_next_event(struct srv *S, struct request *r, struct http_ctx *hc, struct
             if (r->err_status)
                 j = api_error_json(r->err_status == 499 ? 500 : r->err_status, "%s", r->err);
             else
-                j = api_chunk_json(S, r, NULL, 0, 0, r->finish, 0);
+                j = api_chunk_json(S, r, NULL, 0, 0, srv_chat_stream_finish(r, st), 0);
             st->phase = r->err_status ? PH_DONE : PH_USAGE;
             pthread_mutex_unlock(&S->mu);
             return event(j, ev, evlen);
