@@ -35,12 +35,12 @@ run() { # label check-jinja-args...
 }
 run "own templates" --bos-token "<s>" --eos-token "</s>" tests/chat-template/jinja
 run "deepseek3-form" --bos-token "$DS_BOS" --eos-token "$DS_EOS" tests/chat-template/deepseek3-form.jinja
-run "qwen3" data/tokenizers/qwen3/tokenizer_config.json
+run "qwen3" --prefix data/tokenizers/qwen3/tokenizer_config.json
 for spec in "glm4 glm4" "glm5 glm5" "deepseek3 deepseek3" "qwen3moe qwen3moe"; do
 	# shellcheck disable=SC2086
 	set -- $spec
 	if "$B/bin/glm-synth" --arch "$2" --preset tiny --output "$dir/ck-$1" --quiet; then
-		run "synthetic $1" "$dir/ck-$1/tokenizer_config.json"
+		run "synthetic $1" --prefix "$dir/ck-$1/tokenizer_config.json"
 	else
 		bad "glm-synth --arch $2"
 	fi
