@@ -54,7 +54,7 @@ LIBTX_MAP       := libtx/libtx.map
 # libtx/include/tx/, reached by -Ilibtx/include for libtx, the tools and the
 # tests only, never installed).
 SDK_HEADERS := $(addprefix include/tx/,tx.h tx_error.h tx_dtype.h tx_device.h \
-               tx_tokenizer.h glm.h glm_config.h tx_telemetry.h tx_profile.h)
+               tx_tokenizer.h tx_jinja.h glm.h glm_config.h tx_telemetry.h tx_profile.h)
 
 # SIMD kernels are compiled per file: *_avx512.c, *_avx2.c. Families that
 # not every CPU of a level has (AVX512-BF16) are not in the flags: the
@@ -241,8 +241,10 @@ print-sdk-headers:
 
 # The chat-template reference check on the synthetic package of every family
 # (tests/chat-template-check.sh, tools/chat-template-check; needs Jinja2).
-chat-template-check: $(BUILD)/bin/glm-synth $(BUILD)/bin/glm-export $(BUILD)/bin/glm-tokenize
+chat-template-check: $(BUILD)/bin/glm-synth $(BUILD)/bin/glm-export $(BUILD)/bin/glm-tokenize \
+		$(BUILD)/bin/glm-inference $(BUILD)/bin/tx8-emu
 	@BUILD=$(BUILD) tests/chat-template-check.sh
+	@BUILD=$(BUILD) tests/chat-template-jinja.sh
 
 check:
 	@scripts/install-deps

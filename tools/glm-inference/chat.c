@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat_template.h"
 #include "glm_inference.h"
 
 /*
@@ -144,7 +145,7 @@ static int chat_render(glm_model_t *m, struct chat *c, unsigned flags, int n_ctx
 {
     *ids = NULL;
     for (;;) {
-        if (glm_chat_encode(m, c->msg, c->n, flags, ids, n)) {
+        if (gi_chat_encode(m, c->msg, c->n, flags, ids, n)) {
             log_err("chat");
             return -1;
         }
@@ -179,7 +180,7 @@ static int too_long_alone(glm_model_t *m, struct chat *c, unsigned flags, int n_
     if (first)
         alone[na++] = c->msg[0];
     alone[na++] = c->msg[c->n - 1];
-    if (glm_chat_encode(m, alone, na, flags, &ids, &n)) {
+    if (gi_chat_encode(m, alone, na, flags, &ids, &n)) {
         log_err("chat");
         return -1;
     }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/cli.h"
+#include "chat_template.h"
 #include "glm_inference.h"
 
 /* Ctrl-C (SIGINT), SIGTERM, SIGHUP during generation: stop after the current
@@ -136,8 +137,13 @@ int run_generate(struct gi_run *g, struct opts *o)
     size_t n_ids = 0;
     char *text = NULL;
 
-    /* the chat format: the option, else the package's chat_template */
-    if (o->chat || o->interactive) {
+    /* the chat format: the option, else the package's chat_template (Jinja),
+     * else the C format recognised from it */
+    int jinja = 0;
+    if ((o->chat || o->interactive) && !o->chat_format &&
+        (jinja = gi_chat_template_init(prog, o->checkpoint, o->chat_template_file)) < 0)
+        goto out;
+    if ((o->chat || o->interactive) && !jinja) {
         char why[256];
         if (o->chat_format)
             glm_model_set_chat_format(m, o->chat_format);
@@ -182,7 +188,7 @@ int run_generate(struct gi_run *g, struct opts *o)
                 if (o->system)
                     msgs[nm++] = (struct tx_chat_message){"system", o->system, NULL};
                 msgs[nm++] = (struct tx_chat_message){"user", text, NULL};
-                r = glm_chat_encode(m, msgs, nm, o->no_think ? TX_CHAT_NO_THINKING : 0, &ids,
+                r = gi_chat_encode(m, msgs, nm, o->no_think ? TX_CHAT_NO_THINKING : 0, &ids,
                                     &n_ids);
             } else {
                 r = glm_tokenize(m, text, &ids, &n_ids);
@@ -333,5 +339,6 @@ int run_generate(struct gi_run *g, struct opts *o)
 out:
     free(ids);
     free(text);
+    gi_chat_template_free();
     return rc;
 }

@@ -40,6 +40,7 @@ struct opts {
     float min_p, repeat_penalty, presence_penalty, frequency_penalty;
     int repeat_last_n, sampler_order;
     int chat_format;
+    const char *chat_template_file; /* --chat-template-file: a .jinja or tokenizer_config.json */
     int chat, no_think, ignore_eos, no_display, interactive, no_moe_config, lambda_set;
     long long ep_rebalance;
     int validate, v_inputs, v_tokens;

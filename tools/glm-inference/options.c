@@ -55,7 +55,9 @@ static void usage(FILE *f)
         "      --chat-template-format NAME  (or --chat-template NAME) the chat format:\n"
         "                           glm4, glm4.5 (= glm4.6), glm4.7 (= glm5, glm5.1),\n"
         "                           qwen3 (= chatml), deepseek3, deepseek3.1;\n"
-        "                           default: recognised from the package's chat_template\n"
+        "                           default: the package's own chat_template (Jinja)\n"
+        "      --chat-template-file FILE  render with this Jinja template (a .jinja, or a\n"
+        "                           tokenizer_config.json) instead of the package's\n"
         "      --no-think           with --chat: thinking disabled\n"
         "      --ignore-eos         never sample the stop tokens (-inf logit bias)\n"
         "      --no-display-prompt  do not echo the prompt\n"
@@ -425,6 +427,7 @@ enum {
     O_SORDER,
     O_CHATFMT,
     O_EPREB,
+    O_TMPLFILE,
 };
 
 static const struct option lo[] = {
@@ -452,6 +455,7 @@ static const struct option lo[] = {
     {"chat", no_argument, NULL, O_CHAT},
     {"chat-template-format", required_argument, NULL, O_CHATFMT},
     {"chat-template", required_argument, NULL, O_CHATFMT},
+    {"chat-template-file", required_argument, NULL, O_TMPLFILE},
     {"system", required_argument, NULL, O_SYSTEM},
     {"no-think", no_argument, NULL, O_NOTHINK},
     {"ignore-eos", no_argument, NULL, O_IGNEOS},
@@ -618,6 +622,9 @@ static int opt_generation(struct opts *o, int ch)
         o->chat_format = f;
         return 1;
     }
+    case O_TMPLFILE:
+        o->chat_template_file = optarg;
+        return 1;
     case O_SYSTEM:
         o->system = optarg;
         return 1;

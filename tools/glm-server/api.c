@@ -83,6 +83,11 @@ __attribute__((format(printf, 3, 4))) static int bad(char **reply, const char *p
     return 400;
 }
 
+int srv_bad_request(char **reply, const char *param, const char *msg)
+{
+    return bad(reply, param, "%s", msg);
+}
+
 static char *to_text(json_object *o)
 {
     char *s = strdup(json_object_to_json_string_ext(o, JSON_FLAGS));
@@ -303,8 +308,15 @@ static int content_of(json_object *c, int i, char **out, char **reply)
     return 0;
 }
 
+int srv_content_text(json_object *c, int i, char **out, char **reply)
+{
+    return content_of(c, i, out, reply);
+}
+
 static int chat_prompt_of(struct srv *S, json_object *o, int32_t **ids, size_t *n, char **reply)
 {
+    if (S->ct) /* the package's Jinja chat template (chat_template.c) */
+        return srv_chat_prompt_template(S, o, ids, n, reply);
     json_object *v;
     if (!field(o, "messages", &v) || !json_object_is_type(v, json_type_array) ||
         json_object_array_length(v) == 0)
@@ -520,17 +532,14 @@ static char *final_json_locked(struct srv *S, struct request *r, int *status)
     json_object_object_add(o, "created", json_object_new_int64(r->created));
     json_object_object_add(o, "model", json_object_new_string(S->model_id));
     json_object_object_add(c, "index", json_object_new_int(0));
-    json_object *txt = json_object_new_string_len(r->out ? r->out : "", (int)r->out_len);
-    if (r->chat) {
-        json_object *msg = json_object_new_object();
-        json_object_object_add(msg, "role", json_object_new_string("assistant"));
-        json_object_object_add(msg, "content", txt);
-        json_object_object_add(c, "message", msg);
-    } else {
-        json_object_object_add(c, "text", txt);
-    }
+    const char *finish = r->finish;
+    if (r->chat) /* content, reasoning_content, tool_calls (chat_reply.c) */
+        json_object_object_add(c, "message", srv_chat_message(S, r, &finish));
+    else
+        json_object_object_add(
+            c, "text", json_object_new_string_len(r->out ? r->out : "", (int)r->out_len));
     json_object_object_add(c, "logprobs", NULL);
-    json_object_object_add(c, "finish_reason", json_object_new_string(r->finish));
+    json_object_object_add(c, "finish_reason", json_object_new_string(finish));
     json_object_array_add(ch, c);
     json_object_object_add(o, "choices", ch);
     json_object_object_add(o, "usage", usage_json(r));
@@ -549,16 +558,37 @@ char *api_final_json(struct srv *S, struct request *r, int *status)
     return final_json_locked(S, r, status);
 }
 
-/* JSON chunk of a stream (sse.c): delta text, or the final one. */
-char *api_chunk_json(struct srv *S, struct request *r, const char *text, size_t len, int first,
-                     const char *finish, int usage_only)
+/* a stream chunk's envelope: id, object, created, model */
+static json_object *chunk_envelope(struct srv *S, struct request *r)
 {
-    json_object *o = json_object_new_object(), *ch = json_object_new_array();
+    json_object *o = json_object_new_object();
     json_object_object_add(o, "id", json_object_new_string(r->id));
     json_object_object_add(
         o, "object", json_object_new_string(r->chat ? "chat.completion.chunk" : "text_completion"));
     json_object_object_add(o, "created", json_object_new_int64(r->created));
     json_object_object_add(o, "model", json_object_new_string(S->model_id));
+    return o;
+}
+
+char *api_chunk_delta_json(struct srv *S, struct request *r, json_object *delta,
+                           const char *finish)
+{
+    json_object *o = chunk_envelope(S, r), *ch = json_object_new_array(),
+                *c = json_object_new_object();
+    json_object_object_add(c, "index", json_object_new_int(0));
+    json_object_object_add(c, "delta", delta);
+    json_object_object_add(c, "logprobs", NULL);
+    json_object_object_add(c, "finish_reason", finish ? json_object_new_string(finish) : NULL);
+    json_object_array_add(ch, c);
+    json_object_object_add(o, "choices", ch);
+    return to_text(o);
+}
+
+/* JSON chunk of a stream (sse.c): delta text, or the final one. */
+char *api_chunk_json(struct srv *S, struct request *r, const char *text, size_t len, int first,
+                     const char *finish, int usage_only)
+{
+    json_object *o = chunk_envelope(S, r), *ch = json_object_new_array();
     if (!usage_only) {
         json_object *c = json_object_new_object();
         json_object_object_add(c, "index", json_object_new_int(0));
@@ -648,6 +678,10 @@ int api_completions(struct srv *S, const char *body, size_t len, int chat, char 
     } else if (!st) {
         st = chat ? chat_prompt_of(S, o, &r->prompt, &n, reply)
                   : prompt_of(S, o, &r->prompt, &n, reply);
+        if (!st && chat) {
+            r->n_prompt = (int)n;
+            srv_chat_output_setup(S, o, r);
+        }
         dev_model_put(S);
     }
     json_object_put(o);

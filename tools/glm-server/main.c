@@ -93,9 +93,15 @@ int main(int argc, char **argv)
     pthread_cond_init(&S->cv, NULL);
     pthread_rwlock_init(&S->model_lock, NULL);
 
-    double t0 = srv_now();
-    if (dev_up(S, 1))
+    /* the package's own chat template (or --chat-template-file), read from
+     * the file: it does not depend on the device, and outlives reloads */
+    if (!fmt && srv_chat_template_load(S, prog))
         return 1;
+    double t0 = srv_now();
+    if (dev_up(S, 1)) {
+        txc_chat_template_free(S->ct);
+        return 1;
+    }
     const struct glm_config *cfg = glm_model_config(S->m);
     S->mx.started_wall = (long long)time(NULL);
     rc = 1;
@@ -154,5 +160,7 @@ out:
     if (S->m)
         mdev_print_stats(prog, S->m);
     dev_down(S);
+    txc_chat_template_free(S->ct);
+    S->ct = NULL;
     return rc;
 }

@@ -63,8 +63,12 @@ static void usage(FILE *f)
             "      --cache-type-v T     KV cache V type (GQA models; ignored for MLA)\n"
             "  -a, --alias NAME[,NAME]  model id in the API (default: the package's name);\n"
             "                           requests naming another model get a 404\n"
-            "      --chat-format F      glm4, glm4.5, glm4.7, glm5 (default: from the package)\n"
-            "      --body-limit BYTES   largest request body (default 1048576; 413 beyond)\n"
+            "      --chat-format F      render with libtx's C format F (glm4, glm4.5, glm4.7,\n"
+            "                           glm5, qwen3, deepseek3, deepseek3.1) instead of the\n"
+            "                           package's chat_template (the default)\n"
+            "      --chat-template NAME the same as --chat-format NAME (llama.cpp's option)\n"
+            "      --chat-template-file FILE  render with this Jinja chat template (a .jinja,\n"
+            "                           or a tokenizer_config.json) instead of the package's\n"            "      --body-limit BYTES   largest request body (default 1048576; 413 beyond)\n"
             "      --queue-limit N      requests waiting for a slot (default 64; 503 beyond)\n"
             "      --shutdown-timeout S on SIGTERM, seconds to let running requests finish\n"
             "                           before they are stopped (default 5)\n"
@@ -118,7 +122,8 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
         O_HDR,
         O_BODYT,
         O_EXITLOSS,
-        O_NOPC
+        O_NOPC,
+        O_TMPLFILE
     };
     static const struct option lo[] = {{"checkpoint", required_argument, 0, 'm'},
                                        {"model", required_argument, 0, 'm'},
@@ -147,6 +152,7 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
                                        {"body-timeout", required_argument, 0, O_BODYT},
                                        {"exit-on-device-loss", no_argument, 0, O_EXITLOSS},
                                        {"no-prefix-cache", no_argument, 0, O_NOPC},
+                                       {"chat-template-file", required_argument, 0, O_TMPLFILE},
                                        {"verbose", no_argument, 0, 'v'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -275,6 +281,9 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
         case O_NOPC:
             o->no_prefix_cache = 1;
             break;
+        case O_TMPLFILE:
+            o->chat_template_file = optarg;
+            break;
         case 'v':
             o->verbose = 1;
             break;
@@ -297,7 +306,12 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
     *fmt = 0;
     if (o->chat_format && (*fmt = tx_chat_format_from_name(o->chat_format)) < 0)
         return txc_usage_error(
-            prog, usage, "--chat-format: '%s' is not glm4, glm4.5, glm4.7 or glm5", o->chat_format);
+            prog, usage,
+            "--chat-format: '%s' is not glm4, glm4.5, glm4.7, glm5, qwen3, deepseek3 or deepseek3.1",
+            o->chat_format);
+    if (o->chat_format && o->chat_template_file)
+        return txc_usage_error(prog, usage,
+                               "--chat-format and --chat-template-file: give one of them");
 
     if (o->precision) {
         glm_precision_plan_t plan;

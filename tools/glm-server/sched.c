@@ -41,6 +41,7 @@ static void req_free(struct request *r)
         free(r->stop[i]);
     free(r->out);
     free(r->text);
+    json_object_put(r->co.tools);
     if (r->ts)
         tx_tokenizer_stream_free(r->ts);
     free(r);

@@ -29,6 +29,9 @@
 #include <json-c/json.h>
 #include <tx/glm.h>
 
+#include "common/chat_output.h"
+#include "common/chat_template.h"
+
 struct MHD_Connection;
 
 #define SRV_MAX_PARALLEL 32 /* decode rows of one device pass */
@@ -47,6 +50,7 @@ struct srv_opts {
     const char *precision;
     const char *alias;
     const char *chat_format;
+    const char *chat_template_file; /* --chat-template-file */
     size_t body_limit;
     int queue_limit;
     int shutdown_grace_ms;
@@ -81,6 +85,8 @@ struct request {
     char id[48];
     long long created;
     double t_arrive;
+    int parse_output;       /* chat: reasoning and tool calls split out (chat_reply.c) */
+    struct chat_out_opts co; /* ... how (its tools: a reference, freed with the request) */
 
     /* shared, under srv.mu */
     enum req_state state;
@@ -170,6 +176,7 @@ struct srv {
     int reload_requested; /* SIGHUP */
     pthread_rwlock_t model_lock; /* held for reading while using m or tok */
     pthread_t main_thread;
+    struct txc_chat_template *ct; /* the Jinja chat template, NULL: the C format */
 
     pthread_mutex_t mu;
     pthread_cond_t cv; /* scheduler wake-up */
@@ -187,6 +194,36 @@ struct srv {
     int n_wake, wake_cap;
     double last_gone_check;
 };
+
+/* chat_template.c: the package's chat template (or --chat-template-file)
+ * by libtx's Jinja renderer; a package without one keeps the C format.
+ * 0, or -1 with a message (the server does not start). */
+int srv_chat_template_load(struct srv *S, const char *prog);
+/* The prompt of a chat request o rendered with S->ct: 0, or the HTTP status
+ * with *reply set (400 with the template's raise_exception message). */
+int srv_chat_prompt_template(struct srv *S, json_object *o, int32_t **ids, size_t *n,
+                             char **reply);
+
+/* api.c: a 400 naming the request field param, message msg: sets *reply */
+int srv_bad_request(char **reply, const char *param, const char *msg);
+/* api.c: message i's content c (a string, null, or an array of text parts)
+ * as one malloc'd string (*out NULL for null); 0 or 400 with *reply set */
+int srv_content_text(json_object *c, int i, char **out, char **reply);
+
+/* chat_reply.c: a chat request's output split into reasoning_content,
+ * content and tool_calls. setup: from the request o and the prompt (r's
+ * prompt is set); message: the non-streamed message (*finish: the
+ * finish_reason, "tool_calls" when the model called tools); stream_delta:
+ * the next chunk of what is new (NULL: nothing), final once done;
+ * stream_finish: the final chunk's finish_reason. srv.mu held but setup. */
+void srv_chat_output_setup(struct srv *S, json_object *o, struct request *r);
+json_object *srv_chat_message(struct srv *S, struct request *r, const char **finish);
+struct sse_state;
+char *srv_chat_stream_delta(struct srv *S, struct request *r, struct sse_state *st, int final);
+const char *srv_chat_stream_finish(const struct request *r, const struct sse_state *st);
+/* api.c: a stream chunk whose choice has this delta (owned) and finish */
+char *api_chunk_delta_json(struct srv *S, struct request *r, json_object *delta,
+                           const char *finish);
 
 /* main.c */
 double srv_now(void); /* monotonic seconds */
@@ -274,6 +311,7 @@ void http_reap_gone(struct srv *S);
 struct sse_state {
     int phase;
     size_t sent;
+    size_t r_sent, c_sent, calls_sent; /* chat_reply.c: reasoning, content bytes, calls sent */
 };
 int sse_next_event(struct srv *S, struct request *r, struct sse_state *st, char **ev,
                    size_t *evlen);

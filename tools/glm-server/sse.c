@@ -61,7 +61,12 @@ int sse_next_event(struct srv *S, struct request *r, struct sse_state *st, char 
     default:
         return 0;
     }
-    if (r->out_len > st->sent) {
+    if (r->parse_output) { /* reasoning, content, tool calls (chat_reply.c) */
+        char *j = srv_chat_stream_delta(S, r, st, r->state == RQ_DONE && !r->err_status);
+        st->sent = r->out_len;
+        if (j)
+            return event(j, ev, evlen);
+    } else if (r->out_len > st->sent) {
         char *j = api_chunk_json(S, r, r->out + st->sent, r->out_len - st->sent, 0, NULL, 0);
         st->sent = r->out_len;
         return event(j, ev, evlen);
@@ -73,7 +78,7 @@ int sse_next_event(struct srv *S, struct request *r, struct sse_state *st, char 
         if (r->err_status)
             j = api_error_json(r->err_status, "%s", r->err);
         else
-            j = api_chunk_json(S, r, NULL, 0, 0, r->finish, 0);
+            j = api_chunk_json(S, r, NULL, 0, 0, srv_chat_stream_finish(r, st), 0);
         st->phase = r->err_status ? PH_DONE : PH_USAGE;
         return event(j, ev, evlen);
     }

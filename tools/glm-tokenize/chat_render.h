@@ -17,4 +17,12 @@ int gt_chat_render(const char *prog, const char *pkg, const char *conv, const ch
  * or the file is unreadable. */
 int gt_recognise_template(const char *prog, const char *path);
 
+/* Renders the conversation of the JSON file conv with the chat template
+ * file tmpl (a .jinja, or a tokenizer_config.json) by libtx's Jinja
+ * renderer (chat_jinja.c); kwargs: a JSON object of template kwargs or
+ * NULL; tokcfg: a tokenizer_config.json for the special tokens or NULL.
+ * Exit status. */
+int gt_chat_render_jinja(const char *prog, const char *tmpl, const char *conv, const char *kwargs,
+                         const char *tokcfg);
+
 #endif

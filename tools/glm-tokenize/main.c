@@ -11,6 +11,9 @@
  *   glm-tokenize --package PKG.smd --chat-render CONV.json [--chat FORMAT]
  *       libtx's rendering (text) of a JSON conversation (chat_render.c)
  *   glm-tokenize --package PKG.smd --print-tokenizer-config
+ *   glm-tokenize --chat-template-file FILE --chat-render CONV.json
+ *       [--chat-kwargs JSON] [--tokenizer-config TOKENIZER_CONFIG.json]
+ *       the template's rendering by libtx's Jinja renderer (chat_jinja.c)
  *
  * Exit status: 0 on success, 1 on an error (message on stderr), 2 on a usage
  * error.
@@ -57,6 +60,13 @@ static void usage(FILE *f)
             "  --recognise-chat-template FILE  print the chat format libtx recognises in\n"
             "                         a chat template (a chat_template.jinja, or a\n"
             "                         tokenizer_config.json's chat_template); exit 1 if none\n"
+            "  --chat-template-file FILE  with --chat-render: render with this Jinja chat\n"
+            "                         template (a .jinja, or a tokenizer_config.json) by\n"
+            "                         libtx's Jinja renderer, as apply_chat_template does\n"
+            "  --chat-kwargs JSON     with --chat-template-file: template kwargs (an object,\n"
+            "                         e.g. '{\"enable_thinking\": false}')\n"
+            "  --tokenizer-config FILE  with --chat-template-file: the special tokens\n"
+            "                         (bos_token, eos_token...) of this tokenizer_config.json\n"
             "  (tools/chat-template-check compares --chat-render with Jinja2)\n",
             prog);
 }
@@ -112,7 +122,7 @@ static int parse_ids(const char *s, size_t n, int32_t **ids, size_t *count, char
 int main(int argc, char **argv)
 {
     const char *path = NULL, *chat = NULL, *system_text = NULL, *pkg = NULL, *render = NULL,
-               *recognise = NULL;
+               *recognise = NULL, *tmpl_file = NULL, *chat_kwargs = NULL, *tokcfg = NULL;
     int print_tokcfg = 0;
     int decode = 0, no_special = 0, add_special = 0, skip_special = 0, no_think = 0, show = 0;
     int stats = 0;
@@ -130,7 +140,10 @@ int main(int argc, char **argv)
         O_PACKAGE,
         O_RENDER,
         O_PRINTCFG,
-        O_RECOGNISE
+        O_RECOGNISE,
+        O_TMPLFILE,
+        O_KWARGS,
+        O_TOKCFG
     };
     static const struct option opts[] = {
         {"tokenizer", required_argument, NULL, O_TOK},
@@ -147,6 +160,9 @@ int main(int argc, char **argv)
         {"chat-render", required_argument, NULL, O_RENDER},
         {"print-tokenizer-config", no_argument, NULL, O_PRINTCFG},
         {"recognise-chat-template", required_argument, NULL, O_RECOGNISE},
+        {"chat-template-file", required_argument, NULL, O_TMPLFILE},
+        {"chat-kwargs", required_argument, NULL, O_KWARGS},
+        {"tokenizer-config", required_argument, NULL, O_TOKCFG},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -195,12 +211,29 @@ int main(int argc, char **argv)
         case O_RECOGNISE:
             recognise = optarg;
             break;
+        case O_TMPLFILE:
+            tmpl_file = optarg;
+            break;
+        case O_KWARGS:
+            chat_kwargs = optarg;
+            break;
+        case O_TOKCFG:
+            tokcfg = optarg;
+            break;
         default: /* --help, or an option getopt_long has reported */
             return txc_help_or_usage(c, usage);
         }
     }
     if (optind < argc)
         return txc_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
+    if (tmpl_file || chat_kwargs || tokcfg) {
+        if (!tmpl_file || !render || path || decode || system_text || no_think || no_special ||
+            add_special || show || stats || print_tokcfg || chat || pkg || recognise)
+            return txc_usage_error(prog, usage,
+                                   "--chat-template-file FILE --chat-render CONV.json take only "
+                                   "--chat-kwargs and --tokenizer-config");
+        return gt_chat_render_jinja(prog, tmpl_file, render, chat_kwargs, tokcfg);
+    }
     if (recognise) {
         if (path || decode || system_text || no_think || no_special || add_special || show ||
             stats || print_tokcfg || render || chat || pkg)

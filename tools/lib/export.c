@@ -2,6 +2,7 @@
 /* Export: checkpoint (HF or ONNX) -> .smd package, streaming, with the
  * precision plan's storage types, INT8 quantisation and block pruning. */
 #include "model/quant_internal.h"
+#include "export_chat_template.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -367,6 +368,14 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
         tokcfg = read_opt(tcp, &tokcfglen, err, errsz, &rc);
         if (rc < 0)
             goto out;
+    }
+    if (!o->tokenizer_config) {
+        /* the checkpoint's chat_template.jinja (transformers prefers it) */
+        rc = txe_merge_chat_template(tx_ckpt_path(c), &tokcfg, &tokcfglen, err, errsz);
+        if (rc < 0)
+            goto out;
+        if (tokcfg && !tcp)
+            tcp = "chat_template.jinja";
     }
     const char *gcp = tx_ckpt_generation_config_path(c);
     if (gcp) {

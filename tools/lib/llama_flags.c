@@ -77,7 +77,7 @@ const struct txc_llama_flag txc_llama_common[] = {
     {"--override-kv|-ot|--override-tensor", TXC_LLAMA_UNSUPPORTED, TXC_LLAMA_REQUIRED,
      "a package has no GGUF metadata or tensor placement to override"},
     {"--prompt-cache|--keep|-r|--reverse-prompt|--in-prefix|--in-suffix|-bf|--binary-file|"
-     "--chat-template-file|--chat-template-kwargs|--pooling|--override-tensor-draft",
+     "--chat-template-kwargs|--pooling|--override-tensor-draft",
      TXC_LLAMA_UNSUPPORTED, TXC_LLAMA_REQUIRED, "not implemented: docs/llama-cpp-flags.md"},
     {"--prompt-cache-all|--prompt-cache-ro|--in-prefix-bos|--embedding|--embeddings|"
      "--reranking|--rerank|-mli|--multiline-input",
