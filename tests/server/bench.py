@@ -3,6 +3,8 @@
 """Load benchmark of a running glm-server (standard library only).
 
     bench.py URL [--levels 1,4,8,16,32] [--requests N] [--max-tokens N]
+    bench.py URL --interference 4096 [--streams 8]
+    bench.py URL --trace SECONDS --rates 1,2,4 [--pid SERVER_PID]
 
 For each concurrency level c: a fixed number of streamed requests
 (--requests, default max(8, 2c)), at most c in flight, each with a distinct
@@ -12,7 +14,21 @@ Prints a table of aggregate generated tokens/s, mean and p99
 time-to-first-token and inter-token latency (gaps between content
 events), then the ratios c8/c1 of tokens/s and of p99 ITL. Exits 1 if a
 response was malformed. A benchmark, not a timed test.
+
+--interference N: --streams (8) streams decode long replies; their p99
+inter-token latency is measured over 2 s of steady state, then while a
+prompt of N tokens is prefilled beside them (it arrives alone, max_tokens
+1); prints both p99s and their ratio (issue 40's target: <= 2). The server
+needs --parallel > streams and a --ctx-size above N.
+
+--trace SECONDS: for each rate of --rates (requests/s), requests arrive as
+a Poisson process for SECONDS, with prompts of 16-512 and replies of 8-128
+tokens drawn from a fixed mix (seeded); prints goodput (completed requests
+and tokens per second), p50/p99 TTFT and ITL, the errors (must be 0) and,
+with --pid, the server's RSS at the start and the end of each rate, then
+the highest rate whose p99 TTFT stayed under 1 s.
 """
+import random
 import argparse
 import http.client
 import json
@@ -27,15 +43,21 @@ ap.add_argument("--levels", default="1,4,8,16,32")
 ap.add_argument("--requests", type=int, default=0)
 ap.add_argument("--max-tokens", type=int, default=32)
 ap.add_argument("--timeout", type=float, default=300)
+ap.add_argument("--interference", type=int, default=0)
+ap.add_argument("--streams", type=int, default=8)
+ap.add_argument("--trace", type=float, default=0)
+ap.add_argument("--rates", default="1,2,4")
+ap.add_argument("--pid", type=int, default=0)
 a = ap.parse_args()
 U = urllib.parse.urlparse(a.url)
 
 
-def one(i, res):
+def one(i, res, prompt=None, max_tokens=None):
     t0 = time.monotonic()
+    max_tokens = max_tokens or a.max_tokens
     c = http.client.HTTPConnection(U.hostname, U.port, timeout=a.timeout)
-    body = {"prompt": "Benchmark request %d: tell me about the TX8 accelerator" % i,
-            "max_tokens": a.max_tokens, "temperature": 0.7, "seed": i, "stream": True,
+    body = {"prompt": prompt or "Benchmark request %d: tell me about the TX8 accelerator" % i,
+            "max_tokens": max_tokens, "temperature": 0.7, "seed": i, "stream": True,
             "stream_options": {"include_usage": True}}
     err = None
     times, usage, finish, done = [], None, [], False
@@ -78,9 +100,9 @@ def one(i, res):
         err = "no [DONE]"
     if err is None and (len(finish) != 1 or not usage):
         err = "finish_reason %s, usage %s" % (finish, usage)
-    if err is None and finish[0] == "length" and usage["completion_tokens"] != a.max_tokens:
-        err = "finish_reason length after %d of %d tokens" % (usage["completion_tokens"], a.max_tokens)
-    res[i] = {"t0": t0, "times": times, "usage": usage, "err": err}
+    if err is None and finish[0] == "length" and usage["completion_tokens"] != max_tokens:
+        err = "finish_reason length after %d of %d tokens" % (usage["completion_tokens"], max_tokens)
+    res[i] = {"t0": t0, "times": times, "usage": usage, "err": err, "t1": time.monotonic()}
 
 
 def pct(xs, p):
@@ -122,6 +144,106 @@ def level(c):
             "wall": wall, "ttft_mean": sum(ttft) / max(1, len(ttft)), "ttft_p99": pct(ttft, 99),
             "itl_mean": sum(itl) / max(1, len(itl)), "itl_p99": pct(itl, 99)}
 
+
+def rss_kib(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
+def interference():
+    """p99 ITL of running streams: steady, then during a long prefill."""
+    n = a.streams
+    res = [None] * (n + 1)
+    ths = [threading.Thread(target=one, args=(i, res, None, 100000 // 100)) for i in range(n)]
+    for t in ths:
+        t.start()
+    time.sleep(1.0)  # all streams decoding
+    s0 = time.monotonic()
+    time.sleep(2.0)
+    s1 = time.monotonic()
+    long_prompt = [(7 * k + 11) % 1000 + 100 for k in range(a.interference)]
+    one(n, res, long_prompt, 1)
+    p0, p1 = res[n]["t0"], res[n]["t1"]
+    for t in ths:
+        t.join(a.timeout)
+    bad = [r["err"] for r in res if r is None or r["err"]]
+
+    def gaps(lo, hi):
+        return [b - x for r in res[:n] if r for x, b in zip(r["times"], r["times"][1:])
+                if lo <= x and b <= hi]
+    steady, during = pct(gaps(s0, s1), 99), pct(gaps(p0, p1), 99)
+    print("prefill of %d tokens beside %d decoding streams: their p99 ITL %.1f ms steady, "
+          "%.1f ms during the prefill (%.1f s): ratio %.2f (target <= 2)" % (
+              a.interference, n, steady * 1e3, during * 1e3, p1 - p0, during / steady))
+    for e in bad[:5]:
+        print("   malformed response: %s" % e)
+    return 1 if bad else 0
+
+
+def trace():
+    """Poisson arrivals of a mixed workload at each rate, for --trace s."""
+    rnd = random.Random(1234)
+    prompts = [16, 32, 64, 128, 256, 512]
+    outs = [8, 16, 32, 64, 128]
+    words = "the device memory expert router token layer cache prompt reply".split()
+    best = None
+    rc = 0
+    print("%6s %6s %5s %6s %9s %9s %9s %9s %9s %7s %11s" % (
+        "rate", "reqs", "ok", "errors", "goodput", "tok/s", "TTFT p50", "TTFT p99", "ITL p99",
+        "", "RSS start/end"))
+    for rate in [float(x) for x in a.rates.split(",")]:
+        arrivals, t = [], 0.0
+        while True:
+            t += rnd.expovariate(rate)
+            if t >= a.trace:
+                break
+            arrivals.append(t)
+        res = [None] * len(arrivals)
+        rss0 = rss_kib(a.pid) if a.pid else -1
+        start = time.monotonic()
+        ths = []
+        for i, at in enumerate(arrivals):
+            time.sleep(max(0.0, start + at - time.monotonic()))
+            pl = rnd.choice(prompts)
+            prompt = " ".join(rnd.choice(words) for _ in range(pl))
+            th = threading.Thread(target=one, args=(i, res, prompt, rnd.choice(outs)))
+            th.start()
+            ths.append(th)
+        for th in ths:
+            th.join(a.timeout)
+        wall = time.monotonic() - start
+        rss1 = rss_kib(a.pid) if a.pid else -1
+        ok = [r for r in res if r and not r["err"]]
+        bad = [r["err"] if r else "no response" for r in res if r is None or r["err"]]
+        ttft = [r["times"][0] - r["t0"] for r in ok if r["times"]]
+        itl = [b - x for r in ok for x, b in zip(r["times"], r["times"][1:])]
+        toks = sum(r["usage"]["completion_tokens"] for r in ok)
+        print("%6.2f %6d %5d %6d %7.2f/s %9.1f %7.0fms %7.0fms %7.1fms %7s %5d/%d MiB" % (
+            rate, len(res), len(ok), len(bad), len(ok) / wall, toks / wall,
+            pct(ttft, 50) * 1e3, pct(ttft, 99) * 1e3, pct(itl, 99) * 1e3, "",
+            rss0 // 1024, rss1 // 1024))
+        for e in bad[:3]:
+            print("   error: %s" % e)
+        sys.stdout.flush()
+        if bad:
+            rc = 1
+        if ttft and pct(ttft, 99) < 1.0 and not bad:
+            best = rate
+    print("highest rate with p99 TTFT < 1 s and no errors: %s requests/s" %
+          ("%.2f" % best if best else "none of those tried"))
+    return rc
+
+
+if a.interference:
+    sys.exit(interference())
+if a.trace:
+    sys.exit(trace())
 
 levels = [int(x) for x in a.levels.split(",")]
 rows = []
