@@ -159,7 +159,9 @@ static int prompt_ids(glm_model_t *m, struct opts *o, int32_t **ids, size_t *n_i
     } else if (o->prompt) {
         *text = strdup(o->prompt);
     } else if (!o->interactive && !isatty(STDIN_FILENO)) {
-        /* (with -i, stdin is the conversation: chat.c) */
+        /* (with -i, stdin is the conversation: chat.c); a signal while
+         * waiting for the prompt ends the process, as before the load */
+        set_signals(SIG_DFL, 0);
         int r = txc_read_stream(stdin, text, NULL);
         if (r) {
             fprintf(stderr, "%s: stdin: %s\n", prog, tx_strerror(r));
