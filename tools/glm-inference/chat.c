@@ -75,7 +75,6 @@ static void on_chat_signal(int sig)
     interrupted = sig;
 }
 
-
 /* One message: a line, or lines joined while they end in '\'. 1: *msg
  * (malloc'd, without the newline), 0: end of input, -1: a signal. */
 static int read_message(char **line, size_t *lcap, char **msg)
@@ -209,18 +208,129 @@ static enum chat_cmd chat_cmd(const char *msg)
     return CHAT_SAY;
 }
 
+/* one chat: the conversation, the token ids the KV cache holds, the
+ * turns' timings added up */
+struct chat_run {
+    glm_model_t *m;
+    glm_session_t *s;
+    const struct opts *o;
+    struct glm_sampling *smp;
+    struct chat c;
+    int n_ctx, n_cache;
+    unsigned flags;
+    size_t first;         /* 1 with a system message */
+    int32_t *cache, *out; /* n_ctx ids each */
+    struct glm_timings total;
+};
+
+/* The reply to the conversation as it stands: rendered to fit, the common
+ * prefix of the cache reused, generated (streamed to stdout) and added to
+ * the conversation. 2: replied, 0: nothing could be sent (said why), 1: an
+ * error (said), -1: out of memory */
+static int chat_reply(struct chat_run *cr)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (chat_render(cr->m, &cr->c, cr->flags, cr->n_ctx, cr->first, &ids, &n))
+        return 1;
+    if (!ids)
+        return 0;
+    /* reuse the common prefix of the cache; evaluate at least one token */
+    size_t k = 0;
+    while (k < (size_t)cr->n_cache && k < n && cr->cache[k] == ids[k])
+        k++;
+    if (k == n)
+        k--;
+    glm_session_truncate(cr->s, (int)k);
+    fprintf(stderr, "[chat: %zu tokens, %zu reused from the cache]\n", n, k);
+    struct glm_generate_params gp;
+    memset(&gp, 0, sizeof(gp));
+    gp.prompt = ids + k;
+    gp.n_prompt = (int)(n - k);
+    gp.n_predict = cr->o->n_predict;
+    gp.sampling = *cr->smp;
+    gp.on_token = on_token;
+    struct glm_timings t;
+    int n_out = 0;
+    int grc = glm_generate(cr->s, &gp, cr->out, cr->n_ctx, &n_out, &t);
+    /* the cache holds the rendered ids, then what was generated */
+    memcpy(cr->cache, ids, n * sizeof(int32_t));
+    int pos = glm_session_pos(cr->s);
+    for (int i = 0; i < n_out && (int)n + i < cr->n_ctx; i++)
+        cr->cache[n + (size_t)i] = cr->out[i];
+    cr->n_cache = pos;
+    free(ids);
+    if (grc) {
+        log_rc("generate", grc);
+        return 1;
+    }
+    add_timings(&cr->total, &t);
+    char *reply = NULL;
+    size_t rl = 0;
+    char err[256];
+    if (tx_tokenizer_decode(glm_model_tokenizer(cr->m), cr->out,
+                            (size_t)(n_out < cr->n_ctx ? n_out : cr->n_ctx), 0, &reply, &rl, err,
+                            sizeof(err))) {
+        fprintf(stderr, "%s: decode: %s\n", prog, err);
+        return 1;
+    }
+    /* a reply cut by Ctrl-C stays in the conversation as it was shown */
+    if (chat_push(&cr->c, "assistant", reply, 1)) {
+        free(reply);
+        return -1;
+    }
+    if (t.stop == GLM_STOP_CONTEXT)
+        fprintf(stderr,
+                "\n%s: the context is full (%d positions): the reply was cut; the next turn "
+                "drops the oldest turns\n",
+                prog, cr->n_ctx);
+    cr->smp->seed++;
+    return 2;
+}
+
+/* A line typed: a message, or /clear, /regen (/exit and empty lines are
+ * the loop's). 1: a reply is due, 0: nothing to say, -1: out of memory,
+ * -2: an error (said). msg is taken. */
+static int chat_line(struct chat_run *cr, char *msg)
+{
+    enum chat_cmd cmd = chat_cmd(msg);
+    if (cmd == CHAT_CLEAR) {
+        free(msg);
+        while (cr->c.n > cr->first)
+            chat_drop(&cr->c, cr->c.n - 1);
+        cr->n_cache = 0;
+        glm_session_reset(cr->s);
+        fprintf(stderr, "[chat cleared]\n");
+        return 0;
+    }
+    if (cmd == CHAT_REGEN) {
+        free(msg);
+        if (cr->c.n <= cr->first || strcmp(cr->c.msg[cr->c.n - 1].role, "assistant")) {
+            fprintf(stderr, "%s: /regen: no reply to regenerate\n", prog);
+            return 0;
+        }
+        chat_drop(&cr->c, cr->c.n - 1); /* the last user message is answered again */
+        return 1;
+    }
+    if (chat_push(&cr->c, "user", msg, 1)) {
+        free(msg);
+        return -1;
+    }
+    int tl = too_long_alone(cr->m, &cr->c, cr->flags, cr->n_ctx, cr->first);
+    return tl < 0 ? -2 : !tl;
+}
+
 int run_chat(glm_model_t *m, glm_session_t *s, const struct opts *o, struct glm_sampling *smp)
 {
-    int n_ctx = glm_session_n_ctx(s), rc = 0;
-    unsigned flags = o->no_think ? TX_CHAT_NO_THINKING : 0;
-    struct chat c = {NULL, NULL, 0, 0};
-    int32_t *cache = malloc(sizeof(int32_t) * (size_t)n_ctx * 2), *out = cache + n_ctx;
-    int n_cache = 0;
+    struct chat_run cr = {.m = m, .s = s, .o = o, .smp = smp, .n_ctx = glm_session_n_ctx(s)};
+    cr.flags = o->no_think ? TX_CHAT_NO_THINKING : 0;
+    cr.first = o->system ? 1 : 0;
+    cr.cache = malloc(sizeof(int32_t) * (size_t)cr.n_ctx * 2);
+    cr.out = cr.cache + cr.n_ctx;
     char *line = NULL;
-    size_t lcap = 0, first = o->system ? 1 : 0;
-    struct glm_timings total;
-    memset(&total, 0, sizeof(total));
-    if (!cache) {
+    size_t lcap = 0;
+    int rc = 0;
+    if (!cr.cache) {
         fprintf(stderr, "%s: out of memory\n", prog);
         return 1;
     }
@@ -230,113 +340,33 @@ int run_chat(glm_model_t *m, glm_session_t *s, const struct opts *o, struct glm_
     }
     set_signals(on_chat_signal, 0); /* no SA_RESTART: getline returns EINTR */
     interrupted = 0;
-    if (o->system && chat_push(&c, "system", (char *)o->system, 0))
-        goto oom;
-    for (;;) {
+    if (o->system && chat_push(&cr.c, "system", (char *)o->system, 0))
+        rc = -1;
+    while (!rc) {
         char *msg = NULL;
         int r = read_message(&line, &lcap, &msg);
-        if (r < 0) {
-            rc = 130; /* Ctrl-C at the prompt, SIGTERM, SIGHUP */
+        if (r <= 0) {
+            rc = r < 0 ? 130 : 0; /* Ctrl-C at the prompt, SIGTERM, SIGHUP; end of input */
             break;
         }
+        if (chat_cmd(msg) == CHAT_EXIT || !*msg) {
+            int done = chat_cmd(msg) == CHAT_EXIT;
+            free(msg);
+            if (done)
+                break;
+            continue;
+        }
+        r = chat_line(&cr, msg);
+        if (r == 1)
+            r = chat_reply(&cr);
+        else if (r == -2)
+            r = 1;
         if (r == 0)
-            break; /* end of input */
-        enum chat_cmd cmd = chat_cmd(msg);
-        if (cmd == CHAT_EXIT || (cmd == CHAT_SAY && !*msg)) {
-            free(msg);
-            if (cmd == CHAT_EXIT)
-                break;
-            continue;
-        }
-        if (cmd == CHAT_CLEAR) {
-            free(msg);
-            while (c.n > first)
-                chat_drop(&c, c.n - 1);
-            n_cache = 0;
-            glm_session_reset(s);
-            fprintf(stderr, "[chat cleared]\n");
-            continue;
-        }
-        if (cmd == CHAT_REGEN) {
-            free(msg);
-            if (c.n <= first || strcmp(c.msg[c.n - 1].role, "assistant")) {
-                fprintf(stderr, "%s: /regen: no reply to regenerate\n", prog);
-                continue;
-            }
-            chat_drop(&c, c.n - 1); /* the last user message is answered again */
-        } else {
-            if (chat_push(&c, "user", msg, 1)) {
-                free(msg);
-                goto oom;
-            }
-            int tl = too_long_alone(m, &c, flags, n_ctx, first);
-            if (tl < 0) {
-                rc = 1;
-                break;
-            }
-            if (tl)
-                continue;
-        }
-        int32_t *ids = NULL;
-        size_t n = 0;
-        if (chat_render(m, &c, flags, n_ctx, first, &ids, &n)) {
-            rc = 1;
+            continue; /* nothing was sent */
+        if (r != 2) {
+            rc = r; /* 1: said; -1: out of memory */
             break;
         }
-        if (!ids)
-            continue;
-        /* reuse the common prefix of the cache; evaluate at least one token */
-        size_t k = 0;
-        while (k < (size_t)n_cache && k < n && cache[k] == ids[k])
-            k++;
-        if (k == n)
-            k--;
-        glm_session_truncate(s, (int)k);
-        fprintf(stderr, "[chat: %zu tokens, %zu reused from the cache]\n", n, k);
-        struct glm_generate_params gp;
-        memset(&gp, 0, sizeof(gp));
-        gp.prompt = ids + k;
-        gp.n_prompt = (int)(n - k);
-        gp.n_predict = o->n_predict;
-        gp.sampling = *smp;
-        gp.on_token = on_token;
-        struct glm_timings t;
-        int n_out = 0;
-        int grc = glm_generate(s, &gp, out, n_ctx, &n_out, &t);
-        /* the cache holds the rendered ids, then what was generated */
-        memcpy(cache, ids, n * sizeof(int32_t));
-        int pos = glm_session_pos(s);
-        for (int i = 0; i < n_out && (int)n + i < n_ctx; i++)
-            cache[n + (size_t)i] = out[i];
-        n_cache = pos;
-        free(ids);
-        if (grc) {
-            log_rc("generate", grc);
-            rc = 1;
-            break;
-        }
-        add_timings(&total, &t);
-        char *reply = NULL;
-        size_t rl = 0;
-        char err[256];
-        if (tx_tokenizer_decode(glm_model_tokenizer(m), out,
-                                (size_t)(n_out < n_ctx ? n_out : n_ctx), 0, &reply, &rl, err,
-                                sizeof(err))) {
-            fprintf(stderr, "%s: decode: %s\n", prog, err);
-            rc = 1;
-            break;
-        }
-        /* a reply cut by Ctrl-C stays in the conversation as it was shown */
-        if (chat_push(&c, "assistant", reply, 1)) {
-            free(reply);
-            goto oom;
-        }
-        if (t.stop == GLM_STOP_CONTEXT)
-            fprintf(stderr,
-                    "\n%s: the context is full (%d positions): the reply was cut; the next turn "
-                    "drops the oldest turns\n",
-                    prog, n_ctx);
-        smp->seed++;
         if (stdout_closed)
             break;
         fputc('\n', stdout); /* each reply on its own lines, as llama-cli */
@@ -346,18 +376,17 @@ int run_chat(glm_model_t *m, glm_session_t *s, const struct opts *o, struct glm_
             interrupted = 0;
         } else if (interrupted) {
             rc = 130; /* SIGTERM, SIGHUP */
-            break;
         }
     }
-    fputc('\n', stderr);
-    print_perf(&total);
-    goto done;
-oom:
-    fprintf(stderr, "%s: out of memory\n", prog);
-    rc = 1;
-done:
+    if (rc == -1) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        rc = 1;
+    } else {
+        fputc('\n', stderr);
+        print_perf(&cr.total);
+    }
     free(line);
-    free(cache);
-    chat_free(&c);
+    free(cr.cache);
+    chat_free(&cr.c);
     return rc;
 }

@@ -127,170 +127,159 @@ static void sampling_defaults(const glm_model_t *m, struct opts *o)
                 prog);
 }
 
-int run_generate(struct gi_run *g, struct opts *o)
+/* the chat format: the option, else the package's own chat_template
+ * (Jinja, or --chat-template-file), else libtx's C format recognised from
+ * it; -1 or the exit status */
+static int chat_format(glm_model_t *m, const struct opts *o)
 {
-    glm_model_t *m = g->m;
-    tx_device_t *dev = g->dev;
-    const struct glm_config *c = glm_model_config(m);
-    int rc = 1;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    char *text = NULL;
-
-    /* the chat format: the option, else the package's chat_template (Jinja),
-     * else the C format recognised from it */
+    char why[256];
     int jinja = 0;
-    if ((o->chat || o->interactive) && !o->chat_format &&
+    if (!o->chat_format &&
         (jinja = gi_chat_template_init(prog, o->checkpoint, o->chat_template_file)) < 0)
-        goto out;
-    if ((o->chat || o->interactive) && !jinja) {
-        char why[256];
-        if (o->chat_format)
-            glm_model_set_chat_format(m, o->chat_format);
-        int f = glm_model_chat_format(m, why, sizeof(why));
-        if (f < 0) {
-            log_err("chat format");
-            goto out;
-        }
-        fprintf(stderr, "%s: chat format %s\n", prog, why);
+        return 1;
+    if (jinja)
+        return -1;
+    if (o->chat_format)
+        glm_model_set_chat_format(m, o->chat_format);
+    if (glm_model_chat_format(m, why, sizeof(why)) < 0) {
+        log_err("chat format");
+        return 1;
     }
+    fprintf(stderr, "%s: chat format %s\n", prog, why);
+    return -1;
+}
 
-    /* the prompt */
+/* The prompt's token ids (*ids NULL: none, -i without a prompt) and its
+ * text (*text, for the echo): --tokens, -f, -p or stdin, through the chat
+ * template with --chat. -1: go on; else the exit status. */
+static int prompt_ids(glm_model_t *m, struct opts *o, int32_t **ids, size_t *n_ids, char **text)
+{
     if (o->tokens) {
-        if (parse_token_ids(o->tokens, &ids, &n_ids) || !n_ids) {
+        if (parse_token_ids(o->tokens, ids, n_ids) || !*n_ids) {
             fprintf(stderr, "%s: --tokens: expected comma-separated token ids\n", prog);
-            rc = 2;
-            goto out;
+            return 2;
         }
+        return -1;
+    }
+    if (o->file) {
+        *text = o->file_text; /* read by opts_parse */
+        o->file_text = NULL;
+    } else if (o->prompt) {
+        *text = strdup(o->prompt);
+    } else if (!o->interactive && !isatty(STDIN_FILENO)) {
+        /* (with -i, stdin is the conversation: chat.c); a signal while
+         * waiting for the prompt ends the process, as before the load */
+        set_signals(SIG_DFL, 0);
+        int r = txc_read_stream(stdin, text, NULL);
+        if (r) {
+            fprintf(stderr, "%s: stdin: %s\n", prog, tx_strerror(r));
+            return 1;
+        }
+    } else if (!o->interactive) {
+        fprintf(stderr, "%s: no prompt (-p, -f, --tokens, stdin or -i on a terminal)\n", prog);
+        return 2;
+    }
+    if (!*text)
+        return -1;
+    int r;
+    if (o->chat) {
+        struct tx_chat_message msgs[2];
+        size_t nm = 0;
+        if (o->system)
+            msgs[nm++] = (struct tx_chat_message){"system", o->system, NULL};
+        msgs[nm++] = (struct tx_chat_message){"user", *text, NULL};
+        r = gi_chat_encode(m, msgs, nm, o->no_think ? TX_CHAT_NO_THINKING : 0, ids, n_ids);
     } else {
-        if (o->file) {
-            text = o->file_text; /* read by opts_parse */
-            o->file_text = NULL;
-        } else if (o->prompt) {
-            text = strdup(o->prompt);
-        } else if (!o->interactive && !isatty(STDIN_FILENO)) {
-            /* (with -i, stdin is the conversation: chat.c) */
-            int r = txc_read_stream(stdin, &text, NULL);
-            if (r) {
-                fprintf(stderr, "%s: stdin: %s\n", prog, tx_strerror(r));
-                goto out;
-            }
-        } else if (!o->interactive) {
-            fprintf(stderr, "%s: no prompt (-p, -f, --tokens, stdin or -i on a terminal)\n", prog);
-            rc = 2;
-            goto out;
-        }
-        if (text) {
-            int r;
-            if (o->chat) {
-                struct tx_chat_message msgs[2];
-                size_t nm = 0;
-                if (o->system)
-                    msgs[nm++] = (struct tx_chat_message){"system", o->system, NULL};
-                msgs[nm++] = (struct tx_chat_message){"user", text, NULL};
-                r = gi_chat_encode(m, msgs, nm, o->no_think ? TX_CHAT_NO_THINKING : 0, &ids,
-                                    &n_ids);
-            } else {
-                r = glm_tokenize(m, text, &ids, &n_ids);
-            }
-            if (r) {
-                log_err("prompt");
-                goto out;
-            }
-            if (!n_ids) {
-                fprintf(stderr, "%s: the prompt is empty\n", prog);
-                rc = 2;
-                goto out;
-            }
-        }
+        r = glm_tokenize(m, *text, ids, n_ids);
     }
-    if (verbose && ids) {
-        fprintf(stderr, "%s: prompt tokens (%zu):", prog, n_ids);
-        for (size_t i = 0; i < n_ids; i++)
-            fprintf(stderr, "%s%d", i ? "," : " ", ids[i]);
-        fputc('\n', stderr);
+    if (r) {
+        log_err("prompt");
+        return 1;
     }
+    if (!*n_ids) {
+        fprintf(stderr, "%s: the prompt is empty\n", prog);
+        return 2;
+    }
+    return -1;
+}
 
-    struct glm_session_options so = {.n_ctx = o->n_ctx, .n_batch = o->n_batch};
-    if (glm_session_create(m, &so, &g->s)) {
-        log_err("session");
-        goto out;
+/* --logits FILE: the prompt's logits, every position (float32 LE); then
+ * the session reset for generation. -1: go on (generate); else the exit
+ * status (0: done, nothing to generate without -n) */
+static int write_logits(struct gi_run *g, const struct opts *o, const int32_t *ids, size_t n_ids)
+{
+    const struct glm_config *c = glm_model_config(g->m);
+    float *lg = malloc(sizeof(float) * n_ids * (size_t)c->vocab_size);
+    if (!lg) {
+        fprintf(stderr, "%s: out of memory for the logits\n", prog);
+        return 1;
     }
-    if (ids && (int)n_ids >= glm_session_n_ctx(g->s)) {
-        fprintf(stderr, "%s: the prompt (%zu tokens) does not fit the context of %d\n", prog, n_ids,
-                glm_session_n_ctx(g->s));
-        goto out;
-    }
-
-    if (o->logits && ids) {
-        float *lg = malloc(sizeof(float) * n_ids * (size_t)c->vocab_size);
-        if (!lg) {
-            fprintf(stderr, "%s: out of memory for the logits\n", prog);
-            goto out;
-        }
-        double a = now_ms();
-        int erc = glm_eval(g->s, ids, (int)n_ids, GLM_EVAL_ALL_LOGITS, lg);
-        if (erc) {
-            log_rc("eval", erc);
-            free(lg);
-            goto out;
-        }
-        double b = now_ms();
-        FILE *f = fopen(o->logits, "wb");
-        int bad = !f;
-        if (f) {
-            /* little-endian float32: the host order on every supported host */
-            bad = fwrite(lg, sizeof(float), n_ids * (size_t)c->vocab_size, f) !=
-                  n_ids * (size_t)c->vocab_size;
-            bad |= fclose(f) != 0;
-        }
+    double a = now_ms();
+    int erc = glm_eval(g->s, ids, (int)n_ids, GLM_EVAL_ALL_LOGITS, lg);
+    if (erc) {
+        log_rc("eval", erc);
         free(lg);
-        if (bad) {
-            fprintf(stderr, "%s: %s: %s\n", prog, o->logits, strerror(errno));
-            goto out;
-        }
-        fprintf(stderr, "%s: wrote logits [%zu x %d] to %s (prompt eval %.2f ms)\n", prog, n_ids,
-                c->vocab_size, o->logits, b - a);
-        if (!o->n_predict_set) {
-            rc = 0;
-            if (o->expert_stats)
-                print_expert_stats(m);
-            if (o->memory_view)
-                print_memory_view(dev);
-            goto out;
-        }
-        glm_session_reset(g->s);
+        return 1;
     }
+    double b = now_ms();
+    FILE *f = fopen(o->logits, "wb");
+    int bad = !f;
+    if (f) {
+        /* little-endian float32: the host order on every supported host */
+        bad = fwrite(lg, sizeof(float), n_ids * (size_t)c->vocab_size, f) !=
+              n_ids * (size_t)c->vocab_size;
+        bad |= fclose(f) != 0;
+    }
+    free(lg);
+    if (bad) {
+        fprintf(stderr, "%s: %s: %s\n", prog, o->logits, strerror(errno));
+        return 1;
+    }
+    fprintf(stderr, "%s: wrote logits [%zu x %d] to %s (prompt eval %.2f ms)\n", prog, n_ids,
+            c->vocab_size, o->logits, b - a);
+    if (!o->n_predict_set) {
+        if (o->expert_stats)
+            print_expert_stats(g->m);
+        if (o->memory_view)
+            print_memory_view(g->dev);
+        return 0;
+    }
+    glm_session_reset(g->s);
+    return -1;
+}
 
+/* the sampling settings (the package's generation_config.json for what
+ * the command line leaves open), said on stderr with the seed */
+static void sampling_of(const glm_model_t *m, struct opts *o, struct glm_sampling *smp)
+{
     sampling_defaults(m, o);
-    struct glm_sampling smp;
-    glm_sampling_default(&smp);
-    smp.temperature = o->temp;
-    smp.top_k = o->top_k;
-    smp.top_p = o->top_p;
-    smp.min_p = o->min_p;
-    smp.repeat_penalty = o->repeat_penalty;
-    smp.presence_penalty = o->presence_penalty;
-    smp.frequency_penalty = o->frequency_penalty;
-    smp.repeat_last_n = o->repeat_last_n;
-    smp.order = o->sampler_order;
-    smp.seed = o->seed < 0 ? txc_random_seed() : (uint64_t)o->seed; /* printed below */
+    glm_sampling_default(smp);
+    smp->temperature = o->temp;
+    smp->top_k = o->top_k;
+    smp->top_p = o->top_p;
+    smp->min_p = o->min_p;
+    smp->repeat_penalty = o->repeat_penalty;
+    smp->presence_penalty = o->presence_penalty;
+    smp->frequency_penalty = o->frequency_penalty;
+    smp->repeat_last_n = o->repeat_last_n;
+    smp->order = o->sampler_order;
+    smp->seed = o->seed < 0 ? txc_random_seed() : (uint64_t)o->seed; /* printed below */
     fprintf(stderr,
             "%s: sampling on the device: %s; temp %.2f, top-k %d, top-p %.2f, min-p %.2f, "
             "repeat-penalty %.2f, presence %.2f, frequency %.2f, last-n %d, seed %llu\n",
             prog,
-            smp.order == GLM_SAMPLER_ORDER_LLAMA ? "penalties;top_k;top_p;min_p;temperature"
-                                                 : "penalties;temperature;top_k;top_p;min_p",
-            (double)smp.temperature, smp.top_k, (double)smp.top_p, (double)smp.min_p,
-            (double)smp.repeat_penalty, (double)smp.presence_penalty, (double)smp.frequency_penalty,
-            smp.repeat_last_n, (unsigned long long)smp.seed);
+            smp->order == GLM_SAMPLER_ORDER_LLAMA ? "penalties;top_k;top_p;min_p;temperature"
+                                                  : "penalties;temperature;top_k;top_p;min_p",
+            (double)smp->temperature, smp->top_k, (double)smp->top_p, (double)smp->min_p,
+            (double)smp->repeat_penalty, (double)smp->presence_penalty,
+            (double)smp->frequency_penalty, smp->repeat_last_n, (unsigned long long)smp->seed);
+}
 
-    catch_signals();
-    if (!ids && o->interactive) {
-        rc = run_chat(m, g->s, o, &smp);
-        goto out;
-    }
-
+/* One generation from the prompt (echoed unless --no-display-prompt or
+ * --chat), the timing lines, the diagnostics; then -i's chat. */
+static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *ids, size_t n_ids,
+                         const char *text, struct glm_sampling *smp)
+{
     if (!o->no_display && text && !o->chat) {
         fputs(text, stdout);
         fflush(stdout);
@@ -300,42 +289,75 @@ int run_generate(struct gi_run *g, struct opts *o)
     gp.prompt = ids;
     gp.n_prompt = (int)n_ids;
     gp.n_predict = o->n_predict;
-    gp.sampling = smp;
+    gp.sampling = *smp;
     gp.on_token = on_token;
     if (o->ignore_eos)
         gp.flags |= GLM_GEN_IGNORE_EOS; /* -inf bias on the stop tokens */
     struct glm_timings t;
     int n_out = 0;
     int grc = glm_generate(g->s, &gp, NULL, 0, &n_out, &t);
-    if (grc) {
-        putchar('\n');
-        fflush(stdout);
-        log_rc("generate", grc);
-        goto out;
-    }
     putchar('\n');
     fflush(stdout);
+    if (grc) {
+        log_rc("generate", grc);
+        return 1;
+    }
     static const char *why[] = {"", "stop token", "length", "context full", "callback"};
     if (stdout_closed) {
         /* as head(1) wanted: the text's reader stopped reading */
         fprintf(stderr, "%s: stdout was closed: stopped after %d tokens\n", prog, n_out);
-        rc = 0;
-        goto out;
+        return 0;
     }
     fprintf(stderr, "%s: generated %d tokens (%s)\n", prog, n_out,
             interrupted            ? "interrupted"
             : (unsigned)t.stop < 5 ? why[t.stop]
                                    : "?");
     print_perf(&t);
-    if (interrupted) {
-        rc = 130;
+    if (interrupted)
+        return 130;
+    if (o->expert_stats)
+        print_expert_stats(g->m);
+    if (o->memory_view)
+        print_memory_view(g->dev);
+    return o->interactive ? run_chat(g->m, g->s, o, smp) : 0;
+}
+
+int run_generate(struct gi_run *g, struct opts *o)
+{
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    char *text = NULL;
+    int rc = o->chat || o->interactive ? chat_format(g->m, o) : -1;
+    if (rc < 0)
+        rc = prompt_ids(g->m, o, &ids, &n_ids, &text);
+    if (rc >= 0)
+        goto out;
+    if (verbose && ids) {
+        fprintf(stderr, "%s: prompt tokens (%zu):", prog, n_ids);
+        for (size_t i = 0; i < n_ids; i++)
+            fprintf(stderr, "%s%d", i ? "," : " ", ids[i]);
+        fputc('\n', stderr);
+    }
+    struct glm_session_options so = {.n_ctx = o->n_ctx, .n_batch = o->n_batch};
+    rc = 1;
+    if (glm_session_create(g->m, &so, &g->s)) {
+        log_err("session");
         goto out;
     }
-    if (o->expert_stats)
-        print_expert_stats(m);
-    if (o->memory_view)
-        print_memory_view(dev);
-    rc = o->interactive ? run_chat(m, g->s, o, &smp) : 0;
+    if (ids && (int)n_ids >= glm_session_n_ctx(g->s)) {
+        fprintf(stderr, "%s: the prompt (%zu tokens) does not fit the context of %d\n", prog, n_ids,
+                glm_session_n_ctx(g->s));
+        goto out;
+    }
+    if (o->logits && ids && (rc = write_logits(g, o, ids, n_ids)) >= 0)
+        goto out;
+    struct glm_sampling smp;
+    sampling_of(g->m, o, &smp);
+    catch_signals();
+    if (!ids && o->interactive)
+        rc = run_chat(g->m, g->s, o, &smp);
+    else
+        rc = generate_once(g, o, ids, n_ids, text, &smp);
 out:
     free(ids);
     free(text);
