@@ -88,6 +88,15 @@ if [ -x "$B/bin/tx8-emu" ] && [ -f "$dir/ck-glm5/config.json" ] &&
 	else
 		bad "glm-inference --chat with the package's template: $(tail -n 3 "$dir/gi-jinja.err")"
 	fi
+	# --chat-template-file: that template instead (a prompt of another length)
+	gi --chat-template-file tests/server/chat-template.jinja >/dev/null 2>"$dir/gi-file.err"
+	pe() { sed -n 's|.*prompt eval time = .* / *\([0-9]*\) tokens.*|\1|p' "$1"; }
+	if grep -q "chat template: tests/server/chat-template.jinja (Jinja)" "$dir/gi-file.err" &&
+		[ -n "$(pe "$dir/gi-file.err")" ] && [ "$(pe "$dir/gi-file.err")" != "$(pe "$dir/gi-jinja.err")" ]; then
+		ok
+	else
+		bad "glm-inference --chat-template-file: $(grep -i 'chat\|prompt eval' "$dir/gi-file.err")"
+	fi
 	kill "$emu" 2>/dev/null
 	wait "$emu" 2>/dev/null
 else

@@ -74,8 +74,10 @@ static void usage(FILE *f)
             "      --system TEXT        with --chat: a system message\n"
             "      --chat-template-format NAME  (or --chat-template NAME) the chat format:\n"
             "                           glm4, glm4.5 (= glm4.6), glm4.7 (= glm5, glm5.1),\n"
-            "                           qwen3 (= chatml), deepseek3, deepseek3.1;\n"
-            "                           default: recognised from the package's chat_template\n"
+            "                           qwen3 (= chatml), deepseek3, deepseek3.1 (libtx's C\n"
+            "                           formats); default: the package's own chat_template\n"
+            "      --chat-template-file FILE  render with this Jinja chat template (a .jinja,\n"
+            "                           or a tokenizer_config.json) instead of the package's\n"
             "      --no-think           with --chat: thinking disabled\n"
             "      --ignore-eos         never sample the stop tokens (-inf logit bias)\n"
             "      --no-display-prompt  do not echo the prompt\n"
@@ -148,7 +150,7 @@ static void usage(FILE *f)
 
 struct opts {
     const char *checkpoint, *prompt, *file, *tokens, *device, *precision, *moe_config;
-    const char *logits, *system, *name, *bench_plans, *load_balance;
+    const char *logits, *system, *name, *bench_plans, *load_balance, *chat_template_file;
     int n_predict, n_predict_set, n_ctx, n_batch, threads;
     long long seed;
     float temp, top_p, lambda;
@@ -1035,6 +1037,7 @@ int main(int argc, char **argv)
         O_SAMPLERS,
         O_SORDER,
         O_CHATFMT,
+        O_CHATTMPLFILE,
         O_EPREB,
     };
     static const struct option lo[] = {
@@ -1062,6 +1065,7 @@ int main(int argc, char **argv)
         {"chat", no_argument, NULL, O_CHAT},
         {"chat-template-format", required_argument, NULL, O_CHATFMT},
         {"chat-template", required_argument, NULL, O_CHATFMT},
+        {"chat-template-file", required_argument, NULL, O_CHATTMPLFILE},
         {"system", required_argument, NULL, O_SYSTEM},
         {"no-think", no_argument, NULL, O_NOTHINK},
         {"ignore-eos", no_argument, NULL, O_IGNEOS},
@@ -1224,6 +1228,9 @@ int main(int argc, char **argv)
             o.chat_format = f;
             break;
         }
+        case O_CHATTMPLFILE:
+            o.chat_template_file = optarg;
+            break;
         case O_SYSTEM:
             o.system = optarg;
             break;
@@ -1395,6 +1402,9 @@ int main(int argc, char **argv)
         return txc_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
     if (!o.checkpoint)
         return txc_usage_error(prog, usage, "--checkpoint MODEL.smd is required");
+    if (o.chat_format && o.chat_template_file)
+        return txc_usage_error(prog, usage,
+                               "--chat-template NAME and --chat-template-file: give one of them");
     if (o.verify)
         return txc_verify_package(prog, o.checkpoint);
     int n_sources = !!o.prompt + !!o.file + !!o.tokens;
@@ -1650,7 +1660,7 @@ int main(int argc, char **argv)
     /* the chat format: the option, else the package's chat_template */
     int jinja = 0;
     if ((o.chat || o.interactive) && !o.chat_format &&
-        (jinja = gi_chat_template_init(prog, o.checkpoint, NULL)) < 0)
+        (jinja = gi_chat_template_init(prog, o.checkpoint, o.chat_template_file)) < 0)
         goto out;
     if ((o.chat || o.interactive) && !jinja) {
         char why[256];
