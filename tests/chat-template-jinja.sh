@@ -52,18 +52,20 @@ else
 fi
 
 # glm-export: a checkpoint's chat_template.jinja becomes the package's
-# chat_template (transformers prefers the file)
+# chat_template (transformers prefers the file); special_tokens_map.json
+# completes the special tokens tokenizer_config.json lacks
 if [ -d "$dir/ck-glm4" ]; then
 	cp tests/chat-template/jinja/whitespace.jinja "$dir/ck-glm4/chat_template.jinja"
+	printf '{"mask_token": "<|mask|>", "eos_token": "<ignored>"}' >"$dir/ck-glm4/special_tokens_map.json"
 	if "$B/bin/glm-export" --input "$dir/ck-glm4" --output "$dir/glm4.smd" --quant none --quiet &&
 		"$T" --package "$dir/glm4.smd" --print-tokenizer-config >"$dir/glm4-tokcfg.json" &&
 		python3 - "$dir/glm4-tokcfg.json" tests/chat-template/jinja/whitespace.jinja <<'PY'
 import json, sys
 tc = json.load(open(sys.argv[1], encoding="utf-8"))
 sys.exit(0 if tc.get("chat_template") == open(sys.argv[2], encoding="utf-8").read()
-         and "eos_token" in tc else 1)
+         and tc.get("eos_token") != "<ignored>" and tc.get("mask_token") == "<|mask|>" else 1)
 PY
-	then ok; else bad "glm-export: chat_template.jinja not stored as the package's chat_template"; fi
+	then ok; else bad "glm-export: chat_template.jinja / special_tokens_map.json not stored"; fi
 fi
 
 # glm-inference --chat renders with the package's chat_template (Jinja) by
@@ -85,6 +87,15 @@ if [ -x "$B/bin/tx8-emu" ] && [ -f "$dir/ck-glm5/config.json" ] &&
 		ok
 	else
 		bad "glm-inference --chat with the package's template: $(tail -n 3 "$dir/gi-jinja.err")"
+	fi
+	# --chat-template-file: that template instead (a prompt of another length)
+	gi --chat-template-file tests/server/chat-template.jinja >/dev/null 2>"$dir/gi-file.err"
+	pe() { sed -n 's|.*prompt eval time = .* / *\([0-9]*\) tokens.*|\1|p' "$1"; }
+	if grep -q "chat template: tests/server/chat-template.jinja (Jinja)" "$dir/gi-file.err" &&
+		[ -n "$(pe "$dir/gi-file.err")" ] && [ "$(pe "$dir/gi-file.err")" != "$(pe "$dir/gi-jinja.err")" ]; then
+		ok
+	else
+		bad "glm-inference --chat-template-file: $(grep -i 'chat\|prompt eval' "$dir/gi-file.err")"
 	fi
 	kill "$emu" 2>/dev/null
 	wait "$emu" 2>/dev/null

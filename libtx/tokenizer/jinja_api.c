@@ -151,7 +151,7 @@ TX_API int tx_jinja_render(const struct tx_jinja *t, const char *vars_json, size
     r->errsz = sizeof(msg);
     r->max_steps = opts && opts->max_steps ? opts->max_steps : TX_JINJA_DEFAULT_STEPS;
     r->out_max = opts && opts->max_output ? opts->max_output : TX_JINJA_DEFAULT_OUTPUT;
-    r->max_depth = 64;
+    r->max_depth = 20; /* macro calls: with MAX_NEST, a bound on the C stack */
     r->now = opts && opts->now ? opts->now : (long long)time(NULL);
     int rc;
     struct jframe *globals = NULL;

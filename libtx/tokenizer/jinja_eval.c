@@ -15,8 +15,6 @@
 
 #include "jinja.h"
 
-#define MACRO_DEPTH_MAX 64
-
 _Noreturn void jr_fail(struct jrender *r, const struct jnode *at, int status, const char *fmt, ...)
 {
     char msg[400];
@@ -391,6 +389,8 @@ static struct jv repeat(struct jrender *r, const struct jnode *at, struct jv seq
 {
     if (times < 0)
         times = 0;
+    if (seq.t == JV_STR ? !seq.n : !seq.u.l->n)
+        return seq.t == JV_STR ? jv_cstr("") : jv_list_new(r, 0); /* nothing to repeat */
     if (seq.t == JV_STR) {
         if (seq.n && (uint64_t)times > r->out_max / seq.n)
             jr_fail(r, at, TX_ENOMEM, "string repetition larger than the output limit");

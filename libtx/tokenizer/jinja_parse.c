@@ -10,7 +10,7 @@
 
 #include "jinja.h"
 
-#define MAX_NEST 200
+#define MAX_NEST 100
 
 struct parser {
     struct jarena *a;

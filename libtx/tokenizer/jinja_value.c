@@ -307,8 +307,21 @@ int64_t jv_num_i(struct jv v)
     return v.t == JV_INT ? v.u.i : (int64_t)v.u.b;
 }
 
+#define VALUE_DEPTH_MAX 512 /* nesting that equality, ordering and repr follow */
+
+static bool equal_at(struct jv a, struct jv b, int depth);
+
 bool jv_equal(struct jv a, struct jv b)
 {
+    return equal_at(a, b, 0);
+}
+
+/* values nested deeper than VALUE_DEPTH_MAX compare unequal (a template can
+ * build such a value; the recursion must stay bounded) */
+static bool equal_at(struct jv a, struct jv b, int depth)
+{
+    if (depth > VALUE_DEPTH_MAX)
+        return false;
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.t == JV_FLOAT || b.t == JV_FLOAT)
             return jv_num_f(a) == jv_num_f(b);
@@ -327,7 +340,7 @@ bool jv_equal(struct jv a, struct jv b)
         if (a.u.l->n != b.u.l->n)
             return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->v[i], b.u.l->v[i]))
+            if (!equal_at(a.u.l->v[i], b.u.l->v[i], depth + 1))
                 return false;
         return true;
     case JV_DICT:
@@ -335,7 +348,7 @@ bool jv_equal(struct jv a, struct jv b)
             return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
             struct jv *o = jv_dict_get(b.u.d, a.u.d->k[i]);
-            if (!o || !jv_equal(a.u.d->v[i], *o))
+            if (!o || !equal_at(a.u.d->v[i], *o, depth + 1))
                 return false;
         }
         return true;
@@ -365,8 +378,19 @@ const char *jv_type_name(struct jv v)
     return names[v.t];
 }
 
+static int compare_at(struct jrender *r, const struct jnode *at, struct jv a, struct jv b,
+                      int depth);
+
 int jv_compare(struct jrender *r, const struct jnode *at, struct jv a, struct jv b)
 {
+    return compare_at(r, at, a, b, 0);
+}
+
+static int compare_at(struct jrender *r, const struct jnode *at, struct jv a, struct jv b,
+                      int depth)
+{
+    if (depth > VALUE_DEPTH_MAX)
+        jr_fail(r, at, TX_EINVAL, "comparing values nested more than %d deep", VALUE_DEPTH_MAX);
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.t == JV_FLOAT || b.t == JV_FLOAT) {
             double x = jv_num_f(a), y = jv_num_f(b);
@@ -387,7 +411,7 @@ int jv_compare(struct jrender *r, const struct jnode *at, struct jv a, struct jv
         for (size_t i = 0; i < n; i++) {
             if (jv_equal(a.u.l->v[i], b.u.l->v[i]))
                 continue;
-            return jv_compare(r, at, a.u.l->v[i], b.u.l->v[i]);
+            return compare_at(r, at, a.u.l->v[i], b.u.l->v[i], depth + 1);
         }
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n ? 1 : 0;
     }
@@ -560,9 +584,18 @@ static void str_repr(struct jrender *r, struct jbuf *b, const char *s, size_t n)
     jb_putc(r, b, q);
 }
 
+static void repr_at(struct jrender *r, struct jbuf *b, struct jv v, int depth);
+
 void jv_repr_append(struct jrender *r, struct jbuf *b, struct jv v)
 {
+    repr_at(r, b, v, 0);
+}
+
+static void repr_at(struct jrender *r, struct jbuf *b, struct jv v, int depth)
+{
     jr_step(r, NULL);
+    if (depth > VALUE_DEPTH_MAX)
+        jr_fail(r, NULL, TX_EINVAL, "printing a value nested more than %d deep", VALUE_DEPTH_MAX);
     switch (v.t) {
     case JV_STR:
         str_repr(r, b, v.u.s, v.n);
@@ -576,7 +609,7 @@ void jv_repr_append(struct jrender *r, struct jbuf *b, struct jv v)
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i)
                 jb_puts(r, b, ", ");
-            jv_repr_append(r, b, v.u.l->v[i]);
+            repr_at(r, b, v.u.l->v[i], depth + 1);
         }
         if (v.t == JV_TUPLE && v.u.l->n == 1)
             jb_putc(r, b, ',');
@@ -590,9 +623,9 @@ void jv_repr_append(struct jrender *r, struct jbuf *b, struct jv v)
         for (size_t i = 0; i < v.u.d->n; i++) {
             if (i)
                 jb_puts(r, b, ", ");
-            jv_repr_append(r, b, v.u.d->k[i]);
+            repr_at(r, b, v.u.d->k[i], depth + 1);
             jb_puts(r, b, ": ");
-            jv_repr_append(r, b, v.u.d->v[i]);
+            repr_at(r, b, v.u.d->v[i], depth + 1);
         }
         jb_putc(r, b, '}');
         if (v.t == JV_NS)

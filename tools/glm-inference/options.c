@@ -884,6 +884,9 @@ int opts_parse(struct opts *o, int *argc, char **argv)
         return txc_usage_error(prog, usage, "unexpected argument '%s'", argv[optind]);
     if (!o->checkpoint)
         return txc_usage_error(prog, usage, "--checkpoint MODEL.smd is required");
+    if (o->chat_format && o->chat_template_file)
+        return txc_usage_error(prog, usage,
+                               "--chat-template NAME and --chat-template-file: give one of them");
     if (o->verify)
         return txc_verify_package(prog, o->checkpoint);
     int n_sources = !!o->prompt + !!o->file + !!o->tokens;

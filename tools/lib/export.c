@@ -372,6 +372,8 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
     if (!o->tokenizer_config) {
         /* the checkpoint's chat_template.jinja (transformers prefers it) */
         rc = txe_merge_chat_template(tx_ckpt_path(c), &tokcfg, &tokcfglen, err, errsz);
+        if (rc == 0) /* and the special tokens of special_tokens_map.json it lacks */
+            rc = txe_merge_special_tokens(tx_ckpt_path(c), &tokcfg, &tokcfglen, err, errsz);
         if (rc < 0)
             goto out;
         if (tokcfg && !tcp)

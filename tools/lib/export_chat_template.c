@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * glm-export: a checkpoint's chat_template.jinja into the package. Newer
- * checkpoints (transformers >= 4.43 saves it so) keep the chat template in
- * chat_template.jinja next to tokenizer_config.json, and transformers
- * prefers that file. The package keeps one tokenizer_config.json section
- * (docs/smd-format.md): the file's text becomes its "chat_template", so a
- * package reader needs nothing new (the change is additive).
+ * glm-export: a checkpoint's chat_template.jinja and special_tokens_map.json
+ * into the package. Newer checkpoints (transformers >= 4.43 saves it so)
+ * keep the chat template in chat_template.jinja next to
+ * tokenizer_config.json, and transformers prefers that file; the special
+ * tokens a template uses (bos_token, eos_token...) may be only in
+ * special_tokens_map.json. The package keeps one tokenizer_config.json
+ * section (docs/smd-format.md): the file's text becomes its
+ * "chat_template", and the special tokens it lacks are added from the map,
+ * so a package reader needs nothing new (the change is additive).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,9 +24,10 @@
 
 #define TEMPLATE_MAX (4u << 20)
 
-int txe_merge_chat_template(const char *ckpt, char **tokcfg, size_t *len, char *err, size_t errsz)
+/* the file name in the checkpoint's directory (ckpt itself, or the
+ * directory of a file), malloc'd */
+static char *ckpt_file(const char *ckpt, const char *name)
 {
-    /* the checkpoint's directory: ckpt itself, or the directory of a file */
     struct stat st;
     const char *dir = ckpt;
     size_t dn = strlen(ckpt);
@@ -32,11 +36,80 @@ int txe_merge_chat_template(const char *ckpt, char **tokcfg, size_t *len, char *
         dir = slash ? ckpt : ".";
         dn = slash ? (size_t)(slash - ckpt) : 1;
     }
-    char *path = malloc(dn + sizeof("/chat_template.jinja"));
+    char *path = malloc(dn + strlen(name) + 2);
+    if (path) {
+        memcpy(path, dir, dn);
+        path[dn] = '/';
+        strcpy(path + dn + 1, name);
+    }
+    return path;
+}
+
+static int serialise(struct json_object *o, char **tokcfg, size_t *len, char *err, size_t errsz)
+{
+    const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+                                                          JSON_C_TO_STRING_NOSLASHESCAPE);
+    char *copy = s ? strdup(s) : NULL;
+    if (!copy)
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+    free(*tokcfg);
+    *tokcfg = copy;
+    *len = strlen(copy);
+    return 0;
+}
+
+int txe_merge_special_tokens(const char *ckpt, char **tokcfg, size_t *len, char *err,
+                             size_t errsz)
+{
+    static const char *const KEYS[] = {"bos_token", "eos_token",  "unk_token",
+                                       "pad_token", "sep_token",  "cls_token",
+                                       "mask_token", "additional_special_tokens", NULL};
+    char *path = ckpt_file(ckpt, "special_tokens_map.json");
     if (!path)
         return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
-    memcpy(path, dir, dn);
-    strcpy(path + dn, "/chat_template.jinja");
+    char *txt = NULL;
+    size_t tl = 0;
+    int rc = txm_read_file(path, 16u << 20, &txt, &tl, err, errsz);
+    if (rc == TX_ENOENT || (rc == 0 && !*tokcfg)) {
+        /* no map; or no tokenizer_config.json: nothing to complete */
+        free(txt);
+        free(path);
+        return 0;
+    }
+    if (rc < 0) {
+        free(path);
+        return rc;
+    }
+    struct json_object *map = json_tokener_parse(txt), *o = json_tokener_parse(*tokcfg);
+    int added = 0;
+    if (!map || !json_object_is_type(map, json_type_object) || !o ||
+        !json_object_is_type(o, json_type_object)) {
+        rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: %s", path,
+                       map ? "tokenizer_config.json is not a JSON object" : "not a JSON object");
+    } else {
+        for (size_t i = 0; KEYS[i]; i++) {
+            struct json_object *v;
+            if (!json_object_object_get_ex(o, KEYS[i], NULL) &&
+                json_object_object_get_ex(map, KEYS[i], &v)) {
+                json_object_object_add(o, KEYS[i], json_object_get(v));
+                added = 1;
+            }
+        }
+        if (added)
+            rc = serialise(o, tokcfg, len, err, errsz);
+    }
+    json_object_put(map);
+    json_object_put(o);
+    free(txt);
+    free(path);
+    return rc;
+}
+
+int txe_merge_chat_template(const char *ckpt, char **tokcfg, size_t *len, char *err, size_t errsz)
+{
+    char *path = ckpt_file(ckpt, "chat_template.jinja");
+    if (!path)
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
     char *tmpl = NULL;
     size_t tl = 0;
     int rc = txm_read_file(path, TEMPLATE_MAX, &tmpl, &tl, err, errsz);
@@ -56,17 +129,7 @@ int txe_merge_chat_template(const char *ckpt, char **tokcfg, size_t *len, char *
         goto out;
     }
     json_object_object_add(o, "chat_template", json_object_new_string_len(tmpl, (int)tl));
-    const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-                                                          JSON_C_TO_STRING_NOSLASHESCAPE);
-    char *copy = s ? strdup(s) : NULL;
-    if (!copy) {
-        rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
-        goto out;
-    }
-    free(*tokcfg);
-    *tokcfg = copy;
-    *len = strlen(copy);
-    rc = 0;
+    rc = serialise(o, tokcfg, len, err, errsz);
 out:
     json_object_put(o);
     free(tmpl);

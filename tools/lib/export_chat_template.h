@@ -11,4 +11,10 @@
  * the file). 0 (also without the file) or a TX_E* code with err set. */
 int txe_merge_chat_template(const char *ckpt, char **tokcfg, size_t *len, char *err, size_t errsz);
 
+/* When the checkpoint's directory holds a special_tokens_map.json, the
+ * special tokens (bos_token, eos_token...) *tokcfg lacks are added from it
+ * (nothing without a *tokcfg). 0 or a TX_E* code with err set. */
+int txe_merge_special_tokens(const char *ckpt, char **tokcfg, size_t *len, char *err,
+                             size_t errsz);
+
 #endif
