@@ -88,71 +88,6 @@ module_param_cb(job_timeout_ms, &tx8_timeout_ops, &tx8_job_timeout_ms, 0644);
 MODULE_PARM_DESC(job_timeout_ms,
 		 "A job running longer fails with TIMEOUT and resets the queue (ms, 100..600000, default 5000)");
 
-/*
- * Fault injection for the history_race VM test (off by default): widens
- * the window of defect 5 (a WAIT taking a reference on a record that
- * SUBMIT trims at the same time) by spinning this long at both ends of it.
- * With records erased under tfile->lock the delays change only timing.
- */
-static unsigned int tx8_fault_history_delay_us;
-
-/* Setter of the fault-injection delays: 0..1000 us. */
-static int tx8_fault_delay_set(const char *val, const struct kernel_param *kp)
-{
-	unsigned int v;
-	int ret = kstrtouint(val, 0, &v);
-
-	if (ret)
-		return ret;
-	if (v > 1000)
-		return -EINVAL;
-	WRITE_ONCE(*(unsigned int *)kp->arg, v);
-	return 0;
-}
-
-static const struct kernel_param_ops tx8_fault_delay_ops = {
-	.set = tx8_fault_delay_set,
-	.get = param_get_uint,
-};
-
-module_param_cb(fault_history_delay_us, &tx8_fault_delay_ops,
-		&tx8_fault_history_delay_us, 0600);
-MODULE_PARM_DESC(fault_history_delay_us,
-		 "Test only: spin this long (us, 0..1000, default 0 = off) where a job record is trimmed and where WAIT looks one up");
-
-static void tx8_history_delay(void)
-{
-	unsigned int us = READ_ONCE(tx8_fault_history_delay_us);
-
-	if (unlikely(us))
-		udelay(us);
-}
-
-/*
- * Fault injection for the irq_lock_order VM test (off by default), issue
- * 9 defect 11: spin this long inside every tfile->lock critical section,
- * and harvest completion records in the completion vector's hard IRQ
- * handler (job_lock taken in hard IRQ context, as a driver that signals
- * its fences from its interrupt does; the thread retires the jobs). A
- * driver that took tfile->lock (IRQs enabled) inside job_lock deadlocks:
- * the interrupt arrives while the file lock is held and spins on it. With
- * tfile->lock a leaf never taken under job_lock, it changes only timing.
- */
-static unsigned int tx8_fault_file_lock_delay_us;
-module_param_cb(fault_file_lock_delay_us, &tx8_fault_delay_ops,
-		&tx8_fault_file_lock_delay_us, 0600);
-MODULE_PARM_DESC(fault_file_lock_delay_us,
-		 "Test only: spin this long (us, 0..1000, default 0 = off) inside the file lock, and harvest completions in hard IRQ context");
-
-/* Caller holds tfile->lock. */
-static void tx8_file_lock_delay(void)
-{
-	unsigned int us = READ_ONCE(tx8_fault_file_lock_delay_us);
-
-	if (unlikely(us))
-		udelay(us);
-}
-
 static const char *tx8_fence_driver_name(struct dma_fence *f)
 {
 	return TX8_DRIVER_NAME;
@@ -198,6 +133,7 @@ void tx8_file_put(struct tx8_file *tfile)
 
 static u64 tx8_deps_cancel(struct tx8_device *tdev, struct tx8_file *tfile,
 			   u32 status);
+static long tx8_left(unsigned long deadline);
 
 static void tx8_file_entities_fini(struct tx8_file *tfile)
 {
@@ -209,12 +145,15 @@ static void tx8_file_entities_fini(struct tx8_file *tfile)
 	/* jobs still queued are killed: free_job after their dependencies */
 	for (i = 0; i < TX8_NUM_PRIOS; i++)
 		drm_sched_entity_fini(&tfile->entity[i]);
-	tfile->entities_live = false;
+	WRITE_ONCE(tfile->entities_live, false);
 	list_del_init(&tfile->dev_node);
 }
 
-/* At open: the file's scheduler entities, one per priority. */
-int tx8_file_init(struct tx8_file *tfile)
+/*
+ * The file's scheduler entities, one per priority, on the device's list.
+ * Caller holds files_lock.
+ */
+static int tx8_file_entities_start(struct tx8_file *tfile)
 {
 	static const enum drm_sched_priority prio[TX8_NUM_PRIOS] = {
 		DRM_SCHED_PRIORITY_LOW, DRM_SCHED_PRIORITY_NORMAL,
@@ -224,13 +163,7 @@ int tx8_file_init(struct tx8_file *tfile)
 	unsigned int i;
 	int ret = 0;
 
-	mutex_init(&tfile->submit_lock);
-	INIT_LIST_HEAD(&tfile->dev_node);
-	mutex_lock(&tdev->files_lock);
-	if (!tdev->sched || READ_ONCE(tdev->gone)) {
-		mutex_unlock(&tdev->files_lock);
-		return -ENODEV;
-	}
+	lockdep_assert_held(&tdev->files_lock);
 	for (i = 0; i < TX8_NUM_PRIOS; i++) {
 		ret = drm_sched_entity_init(&tfile->entity[i], prio[i],
 					    &tdev->sched, 1, NULL);
@@ -240,10 +173,26 @@ int tx8_file_init(struct tx8_file *tfile)
 	if (ret) {
 		while (i--)
 			drm_sched_entity_fini(&tfile->entity[i]);
-	} else {
-		tfile->entities_live = true;
-		list_add_tail(&tfile->dev_node, &tdev->files);
+		return ret;
 	}
+	WRITE_ONCE(tfile->entities_live, true);
+	list_add_tail(&tfile->dev_node, &tdev->files);
+	return 0;
+}
+
+/* At open: the file's scheduler entities. */
+int tx8_file_init(struct tx8_file *tfile)
+{
+	struct tx8_device *tdev = tfile->tdev;
+	int ret;
+
+	mutex_init(&tfile->submit_lock);
+	INIT_LIST_HEAD(&tfile->dev_node);
+	mutex_lock(&tdev->files_lock);
+	if (!tdev->sched || READ_ONCE(tdev->gone))
+		ret = -ENODEV;
+	else
+		ret = tx8_file_entities_start(tfile);
 	mutex_unlock(&tdev->files_lock);
 	return ret;
 }
@@ -409,14 +358,29 @@ static void tx8_job_finish(struct tx8_device *tdev, struct tx8_job *job,
 		atomic64_inc(&job->tfile->jobs_failed);
 	WRITE_ONCE(job->done, true);
 	list_del(&job->node);
-	if (job->queued) {
+	/* a job not in the ring counts until the scheduler lets it go */
+	if (job->queued)
 		tdev->inflight--;
-	} else {
-		job->tfile->nr_waiting--;
-		tdev->nr_waiting--;
-	}
 	dma_fence_signal(&job->fence);
 	list_add_tail(&job->node, done);
+}
+
+/*
+ * The job no longer counts against the waiting caps: run_job took it from
+ * the scheduler, or free_job frees it unrun. Caller holds job_lock.
+ */
+static void tx8_job_uncount(struct tx8_device *tdev, struct tx8_job *job)
+{
+	lockdep_assert_held(&tdev->job_lock);
+	if (!job->counted)
+		return;
+	job->counted = false;
+	job->tfile->nr_waiting--;
+	tdev->nr_waiting--;
+	if (job->cancelled) {
+		job->cancelled = false;
+		job->tfile->nr_cancelled--;
+	}
 }
 
 /* Drop what finished jobs held; process context, no locks held. */
@@ -506,7 +470,7 @@ void tx8_process_completions_hardirq(struct tx8_device *tdev)
 {
 	unsigned long flags;
 
-	if (likely(!READ_ONCE(tx8_fault_file_lock_delay_us)))
+	if (likely(!tx8_fault_irq_harvest()))
 		return;
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	tx8_harvest_locked(tdev, &tdev->irq_done);
@@ -551,12 +515,11 @@ static void tx8_send_uevent(struct tx8_device *tdev, const char *reason,
  * no run_job meanwhile). Afterwards: with @hung_status not OK, the job at
  * the head fails with @hung_status (the job that timed out); any other job
  * the device had already taken fails with ABORTED (it may have run in
- * part); every job of @victim fails with ABORTED (counted in *@nr_victim);
- * all other jobs, never started, leave the ring: the caller gives them to
- * it again (drm_sched_resubmit_jobs calls run_job for each, in order).
+ * part); all other jobs, never started, leave the ring: the caller gives
+ * them to it again (drm_sched_resubmit_jobs calls run_job for each, in
+ * order). Only the timeout and the admin reset the queue.
  */
 static int tx8_hw_reset_locked(struct tx8_device *tdev, u32 hung_status,
-			       struct tx8_file *victim, u64 *nr_victim,
 			       const char *reason)
 {
 	struct tx8_job *job, *tmp, *head;
@@ -594,11 +557,16 @@ static int tx8_hw_reset_locked(struct tx8_device *tdev, u32 hung_status,
 	/* counted before any waiter of a failed job wakes up */
 	if (!ret)
 		atomic64_inc(&tdev->resets);
+	else
+		/*
+		 * No answer, or an error answer: the device is lost, announced
+		 * (uevent) by tx8_lost_work, which fails the jobs not in the
+		 * ring; those in it fail here.
+		 */
+		tx8_device_lost(tdev, "queue reset failed");
 
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	if (ret) {
-		/* tx8_mbox declared the device lost (tx8_lost_work) */
-		tdev->lost = true;
 		tx8_fail_all_locked(tdev, TX8_STATUS_DEVICE_ERROR, &done);
 	} else {
 		head = list_first_entry_or_null(&tdev->pending,
@@ -615,11 +583,6 @@ static int tx8_hw_reset_locked(struct tx8_device *tdev, u32 hung_status,
 					atomic64_inc(&tdev->timeouts);
 				tx8_job_finish(tdev, job, NULL, hung_status,
 					       &done);
-			} else if (victim && job->tfile == victim) {
-				tx8_job_finish(tdev, job, NULL,
-					       TX8_STATUS_ABORTED, &done);
-				if (nr_victim)
-					(*nr_victim)++;
 			} else if (started) {
 				tx8_job_finish(tdev, job, NULL,
 					       TX8_STATUS_ABORTED, &done);
@@ -628,6 +591,7 @@ static int tx8_hw_reset_locked(struct tx8_device *tdev, u32 hung_status,
 				list_move_tail(&job->node, &tdev->waiting);
 				job->queued = false;
 				tdev->inflight--;
+				job->counted = true;
 				job->tfile->nr_waiting++;
 				tdev->nr_waiting++;
 			}
@@ -646,7 +610,6 @@ static int tx8_hw_reset_locked(struct tx8_device *tdev, u32 hung_status,
 	if (ret) {
 		drm_err(&tdev->drm, "reset (%s) failed: %d; device lost\n",
 			reason, ret);
-		tx8_send_uevent(tdev, reason, hung_seqno);
 	} else if (__ratelimit(&tdev->reset_rs)) {
 		/* a client can cause resets: neither log nor uevents flood */
 		drm_warn(&tdev->drm,
@@ -658,25 +621,16 @@ static int tx8_hw_reset_locked(struct tx8_device *tdev, u32 hung_status,
 }
 
 /*
- * A reset outside the scheduler's timeout handler (a client, the admin):
- * stop the scheduler, reset, hand the jobs that never started to the ring
- * again, restart it.
+ * The admin's device reset (sysfs, debugfs; CAP_SYS_ADMIN): stop the
+ * scheduler, reset the queue (whatever runs is aborted), hand the jobs
+ * that never started to the ring again, restart it.
  */
-static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
-			struct tx8_file *victim, u64 *nr_victim,
-			const char *reason)
+int tx8_reset(struct tx8_device *tdev, const char *reason)
 {
 	unsigned long flags;
 	bool dead;
 	int ret;
 
-	/* the victim's jobs not yet in the ring never run */
-	if (victim) {
-		u64 n = tx8_deps_cancel(tdev, victim, TX8_STATUS_ABORTED);
-
-		if (nr_victim)
-			*nr_victim += n;
-	}
 	mutex_lock(&tdev->reset_lock);
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	dead = tdev->gone || tdev->stopping || tdev->lost;
@@ -687,8 +641,7 @@ static int tx8_do_reset(struct tx8_device *tdev, u32 hung_status,
 		return ret;
 	}
 	drm_sched_stop(tdev->sched, NULL);
-	ret = tx8_hw_reset_locked(tdev, hung_status, victim, nr_victim,
-				  reason);
+	ret = tx8_hw_reset_locked(tdev, TX8_STATUS_ABORTED, reason);
 	drm_sched_resubmit_jobs(tdev->sched);
 	drm_sched_start(tdev->sched);
 	mutex_unlock(&tdev->reset_lock);
@@ -743,80 +696,166 @@ void tx8_device_lost(struct tx8_device *tdev, const char *reason)
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
 }
 
-int tx8_reset(struct tx8_device *tdev, const char *reason)
+/*
+ * The scheduler entities of @tfile killed and made anew: the jobs queued
+ * on them leave the scheduler at once, unrun (free_job), without waiting
+ * for their dependencies. The scheduler's work is paused meanwhile (see
+ * tx8_file_release_jobs). Caller holds tfile->submit_lock: no SUBMIT of
+ * the file is between drm_sched_job_init and push_job.
+ */
+static int tx8_file_entities_renew(struct tx8_file *tfile)
 {
-	return tx8_do_reset(tdev, TX8_STATUS_ABORTED, NULL, NULL, reason);
+	struct tx8_device *tdev = tfile->tdev;
+	int ret;
+
+	lockdep_assert_held(&tfile->submit_lock);
+	mutex_lock(&tdev->reset_lock);
+	mutex_lock(&tdev->files_lock);
+	if (!tfile->entities_live || READ_ONCE(tdev->gone)) {
+		ret = -ENODEV;
+		goto out;
+	}
+	drm_sched_wqueue_stop(tdev->sched);
+	tx8_file_entities_fini(tfile);
+	ret = tx8_file_entities_start(tfile);
+	drm_sched_wqueue_start(tdev->sched);
+out:
+	mutex_unlock(&tdev->files_lock);
+	mutex_unlock(&tdev->reset_lock);
+	return ret;
 }
 
+/* The most jobs of one file RESET looks at in the ring: all it holds. */
+#define TX8_RESET_RING_JOBS	TX8_SQ_ENTRIES
+
 /*
- * The ring state the client reset waits on: 0 when @tfile has no job in
- * the ring (nothing to reset), 1 when its job is at the head (reset now),
- * else the head's hw_seqno + 2 (another client's job runs: let it end).
+ * The caller's jobs in the ring (referenced), at most TX8_RESET_RING_JOBS
+ * (the ring holds no more), with their descriptor numbers.
  */
-static u64 tx8_reset_state(struct tx8_device *tdev, struct tx8_file *tfile)
+static unsigned int tx8_file_ring_jobs(struct tx8_file *tfile,
+				       struct tx8_job **jobs, u64 *hw_seqno)
 {
-	struct tx8_job *job, *head;
+	struct tx8_device *tdev = tfile->tdev;
+	struct tx8_job *job;
 	unsigned long flags;
-	u64 state = 0;
+	unsigned int n = 0;
 
 	spin_lock_irqsave(&tdev->job_lock, flags);
-	head = list_first_entry_or_null(&tdev->pending, struct tx8_job, node);
 	list_for_each_entry(job, &tdev->pending, node) {
-		if (job->tfile == tfile) {
-			state = job == head ? 1 : head->hw_seqno + 2;
+		if (job->tfile != tfile || job->done)
+			continue;
+		if (n == TX8_RESET_RING_JOBS)
 			break;
-		}
+		hw_seqno[n] = job->hw_seqno;
+		jobs[n++] = to_tx8_job(dma_fence_get(&job->fence));
 	}
-	if (tdev->gone || tdev->stopping || tdev->lost)
-		state = 0;
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
-	return state;
+	return n;
 }
 
 /*
- * RESET of one client: it affects only the caller's jobs. Its jobs that
- * wait for in-fences fail unrun; its jobs in the ring fail with ABORTED.
- * The device queue is reset only if the client has jobs in the ring, and
- * only once its own job is the one running (the head); another client's
- * running job is left to finish first (bounded by the job timeout, whose
- * handler resets the queue for a hung job anyway). Other clients' jobs
- * that never started are queued again.
+ * Stop one job of the caller in the ring through the device
+ * (TX8_MBOX_ABORT_JOB): no other job is touched. Returns a TX8_ABORT_*
+ * value; TX8_ABORT_NONE also when the device cannot (no
+ * TX8_CAP_ABORT_JOB, too many marks): the job then ends on its own,
+ * bounded by the job timeout.
+ */
+static u64 tx8_abort_job(struct tx8_device *tdev, u64 hw_seqno)
+{
+	u64 how = TX8_ABORT_NONE;
+
+	if (!(tdev->caps.flags & TX8_CAP_ABORT_JOB))
+		return TX8_ABORT_NONE;
+	if (tx8_mbox(tdev, TX8_MBOX_ABORT_JOB, &hw_seqno, 1, NULL, &how))
+		return TX8_ABORT_NONE;
+	return how <= TX8_ABORT_QUEUED ? how : TX8_ABORT_NONE;
+}
+
+/* Whether the scheduler still holds cancelled jobs of @tfile. */
+static bool tx8_file_has_cancelled(struct tx8_file *tfile)
+{
+	return READ_ONCE(tfile->nr_cancelled) != 0;
+}
+
+/*
+ * RESET of one client recovers its own context and nothing else, as the
+ * drm_sched drivers' context reset does:
+ * - its jobs not yet in the ring are cancelled (ABORTED, unrun): its
+ *   scheduler entities are killed and made anew, so these jobs leave the
+ *   scheduler at once and their fences signal with an error;
+ * - each of its jobs in the ring is aborted by the device alone
+ *   (TX8_MBOX_ABORT_JOB): the running one stops, a queued one ends
+ *   ABORTED unrun when the device reaches it;
+ * - it waits, at most job_timeout_ms + 1 s, for its running job to stop
+ *   and its cancelled jobs to leave the scheduler.
+ * Another client's job is never touched, and the device queue is never
+ * reset: a hung job of another client is the job timeout's business, a
+ * device-wide reset the admin's (sysfs, debugfs).
  */
 int tx8_reset_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 {
+	struct tx8_job *jobs[TX8_RESET_RING_JOBS];
+	u64 hw_seqno[TX8_RESET_RING_JOBS], how[TX8_RESET_RING_JOBS];
 	struct tx8_device *tdev = to_tx8(drm);
 	struct tx8_file *tfile = file->driver_priv;
 	struct drm_tx8_reset *args = data;
 	unsigned long deadline;
-	u64 state;
+	unsigned int i, n;
+	u64 aborted;
+	long left;
 	int ret = 0, idx;
 
 	if (args->flags || args->pad)
 		return -EINVAL;
 	if (!drm_dev_enter(drm, &idx))
 		return -ENODEV;
+	deadline = jiffies + msecs_to_jiffies(READ_ONCE(tx8_job_timeout_ms)) + HZ;
+	/* no SUBMIT of this file is under way: every job of it is armed */
+	mutex_lock(&tfile->submit_lock);
+	aborted = tx8_deps_cancel(tdev, tfile, TX8_STATUS_ABORTED);
+	tx8_file_entities_renew(tfile);
+	n = tx8_file_ring_jobs(tfile, jobs, hw_seqno);
+	mutex_unlock(&tfile->submit_lock);
 	drm_dev_exit(idx);
-	args->aborted = tx8_deps_cancel(tdev, tfile, TX8_STATUS_ABORTED);
-	/* waits outside drm_dev_enter: an unplug must not wait for us */
-	deadline = jiffies + msecs_to_jiffies(tx8_job_timeout_ms) + HZ;
-	while ((state = tx8_reset_state(tdev, tfile)) > 1 &&
-	       time_before(jiffies, deadline)) {
-		long left;
 
-		left = wait_event_interruptible_timeout(tdev->ring_wq,
-							tx8_reset_state(tdev, tfile) != state,
-							deadline - jiffies);
-		if (left < 0)
-			return left;
+	/*
+	 * Newest first: a queued job is marked before the one ahead of it
+	 * stops, or the device could take and run it in between.
+	 */
+	for (i = n; i-- > 0;) {
+		how[i] = TX8_ABORT_NONE;
+		if (drm_dev_enter(drm, &idx)) {
+			how[i] = tx8_abort_job(tdev, hw_seqno[i]);
+			drm_dev_exit(idx);
+		}
+		if (how[i] != TX8_ABORT_NONE)
+			aborted++;
 	}
-	if (!drm_dev_enter(drm, &idx))
-		return -ENODEV;
-	if (state)
-		ret = tx8_do_reset(tdev, TX8_STATUS_OK, tfile, &args->aborted,
-				   "client");
-	else if (READ_ONCE(tdev->lost))
+	/*
+	 * A queued job it marked never runs; the others end within the job
+	 * timeout. Waits outside drm_dev_enter: an unplug must not wait for
+	 * us.
+	 */
+	for (i = 0; i < n && !ret; i++) {
+		if (how[i] == TX8_ABORT_QUEUED)
+			continue;
+		left = dma_fence_wait_timeout(&jobs[i]->fence, true,
+					      tx8_left(deadline));
+		if (left < 0)
+			ret = left;
+	}
+	for (i = 0; i < n; i++)
+		dma_fence_put(&jobs[i]->fence);
+	if (!ret) {
+		left = wait_event_interruptible_timeout(tdev->ring_wq,
+							!tx8_file_has_cancelled(tfile),
+							tx8_left(deadline));
+		if (left < 0)
+			ret = left;
+	}
+	args->aborted = aborted;
+	if (!ret && READ_ONCE(tdev->lost))
 		ret = -EIO;
-	drm_dev_exit(idx);
 	return ret;
 }
 
@@ -916,6 +955,8 @@ static struct dma_fence *tx8_run_job(struct drm_sched_job *sj)
 		err = sj->s_fence->finished.error;
 
 	spin_lock_irqsave(&tdev->job_lock, flags);
+	/* out of the scheduler's queue: it no longer waits */
+	tx8_job_uncount(tdev, job);
 	if (!job->done && !job->queued) {
 		if (err || tdev->gone || tdev->lost) {
 			job->dep_error = err;
@@ -927,8 +968,6 @@ static struct dma_fence *tx8_run_job(struct drm_sched_job *sj)
 			tx8_write_desc(tdev, job);
 			tx8_publish_tail(tdev);
 			list_move_tail(&job->node, &tdev->pending);
-			job->tfile->nr_waiting--;
-			tdev->nr_waiting--;
 			job->queued = true;
 			tdev->inflight++;
 			tx8_watch_head(tdev);
@@ -993,8 +1032,7 @@ static void tx8_timeout_work(struct work_struct *work)
 		dev_warn_ratelimited(tdev->drm.dev,
 				     "job %llu timed out after %u ms\n",
 				     seqno, READ_ONCE(tx8_job_timeout_ms));
-		tx8_hw_reset_locked(tdev, TX8_STATUS_TIMEOUT, NULL, NULL,
-				    "timeout");
+		tx8_hw_reset_locked(tdev, TX8_STATUS_TIMEOUT, "timeout");
 	}
 	drm_sched_resubmit_jobs(tdev->sched);
 	drm_sched_start(tdev->sched);
@@ -1032,6 +1070,7 @@ static void tx8_free_job(struct drm_sched_job *sj)
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	if (!job->done && !job->queued)
 		tx8_job_finish(tdev, job, NULL, TX8_STATUS_ABORTED, &done);
+	tx8_job_uncount(tdev, job);
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
 	tx8_retire(&done);
 	wake_up_all(&tdev->ring_wq);
@@ -1080,9 +1119,14 @@ static u64 tx8_deps_cancel(struct tx8_device *tdev, struct tx8_file *tfile,
 
 	spin_lock_irqsave(&tdev->job_lock, flags);
 	list_for_each_entry_safe(job, tmp, &tdev->waiting, node) {
-		if (tfile && job->tfile != tfile)
+		/* SUBMIT still uses it: run_job or free_job finishes it */
+		if ((tfile && job->tfile != tfile) || !job->armed)
 			continue;
 		tx8_job_finish(tdev, job, NULL, status, &done);
+		if (job->counted && !job->cancelled) {
+			job->cancelled = true;
+			job->tfile->nr_cancelled++;
+		}
 		n++;
 	}
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
@@ -1457,7 +1501,11 @@ static bool tx8_can_wait(struct tx8_device *tdev, struct tx8_file *tfile)
 /*
  * Keep the job for WAIT by number. Old finished records are dropped under
  * tfile->lock, erased before the lock is released: WAIT, which takes its
- * reference under the same lock, never sees a record being dropped.
+ * reference under the same lock, never sees a record being dropped. The
+ * oldest finished records go first, past any that is not done: a job that
+ * waits long keeps its own record only, so the history holds at most
+ * TX8_FILE_JOB_HISTORY records plus the file's unfinished jobs (bounded by
+ * TX8_MAX_WAITING and the ring).
  */
 static void tx8_file_record(struct tx8_file *tfile, struct tx8_job *job)
 {
@@ -1477,14 +1525,16 @@ static void tx8_file_record(struct tx8_file *tfile, struct tx8_job *job)
 	if (!tfile->first_seqno)
 		tfile->first_seqno = job->fence.seqno;
 	tfile->last_seqno = job->fence.seqno;
-	while (tfile->nr_history > TX8_FILE_JOB_HISTORY) {
-		old = list_first_entry(&tfile->history, struct tx8_job,
-				       file_node);
-		if (!READ_ONCE(old->done))
+	list_for_each_entry_safe(old, tmp, &tfile->history, file_node) {
+		if (tfile->nr_history <= TX8_FILE_JOB_HISTORY)
 			break;
+		if (!READ_ONCE(old->done))
+			continue;
 		list_move_tail(&old->file_node, &drop);
 		tfile->nr_history--;
 		xa_erase(&tfile->jobs, old->fence.seqno);
+		tfile->trimmed_seqno = max(tfile->trimmed_seqno,
+					   old->fence.seqno);
 	}
 	spin_unlock(&tfile->lock);
 	if (!list_empty(&drop))
@@ -1511,26 +1561,10 @@ static void tx8_job_free_unsubmitted(struct tx8_job *job)
 	kfree(job);
 }
 
-/*
- * SUBMIT. Everything that may sleep for long (waiting for an in-syncobj's
- * fence, for room on the waiting list) happens outside drm_dev_enter, so
- * that an unplug never waits for a client: the device is entered only to
- * queue the job, under the locks.
- */
-int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
+/* The argument checks of SUBMIT that need no lookup. */
+static int tx8_submit_check(struct tx8_device *tdev,
+			    const struct drm_tx8_submit *args)
 {
-	struct tx8_device *tdev = to_tx8(drm);
-	struct tx8_file *tfile = file->driver_priv;
-	struct drm_tx8_submit *args = data;
-	struct drm_syncobj *out_sync = NULL;
-	struct drm_sched_entity *entity;
-	struct ww_acquire_ctx ticket;
-	unsigned long flags, deadline;
-	struct drm_gem_object *cmd;
-	unsigned int i, given = 0;
-	struct tx8_job *job;
-	int ret, idx;
-
 	if (args->flags & ~DRM_TX8_SUBMIT_FLAGS_MASK)
 		return -EINVAL;
 	if ((args->flags & DRM_TX8_SUBMIT_PRIORITY_LOW) &&
@@ -1544,8 +1578,6 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	if ((args->flags & DRM_TX8_SUBMIT_BATCH_INVARIANT) &&
 	    TX8_IF_MINOR(tdev->if_version) < 6)
 		return -EOPNOTSUPP;
-	entity = &tfile->entity[args->flags & DRM_TX8_SUBMIT_PRIORITY_LOW ? 0 :
-				args->flags & DRM_TX8_SUBMIT_PRIORITY_HIGH ? 2 : 1];
 	if (args->bo_count > tdev->max_ranges)
 		return -EINVAL;
 	if (args->bo_count && (args->bo_stride < sizeof(struct drm_tx8_bo_ref) ||
@@ -1556,25 +1588,30 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	if (!args->cmd_size || args->cmd_size % 8 || args->cmd_offset % 8 ||
 	    args->cmd_size > tdev->max_cmd_size)
 		return -EINVAL;
-	deadline = tx8_submit_deadline(args);
+	return 0;
+}
 
-	if (!drm_dev_enter(drm, &idx))
-		return -ENODEV;
-	drm_dev_exit(idx);
+/* A new job of SUBMIT: its command buffer, BOs and profiling buffer. */
+static struct tx8_job *tx8_job_new(struct tx8_device *tdev,
+				   struct drm_file *file,
+				   const struct drm_tx8_submit *args)
+{
+	struct drm_gem_object *cmd;
+	struct tx8_job *job;
+	int ret;
 
 	cmd = drm_gem_object_lookup(file, args->cmd_handle);
 	if (!cmd)
-		return -ENOENT;
+		return ERR_PTR(-ENOENT);
 	if (args->cmd_offset > cmd->size ||
 	    args->cmd_size > cmd->size - args->cmd_offset) {
 		drm_gem_object_put(cmd);
-		return -EINVAL;
+		return ERR_PTR(-EINVAL);
 	}
-
 	job = kzalloc(sizeof(*job), GFP_KERNEL_ACCOUNT);
 	if (!job) {
 		drm_gem_object_put(cmd);
-		return -ENOMEM;
+		return ERR_PTR(-ENOMEM);
 	}
 	job->tdev = tdev;
 	spin_lock_init(&job->fence_lock);
@@ -1588,7 +1625,7 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	if (!job->bos || !job->ranges) {
 		drm_gem_object_put(cmd);
 		ret = -ENOMEM;
-		goto err_job;
+		goto err;
 	}
 	job->user_data = args->user_data;
 	if (args->flags & DRM_TX8_SUBMIT_BATCH_INVARIANT)
@@ -1602,9 +1639,111 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		ret = tx8_get_prof(job, file, args);
 	if (!ret && job->nr_bos > tdev->max_ranges)
 		ret = -EINVAL;
-	if (ret)
-		goto err_job;
+	if (!ret)
+		return job;
+err:
+	tx8_job_free_unsubmitted(job);
+	return ERR_PTR(ret);
+}
 
+/*
+ * Under submit_lock: the scheduler job (once), the BO reservations locked,
+ * the implicit dependencies. The entity is taken here, not before: RESET
+ * makes the file's entities anew under submit_lock.
+ */
+static int tx8_job_lock(struct tx8_job *job, struct tx8_file *tfile,
+			struct drm_sched_entity *entity,
+			struct ww_acquire_ctx *ticket)
+{
+	int ret;
+
+	lockdep_assert_held(&tfile->submit_lock);
+	if (!READ_ONCE(tfile->entities_live))
+		return -ENODEV;
+	if (!job->in_sched) {
+		ret = drm_sched_job_init(&job->base, entity, 1, tfile);
+		if (ret)
+			return ret;
+		job->in_sched = true;
+	}
+	ret = drm_gem_lock_reservations(job->bos, job->nr_bos, ticket);
+	if (ret)
+		return ret;
+	ret = tx8_resv_prepare(job, entity);
+	if (ret)
+		drm_gem_unlock_reservations(job->bos, job->nr_bos, ticket);
+	return ret;
+}
+
+/*
+ * job_lock held, room checked: the job gets its number and hardware fence
+ * and joins the waiting list, which owns the initial reference. SUBMIT
+ * takes one of its own (it uses the job until it is armed) and one for
+ * the scheduler (free_job).
+ */
+static void tx8_job_enqueue_locked(struct tx8_device *tdev,
+				   struct tx8_file *tfile, struct tx8_job *job)
+{
+	unsigned int i;
+
+	lockdep_assert_held(&tdev->job_lock);
+	kref_get(&tfile->ref);
+	job->tfile = tfile;
+	/* dropped by tx8_fence_release: fences outlive files and devices */
+	__module_get(THIS_MODULE);
+	dma_fence_init(&job->fence, &tx8_fence_ops, &job->fence_lock,
+		       dma_fence_context_alloc(1), ++tdev->next_seqno);
+	list_add_tail(&job->node, &tdev->waiting);
+	job->counted = true;
+	tfile->nr_waiting++;
+	tdev->nr_waiting++;
+	dma_fence_get(&job->fence);	/* SUBMIT's */
+	dma_fence_get(&job->fence);	/* the scheduler's */
+	for (i = 0; i < job->nr_bos; i++) {
+		struct tx8_bo *bo = to_tx8_bo(job->bos[i]);
+
+		/* an older job's fence: never the last reference here */
+		if (bo->last_job)
+			dma_fence_put(&bo->last_job->fence);
+		bo->last_job = to_tx8_job(dma_fence_get(&job->fence));
+	}
+}
+
+/*
+ * SUBMIT. Everything that may sleep for long (waiting for an in-syncobj's
+ * fence, for room on the waiting list) happens outside drm_dev_enter, so
+ * that an unplug never waits for a client: the device is entered only to
+ * queue the job, under the locks. The job's dependencies are the
+ * scheduler's prepare_job's alone (none in the scheduler's own array):
+ * a job cancelled by RESET or close leaves the scheduler at once, without
+ * waiting for them.
+ */
+int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct tx8_device *tdev = to_tx8(drm);
+	struct tx8_file *tfile = file->driver_priv;
+	struct drm_tx8_submit *args = data;
+	struct drm_syncobj *out_sync = NULL;
+	struct drm_sched_entity *entity;
+	struct ww_acquire_ctx ticket;
+	unsigned long flags, deadline;
+	struct tx8_job *job;
+	int ret, idx;
+
+	ret = tx8_submit_check(tdev, args);
+	if (ret)
+		return ret;
+	entity = &tfile->entity[args->flags & DRM_TX8_SUBMIT_PRIORITY_LOW ? 0 :
+				args->flags & DRM_TX8_SUBMIT_PRIORITY_HIGH ? 2 : 1];
+	deadline = tx8_submit_deadline(args);
+
+	if (!drm_dev_enter(drm, &idx))
+		return -ENODEV;
+	drm_dev_exit(idx);
+
+	job = tx8_job_new(tdev, file, args);
+	if (IS_ERR(job))
+		return PTR_ERR(job);
 	if (args->out_syncobj) {
 		out_sync = drm_syncobj_find(file, args->out_syncobj);
 		if (!out_sync) {
@@ -1615,10 +1754,6 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	ret = tx8_get_in_fences(job, file, args, deadline);
 	if (ret)
 		goto err_job;
-	ret = drm_sched_job_init(&job->base, entity, 1, tfile);
-	if (ret)
-		goto err_job;
-	job->in_sched = true;
 
 	/* bounded: a file, and the device, have few jobs not in the ring */
 	for (;;) {
@@ -1637,33 +1772,16 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		}
 		/* lock order: submit_lock, BO reservations, job_lock */
 		mutex_lock(&tfile->submit_lock);
-		ret = drm_gem_lock_reservations(job->bos, job->nr_bos, &ticket);
-		if (ret) {
-			mutex_unlock(&tfile->submit_lock);
-			drm_dev_exit(idx);
-			goto err_job;
-		}
-		ret = tx8_resv_prepare(job, entity);
-		/* the dependencies, for the scheduler (it consumes references) */
-		for (; !ret && given < job->nr_deps; given++)
-			ret = drm_sched_job_add_dependency(&job->base,
-							   dma_fence_get(job->deps[given]));
-		if (ret) {
-			drm_gem_unlock_reservations(job->bos, job->nr_bos,
-						    &ticket);
-			mutex_unlock(&tfile->submit_lock);
-			drm_dev_exit(idx);
-			goto err_job;
-		}
+		ret = tx8_job_lock(job, tfile, entity, &ticket);
+		if (ret)
+			goto err_unlock;
 		spin_lock_irqsave(&tdev->job_lock, flags);
 		if (tdev->gone || tdev->stopping || tdev->lost) {
 			ret = tdev->lost ? -EIO : -ENODEV;
 			spin_unlock_irqrestore(&tdev->job_lock, flags);
 			drm_gem_unlock_reservations(job->bos, job->nr_bos,
 						    &ticket);
-			mutex_unlock(&tfile->submit_lock);
-			drm_dev_exit(idx);
-			goto err_job;
+			goto err_unlock;
 		}
 		if (tfile->nr_waiting < TX8_MAX_WAITING &&
 		    tdev->nr_waiting < TX8_MAX_DEV_WAITING)
@@ -1673,28 +1791,7 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		mutex_unlock(&tfile->submit_lock);
 		drm_dev_exit(idx);
 	}
-	/*
-	 * job_lock held: the job gets its number and hardware fence and
-	 * joins the waiting list (jobs not yet in the ring), which owns the
-	 * initial reference; the scheduler gets one of its own (free_job).
-	 */
-	kref_get(&tfile->ref);
-	job->tfile = tfile;
-	/* dropped by tx8_fence_release: fences outlive files and devices */
-	__module_get(THIS_MODULE);
-	dma_fence_init(&job->fence, &tx8_fence_ops, &job->fence_lock,
-		       dma_fence_context_alloc(1), ++tdev->next_seqno);
-	list_add_tail(&job->node, &tdev->waiting);
-	tfile->nr_waiting++;
-	tdev->nr_waiting++;
-	for (i = 0; i < job->nr_bos; i++) {
-		struct tx8_bo *bo = to_tx8_bo(job->bos[i]);
-
-		/* an older job's fence: never the last reference here */
-		if (bo->last_job)
-			dma_fence_put(&bo->last_job->fence);
-		bo->last_job = to_tx8_job(dma_fence_get(&job->fence));
-	}
+	tx8_job_enqueue_locked(tdev, tfile, job);
 	spin_unlock_irqrestore(&tdev->job_lock, flags);
 	drm_sched_job_arm(&job->base);
 	/* a job waiting for another entity's waits for it to finish */
@@ -1713,12 +1810,19 @@ int tx8_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	}
 	tx8_file_record(tfile, job);
 	drm_dev_get(drm);
-	dma_fence_get(&job->fence);
 	drm_sched_entity_push_job(&job->base);
+	/* done with it: from now on it may be cancelled */
+	spin_lock_irqsave(&tdev->job_lock, flags);
+	job->armed = true;
+	spin_unlock_irqrestore(&tdev->job_lock, flags);
 	mutex_unlock(&tfile->submit_lock);
 	drm_dev_exit(idx);
+	dma_fence_put(&job->fence);
 	return 0;
 
+err_unlock:
+	mutex_unlock(&tfile->submit_lock);
+	drm_dev_exit(idx);
 err_job:
 	if (out_sync)
 		drm_syncobj_put(out_sync);
@@ -1781,11 +1885,8 @@ int tx8_wait_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 			tx8_history_delay();
 			dma_fence_get(&job->fence);
 		} else if (args->seqno && args->seqno >= tfile->first_seqno &&
-			   args->seqno <= tfile->last_seqno &&
-			   !list_empty(&tfile->history) &&
-			   args->seqno < list_first_entry(&tfile->history,
-							  struct tx8_job,
-							  file_node)->fence.seqno) {
+			   args->seqno <= tfile->trimmed_seqno) {
+			/* not kept, as old as a trimmed record */
 			spin_unlock(&tfile->lock);
 			return -ENOENT;
 		}
