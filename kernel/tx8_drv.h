@@ -288,7 +288,7 @@ struct drm_gem_object *tx8_gem_prime_import(struct drm_device *drm,
 					    struct dma_buf *buf);
 void tx8_gem_unmap_all(struct tx8_device *tdev);
 
-/* tx8_job.c */
+/* tx8_job.c, tx8_sched.c, tx8_reset.c */
 int tx8_submit_ioctl(struct drm_device *drm, void *data,
 		     struct drm_file *file);
 int tx8_wait_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
