@@ -9,10 +9,16 @@
  *                 CAP_SYS_ADMIN, like sysfs tx8/reset)
  *   inject_fault  write "hang|slow MS|error|crash|none [COUNT]": ask the
  *                 device to misbehave on its next COUNT jobs
+ *
+ * Also the driver's test-only fault-injection delays (module parameters
+ * fault_*_delay_us, off by default), used by the VM suite to widen race
+ * windows.
  */
 
 #include <linux/capability.h>
 #include <linux/debugfs.h>
+#include <linux/delay.h>
+#include <linux/moduleparam.h>
 #include <linux/seq_file.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
@@ -20,6 +26,119 @@
 #include <drm/drm_drv.h>
 
 #include "tx8_drv.h"
+
+/*
+ * Fault injection for the history_race VM test (off by default): widens
+ * the window of defect 5 (a WAIT taking a reference on a record that
+ * SUBMIT trims at the same time) by spinning this long at both ends of it.
+ * With records erased under tfile->lock the delays change only timing.
+ */
+static unsigned int tx8_fault_history_delay_us;
+
+/* Setter of a fault-injection delay: 0..@max us. */
+static int tx8_delay_set(const char *val, const struct kernel_param *kp,
+			 unsigned int max)
+{
+	unsigned int v;
+	int ret = kstrtouint(val, 0, &v);
+
+	if (ret)
+		return ret;
+	if (v > max)
+		return -EINVAL;
+	WRITE_ONCE(*(unsigned int *)kp->arg, v);
+	return 0;
+}
+
+/* The spinning delays: 0..1000 us. */
+static int tx8_fault_delay_set(const char *val, const struct kernel_param *kp)
+{
+	return tx8_delay_set(val, kp, 1000);
+}
+
+static const struct kernel_param_ops tx8_fault_delay_ops = {
+	.set = tx8_fault_delay_set,
+	.get = param_get_uint,
+};
+
+module_param_cb(fault_history_delay_us, &tx8_fault_delay_ops,
+		&tx8_fault_history_delay_us, 0600);
+MODULE_PARM_DESC(fault_history_delay_us,
+		 "Test only: spin this long (us, 0..1000, default 0 = off) where a job record is trimmed and where WAIT looks one up");
+
+void tx8_history_delay(void)
+{
+	unsigned int us = READ_ONCE(tx8_fault_history_delay_us);
+
+	if (unlikely(us))
+		udelay(us);
+}
+
+/*
+ * Fault injection for the irq_lock_order VM test (off by default), issue
+ * 9 defect 11: spin this long inside every tfile->lock critical section,
+ * and harvest completion records in the completion vector's hard IRQ
+ * handler (job_lock taken in hard IRQ context, as a driver that signals
+ * its fences from its interrupt does; the thread retires the jobs). A
+ * driver that took tfile->lock (IRQs enabled) inside job_lock deadlocks:
+ * the interrupt arrives while the file lock is held and spins on it. With
+ * tfile->lock a leaf never taken under job_lock, it changes only timing.
+ */
+static unsigned int tx8_fault_file_lock_delay_us;
+module_param_cb(fault_file_lock_delay_us, &tx8_fault_delay_ops,
+		&tx8_fault_file_lock_delay_us, 0600);
+MODULE_PARM_DESC(fault_file_lock_delay_us,
+		 "Test only: spin this long (us, 0..1000, default 0 = off) inside the file lock, and harvest completions in hard IRQ context");
+
+/* Caller holds tfile->lock. */
+void tx8_file_lock_delay(void)
+{
+	unsigned int us = READ_ONCE(tx8_fault_file_lock_delay_us);
+
+	if (unlikely(us))
+		udelay(us);
+}
+
+/* Completions harvested in hard IRQ context (fault_file_lock_delay_us). */
+bool tx8_fault_irq_harvest(void)
+{
+	return READ_ONCE(tx8_fault_file_lock_delay_us) != 0;
+}
+
+/*
+ * Fault injection for the fault_restart VM test (off by default), issue
+ * 36: sleep this long in the BO fault handler between its check that the
+ * device did not restart and the PTE insert (a sleep, so that the restart
+ * runs meanwhile even on a guest whose CPUs take turns). A restart whose
+ * zap is not ordered after that window leaves a PTE to memory that is no
+ * longer ours; with the check and insert under restart_rwsem it changes
+ * only timing.
+ */
+static unsigned int tx8_fault_restart_delay_us;
+
+/* The sleeping delay of fault_restart_delay_us: 0..100000 us. */
+static int tx8_fault_sleep_set(const char *val, const struct kernel_param *kp)
+{
+	return tx8_delay_set(val, kp, 100000);
+}
+
+static const struct kernel_param_ops tx8_fault_sleep_ops = {
+	.set = tx8_fault_sleep_set,
+	.get = param_get_uint,
+};
+
+module_param_cb(fault_restart_delay_us, &tx8_fault_sleep_ops,
+		&tx8_fault_restart_delay_us, 0600);
+MODULE_PARM_DESC(fault_restart_delay_us,
+		 "Test only: sleep this long (us, 0..100000, default 0 = off) in the BO fault handler between its device-restart check and the PTE insert");
+
+void tx8_fault_restart_delay(void)
+{
+	unsigned int us = READ_ONCE(tx8_fault_restart_delay_us);
+
+	if (unlikely(us))
+		fsleep(us);
+}
 
 static int tx8_bos_show(struct seq_file *m, void *v)
 {

@@ -232,6 +232,7 @@ static int tx8_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	mutex_init(&tdev->mbox_lock);
 	init_waitqueue_head(&tdev->mbox_wq);
 	mutex_init(&tdev->mm_lock);
+	init_rwsem(&tdev->restart_rwsem);
 	INIT_LIST_HEAD(&tdev->bos);
 	INIT_LIST_HEAD(&tdev->node);
 	ret = tx8_jobs_init(tdev);

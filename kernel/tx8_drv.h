@@ -11,6 +11,7 @@
 #include <linux/mutex.h>
 #include <linux/pci.h>
 #include <linux/ratelimit.h>
+#include <linux/rwsem.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
@@ -94,7 +95,7 @@ struct tx8_device {
 	struct list_head pending;	/* jobs in the ring, in ring order */
 	struct list_head irq_done;	/* finished in hard IRQ, to retire */
 	unsigned int inflight;
-	unsigned int nr_waiting;	/* jobs on ->waiting, all files */
+	unsigned int nr_waiting;	/* counted jobs (tx8_job.counted) */
 	u64 next_seqno;			/* job (fence, WAIT) numbers */
 	u64 next_hw_seqno;		/* ring descriptor numbers */
 	u32 sq_tail;			/* shadow of q->sq_tail */
@@ -134,6 +135,12 @@ struct tx8_device {
 	struct work_struct lost_work;	/* fails everything once lost */
 	const char *lost_reason;
 	bool restarted;			/* boot_id changed: memory not ours */
+	/*
+	 * The fault handler checks ->restarted and inserts its PTE under the
+	 * read side; the restart sets ->restarted under the write side, then
+	 * zaps: no PTE inserted after the zap.
+	 */
+	struct rw_semaphore restart_rwsem;
 
 	/* statistics */
 	atomic64_t page_faults;
@@ -159,6 +166,7 @@ struct tx8_bo {
 	atomic64_t faults;
 	pid_t owner_pid;
 	kuid_t owner_uid;		/* who may see its label */
+	u64 owner_client;		/* drm_file.client_id of its creator */
 };
 
 static inline struct tx8_bo *to_tx8_bo(struct drm_gem_object *obj)
@@ -180,10 +188,14 @@ struct tx8_file {
 	unsigned int nr_history;
 	u64 first_seqno;		/* first job of this file, 0 if none */
 	u64 last_seqno;
+	u64 trimmed_seqno;		/* newest record trimmed, 0 if none */
 	atomic64_t busy_ns;		/* device time of its finished jobs */
 	atomic64_t jobs_ok;
 	atomic64_t jobs_failed;
-	unsigned int nr_waiting;	/* its jobs on tdev->waiting (job_lock) */
+	/* its jobs the scheduler holds, not yet in the ring (job_lock) */
+	unsigned int nr_waiting;
+	/* of these, jobs cancelled (RESET, close, loss) not yet freed */
+	unsigned int nr_cancelled;
 	/* scheduler entities, one per priority (LOW, NORMAL, HIGH) */
 	struct drm_sched_entity entity[TX8_NUM_PRIOS];
 	bool entities_live;		/* under tdev->files_lock */
@@ -229,6 +241,14 @@ struct tx8_job {
 	bool done;
 	bool queued;			/* entered the ring (counts in inflight) */
 	/*
+	 * It counts against the waiting caps (job_lock): from SUBMIT until
+	 * run_job took it from the scheduler, or free_job freed it unrun.
+	 */
+	bool counted;
+	/* SUBMIT is done with it: RESET and device loss may cancel it */
+	bool armed;
+	bool cancelled;			/* counted in tfile->nr_cancelled */
+	/*
 	 * Its dependencies (also given to the scheduler), referenced: the
 	 * scheduler's prepare_job and run_job look at them to wait for jobs
 	 * of the same file fully and to fail a job whose dependency failed.
@@ -268,7 +288,7 @@ struct drm_gem_object *tx8_gem_prime_import(struct drm_device *drm,
 					    struct dma_buf *buf);
 void tx8_gem_unmap_all(struct tx8_device *tdev);
 
-/* tx8_job.c */
+/* tx8_job.c, tx8_sched.c, tx8_reset.c */
 int tx8_submit_ioctl(struct drm_device *drm, void *data,
 		     struct drm_file *file);
 int tx8_wait_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
@@ -291,6 +311,10 @@ void tx8_file_put(struct tx8_file *tfile);
 void tx8_file_release_jobs(struct tx8_file *tfile);
 
 /* tx8_proc.c, tx8_sysfs.c, tx8_debugfs.c */
+void tx8_history_delay(void);
+void tx8_file_lock_delay(void);
+bool tx8_fault_irq_harvest(void);
+void tx8_fault_restart_delay(void);
 int tx8_proc_init(void);
 void tx8_proc_fini(void);
 extern const struct attribute_group tx8_sysfs_group;

@@ -55,13 +55,19 @@ static vm_fault_t tx8_gem_fault(struct vm_fault *vmf)
 	pgoff = vmf->pgoff - drm_vma_node_start(&obj->vma_node);
 	if (!drm_dev_enter(obj->dev, &idx))
 		return VM_FAULT_SIGBUS;
-	/* a restarted device's memory is no longer ours */
+	/*
+	 * A restarted device's memory is no longer ours. The check and the
+	 * insert are one read section of restart_rwsem: the restart's zap
+	 * comes after any PTE inserted on a stale check.
+	 */
+	down_read(&tdev->restart_rwsem);
 	if (vmf->pgoff < drm_vma_node_start(&obj->vma_node) ||
 	    pgoff >= obj->size >> PAGE_SHIFT || !tdev->mem ||
 	    READ_ONCE(tdev->restarted)) {
 		ret = VM_FAULT_SIGBUS;
 		goto out;
 	}
+	tx8_fault_restart_delay();
 	ret = vmf_insert_pfn(vma, vmf->address,
 			     ((u64)tdev->mem_phys + bo->node.start) /
 			     PAGE_SIZE + pgoff);
@@ -70,6 +76,7 @@ static vm_fault_t tx8_gem_fault(struct vm_fault *vmf)
 		atomic64_inc(&bo->faults);
 	}
 out:
+	up_read(&tdev->restart_rwsem);
 	drm_dev_exit(idx);
 	return ret;
 }
@@ -112,8 +119,27 @@ struct drm_gem_object *tx8_gem_prime_import(struct drm_device *drm,
 	return ERR_PTR(-EOPNOTSUPP);
 }
 
+/*
+ * A handle of the BO in a file: only in the file that created it. BOs are
+ * not shareable (docs/uapi.md): DRM core's GEM_FLINK gives a BO a global
+ * name that any client of the device could GEM_OPEN, bypassing the label
+ * and isolation rules; that GEM_OPEN ends here with -EACCES.
+ */
+static int tx8_gem_open(struct drm_gem_object *obj, struct drm_file *file)
+{
+	struct tx8_bo *bo = to_tx8_bo(obj);
+
+	/* the first handle is the creator's (BO_CREATE) */
+	if (!bo->owner_client) {
+		bo->owner_client = file->client_id;
+		return 0;
+	}
+	return bo->owner_client == file->client_id ? 0 : -EACCES;
+}
+
 static const struct drm_gem_object_funcs tx8_gem_funcs = {
 	.free = tx8_gem_free,
+	.open = tx8_gem_open,
 	.mmap = tx8_gem_mmap,
 	.export = tx8_gem_export,
 	.status = tx8_gem_status,

@@ -113,7 +113,10 @@ static void tx8_health_work(struct work_struct *work)
 		drm_err(&tdev->drm,
 			"device restarted (boot_id %#llx, was %#llx): its memory is no longer ours\n",
 			boot_id, tdev->boot_id);
+		/* a fault that saw ->restarted clear has inserted its PTE */
+		down_write(&tdev->restart_rwsem);
 		WRITE_ONCE(tdev->restarted, true);
+		up_write(&tdev->restart_rwsem);
 		tx8_gem_unmap_all(tdev);
 		tx8_device_lost(tdev, "device restarted");
 		return;

@@ -14,11 +14,17 @@
  * and labels beyond the 256th are summed in OtherLabels. They show only
  * the reader's own BOs (created with its effective uid), all of them to
  * an admin (CAP_SYS_ADMIN); the totals are for everyone.
+ *
+ * A read costs O(BOs): each BO's label is found in a hash of the labels
+ * seen so far, and the walk over a device's BOs yields the CPU every
+ * TX8_PROC_BATCH BOs (mm_lock is a mutex).
  */
 
 #include <linux/capability.h>
 #include <linux/cred.h>
 #include <linux/ctype.h>
+#include <linux/hash.h>
+#include <linux/stringhash.h>
 #include <linux/proc_fs.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
@@ -28,17 +34,29 @@
 #include "tx8_drv.h"
 
 #define TX8_PROC_MAX_LABELS	256
+#define TX8_PROC_HASH_BITS	8
+#define TX8_PROC_BATCH		1024	/* BOs between two cond_resched() */
 
 struct tx8_label_sum {
+	struct hlist_node hnode;	/* tx8_label_table.hash */
 	char label[DRM_TX8_LABEL_LEN];
 	u64 bytes;
 };
 
+/* Labels in the order first seen, found by a hash of their text. */
 struct tx8_label_table {
 	unsigned int n;
 	u64 other;			/* labels beyond the table */
+	struct hlist_head hash[1 << TX8_PROC_HASH_BITS];
 	struct tx8_label_sum e[TX8_PROC_MAX_LABELS];
 };
+
+static void tx8_label_clear(struct tx8_label_table *t)
+{
+	t->n = 0;
+	t->other = 0;
+	memset(t->hash, 0, sizeof(t->hash));
+}
 
 /* Fixed keys; "Label_" and "OtherLabels" are reserved too. */
 static const char * const tx8_fixed_keys[] = {
@@ -61,13 +79,18 @@ static bool tx8_label_reserved(const char *label)
 static void tx8_label_add(struct tx8_label_table *t, const char *label,
 			  u64 bytes)
 {
-	unsigned int i;
+	struct hlist_head *head;
+	struct tx8_label_sum *e;
+	size_t len;
 
 	if (!label[0])
 		label = "Unlabeled";
-	for (i = 0; i < t->n; i++) {
-		if (!strncmp(t->e[i].label, label, DRM_TX8_LABEL_LEN)) {
-			t->e[i].bytes += bytes;
+	len = strnlen(label, DRM_TX8_LABEL_LEN);
+	head = &t->hash[hash_32(full_name_hash(NULL, label, len),
+				TX8_PROC_HASH_BITS)];
+	hlist_for_each_entry(e, head, hnode) {
+		if (!strncmp(e->label, label, DRM_TX8_LABEL_LEN)) {
+			e->bytes += bytes;
 			return;
 		}
 	}
@@ -76,9 +99,10 @@ static void tx8_label_add(struct tx8_label_table *t, const char *label,
 		t->other += bytes;
 		return;
 	}
-	strscpy(t->e[t->n].label, label, DRM_TX8_LABEL_LEN);
-	t->e[t->n].bytes = bytes;
-	t->n++;
+	e = &t->e[t->n++];
+	strscpy(e->label, label, DRM_TX8_LABEL_LEN);
+	e->bytes = bytes;
+	hlist_add_head(&e->hnode, head);
 }
 
 /* "prefixkey:" with spaces and colons of a label made '_' (one token) */
@@ -139,12 +163,12 @@ static void tx8_dev_sums(struct tx8_device *tdev, struct tx8_dev_sums *s,
 			 struct tx8_label_table *all_labels,
 			 const struct cred *reader, bool admin)
 {
+	unsigned int batch = 0;
 	struct tx8_bo *bo;
 	int idx;
 
 	memset(s, 0, sizeof(*s));
-	dev_labels->n = 0;
-	dev_labels->other = 0;
+	tx8_label_clear(dev_labels);
 	s->total = tdev->lease_size;
 	s->faults = atomic64_read(&tdev->page_faults);
 	s->resets = atomic64_read(&tdev->resets);
@@ -155,6 +179,11 @@ static void tx8_dev_sums(struct tx8_device *tdev, struct tx8_dev_sums *s,
 	mutex_lock(&tdev->mm_lock);
 	s->used = tdev->mem_used;
 	list_for_each_entry(bo, &tdev->bos, dev_node) {
+		/* the list cannot change: BOs come and go under mm_lock */
+		if (++batch == TX8_PROC_BATCH) {
+			batch = 0;
+			cond_resched();
+		}
 		s->buffers++;
 		/* labels say what a process does: its own, or an admin */
 		if (!admin && !uid_eq(bo->owner_uid, reader->euid))
@@ -174,13 +203,14 @@ static int tx8_meminfo_show(struct seq_file *m, void *v)
 	struct tx8_device *tdev;
 	unsigned int i;
 
-	dev_labels = kzalloc(sizeof(*dev_labels), GFP_KERNEL);
-	all_labels = kzalloc(sizeof(*all_labels), GFP_KERNEL);
+	dev_labels = kvzalloc(sizeof(*dev_labels), GFP_KERNEL);
+	all_labels = kvzalloc(sizeof(*all_labels), GFP_KERNEL);
 	if (!dev_labels || !all_labels) {
-		kfree(dev_labels);
-		kfree(all_labels);
+		kvfree(dev_labels);
+		kvfree(all_labels);
 		return -ENOMEM;
 	}
+	tx8_label_clear(all_labels);
 
 	mutex_lock(&tx8_devices_lock);
 	/* totals first: one pass to sum, one to print per device */
@@ -199,8 +229,7 @@ static int tx8_meminfo_show(struct seq_file *m, void *v)
 	tx8_num(m, "", "CacheMiss", sum.misses);
 	tx8_num(m, "", "Resets", sum.resets);
 
-	all_labels->n = 0;
-	all_labels->other = 0;
+	tx8_label_clear(all_labels);
 	list_for_each_entry(tdev, &tx8_devices, node) {
 		char prefix[24];
 
@@ -227,8 +256,8 @@ static int tx8_meminfo_show(struct seq_file *m, void *v)
 			     all_labels->e[i].bytes);
 	if (all_labels->other)
 		tx8_kb(m, "", "OtherLabels", all_labels->other);
-	kfree(dev_labels);
-	kfree(all_labels);
+	kvfree(dev_labels);
+	kvfree(all_labels);
 	return 0;
 }
 

@@ -58,6 +58,10 @@ struct emu_queue {
     /* a misbehaving device (interface 1.2, host robustness tests) */
     unsigned f_bad_record, f_bad_lease, f_take_on_reset;
 
+    /* TX8_MBOX_ABORT_JOB: seqnos of jobs in the ring to complete unrun */
+    uint64_t abort_seq[TX8_SQ_ENTRIES];
+    unsigned n_abort;
+
     volatile int abort;
     uint64_t acct_ns; /* running job: busy time counted up to here (now_ns) */
 
@@ -283,6 +287,7 @@ static uint64_t queue_reset(struct emu_dev *d, int qi, bool running_aborted, uin
     q->f_hang = q->f_error = q->f_slow_count = q->f_slow_ms = 0;
     /* f_bad_lease survives: it is for the LEASE of the next probe */
     q->f_bad_record = q->f_take_on_reset = 0;
+    q->n_abort = 0;
     q->state = TX8_QUEUE_ACTIVE;
     __atomic_store_n(&s->sq_tail, 0u, __ATOMIC_RELAXED);
     __atomic_store_n(&s->cq_head, 0u, __ATOMIC_RELAXED);
@@ -414,6 +419,73 @@ static bool any_running(const struct emu_dev *d)
     return false;
 }
 
+/* Whether seqno is marked by ABORT_JOB; the mark is dropped. Lock held. */
+static bool take_abort_mark(struct emu_queue *q, uint64_t seqno)
+{
+    for (unsigned i = 0; i < q->n_abort; i++) {
+        if (q->abort_seq[i] == seqno) {
+            q->abort_seq[i] = q->abort_seq[--q->n_abort];
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * TX8_MBOX_ABORT_JOB: abort job seqno of queue qi and nothing else. Lock
+ * held. Returns 0 or -ENOSPC; *how is a TX8_ABORT_* value.
+ */
+static int abort_job(struct emu_dev *d, int qi, uint64_t seqno, uint64_t *how)
+{
+    struct emu_queue *q = &d->q[qi];
+    struct tx8_queue *s = qshm(d, qi);
+    uint32_t tail = __atomic_load_n(&s->sq_tail, __ATOMIC_ACQUIRE);
+    uint32_t pend = tail - q->sq_head;
+
+    *how = TX8_ABORT_NONE;
+    if (q->running && !d->mbox_runs_job && d->desc.seqno == seqno) {
+        /* the executor writes its record, ABORTED, once it stopped */
+        q->abort = 1;
+        cnt_add(&d->ctrl->counters.resets, 1);
+        *how = TX8_ABORT_RUNNING;
+        return 0;
+    }
+    if (q->hung && q->hung_seqno == seqno) {
+        struct tx8_completion c;
+
+        memset(&c, 0, sizeof(c));
+        c.seqno = seqno;
+        c.status = TX8_STATUS_ABORTED;
+        c.start_ns = c.end_ns = dev_time(d);
+        q->hung = false;
+        cnt_add(&d->ctrl->counters.resets, 1);
+        complete_job(d, qi, &c, 0);
+        *how = TX8_ABORT_RUNNING;
+        return 0;
+    }
+    if (pend > TX8_SQ_ENTRIES)
+        return 0;
+    for (uint32_t i = 0; i < pend; i++) {
+        uint32_t slot = (q->sq_head + i) % TX8_SQ_ENTRIES;
+        const struct tx8_job_desc *e =
+            (const void *)(d->mem + TX8_SQ_OFFSET(qi) + (uint64_t)slot * TX8_SQ_ENTRY_SIZE);
+
+        if (__atomic_load_n(&e->seqno, __ATOMIC_RELAXED) != seqno)
+            continue;
+        for (unsigned k = 0; k < q->n_abort; k++)
+            if (q->abort_seq[k] == seqno) {
+                *how = TX8_ABORT_QUEUED;
+                return 0;
+            }
+        if (q->n_abort == TX8_SQ_ENTRIES)
+            return -ENOSPC;
+        q->abort_seq[q->n_abort++] = seqno;
+        *how = TX8_ABORT_QUEUED;
+        return 0;
+    }
+    return 0;
+}
+
 static void run_job(struct emu_dev *d, int qi)
 {
     struct emu_queue *q = &d->q[qi];
@@ -453,6 +525,13 @@ static void run_job(struct emu_dev *d, int qi)
     }
     q->last_seqno = j->seqno;
     q->have_last = true;
+
+    if (take_abort_mark(q, j->seqno)) {
+        emu_debug("queue %d: job %llu aborted before it ran", qi, (unsigned long long)j->seqno);
+        c.status = TX8_STATUS_ABORTED;
+        complete_job(d, qi, &c, j->flags);
+        return;
+    }
 
     bad = foreign_range(d, q->owner, j);
     if (bad >= 0) {
@@ -686,7 +765,8 @@ static bool lease_in_use(const struct emu_dev *d, int qi, uint64_t base, uint64_
 static const char *mbox_name(uint32_t cmd)
 {
     static const char *const names[] = {"NOP",         "LEASE",        "RELEASE",
-                                        "RESET_QUEUE", "INJECT_FAULT", "SET_LABEL"};
+                                        "RESET_QUEUE", "INJECT_FAULT", "SET_LABEL",
+                                        "ABORT_JOB"};
 
     return cmd < sizeof(names) / sizeof(names[0]) ? names[cmd] : "?";
 }
@@ -743,6 +823,9 @@ static void handle_mbox(struct emu_dev *d, int qi)
         st = heap_set_label(&d->heap, arg[0], q->owner, label);
         if (st == 0)
             heap_publish(&d->heap, d->mem);
+        break;
+    case TX8_MBOX_ABORT_JOB:
+        st = abort_job(d, qi, arg[0], &ret0);
         break;
     case TX8_MBOX_RESET_QUEUE:
         if (q->running) {
@@ -992,7 +1075,8 @@ static void init_ctrl(struct emu_dev *d, const struct emu_dev_config *cfg)
     caps->dtypes = TX8_DTYPE_BIT(TX8_DTYPE_F32) | TX8_DTYPE_BIT(TX8_DTYPE_F16) |
                    TX8_DTYPE_BIT(TX8_DTYPE_BF16) | TX8_DTYPE_BIT(TX8_DTYPE_I8) |
                    TX8_DTYPE_BIT(TX8_DTYPE_I32);
-    caps->flags = TX8_CAP_SPARSE | TX8_CAP_RESET | TX8_CAP_FAULT_INJECT | TX8_CAP_KV_BLOCK;
+    caps->flags = TX8_CAP_SPARSE | TX8_CAP_RESET | TX8_CAP_FAULT_INJECT | TX8_CAP_KV_BLOCK |
+                  TX8_CAP_ABORT_JOB;
     if (tx8_engine_isa(d->engine) == TX8_ISA_AVX512 || tx8_engine_isa(d->engine) == TX8_ISA_AMX)
         caps->flags |= TX8_CAP_INT8_DOT;
     caps->max_queues = TX8_MAX_QUEUES;

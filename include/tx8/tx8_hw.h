@@ -140,6 +140,7 @@ enum tx8_dtype {
 #define TX8_CAP_RESET			(1u << 2)	/* mailbox reset */
 #define TX8_CAP_FAULT_INJECT		(1u << 3)	/* mailbox fault injection */
 #define TX8_CAP_KV_BLOCK		(1u << 4)	/* 1.6: Q8_0 / Q4_0 KV-cache types */
+#define TX8_CAP_ABORT_JOB		(1u << 5)	/* mailbox ABORT_JOB (one job) */
 
 struct tx8_caps {
 	__u64 mem_size;		/* bytes of BAR2, power of two */
@@ -255,7 +256,24 @@ enum tx8_mbox_cmd {
 	TX8_MBOX_INJECT_FAULT	= 4,
 	/* arg0 = base of a lease of this peer; label = new label. */
 	TX8_MBOX_SET_LABEL	= 5,
+	/* Since caps.flags TX8_CAP_ABORT_JOB: abort one job of this queue,
+	 * arg0 = its descriptor seqno; no other job is touched. A running
+	 * (or hung) job stops, its completion record says
+	 * TX8_STATUS_ABORTED. A job still in the ring, not taken yet, is
+	 * marked: when the device takes it, it completes at once with
+	 * TX8_STATUS_ABORTED, unrun (start_ns = end_ns). ret0 =
+	 * TX8_ABORT_RUNNING, TX8_ABORT_QUEUED, or TX8_ABORT_NONE (no such
+	 * unfinished job: its record is written or on its way). -ENOSPC: more
+	 * than TX8_SQ_ENTRIES marked jobs. RESET_QUEUE forgets the marks.
+	 * Stopping a running job counts in tx8_counters.resets.
+	 */
+	TX8_MBOX_ABORT_JOB	= 6,
 };
+
+/* TX8_MBOX_ABORT_JOB ret0 */
+#define TX8_ABORT_NONE			0
+#define TX8_ABORT_RUNNING		1
+#define TX8_ABORT_QUEUED		2
 
 /* Fault injection kinds (TX8_MBOX_INJECT_FAULT arg0) */
 enum tx8_fault {

@@ -15,6 +15,7 @@
 #include <linux/netlink.h>
 #include <linux/sync_file.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -757,9 +758,10 @@ static int t_job_status(void)
     return 0;
 }
 
-/* SUBMIT of a job with in-syncobjs. */
-static int submit_dep(struct ctx *c, uint64_t off, size_t len, const struct drm_tx8_bo_ref *ref,
-                      const uint32_t *in, uint32_t nin, uint32_t out, uint64_t *seqno)
+/* SUBMIT of a job of one BO with in-syncobjs, flags and timeout_ns. */
+static int submit_full(struct ctx *c, uint64_t off, size_t len, const struct drm_tx8_bo_ref *ref,
+                       const uint32_t *in, uint32_t nin, uint32_t out, uint32_t flags,
+                       int64_t timeout_ns, uint64_t *seqno)
 {
     struct drm_tx8_submit s;
     int r;
@@ -774,11 +776,19 @@ static int submit_dep(struct ctx *c, uint64_t off, size_t len, const struct drm_
     s.in_syncobjs = (uintptr_t)in;
     s.in_syncobj_count = nin;
     s.out_syncobj = out;
-    s.timeout_ns = INT64_MAX; /* no limit (0 polls) */
+    s.flags = flags;
+    s.timeout_ns = timeout_ns;
     r = xioctl(c->fd, DRM_IOCTL_TX8_SUBMIT, &s);
-    if (!r)
+    if (!r && seqno)
         *seqno = s.seqno;
     return r;
+}
+
+/* SUBMIT of a job with in-syncobjs, no time limit. */
+static int submit_dep(struct ctx *c, uint64_t off, size_t len, const struct drm_tx8_bo_ref *ref,
+                      const uint32_t *in, uint32_t nin, uint32_t out, uint64_t *seqno)
+{
+    return submit_full(c, off, len, ref, in, nin, out, 0, INT64_MAX, seqno);
 }
 
 static int inject(int fd, uint32_t kind, uint32_t param, uint32_t count)
@@ -3929,6 +3939,683 @@ static int t_txtop_user(void)
     return 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* RESET recovers the caller's context only (issue 36)                       */
+
+/* Two files of this device, each with a 4 KiB BO it may write. */
+static int two_clients(struct ctx *a, struct ctx *b, struct drm_tx8_bo_create *ba,
+                       struct drm_tx8_bo_create *bb, struct drm_tx8_bo_ref *ra,
+                       struct drm_tx8_bo_ref *rb)
+{
+    if (ctx_open(a, dev_index) || ctx_open(b, dev_index) || bo_new(a->fd, 4096, NULL, ba) ||
+        bo_new(b->fd, 4096, NULL, bb))
+        return -1;
+    ra->handle = ba->handle;
+    ra->access = DRM_TX8_ACCESS_WRITE;
+    rb->handle = bb->handle;
+    rb->access = DRM_TX8_ACCESS_WRITE;
+    return 0;
+}
+
+/* A FILL job of c's on its BO ref, command at cmd offset off. */
+static int submit_fill_at(struct ctx *c, uint64_t off, const struct drm_tx8_bo_ref *ref,
+                          uint64_t dst, uint32_t value, uint64_t *seqno)
+{
+    size_t len = put_fill(c->cmdmap + off, dst, 4096, value);
+
+    return submit(c->fd, c->cmd.handle, off, len, ref, 1, seqno);
+}
+
+/* RESET of fd in a child process as uid 65534; its aborted count, or -1. */
+static long long unpriv_reset(int fd, int64_t *took_ns)
+{
+    int64_t t0 = now_ns();
+    int status, p[2];
+    long long n = -1;
+    pid_t pid;
+
+    if (pipe(p))
+        return -1;
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        struct drm_tx8_reset r;
+
+        close(p[0]);
+        memset(&r, 0, sizeof(r));
+        if (setgid(65534) || setuid(65534) || xioctl(fd, DRM_IOCTL_TX8_RESET, &r))
+            _exit(1);
+        if (write(p[1], &r.aborted, sizeof(r.aborted)) != sizeof(r.aborted))
+            _exit(1);
+        _exit(0);
+    }
+    close(p[1]);
+    {
+        uint64_t v;
+
+        if (read(p[0], &v, sizeof(v)) == sizeof(v))
+            n = (long long)v;
+    }
+    close(p[0]);
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
+        n = -1;
+    if (took_ns)
+        *took_ns = now_ns() - t0;
+    return n;
+}
+
+/*
+ * A client with one job queued behind another client's long jobs resets
+ * itself: after job_timeout_ms + 1 s the other client's running job must
+ * not be aborted (it was, by a queue reset at RESET's deadline).
+ */
+static int t_reset_deadline(void)
+{
+    struct ctx v, a;
+    struct drm_tx8_bo_create bv, ba;
+    struct drm_tx8_bo_ref rv, ra;
+    struct drm_tx8_wait w;
+    uint64_t sv[5], sa;
+    long long resets0, n;
+    int64_t took;
+
+    CHECK_OK(write_file(JOB_TIMEOUT, "1000"));
+    CHECK_OK(two_clients(&v, &a, &bv, &ba, &rv, &ra));
+    resets0 = sysattr(dev_index, "resets");
+    /* the victim: five jobs of 600 ms each, each within the 1 s timeout */
+    CHECK_OK(inject(v.fd, DRM_TX8_FAULT_SLOW, 600, 5));
+    for (int i = 0; i < 5; i++)
+        CHECK_OK(submit_fill_at(&v, 256 * (uint64_t)i, &rv, bv.dev_addr, 0x100u + (unsigned)i,
+                                &sv[i]));
+    CHECK_OK(submit_fill_at(&a, 0, &ra, ba.dev_addr, 0xa1u, &sa));
+    usleep(200000);
+    n = unpriv_reset(a.fd, &took);
+    CHECK(n == 1, "the attacker's RESET: aborted %lld (expected its one job)", n);
+    CHECK(took < 2500000000ll, "RESET took %" PRId64 " ms", took / 1000000);
+    for (int i = 0; i < 5; i++) {
+        CHECK_OK(wait_job(v.fd, sv[i], 20000, &w));
+        CHECK(w.status == DRM_TX8_STATUS_OK,
+              "victim job %d of 5 after another client's RESET: status %u", i + 1, w.status);
+    }
+    CHECK_OK(wait_job(a.fd, sa, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_ABORTED, "the attacker's job: status %u", w.status);
+    CHECK(w.start_ns == 0 || w.end_ns == w.start_ns, "the attacker's job ran");
+    CHECK(sysattr(dev_index, "resets") == resets0, "a client RESET reset the device queue");
+    CHECK_OK(write_file(JOB_TIMEOUT, "5000"));
+    ctx_close(&v);
+    ctx_close(&a);
+    return 0;
+}
+
+/*
+ * One round of t_reset_toctou: the caller's 30 ms job, another client's
+ * job behind it, the caller's RESET delay_us after its SUBMIT. 1 if the
+ * caller's job was aborted, 0 if it had ended, -1 with a message if the
+ * other client's job did not end OK.
+ */
+static int toctou_round(struct ctx *a, struct ctx *v, const struct drm_tx8_bo_ref *ra,
+                        const struct drm_tx8_bo_ref *rv, uint64_t da, uint64_t dv, int delay_us)
+{
+    struct drm_tx8_reset r;
+    struct drm_tx8_wait w;
+    uint64_t sa, sv;
+
+    if (inject(a->fd, DRM_TX8_FAULT_SLOW, 30, 1) || submit_fill_at(a, 0, ra, da, 0xa0u, &sa) ||
+        submit_fill_at(v, 0, rv, dv, 0xb0u, &sv))
+        return -1;
+    usleep((useconds_t)delay_us);
+    memset(&r, 0, sizeof(r));
+    if (xioctl(a->fd, DRM_IOCTL_TX8_RESET, &r) || wait_job(a->fd, sa, 20000, &w))
+        return -1;
+    if (w.status != DRM_TX8_STATUS_OK && w.status != DRM_TX8_STATUS_ABORTED)
+        return -1;
+    r.aborted = w.status == DRM_TX8_STATUS_ABORTED;
+    if (wait_job(v->fd, sv, 20000, &w))
+        return -1;
+    if (w.status != DRM_TX8_STATUS_OK) {
+        printf("reset_toctou: RESET %d us after SUBMIT: the other client's next job: status %u\n",
+               delay_us, w.status);
+        return -1;
+    }
+    return (int)r.aborted;
+}
+
+/*
+ * The caller's job at the head ends just as it resets: the next job,
+ * another client's, must never be aborted (RESET checked "my job is the
+ * head", then reset the queue without looking again). A coarse sweep finds
+ * the RESET delay at which the caller's job starts to end on its own; a
+ * fine sweep then walks 4 ms around it in 31 us steps.
+ */
+static int t_reset_toctou(void)
+{
+    struct ctx v, a;
+    struct drm_tx8_bo_create bv, ba;
+    struct drm_tx8_bo_ref rv, ra;
+    int edge = 46000, hit = 0, n = 0;
+
+    CHECK_OK(two_clients(&v, &a, &bv, &ba, &rv, &ra));
+    /* the edge: just after the last delay at which the job was aborted */
+    for (int d = 22000; d <= 46000; d += 1000) {
+        int k = toctou_round(&a, &v, &ra, &rv, ba.dev_addr, bv.dev_addr, d);
+
+        CHECK(k >= 0, "coarse sweep, RESET %d us after SUBMIT: see above", d);
+        n++;
+        hit += k;
+        if (k)
+            edge = d + 500;
+    }
+    for (int i = 0; i < 128; i++) {
+        int d = edge - 2000 + (i * 31) % 4000;
+        int k = toctou_round(&a, &v, &ra, &rv, ba.dev_addr, bv.dev_addr, d);
+
+        CHECK(k >= 0, "fine sweep round %d, RESET %d us after SUBMIT: see above", i, d);
+        n++;
+        hit += k;
+    }
+    printf("reset_toctou: the caller's job ends on its own from a RESET about %d us after SUBMIT; aborted in %d of %d rounds\n",
+           edge, hit, n);
+    ctx_close(&v);
+    ctx_close(&a);
+    return 0;
+}
+
+/*
+ * A job of accel1 that takes ms (job timeout raised by the caller), its
+ * fence as a sync_file; P must stay open while the fence is used.
+ */
+static int far_fence(struct ctx *p, uint32_t ms, int *sync_file)
+{
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    uint32_t out;
+    uint64_t seq;
+
+    if (ctx_open(p, 1))
+        return -ENODEV;
+    if (bo_new(p->fd, 4096, NULL, &bo) || drmSyncobjCreate(p->fd, 0, &out))
+        return -1;
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    if (inject(p->fd, DRM_TX8_FAULT_SLOW, ms, 1))
+        return -1;
+    if (submit_dep(p, 0, put_fill(p->cmdmap, bo.dev_addr, 4096, 1), &ref, NULL, 0, out, &seq))
+        return -1;
+    return drmSyncobjExportSyncFile(p->fd, out, sync_file) ? -1 : 0;
+}
+
+/* End the far fence's job (its own RESET) and close its file. */
+static void far_fence_end(struct ctx *p, int sync_file)
+{
+    struct drm_tx8_reset r;
+
+    memset(&r, 0, sizeof(r));
+    xioctl(p->fd, DRM_IOCTL_TX8_RESET, &r);
+    close(sync_file);
+    ctx_close(p);
+}
+
+/*
+ * A file c of this device with a 4 KiB BO (*bo, *ref: WRITE) and an
+ * in-syncobj *in holding a fence of accel1 (file p, sync_file *sf) that
+ * signals after ms; the job timeout is raised above ms (the caller puts
+ * it back). 1 without accel1 (the caller skips), 0, or -1.
+ */
+static int far_waiter(struct ctx *p, int *sf, uint32_t ms, struct ctx *c,
+                      struct drm_tx8_bo_create *bo, struct drm_tx8_bo_ref *ref, uint32_t *in)
+{
+    char t[16];
+
+    if (access("/dev/accel/accel1", F_OK))
+        return 1;
+    snprintf(t, sizeof(t), "%u", ms + 10000);
+    if (write_file(JOB_TIMEOUT, t) || far_fence(p, ms, sf) || ctx_open(c, dev_index) ||
+        bo_new(c->fd, 4096, NULL, bo) || drmSyncobjCreate(c->fd, 0, in) ||
+        drmSyncobjImportSyncFile(c->fd, *in, *sf))
+        return -1;
+    ref->handle = bo->handle;
+    ref->access = DRM_TX8_ACCESS_WRITE;
+    return 0;
+}
+
+/* The child of t_reset_caps, uid 65534: 0 or the line that failed. */
+static int reset_caps_child(struct ctx *c, uint32_t in, uint32_t out,
+                            const struct drm_tx8_bo_ref *ref)
+{
+    struct drm_tx8_reset r;
+    struct drm_tx8_wait w;
+
+    if (setgid(65534) || setuid(65534))
+        return __LINE__;
+    for (int round = 0; round < 4; round++) {
+        int i;
+
+        for (i = 0; i < 256; i++)
+            if (submit_full(c, 0, sizeof(struct tx8_cmd_fill), ref, &in, 1, out, 0, INT64_MAX, NULL))
+                return __LINE__;
+        /* the per-file cap holds: no room for one more now */
+        if (submit_full(c, 0, sizeof(struct tx8_cmd_fill), ref, &in, 1, out, 0, 0, NULL) != -EBUSY)
+            return __LINE__;
+        memset(&r, 0, sizeof(r));
+        if (xioctl(c->fd, DRM_IOCTL_TX8_RESET, &r) || r.aborted != 256) {
+            printf("reset_caps: round %d: RESET aborted %llu of 256\n", round,
+                   (unsigned long long)r.aborted);
+            return __LINE__;
+        }
+        /* every cancelled job left the scheduler: its fences signalled */
+        memset(&w, 0, sizeof(w));
+        w.handle = ref->handle;
+        w.timeout_ns = now_ns() + 3000000000ll;
+        if (xioctl(c->fd, DRM_IOCTL_TX8_WAIT, &w)) {
+            printf("reset_caps: round %d: cancelled jobs' fences still unsignalled 3 s after RESET\n",
+                   round);
+            return __LINE__;
+        }
+        if (drmSyncobjWait(c->fd, &out, 1, now_ns() + 1000000000ll, 0, NULL))
+            return __LINE__;
+    }
+    return 0;
+}
+
+/*
+ * RESET cancels jobs waiting for a far-away fence: they must leave the
+ * kernel at once (fences signalled), so the per-file cap of 256 waiting
+ * jobs holds under SUBMIT/RESET sequences (one uid-65534 file had 1200 jobs
+ * accepted with 18 RESETs, all still held, their fences unsignalled).
+ */
+static int t_reset_caps(void)
+{
+    struct ctx p, c;
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_bo_ref ref;
+    uint32_t in, out;
+    int sf, status, line, r;
+    pid_t pid;
+
+    r = far_waiter(&p, &sf, 20000, &c, &bo, &ref, &in);
+    if (r == 1) {
+        printf("SKIP reset_caps: needs a second device for a fence that stays unsignalled\n");
+        return 0;
+    }
+    CHECK(r == 0, "setup: a job waiting for a fence of accel1");
+    CHECK_OK(drmSyncobjCreate(c.fd, 0, &out));
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0)
+        _exit(reset_caps_child(&c, in, out, &ref) & 0xff);
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    line = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    far_fence_end(&p, sf);
+    CHECK_OK(write_file(JOB_TIMEOUT, "5000"));
+    CHECK(line == 0, "uid-65534 child failed (line %% 256 = %d, status %#x)", line, status);
+    ctx_close(&c);
+    return 0;
+}
+
+/*
+ * One job of the file waits long (for a fence of accel1): the file's job
+ * history must still be bounded (trimming stopped at the first record not
+ * done, so every later record was kept).
+ */
+static int t_history_bound(void)
+{
+    struct ctx p, c;
+    struct drm_tx8_bo_create bo, lbo;
+    struct drm_tx8_bo_ref ref, lref;
+    struct drm_tx8_wait w;
+    uint64_t slong, first = 0, last = 0;
+    uint32_t in;
+    int sf, r;
+
+    r = far_waiter(&p, &sf, 50000, &c, &bo, &ref, &in);
+    if (r == 1) {
+        printf("SKIP history_bound: needs a second device for a fence that stays unsignalled\n");
+        return 0;
+    }
+    CHECK(r == 0, "setup: a job waiting for a fence of accel1");
+    /*
+     * the long-waiting job, at low priority, on a BO of its own: the
+     * others do not queue behind it
+     */
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &lbo));
+    lref.handle = lbo.handle;
+    lref.access = DRM_TX8_ACCESS_WRITE;
+    put_fill(c.cmdmap + 256, lbo.dev_addr, 4096, 7);
+    CHECK_OK(submit_full(&c, 256, sizeof(struct tx8_cmd_fill), &lref, &in, 1, 0,
+                         DRM_TX8_SUBMIT_PRIORITY_LOW, INT64_MAX, &slong));
+    put_fill(c.cmdmap, bo.dev_addr, 4096, 8);
+    /* more than the history (1024) of short jobs */
+    for (int i = 0; i < 1100; i++) {
+        CHECK_OK(submit(c.fd, c.cmd.handle, 0, sizeof(struct tx8_cmd_fill), &ref, 1, &last));
+        if (!first)
+            first = last;
+    }
+    CHECK_OK(wait_job(c.fd, last, 60000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "last short job: status %u", w.status);
+    /* the oldest short job's record is gone; the long one's is kept */
+    CHECK_ERR(wait_job(c.fd, first, 100, &w), ENOENT);
+    CHECK_ERR(wait_job(c.fd, slong, 100, &w), ETIME);
+    far_fence_end(&p, sf);
+    CHECK_OK(wait_job(c.fd, slong, 20000, &w));
+    CHECK(w.status == DRM_TX8_STATUS_ABORTED, "long job after its in-fence failed: status %u",
+          w.status);
+    CHECK_OK(write_file(JOB_TIMEOUT, "5000"));
+    ctx_close(&c);
+    return 0;
+}
+
+/* The SUBMIT/RESET/close race: shared state of t_submit_race's threads. */
+struct race {
+    struct ctx *c;
+    uint32_t handles[64];
+    unsigned nbo;
+    uint32_t in;
+    volatile int stop;
+    long submits, resets, closes, errors;
+};
+
+static void *race_submit(void *arg)
+{
+    struct race *r = arg;
+    struct drm_tx8_bo_ref refs[64];
+    struct drm_tx8_submit s;
+
+    while (!r->stop) {
+        for (unsigned i = 0; i < r->nbo; i++) {
+            refs[i].handle = __atomic_load_n(&r->handles[i], __ATOMIC_RELAXED);
+            refs[i].access = DRM_TX8_ACCESS_READ;
+        }
+        memset(&s, 0, sizeof(s));
+        s.cmd_handle = r->c->cmd.handle;
+        s.cmd_size = sizeof(struct tx8_cmd_fill);
+        s.bos = (uintptr_t)refs;
+        s.bo_count = r->nbo;
+        s.bo_stride = sizeof(refs[0]);
+        s.in_syncobjs = (uintptr_t)&r->in;
+        s.in_syncobj_count = 1;
+        s.timeout_ns = now_ns() + 2000000000ll;
+        if (xioctl(r->c->fd, DRM_IOCTL_TX8_SUBMIT, &s) == 0)
+            r->submits++;
+        else
+            r->errors++;
+    }
+    return NULL;
+}
+
+static void *race_reset(void *arg)
+{
+    struct race *r = arg;
+    struct drm_tx8_reset rs;
+
+    while (!r->stop) {
+        memset(&rs, 0, sizeof(rs));
+        xioctl(r->c->fd, DRM_IOCTL_TX8_RESET, &rs);
+        r->resets++;
+    }
+    return NULL;
+}
+
+static void *race_close(void *arg)
+{
+    struct race *r = arg;
+    struct drm_tx8_bo_create bo;
+    unsigned i = 0;
+
+    while (!r->stop) {
+        uint32_t old = __atomic_load_n(&r->handles[i], __ATOMIC_RELAXED);
+
+        if (bo_new(r->c->fd, 4096, "vmtest-race", &bo) == 0) {
+            __atomic_store_n(&r->handles[i], bo.handle, __ATOMIC_RELAXED);
+            bo_close(r->c->fd, old);
+            r->closes++;
+        }
+        i = (i + 1) % r->nbo;
+    }
+    return NULL;
+}
+
+/* Join t within ms; false if it did not end (the driver hung it). */
+static bool join_within(pthread_t t, int ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000l;
+    if (ts.tv_nsec >= 1000000000l) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000l;
+    }
+    return pthread_timedjoin_np(t, NULL, &ts) == 0;
+}
+
+/*
+ * SUBMIT racing RESET on one file, with many BOs and their handles closed
+ * at the same time: every thread ends in bounded time (a reservation lock
+ * left held hangs the next SUBMIT of its BO), the file works afterwards and
+ * its memory is freed at close. run-suite checks the kernel log.
+ */
+static int t_submit_race(void)
+{
+    static char text[16384];
+    struct drm_tx8_query q;
+    struct drm_tx8_device_info info;
+    struct drm_tx8_bo_create bo, data;
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_wait w;
+    struct race r;
+    struct ctx c, p;
+    pthread_t ts, tr, tc;
+    long long used0;
+    bool ok1, ok2, ok3;
+    int sf = -1, have_far;
+
+    CHECK(read_file("/proc/tx_meminfo", text, sizeof(text)) > 0, "read /proc/tx_meminfo");
+    used0 = meminfo_value(text, "DeviceUsed");
+    CHECK_OK(ctx_open(&c, dev_index));
+    memset(&q, 0, sizeof(q));
+    q.query = DRM_TX8_QUERY_DEVICE;
+    q.size = sizeof(info);
+    q.data = (uintptr_t)&info;
+    CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_QUERY, &q));
+    memset(&r, 0, sizeof(r));
+    r.c = &c;
+    r.nbo = info.max_bos > 2 ? info.max_bos - 2 : 1;
+    if (r.nbo > 64)
+        r.nbo = 64;
+    for (unsigned i = 0; i < r.nbo; i++) {
+        CHECK_OK(bo_new(c.fd, 4096, "vmtest-race", &bo));
+        r.handles[i] = bo.handle;
+    }
+    /* the jobs wait (far fence) or run at once (a signalled one) */
+    have_far = !access("/dev/accel/accel1", F_OK);
+    if (have_far) {
+        CHECK_OK(write_file(JOB_TIMEOUT, "30000"));
+        CHECK_OK(far_fence(&p, 20000, &sf));
+        CHECK_OK(drmSyncobjCreate(c.fd, 0, &r.in));
+        CHECK_OK(drmSyncobjImportSyncFile(c.fd, r.in, sf));
+    } else {
+        CHECK_OK(drmSyncobjCreate(c.fd, DRM_SYNCOBJ_CREATE_SIGNALED, &r.in));
+    }
+    put_fill(c.cmdmap, 0, 0, 0);
+    CHECK(pthread_create(&ts, NULL, race_submit, &r) == 0, "thread");
+    CHECK(pthread_create(&tr, NULL, race_reset, &r) == 0, "thread");
+    CHECK(pthread_create(&tc, NULL, race_close, &r) == 0, "thread");
+    sleep(4);
+    r.stop = 1;
+    ok1 = join_within(ts, 15000);
+    ok2 = join_within(tr, 15000);
+    ok3 = join_within(tc, 15000);
+    printf("submit_race: %ld submits (%ld refused), %ld resets, %ld handle closes, %u BOs a job\n",
+           r.submits, r.errors, r.resets, r.closes, r.nbo);
+    if (!ok1 || !ok2 || !ok3) {
+        /* a SUBMIT or RESET stuck in the driver: never returns */
+        FAIL("threads still in the driver 15 s after the race: submit %s, reset %s, close %s",
+             ok1 ? "ended" : "STUCK", ok2 ? "ended" : "STUCK", ok3 ? "ended" : "STUCK");
+    }
+    CHECK(r.submits > 0 && r.resets > 0 && r.closes > 0, "the race did not run");
+    if (have_far)
+        far_fence_end(&p, sf);
+    /* every BO still usable: a job on all of them runs */
+    CHECK_OK(bo_new(c.fd, 4096, NULL, &data));
+    ref.handle = data.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    CHECK_OK(run_fill(&c, data.dev_addr, 4096, 0x5au, &ref, 1, &w));
+    CHECK(w.status == DRM_TX8_STATUS_OK, "a job after the race: status %u", w.status);
+    for (unsigned i = 0; i < r.nbo; i++) {
+        memset(&w, 0, sizeof(w));
+        w.handle = r.handles[i];
+        w.timeout_ns = now_ns() + 5000000000ll;
+        CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_WAIT, &w));
+    }
+    ctx_close(&c);
+    CHECK_OK(write_file(JOB_TIMEOUT, "5000"));
+    for (int i = 0; i < 50; i++) {
+        CHECK(read_file("/proc/tx_meminfo", text, sizeof(text)) > 0, "read /proc/tx_meminfo");
+        if (meminfo_value(text, "DeviceUsed") == used0)
+            break;
+        usleep(100000);
+    }
+    CHECK(meminfo_value(text, "DeviceUsed") == used0, "device memory not freed: %lld kB, was %lld",
+          meminfo_value(text, "DeviceUsed"), used0);
+    return 0;
+}
+
+
+#define FAULT_RESTART_PARAM "/sys/module/tx8/parameters/fault_restart_delay_us"
+#define FR_KEEP 64
+
+/*
+ * The child of t_fault_restart: maps and touches its BO again and again
+ * (every touch a page fault) until the device's restart makes a touch
+ * fail, then checks its last FR_KEEP mappings: none may still reach the
+ * memory. Exit 0, or 1 with a message.
+ */
+static int fault_restart_child(void)
+{
+    static volatile uint32_t *maps[FR_KEEP];
+    struct drm_tx8_bo_create bo;
+    volatile unsigned n = 0;
+    volatile unsigned live = 0;
+    int fd = dev_open(dev_index);
+
+    if (fd < 0 || bo_new(fd, 4096, NULL, &bo))
+        return 1;
+    signal(SIGBUS, on_sigbus);
+    signal(SIGSEGV, on_sigbus);
+    if (sigsetjmp(segv_jmp, 1) == 0) {
+        for (;;) {
+            volatile uint32_t *p = bo_map(fd, &bo);
+
+            if (!p) {
+                printf("fault_restart: mmap failed before the restart showed\n");
+                return 1;
+            }
+            if (maps[n % FR_KEEP])
+                munmap((void *)maps[n % FR_KEEP], 4096);
+            maps[n % FR_KEEP] = p;
+            n = n + 1;
+            (void)p[0]; /* the fault */
+            if (n > 2000000) {
+                printf("fault_restart: the restart never showed in the mapping\n");
+                return 1;
+            }
+        }
+    }
+    /* the restart showed: every mapping, old or new, is gone */
+    for (volatile unsigned i = 0; i < FR_KEEP; i++) {
+        if (!maps[i])
+            continue;
+        if (sigsetjmp(segv_jmp, 1) == 0) {
+            (void)maps[i][0];
+            live++;
+        }
+    }
+    if (live) {
+        printf("fault_restart: %u of the last %u mappings still reach device memory after the restart (%u faults)\n",
+               live, FR_KEEP, n);
+        return 1;
+    }
+    printf("fault_restart: %u faults before the restart showed, no mapping left\n", n);
+    return 0;
+}
+
+/*
+ * Faults racing a device restart: the restart's zap must come after every
+ * PTE the fault handler inserts on a "not restarted" check, or a mapping
+ * keeps reaching memory that may be another peer's now. The test knob
+ * fault_restart_delay_us widens the window between check and insert.
+ */
+static int t_fault_restart(void)
+{
+    char addr[64];
+    struct ctx c;
+    int status, r;
+    pid_t pid;
+
+    CHECK_OK(pci_addr(dev_index, addr, sizeof(addr)));
+    CHECK(access(FAULT_RESTART_PARAM, F_OK) == 0,
+          "no test knob fault_restart_delay_us (the window cannot be widened)");
+    CHECK_OK(write_file(FAULT_RESTART_PARAM, "20000"));
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0)
+        _exit(fault_restart_child());
+    usleep(500000);
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(inject(c.fd, DRM_TX8_FAULT_RESTART, 0, 1));
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    write_file(FAULT_RESTART_PARAM, "0");
+    ctx_close(&c);
+    CHECK_OK(write_file("/sys/bus/pci/drivers/tx8/unbind", addr));
+    CHECK_OK(wait_for_node(dev_index, false, 5000));
+    r = rebind_ok(addr);
+    CHECK(r == 0, "rebind after the restart: %d", r);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %#x", status);
+    return 0;
+}
+
+
+/*
+ * BOs are not shareable: a GEM_FLINK name of one file's BO cannot be
+ * opened (GEM_OPEN) by another file, and so gives nobody else its memory.
+ */
+static int t_gem_flink(void)
+{
+    struct drm_tx8_bo_create bo;
+    struct drm_gem_flink fl;
+    struct drm_gem_open op;
+    int a = dev_open(dev_index), b = dev_open(dev_index), r;
+
+    CHECK(a >= 0 && b >= 0, "open");
+    CHECK_OK(bo_new(a, 4096, "vmtest-flink", &bo));
+    memset(&fl, 0, sizeof(fl));
+    fl.handle = bo.handle;
+    r = xioctl(a, DRM_IOCTL_GEM_FLINK, &fl);
+    if (r) {
+        /* no global name at all: nothing to open */
+        printf("gem_flink: GEM_FLINK refused (%s)\n", strerror(-r));
+    } else {
+        memset(&op, 0, sizeof(op));
+        op.name = fl.name;
+        r = xioctl(b, DRM_IOCTL_GEM_OPEN, &op);
+        CHECK(r < 0, "another file opened the BO by its flink name (handle %u, size %llu)",
+              op.handle, (unsigned long long)op.size);
+        CHECK(r == -EACCES, "GEM_OPEN by another file: %d (%s), expected -EACCES", r,
+              strerror(-r));
+        /* the creator itself may: one more handle of its own BO */
+        memset(&op, 0, sizeof(op));
+        op.name = fl.name;
+        CHECK_OK(xioctl(a, DRM_IOCTL_GEM_OPEN, &op));
+        CHECK(op.size == bo.size, "creator's GEM_OPEN: size %llu", (unsigned long long)op.size);
+        CHECK_OK(bo_close(a, op.handle));
+    }
+    close(a);
+    close(b);
+    return 0;
+}
+
 static const struct test {
     const char *name;
     int (*fn)(void);
@@ -3976,6 +4663,13 @@ static const struct test {
     {"profile", t_profile},
     {"batch_invariant", t_batch_invariant},
     {"txtop_user", t_txtop_user},
+    {"reset_deadline", t_reset_deadline},
+    {"reset_toctou", t_reset_toctou},
+    {"reset_caps", t_reset_caps},
+    {"history_bound", t_history_bound},
+    {"submit_race", t_submit_race},
+    {"fault_restart", t_fault_restart},
+    {"gem_flink", t_gem_flink},
 };
 
 int main(int argc, char **argv)
