@@ -401,7 +401,7 @@ def main():
     ap.add_argument("--tokenizer-tool", required=True)
     ap.add_argument("--output", required=True)
     ap.add_argument("--steps", type=int, default=1500)
-    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--ctx", type=int, default=256)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=1234)
@@ -417,6 +417,9 @@ def main():
     names = {n: v["shape"] for n, v in hdr.items()}
     dtypes = {n: v["dtype"] for n, v in hdr.items()}
     model = Model(cfg, names, a.seed)
+    for n in model.p:  # the MTP layer's router bias: F32 as the others
+        if n.endswith("e_score_correction_bias"):
+            dtypes[n] = "F32"
     tok_json = os.path.join(a.skeleton, "tokenizer.json")
     t0 = time.time()
     train_ids = tokenize(a.tokenizer_tool, tok_json, a.train)

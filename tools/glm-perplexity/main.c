@@ -28,7 +28,7 @@
 #include "common/cli.h"
 #include "common/device_list.h"
 #include "kld_base.h"
-#include "ppl_stats.h"
+#include "common/ppl_stats.h"
 
 static const char *prog = "glm-perplexity";
 

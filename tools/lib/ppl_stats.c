@@ -3,7 +3,7 @@
  * glm-perplexity's arithmetic: the formulas llama-perplexity uses
  * (docs/perplexity.md), in double precision.
  */
-#include "ppl_stats.h"
+#include "common/ppl_stats.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * uncertainty, and the KL-divergence statistics of one package's
  * probabilities against a base package's (docs/perplexity.md).
  */
-#ifndef GLM_PPL_STATS_H
-#define GLM_PPL_STATS_H
+#ifndef TX_COMMON_PPL_STATS_H
+#define TX_COMMON_PPL_STATS_H
 
 #include <stddef.h>
 #include <stdint.h>
