@@ -193,9 +193,11 @@ static int run_chunks(struct run *r)
     struct ppl_acc acc = {0};
     struct kld_stats ks = {0};
     const int first = first_scored(r->n_ctx);
-    int rc = 1;
+    double cos_sum = 0, cos_min = 0;
+    int cos_min_chunk = 0, rc = 1;
     if (r->comparing)
-        printf("%5s %10s %10s %10s %10s\n", "chunk", "PPL", "ln(Q/base)", "KLD", "same top");
+        printf("%5s %10s %10s %10s %10s %10s\n", "chunk", "PPL", "ln(Q/base)", "KLD", "same top",
+               "cosine");
     for (int ci = 0; ci < r->n_chunk; ci++) {
         const int32_t *t = r->tok + (size_t)ci * r->n_ctx;
         if (glm_session_reset(r->s) ||
@@ -205,6 +207,7 @@ static int run_chunks(struct run *r)
         }
         double c_lr = 0, c_kl = 0, c_same = 0;
         int c_n = 0;
+        struct cos_acc c_cos = {0};
         for (int j = first; j < r->n_ctx - 1; j++) {
             const float *row = r->logits + (size_t)j * r->vocab;
             const int next = t[j + 1];
@@ -230,16 +233,23 @@ static int run_chunks(struct run *r)
                     fprintf(stderr, "%s: out of memory\n", prog);
                     goto out;
                 }
+                cos_acc_add(&c_cos, row, r->base_row, r->vocab);
                 c_lr += ks1.nll - ks1.nll_base;
                 c_kl += ks1.kld;
                 c_same += ks1.same_top;
                 c_n++;
             }
         }
-        if (r->comparing)
-            printf("%5d %10.4f %10.5f %10.6f %9.3f%%\n", ci + 1, ppl_acc_ppl(&acc), c_lr / c_n,
-                   c_kl / c_n, 100.0 * c_same / c_n);
-        else
+        if (r->comparing) {
+            double cs = cos_acc_value(&c_cos);
+            printf("%5d %10.4f %10.5f %10.6f %9.3f%% %10.6f\n", ci + 1, ppl_acc_ppl(&acc),
+                   c_lr / c_n, c_kl / c_n, 100.0 * c_same / c_n, cs);
+            cos_sum += cs;
+            if (ci == 0 || cs < cos_min) {
+                cos_min = cs;
+                cos_min_chunk = ci + 1;
+            }
+        } else
             printf("[%d]%.4f,", ci + 1, ppl_acc_ppl(&acc));
         fflush(stdout);
     }
@@ -253,6 +263,10 @@ static int run_chunks(struct run *r)
             goto out;
         }
         print_summary(&sum);
+        /* glm-inference --validate's figure, with the chunks as the inputs */
+        printf("\n====== Logit cosine per chunk (its scored positions' logits) ======\n");
+        printf("Min cosine : %10.6f (chunk %d)\nMean cosine: %10.6f over %d chunks\n", cos_min,
+               cos_min_chunk, cos_sum / r->n_chunk, r->n_chunk);
     }
     rc = 0;
 out:

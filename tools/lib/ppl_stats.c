@@ -50,6 +50,20 @@ double ppl_acc_ppl_err(const struct ppl_acc *a)
     return ppl_acc_ppl(a) * sem(a->nll, a->nll2, a->count);
 }
 
+void cos_acc_add(struct cos_acc *c, const float *a, const float *b, int n)
+{
+    for (int i = 0; i < n; i++) {
+        c->ab += (double)a[i] * b[i];
+        c->aa += (double)a[i] * a[i];
+        c->bb += (double)b[i] * b[i];
+    }
+}
+
+double cos_acc_value(const struct cos_acc *c)
+{
+    return c->aa > 0.0 && c->bb > 0.0 ? c->ab / sqrt(c->aa * c->bb) : 0.0;
+}
+
 void kld_sample_of(const double *lp_base, const double *lp, int n, int tok, struct kld_sample *s)
 {
     double kld = 0.0;

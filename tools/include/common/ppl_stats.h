@@ -26,6 +26,15 @@ double ppl_acc_ppl(const struct ppl_acc *a);
 /* llama-perplexity's +/-: ppl * sqrt(var(nll) / (count - 1)); 0 below 2 tokens */
 double ppl_acc_ppl_err(const struct ppl_acc *a);
 
+/* the cosine of two logit sequences (the --validate figure of an input:
+ * over all of its positions' logits at once) */
+struct cos_acc {
+    double ab, aa, bb;
+};
+
+void cos_acc_add(struct cos_acc *c, const float *a, const float *b, int n);
+double cos_acc_value(const struct cos_acc *c); /* 0 for a zero vector */
+
 /* one scored position of a --kl-divergence run, from the base's and this
  * package's log-probabilities over the vocabulary and the next token */
 struct kld_sample {
