@@ -273,8 +273,8 @@ int tx_llc_read_sysfs(const char *root, struct tx_llc *out)
 }
 
 static const struct tx_setting cpu_cache_settings[] = {
-    {TX_LLC_ENV, TX_SETTING_TEXT, "a size: bytes, or with K, M, G (e.g. 480M)", 0, 0,
-     "from sysfs", 0, NULL,
+    {TX_LLC_ENV, TX_SETTING_TEXT, "a size: bytes, or with K, M, G (e.g. 480M)", 0, 0, "from sysfs",
+     0, NULL,
      "the host's last-level cache, where sysfs is missing or wrong: the bandwidth probes' "
      "working sets (docs/engine.md)"},
 };

@@ -19,8 +19,8 @@ static const struct tx_setting common_settings[] = {
      "(settings, loads, passes) on stderr"},
 };
 
-const struct tx_setting_table tx_settings_common = {"common", "once per process",
-                                                    common_settings, 1};
+const struct tx_setting_table tx_settings_common = {"common", "once per process", common_settings,
+                                                    1};
 
 static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
 static struct tx_setting_val debug_val;

@@ -38,8 +38,7 @@ static int uint_of(const struct tx_setting *s, const char *v, uint64_t *out)
     return 0;
 }
 
-int tx_settings_parse(const struct tx_setting_table *t, const char *who,
-                      struct tx_setting_val *v)
+int tx_settings_parse(const struct tx_setting_table *t, const char *who, struct tx_setting_val *v)
 {
     for (size_t i = 0; i < t->n; i++) {
         const struct tx_setting *s = &t->s[i];
@@ -66,18 +65,16 @@ void tx_settings_print(const struct tx_setting_table *t, const struct tx_setting
     for (size_t i = 0; i < t->n; i++) {
         const char *e = getenv(t->s[i].name);
         if (v[i].set)
-            tx_debug("settings (%s): %s=%s (environment)", t->component, t->s[i].name,
-                     v[i].text);
+            tx_debug("settings (%s): %s=%s (environment)", t->component, t->s[i].name, v[i].text);
         else if (e && *e)
-            tx_debug("settings (%s): %s=%s ignored: not %s; default %s", t->component,
-                     t->s[i].name, e, t->s[i].range, t->s[i].def);
+            tx_debug("settings (%s): %s=%s ignored: not %s; default %s", t->component, t->s[i].name,
+                     e, t->s[i].range, t->s[i].def);
         else
             tx_debug("settings (%s): %s default %s", t->component, t->s[i].name, t->s[i].def);
     }
 }
 
-int tx_settings_read(const struct tx_setting_table *t, const char *who,
-                     struct tx_setting_val *v)
+int tx_settings_read(const struct tx_setting_table *t, const char *who, struct tx_setting_val *v)
 {
     int rc = tx_settings_parse(t, who, v);
     if (!rc && tx_debug_enabled())

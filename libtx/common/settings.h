@@ -52,12 +52,10 @@ struct tx_setting_val {
 
 /* Reads t's settings into v[t->n]; TX_EINVAL naming the first bad strict
  * value (who: the message's prefix). Prints each under TX_DEBUG. */
-int tx_settings_read(const struct tx_setting_table *t, const char *who,
-                     struct tx_setting_val *v);
+int tx_settings_read(const struct tx_setting_table *t, const char *who, struct tx_setting_val *v);
 /* The same without printing (TX_DEBUG's own table); then, once TX_DEBUG
  * is known, tx_settings_print. */
-int tx_settings_parse(const struct tx_setting_table *t, const char *who,
-                      struct tx_setting_val *v);
+int tx_settings_parse(const struct tx_setting_table *t, const char *who, struct tx_setting_val *v);
 void tx_settings_print(const struct tx_setting_table *t, const struct tx_setting_val *v);
 
 /* The tables (docs/settings.md) */

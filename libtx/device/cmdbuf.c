@@ -739,36 +739,32 @@ struct enc_desc {
     unsigned no;
 };
 
+/* clang-format off */
 #define ENC_KIND(x) _Generic((x), float: 1, double: 2, default: 0)
 #define ENC_AF(f) (((const struct ENC_A *)0)->f)
 #define ENC_CF(f) (((const struct ENC_C *)0)->f)
 /* a field copied as it is: the same size and kind (integer / float) */
 #define F(f)                                                                                       \
     {offsetof(struct ENC_A, f), offsetof(struct ENC_C, f),                                         \
-     sizeof(ENC_AF(f)) + 0 * sizeof(char[1 - 2 * (sizeof(ENC_AF(f)) != sizeof(ENC_CF(f)) ||         \
+     sizeof(ENC_AF(f)) + 0 * sizeof(char[1 - 2 * (sizeof(ENC_AF(f)) != sizeof(ENC_CF(f)) ||       \
                                                   ENC_KIND(ENC_AF(f)) != ENC_KIND(ENC_CF(f)))])}
-/* an operand: a tx_ref_t into an address */
+/* an operand: a tx_ref_t into an 8-byte address */
 #define OP(f, acc, rw_if, need_if, opt)                                                            \
-    {#f,                                                                                           \
-     offsetof(struct ENC_A, f) + 0 * _Generic(ENC_AF(f), tx_ref_t: 0),                             \
-     offsetof(struct ENC_C, f) + 0 * sizeof(char[1 - 2 * (sizeof(ENC_CF(f)) != 8)]),             \
-     acc,                                                                                          \
-     rw_if,                                                                                        \
-     need_if,                                                                                      \
-     opt}
+    {#f, offsetof(struct ENC_A, f) + 0 * _Generic(ENC_AF(f), tx_ref_t: 0),                         \
+     offsetof(struct ENC_C, f) + 0 * sizeof(char[1 - 2 * (sizeof(ENC_CF(f)) != 8)]),               \
+     acc, rw_if, need_if, opt}
+/* clang-format on */
 #define R(f) OP(f, TX_ACCESS_READ, 0, 0, 0)
 #define W(f) OP(f, TX_ACCESS_WRITE, 0, 0, 0)
 #define N(x) (sizeof(x) / sizeof((x)[0]))
 #define DESC(name, fn, op)                                                                         \
-    static const struct enc_desc name##_d = {fn,           op,                                     \
-                                             sizeof(struct ENC_C), name##_f,                        \
-                                             N(name##_f),  name##_o,                                \
-                                             N(name##_o)}
+    static const struct enc_desc name##_d = {                                                      \
+        fn, op, sizeof(struct ENC_C), name##_f, N(name##_f), name##_o, N(name##_o)}
 
 #define ENC_A tx_convert_args
 #define ENC_C tx8_cmd_convert
-static const struct enc_field convert_f[] = {F(rows), F(cols), F(ld_dst), F(ld_src), F(dst_dtype),
-                                             F(src_dtype)};
+static const struct enc_field convert_f[] = {F(rows),   F(cols),      F(ld_dst),
+                                             F(ld_src), F(dst_dtype), F(src_dtype)};
 static const struct enc_opnd convert_o[] = {W(dst), R(src)}; /* scales: by the types */
 DESC(convert, "tx_cmd_convert", TX8_OP_CONVERT);
 #undef ENC_A
@@ -812,8 +808,8 @@ DESC(rope, "tx_cmd_rope", TX8_OP_ROPE);
 #define ENC_A tx_attention_args
 #define ENC_C tx8_cmd_attention
 static const struct enc_field attention_f[] = {
-    F(tokens),    F(q_heads),   F(kv_heads),  F(qk_dim),    F(v_dim), F(kv_len),  F(q_pos0),
-    F(sel_k),     F(ld_q_head), F(ld_k_head), F(ld_v_head), F(ld_o_head), F(scale), F(kv_dtype)};
+    F(tokens), F(q_heads),   F(kv_heads),  F(qk_dim),    F(v_dim),     F(kv_len), F(q_pos0),
+    F(sel_k),  F(ld_q_head), F(ld_k_head), F(ld_v_head), F(ld_o_head), F(scale),  F(kv_dtype)};
 static const struct enc_opnd attention_o[] = {W(out), R(q), R(k), R(v),
                                               OP(sel, TX_ACCESS_READ, 0, 0, 1)};
 DESC(attention, "tx_cmd_attention", TX8_OP_ATTENTION);
@@ -848,8 +844,8 @@ DESC(moe_route, "tx_cmd_moe_route", TX8_OP_MOE_ROUTE); /* counts: by the flags *
 
 #define ENC_A tx_moe_ffn_args
 #define ENC_C tx8_cmd_moe_ffn
-static const struct enc_field moe_ffn_f[] = {F(tokens), F(top_k),   F(num_experts), F(dim),
-                                             F(ffn_dim), F(ld_x),   F(ld_y),        F(act_dtype)};
+static const struct enc_field moe_ffn_f[] = {F(tokens),  F(top_k), F(num_experts), F(dim),
+                                             F(ffn_dim), F(ld_x),  F(ld_y),        F(act_dtype)};
 static const struct enc_opnd moe_ffn_o[] = {OP(y, TX_ACCESS_WRITE, TX8_MOE_FFN_F_ACCUMULATE, 0, 0),
                                             R(x), R(ids), R(w), R(experts)};
 DESC(moe_ffn, "tx_cmd_moe_ffn", TX8_OP_MOE_FFN);
@@ -867,11 +863,19 @@ DESC(dsa_index, "tx_cmd_dsa_index", TX8_OP_DSA_INDEX);
 
 #define ENC_A tx_sample_args
 #define ENC_C tx8_cmd_sample
-static const struct enc_field sample_f[] = {
-    F(seed),  F(counter),        F(rows),           F(vocab),
-    F(ld_logits), F(top_k),      F(temperature),    F(top_p),
-    F(min_p), F(repeat_penalty), F(presence_penalty), F(frequency_penalty),
-    F(n_history)};
+static const struct enc_field sample_f[] = {F(seed),
+                                            F(counter),
+                                            F(rows),
+                                            F(vocab),
+                                            F(ld_logits),
+                                            F(top_k),
+                                            F(temperature),
+                                            F(top_p),
+                                            F(min_p),
+                                            F(repeat_penalty),
+                                            F(presence_penalty),
+                                            F(frequency_penalty),
+                                            F(n_history)};
 static const struct enc_opnd sample_o[] = {W(out), R(logits),
                                            OP(probs, TX_ACCESS_WRITE, 0, 0, 1)}; /* history */
 DESC(sample, "tx_cmd_sample", TX8_OP_SAMPLE);

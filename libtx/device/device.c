@@ -365,9 +365,11 @@ static const struct tx_setting device_settings[] = {
                                     86399999, "10000", 0, NULL,
                                     "how long a submission waits for room in a full device queue "
                                     "before TX_ETIMEDOUT, in ms"},
-    [TXD_SETTING_DEVICE] = {"TX_DEVICE", TX_SETTING_TEXT, "a device spec (emu:SOCKET, /dev/accel/"
-                            "accelN)", 0, 0, "the first /dev/accel device, else emu:"
-                            TX_DEFAULT_EMU_SOCKET, 0, NULL,
+    [TXD_SETTING_DEVICE] = {"TX_DEVICE", TX_SETTING_TEXT,
+                            "a device spec (emu:SOCKET, /dev/accel/"
+                            "accelN)",
+                            0, 0, "the first /dev/accel device, else emu:" TX_DEFAULT_EMU_SOCKET, 0,
+                            NULL,
                             "the device a program opens when it names none (tx_device_open "
                             "with NULL or \"\"); also listed by tx_device_enumerate"},
 };

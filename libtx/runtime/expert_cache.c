@@ -1073,8 +1073,7 @@ undo:
     m->streaming = 0;
     rt_xc_unmark(m);
     if (rc == TX_ENOSPC && p->may_fall)
-        rt_debug("load: no room for the expert cache (%s): streaming the layers",
-                 tx_last_error());
+        rt_debug("load: no room for the expert cache (%s): streaming the layers", tx_last_error());
     return rc;
 }
 

@@ -496,8 +496,8 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     /* a decode pass of the sessions and plan the decode graph was recorded
      * for runs it patched (runtime/decode_graph.c); another one is built and
      * recorded */
-    int use_dg = decode && m->dg_mode != RT_DG_OFF && m->store->decode_graph &&
-                 !want_dump && !g.prof && !g.a.xkeys;
+    int use_dg = decode && m->dg_mode != RT_DG_OFF && m->store->decode_graph && !want_dump &&
+                 !g.prof && !g.a.xkeys;
     int replayed = 0;
     if (use_dg) {
         rc = rt_dgraph_replay(&g, &replayed);

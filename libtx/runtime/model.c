@@ -604,8 +604,9 @@ static int store_order(const glm_model_t *m, const struct glm_load_options *o, i
     } else if (o->flags & GLM_LOAD_STREAM) {
         try[n++] = &rt_store_streamed;
     } else if (o->flags & GLM_LOAD_EXPERT_CACHE) {
-        try[n++] = has_xc ? &rt_store_expert_cache : too_big ? &rt_store_streamed
-                                                             : &rt_store_resident;
+        try[n++] = has_xc    ? &rt_store_expert_cache
+                   : too_big ? &rt_store_streamed
+                             : &rt_store_resident;
     } else {
         if (!too_big)
             try[n++] = &rt_store_resident;

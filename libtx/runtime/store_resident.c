@@ -32,8 +32,8 @@ int rt_store_place_resident(glm_model_t *m, const struct rt_place *p)
 
 uint64_t rt_store_layer_table(const glm_model_t *m, int mi)
 {
-    return m->table_off + (uint64_t)mi * (uint64_t)m->cfg.n_routed_experts * 3 *
-                              sizeof(struct tx8_weight);
+    return m->table_off +
+           (uint64_t)mi * (uint64_t)m->cfg.n_routed_experts * 3 * sizeof(struct tx8_weight);
 }
 
 void rt_store_emit_moe_ffn(struct gctx *g, int l, struct tx_moe_ffn_args *x)

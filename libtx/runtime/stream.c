@@ -402,7 +402,7 @@ int rt_stream_weight_ref(glm_model_t *m, int mi, glm_precision_t p, struct tx_we
 }
 
 static int stream_begin_layer(glm_model_t *m, int layer, int k, const glm_precision_plan_t *plan,
-                          tx_cmdbuf_t *cb)
+                              tx_cmdbuf_t *cb)
 {
     struct rt_stream *s = &m->st;
     (void)plan;

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/settings.h"
 #include "runtime/rt_internal.h"
+#include "tx_test_main.h"
 
 static const struct tx_setting_table *const tables[] = {
     &tx_settings_common,    &tx_settings_profile,   &tx_settings_device,
@@ -185,16 +186,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("settings");
-    TCase *tc = tcase_create("settings");
-    tcase_add_test(tc, every_setting_documented);
-    tcase_add_test(tc, words_ranges_strictness);
-    tcase_add_test(tc, load_options_from_the_environment);
-    tcase_add_test(tc, debug_prints_the_settings);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    const TTest *const tests[] = {every_setting_documented, words_ranges_strictness,
+                                  load_options_from_the_environment, debug_prints_the_settings};
+    return tx_test_main("settings", tests, sizeof(tests) / sizeof(tests[0]));
 }
