@@ -46,7 +46,7 @@ static void usage(FILE *f)
                "  -c, --ctx-size N         tokens per chunk (default 512)\n"
                "      --chunks N           score at most N chunks (default: all of the text)\n"
                "  -b, --batch-size N       most tokens per device pass (default 512)\n"
-               "      --precision PLAN     precision plan (default golden; docs/precision.md)\n"
+               "      --precision PLAN     precision plan (default golden; docs/libtx-glm.md)\n"
                "      --cache-type-k T     (--ctk) KV cache K type: f32, f16, bf16, q8_0, q4_0\n"
                "      --cache-type-v T     (--ctv) V type (GQA)\n"
                "      --device SPEC        device, or SPEC,SPEC,... for one model on several\n"
