@@ -130,7 +130,6 @@ static float *ref_logits(const char *model, int n, int *vocab)
     return l;
 }
 
-
 /* ---- the tokenizer, against transformers.js --------------------------------- */
 
 START_TEST(tokenizer_matches_hf)
@@ -153,15 +152,15 @@ START_TEST(tokenizer_matches_hf)
         int32_t *ids = NULL;
         size_t n = 0;
         ck_assert_msg(tx_tokenizer_encode(tok, json_object_get_string(jt),
-                                          (size_t)json_object_get_string_len(jt), 0, &ids, &n,
-                                          err, sizeof(err)) == 0,
+                                          (size_t)json_object_get_string_len(jt), 0, &ids, &n, err,
+                                          sizeof(err)) == 0,
                       "%s", err);
         size_t nw = json_object_array_length(ji);
         int same = n == nw;
         for (size_t i = 0; same && i < n; i++)
             same = ids[i] == json_object_get_int(json_object_array_get_idx(ji, i));
-        ck_assert_msg(same, "line %d (\"%.60s\"): %zu ids, transformers.js %zu, or others", lines + 1,
-                      json_object_get_string(jt), n, nw);
+        ck_assert_msg(same, "line %d (\"%.60s\"): %zu ids, transformers.js %zu, or others",
+                      lines + 1, json_object_get_string(jt), n, nw);
         char *text = NULL;
         size_t len;
         ck_assert_int_eq(tx_tokenizer_decode(tok, ids, n, 0, &text, &len, err, sizeof(err)), 0);
@@ -208,7 +207,8 @@ START_TEST(fidelity_fp32)
                      0);
     int rc = tool("glm-inference", args, tpath("inference.log"));
     free(args);
-    ck_assert_msg(rc == 0, "glm-inference failed: %s", (char *)tm_read(tpath("inference.log.err"), NULL));
+    ck_assert_msg(rc == 0, "glm-inference failed: %s",
+                  (char *)tm_read(tpath("inference.log.err"), NULL));
     size_t len;
     float *got = (float *)tm_read(tpath("logits"), &len);
     ck_assert_ptr_nonnull(got);
@@ -286,10 +286,11 @@ START_TEST(ppl_matches_trainer)
                      0);
     int rc = tool("glm-perplexity", args, tpath("ppl.out"));
     free(args);
-    ck_assert_msg(rc == 0, "glm-perplexity failed: %s", (char *)tm_read(tpath("ppl.out.err"), NULL));
+    ck_assert_msg(rc == 0, "glm-perplexity failed: %s",
+                  (char *)tm_read(tpath("ppl.out.err"), NULL));
     double got = final_ppl(tpath("ppl.out"));
-    printf("%s: PPL of the first %d held-out tokens: glm-perplexity %.4f, trainer %.4f\n", model,
-           n, got, want);
+    printf("%s: PPL of the first %d held-out tokens: glm-perplexity %.4f, trainer %.4f\n", model, n,
+           got, want);
     ck_assert_double_eq_tol(got, want, want * 1e-3);
     free(tok);
     free(ref);

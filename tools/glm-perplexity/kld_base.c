@@ -21,7 +21,8 @@
 
 static const char magic[8] = {'G', 'L', 'M', 'K', 'L', 'D', '0', '1'};
 
-static int fail(char *msg, size_t msgsz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *msg, size_t msgsz, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int fail(char *msg, size_t msgsz, const char *fmt, ...)
 {
     va_list ap;
@@ -56,8 +57,7 @@ int kld_base_create(struct kld_base *b, const char *path, uint32_t n_vocab, uint
     b->n_tok = (uint64_t)n_chunk * n_ctx;
     uint32_t h[4] = {n_vocab, n_ctx, n_chunk, first};
     int bad = fwrite(magic, 1, 8, b->f) != 8 || fwrite(h, 4, 4, b->f) != 4 ||
-              fwrite(&b->n_tok, 8, 1, b->f) != 1 ||
-              fwrite(tok, 4, b->n_tok, b->f) != b->n_tok;
+              fwrite(&b->n_tok, 8, 1, b->f) != 1 || fwrite(tok, 4, b->n_tok, b->f) != b->n_tok;
     if (bad) {
         int e = errno;
         kld_base_finish(b, 0, msg, msgsz);
@@ -133,9 +133,8 @@ int kld_base_open(struct kld_base *b, const char *path, uint32_t n_vocab, const 
     }
     if (b->n_tok > n_tok) {
         kld_base_close(b);
-        return fail(msg, msgsz,
-                    "%s: the base covers %llu tokens, this text has %llu: another text", path,
-                    (unsigned long long)b->n_tok, (unsigned long long)n_tok);
+        return fail(msg, msgsz, "%s: the base covers %llu tokens, this text has %llu: another text",
+                    path, (unsigned long long)b->n_tok, (unsigned long long)n_tok);
     }
     b->tok = malloc(b->n_tok * 4);
     if (!b->tok) {

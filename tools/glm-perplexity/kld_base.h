@@ -22,8 +22,7 @@ struct kld_base {
 /* Creates PATH's temporary file and writes the header and tokens.
  * 0, or -1 with msg set. */
 int kld_base_create(struct kld_base *b, const char *path, uint32_t n_vocab, uint32_t n_ctx,
-                    uint32_t n_chunk, uint32_t first, const int32_t *tok, char *msg,
-                    size_t msgsz);
+                    uint32_t n_chunk, uint32_t first, const int32_t *tok, char *msg, size_t msgsz);
 /* one scored position's logits (n_vocab floats) */
 int kld_base_write_row(struct kld_base *b, const float *logits, char *msg, size_t msgsz);
 /* closes and renames the temporary file over the path (commit) or removes it */

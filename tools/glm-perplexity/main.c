@@ -34,30 +34,29 @@ static const char *prog = "glm-perplexity";
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: glm-perplexity -m PKG.smd -f FILE [options]\n"
-            "\n"
-            "The perplexity of the package over the text, as llama-perplexity computes it:\n"
-            "non-overlapping chunks of -c tokens, each in a fresh context, scored on their\n"
-            "second half. Prints the running perplexity per chunk and\n"
-            "'Final estimate: PPL = X +/- Y'.\n"
-            "\n"
-            "  -m, --checkpoint PKG     the .smd package (glm-export)\n"
-            "  -f, --file FILE          the text (UTF-8)\n"
-            "  -c, --ctx-size N         tokens per chunk (default 512)\n"
-            "      --chunks N           score at most N chunks (default: all of the text)\n"
-            "  -b, --batch-size N       most tokens per device pass (default 512)\n"
-            "      --precision PLAN     precision plan (default golden; docs/precision.md)\n"
-            "      --cache-type-k T     (--ctk) KV cache K type: f32, f16, bf16, q8_0, q4_0\n"
-            "      --cache-type-v T     (--ctv) V type (GQA)\n"
-            "      --device SPEC        device, or SPEC,SPEC,... for one model on several\n"
-            "                           (default $TX_DEVICE)\n"
-            "      --kl-divergence-base FILE\n"
-            "                           without --kl-divergence: save the scored positions'\n"
-            "                           logits (FP32) to FILE; with it: read them from FILE\n"
-            "      --kl-divergence      compare with the base file: KL divergence, same top\n"
-            "                           token, delta p ('Mean    KLD: X ± Y',\n"
-            "                           'Same top p: X ± Y %%')\n");
+    fprintf(f, "usage: glm-perplexity -m PKG.smd -f FILE [options]\n"
+               "\n"
+               "The perplexity of the package over the text, as llama-perplexity computes it:\n"
+               "non-overlapping chunks of -c tokens, each in a fresh context, scored on their\n"
+               "second half. Prints the running perplexity per chunk and\n"
+               "'Final estimate: PPL = X +/- Y'.\n"
+               "\n"
+               "  -m, --checkpoint PKG     the .smd package (glm-export)\n"
+               "  -f, --file FILE          the text (UTF-8)\n"
+               "  -c, --ctx-size N         tokens per chunk (default 512)\n"
+               "      --chunks N           score at most N chunks (default: all of the text)\n"
+               "  -b, --batch-size N       most tokens per device pass (default 512)\n"
+               "      --precision PLAN     precision plan (default golden; docs/libtx-glm.md)\n"
+               "      --cache-type-k T     (--ctk) KV cache K type: f32, f16, bf16, q8_0, q4_0\n"
+               "      --cache-type-v T     (--ctv) V type (GQA)\n"
+               "      --device SPEC        device, or SPEC,SPEC,... for one model on several\n"
+               "                           (default $TX_DEVICE)\n"
+               "      --kl-divergence-base FILE\n"
+               "                           without --kl-divergence: save the scored positions'\n"
+               "                           logits (FP32) to FILE; with it: read them from FILE\n"
+               "      --kl-divergence      compare with the base file: KL divergence, same top\n"
+               "                           token, delta p ('Mean    KLD: X ± Y',\n"
+               "                           'Same top p: X ± Y %%')\n");
 }
 
 enum { O_CHUNKS = 256, O_PRECISION, O_CTK, O_CTV, O_DEVICE, O_KLD_BASE, O_KLD };
@@ -311,8 +310,7 @@ int main(int argc, char **argv)
             goto out;
         }
     struct glm_load_options lopt = {.name = "glm-perplexity"};
-    uint64_t reserve =
-        n_devs > 1 ? mdev_kv_reserve(o.pkg, 1, o.n_ctx, o.cache_k, o.cache_v) : 0;
+    uint64_t reserve = n_devs > 1 ? mdev_kv_reserve(o.pkg, 1, o.n_ctx, o.cache_k, o.cache_v) : 0;
     if (mdev_load(devs, n_devs, o.pkg, &lopt, 0, reserve, &m)) {
         fprintf(stderr, "%s: load %s: %s\n", prog, o.pkg, tx_last_error());
         goto out;
@@ -349,8 +347,8 @@ int main(int argc, char **argv)
             goto out;
         }
         if ((int)r.base.first != first_scored(r.n_ctx)) {
-            fprintf(stderr, "%s: %s: scored from position %u, this run from %d\n", prog,
-                    o.kld_base, r.base.first, first_scored(r.n_ctx));
+            fprintf(stderr, "%s: %s: scored from position %u, this run from %d\n", prog, o.kld_base,
+                    r.base.first, first_scored(r.n_ctx));
             goto out;
         }
         if (o.n_chunks && (uint32_t)o.n_chunks > r.base.n_chunk) {
@@ -380,11 +378,12 @@ int main(int argc, char **argv)
             "%s: %s: %zu tokens; %d chunks of %d, scored on positions %d..%d; plan %s, KV cache "
             "K %s, V %s\n",
             prog, o.file, n_ids, r.n_chunk, r.n_ctx, first_scored(r.n_ctx), r.n_ctx - 2,
-            glm_plan_format(&plan, pb, sizeof(pb)), glm_cache_type_name((glm_cache_type_t)o.cache_k),
+            glm_plan_format(&plan, pb, sizeof(pb)),
+            glm_cache_type_name((glm_cache_type_t)o.cache_k),
             glm_cache_type_name((glm_cache_type_t)o.cache_v));
     if (r.saving && kld_base_create(&r.base, o.kld_base, (uint32_t)r.vocab, (uint32_t)r.n_ctx,
-                                    (uint32_t)r.n_chunk, (uint32_t)first_scored(r.n_ctx), ids,
-                                    msg, sizeof(msg))) {
+                                    (uint32_t)r.n_chunk, (uint32_t)first_scored(r.n_ctx), ids, msg,
+                                    sizeof(msg))) {
         fprintf(stderr, "%s: %s\n", prog, msg);
         goto out;
     }

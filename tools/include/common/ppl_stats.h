@@ -38,9 +38,9 @@ double cos_acc_value(const struct cos_acc *c); /* 0 for a zero vector */
 /* one scored position of a --kl-divergence run, from the base's and this
  * package's log-probabilities over the vocabulary and the next token */
 struct kld_sample {
-    double kld;       /* sum p_base (ln p_base - ln p) */
-    double dp;        /* p(tok) - p_base(tok) */
-    int same_top;     /* argmax equal */
+    double kld;   /* sum p_base (ln p_base - ln p) */
+    double dp;    /* p(tok) - p_base(tok) */
+    int same_top; /* argmax equal */
     double nll, nll_base;
 };
 
