@@ -287,6 +287,8 @@ struct bad_opt {
     const char *tool, *opt, *val, *expect;
 };
 
+static int count(const char *s, const char *sub);
+
 START_TEST(option_errors)
 {
     static const struct bad_opt cases[] = {
@@ -346,6 +348,10 @@ START_TEST(option_errors)
         snprintf(want, sizeof(want), "%s: %s", c->tool, c->expect);
         ck_assert_msg(strstr(r.err, want), "%s %s %s: \"%s\" lacks \"%s\"", c->tool, c->opt, c->val,
                       r.err, want);
+        /* one line, naming the option, ending with the pointer to --help */
+        ck_assert_msg(strstr(r.err, "; try --help\n") && count(r.err, "\n") == 1,
+                      "%s %s %s: not one line ending \"; try --help\": \"%s\"", c->tool, c->opt,
+                      c->val, r.err);
         res_free(&r);
     }
 }

@@ -87,7 +87,7 @@ int main(int argc, char **argv)
             if (mem <= 0) {
                 fprintf(stderr,
                         "glm-analyze: --device-memory: '%s' is not a size > 0 (bytes, or with "
-                        "K, M, G)\n",
+                        "K, M, G); try --help\n",
                         optarg);
                 return 2;
             }

@@ -79,7 +79,7 @@ int export_parse(struct export_cli *c, int argc, char **argv)
             else if (!strcmp(optarg, "none"))
                 c->sparse = 0;
             else {
-                fprintf(stderr, "glm-export: --optimize %s: expected sparse or none\n", optarg);
+                fprintf(stderr, "glm-export: --optimize %s: expected sparse or none; try --help\n", optarg);
                 return 2;
             }
             break;
@@ -90,7 +90,7 @@ int export_parse(struct export_cli *c, int argc, char **argv)
             if (txc_parse_long(optarg, 0, 1 << 20, &group) < 0 || group % 32) {
                 fprintf(stderr,
                         "glm-export: --group-size: '%s' is not an integer in [0, 1048576] (0 or "
-                        "a multiple of 32)\n",
+                        "a multiple of 32); try --help\n",
                         optarg);
                 return 2;
             }
@@ -134,7 +134,7 @@ int export_parse(struct export_cli *c, int argc, char **argv)
     if (c->verify && strcmp(c->verify, c->out)) {
         fprintf(stderr,
                 "glm-export: --verify %s with --output %s: give the same file, or "
-                "--verify alone\n",
+                "--verify alone; try --help\n",
                 c->verify, c->out);
         return 2;
     }

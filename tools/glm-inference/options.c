@@ -226,7 +226,7 @@ static int bench_lists(struct opts *o)
         if (bench_list_parse("-p", "prompt sizes >= 0 (llama-bench's -p under --bench)", o->prompt,
                              0, 1 << 20, o->bench_p, BENCH_LIST_MAX, &o->n_bench_p, e,
                              sizeof(e)) < 0) {
-            fprintf(stderr, "%s: %s\n", prog, e);
+            fprintf(stderr, "%s: %s; try --help\n", prog, e);
             return 2;
         }
         o->prompt = NULL;
@@ -238,7 +238,7 @@ static int bench_lists(struct opts *o)
         if (bench_list_parse("-n", "generation sizes >= 0 (llama-bench's -n under --bench)",
                              o->n_arg, 0, 1 << 20, o->bench_n, BENCH_LIST_MAX, &o->n_bench_n, e,
                              sizeof(e)) < 0) {
-            fprintf(stderr, "%s: %s\n", prog, e);
+            fprintf(stderr, "%s: %s; try --help\n", prog, e);
             return 2;
         }
     } else {
@@ -253,7 +253,7 @@ static int bench_lists(struct opts *o)
     for (int i = 0; i < o->n_bench_n; i++)
         any |= o->bench_n[i];
     if (!any) {
-        fprintf(stderr, "%s: --bench: every -p and -n is 0 and no -pg: nothing to run\n", prog);
+        fprintf(stderr, "%s: --bench: every -p and -n is 0 and no -pg: nothing to run; try --help\n", prog);
         return 2;
     }
     /* the first sizes for --bench-cache and --bench-depth's single values */
@@ -302,7 +302,7 @@ static int opts_check(struct opts *o)
         return 1;
     }
     if (cfg.max_position_embeddings > 0 && o->n_ctx > cfg.max_position_embeddings) {
-        fprintf(stderr, "%s: -c %d: the model's context is at most %d (max_position_embeddings)\n",
+        fprintf(stderr, "%s: -c %d: the model's context is at most %d (max_position_embeddings); try --help\n",
                 prog, o->n_ctx, cfg.max_position_embeddings);
         return 2;
     }
@@ -310,7 +310,7 @@ static int opts_check(struct opts *o)
         bench_span(o) + 1 > cfg.max_position_embeddings) {
         fprintf(stderr,
                 "%s: --bench: the deepest -d plus the largest test is %d positions; the model has "
-                "%d (max_position_embeddings)\n",
+                "%d (max_position_embeddings); try --help\n",
                 prog, bench_span(o), cfg.max_position_embeddings);
         return 2;
     }
@@ -321,7 +321,7 @@ static int opts_check(struct opts *o)
         return 2;
     }
     if (o->prompt && !*o->prompt) {
-        fprintf(stderr, "%s: -p: the prompt is empty\n", prog);
+        fprintf(stderr, "%s: -p: the prompt is empty; try --help\n", prog);
         return 2;
     }
     if (o->file) {
@@ -330,7 +330,7 @@ static int opts_check(struct opts *o)
             return 1;
         }
         if (!*o->file_text) {
-            fprintf(stderr, "%s: -f %s: the prompt is empty\n", prog, o->file);
+            fprintf(stderr, "%s: -f %s: the prompt is empty; try --help\n", prog, o->file);
             return 2;
         }
     }
@@ -340,24 +340,24 @@ static int opts_check(struct opts *o)
         int bad = parse_token_ids(o->tokens, &ids, &n) || !n;
         free(ids);
         if (bad) {
-            fprintf(stderr, "%s: --tokens: expected comma-separated token ids\n", prog);
+            fprintf(stderr, "%s: --tokens: expected comma-separated token ids; try --help\n", prog);
             return 2;
         }
     }
     glm_plan_golden(&o->plan);
     if (o->precision && glm_plan_parse(o->precision, &o->plan)) {
-        fprintf(stderr, "%s: --precision: %s\n", prog, tx_last_error());
+        fprintf(stderr, "%s: --precision: %s; try --help\n", prog, tx_last_error());
         return 2;
     }
     if (o->load_balance && strcmp(o->load_balance, "on") && strcmp(o->load_balance, "off") &&
         strcmp(o->load_balance, "auto")) {
-        fprintf(stderr, "%s: --load-balance: expected on, off or auto\n", prog);
+        fprintf(stderr, "%s: --load-balance: expected on, off or auto; try --help\n", prog);
         return 2;
     }
     if (o->ep_rebalance > 0 && !glm_mpi_launched()) {
         const char *list = o->device ? o->device : getenv("TX_DEVICE");
         if (!list || !strchr(list, ',')) {
-            fprintf(stderr, "%s: --ep-rebalance needs several devices (--device A,B,...)\n", prog);
+            fprintf(stderr, "%s: --ep-rebalance needs several devices (--device A,B,...); try --help\n", prog);
             return 2;
         }
     }
@@ -594,7 +594,7 @@ static int opt_generation(struct opts *o, int ch)
                     "%s: --samplers: '%s' is not an order the device has; use "
                     "top_k;top_p;min_p;temperature (llama.cpp) or "
                     "temperature;top_k;top_p;min_p (transformers), optionally after "
-                    "penalties;\n",
+                    "penalties;; try --help\n",
                     prog, optarg);
             return -1;
         }
@@ -606,7 +606,7 @@ static int opt_generation(struct opts *o, int ch)
         } else if (!strcmp(optarg, "temp-first")) {
             o->sampler_order = GLM_SAMPLER_ORDER_TEMP_FIRST;
         } else {
-            fprintf(stderr, "%s: --sampler-order: '%s' is not llama or temp-first\n", prog, optarg);
+            fprintf(stderr, "%s: --sampler-order: '%s' is not llama or temp-first; try --help\n", prog, optarg);
             return -1;
         }
         return 1;
@@ -616,7 +616,7 @@ static int opt_generation(struct opts *o, int ch)
     case O_CHATFMT: {
         int f = tx_chat_format_from_name(optarg);
         if (f < 0) {
-            fprintf(stderr, "%s: --chat-template-format: %s\n", prog, tx_last_error());
+            fprintf(stderr, "%s: --chat-template-format: %s; try --help\n", prog, tx_last_error());
             return -1;
         }
         o->chat_format = f;
@@ -683,7 +683,7 @@ static int opt_device(struct opts *o, int ch)
         if (t < 0) {
             fprintf(stderr,
                     "%s: --cache-type-%c %s: expected f32, f16, bf16, q8_0 (int8) or "
-                    "q4_0 (int4)\n",
+                    "q4_0 (int4); try --help\n",
                     prog, ch == O_CTK ? 'k' : 'v', optarg);
             return -1;
         }
@@ -696,7 +696,7 @@ static int opt_device(struct opts *o, int ch)
     case O_XCACHE: {
         int64_t v = tx_parse_size(optarg);
         if (v <= 0) {
-            fprintf(stderr, "%s: --expert-cache: '%s' is not a size > 0 (bytes, or with K, M, G)\n",
+            fprintf(stderr, "%s: --expert-cache: '%s' is not a size > 0 (bytes, or with K, M, G); try --help\n",
                     prog, optarg);
             return -1;
         }
@@ -705,7 +705,7 @@ static int opt_device(struct opts *o, int ch)
     }
     case O_XPOLICY:
         if (strcmp(optarg, "lru") && strcmp(optarg, "lrfu")) {
-            fprintf(stderr, "%s: --expert-policy: '%s' is not lrfu or lru\n", prog, optarg);
+            fprintf(stderr, "%s: --expert-policy: '%s' is not lrfu or lru; try --help\n", prog, optarg);
             return -1;
         }
         o->expert_lru = !strcmp(optarg, "lru");
@@ -717,7 +717,7 @@ static int opt_device(struct opts *o, int ch)
         int64_t v = tx_parse_size(optarg);
         if (v <= 0) {
             fprintf(stderr,
-                    "%s: --max-weight-mem: '%s' is not a size > 0 (bytes, or with K, M, G)\n", prog,
+                    "%s: --max-weight-mem: '%s' is not a size > 0 (bytes, or with K, M, G); try --help\n", prog,
                     optarg);
             return -1;
         }
@@ -775,7 +775,7 @@ static int opt_outputs(struct opts *o, int ch)
         return 1;
     case O_BOUT:
         if ((o->bench_output = bench_format_parse(optarg)) < 0) {
-            fprintf(stderr, "%s: -o: '%s' is not md, csv, json or jsonl\n", prog, optarg);
+            fprintf(stderr, "%s: -o: '%s' is not md, csv, json or jsonl; try --help\n", prog, optarg);
             return -1;
         }
         return 1;
@@ -784,11 +784,11 @@ static int opt_outputs(struct opts *o, int ch)
         char e[200];
         if (bench_list_parse("-pg", "pp,tg", optarg, 1, 1 << 20, pg, 2, &npg, e, sizeof(e)) < 0 ||
             npg != 2) {
-            fprintf(stderr, "%s: -pg: '%s': expected pp,tg (two counts >= 1)\n", prog, optarg);
+            fprintf(stderr, "%s: -pg: '%s': expected pp,tg (two counts >= 1); try --help\n", prog, optarg);
             return -1;
         }
         if (o->n_bench_pg == BENCH_LIST_MAX) {
-            fprintf(stderr, "%s: -pg: at most %d pairs\n", prog, BENCH_LIST_MAX);
+            fprintf(stderr, "%s: -pg: at most %d pairs; try --help\n", prog, BENCH_LIST_MAX);
             return -1;
         }
         o->bench_pg[o->n_bench_pg][0] = pg[0];
@@ -800,7 +800,7 @@ static int opt_outputs(struct opts *o, int ch)
             fprintf(stderr,
                     "%s: -r '%s': llama-cli's reverse prompt is not supported here (the chat "
                     "template ends the turns); -r N is llama-bench's repetitions, N in [1, "
-                    "%d]\n",
+                    "%d]; try --help\n",
                     prog, optarg, BENCH_REPS_MAX);
             return -1;
         }
@@ -813,7 +813,7 @@ static int opt_outputs(struct opts *o, int ch)
         char e[160];
         if (bench_depth_parse(optarg, o->bench_depth, BENCH_DEPTH_MAX, &o->n_bench_depth, e,
                               sizeof(e)) < 0) {
-            fprintf(stderr, "%s: %s\n", prog, e);
+            fprintf(stderr, "%s: %s; try --help\n", prog, e);
             return -1;
         }
         return 1;
@@ -831,7 +831,7 @@ static int opt_outputs(struct opts *o, int ch)
         char *e2;
         o->bench_cache_frac = strtod(optarg, &e2);
         if (e2 == optarg || *e2 || !(o->bench_cache_frac > 0 && o->bench_cache_frac <= 1)) {
-            fprintf(stderr, "%s: --bench-cache-frac: '%s' is not a number in (0, 1]\n", prog,
+            fprintf(stderr, "%s: --bench-cache-frac: '%s' is not a number in (0, 1]; try --help\n", prog,
                     optarg);
             return -1;
         }
@@ -891,7 +891,7 @@ int opts_parse(struct opts *o, int *argc, char **argv)
         return txc_verify_package(prog, o->checkpoint);
     int n_sources = !!o->prompt + !!o->file + !!o->tokens;
     if (n_sources > 1) {
-        fprintf(stderr, "%s: give only one of -p, -f and --tokens\n", prog);
+        fprintf(stderr, "%s: give only one of -p, -f and --tokens; try --help\n", prog);
         return 2;
     }
     if ((o->original || o->no_original) && !o->validate)

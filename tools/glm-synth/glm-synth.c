@@ -179,7 +179,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "glm-synth: --arch %s: expected one of", optarg);
                 for (int i = 0; i < glm_arch_count(); i++)
                     fprintf(stderr, "%s %s", i ? "," : "", glm_arch_short_name(glm_arch_nth(i)));
-                fputc('\n', stderr);
+                fputs("; try --help\n", stderr);
                 return 2;
             }
             o.arch = (enum glm_arch)a;
@@ -188,7 +188,7 @@ int main(int argc, char **argv)
         case 'p': {
             int p = tx_synth_preset_parse(optarg);
             if (p < 0) {
-                fprintf(stderr, "glm-synth: --preset %s: expected tiny, small or bench\n", optarg);
+                fprintf(stderr, "glm-synth: --preset %s: expected tiny, small or bench; try --help\n", optarg);
                 return 2;
             }
             o.preset = (enum tx_synth_preset)p;
@@ -203,7 +203,7 @@ int main(int argc, char **argv)
             if (errno || *end || !*optarg || *optarg == '-' || *optarg == '+' || *optarg == ' ') {
                 fprintf(stderr,
                         "glm-synth: --seed: '%s' is not an integer in [0, %llu] (decimal, or "
-                        "hex with 0x)\n",
+                        "hex with 0x); try --help\n",
                         optarg, ULLONG_MAX);
                 return 2;
             }
@@ -214,7 +214,7 @@ int main(int argc, char **argv)
             else if (!strcmp(optarg, "onnx"))
                 o.format = TX_SYNTH_ONNX;
             else {
-                fprintf(stderr, "glm-synth: --format %s: expected hf or onnx\n", optarg);
+                fprintf(stderr, "glm-synth: --format %s: expected hf or onnx; try --help\n", optarg);
                 return 2;
             }
             break;
@@ -227,7 +227,7 @@ int main(int argc, char **argv)
             else if (!strcmp(optarg, "external"))
                 o.onnx_external = 1;
             else {
-                fprintf(stderr, "glm-synth: --onnx-data %s: expected inline or external\n", optarg);
+                fprintf(stderr, "glm-synth: --onnx-data %s: expected inline or external; try --help\n", optarg);
                 return 2;
             }
             break;

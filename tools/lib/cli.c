@@ -91,8 +91,8 @@ int txc_opt_long(const char *prog, const char *opt, const char *s, long long lo,
     long long x = strtoll(s, &end, 10);
     /* strtoll skips leading blanks: an option value is the number only */
     if (errno || end == s || *end || isspace((unsigned char)*s) || x < lo || x > hi) {
-        fprintf(stderr, "%s: %s: '%s' is not an integer in [%lld, %lld]%s%s%s\n", prog, opt, s, lo,
-                hi, note ? " (" : "", note ? note : "", note ? ")" : "");
+        fprintf(stderr, "%s: %s: '%s' is not an integer in [%lld, %lld]%s%s%s; try --help\n", prog,
+                opt, s, lo, hi, note ? " (" : "", note ? note : "", note ? ")" : "");
         return -1;
     }
     *out = x;
@@ -116,7 +116,8 @@ int txc_opt_u64(const char *prog, const char *opt, const char *s, unsigned long 
     unsigned long long x = strtoull(s, &end, 10);
     /* strtoull accepts "-1" as ULLONG_MAX: only digits here */
     if (errno || end == s || *end || !isdigit((unsigned char)*s)) {
-        fprintf(stderr, "%s: %s: '%s' is not an integer in [0, %llu]\n", prog, opt, s, ULLONG_MAX);
+        fprintf(stderr, "%s: %s: '%s' is not an integer in [0, %llu]; try --help\n", prog, opt, s,
+                ULLONG_MAX);
         return -1;
     }
     *out = x;
@@ -137,7 +138,7 @@ int txc_opt_double(const char *prog, const char *opt, const char *s, double lo, 
     if (!bad)
         bad = (open & TXC_HI_OPEN) ? !(x < hi) : !(x <= hi);
     if (bad) {
-        fprintf(stderr, "%s: %s: '%s' is not a number in %c%g, %g%c\n", prog, opt, s,
+        fprintf(stderr, "%s: %s: '%s' is not a number in %c%g, %g%c; try --help\n", prog, opt, s,
                 (open & TXC_LO_OPEN) ? '(' : '[', lo, hi, (open & TXC_HI_OPEN) ? ')' : ']');
         return -1;
     }
