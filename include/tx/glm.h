@@ -799,6 +799,14 @@ struct glm_validate_report {
  * on the host reference with the original checkpoint's weights. */
 TX_API int glm_validate(glm_model_t *model, const struct glm_validate_options *opt,
                         struct glm_validate_report **out);
+/* glm_validate on real text instead of random ids (libtx 2.7): input k is
+ * tokens[k * n_tokens, (k + 1) * n_tokens) for k < opt->n_inputs
+ * (defaults as glm_validate's; opt->seed unused); TX_EINVAL when the
+ * tokens hold fewer inputs or an id is outside the vocabulary. The
+ * article's deployment check on held-out text. */
+TX_API int glm_validate_tokens(glm_model_t *model, const struct glm_validate_options *opt,
+                               const int32_t *tokens, size_t n_tokens,
+                               struct glm_validate_report **out);
 TX_API void glm_validate_report_free(struct glm_validate_report *r);
 
 /* Per-layer outputs of a forward pass (for validation and TX_DEBUG dumps):

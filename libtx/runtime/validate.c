@@ -597,8 +597,10 @@ static int attribute(glm_model_t *m, glm_session_t *ds, const struct tx_ckpt *or
     return rc;
 }
 
-TX_API int glm_validate(glm_model_t *m, const struct glm_validate_options *opt,
-                        struct glm_validate_report **out)
+/* glm_validate's inputs: random ids from the seed, or (text != NULL)
+ * consecutive windows of n_tokens of the text's ids */
+static int validate(glm_model_t *m, const struct glm_validate_options *opt, const int32_t *text,
+                    size_t n_text, struct glm_validate_report **out)
 {
     char err[TX_ERR_MAX];
     if (!m || !out)
@@ -619,6 +621,19 @@ TX_API int glm_validate(glm_model_t *m, const struct glm_validate_options *opt,
     if (o.use_original < GLM_VALIDATE_ORIGINAL_NONE ||
         o.use_original > GLM_VALIDATE_ORIGINAL_REQUIRE)
         return tx_error(TX_EINVAL, "glm_validate: use_original %d unknown", o.use_original);
+    if (text) {
+        size_t windows = n_text / (size_t)o.n_tokens;
+        if (windows < (size_t)o.n_inputs)
+            return tx_error(TX_EINVAL,
+                            "glm_validate_tokens: %zu tokens hold %zu inputs of %d tokens; %d "
+                            "were asked for",
+                            n_text, windows, o.n_tokens, o.n_inputs);
+        for (size_t i = 0; i < (size_t)o.n_inputs * (size_t)o.n_tokens; i++)
+            if (text[i] < 0 || text[i] >= m->cfg.vocab_size)
+                return tx_error(TX_EINVAL, "glm_validate_tokens: token %zu (%d) outside the "
+                                           "vocabulary of %d",
+                                i, text[i], m->cfg.vocab_size);
+    }
     const struct glm_config *c = &m->cfg;
     int L = c->num_hidden_layers, D = c->hidden_size, V = c->vocab_size, n = o.n_tokens;
     size_t NV = (size_t)n * V;
@@ -706,8 +721,11 @@ TX_API int glm_validate(glm_model_t *m, const struct glm_validate_options *opt,
     double max_ref = 0, max_err = 0;
     int have_worst = 0;
     for (int in = 0; in < o.n_inputs; in++) {
-        for (int i = 0; i < n; i++)
-            ids[i] = (int32_t)(xs(&seed) % (uint64_t)V);
+        if (text)
+            memcpy(ids, text + (size_t)in * (size_t)n, sizeof(int32_t) * (size_t)n);
+        else
+            for (int i = 0; i < n; i++)
+                ids[i] = (int32_t)(xs(&seed) % (uint64_t)V);
         double a = rt_now_ms();
         rc = forward_layers_session(ds, ids, n, dv.layers, dv.logits, dv.rid, dv.sel);
         tdev += rt_now_ms() - a;
@@ -829,6 +847,21 @@ out:
     }
     *out = r;
     return TX_OK;
+}
+
+TX_API int glm_validate(glm_model_t *m, const struct glm_validate_options *opt,
+                        struct glm_validate_report **out)
+{
+    return validate(m, opt, NULL, 0, out);
+}
+
+TX_API int glm_validate_tokens(glm_model_t *m, const struct glm_validate_options *opt,
+                               const int32_t *tokens, size_t n_tokens,
+                               struct glm_validate_report **out)
+{
+    if (!tokens)
+        return tx_error(TX_EINVAL, "glm_validate_tokens: no tokens");
+    return validate(m, opt, tokens, n_tokens, out);
 }
 
 TX_API void glm_validate_report_free(struct glm_validate_report *r)

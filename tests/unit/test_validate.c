@@ -411,6 +411,49 @@ START_TEST(test_original_override)
 }
 END_TEST
 
+/* ---- on given tokens (held-out text) -------------------------------------- */
+
+START_TEST(test_validate_tokens)
+{
+    tx_device_t *dev;
+    glm_model_t *m = load(g_smd[T5], &dev);
+    int V = glm_model_config(m)->vocab_size;
+    enum { N_IN = 3, N_TOK = 8 };
+    int32_t text[N_IN * N_TOK + 5];
+    for (size_t i = 0; i < sizeof(text) / sizeof(text[0]); i++)
+        text[i] = (int32_t)((i * 7919u + 13u) % (unsigned)V);
+    struct glm_validate_options vo;
+    memset(&vo, 0, sizeof(vo));
+    vo.n_inputs = N_IN;
+    vo.n_tokens = N_TOK;
+    struct glm_validate_report *r, *r2;
+    OK(glm_validate_tokens(m, &vo, text, sizeof(text) / sizeof(text[0]), &r));
+    ck_assert_int_eq(r->n_inputs, N_IN);
+    ck_assert_int_eq(r->n_nonfinite, 0);
+    ck_assert_msg(r->passed, "min cosine %f", r->min_cosine);
+    /* the inputs are the text's windows: the same text, the same figures;
+     * another text (one token changed in the second window), others */
+    OK(glm_validate_tokens(m, &vo, text, N_IN * N_TOK, &r2));
+    for (int i = 0; i < N_IN; i++)
+        ck_assert(r->cosine[i] == r2->cosine[i]);
+    glm_validate_report_free(r2);
+    text[N_TOK + 3] = (text[N_TOK + 3] + 1) % V;
+    OK(glm_validate_tokens(m, &vo, text, N_IN * N_TOK, &r2));
+    ck_assert(r->cosine[0] == r2->cosine[0]);
+    ck_assert_msg(r->cosine[1] != r2->cosine[1], "input 2 did not change with its text");
+    glm_validate_report_free(r2);
+    glm_validate_report_free(r);
+    /* too few tokens for the inputs, an id outside the vocabulary */
+    ck_assert_int_eq(glm_validate_tokens(m, &vo, text, N_IN * N_TOK - 1, &r), TX_EINVAL);
+    ck_assert_msg(strstr(tx_last_error(), "hold 2 inputs"), "%s", tx_last_error());
+    text[5] = V;
+    ck_assert_int_eq(glm_validate_tokens(m, &vo, text, N_IN * N_TOK, &r), TX_EINVAL);
+    ck_assert_msg(strstr(tx_last_error(), "outside the vocabulary"), "%s", tx_last_error());
+    ck_assert_int_eq(glm_validate_tokens(m, &vo, NULL, 0, &r), TX_EINVAL);
+    unload(m, dev);
+}
+END_TEST
+
 static Suite *validate_suite(void)
 {
     Suite *s = suite_create("validate");
@@ -423,6 +466,7 @@ static Suite *validate_suite(void)
     tcase_add_test(tc, test_device_only);
     tcase_add_test(tc, test_nan_fails);
     tcase_add_test(tc, test_original_override);
+    tcase_add_test(tc, test_validate_tokens);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -45,6 +45,7 @@ struct opts {
     long long ep_rebalance;
     int validate, v_inputs, v_tokens;
     unsigned long long v_seed;
+    const char *v_file; /* --validate-file: inputs from this text */
     const char *original;
     int no_original;
     int bench, bench_pp, bench_tg;

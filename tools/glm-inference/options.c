@@ -105,6 +105,8 @@ static void usage(FILE *f)
         "      --validate-inputs N  inputs (default 100)\n"
         "      --validate-tokens N  tokens per input (default 8)\n"
         "      --validate-seed N    input seed\n"
+        "      --validate-file FILE the inputs from this text instead of random ids:\n"
+        "                           consecutive windows of --validate-tokens tokens\n"
         "      --original DIR|FILE  the original checkpoint to validate against (default:\n"
         "                           the source the package records, if its hash matches)\n"
         "      --no-original        measure the device arithmetic only\n"
@@ -392,6 +394,7 @@ enum {
     O_VIN,
     O_VTOK,
     O_VSEED,
+    O_VFILE,
     O_ORIGINAL,
     O_NOORIGINAL,
     O_BENCH,
@@ -473,6 +476,7 @@ static const struct option lo[] = {
     {"validate-inputs", required_argument, NULL, O_VIN},
     {"validate-tokens", required_argument, NULL, O_VTOK},
     {"validate-seed", required_argument, NULL, O_VSEED},
+    {"validate-file", required_argument, NULL, O_VFILE},
     {"original", required_argument, NULL, O_ORIGINAL},
     {"no-original", no_argument, NULL, O_NOORIGINAL},
     {"bench", no_argument, NULL, O_BENCH},
@@ -755,6 +759,9 @@ static int opt_outputs(struct opts *o, int ch)
     case O_VSEED:
         OPT(txc_opt_u64(prog, "--validate-seed", optarg, &o->v_seed));
         return 1;
+    case O_VFILE:
+        o->v_file = optarg;
+        return 1;
     case O_ORIGINAL:
         o->original = optarg;
         return 1;
@@ -896,6 +903,8 @@ int opts_parse(struct opts *o, int *argc, char **argv)
     }
     if ((o->original || o->no_original) && !o->validate)
         return txc_usage_error(prog, usage, "--original and --no-original need --validate");
+    if (o->v_file && !o->validate)
+        return txc_usage_error(prog, usage, "--validate-file needs --validate");
     if (o->original && o->no_original)
         return txc_usage_error(prog, usage, "give only one of --original and --no-original");
     int prc = opts_check(o);

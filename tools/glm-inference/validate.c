@@ -5,9 +5,11 @@
  * from (docs/glm-inference.md, "Validation").
  */
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/cli.h"
 #include "glm_inference.h"
 
 static void v_progress(void *user, int done, int total, double cs)
@@ -111,7 +113,28 @@ int run_validate(glm_model_t *m, const struct opts *o)
             prog, glm_model_name(m), glm_plan_format(&p, plan, sizeof(plan)),
             o->no_original ? "package's own weights" : "original model's weights if found",
             o->no_original ? "package" : "original (if found)");
-    int vrc = glm_validate(m, &vo, &r);
+    int vrc;
+    if (o->v_file) { /* held-out text: consecutive windows of its tokens */
+        char *text = NULL;
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        vrc = txc_read_path(o->v_file, &text, NULL);
+        if (vrc) {
+            fprintf(stderr, "%s: --validate-file: %s\n", prog, tx_last_error());
+            return 1;
+        }
+        vrc = glm_tokenize(m, text, &ids, &n_ids);
+        free(text);
+        if (!vrc) {
+            fprintf(stderr, "%s: inputs: %d windows of %d tokens of %s (%zu tokens)\n", prog,
+                    vo.n_inputs ? vo.n_inputs : 100, vo.n_tokens ? vo.n_tokens : 8, o->v_file,
+                    n_ids);
+            vrc = glm_validate_tokens(m, &vo, ids, n_ids, &r);
+        }
+        free(ids);
+    } else {
+        vrc = glm_validate(m, &vo, &r);
+    }
     if (vrc) {
         log_rc("validate", vrc);
         return 1;
