@@ -11,9 +11,10 @@
  *   cache LRFU+pf    the same cache, frequency + recency replacement and
  *                    the transition-graph prefetch (the defaults)
  *
- * Each mode loads the package, runs a prompt of `prompt` random ids, then
- * `warmup` decode steps (caches and statistics settle), then `tg` timed
- * decode steps of random ids with greedy on-device sampling. The counters
+ * Each mode loads the package, runs a prompt of `prompt` random ids (or the
+ * first tokens of -f FILE's text: routing on real text), then `warmup`
+ * decode steps (caches and statistics settle), then `tg` timed decode
+ * steps of the next ids with greedy on-device sampling. The counters
  * are the deltas over the timed steps (glm_model_expert_cache_stats).
  */
 #include "bench_cache.h"
@@ -74,23 +75,40 @@ static int run_mode(tx_device_t *dev, const struct bench_cache_opts *o, unsigned
         fprintf(stderr, "glm-inference: bench-cache: session: %s\n", tx_last_error());
         goto out;
     }
-    uint64_t seed = 4242;
-    for (int i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)((seed >> 33) % (uint64_t)c->vocab_size);
+    int32_t *dec = ids; /* the decode steps' ids (random: the prompt's ids again) */
+    if (o->text) {      /* the text's tokens: trained routers on real text */
+        int32_t *tids = NULL;
+        size_t tn = 0, need = (size_t)(o->prompt + o->warmup + o->tg);
+        if (glm_tokenize(m, o->text, &tids, &tn) || tn < need) {
+            fprintf(stderr,
+                    "glm-inference: bench-cache: -f: the text has %zu tokens; %zu are needed "
+                    "(--bench-pp + 32 + --bench-tg)\n",
+                    tn, need);
+            free(tids);
+            goto out;
+        }
+        free(ids);
+        ids = tids;            /* the prompt: the text's first ids */
+        dec = ids + o->prompt; /* the decode steps: the ids after it */
+    } else {
+        uint64_t seed = 4242;
+        for (int i = 0; i < n; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            ids[i] = (int32_t)((seed >> 33) % (uint64_t)c->vocab_size);
+        }
     }
     struct glm_sampling greedy = {.temperature = 0.0f, .top_p = 1.0f};
     int32_t next;
     if (o->prompt > 0 && glm_eval(s, ids, o->prompt, 0, NULL))
         goto fail;
     for (int i = 0; i < o->warmup; i++)
-        if (glm_decode_batch(&s, &ids[i], 1, NULL, &greedy, &next))
+        if (glm_decode_batch(&s, &dec[i], 1, NULL, &greedy, &next))
             goto fail;
     struct glm_expert_cache_stats a, b;
     glm_model_expert_cache_stats(m, &a);
     double t0 = ms();
     for (int i = 0; i < o->tg; i++)
-        if (glm_decode_batch(&s, &ids[o->warmup + i], 1, NULL, &greedy, &next))
+        if (glm_decode_batch(&s, &dec[o->warmup + i], 1, NULL, &greedy, &next))
             goto fail;
     double t = ms() - t0;
     glm_model_expert_cache_stats(m, &b);

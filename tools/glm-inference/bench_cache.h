@@ -13,6 +13,7 @@ struct bench_cache_opts {
     int warmup;        /* decode steps before timing (statistics, cache) */
     int prompt;        /* prompt tokens before the decode */
     const char *modes; /* NULL: all; else a list of resident,layers,lru,lrfu */
+    const char *text;  /* -f FILE's text: its tokens as the inputs (NULL: random ids) */
 };
 
 /* Prints the table to stdout; 0 or 1 (error printed). */

@@ -69,7 +69,7 @@ static int run(struct opts *o, int *argc, char ***argv)
         struct bench_cache_opts bo = {
             o->checkpoint, o->bench_cache_frac > 0 ? o->bench_cache_frac : 0.25,
             o->bench_tg,   32,
-            o->bench_pp,   getenv("TX_BENCH_CACHE_MODES")};
+            o->bench_pp,   getenv("TX_BENCH_CACHE_MODES"), o->file_text};
         rc = bench_cache_run(g.dev, &bo);
     }
     if (rc < 0)
