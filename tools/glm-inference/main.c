@@ -30,6 +30,7 @@
 #include <tx/tx_device.h>
 
 #include "bench_depth.h"
+#include "energy.h"
 #include "common/cli.h"
 #include "mpi_transport.h"
 
@@ -553,6 +554,17 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* The "mJ/token | tokens/J" cells of a bench row ("- | -" without figures). */
+static void bench_energy_cells(const struct gi_energy *a, const struct gi_energy *b, int tokens,
+                               char *buf, size_t size)
+{
+    double mjt, tpj;
+    if (gi_energy_per_token(a, b, tokens, &mjt, &tpj))
+        snprintf(buf, size, "%.4f | %.1f", mjt, tpj);
+    else
+        snprintf(buf, size, "- | -");
+}
+
 static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
 {
     const struct glm_config *c = glm_model_config(m);
@@ -587,8 +599,8 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
     if (!plans)
         return 1;
     printf("| model | size | params | backend | plan | test | t/s | weights/token | GB/s | "
-           "%% of BW |\n");
-    printf("| --- | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+           "%% of BW | mJ/token | tokens/J |\n");
+    printf("| --- | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     glm_precision_plan_t saved;
     glm_plan_get(dev, &saved);
     int rc = 0;
@@ -630,16 +642,20 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
         }
         glm_session_reset(s);
         /* pp: one prefill with the last position's logits (as generation) */
+        struct gi_energy pe0, pe1, te0, te1;
+        gi_energy_read(dev, &pe0);
         double t0 = now_ms();
         if (!rc && glm_eval(s, ids, pp, 0, lg)) {
             log_err("pp");
             rc = 1;
         }
         double pp_ms = now_ms() - t0;
+        gi_energy_read(dev, &pe1);
         glm_session_reset(s);
         /* tg: single-token passes from an empty context, each with the
          * lm_head and on-device sampling (only the token id comes back) */
         glm_model_decode_times(m, &dt0);
+        gi_energy_read(dev, &te0);
         t0 = now_ms();
         for (int i = 0; i < tg && !rc; i++)
             if (glm_decode_batch(&s, &ids[i], 1, NULL, &greedy, &next)) {
@@ -647,6 +663,7 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
                 rc = 1;
             }
         double tg_ms = now_ms() - t0;
+        gi_energy_read(dev, &te1);
         glm_model_decode_times(m, &dt1);
         glm_session_free(s);
         free(ids);
@@ -660,15 +677,18 @@ static int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
         double params_b = (double)mi.n_params / 1e9;
         double pps = pp * 1e3 / pp_ms, tgs = tg * 1e3 / tg_ms;
         double bpt = (double)mi.decode_bytes_per_token;
-        printf("| %s | %.2f GiB | %.3f B | TX8 %s | %s | pp%d | %.2f | %.1f MB | %.2f | - |\n",
+        char pe[48], te[48];
+        bench_energy_cells(&pe0, &pe1, pp, pe, sizeof(pe));
+        bench_energy_cells(&te0, &te1, tg, te, sizeof(te));
+        printf("| %s | %.2f GiB | %.3f B | TX8 %s | %s | pp%d | %.2f | %.1f MB | %.2f | - | %s |\n",
                glm_model_name(m), size_gib, params_b, di.backend, short_plan, pp, pps, bpt / 1e6,
-               bpt * pps / 1e9);
+               bpt * pps / 1e9, pe);
         char pct[16] = "-";
         if (bw > 0)
             snprintf(pct, sizeof(pct), "%.1f%%", 100.0 * bpt * tgs / 1e9 / bw);
-        printf("| %s | %.2f GiB | %.3f B | TX8 %s | %s | tg%d | %.2f | %.1f MB | %.2f | %s |\n",
+        printf("| %s | %.2f GiB | %.3f B | TX8 %s | %s | tg%d | %.2f | %.1f MB | %.2f | %s | %s |\n",
                glm_model_name(m), size_gib, params_b, di.backend, short_plan, tg, tgs, bpt / 1e6,
-               bpt * tgs / 1e9, pct);
+               bpt * tgs / 1e9, pct, te);
         fflush(stdout);
         uint64_t np = dt1.passes - dt0.passes;
         if (np && n_host < 8)
@@ -1812,7 +1832,10 @@ int main(int argc, char **argv)
         gp.flags |= GLM_GEN_IGNORE_EOS; /* -inf bias on the stop tokens */
     struct glm_timings t;
     int n_out = 0;
+    struct gi_energy e0, e1;
+    gi_energy_read(dev, &e0);
     int grc = glm_generate(s, &gp, NULL, 0, &n_out, &t);
+    gi_energy_read(dev, &e1);
     if (grc) {
         putchar('\n');
         fflush(stdout);
@@ -1827,6 +1850,7 @@ int main(int argc, char **argv)
             : (unsigned)t.stop < 5 ? why[t.stop]
                                    : "?");
     print_perf(&t);
+    gi_energy_print(stderr, &e0, &e1, t.n_prompt, t.n_eval);
     if (interrupted) {
         rc = 130;
         goto out;
