@@ -7,6 +7,7 @@
  * the prefill GEMMs compute-bound; bad input gets a clear error.
  */
 #include <check.h>
+#include <math.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -268,12 +269,20 @@ START_TEST(report_roofline)
             at_roof += !strcmp(cls, "compute-bound");
             pre_gemm++;
         }
+        /* every group that computes or moves bytes costs energy (issue 41) */
+        ck_assert_msg(jnum(g, "energy_uj") > 0, "%s (%s): no energy", name, phase);
     }
+    /* the groups' energies add up to the commands' */
+    double esum = 0;
+    for (size_t i = 0; i < json_object_array_length(groups); i++)
+        esum += jnum(json_object_array_get_idx(groups, i), "energy_uj");
+    ck_assert(fabs(esum - jnum(r, "command_energy_uj")) <= 1e-6 * esum + 1e-3);
     ck_assert_msg(at_roof > 0, "every decode expert and prefill GEMM group is overhead-bound");
     ck_assert(dec_exp > 0 && pre_gemm > 0);
     json_object *layers;
     ck_assert(json_object_object_get_ex(r, "layers", &layers));
     ck_assert(json_object_array_length(layers) > 0);
+    ck_assert(jnum(json_object_array_get_idx(layers, 0), "energy_uj") > 0);
     ck_assert(jnum(r, "device_busy_pct") > 0 && jnum(r, "device_busy_pct") <= 100.0001);
     /* the profiler's own host time: some, and less than the passes took */
     ck_assert(jnum(r, "profiler_host_us") > 0);

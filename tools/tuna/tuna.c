@@ -304,12 +304,14 @@ struct cmd {
     const char *name, *op, *phase;
     double ts, dur; /* us */
     double bytes, flops;
+    double energy; /* pJ (power model, interface 1.8; 0 before) */
     int cores, job;
 };
 
 struct group {
     const char *name, *phase, *op;
     double time, bytes, flops;
+    double energy; /* pJ */
     long count;
     const char *cls;
     const char *roof; /* the roof its arithmetic intensity meets first */
@@ -650,6 +652,7 @@ static int cmd_report(int argc, char **argv)
             c->dur = jnum(e, "dur");
             c->bytes = jnum(a, "bytes_read") + jnum(a, "bytes_written");
             c->flops = 2.0 * jnum(a, "macs");
+            c->energy = jnum(a, "energy_pj");
             c->cores = (int)jnum(a, "cores");
             c->job = (int)jnum(a, "job");
         } else if (!strcmp(cat, "host")) {
@@ -712,6 +715,7 @@ static int cmd_report(int argc, char **argv)
         groups[g].time += c->dur;
         groups[g].bytes += c->bytes;
         groups[g].flops += c->flops;
+        groups[g].energy += c->energy;
         groups[g].count++;
         const char *l = strstr(c->name, "layers.");
         if (l) {
@@ -727,9 +731,13 @@ static int cmd_report(int argc, char **argv)
                 nly++;
             }
             layers[k].time += c->dur;
+            layers[k].energy += c->energy;
             layers[k].count++;
         }
     }
+    double energy = 0; /* pJ of all commands */
+    for (int i = 0; i < ncmd; i++)
+        energy += cmds[i].energy;
     for (int g = 0; g < ngr; g++) {
         groups[g].cls = classify(groups[g].bytes, groups[g].flops, groups[g].time, peak_bw,
                                  peak_fl);
@@ -767,6 +775,7 @@ static int cmd_report(int argc, char **argv)
         json_object_object_add(o, "jobs", json_object_new_int(njob));
         json_object_object_add(o, "command_time_us", json_object_new_double(total));
         json_object_object_add(o, "job_time_us", json_object_new_double(job_time));
+        json_object_object_add(o, "command_energy_uj", json_object_new_double(energy / 1e6));
         json_object_object_add(o, "peak_gbps", json_object_new_double(peak_bw));
         json_object_object_add(o, "peak_gflops", json_object_new_double(peak_fl));
         json_object_object_add(o, "peak_source", json_object_new_string(peak_src));
@@ -809,6 +818,7 @@ static int cmd_report(int argc, char **argv)
                 x, "gbps", json_object_new_double(groups[g].bytes / (groups[g].time * 1e3)));
             json_object_object_add(
                 x, "gflops", json_object_new_double(groups[g].flops / (groups[g].time * 1e3)));
+            json_object_object_add(x, "energy_uj", json_object_new_double(groups[g].energy / 1e6));
             json_object_object_add(x, "class", json_object_new_string(groups[g].cls));
             json_object_object_add(x, "roof", json_object_new_string(groups[g].roof));
             json_object_array_add(ga, x);
@@ -820,6 +830,7 @@ static int cmd_report(int argc, char **argv)
             json_object_object_add(x, "layer", json_object_new_string(layers[k].name));
             json_object_object_add(x, "time_us", json_object_new_double(layers[k].time));
             json_object_object_add(x, "commands", json_object_new_int64(layers[k].count));
+            json_object_object_add(x, "energy_uj", json_object_new_double(layers[k].energy / 1e6));
             json_object_array_add(la, x);
         }
         json_object_object_add(o, "layers", la);
@@ -830,19 +841,25 @@ static int cmd_report(int argc, char **argv)
         printf("%d commands in %d jobs: %.1f us of commands, %.1f us of jobs\n", ncmd, njob, total,
                job_time);
         printf("peaks (%s): %.2f GB/s, %.2f GFLOP/s\n\n", peak_src, peak_bw, peak_fl);
-        printf("%-44s %-7s %6s %10s %6s %8s %9s  %s\n", "command", "phase", "count", "time us",
-               "share", "GB/s", "GFLOP/s", "class");
+        printf("%-44s %-7s %6s %10s %6s %8s %9s %10s  %s\n", "command", "phase", "count",
+               "time us", "share", "GB/s", "GFLOP/s", "energy uJ", "class");
         for (int g = 0; g < ngr && g < top; g++)
-            printf("%-44.44s %-7s %6ld %10.1f %5.1f%% %8.2f %9.2f  %s\n", groups[g].name,
+            printf("%-44.44s %-7s %6ld %10.1f %5.1f%% %8.2f %9.2f %10.2f  %s\n", groups[g].name,
                    groups[g].phase, groups[g].count, groups[g].time,
                    100.0 * groups[g].time / total, groups[g].bytes / (groups[g].time * 1e3),
-                   groups[g].flops / (groups[g].time * 1e3), groups[g].cls);
+                   groups[g].flops / (groups[g].time * 1e3), groups[g].energy / 1e6,
+                   groups[g].cls);
         if (nly) {
-            printf("\n%-12s %10s %6s %8s\n", "layer", "time us", "share", "commands");
+            printf("\n%-12s %10s %6s %8s %10s\n", "layer", "time us", "share", "commands",
+                   "energy uJ");
             for (int k = 0; k < nly; k++)
-                printf("%-12s %10.1f %5.1f%% %8ld\n", layers[k].name, layers[k].time,
-                       100.0 * layers[k].time / total, layers[k].count);
+                printf("%-12s %10.1f %5.1f%% %8ld %10.2f\n", layers[k].name, layers[k].time,
+                       100.0 * layers[k].time / total, layers[k].count, layers[k].energy / 1e6);
         }
+        if (energy > 0)
+            printf("\nenergy of the commands: %.3f mJ (the device's power model, docs/hardware.md "
+                   "section 7)\n",
+                   energy / 1e9);
         printf("\ndevice busy %.1f%% of %.1f us (cores %.1f%% of %d); host gaps: %d, %.1f us "
                "(longest %.1f us)\n",
                util, span_us, core_util, cores, ngaps, gaps, max_gap);

@@ -216,6 +216,7 @@ void tt_sample_emu(struct tt_state *s, struct tt_dev *d, int di, struct emu_rows
     d->ncores = 0;
     d->has = 0;
     d->has_mem = false;
+    d->has_power = false;
     d->state[0] = 0;
     tt_emu_attach(d, s->now_ns);
     if (!d->emu) {
@@ -261,6 +262,13 @@ void tt_sample_emu(struct tt_state *s, struct tt_dev *d, int di, struct emu_rows
     d->cache_misses = c.dev.expert_cache_misses;
     d->has = TT_HAS_JOBS | TT_HAS_FAILED | TT_HAS_RESETS | TT_HAS_ADDR_FAULTS | TT_HAS_CACHE_MISSES;
     tt_jobs_rate(d, s->now_ns);
+    if (TX8_IF_MINOR(info.if_version) >= 8) { /* the power model, docs/hardware.md 7 */
+        d->has_power = true;
+        d->power_w = (double)c.dev.power_mw / 1e3;
+        d->power_avg_w = (double)c.dev.power_avg_mw / 1e3;
+        d->power_cap_w = (double)c.dev.power_cap_mw / 1e3;
+        d->energy_j = (double)c.dev.energy_uj / 1e6;
+    }
 
     /* labels and memory per peer, from the lease table */
     if (tx_device_memory_view(d->emu, NULL, 0, &nreg) == 0 && nreg) {
