@@ -255,6 +255,9 @@ static int tx8_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	ret = devm_device_add_group(&pdev->dev, &tx8_sysfs_group);
 	if (ret)
 		goto err_unregister;
+	ret = tx8_hwmon_init(tdev);
+	if (ret)
+		goto err_unregister;
 	tx8_debugfs_init(tdev);
 	tx8_health_start(tdev);
 

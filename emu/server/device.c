@@ -766,6 +766,8 @@ static const char *mbox_name(uint32_t cmd)
     static const char *const names[] = {"NOP",         "LEASE",        "RELEASE",
                                         "RESET_QUEUE", "INJECT_FAULT", "SET_LABEL"};
 
+    if (cmd == TX8_MBOX_SET_POWER_CAP)
+        return "SET_POWER_CAP";
     return cmd < sizeof(names) / sizeof(names[0]) ? names[cmd] : "?";
 }
 
@@ -850,6 +852,15 @@ static void handle_mbox(struct emu_dev *d, int qi)
             break;
         }
         ret0 = queue_reset(d, qi, false, 0, &ret1);
+        break;
+    case TX8_MBOX_SET_POWER_CAP: /* device-wide (docs/hardware.md section 7) */
+        if (arg[0] > 1000000000ull) {
+            st = -EINVAL;
+            break;
+        }
+        tx8_engine_set_power_cap(d->engine, arg[0]);
+        emu_log("queue %d (peer %d): power cap %llu mW", qi, q->owner,
+                (unsigned long long)arg[0]);
         break;
     case TX8_MBOX_INJECT_FAULT: {
         uint64_t count = arg[2] ? arg[2] : 1;

@@ -203,7 +203,7 @@ struct tx8_counters {
 	__u64 link_bytes;	/* host-link bytes charged: descriptors,
 				 * command buffers, completion records
 				 */
-	__u64 rsvd[1];
+	__u64 rsvd;
 };
 
 struct tx8_ctrl {
@@ -273,6 +273,11 @@ enum tx8_mbox_cmd {
 	TX8_MBOX_INJECT_FAULT	= 4,
 	/* arg0 = base of a lease of this peer; label = new label. */
 	TX8_MBOX_SET_LABEL	= 5,
+	/* Since 1.8: arg0 = the board power limit in mW (0 = none), for the
+	 * whole device (docs/hardware.md section 7); -EINVAL above 10^9.
+	 * Numbered apart from the queue commands.
+	 */
+	TX8_MBOX_SET_POWER_CAP	= 16,
 };
 
 /* Fault injection kinds (TX8_MBOX_INJECT_FAULT arg0) */
@@ -430,7 +435,7 @@ struct tx8_prof_header {
 	__u64 end_ns;		/* job end, device clock */
 	__u64 setup_ns;		/* start to the first command: validation, copy */
 	__u64 energy_pj;	/* 1.8: the job's energy, sum of the records' */
-	__u64 rsvd[1];
+	__u64 rsvd;
 };
 
 struct tx8_prof_record {

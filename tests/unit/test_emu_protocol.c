@@ -853,6 +853,27 @@ START_TEST(test_mailbox_bad_requests)
 }
 END_TEST
 
+/* Interface 1.8: SET_POWER_CAP sets the device-wide board power limit
+ * (the hwmon power1_cap of tx8.ko); out of range is -EINVAL. */
+START_TEST(test_mailbox_power_cap)
+{
+    struct peer p;
+    const struct tx8_ctrl *c;
+
+    peer_open(&p, g_emu.sock);
+    c = (const struct tx8_ctrl *)p.mem;
+    ck_assert_uint_eq(c->counters.power_cap_mw, 0);
+    ck_assert_uint_eq(c->counters.clock_permille, 1000);
+    ck_assert_int_eq(mbox(&p, TX8_MBOX_SET_POWER_CAP, 25000, 0, 0, NULL, NULL), 0);
+    ck_assert_uint_eq(__atomic_load_n(&c->counters.power_cap_mw, __ATOMIC_ACQUIRE), 25000);
+    ck_assert_int_eq(mbox(&p, TX8_MBOX_SET_POWER_CAP, 1000000001ull, 0, 0, NULL, NULL), -EINVAL);
+    ck_assert_uint_eq(c->counters.power_cap_mw, 25000);
+    ck_assert_int_eq(mbox(&p, TX8_MBOX_SET_POWER_CAP, 0, 0, 0, NULL, NULL), 0);
+    ck_assert_uint_eq(c->counters.power_cap_mw, 0);
+    peer_close(&p);
+}
+END_TEST
+
 START_TEST(test_reset_queue)
 {
     struct peer p;
@@ -1335,6 +1356,7 @@ int main(void)
     add(s, "ring_full", test_ring_full_and_cq_backpressure);
     add(s, "mailbox_leases", test_mailbox_leases);
     add(s, "mailbox_bad", test_mailbox_bad_requests);
+    add(s, "mailbox_power_cap", test_mailbox_power_cap);
     add(s, "reset_queue", test_reset_queue);
     add(s, "bad_ring_indices", test_bad_ring_indices);
     add(s, "fuzz", test_fuzz_control_block);
