@@ -291,6 +291,7 @@ START_TEST(report_roofline)
     ck_assert(jnum(r, "kv_cache_peak_used_bytes") <= jnum(r, "kv_cache_peak_allocated_bytes"));
     ck_assert(jnum(r, "expert_cache_hits") + jnum(r, "expert_cache_misses") > 0);
     ck_assert(jnum(r, "expert_cache_hit_pct") >= 0 && jnum(r, "expert_cache_hit_pct") <= 100);
+    double cmd_us = jnum(r, "command_time_us"), job_us = jnum(r, "job_time_us");
     json_object_put(r);
 
     /* --html: one self-contained page with the three SVG charts */
@@ -307,6 +308,26 @@ START_TEST(report_roofline)
     ck_assert_ptr_nonnull(strstr(page, "<svg id=\"timeline\""));
     ck_assert_ptr_nonnull(strstr(page, "<svg id=\"roofline\""));
     ck_assert_ptr_nonnull(strstr(page, "<svg id=\"curves\""));
+    /* issue 41: the readable report's parts */
+    ck_assert_ptr_nonnull(strstr(page, "<svg id=\"timeline-generation\""));
+    ck_assert_ptr_nonnull(strstr(page, "class=\"phase-load\""));
+    ck_assert_ptr_nonnull(strstr(page, "class=\"phase-generation\""));
+    ck_assert_ptr_nonnull(strstr(page, "<g class=\"time-axis\">"));
+    ck_assert_ptr_nonnull(strstr(page, " ms</text>"));
+    ck_assert_ptr_nonnull(strstr(page, "arithmetic intensity (FLOP/byte, log)"));
+    ck_assert_ptr_nonnull(strstr(page, "GFLOP/s (log)"));
+    ck_assert_ptr_nonnull(strstr(page, "compute ceiling"));
+    ck_assert_ptr_nonnull(strstr(page, "memory ceiling"));
+    ck_assert_ptr_nonnull(strstr(page, "<g class=\"legend\">"));
+    ck_assert_ptr_nonnull(strstr(page, "<table id=\"commands\""));
+    ck_assert_ptr_nonnull(strstr(page, "<th>p99 us</th>"));
+    ck_assert_ptr_nonnull(strstr(page, "<th>energy uJ</th>"));
+    ck_assert_ptr_nonnull(strstr(page, "<table id=\"layers\""));
+    ck_assert_ptr_nonnull(strstr(page, "id=\"header-times\""));
+    /* the header's device times are tuna report's */
+    char want[128];
+    snprintf(want, sizeof(want), "(%.1f us of commands, %.1f us of jobs)", cmd_us, job_us);
+    ck_assert_msg(strstr(page, want) != NULL, "the header does not say %s", want);
     ck_assert_ptr_nonnull(strstr(page, "MOE_FFN layers.1.mlp.experts"));
     ck_assert_ptr_nonnull(strstr(page, "</html>"));
     ck_assert_ptr_null(strstr(page, "<script"));

@@ -26,6 +26,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "svg_axis.h"
+
 #include <json-c/json.h>
 
 static void usage(FILE *f)
@@ -342,6 +344,12 @@ static int cmp_group(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
 static int cmp_ts(const void *a, const void *b)
 {
     double x = ((const struct span *)a)->ts, y = ((const struct span *)b)->ts;
@@ -410,12 +418,189 @@ static void html_escape(FILE *f, const char *s)
     }
 }
 
-/* One self-contained page (inline SVG, no script, no network): the timeline
- * of host spans and device commands, the roofline with every group, the
- * busy % and device memory curves. Written to a temporary file, renamed. */
+/* Whether a host span is part of generation (prompt or decode). */
+static int gen_span(const struct span *sp)
+{
+    return !strcmp(sp->name, "prefill") || !strcmp(sp->name, "decode step");
+}
+
+static double pctl(double *v, int n, double q)
+{
+    if (n <= 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    int k = (int)ceil(q * n) - 1;
+    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+/* One timeline over [a, b] (us of the trace), labels since origin. */
+static void html_timeline(FILE *f, const char *id, const struct cmd *cmds, int ncmd,
+                          const struct span *sp, int nsp, double a, double b, double origin,
+                          double gen0, double gen1)
+{
+    double span = b > a ? b - a : 1, W = 1200;
+#define TX(t) (10 + ((t)-a) / span * W)
+#define TW(d) ((d) / span * W > 0.5 ? (d) / span * W : 0.5)
+    fprintf(f, "<svg id=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"1220\" "
+               "height=\"150\">\n<rect x=\"0\" y=\"0\" width=\"1220\" height=\"150\" "
+               "fill=\"#f4f4f4\"/>\n",
+            id);
+    /* phases: model load (before the first prompt) and generation */
+    if (gen1 > gen0) {
+        double l0 = a > 0 ? a : a, g0 = gen0 > a ? gen0 : a, g1 = gen1 < b ? gen1 : b;
+        if (g0 > l0)
+            fprintf(f, "<rect class=\"phase-load\" x=\"%.1f\" y=\"106\" width=\"%.1f\" "
+                       "height=\"8\" fill=\"#e8b47c\"><title>load phase: %.1f ms</title>"
+                       "</rect><text x=\"%.1f\" y=\"104\" font-size=\"10\" fill=\"#964\">load"
+                       "</text>\n",
+                    TX(l0), TW(g0 - l0), (g0 - l0) / 1e3, TX(l0) + 2);
+        if (g1 > g0)
+            fprintf(f, "<rect class=\"phase-generation\" x=\"%.1f\" y=\"106\" width=\"%.1f\" "
+                       "height=\"8\" fill=\"#7ca4e8\"><title>generation phase (prompt and "
+                       "decode): %.1f ms</title></rect><text x=\"%.1f\" y=\"104\" "
+                       "font-size=\"10\" fill=\"#469\">generation</text>\n",
+                    TX(g0), TW(g1 - g0), (g1 - g0) / 1e3, TX(g0) + 2);
+    }
+    fprintf(f, "<text x=\"12\" y=\"14\">host</text><text x=\"12\" y=\"64\">device "
+               "commands</text>\n");
+    for (int i = 0; i < nsp; i++) {
+        if (sp[i].ts + sp[i].dur < a || sp[i].ts > b)
+            continue;
+        fprintf(f, "<rect x=\"%.2f\" y=\"18\" width=\"%.2f\" height=\"24\" fill=\"#4a7\">"
+                   "<title>",
+                TX(sp[i].ts < a ? a : sp[i].ts), TW(sp[i].dur));
+        html_escape(f, sp[i].name);
+        fprintf(f, " %.1f us</title></rect>\n", sp[i].dur);
+    }
+    for (int i = 0; i < ncmd; i++) {
+        if (cmds[i].ts + cmds[i].dur < a || cmds[i].ts > b)
+            continue;
+        fprintf(f, "<rect x=\"%.2f\" y=\"68\" width=\"%.2f\" height=\"24\" "
+                   "fill=\"#%06x\"><title>",
+                TX(cmds[i].ts), TW(cmds[i].dur), op_color(cmds[i].op) | 0x303030);
+        html_escape(f, cmds[i].name);
+        fprintf(f, " (%s, %s): %.1f us, %.0f bytes, %.0f MACs, %.2f uJ, job %d</title></rect>\n",
+                cmds[i].op, cmds[i].phase, cmds[i].dur, cmds[i].bytes, cmds[i].flops / 2,
+                cmds[i].energy / 1e6, cmds[i].job);
+    }
+    svg_time_axis(f, 10, W, 120, a, span, origin);
+    fprintf(f, "<text x=\"1210\" y=\"146\" font-size=\"10\" text-anchor=\"end\">time since the "
+               "first event</text></svg>\n");
+#undef TX
+#undef TW
+}
+
+/* The roofline: log-log axes with decade ticks, the device's ceilings and
+ * a legend per command type. */
+static void html_roofline(FILE *f, const struct group *gr, int ngr, double pbw, double pfl)
+{
+    double xlo = -2, xhi = 3, ymax = pfl > 0 ? ceil(log10(pfl)) + 1 : 2, ymin = ymax - 6;
+    double L = 70, T = 10, RW = 560, RH = 320;
+#define RX(ai) (L + (log10(ai) - xlo) / (xhi - xlo) * RW)
+#define RY(g) (T + (ymax - log10(g)) / (ymax - ymin) * RH)
+    fprintf(f, "<svg id=\"roofline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" "
+               "height=\"380\">\n<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" "
+               "fill=\"#f4f4f4\" stroke=\"#333\"/>\n",
+            L, T, RW, RH);
+    svg_log_ticks(f, false, xlo, xhi, T + RH, L, L + RW, "");
+    svg_log_ticks(f, true, ymin, ymax, L, T + RH, T, "");
+    fprintf(f, "<text class=\"x-label\" x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">arithmetic "
+               "intensity (FLOP/byte, log)</text>\n<text class=\"y-label\" x=\"14\" y=\"%.0f\" "
+               "transform=\"rotate(-90 14 %.0f)\" text-anchor=\"middle\">GFLOP/s (log)</text>\n",
+            L + RW / 2, T + RH + 34, T + RH / 2, T + RH / 2);
+    if (pbw > 0 && pfl > 0) {
+        double ridge = pfl / pbw, x0 = pow(10, xlo);
+        if (log10(x0 * pbw) < ymin)
+            x0 = pow(10, ymin) / pbw;
+        fprintf(f, "<polyline class=\"ceiling\" fill=\"none\" stroke=\"#c33\" stroke-width=\"2\" "
+                   "points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\"/>\n",
+                RX(x0), RY(x0 * pbw), RX(ridge), RY(pfl), RX(pow(10, xhi)), RY(pfl));
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c33\" font-size=\"11\">compute ceiling "
+                   "%.2f GFLOP/s</text>\n<text x=\"%.1f\" y=\"%.1f\" fill=\"#c33\" "
+                   "font-size=\"11\" transform=\"rotate(-%.1f %.1f %.1f)\">memory ceiling %.2f "
+                   "GB/s</text>\n",
+                RX(ridge) + 4, RY(pfl) - 4, pfl, RX(x0) + 6, RY(x0 * pbw) - 6,
+                atan2(RY(x0 * pbw) - RY(pfl), RX(ridge) - RX(x0)) * 180 / M_PI, RX(x0) + 6,
+                RY(x0 * pbw) - 6, pbw);
+    }
+    for (int g = 0; g < ngr; g++) {
+        if (gr[g].bytes <= 0 || gr[g].flops <= 0 || gr[g].time <= 0)
+            continue;
+        double ai = gr[g].flops / gr[g].bytes, gf = gr[g].flops / (gr[g].time * 1e3);
+        if (log10(ai) < xlo || log10(ai) > xhi || log10(gf) < ymin || log10(gf) > ymax)
+            continue;
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#%06x\"><title>", RX(ai),
+                RY(gf), op_color(gr[g].op) | 0x303030);
+        html_escape(f, gr[g].name);
+        fprintf(f, " (%s) %.2f flop/B, %.2f GFLOP/s, %s</title></circle>\n", gr[g].phase, ai, gf,
+                gr[g].cls);
+    }
+    /* legend: one entry per command type */
+    int row = 0;
+    fprintf(f, "<g class=\"legend\"><text x=\"650\" y=\"20\" font-weight=\"bold\">command "
+               "type</text>\n");
+    for (int g = 0; g < ngr; g++) {
+        int seen = 0;
+        for (int k = 0; k < g && !seen; k++)
+            seen = !strcmp(gr[k].op, gr[g].op);
+        if (seen || row >= 20)
+            continue;
+        fprintf(f, "<circle cx=\"656\" cy=\"%d\" r=\"4\" fill=\"#%06x\"/><text x=\"666\" "
+                   "y=\"%d\" font-size=\"11\">",
+                36 + 16 * row, op_color(gr[g].op) | 0x303030, 40 + 16 * row);
+        html_escape(f, gr[g].op);
+        fprintf(f, "</text>\n");
+        row++;
+    }
+    fprintf(f, "</g></svg>\n");
+#undef RX
+#undef RY
+}
+
+/* Rows of the HTML command table (the longest groups). */
+#define HTML_TABLE_ROWS 40
+
+/* The table of command groups, by total time. */
+static void html_table(FILE *f, const struct cmd *cmds, int ncmd, const struct group *gr,
+                       int ngr)
+{
+    double *d = malloc(sizeof(double) * (size_t)(ncmd ? ncmd : 1));
+    fprintf(f, "<table id=\"commands\" border=\"1\" cellspacing=\"0\" cellpadding=\"3\">\n"
+               "<tr><th>command</th><th>phase</th><th>count</th><th>total ms</th><th>mean "
+               "us</th><th>p99 us</th><th>bytes</th><th>MACs</th><th>GB/s</th><th>GFLOP/s</th>"
+               "<th>energy uJ</th><th>bound</th></tr>\n");
+    for (int g = 0; g < ngr && g < HTML_TABLE_ROWS; g++) {
+        int n = 0;
+        for (int i = 0; d && i < ncmd; i++)
+            if (!strcmp(cmds[i].name, gr[g].name) && !strcmp(cmds[i].phase, gr[g].phase))
+                d[n++] = cmds[i].dur;
+        fprintf(f, "<tr><td>");
+        html_escape(f, gr[g].name);
+        fprintf(f, "</td><td>%s</td><td>%ld</td><td>%.3f</td><td>%.1f</td><td>%.1f</td>"
+                   "<td>%.0f</td><td>%.0f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td>"
+                   "<td>%s</td></tr>\n",
+                gr[g].phase, gr[g].count, gr[g].time / 1e3,
+                gr[g].count ? gr[g].time / gr[g].count : 0, pctl(d, n, 0.99), gr[g].bytes,
+                gr[g].flops / 2, gr[g].bytes / (gr[g].time * 1e3),
+                gr[g].flops / (gr[g].time * 1e3), gr[g].energy / 1e6, gr[g].cls);
+    }
+    fprintf(f, "</table>\n");
+    if (ngr > HTML_TABLE_ROWS)
+        fprintf(f, "<p>The %d longest of %d groups; <code>tuna report --json</code> lists "
+                   "them all.</p>\n",
+                HTML_TABLE_ROWS, ngr);
+    free(d);
+}
+
+/* One self-contained page (inline SVG, no script, no network): the header
+ * times (as tuna report's text), the timeline of the run with its load and
+ * generation phases and a second one focused on the generation, the
+ * roofline, the command table, per-layer time and energy, the busy % and
+ * device memory curves. Written to a temporary file, renamed. */
 static int write_html(const char *path, const struct cmd *cmds, int ncmd, const struct span *sp,
-                      int nsp, const struct group *gr, int ngr, const struct sample *sm, int nsm,
-                      double pbw, double pfl)
+                      int nsp, const struct group *gr, int ngr, const struct group *ly, int nly,
+                      const struct sample *sm, int nsm, double pbw, double pfl, double cmd_us,
+                      double job_us, int njob)
 {
     char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
@@ -427,7 +612,8 @@ static int write_html(const char *path, const struct cmd *cmds, int ncmd, const 
         fprintf(stderr, "tuna report: --html: cannot create %s: %s\n", tmp, strerror(errno));
         return 1;
     }
-    double t0 = cmds[0].ts, t1 = cmds[0].ts + cmds[0].dur;
+    double t0 = cmds[0].ts, t1 = cmds[0].ts + cmds[0].dur, gen0 = 0, gen1 = 0;
+    int have_gen = 0;
     for (int i = 0; i < ncmd; i++) {
         if (cmds[i].ts < t0)
             t0 = cmds[i].ts;
@@ -439,68 +625,65 @@ static int write_html(const char *path, const struct cmd *cmds, int ncmd, const 
             t0 = sp[i].ts;
         if (sp[i].ts + sp[i].dur > t1)
             t1 = sp[i].ts + sp[i].dur;
+        if (gen_span(&sp[i])) {
+            if (!have_gen || sp[i].ts < gen0)
+                gen0 = sp[i].ts;
+            if (!have_gen || sp[i].ts + sp[i].dur > gen1)
+                gen1 = sp[i].ts + sp[i].dur;
+            have_gen = 1;
+        }
     }
-    double span = t1 > t0 ? t1 - t0 : 1, W = 1200;
-#define TX(t) (10 + ((t)-t0) / span * W)
+    double span = t1 > t0 ? t1 - t0 : 1, energy = 0;
+    for (int i = 0; i < ncmd; i++)
+        energy += cmds[i].energy;
     fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tuna report</title>"
                "<style>body{font:13px sans-serif;background:#fff;color:#111}"
-               "h2{font-size:15px}</style></head><body>\n<h1>tuna report</h1>\n");
-    fprintf(f, "<p>%d commands over %.1f us; peaks %.2f GB/s, %.2f GFLOP/s</p>\n", ncmd, span,
-            pbw, pfl);
-    fprintf(f, "<h2>Timeline</h2>\n<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" "
-               "width=\"1220\" height=\"120\">\n<rect x=\"0\" y=\"0\" width=\"1220\" "
-               "height=\"120\" fill=\"#f4f4f4\"/>\n"
-               "<text x=\"10\" y=\"14\">host</text><text x=\"10\" y=\"64\">device "
-               "commands</text>\n");
-    for (int i = 0; i < nsp; i++) {
-        fprintf(f, "<rect x=\"%.2f\" y=\"18\" width=\"%.2f\" height=\"24\" fill=\"#4a7\">"
-                   "<title>",
-                TX(sp[i].ts), sp[i].dur / span * W > 0.5 ? sp[i].dur / span * W : 0.5);
-        html_escape(f, sp[i].name);
-        fprintf(f, " %.1f us</title></rect>\n", sp[i].dur);
+               "h2{font-size:15px}table{border-collapse:collapse;font-size:12px}"
+               "td{text-align:right}td:first-child{text-align:left}</style></head><body>\n"
+               "<h1>tuna report</h1>\n");
+    fprintf(f, "<p id=\"header-times\"><b>wall time %.1f ms</b> (first to last event of the "
+               "trace: model load, prompt and generation, as the host saw them); <b>device "
+               "time %.1f ms</b> of commands in %d jobs (%.1f ms of jobs), the figures of "
+               "<code>tuna report</code>'s text (%.1f us of commands, %.1f us of jobs). The "
+               "difference, %.1f ms, is host time: loading and converting weights, "
+               "tokenisation, building passes and the gaps between jobs.",
+            span / 1e3, cmd_us / 1e3, njob, job_us / 1e3, cmd_us, job_us,
+            (span - job_us) / 1e3);
+    if (have_gen)
+        fprintf(f, " Generation (prompt and decode) took %.1f ms of it.", (gen1 - gen0) / 1e3);
+    if (energy > 0)
+        fprintf(f, " Energy of the commands: %.3f mJ (the device's power model).", energy / 1e9);
+    fprintf(f, " %d commands; peaks %.2f GB/s, %.2f GFLOP/s.</p>\n", ncmd, pbw, pfl);
+    fprintf(f, "<h2>Timeline: the whole run</h2>\n");
+    html_timeline(f, "timeline", cmds, ncmd, sp, nsp, t0, t1, t0, have_gen ? gen0 : t0,
+                  have_gen ? gen1 : t0);
+    if (have_gen) {
+        fprintf(f, "<h2>Timeline: generation (focus)</h2>\n");
+        html_timeline(f, "timeline-generation", cmds, ncmd, sp, nsp, gen0, gen1, t0, gen0, gen1);
     }
-    for (int i = 0; i < ncmd; i++) {
-        fprintf(f, "<rect x=\"%.2f\" y=\"68\" width=\"%.2f\" height=\"40\" "
-                   "fill=\"#%06x\"><title>",
-                TX(cmds[i].ts), cmds[i].dur / span * W > 0.5 ? cmds[i].dur / span * W : 0.5,
-                op_color(cmds[i].op) | 0x303030);
-        html_escape(f, cmds[i].name);
-        fprintf(f, " %.1f us</title></rect>\n", cmds[i].dur);
+    fprintf(f, "<h2>Roofline</h2>\n");
+    html_roofline(f, gr, ngr, pbw, pfl);
+    fprintf(f, "<h2>Commands (by total time)</h2>\n");
+    html_table(f, cmds, ncmd, gr, ngr);
+    if (nly) {
+        fprintf(f, "<h2>Per layer</h2>\n<table id=\"layers\" border=\"1\" cellspacing=\"0\" "
+                   "cellpadding=\"3\"><tr><th>layer</th><th>time ms</th><th>share</th>"
+                   "<th>commands</th><th>energy uJ</th></tr>\n");
+        for (int k = 0; k < nly; k++)
+            fprintf(f, "<tr><td>%s</td><td>%.3f</td><td>%.1f%%</td><td>%ld</td><td>%.2f</td>"
+                       "</tr>\n",
+                    ly[k].name, ly[k].time / 1e3, cmd_us > 0 ? 100.0 * ly[k].time / cmd_us : 0,
+                    ly[k].count, ly[k].energy / 1e6);
+        fprintf(f, "</table>\n");
     }
-    fprintf(f, "</svg>\n");
-    /* roofline: log10 AI in [-2, 3], log10 GFLOP/s in [-3, log10(peak) + 1] */
-    double ymax = pfl > 0 ? log10(pfl) + 1 : 2, ymin = -3, RW = 500, RH = 300;
-#define RX(ai) (40 + (log10(ai) + 2) / 5 * RW)
-#define RY(g) (10 + (ymax - log10(g)) / (ymax - ymin) * RH)
-    fprintf(f, "<h2>Roofline</h2>\n<svg id=\"roofline\" xmlns=\"http://www.w3.org/2000/svg\" "
-               "width=\"560\" height=\"340\">\n<rect x=\"40\" y=\"10\" width=\"500\" "
-               "height=\"300\" fill=\"#f4f4f4\"/>\n");
-    if (pbw > 0 && pfl > 0) {
-        double ridge = pfl / pbw;
-        fprintf(f, "<polyline fill=\"none\" stroke=\"#c33\" points=\"%.1f,%.1f %.1f,%.1f "
-                   "%.1f,%.1f\"/>\n",
-                RX(0.01), RY(0.01 * pbw), RX(ridge), RY(pfl), RX(1000.0), RY(pfl));
-    }
-    for (int g = 0; g < ngr; g++) {
-        if (gr[g].bytes <= 0 || gr[g].flops <= 0 || gr[g].time <= 0)
-            continue;
-        double ai = gr[g].flops / gr[g].bytes, gf = gr[g].flops / (gr[g].time * 1e3);
-        if (ai < 0.01 || ai > 1000 || gf < 1e-3)
-            continue;
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#%06x\"><title>", RX(ai),
-                RY(gf), op_color(gr[g].op) | 0x303030);
-        html_escape(f, gr[g].name);
-        fprintf(f, " (%s) %.2f flop/B, %.2f GFLOP/s, %s</title></circle>\n", gr[g].phase, ai, gf,
-                gr[g].cls);
-    }
-    fprintf(f, "<text x=\"240\" y=\"330\">FLOP/byte (log)</text></svg>\n");
+#define TX(t) (10 + ((t)-t0) / span * 1200)
     /* curves */
     double mmax = 1;
     for (int i = 0; i < nsm; i++)
         if (sm[i].kind != SM_BUSY && sm[i].v > mmax)
             mmax = sm[i].v;
     fprintf(f, "<h2>Utilisation and device memory</h2>\n<svg id=\"curves\" "
-               "xmlns=\"http://www.w3.org/2000/svg\" width=\"1220\" height=\"220\">\n"
+               "xmlns=\"http://www.w3.org/2000/svg\" width=\"1220\" height=\"250\">\n"
                "<rect x=\"0\" y=\"0\" width=\"1220\" height=\"220\" fill=\"#f4f4f4\"/>\n");
     static const char *const stroke[SM_NKINDS] = {"#c63", "#36c", "#393"};
     for (int m = 0; m < SM_NKINDS; m++) {
@@ -511,6 +694,7 @@ static int write_html(const char *path, const struct cmd *cmds, int ncmd, const 
                         210 - (m != SM_BUSY ? sm[i].v / mmax : sm[i].v / 100.0) * 200);
         fprintf(f, "\"/>\n");
     }
+    svg_time_axis(f, 10, 1200, 224, t0, span, t0);
     fprintf(f,
             "<text x=\"10\" y=\"14\" fill=\"#c63\">busy %%</text><text x=\"80\" "
             "y=\"14\" fill=\"#36c\">device memory (max %.0f MiB)</text><text x=\"330\" "
@@ -518,8 +702,6 @@ static int write_html(const char *path, const struct cmd *cmds, int ncmd, const 
             "</body></html>\n",
             mmax / 1048576.0);
 #undef TX
-#undef RX
-#undef RY
     struct stat st;
     if (!lstat(path, &st) && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
         fclose(f);
@@ -878,7 +1060,8 @@ static int cmd_report(int argc, char **argv)
     }
     int rc = 0;
     if (html)
-        rc = write_html(html, cmds, ncmd, spans, nsp, groups, ngr, samples, nsm, peak_bw, peak_fl);
+        rc = write_html(html, cmds, ncmd, spans, nsp, groups, ngr, layers, nly, samples, nsm,
+                        peak_bw, peak_fl, total, job_time, njob);
     for (int k = 0; k < nly; k++)
         free((char *)layers[k].name);
     free(samples);
