@@ -12,6 +12,7 @@
  * becomes the base the device's new counter adds to.
  */
 #include <linux/hwmon.h>
+#include <linux/math64.h>
 #include <linux/mutex.h>
 
 #include "tx8_drv.h"
@@ -132,6 +133,24 @@ static const struct hwmon_chip_info tx8_hwmon_chip = {
 	.ops = &tx8_hwmon_ops,
 	.info = tx8_hwmon_info,
 };
+
+/*
+ * A client's share of the energy of the driver's jobs, for fdinfo: the
+ * driver is one queue of the device, whose energy_uj counts all of its
+ * clients' commands; the share is split by device busy time (the client's
+ * over the queue's), an estimate (docs/kernel.md, "fdinfo").
+ */
+u64 tx8_hwmon_client_energy_uj(struct tx8_device *tdev, u64 client_busy_ns)
+{
+	u64 queue_uj = READ_ONCE(tdev->q->energy_uj);
+	u64 queue_busy = READ_ONCE(tdev->q->busy_ns);
+
+	if (TX8_IF_MINOR(tdev->if_version) < 8 || !queue_busy)
+		return 0;
+	if (client_busy_ns >= queue_busy)
+		return queue_uj;
+	return mul_u64_u64_div_u64(queue_uj, client_busy_ns, queue_busy);
+}
 
 /* Register the hwmon device (devm: it goes with the PCI device). */
 int tx8_hwmon_init(struct tx8_device *tdev)

@@ -1517,6 +1517,19 @@ static int t_hwmon(void)
     CHECK(capped_ms >= 150.0 && capped_ms > free_ms, "capped fill %.1f ms, uncapped %.1f ms",
           capped_ms, free_ms);
     CHECK(hwmon_value(dir, "power1_cap") == 0, "power1_cap not back to 0");
+    /* fdinfo: this client's share of the energy (two 64 MiB fills: about
+     * 4 mJ of memory traffic; the only client, so the share is all) */
+    {
+        char path[64], text[4096];
+        const char *e;
+
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", c.fd);
+        CHECK(read_file(path, text, sizeof(text)) > 0, "read %s", path);
+        e = strstr(text, "drm-total-energy:\t");
+        CHECK(e && strstr(e, " uJ\n"), "no drm-total-energy in\n%s", text);
+        CHECK(strtoull(e + 18, NULL, 10) >= 3000, "drm-total-energy %llu uJ",
+              strtoull(e + 18, NULL, 10));
+    }
     ctx_close(&c);
     return 0;
 }
