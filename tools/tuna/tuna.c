@@ -436,15 +436,15 @@ static double pctl(double *v, int n, double q)
 /* One timeline over [a, b] (us of the trace), labels since origin. */
 static void html_timeline(FILE *f, const char *id, const struct cmd *cmds, int ncmd,
                           const struct span *sp, int nsp, double a, double b, double origin,
-                          double gen0, double gen1)
+                          double gen0, double gen1, double W)
 {
-    double span = b > a ? b - a : 1, W = 1200;
+    double span = b > a ? b - a : 1;
 #define TX(t) (10 + ((t)-a) / span * W)
 #define TW(d) ((d) / span * W > 0.5 ? (d) / span * W : 0.5)
-    fprintf(f, "<svg id=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"1220\" "
-               "height=\"150\">\n<rect x=\"0\" y=\"0\" width=\"1220\" height=\"150\" "
+    fprintf(f, "<svg id=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
+               "height=\"150\">\n<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"150\" "
                "fill=\"#f4f4f4\"/>\n",
-            id);
+            id, W + 20, W + 20);
     /* phases: model load (before the first prompt) and generation */
     if (gen1 > gen0) {
         double l0 = a > 0 ? a : a, g0 = gen0 > a ? gen0 : a, g1 = gen1 < b ? gen1 : b;
@@ -484,8 +484,9 @@ static void html_timeline(FILE *f, const char *id, const struct cmd *cmds, int n
                 cmds[i].energy / 1e6, cmds[i].job);
     }
     svg_time_axis(f, 10, W, 120, a, span, origin);
-    fprintf(f, "<text x=\"1210\" y=\"146\" font-size=\"10\" text-anchor=\"end\">time since the "
-               "first event</text></svg>\n");
+    fprintf(f, "<text x=\"%.0f\" y=\"146\" font-size=\"10\" text-anchor=\"end\">time since "
+               "the first event</text></svg>\n",
+            W + 10);
 #undef TX
 #undef TW
 }
@@ -560,36 +561,81 @@ static void html_roofline(FILE *f, const struct group *gr, int ngr, double pbw, 
 /* Rows of the HTML command table (the longest groups). */
 #define HTML_TABLE_ROWS 40
 
-/* The table of command groups, by total time. */
+/* Orders of the command table: without script the page carries the table
+ * once per order, each in a <details> (the first open). */
+enum { ORD_TIME, ORD_ENERGY, ORD_P99, ORD_GBPS, ORD_GFLOPS, ORD_COUNT };
+static const char *const ord_name[ORD_COUNT] = {"total time", "energy", "p99", "GB/s",
+                                                "GFLOP/s"};
+
+struct trow {
+    int g;
+    double key[ORD_COUNT];
+};
+static int trow_ord;
+
+static int cmp_trow(const void *a, const void *b)
+{
+    double x = ((const struct trow *)a)->key[trow_ord], y = ((const struct trow *)b)->key[trow_ord];
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The table of command groups, in each order. */
 static void html_table(FILE *f, const struct cmd *cmds, int ncmd, const struct group *gr,
                        int ngr)
 {
     double *d = malloc(sizeof(double) * (size_t)(ncmd ? ncmd : 1));
-    fprintf(f, "<table id=\"commands\" border=\"1\" cellspacing=\"0\" cellpadding=\"3\">\n"
-               "<tr><th>command</th><th>phase</th><th>count</th><th>total ms</th><th>mean "
-               "us</th><th>p99 us</th><th>bytes</th><th>MACs</th><th>GB/s</th><th>GFLOP/s</th>"
-               "<th>energy uJ</th><th>bound</th></tr>\n");
-    for (int g = 0; g < ngr && g < HTML_TABLE_ROWS; g++) {
+    double *p99 = calloc((size_t)(ngr ? ngr : 1), sizeof(double));
+    struct trow *rows = calloc((size_t)(ngr ? ngr : 1), sizeof(*rows));
+    if (!d || !p99 || !rows) {
+        free(d);
+        free(p99);
+        free(rows);
+        fprintf(f, "<p>(out of memory for the command table)</p>\n");
+        return;
+    }
+    for (int g = 0; g < ngr; g++) {
         int n = 0;
-        for (int i = 0; d && i < ncmd; i++)
+        for (int i = 0; i < ncmd; i++)
             if (!strcmp(cmds[i].name, gr[g].name) && !strcmp(cmds[i].phase, gr[g].phase))
                 d[n++] = cmds[i].dur;
-        fprintf(f, "<tr><td>");
-        html_escape(f, gr[g].name);
-        fprintf(f, "</td><td>%s</td><td>%ld</td><td>%.3f</td><td>%.1f</td><td>%.1f</td>"
-                   "<td>%.0f</td><td>%.0f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td>"
-                   "<td>%s</td></tr>\n",
-                gr[g].phase, gr[g].count, gr[g].time / 1e3,
-                gr[g].count ? gr[g].time / gr[g].count : 0, pctl(d, n, 0.99), gr[g].bytes,
-                gr[g].flops / 2, gr[g].bytes / (gr[g].time * 1e3),
-                gr[g].flops / (gr[g].time * 1e3), gr[g].energy / 1e6, gr[g].cls);
+        p99[g] = pctl(d, n, 0.99);
+        rows[g].g = g;
+        rows[g].key[ORD_TIME] = gr[g].time;
+        rows[g].key[ORD_ENERGY] = gr[g].energy;
+        rows[g].key[ORD_P99] = p99[g];
+        rows[g].key[ORD_GBPS] = gr[g].time > 0 ? gr[g].bytes / gr[g].time : 0;
+        rows[g].key[ORD_GFLOPS] = gr[g].time > 0 ? gr[g].flops / gr[g].time : 0;
     }
-    fprintf(f, "</table>\n");
+    for (int o = 0; o < ORD_COUNT; o++) {
+        trow_ord = o;
+        qsort(rows, (size_t)ngr, sizeof(*rows), cmp_trow);
+        fprintf(f, "<details%s><summary>by %s</summary>\n<table%s border=\"1\" "
+                   "cellspacing=\"0\" cellpadding=\"3\">\n"
+                   "<tr><th>command</th><th>phase</th><th>count</th><th>total ms</th><th>mean "
+                   "us</th><th>p99 us</th><th>bytes</th><th>MACs</th><th>GB/s</th>"
+                   "<th>GFLOP/s</th><th>energy uJ</th><th>bound</th></tr>\n",
+                o == 0 ? " open" : "", ord_name[o], o == 0 ? " id=\"commands\"" : "");
+        for (int r = 0; r < ngr && r < HTML_TABLE_ROWS; r++) {
+            int g = rows[r].g;
+            fprintf(f, "<tr><td>");
+            html_escape(f, gr[g].name);
+            fprintf(f, "</td><td>%s</td><td>%ld</td><td>%.3f</td><td>%.1f</td><td>%.1f</td>"
+                       "<td>%.0f</td><td>%.0f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td>"
+                       "<td>%s</td></tr>\n",
+                    gr[g].phase, gr[g].count, gr[g].time / 1e3,
+                    gr[g].count ? gr[g].time / gr[g].count : 0, p99[g], gr[g].bytes,
+                    gr[g].flops / 2, gr[g].bytes / (gr[g].time * 1e3),
+                    gr[g].flops / (gr[g].time * 1e3), gr[g].energy / 1e6, gr[g].cls);
+        }
+        fprintf(f, "</table></details>\n");
+    }
     if (ngr > HTML_TABLE_ROWS)
-        fprintf(f, "<p>The %d longest of %d groups; <code>tuna report --json</code> lists "
-                   "them all.</p>\n",
+        fprintf(f, "<p>The first %d of %d groups in each order; <code>tuna report --json</code> "
+                   "lists them all.</p>\n",
                 HTML_TABLE_ROWS, ngr);
     free(d);
+    free(p99);
+    free(rows);
 }
 
 /* One self-contained page (inline SVG, no script, no network): the header
@@ -656,14 +702,25 @@ static int write_html(const char *path, const struct cmd *cmds, int ncmd, const 
     fprintf(f, " %d commands; peaks %.2f GB/s, %.2f GFLOP/s.</p>\n", ncmd, pbw, pfl);
     fprintf(f, "<h2>Timeline: the whole run</h2>\n");
     html_timeline(f, "timeline", cmds, ncmd, sp, nsp, t0, t1, t0, have_gen ? gen0 : t0,
-                  have_gen ? gen1 : t0);
+                  have_gen ? gen1 : t0, 1200);
     if (have_gen) {
-        fprintf(f, "<h2>Timeline: generation (focus)</h2>\n");
-        html_timeline(f, "timeline-generation", cmds, ncmd, sp, nsp, gen0, gen1, t0, gen0, gen1);
+        /* wide enough for about 4 px per command; scroll to pan */
+        int ngen = 0;
+        for (int i = 0; i < ncmd; i++)
+            ngen += cmds[i].ts >= gen0 && cmds[i].ts <= gen1;
+        double gw = ngen * 4.0 < 1200 ? 1200 : ngen * 4.0 > 16000 ? 16000 : ngen * 4.0;
+        fprintf(f, "<h2>Timeline: generation (focus)</h2>\n<p>%.0f px wide for %d commands: "
+                   "scroll sideways to pan, the browser's zoom to zoom.</p>\n<div "
+                   "style=\"overflow-x:auto;width:1240px\">\n",
+                gw, ngen);
+        html_timeline(f, "timeline-generation", cmds, ncmd, sp, nsp, gen0, gen1, t0, gen0, gen1,
+                      gw);
+        fprintf(f, "</div>\n");
     }
     fprintf(f, "<h2>Roofline</h2>\n");
     html_roofline(f, gr, ngr, pbw, pfl);
-    fprintf(f, "<h2>Commands (by total time)</h2>\n");
+    fprintf(f, "<h2>Commands</h2>\n<p>Each order of the table is a section below; open "
+               "one to read the groups in that order.</p>\n");
     html_table(f, cmds, ncmd, gr, ngr);
     if (nly) {
         fprintf(f, "<h2>Per layer</h2>\n<table id=\"layers\" border=\"1\" cellspacing=\"0\" "
