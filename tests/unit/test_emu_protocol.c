@@ -870,6 +870,21 @@ START_TEST(test_mailbox_power_cap)
     ck_assert_uint_eq(c->counters.power_cap_mw, 25000);
     ck_assert_int_eq(mbox(&p, TX8_MBOX_SET_POWER_CAP, 0, 0, 0, NULL, NULL), 0);
     ck_assert_uint_eq(c->counters.power_cap_mw, 0);
+    /* the energy counters never go backwards, also across a device restart
+     * (TX8_FAULT_RESTART: a new boot_id) and a queue reset */
+    {
+        uint64_t e0 = __atomic_load_n(&c->counters.energy_uj, __ATOMIC_ACQUIRE);
+        uint64_t a0 = __atomic_load_n(&c->counters.energy_active_uj, __ATOMIC_ACQUIRE);
+        uint64_t boot = c->boot_id;
+
+        ck_assert_int_eq(mbox(&p, TX8_MBOX_INJECT_FAULT, TX8_FAULT_RESTART, 0, 0, NULL, NULL), 0);
+        ck_assert_uint_ne(c->boot_id, boot);
+        ck_assert_int_eq(mbox(&p, TX8_MBOX_RESET_QUEUE, 0, 0, 0, NULL, NULL), 0);
+        usleep(50 * 1000);
+        /* 50 ms at the default 1.5 W static power: 75 mJ, less a 10 ms tick or two */
+        ck_assert_uint_ge(__atomic_load_n(&c->counters.energy_uj, __ATOMIC_ACQUIRE), e0 + 30000);
+        ck_assert_uint_ge(__atomic_load_n(&c->counters.energy_active_uj, __ATOMIC_ACQUIRE), a0);
+    }
     peer_close(&p);
 }
 END_TEST
