@@ -1072,6 +1072,25 @@ static void exec_job(struct tx8_engine *e)
             st = TX8_STATUS_DEVICE_ERROR;
         if (!st && atomic_load(&e->aborted))
             st = TX8_STATUS_ABORTED;
+        /* what the command moved, and its energy: the device's accounting,
+         * inside the command's time (not a gap between commands) */
+        uint64_t rd = c.bytes_read, wr = c.bytes_written, epj = 0;
+        for (unsigned a = 0; a < c.nacc && !c.bytes_exact; a++) {
+            if (c.acc[a].access & TX8_ACCESS_READ)
+                rd += c.acc[a].size;
+            if (c.acc[a].access & TX8_ACCESS_WRITE)
+                wr += c.acc[a].size;
+        }
+        if (!st) {
+            /* the host wrote the command over the link; the first command
+             * also carries the descriptor and the completion record */
+            uint64_t link = h.size;
+            if (i == 0)
+                link += offsetof(struct tx8_job_desc, ranges) +
+                        (uint64_t)job->num_ranges * sizeof(struct tx8_range) +
+                        sizeof(struct tx8_completion);
+            epj = charge_energy(e, c.macs, c.mac_dtype, rd + wr, link, &job_model_ns);
+        }
         uint64_t t1 = eng_now_ns();
         uint64_t serial = t1 - t0 > e->join_wait_ns ? t1 - t0 - e->join_wait_ns : 0;
         e->w[0].busy_ns += serial;
@@ -1083,14 +1102,7 @@ static void exec_job(struct tx8_engine *e)
                 ctr_add(&ctr->faults, 1);
             goto out;
         }
-        /* counters */
-        uint64_t rd = c.bytes_read, wr = c.bytes_written;
-        for (unsigned a = 0; a < c.nacc && !c.bytes_exact; a++) {
-            if (c.acc[a].access & TX8_ACCESS_READ)
-                rd += c.acc[a].size;
-            if (c.acc[a].access & TX8_ACCESS_WRITE)
-                wr += c.acc[a].size;
-        }
+        /* counters (rd, wr and the energy: above, inside the command's time) */
         ctr_add(&ctr->commands, 1);
         ctr_add(&ctr->bytes_read, rd);
         ctr_add(&ctr->bytes_written, wr);
@@ -1098,14 +1110,6 @@ static void exec_job(struct tx8_engine *e)
             ctr_add(&ctr->macs[c.mac_dtype], c.macs);
         ctr_add(&ctr->macs_skipped, c.macs_skipped);
         job_macs += c.macs;
-        /* the host wrote the command over the link; the first command also
-         * carries the descriptor and the completion record */
-        uint64_t link = h.size;
-        if (i == 0)
-            link += offsetof(struct tx8_job_desc, ranges) +
-                    (uint64_t)job->num_ranges * sizeof(struct tx8_range) +
-                    sizeof(struct tx8_completion);
-        uint64_t epj = charge_energy(e, c.macs, c.mac_dtype, rd + wr, link, &job_model_ns);
         job_energy += epj;
         if (prof) {
             if (prof->count < prof->capacity) {
