@@ -183,6 +183,9 @@ static void tx8_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 	/* device memory BOs are always resident */
 	drm_printf(p, "drm-total-vram:\t%llu KiB\n", total >> 10);
 	drm_printf(p, "drm-resident-vram:\t%llu KiB\n", total >> 10);
+	/* extension (docs/kernel.md): the client's share of the energy */
+	drm_printf(p, "drm-total-energy:\t%llu uJ\n",
+		   tx8_hwmon_client_energy_uj(tfile->tdev, busy));
 }
 
 static const struct file_operations tx8_fops = {
@@ -254,6 +257,9 @@ static int tx8_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto err_hw;
 	ret = devm_device_add_group(&pdev->dev, &tx8_sysfs_group);
+	if (ret)
+		goto err_unregister;
+	ret = tx8_hwmon_init(tdev);
 	if (ret)
 		goto err_unregister;
 	tx8_debugfs_init(tdev);

@@ -320,4 +320,8 @@ void tx8_proc_fini(void);
 extern const struct attribute_group tx8_sysfs_group;
 void tx8_debugfs_init(struct tx8_device *tdev);
 
+/* tx8_hwmon.c */
+int tx8_hwmon_init(struct tx8_device *tdev);
+u64 tx8_hwmon_client_energy_uj(struct tx8_device *tdev, u64 client_busy_ns);
+
 #endif /* TX8_DRV_H */

@@ -8,6 +8,7 @@
 #include <cpuid.h>
 #endif
 #include <limits.h>
+#include <math.h>
 #include <linux/futex.h>
 #include <numa.h>
 #include <sched.h>
@@ -607,6 +608,8 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
         return -EINVAL;
     }
     e->ctr = counters ? counters : &e->own_ctr;
+    tx8_power_defaults(&e->power);
+    e->ctr->clock_permille = 1000;
 
     int cpus[TX8_MAX_CORES];
     int ncpu = list_cpus(cfg->numa_node, cpus, TX8_MAX_CORES);
@@ -691,6 +694,56 @@ void tx8_engine_set_clock_base(struct tx8_engine *e, uint64_t base_ns)
 {
     if (e)
         e->clock_base = base_ns;
+}
+
+void tx8_engine_set_power(struct tx8_engine *e, const struct tx8_power_model *m)
+{
+    if (!e || !m)
+        return;
+    e->power = *m;
+    tx8_engine_set_power_cap(e, m->cap_mw > 0 ? (uint64_t)m->cap_mw : 0);
+}
+
+void tx8_engine_set_power_cap(struct tx8_engine *e, uint64_t cap_mw)
+{
+    if (!e)
+        return;
+    __atomic_store_n(&e->power_cap_mw, cap_mw, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->ctr->power_cap_mw, cap_mw, __ATOMIC_RELAXED);
+}
+
+void tx8_engine_energy(struct tx8_engine *e, struct tx8_engine_energy *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!e)
+        return;
+    out->active_pj = __atomic_load_n(&e->energy_active_pj, __ATOMIC_RELAXED);
+    out->dynamic_pj = __atomic_load_n(&e->energy_dynamic_pj, __ATOMIC_RELAXED);
+    out->last_job_model_ns = e->job_model_ns;
+}
+
+/* Charge one command's energy (power.h) to the engine and the counters;
+ * returns its energy in pJ, *model_ns += its modelled time. */
+static uint64_t charge_energy(struct tx8_engine *e, uint64_t macs, unsigned dtype, uint64_t bytes,
+                              uint64_t link_bytes, double *model_ns)
+{
+    struct tx8_power_model m = e->power;
+    struct tx8_power_cost cost;
+    uint64_t pj, dyn, active;
+
+    m.cap_mw = (double)__atomic_load_n(&e->power_cap_mw, __ATOMIC_RELAXED);
+    tx8_power_command(&m, macs, dtype, bytes, link_bytes, &cost);
+    pj = (uint64_t)llround(cost.energy_pj);
+    dyn = (uint64_t)llround(cost.dynamic_pj);
+    *model_ns += cost.time_ns;
+    active = __atomic_add_fetch(&e->energy_active_pj, pj, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&e->energy_dynamic_pj, dyn, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->ctr->energy_active_uj, active / 1000000u, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->ctr->clock_permille, (uint64_t)llround(cost.clock_scale * 1000.0),
+                     __ATOMIC_RELAXED);
+    if (link_bytes)
+        __atomic_fetch_add(&e->ctr->link_bytes, link_bytes, __ATOMIC_RELAXED);
+    return pj;
 }
 
 /* Interface 1.6: the expert cache is the host's (the counters come from the
@@ -928,7 +981,8 @@ static void exec_job(struct tx8_engine *e)
     const struct tx8_job_desc *job = e->job;
     struct tx8_completion *done = e->done;
     struct tx8_counters *ctr = e->ctr;
-    uint64_t job_busy = 0, job_macs = 0;
+    uint64_t job_busy = 0, job_macs = 0, job_energy = 0;
+    double job_model_ns = 0;
     unsigned ncmd = 0;
     int st;
     struct tx8_prof_header *prof = NULL;
@@ -1018,6 +1072,25 @@ static void exec_job(struct tx8_engine *e)
             st = TX8_STATUS_DEVICE_ERROR;
         if (!st && atomic_load(&e->aborted))
             st = TX8_STATUS_ABORTED;
+        /* what the command moved, and its energy: the device's accounting,
+         * inside the command's time (not a gap between commands) */
+        uint64_t rd = c.bytes_read, wr = c.bytes_written, epj = 0;
+        for (unsigned a = 0; a < c.nacc && !c.bytes_exact; a++) {
+            if (c.acc[a].access & TX8_ACCESS_READ)
+                rd += c.acc[a].size;
+            if (c.acc[a].access & TX8_ACCESS_WRITE)
+                wr += c.acc[a].size;
+        }
+        if (!st) {
+            /* the host wrote the command over the link; the first command
+             * also carries the descriptor and the completion record */
+            uint64_t link = h.size;
+            if (i == 0)
+                link += offsetof(struct tx8_job_desc, ranges) +
+                        (uint64_t)job->num_ranges * sizeof(struct tx8_range) +
+                        sizeof(struct tx8_completion);
+            epj = charge_energy(e, c.macs, c.mac_dtype, rd + wr, link, &job_model_ns);
+        }
         uint64_t t1 = eng_now_ns();
         uint64_t serial = t1 - t0 > e->join_wait_ns ? t1 - t0 - e->join_wait_ns : 0;
         e->w[0].busy_ns += serial;
@@ -1029,14 +1102,7 @@ static void exec_job(struct tx8_engine *e)
                 ctr_add(&ctr->faults, 1);
             goto out;
         }
-        /* counters */
-        uint64_t rd = c.bytes_read, wr = c.bytes_written;
-        for (unsigned a = 0; a < c.nacc && !c.bytes_exact; a++) {
-            if (c.acc[a].access & TX8_ACCESS_READ)
-                rd += c.acc[a].size;
-            if (c.acc[a].access & TX8_ACCESS_WRITE)
-                wr += c.acc[a].size;
-        }
+        /* counters (rd, wr and the energy: above, inside the command's time) */
         ctr_add(&ctr->commands, 1);
         ctr_add(&ctr->bytes_read, rd);
         ctr_add(&ctr->bytes_written, wr);
@@ -1044,6 +1110,7 @@ static void exec_job(struct tx8_engine *e)
             ctr_add(&ctr->macs[c.mac_dtype], c.macs);
         ctr_add(&ctr->macs_skipped, c.macs_skipped);
         job_macs += c.macs;
+        job_energy += epj;
         if (prof) {
             if (prof->count < prof->capacity) {
                 struct tx8_prof_record *pr =
@@ -1058,6 +1125,7 @@ static void exec_job(struct tx8_engine *e)
                 pr->bytes_read = rd;
                 pr->bytes_written = wr;
                 pr->macs = c.macs;
+                pr->energy_pj = epj;
             } else {
                 prof->dropped++;
             }
@@ -1074,8 +1142,11 @@ out:
     if (st != TX8_STATUS_ABORTED && atomic_load(&e->aborted) && st == TX8_STATUS_OK)
         st = TX8_STATUS_ABORTED;
     flush_busy(e, &job_busy);
-    if (prof)
+    if (prof) {
         prof->end_ns = eng_now_ns() - e->clock_base;
+        prof->energy_pj = job_energy;
+    }
+    e->job_model_ns = job_model_ns;
     done->status = (uint32_t)st;
     done->busy_ns = job_busy;
     done->macs = job_macs;

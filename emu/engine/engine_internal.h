@@ -13,6 +13,8 @@
 #include <tx/tx_dtype.h>
 #include <tx8/tx8_hw.h>
 
+#include "power.h"
+
 #include "tx8_engine.h"
 
 #define ENG_ALIGN 64
@@ -318,6 +320,12 @@ struct tx8_engine {
     int attn_bf16_dp;
     struct tx8_counters *ctr;
     struct tx8_counters own_ctr;
+    /* the power model (power.h); cap_mw may change between commands */
+    struct tx8_power_model power;
+    uint64_t power_cap_mw;     /* atomic: tx8_engine_set_power_cap */
+    uint64_t energy_active_pj; /* atomic: sum of the commands' energies */
+    uint64_t energy_dynamic_pj; /* atomic: their dynamic parts */
+    double job_model_ns;       /* modelled time of the last job */
 
     /* workers; worker 0 is the thread in tx8_engine_run (it runs the job),
      * the others are threads that help in parallel regions */

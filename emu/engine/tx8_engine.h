@@ -134,6 +134,24 @@ struct tx8_counters *tx8_engine_counters(struct tx8_engine *e);
  * completion records. Set it before running jobs. */
 void tx8_engine_set_clock_base(struct tx8_engine *e, uint64_t base_ns);
 
+/* The power model (power.h, docs/hardware.md section 7). An engine starts
+ * with tx8_power_defaults(); set another model before running jobs. The
+ * cap of m is the initial power limit. */
+struct tx8_power_model;
+void tx8_engine_set_power(struct tx8_engine *e, const struct tx8_power_model *m);
+
+/* Change the board power limit (mW, 0 = none) at any time; it applies
+ * from the next command on. */
+void tx8_engine_set_power_cap(struct tx8_engine *e, uint64_t cap_mw);
+
+/* Energy the engine has charged since it was created. */
+struct tx8_engine_energy {
+    uint64_t active_pj;  /* sum of the commands' energies */
+    uint64_t dynamic_pj; /* their dynamic parts (without static x time) */
+    double last_job_model_ns; /* modelled device time of the last job */
+};
+void tx8_engine_energy(struct tx8_engine *e, struct tx8_engine_energy *out);
+
 /* No-op since interface 1.6 (there is no modelled expert cache any more). */
 void tx8_engine_reset_cache(struct tx8_engine *e);
 

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -66,6 +67,21 @@ struct emu_queue {
     uint64_t acct_ns; /* running job: busy time counted up to here (now_ns) */
 
     uint64_t jobs_completed, jobs_failed, busy_ns;
+    uint64_t energy_pj; /* this owner's jobs' energy (tx8_queue.energy_uj) */
+};
+
+/* Board power over a window: energy samples of the last POWER_SAMPLES
+ * ticks (10 ms apart). */
+#define POWER_SAMPLES 101
+#define POWER_NOW_TICKS 10   /* power_mw: the last 100 ms */
+#define POWER_AVG_TICKS 100  /* power_avg_mw: the last 1 s */
+
+struct emu_power {
+    double static_mw;
+    uint64_t cap_mw;             /* initial power limit (--power-cap) */
+    uint64_t t[POWER_SAMPLES];   /* now_ns of the sample */
+    double pj[POWER_SAMPLES];    /* board energy then */
+    unsigned n, head;            /* samples held, next slot */
 };
 
 struct emu_dev {
@@ -93,6 +109,7 @@ struct emu_dev {
 
     struct emu_queue q[TX8_MAX_QUEUES];
     struct emu_heap heap;
+    struct emu_power power;
 
     /* private copy of the running job's descriptor */
     struct tx8_job_desc desc;
@@ -146,6 +163,49 @@ static void publish_queue_counters(struct emu_dev *d, int qi)
     __atomic_store_n(&s->jobs_failed, q->jobs_failed, __ATOMIC_RELAXED);
     __atomic_store_n(&s->busy_ns, q->busy_ns, __ATOMIC_RELAXED);
     __atomic_store_n(&s->bytes_leased, heap_owner_bytes(&d->heap, q->owner), __ATOMIC_RELAXED);
+    __atomic_store_n(&s->energy_uj, q->energy_pj / 1000000u, __ATOMIC_RELAXED);
+}
+
+/* Board energy at now: static power over the device's life plus every
+ * command's dynamic energy (so that an idle board draws static_mw exactly). */
+static double board_energy_pj(struct emu_dev *d, uint64_t now)
+{
+    struct tx8_engine_energy en;
+
+    tx8_engine_energy(d->engine, &en);
+    return d->power.static_mw * (double)(now - d->t0) + (double)en.dynamic_pj;
+}
+
+/* Power over the samples of the last `ticks` ticks, mW (pJ / ns). */
+static uint64_t power_over(const struct emu_power *p, unsigned ticks)
+{
+    unsigned last = (p->head + POWER_SAMPLES - 1) % POWER_SAMPLES;
+    unsigned back = ticks < p->n - 1 ? ticks : p->n - 1;
+    unsigned first = (last + POWER_SAMPLES - back) % POWER_SAMPLES;
+
+    if (back == 0 || p->t[last] <= p->t[first])
+        return (uint64_t)llround(p->static_mw);
+    return (uint64_t)llround((p->pj[last] - p->pj[first]) / (double)(p->t[last] - p->t[first]));
+}
+
+/* Sample the board energy and publish energy and power (10 ms tick). */
+static void power_tick(struct emu_dev *d, uint64_t now)
+{
+    struct emu_power *p = &d->power;
+    double pj = board_energy_pj(d, now);
+    struct tx8_counters *c = &d->ctrl->counters;
+    uint64_t uj = (uint64_t)(pj / 1e6);
+
+    p->t[p->head] = now;
+    p->pj[p->head] = pj;
+    p->head = (p->head + 1) % POWER_SAMPLES;
+    if (p->n < POWER_SAMPLES)
+        p->n++;
+    /* never backwards (hwmon's rule for energy*_input) */
+    if (uj > __atomic_load_n(&c->energy_uj, __ATOMIC_RELAXED))
+        __atomic_store_n(&c->energy_uj, uj, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->power_mw, power_over(p, POWER_NOW_TICKS), __ATOMIC_RELAXED);
+    __atomic_store_n(&c->power_avg_mw, power_over(p, POWER_AVG_TICKS), __ATOMIC_RELAXED);
 }
 
 /* Write the device's view of queue qi into the control block. */
@@ -391,10 +451,10 @@ static int foreign_range(const struct emu_dev *d, int32_t owner, const struct tx
     return -1;
 }
 
-/* Sleep up to ms milliseconds; false if aborted meanwhile. Lock not held. */
-static bool slow_delay(struct emu_queue *q, unsigned ms)
+/* Sleep up to ns nanoseconds; false if aborted meanwhile. Lock not held. */
+static bool slow_delay_ns(struct emu_queue *q, uint64_t ns)
 {
-    uint64_t end = now_ns() + (uint64_t)ms * 1000000ull;
+    uint64_t end = now_ns() + ns;
 
     while (!q->abort) {
         uint64_t t = now_ns();
@@ -407,6 +467,12 @@ static bool slow_delay(struct emu_queue *q, unsigned ms)
         nanosleep(&ts, NULL);
     }
     return false;
+}
+
+/* Sleep up to ms milliseconds; false if aborted meanwhile. Lock not held. */
+static bool slow_delay(struct emu_queue *q, unsigned ms)
+{
+    return slow_delay_ns(q, (uint64_t)ms * 1000000ull);
 }
 
 static void handle_mbox(struct emu_dev *d, int qi);
@@ -496,6 +562,7 @@ static void run_job(struct emu_dev *d, int qi)
     bool hang = false, error = false, ok;
     unsigned slow = 0;
     uint64_t start, end;
+    struct tx8_engine_energy en0, en1;
     int bad;
 
     memcpy(j, d->mem + TX8_SQ_OFFSET(qi) + (uint64_t)slot * TX8_SQ_ENTRY_SIZE, sizeof(*j));
@@ -585,14 +652,25 @@ static void run_job(struct emu_dev *d, int qi)
 
     c.start_ns = start - d->t0;
     ok = slow == 0 || slow_delay(q, slow);
+    tx8_engine_energy(d->engine, &en0);
     if (ok && tx8_engine_run(d->engine, j, &c, &q->abort) != 0) {
         c.status = TX8_STATUS_DEVICE_ERROR;
         c.fault_cmd = UINT32_MAX;
     }
+    tx8_engine_energy(d->engine, &en1);
+    /* the device never finishes a job before its modelled time (a power
+     * cap lowers the modelled clock: docs/hardware.md section 7) */
     end = now_ns();
+    if (ok && en1.last_job_model_ns > (double)(end - start)) {
+        uint64_t wait_ns = (uint64_t)en1.last_job_model_ns - (end - start);
+
+        ok = slow_delay_ns(q, wait_ns);
+        end = now_ns();
+    }
 
     pthread_mutex_lock(&d->lock);
     q->running = false;
+    q->energy_pj += en1.active_pj - en0.active_pj;
     c.seqno = j->seqno;
     c.user_data = j->user_data;
     c.end_ns = end - d->t0;
@@ -768,6 +846,8 @@ static const char *mbox_name(uint32_t cmd)
                                         "RESET_QUEUE", "INJECT_FAULT", "SET_LABEL",
                                         "ABORT_JOB"};
 
+    if (cmd == TX8_MBOX_SET_POWER_CAP)
+        return "SET_POWER_CAP";
     return cmd < sizeof(names) / sizeof(names[0]) ? names[cmd] : "?";
 }
 
@@ -855,6 +935,15 @@ static void handle_mbox(struct emu_dev *d, int qi)
             break;
         }
         ret0 = queue_reset(d, qi, false, 0, &ret1);
+        break;
+    case TX8_MBOX_SET_POWER_CAP: /* device-wide (docs/hardware.md section 7) */
+        if (arg[0] > 1000000000ull) {
+            st = -EINVAL;
+            break;
+        }
+        tx8_engine_set_power_cap(d->engine, arg[0]);
+        emu_log("queue %d (peer %d): power cap %llu mW", qi, q->owner,
+                (unsigned long long)arg[0]);
         break;
     case TX8_MBOX_INJECT_FAULT: {
         uint64_t count = arg[2] ? arg[2] : 1;
@@ -1048,6 +1137,7 @@ void dev_tick(struct emu_dev *d)
         q->acct_ns = now;
         __atomic_store_n(&qshm(d, qi)->busy_ns, q->busy_ns, __ATOMIC_RELAXED);
     }
+    power_tick(d, now);
     pthread_mutex_unlock(&d->lock);
     __atomic_store_n(&d->ctrl->clock_ns, now - d->t0, __ATOMIC_RELAXED);
     __atomic_fetch_add(&d->ctrl->heartbeat, 1, __ATOMIC_RELEASE);
@@ -1065,6 +1155,8 @@ static void init_ctrl(struct emu_dev *d, const struct emu_dev_config *cfg)
     uint64_t boot_id = 0;
 
     memset(d->mem, 0, TX8_CTRL_SIZE);
+    c->counters.clock_permille = 1000;
+    tx8_engine_set_power_cap(d->engine, d->power.cap_mw);
     if (getrandom(&boot_id, sizeof(boot_id), 0) != sizeof(boot_id))
         boot_id = now_ns() ^ ((uint64_t)getpid() << 32);
 
@@ -1146,6 +1238,17 @@ int dev_create(struct emu_dev **out, const struct emu_dev_config *cfg)
     }
     /* profiling records share the completions' clock (ns since d->t0) */
     tx8_engine_set_clock_base(d->engine, d->t0);
+    {
+        struct tx8_power_model pm;
+
+        if (cfg->power.clock_mhz > 0)
+            pm = cfg->power;
+        else
+            tx8_power_defaults(&pm); /* a config without a model */
+        tx8_engine_set_power(d->engine, &pm);
+        d->power.static_mw = pm.static_mw;
+        d->power.cap_mw = (uint64_t)pm.cap_mw;
+    }
     init_ctrl(d, cfg);
     rc = pthread_create(&d->executor, NULL, executor_main, d);
     if (rc) {

@@ -19,6 +19,8 @@
 
 #include <tx8/tx8_hw.h>
 
+#include "engine/power.h"
+
 struct emu_dev;
 
 /* Faults requested on the command line (apply to jobs of any queue). */
@@ -37,6 +39,7 @@ struct emu_dev_config {
     int numa_node;  /* -1 = any */
     uint64_t expert_cache_bytes;
     struct emu_faults faults;
+    struct tx8_power_model power; /* docs/hardware.md section 7 */
     int verbose;
 };
 

@@ -36,6 +36,7 @@
 #include <tx8/tx8_hw.h>
 
 #include "device.h"
+#include "engine/power.h"
 #include "engine/tx8_engine.h"
 #include "log.h"
 #include "transport.h"
@@ -55,6 +56,10 @@ static void usage(FILE *f)
             "  -e, --expert-cache SIZE  accepted, ignored: the expert cache counters count the\n"
             "                           host's expert cache (interface 1.6)\n"
             "  -i, --inject FAULT[:ARG] hang | error | slow:MS | crash-after:N (repeatable)\n"
+            "  -p, --power NAME=VALUE   set a power-model parameter (repeatable); --power help\n"
+            "                           lists them with their defaults (docs/hardware.md 7)\n"
+            "      --power-cap MW       board power limit in mW (0 = none): the modelled clock\n"
+            "                           is lowered so that a command's power fits under it\n"
             "  -v, --verbose            log every peer, mailbox request and failed job\n"
             "  -h, --help\n"
             "      --version            the release, the git commit, the TX8 interface\n",
@@ -162,6 +167,8 @@ int main(int argc, char **argv)
         {"numa-node", required_argument, NULL, 'n'},
         {"inject", required_argument, NULL, 'i'},
         {"expert-cache", required_argument, NULL, 'e'},
+        {"power", required_argument, NULL, 'p'},
+        {"power-cap", required_argument, NULL, 'P'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -179,8 +186,9 @@ int main(int argc, char **argv)
     srv_init(&s, NULL, 0);
     cfg.numa_node = -1;
     cfg.faults.crash_after = -1;
+    tx8_power_defaults(&cfg.power);
 
-    while ((opt = getopt_long(argc, argv, "s:m:c:n:i:e:vh", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "s:m:c:n:i:e:p:P:vh", opts, NULL)) != -1) {
         switch (opt) {
         case 's':
             s.path = optarg;
@@ -218,6 +226,26 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'p':
+        case 'P': {
+            char err[160], buf[64];
+            const char *a = optarg;
+
+            if (opt == 'p' && !strcmp(optarg, "help")) {
+                printf("power-model parameters (NAME=VALUE, defaults):\n");
+                tx8_power_print_params(&cfg.power, stdout);
+                return 0;
+            }
+            if (opt == 'P') {
+                snprintf(buf, sizeof(buf), "cap-mw=%s", optarg);
+                a = buf;
+            }
+            if (tx8_power_set(&cfg.power, a, err, sizeof(err))) {
+                fprintf(stderr, "tx8-emu: bad --power%s: %s\n", opt == 'P' ? "-cap" : "", err);
+                return 2;
+            }
+            break;
+        }
         case 'v':
             emu_verbose = 1;
             break;

@@ -58,7 +58,7 @@ typedef float tx8_f32;
 
 #define TX8_SIGNATURE			0x30385854u	/* "TX80" in memory */
 #define TX8_IF_VERSION_MAJOR		1
-#define TX8_IF_VERSION_MINOR		7
+#define TX8_IF_VERSION_MINOR		8
 #define TX8_IF_VERSION \
 	((TX8_IF_VERSION_MAJOR << 16) | TX8_IF_VERSION_MINOR)
 #define TX8_IF_MAJOR(v)			((v) >> 16)
@@ -186,7 +186,25 @@ struct tx8_counters {
 	__u64 expert_cache_hits;	/* docs/hardware.md section 6 (1.6: host cache flags) */
 	__u64 expert_cache_misses;
 	__u64 core_busy_ns[TX8_MAX_CORES];	/* per compute core */
-	__u64 rsvd[8];
+	/*
+	 * Since interface 1.8 (zero before): the device's power model
+	 * (docs/hardware.md section 7). Energy counters never decrease, not
+	 * across queue resets nor device restarts of one tx8-emu process.
+	 */
+	__u64 energy_uj;	/* board energy: static power x time + dynamic */
+	__u64 energy_active_uj;	/* sum of the commands' energies
+				 * (tx8_prof_record.energy_pj)
+				 */
+	__u64 power_mw;		/* board power over the last 100 ms */
+	__u64 power_avg_mw;	/* board power over the last 1 s */
+	__u64 power_cap_mw;	/* board power limit in force, 0 = none */
+	__u64 clock_permille;	/* modelled clock of the last command over
+				 * the nominal one (1000 = not throttled)
+				 */
+	__u64 link_bytes;	/* host-link bytes charged: descriptors,
+				 * command buffers, completion records
+				 */
+	__u64 rsvd;
 };
 
 struct tx8_ctrl {
@@ -268,6 +286,11 @@ enum tx8_mbox_cmd {
 	 * Stopping a running job counts in tx8_counters.resets.
 	 */
 	TX8_MBOX_ABORT_JOB	= 6,
+	/* Since 1.8: arg0 = the board power limit in mW (0 = none), for the
+	 * whole device (docs/hardware.md section 7); -EINVAL above 10^9.
+	 * Numbered apart from the queue commands.
+	 */
+	TX8_MBOX_SET_POWER_CAP	= 16,
 };
 
 /* TX8_MBOX_ABORT_JOB ret0 */
@@ -348,7 +371,11 @@ struct tx8_queue {
 	 * answer, every job up to it had started, every later one had not.
 	 */
 	__u64 taken_seqno;
-	__u64 rsvd[6];
+	/* Since interface 1.8 (zero before): energy of this queue's jobs
+	 * (their commands' energies), the owner's share of energy_active_uj.
+	 */
+	__u64 energy_uj;
+	__u64 rsvd[5];
 };
 
 /* ------------------------------------------------------------------------ */
@@ -425,7 +452,8 @@ struct tx8_prof_header {
 	__u64 start_ns;		/* job start, device clock */
 	__u64 end_ns;		/* job end, device clock */
 	__u64 setup_ns;		/* start to the first command: validation, copy */
-	__u64 rsvd[2];
+	__u64 energy_pj;	/* 1.8: the job's energy, sum of the records' */
+	__u64 rsvd;
 };
 
 struct tx8_prof_record {
@@ -438,7 +466,7 @@ struct tx8_prof_record {
 	__u64 bytes_read;
 	__u64 bytes_written;
 	__u64 macs;		/* multiply-accumulates */
-	__u64 rsvd;
+	__u64 energy_pj;	/* 1.8: the command's energy (power model) */
 };
 
 /* Job status (tx8_completion.status) */

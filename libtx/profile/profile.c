@@ -47,6 +47,7 @@ struct ev {
     int tid;  /* host thread id (spans) */
     uint64_t ts, dur;
     uint64_t core_mask, rd, wr, macs, job;
+    uint64_t energy_pj; /* commands: the device's power model (interface 1.8) */
     unsigned ncores;
     double value; /* counters */
     char *name;
@@ -295,6 +296,7 @@ void txp_device_job(const char *dev, const struct tx8_prof_header *h,
         e->rd = r->bytes_read;
         e->wr = r->bytes_written;
         e->macs = r->macs;
+        e->energy_pj = r->energy_pj;
         e->job = job;
         e->name = nm;
         e->detail = tab && tab[1] ? strdup(tab + 1) : NULL;
@@ -454,6 +456,7 @@ static json_object *build_locked(void)
             json_object_object_add(a, "bytes_read", json_object_new_int64((int64_t)e->rd));
             json_object_object_add(a, "bytes_written", json_object_new_int64((int64_t)e->wr));
             json_object_object_add(a, "macs", json_object_new_int64((int64_t)e->macs));
+            json_object_object_add(a, "energy_pj", json_object_new_int64((int64_t)e->energy_pj));
             if (e->detail)
                 json_object_object_add(a, "detail", json_object_new_string(e->detail));
             json_object_object_add(o, "args", a);

@@ -383,4 +383,16 @@ check(st == 200 and wellformed and want <= names and
       "GET /metrics: Prometheus text with requests, tokens, tokens/s, queue, slots, KV, device, experts",
       str(want - names))
 
+# the device's power-model counters (interface 1.8, docs/hardware.md section 7)
+m = metrics()
+check(m.get("glm_server_device_energy_joules_total", 0) > 0 and
+      m.get("glm_server_device_command_energy_joules_total", 0) > 0 and
+      m.get("glm_server_device_command_energy_joules_total", 0) <=
+      m.get("glm_server_device_energy_joules_total", 0) and
+      m.get("glm_server_device_power_watts", 0) > 0 and
+      m.get("glm_server_device_power_average_watts", 0) > 0,
+      "GET /metrics: the device's energy (J, commands and board) and power (W)",
+      str({k: v for k, v in m.items() if "energy" in k or "power" in k}))
+
+
 sys.exit(summary("client"))

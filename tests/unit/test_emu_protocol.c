@@ -853,6 +853,42 @@ START_TEST(test_mailbox_bad_requests)
 }
 END_TEST
 
+/* Interface 1.8: SET_POWER_CAP sets the device-wide board power limit
+ * (the hwmon power1_cap of tx8.ko); out of range is -EINVAL. */
+START_TEST(test_mailbox_power_cap)
+{
+    struct peer p;
+    const struct tx8_ctrl *c;
+
+    peer_open(&p, g_emu.sock);
+    c = (const struct tx8_ctrl *)p.mem;
+    ck_assert_uint_eq(c->counters.power_cap_mw, 0);
+    ck_assert_uint_eq(c->counters.clock_permille, 1000);
+    ck_assert_int_eq(mbox(&p, TX8_MBOX_SET_POWER_CAP, 25000, 0, 0, NULL, NULL), 0);
+    ck_assert_uint_eq(__atomic_load_n(&c->counters.power_cap_mw, __ATOMIC_ACQUIRE), 25000);
+    ck_assert_int_eq(mbox(&p, TX8_MBOX_SET_POWER_CAP, 1000000001ull, 0, 0, NULL, NULL), -EINVAL);
+    ck_assert_uint_eq(c->counters.power_cap_mw, 25000);
+    ck_assert_int_eq(mbox(&p, TX8_MBOX_SET_POWER_CAP, 0, 0, 0, NULL, NULL), 0);
+    ck_assert_uint_eq(c->counters.power_cap_mw, 0);
+    /* the energy counters never go backwards, also across a device restart
+     * (TX8_FAULT_RESTART: a new boot_id) and a queue reset */
+    {
+        uint64_t e0 = __atomic_load_n(&c->counters.energy_uj, __ATOMIC_ACQUIRE);
+        uint64_t a0 = __atomic_load_n(&c->counters.energy_active_uj, __ATOMIC_ACQUIRE);
+        uint64_t boot = c->boot_id;
+
+        ck_assert_int_eq(mbox(&p, TX8_MBOX_INJECT_FAULT, TX8_FAULT_RESTART, 0, 0, NULL, NULL), 0);
+        ck_assert_uint_ne(c->boot_id, boot);
+        ck_assert_int_eq(mbox(&p, TX8_MBOX_RESET_QUEUE, 0, 0, 0, NULL, NULL), 0);
+        usleep(50 * 1000);
+        /* 50 ms at the default 1.5 W static power: 75 mJ, less a 10 ms tick or two */
+        ck_assert_uint_ge(__atomic_load_n(&c->counters.energy_uj, __ATOMIC_ACQUIRE), e0 + 30000);
+        ck_assert_uint_ge(__atomic_load_n(&c->counters.energy_active_uj, __ATOMIC_ACQUIRE), a0);
+    }
+    peer_close(&p);
+}
+END_TEST
+
 START_TEST(test_reset_queue)
 {
     struct peer p;
@@ -1335,6 +1371,7 @@ int main(void)
     add(s, "ring_full", test_ring_full_and_cq_backpressure);
     add(s, "mailbox_leases", test_mailbox_leases);
     add(s, "mailbox_bad", test_mailbox_bad_requests);
+    add(s, "mailbox_power_cap", test_mailbox_power_cap);
     add(s, "reset_queue", test_reset_queue);
     add(s, "bad_ring_indices", test_bad_ring_indices);
     add(s, "fuzz", test_fuzz_control_block);

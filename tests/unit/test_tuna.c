@@ -7,6 +7,7 @@
  * the prefill GEMMs compute-bound; bad input gets a clear error.
  */
 #include <check.h>
+#include <math.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -268,12 +269,20 @@ START_TEST(report_roofline)
             at_roof += !strcmp(cls, "compute-bound");
             pre_gemm++;
         }
+        /* every group that computes or moves bytes costs energy (issue 41) */
+        ck_assert_msg(jnum(g, "energy_uj") > 0, "%s (%s): no energy", name, phase);
     }
+    /* the groups' energies add up to the commands' */
+    double esum = 0;
+    for (size_t i = 0; i < json_object_array_length(groups); i++)
+        esum += jnum(json_object_array_get_idx(groups, i), "energy_uj");
+    ck_assert(fabs(esum - jnum(r, "command_energy_uj")) <= 1e-6 * esum + 1e-3);
     ck_assert_msg(at_roof > 0, "every decode expert and prefill GEMM group is overhead-bound");
     ck_assert(dec_exp > 0 && pre_gemm > 0);
     json_object *layers;
     ck_assert(json_object_object_get_ex(r, "layers", &layers));
     ck_assert(json_object_array_length(layers) > 0);
+    ck_assert(jnum(json_object_array_get_idx(layers, 0), "energy_uj") > 0);
     ck_assert(jnum(r, "device_busy_pct") > 0 && jnum(r, "device_busy_pct") <= 100.0001);
     /* the profiler's own host time: some, and less than the passes took */
     ck_assert(jnum(r, "profiler_host_us") > 0);
@@ -282,6 +291,7 @@ START_TEST(report_roofline)
     ck_assert(jnum(r, "kv_cache_peak_used_bytes") <= jnum(r, "kv_cache_peak_allocated_bytes"));
     ck_assert(jnum(r, "expert_cache_hits") + jnum(r, "expert_cache_misses") > 0);
     ck_assert(jnum(r, "expert_cache_hit_pct") >= 0 && jnum(r, "expert_cache_hit_pct") <= 100);
+    double cmd_us = jnum(r, "command_time_us"), job_us = jnum(r, "job_time_us");
     json_object_put(r);
 
     /* --html: one self-contained page with the three SVG charts */
@@ -298,6 +308,27 @@ START_TEST(report_roofline)
     ck_assert_ptr_nonnull(strstr(page, "<svg id=\"timeline\""));
     ck_assert_ptr_nonnull(strstr(page, "<svg id=\"roofline\""));
     ck_assert_ptr_nonnull(strstr(page, "<svg id=\"curves\""));
+    /* issue 41: the readable report's parts */
+    ck_assert_ptr_nonnull(strstr(page, "<svg id=\"timeline-generation\""));
+    ck_assert_ptr_nonnull(strstr(page, "class=\"phase-load\""));
+    ck_assert_ptr_nonnull(strstr(page, "class=\"phase-generation\""));
+    ck_assert_ptr_nonnull(strstr(page, "<g class=\"time-axis\">"));
+    ck_assert(strstr(page, " us</text>") || strstr(page, " ms</text>") ||
+              strstr(page, " s</text>")); /* tick labels with their unit */
+    ck_assert_ptr_nonnull(strstr(page, "arithmetic intensity (FLOP/byte, log)"));
+    ck_assert_ptr_nonnull(strstr(page, "GFLOP/s (log)"));
+    ck_assert_ptr_nonnull(strstr(page, "compute ceiling"));
+    ck_assert_ptr_nonnull(strstr(page, "memory ceiling"));
+    ck_assert_ptr_nonnull(strstr(page, "<g class=\"legend\">"));
+    ck_assert_ptr_nonnull(strstr(page, "<table id=\"commands\""));
+    ck_assert_ptr_nonnull(strstr(page, "<th>p99 us</th>"));
+    ck_assert_ptr_nonnull(strstr(page, "<th>energy uJ</th>"));
+    ck_assert_ptr_nonnull(strstr(page, "<table id=\"layers\""));
+    ck_assert_ptr_nonnull(strstr(page, "id=\"header-times\""));
+    /* the header's device times are tuna report's */
+    char want[128];
+    snprintf(want, sizeof(want), "(%.1f us of commands, %.1f us of jobs)", cmd_us, job_us);
+    ck_assert_msg(strstr(page, want) != NULL, "the header does not say %s", want);
     ck_assert_ptr_nonnull(strstr(page, "MOE_FFN layers.1.mlp.experts"));
     ck_assert_ptr_nonnull(strstr(page, "</html>"));
     ck_assert_ptr_null(strstr(page, "<script"));

@@ -669,6 +669,44 @@ START_TEST(json_loop)
 }
 END_TEST
 
+/* nvidia-smi style: --query=power.draw,energy,util,memory.used
+ * --format=csv,noheader -l 1: one CSV row per refresh with units, the power
+ * of the device's model (>= its static power), energy that grows. */
+START_TEST(query_power_csv)
+{
+    char *out, *line, *save = NULL;
+    double w, j, u, mib, prev_j = -1;
+    int n = 0;
+
+    ck_assert_int_eq(run_txtop(&out, -1, "--query=power.draw,energy,util,memory.used",
+                               "--format=csv,noheader", "-l", "1", "-n", "2", "-d", emu.spec,
+                               NULL),
+                     0);
+    for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        ck_assert_msg(sscanf(line, "%lf W, %lf J, %lf %%, %lf MiB", &w, &j, &u, &mib) == 4,
+                      "row %d: '%s'", n, line);
+        ck_assert_msg(w >= 1.5 - 1e-9, "power %.3f W below the static 1.5 W", w);
+        ck_assert(j > prev_j);
+        ck_assert(u >= 0 && u <= 100 && mib >= 0);
+        prev_j = j;
+        n++;
+    }
+    ck_assert_int_eq(n, 2);
+    free(out);
+    /* the header with units; bad fields and formats are usage errors */
+    ck_assert_int_eq(run_txtop(&out, -1, "--query=index,power.draw,power.limit", "-d", "2", "-d",
+                               emu.spec, NULL),
+                     0);
+    ck_assert_msg(!strncmp(out, "index, power.draw [W], power.limit [W]\n0, ", 41), "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "W, N/A\n"));
+    free(out);
+    ck_assert_int_eq(run_txtop(&out, -1, "--query=power.drw", NULL), 2);
+    free(out);
+    ck_assert_int_eq(run_txtop(&out, -1, "--query=util", "--format=tsv", NULL), 2);
+    free(out);
+}
+END_TEST
+
 START_TEST(list_and_errors)
 {
     char *out;
@@ -829,6 +867,7 @@ static Suite *suite(void)
     tcase_add_test(tc, json_under_load);
     tcase_add_test(tc, json_loop);
     tcase_add_test(tc, list_and_errors);
+    tcase_add_test(tc, query_power_csv);
     tcase_add_test(tc, json_not_root);
     tcase_add_test(tc, json_two_clients);
     suite_add_tcase(s, tc);

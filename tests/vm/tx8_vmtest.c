@@ -1435,6 +1435,115 @@ static int t_sysfs(void)
     return 0;
 }
 
+/* The hwmon directory of accelN's device ("tx8"), or -ENOENT. */
+static int hwmon_dir(int n, char *out, size_t size)
+{
+    char dir[64], path[400], name[32];
+    struct dirent *de;
+    DIR *d;
+    int rc = -ENOENT;
+
+    snprintf(dir, sizeof(dir), "/sys/class/accel/accel%d/device/hwmon", n);
+    d = opendir(dir);
+    if (!d)
+        return -errno;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, "hwmon", 5))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/name", dir, de->d_name);
+        if (read_file(path, name, sizeof(name)) > 0 && !strcmp(name, "tx8\n")) {
+            snprintf(out, size, "%s/%s", dir, de->d_name);
+            rc = 0;
+            break;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+static long long hwmon_value(const char *dir, const char *file)
+{
+    char path[512], buf[64];
+
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    if (read_file(path, buf, sizeof(buf)) <= 0)
+        return -1;
+    return strtoll(buf, NULL, 10);
+}
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* hwmon (issue 41): the power model's figures in the hwmon sysfs ABI; an
+ * idle device draws its static power, energy grows, and a power cap set
+ * through power1_cap slows a job down as the model says. */
+static int t_hwmon(void)
+{
+    struct drm_tx8_bo_ref ref;
+    struct drm_tx8_bo_create bo;
+    struct drm_tx8_wait w;
+    struct ctx c;
+    char dir[400], capf[420], val[32];
+    long long p_idle, e0, e1, cap;
+    double t0, free_ms, capped_ms;
+
+    CHECK_OK(hwmon_dir(dev_index, dir, sizeof(dir)));
+    usleep(1200 * 1000); /* a whole 1 s window without jobs */
+    p_idle = hwmon_value(dir, "power1_average");
+    CHECK(p_idle > 0, "power1_average %lld uW", p_idle);
+    CHECK(hwmon_value(dir, "power1_input") == p_idle, "idle: power1_input %lld != average %lld",
+          hwmon_value(dir, "power1_input"), p_idle);
+    CHECK(hwmon_value(dir, "power1_average_interval") == 1000, "power1_average_interval");
+    e0 = hwmon_value(dir, "energy1_input");
+    usleep(200 * 1000);
+    e1 = hwmon_value(dir, "energy1_input");
+    CHECK(e0 >= 0 && e1 > e0, "energy1_input %lld -> %lld", e0, e1);
+    CHECK(hwmon_value(dir, "power1_cap") == 0, "power1_cap not 0 at start");
+
+    CHECK_OK(ctx_open(&c, dev_index));
+    CHECK_OK(bo_new(c.fd, 64 << 20, NULL, &bo));
+    ref.handle = bo.handle;
+    ref.access = DRM_TX8_ACCESS_WRITE;
+    t0 = mono_ms();
+    CHECK_OK(run_fill(&c, bo.dev_addr, 64 << 20, 1, &ref, 1, &w));
+    free_ms = mono_ms() - t0;
+    /* 1 mW above the static power: the 64 MiB fill (about 2 mJ of memory
+     * traffic at 32 pJ/B) runs at the lowest modelled clock, 1/1000 */
+    snprintf(val, sizeof(val), "%lld", p_idle + 1000);
+    snprintf(capf, sizeof(capf), "%s/power1_cap", dir);
+    CHECK_OK(write_file(capf, val));
+    cap = hwmon_value(dir, "power1_cap");
+    CHECK(cap == p_idle + 1000, "power1_cap reads %lld, wrote %s", cap, val);
+    t0 = mono_ms();
+    CHECK_OK(run_fill(&c, bo.dev_addr, 64 << 20, 2, &ref, 1, &w));
+    capped_ms = mono_ms() - t0;
+    CHECK_OK(write_file(capf, "0"));
+    /* modelled: 64 MiB / 409.6 GB/s = 164 us at the nominal clock */
+    CHECK(capped_ms >= 150.0 && capped_ms > free_ms, "capped fill %.1f ms, uncapped %.1f ms",
+          capped_ms, free_ms);
+    CHECK(hwmon_value(dir, "power1_cap") == 0, "power1_cap not back to 0");
+    /* fdinfo: this client's share of the energy (two 64 MiB fills: about
+     * 4 mJ of memory traffic; the only client, so the share is all) */
+    {
+        char path[64], text[4096];
+        const char *e;
+
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", c.fd);
+        CHECK(read_file(path, text, sizeof(text)) > 0, "read %s", path);
+        e = strstr(text, "drm-total-energy:\t");
+        CHECK(e && strstr(e, " uJ\n"), "no drm-total-energy in\n%s", text);
+        CHECK(strtoull(e + 18, NULL, 10) >= 3000, "drm-total-energy %llu uJ",
+              strtoull(e + 18, NULL, 10));
+    }
+    ctx_close(&c);
+    return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Unbind / rebind and module reload with clients open                       */
 
@@ -4631,6 +4740,7 @@ static const struct test {
     {"meminfo", t_meminfo},
     {"fdinfo", t_fdinfo},
     {"sysfs", t_sysfs},
+    {"hwmon", t_hwmon},
     {"close_frees", t_close_frees},
     {"stress", t_stress},
     {"hang_reset", t_hang_reset},

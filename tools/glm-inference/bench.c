@@ -14,6 +14,7 @@
 
 #include "bench_output.h"
 #include "common/cli.h"
+#include "energy.h"
 #include "glm_inference.h"
 
 /* the tests of one depth, in llama-bench's order: pp, tg, pg */
@@ -65,12 +66,14 @@ static void cpu_model(char *buf, size_t sz)
  * the timed prefill and decode passes; *ns its wall time; 0 or libtx's
  * error code */
 static int sample(glm_session_t **s, const int32_t *ids, int d, struct bench_test t, float *lg,
-                  double *ns)
+                  double *ns, tx_device_t *dev, struct gi_energy *e)
 {
     struct glm_sampling greedy = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
     int rc = glm_session_reset(*s);
     if (!rc && d > 0)
         rc = glm_eval(*s, ids, d, 0, lg);
+    struct gi_energy e0, e1;
+    gi_energy_read(dev, &e0);
     double t0 = now_ms();
     if (!rc && t.pp)
         rc = glm_eval(*s, ids + d, t.pp, 0, lg);
@@ -78,6 +81,11 @@ static int sample(glm_session_t **s, const int32_t *ids, int d, struct bench_tes
     for (int j = 0; j < t.tg && !rc; j++)
         rc = glm_decode_batch(s, &ids[d + t.pp + j], 1, NULL, &greedy, &next);
     *ns = (now_ms() - t0) * 1e6;
+    gi_energy_read(dev, &e1);
+    /* the timed passes' energy, summed over the samples */
+    e->have = e0.have && e1.have;
+    e->active_uj += e1.active_uj - e0.active_uj;
+    e->board_uj += e1.board_uj - e0.board_uj;
     return rc;
 }
 
@@ -99,8 +107,9 @@ static void print_decode_times(const char *plan, const struct bench_row *r,
 }
 
 /* every depth and test under the device's current plan */
-static int bench_plan(glm_model_t *m, const struct opts *o, const char *plan, int n_ctx,
-                      int n_batch, const struct bench_run_info *ri, double bw, int *first)
+static int bench_plan(glm_model_t *m, tx_device_t *dev, const struct opts *o, const char *plan,
+                      int n_ctx, int n_batch, const struct bench_run_info *ri, double bw,
+                      int *first)
 {
     const struct glm_config *c = glm_model_config(m);
     struct bench_test tests[3 * BENCH_LIST_MAX];
@@ -126,7 +135,8 @@ static int bench_plan(glm_model_t *m, const struct opts *o, const char *plan, in
     for (int i = 0; i < nt; i++)
         max_pp = tests[i].pp > max_pp ? tests[i].pp : max_pp;
     double ns;
-    int src = rc ? 0 : sample(&s, ids, 0, (struct bench_test){max_pp, 1}, lg, &ns);
+    struct gi_energy ew = {0};
+    int src = rc ? 0 : sample(&s, ids, 0, (struct bench_test){max_pp, 1}, lg, &ns, dev, &ew);
     if (src) {
         log_rc("warm-up", src);
         rc = 1;
@@ -152,8 +162,9 @@ static int bench_plan(glm_model_t *m, const struct opts *o, const char *plan, in
             strftime(r.test_time, sizeof(r.test_time), "%Y-%m-%dT%H:%M:%SZ", &tm);
             struct glm_decode_times dt0, dt1;
             glm_model_decode_times(m, &dt0);
+            struct gi_energy e = {0}, zero = {0};
             for (int k = 0; k < r.reps && !rc; k++)
-                if ((src = sample(&s, ids, r.n_depth, tests[ti], lg, &r.ns[k]))) {
+                if ((src = sample(&s, ids, r.n_depth, tests[ti], lg, &r.ns[k], dev, &e))) {
                     log_rc("bench", src);
                     rc = 1;
                 } else if (interrupted) {
@@ -163,6 +174,9 @@ static int bench_plan(glm_model_t *m, const struct opts *o, const char *plan, in
             if (rc)
                 break;
             glm_model_decode_times(m, &dt1);
+            zero.have = e.have;
+            r.have_energy = gi_energy_per_token(&zero, &e, r.reps * (r.n_prompt + r.n_gen),
+                                                &r.mj_per_token, &r.tokens_per_j);
             struct glm_model_info mi;
             glm_model_info(m, &mi);
             r.bytes_per_token = (double)mi.decode_bytes_per_token;
@@ -242,7 +256,7 @@ int run_bench(glm_model_t *m, tx_device_t *dev, const struct opts *o)
             rc = 1;
             break;
         }
-        rc = bench_plan(m, o, pl, n_ctx, n_batch, &ri, bw, &first);
+        rc = bench_plan(m, dev, o, pl, n_ctx, n_batch, &ri, bw, &first);
     }
     bench_print_end(o->bench_output);
     if (o->bench_output == BENCH_MD) {

@@ -67,14 +67,15 @@ static const char *const csv_fields =
     "build_commit,build_number,cpu_info,gpu_info,backends,model_filename,model_type,model_size,"
     "model_n_params,n_batch,n_ubatch,n_threads,type_k,type_v,n_prompt,n_gen,n_depth,test_time,"
     "avg_ns,stddev_ns,avg_ts,stddev_ts,samples_ns,samples_ts,precision_plan,weights_per_token,"
-    "read_gbs";
+    "read_gbs,mj_per_token,tokens_per_j";
 
 void bench_print_begin(enum bench_format f)
 {
     if (f == BENCH_MD) {
         printf("| model | size | params | backend | plan | test | t/s | weights/token | GB/s | "
-               "%% of BW |\n");
-        printf("| --- | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+               "%% of BW | mJ/token | tokens/J |\n");
+        printf("| --- | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+               "|\n");
     } else if (f == BENCH_CSV) {
         printf("%s\n", csv_fields);
     } else if (f == BENCH_JSON) {
@@ -124,6 +125,10 @@ static json_object *row_json(const struct bench_run_info *ri, const struct bench
     S("precision_plan", r->plan);
     I("weights_per_token", llround(r->bytes_per_token));
     D("read_gbs", r->read_gbs);
+    if (r->have_energy) { /* the device's power model (interface >= 1.8) */
+        D("mj_per_token", r->mj_per_token);
+        D("tokens_per_j", r->tokens_per_j);
+    }
 #undef S
 #undef I
 #undef D
@@ -169,7 +174,11 @@ static void print_csv(const struct bench_run_info *ri, const struct bench_row *r
         printf("%s%f", i ? ";" : "", st->ts[i]);
     printf("\",");
     csv_str(r->plan, 0);
-    printf("%lld,%f\n", llround(r->bytes_per_token), r->read_gbs);
+    printf("%lld,%f,", llround(r->bytes_per_token), r->read_gbs);
+    if (r->have_energy)
+        printf("%f,%f\n", r->mj_per_token, r->tokens_per_j);
+    else
+        printf(",\n");
 }
 
 void bench_print_row(enum bench_format f, const struct bench_run_info *ri,
@@ -188,9 +197,16 @@ void bench_print_row(enum bench_format f, const struct bench_run_info *ri,
                 snprintf(pct, sizeof(pct), "%.1f%%",
                          100.0 * r->bytes_per_token * st.avg_ts / 1e9 / r->read_gbs);
         }
-        printf("| %s | %.2f GiB | %.3f B | TX8 %s | %s | %s | %.2f ± %.2f | %.1f MB | %s | %s |\n",
+        char mjt[32] = "-", tpj[32] = "-";
+        if (r->have_energy) {
+            snprintf(mjt, sizeof(mjt), "%.4f", r->mj_per_token);
+            snprintf(tpj, sizeof(tpj), "%.1f", r->tokens_per_j);
+        }
+        printf("| %s | %.2f GiB | %.3f B | TX8 %s | %s | %s | %.2f ± %.2f | %.1f MB | %s | %s | %s "
+               "| %s |\n",
                ri->model_type, (double)ri->model_size / (1 << 30), ri->model_n_params / 1e9,
-               ri->backend, r->plan, test, st.avg_ts, st.sd_ts, r->bytes_per_token / 1e6, gbs, pct);
+               ri->backend, r->plan, test, st.avg_ts, st.sd_ts, r->bytes_per_token / 1e6, gbs, pct,
+               mjt, tpj);
     } else if (f == BENCH_CSV) {
         print_csv(ri, r, &st);
     } else {

@@ -36,6 +36,9 @@ struct bench_row {
     double ns[BENCH_SAMPLES_MAX]; /* each sample's wall time */
     double bytes_per_token;       /* weight bytes one decode step reads */
     double read_gbs;              /* the host's read bandwidth (0: not measured) */
+    /* the device's power model over the timed passes (interface >= 1.8) */
+    int have_energy;
+    double mj_per_token, tokens_per_j;
 };
 
 void bench_print_begin(enum bench_format f);

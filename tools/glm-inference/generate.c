@@ -14,6 +14,7 @@
 
 #include "common/cli.h"
 #include "chat_template.h"
+#include "energy.h"
 #include "glm_inference.h"
 
 /* Ctrl-C (SIGINT), SIGTERM, SIGHUP during generation: stop after the current
@@ -295,7 +296,10 @@ static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *
         gp.flags |= GLM_GEN_IGNORE_EOS; /* -inf bias on the stop tokens */
     struct glm_timings t;
     int n_out = 0;
+    struct gi_energy e0, e1;
+    gi_energy_read(g->dev, &e0);
     int grc = glm_generate(g->s, &gp, NULL, 0, &n_out, &t);
+    gi_energy_read(g->dev, &e1);
     putchar('\n');
     fflush(stdout);
     if (grc) {
@@ -313,6 +317,7 @@ static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *
             : (unsigned)t.stop < 5 ? why[t.stop]
                                    : "?");
     print_perf(&t);
+    gi_energy_print(stderr, &e0, &e1, t.n_prompt, t.n_eval);
     if (interrupted)
         return 130;
     if (o->expert_stats)

@@ -194,6 +194,18 @@ char *metrics_text(struct srv *S)
     histogram(&o, "inter_token_latency_seconds",
               "Time between two consecutive tokens of a request.", x.itl_bucket, itl_le,
               x.itl_sum, x.itl_count);
+    if (x.has_energy) { /* docs/hardware.md section 7 */
+        metric(&o, "device_energy_joules_total", "counter",
+               "Board energy of the device (static power x time + commands), power model.",
+               (double)x.energy_uj / 1e6);
+        metric(&o, "device_command_energy_joules_total", "counter",
+               "Energy of the device's commands (power model, at the modelled clock).",
+               (double)x.energy_active_uj / 1e6);
+        metric(&o, "device_power_watts", "gauge", "Board power over the last 100 ms.",
+               (double)x.power_mw / 1e3);
+        metric(&o, "device_power_average_watts", "gauge", "Board power over the last 1 s.",
+               (double)x.power_avg_mw / 1e3);
+    }
     metric(&o, "uptime_seconds", "gauge", "Seconds since the server started.", up);
     return o.b;
 }

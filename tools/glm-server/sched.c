@@ -371,6 +371,16 @@ static void refresh_metrics(struct srv *S, double now)
             x->expert_std = st->overall_std;
         glm_expert_stats_free(st);
     }
+    struct tx_device_info di;
+    struct tx_device_counters dc;
+    x->has_energy = tx_device_info(S->dev, &di) == 0 && TX8_IF_MINOR(di.if_version) >= 8 &&
+                    tx_device_counters(S->dev, &dc) == 0;
+    if (x->has_energy) {
+        x->energy_uj = dc.dev.energy_uj;
+        x->energy_active_uj = dc.dev.energy_active_uj;
+        x->power_mw = dc.dev.power_mw;
+        x->power_avg_mw = dc.dev.power_avg_mw;
+    }
     x->last_refresh = now;
 }
 

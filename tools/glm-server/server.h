@@ -152,6 +152,9 @@ struct srv_metrics {
     /* refreshed by the scheduler about once a second */
     double expert_std; /* percent; < 0: no MoE */
     uint64_t kv_bytes;
+    /* the device's power-model counters (interface >= 1.8, else !has_energy) */
+    int has_energy;
+    uint64_t energy_uj, energy_active_uj, power_mw, power_avg_mw;
     double last_refresh;
 };
 

@@ -14,13 +14,24 @@
  * command of the trace reached (a measured ceiling of the device as it ran);
  * --peak-gbps / --peak-gflops give the device's figures (e.g. tx-bench's).
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/cli.h"
-#include "tuna.h"
+#include "svg_axis.h"
 
-void tuna_usage(FILE *f)
+#include <json-c/json.h>
+
+static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tuna record -o TRACE.json -- CMD [ARGS...]\n"
@@ -29,10 +40,1103 @@ void tuna_usage(FILE *f)
             "       tuna overhead [-r PAIRS] -- glm-inference [ARGS...] [::: CMD_B [ARGS...]]\n");
 }
 
+/* ---- overhead ---------------------------------------------------------------- */
+
+/* Runs argv (TX_PROFILE=trace or unset); the decode tokens/s of its
+ * llama_perf "eval time" line, or -1. */
+static double decode_tps(char **argv, const char *trace)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        int nul = open("/dev/null", O_WRONLY);
+        if (nul >= 0)
+            dup2(nul, 1);
+        if (trace)
+            setenv("TX_PROFILE", trace, 1);
+        else
+            unsetenv("TX_PROFILE");
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *n = realloc(buf, cap);
+            if (!n)
+                break;
+            buf = n;
+        }
+        ssize_t r = read(fds[0], buf + len, cap - len - 1);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fds[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    double tps = -1;
+    if (buf) {
+        buf[len] = 0;
+        for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+            if (strncmp(l, "llama_perf_context_print:", 25) || !strstr(l, " eval time") ||
+                strstr(l, "prompt eval"))
+                continue;
+            char *t = strstr(l, "runs");
+            char *q = t ? strstr(t, "ms per token,") : NULL;
+            if (q)
+                tps = strtod(q + 13, NULL);
+        }
+    }
+    free(buf);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? tps : -1;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median, min and max of v[0..n) (sorts v). */
+static void stats(double *v, int n, double *med, double *lo, double *hi)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_d);
+    *med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    *lo = v[0];
+    *hi = v[n - 1];
+}
+
+#define OVH_MAX_RUNS 100
+
+/* The profiler's own host time in a trace (otherData.profiler_host_ns) as a
+ * percentage of its prefill + decode step spans; -1 when it has none. */
+static double trace_self_pct(const char *path)
+{
+    json_object *root = json_object_from_file(path), *other, *v, *evs;
+    double pct = -1, self = -1, passes = 0;
+    if (root && json_object_object_get_ex(root, "otherData", &other) &&
+        json_object_object_get_ex(other, "profiler_host_ns", &v))
+        self = json_object_get_double(v) / 1000.0;
+    if (self >= 0 && json_object_object_get_ex(root, "traceEvents", &evs) &&
+        json_object_is_type(evs, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(evs); i++) {
+            json_object *e = json_object_array_get_idx(evs, i), *x;
+            const char *ph =
+                json_object_object_get_ex(e, "ph", &x) ? json_object_get_string(x) : "";
+            const char *nm =
+                json_object_object_get_ex(e, "name", &x) ? json_object_get_string(x) : "";
+            if (!strcmp(ph, "X") && (!strcmp(nm, "prefill") || !strcmp(nm, "decode step")) &&
+                json_object_object_get_ex(e, "dur", &x))
+                passes += json_object_get_double(x);
+        }
+        if (passes > 0)
+            pct = 100.0 * self / passes;
+    }
+    json_object_put(root);
+    return pct;
+}
+
+/* tuna overhead: RUNS pairs (off, on, off, on, ...) of the same command;
+ * the median per-pair ratio on/off is the cost of profiling, the changes
+ * between consecutive off runs are the noise floor of the measurement.
+ * With "CMD_A ... ::: CMD_B ..." the pairs are (A, B), both with profiling
+ * off: e.g. a build without the profiler against this one. */
+static int cmd_overhead(int argc, char **argv)
+{
+    int runs = 5, i = 1;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "-r") && i + 1 < argc) {
+            char *end;
+            long r = strtol(argv[++i], &end, 10);
+            runs = *end || r < 1 || r > OVH_MAX_RUNS ? -1 : (int)r;
+        } else if (!strcmp(argv[i], "--")) {
+            i++;
+            break;
+        } else {
+            fprintf(stderr, "tuna overhead: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    char **cmd_a = argv + i, **cmd_b = NULL;
+    for (int k = i; k < argc; k++)
+        if (!strcmp(argv[k], ":::")) {
+            argv[k] = NULL; /* argv[argc] is NULL: both commands end */
+            cmd_b = argv + k + 1;
+            break;
+        }
+    if (i >= argc || runs < 1 || !cmd_a[0] || (cmd_b && !cmd_b[0])) {
+        fprintf(stderr, "tuna overhead: %s\n",
+                runs < 1 ? "-r must be a number from 1 to 100"
+                : cmd_b  ? "':::' needs a command on each side"
+                         : "missing command");
+        usage(stderr);
+        return 2;
+    }
+    const char *la = cmd_b ? "A (off)" : "off", *lb = cmd_b ? "B (off)" : "on";
+    char trace[64];
+    snprintf(trace, sizeof(trace), "/tmp/tuna-overhead-%d.json", (int)getpid());
+    double off[OVH_MAX_RUNS], on[OVH_MAX_RUNS], ratio[OVH_MAX_RUNS], aa[OVH_MAX_RUNS];
+    double self[OVH_MAX_RUNS];
+    int nself = 0;
+    for (int k = 0; k < runs; k++) { /* interleaved, so drift hits both */
+        off[k] = decode_tps(cmd_a, NULL);
+        on[k] = decode_tps(cmd_b ? cmd_b : cmd_a, cmd_b ? NULL : trace);
+        double sp = cmd_b || on[k] <= 0 ? -1 : trace_self_pct(trace);
+        if (sp >= 0)
+            self[nself++] = sp;
+        unlink(trace);
+        if (off[k] <= 0 || on[k] <= 0) {
+            fprintf(stderr,
+                    "tuna overhead: pair %d: no decode tokens/s from %s (the command "
+                    "failed, or it prints no llama_perf eval time line)\n",
+                    k + 1, off[k] <= 0 ? la : lb);
+            return 1;
+        }
+        ratio[k] = on[k] / off[k];
+        if (k)
+            aa[k - 1] = fabs(off[k] / off[k - 1] - 1);
+        fprintf(stderr, "pair %d: %s %.2f tok/s, %s %.2f tok/s, ratio %.3f", k + 1, la, off[k], lb,
+                on[k], ratio[k]);
+        if (sp >= 0)
+            fprintf(stderr, ", profiler host time %.2f%%", sp);
+        fprintf(stderr, "\n");
+    }
+    double mo, lo_o, hi_o, mn, lo_n, hi_n, mr, lo_r, hi_r, ma = 0, lo_a = 0, hi_a = 0;
+    stats(off, runs, &mo, &lo_o, &hi_o);
+    stats(on, runs, &mn, &lo_n, &hi_n);
+    stats(ratio, runs, &mr, &lo_r, &hi_r);
+    if (runs > 1)
+        stats(aa, runs - 1, &ma, &lo_a, &hi_a);
+    printf("decode tokens/s, %d interleaved pairs (%s, %s, %s, %s, ...):\n", runs, la, lb, la, lb);
+    printf("  %-8s median %8.2f  (min %.2f, max %.2f)\n", la, mo, lo_o, hi_o);
+    printf("  %-8s median %8.2f  (min %.2f, max %.2f)\n", lb, mn, lo_n, hi_n);
+    printf("  %s/%s per pair: median %.3f (min %.3f, max %.3f): %s costs %.1f%%\n",
+           cmd_b ? "B" : "on", cmd_b ? "A" : "off", mr, lo_r, hi_r,
+           cmd_b ? "B against A" : "profiling on", 100.0 * (1 - mr));
+    if (runs > 1)
+        printf("  noise floor, consecutive %s runs: median change %.1f%% (max %.1f%%)\n",
+               cmd_b ? "A" : "off", 100.0 * ma, 100.0 * hi_a);
+    if (nself) {
+        double ms, lo_s, hi_s;
+        stats(self, nself, &ms, &lo_s, &hi_s);
+        printf("  profiler's own host time (the on runs' traces): median %.2f%% of the prefill + "
+               "decode step time (min %.2f%%, max %.2f%%)\n",
+               ms, lo_s, hi_s);
+    }
+    return 0;
+}
+
+/* ---- record ---------------------------------------------------------------- */
+
+static int cmd_record(int argc, char **argv)
+{
+    const char *out = NULL;
+    int i = 1;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc)
+            out = argv[++i];
+        else if (!strcmp(argv[i], "--")) {
+            i++;
+            break;
+        } else {
+            fprintf(stderr, "tuna record: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!out || !*out || i >= argc) {
+        fprintf(stderr, "tuna record: %s\n", !out ? "missing -o TRACE.json" : "missing command");
+        usage(stderr);
+        return 2;
+    }
+    char abs[PATH_MAX];
+    if (out[0] != '/') {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof(cwd)) ||
+            snprintf(abs, sizeof(abs), "%s/%s", cwd, out) >= (int)sizeof(abs)) {
+            fprintf(stderr, "tuna record: path too long: %s\n", out);
+            return 2;
+        }
+    } else if (snprintf(abs, sizeof(abs), "%s", out) >= (int)sizeof(abs)) {
+        fprintf(stderr, "tuna record: path too long: %s\n", out);
+        return 2;
+    }
+    unlink(abs); /* a stale trace must not pass for this run's */
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "tuna record: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        setenv("TX_PROFILE", abs, 1);
+        execvp(argv[i], argv + i);
+        fprintf(stderr, "tuna record: cannot run %s: %s\n", argv[i], strerror(errno));
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) {
+            fprintf(stderr, "tuna record: waitpid: %s\n", strerror(errno));
+            return 1;
+        }
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    struct stat sb;
+    if (stat(abs, &sb) != 0) {
+        fprintf(stderr, "tuna record: %s wrote no trace (is it a libtx program?)\n", argv[i]);
+        return code ? code : 1;
+    }
+    fprintf(stderr, "tuna record: %s (%lld bytes)%s\n", out, (long long)sb.st_size,
+            code ? ", the command failed" : "");
+    return code;
+}
+
+/* ---- report ---------------------------------------------------------------- */
+
+struct cmd {
+    const char *name, *op, *phase;
+    double ts, dur; /* us */
+    double bytes, flops;
+    double energy; /* pJ (power model, interface 1.8; 0 before) */
+    int cores, job;
+};
+
+struct group {
+    const char *name, *phase, *op;
+    double time, bytes, flops;
+    double energy; /* pJ */
+    long count;
+    const char *cls;
+    const char *roof; /* the roof its arithmetic intensity meets first */
+};
+
+struct span {
+    const char *name;
+    double ts, dur;
+};
+
+static double jnum(json_object *o, const char *k)
+{
+    json_object *v;
+    return o && json_object_object_get_ex(o, k, &v) ? json_object_get_double(v) : 0.0;
+}
+
+static const char *jstr(json_object *o, const char *k)
+{
+    json_object *v;
+    return o && json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
+               ? json_object_get_string(v)
+               : NULL;
+}
+
+static int cmp_group(const void *a, const void *b)
+{
+    double x = ((const struct group *)a)->time, y = ((const struct group *)b)->time;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+static int cmp_ts(const void *a, const void *b)
+{
+    double x = ((const struct span *)a)->ts, y = ((const struct span *)b)->ts;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+static const char *phase_of(const struct span *sp, int nsp, double mid)
+{
+    for (int i = 0; i < nsp; i++)
+        if (mid >= sp[i].ts && mid <= sp[i].ts + sp[i].dur)
+            return !strcmp(sp[i].name, "prefill") ? "prefill" : "decode";
+    return "other";
+}
+
+/* Roofline class of a group against the peaks (GB/s = bytes/ns). */
+static const char *classify(double bytes, double flops, double time_us, double pbw,
+                            double pfl)
+{
+    if (time_us <= 0 || (bytes <= 0 && flops <= 0))
+        return "overhead-bound";
+    double t_mem = pbw > 0 ? bytes / (pbw * 1e3) : 0;  /* us at peak bandwidth */
+    double t_cmp = pfl > 0 ? flops / (pfl * 1e3) : 0;  /* us at peak compute */
+    double t_roof = t_mem > t_cmp ? t_mem : t_cmp;
+    if (t_roof < 0.05 * time_us)
+        return "overhead-bound";
+    return t_cmp > t_mem ? "compute-bound" : "memory-bound";
+}
+
+/* The roof a group's arithmetic intensity meets first, whatever its speed:
+ * "compute" when it needs more time at peak compute than at peak bandwidth. */
+static const char *roof_of(double bytes, double flops, double pbw, double pfl)
+{
+    double t_mem = pbw > 0 ? bytes / pbw : 0;
+    double t_cmp = pfl > 0 ? flops / pfl : 0;
+    return t_cmp > t_mem ? "compute" : "memory";
+}
+
+enum { SM_BUSY, SM_MEM, SM_KV, SM_NKINDS };
+
+struct sample {
+    double ts, v;
+    int kind; /* SM_BUSY: busy %, SM_MEM: device memory, SM_KV: KV cache used */
+};
+
+static unsigned op_color(const char *op)
+{
+    unsigned h = 2166136261u;
+    for (; *op; op++)
+        h = (h ^ (unsigned char)*op) * 16777619u;
+    return h & 0x7f7f7f;
+}
+
+static void html_escape(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '<')
+            fputs("&lt;", f);
+        else if (*s == '>')
+            fputs("&gt;", f);
+        else if (*s == '&')
+            fputs("&amp;", f);
+        else if (*s == '"')
+            fputs("&quot;", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+/* Whether a host span is part of generation (prompt or decode). */
+static int gen_span(const struct span *sp)
+{
+    return !strcmp(sp->name, "prefill") || !strcmp(sp->name, "decode step");
+}
+
+static double pctl(double *v, int n, double q)
+{
+    if (n <= 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    int k = (int)ceil(q * n) - 1;
+    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+/* One timeline over [a, b] (us of the trace), labels since origin. */
+static void html_timeline(FILE *f, const char *id, const struct cmd *cmds, int ncmd,
+                          const struct span *sp, int nsp, double a, double b, double origin,
+                          double gen0, double gen1, double W)
+{
+    double span = b > a ? b - a : 1;
+#define TX(t) (10 + ((t)-a) / span * W)
+#define TW(d) ((d) / span * W > 0.5 ? (d) / span * W : 0.5)
+    fprintf(f, "<svg id=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
+               "height=\"150\">\n<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"150\" "
+               "fill=\"#f4f4f4\"/>\n",
+            id, W + 20, W + 20);
+    /* phases: model load (before the first prompt) and generation */
+    if (gen1 > gen0) {
+        double l0 = a > 0 ? a : a, g0 = gen0 > a ? gen0 : a, g1 = gen1 < b ? gen1 : b;
+        if (g0 > l0)
+            fprintf(f, "<rect class=\"phase-load\" x=\"%.1f\" y=\"106\" width=\"%.1f\" "
+                       "height=\"8\" fill=\"#e8b47c\"><title>load phase: %.1f ms</title>"
+                       "</rect><text x=\"%.1f\" y=\"104\" font-size=\"10\" fill=\"#964\">load"
+                       "</text>\n",
+                    TX(l0), TW(g0 - l0), (g0 - l0) / 1e3, TX(l0) + 2);
+        if (g1 > g0)
+            fprintf(f, "<rect class=\"phase-generation\" x=\"%.1f\" y=\"106\" width=\"%.1f\" "
+                       "height=\"8\" fill=\"#7ca4e8\"><title>generation phase (prompt and "
+                       "decode): %.1f ms</title></rect><text x=\"%.1f\" y=\"104\" "
+                       "font-size=\"10\" fill=\"#469\">generation</text>\n",
+                    TX(g0), TW(g1 - g0), (g1 - g0) / 1e3, TX(g0) + 2);
+    }
+    fprintf(f, "<text x=\"12\" y=\"14\">host</text><text x=\"12\" y=\"64\">device "
+               "commands</text>\n");
+    for (int i = 0; i < nsp; i++) {
+        if (sp[i].ts + sp[i].dur < a || sp[i].ts > b)
+            continue;
+        fprintf(f, "<rect x=\"%.2f\" y=\"18\" width=\"%.2f\" height=\"24\" fill=\"#4a7\">"
+                   "<title>",
+                TX(sp[i].ts < a ? a : sp[i].ts), TW(sp[i].dur));
+        html_escape(f, sp[i].name);
+        fprintf(f, " %.1f us</title></rect>\n", sp[i].dur);
+    }
+    for (int i = 0; i < ncmd; i++) {
+        if (cmds[i].ts + cmds[i].dur < a || cmds[i].ts > b)
+            continue;
+        fprintf(f, "<rect x=\"%.2f\" y=\"68\" width=\"%.2f\" height=\"24\" "
+                   "fill=\"#%06x\"><title>",
+                TX(cmds[i].ts), TW(cmds[i].dur), op_color(cmds[i].op) | 0x303030);
+        html_escape(f, cmds[i].name);
+        fprintf(f, " (%s, %s): %.1f us, %.0f bytes, %.0f MACs, %.2f uJ, job %d</title></rect>\n",
+                cmds[i].op, cmds[i].phase, cmds[i].dur, cmds[i].bytes, cmds[i].flops / 2,
+                cmds[i].energy / 1e6, cmds[i].job);
+    }
+    svg_time_axis(f, 10, W, 120, a, span, origin);
+    fprintf(f, "<text x=\"%.0f\" y=\"146\" font-size=\"10\" text-anchor=\"end\">time since "
+               "the first event</text></svg>\n",
+            W + 10);
+#undef TX
+#undef TW
+}
+
+/* The roofline: log-log axes with decade ticks, the device's ceilings and
+ * a legend per command type. */
+static void html_roofline(FILE *f, const struct group *gr, int ngr, double pbw, double pfl)
+{
+    double xlo = -2, xhi = 3, ymax = pfl > 0 ? ceil(log10(pfl)) + 1 : 2, ymin = ymax - 6;
+    double L = 70, T = 10, RW = 560, RH = 320;
+#define RX(ai) (L + (log10(ai) - xlo) / (xhi - xlo) * RW)
+#define RY(g) (T + (ymax - log10(g)) / (ymax - ymin) * RH)
+    fprintf(f, "<svg id=\"roofline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" "
+               "height=\"380\">\n<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" "
+               "fill=\"#f4f4f4\" stroke=\"#333\"/>\n",
+            L, T, RW, RH);
+    svg_log_ticks(f, false, xlo, xhi, T + RH, L, L + RW, "");
+    svg_log_ticks(f, true, ymin, ymax, L, T + RH, T, "");
+    fprintf(f, "<text class=\"x-label\" x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">arithmetic "
+               "intensity (FLOP/byte, log)</text>\n<text class=\"y-label\" x=\"14\" y=\"%.0f\" "
+               "transform=\"rotate(-90 14 %.0f)\" text-anchor=\"middle\">GFLOP/s (log)</text>\n",
+            L + RW / 2, T + RH + 34, T + RH / 2, T + RH / 2);
+    if (pbw > 0 && pfl > 0) {
+        double ridge = pfl / pbw, x0 = pow(10, xlo);
+        if (log10(x0 * pbw) < ymin)
+            x0 = pow(10, ymin) / pbw;
+        fprintf(f, "<polyline class=\"ceiling\" fill=\"none\" stroke=\"#c33\" stroke-width=\"2\" "
+                   "points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\"/>\n",
+                RX(x0), RY(x0 * pbw), RX(ridge), RY(pfl), RX(pow(10, xhi)), RY(pfl));
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c33\" font-size=\"11\">compute ceiling "
+                   "%.2f GFLOP/s</text>\n<text x=\"%.1f\" y=\"%.1f\" fill=\"#c33\" "
+                   "font-size=\"11\" transform=\"rotate(-%.1f %.1f %.1f)\">memory ceiling %.2f "
+                   "GB/s</text>\n",
+                RX(ridge) + 4, RY(pfl) - 4, pfl, RX(x0) + 6, RY(x0 * pbw) - 6,
+                atan2(RY(x0 * pbw) - RY(pfl), RX(ridge) - RX(x0)) * 180 / M_PI, RX(x0) + 6,
+                RY(x0 * pbw) - 6, pbw);
+    }
+    for (int g = 0; g < ngr; g++) {
+        if (gr[g].bytes <= 0 || gr[g].flops <= 0 || gr[g].time <= 0)
+            continue;
+        double ai = gr[g].flops / gr[g].bytes, gf = gr[g].flops / (gr[g].time * 1e3);
+        if (log10(ai) < xlo || log10(ai) > xhi || log10(gf) < ymin || log10(gf) > ymax)
+            continue;
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#%06x\"><title>", RX(ai),
+                RY(gf), op_color(gr[g].op) | 0x303030);
+        html_escape(f, gr[g].name);
+        fprintf(f, " (%s) %.2f flop/B, %.2f GFLOP/s, %s</title></circle>\n", gr[g].phase, ai, gf,
+                gr[g].cls);
+    }
+    /* legend: one entry per command type */
+    int row = 0;
+    fprintf(f, "<g class=\"legend\"><text x=\"650\" y=\"20\" font-weight=\"bold\">command "
+               "type</text>\n");
+    for (int g = 0; g < ngr; g++) {
+        int seen = 0;
+        for (int k = 0; k < g && !seen; k++)
+            seen = !strcmp(gr[k].op, gr[g].op);
+        if (seen || row >= 20)
+            continue;
+        fprintf(f, "<circle cx=\"656\" cy=\"%d\" r=\"4\" fill=\"#%06x\"/><text x=\"666\" "
+                   "y=\"%d\" font-size=\"11\">",
+                36 + 16 * row, op_color(gr[g].op) | 0x303030, 40 + 16 * row);
+        html_escape(f, gr[g].op);
+        fprintf(f, "</text>\n");
+        row++;
+    }
+    fprintf(f, "</g></svg>\n");
+#undef RX
+#undef RY
+}
+
+/* Rows of the HTML command table (the longest groups). */
+#define HTML_TABLE_ROWS 40
+
+/* Orders of the command table: without script the page carries the table
+ * once per order, each in a <details> (the first open). */
+enum { ORD_TIME, ORD_ENERGY, ORD_P99, ORD_GBPS, ORD_GFLOPS, ORD_COUNT };
+static const char *const ord_name[ORD_COUNT] = {"total time", "energy", "p99", "GB/s",
+                                                "GFLOP/s"};
+
+struct trow {
+    int g;
+    double key[ORD_COUNT];
+};
+static int trow_ord;
+
+static int cmp_trow(const void *a, const void *b)
+{
+    double x = ((const struct trow *)a)->key[trow_ord], y = ((const struct trow *)b)->key[trow_ord];
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The table of command groups, in each order. */
+static void html_table(FILE *f, const struct cmd *cmds, int ncmd, const struct group *gr,
+                       int ngr)
+{
+    double *d = malloc(sizeof(double) * (size_t)(ncmd ? ncmd : 1));
+    double *p99 = calloc((size_t)(ngr ? ngr : 1), sizeof(double));
+    struct trow *rows = calloc((size_t)(ngr ? ngr : 1), sizeof(*rows));
+    if (!d || !p99 || !rows) {
+        free(d);
+        free(p99);
+        free(rows);
+        fprintf(f, "<p>(out of memory for the command table)</p>\n");
+        return;
+    }
+    for (int g = 0; g < ngr; g++) {
+        int n = 0;
+        for (int i = 0; i < ncmd; i++)
+            if (!strcmp(cmds[i].name, gr[g].name) && !strcmp(cmds[i].phase, gr[g].phase))
+                d[n++] = cmds[i].dur;
+        p99[g] = pctl(d, n, 0.99);
+        rows[g].g = g;
+        rows[g].key[ORD_TIME] = gr[g].time;
+        rows[g].key[ORD_ENERGY] = gr[g].energy;
+        rows[g].key[ORD_P99] = p99[g];
+        rows[g].key[ORD_GBPS] = gr[g].time > 0 ? gr[g].bytes / gr[g].time : 0;
+        rows[g].key[ORD_GFLOPS] = gr[g].time > 0 ? gr[g].flops / gr[g].time : 0;
+    }
+    for (int o = 0; o < ORD_COUNT; o++) {
+        trow_ord = o;
+        qsort(rows, (size_t)ngr, sizeof(*rows), cmp_trow);
+        fprintf(f, "<details%s><summary>by %s</summary>\n<table%s border=\"1\" "
+                   "cellspacing=\"0\" cellpadding=\"3\">\n"
+                   "<tr><th>command</th><th>phase</th><th>count</th><th>total ms</th><th>mean "
+                   "us</th><th>p99 us</th><th>bytes</th><th>MACs</th><th>GB/s</th>"
+                   "<th>GFLOP/s</th><th>energy uJ</th><th>bound</th></tr>\n",
+                o == 0 ? " open" : "", ord_name[o], o == 0 ? " id=\"commands\"" : "");
+        for (int r = 0; r < ngr && r < HTML_TABLE_ROWS; r++) {
+            int g = rows[r].g;
+            fprintf(f, "<tr><td>");
+            html_escape(f, gr[g].name);
+            fprintf(f, "</td><td>%s</td><td>%ld</td><td>%.3f</td><td>%.1f</td><td>%.1f</td>"
+                       "<td>%.0f</td><td>%.0f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td>"
+                       "<td>%s</td></tr>\n",
+                    gr[g].phase, gr[g].count, gr[g].time / 1e3,
+                    gr[g].count ? gr[g].time / gr[g].count : 0, p99[g], gr[g].bytes,
+                    gr[g].flops / 2, gr[g].bytes / (gr[g].time * 1e3),
+                    gr[g].flops / (gr[g].time * 1e3), gr[g].energy / 1e6, gr[g].cls);
+        }
+        fprintf(f, "</table></details>\n");
+    }
+    if (ngr > HTML_TABLE_ROWS)
+        fprintf(f, "<p>The first %d of %d groups in each order; <code>tuna report --json</code> "
+                   "lists them all.</p>\n",
+                HTML_TABLE_ROWS, ngr);
+    free(d);
+    free(p99);
+    free(rows);
+}
+
+/* One self-contained page (inline SVG, no script, no network): the header
+ * times (as tuna report's text), the timeline of the run with its load and
+ * generation phases and a second one focused on the generation, the
+ * roofline, the command table, per-layer time and energy, the busy % and
+ * device memory curves. Written to a temporary file, renamed. */
+static int write_html(const char *path, const struct cmd *cmds, int ncmd, const struct span *sp,
+                      int nsp, const struct group *gr, int ngr, const struct group *ly, int nly,
+                      const struct sample *sm, int nsm, double pbw, double pfl, double cmd_us,
+                      double job_us, int njob)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
+        fprintf(stderr, "tuna report: --html: path too long\n");
+        return 1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "tuna report: --html: cannot create %s: %s\n", tmp, strerror(errno));
+        return 1;
+    }
+    double t0 = cmds[0].ts, t1 = cmds[0].ts + cmds[0].dur, gen0 = 0, gen1 = 0;
+    int have_gen = 0;
+    for (int i = 0; i < ncmd; i++) {
+        if (cmds[i].ts < t0)
+            t0 = cmds[i].ts;
+        if (cmds[i].ts + cmds[i].dur > t1)
+            t1 = cmds[i].ts + cmds[i].dur;
+    }
+    for (int i = 0; i < nsp; i++) {
+        if (sp[i].ts < t0)
+            t0 = sp[i].ts;
+        if (sp[i].ts + sp[i].dur > t1)
+            t1 = sp[i].ts + sp[i].dur;
+        if (gen_span(&sp[i])) {
+            if (!have_gen || sp[i].ts < gen0)
+                gen0 = sp[i].ts;
+            if (!have_gen || sp[i].ts + sp[i].dur > gen1)
+                gen1 = sp[i].ts + sp[i].dur;
+            have_gen = 1;
+        }
+    }
+    double span = t1 > t0 ? t1 - t0 : 1, energy = 0;
+    for (int i = 0; i < ncmd; i++)
+        energy += cmds[i].energy;
+    fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tuna report</title>"
+               "<style>body{font:13px sans-serif;background:#fff;color:#111}"
+               "h2{font-size:15px}table{border-collapse:collapse;font-size:12px}"
+               "td{text-align:right}td:first-child{text-align:left}</style></head><body>\n"
+               "<h1>tuna report</h1>\n");
+    fprintf(f, "<p id=\"header-times\"><b>wall time %.1f ms</b> (first to last event of the "
+               "trace: model load, prompt and generation, as the host saw them); <b>device "
+               "time %.1f ms</b> of commands in %d jobs (%.1f ms of jobs), the figures of "
+               "<code>tuna report</code>'s text (%.1f us of commands, %.1f us of jobs). The "
+               "difference, %.1f ms, is host time: loading and converting weights, "
+               "tokenisation, building passes and the gaps between jobs.",
+            span / 1e3, cmd_us / 1e3, njob, job_us / 1e3, cmd_us, job_us,
+            (span - job_us) / 1e3);
+    if (have_gen)
+        fprintf(f, " Generation (prompt and decode) took %.1f ms of it.", (gen1 - gen0) / 1e3);
+    if (energy > 0)
+        fprintf(f, " Energy of the commands: %.3f mJ (the device's power model).", energy / 1e9);
+    fprintf(f, " %d commands; peaks %.2f GB/s, %.2f GFLOP/s.</p>\n", ncmd, pbw, pfl);
+    fprintf(f, "<h2>Timeline: the whole run</h2>\n");
+    html_timeline(f, "timeline", cmds, ncmd, sp, nsp, t0, t1, t0, have_gen ? gen0 : t0,
+                  have_gen ? gen1 : t0, 1200);
+    if (have_gen) {
+        /* wide enough for about 4 px per command; scroll to pan */
+        int ngen = 0;
+        for (int i = 0; i < ncmd; i++)
+            ngen += cmds[i].ts >= gen0 && cmds[i].ts <= gen1;
+        double gw = ngen * 4.0 < 1200 ? 1200 : ngen * 4.0 > 16000 ? 16000 : ngen * 4.0;
+        fprintf(f, "<h2>Timeline: generation (focus)</h2>\n<p>%.0f px wide for %d commands: "
+                   "scroll sideways to pan, the browser's zoom to zoom.</p>\n<div "
+                   "style=\"overflow-x:auto;width:1240px\">\n",
+                gw, ngen);
+        html_timeline(f, "timeline-generation", cmds, ncmd, sp, nsp, gen0, gen1, t0, gen0, gen1,
+                      gw);
+        fprintf(f, "</div>\n");
+    }
+    fprintf(f, "<h2>Roofline</h2>\n");
+    html_roofline(f, gr, ngr, pbw, pfl);
+    fprintf(f, "<h2>Commands</h2>\n<p>Each order of the table is a section below; open "
+               "one to read the groups in that order.</p>\n");
+    html_table(f, cmds, ncmd, gr, ngr);
+    if (nly) {
+        fprintf(f, "<h2>Per layer</h2>\n<table id=\"layers\" border=\"1\" cellspacing=\"0\" "
+                   "cellpadding=\"3\"><tr><th>layer</th><th>time ms</th><th>share</th>"
+                   "<th>commands</th><th>energy uJ</th></tr>\n");
+        for (int k = 0; k < nly; k++)
+            fprintf(f, "<tr><td>%s</td><td>%.3f</td><td>%.1f%%</td><td>%ld</td><td>%.2f</td>"
+                       "</tr>\n",
+                    ly[k].name, ly[k].time / 1e3, cmd_us > 0 ? 100.0 * ly[k].time / cmd_us : 0,
+                    ly[k].count, ly[k].energy / 1e6);
+        fprintf(f, "</table>\n");
+    }
+#define TX(t) (10 + ((t)-t0) / span * 1200)
+    /* curves */
+    double mmax = 1;
+    for (int i = 0; i < nsm; i++)
+        if (sm[i].kind != SM_BUSY && sm[i].v > mmax)
+            mmax = sm[i].v;
+    fprintf(f, "<h2>Utilisation and device memory</h2>\n<svg id=\"curves\" "
+               "xmlns=\"http://www.w3.org/2000/svg\" width=\"1220\" height=\"250\">\n"
+               "<rect x=\"0\" y=\"0\" width=\"1220\" height=\"220\" fill=\"#f4f4f4\"/>\n");
+    static const char *const stroke[SM_NKINDS] = {"#c63", "#36c", "#393"};
+    for (int m = 0; m < SM_NKINDS; m++) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" points=\"", stroke[m]);
+        for (int i = 0; i < nsm; i++)
+            if (sm[i].kind == m)
+                fprintf(f, "%.1f,%.1f ", TX(sm[i].ts),
+                        210 - (m != SM_BUSY ? sm[i].v / mmax : sm[i].v / 100.0) * 200);
+        fprintf(f, "\"/>\n");
+    }
+    svg_time_axis(f, 10, 1200, 224, t0, span, t0);
+    fprintf(f,
+            "<text x=\"10\" y=\"14\" fill=\"#c63\">busy %%</text><text x=\"80\" "
+            "y=\"14\" fill=\"#36c\">device memory (max %.0f MiB)</text><text x=\"330\" "
+            "y=\"14\" fill=\"#393\">KV cache used (same scale)</text></svg>\n"
+            "</body></html>\n",
+            mmax / 1048576.0);
+#undef TX
+    struct stat st;
+    if (!lstat(path, &st) && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+        fclose(f);
+        fprintf(stderr, "tuna report: --html: %s exists and is not a regular file\n", path);
+        unlink(tmp);
+        return 1;
+    }
+    if (ferror(f) | fclose(f) || rename(tmp, path) != 0) {
+        fprintf(stderr, "tuna report: --html: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_report(int argc, char **argv)
+{
+    int json = 0, top = 15;
+    double peak_bw = 0, peak_fl = 0;
+    const char *path = NULL, *html = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--html") && i + 1 < argc)
+            html = argv[++i];
+        else if (!strcmp(argv[i], "--top") && i + 1 < argc)
+            top = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--peak-gbps") && i + 1 < argc)
+            peak_bw = strtod(argv[++i], NULL);
+        else if (!strcmp(argv[i], "--peak-gflops") && i + 1 < argc)
+            peak_fl = strtod(argv[++i], NULL);
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "tuna report: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else if (!path)
+            path = argv[i];
+        else {
+            fprintf(stderr, "tuna report: more than one trace ('%s')\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!path) {
+        usage(stderr);
+        return 2;
+    }
+    if (top <= 0 || peak_bw < 0 || peak_fl < 0) {
+        fprintf(stderr, "tuna report: --top must be > 0 and the peaks >= 0\n");
+        return 2;
+    }
+    json_object *root = json_object_from_file(path);
+    json_object *evs = NULL;
+    if (!root) {
+        fprintf(stderr, "tuna report: %s: not readable JSON: %s\n", path,
+                json_util_get_last_err() ? json_util_get_last_err() : "?");
+        return 1;
+    }
+    if (!json_object_object_get_ex(root, "traceEvents", &evs) ||
+        !json_object_is_type(evs, json_type_array)) {
+        fprintf(stderr, "tuna report: %s: no traceEvents array (not a Trace Event file)\n", path);
+        json_object_put(root);
+        return 1;
+    }
+    size_t n = json_object_array_length(evs);
+    struct cmd *cmds = calloc(n + 1, sizeof(*cmds));
+    struct span *spans = calloc(n + 1, sizeof(*spans));
+    struct span *jobs = calloc(n + 1, sizeof(*jobs));
+    struct group *groups = calloc(n + 1, sizeof(*groups));
+    struct group *layers = calloc(n + 1, sizeof(*layers));
+    struct sample *samples = calloc(n + 1, sizeof(*samples));
+    int nsm = 0;
+    if (!cmds || !spans || !jobs || !groups || !layers || !samples) {
+        fprintf(stderr, "tuna report: out of memory\n");
+        return 1;
+    }
+    int ncmd = 0, nsp = 0, njob = 0, ngr = 0, nly = 0, cores = 1;
+    /* counters: the KV cache's peaks, the expert cache's sums */
+    double kv_used = 0, kv_alloc = 0, ec_hits = 0, ec_misses = 0;
+    int have_kv = 0, have_ec = 0;
+    double self_us = -1, pass_us = 0;
+    json_object *other = NULL, *devs = NULL;
+    if (json_object_object_get_ex(root, "otherData", &other) &&
+        json_object_object_get_ex(other, "devices", &devs) &&
+        json_object_is_type(devs, json_type_array) && json_object_array_length(devs) > 0)
+        cores = (int)jnum(json_object_array_get_idx(devs, 0), "cores");
+    if (cores < 1)
+        cores = 1;
+    json_object *sv;
+    if (other && json_object_object_get_ex(other, "profiler_host_ns", &sv))
+        self_us = json_object_get_double(sv) / 1000.0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(evs, i);
+        const char *ph = jstr(e, "ph"), *cat = jstr(e, "cat"), *name = jstr(e, "name");
+        json_object *a = NULL;
+        json_object_object_get_ex(e, "args", &a);
+        if (ph && name && !strcmp(ph, "C")) {
+            double v = jnum(a, "value");
+            int kind = !strcmp(name, "busy %")          ? SM_BUSY
+                       : !strcmp(name, "device memory") ? SM_MEM
+                       : !strcmp(name, "KV cache used") ? SM_KV
+                                                        : -1;
+            if (kind >= 0) {
+                samples[nsm].ts = jnum(e, "ts");
+                samples[nsm].v = v;
+                samples[nsm].kind = kind;
+                nsm++;
+            }
+            if (kind == SM_KV) {
+                kv_used = v > kv_used ? v : kv_used;
+                have_kv = 1;
+            } else if (!strcmp(name, "KV cache allocated")) {
+                kv_alloc = v > kv_alloc ? v : kv_alloc;
+                have_kv = 1;
+            } else if (!strcmp(name, "expert cache hits")) {
+                ec_hits += v;
+                have_ec = 1;
+            } else if (!strcmp(name, "expert cache misses")) {
+                ec_misses += v;
+                have_ec = 1;
+            }
+            continue;
+        }
+        if (!ph || strcmp(ph, "X") || !cat || !name)
+            continue;
+        if (!strcmp(cat, "cmd")) {
+            struct cmd *c = &cmds[ncmd++];
+            c->name = name;
+            c->op = jstr(a, "op") ? jstr(a, "op") : "?";
+            c->ts = jnum(e, "ts");
+            c->dur = jnum(e, "dur");
+            c->bytes = jnum(a, "bytes_read") + jnum(a, "bytes_written");
+            c->flops = 2.0 * jnum(a, "macs");
+            c->energy = jnum(a, "energy_pj");
+            c->cores = (int)jnum(a, "cores");
+            c->job = (int)jnum(a, "job");
+        } else if (!strcmp(cat, "host")) {
+            if (!strcmp(name, "prefill") || !strcmp(name, "decode step"))
+                pass_us += jnum(e, "dur");
+            spans[nsp].name = name;
+            spans[nsp].ts = jnum(e, "ts");
+            spans[nsp].dur = jnum(e, "dur");
+            nsp++;
+        } else if (!strcmp(cat, "job")) {
+            jobs[njob].name = name;
+            jobs[njob].ts = jnum(e, "ts");
+            jobs[njob].dur = jnum(e, "dur");
+            njob++;
+        }
+    }
+    if (!ncmd) {
+        fprintf(stderr, "tuna report: %s: no device commands (cat \"cmd\") in the trace\n", path);
+        json_object_put(root);
+        return 1;
+    }
+    /* phase spans: only prefill / decode step */
+    int nph = 0;
+    struct span *ph = calloc((size_t)nsp + 1, sizeof(*ph));
+    for (int i = 0; i < nsp && ph; i++)
+        if (!strcmp(spans[i].name, "prefill") || !strcmp(spans[i].name, "decode step"))
+            ph[nph++] = spans[i];
+    /* measured peaks: the best command (at least 10 us, to skip noise) */
+    double mbw = 0, mfl = 0, total = 0;
+    for (int i = 0; i < ncmd; i++) {
+        struct cmd *c = &cmds[i];
+        c->phase = phase_of(ph, nph, c->ts + c->dur / 2);
+        total += c->dur;
+        if (c->dur >= 10) {
+            double bw = c->bytes / (c->dur * 1e3), fl = c->flops / (c->dur * 1e3);
+            if (bw > mbw)
+                mbw = bw;
+            if (fl > mfl)
+                mfl = fl;
+        }
+    }
+    const char *peak_src = peak_bw > 0 || peak_fl > 0 ? "given" : "measured (best command)";
+    if (peak_bw <= 0)
+        peak_bw = mbw;
+    if (peak_fl <= 0)
+        peak_fl = mfl;
+    /* groups by (name, phase); layers by "layers.N" */
+    for (int i = 0; i < ncmd; i++) {
+        struct cmd *c = &cmds[i];
+        int g;
+        for (g = 0; g < ngr; g++)
+            if (!strcmp(groups[g].name, c->name) && !strcmp(groups[g].phase, c->phase))
+                break;
+        if (g == ngr) {
+            groups[g].name = c->name;
+            groups[g].phase = c->phase;
+            groups[g].op = c->op;
+            ngr++;
+        }
+        groups[g].time += c->dur;
+        groups[g].bytes += c->bytes;
+        groups[g].flops += c->flops;
+        groups[g].energy += c->energy;
+        groups[g].count++;
+        const char *l = strstr(c->name, "layers.");
+        if (l) {
+            char key[32];
+            int ln = atoi(l + 7);
+            snprintf(key, sizeof(key), "layers.%d", ln);
+            int k;
+            for (k = 0; k < nly; k++)
+                if (!strcmp(layers[k].name, key))
+                    break;
+            if (k == nly) {
+                layers[k].name = strdup(key);
+                nly++;
+            }
+            layers[k].time += c->dur;
+            layers[k].energy += c->energy;
+            layers[k].count++;
+        }
+    }
+    double energy = 0; /* pJ of all commands */
+    for (int i = 0; i < ncmd; i++)
+        energy += cmds[i].energy;
+    for (int g = 0; g < ngr; g++) {
+        groups[g].cls = classify(groups[g].bytes, groups[g].flops, groups[g].time, peak_bw,
+                                 peak_fl);
+        groups[g].roof = roof_of(groups[g].bytes, groups[g].flops, peak_bw, peak_fl);
+    }
+    qsort(groups, (size_t)ngr, sizeof(*groups), cmp_group);
+    qsort(layers, (size_t)nly, sizeof(*layers), cmp_group);
+    /* utilisation and host gaps */
+    qsort(jobs, (size_t)njob, sizeof(*jobs), cmp_ts);
+    double job_time = 0, gaps = 0, max_gap = 0, span_us = 0, core_time = 0;
+    int ngaps = 0;
+    for (int i = 0; i < njob; i++) {
+        job_time += jobs[i].dur;
+        if (i) {
+            double gap = jobs[i].ts - (jobs[i - 1].ts + jobs[i - 1].dur);
+            if (gap > 0) {
+                gaps += gap;
+                ngaps++;
+                if (gap > max_gap)
+                    max_gap = gap;
+            }
+        }
+    }
+    if (njob)
+        span_us = jobs[njob - 1].ts + jobs[njob - 1].dur - jobs[0].ts;
+    for (int i = 0; i < ncmd; i++)
+        core_time += cmds[i].dur * (cmds[i].cores > 0 ? cmds[i].cores : 1);
+    double util = span_us > 0 ? 100.0 * job_time / span_us : 0;
+    double core_util = span_us > 0 ? 100.0 * core_time / (span_us * cores) : 0;
+
+    if (json) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "trace", json_object_new_string(path));
+        json_object_object_add(o, "commands", json_object_new_int(ncmd));
+        json_object_object_add(o, "jobs", json_object_new_int(njob));
+        json_object_object_add(o, "command_time_us", json_object_new_double(total));
+        json_object_object_add(o, "job_time_us", json_object_new_double(job_time));
+        json_object_object_add(o, "command_energy_uj", json_object_new_double(energy / 1e6));
+        json_object_object_add(o, "peak_gbps", json_object_new_double(peak_bw));
+        json_object_object_add(o, "peak_gflops", json_object_new_double(peak_fl));
+        json_object_object_add(o, "peak_source", json_object_new_string(peak_src));
+        json_object_object_add(o, "device_busy_pct", json_object_new_double(util));
+        json_object_object_add(o, "core_utilisation_pct", json_object_new_double(core_util));
+        json_object_object_add(o, "host_gap_us", json_object_new_double(gaps));
+        json_object_object_add(o, "host_gaps", json_object_new_int(ngaps));
+        json_object_object_add(o, "max_host_gap_us", json_object_new_double(max_gap));
+        if (self_us >= 0) {
+            json_object_object_add(o, "profiler_host_us", json_object_new_double(self_us));
+            json_object_object_add(o, "profiler_host_pct",
+                                   pass_us > 0 ? json_object_new_double(100.0 * self_us / pass_us)
+                                               : NULL);
+        }
+        if (have_kv) {
+            json_object_object_add(o, "kv_cache_peak_used_bytes", json_object_new_double(kv_used));
+            json_object_object_add(o, "kv_cache_peak_allocated_bytes",
+                                   json_object_new_double(kv_alloc));
+        }
+        if (have_ec) {
+            json_object_object_add(o, "expert_cache_hits", json_object_new_double(ec_hits));
+            json_object_object_add(o, "expert_cache_misses", json_object_new_double(ec_misses));
+            json_object_object_add(
+                o, "expert_cache_hit_pct",
+                ec_hits + ec_misses > 0
+                    ? json_object_new_double(100.0 * ec_hits / (ec_hits + ec_misses))
+                    : NULL);
+        }
+        json_object *ga = json_object_new_array();
+        for (int g = 0; g < ngr; g++) {
+            json_object *x = json_object_new_object();
+            json_object_object_add(x, "name", json_object_new_string(groups[g].name));
+            json_object_object_add(x, "op", json_object_new_string(groups[g].op));
+            json_object_object_add(x, "phase", json_object_new_string(groups[g].phase));
+            json_object_object_add(x, "count", json_object_new_int64(groups[g].count));
+            json_object_object_add(x, "time_us", json_object_new_double(groups[g].time));
+            json_object_object_add(x, "share_pct",
+                                   json_object_new_double(100.0 * groups[g].time / total));
+            json_object_object_add(
+                x, "gbps", json_object_new_double(groups[g].bytes / (groups[g].time * 1e3)));
+            json_object_object_add(
+                x, "gflops", json_object_new_double(groups[g].flops / (groups[g].time * 1e3)));
+            json_object_object_add(x, "energy_uj", json_object_new_double(groups[g].energy / 1e6));
+            json_object_object_add(x, "class", json_object_new_string(groups[g].cls));
+            json_object_object_add(x, "roof", json_object_new_string(groups[g].roof));
+            json_object_array_add(ga, x);
+        }
+        json_object_object_add(o, "groups", ga);
+        json_object *la = json_object_new_array();
+        for (int k = 0; k < nly; k++) {
+            json_object *x = json_object_new_object();
+            json_object_object_add(x, "layer", json_object_new_string(layers[k].name));
+            json_object_object_add(x, "time_us", json_object_new_double(layers[k].time));
+            json_object_object_add(x, "commands", json_object_new_int64(layers[k].count));
+            json_object_object_add(x, "energy_uj", json_object_new_double(layers[k].energy / 1e6));
+            json_object_array_add(la, x);
+        }
+        json_object_object_add(o, "layers", la);
+        printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+        json_object_put(o);
+    } else {
+        printf("tuna report: %s\n", path);
+        printf("%d commands in %d jobs: %.1f us of commands, %.1f us of jobs\n", ncmd, njob, total,
+               job_time);
+        printf("peaks (%s): %.2f GB/s, %.2f GFLOP/s\n\n", peak_src, peak_bw, peak_fl);
+        printf("%-44s %-7s %6s %10s %6s %8s %9s %10s  %s\n", "command", "phase", "count",
+               "time us", "share", "GB/s", "GFLOP/s", "energy uJ", "class");
+        for (int g = 0; g < ngr && g < top; g++)
+            printf("%-44.44s %-7s %6ld %10.1f %5.1f%% %8.2f %9.2f %10.2f  %s\n", groups[g].name,
+                   groups[g].phase, groups[g].count, groups[g].time,
+                   100.0 * groups[g].time / total, groups[g].bytes / (groups[g].time * 1e3),
+                   groups[g].flops / (groups[g].time * 1e3), groups[g].energy / 1e6,
+                   groups[g].cls);
+        if (nly) {
+            printf("\n%-12s %10s %6s %8s %10s\n", "layer", "time us", "share", "commands",
+                   "energy uJ");
+            for (int k = 0; k < nly; k++)
+                printf("%-12s %10.1f %5.1f%% %8ld %10.2f\n", layers[k].name, layers[k].time,
+                       100.0 * layers[k].time / total, layers[k].count, layers[k].energy / 1e6);
+        }
+        if (energy > 0)
+            printf("\nenergy of the commands: %.3f mJ (the device's power model, docs/hardware.md "
+                   "section 7)\n",
+                   energy / 1e9);
+        printf("\ndevice busy %.1f%% of %.1f us (cores %.1f%% of %d); host gaps: %d, %.1f us "
+               "(longest %.1f us)\n",
+               util, span_us, core_util, cores, ngaps, gaps, max_gap);
+        if (self_us >= 0 && pass_us > 0)
+            printf("profiler's own host time: %.1f us, %.2f%% of the prefill + decode step time\n",
+                   self_us, 100.0 * self_us / pass_us);
+        if (have_kv)
+            printf("KV cache: peak %.2f MiB used of %.2f MiB allocated\n", kv_used / 1048576.0,
+                   kv_alloc / 1048576.0);
+        if (have_ec) {
+            printf("expert cache: %.0f hits, %.0f misses", ec_hits, ec_misses);
+            if (ec_hits + ec_misses > 0)
+                printf(" (hit rate %.1f%%)", 100.0 * ec_hits / (ec_hits + ec_misses));
+            printf("\n");
+        }
+    }
+    int rc = 0;
+    if (html)
+        rc = write_html(html, cmds, ncmd, spans, nsp, groups, ngr, layers, nly, samples, nsm,
+                        peak_bw, peak_fl, total, job_time, njob);
+    for (int k = 0; k < nly; k++)
+        free((char *)layers[k].name);
+    free(samples);
+    free(ph);
+    free(cmds);
+    free(spans);
+    free(jobs);
+    free(groups);
+    free(layers);
+    json_object_put(root);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        tuna_usage(argc < 2 ? stderr : stdout);
+        usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) {
@@ -46,6 +1150,6 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "overhead"))
         return cmd_overhead(argc - 1, argv + 1);
     fprintf(stderr, "tuna: unknown command '%s'\n", argv[1]);
-    tuna_usage(stderr);
+    usage(stderr);
     return 2;
 }

@@ -501,6 +501,7 @@ void tt_sample(struct tt_state *s)
 
         d->hist_util[d->hist_pos] = isnan(d->util) ? -1.0f : (float)d->util;
         d->hist_mem[d->hist_pos] = d->has_mem ? (double)d->mem_used : -1.0;
+        d->hist_power[d->hist_pos] = d->has_power ? (float)d->power_w : -1.0f;
         d->hist_pos = (d->hist_pos + 1) % TT_HIST;
         if (d->hist_n < TT_HIST)
             d->hist_n++;

@@ -73,6 +73,52 @@ void tt_jobs_rate(struct tt_dev *d, uint64_t now)
     }
 }
 
+/* Board power and energy of an accel device from tx8.ko's hwmon device
+ * (kernel/tx8_hwmon.c: power1_input/average, power1_cap in uW,
+ * energy1_input in uJ); has_power stays false without one. */
+static void sample_hwmon(const struct tt_state *s, struct tt_dev *d)
+{
+    char dir[2048], path[2400], name[16];
+    uint64_t in, avg, cap, uj;
+    struct dirent *de;
+    DIR *dd;
+
+    d->has_power = false;
+    snprintf(dir, sizeof(dir), "%s/class/accel/%s/device/hwmon", s->sys_root, d->node);
+    dd = opendir(dir);
+    if (!dd)
+        return;
+    while ((de = readdir(dd))) {
+        FILE *f;
+        size_t n;
+
+        if (strncmp(de->d_name, "hwmon", 5))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/name", dir, de->d_name);
+        f = fopen(path, "r");
+        if (!f)
+            continue;
+        n = fread(name, 1, sizeof(name) - 1, f);
+        fclose(f);
+        name[n] = 0;
+        if (strcmp(name, "tx8\n"))
+            continue;
+#define HW(file, v) (snprintf(path, sizeof(path), "%s/%s/" file, dir, de->d_name), tt_read_u64(path, v))
+        if (HW("power1_input", &in) == 0 && HW("power1_average", &avg) == 0 &&
+            HW("energy1_input", &uj) == 0) {
+            d->has_power = true;
+            d->power_w = (double)in / 1e6;
+            d->power_avg_w = (double)avg / 1e6;
+            d->power_cap_w = HW("power1_cap", &cap) == 0 ? (double)cap / 1e6 : 0;
+            d->energy_j = (double)uj / 1e6;
+        }
+#undef HW
+        break;
+    }
+    closedir(dd);
+}
+
+
 void tt_sample_accel(struct tt_state *s, struct tt_dev *d, const struct txm_meminfo *mi,
                      bool have_mi)
 {
@@ -108,6 +154,7 @@ void tt_sample_accel(struct tt_state *s, struct tt_dev *d, const struct txm_memi
     d->error[0] = 0;
     d->has = 0;
     d->state[0] = 0;
+    sample_hwmon(s, d);
     snprintf(path, sizeof(path), "%s/busy_ns", base);
     snprintf(key, sizeof(key), "accel:%s:busy", d->node);
     d->util = tt_read_u64(path, &busy) == 0 ? txm_rate(&s->rates, key, busy, s->now_ns, 1) : NAN;
@@ -216,6 +263,7 @@ void tt_sample_emu(struct tt_state *s, struct tt_dev *d, int di, struct emu_rows
     d->ncores = 0;
     d->has = 0;
     d->has_mem = false;
+    d->has_power = false;
     d->state[0] = 0;
     tt_emu_attach(d, s->now_ns);
     if (!d->emu) {
@@ -261,6 +309,13 @@ void tt_sample_emu(struct tt_state *s, struct tt_dev *d, int di, struct emu_rows
     d->cache_misses = c.dev.expert_cache_misses;
     d->has = TT_HAS_JOBS | TT_HAS_FAILED | TT_HAS_RESETS | TT_HAS_ADDR_FAULTS | TT_HAS_CACHE_MISSES;
     tt_jobs_rate(d, s->now_ns);
+    if (TX8_IF_MINOR(info.if_version) >= 8) { /* the power model, docs/hardware.md 7 */
+        d->has_power = true;
+        d->power_w = (double)c.dev.power_mw / 1e3;
+        d->power_avg_w = (double)c.dev.power_avg_mw / 1e3;
+        d->power_cap_w = (double)c.dev.power_cap_mw / 1e3;
+        d->energy_j = (double)c.dev.energy_uj / 1e6;
+    }
 
     /* labels and memory per peer, from the lease table */
     if (tx_device_memory_view(d->emu, NULL, 0, &nreg) == 0 && nreg) {

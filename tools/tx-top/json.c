@@ -113,6 +113,13 @@ static json_object *device_json(const struct tt_state *s, size_t i)
     add(mem, "labels", labels);
     add(o, "memory", mem);
 
+    /* the device's power model (interface >= 1.8; null before) */
+    add(o, "power_draw_w", d->ok && d->has_power ? jdec(d->power_w, 3) : NULL);
+    add(o, "power_average_w", d->ok && d->has_power ? jdec(d->power_avg_w, 3) : NULL);
+    add(o, "power_limit_w",
+        d->ok && d->has_power && d->power_cap_w > 0 ? jdec(d->power_cap_w, 3) : NULL);
+    add(o, "energy_j", d->ok && d->has_power ? jdec(d->energy_j, 6) : NULL);
+
     add(o, "jobs", jcounter(d, TT_HAS_JOBS, d->jobs));
     add(o, "jobs_per_second", d->ok ? jdec(d->jobs_rate, 1) : NULL);
     add(o, "jobs_failed", jcounter(d, TT_HAS_FAILED, d->jobs_failed));

@@ -5,6 +5,7 @@
  *   tx-top [-d TENTHS] [-d SPEC]... [-i 0,1] [-n N]    full-screen view
  *   tx-top -L                                           list devices
  *   tx-top --json [-l] [-n N]                           JSON snapshot(s)
+ *   tx-top --query=FIELDS [--format=csv,...] [-l [SEC]]   nvidia-smi style CSV
  */
 #include <errno.h>
 #include <getopt.h>
@@ -33,7 +34,12 @@ static void usage(FILE *f)
                "  -n, --iterations N    stop after N refreshes\n"
                "  -L, --list            list the devices, one line each, and exit\n"
                "  -J, --json            print one JSON snapshot (figures over one delay) and exit\n"
-               "  -l, --loop            with --json: one JSON object per line per refresh\n"
+               "  -l, --loop [SEC]      with --json: one JSON object per line per refresh;\n"
+               "                        with --query: rows every SEC seconds (default: the delay)\n"
+               "      --query=FIELDS    nvidia-smi style CSV rows, one per device: index, name,\n"
+               "                        timestamp, power.draw, power.draw.average, power.limit,\n"
+               "                        energy, util, memory.used, memory.total, memory.free\n"
+               "      --format=FMT      csv[,noheader][,nounits] (default csv)\n"
                "  -h, --help            this help\n"
                "  -V, --version         version\n"
                "\n"
@@ -127,7 +133,8 @@ int main(int argc, char **argv)
         {"id", required_argument, NULL, 'i'},    {"iterations", required_argument, NULL, 'n'},
         {"list", no_argument, NULL, 'L'},        {"json", no_argument, NULL, 'J'},
         {"loop", no_argument, NULL, 'l'},        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},     {NULL, 0, NULL, 0},
+        {"version", no_argument, NULL, 'V'},     {"query", required_argument, NULL, 'Q'},
+        {"format", required_argument, NULL, 'F'},  {NULL, 0, NULL, 0},
     };
     struct tt_options o;
     struct tt_state s;
@@ -135,6 +142,8 @@ int main(int argc, char **argv)
     unsigned long iterations = 0;
     long tenths = 10;
     bool list = false, json = false, loop = false;
+    const char *query = NULL, *format = NULL;
+    struct tt_query q;
     char err[512];
     int c, status = 0;
 
@@ -193,6 +202,22 @@ int main(int argc, char **argv)
             break;
         case 'l':
             loop = true;
+            /* nvidia-smi's "-l SEC": a number after -l is its period */
+            if (optind < argc && all_digits(argv[optind])) {
+                long sec = strtol(argv[optind++], NULL, 10);
+
+                if (sec < 1 || sec > 3600) {
+                    fprintf(stderr, "tx-top: -l %ld: the period must be 1..3600 seconds\n", sec);
+                    return 2;
+                }
+                tenths = sec * 10;
+            }
+            break;
+        case 'Q':
+            query = optarg;
+            break;
+        case 'F':
+            format = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -209,8 +234,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "tx-top: unexpected argument '%s'\nTry 'tx-top --help'.\n", argv[optind]);
         return 2;
     }
-    if (loop && !json) {
-        fprintf(stderr, "tx-top: -l needs --json\n");
+    if (format && !query) {
+        fprintf(stderr, "tx-top: --format needs --query\n");
+        return 2;
+    }
+    if (query && (json || list)) {
+        fprintf(stderr, "tx-top: --query excludes --json and -L\n");
+        return 2;
+    }
+    if (query && tt_query_parse(query, format, &q, err, sizeof(err))) {
+        fprintf(stderr, "tx-top: %s\n", err);
+        return 2;
+    }
+    if (loop && !json && !query) {
+        fprintf(stderr, "tx-top: -l needs --json or --query\n");
         return 2;
     }
     if (list && json) {
@@ -234,13 +271,13 @@ int main(int argc, char **argv)
     }
     /* one-shot outputs wait for the answers (a handshake times out after
      * 5 s); the screen comes up at once and shows "attaching" meanwhile */
-    tt_attach(&s, list || json ? 6000 : 200);
+    tt_attach(&s, list || json || query ? 6000 : 200);
 
     if (list) {
         tt_sample(&s);
         tt_list(&s);
         status = any_ok(&s) ? 0 : 1;
-    } else if (json) {
+    } else if (json || query) {
         uint64_t interval = (uint64_t)tenths * 100000000ull, next;
         unsigned long n = 0;
 
@@ -252,7 +289,7 @@ int main(int argc, char **argv)
                 break;
             next += interval;
             tt_sample(&s);
-            if (print_json(&s, loop) < 0) {
+            if (query ? tt_query_print(&s, &q, n == 0, stdout) < 0 : print_json(&s, loop) < 0) {
                 status = loop ? 0 : 1;
                 break;
             }

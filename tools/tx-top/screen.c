@@ -191,15 +191,19 @@ static void chart(struct ui *u, int y, int x, int w, int h, const double *v, int
     ui_off(u, PAIR_CHART, 0);
 }
 
+enum hist_kind { HIST_UTIL, HIST_MEM, HIST_POWER };
+
 /* The last n points of a device's history (oldest first). */
-static int history(const struct tt_dev *d, bool mem, double *out, int n)
+static int history(const struct tt_dev *d, enum hist_kind kind, double *out, int n)
 {
     int have = (int)d->hist_n < n ? (int)d->hist_n : n;
 
     for (int i = 0; i < have; i++) {
         size_t idx = (d->hist_pos + TT_HIST - (size_t)have + (size_t)i) % TT_HIST;
 
-        out[i] = mem ? d->hist_mem[idx] : (double)d->hist_util[idx];
+        out[i] = kind == HIST_MEM     ? d->hist_mem[idx]
+                 : kind == HIST_POWER ? (double)d->hist_power[idx]
+                                      : (double)d->hist_util[idx];
     }
     return have;
 }
@@ -302,6 +306,13 @@ static int draw_device(struct ui *u, int y, size_t i, int chart_h, bool counters
                 d->cache_misses);
             cnt(line, sizeof(line), &off, d->has & TT_HAS_PAGE_FAULTS, "page faults",
                 d->page_faults);
+            if (d->has_power) {
+                app(line, sizeof(line), &off, "power %.2f W (1 s avg %.2f W", d->power_w,
+                    d->power_avg_w);
+                if (d->power_cap_w > 0)
+                    app(line, sizeof(line), &off, ", cap %.2f W", d->power_cap_w);
+                app(line, sizeof(line), &off, ")  energy %.3f J  ", d->energy_j);
+            }
             if (d->ncores) {
                 app(line, sizeof(line), &off, "cores");
                 for (unsigned k = 0; k < d->ncores; k++) {
@@ -315,7 +326,8 @@ static int draw_device(struct ui *u, int y, size_t i, int chart_h, bool counters
         put(y++, 2, 0, "%s", line);
     }
     if (chart_h > 0 && d->ok) {
-        int cw = (COLS - 3) / 2;
+        int ncharts = d->has_power ? 3 : 2;
+        int cw = (COLS - 1 - ncharts) / ncharts;
         double *vals = calloc((size_t)(cw > 0 ? cw : 1), sizeof(double));
         int n;
         double lo = 0, hi = 0;
@@ -325,10 +337,10 @@ static int draw_device(struct ui *u, int y, size_t i, int chart_h, bool counters
         ui_on(u, 0, A_DIM);
         put(y, 1, cw, "utilisation %%, last %.0fs (0-100)", cw * u->s->interval);
         ui_off(u, 0, A_DIM);
-        n = history(d, false, vals, cw);
+        n = history(d, HIST_UTIL, vals, cw);
         chart(u, y + 1, 1, cw, chart_h, vals, n, 0, 100);
 
-        n = history(d, true, vals, cw);
+        n = history(d, HIST_MEM, vals, cw);
         hi = -1;
         lo = -1;
         for (int k = 0; k < n; k++) {
@@ -355,6 +367,20 @@ static int draw_device(struct ui *u, int y, size_t i, int chart_h, bool counters
             tt_bytes((uint64_t)hi, b, sizeof(b)));
         ui_off(u, 0, A_DIM);
         chart(u, y + 1, 2 + cw, cw, chart_h, vals, n, lo, hi);
+        if (d->has_power) {
+            /* 0 .. the cap, or the highest draw seen (+10%) */
+            hi = d->power_cap_w;
+            n = history(d, HIST_POWER, vals, cw);
+            for (int k = 0; k < n && d->power_cap_w <= 0; k++)
+                if (vals[k] * 1.1 > hi)
+                    hi = vals[k] * 1.1;
+            if (hi <= 0)
+                hi = 1;
+            ui_on(u, 0, A_DIM);
+            put(y, 3 + 2 * cw, cw, "power W, last %.0fs (0-%.1f)", cw * u->s->interval, hi);
+            ui_off(u, 0, A_DIM);
+            chart(u, y + 1, 3 + 2 * cw, cw, chart_h, vals, n, 0, hi);
+        }
         free(vals);
         y += chart_h + 1;
     }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <tx/tx_device.h>
 #include <tx/tx_telemetry.h>
@@ -89,8 +90,14 @@ struct tt_dev {
     size_t nlabels;
     uint64_t unattributed; /* accel: memory of clients not readable */
 
+    /* board power and energy (interface >= 1.8: the device's power model) */
+    bool has_power;
+    double power_w, power_avg_w, power_cap_w; /* cap 0: none */
+    double energy_j;
+
     /* history, one point per refresh */
     float hist_util[TT_HIST]; /* percent, <0 unknown */
+    float hist_power[TT_HIST]; /* W, <0 unknown */
     double hist_mem[TT_HIST]; /* bytes used, <0 unknown */
     size_t hist_n;            /* points stored (<= TT_HIST) */
     size_t hist_pos;          /* next write position */
@@ -144,6 +151,19 @@ struct tt_state {
     const char *sys_root;
     const char *meminfo_path;
 };
+
+/* query.c: --query=FIELDS --format=csv[,noheader][,nounits] */
+#define TT_QUERY_MAX 16
+struct tt_query {
+    int field[TT_QUERY_MAX];
+    int n;
+    bool header, units;
+};
+int tt_query_parse(const char *list, const char *format, struct tt_query *q, char *err,
+                   size_t errlen);
+/* One row per device (after a header when `header` and the format has one);
+ * -1 when the output failed (the reader went away). */
+int tt_query_print(const struct tt_state *s, const struct tt_query *q, bool header, FILE *f);
 
 /* collect.c */
 struct tt_options {
