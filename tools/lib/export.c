@@ -553,6 +553,8 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
             goto out;
         /* statistics */
         st.source_hash = tx_ckpt_hash_tensor(st.source_hash, src, src_crc);
+        if (src->scale_inv)
+            st.source_hash = tx_ckpt_hash_scales(st.source_hash, src);
         st.tensors++;
         st.params += src->nelem;
         st.input_bytes += src->nbytes;
