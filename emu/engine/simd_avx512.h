@@ -35,7 +35,26 @@ __attribute__((always_inline)) static inline __m512 eng_exp512(__m512 x)
     return _mm512_maskz_mov_ps(~tiny, _mm512_scalef_ps(p, n));
 }
 
-/* 16 f32 from element k of a row of type dtype (F32, F16, BF16, I8) */
+/* 16 E4M3 codes -> f32,
+ * bit-exact with tx_e4m3_to_f32: normals by rebiasing the exponent in the
+ * integer lanes, subnormals as m * 2^-9 (no denormal operand), the NaN
+ * codes as quiet NaN, then the sign. */
+__attribute__((always_inline)) static inline __m512 eng_e4m3x16(__m128i bytes)
+{
+    __m512i b = _mm512_cvtepu8_epi32(bytes);
+    __m512i em = _mm512_and_si512(b, _mm512_set1_epi32(0x7f));
+    __m512i v = _mm512_add_epi32(_mm512_slli_epi32(em, 20), _mm512_set1_epi32(120 << 23));
+    __m512i sub = _mm512_castps_si512(
+        _mm512_mul_ps(_mm512_cvtepi32_ps(em), _mm512_set1_ps(1.0f / 512.0f)));
+    v = _mm512_mask_mov_epi32(v, _mm512_cmplt_epi32_mask(em, _mm512_set1_epi32(8)), sub);
+    v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7f)),
+                              _mm512_set1_epi32(0x7fc00000));
+    v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24));
+    return _mm512_castsi512_ps(v);
+}
+
+/* 16 f32 from element k of a row of type dtype (F32, F16, BF16, I8, FP8
+ * codes decoded without their scales) */
 __attribute__((always_inline)) static inline __m512 eng_load16(const uint8_t *w, size_t k, unsigned dtype)
 {
     switch (dtype) {
@@ -48,6 +67,8 @@ __attribute__((always_inline)) static inline __m512 eng_load16(const uint8_t *w,
     case TX8_DTYPE_I8:
         return _mm512_cvtepi32_ps(
             _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(w + k))));
+    case TX8_DTYPE_F8_E4M3:
+        return eng_e4m3x16(_mm_loadu_si128((const __m128i *)(const void *)(w + k)));
     default:
         return _mm512_loadu_ps((const float *)(const void *)(w + k * 4));
     }

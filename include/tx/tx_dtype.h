@@ -133,16 +133,19 @@ static inline size_t tx_dtype_size(unsigned dtype)
     case TX8_DTYPE_BF16:
         return 2;
     case TX8_DTYPE_I8:
+    case TX8_DTYPE_F8_E4M3:
         return 1;
     default:
         return 0;
     }
 }
 
-/* "f32", "f16", "bf16", "i8", "i32", "q8_0", "q4_0" or "?" */
+/* "f32", "f16", "bf16", "i8", "i32", "q8_0", "q4_0", "fp8" or "?" */
 static inline const char *tx_dtype_name(unsigned dtype)
 {
     static const char *const names[] = {"f32", "f16", "bf16", "i8", "i32"};
+    if (dtype == TX8_DTYPE_F8_E4M3)
+        return "fp8";
     if (dtype == TX8_DTYPE_Q8_0)
         return "q8_0";
     if (dtype == TX8_DTYPE_Q4_0)
