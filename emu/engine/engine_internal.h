@@ -460,7 +460,8 @@ void eng_sample_cmd(const struct eng_cmd *c, struct tx8_cmd_sample *out);
  * (rows and cols are u32: no overflow) */
 static inline uint64_t eng_fp8_scale_count(uint64_t rows, uint64_t cols)
 {
-    return ((rows + TX8_FP8_BLOCK - 1) / TX8_FP8_BLOCK) * ((cols + TX8_FP8_BLOCK - 1) / TX8_FP8_BLOCK);
+    return ((rows + TX8_FP8_BLOCK - 1) / TX8_FP8_BLOCK) *
+           ((cols + TX8_FP8_BLOCK - 1) / TX8_FP8_BLOCK);
 }
 
 /* Weights: static check of a tx8_weight's fields and direct ranges. */

@@ -21,8 +21,8 @@ AI __m256 e4m3x8(__m128i bytes)
     __m256i b = _mm256_cvtepu8_epi32(bytes);
     __m256i em = _mm256_and_si256(b, _mm256_set1_epi32(0x7f));
     __m256i v = _mm256_add_epi32(_mm256_slli_epi32(em, 20), _mm256_set1_epi32(120 << 23));
-    __m256i sub = _mm256_castps_si256(
-        _mm256_mul_ps(_mm256_cvtepi32_ps(em), _mm256_set1_ps(1.0f / 512.0f)));
+    __m256i sub =
+        _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(em), _mm256_set1_ps(1.0f / 512.0f)));
     v = _mm256_blendv_epi8(v, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(8), em));
     v = _mm256_blendv_epi8(v, _mm256_set1_epi32(0x7fc00000),
                            _mm256_cmpeq_epi32(em, _mm256_set1_epi32(0x7f)));
@@ -158,8 +158,7 @@ AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, 
             for (unsigned r = 0; r < RM; r++)
                 for (size_t i = 0; i < 8; i++)
                     wb[r][i] =
-                        i < n ? w_scalar(w[r], k + i, D) * (SCALED(D) ? sc[r][g] : 1.0f)
-                              : 0.0f;
+                        i < n ? w_scalar(w[r], k + i, D) * (SCALED(D) ? sc[r][g] : 1.0f) : 0.0f;
 #pragma GCC unroll 4
             for (unsigned j = 0; j < T; j++) {
                 for (size_t i = 0; i < 8; i++)

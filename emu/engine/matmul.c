@@ -59,7 +59,7 @@
 #define MM_SMALL 32
 #define MM_SMALL_KB 4096
 /* the scales of weight row r in mm_chunk / mm_small (sc, sc0 there) */
-#define ROW_SCALES(r) (sc ? sc + ((r) - sc0) * w->ngroups : NULL)
+#define ROW_SCALES(r) (sc ? sc + ((r)-sc0) * w->ngroups : NULL)
 
 uint64_t eng_mm_macs(const struct mm_w *w, size_t T, uint64_t *skipped)
 {

@@ -44,8 +44,8 @@ __attribute__((always_inline)) static inline __m512 eng_e4m3x16(__m128i bytes)
     __m512i b = _mm512_cvtepu8_epi32(bytes);
     __m512i em = _mm512_and_si512(b, _mm512_set1_epi32(0x7f));
     __m512i v = _mm512_add_epi32(_mm512_slli_epi32(em, 20), _mm512_set1_epi32(120 << 23));
-    __m512i sub = _mm512_castps_si512(
-        _mm512_mul_ps(_mm512_cvtepi32_ps(em), _mm512_set1_ps(1.0f / 512.0f)));
+    __m512i sub =
+        _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(em), _mm512_set1_ps(1.0f / 512.0f)));
     v = _mm512_mask_mov_epi32(v, _mm512_cmplt_epi32_mask(em, _mm512_set1_epi32(8)), sub);
     v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7f)),
                               _mm512_set1_epi32(0x7fc00000));

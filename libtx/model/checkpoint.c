@@ -224,8 +224,7 @@ static int has_mtp_proj(const struct tx_ckpt *c, int layer)
 
 /* The F8_E4M3 weight i of an FP8 checkpoint: finds and checks its
  * <name>_scale_inv and binds it to a copy of the tensor. */
-static int bind_fp8(struct tx_ckpt *c, size_t i, const struct tx_tensor *t, char *err,
-                    size_t errsz)
+static int bind_fp8(struct tx_ckpt *c, size_t i, const struct tx_tensor *t, char *err, size_t errsz)
 {
     struct tx_ckpt_tensor *ct = &c->t[i];
     char sname[GLM_TENSOR_NAME_MAX + sizeof(TXM_FP8_SCALE_SUFFIX)];
@@ -278,8 +277,8 @@ static int unbound_scale(const struct tx_ckpt *c, const struct tx_tensor *t, int
     if (*lr < 0 || !wt)
         return tx_errbuf(err, errsz, TX_EINVAL,
                          "%s: tensor %s: block scales of %s, which %s; %s does not expect it",
-                         t->file, t->name, base, wt ? "is not a tensor of this model" : "is missing",
-                         c->config_path);
+                         t->file, t->name, base,
+                         wt ? "is not a tensor of this model" : "is missing", c->config_path);
     return 0;
 }
 

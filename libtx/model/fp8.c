@@ -15,7 +15,7 @@
 #include <tx/tx_dtype.h>
 
 #define FP8_SUPPORTED                                                                              \
-    "only quant_method \"fp8\" with fmt \"e4m3\", activation_scheme \"dynamic\" and "            \
+    "only quant_method \"fp8\" with fmt \"e4m3\", activation_scheme \"dynamic\" and "              \
     "weight_block_size [128, 128] is supported"
 
 /* The JSON text of v, shortened for a message. */
@@ -28,14 +28,14 @@ static const char *jtext(struct json_object *v)
 static int refuse(char *err, size_t errsz, const char *where, const char *field,
                   struct json_object *v, const char *why)
 {
-    return tx_errbuf(err, errsz, TX_ENOTSUP, "%s: quantization_config.%s %.80s is not supported%s%s",
-                     where, field, v ? jtext(v) : "(missing)", why ? why : "; ",
-                     why ? "" : FP8_SUPPORTED);
+    return tx_errbuf(err, errsz, TX_ENOTSUP,
+                     "%s: quantization_config.%s %.80s is not supported%s%s", where, field,
+                     v ? jtext(v) : "(missing)", why ? why : "; ", why ? "" : FP8_SUPPORTED);
 }
 
 /* field: absent is allowed (the default `want`), else a string equal to want */
-static int check_str(struct json_object *qc, const char *field, const char *want,
-                     const char *where, char *err, size_t errsz)
+static int check_str(struct json_object *qc, const char *field, const char *want, const char *where,
+                     char *err, size_t errsz)
 {
     struct json_object *v;
     if (!json_object_object_get_ex(qc, field, &v) || !v)
@@ -45,8 +45,8 @@ static int check_str(struct json_object *qc, const char *field, const char *want
     return refuse(err, errsz, where, field, v, NULL);
 }
 
-int txm_quant_config_parse(const char *config_json, const char *where,
-                           struct txm_quant_config *q, char *err, size_t errsz)
+int txm_quant_config_parse(const char *config_json, const char *where, struct txm_quant_config *q,
+                           char *err, size_t errsz)
 {
     memset(q, 0, sizeof(*q));
     struct json_object *root = json_tokener_parse(config_json);

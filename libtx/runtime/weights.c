@@ -97,13 +97,13 @@ int rt_weight_ref(glm_model_t *m, int mi, glm_precision_t p, struct tx_weight_re
                         glm_precision_name(p));
     memset(w, 0, sizeof(*w));
     w->data = tx_ref(c->bo, c->data);
-    if (c->dtype == TX8_DTYPE_I8)
+    if (rt_dtype_scaled(c->dtype))
         w->scales = tx_ref(c->bo, c->scales);
     w->rows = t->smd->rows;
     w->cols = t->smd->cols;
     w->dtype = c->dtype;
     w->format = t->smd->format;
-    w->group_size = c->dtype == TX8_DTYPE_I8 ? c->group : 0;
+    w->group_size = rt_dtype_scaled(c->dtype) ? c->group : 0;
     if (t->smd->format == TX8_WFMT_BLOCK_SPARSE) {
         w->nnz_blocks = t->smd->nnz_blocks;
         w->index = tx_ref(m->w_bo, t->off + (t->smd->index_offset - t->smd->data_offset));
@@ -297,6 +297,16 @@ static int prepare_class(glm_model_t *m, int ltype, glm_precision_t p,
             fill_stored_copy(m, x, p);
             continue;
         }
+        if (dtype == TX8_DTYPE_F8_E4M3 || m->tensors[x->t].smd->dtype == TX8_DTYPE_F8_E4M3)
+            return tx_error(
+                TX_ENOTSUP,
+                "%s: stored as %s, cannot run as %s: FP8 weights are not converted on the "
+                "device (run the package's precision, e.g. --precision %s=%s, or export it "
+                "with glm-export --precision %s=%s)",
+                m->tensors[x->t].info.name, tx_dtype_name(m->tensors[x->t].smd->dtype),
+                glm_precision_name(p), glm_layer_type_name((glm_layer_type_t)ltype),
+                tx_dtype_name(m->tensors[x->t].smd->dtype),
+                glm_layer_type_name((glm_layer_type_t)ltype), glm_precision_name(p));
         uint32_t g = dtype == TX8_DTYPE_I8 ? rt_copy_group(m, x) : 0;
         need = ALIGN_UP(need, 256) + rt_copy_data_bytes(m, x, dtype);
         need = ALIGN_UP(need, 64) + rt_copy_scales_bytes(m, x, dtype, g);

@@ -123,8 +123,12 @@ START_TEST(test_fp8_codes)
         m.hdr = TE_HDR(TX8_OP_MATMUL, struct tx8_cmd_matmul);
         m.y = y;
         m.x = x;
-        m.w = (struct tx8_weight){.data = d, .scales = s, .rows = N, .cols = 1,
-                                  .group_size = TX8_FP8_BLOCK, .dtype = TX8_DTYPE_F8_E4M3};
+        m.w = (struct tx8_weight){.data = d,
+                                  .scales = s,
+                                  .rows = N,
+                                  .cols = 1,
+                                  .group_size = TX8_FP8_BLOCK,
+                                  .dtype = TX8_DTYPE_F8_E4M3};
         m.tokens = T;
         m.ld_x = 1;
         m.ld_y = N;
@@ -242,8 +246,20 @@ START_TEST(test_fp8_moe_ffn)
         for (unsigned i = 0; i < T * K; i++)
             ip[i] = (int32_t)te_rand(&rng, 0, NE - 1);
         struct tx8_cmd_moe_ffn c = {TE_HDR(TX8_OP_MOE_FFN, struct tx8_cmd_moe_ffn),
-                                    y8, x, ids, wts, tab8, T, K, NE, D, F, D, D,
-                                    (uint16_t)(it % 2 ? TX8_DTYPE_BF16 : TX8_DTYPE_F32), 0};
+                                    y8,
+                                    x,
+                                    ids,
+                                    wts,
+                                    tab8,
+                                    T,
+                                    K,
+                                    NE,
+                                    D,
+                                    F,
+                                    D,
+                                    D,
+                                    (uint16_t)(it % 2 ? TX8_DTYPE_BF16 : TX8_DTYPE_F32),
+                                    0};
         TE_EQ(run_bi(t, &c, it == 5), TX8_STATUS_OK);
         c.y = y32;
         c.experts = tab32;

@@ -280,7 +280,11 @@ START_TEST(plans)
     ck_assert_int_eq(tx_plan_apply_spec(p, "conv=fp16", err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "conv");
     ck_assert_int_eq(tx_plan_apply_spec(p, "attention", err, sizeof(err)), TX_EINVAL);
-    ck_assert_int_eq(tx_plan_apply_spec(p, "mlp=fp8", err, sizeof(err)), TX_EINVAL);
+    /* fp8 is a precision since issue 38; fp4 is not */
+    ck_assert_int_eq(tx_plan_apply_spec(p, "mlp=fp4", err, sizeof(err)), TX_EINVAL);
+    ck_assert_int_eq(tx_plan_apply_spec(p, "mlp=fp8", err, sizeof(err)), 0);
+    ck_assert_uint_eq(p[TX_SMD_LAYER_MLP].precision, TX_SMD_PREC_FP8);
+    ck_assert_int_eq(tx_plan_apply_spec(p, "norm=fp8", err, sizeof(err)), TX_EINVAL);
     char buf[256];
     tx_plan_golden(p);
     ck_assert_str_eq(tx_plan_format(p, buf, sizeof(buf)),
@@ -789,9 +793,9 @@ START_TEST(precision_words)
     /* errors name the option and the word */
     struct tx_smd_plan_entry p[TX_SMD_LAYER_COUNT];
     tx_plan_golden(p);
-    ck_assert_int_eq(tx_plan_apply_spec(p, "fp8", err, sizeof(err)), TX_EINVAL);
+    ck_assert_int_eq(tx_plan_apply_spec(p, "fp4", err, sizeof(err)), TX_EINVAL);
     tm_err_has(err, "--precision");
-    tm_err_has(err, "fp8");
+    tm_err_has(err, "fp4");
     /* the prefixed precision names are the article's */
     ck_assert_int_eq(GLM_PRECISION_FP32, FP32);
     ck_assert_int_eq(GLM_PRECISION_FP16, FP16);

@@ -61,10 +61,10 @@ START_TEST(e4m3_every_code)
     ck_assert_int_eq(sub, 14);
     ck_assert(tx_e4m3_to_f32(0x7e) == 448.0f);
     ck_assert(tx_e4m3_to_f32(0xfe) == -448.0f);
-    ck_assert(tx_e4m3_to_f32(0x01) == 0x1p-9f);  /* smallest subnormal */
-    ck_assert(tx_e4m3_to_f32(0x07) == 0x7p-9f);  /* largest subnormal */
-    ck_assert(tx_e4m3_to_f32(0x08) == 0x1p-6f);  /* smallest normal */
-    ck_assert(tx_e4m3_to_f32(0x78) == 256.0f);   /* no infinity at exponent 15 */
+    ck_assert(tx_e4m3_to_f32(0x01) == 0x1p-9f); /* smallest subnormal */
+    ck_assert(tx_e4m3_to_f32(0x07) == 0x7p-9f); /* largest subnormal */
+    ck_assert(tx_e4m3_to_f32(0x08) == 0x1p-6f); /* smallest normal */
+    ck_assert(tx_e4m3_to_f32(0x78) == 256.0f);  /* no infinity at exponent 15 */
 }
 END_TEST
 
@@ -111,8 +111,8 @@ START_TEST(e4m3_rounding)
     ck_assert_uint_eq(tx_f32_to_e4m3(-500.0f), 0xff);
     ck_assert_uint_eq(tx_f32_to_e4m3(INFINITY), 0x7f);
     ck_assert_uint_eq(tx_f32_to_e4m3(NAN), 0x7f);
-    ck_assert_uint_eq(tx_f32_to_e4m3(0x1p-10f), 0x00);          /* tie to even: 0 */
-    ck_assert_uint_eq(tx_f32_to_e4m3(0x3p-10f), 0x02);          /* tie to even: 2^-8 */
+    ck_assert_uint_eq(tx_f32_to_e4m3(0x1p-10f), 0x00); /* tie to even: 0 */
+    ck_assert_uint_eq(tx_f32_to_e4m3(0x3p-10f), 0x02); /* tie to even: 2^-8 */
     ck_assert_uint_eq(tx_f32_to_e4m3(1e-30f), 0x00);
     ck_assert_uint_eq(tx_f32_to_e4m3(-0.0f), 0x80);
 }
@@ -125,8 +125,8 @@ static int quant_refused(const char *qc, const char *field, const char *value)
     struct txm_quant_config q;
     int rc = txm_quant_config_parse(cj, "cfg.json", &q, err, sizeof(err));
     ck_assert_msg(rc == TX_ENOTSUP, "%s: rc %d (%s)", qc, rc, err);
-    ck_assert_msg(strstr(err, "cfg.json") && strstr(err, field) && strstr(err, value), "%s: %s",
-                  qc, err);
+    ck_assert_msg(strstr(err, "cfg.json") && strstr(err, field) && strstr(err, value), "%s: %s", qc,
+                  err);
     return 1;
 }
 
@@ -161,12 +161,12 @@ START_TEST(quant_config)
                   "activation_scheme", "\"static\"");
     quant_refused("{\"quant_method\": \"fp8\", \"weight_block_size\": [64, 64]}",
                   "weight_block_size", "[64,64]");
-    quant_refused("{\"quant_method\": \"fp8\", \"weight_block_size\": [128]}",
-                  "weight_block_size", "[128]");
+    quant_refused("{\"quant_method\": \"fp8\", \"weight_block_size\": [128]}", "weight_block_size",
+                  "[128]");
     quant_refused("{\"quant_method\": \"fp8\"}", "weight_block_size", "per-tensor");
-    ck_assert_int_eq(txm_quant_config_parse("{\"quantization_config\": 3}", "c", &q, err,
-                                            sizeof(err)),
-                     TX_EINVAL);
+    ck_assert_int_eq(
+        txm_quant_config_parse("{\"quantization_config\": 3}", "c", &q, err, sizeof(err)),
+        TX_EINVAL);
 }
 END_TEST
 
@@ -199,7 +199,8 @@ START_TEST(quantise_blocks)
             for (uint32_t r = br * BR; r < r1; r++)
                 for (uint32_t c = bc * BC; c < c1; c++) {
                     size_t i = (size_t)r * C + c;
-                    ck_assert_uint_eq(q[i], tx_f32_to_e4m3(fmaxf(-448.0f, fminf(448.0f, x[i] * s))));
+                    ck_assert_uint_eq(q[i],
+                                      tx_f32_to_e4m3(fmaxf(-448.0f, fminf(448.0f, x[i] * s))));
                     float d = tx_e4m3_to_f32(q[i]) * sc[br][bc];
                     /* half an E4M3 step: 2^-4 relative, 2^-10 x scale for subnormals */
                     ck_assert(fabsf(d - x[i]) <=

@@ -693,7 +693,8 @@ char *tx_storage_json(const struct tx_ckpt_storage *s)
     }
     json_object_object_add(o, "by_dtype", by);
     if (s->quant_fp8) {
-        json_object_object_add(o, "scale_tensors", json_object_new_int64((int64_t)s->scale_tensors));
+        json_object_object_add(o, "scale_tensors",
+                               json_object_new_int64((int64_t)s->scale_tensors));
         json_object_object_add(o, "scale_bytes", json_object_new_int64((int64_t)s->scale_bytes));
     }
     const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
@@ -714,8 +715,8 @@ char *tx_storage_summary(const struct tx_ckpt_storage *s)
         if (!s->tensors[t])
             continue;
         snprintf(line, sizeof(line), " %s %s (%" PRIu64 " tensors);",
-                 tx_elem_name((enum tx_elem_type)t), human_bytes((double)s->bytes[t], b1, sizeof(b1)),
-                 s->tensors[t]);
+                 tx_elem_name((enum tx_elem_type)t),
+                 human_bytes((double)s->bytes[t], b1, sizeof(b1)), s->tensors[t]);
         txm_buf_put(&o, line, strlen(line));
     }
     if (s->quant_fp8) {

@@ -704,8 +704,7 @@ static int glist_cb(void *ctx, const struct glm_tensor_info *t)
     struct gen sg;
     memset(&sg, 0, sizeof(sg));
     snprintf(sg.name, sizeof(sg.name), "%.*s%s",
-             (int)(sizeof(sg.name) - sizeof(TXM_FP8_SCALE_SUFFIX)), t->name,
-             TXM_FP8_SCALE_SUFFIX);
+             (int)(sizeof(sg.name) - sizeof(TXM_FP8_SCALE_SUFFIX)), t->name, TXM_FP8_SCALE_SUFFIX);
     sg.type = TX_ELEM_F32;
     sg.ndim = 2;
     sg.shape[0] = txm_fp8_grid(g.shape[0], TXM_FP8_BLOCK);
