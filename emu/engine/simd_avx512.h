@@ -35,22 +35,20 @@ __attribute__((always_inline)) static inline __m512 eng_exp512(__m512 x)
     return _mm512_maskz_mov_ps(~tiny, _mm512_scalef_ps(p, n));
 }
 
-/* 16 E4M3 codes -> f32,
- * bit-exact with tx_e4m3_to_f32: normals by rebiasing the exponent in the
- * integer lanes, subnormals as m * 2^-9 (no denormal operand), the NaN
- * codes as quiet NaN, then the sign. */
+/* 16 E4M3 codes -> f32, bit-exact with tx_e4m3_to_f32: the code's sign
+ * and 7 magnitude bits placed at f32 bits 31 and 26..20 (sign-extend,
+ * shift, mask) are 2^-120 times the value, normal or subnormal (an exact
+ * power-of-two multiply, f32 denormal operands included: the engine never
+ * sets DAZ), then the NaN codes (0x7f, 0xff) as a quiet NaN (8 operations
+ * per 16 codes; tx_e4m3_to_f32 keeps the NaN's sign, a NaN either way). */
 __attribute__((always_inline)) static inline __m512 eng_e4m3x16(__m128i bytes)
 {
-    __m512i b = _mm512_cvtepu8_epi32(bytes);
-    __m512i em = _mm512_and_si512(b, _mm512_set1_epi32(0x7f));
-    __m512i v = _mm512_add_epi32(_mm512_slli_epi32(em, 20), _mm512_set1_epi32(120 << 23));
-    __m512i sub =
-        _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(em), _mm512_set1_ps(1.0f / 512.0f)));
-    v = _mm512_mask_mov_epi32(v, _mm512_cmplt_epi32_mask(em, _mm512_set1_epi32(8)), sub);
-    v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7f)),
-                              _mm512_set1_epi32(0x7fc00000));
-    v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24));
-    return _mm512_castsi512_ps(v);
+    __m512i v = _mm512_and_si512(_mm512_slli_epi32(_mm512_cvtepi8_epi32(bytes), 20),
+                                 _mm512_set1_epi32((int)0x87f00000u));
+    __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(v), _mm512_set1_ps(0x1p120f));
+    __mmask16 nan =
+        _mm_cmpeq_epi8_mask(_mm_and_si128(bytes, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
+    return _mm512_mask_mov_ps(f, nan, _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
 }
 
 /* 16 f32 from element k of a row of type dtype (F32, F16, BF16, I8, FP8

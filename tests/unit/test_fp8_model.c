@@ -150,23 +150,34 @@ START_TEST(test_fp8_plan_errors)
     ck_assert_int_eq(p.precision[GLM_EMBEDDING], GLM_PRECISION_FP32);
     ck_assert_int_eq(p.precision[GLM_OUTPUT], GLM_PRECISION_FP32);
     ck_assert_str_eq(glm_precision_name(GLM_PRECISION_FP8), "FP8");
-    /* the FP8 package under the golden plan: FP8 weights are not converted
-     * on the device, and the message says so */
-    glm_plan_golden(&p);
-    OK(glm_plan_set(dev, &p));
-    glm_model_t *m = NULL;
-    OK(glm_model_load(dev, g_fp8[3], NULL, &m));
-    struct glm_validate_options vo;
-    memset(&vo, 0, sizeof(vo));
-    vo.n_inputs = 1;
-    vo.n_tokens = 2;
-    struct glm_validate_report *r = NULL;
-    ck_assert_int_eq(glm_validate(m, &vo, &r), TX_ENOTSUP);
-    ck_assert_msg(strstr(tx_last_error(), "stored as fp8, cannot run as FP16") &&
-                      strstr(tx_last_error(), "--precision attention=fp8"),
-                  "%s", tx_last_error());
-    OK(glm_model_free(m));
     tx_device_close(dev);
+}
+END_TEST
+
+/* the FP8 package under other plans: its FP8 tensors are converted on the
+ * host (dequantised exactly, then the device's CONVERT), so "fp8;golden"
+ * can be compared on one package; and a BF16-stored package under the fp8
+ * plan is quantised the Hugging Face way at load */
+START_TEST(test_fp8_conversions)
+{
+    struct glm_validate_report *r = validate(g_fp8[_i], "golden");
+    printf("[fp8] %-12s fp8 package under the golden plan (host conversion) vs the original: "
+           "cosine min %.6f; quantisation min %.6f\n",
+           glm_arch_name(archs[_i]), r->min_cosine, r->quant_min_cosine);
+    ck_assert_msg(r->passed && r->min_cosine >= 0.99, "min cosine %f", r->min_cosine);
+    glm_validate_report_free(r);
+    r = validate(g_fp8[_i], "fp32");
+    ck_assert_msg(r->min_cosine >= 0.99999, "fp32 copies of fp8: min cosine %.7f", r->min_cosine);
+    glm_validate_report_free(r);
+    /* the golden package (INT8 experts, FP16 attention) run as fp8: a
+     * second quantisation, reported against the original */
+    r = validate(g_gold[_i], "fp8");
+    printf("[fp8] %-12s golden package under the fp8 plan (host FP8 quantisation): cosine min "
+           "%.6f\n",
+           glm_arch_name(archs[_i]), r->min_cosine);
+    ck_assert_msg(r->passed && r->min_cosine >= 0.99, "min cosine %f", r->min_cosine);
+    ck_assert(r->min_cosine < 0.999999);
+    glm_validate_report_free(r);
 }
 END_TEST
 
@@ -179,6 +190,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_fp8_exact, 0, N_ARCH);
     tcase_add_loop_test(tc, test_fp8_golden, 0, N_ARCH);
     tcase_add_test(tc, test_fp8_plan_errors);
+    tcase_add_loop_test(tc, test_fp8_conversions, 0, N_ARCH);
     suite_add_tcase(s, tc);
     return s;
 }
