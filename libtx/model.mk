@@ -16,6 +16,7 @@ $(ONNX_GEN_C): $(ONNX_PROTO)
 $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard libtx/model/*.c)): $(ONNX_GEN_H)
 
 # Fuzz targets of the model parsers: tests/fuzz/fuzz_{safetensors,smd,onnx}.c,
+# fuzz_fp8.c (the FP8 checkpoint loader: quantization_config, scale binding),
 # fuzz_config.c (config.json, glm_config_from_json) and fuzz_moe_yaml.c
 # (config/expert_parallel.yaml, glm_moe_config_load in libtx/runtime/moe.c)
 #
@@ -26,7 +27,7 @@ $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard libtx/model/*.c)): $(ONNX_GEN_H)
 #
 # The committed seed corpora are tests/fuzz/corpus/NAME/; the unit test
 # test_model_fuzz replays them on every run.
-MODEL_FUZZ        := fuzz_safetensors fuzz_smd fuzz_onnx fuzz_config
+MODEL_FUZZ        := fuzz_safetensors fuzz_smd fuzz_onnx fuzz_config fuzz_fp8
 MODEL_FUZZ_ALL    := $(MODEL_FUZZ) fuzz_moe_yaml
 MODEL_FUZZ_REPLAY := $(addprefix $(BUILD)/fuzz/,$(addsuffix _replay,$(MODEL_FUZZ_ALL)))
 

@@ -148,6 +148,8 @@ uint64_t eng_weight_bytes(const struct tx8_weight *w)
         uint64_t g = w->group_size ? w->cols / w->group_size : 1;
         b += (uint64_t)w->rows * g * 4;
     }
+    if (w->dtype == TX8_DTYPE_F8_E4M3)
+        b += eng_fp8_scale_count(w->rows, w->cols) * 4;
     return b;
 }
 
@@ -161,13 +163,18 @@ int eng_weight_check(struct eng_cmd *c, const struct tx8_weight *w, int direct)
     if (w->rsvd)
         return TX8_STATUS_INVALID_CMD;
     if (w->dtype != TX8_DTYPE_F32 && w->dtype != TX8_DTYPE_F16 && w->dtype != TX8_DTYPE_BF16 &&
-        w->dtype != TX8_DTYPE_I8)
+        w->dtype != TX8_DTYPE_I8 && w->dtype != TX8_DTYPE_F8_E4M3)
         return TX8_STATUS_UNSUPPORTED_DTYPE;
     if (w->format != TX8_WFMT_DENSE && w->format != TX8_WFMT_BLOCK_SPARSE)
         return TX8_STATUS_INVALID_CMD;
     int i8 = w->dtype == TX8_DTYPE_I8;
+    int fp8 = w->dtype == TX8_DTYPE_F8_E4M3;
     int sparse = w->format == TX8_WFMT_BLOCK_SPARSE;
-    if (i8) {
+    if (fp8) {
+        /* dense, f32 scales per 128 x 128 block */
+        if (sparse || !w->scales || w->group_size != TX8_FP8_BLOCK)
+            return TX8_STATUS_INVALID_CMD;
+    } else if (i8) {
         if (!w->scales)
             return TX8_STATUS_INVALID_CMD;
         if (w->group_size) {
@@ -200,6 +207,8 @@ int eng_weight_check(struct eng_cmd *c, const struct tx8_weight *w, int direct)
         b = ((uint64_t)w->rows + 1) * 4 + (uint64_t)w->nnz_blocks * 2;
         TRY(add(c, w->index, b, R, 4));
     }
+    if (fp8 && w->rows && w->cols)
+        TRY(add(c, w->scales, eng_fp8_scale_count(w->rows, w->cols) * 4, R, 4));
     if (i8) {
         uint64_t g = w->group_size ? w->cols / w->group_size : 1;
         if (w->rows && w->cols) {

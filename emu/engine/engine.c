@@ -1108,6 +1108,8 @@ static void exec_job(struct tx8_engine *e)
         ctr_add(&ctr->bytes_written, wr);
         if (c.macs && c.mac_dtype < TX8_DTYPE_COUNT)
             ctr_add(&ctr->macs[c.mac_dtype], c.macs);
+        else if (c.macs && c.mac_dtype == TX8_DTYPE_F8_E4M3)
+            ctr_add(&ctr->macs_fp8, c.macs);
         ctr_add(&ctr->macs_skipped, c.macs_skipped);
         job_macs += c.macs;
         job_energy += epj;

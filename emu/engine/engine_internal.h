@@ -49,6 +49,7 @@ enum {
     W_TMP,
     W_TMP2,
     W_TMP3,
+    W_FP8S, /* matmul.c: an FP8 chunk's block scales, one row per weight row */
 };
 /* Worker scratch of the AMX blocks (kern_amx.inc): packed A and B tiles */
 enum {
@@ -463,6 +464,14 @@ ENG_DECL_OP(sample);
 /* The SAMPLE command of c in its 1.3 form (a 1.2 command zero-extended). */
 void eng_sample_cmd(const struct eng_cmd *c, struct tx8_cmd_sample *out);
 
+/* Scales of an FP8 weight [rows x cols]: ceil(rows / 128) x ceil(cols / 128)
+ * (rows and cols are u32: no overflow) */
+static inline uint64_t eng_fp8_scale_count(uint64_t rows, uint64_t cols)
+{
+    return ((rows + TX8_FP8_BLOCK - 1) / TX8_FP8_BLOCK) *
+           ((cols + TX8_FP8_BLOCK - 1) / TX8_FP8_BLOCK);
+}
+
 /* Weights: static check of a tx8_weight's fields and direct ranges. */
 int eng_weight_check(struct eng_cmd *c, const struct tx8_weight *w, int direct);
 /* Bytes of a weight's data, scales and index (valid after the check). */
@@ -473,9 +482,13 @@ struct mm_w {
     const uint8_t *data;
     unsigned dtype;
     size_t N, K, es;
-    const float *scales; /* I8 */
-    size_t group;        /* I8: elements per scale (K for per-row); else K */
-    size_t ngroups;      /* scales per row */
+    /* bytes per element the K blocks are counted in: es, but 4 for FP8
+     * (the f32 weights it dequantises to: the same blocks, so the same
+     * sums as an F32 weight holding the dequantised values) */
+    size_t kes;
+    const float *scales; /* I8: per row; FP8: per 128 x 128 block */
+    size_t group;        /* I8: elements per scale (K for per-row); FP8 128; else K */
+    size_t ngroups;      /* scales per row (FP8: per row of blocks) */
     int sparse;
     const uint32_t *row_ptr; /* sparse: private, validated copy */
     const uint16_t *cols;

@@ -15,6 +15,21 @@
 
 #define AI __attribute__((always_inline)) static inline
 
+/* 8 E4M3 codes -> f32, bit-exact with tx_e4m3_to_f32 (as eng_e4m3x16) */
+AI __m256 e4m3x8(__m128i bytes)
+{
+    __m256i b = _mm256_cvtepu8_epi32(bytes);
+    __m256i em = _mm256_and_si256(b, _mm256_set1_epi32(0x7f));
+    __m256i v = _mm256_add_epi32(_mm256_slli_epi32(em, 20), _mm256_set1_epi32(120 << 23));
+    __m256i sub =
+        _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(em), _mm256_set1_ps(1.0f / 512.0f)));
+    v = _mm256_blendv_epi8(v, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(8), em));
+    v = _mm256_blendv_epi8(v, _mm256_set1_epi32(0x7fc00000),
+                           _mm256_cmpeq_epi32(em, _mm256_set1_epi32(0x7f)));
+    v = _mm256_or_si256(v, _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24));
+    return _mm256_castsi256_ps(v);
+}
+
 AI __m256 load8(const uint8_t *w, size_t k, unsigned dtype)
 {
     switch (dtype) {
@@ -27,6 +42,8 @@ AI __m256 load8(const uint8_t *w, size_t k, unsigned dtype)
     case TX8_DTYPE_I8:
         return _mm256_cvtepi32_ps(
             _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(w + k))));
+    case TX8_DTYPE_F8_E4M3:
+        return e4m3x8(_mm_loadl_epi64((const __m128i *)(const void *)(w + k)));
     default:
         return _mm256_loadu_ps((const float *)(const void *)(w + k * 4));
     }
@@ -44,6 +61,8 @@ AI float w_scalar(const uint8_t *w, size_t k, unsigned dtype)
         return tx_bf16_to_f32(h);
     case TX8_DTYPE_I8:
         return (float)(int8_t)w[k];
+    case TX8_DTYPE_F8_E4M3:
+        return tx_e4m3_to_f32(w[k]);
     default: {
         float f;
         memcpy(&f, w + k * 4, 4);
@@ -60,7 +79,9 @@ AI float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-#define ES(D) ((D) == TX8_DTYPE_F32 ? 4 : (D) == TX8_DTYPE_I8 ? 1 : 2)
+#define ES(D) ((D) == TX8_DTYPE_F32 ? 4 : (D) == TX8_DTYPE_I8 || (D) == TX8_DTYPE_F8_E4M3 ? 1 : 2)
+/* weights multiplied by scales (I8 per row / group, FP8 per block) */
+#define SCALED(D) ((D) == TX8_DTYPE_I8 || (D) == TX8_DTYPE_F8_E4M3)
 
 /* RM (<= 5) weight rows, rows past t->R repeating the last one (results
  * dropped), T (<= 4) tokens; SM: the small-batch kernel (mm_small_f32). */
@@ -92,7 +113,7 @@ AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, 
         size_t kend = t->k1;
         size_t g = 0;
         __m256 s[5];
-        if (D == TX8_DTYPE_I8) {
+        if (SCALED(D)) {
             g = k / t->group;
             size_t ge = (g + 1) * t->group;
             if (ge < kend)
@@ -114,7 +135,7 @@ AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, 
 #pragma GCC unroll 5
             for (unsigned r = 0; r < RM; r++) {
                 wv[r] = load8(w[r], k, D);
-                if (D == TX8_DTYPE_I8)
+                if (SCALED(D))
                     wv[r] = _mm256_mul_ps(wv[r], s[r]);
             }
 #pragma GCC unroll 4
@@ -137,8 +158,7 @@ AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, 
             for (unsigned r = 0; r < RM; r++)
                 for (size_t i = 0; i < 8; i++)
                     wb[r][i] =
-                        i < n ? w_scalar(w[r], k + i, D) * (D == TX8_DTYPE_I8 ? sc[r][g] : 1.0f)
-                              : 0.0f;
+                        i < n ? w_scalar(w[r], k + i, D) * (SCALED(D) ? sc[r][g] : 1.0f) : 0.0f;
 #pragma GCC unroll 4
             for (unsigned j = 0; j < T; j++) {
                 for (size_t i = 0; i < 8; i++)
@@ -154,7 +174,7 @@ AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, 
 #pragma GCC unroll 5
             for (unsigned r = 0; r < RM; r++) {
                 float wf = w_scalar(w[r], k, D);
-                if (D == TX8_DTYPE_I8)
+                if (SCALED(D))
                     wf *= sc[r][g];
 #pragma GCC unroll 4
                 for (unsigned j = 0; j < T; j++)
@@ -200,6 +220,7 @@ TILE_F32_D(0)
 TILE_F32_D(1)
 TILE_F32_D(2)
 TILE_F32_D(3)
+TILE_F32_D(18) /* TX8_DTYPE_F8_E4M3 */
 
 static void mm_tile_f32(const struct mm_tile *t)
 {
@@ -212,6 +233,9 @@ static void mm_tile_f32(const struct mm_tile *t)
         break;
     case TX8_DTYPE_I8:
         tile_f32_3(t);
+        break;
+    case TX8_DTYPE_F8_E4M3:
+        tile_f32_18(t);
         break;
     default:
         tile_f32_0(t);
@@ -249,6 +273,7 @@ SMALL_F32_D(0)
 SMALL_F32_D(1)
 SMALL_F32_D(2)
 SMALL_F32_D(3)
+SMALL_F32_D(18) /* TX8_DTYPE_F8_E4M3 */
 
 static void mm_small_f32(const struct mm_tile *t)
 {
@@ -265,6 +290,9 @@ static void mm_small_f32(const struct mm_tile *t)
         break;
     case TX8_DTYPE_I8:
         small_f32_3(t);
+        break;
+    case TX8_DTYPE_F8_E4M3:
+        small_f32_18(t);
         break;
     default:
         small_f32_0(t);

@@ -24,7 +24,9 @@
 #ifndef ENG_PREFETCH
 #define ENG_PREFETCH 1024
 #endif
-#define ES(D) ((D) == TX8_DTYPE_F32 ? 4 : (D) == TX8_DTYPE_I8 ? 1 : 2)
+#define ES(D) ((D) == TX8_DTYPE_F32 ? 4 : (D) == TX8_DTYPE_I8 || (D) == TX8_DTYPE_F8_E4M3 ? 1 : 2)
+/* weights multiplied by scales (I8 per row / group, FP8 per block) */
+#define SCALED(D) ((D) == TX8_DTYPE_I8 || (D) == TX8_DTYPE_F8_E4M3)
 
 /* ---- loads -------------------------------------------------------------- */
 
@@ -39,6 +41,8 @@ AI __m512 load16m(const uint8_t *w, size_t k, unsigned dtype, __mmask16 m)
             _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, w + k * 2)), 16));
     case TX8_DTYPE_I8:
         return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, w + k)));
+    case TX8_DTYPE_F8_E4M3:
+        return eng_e4m3x16(_mm_maskz_loadu_epi8(m, w + k));
     default:
         return _mm512_maskz_loadu_ps(m, w + k * 4);
     }
@@ -110,7 +114,7 @@ AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, 
     while (k < t->k1) {
         size_t kend = t->k1;
         __m512 s[8];
-        if (D == TX8_DTYPE_I8) {
+        if (SCALED(D)) {
             size_t g = k / t->group;
             size_t ge = (g + 1) * t->group;
             if (ge < kend)
@@ -139,7 +143,7 @@ AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, 
 #pragma GCC unroll 8
             for (unsigned r = 0; r < RM; r++) {
                 wv[r] = eng_load16(w[r], k, D);
-                if (D == TX8_DTYPE_I8)
+                if (SCALED(D))
                     wv[r] = _mm512_mul_ps(wv[r], s[r]);
             }
 #pragma GCC unroll 8
@@ -160,7 +164,7 @@ AI void tile_f32_x(const struct mm_tile *t, const unsigned T, const unsigned D, 
 #pragma GCC unroll 8
             for (unsigned r = 0; r < RM; r++) {
                 wv[r] = load16m(w[r], k, D, m);
-                if (D == TX8_DTYPE_I8)
+                if (SCALED(D))
                     wv[r] = _mm512_mul_ps(wv[r], s[r]);
             }
 #pragma GCC unroll 8
@@ -214,6 +218,11 @@ AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const 
 {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     size_t k = k0;
+    /* FP8: the F32 loops (so the same sums as f32 weights holding the
+     * dequantised values), each vector times its block's scale: k0 is a
+     * multiple of 64, so a 64-element step, and the < 64 left after the
+     * steps, lie in one block of TX8_FP8_BLOCK columns */
+    const int F8 = D == TX8_DTYPE_F8_E4M3;
     if (D != TX8_DTYPE_I8) {
         for (; k + 64 <= k1; k += 64) {
             if (ENG_PREFETCH) {
@@ -225,10 +234,19 @@ AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const 
                     _mm_prefetch((const char *)(w + k * ES(D) + 192 + ENG_PREFETCH), _MM_HINT_T0);
                 }
             }
-            a0 = _mm512_fmadd_ps(eng_load16(w, k, D), _mm512_loadu_ps(x + k), a0);
-            a1 = _mm512_fmadd_ps(eng_load16(w, k + 16, D), _mm512_loadu_ps(x + k + 16), a1);
-            a2 = _mm512_fmadd_ps(eng_load16(w, k + 32, D), _mm512_loadu_ps(x + k + 32), a2);
-            a3 = _mm512_fmadd_ps(eng_load16(w, k + 48, D), _mm512_loadu_ps(x + k + 48), a3);
+            __m512 w0 = eng_load16(w, k, D), w1 = eng_load16(w, k + 16, D);
+            __m512 w2 = eng_load16(w, k + 32, D), w3 = eng_load16(w, k + 48, D);
+            if (F8) {
+                __m512 sv = _mm512_set1_ps(sc[k / group]);
+                w0 = _mm512_mul_ps(w0, sv);
+                w1 = _mm512_mul_ps(w1, sv);
+                w2 = _mm512_mul_ps(w2, sv);
+                w3 = _mm512_mul_ps(w3, sv);
+            }
+            a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + k), a0);
+            a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + k + 16), a1);
+            a2 = _mm512_fmadd_ps(w2, _mm512_loadu_ps(x + k + 32), a2);
+            a3 = _mm512_fmadd_ps(w3, _mm512_loadu_ps(x + k + 48), a3);
         }
     }
     while (k < k1) {
@@ -240,9 +258,11 @@ AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const 
                 kend = (g + 1) * group;
             sv = _mm512_set1_ps(sc[g]);
         }
+        if (F8)
+            sv = _mm512_set1_ps(sc[k / group]);
         for (; k + 32 <= kend; k += 32) {
             __m512 w0 = eng_load16(w, k, D), w1 = eng_load16(w, k + 16, D);
-            if (D == TX8_DTYPE_I8) {
+            if (SCALED(D)) {
                 w0 = _mm512_mul_ps(w0, sv);
                 w1 = _mm512_mul_ps(w1, sv);
             }
@@ -251,14 +271,14 @@ AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const 
         }
         for (; k + 16 <= kend; k += 16) {
             __m512 wv = eng_load16(w, k, D);
-            if (D == TX8_DTYPE_I8)
+            if (SCALED(D))
                 wv = _mm512_mul_ps(wv, sv);
             a0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + k), a0);
         }
         if (k < kend) {
             __mmask16 m = mask16(kend - k);
             __m512 wv = load16m(w, k, D, m);
-            if (D == TX8_DTYPE_I8)
+            if (SCALED(D))
                 wv = _mm512_mul_ps(wv, sv);
             a1 = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + k), a1);
             k = kend;
@@ -304,6 +324,7 @@ TILE_F32_D(0)
 TILE_F32_D(1)
 TILE_F32_D(2)
 TILE_F32_D(3)
+TILE_F32_D(18) /* TX8_DTYPE_F8_E4M3 */
 
 static void mm_tile_f32(const struct mm_tile *t)
 {
@@ -316,6 +337,9 @@ static void mm_tile_f32(const struct mm_tile *t)
         break;
     case TX8_DTYPE_I8:
         tile_f32_3(t);
+        break;
+    case TX8_DTYPE_F8_E4M3:
+        tile_f32_18(t);
         break;
     default:
         tile_f32_0(t);
@@ -373,6 +397,7 @@ SMALL_F32_D(0)
 SMALL_F32_D(1)
 SMALL_F32_D(2)
 SMALL_F32_D(3)
+SMALL_F32_D(18) /* TX8_DTYPE_F8_E4M3 */
 
 static void mm_small_f32(const struct mm_tile *t)
 {
@@ -389,6 +414,9 @@ static void mm_small_f32(const struct mm_tile *t)
         break;
     case TX8_DTYPE_I8:
         small_f32_3(t);
+        break;
+    case TX8_DTYPE_F8_E4M3:
+        small_f32_18(t);
         break;
     default:
         small_f32_0(t);

@@ -11,7 +11,7 @@
 
 #define CHUNK 256
 
-/* Weight elements [k, k + n) of a row as f32 (I8: times their scales). */
+/* Weight elements [k, k + n) of a row as f32 (I8, FP8: times their scales). */
 static void load_w(float *dst, const uint8_t *w, unsigned dtype, size_t k, size_t n,
                    const float *scales, size_t group)
 {
@@ -35,6 +35,12 @@ static void load_w(float *dst, const uint8_t *w, unsigned dtype, size_t k, size_
         const int8_t *p = (const int8_t *)w + k;
         for (size_t i = 0; i < n; i++)
             dst[i] = (float)p[i] * scales[(k + i) / group];
+        break;
+    }
+    case TX8_DTYPE_F8_E4M3: { /* the engine's FP8 reference: e4m3 x scale, one rounding */
+        const uint8_t *p = w + k;
+        for (size_t i = 0; i < n; i++)
+            dst[i] = tx_e4m3_to_f32(p[i]) * scales[(k + i) / group];
         break;
     }
     }

@@ -58,6 +58,8 @@
  * outer, K blocks of MM_SMALL_KB bytes of a row, token tiles inner */
 #define MM_SMALL 32
 #define MM_SMALL_KB 4096
+/* the scales of weight row r in mm_chunk / mm_small (sc, sc0 there) */
+#define ROW_SCALES(r) (sc ? sc + ((r)-sc0) * w->ngroups : NULL)
 
 uint64_t eng_mm_macs(const struct mm_w *w, size_t T, uint64_t *skipped)
 {
@@ -79,8 +81,14 @@ int eng_mm_weight(struct tx8_engine *e, const struct tx8_weight *tw, unsigned sl
     w->N = tw->rows;
     w->K = tw->cols;
     w->es = tx_dtype_size(tw->dtype);
+    w->kes = tw->dtype == TX8_DTYPE_F8_E4M3 ? 4 : w->es;
     w->group = w->K ? w->K : 1;
     w->ngroups = 1;
+    if (tw->dtype == TX8_DTYPE_F8_E4M3) {
+        w->scales = eng_ptr(e, tw->scales);
+        w->group = TX8_FP8_BLOCK;
+        w->ngroups = (w->K + TX8_FP8_BLOCK - 1) / TX8_FP8_BLOCK;
+    }
     if (tw->dtype == TX8_DTYPE_I8) {
         w->scales = eng_ptr(e, tw->scales);
         if (tw->group_size) {
@@ -401,8 +409,8 @@ static int mm_amx_block(const struct mm_ctx *m, const struct mm_tile *t, size_t 
     size_t kb = kc;
     if (!bi && nt <= MM_SMALL) {
         kb = w->K; /* the small-batch loop's K blocks */
-        if (w->K * w->es > MM_SMALL_KB) {
-            kb = MM_SMALL_KB / w->es;
+        if (w->K * w->kes > MM_SMALL_KB) {
+            kb = MM_SMALL_KB / w->kes;
             if (a->i8 && w->group < w->K)
                 kb = (kb + w->group - 1) / w->group * w->group;
         }
@@ -433,11 +441,11 @@ static int mm_amx_block(const struct mm_ctx *m, const struct mm_tile *t, size_t 
  */
 static void mm_small(const struct eng_kernels *k, struct mm_tile *t, const struct mm_w *w,
                      const struct mm_act *a, float *C, size_t nr, size_t n0, size_t n1, size_t t0,
-                     size_t nt)
+                     size_t nt, const float *sc, size_t sc0)
 {
     size_t ntl = (nt + k->small_tokens - 1) / k->small_tokens;
     size_t tsz = (nt + ntl - 1) / ntl, rs = k->small_rows[tsz];
-    size_t ke = w->K * w->es > MM_SMALL_KB ? MM_SMALL_KB / w->es : w->K;
+    size_t ke = w->K * w->kes > MM_SMALL_KB ? MM_SMALL_KB / w->kes : w->K;
     for (size_t k0 = 0; k0 < w->K; k0 += ke) {
         t->k0 = k0;
         t->k1 = w->K - k0 < ke ? w->K : k0 + ke;
@@ -448,12 +456,29 @@ static void mm_small(const struct eng_kernels *k, struct mm_tile *t, const struc
             for (size_t r = n0; r < n1; r += rs) {
                 t->R = n1 - r < rs ? (unsigned)(n1 - r) : (unsigned)rs;
                 t->w = w->data + r * t->w_stride;
-                t->scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                t->scales = ROW_SCALES(r);
                 t->out = C + tt * nr + (r - n0);
                 k->mm_small_f32(t);
             }
         }
     }
+}
+
+/*
+ * An FP8 chunk's scales as the kernels take I8 ones: one row of ngroups
+ * per weight row r in [n0, n1) (the scales of its row of 128 x 128
+ * blocks), in worker scratch. Returns the table (row r at r - n0), or NULL.
+ */
+static const float *fp8_row_scales(const struct mm_w *w, size_t n0, size_t n1,
+                                   struct eng_worker *wk)
+{
+    float *S = eng_wscratch(wk, W_FP8S, (n1 - n0) * w->ngroups * sizeof(float) + 64);
+    if (!S)
+        return NULL;
+    for (size_t r = n0; r < n1; r++)
+        memcpy(S + (r - n0) * w->ngroups, w->scales + (r / TX8_FP8_BLOCK) * w->ngroups,
+               w->ngroups * sizeof(float));
+    return S;
 }
 
 static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
@@ -467,6 +492,16 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
     float *C = eng_wscratch(wk, W_C, tb * nr * sizeof(float) + 64);
     if (!C)
         return;
+    /* the scales of weight row r: ROW_SCALES(r) (I8: its own; FP8: its
+     * block row's, copied per row) */
+    const float *sc = w->scales;
+    size_t sc0 = 0;
+    if (w->dtype == TX8_DTYPE_F8_E4M3 && w->K) {
+        sc = fp8_row_scales(w, n0, n1, wk);
+        sc0 = n0;
+        if (!sc)
+            return; /* eng_wscratch failed the job */
+    }
     size_t act_es = a->i8 ? 1 : 4;
     const int bi = m->e->batch_inv;
     /* the K block: fixed whatever T in batch-invariant jobs */
@@ -497,7 +532,7 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
                     s.w = w->data + (size_t)b0 * TX8_SPARSE_BLOCK * w->es;
                     s.cols = w->cols + b0;
                     s.nblk = w->row_ptr[r + 1] - b0;
-                    s.scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                    s.scales = ROW_SCALES(r);
                     s.out = C + tt * nr + (r - n0);
                     if (s.nblk) {
                         if (a->i8)
@@ -526,18 +561,18 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
                  * once, in K blocks that stay in L1 while every token tile
                  * runs against them */
                 size_t kb = w->K;
-                if (w->K * w->es > MM_SMALL_KB) {
-                    kb = MM_SMALL_KB / w->es;
+                if (w->K * w->kes > MM_SMALL_KB) {
+                    kb = MM_SMALL_KB / w->kes;
                     if (a->i8 && w->group < w->K)
                         kb = (kb + w->group - 1) / w->group * w->group;
                 }
                 if (!a->i8 && !bf && k->mm_small_f32 && nt <= k->small_max) {
-                    mm_small(k, &t, w, a, C, nr, n0, n1, t0, nt);
+                    mm_small(k, &t, w, a, C, nr, n0, n1, t0, nt, sc, sc0);
                 } else {
                     for (size_t r = n0; r < n1; r += 4) {
                         t.R = n1 - r < 4 ? (unsigned)(n1 - r) : 4;
                         t.w = w->data + r * t.w_stride;
-                        t.scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                        t.scales = ROW_SCALES(r);
                         for (size_t k0 = 0; k0 < w->K; k0 += kb) {
                             t.k0 = k0;
                             t.k1 = w->K - k0 < kb ? w->K : k0 + kb;
@@ -560,7 +595,7 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
                 for (size_t r = n0; r < n1; r += rs) {
                     t.R = n1 - r < rs ? (unsigned)(n1 - r) : rs;
                     t.w = w->data + r * t.w_stride;
-                    t.scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                    t.scales = ROW_SCALES(r);
                     t.out = C + (r - n0);
                     for (size_t k0 = 0; k0 < w->K; k0 += kc) {
                         t.k0 = k0;
@@ -580,7 +615,7 @@ static void mm_chunk(void *p, size_t n0, size_t n1, struct eng_worker *wk)
                         for (size_t r = n0; r < n1; r += rs) {
                             t.R = n1 - r < rs ? (unsigned)(n1 - r) : rs;
                             t.w = w->data + r * t.w_stride;
-                            t.scales = w->scales ? w->scales + r * w->ngroups : NULL;
+                            t.scales = ROW_SCALES(r);
                             t.out = C + tt * nr + (r - n0);
                             mm_tile_call(k, &t, a->i8, bf);
                         }

@@ -111,8 +111,13 @@ void tx8_power_print_params(const struct tx8_power_model *m, FILE *f)
 void tx8_power_command(const struct tx8_power_model *m, uint64_t macs, unsigned dtype,
                        uint64_t mem_bytes, uint64_t link_bytes, struct tx8_power_cost *out)
 {
-    unsigned dt = dtype < TX8_DTYPE_COUNT ? dtype : TX8_DTYPE_F16;
-    double dyn = (double)macs * m->pj_per_mac[dt] + (double)mem_bytes * m->pj_per_mem_byte +
+    /* FP8 weights (not one of the dtypes[] the arrays cover): their own
+     * energy per MAC, at the INT8 datapath's rate (the same bytes, a
+     * dequantise in registers) */
+    int fp8 = dtype == TX8_DTYPE_F8_E4M3;
+    unsigned dt = fp8 ? TX8_DTYPE_I8 : dtype < TX8_DTYPE_COUNT ? dtype : TX8_DTYPE_F16;
+    double pj_mac = fp8 ? m->pj_per_mac_fp8 : m->pj_per_mac[dt];
+    double dyn = (double)macs * pj_mac + (double)mem_bytes * m->pj_per_mem_byte +
                  (double)link_bytes * m->pj_per_link_byte;
     double rate = m->macs_per_cycle[dt] * m->clock_mhz * 1e-3; /* MACs per ns */
     double t_mac = rate > 0 ? (double)macs / rate : 0;            /* ns */

@@ -35,7 +35,24 @@ __attribute__((always_inline)) static inline __m512 eng_exp512(__m512 x)
     return _mm512_maskz_mov_ps(~tiny, _mm512_scalef_ps(p, n));
 }
 
-/* 16 f32 from element k of a row of type dtype (F32, F16, BF16, I8) */
+/* 16 E4M3 codes -> f32, bit-exact with tx_e4m3_to_f32: the code's sign
+ * and 7 magnitude bits placed at f32 bits 31 and 26..20 (sign-extend,
+ * shift, mask) are 2^-120 times the value, normal or subnormal (an exact
+ * power-of-two multiply, f32 denormal operands included: the engine never
+ * sets DAZ), then the NaN codes (0x7f, 0xff) as a quiet NaN (8 operations
+ * per 16 codes; tx_e4m3_to_f32 keeps the NaN's sign, a NaN either way). */
+__attribute__((always_inline)) static inline __m512 eng_e4m3x16(__m128i bytes)
+{
+    __m512i v = _mm512_and_si512(_mm512_slli_epi32(_mm512_cvtepi8_epi32(bytes), 20),
+                                 _mm512_set1_epi32((int)0x87f00000u));
+    __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(v), _mm512_set1_ps(0x1p120f));
+    __mmask16 nan =
+        _mm_cmpeq_epi8_mask(_mm_and_si128(bytes, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
+    return _mm512_mask_mov_ps(f, nan, _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
+}
+
+/* 16 f32 from element k of a row of type dtype (F32, F16, BF16, I8, FP8
+ * codes decoded without their scales) */
 __attribute__((always_inline)) static inline __m512 eng_load16(const uint8_t *w, size_t k, unsigned dtype)
 {
     switch (dtype) {
@@ -48,6 +65,8 @@ __attribute__((always_inline)) static inline __m512 eng_load16(const uint8_t *w,
     case TX8_DTYPE_I8:
         return _mm512_cvtepi32_ps(
             _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(w + k))));
+    case TX8_DTYPE_F8_E4M3:
+        return eng_e4m3x16(_mm_loadu_si128((const __m128i *)(const void *)(w + k)));
     default:
         return _mm512_loadu_ps((const float *)(const void *)(w + k * 4));
     }

@@ -1168,7 +1168,7 @@ static void init_ctrl(struct emu_dev *d, const struct emu_dev_config *cfg)
                    TX8_DTYPE_BIT(TX8_DTYPE_BF16) | TX8_DTYPE_BIT(TX8_DTYPE_I8) |
                    TX8_DTYPE_BIT(TX8_DTYPE_I32);
     caps->flags = TX8_CAP_SPARSE | TX8_CAP_RESET | TX8_CAP_FAULT_INJECT | TX8_CAP_KV_BLOCK |
-                  TX8_CAP_ABORT_JOB;
+                  TX8_CAP_ABORT_JOB | TX8_CAP_FP8;
     if (tx8_engine_isa(d->engine) == TX8_ISA_AVX512 || tx8_engine_isa(d->engine) == TX8_ISA_AMX)
         caps->flags |= TX8_CAP_INT8_DOT;
     caps->max_queues = TX8_MAX_QUEUES;

@@ -103,13 +103,17 @@ typedef enum glm_precision {
     GLM_PRECISION_FP16 = 1,
     GLM_PRECISION_BF16 = 2,
     GLM_PRECISION_INT8_MIXED = 3,
+    /* FP8 weights (E4M3 with an f32 scale per 128 x 128 block, as the
+     * Hugging Face FP8 checkpoints store them) with f32 activations: for
+     * attention, mlp, experts and output matrices (issue 38) */
+    GLM_PRECISION_FP8 = 4,
 #ifndef GLM_NO_SHORT_PRECISION_NAMES
     FP32 = GLM_PRECISION_FP32,
     FP16 = GLM_PRECISION_FP16,
     BF16 = GLM_PRECISION_BF16,
     INT8_MIXED = GLM_PRECISION_INT8_MIXED,
 #endif
-    GLM_PRECISION_COUNT = 4
+    GLM_PRECISION_COUNT = 5
 } glm_precision_t;
 
 typedef struct glm_layer_config {

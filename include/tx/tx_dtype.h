@@ -83,6 +83,45 @@ static inline uint16_t tx_f32_to_f16(float f)
     return (uint16_t)(sign | (uint16_t)(abs >> 13));
 }
 
+/*
+ * FP8 E4M3 "FN" (OCP FP8 E4M3, PyTorch's float8_e4m3fn: the element type
+ * of the Hugging Face FP8 checkpoints, safetensors dtype F8_E4M3): 1 sign,
+ * 4 exponent (bias 7) and 3 mantissa bits; no infinities; S.1111.111 (0x7f,
+ * 0xff) is NaN; largest finite value 448 (0x7e); subnormals m * 2^-9.
+ * Decoding is exact in float.
+ */
+static inline float tx_e4m3_to_f32(uint8_t b)
+{
+    uint32_t sign = (uint32_t)(b & 0x80u) << 24;
+    uint32_t exp = (b >> 3) & 0xfu, man = b & 7u;
+    if (exp == 0xfu && man == 7u) /* NaN */
+        return tx_bits_f32(sign | 0x7fc00000u);
+    if (exp == 0) { /* zero or subnormal: man * 2^-9 */
+        float v = (float)man * (1.0f / 512.0f);
+        return sign ? -v : v;
+    }
+    return tx_bits_f32(sign | ((exp + 120u) << 23) | (man << 20));
+}
+
+/* Round to nearest even, as PyTorch's conversion to float8_e4m3fn: a
+ * magnitude above 464 (the midpoint between 448 and the missing 480),
+ * infinity and NaN give NaN (0x7f with the sign); (448, 464] gives 448. */
+static inline uint8_t tx_f32_to_e4m3(float f)
+{
+    uint32_t u = tx_f32_bits(f);
+    uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+    uint32_t abs = u & 0x7fffffffu;
+    if (abs > 0x43e80000u) /* > 464, Inf, NaN */
+        return (uint8_t)(sign | 0x7fu);
+    if (abs < 0x3c800000u) { /* below 2^-6: subnormal or zero */
+        /* 2^14 + x: the FPU rounds x to a multiple of 2^-9, to even */
+        float v = tx_bits_f32(abs) + 16384.0f;
+        return (uint8_t)(sign | (uint8_t)(tx_f32_bits(v) - 0x46800000u));
+    }
+    abs += 0x7ffffu + ((abs >> 20) & 1u); /* round the 20 dropped bits to even */
+    return (uint8_t)(sign | (uint8_t)((abs >> 20) - (120u << 3)));
+}
+
 /* Bytes per element of a tx8 dtype (0 for an unknown one). */
 static inline size_t tx_dtype_size(unsigned dtype)
 {
@@ -94,16 +133,19 @@ static inline size_t tx_dtype_size(unsigned dtype)
     case TX8_DTYPE_BF16:
         return 2;
     case TX8_DTYPE_I8:
+    case TX8_DTYPE_F8_E4M3:
         return 1;
     default:
         return 0;
     }
 }
 
-/* "f32", "f16", "bf16", "i8", "i32", "q8_0", "q4_0" or "?" */
+/* "f32", "f16", "bf16", "i8", "i32", "q8_0", "q4_0", "fp8" or "?" */
 static inline const char *tx_dtype_name(unsigned dtype)
 {
     static const char *const names[] = {"f32", "f16", "bf16", "i8", "i32"};
+    if (dtype == TX8_DTYPE_F8_E4M3)
+        return "fp8";
     if (dtype == TX8_DTYPE_Q8_0)
         return "q8_0";
     if (dtype == TX8_DTYPE_Q4_0)

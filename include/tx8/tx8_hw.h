@@ -127,6 +127,24 @@ enum tx8_dtype {
 #define TX8_DTYPE_Q4_0			17
 #define TX8_KV_BLOCK			32
 
+/*
+ * FP8 weights (caps.flags TX8_CAP_FP8). Not a member of enum tx8_dtype
+ * (not in caps.dtypes; its MACs count in counters.macs_fp8): valid only as
+ * the dtype of a DENSE struct tx8_weight of MATMUL and MOE_FFN, with float
+ * activations (act_dtype F32, F16 or BF16). data holds rows x cols E4M3
+ * codes (OCP FP8 E4M3 "FN", PyTorch's float8_e4m3fn: 1 sign, 4 exponent
+ * bits of bias 7, 3 mantissa bits; no infinities, S.1111.111 is NaN,
+ * largest 448, subnormals m * 2^-9), row-major; scales holds f32
+ * [ceil(rows / 128)][ceil(cols / 128)], one per block of 128 x 128 (the
+ * last block row / column narrower), and group_size must be
+ * TX8_FP8_BLOCK. Dequantised W[r][c] = e4m3(data[r][c]) x
+ * scales[r / 128][c / 128], rounded once to f32; the products with the
+ * activations are then those of an F32 weight holding these values (the
+ * Hugging Face FP8 checkpoints' layout, stored bit for bit).
+ */
+#define TX8_DTYPE_F8_E4M3		18
+#define TX8_FP8_BLOCK			128
+
 /* caps.dtypes bitmask: bit (1 << enum tx8_dtype) */
 #define TX8_DTYPE_BIT(t)		(1u << (t))
 
@@ -141,6 +159,7 @@ enum tx8_dtype {
 #define TX8_CAP_FAULT_INJECT		(1u << 3)	/* mailbox fault injection */
 #define TX8_CAP_KV_BLOCK		(1u << 4)	/* 1.6: Q8_0 / Q4_0 KV-cache types */
 #define TX8_CAP_ABORT_JOB		(1u << 5)	/* mailbox ABORT_JOB (one job) */
+#define TX8_CAP_FP8			(1u << 6)	/* 1.8: TX8_DTYPE_F8_E4M3 weights */
 
 struct tx8_caps {
 	__u64 mem_size;		/* bytes of BAR2, power of two */
@@ -204,7 +223,7 @@ struct tx8_counters {
 	__u64 link_bytes;	/* host-link bytes charged: descriptors,
 				 * command buffers, completion records
 				 */
-	__u64 rsvd;
+	__u64 macs_fp8;		/* MACs with TX8_DTYPE_F8_E4M3 weights */
 };
 
 struct tx8_ctrl {

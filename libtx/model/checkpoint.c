@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* GLM checkpoints on disk (Hugging Face directory or ONNX), validated
  * against the architecture's tensor list. */
-#include "model_internal.h"
+#include "fp8_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +30,9 @@ struct tx_ckpt {
     int *ignored_mtp;
     size_t nignored;
     uint64_t bytes;
+    struct txm_quant_config quant;
+    struct tx_tensor *fp8; /* copies of the F8_E4M3 weights with their scales bound */
+    struct tx_ckpt_storage storage;
 };
 
 enum tx_ckpt_format tx_ckpt_format(const struct tx_ckpt *c)
@@ -74,6 +77,10 @@ uint64_t tx_ckpt_bytes(const struct tx_ckpt *c)
 {
     return c->bytes;
 }
+const struct tx_ckpt_storage *tx_ckpt_storage(const struct tx_ckpt *c)
+{
+    return &c->storage;
+}
 size_t tx_ckpt_n_ignored(const struct tx_ckpt *c)
 {
     return c->nignored;
@@ -114,6 +121,7 @@ void tx_ckpt_close(struct tx_ckpt *c)
     free(c->ignored);
     free(c->ignored_mtp);
     free(c->t);
+    free(c->fp8);
     free(c->sorted);
     free(c->path);
     free(c->config_path);
@@ -214,6 +222,66 @@ static int has_mtp_proj(const struct tx_ckpt *c, int layer)
     return src_find(c, name) != NULL;
 }
 
+/* The F8_E4M3 weight i of an FP8 checkpoint: finds and checks its
+ * <name>_scale_inv and binds it to a copy of the tensor. */
+static int bind_fp8(struct tx_ckpt *c, size_t i, const struct tx_tensor *t, char *err, size_t errsz)
+{
+    struct tx_ckpt_tensor *ct = &c->t[i];
+    char sname[GLM_TENSOR_NAME_MAX + sizeof(TXM_FP8_SCALE_SUFFIX)];
+    snprintf(sname, sizeof(sname), "%s%s", t->name, TXM_FP8_SCALE_SUFFIX);
+    const struct tx_tensor *s = src_find(c, sname);
+    if (!s) {
+        char s1[96];
+        uint64_t g[2] = {txm_fp8_grid(t->shape[0], c->quant.block_rows),
+                         t->ndim > 1 ? txm_fp8_grid(t->shape[1], c->quant.block_cols) : 1};
+        return tx_errbuf(err, errsz, TX_ENOENT,
+                         "%s: tensor %s (F32 %s, the block scales of the F8_E4M3 tensor %s) is "
+                         "missing",
+                         t->file, sname, tx_shape_str(g, 2, s1, sizeof(s1)), t->name);
+    }
+    int rc = txm_fp8_bind(t, s, &c->quant, &c->fp8[i], err, errsz);
+    if (rc < 0)
+        return rc;
+    ct->t = &c->fp8[i];
+    c->bytes += t->nbytes;
+    c->storage.bytes[t->type] += t->nbytes;
+    c->storage.tensors[t->type]++;
+    c->storage.scale_tensors++;
+    c->storage.scale_bytes += s->nbytes;
+    return 0;
+}
+
+/* A "<name>_scale_inv" tensor of an FP8 checkpoint that is not among the
+ * expected tensors: 1 if it is bound to its weight; else 0 with *lr and
+ * *ti of its weight's lookup (an MTP weight's scales are ignored with it),
+ * or an error naming it. */
+static int unbound_scale(const struct tx_ckpt *c, const struct tx_tensor *t, int *lr,
+                         struct glm_tensor_info *ti, char *err, size_t errsz)
+{
+    char base[GLM_TENSOR_NAME_MAX + sizeof(TXM_FP8_SCALE_SUFFIX)];
+    size_t bl = strlen(t->name) - strlen(TXM_FP8_SCALE_SUFFIX);
+    if (bl >= sizeof(base))
+        bl = sizeof(base) - 1;
+    memcpy(base, t->name, bl);
+    base[bl] = 0;
+    const struct tx_ckpt_tensor *w = tx_ckpt_find(c, base);
+    if (w && w->t->scale_inv == t)
+        return 1;
+    const struct tx_tensor *wt = src_find(c, base);
+    if (w || (wt && wt->type != TX_ELEM_F8_E4M3))
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: block scales of %s, which is stored as %s, not F8_E4M3",
+                         t->file, t->name, base, tx_elem_name((w ? w->t : wt)->type));
+    char sub[TX_ERR_MAX];
+    *lr = glm_config_tensor_lookup(&c->cfg, base, ti, sub, sizeof(sub));
+    if (*lr < 0 || !wt)
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "%s: tensor %s: block scales of %s, which %s; %s does not expect it",
+                         t->file, t->name, base,
+                         wt ? "is not a tensor of this model" : "is missing", c->config_path);
+    return 0;
+}
+
 int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz)
 {
     *out = NULL;
@@ -291,6 +359,12 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
                   strncmp(sub, "config.json: ", 13) ? sub : sub + 13);
         goto fail;
     }
+    rc = txm_quant_config_parse(c->config_json, c->config_path, &c->quant, err, errsz);
+    if (rc < 0)
+        goto fail;
+    c->storage.quant_fp8 = c->quant.fp8;
+    c->storage.block_rows = c->quant.block_rows;
+    c->storage.block_cols = c->quant.block_cols;
     c->tok_path = opt_file(dir, "tokenizer.json");
     c->tokcfg_path = opt_file(dir, "tokenizer_config.json");
     c->gencfg_path = opt_file(dir, "generation_config.json");
@@ -339,7 +413,9 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
         goto fail;
     }
     c->sorted = calloc(c->n + 1, sizeof(*c->sorted));
-    if (!c->sorted) {
+    if (c->quant.fp8)
+        c->fp8 = calloc(c->n + 1, sizeof(*c->fp8));
+    if (!c->sorted || (c->quant.fp8 && !c->fp8)) {
         rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto fail;
     }
@@ -364,15 +440,18 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
                            c->config_path, tx_shape_str(want, ct->info.ndim, s2, sizeof(s2)));
             goto fail;
         }
-        if (!tx_elem_supported(t->type) && c->cfg.quant_method[0]) {
-            /* e.g. DeepSeek-V3's FP8 release: F8_E4M3 weights with F32
-             * <weight>_scale_inv block scales */
+        if (t->type == TX_ELEM_F8_E4M3 && c->quant.fp8) {
+            rc = bind_fp8(c, i, t, err, errsz);
+            if (rc < 0)
+                goto fail;
+            continue;
+        }
+        if (t->type == TX_ELEM_F8_E4M3 || t->type == TX_ELEM_F8_E5M2) {
             rc = tx_errbuf(err, errsz, TX_ENOTSUP,
-                         "%s: tensor %s has dtype %s: %s's quantization_config.quant_method "
-                         "\"%s\" (a quantised checkpoint) is not supported; export a BF16 "
-                         "checkpoint (e.g. dequantised with the model's own conversion script)",
-                         t->file, ct->info.name, tx_elem_name(t->type), c->config_path,
-                         c->cfg.quant_method);
+                           "%s: tensor %s has dtype %s but %s has no quantization_config (an FP8 "
+                           "checkpoint needs quant_method \"fp8\", fmt \"e4m3\", "
+                           "weight_block_size [128, 128] and <weight>_scale_inv block scales)",
+                           t->file, ct->info.name, tx_elem_name(t->type), c->config_path);
             goto fail;
         }
         if (!tx_elem_supported(t->type)) {
@@ -383,6 +462,8 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
         }
         ct->t = t;
         c->bytes += t->nbytes;
+        c->storage.bytes[t->type] += t->nbytes;
+        c->storage.tensors[t->type]++;
     }
     free(where_buf);
     where_buf = NULL;
@@ -404,7 +485,16 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
             continue;
         struct glm_tensor_info ti;
         char sub[TX_ERR_MAX];
-        int lr = glm_config_tensor_lookup(&c->cfg, t->name, &ti, sub, sizeof(sub));
+        int lr = -1;
+        if (c->quant.fp8 && ends_with(t->name, TXM_FP8_SCALE_SUFFIX)) {
+            rc = unbound_scale(c, t, &lr, &ti, err, errsz);
+            if (rc < 0)
+                goto fail;
+            if (rc == 1)
+                continue; /* the scales of a model weight */
+        } else {
+            lr = glm_config_tensor_lookup(&c->cfg, t->name, &ti, sub, sizeof(sub));
+        }
         if (lr < 0 && !is_buffer(t->name)) {
             rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: %s; %s does not expect it", t->file, sub,
                            c->config_path);
@@ -456,6 +546,13 @@ uint32_t tx_ckpt_hash_tensor(uint32_t h, const struct tx_tensor *t, uint32_t dat
     return tx_crc32c(h, rec, n);
 }
 
+uint32_t tx_ckpt_hash_scales(uint32_t h, const struct tx_tensor *t)
+{
+    const struct tx_tensor *s = t->scale_inv;
+    uint32_t dc = tx_crc32c(0, s->data, (size_t)s->nbytes);
+    return tx_ckpt_hash_tensor(h, s, dc);
+}
+
 int tx_ckpt_source_hash(const struct tx_ckpt *c, uint32_t *hash, char *err, size_t errsz)
 {
     if (!c || !hash)
@@ -473,6 +570,8 @@ int tx_ckpt_source_hash(const struct tx_ckpt *c, uint32_t *hash, char *err, size
         }
         tx_tensor_release(t);
         h = tx_ckpt_hash_tensor(h, t, dc);
+        if (t->scale_inv)
+            h = tx_ckpt_hash_scales(h, t);
     }
     *hash = h;
     return 0;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared helpers of the model-format code: errors, files, element types,
  * conversions and CRC32C. */
-#include "model_internal.h"
+#include "fp8_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -247,6 +247,10 @@ int tx_tensor_read_f32(const struct tx_tensor *t, uint64_t first, uint64_t count
             dst[i] = tx_f16_to_f32(h);
         }
         return 0;
+    case TX_ELEM_F8_E4M3:
+        if (t->scale_inv)
+            return txm_fp8_read_f32(t, first, count, dst, err, errsz);
+        /* fall through */
     default:
         return tx_errbuf(err, errsz, TX_ENOTSUP,
                          "%s: tensor %s has dtype %s; only BF16, F16 and F32 are supported",

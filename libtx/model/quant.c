@@ -267,6 +267,18 @@ int tx_weight_dequant(unsigned dtype, unsigned format, uint32_t rows, uint32_t c
                       uint32_t group_size, uint32_t nnz_blocks, const void *data,
                       const float *scales, const void *index, float *dst, char *err, size_t errsz)
 {
+    if (dtype == TX8_DTYPE_F8_E4M3) { /* dense, scales per 128 x 128 block */
+        if (!scales || format != TX8_WFMT_DENSE || group_size != TX8_FP8_BLOCK)
+            return tx_errbuf(err, errsz, TX_EINVAL,
+                             "FP8 weight: dense with 128 x 128 block scales expected");
+        const uint64_t sc = ((uint64_t)cols + TX8_FP8_BLOCK - 1) / TX8_FP8_BLOCK;
+        const uint8_t *q = data;
+        for (uint64_t r = 0; r < rows; r++)
+            for (uint64_t c = 0; c < cols; c++)
+                dst[r * cols + c] = tx_e4m3_to_f32(q[r * cols + c]) *
+                                    load_f(scales, (r / TX8_FP8_BLOCK) * sc + c / TX8_FP8_BLOCK);
+        return 0;
+    }
     if (dtype == TX8_DTYPE_I8 && !scales)
         return tx_errbuf(err, errsz, TX_EINVAL, "I8 weight without scales");
     if (group_size && cols % group_size)
@@ -343,7 +355,7 @@ static int apply_words(struct tx_smd_plan_entry plan[TX_SMD_LAYER_COUNT], const 
     if (glm_plan_parse(words, &p) != TX_OK)
         return tx_errbuf(err, errsz, TX_EINVAL, "%s: %s", opt, tx_last_error());
     /* enum glm_layer_type and enum tx_smd_layer agree on 0..5, the
-     * precisions on 0..3 */
+     * precisions on 0..4 */
     for (int l = 0; l < GLM_LAYER_TYPE_COUNT; l++)
         plan[l].precision = (uint32_t)p.precision[l];
     plan[TX_SMD_LAYER_ROUTER].precision = TX_SMD_PREC_FP32;
@@ -357,12 +369,13 @@ int tx_plan_apply_quant(struct tx_smd_plan_entry plan[TX_SMD_LAYER_COUNT], const
      * golden (the article's INT8 deployment plan) */
     static const struct {
         const char *quant, *plan;
-    } tab[] = {{"none", "fp32"}, {"fp32", "fp32"},   {"fp16", "fp16"},
-               {"bf16", "bf16"}, {"int8", "golden"}, {"golden", "golden"}};
+    } tab[] = {{"none", "fp32"},   {"fp32", "fp32"},     {"fp16", "fp16"}, {"bf16", "bf16"},
+               {"int8", "golden"}, {"golden", "golden"}, {"fp8", "fp8"}};
     for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
         if (!strcasecmp(quant, tab[i].quant))
             return apply_words(plan, tab[i].plan, "--quant", err, errsz);
-    return tx_errbuf(err, errsz, TX_EINVAL, "--quant %s: expected none, fp16, bf16 or int8", quant);
+    return tx_errbuf(err, errsz, TX_EINVAL, "--quant %s: expected none, fp16, bf16, int8 or fp8",
+                     quant);
 }
 
 int tx_plan_apply_spec(struct tx_smd_plan_entry plan[TX_SMD_LAYER_COUNT], const char *spec,

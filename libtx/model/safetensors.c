@@ -828,6 +828,17 @@ int tx_st_set_open(const char *dir, struct tx_st_set **out, char *err, size_t er
                 goto fail;
             }
         }
+        /* and the other way: a tensor the index does not map is one that
+         * transformers would not load (e.g. a weight's _scale_inv
+         * companion left out of a re-sharded FP8 checkpoint) */
+        for (size_t i = 0; i < s->n; i++)
+            if (!json_object_object_get_ex(wm, s->sorted[i]->name, NULL)) {
+                rc = tx_errbuf(err, errsz, TX_EINVAL,
+                               "%s/model.safetensors.index.json: tensor %s of %s is not in the "
+                               "weight_map",
+                               dir, s->sorted[i]->name, s->sorted[i]->file);
+                goto fail;
+            }
     }
     for (size_t i = 0; i < nn; i++)
         free(names[i]);

@@ -31,7 +31,8 @@
 
 static const char *const layer_names[TX_SMD_LAYER_COUNT] = {
     "embedding", "attention", "mlp", "experts", "norm", "output", "router"};
-static const char *const prec_names[TX_SMD_PREC_COUNT] = {"FP32", "FP16", "BF16", "INT8_MIXED"};
+static const char *const prec_names[TX_SMD_PREC_COUNT] = {"FP32", "FP16", "BF16", "INT8_MIXED",
+                                                          "FP8"};
 
 const char *tx_smd_layer_name(enum tx_smd_layer l)
 {
@@ -53,6 +54,8 @@ int tx_smd_precision_parse(const char *s)
         return TX_SMD_PREC_BF16;
     if (!strcasecmp(s, "int8") || !strcasecmp(s, "int8_mixed") || !strcasecmp(s, "i8"))
         return TX_SMD_PREC_INT8_MIXED;
+    if (!strcasecmp(s, "fp8") || !strcasecmp(s, "f8_e4m3") || !strcasecmp(s, "e4m3"))
+        return TX_SMD_PREC_FP8;
     return -1;
 }
 
@@ -91,6 +94,8 @@ unsigned tx_smd_precision_dtype(enum tx_smd_precision p)
         return TX8_DTYPE_BF16;
     case TX_SMD_PREC_INT8_MIXED:
         return TX8_DTYPE_I8;
+    case TX_SMD_PREC_FP8:
+        return TX8_DTYPE_F8_E4M3;
     default:
         return TX8_DTYPE_F32;
     }
@@ -98,6 +103,11 @@ unsigned tx_smd_precision_dtype(enum tx_smd_precision p)
 
 uint64_t tx_smd_scales_size(unsigned dtype, uint32_t rows, uint32_t cols, uint32_t group_size)
 {
+    if (dtype == TX8_DTYPE_F8_E4M3) /* per 128 x 128 block, group_size 128 */
+        return group_size == TX8_FP8_BLOCK
+                   ? ((uint64_t)rows + TX8_FP8_BLOCK - 1) / TX8_FP8_BLOCK *
+                         (((uint64_t)cols + TX8_FP8_BLOCK - 1) / TX8_FP8_BLOCK) * 4
+                   : UINT64_MAX;
     if (dtype != TX8_DTYPE_I8)
         return group_size ? UINT64_MAX : 0;
     if (group_size == 0)
@@ -389,8 +399,10 @@ static int check_tensor(struct tx_smd *s, uint32_t i, char *err, size_t errsz)
     if (t->rsvd0 || t->rsvd1 || t->rsvd2 || !all_zero(t->rsvd3, sizeof(t->rsvd3)))
         return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: reserved fields not zero", P, N);
     if (t->dtype != TX8_DTYPE_F32 && t->dtype != TX8_DTYPE_F16 && t->dtype != TX8_DTYPE_BF16 &&
-        t->dtype != TX8_DTYPE_I8)
+        t->dtype != TX8_DTYPE_I8 && t->dtype != TX8_DTYPE_F8_E4M3)
         return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: invalid dtype %u", P, N, t->dtype);
+    if (t->dtype == TX8_DTYPE_F8_E4M3 && t->format != TX8_WFMT_DENSE)
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: FP8 tensors are dense", P, N);
     if (t->format != TX8_WFMT_DENSE && t->format != TX8_WFMT_BLOCK_SPARSE)
         return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: invalid format %u", P, N,
                          t->format);
@@ -431,6 +443,9 @@ static int check_tensor(struct tx_smd *s, uint32_t i, char *err, size_t errsz)
         return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: dense tensor with nnz_blocks", P,
                          N);
     }
+    if (t->dtype == TX8_DTYPE_F8_E4M3 && t->group_size != TX8_FP8_BLOCK)
+        return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: FP8 group size %u (must be %u)", P,
+                         N, t->group_size, TX8_FP8_BLOCK);
     if (t->dtype == TX8_DTYPE_I8 && t->group_size && t->cols % t->group_size)
         return tx_errbuf(err, errsz, TX_EINVAL,
                          "%s: tensor %s: %u columns not a multiple of group "
@@ -482,7 +497,7 @@ static int check_tensor(struct tx_smd *s, uint32_t i, char *err, size_t errsz)
                              P, N, r[k].what, r[k].off, r[k].size);
         pos = e;
     }
-    if (t->src_dtype >= TX8_DTYPE_COUNT)
+    if (t->src_dtype >= TX8_DTYPE_COUNT && t->src_dtype != TX8_DTYPE_F8_E4M3)
         return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: invalid source dtype", P, N);
     if (t->layer < -1 || t->expert < -1)
         return tx_errbuf(err, errsz, TX_EINVAL, "%s: tensor %s: invalid layer/expert index", P, N);
@@ -729,7 +744,7 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
         rc = check_tensor(s, i, err, errsz);
         if (rc < 0)
             goto fail;
-        if (s->t[i].dtype == TX8_DTYPE_I8)
+        if (s->t[i].dtype == TX8_DTYPE_I8 || s->t[i].dtype == TX8_DTYPE_F8_E4M3)
             flags_seen |= TX_SMD_F_QUANTIZED;
         if (s->t[i].format == TX8_WFMT_BLOCK_SPARSE)
             flags_seen |= TX_SMD_F_SPARSE;
@@ -1162,8 +1177,10 @@ int tx_smd_writer_begin(struct tx_smd_writer *w, const struct tx_smd_tensor_desc
     uint64_t is = tx_smd_index_size(t->format, t->rows, t->nnz_blocks);
     if (ds == UINT64_MAX || ss == UINT64_MAX || is == UINT64_MAX ||
         (t->dtype != TX8_DTYPE_F32 && t->dtype != TX8_DTYPE_F16 && t->dtype != TX8_DTYPE_BF16 &&
-         t->dtype != TX8_DTYPE_I8) ||
-        t->layer_type >= TX_SMD_LAYER_COUNT || t->src_dtype >= TX8_DTYPE_COUNT ||
+         t->dtype != TX8_DTYPE_I8 && t->dtype != TX8_DTYPE_F8_E4M3) ||
+        (t->dtype == TX8_DTYPE_F8_E4M3 && t->format != TX8_WFMT_DENSE) ||
+        t->layer_type >= TX_SMD_LAYER_COUNT ||
+        (t->src_dtype >= TX8_DTYPE_COUNT && t->src_dtype != TX8_DTYPE_F8_E4M3) ||
         (t->format == TX8_WFMT_BLOCK_SPARSE && t->group_size % TX8_SPARSE_BLOCK))
         return tx_errbuf(err, errsz, TX_EINVAL,
                          "%s: tensor %s: inconsistent dtype %u / format %u / group %u / nnz %u",
@@ -1186,7 +1203,7 @@ int tx_smd_writer_begin(struct tx_smd_writer *w, const struct tx_smd_tensor_desc
     w->in_tensor = 1;
     w->data_written = 0;
     w->crc = 0;
-    if (t->dtype == TX8_DTYPE_I8)
+    if (t->dtype == TX8_DTYPE_I8 || t->dtype == TX8_DTYPE_F8_E4M3)
         w->flags |= TX_SMD_F_QUANTIZED;
     if (t->format == TX8_WFMT_BLOCK_SPARSE)
         w->flags |= TX_SMD_F_SPARSE;

@@ -165,7 +165,7 @@ void blk_matmul(struct gctx *g, uint64_t y, uint64_t x, int mat, int tokens, int
     a.tokens = (uint32_t)tokens;
     a.ld_x = (uint32_t)ld_x;
     a.ld_y = (uint32_t)ld_y;
-    a.act_dtype = rt_prec_dtype(p);
+    a.act_dtype = rt_prec_act_dtype(p);
     a.flags = (uint16_t)flags;
     if (bias != RT_NONE) {
         a.bias = blk_vec(g, bias);
@@ -411,7 +411,7 @@ static void mla_absorbed_matmul(struct gctx *g, int l, int h, int which, uint64_
     a.tokens = (uint32_t)g->f->T;
     a.ld_x = (uint32_t)ld_x;
     a.ld_y = (uint32_t)ld_y;
-    a.act_dtype = rt_prec_dtype(g->plan->precision[GLM_ATTENTION]);
+    a.act_dtype = rt_prec_act_dtype(g->plan->precision[GLM_ATTENTION]);
     if (h == 0)
         blk_dbg(g, "MATMUL %s layer %d heads=%d T=%d N=%u K=%u w=%s (absorbed MLA, per head)",
                 which ? "W_UV" : "W_UK^T", l, g->c->num_attention_heads, g->f->T, a.w.rows,
@@ -832,7 +832,7 @@ void blk_ffn(struct gctx *g, int l)
     x.dim = (uint32_t)D;
     x.ffn_dim = (uint32_t)c->moe_intermediate_size;
     x.ld_x = x.ld_y = (uint32_t)D;
-    x.act_dtype = rt_prec_dtype(g->plan->precision[GLM_EXPERT]);
+    x.act_dtype = rt_prec_act_dtype(g->plan->precision[GLM_EXPERT]);
     x.flags = TX8_MOE_FFN_F_ACCUMULATE;
     /* the routed experts where the weight store keeps them */
     m->store->moe_ffn(g, l, mi, &x);

@@ -629,7 +629,7 @@ static void weight_ref(glm_model_t *m, int l, int e, int q, int s, const struct 
         w->group_size = c->dtype == TX8_DTYPE_I8 ? c->group : 0;
     } else {
         w->data = tx_ref(xc->bo, base + o->so[q]);
-        if (st->dtype == TX8_DTYPE_I8) {
+        if (rt_dtype_scaled(st->dtype)) {
             w->scales = tx_ref(xc->bo, base + o->so[q] + (st->scales_offset - st->data_offset));
             w->group_size = st->group_size;
         }

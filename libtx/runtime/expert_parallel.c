@@ -289,7 +289,7 @@ static int shard_submit(struct ep_dev *d, int l, int mi, const glm_precision_pla
     x.dim = (uint32_t)D;
     x.ffn_dim = (uint32_t)s->cfg.moe_intermediate_size;
     x.ld_x = x.ld_y = (uint32_t)D;
-    x.act_dtype = rt_prec_dtype(plan->precision[GLM_EXPERT]);
+    x.act_dtype = rt_prec_act_dtype(plan->precision[GLM_EXPERT]);
     x.flags = TX8_MOE_FFN_F_ACCUMULATE; /* y = -0.0 + 1 * out (the cache may run groups) */
     if (g->dbg)
         rt_debug("expert parallel: device %d: MoE layer %d, %u pairs", d->gidx, l, d->np);

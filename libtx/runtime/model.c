@@ -74,15 +74,26 @@ uint16_t rt_prec_dtype(glm_precision_t p)
         return TX8_DTYPE_BF16;
     case INT8_MIXED:
         return TX8_DTYPE_I8;
+    case GLM_PRECISION_FP8:
+        return TX8_DTYPE_F8_E4M3;
     default:
         return TX8_DTYPE_F32;
     }
+}
+
+/* How activations enter a product at precision p: FP8 weights take f32
+ * activations (the FP8 checkpoints' dynamic activation scheme, computed
+ * exactly here); the others their own type. */
+uint16_t rt_prec_act_dtype(glm_precision_t p)
+{
+    return p == GLM_PRECISION_FP8 ? TX8_DTYPE_F32 : rt_prec_dtype(p);
 }
 
 uint16_t rt_kv_dtype(glm_precision_t attention)
 {
     switch (attention) {
     case FP32:
+    case GLM_PRECISION_FP8: /* f32 compute around FP8 weights */
         return TX8_DTYPE_F32;
     case BF16:
         return TX8_DTYPE_BF16;

@@ -29,7 +29,8 @@ static struct plan_entry *plans;
 static const char *const ltype_names[RT_NLTYPES] = {
     "embedding", "attention", "mlp", "expert", "norm", "output", "router",
 };
-static const char *const prec_names[GLM_PRECISION_COUNT] = {"FP32", "FP16", "BF16", "INT8_MIXED"};
+static const char *const prec_names[GLM_PRECISION_COUNT] = {"FP32", "FP16", "BF16", "INT8_MIXED",
+                                                            "FP8"};
 
 TX_API const char *glm_layer_type_name(glm_layer_type_t t)
 {
@@ -67,6 +68,13 @@ TX_API void glm_plan_uniform(glm_precision_plan_t *plan, glm_precision_t p)
      * ("fp16", "int8", ...) keeps them FP32, in glm-inference and glm-export
      * alike; norm=fp16 / norm=bf16 asks for the rounding explicitly */
     plan->precision[GLM_NORM] = FP32;
+    /* "fp8": the projection matrices in FP8, as the FP8 checkpoints store
+     * them; the embedding (EMBED has no FP8 table) and lm_head (kept
+     * unquantised by those checkpoints) exact in FP32 */
+    if (p == GLM_PRECISION_FP8) {
+        plan->precision[GLM_EMBEDDING] = FP32;
+        plan->precision[GLM_OUTPUT] = FP32;
+    }
 }
 
 static int check_entry(glm_layer_type_t t, glm_precision_t p)
@@ -76,9 +84,14 @@ static int check_entry(glm_layer_type_t t, glm_precision_t p)
                         (int)t);
     if ((unsigned)p >= GLM_PRECISION_COUNT)
         return tx_error(TX_EINVAL,
-                        "set_layer_precision: precision %d is not FP32, FP16, BF16 "
-                        "or INT8_MIXED",
+                        "set_layer_precision: precision %d is not FP32, FP16, BF16, "
+                        "INT8_MIXED or FP8",
                         (int)p);
+    if (p == GLM_PRECISION_FP8 && (t == GLM_EMBEDDING || t == GLM_NORM))
+        return tx_error(TX_ENOTSUP,
+                        "set_layer_precision: %s cannot be FP8 (FP8 is a weight type of the "
+                        "matrix products: attention, mlp, experts, output)",
+                        t == GLM_NORM ? "norms" : "the embedding");
     if (t == GLM_NORM && p == INT8_MIXED)
         return tx_error(TX_ENOTSUP, "set_layer_precision: norms cannot run in INT8_MIXED "
                                     "(normalisation is computed in f32; FP16/BF16 round its "
@@ -201,8 +214,16 @@ int rt_precision_parse(const char *s, size_t n)
         const char *name;
         glm_precision_t p;
     } tab[] = {
-        {"fp32", FP32}, {"f32", FP32},        {"fp16", FP16},     {"f16", FP16},
-        {"bf16", BF16}, {"int8", INT8_MIXED}, {"i8", INT8_MIXED}, {"int8_mixed", INT8_MIXED},
+        {"fp32", FP32},
+        {"f32", FP32},
+        {"fp16", FP16},
+        {"f16", FP16},
+        {"bf16", BF16},
+        {"int8", INT8_MIXED},
+        {"i8", INT8_MIXED},
+        {"int8_mixed", INT8_MIXED},
+        {"fp8", GLM_PRECISION_FP8},
+        {"f8_e4m3", GLM_PRECISION_FP8},
     };
     for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
         if (strlen(tab[i].name) == n && !strncasecmp(s, tab[i].name, n))
@@ -265,8 +286,8 @@ TX_API int glm_plan_parse(const char *text, glm_precision_plan_t *plan)
                 glm_plan_uniform(&p, (glm_precision_t)pr);
             else
                 return tx_error(TX_EINVAL,
-                                "precision plan: '%.*s' is not golden, fp32, fp16, bf16, int8 "
-                                "or TYPE=PREC",
+                                "precision plan: '%.*s' is not golden, fp32, fp16, bf16, int8, "
+                                "fp8 or TYPE=PREC",
                                 (int)n, s);
         } else {
             size_t kn = (size_t)(eq - s), vn = (size_t)(end - eq - 1);
@@ -287,7 +308,7 @@ TX_API int glm_plan_parse(const char *text, glm_precision_plan_t *plan)
             if (pr < 0)
                 return tx_error(TX_EINVAL,
                                 "precision plan: unknown precision '%.*s' for %.*s (fp32, "
-                                "fp16, bf16, int8)",
+                                "fp16, bf16, int8, fp8)",
                                 (int)vn, v, (int)kn, s);
             if (t == -2) {
                 glm_plan_uniform(&p, (glm_precision_t)pr);

@@ -287,6 +287,12 @@ int rt_load_options(const struct glm_load_options *opt, struct glm_load_options 
 
 /* model.c */
 uint16_t rt_prec_dtype(glm_precision_t p);
+uint16_t rt_prec_act_dtype(glm_precision_t p);
+/* weight dtypes that carry f32 scales (I8 per row/group, FP8 per block) */
+static inline int rt_dtype_scaled(unsigned dt)
+{
+    return dt == TX8_DTYPE_I8 || dt == TX8_DTYPE_F8_E4M3;
+}
 uint16_t rt_kv_dtype(glm_precision_t attention);
 int rt_mat_of(const glm_model_t *m, int role, int layer);
 int rt_vec_of(const glm_model_t *m, int role, int layer);

@@ -392,7 +392,7 @@ int rt_stream_weight_ref(glm_model_t *m, int mi, glm_precision_t p, struct tx_we
         w->group_size = c->dtype == TX8_DTYPE_I8 ? c->group : 0;
     } else {
         w->data = tx_ref(s->slot_bo[k], t->off);
-        if (st->dtype == TX8_DTYPE_I8) {
+        if (rt_dtype_scaled(st->dtype)) {
             w->scales = tx_ref(s->slot_bo[k], t->off + (st->scales_offset - st->data_offset));
             w->group_size = st->group_size;
         }

@@ -10,6 +10,8 @@
  */
 #include "runtime/rt_internal.h"
 #include "runtime/weight_store.h"
+#include "runtime/expert_cache.h"
+#include "model/fp8_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -68,6 +70,8 @@ uint64_t rt_copy_scales_bytes(const glm_model_t *m, const struct rt_mat *x, uint
                               uint32_t g)
 {
     const struct tx_smd_tensor *st = m->tensors[x->t].smd;
+    if (dtype == TX8_DTYPE_F8_E4M3) /* per 128 x 128 block */
+        return txm_fp8_grid(st->rows, TX8_FP8_BLOCK) * txm_fp8_grid(st->cols, TX8_FP8_BLOCK) * 4;
     if (dtype != TX8_DTYPE_I8)
         return 0;
     return (uint64_t)st->rows * (g ? st->cols / g : 1) * 4;
@@ -97,13 +101,13 @@ int rt_weight_ref(glm_model_t *m, int mi, glm_precision_t p, struct tx_weight_re
                         glm_precision_name(p));
     memset(w, 0, sizeof(*w));
     w->data = tx_ref(c->bo, c->data);
-    if (c->dtype == TX8_DTYPE_I8)
+    if (rt_dtype_scaled(c->dtype))
         w->scales = tx_ref(c->bo, c->scales);
     w->rows = t->smd->rows;
     w->cols = t->smd->cols;
     w->dtype = c->dtype;
     w->format = t->smd->format;
-    w->group_size = c->dtype == TX8_DTYPE_I8 ? c->group : 0;
+    w->group_size = rt_dtype_scaled(c->dtype) ? c->group : 0;
     if (t->smd->format == TX8_WFMT_BLOCK_SPARSE) {
         w->nnz_blocks = t->smd->nnz_blocks;
         w->index = tx_ref(m->w_bo, t->off + (t->smd->index_offset - t->smd->data_offset));
@@ -275,6 +279,61 @@ int rt_emit_convert(tx_cmdbuf_t *cmd, const struct tx_smd_tensor *st, tx_bo_t *s
 }
 
 /*
+ * A conversion from or to FP8 (issue 38), through the host: the stored
+ * extent dequantised (tx_smd_dequant, exact for FP8: e4m3 x scale); to FP8
+ * quantised per 128 x 128 block the Hugging Face way into the copy; from
+ * FP8, the f32 values into the scratch buffer tmp and one CONVERT to the
+ * copy's type (the device's own rounding / INT8 quantisation, as for the
+ * other conversions), run at once.
+ */
+static int fp8_host_convert(glm_model_t *m, const struct rt_tensor *t, const struct rt_copy *c,
+                            void *cmap, tx_bo_t *tmp, tx_cmdbuf_t *cmd, tx_bo_t *dst_bo)
+{
+    const struct tx_smd_tensor *st = t->smd;
+    const uint64_t R = st->rows, C = st->cols, n = R * C;
+    void *tmap = NULL;
+    float *f = NULL;
+    char err[TX_ERR_MAX];
+    int rc = TX_OK;
+    if (c->dtype != TX8_DTYPE_F8_E4M3) {
+        if (!tmp || tx_bo_map(tmp, &tmap))
+            return tx_error(TX_ENOMEM, "%s: no scratch buffer for the FP8 conversion",
+                            t->info.name);
+        f = tmap;
+    } else if (!(f = malloc(n * sizeof(float) + 1))) {
+        return tx_error(TX_ENOMEM, "%s: out of memory", t->info.name);
+    }
+    if (tx_smd_dequant(st, (const uint8_t *)m->w_map + t->off, f, err, sizeof(err)) < 0) {
+        rc = tx_error(TX_EINVAL, "%s: %s", t->info.name, err);
+        goto out;
+    }
+    if (c->dtype == TX8_DTYPE_F8_E4M3) {
+        uint8_t *q = (uint8_t *)cmap + c->data;
+        float *sc = (float *)(void *)((uint8_t *)cmap + c->scales);
+        uint64_t ns = txm_fp8_grid(C, TX8_FP8_BLOCK);
+        for (uint64_t r0 = 0; r0 < R; r0 += TX8_FP8_BLOCK) {
+            uint64_t nr = R - r0 < TX8_FP8_BLOCK ? R - r0 : TX8_FP8_BLOCK;
+            txm_fp8_quantise_band(f + r0 * C, (uint32_t)nr, (uint32_t)C, TX8_FP8_BLOCK, q + r0 * C,
+                                  sc + r0 / TX8_FP8_BLOCK * ns);
+        }
+        goto out;
+    }
+    struct tx_smd_tensor f32 = *st; /* the f32 values in tmp, dense */
+    f32.dtype = TX8_DTYPE_F32;
+    f32.format = TX8_WFMT_DENSE;
+    f32.group_size = 0;
+    f32.scales_offset = 0;
+    rc = rt_emit_convert(cmd, &f32, tmp, 0, dst_bo, c, tmp);
+    if (rc == TX_OK)
+        rc = rt_run(m, cmd, "weight conversion", NULL);
+    tx_cmdbuf_reset(cmd);
+out:
+    if (c->dtype == TX8_DTYPE_F8_E4M3)
+        free(f);
+    return rc;
+}
+
+/*
  * Make every matrix of the classes whose precision differs available in the
  * plan's precision. Conversions of one class share a BO and run as one or
  * more device jobs; a temporary f32 BO holds intermediate results.
@@ -297,7 +356,13 @@ static int prepare_class(glm_model_t *m, int ltype, glm_precision_t p,
             fill_stored_copy(m, x, p);
             continue;
         }
-        uint32_t g = dtype == TX8_DTYPE_I8 ? rt_copy_group(m, x) : 0;
+        if ((dtype == TX8_DTYPE_F8_E4M3 || m->tensors[x->t].smd->dtype == TX8_DTYPE_F8_E4M3) &&
+            m->tensors[x->t].smd->format != TX8_WFMT_DENSE)
+            return tx_error(TX_ENOTSUP, "%s: a block-sparse tensor cannot run as FP8",
+                            m->tensors[x->t].info.name);
+        uint32_t g = dtype == TX8_DTYPE_I8        ? rt_copy_group(m, x)
+                     : dtype == TX8_DTYPE_F8_E4M3 ? TX8_FP8_BLOCK
+                                                  : 0;
         need = ALIGN_UP(need, 256) + rt_copy_data_bytes(m, x, dtype);
         need = ALIGN_UP(need, 64) + rt_copy_scales_bytes(m, x, dtype, g);
         const struct tx_smd_tensor *st = m->tensors[x->t].smd;
@@ -351,7 +416,9 @@ static int prepare_class(glm_model_t *m, int ltype, glm_precision_t p,
         const struct rt_tensor *t = &m->tensors[x->t];
         const struct tx_smd_tensor *st = t->smd;
         struct rt_copy *c = &x->copy[p];
-        uint32_t g = dtype == TX8_DTYPE_I8 ? rt_copy_group(m, x) : 0;
+        uint32_t g = dtype == TX8_DTYPE_I8        ? rt_copy_group(m, x)
+                     : dtype == TX8_DTYPE_F8_E4M3 ? TX8_FP8_BLOCK
+                                                  : 0;
         off = ALIGN_UP(off, 256);
         c->data = off;
         off += rt_copy_data_bytes(m, x, dtype);
@@ -364,6 +431,19 @@ static int prepare_class(glm_model_t *m, int ltype, glm_precision_t p,
 
         if (st->format == TX8_WFMT_BLOCK_SPARSE && (s_i8 || d_i8)) {
             rt_host_convert_sparse(st, (const uint8_t *)m->w_map + t->off, c, cb->map);
+            c->bo = cb->bo;
+            continue;
+        }
+        if (st->dtype == TX8_DTYPE_F8_E4M3 || dtype == TX8_DTYPE_F8_E4M3) {
+            /* through the host (CONVERT has no FP8): the pending commands
+             * first, as the scratch buffer is reused */
+            rc = rt_run(m, cmd, "weight conversion", NULL);
+            if (rc)
+                goto fail_cmd;
+            tx_cmdbuf_reset(cmd);
+            rc = fp8_host_convert(m, t, c, cb->map, tmp, cmd, cb->bo);
+            if (rc)
+                goto fail_cmd;
             c->bo = cb->bo;
             continue;
         }

@@ -137,6 +137,8 @@ seeds = {
     "matmul_f32": job(whole, [matmul(C, A, 0, weight(B, 10, 64), 3, 64, 10)]),
     "matmul_i8_bias": job(whole, [matmul(C, A, D, weight(B, 10, 64, 3, D + 64, 32), 3, 64, 10, 0, 2)]),
     "matmul_bf16_acc": job(whole, [matmul(C, A, 0, weight(B, 8, 32, 2), 2, 32, 8, 0, 1)]),
+    # FP8 weights (TX8_DTYPE_F8_E4M3 = 18): 130 x 40 codes, 2 x 1 block scales
+    "matmul_fp8": job(whole, [fill(D, 2, 0x3f800000), matmul(C, A, 0, weight(B, 130, 40, 18, D, 128), 2, 40, 130)]),
     "rmsnorm": job(whole, [rmsnorm(B, A, C, 3, 50)]),
     "add": job(whole, [add(C, A, B, 77)]),
     "swiglu": job(whole, [swiglu(C, A, B, 4, 30)]),

@@ -259,14 +259,20 @@ static void ref_weight(struct ref *r, const struct tx8_weight *w)
 {
     if (w->rsvd)
         return bad(r, TX8_STATUS_INVALID_CMD);
-    unsigned es = esize_of(w->dtype);
+    /* FP8 (1 byte) is a weight type only */
+    unsigned es = w->dtype == TX8_DTYPE_F8_E4M3 ? 1 : esize_of(w->dtype);
     if (!es)
         return bad(r, TX8_STATUS_UNSUPPORTED_DTYPE);
     int sparse = w->format == TX8_WFMT_BLOCK_SPARSE;
     if (w->format != TX8_WFMT_DENSE && !sparse)
         return bad(r, TX8_STATUS_INVALID_CMD);
     int i8 = w->dtype == TX8_DTYPE_I8;
-    if (i8) {
+    int fp8 = w->dtype == TX8_DTYPE_F8_E4M3;
+    if (fp8) {
+        /* dense, f32 scales per 128 x 128 block, group_size 128 */
+        if (sparse || !w->scales || w->group_size != TX8_FP8_BLOCK)
+            return bad(r, TX8_STATUS_INVALID_CMD);
+    } else if (i8) {
         if (!w->scales)
             return bad(r, TX8_STATUS_INVALID_CMD);
         if (w->group_size && w->cols % w->group_size)
@@ -294,6 +300,10 @@ static void ref_weight(struct ref *r, const struct tx8_weight *w)
     if (sparse)
         operand(r, w->index,
                 ((unsigned __int128)w->rows + 1) * 4 + (unsigned __int128)w->nnz_blocks * 2, R, 4);
+    if (fp8 && w->rows && w->cols)
+        operand(r, w->scales,
+                (unsigned __int128)((w->rows + 127ull) / 128) * ((w->cols + 127ull) / 128) * 4, R,
+                4);
     if (i8 && w->rows && w->cols) {
         uint64_t g = w->group_size ? w->cols / w->group_size : 1;
         operand(r, w->scales, (unsigned __int128)w->rows * g * 4, R, 4);

@@ -29,6 +29,9 @@
 #define LLVMFuzzerTestOneInput fuzz_moe_yaml_one
 #include "../fuzz/fuzz_moe_yaml.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_fp8_one
+#include "../fuzz/fuzz_fp8.c"
+#undef LLVMFuzzerTestOneInput
 
 static char err[TX_ERR_MAX];
 
@@ -66,6 +69,46 @@ START_TEST(replay_safetensors)
     ck_assert_int_eq(tx_st_open(p, &f, err, sizeof(err)), 0);
     ck_assert_uint_eq(tx_st_count(f), 3);
     tx_st_close(f);
+}
+END_TEST
+
+/* a seed of corpus/fp8: its config's verdict, and what binding w.weight gives */
+static int fp8_seed_bind(const char *name, struct txm_quant_config *q)
+{
+    char p[1100];
+    tx_test_corpus_dir(name, p, sizeof(p));
+    size_t len;
+    uint8_t *b = tm_read(p, &len);
+    size_t L = (size_t)b[0] | (size_t)b[1] << 8;
+    char *cfg = strndup((const char *)b + 2, L);
+    int rc = txm_quant_config_parse(cfg, "config.json", q, err, sizeof(err));
+    free(cfg);
+    if (rc == 0) {
+        tm_write(tm_path("s.safetensors"), b + 2 + L, len - 2 - L);
+        struct tx_st_file *f;
+        ck_assert_int_eq(tx_st_open(tm_path("s.safetensors"), &f, err, sizeof(err)), 0);
+        struct tx_tensor t;
+        rc = txm_fp8_bind(tx_st_find(f, "w.weight"), tx_st_find(f, "w.weight_scale_inv"), q, &t,
+                          err, sizeof(err));
+        tx_st_close(f);
+    }
+    free(b);
+    return rc;
+}
+
+START_TEST(replay_fp8)
+{
+    ck_assert_int_ge(replay("fp8", fuzz_fp8_one), 10);
+    struct txm_quant_config q;
+    ck_assert_int_eq(fp8_seed_bind("fp8/valid_edges", &q), 0);
+    ck_assert_int_eq(fp8_seed_bind("fp8/valid_bf16_scale", &q), 0);
+    ck_assert_int_eq(fp8_seed_bind("fp8/nan_scale", &q), TX_EINVAL);
+    tm_err_has(err, "nan");
+    ck_assert_int_eq(fp8_seed_bind("fp8/misshapen_scale", &q), TX_EINVAL);
+    tm_err_has(err, "[2, 1]");
+    ck_assert_int_eq(fp8_seed_bind("fp8/scale_of_bf16", &q), TX_EINVAL);
+    ck_assert_int_eq(fp8_seed_bind("fp8/gptq", &q), TX_ENOTSUP);
+    tm_err_has(err, "quantization_config.quant_method \"gptq\"");
 }
 END_TEST
 
@@ -273,6 +316,7 @@ static Suite *suite(void)
     tcase_add_test(tc, replay_onnx);
     tcase_add_test(tc, replay_config);
     tcase_add_test(tc, replay_moe_yaml);
+    tcase_add_test(tc, replay_fp8);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -155,6 +155,13 @@ START_TEST(model_orders_precisions)
     tx8_power_command(&m, 1000000, TX8_DTYPE_F16, 0, 0, &f16);
     tx8_power_command(&m, 1000000, TX8_DTYPE_F32, 0, 0, &f32);
     ck_assert(i8.dynamic_pj < f16.dynamic_pj && f16.dynamic_pj < f32.dynamic_pj);
+    /* FP8 weights: their own energy per MAC (between INT8 and FP16), at
+     * the INT8 datapath's rate */
+    struct tx8_power_cost f8;
+    tx8_power_command(&m, 1000000, TX8_DTYPE_F8_E4M3, 0, 0, &f8);
+    ck_assert(fabs(f8.dynamic_pj - 1e6 * m.pj_per_mac_fp8) < 1e-6 * f8.dynamic_pj);
+    ck_assert(i8.dynamic_pj < f8.dynamic_pj && f8.dynamic_pj < f16.dynamic_pj);
+    ck_assert(f8.time_ns == i8.time_ns);
     tx8_power_command(&m, 0, TX8_DTYPE_I8, 0, 0, &none);
     ck_assert(none.energy_pj == 0 && none.time_ns == 0);
     ck_assert(f16.clock_scale == 1.0);

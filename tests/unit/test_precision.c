@@ -95,7 +95,7 @@ START_TEST(test_api)
     cfg.layer_type = (glm_layer_type_t)-1;
     ck_assert_int_eq(set_layer_precision(dev, cfg), TX_EINVAL);
     cfg.layer_type = GLM_MLP;
-    cfg.precision = (glm_precision_t)4;
+    cfg.precision = (glm_precision_t)GLM_PRECISION_COUNT; /* 4 is FP8 since issue 38 */
     ck_assert_int_eq(set_layer_precision(dev, cfg), TX_EINVAL);
     cfg.layer_type = GLM_NORM;
     cfg.precision = INT8_MIXED;
@@ -132,7 +132,7 @@ START_TEST(test_plan_parse)
     OK(glm_plan_parse("golden,output=fp16,experts=INT8_MIXED", &p));
     ck_assert_int_eq(p.precision[GLM_OUTPUT], FP16);
     glm_precision_plan_t before = p;
-    ck_assert_int_eq(glm_plan_parse("mlp=fp8", &p), TX_EINVAL);
+    ck_assert_int_eq(glm_plan_parse("mlp=fp4", &p), TX_EINVAL);
     ck_assert_int_eq(glm_plan_parse("gpu=fp16", &p), TX_EINVAL);
     ck_assert_int_eq(glm_plan_parse("norm=int8", &p), TX_ENOTSUP);
     ck_assert_int_eq(glm_plan_parse("bogus", &p), TX_EINVAL);

@@ -636,7 +636,10 @@ START_TEST(names_and_plans)
     ck_assert_int_eq(tx_smd_precision_parse("INT8_MIXED"), TX_SMD_PREC_INT8_MIXED);
     ck_assert_int_eq(tx_smd_precision_parse("FP16"), TX_SMD_PREC_FP16);
     ck_assert_int_eq(tx_smd_precision_parse("bf16"), TX_SMD_PREC_BF16);
-    ck_assert_int_eq(tx_smd_precision_parse("fp8"), -1);
+    ck_assert_int_eq(tx_smd_precision_parse("fp8"), TX_SMD_PREC_FP8);
+    ck_assert_str_eq(tx_smd_precision_name(TX_SMD_PREC_FP8), "FP8");
+    ck_assert_uint_eq(tx_smd_precision_dtype(TX_SMD_PREC_FP8), TX8_DTYPE_F8_E4M3);
+    ck_assert_int_eq(tx_smd_precision_parse("fp4"), -1);
     ck_assert_int_eq(tx_smd_layer_parse("GLM_MLP"), TX_SMD_LAYER_MLP);
     ck_assert_int_eq(tx_smd_layer_parse("experts"), TX_SMD_LAYER_EXPERT);
     ck_assert_int_eq(tx_smd_layer_parse("norms"), TX_SMD_LAYER_NORM);

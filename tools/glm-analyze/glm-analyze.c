@@ -22,6 +22,33 @@
 
 #include <json-c/json.h>
 
+/* Adds the JSON object text `obj` as `key` of the report *json and the
+ * lines `lines` to the summary *sum (both malloc'd, consumed); *json or
+ * *sum is NULL when out of memory. */
+static void add_section(char **json, char **sum, const char *key, char *obj, char *lines)
+{
+    struct json_object *r = json_tokener_parse(*json), *o = obj ? json_tokener_parse(obj) : NULL;
+    char *nj = NULL, *ns = NULL;
+    if (r && o) {
+        json_object_object_add(r, key, o);
+        o = NULL;
+        const char *t = json_object_to_json_string_ext(
+            r, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+        if (t && (nj = malloc(strlen(t) + 2)))
+            strcat(strcpy(nj, t), "\n");
+    }
+    if (lines && (ns = malloc(strlen(*sum) + strlen(lines) + 1)))
+        strcat(strcpy(ns, *sum), lines);
+    json_object_put(r);
+    json_object_put(o);
+    free(obj);
+    free(lines);
+    free(*json);
+    free(*sum);
+    *json = nj;
+    *sum = ns;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: glm-analyze --model IN --output arch_report.json [--seq N] [--ctx N]\n"
@@ -106,7 +133,9 @@ int main(int argc, char **argv)
     char err[TX_ERR_MAX];
     struct glm_config cfg;
     const char *fmt;
-    if (tx_analyze_load_config(model, &cfg, &fmt, err, sizeof(err)) < 0) {
+    struct tx_ckpt_storage stored;
+    int is_ckpt = tx_analyze_load_config_storage(model, &cfg, &fmt, &stored, err, sizeof(err));
+    if (is_ckpt < 0) {
         fprintf(stderr, "glm-analyze: %s\n", err);
         return 1;
     }
@@ -128,34 +157,11 @@ int main(int argc, char **argv)
             tx_analysis_free(&a);
             return 1;
         }
-        char *ej = tx_ep_plan_json(&ep), *es = tx_ep_plan_summary(&ep);
-        struct json_object *r = json_tokener_parse(json), *eo = ej ? json_tokener_parse(ej) : NULL;
-        char *nj = NULL, *ns = NULL;
-        if (r && eo) {
-            json_object_object_add(r, "expert_parallel_placement", eo);
-            eo = NULL;
-            const char *t = json_object_to_json_string_ext(
-                r, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                       JSON_C_TO_STRING_NOSLASHESCAPE);
-            size_t n = strlen(t);
-            nj = malloc(n + 2);
-            if (nj) {
-                memcpy(nj, t, n);
-                nj[n] = '\n';
-                nj[n + 1] = 0;
-            }
-        }
-        if (es && (ns = malloc(strlen(sum) + strlen(es) + 1)))
-            strcat(strcpy(ns, sum), es);
-        json_object_put(r);
-        json_object_put(eo);
-        free(ej);
-        free(es);
-        free(json);
-        free(sum);
-        json = nj;
-        sum = ns;
+        add_section(&json, &sum, "expert_parallel_placement", tx_ep_plan_json(&ep),
+                    tx_ep_plan_summary(&ep));
     }
+    if (is_ckpt && json && sum) /* how the checkpoint is stored (FP8, BF16...) */
+        add_section(&json, &sum, "stored", tx_storage_json(&stored), tx_storage_summary(&stored));
     int rc = 0;
     if (!json || !sum) {
         fprintf(stderr, "glm-analyze: out of memory\n");

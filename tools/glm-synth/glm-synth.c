@@ -5,7 +5,7 @@
  *   glm-synth --arch ARCH --preset tiny|small|bench --output DIR
  *             [--seed N] [--format hf|onnx] [--tokenizer-dir DIR]
  *             [--onnx-data inline|external] [--shard-size SIZE]
- *             [--dense-ffn] [--threads N] [--quiet] [--config-set K=V,...]
+ *             [--dense-ffn] [--fp8] [--threads N] [--quiet] [--config-set K=V,...]
  *
  * Usage and file formats: docs/tools-export.md.
  */
@@ -30,7 +30,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: glm-synth --arch ARCH --preset tiny|small|bench --output DIR\n"
                "                 [--seed N] [--format hf|onnx] [--tokenizer-dir DIR]\n"
                "                 [--onnx-data inline|external] [--shard-size SIZE]\n"
-               "                 [--dense-ffn] [--threads N] [--quiet]\n"
+               "                 [--dense-ffn] [--fp8] [--threads N] [--quiet]\n"
                "                 [--routing uniform|skewed] [--routing-skew S] [--routing-corr C]\n"
                "                 [--experts N]\n"
                "                 [--config-set KEY=VALUE[,KEY=VALUE...]]\n"
@@ -55,6 +55,9 @@ static void usage(FILE *f)
                "  --routing-corr   C in [0, 1]: cross-layer correlation of the routers (default "
                "0.8)\n"
                "  --experts N      routed experts per MoE layer instead of the preset's\n"
+               "  --fp8            an FP8 block-quantised checkpoint as the FP8 releases ship\n"
+               "                   it: F8_E4M3 projections with F32 <name>_scale_inv per\n"
+               "                   128x128 block, quantization_config quant_method fp8\n"
                "  --config-set     config.json fields over the preset's, before the tensors are\n"
                "                   made, e.g. hidden_size=2048,num_hidden_layers=12\n");
 }
@@ -151,6 +154,7 @@ int main(int argc, char **argv)
                                          {"onnx-data", required_argument, NULL, 'D'},
                                          {"shard-size", required_argument, NULL, 'S'},
                                          {"dense-ffn", no_argument, NULL, 'F'},
+                                         {"fp8", no_argument, NULL, '8'},
                                          {"routing", required_argument, NULL, 'R'},
                                          {"routing-skew", required_argument, NULL, 'K'},
                                          {"routing-corr", required_argument, NULL, 'C'},
@@ -170,7 +174,7 @@ int main(int argc, char **argv)
                               .progress = 1};
     const char *out = NULL, *tokdir = NULL;
     int c;
-    while ((c = txc_getopt("glm-synth", argc, argv, "a:p:o:s:f:T:D:S:FR:K:C:E:t:qh", opts)) != -1) {
+    while ((c = txc_getopt("glm-synth", argc, argv, "a:p:o:s:f:T:D:S:F8R:K:C:E:t:qh", opts)) != -1) {
         char *end;
         switch (c) {
         case 'a': {
@@ -245,6 +249,9 @@ int main(int argc, char **argv)
         }
         case 'F':
             o.dense_ffn = 1;
+            break;
+        case '8':
+            o.fp8 = 1;
             break;
         case 'R':
             if (!strcmp(optarg, "uniform"))

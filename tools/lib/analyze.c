@@ -627,6 +627,15 @@ static int ends_with(const char *s, const char *suf)
 int tx_analyze_load_config(const char *path, struct glm_config *cfg, const char **format, char *err,
                            size_t errsz)
 {
+    int rc = tx_analyze_load_config_storage(path, cfg, format, NULL, err, errsz);
+    return rc > 0 ? 0 : rc;
+}
+
+int tx_analyze_load_config_storage(const char *path, struct glm_config *cfg, const char **format,
+                                   struct tx_ckpt_storage *storage, char *err, size_t errsz)
+{
+    if (storage)
+        memset(storage, 0, sizeof(*storage));
     if (txm_is_dir(path) || ends_with(path, ".onnx") || ends_with(path, ".ONNX")) {
         struct tx_ckpt *c;
         int rc = tx_ckpt_open(path, &c, err, errsz);
@@ -634,8 +643,10 @@ int tx_analyze_load_config(const char *path, struct glm_config *cfg, const char 
             return rc;
         *cfg = *tx_ckpt_config(c);
         *format = tx_ckpt_format(c) == TX_CKPT_ONNX ? "onnx" : "hf";
+        if (storage)
+            *storage = *tx_ckpt_storage(c);
         tx_ckpt_close(c);
-        return 0;
+        return 1;
     }
     if (ends_with(path, ".smd")) {
         struct tx_smd *s;
@@ -652,4 +663,67 @@ int tx_analyze_load_config(const char *path, struct glm_config *cfg, const char 
     }
     *format = "config";
     return glm_config_load(path, cfg, err, errsz);
+}
+
+/* ---- how a checkpoint is stored ----------------------------------------- */
+
+static uint64_t storage_total(const struct tx_ckpt_storage *s)
+{
+    uint64_t b = s->scale_bytes;
+    for (int t = 0; t < TX_ELEM_COUNT; t++)
+        b += s->bytes[t];
+    return b;
+}
+
+char *tx_storage_json(const struct tx_ckpt_storage *s)
+{
+    struct json_object *o = json_object_new_object(), *by = json_object_new_object();
+    char q[64] = "none";
+    if (s->quant_fp8)
+        snprintf(q, sizeof(q), "fp8 e4m3, %ux%u block scales", s->block_rows, s->block_cols);
+    json_object_object_add(o, "quantization", json_object_new_string(q));
+    json_object_object_add(o, "bytes", json_object_new_int64((int64_t)storage_total(s)));
+    for (int t = 0; t < TX_ELEM_COUNT; t++) {
+        if (!s->tensors[t])
+            continue;
+        struct json_object *e = json_object_new_object();
+        json_object_object_add(e, "tensors", json_object_new_int64((int64_t)s->tensors[t]));
+        json_object_object_add(e, "bytes", json_object_new_int64((int64_t)s->bytes[t]));
+        json_object_object_add(by, tx_elem_name((enum tx_elem_type)t), e);
+    }
+    json_object_object_add(o, "by_dtype", by);
+    if (s->quant_fp8) {
+        json_object_object_add(o, "scale_tensors",
+                               json_object_new_int64((int64_t)s->scale_tensors));
+        json_object_object_add(o, "scale_bytes", json_object_new_int64((int64_t)s->scale_bytes));
+    }
+    const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+    char *r = t ? strdup(t) : NULL;
+    json_object_put(o);
+    return r;
+}
+
+char *tx_storage_summary(const struct tx_ckpt_storage *s)
+{
+    struct txm_buf o = {0};
+    char line[256], b1[32];
+    snprintf(line, sizeof(line), "stored: %s, %s:",
+             s->quant_fp8 ? "FP8 block-quantised (E4M3, 128x128 block scales)" : "not quantised",
+             human_bytes((double)storage_total(s), b1, sizeof(b1)));
+    txm_buf_put(&o, line, strlen(line));
+    for (int t = 0; t < TX_ELEM_COUNT; t++) {
+        if (!s->tensors[t])
+            continue;
+        snprintf(line, sizeof(line), " %s %s (%" PRIu64 " tensors);",
+                 tx_elem_name((enum tx_elem_type)t),
+                 human_bytes((double)s->bytes[t], b1, sizeof(b1)), s->tensors[t]);
+        txm_buf_put(&o, line, strlen(line));
+    }
+    if (s->quant_fp8) {
+        snprintf(line, sizeof(line), " scales %s (%" PRIu64 " _scale_inv tensors)",
+                 human_bytes((double)s->scale_bytes, b1, sizeof(b1)), s->scale_tensors);
+        txm_buf_put(&o, line, strlen(line));
+    }
+    txm_buf_put(&o, "\n", 1);
+    return o.p;
 }

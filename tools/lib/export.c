@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Export: checkpoint (HF or ONNX) -> .smd package, streaming, with the
  * precision plan's storage types, INT8 quantisation and block pruning. */
+#include "model/fp8_internal.h"
 #include "model/quant_internal.h"
 #include "export_chat_template.h"
 
@@ -52,6 +53,8 @@ static enum tx_smd_layer layer_of(enum glm_tensor_class c)
 
 static unsigned tx8_of_elem(enum tx_elem_type t)
 {
+    if (t == TX_ELEM_F8_E4M3)
+        return TX8_DTYPE_F8_E4M3;
     return t == TX_ELEM_F16 ? TX8_DTYPE_F16 : t == TX_ELEM_BF16 ? TX8_DTYPE_BF16 : TX8_DTYPE_F32;
 }
 
@@ -165,6 +168,10 @@ static void choose(const struct tx_export_opts *o, const struct tx_ckpt_tensor *
     const struct tx_smd_plan_entry *pe = &o->plan[pc->lt];
     uint32_t cols = (uint32_t)ti->shape[1];
     pc->dtype = tx_smd_precision_dtype(pe->precision);
+    if (pc->dtype == TX8_DTYPE_F8_E4M3) { /* dense, 128 x 128 blocks */
+        pc->group = TX8_FP8_BLOCK;
+        return;
+    }
     if (pc->dtype == TX8_DTYPE_I8 && pc->lt != TX_SMD_LAYER_EMBEDDING && pe->group_size &&
         cols % pe->group_size == 0)
         pc->group = pe->group_size;
@@ -198,6 +205,61 @@ static uint32_t source_crc(uint32_t crc, const struct tx_tensor *t, uint64_t fir
 {
     size_t es = tx_elem_size(t->type);
     return tx_crc32c(crc, (const char *)t->data + first * es, (size_t)(count * es));
+}
+
+/*
+ * An FP8 tensor of the package, 128 rows (one row of blocks) at a time:
+ * an F8_E4M3 source with 128 x 128 block scales is stored bit for bit,
+ * its scales exactly (the same layout); any other source is quantised the
+ * Hugging Face way (txm_fp8_quantise_band). x: 128 * cols floats, q:
+ * 128 * cols bytes, scales: the tensor's [ceil(rows/128)][ceil(cols/128)].
+ * Streams like the other types (each band's pages dropped once written).
+ */
+static int fp8_tensor(struct tx_smd_writer *w, const struct tx_tensor *src, uint64_t rows,
+                      uint64_t cols, float *x, uint8_t *q, float *scales, struct txq_acc *acc,
+                      uint32_t *crc, struct progress *pg, const volatile int *cancel,
+                      const char *output, char *err, size_t errsz)
+{
+    const uint64_t B = TX8_FP8_BLOCK, sc = txm_fp8_grid(cols, TX8_FP8_BLOCK);
+    const int same = src->type == TX_ELEM_F8_E4M3 && src->scale_inv && src->block_rows == B &&
+                     src->block_cols == B;
+    for (uint64_t r0 = 0; r0 < rows; r0 += B) {
+        uint64_t nr = rows - r0 < B ? rows - r0 : B, n = nr * cols;
+        if (cancel && *cancel)
+            return tx_errbuf(err, errsz, TX_ECANCELED, "%s: export cancelled", output);
+        int rc = tx_tensor_read_f32(src, r0 * cols, n, x, err, errsz);
+        if (rc < 0)
+            return rc;
+        for (uint64_t k = 0; k < n; k++)
+            if (!isfinite(x[k]))
+                return tx_errbuf(err, errsz, TX_EINVAL,
+                                 "%s: tensor %s: element [%" PRIu64 ", %" PRIu64
+                                 "] is %g: non-finite weights cannot be exported",
+                                 src->file, src->name, r0 + k / cols, k % cols, (double)x[k]);
+        float *srow = scales + (r0 / B) * sc;
+        if (same) {
+            memcpy(q, (const uint8_t *)src->data + r0 * cols, (size_t)n);
+            for (uint64_t b = 0; b < sc; b++)
+                srow[b] = txm_fp8_scale_at(src->scale_inv, (r0 / B) * sc + b);
+        } else {
+            txm_fp8_quantise_band(x, (uint32_t)nr, (uint32_t)cols, TX8_FP8_BLOCK, q, srow);
+        }
+        for (uint64_t k = 0; k < n; k++) {
+            /* the dequantised value as tx_tensor_read_f32 and the device
+             * form it (one f32 rounding): 0 for a stored FP8 source */
+            float deq = tx_e4m3_to_f32(q[k]) * srow[(k % cols) / B];
+            double d = (double)deq - x[k];
+            acc->sq_err += d * d;
+            acc->sq_ref += (double)x[k] * x[k];
+        }
+        rc = tx_smd_writer_data(w, q, (size_t)n, err, errsz);
+        if (rc < 0)
+            return rc;
+        *crc = source_crc(*crc, src, r0 * cols, n);
+        tx_tensor_release_range(src, r0 * cols, n);
+        pg->done += n * tx_elem_size(src->type);
+    }
+    return 0;
 }
 
 /* where the package came from: the absolute path of the input and the
@@ -443,7 +505,8 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
         }
         struct txq_spec sp = {(uint32_t)rows, (uint32_t)cols, pc.dtype,
                               pc.format,      pc.group,       pc.keep};
-        rc = txq_check_spec(&sp, sub, sizeof(sub));
+        const int fp8 = pc.dtype == TX8_DTYPE_F8_E4M3;
+        rc = fp8 ? 0 : txq_check_spec(&sp, sub, sizeof(sub));
         if (rc < 0) {
             tx_errbuf(err, errsz, rc, "tensor %s: %s", src->name, sub);
             goto out;
@@ -467,7 +530,10 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
         if (rc < 0)
             goto out;
         uint64_t ng = pc.group ? cols / pc.group : 1;
-        size_t scales_len = pc.dtype == TX8_DTYPE_I8 ? (size_t)(rows * ng * 4) : 0;
+        size_t scales_len =
+            pc.dtype == TX8_DTYPE_I8 ? (size_t)(rows * ng * 4)
+            : fp8 ? (size_t)tx_smd_scales_size(pc.dtype, (uint32_t)rows, (uint32_t)cols, pc.group)
+                  : 0;
         size_t index_len = (size_t)tx_smd_index_size(pc.format, (uint32_t)rows, nnz);
         free(scales);
         free(colblk);
@@ -502,7 +568,19 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
         }
         struct txq_acc tacc = {0};
         uint32_t src_crc = 0;
-        for (uint64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
+        if (fp8 && cols * TX8_FP8_BLOCK > CHUNK_ELEMS) {
+            rc = tx_errbuf(err, errsz, TX_EINVAL,
+                           "%s: tensor %s: rows of %" PRIu64 " columns are too long for FP8",
+                           src->file, src->name, cols);
+            goto out;
+        }
+        if (fp8) {
+            rc = fp8_tensor(w, src, rows, cols, f32, data, scales, &tacc, &src_crc, &pg, o->cancel,
+                            output, err, errsz);
+            if (rc < 0)
+                goto out;
+        }
+        for (uint64_t r0 = 0; !fp8 && r0 < rows; r0 += chunk_rows) {
             uint64_t n = rows - r0 < chunk_rows ? rows - r0 : chunk_rows;
             if (o->cancel && *o->cancel) {
                 rc = tx_errbuf(err, errsz, TX_ECANCELED, "%s: export cancelled", output);
@@ -564,6 +642,8 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
             goto out;
         /* statistics */
         st.source_hash = tx_ckpt_hash_tensor(st.source_hash, src, src_crc);
+        if (src->scale_inv)
+            st.source_hash = tx_ckpt_hash_scales(st.source_hash, src);
         st.tensors++;
         st.params += src->nelem;
         st.input_bytes += src->nbytes;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Synthetic GLM checkpoints in the real formats (glm-synth). */
-#include "model/model_internal.h"
+#include "model/fp8_internal.h"
 
 #include "arch/arch.h"
 
@@ -458,6 +458,9 @@ struct gen {
     uint64_t rbase;      /* key of the base rows shared by all layers */
     uint64_t ra, rb, rE; /* layer's permutation expert e -> base row (ra * e + rb) % E */
     float rcorr, rskew;
+    /* --fp8: 1 for the block scales (<weight>_scale_inv, F32) of the
+     * F8_E4M3 weight just before this entry in the list */
+    int fp8_scales;
 };
 
 /* FFN and expert matrices get block-structured magnitudes: in each row,
@@ -676,13 +679,39 @@ static int glist_add(struct glist *l, const struct gen *g)
     return 0;
 }
 
+/* What the FP8 releases quantise: the projection matrices of attention,
+ * the dense MLP and the experts (not the embedding, lm_head, routers,
+ * norms, biases or F32 tensors). */
+static int fp8_quantised(const struct glm_tensor_info *t)
+{
+    return t->ndim == 2 && !t->keep_fp32 &&
+           (t->cls == GLM_TC_ATTENTION || t->cls == GLM_TC_MLP || t->cls == GLM_TC_EXPERT);
+}
+
 static int glist_cb(void *ctx, const struct glm_tensor_info *t)
 {
     struct glist *l = ctx;
     struct gen g;
     gen_init(&g, t, l->seed, l->blocks);
     routing_init(&g, t, l->seed, l->o, l->E);
-    return glist_add(l, &g);
+    int q = l->o && l->o->fp8 && fp8_quantised(t);
+    if (q)
+        g.type = TX_ELEM_F8_E4M3;
+    int rc = glist_add(l, &g);
+    if (rc || !q)
+        return rc;
+    /* its companion, right after it as in the real shards */
+    struct gen sg;
+    memset(&sg, 0, sizeof(sg));
+    snprintf(sg.name, sizeof(sg.name), "%.*s%s",
+             (int)(sizeof(sg.name) - sizeof(TXM_FP8_SCALE_SUFFIX)), t->name, TXM_FP8_SCALE_SUFFIX);
+    sg.type = TX_ELEM_F32;
+    sg.ndim = 2;
+    sg.shape[0] = txm_fp8_grid(g.shape[0], TXM_FP8_BLOCK);
+    sg.shape[1] = txm_fp8_grid(g.shape[1], TXM_FP8_BLOCK);
+    sg.nelem = sg.shape[0] * sg.shape[1];
+    sg.fp8_scales = 1;
+    return glist_add(l, &sg);
 }
 
 /* The MTP (next-n) layer's own tensors, as the real checkpoints carry them
@@ -718,6 +747,7 @@ static int add_mtp(struct glist *l, const struct glm_config *c)
 }
 
 /* ---- writing ------------------------------------------------------------ */
+/* (an FP8 weight's scale entry follows it: see glist_cb) */
 
 struct fill_job {
     const struct gen *g;
@@ -740,9 +770,49 @@ static int fill_task(void *ctx, uint64_t i)
 
 typedef int (*sink_fn)(void *sink, const void *data, size_t len, char *err, size_t errsz);
 
+/*
+ * --fp8: an F8_E4M3 weight (scales = NULL) or its scale tensor (the
+ * weight's gen w), band by band of 128 rows: the values generated in float
+ * (as tx_synth_value), quantised the Hugging Face way
+ * (txm_fp8_quantise_band).
+ */
+static int emit_fp8(const struct gen *w, int want_scales, int threads, sink_fn sink, void *sctx,
+                    char *err, size_t errsz)
+{
+    uint64_t rows = w->shape[0], cols = w->shape[1];
+    uint64_t band = (uint64_t)TXM_FP8_BLOCK * cols, sc = txm_fp8_grid(cols, TXM_FP8_BLOCK);
+    float *x = malloc(band * sizeof(float) + sc * sizeof(float));
+    uint8_t *q = malloc(band);
+    if (!x || !q) {
+        free(x);
+        free(q);
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+    }
+    float *scales = x + band;
+    struct gen g32 = *w;
+    g32.type = TX_ELEM_F32;
+    int rc = 0;
+    for (uint64_t r0 = 0; r0 < rows && rc == 0; r0 += TXM_FP8_BLOCK) {
+        uint64_t nr = rows - r0 < TXM_FP8_BLOCK ? rows - r0 : TXM_FP8_BLOCK;
+        uint64_t n = nr * cols;
+        struct fill_job j = {&g32, r0 * cols, n, (unsigned char *)x, 4};
+        txm_parallel(n > FILL_TASK ? threads : 1, (n + FILL_TASK - 1) / FILL_TASK, fill_task, &j);
+        txm_fp8_quantise_band(x, (uint32_t)nr, (uint32_t)cols, TXM_FP8_BLOCK, q, scales);
+        rc = want_scales ? sink(sctx, scales, (size_t)(sc * sizeof(float)), err, errsz)
+                         : sink(sctx, q, (size_t)n, err, errsz);
+    }
+    free(x);
+    free(q);
+    return rc;
+}
+
 static int emit_tensor(const struct gen *g, unsigned char *buf, int threads, sink_fn sink,
                        void *sctx, char *err, size_t errsz)
 {
+    if (g->type == TX_ELEM_F8_E4M3)
+        return emit_fp8(g, 0, threads, sink, sctx, err, errsz);
+    if (g->fp8_scales)
+        return emit_fp8(g - 1, 1, threads, sink, sctx, err, errsz);
     size_t es = tx_elem_size(g->type);
     for (uint64_t first = 0; first < g->nelem; first += CHUNK_ELEMS) {
         uint64_t n = g->nelem - first < CHUNK_ELEMS ? g->nelem - first : CHUNK_ELEMS;
@@ -1014,6 +1084,30 @@ int tx_synth_apply_config_set(const char *cj, const char *set, char **out, char 
     return rc;
 }
 
+/* The config text with the quantization_config of the FP8 releases. */
+static char *fp8_config(const char *cj)
+{
+    struct json_object *o = json_tokener_parse(cj), *q = json_object_new_object();
+    struct json_object *bs = json_object_new_array();
+    char *r = NULL;
+    if (o && q && bs) {
+        json_object_object_add(q, "activation_scheme", json_object_new_string("dynamic"));
+        json_object_object_add(q, "fmt", json_object_new_string("e4m3"));
+        json_object_object_add(q, "quant_method", json_object_new_string("fp8"));
+        json_object_array_add(bs, json_object_new_int(TXM_FP8_BLOCK));
+        json_object_array_add(bs, json_object_new_int(TXM_FP8_BLOCK));
+        json_object_object_add(q, "weight_block_size", bs);
+        json_object_object_add(o, "quantization_config", q);
+        q = bs = NULL;
+        const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY);
+        r = t ? strdup(t) : NULL;
+    }
+    json_object_put(bs);
+    json_object_put(q);
+    json_object_put(o);
+    return r;
+}
+
 int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err, size_t errsz)
 {
     if ((unsigned)o->preset > TX_SYNTH_BENCH || !tx_arch_get(o->arch))
@@ -1025,6 +1119,10 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
          !(o->routing_skew >= 0.0f && o->routing_skew <= 100.0f)))
         return tx_errbuf(err, errsz, TX_EINVAL,
                          "glm-synth: routing correlation must be in [0, 1] and skew in [0, 100]");
+    if (o->fp8 && o->format != TX_SYNTH_HF)
+        return tx_errbuf(err, errsz, TX_EINVAL,
+                         "glm-synth: --fp8 writes the Hugging Face FP8 layout (safetensors), not "
+                         "ONNX");
     if (o->n_experts < 0 || o->n_experts > 4096)
         return tx_errbuf(err, errsz, TX_EINVAL, "glm-synth: %d routed experts (1..4096)",
                          o->n_experts);
@@ -1097,6 +1195,15 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
         rc = tx_synth_apply_config_set(cj, o->config_set, &nj, err, errsz);
         if (rc < 0)
             goto out;
+        free(cj);
+        cj = nj;
+    }
+    if (o->fp8) {
+        char *nj = fp8_config(cj);
+        if (!nj) {
+            rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+            goto out;
+        }
         free(cj);
         cj = nj;
     }

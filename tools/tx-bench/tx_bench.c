@@ -62,8 +62,10 @@ struct opts {
     int vs;
 };
 
-enum { B_F32, B_F16, B_BF16, B_I8, B_I8S, B_COUNT };
-static const char *const bdt_name[B_COUNT] = {"f32", "f16", "bf16", "int8", "int8-sparse"};
+enum { B_F32, B_F16, B_BF16, B_I8, B_I8S, B_F8, B_COUNT };
+static const char *const bdt_name[B_COUNT] = {"f32", "f16", "bf16", "int8", "int8-sparse", "fp8"};
+/* the rows of int8 weights and int8 activations (fp8 weights take f32 ones) */
+#define B_IS_I8(b) ((b) == B_I8 || (b) == B_I8S)
 
 static double now_s(void)
 {
@@ -290,6 +292,7 @@ static void make_weight(struct dev *d, struct matrix *m, unsigned bdt, uint64_t 
     unsigned dtype = bdt == B_F32    ? TX8_DTYPE_F32
                      : bdt == B_F16  ? TX8_DTYPE_F16
                      : bdt == B_BF16 ? TX8_DTYPE_BF16
+                     : bdt == B_F8   ? TX8_DTYPE_F8_E4M3
                                      : TX8_DTYPE_I8;
     size_t es = tx_dtype_size(dtype);
     uint64_t N = matrix_rows(bdt, bytes, K, density);
@@ -335,11 +338,24 @@ static void make_weight(struct dev *d, struct matrix *m, unsigned bdt, uint64_t 
             memcpy(p + i * 2, &h, 2);
             break;
         }
+        case TX8_DTYPE_F8_E4M3:
+            p[i] = tx_f32_to_e4m3(v * 448.0f);
+            break;
         default:
             p[i] = (uint8_t)(int8_t)(v * 127.0f);
         }
     }
     m->stored += nel * es;
+    if (dtype == TX8_DTYPE_F8_E4M3) { /* f32 scales per 128 x 128 block */
+        uint64_t ns =
+            (N + TX8_FP8_BLOCK - 1) / TX8_FP8_BLOCK * ((K + TX8_FP8_BLOCK - 1) / TX8_FP8_BLOCK);
+        m->w.scales = dev_alloc(d, ns * 4);
+        m->w.group_size = TX8_FP8_BLOCK;
+        float *s = (float *)(void *)(d->mem + m->w.scales);
+        for (uint64_t i = 0; i < ns; i++)
+            s[i] = 1.0f / 448.0f;
+        m->stored += ns * 4;
+    }
     if (dtype == TX8_DTYPE_I8) {
         m->w.scales = dev_alloc(d, N * 4);
         float *s = (float *)(void *)(d->mem + m->w.scales);
@@ -471,7 +487,7 @@ static void usage(FILE *f)
             "  -s, --size MIB      stored weight bytes per matrix; default: 256 or\n"
             "                      4 x LLC + 1/16, whichever is larger\n"
             "  -p, --tokens LIST   token counts, comma separated; default 1,64,512\n"
-            "  -d, --dtypes LIST   f32,f16,bf16,int8,int8-sparse (default: all)\n"
+            "  -d, --dtypes LIST   f32,f16,bf16,int8,int8-sparse,fp8 (default: all)\n"
             "  -k, --cols K        matrix columns (inputs); default 4096\n"
             "  -b, --batch N       GEMV commands per job (T <= 4); default 8\n"
             "      --density PCT   blocks kept by the sparse matrix; default 50\n"
@@ -1043,7 +1059,7 @@ int main(int argc, char **argv)
         for (uint64_t i = 0; i < (uint64_t)maxT * o.K; i++)
             xp[i] = rndf();
         memset(d.mem + y, 0, (uint64_t)maxT * m.w.rows * 4);
-        unsigned act = b >= B_I8                     ? TX8_DTYPE_I8
+        unsigned act = B_IS_I8(b)                    ? TX8_DTYPE_I8
                        : o.act_weight && b == B_F16  ? TX8_DTYPE_F16
                        : o.act_weight && b == B_BF16 ? TX8_DTYPE_BF16
                                                      : TX8_DTYPE_F32;
@@ -1072,7 +1088,7 @@ int main(int argc, char **argv)
                 else
                     r->ratio_ok = tx_llc_check(&R.llc, r->bytes, r->refused, sizeof(r->refused));
                 r->ratio = r->ratio_ok && r->bw > 0 ? r->gbs / r->bw : 0;
-                enum txb_family fm = b >= B_I8 ? fam_i8 : b == B_BF16 ? fam_bf : fam_f;
+                enum txb_family fm = B_IS_I8(b) ? fam_i8 : b == B_BF16 ? fam_bf : fam_f;
                 if (T >= 16 && b == B_I8 && fam_ai8 != TXB_NONE)
                     fm = fam_ai8;
                 else if (T >= 16 && b == B_BF16 && fam_abf != TXB_NONE)

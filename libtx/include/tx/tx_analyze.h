@@ -23,6 +23,7 @@
 #define TX_ANALYZE_H
 
 #include <tx/glm_config.h>
+#include <tx/tx_checkpoint.h>
 #include <tx/tx_model.h>
 
 #ifdef __cplusplus
@@ -101,6 +102,17 @@ TX_API char *tx_analysis_summary(const struct tx_analysis *a, const struct glm_c
  * "smd" or "config". Tensors of HF/ONNX inputs are validated too. */
 TX_API int tx_analyze_load_config(const char *path, struct glm_config *cfg, const char **format,
                                   char *err, size_t errsz);
+
+/* The same, and (storage not NULL) what an HF/ONNX checkpoint's tensors
+ * are stored as (zeroed for an .smd or a config): returns 1 for a
+ * checkpoint, 0 for the others, < 0 on error. */
+TX_API int tx_analyze_load_config_storage(const char *path, struct glm_config *cfg,
+                                          const char **format, struct tx_ckpt_storage *storage,
+                                          char *err, size_t errsz);
+/* The "stored" object of glm-analyze's report (quantization, bytes, by
+ * dtype, FP8 scale tensors and bytes) and its summary line; malloc'd. */
+TX_API char *tx_storage_json(const struct tx_ckpt_storage *s);
+TX_API char *tx_storage_summary(const struct tx_ckpt_storage *s);
 
 /* "512", "4K", "256M", "8G", "1T" (binary units) -> bytes; -1 on error. */
 TX_API int64_t tx_parse_size(const char *s);

@@ -18,7 +18,14 @@
  *
  * Validation: every tensor of glm_config_tensor_list() must be present with
  * that shape and a BF16, F16 or F32 dtype; the message names the file and
- * the tensor. Tensors of the MTP layers (model.layers.N with
+ * the tensor. FP8 block-quantised checkpoints (quantization_config
+ * quant_method "fp8", fmt "e4m3", activation_scheme "dynamic",
+ * weight_block_size [128, 128]; any other quantization_config is refused
+ * naming the field and value) may store a matrix as F8_E4M3 with its F32
+ * or BF16 "<name>_scale_inv" [ceil(N/128), ceil(K/128)]: the scales are
+ * checked (present, shape, finite and >= 0) and bound to the tensor
+ * (tx_tensor.scale_inv), so tx_tensor_read_f32 returns the dequantised
+ * weights. Tensors of the MTP layers (model.layers.N with
  * num_hidden_layers <= N < num_hidden_layers + num_nextn_predict_layers, a
  * layer that has its eh_proj) and known non-parameter buffers
  * (*.rotary_emb.inv_freq) are reported (tx_ckpt_ignored) and otherwise
@@ -69,6 +76,17 @@ TX_API const struct tx_ckpt_tensor *tx_ckpt_find(const struct tx_ckpt *c, const 
 /* Bytes of the expected tensors in the input. */
 TX_API uint64_t tx_ckpt_bytes(const struct tx_ckpt *c);
 
+/* What the expected tensors are stored as: tensors and bytes per element
+ * type and, for an FP8 checkpoint, the block scales bound to its F8_E4M3
+ * weights (quant_fp8 = 1, blocks of block_rows x block_cols). */
+struct tx_ckpt_storage {
+    uint64_t tensors[TX_ELEM_COUNT], bytes[TX_ELEM_COUNT];
+    uint64_t scale_tensors, scale_bytes;
+    int quant_fp8;
+    uint32_t block_rows, block_cols;
+};
+TX_API const struct tx_ckpt_storage *tx_ckpt_storage(const struct tx_ckpt *c);
+
 /* Tensors present but not used: *is_mtp = 1 for MTP-layer tensors, 0 for
  * known non-parameter buffers (*.rotary_emb.inv_freq). */
 TX_API size_t tx_ckpt_n_ignored(const struct tx_ckpt *c);
@@ -84,6 +102,9 @@ TX_API const char *tx_ckpt_ignored(const struct tx_ckpt *c, size_t i, int *is_mt
  * hash the bytes while streaming them). */
 TX_API int tx_ckpt_source_hash(const struct tx_ckpt *c, uint32_t *hash, char *err, size_t errsz);
 TX_API uint32_t tx_ckpt_hash_tensor(uint32_t h, const struct tx_tensor *t, uint32_t data_crc);
+/* After an F8_E4M3 weight's own step, the step of its bound scale tensor
+ * (t->scale_inv: name, type, dims, CRC32C of its bytes) */
+TX_API uint32_t tx_ckpt_hash_scales(uint32_t h, const struct tx_tensor *t);
 
 #ifdef __cplusplus
 }

@@ -85,6 +85,12 @@ struct tx_tensor {
     const char *file;     /* file that holds the data */
     uint64_t file_offset; /* offset of the data in that file */
     unsigned flags;       /* TX_TENSOR_* */
+    /* F8_E4M3 weights of an FP8 block-quantised checkpoint (bound by
+     * tx_ckpt_open): the per-block scales "<name>_scale_inv" [ceil(rows /
+     * block_rows), ceil(cols / block_cols)] (F32 or BF16), so that
+     * tx_tensor_read_f32 returns e4m3 x scale. NULL otherwise. */
+    const struct tx_tensor *scale_inv;
+    uint32_t block_rows, block_cols;
 };
 
 /* tx_tensor.flags */
@@ -113,8 +119,9 @@ TX_API uint64_t tx_tensor_rows(const struct tx_tensor *t);
 TX_API uint64_t tx_tensor_cols(const struct tx_tensor *t);
 
 /* Converts elements [first, first + count) to float. TX_ENOTSUP (message
- * naming the tensor and its type) if the type is not F32/F16/BF16, TX_EINVAL
- * if the range is outside the tensor. */
+ * naming the tensor and its type) if the type is not F32/F16/BF16 or an
+ * F8_E4M3 tensor with its block scales bound (scale_inv: dequantised, one
+ * rounding), TX_EINVAL if the range is outside the tensor. */
 TX_API int tx_tensor_read_f32(const struct tx_tensor *t, uint64_t first, uint64_t count, float *dst,
                               char *err, size_t errsz);
 

@@ -43,7 +43,7 @@ extern "C" {
 #define TX_SMD_MAX_DIMS 4
 
 /* header.flags */
-#define TX_SMD_F_QUANTIZED (1u << 0) /* at least one I8 tensor */
+#define TX_SMD_F_QUANTIZED (1u << 0) /* at least one I8 or FP8 tensor */
 #define TX_SMD_F_SPARSE (1u << 1)    /* at least one BLOCK_SPARSE tensor */
 
 struct tx_smd_header {
@@ -106,7 +106,8 @@ enum tx_smd_precision {
     TX_SMD_PREC_FP16 = 1,
     TX_SMD_PREC_BF16 = 2,
     TX_SMD_PREC_INT8_MIXED = 3,
-    TX_SMD_PREC_COUNT = 4,
+    TX_SMD_PREC_FP8 = 4, /* F8_E4M3 with f32 scales per 128 x 128 block (issue 38) */
+    TX_SMD_PREC_COUNT = 5,
 };
 
 /* One plan entry; the PLAN section is u32 count (== TX_SMD_LAYER_COUNT),

@@ -80,6 +80,18 @@ struct tx_synth_opts {
      * preset's config before the tensors are made (glm-synth --config-set;
      * values: integer, number, true/false, null or a string); NULL: none */
     const char *config_set;
+    /* 1: an FP8 block-quantised checkpoint in the layout of the FP8
+     * releases (HF format only): config.json's quantization_config
+     * {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme":
+     * "dynamic", "weight_block_size": [128, 128]}; the projection matrices
+     * of attention, dense MLP and experts (embedding, lm_head, routers,
+     * norms and biases stay BF16/F32) stored F8_E4M3, each followed by its
+     * F32 "<name>_scale_inv" [ceil(N/128), ceil(K/128)], quantised from
+     * the synthetic values per 128 x 128 block as Hugging Face's
+     * FineGrainedFP8 quantiser does (scale = 448 / amax, scale_inv =
+     * 1 / scale; narrower edge blocks when N or K is not a multiple of
+     * 128). */
+    int fp8;
 };
 
 /* The config.json text (malloc'd) of an architecture/preset, with the
