@@ -157,7 +157,8 @@ def agent():
         import openai
     except ImportError:
         print("SKIP the official OpenAI Python client is not installed (no Debian package); "
-              "the same loop ran over HTTP above")
+              "the same loop ran over HTTP above, and through the official Node.js client "
+              "in tests/server/openai_client.mjs")
         return
     client = openai.OpenAI(base_url=BASE + "/v1", api_key="none", timeout=TIMEOUT)
     r = client.chat.completions.create(model="m", messages=msgs, tools=TOOLS, max_tokens=24,

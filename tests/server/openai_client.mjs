@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+// glm-server through the official OpenAI client (npm "openai", installed
+// into build/npm by scripts/install-deps): what a client application sees.
+//
+//   node tests/server/openai_client.mjs URL MODEL [OPENAI_MODULE_DIR]
+//
+// A chat completion and a streamed one (their texts equal at temperature
+// 0), an agent loop with tools (the assistant's tool call and the tool's
+// result go back in and are rendered into the next prompt; finish_reason
+// is one the client knows), tool_choice "none", an unknown model as the
+// client's NotFoundError (404) and a bad field as its BadRequestError (400).
+// Prints one line per check and "openai-client: N passed, N failed"; when
+// the module is not installed, "SKIP ..." and "openai-client: 0 passed, 0
+// failed". Every request has a timeout.
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [url, model, moduleDir = "build/npm/node_modules/openai"] = process.argv.slice(2);
+let passed = 0;
+let failed = 0;
+function check(ok, what, detail = "") {
+    if (ok) {
+        passed++;
+        console.log("ok   " + what);
+    } else {
+        failed++;
+        console.log("FAIL " + what + (detail ? ": " + detail : ""));
+    }
+}
+
+const entry = path.resolve(moduleDir, "index.mjs");
+if (!existsSync(entry)) {
+    console.log("SKIP the official OpenAI client is not installed (" + entry +
+                "; scripts/install-deps installs it with npm)");
+    console.log("openai-client: 0 passed, 0 failed");
+    process.exit(0);
+}
+const { default: OpenAI } = await import(pathToFileURL(entry).href);
+const client = new OpenAI({ baseURL: url + "/v1", apiKey: "none", timeout: 120000, maxRetries: 0 });
+const version = JSON.parse(
+    (await import("node:fs")).readFileSync(path.resolve(moduleDir, "package.json"), "utf8")).version;
+console.log("openai-client: the official OpenAI client for Node.js, version " + version);
+
+const tools = [{
+    type: "function",
+    function: {
+        name: "get_weather",
+        description: "Weather of a city",
+        parameters: {
+            type: "object",
+            properties: { city: { type: "string" }, days: { type: "integer" } },
+            required: ["city"],
+        },
+    },
+}];
+const msgs = [{ role: "system", content: "You answer with tools." },
+              { role: "user", content: "What is the weather in Paris?" }];
+const known = ["stop", "length", "tool_calls"];
+
+try {
+    const r = await client.chat.completions.create(
+        { model, messages: msgs, max_tokens: 12, temperature: 0 });
+    const s = await client.chat.completions.create(
+        { model, messages: msgs, max_tokens: 12, temperature: 0, stream: true });
+    let text = "";
+    let finish = null;
+    for await (const chunk of s)
+        for (const c of chunk.choices) {
+            text += c.delta?.content ?? "";
+            if (c.finish_reason)
+                finish = c.finish_reason;
+        }
+    const m = r.choices[0].message;
+    check(typeof r.id === "string" && r.object === "chat.completion" && known.includes(
+              r.choices[0].finish_reason) && (m.content ?? "") === text &&
+              finish === r.choices[0].finish_reason,
+          "a completion and the same one streamed: the same text and finish_reason (" +
+              r.usage.completion_tokens + " tokens)",
+          JSON.stringify({ m, text, finish }));
+
+    const t1 = await client.chat.completions.create(
+        { model, messages: msgs, tools, max_tokens: 24, temperature: 0 });
+    const call = { id: "call_abc123def", type: "function",
+                   function: { name: "get_weather",
+                               arguments: JSON.stringify({ city: "Paris", days: 2 }) } };
+    const loop = [...msgs, { role: "assistant", content: null, tool_calls: [call] },
+                  { role: "tool", tool_call_id: call.id, content: "{\"temp_c\": 21}" }];
+    const t2 = await client.chat.completions.create(
+        { model, messages: loop, tools, max_tokens: 8, temperature: 0 });
+    const calls = t1.choices[0].message.tool_calls ?? [];
+    check(known.includes(t1.choices[0].finish_reason) &&
+              calls.every((c) => c.type === "function" && typeof c.id === "string" &&
+                                 typeof JSON.parse(c.function.arguments) === "object") &&
+              t2.usage.prompt_tokens > t1.usage.prompt_tokens && known.includes(
+                  t2.choices[0].finish_reason),
+          "an agent loop with tools: the tool call and its result rendered into the next " +
+              "prompt (" + t1.usage.prompt_tokens + " -> " + t2.usage.prompt_tokens + " tokens)",
+          JSON.stringify({ t1: t1.choices[0], t2: t2.usage }));
+    const t3 = await client.chat.completions.create(
+        { model, messages: msgs, tools, tool_choice: "none", max_tokens: 1 });
+    check(t3.usage.prompt_tokens < t1.usage.prompt_tokens,
+          "tool_choice none: the tools left out of the prompt");
+} catch (e) {
+    check(false, "the client's requests", String(e));
+}
+
+async function expectError(what, cls, status, body) {
+    try {
+        await client.chat.completions.create(body);
+        check(false, what, "no error");
+    } catch (e) {
+        check(e instanceof cls && e.status === status, what + ": " + e.constructor.name + " " +
+              e.status, String(e));
+    }
+}
+await expectError("an unknown model", OpenAI.NotFoundError, 404,
+                  { model: "gpt-4", messages: msgs, max_tokens: 1 });
+await expectError("a bad temperature", OpenAI.BadRequestError, 400,
+                  { model, messages: msgs, max_tokens: 1, temperature: "hot" });
+
+console.log("openai-client: " + passed + " passed, " + failed + " failed");
+process.exit(failed ? 1 : 0);
