@@ -601,30 +601,29 @@ static struct jnode *parse_not(struct parser *P)
     return parse_compare(P);
 }
 
-static struct jnode *parse_and(struct parser *P)
+/* left-associative "x WORD y WORD z ...", each operand from sub */
+static struct jnode *parse_word_op(struct parser *P, const char *word, enum jnode_kind kind,
+                                   struct jnode *(*sub)(struct parser *))
 {
-    struct jnode *x = parse_not(P);
-    while (is_name(cur(P), "and")) {
+    struct jnode *x = sub(P);
+    while (is_name(cur(P), word)) {
         const struct jtoken *k = next(P);
-        struct jnode *y = node(P, JN_AND, k);
+        struct jnode *y = node(P, kind, k);
         y->a = x;
-        y->b = parse_not(P);
+        y->b = sub(P);
         x = y;
     }
     return x;
 }
 
+static struct jnode *parse_and(struct parser *P)
+{
+    return parse_word_op(P, "and", JN_AND, parse_not);
+}
+
 static struct jnode *parse_or(struct parser *P)
 {
-    struct jnode *x = parse_and(P);
-    while (is_name(cur(P), "or")) {
-        const struct jtoken *k = next(P);
-        struct jnode *y = node(P, JN_OR, k);
-        y->a = x;
-        y->b = parse_and(P);
-        x = y;
-    }
-    return x;
+    return parse_word_op(P, "or", JN_OR, parse_and);
 }
 
 /* condexpr: or ['if' or ['else' condexpr]] */

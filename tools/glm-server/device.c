@@ -109,24 +109,27 @@ static int model_facts(struct srv *S)
     return 0;
 }
 
-/* Every device of --device answers (quietly: tried once a second). */
+static int device_answers(const char *spec)
+{
+    tx_device_t *d = NULL;
+    if (tx_device_open(spec, &d))
+        return 0;
+    tx_device_close(d);
+    return 1;
+}
+
+/* Every device of --device (or the default one) answers; quietly: tried
+ * once a second. */
 static int devices_answer(const char *list)
 {
+    if (!list)
+        return device_answers(NULL);
     char buf[1024];
-    snprintf(buf, sizeof(buf), "%s", list ? list : "");
+    snprintf(buf, sizeof(buf), "%s", list);
     char *save = NULL;
-    for (char *spec = strtok_r(buf, ",", &save); spec; spec = strtok_r(NULL, ",", &save)) {
-        tx_device_t *d = NULL;
-        if (tx_device_open(spec, &d))
+    for (char *spec = strtok_r(buf, ",", &save); spec; spec = strtok_r(NULL, ",", &save))
+        if (!device_answers(spec))
             return 0;
-        tx_device_close(d);
-    }
-    if (!list) {
-        tx_device_t *d = NULL;
-        if (tx_device_open(NULL, &d))
-            return 0;
-        tx_device_close(d);
-    }
     return 1;
 }
 
