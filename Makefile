@@ -236,6 +236,11 @@ unit-check: all tests
 abi-check: $(LIBTX_SO)
 	@SDK_HEADERS="$(SDK_HEADERS)" tests/abi/check-abi $(BUILD)
 
+# The layout of every public struct against tests/abi/layout.txt: the
+# append-only rule (docs/libtx-abi.md, "Layout snapshot").
+layout-check:
+	@SDK_HEADERS="$(SDK_HEADERS)" tests/abi/check-layout
+
 print-sdk-headers:
 	@echo $(SDK_HEADERS)
 
@@ -284,6 +289,6 @@ clean:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^kernel/\|^include/uapi/\|^include/tx8/')
 
-.PHONY: all tests check unit-check abi-check chat-template-check print-sdk-headers run install clean format 
+.PHONY: all tests check unit-check abi-check layout-check chat-template-check print-sdk-headers run install clean format 
 
 -include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)
