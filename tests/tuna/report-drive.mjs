@@ -12,13 +12,16 @@
 //   - the expert heatmap has a cell per (MoE layer, expert) with the
 //     selections of `tuna report --json`;
 //   - the header's times are those of `tuna report`'s text and --json;
+//   - the per-layer table is --json's; the device memory and KV cache
+//     curves have a point per sample of the trace (--trace), on their scale;
 //   - no script error.
 // The expected values come from `tuna report --json` / the text report,
 // not from the page. With --shots DIR it also saves one PNG per view
 // (scripts/tuna-report-screenshot: the images of docs/tuna.md).
 //
 // node report-drive.mjs --browser CHROMIUM --page report.html
-//      --report-json report.json --report-text report.txt [--shots DIR]
+//      --report-json report.json --report-text report.txt [--trace trace.json]
+//      [--shots DIR]
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -232,9 +235,35 @@ async function main() {
       check(await evaluate(`document.querySelectorAll('#expert-cache-heatmap rect.cell').length`) === cells.length,
             'the expert-cache heatmap (hit rate per cell) is drawn');
   }
+  // 8. per-layer time and the device memory over time
+  const lrows = await evaluate(`Array.from(document.querySelectorAll('#layers tr')).slice(1).map(r =>
+    [r.cells[0].textContent, +r.cells[1].textContent])`);
+  check(lrows.length === rep.layers.length && rep.layers.every((L, i) =>
+          lrows[i][0] === L.layer && near(lrows[i][1], L.time_us / 1e3, 0.0006)),
+        "the per-layer table: tuna report --json's layers and times, longest first", JSON.stringify(lrows.slice(0, 3)));
+  if (args.trace) {
+    const tr = JSON.parse(readFileSync(args.trace, 'utf8'));
+    const mem = tr.traceEvents.filter((e) => e.ph === 'C' && e.name === 'device memory').map((e) => e.args.value);
+    const kv = tr.traceEvents.filter((e) => e.ph === 'C' && e.name === 'KV cache used').map((e) => e.args.value);
+    const curve = (id) => evaluate(`(() => { const s = document.getElementById('${id}'); if (!s) return null;
+      const pts = s.querySelector('polyline').getAttribute('points').trim().split(/ +/).map(p => p.split(',').map(Number));
+      const ticks = Array.from(s.querySelectorAll('text')).map(t => t.textContent);
+      return { pts, ticks }; })()`);
+    const cm = await curve('curve-memory'), ck = await curve('curve-kv');
+    const mib = Math.max(...mem) / 1048576;
+    check(cm && cm.pts.length === mem.length && cm.ticks.includes(`${+mib.toPrecision(4)} MiB`) &&
+          cm.pts.every(([px, py]) => px >= 70 && px <= 1270 && py >= 10 && py <= 130),
+          'device memory over time: one point per sample of the trace, scaled to its maximum',
+          `${cm?.pts.length} points, ${mem.length} samples, max ${mib} MiB, ticks ${cm?.ticks.slice(0, 6)}`);
+    // the KV cache grows one position per decode step: its curve rises (y falls) to the top
+    check(ck && ck.pts.length === kv.length && ck.pts.every((p, i) => i === 0 || p[1] <= ck.pts[i - 1][1] + 1e-6) &&
+          near(ck.pts[ck.pts.length - 1][1], 10, 0.5),
+          'KV cache used over time: one point per pass, rising to the top of its scale',
+          JSON.stringify(ck?.pts.slice(-3)));
+  }
   check(errors.length === 0, 'no script errors', errors.join('; '));
 
-  // 8. one screenshot per view (docs/tuna.md)
+  // 9. one screenshot per view (docs/tuna.md)
   if (args.shots) {
     await S('Emulation.setDeviceMetricsOverride', { width: 1400, height: 900, deviceScaleFactor: 1, mobile: false });
     const nav = waitEvent('Page.loadEventFired');
