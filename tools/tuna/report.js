@@ -104,6 +104,21 @@
     var G0 = parseFloat(svg.getAttribute('data-gen0')), G1 = parseFloat(svg.getAttribute('data-gen1'));
     var W = parseFloat(svg.getAttribute('data-w'));
     var slices = svg.querySelectorAll('[data-t]');
+    var curves = document.querySelectorAll('svg.curve');
+    /* the time axis of el over [a, b] at (x0, y): 1-2-5 ticks, times since
+     * the first event */
+    var drawAxis = function (target, x0, y, a, b) {
+      var span = b - a, old = target.querySelector('g.time-axis'), g = el('g', { 'class': 'time-axis' });
+      g.appendChild(el('line', { x1: x0, y1: y, x2: x0 + W, y2: y, stroke: '#333' }));
+      var step = niceStep(span, 10), first = Math.ceil((a - T0) / step) * step;
+      for (var tt = first; tt <= b - T0 + step * 1e-9; tt += step) {
+        var x = (x0 + (tt + T0 - a) / span * W).toFixed(1);
+        g.appendChild(el('line', { x1: x, y1: y, x2: x, y2: y + 4, stroke: '#333' }));
+        g.appendChild(el('text', { x: x, y: y + 15, 'font-size': 10, 'text-anchor': 'middle' },
+                         timeLabel(tt, step)));
+      }
+      if (old) old.parentNode.replaceChild(g, old); else target.appendChild(g);
+    };
     var cur = [T0, T1];
     var MIN_SPAN = 1; /* us */
 
@@ -129,17 +144,21 @@
         if (G0 <= a) ll.setAttribute('display', 'none'); else ll.removeAttribute('display');
       }
       if (lg) lg.setAttribute('x', (12 + (Math.min(Math.max(G0, a), b) - a) / span * W).toFixed(1));
-      /* the axis: 1-2-5 ticks over the view, times since the first event */
-      var old = svg.querySelector('g.time-axis'), g = el('g', { 'class': 'time-axis' });
-      g.appendChild(el('line', { x1: 10, y1: 120, x2: 10 + W, y2: 120, stroke: '#333' }));
-      var step = niceStep(span, 10), first = Math.ceil((a - T0) / step) * step;
-      for (var tt = first; tt <= b - T0 + step * 1e-9; tt += step) {
-        var x = (10 + (tt + T0 - a) / span * W).toFixed(1);
-        g.appendChild(el('line', { x1: x, y1: 120, x2: x, y2: 124, stroke: '#333' }));
-        g.appendChild(el('text', { x: x, y: 135, 'font-size': 10, 'text-anchor': 'middle' },
-                         timeLabel(tt, step)));
+      drawAxis(svg, 10, 120, a, b);
+      /* the curves below: the same view */
+      for (var c = 0; c < curves.length; c++) {
+        var pl = curves[c].querySelector('polyline'), ts = pl.tuna_ts, pts = pl.tuna_pts;
+        if (!ts) {
+          ts = pl.tuna_ts = pl.getAttribute('data-ts').trim().split(/ +/).map(Number);
+          pts = pl.tuna_pts = pl.getAttribute('points').trim().split(/ +/).map(function (q) {
+            return q.split(',')[1];
+          });
+        }
+        pl.setAttribute('points', ts.map(function (t, i) {
+          return (70 + (t - a) / span * W).toFixed(1) + ',' + pts[i];
+        }).join(' '));
+        drawAxis(curves[c], 70, parseFloat(curves[c].getAttribute('data-axis-y')), a, b);
       }
-      if (old) old.parentNode.replaceChild(g, old); else svg.appendChild(g);
       svg.setAttribute('data-view-a', ((a - T0) / 1e3).toFixed(3));
       svg.setAttribute('data-view-b', ((b - T0) / 1e3).toFixed(3));
       state.focus = focus || null;

@@ -415,9 +415,10 @@ static void html_curve(FILE *f, const struct report *r, int kind, const char *id
     double span = r->t.t1 > r->t.t0 ? r->t.t1 - r->t.t0 : 1, H = 120, T = 10;
     fprintf(f,
             "<svg id=\"%s\" class=\"curve\" xmlns=\"http://www.w3.org/2000/svg\" "
-            "width=\"1300\" height=\"%.0f\">\n<rect x=\"70\" y=\"%.0f\" width=\"1200\" "
-            "height=\"%.0f\" fill=\"#f4f4f4\"/>\n",
-            id, T + H + 36, T, H);
+            "width=\"1300\" height=\"%.0f\" data-axis-y=\"%.0f\">\n<clipPath id=\"%s-clip\">"
+            "<rect x=\"70\" y=\"0\" width=\"1200\" height=\"%.0f\"/></clipPath>\n<rect "
+            "x=\"70\" y=\"%.0f\" width=\"1200\" height=\"%.0f\" fill=\"#f4f4f4\"/>\n",
+            id, T + H + 36, T + H + 4, id, T + H + 4, T, H);
     for (int k = 0; k <= 4; k++) {
         double v = lo + (hi - lo) * k / 4, y = T + H - H * k / 4;
         fprintf(f,
@@ -425,7 +426,14 @@ static void html_curve(FILE *f, const struct report *r, int kind, const char *id
                 "x=\"64\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\">%.4g%s</text>\n",
                 y, y, y + 3, v / unit, uname);
     }
-    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" points=\"", stroke);
+    /* the samples' times (data-ts) for the script, which keeps the curves
+     * in the timeline's view */
+    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" clip-path=\"url(#%s-clip)\" data-ts=\"",
+            stroke, id);
+    for (int i = 0; i < r->nsm; i++)
+        if (r->samples[i].kind == kind)
+            fprintf(f, "%.3f ", r->samples[i].ts);
+    fprintf(f, "\" points=\"");
     for (int i = 0; i < r->nsm; i++)
         if (r->samples[i].kind == kind)
             fprintf(f, "%.1f,%.1f ", 70 + (r->samples[i].ts - r->t.t0) / span * 1200,
@@ -510,7 +518,7 @@ static void html_page(FILE *f, const struct report *r)
                "own scale): the runtime allocates its buffers once at load, so device memory "
                "is flat through generation; the KV cache grows by one position per decode "
                "step and falls when a session ends, the sawtooth of a healthy run of several "
-               "requests.</p>\n<div id=\"curves\">\n");
+               "requests. The curves follow the timeline's view.</p>\n<div id=\"curves\">\n");
     html_curve(f, r, SM_BUSY, "curve-busy", "busy %", "#c63");
     html_curve(f, r, SM_MEM, "curve-memory", "device memory", "#36c");
     html_curve(f, r, SM_KV, "curve-kv", "KV cache used", "#393");
