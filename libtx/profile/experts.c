@@ -31,14 +31,17 @@ static pthread_mutex_t x_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct xtab *x_tab;
 static int x_n;
 
-/* The table of key (created with the model's geometry; NULL when out of
- * memory or the geometry changed). Lock held. */
+/* The table of key, name and this geometry (a new one for a model that
+ * reloaded at the same address); NULL when out of memory. Lock held. */
 static struct xtab *tab_of(const void *key, const char *name, int nl, const int *layer, int ne,
                            int top_k)
 {
+    if (!name)
+        name = "model";
     for (int i = 0; i < x_n; i++)
-        if (x_tab[i].key == key)
-            return x_tab[i].n_layers == nl && x_tab[i].n_experts == ne ? &x_tab[i] : NULL;
+        if (x_tab[i].key == key && !strcmp(x_tab[i].name, name) && x_tab[i].n_layers == nl &&
+            x_tab[i].n_experts == ne && !memcmp(x_tab[i].layer, layer, (size_t)nl * sizeof(int)))
+            return &x_tab[i];
     struct xtab *n = realloc(x_tab, (size_t)(x_n + 1) * sizeof(*n));
     if (!n)
         return NULL;
@@ -46,7 +49,7 @@ static struct xtab *tab_of(const void *key, const char *name, int nl, const int 
     struct xtab *t = &x_tab[x_n];
     memset(t, 0, sizeof(*t));
     size_t cells = (size_t)nl * (size_t)ne;
-    t->name = strdup(name ? name : "model");
+    t->name = strdup(name);
     t->layer = malloc((size_t)nl * sizeof(int));
     t->sel = calloc(cells, sizeof(uint64_t));
     t->hit = calloc(cells, sizeof(uint64_t));

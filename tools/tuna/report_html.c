@@ -373,13 +373,16 @@ static void html_experts(FILE *f, const struct xmodel *xm, int nxm)
             h += x->hit ? x->hit[k] : 0;
             m += x->miss ? x->miss[k] : 0;
         }
+        char sfx[16] = "", id[48];
+        if (i) /* the first model's ids plain, the others' numbered */
+            snprintf(sfx, sizeof(sfx), "-%d", i + 1);
         fprintf(f, "<h2>Experts: ");
         html_escape(f, x->model);
         fprintf(f,
                 "</h2>\n<p id=\"experts-summary%s\">%d MoE layers x %d experts, top-%d: "
                 "%.0f selections (rows routed to an expert, from the device's MOE_ROUTE "
                 "counters).",
-                i ? "-more" : "", x->n_layers, x->n_experts, x->top_k, tot);
+                sfx, x->n_layers, x->n_experts, x->top_k, tot);
         if (x->hit)
             fprintf(f,
                     " Runtime expert cache: %.0f hits, %.0f misses (hit rate %.1f%%); a "
@@ -388,9 +391,11 @@ static void html_experts(FILE *f, const struct xmodel *xm, int nxm)
         else
             fprintf(f, " The model ran without the runtime's expert cache (no hit/miss map).");
         fprintf(f, "</p>\n");
-        html_heatmap(f, i ? "expert-heatmap-more" : "expert-heatmap", x, 0);
+        snprintf(id, sizeof(id), "expert-heatmap%s", sfx);
+        html_heatmap(f, id, x, 0);
+        snprintf(id, sizeof(id), "expert-cache-heatmap%s", sfx);
         if (x->hit)
-            html_heatmap(f, i ? "expert-cache-heatmap-more" : "expert-cache-heatmap", x, 1);
+            html_heatmap(f, id, x, 1);
     }
 }
 
