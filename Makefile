@@ -215,6 +215,8 @@ $(BUILD)/bin/$(1): $$($(1)_OBJS) $(TXTOOLS_A) $(LIBTX_A) $(ENGINE_A)
 		$$(TOOL_LIBS) $$($(1)_LIBS) $(LIBTX_LIBS) $(ENGINE_LIBS) $(LDLIBS)
 endef
 $(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
+# tuna embeds its page script (tools/tuna/report_js.c: .incbin)
+$(BUILD)/obj/tools/tuna/report_js.o: tools/tuna/report.js
 
 # Check unit tests link libtx-tools.a, libtx.a and the engine; they see the
 # internals they test (TEST_CPPFLAGS); tests/unit/*.h helpers are shared

@@ -12,7 +12,8 @@
  * "expert cache hits" / "expert cache misses" (per job: the change of the
  * device's counters), on the host process "KV cache used" / "KV cache
  * allocated" (the GLM runtime, per pass) and whatever tx_profile_counter()
- * records.
+ * records. otherData.experts: per MoE model the (layer, expert) selections
+ * and expert-cache hits / misses (profile/experts.c).
  *
  * Device times are mapped to host CLOCK_MONOTONIC with one offset per
  * device: the smallest (host time the job was seen done - device end time)
@@ -392,6 +393,9 @@ static json_object *build_locked(void)
     json_object_object_add(
         other, "profiler_host_ns",
         json_object_new_int64((int64_t)__atomic_load_n(&p_self_ns, __ATOMIC_RELAXED)));
+    json_object *experts = txp_experts_json();
+    if (experts)
+        json_object_object_add(other, "experts", experts);
     json_object_object_add(root, "otherData", other);
 
     json_object_array_add(evs, meta("process_name", 1, 0, "host"));

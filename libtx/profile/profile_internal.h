@@ -35,6 +35,19 @@ void txp_device_job(const char *dev, const struct tx8_prof_header *h,
 /* The expert-cache counters of device `dev` before its first profiled job. */
 void txp_device_base(const char *dev, uint64_t ec_hits, uint64_t ec_misses);
 
+/* One pass of a MoE model (key: the model, name: its label) to the trace's
+ * expert table (otherData.experts): per (MoE layer l, expert e), at index
+ * l * n_experts + e, the rows routed to e (sel) and, with the runtime's
+ * expert cache (hit and miss not NULL), the uses found in the cache and
+ * read into it. layer[l] is MoE layer l's model layer. Added up over the
+ * passes; no-op when profiling is off (profile/experts.c). */
+void txp_experts_add(const void *key, const char *name, int n_layers, const int *layer,
+                     int n_experts, int top_k, const uint64_t *sel, const uint64_t *hit,
+                     const uint64_t *miss);
+
+/* The expert table as a JSON array, NULL when no MoE pass was recorded. */
+struct json_object *txp_experts_json(void);
+
 /* The profiler's own host time: callers time the work they do only for
  * the profiler (naming commands, collecting records, counters) and add it
  * here; the trace's otherData.profiler_host_ns is the sum. */

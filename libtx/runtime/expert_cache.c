@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include <tx/tx_dtype.h>
+#include <tx/tx_profile.h>
 
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 #define XC_PAGE 4096u
@@ -246,6 +247,12 @@ int rt_xc_setup(glm_model_t *m, uint64_t bytes, unsigned flags)
     xc->freq = calloc(total, sizeof(double));
     xc->trans = calloc(total * (uint64_t)E, sizeof(uint32_t));
     xc->trow = calloc(total, sizeof(uint32_t));
+    if (tx_profile_enabled()) {
+        xc->p_hit = calloc(total, sizeof(uint64_t));
+        xc->p_miss = calloc(total, sizeof(uint64_t));
+        if (!xc->p_hit || !xc->p_miss)
+            return tx_error(TX_ENOMEM, "expert cache: out of memory");
+    }
     if (!xc->slot || !xc->where || !xc->freq || !xc->trans || !xc->trow)
         return tx_error(TX_ENOMEM, "expert cache: out of memory");
     for (uint64_t i = 0; i < total; i++)
@@ -731,6 +738,8 @@ void rt_xc_moe_ffn(struct gctx *g, int l, int mi, struct tx_moe_ffn_args *x)
             int s = xc->where[(size_t)mi * E + e1];
             if (s >= 0) {
                 xc->hits++;
+                if (xc->p_hit)
+                    xc->p_hit[(size_t)mi * E + e1]++;
                 if (xc->slot[s].prefetched) {
                     xc->prefetch_useful++;
                     xc->slot[s].prefetched = 0;
@@ -753,6 +762,8 @@ void rt_xc_moe_ffn(struct gctx *g, int l, int mi, struct tx_moe_ffn_args *x)
                 break;
             }
             xc->misses++;
+            if (xc->p_miss)
+                xc->p_miss[(size_t)mi * E + e]++;
             if (xc->in_decode)
                 xc->dec_misses++;
             touch(xc, &xc->slot[s]);
@@ -970,6 +981,8 @@ void rt_xc_free(glm_model_t *m)
         tx_bo_free(xc->scratch);
     free(xc->slot);
     free(xc->where);
+    free(xc->p_hit);
+    free(xc->p_miss);
     free(xc->freq);
     free(xc->trans);
     free(xc->trow);

@@ -61,6 +61,9 @@ struct rt_xcache {
     uint64_t hits, misses, prefetches, prefetch_useful, evictions, bytes_read;
     uint64_t dec_tokens, dec_misses, dec_bytes_read, dec_bytes_needed;
     int in_decode; /* the current pass is all decode rows */
+    /* profiling only (else NULL): this pass's hits / misses per (MoE layer,
+     * expert), handed to the trace's expert table after the pass (moe.c) */
+    uint64_t *p_hit, *p_miss;
 };
 
 /* Bytes of the routed experts' stored extents (0: no MoE layers). */

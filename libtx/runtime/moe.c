@@ -28,6 +28,9 @@
  *                    the load penalty on in that layer.
  */
 #include "runtime/rt_internal.h"
+#include "runtime/expert_cache.h"
+
+#include "profile/profile_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -239,12 +242,17 @@ void rt_moe_after_pass(glm_model_t *m, int T)
     uint64_t cap = 0;
     if (m->moe.capacity_factor > 0)
         cap = (uint64_t)ceil((double)m->moe.capacity_factor * T * K / E);
+    /* the profiler's expert table: this pass's selections (profiling only) */
+    uint64_t *sel = tx_profile_enabled() ? malloc((size_t)m->n_moe_layers * E * sizeof(*sel))
+                                         : NULL;
     for (int i = 0; i < m->n_moe_layers; i++) {
         const uint64_t *c = cnt + (size_t)i * E;
         uint64_t *prev = m->counts_prev + (size_t)i * E;
         uint64_t total = 0;
         for (int e = 0; e < E; e++) {
             uint64_t d = c[e] - prev[e];
+            if (sel)
+                sel[(size_t)i * E + e] = d;
             if (cap && d > cap)
                 m->overflow[i] += d - cap;
             prev[e] = c[e];
@@ -258,6 +266,16 @@ void rt_moe_after_pass(glm_model_t *m, int T)
                     cold = 1;
         }
         m->cold_layer[i] = cold;
+    }
+    if (sel) {
+        struct rt_xcache *xc = m->xc;
+        txp_experts_add(m, m->name, m->n_moe_layers, m->moe_layer, E, K, sel,
+                        xc ? xc->p_hit : NULL, xc ? xc->p_miss : NULL);
+        if (xc && xc->p_hit) {
+            memset(xc->p_hit, 0, (size_t)m->n_moe_layers * E * sizeof(uint64_t));
+            memset(xc->p_miss, 0, (size_t)m->n_moe_layers * E * sizeof(uint64_t));
+        }
+        free(sel);
     }
     rt_telemetry_publish(m, 0);
 }

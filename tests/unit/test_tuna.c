@@ -209,6 +209,44 @@ START_TEST(trace_tracks_and_names)
     ck_assert_msg(kv_used[nkv - 1] == (48 + ndecode) * bpp, "KV cache used %g, expected %d x %g",
                   kv_used[nkv - 1], 48 + ndecode, bpp);
 
+    /* the expert table (otherData.experts, the report's heatmap): every row
+     * of every pass routed to top_k experts in each MoE layer; the runtime
+     * cache's hits and misses per (layer, expert) are the uses the device
+     * counted (the per-job counters below) */
+    json_object *other, *xa;
+    ck_assert(json_object_object_get_ex(root, "otherData", &other));
+    ck_assert_msg(json_object_object_get_ex(other, "experts", &xa) &&
+                      json_object_array_length(xa) == 1,
+                  "no expert table in otherData");
+    json_object *xt = json_object_array_get_idx(xa, 0), *xl, *xs, *xh, *xm;
+    int top_k = (int)jnum(xt, "top_k"), n_exp = (int)jnum(xt, "experts");
+    ck_assert(top_k > 0 && n_exp >= top_k);
+    ck_assert(json_object_object_get_ex(xt, "layers", &xl) &&
+              json_object_object_get_ex(xt, "selections", &xs) &&
+              json_object_object_get_ex(xt, "cache_hits", &xh) &&
+              json_object_object_get_ex(xt, "cache_misses", &xm));
+    size_t nml = json_object_array_length(xl);
+    ck_assert(nml > 0 && json_object_array_length(xs) == nml &&
+              json_object_array_length(xh) == nml && json_object_array_length(xm) == nml);
+    double xhits = 0, xmisses = 0;
+    for (size_t l = 0; l < nml; l++) {
+        json_object *rs = json_object_array_get_idx(xs, l), *rh = json_object_array_get_idx(xh, l),
+                    *rm = json_object_array_get_idx(xm, l);
+        ck_assert((int)json_object_array_length(rs) == n_exp);
+        double sel = 0;
+        for (int e = 0; e < n_exp; e++) {
+            sel += json_object_get_double(json_object_array_get_idx(rs, (size_t)e));
+            xhits += json_object_get_double(json_object_array_get_idx(rh, (size_t)e));
+            xmisses += json_object_get_double(json_object_array_get_idx(rm, (size_t)e));
+        }
+        ck_assert_msg(sel == (double)(48 + ndecode) * top_k,
+                      "MoE layer %zu: %g selections, expected (48 + %d rows) x top-%d", l, sel,
+                      ndecode, top_k);
+    }
+    ck_assert_msg(xhits == ec_hits && xmisses == ec_misses,
+                  "expert table: %g hits %g misses; per-job counters: %g hits %g misses", xhits,
+                  xmisses, ec_hits, ec_misses);
+
     /* expert cache: per-job changes of the device's counters; this device
      * ran only the recorded program (every job of it profiled), so they add
      * up to the device's totals */
@@ -292,6 +330,13 @@ START_TEST(report_roofline)
     ck_assert(jnum(r, "expert_cache_hits") + jnum(r, "expert_cache_misses") > 0);
     ck_assert(jnum(r, "expert_cache_hit_pct") >= 0 && jnum(r, "expert_cache_hit_pct") <= 100);
     double cmd_us = jnum(r, "command_time_us"), job_us = jnum(r, "job_time_us");
+    /* wall = load + generation + what precedes / follows them; host = wall - jobs */
+    double wall_us = jnum(r, "wall_time_us");
+    ck_assert(wall_us >= job_us && jnum(r, "generation_time_us") > 0 &&
+              jnum(r, "load_time_us") + jnum(r, "generation_time_us") <= wall_us * 1.000001);
+    ck_assert(fabs(jnum(r, "host_time_us") - (wall_us - job_us)) < 1e-3);
+    json_object *rx;
+    ck_assert(json_object_object_get_ex(r, "experts", &rx) && json_object_array_length(rx) == 1);
     json_object_put(r);
 
     /* --html: one self-contained page with the three SVG charts */
@@ -307,9 +352,13 @@ START_TEST(report_roofline)
     page[len] = 0;
     ck_assert_ptr_nonnull(strstr(page, "<svg id=\"timeline\""));
     ck_assert_ptr_nonnull(strstr(page, "<svg id=\"roofline\""));
-    ck_assert_ptr_nonnull(strstr(page, "<svg id=\"curves\""));
+    ck_assert_ptr_nonnull(strstr(page, "id=\"curves\""));
+    ck_assert_ptr_nonnull(strstr(page, "<svg id=\"curve-memory\""));
     /* issue 41: the readable report's parts */
-    ck_assert_ptr_nonnull(strstr(page, "<svg id=\"timeline-generation\""));
+    ck_assert_ptr_nonnull(strstr(page, "<div id=\"timeline-controls\">"));
+    ck_assert_ptr_nonnull(strstr(page, "<rect class=\"cmd\" data-t=\""));
+    ck_assert_ptr_nonnull(strstr(page, "<svg id=\"expert-heatmap\""));
+    ck_assert_ptr_nonnull(strstr(page, "<svg id=\"expert-cache-heatmap\""));
     ck_assert_ptr_nonnull(strstr(page, "class=\"phase-load\""));
     ck_assert_ptr_nonnull(strstr(page, "class=\"phase-generation\""));
     ck_assert_ptr_nonnull(strstr(page, "<g class=\"time-axis\">"));
@@ -321,17 +370,21 @@ START_TEST(report_roofline)
     ck_assert_ptr_nonnull(strstr(page, "memory ceiling"));
     ck_assert_ptr_nonnull(strstr(page, "<g class=\"legend\">"));
     ck_assert_ptr_nonnull(strstr(page, "<table id=\"commands\""));
-    ck_assert_ptr_nonnull(strstr(page, "<th>p99 us</th>"));
-    ck_assert_ptr_nonnull(strstr(page, "<th>energy uJ</th>"));
+    ck_assert_ptr_nonnull(strstr(page, ">p99 us</th>"));
+    ck_assert_ptr_nonnull(strstr(page, ">energy uJ</th>"));
     ck_assert_ptr_nonnull(strstr(page, "<table id=\"layers\""));
     ck_assert_ptr_nonnull(strstr(page, "id=\"header-times\""));
     /* the header's device times are tuna report's */
     char want[128];
     snprintf(want, sizeof(want), "(%.1f us of commands, %.1f us of jobs)", cmd_us, job_us);
     ck_assert_msg(strstr(page, want) != NULL, "the header does not say %s", want);
+    snprintf(want, sizeof(want), "<b>wall time %.1f ms</b>", wall_us / 1e3);
+    ck_assert_msg(strstr(page, want) != NULL, "the header does not say %s", want);
     ck_assert_ptr_nonnull(strstr(page, "MOE_FFN layers.1.mlp.experts"));
     ck_assert_ptr_nonnull(strstr(page, "</html>"));
-    ck_assert_ptr_null(strstr(page, "<script"));
+    /* self-contained: the one script is inline, nothing is loaded */
+    ck_assert_ptr_nonnull(strstr(page, "<script>\n"));
+    ck_assert_ptr_null(strstr(strstr(page, "<script>\n") + 1, "<script"));
     ck_assert_ptr_null(strstr(page, "src="));
     ck_assert_ptr_null(strstr(page, "href="));
 }
@@ -361,6 +414,21 @@ START_TEST(bad_input)
     ck_assert_int_eq(run_to(a6, NULL), 1); /* no decode tokens/s line */
     const char *a7[] = {bin("tuna"), "overhead", "-r", "0", "--", "/bin/true", NULL};
     ck_assert_int_eq(run_to(a7, NULL), 2);
+    /* a malformed expert table (a row short of the experts): refused, no page */
+    snprintf(p, sizeof(p), "%s/bad-experts.json", rts_tmpdir());
+    f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cmd\", \"name\": \"FILL\", "
+          "\"ts\": 1, \"dur\": 2, \"args\": {\"op\": \"FILL\"}}], \"otherData\": "
+          "{\"experts\": [{\"model\": \"m\", \"experts\": 4, \"top_k\": 2, \"layers\": [1], "
+          "\"selections\": [[1, 2, 3]]}]}}",
+          f);
+    fclose(f);
+    char page[400];
+    snprintf(page, sizeof(page), "%s/bad-experts.html", rts_tmpdir());
+    const char *a8[] = {bin("tuna"), "report", "--html", page, p, NULL};
+    ck_assert_int_eq(run_to(a8, NULL), 1);
+    ck_assert_int_ne(access(page, F_OK), 0);
 }
 END_TEST
 

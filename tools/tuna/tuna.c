@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "common/cli.h"
-#include "svg_axis.h"
+#include "report.h"
 
 #include <json-c/json.h>
 
@@ -303,28 +303,6 @@ static int cmd_record(int argc, char **argv)
 
 /* ---- report ---------------------------------------------------------------- */
 
-struct cmd {
-    const char *name, *op, *phase;
-    double ts, dur; /* us */
-    double bytes, flops;
-    double energy; /* pJ (power model, interface 1.8; 0 before) */
-    int cores, job;
-};
-
-struct group {
-    const char *name, *phase, *op;
-    double time, bytes, flops;
-    double energy; /* pJ */
-    long count;
-    const char *cls;
-    const char *roof; /* the roof its arithmetic intensity meets first */
-};
-
-struct span {
-    const char *name;
-    double ts, dur;
-};
-
 static double jnum(json_object *o, const char *k)
 {
     json_object *v;
@@ -343,12 +321,6 @@ static int cmp_group(const void *a, const void *b)
 {
     double x = ((const struct group *)a)->time, y = ((const struct group *)b)->time;
     return x < y ? 1 : x > y ? -1 : 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y ? 1 : 0;
 }
 
 static int cmp_ts(const void *a, const void *b)
@@ -388,391 +360,165 @@ static const char *roof_of(double bytes, double flops, double pbw, double pfl)
     return t_cmp > t_mem ? "compute" : "memory";
 }
 
-enum { SM_BUSY, SM_MEM, SM_KV, SM_NKINDS };
-
-struct sample {
-    double ts, v;
-    int kind; /* SM_BUSY: busy %, SM_MEM: device memory, SM_KV: KV cache used */
-};
-
-static unsigned op_color(const char *op)
+/* The trace's expert tables (otherData.experts, libtx/profile/experts.c):
+ * *out (n of them, 0 without any); -1 with a message when malformed. */
+static int read_experts(const char *path, json_object *other, struct xmodel **out, int *n)
 {
-    unsigned h = 2166136261u;
-    for (; *op; op++)
-        h = (h ^ (unsigned char)*op) * 16777619u;
-    return h & 0x7f7f7f;
-}
-
-static void html_escape(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '<')
-            fputs("&lt;", f);
-        else if (*s == '>')
-            fputs("&gt;", f);
-        else if (*s == '&')
-            fputs("&amp;", f);
-        else if (*s == '"')
-            fputs("&quot;", f);
-        else
-            fputc(*s, f);
-    }
-}
-
-/* Whether a host span is part of generation (prompt or decode). */
-static int gen_span(const struct span *sp)
-{
-    return !strcmp(sp->name, "prefill") || !strcmp(sp->name, "decode step");
-}
-
-static double pctl(double *v, int n, double q)
-{
-    if (n <= 0)
+    json_object *xa;
+    *out = NULL;
+    *n = 0;
+    if (!other || !json_object_object_get_ex(other, "experts", &xa))
         return 0;
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    int k = (int)ceil(q * n) - 1;
-    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
-}
-
-/* One timeline over [a, b] (us of the trace), labels since origin. */
-static void html_timeline(FILE *f, const char *id, const struct cmd *cmds, int ncmd,
-                          const struct span *sp, int nsp, double a, double b, double origin,
-                          double gen0, double gen1, double W)
-{
-    double span = b > a ? b - a : 1;
-#define TX(t) (10 + ((t)-a) / span * W)
-#define TW(d) ((d) / span * W > 0.5 ? (d) / span * W : 0.5)
-    fprintf(f, "<svg id=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
-               "height=\"150\">\n<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"150\" "
-               "fill=\"#f4f4f4\"/>\n",
-            id, W + 20, W + 20);
-    /* phases: model load (before the first prompt) and generation */
-    if (gen1 > gen0) {
-        double l0 = a > 0 ? a : a, g0 = gen0 > a ? gen0 : a, g1 = gen1 < b ? gen1 : b;
-        if (g0 > l0)
-            fprintf(f, "<rect class=\"phase-load\" x=\"%.1f\" y=\"106\" width=\"%.1f\" "
-                       "height=\"8\" fill=\"#e8b47c\"><title>load phase: %.1f ms</title>"
-                       "</rect><text x=\"%.1f\" y=\"104\" font-size=\"10\" fill=\"#964\">load"
-                       "</text>\n",
-                    TX(l0), TW(g0 - l0), (g0 - l0) / 1e3, TX(l0) + 2);
-        if (g1 > g0)
-            fprintf(f, "<rect class=\"phase-generation\" x=\"%.1f\" y=\"106\" width=\"%.1f\" "
-                       "height=\"8\" fill=\"#7ca4e8\"><title>generation phase (prompt and "
-                       "decode): %.1f ms</title></rect><text x=\"%.1f\" y=\"104\" "
-                       "font-size=\"10\" fill=\"#469\">generation</text>\n",
-                    TX(g0), TW(g1 - g0), (g1 - g0) / 1e3, TX(g0) + 2);
-    }
-    fprintf(f, "<text x=\"12\" y=\"14\">host</text><text x=\"12\" y=\"64\">device "
-               "commands</text>\n");
-    for (int i = 0; i < nsp; i++) {
-        if (sp[i].ts + sp[i].dur < a || sp[i].ts > b)
-            continue;
-        fprintf(f, "<rect x=\"%.2f\" y=\"18\" width=\"%.2f\" height=\"24\" fill=\"#4a7\">"
-                   "<title>",
-                TX(sp[i].ts < a ? a : sp[i].ts), TW(sp[i].dur));
-        html_escape(f, sp[i].name);
-        fprintf(f, " %.1f us</title></rect>\n", sp[i].dur);
-    }
-    for (int i = 0; i < ncmd; i++) {
-        if (cmds[i].ts + cmds[i].dur < a || cmds[i].ts > b)
-            continue;
-        fprintf(f, "<rect x=\"%.2f\" y=\"68\" width=\"%.2f\" height=\"24\" "
-                   "fill=\"#%06x\"><title>",
-                TX(cmds[i].ts), TW(cmds[i].dur), op_color(cmds[i].op) | 0x303030);
-        html_escape(f, cmds[i].name);
-        fprintf(f, " (%s, %s): %.1f us, %.0f bytes, %.0f MACs, %.2f uJ, job %d</title></rect>\n",
-                cmds[i].op, cmds[i].phase, cmds[i].dur, cmds[i].bytes, cmds[i].flops / 2,
-                cmds[i].energy / 1e6, cmds[i].job);
-    }
-    svg_time_axis(f, 10, W, 120, a, span, origin);
-    fprintf(f, "<text x=\"%.0f\" y=\"146\" font-size=\"10\" text-anchor=\"end\">time since "
-               "the first event</text></svg>\n",
-            W + 10);
-#undef TX
-#undef TW
-}
-
-/* The roofline: log-log axes with decade ticks, the device's ceilings and
- * a legend per command type. */
-static void html_roofline(FILE *f, const struct group *gr, int ngr, double pbw, double pfl)
-{
-    double xlo = -2, xhi = 3, ymax = pfl > 0 ? ceil(log10(pfl)) + 1 : 2, ymin = ymax - 6;
-    double L = 70, T = 10, RW = 560, RH = 320;
-#define RX(ai) (L + (log10(ai) - xlo) / (xhi - xlo) * RW)
-#define RY(g) (T + (ymax - log10(g)) / (ymax - ymin) * RH)
-    fprintf(f, "<svg id=\"roofline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" "
-               "height=\"380\">\n<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" "
-               "fill=\"#f4f4f4\" stroke=\"#333\"/>\n",
-            L, T, RW, RH);
-    svg_log_ticks(f, false, xlo, xhi, T + RH, L, L + RW, "");
-    svg_log_ticks(f, true, ymin, ymax, L, T + RH, T, "");
-    fprintf(f, "<text class=\"x-label\" x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">arithmetic "
-               "intensity (FLOP/byte, log)</text>\n<text class=\"y-label\" x=\"14\" y=\"%.0f\" "
-               "transform=\"rotate(-90 14 %.0f)\" text-anchor=\"middle\">GFLOP/s (log)</text>\n",
-            L + RW / 2, T + RH + 34, T + RH / 2, T + RH / 2);
-    if (pbw > 0 && pfl > 0) {
-        double ridge = pfl / pbw, x0 = pow(10, xlo);
-        if (log10(x0 * pbw) < ymin)
-            x0 = pow(10, ymin) / pbw;
-        fprintf(f, "<polyline class=\"ceiling\" fill=\"none\" stroke=\"#c33\" stroke-width=\"2\" "
-                   "points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\"/>\n",
-                RX(x0), RY(x0 * pbw), RX(ridge), RY(pfl), RX(pow(10, xhi)), RY(pfl));
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c33\" font-size=\"11\">compute ceiling "
-                   "%.2f GFLOP/s</text>\n<text x=\"%.1f\" y=\"%.1f\" fill=\"#c33\" "
-                   "font-size=\"11\" transform=\"rotate(-%.1f %.1f %.1f)\">memory ceiling %.2f "
-                   "GB/s</text>\n",
-                RX(ridge) + 4, RY(pfl) - 4, pfl, RX(x0) + 6, RY(x0 * pbw) - 6,
-                atan2(RY(x0 * pbw) - RY(pfl), RX(ridge) - RX(x0)) * 180 / M_PI, RX(x0) + 6,
-                RY(x0 * pbw) - 6, pbw);
-    }
-    for (int g = 0; g < ngr; g++) {
-        if (gr[g].bytes <= 0 || gr[g].flops <= 0 || gr[g].time <= 0)
-            continue;
-        double ai = gr[g].flops / gr[g].bytes, gf = gr[g].flops / (gr[g].time * 1e3);
-        if (log10(ai) < xlo || log10(ai) > xhi || log10(gf) < ymin || log10(gf) > ymax)
-            continue;
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#%06x\"><title>", RX(ai),
-                RY(gf), op_color(gr[g].op) | 0x303030);
-        html_escape(f, gr[g].name);
-        fprintf(f, " (%s) %.2f flop/B, %.2f GFLOP/s, %s</title></circle>\n", gr[g].phase, ai, gf,
-                gr[g].cls);
-    }
-    /* legend: one entry per command type */
-    int row = 0;
-    fprintf(f, "<g class=\"legend\"><text x=\"650\" y=\"20\" font-weight=\"bold\">command "
-               "type</text>\n");
-    for (int g = 0; g < ngr; g++) {
-        int seen = 0;
-        for (int k = 0; k < g && !seen; k++)
-            seen = !strcmp(gr[k].op, gr[g].op);
-        if (seen || row >= 20)
-            continue;
-        fprintf(f, "<circle cx=\"656\" cy=\"%d\" r=\"4\" fill=\"#%06x\"/><text x=\"666\" "
-                   "y=\"%d\" font-size=\"11\">",
-                36 + 16 * row, op_color(gr[g].op) | 0x303030, 40 + 16 * row);
-        html_escape(f, gr[g].op);
-        fprintf(f, "</text>\n");
-        row++;
-    }
-    fprintf(f, "</g></svg>\n");
-#undef RX
-#undef RY
-}
-
-/* Rows of the HTML command table (the longest groups). */
-#define HTML_TABLE_ROWS 40
-
-/* Orders of the command table: without script the page carries the table
- * once per order, each in a <details> (the first open). */
-enum { ORD_TIME, ORD_ENERGY, ORD_P99, ORD_GBPS, ORD_GFLOPS, ORD_COUNT };
-static const char *const ord_name[ORD_COUNT] = {"total time", "energy", "p99", "GB/s",
-                                                "GFLOP/s"};
-
-struct trow {
-    int g;
-    double key[ORD_COUNT];
-};
-static int trow_ord;
-
-static int cmp_trow(const void *a, const void *b)
-{
-    double x = ((const struct trow *)a)->key[trow_ord], y = ((const struct trow *)b)->key[trow_ord];
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
-/* The table of command groups, in each order. */
-static void html_table(FILE *f, const struct cmd *cmds, int ncmd, const struct group *gr,
-                       int ngr)
-{
-    double *d = malloc(sizeof(double) * (size_t)(ncmd ? ncmd : 1));
-    double *p99 = calloc((size_t)(ngr ? ngr : 1), sizeof(double));
-    struct trow *rows = calloc((size_t)(ngr ? ngr : 1), sizeof(*rows));
-    if (!d || !p99 || !rows) {
-        free(d);
-        free(p99);
-        free(rows);
-        fprintf(f, "<p>(out of memory for the command table)</p>\n");
-        return;
-    }
-    for (int g = 0; g < ngr; g++) {
-        int n = 0;
-        for (int i = 0; i < ncmd; i++)
-            if (!strcmp(cmds[i].name, gr[g].name) && !strcmp(cmds[i].phase, gr[g].phase))
-                d[n++] = cmds[i].dur;
-        p99[g] = pctl(d, n, 0.99);
-        rows[g].g = g;
-        rows[g].key[ORD_TIME] = gr[g].time;
-        rows[g].key[ORD_ENERGY] = gr[g].energy;
-        rows[g].key[ORD_P99] = p99[g];
-        rows[g].key[ORD_GBPS] = gr[g].time > 0 ? gr[g].bytes / gr[g].time : 0;
-        rows[g].key[ORD_GFLOPS] = gr[g].time > 0 ? gr[g].flops / gr[g].time : 0;
-    }
-    for (int o = 0; o < ORD_COUNT; o++) {
-        trow_ord = o;
-        qsort(rows, (size_t)ngr, sizeof(*rows), cmp_trow);
-        fprintf(f, "<details%s><summary>by %s</summary>\n<table%s border=\"1\" "
-                   "cellspacing=\"0\" cellpadding=\"3\">\n"
-                   "<tr><th>command</th><th>phase</th><th>count</th><th>total ms</th><th>mean "
-                   "us</th><th>p99 us</th><th>bytes</th><th>MACs</th><th>GB/s</th>"
-                   "<th>GFLOP/s</th><th>energy uJ</th><th>bound</th></tr>\n",
-                o == 0 ? " open" : "", ord_name[o], o == 0 ? " id=\"commands\"" : "");
-        for (int r = 0; r < ngr && r < HTML_TABLE_ROWS; r++) {
-            int g = rows[r].g;
-            fprintf(f, "<tr><td>");
-            html_escape(f, gr[g].name);
-            fprintf(f, "</td><td>%s</td><td>%ld</td><td>%.3f</td><td>%.1f</td><td>%.1f</td>"
-                       "<td>%.0f</td><td>%.0f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td>"
-                       "<td>%s</td></tr>\n",
-                    gr[g].phase, gr[g].count, gr[g].time / 1e3,
-                    gr[g].count ? gr[g].time / gr[g].count : 0, p99[g], gr[g].bytes,
-                    gr[g].flops / 2, gr[g].bytes / (gr[g].time * 1e3),
-                    gr[g].flops / (gr[g].time * 1e3), gr[g].energy / 1e6, gr[g].cls);
+    if (!json_object_is_type(xa, json_type_array))
+        goto bad;
+    size_t nx = json_object_array_length(xa);
+    struct xmodel *xm = calloc(nx + 1, sizeof(*xm));
+    if (!xm)
+        goto bad;
+    *out = xm;
+    for (size_t i = 0; i < nx; i++) {
+        json_object *o = json_object_array_get_idx(xa, i), *ls, *m[3];
+        struct xmodel *x = &xm[(*n)++];
+        x->model = jstr(o, "model") ? jstr(o, "model") : "model";
+        x->n_experts = (int)jnum(o, "experts");
+        x->top_k = (int)jnum(o, "top_k");
+        if (!json_object_object_get_ex(o, "layers", &ls) ||
+            !json_object_is_type(ls, json_type_array) || x->n_experts <= 0 ||
+            x->n_experts > 65536 || json_object_array_length(ls) > 4096)
+            goto bad;
+        x->n_layers = (int)json_object_array_length(ls);
+        size_t cells = (size_t)x->n_layers * (size_t)x->n_experts;
+        x->layer = calloc((size_t)x->n_layers + 1, sizeof(int));
+        if (!x->layer)
+            goto bad;
+        for (int l = 0; l < x->n_layers; l++)
+            x->layer[l] = json_object_get_int(json_object_array_get_idx(ls, (size_t)l));
+        static const char *const key[3] = {"selections", "cache_hits", "cache_misses"};
+        double **dst[3] = {&x->sel, &x->hit, &x->miss};
+        for (int k = 0; k < 3; k++) {
+            if (!json_object_object_get_ex(o, key[k], &m[k])) {
+                if (k == 0)
+                    goto bad;
+                continue;
+            }
+            if (!json_object_is_type(m[k], json_type_array) ||
+                json_object_array_length(m[k]) != (size_t)x->n_layers)
+                goto bad;
+            double *v = calloc(cells + 1, sizeof(double));
+            if (!v)
+                goto bad;
+            *dst[k] = v;
+            for (int l = 0; l < x->n_layers; l++) {
+                json_object *row = json_object_array_get_idx(m[k], (size_t)l);
+                if (!json_object_is_type(row, json_type_array) ||
+                    json_object_array_length(row) != (size_t)x->n_experts)
+                    goto bad;
+                for (int e = 0; e < x->n_experts; e++) {
+                    double d = json_object_get_double(json_object_array_get_idx(row, (size_t)e));
+                    if (!(d >= 0))
+                        goto bad;
+                    v[(size_t)l * x->n_experts + e] = d;
+                }
+            }
         }
-        fprintf(f, "</table></details>\n");
-    }
-    if (ngr > HTML_TABLE_ROWS)
-        fprintf(f, "<p>The first %d of %d groups in each order; <code>tuna report --json</code> "
-                   "lists them all.</p>\n",
-                HTML_TABLE_ROWS, ngr);
-    free(d);
-    free(p99);
-    free(rows);
-}
-
-/* One self-contained page (inline SVG, no script, no network): the header
- * times (as tuna report's text), the timeline of the run with its load and
- * generation phases and a second one focused on the generation, the
- * roofline, the command table, per-layer time and energy, the busy % and
- * device memory curves. Written to a temporary file, renamed. */
-static int write_html(const char *path, const struct cmd *cmds, int ncmd, const struct span *sp,
-                      int nsp, const struct group *gr, int ngr, const struct group *ly, int nly,
-                      const struct sample *sm, int nsm, double pbw, double pfl, double cmd_us,
-                      double job_us, int njob)
-{
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
-        fprintf(stderr, "tuna report: --html: path too long\n");
-        return 1;
-    }
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "tuna report: --html: cannot create %s: %s\n", tmp, strerror(errno));
-        return 1;
-    }
-    double t0 = cmds[0].ts, t1 = cmds[0].ts + cmds[0].dur, gen0 = 0, gen1 = 0;
-    int have_gen = 0;
-    for (int i = 0; i < ncmd; i++) {
-        if (cmds[i].ts < t0)
-            t0 = cmds[i].ts;
-        if (cmds[i].ts + cmds[i].dur > t1)
-            t1 = cmds[i].ts + cmds[i].dur;
-    }
-    for (int i = 0; i < nsp; i++) {
-        if (sp[i].ts < t0)
-            t0 = sp[i].ts;
-        if (sp[i].ts + sp[i].dur > t1)
-            t1 = sp[i].ts + sp[i].dur;
-        if (gen_span(&sp[i])) {
-            if (!have_gen || sp[i].ts < gen0)
-                gen0 = sp[i].ts;
-            if (!have_gen || sp[i].ts + sp[i].dur > gen1)
-                gen1 = sp[i].ts + sp[i].dur;
-            have_gen = 1;
-        }
-    }
-    double span = t1 > t0 ? t1 - t0 : 1, energy = 0;
-    for (int i = 0; i < ncmd; i++)
-        energy += cmds[i].energy;
-    fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tuna report</title>"
-               "<style>body{font:13px sans-serif;background:#fff;color:#111}"
-               "h2{font-size:15px}table{border-collapse:collapse;font-size:12px}"
-               "td{text-align:right}td:first-child{text-align:left}</style></head><body>\n"
-               "<h1>tuna report</h1>\n");
-    fprintf(f, "<p id=\"header-times\"><b>wall time %.1f ms</b> (first to last event of the "
-               "trace: model load, prompt and generation, as the host saw them); <b>device "
-               "time %.1f ms</b> of commands in %d jobs (%.1f ms of jobs), the figures of "
-               "<code>tuna report</code>'s text (%.1f us of commands, %.1f us of jobs). The "
-               "difference, %.1f ms, is host time: loading and converting weights, "
-               "tokenisation, building passes and the gaps between jobs.",
-            span / 1e3, cmd_us / 1e3, njob, job_us / 1e3, cmd_us, job_us,
-            (span - job_us) / 1e3);
-    if (have_gen)
-        fprintf(f, " Generation (prompt and decode) took %.1f ms of it.", (gen1 - gen0) / 1e3);
-    if (energy > 0)
-        fprintf(f, " Energy of the commands: %.3f mJ (the device's power model).", energy / 1e9);
-    fprintf(f, " %d commands; peaks %.2f GB/s, %.2f GFLOP/s.</p>\n", ncmd, pbw, pfl);
-    fprintf(f, "<h2>Timeline: the whole run</h2>\n");
-    html_timeline(f, "timeline", cmds, ncmd, sp, nsp, t0, t1, t0, have_gen ? gen0 : t0,
-                  have_gen ? gen1 : t0, 1200);
-    if (have_gen) {
-        /* wide enough for about 4 px per command; scroll to pan */
-        int ngen = 0;
-        for (int i = 0; i < ncmd; i++)
-            ngen += cmds[i].ts >= gen0 && cmds[i].ts <= gen1;
-        double gw = ngen * 4.0 < 1200 ? 1200 : ngen * 4.0 > 16000 ? 16000 : ngen * 4.0;
-        fprintf(f, "<h2>Timeline: generation (focus)</h2>\n<p>%.0f px wide for %d commands: "
-                   "scroll sideways to pan, the browser's zoom to zoom.</p>\n<div "
-                   "style=\"overflow-x:auto;width:1240px\">\n",
-                gw, ngen);
-        html_timeline(f, "timeline-generation", cmds, ncmd, sp, nsp, gen0, gen1, t0, gen0, gen1,
-                      gw);
-        fprintf(f, "</div>\n");
-    }
-    fprintf(f, "<h2>Roofline</h2>\n");
-    html_roofline(f, gr, ngr, pbw, pfl);
-    fprintf(f, "<h2>Commands</h2>\n<p>Each order of the table is a section below; open "
-               "one to read the groups in that order.</p>\n");
-    html_table(f, cmds, ncmd, gr, ngr);
-    if (nly) {
-        fprintf(f, "<h2>Per layer</h2>\n<table id=\"layers\" border=\"1\" cellspacing=\"0\" "
-                   "cellpadding=\"3\"><tr><th>layer</th><th>time ms</th><th>share</th>"
-                   "<th>commands</th><th>energy uJ</th></tr>\n");
-        for (int k = 0; k < nly; k++)
-            fprintf(f, "<tr><td>%s</td><td>%.3f</td><td>%.1f%%</td><td>%ld</td><td>%.2f</td>"
-                       "</tr>\n",
-                    ly[k].name, ly[k].time / 1e3, cmd_us > 0 ? 100.0 * ly[k].time / cmd_us : 0,
-                    ly[k].count, ly[k].energy / 1e6);
-        fprintf(f, "</table>\n");
-    }
-#define TX(t) (10 + ((t)-t0) / span * 1200)
-    /* curves */
-    double mmax = 1;
-    for (int i = 0; i < nsm; i++)
-        if (sm[i].kind != SM_BUSY && sm[i].v > mmax)
-            mmax = sm[i].v;
-    fprintf(f, "<h2>Utilisation and device memory</h2>\n<svg id=\"curves\" "
-               "xmlns=\"http://www.w3.org/2000/svg\" width=\"1220\" height=\"250\">\n"
-               "<rect x=\"0\" y=\"0\" width=\"1220\" height=\"220\" fill=\"#f4f4f4\"/>\n");
-    static const char *const stroke[SM_NKINDS] = {"#c63", "#36c", "#393"};
-    for (int m = 0; m < SM_NKINDS; m++) {
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" points=\"", stroke[m]);
-        for (int i = 0; i < nsm; i++)
-            if (sm[i].kind == m)
-                fprintf(f, "%.1f,%.1f ", TX(sm[i].ts),
-                        210 - (m != SM_BUSY ? sm[i].v / mmax : sm[i].v / 100.0) * 200);
-        fprintf(f, "\"/>\n");
-    }
-    svg_time_axis(f, 10, 1200, 224, t0, span, t0);
-    fprintf(f,
-            "<text x=\"10\" y=\"14\" fill=\"#c63\">busy %%</text><text x=\"80\" "
-            "y=\"14\" fill=\"#36c\">device memory (max %.0f MiB)</text><text x=\"330\" "
-            "y=\"14\" fill=\"#393\">KV cache used (same scale)</text></svg>\n"
-            "</body></html>\n",
-            mmax / 1048576.0);
-#undef TX
-    struct stat st;
-    if (!lstat(path, &st) && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
-        fclose(f);
-        fprintf(stderr, "tuna report: --html: %s exists and is not a regular file\n", path);
-        unlink(tmp);
-        return 1;
-    }
-    if (ferror(f) | fclose(f) || rename(tmp, path) != 0) {
-        fprintf(stderr, "tuna report: --html: cannot write %s: %s\n", path, strerror(errno));
-        unlink(tmp);
-        return 1;
+        if (!x->hit != !x->miss)
+            goto bad;
     }
     return 0;
+bad:
+    fprintf(stderr, "tuna report: %s: otherData.experts is malformed (expected per model "
+                    "\"experts\" > 0, \"layers\" and a layers x experts \"selections\" matrix of "
+                    "counts >= 0, optionally \"cache_hits\" and \"cache_misses\" alike)\n",
+            path);
+    return -1;
+}
+
+static void free_experts(struct xmodel *xm, int n)
+{
+    for (int i = 0; xm && i < n; i++) {
+        free(xm[i].layer);
+        free(xm[i].sel);
+        free(xm[i].hit);
+        free(xm[i].miss);
+    }
+    free(xm);
+}
+
+/* Per MoE layer of x: selections, the hottest expert and its share, the
+ * cache's hits and misses. */
+struct xlayer {
+    double sel, hot_sel, hits, misses;
+    int hot;
+};
+
+static void expert_layer(const struct xmodel *x, int l, struct xlayer *o)
+{
+    memset(o, 0, sizeof(*o));
+    for (int e = 0; e < x->n_experts; e++) {
+        size_t k = (size_t)l * x->n_experts + e;
+        o->sel += x->sel[k];
+        if (x->sel[k] > o->hot_sel) {
+            o->hot_sel = x->sel[k];
+            o->hot = e;
+        }
+        o->hits += x->hit ? x->hit[k] : 0;
+        o->misses += x->miss ? x->miss[k] : 0;
+    }
+}
+
+static json_object *experts_json(const struct xmodel *xm, int nxm)
+{
+    json_object *a = json_object_new_array();
+    for (int i = 0; i < nxm; i++) {
+        const struct xmodel *x = &xm[i];
+        json_object *o = json_object_new_object(), *ls = json_object_new_array();
+        json_object_object_add(o, "model", json_object_new_string(x->model));
+        json_object_object_add(o, "experts", json_object_new_int(x->n_experts));
+        json_object_object_add(o, "top_k", json_object_new_int(x->top_k));
+        for (int l = 0; l < x->n_layers; l++) {
+            struct xlayer s;
+            expert_layer(x, l, &s);
+            json_object *r = json_object_new_object();
+            json_object_object_add(r, "layer", json_object_new_int(x->layer[l]));
+            json_object_object_add(r, "selections", json_object_new_double(s.sel));
+            json_object_object_add(r, "hottest_expert", json_object_new_int(s.hot));
+            json_object_object_add(r, "hottest_share_pct",
+                                   json_object_new_double(s.sel > 0 ? 100 * s.hot_sel / s.sel : 0));
+            if (x->hit) {
+                json_object_object_add(r, "cache_hits", json_object_new_double(s.hits));
+                json_object_object_add(r, "cache_misses", json_object_new_double(s.misses));
+            }
+            json_object_array_add(ls, r);
+        }
+        json_object_object_add(o, "layers", ls);
+        json_object_array_add(a, o);
+    }
+    return a;
+}
+
+static void experts_text(const struct xmodel *xm, int nxm)
+{
+    for (int i = 0; i < nxm; i++) {
+        const struct xmodel *x = &xm[i];
+        printf("\nexperts of %s: %d MoE layers x %d experts, top-%d (the HTML page's heatmap)\n",
+               x->model, x->n_layers, x->n_experts, x->top_k);
+        printf("%-12s %10s %8s %7s", "layer", "selections", "hottest", "share");
+        if (x->hit)
+            printf(" %10s %10s %9s", "cache hits", "misses", "hit rate");
+        printf("\n");
+        for (int l = 0; l < x->n_layers; l++) {
+            struct xlayer s;
+            expert_layer(x, l, &s);
+            char name[32];
+            snprintf(name, sizeof(name), "layers.%d", x->layer[l]);
+            printf("%-12s %10.0f %8d %6.1f%%", name, s.sel, s.hot,
+                   s.sel > 0 ? 100 * s.hot_sel / s.sel : 0.0);
+            if (x->hit)
+                printf(" %10.0f %10.0f %8.1f%%", s.hits, s.misses,
+                       s.hits + s.misses > 0 ? 100 * s.hits / (s.hits + s.misses) : 0.0);
+            printf("\n");
+        }
+    }
 }
 
 static int cmd_report(int argc, char **argv)
@@ -850,6 +596,11 @@ static int cmd_report(int argc, char **argv)
     json_object *sv;
     if (other && json_object_object_get_ex(other, "profiler_host_ns", &sv))
         self_us = json_object_get_double(sv) / 1000.0;
+    struct xmodel *xm = NULL;
+    struct span *ph = NULL;
+    int nxm = 0, rc = 1;
+    if (read_experts(path, other, &xm, &nxm))
+        goto out;
     for (size_t i = 0; i < n; i++) {
         json_object *e = json_object_array_get_idx(evs, i);
         const char *ph = jstr(e, "ph"), *cat = jstr(e, "cat"), *name = jstr(e, "name");
@@ -911,12 +662,14 @@ static int cmd_report(int argc, char **argv)
     }
     if (!ncmd) {
         fprintf(stderr, "tuna report: %s: no device commands (cat \"cmd\") in the trace\n", path);
-        json_object_put(root);
-        return 1;
+        goto out;
     }
+    struct run_times rt;
+    run_times(cmds, ncmd, spans, nsp, &rt);
+    double wall = rt.t1 - rt.t0;
     /* phase spans: only prefill / decode step */
     int nph = 0;
-    struct span *ph = calloc((size_t)nsp + 1, sizeof(*ph));
+    ph = calloc((size_t)nsp + 1, sizeof(*ph));
     for (int i = 0; i < nsp && ph; i++)
         if (!strcmp(spans[i].name, "prefill") || !strcmp(spans[i].name, "decode step"))
             ph[nph++] = spans[i];
@@ -1015,6 +768,13 @@ static int cmd_report(int argc, char **argv)
         json_object_object_add(o, "jobs", json_object_new_int(njob));
         json_object_object_add(o, "command_time_us", json_object_new_double(total));
         json_object_object_add(o, "job_time_us", json_object_new_double(job_time));
+        json_object_object_add(o, "wall_time_us", json_object_new_double(wall));
+        json_object_object_add(o, "host_time_us", json_object_new_double(wall - job_time));
+        if (rt.have_gen) {
+            json_object_object_add(o, "load_time_us", json_object_new_double(rt.gen0 - rt.t0));
+            json_object_object_add(o, "generation_time_us",
+                                   json_object_new_double(rt.gen1 - rt.gen0));
+        }
         json_object_object_add(o, "command_energy_uj", json_object_new_double(energy / 1e6));
         json_object_object_add(o, "peak_gbps", json_object_new_double(peak_bw));
         json_object_object_add(o, "peak_gflops", json_object_new_double(peak_fl));
@@ -1074,12 +834,22 @@ static int cmd_report(int argc, char **argv)
             json_object_array_add(la, x);
         }
         json_object_object_add(o, "layers", la);
+        if (nxm)
+            json_object_object_add(o, "experts", experts_json(xm, nxm));
         printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
         json_object_put(o);
     } else {
         printf("tuna report: %s\n", path);
         printf("%d commands in %d jobs: %.1f us of commands, %.1f us of jobs\n", ncmd, njob, total,
                job_time);
+        printf("wall time %.1f ms (first to last event of the trace), of which %.1f ms jobs "
+               "on the device and %.1f ms host time (loading weights, tokenisation, building "
+               "passes, gaps between jobs)",
+               wall / 1e3, job_time / 1e3, (wall - job_time) / 1e3);
+        if (rt.have_gen)
+            printf("; load %.1f ms, generation %.1f ms", (rt.gen0 - rt.t0) / 1e3,
+                   (rt.gen1 - rt.gen0) / 1e3);
+        printf("\n");
         printf("peaks (%s): %.2f GB/s, %.2f GFLOP/s\n\n", peak_src, peak_bw, peak_fl);
         printf("%-44s %-7s %6s %10s %6s %8s %9s %10s  %s\n", "command", "phase", "count",
                "time us", "share", "GB/s", "GFLOP/s", "energy uJ", "class");
@@ -1115,11 +885,33 @@ static int cmd_report(int argc, char **argv)
                 printf(" (hit rate %.1f%%)", 100.0 * ec_hits / (ec_hits + ec_misses));
             printf("\n");
         }
+        experts_text(xm, nxm);
     }
-    int rc = 0;
-    if (html)
-        rc = write_html(html, cmds, ncmd, spans, nsp, groups, ngr, layers, nly, samples, nsm,
-                        peak_bw, peak_fl, total, job_time, njob);
+    rc = 0;
+    if (html) {
+        struct report r = {.cmds = cmds,
+                           .ncmd = ncmd,
+                           .spans = spans,
+                           .nsp = nsp,
+                           .groups = groups,
+                           .layers = layers,
+                           .ngr = ngr,
+                           .nly = nly,
+                           .samples = samples,
+                           .nsm = nsm,
+                           .xm = xm,
+                           .nxm = nxm,
+                           .peak_bw = peak_bw,
+                           .peak_fl = peak_fl,
+                           .cmd_us = total,
+                           .job_us = job_time,
+                           .energy_pj = energy,
+                           .njob = njob,
+                           .t = rt};
+        rc = report_write_html(html, &r);
+    }
+out:
+    free_experts(xm, nxm);
     for (int k = 0; k < nly; k++)
         free((char *)layers[k].name);
     free(samples);
