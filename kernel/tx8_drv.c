@@ -8,6 +8,7 @@
  * interface version are taken. Design: docs/kernel.md; UAPI: docs/uapi.md.
  */
 
+#include <linux/cred.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
@@ -142,6 +143,8 @@ static int tx8_open(struct drm_device *drm, struct drm_file *file)
 		return -ENOMEM;
 	kref_init(&tfile->ref);
 	tfile->tdev = to_tx8(drm);
+	tfile->client_id = file->client_id;
+	tfile->uid = current_euid();
 	spin_lock_init(&tfile->lock);
 	xa_init(&tfile->jobs);
 	INIT_LIST_HEAD(&tfile->history);
@@ -183,9 +186,9 @@ static void tx8_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 	/* device memory BOs are always resident */
 	drm_printf(p, "drm-total-vram:\t%llu KiB\n", total >> 10);
 	drm_printf(p, "drm-resident-vram:\t%llu KiB\n", total >> 10);
-	/* extension (docs/kernel.md): the client's share of the energy */
-	drm_printf(p, "drm-total-energy:\t%llu uJ\n",
-		   tx8_hwmon_client_energy_uj(tfile->tdev, busy));
+	/* driver-specific key (docs/kernel.md): the client's energy */
+	drm_printf(p, "drm-energy-compute:\t%llu uJ\n",
+		   tx8_file_energy_uj(tfile, busy));
 }
 
 static const struct file_operations tx8_fops = {

@@ -29,8 +29,9 @@
 #define TX8_DRIVER_NAME		"tx8"
 #define TX8_DRIVER_DESC		"TX8 AI accelerator"
 #define TX8_DRIVER_MAJOR	1
-#define TX8_DRIVER_MINOR	2	/* 1.1: DRM_TX8_SUBMIT_PROFILE;
-					 * 1.2: DRM_TX8_SUBMIT_BATCH_INVARIANT
+#define TX8_DRIVER_MINOR	3	/* 1.1: DRM_TX8_SUBMIT_PROFILE;
+					 * 1.2: DRM_TX8_SUBMIT_BATCH_INVARIANT;
+					 * 1.3: drm_tx8_wait.energy_pj
 					 */
 #define TX8_LEASE_LABEL		"tx8.ko"
 #define TX8_FILE_JOB_HISTORY	1024
@@ -63,6 +64,8 @@ struct tx8_device {
 	struct tx8_queue *q;
 	struct tx8_job_desc *sq;	/* slots are TX8_SQ_ENTRY_SIZE apart */
 	struct tx8_completion *cq;
+	/* the records' second halves (interface >= 1.9, else NULL) */
+	struct tx8_completion_ext *cqx;
 	int peer;			/* our ivshmem peer id */
 	/*
 	 * The device's capabilities, copied out of shared memory once at
@@ -190,6 +193,9 @@ struct tx8_file {
 	u64 last_seqno;
 	u64 trimmed_seqno;		/* newest record trimmed, 0 if none */
 	atomic64_t busy_ns;		/* device time of its finished jobs */
+	atomic64_t energy_pj;		/* their energy (interface >= 1.9) */
+	u64 client_id;			/* drm_file.client_id (fdinfo) */
+	kuid_t uid;			/* euid of its opener (/proc/tx_meminfo) */
 	atomic64_t jobs_ok;
 	atomic64_t jobs_failed;
 	/* its jobs the scheduler holds, not yet in the ring (job_lock) */
@@ -238,6 +244,7 @@ struct tx8_job {
 	u64 busy_ns;			/* device wall time, end - start */
 	u64 core_busy_ns;		/* summed over its cores */
 	u64 macs;
+	u64 energy_pj;			/* interface >= 1.9: from its record */
 	bool done;
 	bool queued;			/* entered the ring (counts in inflight) */
 	/*
@@ -322,6 +329,6 @@ void tx8_debugfs_init(struct tx8_device *tdev);
 
 /* tx8_hwmon.c */
 int tx8_hwmon_init(struct tx8_device *tdev);
-u64 tx8_hwmon_client_energy_uj(struct tx8_device *tdev, u64 client_busy_ns);
+u64 tx8_file_energy_uj(struct tx8_file *tfile, u64 client_busy_ns);
 
 #endif /* TX8_DRV_H */

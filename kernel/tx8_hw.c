@@ -374,6 +374,9 @@ static int tx8_find_queue(struct tx8_device *tdev)
 				tdev->q = q;
 				tdev->sq = tdev->mem + TX8_SQ_OFFSET(i);
 				tdev->cq = tdev->mem + TX8_CQ_OFFSET(i);
+				if (TX8_IF_MINOR(tdev->if_version) >= 9)
+					tdev->cqx = tdev->mem +
+						    TX8_CQX_OFFSET(i);
 				return 0;
 			}
 		}

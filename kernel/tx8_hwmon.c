@@ -135,17 +135,24 @@ static const struct hwmon_chip_info tx8_hwmon_chip = {
 };
 
 /*
- * A client's share of the energy of the driver's jobs, for fdinfo: the
- * driver is one queue of the device, whose energy_uj counts all of its
- * clients' commands; the share is split by device busy time (the client's
- * over the queue's), an estimate (docs/kernel.md, "fdinfo").
+ * A client's energy (uJ), for fdinfo and /proc/tx_meminfo: with a device of
+ * interface >= 1.9, the sum of its finished jobs' energies from their
+ * completion records; with a 1.8 device, the driver's queue energy split by
+ * device busy time (the client's, @client_busy_ns, over the queue's), an
+ * estimate (docs/kernel.md, "fdinfo").
  */
-u64 tx8_hwmon_client_energy_uj(struct tx8_device *tdev, u64 client_busy_ns)
+u64 tx8_file_energy_uj(struct tx8_file *tfile, u64 client_busy_ns)
 {
-	u64 queue_uj = READ_ONCE(tdev->q->energy_uj);
-	u64 queue_busy = READ_ONCE(tdev->q->busy_ns);
+	struct tx8_device *tdev = tfile->tdev;
+	u64 queue_uj, queue_busy;
 
-	if (TX8_IF_MINOR(tdev->if_version) < 8 || !queue_busy)
+	if (tdev->cqx)
+		return div_u64(atomic64_read(&tfile->energy_pj), 1000000);
+	if (TX8_IF_MINOR(tdev->if_version) < 8 || !tdev->q)
+		return 0;
+	queue_uj = READ_ONCE(tdev->q->energy_uj);
+	queue_busy = READ_ONCE(tdev->q->busy_ns);
+	if (!queue_busy)
 		return 0;
 	if (client_busy_ns >= queue_busy)
 		return queue_uj;

@@ -710,6 +710,7 @@ int tx8_wait_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 			args->end_ns = 0;
 			args->busy_ns = 0;
 			args->macs = 0;
+			args->energy_pj = 0;
 			return 0;
 		}
 	} else {
@@ -744,6 +745,7 @@ int tx8_wait_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		args->end_ns = job->end_ns;
 		args->busy_ns = job->core_busy_ns;
 		args->macs = job->macs;
+		args->energy_pj = job->energy_pj;
 		spin_unlock_irqrestore(&tdev->job_lock, flags);
 		ret = 0;
 	}

@@ -5,7 +5,9 @@
  *   totals over all TX8 devices   DeviceTotal, DeviceUsed, DeviceFree (kB),
  *                                 PageFaults, CacheMiss, Resets
  *   then per device (accelN_)     Total, Used, Free, PageFaults, CacheMiss,
- *                                 Resets, Buffers, and one line per label
+ *                                 Resets, Buffers, one line per label, and
+ *                                 one per client (ClientID_Energy, uJ: the
+ *                                 energy of its jobs, as in its fdinfo)
  *   then per label, all devices   <label>: kB
  *
  * CacheMiss is the device's expert_cache_misses counter (docs/kernel.md).
@@ -13,7 +15,9 @@
  * keys (Total, DeviceUsed, accel7_Total, ...) is shown as Label_<label>,
  * and labels beyond the 256th are summed in OtherLabels. They show only
  * the reader's own BOs (created with its effective uid), all of them to
- * an admin (CAP_SYS_ADMIN); the totals are for everyone.
+ * an admin (CAP_SYS_ADMIN); the totals are for everyone. Client lines
+ * likewise: the reader's own clients (opened with its effective uid), all of
+ * them to an admin.
  *
  * A read costs O(BOs): each BO's label is found in a hash of the labels
  * seen so far, and the walk over a device's BOs yields the CPU every
@@ -73,7 +77,8 @@ static bool tx8_label_reserved(const char *label)
 		if (!strcmp(label, tx8_fixed_keys[i]))
 			return true;
 	return !strncmp(label, "Label_", 6) ||
-	       (!strncmp(label, "accel", 5) && isdigit(label[5]));
+	       (!strncmp(label, "accel", 5) && isdigit(label[5])) ||
+	       (!strncmp(label, "Client", 6) && isdigit(label[6]));
 }
 
 static void tx8_label_add(struct tx8_label_table *t, const char *label,
@@ -152,6 +157,26 @@ static void tx8_num(struct seq_file *m, const char *prefix, const char *key,
 
 	tx8_key(k, sizeof(k), prefix, key);
 	seq_printf(m, "%-28s%12llu\n", k, n);
+}
+
+/* One line per client of the device the reader may see: its energy. */
+static void tx8_client_lines(struct seq_file *m, const char *prefix,
+			     struct tx8_device *tdev,
+			     const struct cred *reader, bool admin)
+{
+	struct tx8_file *tfile;
+	char k[64];
+
+	mutex_lock(&tdev->files_lock);
+	list_for_each_entry(tfile, &tdev->files, dev_node) {
+		if (!admin && !uid_eq(tfile->uid, reader->euid))
+			continue;
+		snprintf(k, sizeof(k), "%sClient%llu_Energy:", prefix,
+			 tfile->client_id);
+		seq_printf(m, "%-28s%12llu uJ\n", k,
+			   tx8_file_energy_uj(tfile, tx8_file_busy_ns(tfile)));
+	}
+	mutex_unlock(&tdev->files_lock);
 }
 
 struct tx8_dev_sums {
@@ -248,6 +273,7 @@ static int tx8_meminfo_show(struct seq_file *m, void *v)
 				     dev_labels->e[i].bytes);
 		if (dev_labels->other)
 			tx8_kb(m, prefix, "OtherLabels", dev_labels->other);
+		tx8_client_lines(m, prefix, tdev, reader, admin);
 	}
 	mutex_unlock(&tx8_devices_lock);
 

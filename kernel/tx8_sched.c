@@ -240,6 +240,7 @@ void tx8_job_finish(struct tx8_device *tdev, struct tx8_job *job,
 				    -EIO);
 	/* no tfile->lock here: it is not IRQ-safe and never nests in ours */
 	atomic64_add(job->busy_ns, &job->tfile->busy_ns);
+	atomic64_add(job->energy_pj, &job->tfile->energy_pj);
 	if (status == TX8_STATUS_OK)
 		atomic64_inc(&job->tfile->jobs_ok);
 	else
@@ -315,14 +316,16 @@ static void tx8_harvest_locked(struct tx8_device *tdev, struct list_head *done)
 	/* the records after the tail that announces them */
 	rmb();
 	while (tdev->cq_head != tail) {
+		u32 slot = tdev->cq_head++ % TX8_CQ_ENTRIES;
 		struct tx8_job *job;
 
-		memcpy(&rec, &tdev->cq[tdev->cq_head % TX8_CQ_ENTRIES],
-		       sizeof(rec));
-		tdev->cq_head++;
+		memcpy(&rec, &tdev->cq[slot], sizeof(rec));
 		job = tx8_find_pending(tdev, rec.seqno);
 		if (!job)
 			continue;	/* a record from before a reset */
+		/* its second half, same slot (interface >= 1.9) */
+		if (tdev->cqx)
+			job->energy_pj = READ_ONCE(tdev->cqx[slot].energy_pj);
 		tx8_job_finish(tdev, job, &rec,
 			       rec.status < TX8_STATUS_COUNT ? rec.status :
 			       TX8_STATUS_DEVICE_ERROR, done);

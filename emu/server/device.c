@@ -53,6 +53,7 @@ struct emu_queue {
     bool has_pending; /* a completion waits for room in the CQ */
     bool pending_irq;
     struct tx8_completion pending;
+    uint64_t pending_energy_pj; /* its second half (tx8_completion_ext) */
 
     /* faults injected through the mailbox */
     unsigned f_hang, f_error, f_slow_count, f_slow_ms;
@@ -240,6 +241,7 @@ static void queue_wipe_shm(struct emu_dev *d, int qi)
     memset(qshm(d, qi), 0, sizeof(struct tx8_queue));
     memset(d->mem + TX8_SQ_OFFSET(qi), 0, TX8_SQ_ENTRIES * TX8_SQ_ENTRY_SIZE);
     memset(d->mem + TX8_CQ_OFFSET(qi), 0, TX8_CQ_ENTRIES * sizeof(struct tx8_completion));
+    memset(d->mem + TX8_CQX_OFFSET(qi), 0, TX8_CQ_ENTRIES * sizeof(struct tx8_completion_ext));
 }
 
 /*
@@ -375,7 +377,11 @@ static bool post_pending(struct emu_dev *d, int qi)
      * queue waits until a reset. */
     if ((uint32_t)(q->cq_tail - head) >= TX8_CQ_ENTRIES)
         return false;
+    struct tx8_completion_ext *cqx = (struct tx8_completion_ext *)(d->mem + TX8_CQX_OFFSET(qi));
+    struct tx8_completion_ext ext = {.energy_pj = q->pending_energy_pj};
+
     memcpy(&cq[q->cq_tail % TX8_CQ_ENTRIES], &q->pending, sizeof(q->pending));
+    memcpy(&cqx[q->cq_tail % TX8_CQ_ENTRIES], &ext, sizeof(ext)); /* since 1.9 */
     q->cq_tail++;
     if (q->pending.seqno > q->completed_seqno)
         q->completed_seqno = q->pending.seqno;
@@ -390,8 +396,9 @@ static bool post_pending(struct emu_dev *d, int qi)
     return true;
 }
 
-/* A job of queue qi finished with *c. Lock held. */
-static void complete_job(struct emu_dev *d, int qi, const struct tx8_completion *c, uint32_t flags)
+/* A job of queue qi finished with *c, having cost energy_pj. Lock held. */
+static void complete_job(struct emu_dev *d, int qi, const struct tx8_completion *c, uint32_t flags,
+                         uint64_t energy_pj)
 {
     struct emu_queue *q = &d->q[qi];
 
@@ -406,6 +413,7 @@ static void complete_job(struct emu_dev *d, int qi, const struct tx8_completion 
                   (unsigned long long)c->fault_addr);
     }
     q->pending = *c;
+    q->pending_energy_pj = energy_pj;
     q->pending_irq = !(flags & TX8_JOB_F_NO_IRQ);
     q->has_pending = true;
     if (q->f_bad_record) {
@@ -525,7 +533,7 @@ static int abort_job(struct emu_dev *d, int qi, uint64_t seqno, uint64_t *how)
         c.start_ns = c.end_ns = dev_time(d);
         q->hung = false;
         cnt_add(&d->ctrl->counters.resets, 1);
-        complete_job(d, qi, &c, 0);
+        complete_job(d, qi, &c, 0, 0);
         *how = TX8_ABORT_RUNNING;
         return 0;
     }
@@ -587,7 +595,7 @@ static void run_job(struct emu_dev *d, int qi)
         c.fault_cmd = UINT32_MAX;
         emu_debug("queue %d: job seqno %llu not above %llu", qi, (unsigned long long)j->seqno,
                   (unsigned long long)q->last_seqno);
-        complete_job(d, qi, &c, j->flags);
+        complete_job(d, qi, &c, j->flags, 0);
         return;
     }
     q->last_seqno = j->seqno;
@@ -596,7 +604,7 @@ static void run_job(struct emu_dev *d, int qi)
     if (take_abort_mark(q, j->seqno)) {
         emu_debug("queue %d: job %llu aborted before it ran", qi, (unsigned long long)j->seqno);
         c.status = TX8_STATUS_ABORTED;
-        complete_job(d, qi, &c, j->flags);
+        complete_job(d, qi, &c, j->flags, 0);
         return;
     }
 
@@ -605,7 +613,7 @@ static void run_job(struct emu_dev *d, int qi)
         c.status = TX8_STATUS_INVALID_JOB;
         c.fault_cmd = UINT32_MAX;
         c.fault_addr = j->ranges[bad].addr;
-        complete_job(d, qi, &c, j->flags);
+        complete_job(d, qi, &c, j->flags, 0);
         return;
     }
 
@@ -640,7 +648,7 @@ static void run_job(struct emu_dev *d, int qi)
         emu_log("fault injection: queue %d job %llu fails with a device error", qi,
                 (unsigned long long)j->seqno);
         c.status = TX8_STATUS_DEVICE_ERROR;
-        complete_job(d, qi, &c, j->flags);
+        complete_job(d, qi, &c, j->flags, 0);
         return;
     }
 
@@ -695,7 +703,7 @@ static void run_job(struct emu_dev *d, int qi)
         handle_mbox(d, qi); /* a request that came while resetting */
         return;
     }
-    complete_job(d, qi, &c, j->flags);
+    complete_job(d, qi, &c, j->flags, en1.active_pj - en0.active_pj);
 }
 
 /* Do one unit of work. Lock held. Returns whether anything happened. */

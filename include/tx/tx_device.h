@@ -500,6 +500,16 @@ TX_API int tx_submit_raw(tx_device_t *dev, const struct tx_raw_job *rj, tx_job_t
  */
 TX_API int tx_wait(tx_device_t *dev, tx_job_t job, int64_t timeout_ns, struct tx_job_result *res);
 
+/*
+ * The energy of a finished job in pJ, from its completion record: the sum
+ * of its commands' energies as the device's power model charged them
+ * (docs/hardware.md section 7), profiled or not. Never blocks. TX_OK;
+ * TX_ETIMEDOUT when the job has not finished; TX_ENOENT for a job never
+ * submitted or whose result is no longer kept; TX_ENOTSUP for a device of
+ * interface < 1.9 (through /dev/accel: or tx8.ko < 1.3). Since libtx 2.8.
+ */
+TX_API int tx_job_energy(tx_device_t *dev, tx_job_t job, uint64_t *energy_pj);
+
 /* Without waiting: TX_OK with res->status (TX_JOB_PENDING if running). */
 TX_API int tx_job_status(tx_device_t *dev, tx_job_t job, struct tx_job_result *res);
 

@@ -58,7 +58,7 @@ typedef float tx8_f32;
 
 #define TX8_SIGNATURE			0x30385854u	/* "TX80" in memory */
 #define TX8_IF_VERSION_MAJOR		1
-#define TX8_IF_VERSION_MINOR		8
+#define TX8_IF_VERSION_MINOR		9
 #define TX8_IF_VERSION \
 	((TX8_IF_VERSION_MAJOR << 16) | TX8_IF_VERSION_MINOR)
 #define TX8_IF_MAJOR(v)			((v) >> 16)
@@ -89,6 +89,10 @@ typedef float tx8_f32;
 #define TX8_SQ_SLOT_OFFSET(q, i) \
 	(TX8_SQ_OFFSET(q) + ((i) & (TX8_SQ_ENTRIES - 1)) * TX8_SQ_ENTRY_SIZE)
 #define TX8_CQ_OFFSET(q)		(TX8_SQ_OFFSET(q) + 0x10000u)
+/* Since interface 1.9: the completion record's second half, slot i of
+ * queue q (struct tx8_completion_ext), right after the CQ.
+ */
+#define TX8_CQX_OFFSET(q)		(TX8_CQ_OFFSET(q) + 0x1000u)
 /* Size of the control block; device memory for buffers starts here. */
 #define TX8_CTRL_SIZE			0x200000u	/* 2 MiB */
 
@@ -511,6 +515,22 @@ struct tx8_completion {
 	__u64 end_ns;
 	__u64 busy_ns;		/* summed core busy time of the job */
 	__u64 macs;		/* multiply-accumulates executed */
+};
+
+/*
+ * Since interface 1.9: the completion record's appended half. The record of
+ * CQ slot i is struct tx8_completion at TX8_CQ_OFFSET(q) + 64 i followed by
+ * this at TX8_CQX_OFFSET(q) + 64 i (the 64-byte record had no reserved word
+ * left, so the ring keeps its layout and the new words live in a parallel
+ * array). The device writes both halves before it publishes cq_tail. A 1.8
+ * device leaves this zero.
+ */
+struct tx8_completion_ext {
+	__u64 energy_pj;	/* the job's energy, the sum of its commands'
+				 * (tx8_prof_record.energy_pj) as the power
+				 * model charged them
+				 */
+	__u64 rsvd[7];
 };
 
 /* ------------------------------------------------------------------------ */
@@ -1026,8 +1046,12 @@ TX8_STATIC_ASSERT(sizeof(struct tx8_job_desc) <= TX8_SQ_ENTRY_SIZE,
 TX8_STATIC_ASSERT(sizeof(struct tx8_completion) == 64, "tx8_completion");
 TX8_STATIC_ASSERT(sizeof(struct tx8_prof_header) == 64, "tx8_prof_header");
 TX8_STATIC_ASSERT(sizeof(struct tx8_prof_record) == 64, "tx8_prof_record");
-TX8_STATIC_ASSERT(TX8_CQ_ENTRIES * sizeof(struct tx8_completion) <= 0x10000,
+TX8_STATIC_ASSERT(TX8_CQ_ENTRIES * sizeof(struct tx8_completion) <= 0x1000,
 		  "cq");
+TX8_STATIC_ASSERT(sizeof(struct tx8_completion_ext) == 64,
+		  "tx8_completion_ext");
+TX8_STATIC_ASSERT(0x1000 + TX8_CQ_ENTRIES * sizeof(struct tx8_completion_ext) <=
+		  0x10000, "cqx");
 TX8_STATIC_ASSERT(TX8_SQ_ENTRIES * TX8_SQ_ENTRY_SIZE <= 0x10000, "sq");
 TX8_STATIC_ASSERT(TX8_QUEUE_OFFSET(TX8_MAX_QUEUES) <= TX8_LEASE_TABLE_OFFSET,
 		  "queues");

@@ -116,6 +116,14 @@ struct tx_backend_ops {
     int (*wait)(struct tx_backend *be, uint64_t job, uint64_t deadline_ns,
                 struct tx_job_result *res);
 
+    /*
+     * The energy (pJ) of a finished job, from its completion record
+     * (interface >= 1.9): TX_OK, TX_ETIMEDOUT when it has not finished,
+     * TX_ENOENT as wait, TX_ENOTSUP when the device (or driver) does not
+     * carry it. Never blocks. NULL op = TX_ENOTSUP.
+     */
+    int (*job_energy)(struct tx_backend *be, uint64_t job, uint64_t *energy_pj);
+
     /* Counters (fill what the backend knows; zero the rest). */
     int (*counters)(struct tx_backend *be, struct tx_device_counters *c);
     /* Allocations in address order; *count = total (may exceed max).

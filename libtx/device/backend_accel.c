@@ -350,16 +350,16 @@ static int accel_submit(struct tx_backend *be, const struct tx_backend_job *job,
     return TX_OK;
 }
 
-static int accel_wait(struct tx_backend *be, uint64_t job, uint64_t deadline_ns,
-                      struct tx_job_result *res)
+/* DRM_IOCTL_TX8_WAIT for job until deadline_ns (0: poll) into *w. */
+static int accel_wait_ioctl(struct tx_backend *be, uint64_t job, uint64_t deadline_ns,
+                            struct drm_tx8_wait *w)
 {
-    struct drm_tx8_wait w;
     int rc;
 
-    memset(&w, 0, sizeof(w));
-    w.seqno = job;
-    w.timeout_ns = deadline_ns == 0 ? 0 : uapi_deadline(deadline_ns);
-    rc = accel_ioctl(be, DRM_IOCTL_TX8_WAIT, &w);
+    memset(w, 0, sizeof(*w));
+    w->seqno = job;
+    w->timeout_ns = deadline_ns == 0 ? 0 : uapi_deadline(deadline_ns);
+    rc = accel_ioctl(be, DRM_IOCTL_TX8_WAIT, w);
     if (rc == -ETIME)
         return TX_ETIMEDOUT;
     if (rc == -EINVAL)
@@ -370,8 +370,35 @@ static int accel_wait(struct tx_backend *be, uint64_t job, uint64_t deadline_ns,
                         "tx_wait: accel %s: the result of job %" PRIu64
                         " is no longer kept (only the last 1024 are)",
                         be->path, job);
-    if (rc)
-        return accel_fail(be, "tx_wait", rc);
+    return rc ? accel_fail(be, "tx_wait", rc) : TX_OK;
+}
+
+/* tx8.ko 1.3 returns the energy of a job's completion record
+ * (drm_tx8_wait.energy_pj), which a device of interface 1.9 fills. */
+static int accel_job_energy(struct tx_backend *be, uint64_t job, uint64_t *energy_pj)
+{
+    struct drm_tx8_wait w;
+    int rc;
+
+    if (be->info.driver_version < ((1u << 16) | 3u) || TX8_IF_MINOR(be->info.if_version) < 9)
+        return tx_error(TX_ENOTSUP,
+                        "tx_job_energy: accel %s: needs tx8.ko >= 1.3 and a device of interface "
+                        ">= 1.9",
+                        be->path);
+    rc = accel_wait_ioctl(be, job, 0, &w);
+    if (rc == TX_OK)
+        *energy_pj = w.energy_pj;
+    return rc;
+}
+
+static int accel_wait(struct tx_backend *be, uint64_t job, uint64_t deadline_ns,
+                      struct tx_job_result *res)
+{
+    struct drm_tx8_wait w;
+    int rc = accel_wait_ioctl(be, job, deadline_ns, &w);
+
+    if (rc != TX_OK)
+        return rc;
     memset(res, 0, sizeof(*res));
     res->job = job;
     res->status = w.status;
@@ -484,6 +511,7 @@ const struct tx_backend_ops tx_backend_accel_ops = {
     .bo_set_label = accel_bo_set_label,
     .submit = accel_submit,
     .wait = accel_wait,
+    .job_energy = accel_job_energy,
     .counters = accel_counters,
     .memory_view = NULL,
     .reset = accel_reset,

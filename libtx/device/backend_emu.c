@@ -66,6 +66,7 @@ struct tx_backend {
     uint64_t done_job; /* every job <= this has finished */
     uint32_t mbox_seq;
     struct tx_job_result *res; /* [RESULTS], by seqno % RESULTS */
+    uint64_t *res_energy_pj;   /* [RESULTS]: the records' second halves (1.9) */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -232,6 +233,18 @@ static struct tx8_completion *cq_entry(struct tx_backend *be, uint32_t i)
     return (struct tx8_completion *)(be->mem + TX8_CQ_OFFSET(be->qi)) + (i % TX8_CQ_ENTRIES);
 }
 
+/* The second half of record i (interface >= 1.9). */
+static const struct tx8_completion_ext *cqx_entry(struct tx_backend *be, uint32_t i)
+{
+    return (const struct tx8_completion_ext *)(be->mem + TX8_CQX_OFFSET(be->qi)) +
+           (i % TX8_CQ_ENTRIES);
+}
+
+static bool has_cqx(const struct tx_backend *be)
+{
+    return TX8_IF_MINOR(__atomic_load_n(&be->ctrl->if_version, __ATOMIC_RELAXED)) >= 9;
+}
+
 /* Job s ended without a completion record of its own. be->lock held. */
 static void set_unrecorded(struct tx_backend *be, uint64_t s, uint32_t status)
 {
@@ -241,6 +254,7 @@ static void set_unrecorded(struct tx_backend *be, uint64_t s, uint32_t status)
     r->job = s;
     r->status = status;
     r->fault_cmd = UINT32_MAX;
+    be->res_energy_pj[s % RESULTS] = 0;
 }
 
 /* Read new completion records. be->lock held. */
@@ -263,6 +277,7 @@ static void drain_cq(struct tx_backend *be)
     }
     while (be->cq_head != tail) {
         struct tx8_completion c;
+        uint64_t energy_pj = has_cqx(be) ? cqx_entry(be, be->cq_head)->energy_pj : 0;
 
         memcpy(&c, cq_entry(be, be->cq_head), sizeof(c));
         be->cq_head++;
@@ -284,6 +299,7 @@ static void drain_cq(struct tx_backend *be)
             r->end_ns = c.end_ns;
             r->busy_ns = c.busy_ns;
             r->macs = c.macs;
+            be->res_energy_pj[c.seqno % RESULTS] = energy_pj;
             be->done_job = c.seqno;
         }
     }
@@ -400,6 +416,7 @@ static void emu_close(struct tx_backend *be)
     pthread_mutex_destroy(&be->lock);
     pthread_mutex_destroy(&be->mbox_lock);
     free(be->res);
+    free(be->res_energy_pj);
     free(be);
 }
 
@@ -492,7 +509,8 @@ static int emu_open(const char *path, struct tx_backend **out)
     pthread_mutex_init(&be->mbox_lock, NULL);
     snprintf(be->path, sizeof(be->path), "%s", path);
     be->res = calloc(RESULTS, sizeof(*be->res));
-    if (!be->res) {
+    be->res_energy_pj = calloc(RESULTS, sizeof(*be->res_energy_pj));
+    if (!be->res || !be->res_energy_pj) {
         rc = tx_error(TX_ENOMEM, "emu %s: out of memory", path);
         goto fail;
     }
@@ -816,6 +834,7 @@ static int emu_submit(struct tx_backend *be, const struct tx_backend_job *job, u
     }
     be->last_job = seq;
     memset(&be->res[seq % RESULTS], 0, sizeof(be->res[0]));
+    be->res_energy_pj[seq % RESULTS] = 0;
     be->sq_tail++;
     __atomic_store_n(&be->q->sq_tail, be->sq_tail, __ATOMIC_RELEASE);
     ring_device(be, TX8_DEV_VEC_SUBMIT);
@@ -945,6 +964,28 @@ static int emu_can_profile(struct tx_backend *be)
     return 1;
 }
 
+static int emu_job_energy(struct tx_backend *be, uint64_t job, uint64_t *energy_pj)
+{
+    struct tx_job_result r;
+    int rc;
+
+    if (!has_cqx(be))
+        return tx_error(TX_ENOTSUP, "tx_job_energy: emu %s: the device's interface is below 1.9",
+                        be->path);
+    rc = emu_wait(be, job, 0, &r);
+    if (rc == TX_OK) {
+        pthread_mutex_lock(&be->lock);
+        /* a result 4096 jobs newer may have taken the slot meanwhile */
+        if (be->res[job % RESULTS].job == job)
+            *energy_pj = be->res_energy_pj[job % RESULTS];
+        else
+            rc = tx_error(TX_ENOENT, "tx_job_energy: emu %s: job %" PRIu64 " is no longer kept",
+                          be->path, job);
+        pthread_mutex_unlock(&be->lock);
+    }
+    return rc;
+}
+
 const struct tx_backend_ops tx_backend_emu_ops = {
     .name = "emu",
     .open = emu_open,
@@ -956,6 +997,7 @@ const struct tx_backend_ops tx_backend_emu_ops = {
     .bo_set_label = emu_bo_set_label,
     .submit = emu_submit,
     .wait = emu_wait,
+    .job_energy = emu_job_energy,
     .counters = emu_counters,
     .memory_view = emu_memory_view,
     .reset = emu_reset,

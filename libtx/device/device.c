@@ -154,6 +154,8 @@ static void prof_harvest(struct tx_device *d, uint64_t job)
             jc.ec_hits = c.dev.expert_cache_hits;
             jc.ec_misses = c.dev.expert_cache_misses;
         }
+        if (d->ops->job_energy && d->ops->job_energy(d->be, job, &jc.energy_pj) == TX_OK)
+            jc.have_energy = 1;
         txp_device_job(d->spec, h, (const struct tx8_prof_record *)(h + 1), n, p->names, p->nnames,
                        job, p->submit_ns, done, &jc);
     }
@@ -1368,6 +1370,29 @@ TX_API int tx_wait(tx_device_t *h, tx_job_t job, int64_t timeout_ns, struct tx_j
     }
     if (res)
         *res = r;
+    return rc;
+}
+
+TX_API int tx_job_energy(tx_device_t *h, tx_job_t job, uint64_t *energy_pj)
+{
+    struct tx_device *d;
+    int rc;
+
+    if (!energy_pj)
+        return tx_error(TX_EINVAL, "tx_job_energy: NULL energy_pj");
+    if (job == 0)
+        return tx_error(TX_EINVAL, "tx_job_energy: job 0 does not exist");
+    rc = txd_enter(h, &d, "tx_job_energy");
+    if (rc < 0)
+        return rc;
+    if (!d->ops->job_energy)
+        rc = tx_error(TX_ENOTSUP, "tx_job_energy: the %s backend does not report job energy",
+                      d->ops->name);
+    else
+        rc = d->ops->job_energy(d->be, job, energy_pj);
+    txd_leave(d);
+    if (rc == TX_ETIMEDOUT)
+        rc = tx_error(TX_ETIMEDOUT, "tx_job_energy: job %" PRIu64 " has not finished", job);
     return rc;
 }
 

@@ -48,7 +48,9 @@ struct ev {
     int tid;  /* host thread id (spans) */
     uint64_t ts, dur;
     uint64_t core_mask, rd, wr, macs, job;
-    uint64_t energy_pj; /* commands: the device's power model (interface 1.8) */
+    uint64_t energy_pj; /* commands: the device's power model (interface 1.8);
+                         * jobs with have_energy: their completion record's (1.9) */
+    int have_energy;
     unsigned ncores;
     double value; /* counters */
     char *name;
@@ -254,6 +256,10 @@ void txp_device_job(const char *dev, const struct tx8_prof_header *h,
     e->dur = h->end_ns > h->start_ns ? h->end_ns - h->start_ns : 0;
     e->job = job;
     e->name = jname;
+    if (jc->have_energy) {
+        e->have_energy = 1;
+        e->energy_pj = jc->energy_pj;
+    }
     if (h->setup_ns) {
         char *sn = strdup("job setup");
         e = sn ? ev_new() : NULL;
@@ -439,6 +445,9 @@ static json_object *build_locked(void)
             o = x_event(e->name, "job", DEV_PID(e->dev), TID_JOBS, ts, dur);
             a = json_object_new_object();
             json_object_object_add(a, "job", json_object_new_int64((int64_t)e->job));
+            if (e->have_energy)
+                json_object_object_add(a, "energy_pj",
+                                       json_object_new_int64((int64_t)e->energy_pj));
             json_object_object_add(o, "args", a);
             json_object_array_add(evs, o);
             break;

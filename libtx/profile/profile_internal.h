@@ -19,6 +19,8 @@ struct txp_job_counters {
     uint64_t mem_used;
     int have_ec;
     uint64_t ec_hits, ec_misses;
+    int have_energy;    /* the job's completion record carries its energy (1.9) */
+    uint64_t energy_pj; /* then: the job event's "energy_pj" */
 };
 
 /* One finished, profiled job of device `dev` (its spec, e.g. "emu:/run/x"):

@@ -620,6 +620,15 @@ START_TEST(test_doorbell_job)
     ck_assert_uint_eq(p.q->completed_seqno, 1);
     ck_assert_uint_eq(p.q->sq_head, 1);
     ck_assert_uint_eq(w[1023], 0xabcd1234u);
+    /* since 1.9 the record's second half (same slot, TX8_CQX_OFFSET) carries
+     * the job's energy: the FILL's bytes cost something */
+    {
+        const struct tx8_completion_ext *x =
+            (const void *)(p.mem + TX8_CQX_OFFSET(p.qi));
+
+        ck_assert_uint_gt(x[0].energy_pj, 0);
+        ck_assert_uint_eq(x[0].rsvd[0], 0);
+    }
     ck_assert_uint_ge(ctrl->counters.jobs_completed, 1);
     ck_assert_uint_ge(p.q->jobs_completed, 1);
 

@@ -181,8 +181,10 @@ START_TEST(model_orders_precisions)
 }
 END_TEST
 
-/* Per-command energies of a run add up to the counter delta (within 1%),
- * and each is what the model says for its MACs and bytes. */
+/* Per-command energies of a run, as the completion records carry them
+ * (interface 1.9, tx_job_energy), add up to the counter delta (within 1%);
+ * each record's is the sum of its profiled commands', and each of those is
+ * what the model says for its MACs and bytes. */
 START_TEST(commands_add_up_to_counter)
 {
     tx_device_t *dev;
@@ -197,8 +199,11 @@ START_TEST(commands_add_up_to_counter)
     for (int j = 0; j < 5; j++) {
         const struct tx8_prof_header *h = mm_run(dev, &m, 4, &res);
         const struct tx8_prof_record *r = (const void *)(h + 1);
+        uint64_t job_pj = 0;
 
-        sum += records_energy(h);
+        TX_OKAY(tx_job_energy(dev, res.job, &job_pj));
+        ck_assert_uint_eq(job_pj, records_energy(h));
+        sum += job_pj;
         /* the model's figure for the record's work (the first command also
          * carries the descriptor and the completion over the link) */
         tx8_power_defaults(&model);
@@ -214,10 +219,15 @@ START_TEST(commands_add_up_to_counter)
                           (unsigned long long)r[i].energy_pj, cost.energy_pj);
         }
     }
+    uint64_t e;
+    ck_assert_int_eq(tx_job_energy(dev, 0, &e), TX_EINVAL);
+    ck_assert_int_eq(tx_job_energy(dev, res.job + 1000, &e), TX_ENOENT);
+    ck_assert_int_eq(tx_job_energy(dev, res.job, NULL), TX_EINVAL);
     struct tx_device_counters c1 = read_counters(dev);
     double delta_pj = (double)(c1.dev.energy_active_uj - c0.dev.energy_active_uj) * 1e6;
     ck_assert_msg(fabs(delta_pj - (double)sum) <= 0.01 * (double)sum,
-                  "records %llu pJ, counter delta %.0f pJ", (unsigned long long)sum, delta_pj);
+                  "completion records %llu pJ, counter delta %.0f pJ", (unsigned long long)sum,
+                  delta_pj);
     ck_assert(sum > 100000000ull); /* > 100 uJ: the 1 uJ counter resolution is < 1% */
     /* the board counter includes the active energy's dynamic part */
     ck_assert_uint_ge(c1.dev.energy_uj - c0.dev.energy_uj,

@@ -117,9 +117,11 @@ START_TEST(trace_tracks_and_names)
     double ec_hits = 0, ec_misses = 0;
     /* per job: command time vs job time */
     enum { MAXJ = 4096 };
-    static double jt[MAXJ], ct[MAXJ];
+    static double jt[MAXJ], ct[MAXJ], je[MAXJ], ce[MAXJ];
     memset(jt, 0, sizeof(jt));
     memset(ct, 0, sizeof(ct));
+    memset(je, 0, sizeof(je));
+    memset(ce, 0, sizeof(ce));
     for (size_t i = 0; i < n; i++) {
         json_object *e = json_object_array_get_idx(evs, i), *a = NULL;
         const char *ph = jstr(e, "ph"), *name = jstr(e, "name"), *cat = jstr(e, "cat");
@@ -144,6 +146,7 @@ START_TEST(trace_tracks_and_names)
                 experts |= !strcmp(name, "MOE_FFN layers.1.mlp.experts");
                 ck_assert(job > 0 && job < MAXJ);
                 ct[job] += jnum(e, "dur");
+                ce[job] += jnum(a, "energy_pj");
             } else if (!strcmp(cat, "setup")) {
                 /* the device's validation of the job before its first command */
                 ck_assert(job > 0 && job < MAXJ);
@@ -151,6 +154,9 @@ START_TEST(trace_tracks_and_names)
             } else if (!strcmp(cat, "job")) {
                 ck_assert(job > 0 && job < MAXJ);
                 jt[job] += jnum(e, "dur");
+                /* the job's energy from its completion record (1.9) */
+                ck_assert_msg(jnum(a, "energy_pj") > 0, "job %d: no energy_pj", job);
+                je[job] += jnum(a, "energy_pj");
             } else if (!strcmp(cat, "host")) {
                 prefill |= !strcmp(name, "prefill");
                 decode |= !strcmp(name, "decode step");
@@ -186,6 +192,8 @@ START_TEST(trace_tracks_and_names)
         tc += ct[j];
         ck_assert_msg(ct[j] <= jt[j] * 1.0001 + 1, "job %d: commands %.1f us > job %.1f us", j,
                       ct[j], jt[j]);
+        /* the completion record's energy is its commands' energies */
+        ck_assert_msg(je[j] == ce[j], "job %d: record %.0f pJ, commands %.0f pJ", j, je[j], ce[j]);
     }
     ck_assert_msg(njobs >= 6, "%d jobs", njobs); /* prefill + decode steps */
     ck_assert_msg(tc >= 0.98 * tj, "commands %.1f us, jobs %.1f us: more than 2%% apart", tc, tj);

@@ -1509,9 +1509,20 @@ static int t_hwmon(void)
     CHECK_OK(bo_new(c.fd, 64 << 20, NULL, &bo));
     ref.handle = bo.handle;
     ref.access = DRM_TX8_ACCESS_WRITE;
-    t0 = mono_ms();
+    /* the uncapped time: the faster of two fills after a warm-up one (the
+     * first fill of the BO also pays the host's first touch of its pages,
+     * which took longer than the capped fill on a loaded host) */
     CHECK_OK(run_fill(&c, bo.dev_addr, 64 << 20, 1, &ref, 1, &w));
-    free_ms = mono_ms() - t0;
+    free_ms = 1e9;
+    for (int i = 0; i < 2; i++) {
+        double ms;
+
+        t0 = mono_ms();
+        CHECK_OK(run_fill(&c, bo.dev_addr, 64 << 20, 1, &ref, 1, &w));
+        ms = mono_ms() - t0;
+        if (ms < free_ms)
+            free_ms = ms;
+    }
     /* 1 mW above the static power: the 64 MiB fill (about 2 mJ of memory
      * traffic at 32 pJ/B) runs at the lowest modelled clock, 1/1000 */
     snprintf(val, sizeof(val), "%lld", p_idle + 1000);
@@ -1527,6 +1538,18 @@ static int t_hwmon(void)
     CHECK(capped_ms >= 150.0 && capped_ms > free_ms, "capped fill %.1f ms, uncapped %.1f ms",
           capped_ms, free_ms);
     CHECK(hwmon_value(dir, "power1_cap") == 0, "power1_cap not back to 0");
+    /* energy1_input never goes backwards, also across a RESET (hwmon's
+     * rule for energy*_input; a device restart: dev_restart) */
+    {
+        struct drm_tx8_reset r;
+        long long before = hwmon_value(dir, "energy1_input"), after;
+
+        memset(&r, 0, sizeof(r));
+        CHECK_OK(xioctl(c.fd, DRM_IOCTL_TX8_RESET, &r));
+        after = hwmon_value(dir, "energy1_input");
+        CHECK(before > 0 && after >= before, "energy1_input %lld before RESET, %lld after",
+              before, after);
+    }
     /* fdinfo: this client's share of the energy (two 64 MiB fills: about
      * 4 mJ of memory traffic; the only client, so the share is all) */
     {
@@ -1535,12 +1558,93 @@ static int t_hwmon(void)
 
         snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", c.fd);
         CHECK(read_file(path, text, sizeof(text)) > 0, "read %s", path);
-        e = strstr(text, "drm-total-energy:\t");
-        CHECK(e && strstr(e, " uJ\n"), "no drm-total-energy in\n%s", text);
-        CHECK(strtoull(e + 18, NULL, 10) >= 3000, "drm-total-energy %llu uJ",
-              strtoull(e + 18, NULL, 10));
+        e = strstr(text, "drm-energy-compute:\t");
+        CHECK(e && strstr(e, " uJ\n"), "no drm-energy-compute in\n%s", text);
+        CHECK(strtoull(e + 20, NULL, 10) >= 3000, "drm-energy-compute %llu uJ",
+              strtoull(e + 20, NULL, 10));
     }
     ctx_close(&c);
+    return 0;
+}
+
+/* A number after `key` in text (0 with *found false when absent). */
+static unsigned long long key_value(const char *text, const char *key, bool *found)
+{
+    const char *e = strstr(text, key);
+
+    *found = e != NULL;
+    return e ? strtoull(e + strlen(key), NULL, 10) : 0;
+}
+
+/* This client's drm-client-id and drm-energy-compute (uJ) from its fdinfo. */
+static int client_fdinfo(int fd, unsigned long long *id, unsigned long long *uj)
+{
+    char path[64], text[4096];
+    bool f1, f2;
+
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+    CHECK(read_file(path, text, sizeof(text)) > 0, "read %s", path);
+    *id = key_value(text, "drm-client-id:\t", &f1);
+    *uj = key_value(text, "drm-energy-compute:\t", &f2);
+    CHECK(f1 && f2, "no drm-client-id or drm-energy-compute in\n%s", text);
+    return 0;
+}
+
+/* Each client's energy (issue 41): the energies of its jobs' completion
+ * records (DRM_IOCTL_TX8_WAIT.energy_pj, interface 1.9) add up to its
+ * fdinfo drm-energy-compute and to its /proc/tx_meminfo ClientN_Energy line,
+ * exactly, for two clients doing different amounts of work at once. */
+static int t_client_energy(void)
+{
+    struct ctx a, b;
+    struct drm_tx8_bo_create bo_a, bo_b;
+    struct drm_tx8_bo_ref ref_a, ref_b;
+    struct drm_tx8_wait w;
+    unsigned long long pj_a = 0, pj_b = 0, id_a, id_b, uj_a, uj_b, m_a, m_b;
+    char text[16384], key[64];
+    bool found;
+
+    CHECK_OK(ctx_open(&a, dev_index));
+    CHECK_OK(ctx_open(&b, dev_index));
+    CHECK_OK(bo_new(a.fd, 16 << 20, NULL, &bo_a));
+    CHECK_OK(bo_new(b.fd, 16 << 20, NULL, &bo_b));
+    ref_a.handle = bo_a.handle;
+    ref_a.access = DRM_TX8_ACCESS_WRITE;
+    ref_b.handle = bo_b.handle;
+    ref_b.access = DRM_TX8_ACCESS_WRITE;
+    for (int i = 0; i < 4; i++) {
+        CHECK_OK(run_fill(&a, bo_a.dev_addr, 16 << 20, (uint32_t)i, &ref_a, 1, &w));
+        CHECK(w.energy_pj > 0, "client A job %d: energy_pj 0", i);
+        pj_a += w.energy_pj;
+        if (i % 2)
+            continue;
+        CHECK_OK(run_fill(&b, bo_b.dev_addr, 16 << 20, (uint32_t)i, &ref_b, 1, &w));
+        CHECK(w.energy_pj > 0, "client B job %d: energy_pj 0", i);
+        pj_b += w.energy_pj;
+    }
+    /* the same fill costs the same: A did twice B's work */
+    CHECK(pj_a > pj_b + pj_b / 2, "client A %llu pJ, client B %llu pJ", pj_a, pj_b);
+    CHECK_OK(client_fdinfo(a.fd, &id_a, &uj_a));
+    CHECK_OK(client_fdinfo(b.fd, &id_b, &uj_b));
+    CHECK(uj_a == pj_a / 1000000 && uj_b == pj_b / 1000000,
+          "fdinfo drm-energy-compute %llu / %llu uJ, records %llu / %llu pJ", uj_a, uj_b, pj_a,
+          pj_b);
+    CHECK(uj_b > 0, "client B: %llu pJ is below 1 uJ", pj_b);
+    CHECK(read_file("/proc/tx_meminfo", text, sizeof(text)) > 0, "read /proc/tx_meminfo");
+    snprintf(key, sizeof(key), "accel%d_Client%llu_Energy:", dev_index, id_a);
+    m_a = key_value(text, key, &found);
+    CHECK(found, "no %s line in /proc/tx_meminfo:\n%s", key, text);
+    snprintf(key, sizeof(key), "accel%d_Client%llu_Energy:", dev_index, id_b);
+    m_b = key_value(text, key, &found);
+    CHECK(found, "no %s line in /proc/tx_meminfo:\n%s", key, text);
+    CHECK(m_a == uj_a && m_b == uj_b, "/proc/tx_meminfo %llu / %llu uJ, fdinfo %llu / %llu uJ",
+          m_a, m_b, uj_a, uj_b);
+    ctx_close(&b);
+    /* a closed client's line goes */
+    CHECK(read_file("/proc/tx_meminfo", text, sizeof(text)) > 0, "read /proc/tx_meminfo");
+    key_value(text, key, &found);
+    CHECK(!found, "%s still in /proc/tx_meminfo after close", key);
+    ctx_close(&a);
     return 0;
 }
 
@@ -2639,9 +2743,15 @@ static int t_dev_restart(void)
     volatile uint32_t *p;
     char addr[64];
     struct ctx c;
+    char hw[400];
+    long long e0, e1;
     int ue, r, sig;
 
     CHECK_OK(pci_addr(dev_index, addr, sizeof(addr)));
+    /* the energy read through hwmon before the restart */
+    CHECK_OK(hwmon_dir(dev_index, hw, sizeof(hw)));
+    e0 = hwmon_value(hw, "energy1_input");
+    CHECK(e0 > 0, "energy1_input %lld", e0);
     ue = uevent_socket();
     CHECK(ue >= 0, "uevent socket");
     CHECK_OK(ctx_open(&c, dev_index));
@@ -2671,6 +2781,11 @@ static int t_dev_restart(void)
     CHECK_OK(wait_for_node(dev_index, false, 5000));
     r = rebind_ok(addr);
     CHECK(r == 0, "rebind after the restart: %d", r);
+    /* the restarted device's energy counter went on (hwmon's rule: never
+     * backwards), and the new hwmon device reads it */
+    CHECK_OK(hwmon_dir(dev_index, hw, sizeof(hw)));
+    e1 = hwmon_value(hw, "energy1_input");
+    CHECK(e1 >= e0, "energy1_input %lld before the device restart, %lld after", e0, e1);
     return 0;
 }
 
@@ -4741,6 +4856,7 @@ static const struct test {
     {"fdinfo", t_fdinfo},
     {"sysfs", t_sysfs},
     {"hwmon", t_hwmon},
+    {"client_energy", t_client_energy},
     {"close_frees", t_close_frees},
     {"stress", t_stress},
     {"hang_reset", t_hang_reset},

@@ -421,6 +421,11 @@ struct drm_tx8_wait {
 	__u64 busy_ns;
 	/** @macs: out: multiply-accumulates the job executed */
 	__u64 macs;
+	/**
+	 * @energy_pj: out: the job's energy in pJ, from its completion record
+	 * (driver 1.3 with a device of interface >= 1.9; 0 otherwise)
+	 */
+	__u64 energy_pj;
 };
 
 /**
