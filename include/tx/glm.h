@@ -469,6 +469,18 @@ struct glm_prefill_chunk {
 TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_t *ids, int n,
                                     const struct glm_sampling *sampling, int32_t *next,
                                     const struct glm_prefill_chunk *chunks, int n_chunks);
+/*
+ * glm_decode_batch_prefill that also copies decode row i's logits (the
+ * lm_head output the device's SAMPLE command drew next[i] from, before any
+ * penalty or temperature; vocab_size floats) into row_logits[i] when that
+ * pointer is not NULL (row_logits may be NULL: no copies). For
+ * log-probabilities of the sampled tokens (glm-server's "logprobs"). Since
+ * libtx 2.7 (LIBTX_2.7).
+ */
+TX_API int glm_decode_batch_prefill_logits(glm_session_t *const *sessions, const int32_t *ids,
+                                           int n, const struct glm_sampling *sampling,
+                                           int32_t *next, const struct glm_prefill_chunk *chunks,
+                                           int n_chunks, float *const *row_logits);
 
 /* ------------------------------------------------------------------------ */
 /* Generation                                                                */
