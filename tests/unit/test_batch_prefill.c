@@ -35,15 +35,8 @@ static void fixture_setup(void)
 {
     if (rts_device_setup("128M"))
         ck_abort_msg("cannot start tx8-emu");
-    const char *d = rts_tmpdir();
-    enum glm_arch arch[2] = {GLM_ARCH_GLM_MOE_DSA, GLM_ARCH_GLM4_MOE};
-    for (int i = 0; i < 2; i++) {
-        char ck[300];
-        snprintf(ck, sizeof(ck), "%s/ck%d", d, i);
-        snprintf(g_smd[i], sizeof(g_smd[i]), "%s/m%d.smd", d, i);
-        if (rts_write_checkpoint(ck, arch[i], NULL) || rts_export(ck, g_smd[i], "none"))
-            ck_abort_msg("cannot make model %d", i);
-    }
+    if (rts_two_models(g_smd))
+        ck_abort_msg("cannot make the models");
 }
 
 static void fixture_teardown(void)

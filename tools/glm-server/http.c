@@ -453,6 +453,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         dev_model_put(S);
         return send_json(S, c, st, reply);
     }
+    if (path_is(url, "/slots") || !strncmp(url, "/slots/", 7)) { /* slots.c */
+        st = api_slots(S, url, method,
+                       MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action"),
+                       MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot"),
+                       hc->body, hc->len, &reply);
+        return send_json(S, c, st, reply);
+    }
     if (path_is(url, "/props")) {
         if (!get)
             return send_json(S, c, 405, api_error_json(405, "%s: use GET", url));

@@ -227,7 +227,7 @@ static int slot_for(struct srv *S, const struct request *r, int *common)
     int best = -1, best_len = -1;
     for (int i = 0; i < S->o.parallel; i++) {
         const struct slot *sl = &S->slots[i];
-        if (sl->r)
+        if (sl->r || sl->action) /* running, or a /slots action has it (slots.c) */
             continue;
         int l = 0;
         if (r->cache_prompt && !S->o.no_prefix_cache && sl->n_hist > 0) {

@@ -14,6 +14,7 @@
  *   device.c   the device and the model: open/load, heartbeat, loss, reload
  *   logprobs.c OpenAI's logprobs / top_logprobs from the device's logits rows
  *   choices.c  "n": the choices of a request, each a request of its own
+ *   slots.c    GET /slots, the slots' save / restore / erase actions
  *
  * Threads: libmicrohttpd's four event-driven HTTP threads (handlers never
  * block: a waiting request suspends its connection, the scheduler wakes
@@ -69,6 +70,8 @@ struct srv_opts {
     const char *metrics_key; /* --metrics-key: /metrics needs it (else open) */
     int exit_on_device_loss;
     int no_prefix_cache; /* --no-prefix-cache */
+    const char *slot_save_path; /* --slot-save-path: /slots actions (slots.c); NULL: off */
+    int no_slots;               /* --no-slots: GET /slots is 501 */
 };
 
 enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_DECODE, RQ_DONE };
@@ -156,6 +159,7 @@ struct slot {
     int32_t *hist;
     int n_hist, cap_hist;
     double last_used;
+    int action; /* a /slots action (slots.c) is using it: no request is given it */
 };
 
 struct srv_metrics {
@@ -371,6 +375,12 @@ int choices_count(const struct request *r);
 struct request *choices_get(struct request *r, int i);
 int choices_done(struct request *r);
 int choices_completion_tokens(struct request *r);
+
+/* slots.c: GET /slots, POST /slots/{id}?action=save|restore|erase; the
+ * HTTP status with *reply set. action, fail_on_no_slot: the query's (or
+ * NULL). */
+int api_slots(struct srv *S, const char *url, const char *method, const char *action,
+              const char *fail_on_no_slot, const char *body, size_t len, char **reply);
 
 /* metrics.c */
 char *metrics_text(struct srv *S);
