@@ -562,7 +562,9 @@ static void *sched_main(void *arg)
         if (rc)
             snprintf(msg, sizeof(msg), "device pass failed: %s", tx_last_error());
         double t1 = srv_now();
-        int lost = rc == TX_EDEVICE_LOST;
+        int lost = rc == TX_EDEVICE_LOST || srv_sigbus_seen(); /* sigbus.c */
+        if (lost && !rc)
+            snprintf(msg, sizeof(msg), "the device's memory mappings were revoked (it restarted)");
 
         /* --ep-rebalance N: between two passes, by the live load counters */
         if (!rc && S->o.ep_rebalance > 0 && S->n_devs > 1 &&

@@ -15,6 +15,7 @@
  *   logprobs.c OpenAI's logprobs / top_logprobs from the device's logits rows
  *   choices.c  "n": the choices of a request, each a request of its own
  *   slots.c    GET /slots, the slots' save / restore / erase actions
+ *   sigbus.c   SIGBUS on revoked device mappings: recorded, not fatal
  *
  * Threads: libmicrohttpd's four event-driven HTTP threads (handlers never
  * block: a waiting request suspends its connection, the scheduler wakes
@@ -375,6 +376,13 @@ int choices_count(const struct request *r);
 struct request *choices_get(struct request *r, int i);
 int choices_done(struct request *r);
 int choices_completion_tokens(struct request *r);
+
+/* sigbus.c: a SIGBUS on revoked device memory (the device restarted)
+ * becomes a recorded fault instead of the process's death; seen: since the
+ * last clear (a successful reload) */
+void srv_sigbus_install(void);
+int srv_sigbus_seen(void);
+void srv_sigbus_clear(void);
 
 /* slots.c: GET /slots, POST /slots/{id}?action=save|restore|erase; the
  * HTTP status with *reply set. action, fail_on_no_slot: the query's (or
