@@ -32,6 +32,7 @@ from http_json import events, post
 
 SERVER, DEV, PKG, OTHER, NOPATH, DIR = sys.argv[1:7]
 procs = []
+stopped = []
 
 
 def start(pkg, *extra):
@@ -51,7 +52,8 @@ def start(pkg, *extra):
     raise SystemExit("slots: a server did not start: " + open(log).read())
 
 
-def stop(p):
+def stop(p, checked=True):
+    """SIGTERM; a server must exit 0 (under ASan/UBSan: no report)"""
     if p.poll() is None:
         p.terminate()
         try:
@@ -59,6 +61,10 @@ def stop(p):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait(5)
+    if checked and p not in stopped:
+        stopped.append(p)
+        check(p.returncode == 0, "server %d: SIGTERM, exit %s" % (procs.index(p),
+                                                                   p.returncode))
 
 
 def get(url):
@@ -211,5 +217,5 @@ try:
     check(st == 501 and "--slot-save-path" in msg, "no --slot-save-path: 501 (%s)" % msg)
 finally:
     for p in procs:
-        stop(p)
+        stop(p, checked=False)
 sys.exit(summary("slots"))
