@@ -83,7 +83,7 @@ $(BUILD)/vm/bin/%: tests/vm/%.c $(wildcard tests/vm/*.h) include/uapi/drm/tx8_ac
 
 vm-image: $(VM_INITRD)
 $(VM_INITRD): $(TX8_KO) all $(VM_UNIT_BINS) $(VM_TEST_BINS) $(VM_GLM_SMD) \
-		scripts/vm/mkinitramfs scripts/vm/init tests/vm/run-suite \
+		scripts/vm/mkinitramfs scripts/vm/init tests/vm/run-suite tests/vm/glm-server-recovery \
 		$(wildcard tests/txtop/vm-check.sh)
 	scripts/vm/mkinitramfs --build $(BUILD) --kver $(KVER) --module $(TX8_KO) \
 		--tests "$(VM_UNIT_NAMES)" --glm $(VM_GLM_SMD) --out $@

@@ -361,6 +361,20 @@ TX_API int glm_session_truncate(glm_session_t *s, int pos);
  * labels its slots so. Since libtx 2.2 (LIBTX_2.2). */
 TX_API int glm_session_set_label(glm_session_t *s, const char *label);
 
+/*
+ * A session's state as bytes: its token ids and the KV cache of positions
+ * [0, pos) (every layer's K, V and key-selector rows, in the cache's types).
+ * save: *blob (malloc()ed, free() it) and *size. load: into a session of a
+ * model of the same geometry and the same KV cache types, whose context
+ * holds the positions; the session then stands where the saved one stood
+ * (its next tokens are the same bits). A blob of another model or cache
+ * types, truncated, or not a state, is TX_EINVAL naming what differs, and
+ * the session is left as it was. The session must not be in a pass.
+ * Since libtx 2.7 (LIBTX_2.7); glm-server's /slots save and restore.
+ */
+TX_API int glm_session_state_save(glm_session_t *s, void **blob, size_t *size);
+TX_API int glm_session_state_load(glm_session_t *s, const void *blob, size_t size);
+
 /* glm_eval flags */
 #define GLM_EVAL_ALL_LOGITS (1u << 0) /* logits of every position, else the last */
 
@@ -469,6 +483,18 @@ struct glm_prefill_chunk {
 TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_t *ids, int n,
                                     const struct glm_sampling *sampling, int32_t *next,
                                     const struct glm_prefill_chunk *chunks, int n_chunks);
+/*
+ * glm_decode_batch_prefill that also copies decode row i's logits (the
+ * lm_head output the device's SAMPLE command drew next[i] from, before any
+ * penalty or temperature; vocab_size floats) into row_logits[i] when that
+ * pointer is not NULL (row_logits may be NULL: no copies). For
+ * log-probabilities of the sampled tokens (glm-server's "logprobs"). Since
+ * libtx 2.7 (LIBTX_2.7).
+ */
+TX_API int glm_decode_batch_prefill_logits(glm_session_t *const *sessions, const int32_t *ids,
+                                           int n, const struct glm_sampling *sampling,
+                                           int32_t *next, const struct glm_prefill_chunk *chunks,
+                                           int n_chunks, float *const *row_logits);
 
 /* ------------------------------------------------------------------------ */
 /* Generation                                                                */

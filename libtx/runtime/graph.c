@@ -542,6 +542,10 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     }
     if (f->logits && f->lrows)
         memcpy(f->logits, (uint8_t *)m->act_map + g.a.logits, (size_t)f->lrows * Vv * 4);
+    for (int r = 0; f->row_logits && r < f->lrows; r++)
+        if (f->row_logits[r])
+            memcpy(f->row_logits[r], (uint8_t *)m->act_map + g.a.logits + (uint64_t)r * Vv * 4,
+                   (size_t)Vv * 4);
     if (f->sampled && f->sampling)
         memcpy(f->sampled, (uint8_t *)m->act_map + g.a.tok, (size_t)f->lrows * 4);
     if (want_dump) {

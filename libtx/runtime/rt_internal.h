@@ -251,6 +251,7 @@ struct rt_fwd {
     const int32_t *ids; /* [T] */
     int lrow0, lrows;   /* rows of the final norm output fed to lm_head (lrows may be 0) */
     float *logits;      /* host destination [lrows x vocab] or NULL */
+    float *const *row_logits; /* [lrows]: NULL, or per row NULL or a [vocab] destination */
     const struct glm_sampling *sampling; /* sample every logits row on the device */
     int n_sampling;                      /* 1: sampling[0] for all rows; lrows: one per row */
     int32_t *sampled;                    /* [lrows] */

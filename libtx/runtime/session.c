@@ -591,7 +591,7 @@ TX_API void glm_sampling_default(struct glm_sampling *s)
 
 static int decode_batch(const char *who, glm_session_t *const *sessions, const int32_t *ids, int n,
                         float *logits, const struct glm_sampling *sampling, int n_sampling,
-                        int32_t *next)
+                        int32_t *next, float *const *row_logits)
 {
     if (!sessions || !ids || n <= 0)
         return tx_error(TX_EINVAL, "%s: no sessions", who);
@@ -638,8 +638,9 @@ static int decode_batch(const char *who, glm_session_t *const *sessions, const i
         f.T = n;
         f.ids = ids;
         f.lrow0 = 0;
-        f.lrows = (logits || sampling) ? n : 0;
+        f.lrows = (logits || sampling || row_logits) ? n : 0;
         f.logits = logits;
+        f.row_logits = row_logits;
         f.sampling = sampling;
         f.n_sampling = n_sampling;
         f.sampled = next;
@@ -657,7 +658,7 @@ static int decode_batch(const char *who, glm_session_t *const *sessions, const i
 TX_API int glm_decode_batch(glm_session_t *const *sessions, const int32_t *ids, int n,
                             float *logits, const struct glm_sampling *sampling, int32_t *next)
 {
-    return decode_batch("glm_decode_batch", sessions, ids, n, logits, sampling, 1, next);
+    return decode_batch("glm_decode_batch", sessions, ids, n, logits, sampling, 1, next, NULL);
 }
 
 TX_API int glm_decode_batch_each(glm_session_t *const *sessions, const int32_t *ids, int n,
@@ -665,7 +666,8 @@ TX_API int glm_decode_batch_each(glm_session_t *const *sessions, const int32_t *
 {
     if (!sampling)
         return tx_error(TX_EINVAL, "glm_decode_batch_each: sampling[n] is NULL");
-    return decode_batch("glm_decode_batch_each", sessions, ids, n, logits, sampling, n, next);
+    return decode_batch("glm_decode_batch_each", sessions, ids, n, logits, sampling, n, next,
+                        NULL);
 }
 
 TX_API int glm_session_set_label(glm_session_t *s, const char *label)
@@ -681,17 +683,19 @@ TX_API int glm_session_set_label(glm_session_t *s, const char *label)
     return rc;
 }
 
-TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_t *ids, int n,
-                                    const struct glm_sampling *sampling, int32_t *next,
-                                    const struct glm_prefill_chunk *chunks, int n_chunks)
+static int batch_prefill(const char *who, glm_session_t *const *sessions, const int32_t *ids,
+                         int n, const struct glm_sampling *sampling, int32_t *next,
+                         const struct glm_prefill_chunk *chunks, int n_chunks,
+                         float *const *row_logits)
 {
-    const char *who = "glm_decode_batch_prefill";
     if (n < 0 || n_chunks < 0 || (n_chunks > 0 && !chunks))
         return tx_error(TX_EINVAL, "%s: negative counts or NULL chunks", who);
     if (n_chunks == 0) {
         if (n == 0)
             return tx_error(TX_EINVAL, "%s: neither decode rows nor a prefill chunk", who);
-        return glm_decode_batch_each(sessions, ids, n, NULL, sampling, next);
+        if (!sampling)
+            return tx_error(TX_EINVAL, "%s: sampling[n] is NULL", who);
+        return decode_batch(who, sessions, ids, n, NULL, sampling, n, next, row_logits);
     }
     if (n > 0 && (!sessions || !ids || !sampling || !next))
         return tx_error(TX_EINVAL, "%s: decode rows need sessions, ids, sampling and next", who);
@@ -766,6 +770,7 @@ TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_
         f.ids = all;
         f.lrow0 = 0;
         f.lrows = n; /* the decode rows only: the chunks give no logits */
+        f.row_logits = n ? row_logits : NULL;
         if (n) {
             f.sampling = sampling;
             f.n_sampling = n;
@@ -788,6 +793,23 @@ TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_
     free(all);
     free(seg);
     return rc;
+}
+
+TX_API int glm_decode_batch_prefill(glm_session_t *const *sessions, const int32_t *ids, int n,
+                                    const struct glm_sampling *sampling, int32_t *next,
+                                    const struct glm_prefill_chunk *chunks, int n_chunks)
+{
+    return batch_prefill("glm_decode_batch_prefill", sessions, ids, n, sampling, next, chunks,
+                         n_chunks, NULL);
+}
+
+TX_API int glm_decode_batch_prefill_logits(glm_session_t *const *sessions, const int32_t *ids,
+                                           int n, const struct glm_sampling *sampling,
+                                           int32_t *next, const struct glm_prefill_chunk *chunks,
+                                           int n_chunks, float *const *row_logits)
+{
+    return batch_prefill("glm_decode_batch_prefill_logits", sessions, ids, n, sampling, next,
+                         chunks, n_chunks, row_logits);
 }
 
 /* ------------------------------------------------------------------------ */

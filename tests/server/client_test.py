@@ -281,7 +281,7 @@ bads = [
     ("wrong type", "/v1/completions", '{"prompt": "x", "max_tokens": "many"}', 400, "max_tokens"),
     ("wrong type", "/v1/chat/completions", '{"messages": "hi"}', 400, "messages"),
     ("bad role", "/v1/chat/completions", '{"messages": [{"role": "robot", "content": "x"}]}', 400, "role"),
-    ("n = 2", "/v1/completions", '{"prompt": "x", "n": 2}', 400, "'n'"),
+    ("n = 0", "/v1/completions", '{"prompt": "x", "n": 0}', 400, "'n'"),
     ("top_p 0", "/v1/completions", '{"prompt": "x", "top_p": 0}', 400, "top_p"),
     ("top_k too big", "/v1/completions", '{"prompt": "x", "top_k": 100000, "temperature": 1}', 400, "top_k"),
     ("token outside the vocabulary", "/v1/completions", '{"prompt": [1, 99999999]}', 400, "vocabulary"),
@@ -289,7 +289,7 @@ bads = [
     ("prompt longer than the context", "/v1/completions",
      json.dumps({"prompt": "word " * 5000}), 400, "context"),
     ("unknown endpoint", "/v1/embeddings", '{"input": "x"}', 404, "no endpoint"),
-    ("logprobs", "/v1/completions", '{"prompt": "x", "logprobs": 2}', 400, "logprobs"),
+    ("logprobs 21", "/v1/completions", '{"prompt": "x", "logprobs": 21}', 400, "logprobs"),
 ]
 for what, path, raw, want, word in bads:
     st, j, _ = request("POST", path, raw=raw)

@@ -8,7 +8,8 @@
 // 0), an agent loop with tools (the assistant's tool call and the tool's
 // result go back in and are rendered into the next prompt; finish_reason
 // is one the client knows), tool_choice "none", an unknown model as the
-// client's NotFoundError (404) and a bad field as its BadRequestError (400).
+// client's NotFoundError (404) and a bad field as its BadRequestError (400);
+// logprobs with top_logprobs and n > 1 (chat, streamed, completions).
 // Prints one line per check and "openai-client: N passed, N failed"; when
 // the module is not installed, "SKIP ..." and "openai-client: 0 passed, 0
 // failed". Every request has a timeout.
@@ -103,6 +104,45 @@ try {
           "tool_choice none: the tools left out of the prompt");
 } catch (e) {
     check(false, "the client's requests", String(e));
+}
+
+// logprobs with top_logprobs and n > 1 (issue 40 item 6), as the client types them
+try {
+    const q = [{ role: "user", content: "Hello" }];
+    const r = await client.chat.completions.create(
+        { model, messages: q, max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 3,
+          n: 2 });
+    const lp = r.choices.map((c) => c.logprobs?.content ?? []);
+    check(r.choices.length === 2 && r.choices[1].index === 1 && lp.every((a) => a.length > 0 &&
+              a.every((e) => typeof e.token === "string" && e.logprob <= 0 &&
+                             Array.isArray(e.bytes) && e.top_logprobs.length === 3 &&
+                             e.top_logprobs[0].token === e.token)) &&
+              r.usage.completion_tokens === lp[0].length + lp[1].length,
+          "chat n=2 with logprobs and top_logprobs=3: two choices, greedy tokens first of " +
+              "their alternatives, usage counts both",
+          JSON.stringify(r).slice(0, 400));
+    const s = await client.chat.completions.create(
+        { model, messages: q, max_tokens: 6, temperature: 0.8, seed: 4, n: 2, stream: true,
+          logprobs: true });
+    const text = ["", ""];
+    const count = [0, 0];
+    for await (const chunk of s)
+        for (const c of chunk.choices) {
+            text[c.index] += (c.delta?.content ?? "") + (c.delta?.reasoning_content ?? "");
+            count[c.index] += c.logprobs?.content?.length ?? 0;
+        }
+    check(count[0] > 0 && count[1] > 0, "chat n=2 streamed with logprobs: each choice's chunks " +
+          "carry its tokens' logprobs (" + count + " tokens)", JSON.stringify({ text, count }));
+    const c = await client.completions.create(
+        { model, prompt: "The TX8 is", max_tokens: 4, temperature: 0, logprobs: 2 });
+    const l = c.choices[0].logprobs;
+    check(l && l.tokens.join("") === c.choices[0].text && l.token_logprobs.length === 4 &&
+              l.top_logprobs.every((d, i) => Math.max(...Object.values(d)) ===
+                                             l.token_logprobs[i]) && l.text_offset[0] === 0,
+          "completions logprobs=2: tokens spell the text, greedy logprob the largest",
+          JSON.stringify(c.choices[0]).slice(0, 400));
+} catch (e) {
+    check(false, "logprobs and n through the client", String(e));
 }
 
 async function expectError(what, cls, status, body) {

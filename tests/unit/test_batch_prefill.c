@@ -4,10 +4,15 @@
  * that decodes a token for each of n sessions and appends a prefill chunk
  * of another session -- the step of glm-server's continuous batching.
  *
+ * glm_decode_batch_prefill_logits (libtx 2.7) also copies chosen decode
+ * rows' logits: they are the logits SAMPLE drew from (greedy: their argmax)
+ * and those of the same sequence evaluated alone.
+ *
  * Backend: $TX_DEVICE if set, else a tx8-emu started for this program;
  * the tiny synthetic GLM-5.1 and GLM-4.5 checkpoints of test_runtime.
  */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,15 +35,8 @@ static void fixture_setup(void)
 {
     if (rts_device_setup("128M"))
         ck_abort_msg("cannot start tx8-emu");
-    const char *d = rts_tmpdir();
-    enum glm_arch arch[2] = {GLM_ARCH_GLM_MOE_DSA, GLM_ARCH_GLM4_MOE};
-    for (int i = 0; i < 2; i++) {
-        char ck[300];
-        snprintf(ck, sizeof(ck), "%s/ck%d", d, i);
-        snprintf(g_smd[i], sizeof(g_smd[i]), "%s/m%d.smd", d, i);
-        if (rts_write_checkpoint(ck, arch[i], NULL) || rts_export(ck, g_smd[i], "none"))
-            ck_abort_msg("cannot make model %d", i);
-    }
+    if (rts_two_models(g_smd))
+        ck_abort_msg("cannot make the models");
 }
 
 static void fixture_teardown(void)
@@ -55,6 +53,18 @@ static glm_session_t *session(glm_model_t *m, int n_ctx)
     return s;
 }
 
+/* Model `which` on a device opened with the FP32 plan */
+static glm_model_t *load_fp32(int which, tx_device_t **dev)
+{
+    OK(tx_device_open(rts_spec, dev));
+    glm_precision_plan_t p;
+    glm_plan_uniform(&p, GLM_PRECISION_FP32);
+    OK(glm_plan_set(*dev, &p));
+    glm_model_t *m = NULL;
+    OK(glm_model_load(*dev, g_smd[which], NULL, &m));
+    return m;
+}
+
 /* The next greedy token of s after ids (one decode pass of s alone). */
 static int32_t greedy_next(glm_session_t *s, int32_t last)
 {
@@ -67,12 +77,7 @@ static int32_t greedy_next(glm_session_t *s, int32_t last)
 static void mixed_pass(int which)
 {
     tx_device_t *dev = NULL;
-    OK(tx_device_open(rts_spec, &dev));
-    glm_precision_plan_t p;
-    glm_plan_uniform(&p, GLM_PRECISION_FP32);
-    OK(glm_plan_set(dev, &p));
-    glm_model_t *m = NULL;
-    OK(glm_model_load(dev, g_smd[which], NULL, &m));
+    glm_model_t *m = load_fp32(which, &dev);
     int SV = glm_model_sample_vocab(m);
     uint64_t seed = 99 + (uint64_t)which;
     enum { NP = 6, NQ = 13 };
@@ -170,6 +175,77 @@ static void mixed_pass(int which)
     tx_device_close(dev);
 }
 
+/* glm_decode_batch_prefill_logits: row 0's logits (greedy) beside row 1
+ * (sampled, no copy) and a chunk, then without chunks */
+START_TEST(test_row_logits)
+{
+    tx_device_t *dev = NULL;
+    glm_model_t *m = load_fp32(0, &dev);
+    int SV = glm_model_sample_vocab(m), V = glm_model_config(m)->vocab_size;
+    uint64_t seed = 7;
+    enum { NP = 5 };
+    int32_t pa[NP], q[8];
+    for (int i = 0; i < NP; i++)
+        pa[i] = (int32_t)(rts_rand(&seed) % (uint64_t)SV);
+    for (int i = 0; i < 8; i++)
+        q[i] = (int32_t)(rts_rand(&seed) % (uint64_t)SV);
+    glm_session_t *run[2] = {session(m, 64), session(m, 64)};
+    glm_session_t *c = session(m, 64), *alone = session(m, 64);
+    for (int i = 0; i < 2; i++)
+        OK(glm_eval(run[i], pa, NP - 1, 0, NULL));
+    OK(glm_eval(alone, pa, NP, 0, NULL)); /* the same sequence alone: its last logits */
+    float *ref = malloc((size_t)V * sizeof(float)), *row = malloc((size_t)V * sizeof(float));
+    ck_assert_ptr_nonnull(ref);
+    ck_assert_ptr_nonnull(row);
+    OK(glm_session_truncate(alone, NP - 1));
+    OK(glm_eval(alone, pa + NP - 1, 1, 0, ref));
+    for (int i = 0; i < V; i++)
+        row[i] = NAN;
+    struct glm_sampling smp[2] = {{.temperature = 0.0f, .top_p = 1.0f},
+                                  {.temperature = 0.9f, .top_p = 1.0f, .seed = 5}};
+    int32_t cur[2] = {pa[NP - 1], pa[NP - 1]}, next[2] = {-1, -1};
+    float *rows[2] = {row, NULL};
+    struct glm_prefill_chunk ch = {c, q, 8};
+    OK(glm_decode_batch_prefill_logits(run, cur, 2, smp, next, &ch, 1, rows));
+    int best = 0;
+    double maxabs = 0, maxerr = 0;
+    for (int i = 0; i < V; i++) {
+        ck_assert_msg(isfinite(row[i]), "logit %d not written", i);
+        if (i < SV && row[i] > row[best])
+            best = i;
+        if (fabs(ref[i]) > maxabs)
+            maxabs = fabs(ref[i]);
+        if (fabs(row[i] - ref[i]) > maxerr)
+            maxerr = fabs(row[i] - ref[i]);
+    }
+    ck_assert_int_eq(best, next[0]);
+    ck_assert_msg(maxerr <= 1e-4 * maxabs, "row logits vs alone: max |diff| %g of %g", maxerr,
+                  maxabs);
+    /* no chunks: the decode-only pass copies as well */
+    for (int i = 0; i < V; i++)
+        row[i] = NAN;
+    cur[0] = next[0];
+    cur[1] = next[1];
+    OK(glm_decode_batch_prefill_logits(run, cur, 2, smp, next, NULL, 0, rows));
+    best = 0;
+    for (int i = 0; i < SV; i++)
+        if (row[i] > row[best])
+            best = i;
+    ck_assert_int_eq(best, next[0]);
+    printf("[batch-prefill] row logits: greedy token = their argmax, max |diff| %.3g vs the "
+           "sequence alone (largest |logit| %.3g)\n",
+           maxerr, maxabs);
+    free(ref);
+    free(row);
+    glm_session_free(alone);
+    glm_session_free(c);
+    glm_session_free(run[0]);
+    glm_session_free(run[1]);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
 START_TEST(test_mixed_pass_glm5)
 {
     mixed_pass(0);
@@ -190,6 +266,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_mixed_pass_glm5);
     tcase_add_test(tc, test_mixed_pass_glm4);
+    tcase_add_test(tc, test_row_logits);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

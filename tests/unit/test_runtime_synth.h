@@ -297,6 +297,22 @@ static inline const char *rts_tmpdir(void)
     return rts_dir;
 }
 
+/* The tiny GLM-5.1 (smd[0]) and GLM-4.5 (smd[1]) packages, unquantised,
+ * in rts_tmpdir(); 0 or -1 */
+static inline int rts_two_models(char smd[2][256])
+{
+    const char *d = rts_tmpdir();
+    enum glm_arch arch[2] = {GLM_ARCH_GLM_MOE_DSA, GLM_ARCH_GLM4_MOE};
+    for (int i = 0; i < 2; i++) {
+        char ck[300];
+        snprintf(ck, sizeof(ck), "%s/ck%d", d, i);
+        snprintf(smd[i], 256, "%s/m%d.smd", d, i);
+        if (rts_write_checkpoint(ck, arch[i], NULL) || rts_export(ck, smd[i], "none"))
+            return -1;
+    }
+    return 0;
+}
+
 static inline void rts_cleanup(void)
 {
     tx_test_rmtree(rts_dir);

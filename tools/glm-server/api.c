@@ -460,24 +460,8 @@ static int parse_sampling(struct srv *S, json_object *o, int chat, struct reques
     if (chat && (st = get_int(o, "max_completion_tokens", 1, INT_MAX, &x, reply)))
         return st;
     r->max_tokens = (int)x;
-    x = 1;
-    if ((st = get_int(o, "n", 1, INT_MAX, &x, reply)))
-        return st;
-    if (x != 1)
-        return bad(reply, "n", "'n' must be 1: this server returns one choice per request");
-    json_object *lp;
-    if (field(o, "logprobs", &lp)) {
-        int on = json_object_is_type(lp, json_type_boolean) ? json_object_get_boolean(lp)
-                 : json_object_is_type(lp, json_type_int)   ? json_object_get_int(lp) != 0
-                                                            : -1;
-        if (on < 0)
-            return bad(reply, "logprobs", "'logprobs' must be %s",
-                       chat ? "true or false" : "an integer");
-        if (on)
-            return bad(reply, "logprobs",
-                       "'logprobs' is not supported by glm-server (tokens are "
-                       "sampled on the device; no logits come back)");
-    }
+    if ((st = choices_parse(S, o, r, reply)) || (st = lp_parse(o, chat, r, reply)))
+        return st; /* n (choices.c), logprobs / top_logprobs (logprobs.c) */
     int echo = 0;
     if ((st = get_bool(o, "echo", &echo, reply)))
         return st;
@@ -502,12 +486,13 @@ static int parse_sampling(struct srv *S, json_object *o, int chat, struct reques
     return parse_stop(o, r, reply);
 }
 
-static json_object *usage_json(const struct request *r)
+static json_object *usage_json(struct request *r)
 {
     json_object *u = json_object_new_object();
     json_object_object_add(u, "prompt_tokens", json_object_new_int(r->n_prompt));
-    json_object_object_add(u, "completion_tokens", json_object_new_int(r->n_completion));
-    json_object_object_add(u, "total_tokens", json_object_new_int(r->n_prompt + r->n_completion));
+    int nc = choices_completion_tokens(r); /* every choice's (n > 1) */
+    json_object_object_add(u, "completion_tokens", json_object_new_int(nc));
+    json_object_object_add(u, "total_tokens", json_object_new_int(r->n_prompt + nc));
     if (r->n_cached) { /* OpenAI's prompt_tokens_details, as vLLM reports prefix-cache hits */
         json_object *d = json_object_new_object();
         json_object_object_add(d, "cached_tokens", json_object_new_int(r->n_cached));
@@ -516,31 +501,41 @@ static json_object *usage_json(const struct request *r)
     return u;
 }
 
-/* The reply of a finished non-streaming request (srv.mu held). */
-static char *final_json_locked(struct srv *S, struct request *r, int *status)
+/* One choice of a finished non-streaming reply */
+static json_object *choice_json(struct srv *S, struct request *r)
 {
-    if (r->err_status) {
-        *status = r->err_status == 499 ? 500 : r->err_status;
-        return api_error_json(*status, "%s", r->err);
-    }
-    *status = 200;
-    json_object *o = json_object_new_object(), *ch = json_object_new_array(),
-                *c = json_object_new_object();
-    json_object_object_add(o, "id", json_object_new_string(r->id));
-    json_object_object_add(o, "object",
-                           json_object_new_string(r->chat ? "chat.completion" : "text_completion"));
-    json_object_object_add(o, "created", json_object_new_int64(r->created));
-    json_object_object_add(o, "model", json_object_new_string(S->model_id));
-    json_object_object_add(c, "index", json_object_new_int(0));
+    json_object *c = json_object_new_object();
+    json_object_object_add(c, "index", json_object_new_int(r->index));
     const char *finish = r->finish;
     if (r->chat) /* content, reasoning_content, tool_calls (chat_reply.c) */
         json_object_object_add(c, "message", srv_chat_message(S, r, &finish));
     else
         json_object_object_add(
             c, "text", json_object_new_string_len(r->out ? r->out : "", (int)r->out_len));
-    json_object_object_add(c, "logprobs", NULL);
+    json_object_object_add(c, "logprobs", lp_json(S, r, 0));
     json_object_object_add(c, "finish_reason", json_object_new_string(finish));
-    json_object_array_add(ch, c);
+    return c;
+}
+
+/* The reply of a finished non-streaming request (srv.mu held). */
+static char *final_json_locked(struct srv *S, struct request *r, int *status)
+{
+    for (int i = 0; i < choices_count(r); i++) {
+        struct request *e = choices_get(r, i);
+        if (e->err_status) {
+            *status = e->err_status == 499 ? 500 : e->err_status;
+            return api_error_json(*status, "%s", e->err);
+        }
+    }
+    *status = 200;
+    json_object *o = json_object_new_object(), *ch = json_object_new_array();
+    json_object_object_add(o, "id", json_object_new_string(r->id));
+    json_object_object_add(o, "object",
+                           json_object_new_string(r->chat ? "chat.completion" : "text_completion"));
+    json_object_object_add(o, "created", json_object_new_int64(r->created));
+    json_object_object_add(o, "model", json_object_new_string(S->model_id));
+    for (int i = 0; i < choices_count(r); i++) /* n > 1: choices.c */
+        json_object_array_add(ch, choice_json(S, choices_get(r, i)));
     json_object_object_add(o, "choices", ch);
     json_object_object_add(o, "usage", usage_json(r));
     json_object *tm = json_object_new_object();
@@ -575,9 +570,9 @@ char *api_chunk_delta_json(struct srv *S, struct request *r, json_object *delta,
 {
     json_object *o = chunk_envelope(S, r), *ch = json_object_new_array(),
                 *c = json_object_new_object();
-    json_object_object_add(c, "index", json_object_new_int(0));
+    json_object_object_add(c, "index", json_object_new_int(r->index));
     json_object_object_add(c, "delta", delta);
-    json_object_object_add(c, "logprobs", NULL);
+    json_object_object_add(c, "logprobs", lp_json(S, r, 1));
     json_object_object_add(c, "finish_reason", finish ? json_object_new_string(finish) : NULL);
     json_object_array_add(ch, c);
     json_object_object_add(o, "choices", ch);
@@ -591,7 +586,7 @@ char *api_chunk_json(struct srv *S, struct request *r, const char *text, size_t 
     json_object *o = chunk_envelope(S, r), *ch = json_object_new_array();
     if (!usage_only) {
         json_object *c = json_object_new_object();
-        json_object_object_add(c, "index", json_object_new_int(0));
+        json_object_object_add(c, "index", json_object_new_int(r->index));
         json_object *t = json_object_new_string_len(text ? text : "", (int)len);
         if (r->chat) {
             json_object *d = json_object_new_object();
@@ -605,7 +600,7 @@ char *api_chunk_json(struct srv *S, struct request *r, const char *text, size_t 
         } else {
             json_object_object_add(c, "text", t);
         }
-        json_object_object_add(c, "logprobs", NULL);
+        json_object_object_add(c, "logprobs", lp_json(S, r, 1));
         json_object_object_add(c, "finish_reason", finish ? json_object_new_string(finish) : NULL);
         json_object_array_add(ch, c);
     }
@@ -709,6 +704,11 @@ int api_completions(struct srv *S, const char *body, size_t len, int chat, char 
     uint64_t a = srv_random64(), b = srv_random64();
     snprintf(r->id, sizeof(r->id), "%s-%016llx%08x", chat ? "chatcmpl" : "cmpl",
              (unsigned long long)a, (unsigned)b);
+    if (choices_make(r)) { /* n > 1: the other choices */
+        sched_release(S, r);
+        *reply = api_error_json(500, "out of memory");
+        return 500;
+    }
     st = sched_submit(S, r);
     if (st) {
         sched_release(S, r);
@@ -743,6 +743,8 @@ int api_models(struct srv *S, char **reply)
     json_object_object_add(m, "owned_by", json_object_new_string("tx8"));
     json_object_object_add(meta, "architecture", json_object_new_string(glm_arch_name(c->arch)));
     json_object_object_add(meta, "n_vocab", json_object_new_int(c->vocab_size));
+    /* the ids the sampler draws from, over which logprobs are normalised */
+    json_object_object_add(meta, "n_vocab_sample", json_object_new_int(S->sample_vocab));
     json_object_object_add(meta, "n_ctx_train", json_object_new_int(c->max_position_embeddings));
     json_object_object_add(meta, "n_ctx", json_object_new_int(S->o.ctx_size));
     json_object_object_add(meta, "n_parallel", json_object_new_int(S->o.parallel));

@@ -114,8 +114,18 @@ static int device_answers(const char *spec)
     tx_device_t *d = NULL;
     if (tx_device_open(spec, &d))
         return 0;
+    /* a device that opens may still refuse work (tx8.ko keeps a restarted
+     * device wedged until it is rebound): an empty job decides, and the
+     * file is closed at once, so that the driver can be rebound */
+    tx_cmdbuf_t *cb = NULL;
+    tx_job_t job;
+    struct tx_job_result res;
+    int ok = !tx_cmdbuf_create(d, &cb) && !tx_cmd_nop(cb) && !tx_submit(d, cb, &job) &&
+             !tx_wait(d, job, HEARTBEAT_TIMEOUT_NS, &res);
+    if (cb)
+        tx_cmdbuf_destroy(cb);
     tx_device_close(d);
-    return 1;
+    return ok;
 }
 
 /* Every device of --device (or the default one) answers; quietly: tried
@@ -236,10 +246,12 @@ int dev_heartbeat(struct srv *S, double now)
     if (!rc)
         rc = tx_wait(S->dev, job, HEARTBEAT_TIMEOUT_NS, &res);
     pthread_mutex_lock(&S->mu);
-    if (rc == TX_OK)
+    if (rc == TX_OK && !srv_sigbus_seen())
         return 0;
     char why[256];
-    if (rc == TX_ETIMEDOUT)
+    if (srv_sigbus_seen())
+        snprintf(why, sizeof(why), "the device's memory mappings were revoked (it restarted)");
+    else if (rc == TX_ETIMEDOUT)
         snprintf(why, sizeof(why), "the device did not finish an empty job within %lld ms",
                  HEARTBEAT_TIMEOUT_NS / 1000000);
     else
@@ -276,6 +288,7 @@ int dev_recover(struct srv *S)
     }
     S->dev_lost = 0;
     S->dev_lost_why[0] = 0;
+    srv_sigbus_clear(); /* the old mappings are gone with the old device */
     S->mx.device_reloads++;
     g_next_beat = 0;
     fprintf(stderr, "glm-server: device back: %s reloaded; serving again\n", S->o.checkpoint);

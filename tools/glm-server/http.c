@@ -183,7 +183,8 @@ static enum MHD_Result send_reloading(struct srv *S, struct MHD_Connection *c)
 static void suspend_locked(struct http_ctx *hc)
 {
     hc->suspended = 1;
-    hc->req->hc = hc;
+    for (int i = 0; i < choices_count(hc->req); i++) /* n > 1: any choice wakes it */
+        choices_get(hc->req, i)->hc = hc;
     MHD_suspend_connection(hc->c);
 }
 
@@ -286,7 +287,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         return;
     if (hc->req) {
         pthread_mutex_lock(&hc->S->mu);
-        hc->req->hc = NULL;
+        for (int i = 0; i < choices_count(hc->req); i++)
+            choices_get(hc->req, i)->hc = NULL;
         pthread_mutex_unlock(&hc->S->mu);
         sched_release(hc->S, hc->req);
     }
@@ -308,14 +310,15 @@ static enum MHD_Result answer_when_done(struct srv *S, struct http_ctx *hc)
 {
     struct request *r = hc->req;
     pthread_mutex_lock(&S->mu);
-    if (r->state != RQ_DONE) {
+    if (!choices_done(r)) {
         suspend_locked(hc);
         pthread_mutex_unlock(&S->mu);
         return MHD_YES;
     }
     int status = 500;
     char *reply = r->err_status == 499 ? NULL : api_final_json(S, r, &status);
-    r->hc = NULL;
+    for (int i = 0; i < choices_count(r); i++)
+        choices_get(r, i)->hc = NULL;
     pthread_mutex_unlock(&S->mu);
     hc->req = NULL;
     sched_release(S, r);
@@ -448,6 +451,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return send_reloading(S, c);
         st = api_models(S, &reply);
         dev_model_put(S);
+        return send_json(S, c, st, reply);
+    }
+    if (path_is(url, "/slots") || !strncmp(url, "/slots/", 7)) { /* slots.c */
+        st = api_slots(S, url, method,
+                       MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action"),
+                       MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot"),
+                       hc->body, hc->len, &reply);
         return send_json(S, c, st, reply);
     }
     if (path_is(url, "/props")) {

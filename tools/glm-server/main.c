@@ -88,6 +88,7 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGUSR1); /* the scheduler: device lost, --exit-on-device-loss */
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    srv_sigbus_install(); /* a device restart revokes its mappings (sigbus.c) */
     S->main_thread = pthread_self();
     pthread_mutex_init(&S->mu, NULL);
     pthread_cond_init(&S->cv, NULL);

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <tx/tx.h>
 #include <tx/tx_analyze.h>
@@ -54,6 +56,9 @@ static void usage(FILE *f)
             "      --no-prefix-cache    forget a slot's KV when its request ends (default:\n"
             "                           a new request reuses the slot sharing the longest\n"
             "                           prompt prefix; a request's \"cache_prompt\": false too)\n"
+            "      --slot-save-path DIR POST /slots/{id}?action=save|restore|erase: slots'\n"
+            "                           KV caches to and from files in DIR (default: off)\n"
+            "      --no-slots           GET /slots answers 501\n"
             "      --exit-on-device-loss  exit with status 3 when the device is lost (for a\n"
             "                           supervisor) instead of reopening it once a second\n"
             "      --precision PLAN     precision plan (golden, fp32, mlp=int8,...; default\n"
@@ -123,7 +128,9 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
         O_BODYT,
         O_EXITLOSS,
         O_NOPC,
-        O_TMPLFILE
+        O_TMPLFILE,
+        O_SLOTPATH,
+        O_NOSLOTS
     };
     static const struct option lo[] = {{"checkpoint", required_argument, 0, 'm'},
                                        {"model", required_argument, 0, 'm'},
@@ -153,6 +160,8 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
                                        {"exit-on-device-loss", no_argument, 0, O_EXITLOSS},
                                        {"no-prefix-cache", no_argument, 0, O_NOPC},
                                        {"chat-template-file", required_argument, 0, O_TMPLFILE},
+                                       {"slot-save-path", required_argument, 0, O_SLOTPATH},
+                                       {"no-slots", no_argument, 0, O_NOSLOTS},
                                        {"verbose", no_argument, 0, 'v'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -166,8 +175,8 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
         {"-t|--threads|-s|--seed|-n|--n-predict|--predict", TXC_LLAMA_NOOP, TXC_LLAMA_REQUIRED,
          "each request's own fields decide (seed, max_tokens); host threads only prepare "
          "device commands"},
-        {"--metrics|--slots|--no-slots|--props|--no-webui", TXC_LLAMA_NOOP, TXC_LLAMA_NONE,
-         "/metrics and /health are always served; there is no web UI"},
+        {"--metrics|--slots|--props|--no-webui", TXC_LLAMA_NOOP, TXC_LLAMA_NONE,
+         "/metrics, /slots and /health are served by default; there is no web UI"},
         {"--threads-http|-sps|--slot-prompt-similarity", TXC_LLAMA_NOOP, TXC_LLAMA_REQUIRED,
          "libmicrohttpd's threads serve HTTP; slots take requests in order"},
         {NULL, 0, 0, NULL},
@@ -283,6 +292,18 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
             break;
         case O_TMPLFILE:
             o->chat_template_file = optarg;
+            break;
+        case O_SLOTPATH: {
+            struct stat st;
+            if (stat(optarg, &st) || !S_ISDIR(st.st_mode) || access(optarg, W_OK | R_OK))
+                return txc_usage_error(prog, usage,
+                                       "--slot-save-path %s: not a readable, writable directory",
+                                       optarg);
+            o->slot_save_path = optarg;
+            break;
+        }
+        case O_NOSLOTS:
+            o->no_slots = 1;
             break;
         case 'v':
             o->verbose = 1;

@@ -34,8 +34,15 @@ struct request *req_new(void)
     return r;
 }
 
+static void req_unref(struct request *r);
+
 static void req_free(struct request *r)
 {
+    for (int i = 1; i < choices_count(r); i++) /* n > 1: choice 0's references */
+        if (r->choice[i])
+            req_unref(r->choice[i]);
+    free(r->choice);
+    free(r->lp);
     free(r->prompt);
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
@@ -57,9 +64,12 @@ static void req_unref(struct request *r)
 void sched_release(struct srv *S, struct request *r)
 {
     pthread_mutex_lock(&S->mu);
-    if (r->state != RQ_DONE) {
-        r->cancelled = 1;
-        pthread_cond_signal(&S->cv);
+    for (int i = 0; i < choices_count(r); i++) {
+        struct request *c = choices_get(r, i);
+        if (c->state != RQ_DONE && c->refs > 1) { /* submitted (the scheduler's reference) */
+            c->cancelled = 1;
+            pthread_cond_signal(&S->cv);
+        }
     }
     req_unref(r);
     pthread_mutex_unlock(&S->mu);
@@ -68,24 +78,27 @@ void sched_release(struct srv *S, struct request *r)
 int sched_submit(struct srv *S, struct request *r)
 {
     pthread_mutex_lock(&S->mu);
-    int room = S->o.queue_limit + (S->o.parallel - S->n_active);
-    if (S->stopping || S->dev_lost || S->q_len >= room) {
+    int room = S->o.queue_limit + (S->o.parallel - S->n_active), n = choices_count(r);
+    if (S->stopping || S->dev_lost || S->q_len + n > room) {
         if (!S->stopping && !S->dev_lost)
             S->mx.rejected_queue_full++;
         pthread_mutex_unlock(&S->mu);
         return 503;
     }
-    r->refs++;
-    r->state = RQ_QUEUED;
-    r->next = NULL;
-    if (S->q_tail)
-        S->q_tail->next = r;
-    else
-        S->q_head = r;
-    S->q_tail = r;
-    S->q_len++;
-    S->mx.requests_total++;
-    S->mx.prompt_tokens += (uint64_t)r->n_prompt;
+    for (int i = 0; i < n; i++) { /* every choice (n > 1: choices.c) */
+        struct request *c = choices_get(r, i);
+        c->refs++;
+        c->state = RQ_QUEUED;
+        c->next = NULL;
+        if (S->q_tail)
+            S->q_tail->next = c;
+        else
+            S->q_head = c;
+        S->q_tail = c;
+        S->q_len++;
+        S->mx.requests_total++;
+        S->mx.prompt_tokens += (uint64_t)c->n_prompt;
+    }
     pthread_cond_signal(&S->cv);
     pthread_mutex_unlock(&S->mu);
     return 0;
@@ -214,7 +227,7 @@ static int slot_for(struct srv *S, const struct request *r, int *common)
     int best = -1, best_len = -1;
     for (int i = 0; i < S->o.parallel; i++) {
         const struct slot *sl = &S->slots[i];
-        if (sl->r)
+        if (sl->r || sl->action) /* running, or a /slots action has it (slots.c) */
             continue;
         int l = 0;
         if (r->cache_prompt && !S->o.no_prefix_cache && sl->n_hist > 0) {
@@ -292,8 +305,10 @@ static int is_stop_id(const struct srv *S, int32_t t)
     return 0;
 }
 
-/* A token drawn for r by the last pass (srv.mu held). */
-static void on_token(struct srv *S, struct request *r, int32_t tok, double now)
+/* A token drawn for r by the last pass (srv.mu held); logits: its row
+ * when r asked for logprobs */
+static void on_token(struct srv *S, struct request *r, int32_t tok, const float *logits,
+                     double now)
 {
     if (!r->t_first) {
         r->t_first = now;
@@ -304,6 +319,10 @@ static void on_token(struct srv *S, struct request *r, int32_t tok, double now)
     r->t_last = now;
     if (is_stop_id(S, tok)) {
         finish(S, r, "stop", 0, NULL);
+        return;
+    }
+    if (logits && lp_record(S, r, logits, tok)) {
+        finish(S, r, NULL, 500, "out of host memory");
         return;
     }
     r->n_completion++;
@@ -463,6 +482,8 @@ static void *sched_main(void *arg)
     struct glm_sampling smp[SRV_MAX_PARALLEL];
     struct glm_prefill_chunk chunks[SRV_MAX_PARALLEL];
     struct request *chunk_r[SRV_MAX_PARALLEL];
+    float *lrow[SRV_MAX_PARALLEL];       /* the rows whose logits come back (logprobs) */
+    float *lbuf[SRV_MAX_PARALLEL] = {0}; /* per slot, made on first use */
     pthread_mutex_lock(&S->mu);
     S->mx.win_t0 = srv_now();
     while (!S->sched_exit) {
@@ -481,6 +502,11 @@ static void *sched_main(void *arg)
                 dec_r[nd] = r;
                 dec_ids[nd] = r->cur;
                 smp[nd] = r->smp;
+                lrow[nd] = NULL;
+                if (r->logprobs && !lbuf[i])
+                    lbuf[i] = malloc((size_t)S->vocab * sizeof(float));
+                if (r->logprobs)
+                    lrow[nd] = lbuf[i]; /* NULL (no memory): the request fails below */
                 nd++;
             } else if (r->state == RQ_PREFILL) {
                 pre[np++] = r;
@@ -531,12 +557,14 @@ static void *sched_main(void *arg)
         http_wake_flush(S); /* the last pass's tokens go out during this one */
 
         double t0 = srv_now();
-        int rc = glm_decode_batch_prefill(dec_s, dec_ids, nd, smp, next, chunks, nc);
+        int rc = glm_decode_batch_prefill_logits(dec_s, dec_ids, nd, smp, next, chunks, nc, lrow);
         char msg[256] = "";
         if (rc)
             snprintf(msg, sizeof(msg), "device pass failed: %s", tx_last_error());
         double t1 = srv_now();
-        int lost = rc == TX_EDEVICE_LOST;
+        int lost = rc == TX_EDEVICE_LOST || srv_sigbus_seen(); /* sigbus.c */
+        if (lost && !rc)
+            snprintf(msg, sizeof(msg), "the device's memory mappings were revoked (it restarted)");
 
         /* --ep-rebalance N: between two passes, by the live load counters */
         if (!rc && S->o.ep_rebalance > 0 && S->n_devs > 1 &&
@@ -565,8 +593,10 @@ static void *sched_main(void *arg)
             if (r->state != RQ_DONE) {
                 if (rc)
                     finish(S, r, NULL, 500, msg);
+                else if (r->logprobs && !lrow[i])
+                    finish(S, r, NULL, 500, "out of host memory for the logprobs");
                 else if (!r->cancelled)
-                    on_token(S, r, next[i], t1);
+                    on_token(S, r, next[i], lrow[i], t1);
             }
             req_unref(r);
         }
@@ -594,6 +624,8 @@ static void *sched_main(void *arg)
     S->sched_exit = 1;
     pthread_mutex_unlock(&S->mu);
     http_wake_flush(S);
+    for (int i = 0; i < SRV_MAX_PARALLEL; i++)
+        free(lbuf[i]);
     return NULL;
 }
 

@@ -12,6 +12,10 @@
  *   metrics.c  counters and the Prometheus text of GET /metrics
  *   conn.c     connection admission, eviction and read deadlines
  *   device.c   the device and the model: open/load, heartbeat, loss, reload
+ *   logprobs.c OpenAI's logprobs / top_logprobs from the device's logits rows
+ *   choices.c  "n": the choices of a request, each a request of its own
+ *   slots.c    GET /slots, the slots' save / restore / erase actions
+ *   sigbus.c   SIGBUS on revoked device mappings: recorded, not fatal
  *
  * Threads: libmicrohttpd's four event-driven HTTP threads (handlers never
  * block: a waiting request suspends its connection, the scheduler wakes
@@ -67,9 +71,32 @@ struct srv_opts {
     const char *metrics_key; /* --metrics-key: /metrics needs it (else open) */
     int exit_on_device_loss;
     int no_prefix_cache; /* --no-prefix-cache */
+    const char *slot_save_path; /* --slot-save-path: /slots actions (slots.c); NULL: off */
+    int no_slots;               /* --no-slots: GET /slots is 501 */
 };
 
 enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_DECODE, RQ_DONE };
+
+#define SRV_MAX_TOP_LOGPROBS 20 /* OpenAI's limit of top_logprobs */
+#define SRV_MAX_N 16            /* choices of one request ("n") */
+
+/* A stream's progress (sse.c): the whole stream's, and each choice's */
+struct sse_state {
+    int phase;
+    size_t sent;
+    size_t r_sent, c_sent, calls_sent; /* chat_reply.c: reasoning, content bytes, calls sent */
+};
+
+/* One generated token's log-probabilities (logprobs.c) */
+struct lp_entry {
+    int32_t tok;
+    float lp;
+    uint32_t off;   /* its first byte in the generated text */
+    uint32_t chars; /* ... in characters (OpenAI's text_offset) */
+    int n_top;
+    int32_t top_id[SRV_MAX_TOP_LOGPROBS];
+    float top_lp[SRV_MAX_TOP_LOGPROBS];
+};
 
 struct request {
     /* set by the HTTP side before submission, read-only afterwards */
@@ -87,6 +114,14 @@ struct request {
     double t_arrive;
     int parse_output;       /* chat: reasoning and tool calls split out (chat_reply.c) */
     struct chat_out_opts co; /* ... how (its tools: a reference, freed with the request) */
+    int logprobs;            /* return log-probabilities (logprobs.c) */
+    int top_logprobs;        /* ... with this many alternatives per token */
+    /* n > 1 (choices.c): choice 0 is the request the HTTP side holds; it
+     * owns a reference to each sibling in choice[1..n-1] */
+    int index;                /* this choice's index */
+    int n_choices;            /* choice 0: n (0 or 1: one choice) */
+    struct request **choice;  /* choice 0: [n_choices], choice[0] itself; else NULL */
+    struct sse_state sse;     /* this choice's stream progress */
 
     /* shared, under srv.mu */
     enum req_state state;
@@ -110,6 +145,10 @@ struct request {
     struct tx_tokenizer_stream *ts;
     char *text; /* all generated text so far */
     size_t text_len, text_cap;
+    struct lp_entry *lp; /* logprobs: one per generated token (stop token excluded) */
+    int n_lp, cap_lp;
+    size_t lp_bytes, lp_chars; /* the generated tokens' bytes, characters so far */
+    int lp_sent;     /* streamed entries */
     struct request *next; /* queue link */
 };
 
@@ -121,6 +160,7 @@ struct slot {
     int32_t *hist;
     int n_hist, cap_hist;
     double last_used;
+    int action; /* a /slots action (slots.c) is using it: no request is given it */
 };
 
 struct srv_metrics {
@@ -310,14 +350,45 @@ void http_reap_gone(struct srv *S);
 
 /* sse.c: the next event of a stream (srv.mu held): 1 with *ev (malloc()ed
  * "data: ...\n\n") set, 0 at the end (after "data: [DONE]"), 2 when there
- * is none yet (the caller suspends until http_wake), -1 on failure. */
-struct sse_state {
-    int phase;
-    size_t sent;
-    size_t r_sent, c_sent, calls_sent; /* chat_reply.c: reasoning, content bytes, calls sent */
-};
+ * is none yet (the caller suspends until http_wake), -1 on failure. st: the
+ * stream's state (its choices' own are in their requests). */
 int sse_next_event(struct srv *S, struct request *r, struct sse_state *st, char **ev,
                    size_t *evlen);
+
+/* logprobs.c: the request's "logprobs" / "top_logprobs" (0, or 400 with
+ * *reply); record: token tok drawn from logits (the device's lm_head row,
+ * vocab floats) for r (srv.mu held); json: OpenAI's "logprobs" of a choice
+ * -- chat {"content": [...]}, completions {"tokens", "token_logprobs",
+ * "top_logprobs", "text_offset"} -- for the entries not sent yet whose text
+ * is out (all of them once done; stream: advances r->lp_sent), or NULL
+ * when the request asked for none. */
+int lp_parse(json_object *o, int chat, struct request *r, char **reply);
+int lp_record(struct srv *S, struct request *r, const float *logits, int32_t tok);
+json_object *lp_json(struct srv *S, struct request *r, int stream);
+
+/* choices.c: n > 1. parse: the request's "n" into r (0 or 400); make: the
+ * siblings of r (copies with seed + i), 0 or -1 (out of memory); count:
+ * r's choices; get: choice i; done: all choices done (srv.mu held);
+ * completion_tokens: the sum over the choices. */
+int choices_parse(struct srv *S, json_object *o, struct request *r, char **reply);
+int choices_make(struct request *r);
+int choices_count(const struct request *r);
+struct request *choices_get(struct request *r, int i);
+int choices_done(struct request *r);
+int choices_completion_tokens(struct request *r);
+
+/* sigbus.c: a SIGBUS on revoked device memory (the device restarted)
+ * becomes a recorded fault instead of the process's death; seen: since the
+ * last clear (a successful reload) */
+void srv_sigbus_install(void);
+int srv_sigbus_seen(void);
+void srv_sigbus_clear(void);
+
+/* slots.c: GET /slots, POST /slots/{id}?action=save|restore|erase; the
+ * HTTP status with *reply set. action, fail_on_no_slot: the query's (or
+ * NULL). */
+int api_slots(struct srv *S, const char *url, const char *method, const char *action,
+              const char *fail_on_no_slot, const char *body, size_t len, char **reply);
 
 /* metrics.c */
 char *metrics_text(struct srv *S);
