@@ -41,6 +41,7 @@ struct opts {
     int repeat_last_n, sampler_order;
     int chat_format;
     const char *chat_template_file; /* --chat-template-file: a .jinja or tokenizer_config.json */
+    int spec_mtp, draft_max, spec_mode; /* --spec-type mtp, --draft-max, --spec-test */
     int chat, no_think, ignore_eos, no_display, interactive, no_moe_config, lambda_set;
     long long ep_rebalance;
     int validate, v_inputs, v_tokens;
