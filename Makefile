@@ -246,6 +246,11 @@ chat-template-check: $(BUILD)/bin/glm-synth $(BUILD)/bin/glm-export $(BUILD)/bin
 	@BUILD=$(BUILD) tests/chat-template-check.sh
 	@BUILD=$(BUILD) tests/chat-template-jinja.sh
 
+# MTP speculative decoding on the trained models: greedy and sampled output
+# identical to non-speculative, acceptance 100%/0% test modes (tests/spec-mtp.sh)
+spec-mtp-check: $(BUILD)/bin/glm-export $(BUILD)/bin/glm-inference $(BUILD)/bin/tx8-emu
+	@BUILD=$(BUILD) tests/spec-mtp.sh
+
 check:
 	@scripts/install-deps
 	@MAKE="$(MAKE)" tests/check
@@ -284,6 +289,6 @@ clean:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^kernel/\|^include/uapi/\|^include/tx8/')
 
-.PHONY: all tests check unit-check abi-check chat-template-check print-sdk-headers run install clean format 
+.PHONY: all tests check unit-check abi-check chat-template-check spec-mtp-check print-sdk-headers run install clean format 
 
 -include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)
