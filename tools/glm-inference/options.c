@@ -63,6 +63,9 @@ static void usage(FILE *f)
         "      --spec-type mtp      speculative decoding with the package's MTP layer\n"
         "      --draft-max N        tokens drafted per step (1..8, default 3 with --spec-type)\n"
         "      --spec-test MODE     test drafts: perfect (the model's own choice), wrong\n"
+        "      --bench-spec LIST    tg with --spec-type mtp at each draft size of LIST vs\n"
+        "                           without, side by side, at --bench-depth (default 0,2048)\n"
+        "                           on the text of -f/-p, --bench-tg tokens, --bench-reps\n"
         "      --no-display-prompt  do not echo the prompt\n"
         "  -i, --interactive        chat (llama-cli's -cnv): on a terminal, or one message a\n"
         "                           line from a pipe ('\\' at the end continues the line);\n"
@@ -387,6 +390,7 @@ enum {
     O_SPECTYPE,
     O_DRAFTMAX,
     O_SPECTEST,
+    O_BSPEC,
     O_NODISP,
     O_DEVICE,
     O_PREC,
@@ -473,6 +477,7 @@ static const struct option lo[] = {
     {"draft", required_argument, NULL, O_DRAFTMAX},
     {"draft-n", required_argument, NULL, O_DRAFTMAX},
     {"spec-test", required_argument, NULL, O_SPECTEST},
+    {"bench-spec", required_argument, NULL, O_BSPEC},
     {"no-display-prompt", no_argument, NULL, O_NODISP},
     {"interactive", no_argument, NULL, 'i'},
     {"device", required_argument, NULL, O_DEVICE},
@@ -661,6 +666,15 @@ static int opt_generation(struct opts *o, int ch)
         if (txc_opt_int(prog, "--draft-max", optarg, 1, GLM_SPEC_MAX_DRAFT, NULL, &o->draft_max) < 0)
             return -1;
         return 1;
+    case O_BSPEC: {
+        char e[160];
+        if (bench_list_parse("--bench-spec", "draft sizes in [1, 8]", optarg, 1, GLM_SPEC_MAX_DRAFT,
+                             o->bench_spec, 8, &o->n_bench_spec, e, sizeof(e)) < 0) {
+            fprintf(stderr, "%s: %s; try --help\n", prog, e);
+            return -1;
+        }
+        return 1;
+    }
     case O_SPECTEST:
         if (!strcmp(optarg, "perfect"))
             o->spec_mode = GLM_SPEC_PERFECT;
