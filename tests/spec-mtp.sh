@@ -4,20 +4,37 @@
 # trained models: for both (GLM-4.5 GQA, GLM-5.1 MLA + DSA) and k = 1..4,
 # greedy output identical to non-speculative decoding; sampled output
 # (temperature 0.8, a fixed seed) identical too; --spec-test perfect gives
-# acceptance 100% and --spec-test wrong 0%, both with the same output.
+# acceptance 100% and --spec-test wrong 0%, both with the same output;
+# with the expert cache and on two devices. Synthetic models of the three
+# architectures with an MTP layer (glm-synth --mtp-layer, random weights:
+# the adaptive switch-off engages) under every precision plan and the KV
+# cache types (rollback of f32/f16/bf16/q8_0/q4_0 caches): greedy output
+# identical with the MTP drafts and with --spec-test perfect.
 set -eu
 B=${BUILD:-build}
 T=$(mktemp -d)
 EMU_PID=
-cleanup() { [ -n "$EMU_PID" ] && kill "$EMU_PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
+EMU2_PID=
+cleanup() {
+    [ -n "$EMU_PID" ] && kill "$EMU_PID" 2>/dev/null
+    [ -n "$EMU2_PID" ] && kill "$EMU2_PID" 2>/dev/null
+    wait 2>/dev/null
+    rm -rf "$T"
+}
 trap cleanup EXIT
 "$B/bin/tx8-emu" --socket "$T/emu.sock" --memory 512M --cores 2 2>"$T/emu.log" &
 EMU_PID=$!
-i=0; while [ ! -S "$T/emu.sock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+"$B/bin/tx8-emu" --socket "$T/emu2.sock" --memory 512M --cores 1 2>"$T/emu2.log" &
+EMU2_PID=$!
+i=0; while { [ ! -S "$T/emu.sock" ] || [ ! -S "$T/emu2.sock" ]; } && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 export TX_DEVICE="emu:$T/emu.sock"
 P="And God said unto Moses,"
 fail=0
 run() { m_=$1; shift; "$B/bin/glm-inference" -m "$m_" -p "$P" -n 40 --no-display-prompt "$@" 2>"$T/err"; }
+same() { # same NAME: $T/ref vs $T/out
+    if cmp -s "$T/ref" "$T/out"; then echo "ok: $1: $(grep -o 'acceptance [0-9.]*%' "$T/err" || true)";
+    else echo "FAIL: $1 differs from non-speculative"; sed -n '$p' "$T/err"; fail=1; fi
+}
 for m in glm45-kjv glm51-kjv; do
     "$B/bin/glm-export" --input "data/models/$m" --output "$T/$m.smd" --quant bf16 --quiet
     pkg="$T/$m.smd"
@@ -36,6 +53,42 @@ for m in glm45-kjv glm51-kjv; do
         a=$(grep -o 'acceptance [0-9.]*%' "$T/err" || true)
         if cmp -s "$T/ref" "$T/out" && [ "$a" = "acceptance ${t##*:}%" ]; then echo "ok: $m ${t%%:*}: $a";
         else echo "FAIL: $m --spec-test ${t%%:*}: $a"; fail=1; fi
+    done
+done
+# composition: the expert cache, two devices
+pkg="$T/glm51-kjv.smd"
+run "$pkg" --temp 0 >"$T/ref"
+run "$pkg" --temp 0 --spec-type mtp --draft-max 3 --expert-cache 1M >"$T/out"
+same "glm51-kjv expert cache k=3"
+run "$pkg" --temp 0 --device "emu:$T/emu.sock,emu:$T/emu2.sock" >"$T/ref"
+run "$pkg" --temp 0 --device "emu:$T/emu.sock,emu:$T/emu2.sock" --spec-type mtp --draft-max 3 >"$T/out"
+same "glm51-kjv two devices k=3"
+for kv in q8_0 q4_0 bf16; do # the latent MLA cache in the quantised types
+    run "$pkg" --temp 0 --cache-type-k $kv >"$T/ref"
+    run "$pkg" --temp 0 --cache-type-k $kv --spec-type mtp --draft-max 3 >"$T/out"
+    same "glm51-kjv latent cache $kv k=3"
+done
+
+# synthetic models, every architecture with an MTP layer, plans and KV types
+for a in glm4 glm5 deepseek3; do
+    "$B/bin/glm-synth" --arch $a --preset tiny --mtp-layer --output "$T/s-$a" --quiet
+    "$B/bin/glm-export" --input "$T/s-$a" --output "$T/s-$a.smd" --quiet
+    for plan in golden fp32 fp16 bf16 int8; do
+        for kv in default f32 q8_0 q4_0; do
+            case "$plan:$kv" in golden:* | *:default) ;; *) continue ;; esac
+            ctk=; [ "$kv" = default ] || ctk="--cache-type-k $kv --cache-type-v $kv"
+            # shellcheck disable=SC2086
+            if ! run "$T/s-$a.smd" --temp 0 --precision $plan $ctk >"$T/ref"; then
+                echo "skip: synthetic $a plan $plan KV $kv: $(sed -n '$p' "$T/err")"
+                continue
+            fi
+            for mode in mtp perfect; do
+                t=; [ $mode = perfect ] && t="--spec-test perfect"
+                # shellcheck disable=SC2086
+                run "$T/s-$a.smd" --temp 0 --precision $plan $ctk --spec-type mtp --draft-max 2 $t >"$T/out"
+                same "synthetic $a plan $plan KV $kv drafts $mode"
+            done
+        done
     done
 done
 exit $fail
