@@ -35,10 +35,10 @@
  * SPEC_WINDOW rounds whose acceptance is below SPEC_P_MIN, draft nothing
  * for SPEC_OFF_STEPS tokens (doubling each time, up to SPEC_OFF_MAX), then
  * try again. */
-#define SPEC_WINDOW 8
+#define SPEC_WINDOW 4
 #define SPEC_P_MIN 0.10
-#define SPEC_OFF_STEPS 64
-#define SPEC_OFF_MAX 4096
+#define SPEC_OFF_STEPS 256
+#define SPEC_OFF_MAX 8192
 
 struct spec_state {
     glm_session_t *s;
