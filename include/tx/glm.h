@@ -535,6 +535,23 @@ struct glm_spec_stats {
     uint64_t off_switches; /* times low acceptance switched drafting off */
 };
 TX_API int glm_session_spec_stats(const glm_session_t *s, struct glm_spec_stats *out);
+/*
+ * Continuous batching with speculative decoding (glm-server --spec-type
+ * mtp; since libtx 2.8): as glm_decode_batch_prefill, but every decode
+ * session i drafts up to draft_max tokens with the MTP layer (a model
+ * loaded with GLM_LOAD_MTP) after its current token ids[i], and one pass
+ * verifies every session's drafts (each row sampled with sampling[i] at
+ * its own position: the tokens are those of non-speculative decoding) and
+ * evaluates the chunks. next[i * (GLM_SPEC_MAX_DRAFT + 1) ...] receives
+ * the n_next[i] tokens session i produced (its accepted drafts and the
+ * token after them: the last is its next current token); the session's
+ * position advances by n_next[i]. n in 1..32, n_chunks 0..32. The drafts
+ * and acceptance count in glm_session_spec_stats.
+ */
+TX_API int glm_decode_batch_spec(glm_session_t *const *sessions, const int32_t *ids, int n,
+                                 const struct glm_sampling *sampling, int draft_max,
+                                 int32_t *next, int *n_next, const struct glm_prefill_chunk *chunks,
+                                 int n_chunks);
 /* 1 if the model was loaded with its MTP layer (GLM_LOAD_MTP and a package
  * that has one), else 0 */
 TX_API int glm_model_has_mtp(const glm_model_t *m);

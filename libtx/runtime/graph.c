@@ -252,7 +252,7 @@ static int history_len(const struct glm_sampling *sp)
 static const struct glm_sampling *row_sampling(const struct rt_fwd *f, int r,
                                                const struct rt_seg **sg)
 {
-    *sg = f->n_seg == f->lrows ? &f->seg[r] : &f->seg[0];
+    *sg = f->row_seg ? &f->seg[f->row_seg[r]] : f->n_seg == f->lrows ? &f->seg[r] : &f->seg[0];
     return f->sampling + (f->n_sampling > 1 ? r : 0);
 }
 

@@ -238,6 +238,12 @@ struct glm_session {
     uint64_t *k_off, *v_off, *ik_off; /* per layer; ik_off = RT_NONE-less: UINT64_MAX */
     int32_t *toks;                    /* [n_ctx] the ids at positions [0, pos) */
     struct glm_spec_stats spec;       /* speculative decoding (spec.c) */
+    /* glm_decode_batch_spec's MTP state (spec_batch.c): the hidden row
+     * before position sp_pos, the first draft made for position sp_d1_pos
+     * and the MTP layer's output row that made it; NULL until used */
+    float *sp_h, *sp_g;
+    int sp_pos, sp_d1_pos;
+    int32_t sp_d1;
 };
 
 /* One sequence's part of a forward pass. */
@@ -264,6 +270,8 @@ struct rt_fwd {
     int32_t *dump_rid; /* [n_moe x T x top_k] routed experts (with dump) */
     int32_t *dump_sel; /* [L x T x index_topk] DSA selections (with dump) */
     /* speculative decoding (runtime/spec.c): */
+    const int *row_seg; /* [lrows] the segment of each logits row (NULL: seg[r] when
+                           n_seg == lrows, else seg[0]) */
     int row_pos;        /* sampled row r samples the position after its own row
                            (a verify pass), not after the segment's last */
     int mtp;            /* an MTP pass: the MTP layer instead of the decoder layers */

@@ -45,18 +45,23 @@ static void prompt_ids(int32_t *ids, int n)
 
 /* the device of this test (each test opens its own: CK_FORK runs it in a
  * child of the fixture's process) */
-static glm_model_t *load(int i, int mtp)
+static glm_model_t *load_flags(int i, int mtp, unsigned flags)
 {
     if (!dev)
         ck_assert_msg(tx_device_open(emu.spec, &dev) == TX_OK, "%s", tx_last_error());
     struct glm_load_options o;
     memset(&o, 0, sizeof(o));
-    o.flags = mtp ? GLM_LOAD_MTP : 0;
+    o.flags = (mtp ? GLM_LOAD_MTP : 0) | flags;
     glm_model_t *m = NULL;
     ck_assert_msg(glm_model_load(dev, pkgs[i], &o, &m) == TX_OK, "load %s: %s", pkgs[i],
                   tx_last_error());
     ck_assert_int_eq(glm_model_has_mtp(m), mtp);
     return m;
+}
+
+static glm_model_t *load(int i, int mtp)
+{
+    return load_flags(i, mtp, 0);
 }
 
 /* rows past the position rolled back leave nothing behind, per cache type */
@@ -178,6 +183,82 @@ START_TEST(acceptance_modes_greedy_exact)
     p.spec_draft_max = GLM_SPEC_MAX_DRAFT + 1;
     ck_assert_int_eq(glm_generate(s, &p, NULL, 0, NULL, NULL), TX_EINVAL);
     glm_session_free(s);
+    glm_model_free(m);
+}
+END_TEST
+
+/* continuous batching (glm_decode_batch_spec): two sessions decoding
+ * together, the second one's prompt arriving as prefill chunks of the same
+ * steps: each gets the tokens non-speculative decoding gives it alone
+ * (batch-invariant kernels: bit-identical rows whatever the batch) */
+START_TEST(batch_spec_exact)
+{
+    glm_model_t *m = load_flags(_i, 1, GLM_LOAD_BATCH_INVARIANT);
+    enum { NP = 24, N = 40, K = 3, STEP = GLM_SPEC_MAX_DRAFT + 1 };
+    int32_t pa[NP], pb[NP], ref[2][N], got[2][N + STEP];
+    prompt_ids(pa, NP);
+    for (int i = 0; i < NP; i++)
+        pb[i] = (int32_t)(200 + (i * 53) % 700);
+    glm_session_t *s[2];
+    ck_assert_int_eq(glm_session_create(m, NULL, &s[0]), TX_OK);
+    ck_assert_int_eq(glm_session_create(m, NULL, &s[1]), TX_OK);
+    struct glm_sampling g;
+    memset(&g, 0, sizeof(g));
+    for (int i = 0; i < 2; i++) { /* the reference: alone, no drafts */
+        struct glm_generate_params p;
+        memset(&p, 0, sizeof(p));
+        p.prompt = i ? pb : pa;
+        p.n_prompt = NP;
+        p.n_predict = N;
+        p.n_stop = -1;
+        int n = 0;
+        ck_assert_int_eq(glm_generate(s[i], &p, ref[i], N, &n, NULL), TX_OK);
+        ck_assert_int_eq(n, N);
+        glm_session_reset(s[i]);
+    }
+    /* a: its prompt but the last token; b: in chunks of 7 while a decodes */
+    ck_assert_int_eq(glm_eval(s[0], pa, NP - 1, 0, NULL), TX_OK);
+    int have[2] = {0, 0}, fed_b = 0, steps = 0;
+    int32_t cur[2] = {pa[NP - 1], pb[NP - 1]};
+    struct glm_sampling smp[2] = {g, g};
+    int32_t next[2 * STEP];
+    int n_next[2];
+    while (have[0] < N || have[1] < N) {
+        glm_session_t *ds[2];
+        int32_t di[2];
+        int nd = 0, map[2];
+        for (int i = 0; i < 2; i++)
+            if (have[i] < N && (i == 0 || fed_b == NP - 1)) {
+                ds[nd] = s[i];
+                di[nd] = cur[i];
+                map[nd++] = i;
+            }
+        struct glm_prefill_chunk ch = {s[1], pb + fed_b, NP - 1 - fed_b < 7 ? NP - 1 - fed_b : 7};
+        int nc = fed_b < NP - 1;
+        ck_assert_msg(glm_decode_batch_spec(ds, di, nd, smp, K, next, n_next, &ch, nc) == TX_OK,
+                      "%s", tx_last_error());
+        fed_b += nc ? ch.n : 0;
+        for (int t = 0; t < nd; t++) {
+            int i = map[t];
+            ck_assert_int_ge(n_next[t], 1);
+            ck_assert_int_le(n_next[t], K + 1);
+            memcpy(got[i] + have[i], next + t * STEP, (size_t)n_next[t] * 4);
+            have[i] += n_next[t];
+            cur[i] = next[t * STEP + n_next[t] - 1];
+        }
+        steps++;
+    }
+    for (int i = 0; i < 2; i++)
+        ck_assert_msg(!memcmp(got[i], ref[i], sizeof(ref[i])),
+                      "%s: session %d's tokens differ from decoding alone", models[_i], i);
+    struct glm_spec_stats st;
+    glm_session_spec_stats(s[0], &st);
+    fprintf(stderr, "[spec] %s batched: %d steps for 2 x %d tokens, session 0 acceptance %.1f%%\n",
+            models[_i], steps, N,
+            st.drafted ? 100.0 * (double)st.accepted / (double)st.drafted : 0.0);
+    ck_assert_uint_gt(st.accepted, 0);
+    glm_session_free(s[0]);
+    glm_session_free(s[1]);
     glm_model_free(m);
 }
 END_TEST
@@ -317,6 +398,7 @@ int main(void)
     tcase_add_loop_test(tc, rollback_each_cache_type, 0, 2);
     tcase_add_loop_test(tc, acceptance_modes_greedy_exact, 0, 2);
     tcase_add_test(tc, sampled_distribution);
+    tcase_add_loop_test(tc, batch_spec_exact, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
