@@ -69,6 +69,34 @@ for kv in q8_0 q4_0 bf16; do # the latent MLA cache in the quantised types
     same "glm51-kjv latent cache $kv k=3"
 done
 
+# glm-server --spec-type mtp: two requests decoded together (one arriving
+# while the other decodes), texts as without drafts, the /metrics counters
+serve() { # serve OUT ARGS...: two completions through a server started with ARGS
+    out_=$1; shift
+    "$B/bin/glm-server" -m "$pkg" --port 0 -np 2 "$@" >"$T/srv.log" 2>&1 &
+    spid=$!
+    port=
+    i=0; while [ -z "$port" ] && [ $i -lt 100 ]; do
+        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$T/srv.log"); sleep 0.1; i=$((i + 1)); done
+    curl -s "localhost:$port/v1/completions" -d '{"prompt":"And God said unto Moses,","max_tokens":40,"temperature":0}' >"$out_.1" &
+    cpid=$!
+    curl -s "localhost:$port/v1/completions" -d '{"prompt":"In the beginning","max_tokens":40,"temperature":0.8,"seed":5}' >"$out_.2"
+    wait $cpid
+    curl -s "localhost:$port/metrics" >"$out_.m"
+    kill $spid; wait $spid 2>/dev/null || true
+}
+text() { sed 's/.*"text": *"\([^"]*\)".*/\1/' "$1"; }
+serve "$T/plain"
+serve "$T/spec" --spec-type mtp --draft-max 3
+for r in 1 2; do
+    if [ -s "$T/plain.$r" ] && [ "$(text "$T/plain.$r")" = "$(text "$T/spec.$r")" ]; then echo "ok: glm-server request $r: same text";
+    else echo "FAIL: glm-server request $r: $(cat "$T/spec.$r")"; fail=1; fi
+done
+d=$(sed -n 's/^glm_server_spec_decode_num_draft_tokens_total //p' "$T/spec.m")
+a=$(sed -n 's/^glm_server_spec_decode_num_accepted_tokens_total //p' "$T/spec.m")
+if [ "${d:-0}" -gt 0 ] && [ "${a:-0}" -gt 0 ] && [ "$a" -le "$d" ]; then echo "ok: glm-server /metrics: $a of $d drafts accepted";
+else echo "FAIL: glm-server /metrics: drafted '$d' accepted '$a'"; fail=1; fi
+
 # synthetic models, every architecture with an MTP layer, plans and KV types
 for a in glm4 glm5 deepseek3; do
     "$B/bin/glm-synth" --arch $a --preset tiny --mtp-layer --output "$T/s-$a" --quiet
