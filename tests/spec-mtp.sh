@@ -63,6 +63,18 @@ same "glm51-kjv expert cache k=3"
 run "$pkg" --temp 0 --device "emu:$T/emu.sock,emu:$T/emu2.sock" >"$T/ref"
 run "$pkg" --temp 0 --device "emu:$T/emu.sock,emu:$T/emu2.sock" --spec-type mtp --draft-max 3 >"$T/out"
 same "glm51-kjv two devices k=3"
+# MPI: two ranks, one device each (skipped without mpirun or an MPI build)
+if command -v mpirun >/dev/null 2>&1; then
+    [ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    timeout 300 mpirun --oversubscribe --mca btl self,tcp --mca btl_tcp_if_include lo \
+        --mca oob_tcp_if_include lo -np 2 "$B/bin/glm-inference" -m "$pkg" -p "$P" -n 40 \
+        --no-display-prompt --temp 0 --device "emu:$T/emu.sock,emu:$T/emu2.sock" \
+        --spec-type mtp --draft-max 3 >"$T/out" 2>"$T/err" || true
+    if grep -q "rank 0 of 2: speculative decoding" "$T/err"; then same "glm51-kjv mpirun -np 2 k=3";
+    else echo "skip: mpirun -np 2: $(sed -n '$p' "$T/err")"; fi
+else
+    echo "skip: mpirun -np 2: no mpirun"
+fi
 for kv in q8_0 q4_0 bf16; do # the latent MLA cache in the quantised types
     run "$pkg" --temp 0 --cache-type-k $kv >"$T/ref"
     run "$pkg" --temp 0 --cache-type-k $kv --spec-type mtp --draft-max 3 >"$T/out"
