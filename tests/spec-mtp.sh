@@ -96,6 +96,9 @@ serve() { # serve OUT ARGS...: two completions through a server started with ARG
     wait $cpid
     curl -s "localhost:$port/metrics" >"$out_.m"
     kill $spid; wait $spid 2>/dev/null || true
+    if grep -q "Sanitizer\|runtime error" "$T/srv.log"; then
+        echo "FAIL: glm-server $*: $(grep -m1 "Sanitizer\|runtime error" "$T/srv.log")"; fail=1
+    fi
 }
 text() { sed 's/.*"text": *"\([^"]*\)".*/\1/' "$1"; }
 serve "$T/plain"
