@@ -998,6 +998,7 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
         tx_tokenizer_stream_free(ts);
         return rc;
     }
+    const int pos_start = s->pos;
     pthread_mutex_lock(&m->lock);
     if (sp)
         rc = p->n_prompt + s->pos > s->n_ctx
@@ -1062,6 +1063,16 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
         } else {
             rc = eval_locked(s, &in, 1, 0, NULL, &p->sampling, &tok, &busy, &macs, ban, n_ban);
         }
+        pthread_mutex_unlock(&m->lock);
+    }
+    if (sp) {
+        /* the session holds what non-speculative decoding leaves: the
+         * prompt and the tokens fed; verified tokens past a stop, the
+         * length or a callback's stop are rolled back like rejected drafts */
+        int keep = pos_start + p->n_prompt + tm.n_eval;
+        pthread_mutex_lock(&m->lock);
+        if (!rc && s->pos > keep)
+            s->pos = keep;
         pthread_mutex_unlock(&m->lock);
     }
     rt_spec_end(sp);

@@ -150,6 +150,8 @@ START_TEST(acceptance_modes_greedy_exact)
     int32_t ref[N], out[N];
     struct glm_spec_stats st;
     generate(s, 0, 0, &g, N, ref, NULL);
+    /* the session afterwards holds what it holds without drafts */
+    const int pos_ref = glm_session_pos(s);
     for (int k = 1; k <= 4; k++) {
         generate(s, k, GLM_SPEC_PERFECT | GLM_SPEC_NO_ADAPT, &g, N, out, &st);
         ck_assert(!memcmp(ref, out, sizeof(ref)));
@@ -162,6 +164,7 @@ START_TEST(acceptance_modes_greedy_exact)
         generate(s, k, GLM_SPEC_MTP, &g, N, out, &st);
         ck_assert_msg(!memcmp(ref, out, sizeof(ref)), "%s k=%d: MTP drafts changed the output",
                       models[_i], k);
+        ck_assert_int_eq(glm_session_pos(s), pos_ref);
         fprintf(stderr, "[spec] %s k=%d: MTP acceptance %.1f%% over %llu drafts\n", models[_i], k,
                 st.drafted ? 100.0 * (double)st.accepted / (double)st.drafted : 0.0,
                 (unsigned long long)st.drafted);
