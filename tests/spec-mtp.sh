@@ -81,6 +81,11 @@ for kv in q8_0 q4_0 bf16; do # the latent MLA cache in the quantised types
     same "glm51-kjv latent cache $kv k=3"
 done
 
+# the chat (-cnv): two turns reusing the KV cache, replies as without drafts
+printf 'And God said\nAnd Moses said\n/exit\n' | "$B/bin/glm-inference" -m "$pkg" -cnv -n 24 --temp 0 >"$T/ref" 2>"$T/err"
+printf 'And God said\nAnd Moses said\n/exit\n' | "$B/bin/glm-inference" -m "$pkg" -cnv -n 24 --temp 0 \
+    --spec-type mtp --draft-max 3 >"$T/out" 2>"$T/err"
+same "glm51-kjv chat, two turns, k=3"
 # glm-server --spec-type mtp: two requests decoded together (one arriving
 # while the other decodes), texts as without drafts, the /metrics counters
 serve() { # serve OUT ARGS...: two completions through a server started with ARGS
