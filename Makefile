@@ -253,6 +253,16 @@ chat-template-check: $(BUILD)/bin/glm-synth $(BUILD)/bin/glm-export $(BUILD)/bin
 	@BUILD=$(BUILD) tests/chat-template-check.sh
 	@BUILD=$(BUILD) tests/chat-template-jinja.sh
 
+# MTP speculative decoding on the trained models: greedy and sampled output
+# identical to non-speculative, acceptance 100%/0% test modes (tests/spec-mtp.sh)
+spec-mtp-check: $(BUILD)/bin/glm-export $(BUILD)/bin/glm-inference $(BUILD)/bin/tx8-emu
+	@BUILD=$(BUILD) tests/spec-mtp.sh
+
+# MTP speculative decoding's tg speed-up on the trained GLM-5.1 (glm-inference
+# --bench-spec: k = 1..4 vs non-speculative, depths 0 and 2048, one run)
+bench-mtp: $(BUILD)/bin/glm-export $(BUILD)/bin/glm-inference $(BUILD)/bin/tx8-emu
+	@BUILD=$(BUILD) scripts/bench-mtp
+
 check:
 	@scripts/install-deps
 	@MAKE="$(MAKE)" tests/check
@@ -291,6 +301,6 @@ clean:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^kernel/\|^include/uapi/\|^include/tx8/')
 
-.PHONY: all tests check unit-check abi-check layout-check chat-template-check print-sdk-headers run install clean format 
+.PHONY: all tests check unit-check abi-check layout-check chat-template-check spec-mtp-check bench-mtp print-sdk-headers run install clean format 
 
 -include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)

@@ -215,6 +215,14 @@ typedef struct glm_session glm_session_t;
  * against a freshly built pass every step; neither: on; both: TX_EINVAL */
 #define GLM_LOAD_NO_DECODE_GRAPH (1u << 12)
 #define GLM_LOAD_DECODE_GRAPH_VERIFY (1u << 13)
+/* Load the package's MTP (NextN) layer too, for speculative decoding
+ * (glm_generate with glm_generate_params.spec_draft_max > 0; since libtx
+ * 2.8): the layer model.layers.{num_hidden_layers} glm-export keeps, on
+ * the device with the rest (resident or with the expert cache, not with
+ * GLM_LOAD_STREAM), and its own KV cache in every session. Without the
+ * flag, or for a package without a complete MTP layer, it is not read
+ * (glm_model_has_mtp says which). */
+#define GLM_LOAD_MTP (1u << 14)
 
 /*
  * Options of a load; zero-initialise the whole struct (all zero: the
@@ -525,8 +533,54 @@ struct glm_generate_params {
     glm_token_cb on_token; /* may be NULL */
     void *user;
     unsigned flags; /* GLM_GEN_* (was rsvd[0]: zero keeps the old behaviour) */
-    int rsvd[3];
+    /* Speculative decoding (since libtx 2.8; were rsvd[0..1], zero = off):
+     * spec_draft_max k in [1, GLM_SPEC_MAX_DRAFT] drafts k tokens per step
+     * with the model's MTP layer (a model loaded with GLM_LOAD_MTP whose
+     * package has one) and verifies them and the current token in one
+     * pass (docs/speculative-decoding.md); spec_mode: GLM_SPEC_* */
+    int spec_draft_max;
+    int spec_mode;
+    int rsvd[1];
 };
+#define GLM_SPEC_MAX_DRAFT 8
+/* spec_mode: where the drafts come from, and adaptivity */
+#define GLM_SPEC_MTP 0     /* the MTP layer (default) */
+#define GLM_SPEC_PERFECT 1 /* test: the main model's own choices (acceptance 100%) */
+#define GLM_SPEC_WRONG 2   /* test: a token other than the main model's (acceptance 0%) */
+#define GLM_SPEC_MODE_MASK 0xff
+#define GLM_SPEC_NO_ADAPT (1 << 8) /* never switch drafting off for low acceptance */
+
+/* Speculative decoding figures of a session, summed over its glm_generate
+ * calls (since libtx 2.8) */
+struct glm_spec_stats {
+    uint64_t rounds;      /* verify passes */
+    uint64_t drafted;     /* draft tokens verified */
+    uint64_t accepted;    /* of which accepted */
+    uint64_t emitted;     /* tokens the verify passes produced (accepted + 1 each) */
+    uint64_t plain_steps; /* single-token steps while drafting was switched off */
+    uint64_t off_switches; /* times low acceptance switched drafting off */
+};
+TX_API int glm_session_spec_stats(const glm_session_t *s, struct glm_spec_stats *out);
+/*
+ * Continuous batching with speculative decoding (glm-server --spec-type
+ * mtp; since libtx 2.8): as glm_decode_batch_prefill, but every decode
+ * session i drafts up to draft_max tokens with the MTP layer (a model
+ * loaded with GLM_LOAD_MTP) after its current token ids[i], and one pass
+ * verifies every session's drafts (each row sampled with sampling[i] at
+ * its own position: the tokens are those of non-speculative decoding) and
+ * evaluates the chunks. next[i * (GLM_SPEC_MAX_DRAFT + 1) ...] receives
+ * the n_next[i] tokens session i produced (its accepted drafts and the
+ * token after them: the last is its next current token); the session's
+ * position advances by n_next[i]. n in 1..32, n_chunks 0..32. The drafts
+ * and acceptance count in glm_session_spec_stats.
+ */
+TX_API int glm_decode_batch_spec(glm_session_t *const *sessions, const int32_t *ids, int n,
+                                 const struct glm_sampling *sampling, int draft_max,
+                                 int32_t *next, int *n_next, const struct glm_prefill_chunk *chunks,
+                                 int n_chunks);
+/* 1 if the model was loaded with its MTP layer (GLM_LOAD_MTP and a package
+ * that has one), else 0 */
+TX_API int glm_model_has_mtp(const glm_model_t *m);
 /* glm_generate_params.flags: the stop tokens (stop[], or the model's when
  * stop is NULL and n_stop 0) get a -inf logit bias on the device, as
  * llama.cpp's --ignore-eos: they are never sampled, and generation runs to

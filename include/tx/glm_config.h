@@ -247,6 +247,14 @@ enum glm_tensor_role {
     GLM_T_SHEXP_GATE,
     GLM_T_SHEXP_UP,
     GLM_T_SHEXP_DOWN,
+    /* the MTP (NextN) layer model.layers.{num_hidden_layers} (libtx 2.8):
+     * besides a full decoder layer (the roles above at that layer index) */
+    GLM_T_MTP_EH_PROJ,   /* eh_proj: [hidden, 2 x hidden] */
+    GLM_T_MTP_ENORM,     /* enorm: RMSNorm of the next token's embedding */
+    GLM_T_MTP_HNORM,     /* hnorm: RMSNorm of the main model's hidden state */
+    GLM_T_MTP_HEAD_NORM, /* shared_head.norm */
+    GLM_T_MTP_HEAD,      /* shared_head.head (optional: lm_head otherwise) */
+    GLM_T_MTP_EMBED,     /* embed_tokens (optional: the model's otherwise) */
     GLM_T_ROLE_COUNT
 };
 
@@ -276,8 +284,12 @@ TX_API int64_t glm_config_tensor_count(const struct glm_config *cfg);
 /* Looks a checkpoint tensor name up (O(1) in the number of tensors):
  *   0        expected tensor, *out filled
  *   1        an MTP-layer tensor (model.layers.N.* with num_hidden_layers <= N <
- *            num_hidden_layers + num_nextn_predict_layers): ignore it
- *            (out->layer = N); a layer index beyond that is TX_ENOENT
+ *            num_hidden_layers + num_nextn_predict_layers): not part of the
+ *            main model (out->layer = N); since libtx 2.8 *out is filled
+ *            in full (role, shape, class) when the name is one of the MTP
+ *            layer's catalogue (GLM_T_MTP_* or a decoder-layer role),
+ *            else out->role is GLM_T_ROLE_COUNT; a layer index beyond
+ *            that is TX_ENOENT
  *   TX_ENOENT  not a tensor of this architecture/config (message in err) */
 TX_API int glm_config_tensor_lookup(const struct glm_config *cfg, const char *name,
                                     struct glm_tensor_info *out, char *err, size_t errsz);

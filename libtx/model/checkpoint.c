@@ -29,6 +29,8 @@ struct tx_ckpt {
     char **ignored;
     int *ignored_mtp;
     size_t nignored;
+    struct tx_ckpt_tensor *mtp; /* the MTP layer's tensors, when complete */
+    size_t nmtp;
     uint64_t bytes;
     struct txm_quant_config quant;
     struct tx_tensor *fp8; /* copies of the F8_E4M3 weights with their scales bound */
@@ -94,6 +96,15 @@ const char *tx_ckpt_ignored(const struct tx_ckpt *c, size_t i, int *is_mtp)
     return c->ignored[i];
 }
 
+size_t tx_ckpt_mtp_count(const struct tx_ckpt *c)
+{
+    return c->nmtp;
+}
+const struct tx_ckpt_tensor *tx_ckpt_mtp_tensor(const struct tx_ckpt *c, size_t i)
+{
+    return i < c->nmtp ? &c->mtp[i] : NULL;
+}
+
 const struct tx_ckpt_tensor *tx_ckpt_find(const struct tx_ckpt *c, const char *name)
 {
     size_t lo = 0, hi = c->n;
@@ -120,6 +131,7 @@ void tx_ckpt_close(struct tx_ckpt *c)
         free(c->ignored[i]);
     free(c->ignored);
     free(c->ignored_mtp);
+    free(c->mtp);
     free(c->t);
     free(c->fp8);
     free(c->sorted);
@@ -220,6 +232,68 @@ static int has_mtp_proj(const struct tx_ckpt *c, int layer)
     char name[64];
     snprintf(name, sizeof(name), "model.layers.%d.eh_proj.weight", layer);
     return src_find(c, name) != NULL;
+}
+
+/* ---- the MTP layer (issue 39) ---------------------------------------- */
+
+struct mtp_bind {
+    struct tx_ckpt *c;
+    int missing;
+};
+
+/* one tensor of the MTP layer's catalogue: present with its shape and a
+ * dtype the writers take (BF16, F16, F32), else the layer is not kept */
+static int mtp_bind_cb(void *ctx, const struct glm_tensor_info *ti)
+{
+    struct mtp_bind *b = ctx;
+    const struct tx_tensor *t = src_find(b->c, ti->name);
+    int ok = t && t->ndim == ti->ndim && tx_elem_supported(t->type) &&
+             t->type != TX_ELEM_F8_E4M3 && t->type != TX_ELEM_F8_E5M2;
+    for (int d = 0; ok && d < t->ndim; d++)
+        ok = t->shape[d] == (uint64_t)ti->shape[d];
+    if (!ok) {
+        b->missing = 1;
+        return 1;
+    }
+    struct tx_ckpt_tensor *ct = &b->c->mtp[b->c->nmtp++];
+    ct->info = *ti;
+    ct->t = t;
+    return 0;
+}
+
+/* The MTP (NextN) layer model.layers.{num_hidden_layers}: kept (tx_ckpt_mtp_*)
+ * when every tensor of its catalogue is present in a 16/32-bit float type,
+ * and then no longer listed as ignored; otherwise (an FP8 checkpoint, a
+ * synthetic checkpoint with only the MTP projections) it stays ignored. */
+static int bind_mtp(struct tx_ckpt *c, char *err, size_t errsz)
+{
+    if (c->cfg.num_nextn_predict_layers < 1 || !has_mtp_proj(c, c->cfg.num_hidden_layers))
+        return 0;
+    size_t ns = src_count(c);
+    c->mtp = calloc(ns + 1, sizeof(*c->mtp));
+    if (!c->mtp)
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+    struct mtp_bind b = {c, 0};
+    txm_mtp_tensor_list(&c->cfg, mtp_bind_cb, &b);
+    if (b.missing) {
+        c->nmtp = 0;
+        return 0;
+    }
+    /* the kept ones are no longer ignored */
+    size_t k = 0;
+    for (size_t i = 0; i < c->nignored; i++) {
+        int kept = 0;
+        for (size_t j = 0; j < c->nmtp && !kept; j++)
+            kept = !strcmp(c->ignored[i], c->mtp[j].info.name);
+        if (kept) {
+            free(c->ignored[i]);
+            continue;
+        }
+        c->ignored[k] = c->ignored[i];
+        c->ignored_mtp[k++] = c->ignored_mtp[i];
+    }
+    c->nignored = k;
+    return 0;
 }
 
 /* The F8_E4M3 weight i of an FP8 checkpoint: finds and checks its
@@ -516,6 +590,9 @@ int tx_ckpt_open(const char *path, struct tx_ckpt **out, char *err, size_t errsz
         }
         c->ignored_mtp[c->nignored++] = lr == 1;
     }
+    rc = bind_mtp(c, err, errsz);
+    if (rc < 0)
+        goto fail;
     free(dir);
     *out = c;
     return 0;

@@ -121,4 +121,13 @@ TXM_HIDDEN int txm_parallel(int nthreads, uint64_t ntasks, txm_task_fn fn, void 
 /* Number of online CPUs (>= 1). */
 TXM_HIDDEN int txm_ncpus(void);
 
+/* tensors.c: the MTP (NextN) layer's tensors, model.layers.{num_hidden_layers}
+ * (eh_proj, enorm, hnorm, its decoder layer with MoE, shared_head.norm;
+ * the optional shared_head.head and embed_tokens are not listed); nothing
+ * when num_nextn_predict_layers is 0. As glm_config_tensor_list. */
+struct glm_config;
+struct glm_tensor_info;
+int txm_mtp_tensor_list(const struct glm_config *c,
+                        int (*cb)(void *ctx, const struct glm_tensor_info *t), void *ctx);
+
 #endif

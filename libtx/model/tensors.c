@@ -64,11 +64,29 @@ static const struct role_desc roles[GLM_T_ROLE_COUNT] = {
     [GLM_T_SHEXP_GATE] = {"mlp.shared_experts.gate_proj.weight", GLM_TC_MLP},
     [GLM_T_SHEXP_UP] = {"mlp.shared_experts.up_proj.weight", GLM_TC_MLP},
     [GLM_T_SHEXP_DOWN] = {"mlp.shared_experts.down_proj.weight", GLM_TC_MLP},
+    [GLM_T_MTP_EH_PROJ] = {"eh_proj.weight", GLM_TC_ATTENTION},
+    [GLM_T_MTP_ENORM] = {"enorm.weight", GLM_TC_NORM},
+    [GLM_T_MTP_HNORM] = {"hnorm.weight", GLM_TC_NORM},
+    [GLM_T_MTP_HEAD_NORM] = {"shared_head.norm.weight", GLM_TC_NORM},
+    [GLM_T_MTP_HEAD] = {"shared_head.head.weight", GLM_TC_OUTPUT},
+    [GLM_T_MTP_EMBED] = {"embed_tokens.weight", GLM_TC_EMBEDDING},
 };
 
 static int is_model_level(enum glm_tensor_role r)
 {
     return r == GLM_T_EMBED || r == GLM_T_FINAL_NORM || r == GLM_T_LM_HEAD;
+}
+
+static int is_mtp_role(enum glm_tensor_role r)
+{
+    return r >= GLM_T_MTP_EH_PROJ && r <= GLM_T_MTP_EMBED;
+}
+
+/* layer is one of the MTP (NextN) layers [L, L + num_nextn_predict_layers) */
+static int is_mtp_layer(const struct glm_config *c, int layer)
+{
+    return layer >= c->num_hidden_layers &&
+           layer < c->num_hidden_layers + c->num_nextn_predict_layers;
 }
 
 static int is_expert_role(enum glm_tensor_role r)
@@ -115,9 +133,25 @@ int glm_config_tensor_info(const struct glm_config *c, enum glm_tensor_role role
             shape2(t, c->vocab_size, H);
         return 0;
     }
-    if (layer < 0 || layer >= c->num_hidden_layers)
+    const int mtp = is_mtp_layer(c, layer);
+    if (layer < 0 || (layer >= c->num_hidden_layers && !mtp))
         return TX_ENOENT;
-    const int sparse = c->mlp_layer_types[layer] == GLM_MLP_SPARSE;
+    if (is_mtp_role(role)) {
+        /* the MTP layer's own tensors (DeepSeek-V3 / GLM-4.5 NextN names) */
+        if (!mtp)
+            return TX_ENOENT;
+        if (role == GLM_T_MTP_EH_PROJ)
+            shape2(t, H, 2 * H);
+        else if (role == GLM_T_MTP_HEAD || role == GLM_T_MTP_EMBED)
+            shape2(t, c->vocab_size, H);
+        else
+            shape1(t, H);
+        t->layer = layer;
+        snprintf(t->name, sizeof(t->name), "model.layers.%d.%s", layer, roles[role].suffix);
+        return 0;
+    }
+    /* the MTP layer's decoder layer is a MoE layer (DeepSeek-V3, GLM) */
+    const int sparse = mtp ? c->n_routed_experts > 0 : c->mlp_layer_types[layer] == GLM_MLP_SPARSE;
     const int64_t E = c->n_routed_experts, Im = c->moe_intermediate_size;
     const int64_t Ish = (int64_t)c->moe_intermediate_size * c->n_shared_experts;
 
@@ -235,6 +269,35 @@ int glm_config_tensor_list(const struct glm_config *c, glm_tensor_cb cb, void *c
     return 0;
 }
 
+int txm_mtp_tensor_list(const struct glm_config *c, glm_tensor_cb cb, void *ctx)
+{
+    if (!c || !cb)
+        return TX_EINVAL;
+    if (c->num_nextn_predict_layers < 1)
+        return 0;
+    static const enum glm_tensor_role head[] = {GLM_T_MTP_ENORM, GLM_T_MTP_HNORM,
+                                                GLM_T_MTP_EH_PROJ};
+    const int l = c->num_hidden_layers;
+    struct glm_tensor_info t;
+    int rc;
+    for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
+        if (glm_config_tensor_info(c, head[i], l, -1, &t) == 0 && (rc = cb(ctx, &t)) != 0)
+            return rc;
+    for (size_t i = 0; i < sizeof(layer_order) / sizeof(layer_order[0]); i++) {
+        if (glm_config_tensor_info(c, layer_order[i], l, -1, &t) == 0 && (rc = cb(ctx, &t)) != 0)
+            return rc;
+        if (layer_order[i] == GLM_T_ROUTER_BIAS)
+            for (int e = 0; e < c->n_routed_experts; e++)
+                for (int r = GLM_T_EXP_GATE; r <= GLM_T_EXP_DOWN; r++)
+                    if (glm_config_tensor_info(c, (enum glm_tensor_role)r, l, e, &t) == 0 &&
+                        (rc = cb(ctx, &t)) != 0)
+                        return rc;
+    }
+    if (glm_config_tensor_info(c, GLM_T_MTP_HEAD_NORM, l, -1, &t) == 0 && (rc = cb(ctx, &t)) != 0)
+        return rc;
+    return 0;
+}
+
 /* Same count as glm_config_tensor_list, in time linear in the layers: the
  * routed experts' three matrices per sparse layer are counted, not named. */
 int64_t glm_config_tensor_count(const struct glm_config *c)
@@ -280,12 +343,14 @@ static int parse_index(const char **p, int *out)
     return 0;
 }
 
+static int lookup_layer_tensor(const struct glm_config *c, const char *name, const char *p,
+                               int layer, struct glm_tensor_info *out, char *err, size_t errsz);
+
 int glm_config_tensor_lookup(const struct glm_config *c, const char *name,
                              struct glm_tensor_info *out, char *err, size_t errsz)
 {
     if (!c || !name || !out)
         return tx_errbuf(err, errsz, TX_EINVAL, "glm_config_tensor_lookup: NULL argument");
-    const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     for (int r = GLM_T_EMBED; r <= GLM_T_LM_HEAD; r++) {
         if (!strcmp(name, roles[r].suffix)) {
             if (glm_config_tensor_info(c, (enum glm_tensor_role)r, -1, -1, out) == 0)
@@ -308,13 +373,31 @@ int glm_config_tensor_lookup(const struct glm_config *c, const char *name,
                          "tensor %s: layer %d does not exist (num_hidden_layers %d + "
                          "num_nextn_predict_layers %d)",
                          name, layer, c->num_hidden_layers, c->num_nextn_predict_layers);
-    if (layer >= c->num_hidden_layers) {
-        memset(out, 0, sizeof(*out));
-        snprintf(out->name, sizeof(out->name), "%.*s", GLM_TENSOR_NAME_MAX - 1, name);
-        out->layer = layer;
-        out->expert = -1;
-        return 1; /* MTP / next-n layer: ignored */
+    const int mtp = layer >= c->num_hidden_layers;
+    if (mtp) {
+        /* the MTP / next-n layer: not part of the main model; its
+         * catalogue's tensors are described in full */
+        char sub[TX_ERR_MAX];
+        if (lookup_layer_tensor(c, name, p, layer, out, sub, sizeof(sub)) != 0) {
+            memset(out, 0, sizeof(*out));
+            snprintf(out->name, sizeof(out->name), "%.*s", GLM_TENSOR_NAME_MAX - 1, name);
+            out->role = GLM_T_ROLE_COUNT;
+            out->layer = layer;
+            out->expert = -1;
+        }
+        return 1;
     }
+    return lookup_layer_tensor(c, name, p, layer, out, err, errsz);
+}
+
+/* The tensor `name` of decoder (or MTP) layer `layer`, p: the name after
+ * "model.layers.N.": 0 (*out filled) or TX_ENOENT with the message */
+static int lookup_layer_tensor(const struct glm_config *c, const char *name, const char *p,
+                               int layer, struct glm_tensor_info *out, char *err, size_t errsz)
+{
+    const struct tx_arch_ops *arch = tx_arch_get(c->arch);
+    const int sparse = layer >= c->num_hidden_layers ? c->n_routed_experts > 0
+                                                      : c->mlp_layer_types[layer] == GLM_MLP_SPARSE;
     static const char ex[] = "mlp.experts.";
     if (!strncmp(p, ex, sizeof(ex) - 1)) {
         const char *q = p + sizeof(ex) - 1;
@@ -327,7 +410,7 @@ int glm_config_tensor_lookup(const struct glm_config *c, const char *name,
             if (!strcmp(q, tail)) {
                 if (glm_config_tensor_info(c, (enum glm_tensor_role)r, layer, e, out) == 0)
                     return 0;
-                if (c->mlp_layer_types[layer] != GLM_MLP_SPARSE)
+                if (!sparse)
                     return tx_errbuf(err, errsz, TX_ENOENT,
                                      "tensor %s: layer %d has a dense MLP (mlp_layer_types / "
                                      "first_k_dense_replace), not experts",
@@ -348,7 +431,7 @@ int glm_config_tensor_lookup(const struct glm_config *c, const char *name,
             return tx_errbuf(err, errsz, TX_ENOENT,
                              "tensor %s: not expected for this %s config (layer %d: %s MLP%s)",
                              name, glm_arch_name(c->arch), layer,
-                             c->mlp_layer_types[layer] == GLM_MLP_SPARSE ? "MoE" : "dense",
+                             sparse ? "MoE" : "dense",
                              arch && arch->layer_note ? arch->layer_note(c, layer) : "");
         }
     }

@@ -109,7 +109,7 @@ int rt_absorb_prepare(glm_model_t *m, glm_precision_t p)
     if (m->ab.bo && m->ab.prec == (int)p)
         return TX_OK;
     const struct glm_config *c = &m->cfg;
-    int L = c->num_hidden_layers, H = c->num_attention_heads, nope = c->qk_nope_head_dim,
+    int L = rt_layers(m), H = c->num_attention_heads, nope = c->qk_nope_head_dim,
         vd = c->v_head_dim, lora = c->kv_lora_rank;
     /* FP8 attention: the absorbed products exact in f32 (no second rounding) */
     uint16_t dt = rt_prec_dtype(p) == TX8_DTYPE_F8_E4M3 ? TX8_DTYPE_F32 : rt_prec_dtype(p);

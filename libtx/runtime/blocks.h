@@ -24,6 +24,7 @@ struct act_layout {
     uint64_t rl, rid, rw;                   /* MoE */
     uint64_t logits, tok, prob, hist;
     uint64_t dump, dump_rid, dump_sel;
+    uint64_t mtp_hin, mtp_cat; /* MTP pass: hnorm's input, [enorm(e) | hnorm(h)] */
     uint64_t total;
 };
 

@@ -252,8 +252,17 @@ static int history_len(const struct glm_sampling *sp)
 static const struct glm_sampling *row_sampling(const struct rt_fwd *f, int r,
                                                const struct rt_seg **sg)
 {
-    *sg = f->n_seg == f->lrows ? &f->seg[r] : &f->seg[0];
+    *sg = f->row_seg ? &f->seg[f->row_seg[r]] : f->n_seg == f->lrows ? &f->seg[r] : &f->seg[0];
     return f->sampling + (f->n_sampling > 1 ? r : 0);
+}
+
+/* The position after logits row r: after its segment's last (a segment
+ * samples its next token), or after the row's own (a verify pass) */
+static int row_end(const struct rt_fwd *f, const struct rt_seg *sg, int r)
+{
+    if (f->row_pos)
+        return sg->pos0 + (f->lrow0 + r - sg->row0) + 1;
+    return sg->pos0 + sg->n;
 }
 
 /* The penalties' history of row r: the session's last repeat_last_n ids
@@ -267,7 +276,7 @@ static uint32_t sample_history(struct gctx *g, int r)
               sp->presence_penalty != 0.0f || sp->frequency_penalty != 0.0f;
     if (!pen || sp->repeat_last_n == 0 || !sg->s || !sg->s->toks)
         return 0;
-    int end = sg->pos0 + sg->n, nl = history_len(sp);
+    int end = row_end(g->f, sg, r), nl = history_len(sp);
     int from = end - nl > 0 ? end - nl : 0;
     int32_t *h = (int32_t *)((uint8_t *)g->m->act_map + g->a.hist +
                              (uint64_t)r * GLM_MAX_REPEAT_LAST_N * 4);
@@ -291,7 +300,7 @@ static void build_sample(struct gctx *g, int r)
     s.probs = blk_act(g, g->a.prob + (uint64_t)r * 4);
     s.seed = sp->seed;
     /* counter: the position the sampled token will take */
-    s.counter = (uint64_t)(sg->pos0 + sg->n);
+    s.counter = (uint64_t)row_end(f, sg, r);
     s.rows = 1;
     /* the padding rows of lm_head (ids the tokenizer does not have) are
      * never candidates */
@@ -369,6 +378,8 @@ static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode
         struct tx_weight_ref w;
         memset(&e, 0, sizeof(e));
         int em = rt_mat_of(m, GLM_T_EMBED, -1);
+        if (f->mtp && rt_mat_of(m, GLM_T_MTP_EMBED, L) != RT_NONE)
+            em = rt_mat_of(m, GLM_T_MTP_EMBED, L);
         g->rc = rt_weight_ref(m, em, g->plan->precision[GLM_EMBEDDING], &w);
         if (!g->rc) {
             e.out = blk_act(g, g->a.h);
@@ -391,7 +402,17 @@ static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode
     }
 
     float eps = (float)c->rms_norm_eps;
-    for (int l = 0; l < L && !g->rc; l++) {
+    /* an MTP pass: h = eh_proj([enorm(embed(next)) | hnorm(h_main)]), then
+     * the MTP layer (layer L) alone */
+    if (f->mtp) {
+        blk_rmsnorm(g, g->a.mtp_cat, g->a.h, rt_vec_of(m, GLM_T_MTP_ENORM, L), T, D, D, 2 * D,
+                    eps);
+        blk_rmsnorm(g, g->a.mtp_cat + (uint64_t)D * 4, g->a.mtp_hin,
+                    rt_vec_of(m, GLM_T_MTP_HNORM, L), T, D, D, 2 * D, eps);
+        blk_matmul(g, g->a.h, g->a.mtp_cat, rt_mat_of(m, GLM_T_MTP_EH_PROJ, L), T, 2 * D, D,
+                   RT_NONE, 0, NULL);
+    }
+    for (int l = f->mtp ? L : 0; l < (f->mtp ? L + 1 : L) && !g->rc; l++) {
         g->rc = ws->layer_enter(g, l);
         if (g->rc)
             break;
@@ -405,7 +426,7 @@ static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode
             g->ncmd++;
             g->total++;
         }
-        if (ws->layer_jobs && l < L - 1) {
+        if (ws->layer_jobs && l < L - 1 && !f->mtp) {
             /* one job per layer: the next layer's reads overlap this job */
             maybe_flush(g, 1);
             if (!g->rc)
@@ -419,7 +440,9 @@ static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode
     int nr0 = want_dump ? 0 : f->lrow0, nrows = want_dump ? T : f->lrows;
     if (nrows > 0)
         blk_rmsnorm(g, g->a.xn + (uint64_t)nr0 * D * 4, g->a.h + (uint64_t)nr0 * D * 4,
-                    rt_vec_of(m, GLM_T_FINAL_NORM, -1), nrows, D, D, D, eps);
+                    f->mtp ? rt_vec_of(m, GLM_T_MTP_HEAD_NORM, L)
+                           : rt_vec_of(m, GLM_T_FINAL_NORM, -1),
+                    nrows, D, D, D, eps);
     if (want_dump && !g->rc) {
         int r = tx_cmd_copy(g->cb, blk_act(g, g->a.dump + (uint64_t)L * T * D * 4),
                             blk_act(g, g->a.xn), (uint64_t)T * D * 4);
@@ -429,8 +452,11 @@ static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode
         g->total++;
     }
     if (f->lrows > 0) {
-        blk_matmul(g, g->a.logits, g->a.xn + (uint64_t)f->lrow0 * D * 4,
-                   rt_mat_of(m, GLM_T_LM_HEAD, -1), f->lrows, D, Vv, RT_NONE, 0, NULL);
+        int head = rt_mat_of(m, GLM_T_LM_HEAD, -1);
+        if (f->mtp && rt_mat_of(m, GLM_T_MTP_HEAD, L) != RT_NONE)
+            head = rt_mat_of(m, GLM_T_MTP_HEAD, L); /* shared_head.head */
+        blk_matmul(g, g->a.logits, g->a.xn + (uint64_t)f->lrow0 * D * 4, head, f->lrows, D, Vv,
+                   RT_NONE, 0, NULL);
         for (int r = 0; f->sampling && r < f->lrows && !g->rc; r++)
             build_sample(g, r);
     }
@@ -465,7 +491,9 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
                 return rc;
         }
     }
-    int want_dump = f->dump != NULL || rt_debug_on();
+    if (f->mtp && !m->mtp)
+        return tx_error(TX_EINVAL, "internal: an MTP pass without the MTP layer");
+    int want_dump = !f->mtp && (f->dump != NULL || rt_debug_on());
 
     struct gctx g;
     memset(&g, 0, sizeof(g));
@@ -492,11 +520,13 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     for (int i = 0; i < f->n_seg; i++)
         for (int t = 0; t < f->seg[i].n; t++)
             pos[f->seg[i].row0 + t] = f->seg[i].pos0 + t;
+    if (f->mtp)
+        memcpy((uint8_t *)m->act_map + g.a.mtp_hin, f->hin, (size_t)T * D * 4);
 
     /* a decode pass of the sessions and plan the decode graph was recorded
      * for runs it patched (runtime/decode_graph.c); another one is built and
      * recorded */
-    int use_dg = decode && m->dg_mode != RT_DG_OFF && m->store->decode_graph && !want_dump &&
+    int use_dg = decode && !f->mtp && m->dg_mode != RT_DG_OFF && m->store->decode_graph && !want_dump &&
                  !g.prof && !g.a.xkeys;
     int replayed = 0;
     if (use_dg) {
@@ -540,6 +570,8 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
         m->dec.build_ns += g.t_first_submit > t_enter ? g.t_first_submit - t_enter : 0;
         m->dec.device_ns += f->busy_ns - busy0;
     }
+    if (f->hout)
+        memcpy(f->hout, (uint8_t *)m->act_map + g.a.h, (size_t)T * D * 4);
     if (f->logits && f->lrows)
         memcpy(f->logits, (uint8_t *)m->act_map + g.a.logits, (size_t)f->lrows * Vv * 4);
     for (int r = 0; f->row_logits && r < f->lrows; r++)

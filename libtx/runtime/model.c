@@ -104,16 +104,16 @@ uint16_t rt_kv_dtype(glm_precision_t attention)
 
 int rt_mat_of(const glm_model_t *m, int role, int layer)
 {
-    if (role < 0 || role >= GLM_T_ROLE_COUNT || layer < -1 || layer >= m->cfg.num_hidden_layers)
+    if (role < 0 || role >= GLM_T_ROLE_COUNT || layer < -1 || layer >= rt_layers(m))
         return RT_NONE;
-    return m->role_mat[role * (m->cfg.num_hidden_layers + 1) + layer + 1];
+    return m->role_mat[role * (m->cfg.num_hidden_layers + 2) + layer + 1];
 }
 
 int rt_vec_of(const glm_model_t *m, int role, int layer)
 {
-    if (role < 0 || role >= GLM_T_ROLE_COUNT || layer < -1 || layer >= m->cfg.num_hidden_layers)
+    if (role < 0 || role >= GLM_T_ROLE_COUNT || layer < -1 || layer >= rt_layers(m))
         return RT_NONE;
-    return m->role_vec[role * (m->cfg.num_hidden_layers + 1) + layer + 1];
+    return m->role_vec[role * (m->cfg.num_hidden_layers + 2) + layer + 1];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -552,6 +552,9 @@ static int load_begin(tx_device_t *dev, const struct glm_load_options *o, glm_mo
     m->dg_mode = (o->flags & GLM_LOAD_NO_DECODE_GRAPH)       ? RT_DG_OFF
                  : (o->flags & GLM_LOAD_DECODE_GRAPH_VERIFY) ? RT_DG_VERIFY
                                                              : RT_DG_ON;
+    /* the MTP layer: asked for, and not with whole-layer streaming
+     * (rt_build_tables drops it when the package lacks it) */
+    m->mtp = (o->flags & GLM_LOAD_MTP) && !(o->flags & GLM_LOAD_STREAM);
     if (o->flags & GLM_LOAD_BATCH_INVARIANT) {
         if (!txd_can_batch_invariant(dev))
             return tx_error(TX_ENOTSUP,

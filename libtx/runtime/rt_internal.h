@@ -141,10 +141,13 @@ struct glm_model {
     struct rt_mat *mats;
     int n_vecs, cap_vecs;
     struct rt_vec *vecs;
-    int n_role_slots; /* GLM_T_ROLE_COUNT * (L + 1) */
+    int n_role_slots; /* GLM_T_ROLE_COUNT * (L + 2): layers -1 .. L (L: the MTP layer) */
     int *role_mat;    /* [role][layer + 1] -> mat, or RT_NONE */
     int *role_vec;    /* [role][layer + 1] -> vec, or RT_NONE */
-    int *exp_mat;     /* [layer][expert][3] -> mat (gate, up, down) */
+    int *exp_mat;     /* [layer][expert][3] -> mat (gate, up, down), layers 0 .. L */
+    /* the MTP (NextN) layer is loaded as layer L = num_hidden_layers
+     * (GLM_LOAD_MTP and a package that has it; runtime/mtp.c) */
+    int mtp;
     int n_moe_layers;
     int *moe_index; /* [layer] -> MoE layer index or -1 */
     int *moe_layer; /* [n_moe] -> layer */
@@ -234,6 +237,13 @@ struct glm_session {
     uint64_t attn_pairs, attn_pairs_dense; /* glm_session_attention_stats */
     uint64_t *k_off, *v_off, *ik_off; /* per layer; ik_off = RT_NONE-less: UINT64_MAX */
     int32_t *toks;                    /* [n_ctx] the ids at positions [0, pos) */
+    struct glm_spec_stats spec;       /* speculative decoding (spec.c) */
+    /* glm_decode_batch_spec's MTP state (spec_batch.c): the hidden row
+     * before position sp_pos, the first draft made for position sp_d1_pos
+     * and the MTP layer's output row that made it; NULL until used */
+    float *sp_h, *sp_g;
+    int sp_pos, sp_d1_pos;
+    int32_t sp_d1;
 };
 
 /* One sequence's part of a forward pass. */
@@ -260,6 +270,15 @@ struct rt_fwd {
     float *dump;       /* [(L + 1) x T x D] per-layer outputs, or NULL */
     int32_t *dump_rid; /* [n_moe x T x top_k] routed experts (with dump) */
     int32_t *dump_sel; /* [L x T x index_topk] DSA selections (with dump) */
+    /* speculative decoding (runtime/spec.c): */
+    const int *row_seg; /* [lrows] the segment of each logits row (NULL: seg[r] when
+                           n_seg == lrows, else seg[0]) */
+    int row_pos;        /* sampled row r samples the position after its own row
+                           (a verify pass), not after the segment's last */
+    int mtp;            /* an MTP pass: the MTP layer instead of the decoder layers */
+    const float *hin;   /* MTP pass: [T x D] the hidden states hnorm takes */
+    float *hout;        /* [T x D] the last layer's output rows (before the final
+                           norm), or NULL */
     /* results */
     uint64_t busy_ns, macs;
     uint64_t attn_pairs, attn_pairs_dense; /* MLA: (query, key) pairs attended / dense causal */
@@ -276,6 +295,12 @@ int rt_absorb_enabled(const glm_model_t *m);
 int rt_absorb_prepare(glm_model_t *m, glm_precision_t p);
 void rt_absorb_free(glm_model_t *m);
 int rt_absorb_ref(const glm_model_t *m, int l, int h, int which, struct tx_weight_ref *w);
+
+/* Decoder layers with tables and KV caches: L, + 1 with the MTP layer */
+static inline int rt_layers(const glm_model_t *m)
+{
+    return m->cfg.num_hidden_layers + (m->mtp ? 1 : 0);
+}
 
 /* precision.c */
 void rt_plan_of(tx_device_t *dev, glm_precision_plan_t *plan, uint64_t *generation);
@@ -332,6 +357,15 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f);
 int rt_sample_vocab(const glm_model_t *m);
 /* TX_OK, or TX_EINVAL naming `who` and the field the device cannot honour. */
 int rt_sampling_check(const glm_model_t *m, const struct glm_sampling *s, const char *who);
+
+/* spec.c: speculative decoding inside glm_generate (model lock held for
+ * prompt and step) */
+struct spec_state;
+int rt_spec_begin(glm_session_t *s, const struct glm_generate_params *p, uint64_t *busy,
+                  uint64_t *macs, const int32_t *ban, int n_ban, struct spec_state **out);
+int rt_spec_prompt(struct spec_state *st, const int32_t *prompt, int n, int32_t *tok);
+int rt_spec_step(struct spec_state *st, int32_t t, int k, int32_t *y, int *ny);
+void rt_spec_end(struct spec_state *st);
 
 /* moe.c */
 void rt_moe_after_pass(glm_model_t *m, int T);

@@ -36,8 +36,9 @@ static int kv_alloc(glm_session_t *s, const uint16_t dt[3], tx_bo_t **bo, void *
     uint64_t n = (uint64_t)s->n_ctx, off = 0;
     if (!arch)
         return tx_error(TX_EINVAL, "KV cache: unknown architecture %d", (int)c->arch);
-    /* the geometry of each layer's caches: the architecture's */
-    for (int l = 0; l < c->num_hidden_layers; l++) {
+    /* the geometry of each layer's caches: the architecture's (the MTP
+     * layer L has the caches of a decoder layer) */
+    for (int l = 0; l < rt_layers(m); l++) {
         struct tx_arch_kv kv;
         arch->kv_geometry(c, l, &kv);
         k_off[l] = off;
@@ -171,7 +172,7 @@ int rt_session_kv_convert(glm_session_t *s, const uint16_t dt[3])
 {
     glm_model_t *m = s->m;
     const struct glm_config *c = &m->cfg;
-    int L = c->num_hidden_layers;
+    int L = rt_layers(m);
     uint64_t *k = malloc(sizeof(uint64_t) * 3 * (size_t)L);
     if (!k)
         return tx_error(TX_ENOMEM, "out of memory");
@@ -317,7 +318,7 @@ TX_API int glm_session_create(glm_model_t *m, const struct glm_session_options *
         n_batch = n_ctx;
 
     glm_session_t *s = calloc(1, sizeof(*s));
-    int L = c->num_hidden_layers;
+    int L = rt_layers(m);
     if (s)
         s->k_off = calloc((size_t)L * 3, sizeof(uint64_t));
     if (s)
@@ -391,6 +392,7 @@ TX_API void glm_session_free(glm_session_t *s)
         tx_bo_free(s->kv_bo);
     free(s->k_off);
     free(s->toks);
+    free(s->sp_h);
     free(s);
 }
 
@@ -1008,8 +1010,25 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
     double t0 = rt_now_ms();
     int32_t tok = -1;
     uint64_t busy = 0, macs = 0;
+    /* speculative decoding (spec.c): a step yields up to k + 1 tokens,
+     * queued in q[qi..qn) */
+    struct spec_state *sp = NULL;
+    int32_t q[GLM_SPEC_MAX_DRAFT + 1];
+    int qi = 0, qn = 0;
+    int rc = p->spec_draft_max ? rt_spec_begin(s, p, &busy, &macs, ban, n_ban, &sp) : TX_OK;
+    if (rc) {
+        tx_tokenizer_stream_free(ts);
+        return rc;
+    }
+    const int pos_start = s->pos;
     pthread_mutex_lock(&m->lock);
-    int rc = eval_locked(s, p->prompt, p->n_prompt, 0, NULL, &p->sampling, &tok, &busy, &macs, ban,
+    if (sp)
+        rc = p->n_prompt + s->pos > s->n_ctx
+                 ? tx_error(TX_EINVAL, "glm_eval: %d tokens at position %d exceed the context of %d",
+                            p->n_prompt, s->pos, s->n_ctx)
+                 : rt_spec_prompt(sp, p->prompt, p->n_prompt, &tok);
+    else
+        rc = eval_locked(s, p->prompt, p->n_prompt, 0, NULL, &p->sampling, &tok, &busy, &macs, ban,
                          n_ban);
     pthread_mutex_unlock(&m->lock);
     double t1 = rt_now_ms();
@@ -1043,16 +1062,42 @@ TX_API int glm_generate(glm_session_t *s, const struct glm_generate_params *p, i
             why = GLM_STOP_LENGTH;
             break;
         }
+        tm.n_eval++;
+        if (qi < qn) { /* a token a verify pass has produced (in the cache) */
+            tok = q[qi++];
+            continue;
+        }
         if (s->pos >= s->n_ctx) {
+            tm.n_eval--;
             why = GLM_STOP_CONTEXT;
             break;
         }
         int32_t in = tok;
         pthread_mutex_lock(&m->lock);
-        rc = eval_locked(s, &in, 1, 0, NULL, &p->sampling, &tok, &busy, &macs, ban, n_ban);
+        if (sp) {
+            /* drafts past n_predict would be wasted */
+            int k = p->n_predict >= 0 && p->n_predict - n - 1 < p->spec_draft_max
+                        ? p->n_predict - n - 1
+                        : p->spec_draft_max;
+            rc = rt_spec_step(sp, in, k, q, &qn);
+            tok = q[0];
+            qi = 1;
+        } else {
+            rc = eval_locked(s, &in, 1, 0, NULL, &p->sampling, &tok, &busy, &macs, ban, n_ban);
+        }
         pthread_mutex_unlock(&m->lock);
-        tm.n_eval++;
     }
+    if (sp) {
+        /* the session holds what non-speculative decoding leaves: the
+         * prompt and the tokens fed; verified tokens past a stop, the
+         * length or a callback's stop are rolled back like rejected drafts */
+        int keep = pos_start + p->n_prompt + tm.n_eval;
+        pthread_mutex_lock(&m->lock);
+        if (!rc && s->pos > keep)
+            s->pos = keep;
+        pthread_mutex_unlock(&m->lock);
+    }
+    rt_spec_end(sp);
     double t2 = rt_now_ms();
     /* monitors see the final expert counts of every generate call */
     pthread_mutex_lock(&m->lock);

@@ -537,6 +537,11 @@ static int stream_layer_leave(struct gctx *g, int l, int next)
 /* The decoder layers' matrices through the slots, the rest resident. */
 static int stream_place(glm_model_t *m, const struct rt_place *p)
 {
+    if (m->mtp)
+        return tx_error(TX_ENOTSUP,
+                        "%s: the MTP layer (GLM_LOAD_MTP, --spec-type mtp) needs the weights "
+                        "resident or the expert cache, not layer streaming",
+                        p->path);
     int rc = stream_setup(m);
     if (!rc)
         rc = tx_bo_alloc(m->dev, m->w_size ? m->w_size : 4096, 0, m->label_w, &m->w_bo);

@@ -8,6 +8,7 @@
 #include "runtime/weight_store.h"
 
 #include "arch/arch.h"
+#include "model/model_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -76,6 +77,18 @@ static int expect_cb(void *ctx, const struct glm_tensor_info *t)
     return 0;
 }
 
+static int mtp_present_cb(void *ctx, const struct glm_tensor_info *t)
+{
+    glm_model_t *m = ctx;
+    return tx_smd_find(m->smd, t->name) ? 0 : 1;
+}
+
+/* The package has the whole MTP layer (txm_mtp_tensor_list) */
+static int mtp_complete(glm_model_t *m)
+{
+    return m->cfg.num_nextn_predict_layers > 0 && txm_mtp_tensor_list(&m->cfg, mtp_present_cb, m) == 0;
+}
+
 int rt_build_tables(glm_model_t *m)
 {
     const struct glm_config *cfg = &m->cfg;
@@ -85,18 +98,22 @@ int rt_build_tables(glm_model_t *m)
     const char *path = tx_smd_path(m->smd);
 
     m->tensors = calloc(nt ? nt : 1, sizeof(*m->tensors));
-    m->n_role_slots = GLM_T_ROLE_COUNT * (L + 1);
+    /* the MTP layer (layer L) is loaded when asked for and complete */
+    if (m->mtp && !mtp_complete(m))
+        m->mtp = 0;
+    const int LL = L + 1; /* room for the MTP layer */
+    m->n_role_slots = GLM_T_ROLE_COUNT * (L + 2);
     m->role_mat = malloc((size_t)m->n_role_slots * sizeof(int));
     m->role_vec = malloc((size_t)m->n_role_slots * sizeof(int));
-    m->exp_mat = malloc((size_t)L * (size_t)(E > 0 ? E : 1) * 3 * sizeof(int));
-    m->moe_index = malloc((size_t)L * sizeof(int));
-    m->moe_layer = malloc((size_t)L * sizeof(int));
+    m->exp_mat = malloc((size_t)LL * (size_t)(E > 0 ? E : 1) * 3 * sizeof(int));
+    m->moe_index = malloc((size_t)LL * sizeof(int));
+    m->moe_layer = malloc((size_t)LL * sizeof(int));
     if (!m->tensors || !m->role_mat || !m->role_vec || !m->exp_mat || !m->moe_index ||
         !m->moe_layer)
         return tx_error(TX_ENOMEM, "glm_model_load: out of memory");
     for (int i = 0; i < m->n_role_slots; i++)
         m->role_mat[i] = m->role_vec[i] = RT_NONE;
-    for (size_t i = 0; i < (size_t)L * (size_t)(E > 0 ? E : 1) * 3; i++)
+    for (size_t i = 0; i < (size_t)LL * (size_t)(E > 0 ? E : 1) * 3; i++)
         m->exp_mat[i] = RT_NONE;
 
     uint64_t off = 0;
@@ -105,9 +122,10 @@ int rt_build_tables(glm_model_t *m)
         const char *name = tx_smd_tensor_name(m->smd, st);
         struct glm_tensor_info info;
         int rc = glm_config_tensor_lookup(cfg, name, &info, err, sizeof(err));
-        if (rc == 1)
-            continue; /* MTP layer: ignored */
-        if (rc)
+        if (rc == 1 && (!m->mtp || info.role == GLM_T_ROLE_COUNT ||
+                        info.layer != L))
+            continue; /* MTP layer: not loaded */
+        if (rc != 0 && rc != 1)
             return tx_error(TX_EINVAL, "%s: tensor '%s' is not part of a %s model: %s", path, name,
                             glm_arch_name(cfg->arch), err);
         /* shape must match the architecture */
@@ -143,7 +161,7 @@ int rt_build_tables(glm_model_t *m)
         else
             m->n_params_active += nel;
 
-        int slot = (int)info.role * (L + 1) + info.layer + 1;
+        int slot = (int)info.role * (L + 2) + info.layer + 1;
         if (info.ndim == 1) {
             int v = add_vec(m, t);
             if (v < 0)
@@ -178,14 +196,14 @@ int rt_build_tables(glm_model_t *m)
         int x = add_mat(m, m->mats[e].t, GLM_OUTPUT);
         if (x < 0)
             return tx_error(TX_ENOMEM, "glm_model_load: out of memory");
-        m->role_mat[GLM_T_LM_HEAD * (L + 1)] = x;
+        m->role_mat[GLM_T_LM_HEAD * (L + 2)] = x;
     }
 
     /* MoE layers */
     m->n_moe_layers = 0;
-    for (int l = 0; l < L; l++) {
+    for (int l = 0; l < rt_layers(m); l++) {
         m->moe_index[l] = -1;
-        if (cfg->mlp_layer_types[l] == GLM_MLP_SPARSE) {
+        if (l < L ? cfg->mlp_layer_types[l] == GLM_MLP_SPARSE : E > 0) {
             m->moe_index[l] = m->n_moe_layers;
             m->moe_layer[m->n_moe_layers++] = l;
         }

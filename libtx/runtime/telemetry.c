@@ -24,7 +24,7 @@
 void rt_telemetry_open(glm_model_t *m)
 {
     char device[TX_TELEMETRY_DEVICE_LEN];
-    int E = m->cfg.n_routed_experts, L = m->cfg.num_hidden_layers;
+    int E = m->cfg.n_routed_experts, L = rt_layers(m); /* with the MTP layer, when loaded */
 
     if (!m->n_moe_layers || E <= 0 || L <= 0) {
         rt_debug("telemetry: %s has no MoE layers, nothing to publish", m->name);

@@ -341,7 +341,25 @@ START_TEST(test_air_names)
     ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_EXP_DOWN, 3, 9, &t), 0);
     ck_assert_str_eq(t.name, "model.layers.3.mlp.experts.9.down_proj.weight");
     ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_EXP_DOWN, 0, 9, &t), TX_ENOENT);
-    ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_INPUT_NORM, 46, -1, &t), TX_ENOENT);
+    /* the MTP layer 46 has a catalogue (issue 39): its decoder layer and
+     * its own tensors; nothing beyond it, no MTP role in a decoder layer */
+    ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_INPUT_NORM, 46, -1, &t), 0);
+    ck_assert_str_eq(t.name, "model.layers.46.input_layernorm.weight");
+    ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_INPUT_NORM, 47, -1, &t), TX_ENOENT);
+    ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_MTP_EH_PROJ, 3, -1, &t), TX_ENOENT);
+    ck_assert_int_eq(glm_config_tensor_info(&c, GLM_T_MTP_EH_PROJ, 46, -1, &t), 0);
+    ck_assert_int_eq(t.shape[0], c.hidden_size);
+    ck_assert_int_eq(t.shape[1], 2 * c.hidden_size);
+    ck_assert_int_eq(
+        glm_config_tensor_lookup(&c, "model.layers.46.shared_head.norm.weight", &t, err, sizeof(err)),
+        1);
+    ck_assert_int_eq(t.role, GLM_T_MTP_HEAD_NORM);
+    ck_assert_int_eq(
+        glm_config_tensor_lookup(&c, "model.layers.46.mlp.experts.5.up_proj.weight", &t, err,
+                                 sizeof(err)),
+        1);
+    ck_assert_int_eq(t.role, GLM_T_EXP_UP);
+    ck_assert_int_eq(t.expert, 5);
 }
 END_TEST
 

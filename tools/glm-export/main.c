@@ -60,6 +60,10 @@ static void print_stats(const struct export_cli *cl, const struct tx_export_stat
             "in %.2f s\n",
             cl->out, (unsigned long long)s->tensors, s->params / 1e6, s->output_bytes / 1e6,
             s->input_bytes / 1e6, s->seconds);
+    if (s->mtp_tensors)
+        fprintf(stderr, "glm-export: the MTP layer kept: %llu tensors (model.layers.N with N = "
+                        "num_hidden_layers; --no-mtp leaves it out)\n",
+                (unsigned long long)s->mtp_tensors);
     if (ig->mtp)
         fprintf(stderr, "glm-export: %u tensors of the MTP layer ignored\n", ig->mtp);
     if (ig->unknown > 10)

@@ -16,6 +16,7 @@ static void usage(FILE *f)
                "                  [--optimize sparse] [--precision TYPE=PREC,...]\n"
                "                  [--group-size N] [--sparsity F] [--tokenizer FILE]\n"
                "                  [--tokenizer-config FILE] [--name NAME] [--threads N] [--quiet]\n"
+               "                  [--no-mtp]\n"
                "\n"
                "IN is a Hugging Face checkpoint directory or an .onnx model.\n"
                "Default plan (the golden configuration): embedding INT8, attention FP16,\n"
@@ -29,6 +30,8 @@ static void usage(FILE *f)
                "                     default 0 = one scale per output channel)\n"
                "  --optimize sparse  prune MLP/expert weights to the TX8 block-sparse format\n"
                "  --sparsity F       fraction of 32-column blocks pruned per row (default 0.5)\n"
+               "  --no-mtp           leave the MTP (NextN) layer out (it is kept by default\n"
+               "                     when the checkpoint has all of it: --spec-type mtp)\n"
                "  --verify PKG.smd   check every checksum of a package and exit; after an\n"
                "                     export (with --input/--output), check the new package\n"
                "PLAN words for --precision (also glm-inference --precision): golden, fp32,\n"
@@ -52,6 +55,7 @@ int export_parse(struct export_cli *c, int argc, char **argv)
                                          {"threads", required_argument, NULL, 't'},
                                          {"quiet", no_argument, NULL, 'q'},
                                          {"verify", required_argument, NULL, 'V'},
+                                         {"no-mtp", no_argument, NULL, 'M'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     memset(c, 0, sizeof(*c));
@@ -120,6 +124,9 @@ int export_parse(struct export_cli *c, int argc, char **argv)
             break;
         case 'V':
             c->verify = optarg;
+            break;
+        case 'M':
+            o->no_mtp = 1;
             break;
         default: /* --help, or an option getopt_long has reported */
             return txc_help_or_usage(ch, usage);

@@ -250,6 +250,10 @@ static int chat_reply(struct chat_run *cr)
     gp.n_predict = cr->o->n_predict;
     gp.sampling = *cr->smp;
     gp.on_token = on_token;
+    if (cr->o->spec_mtp) { /* --spec-type mtp: each reply drafts too */
+        gp.spec_draft_max = cr->o->draft_max ? cr->o->draft_max : 3;
+        gp.spec_mode = cr->o->spec_mode;
+    }
     struct glm_timings t;
     int n_out = 0;
     int grc = glm_generate(cr->s, &gp, cr->out, cr->n_ctx, &n_out, &t);

@@ -278,6 +278,22 @@ static void sampling_of(const glm_model_t *m, struct opts *o, struct glm_samplin
 
 /* One generation from the prompt (echoed unless --no-display-prompt or
  * --chat), the timing lines, the diagnostics; then -i's chat. */
+/* speculative decoding's figures of one generate call (--spec-type) */
+static void print_spec(const struct glm_spec_stats *a, const struct glm_spec_stats *b)
+{
+    uint64_t rounds = b->rounds - a->rounds, drafted = b->drafted - a->drafted;
+    uint64_t acc = b->accepted - a->accepted, emitted = b->emitted - a->emitted;
+    fprintf(stderr,
+            "%s: speculative decoding: %llu verify passes, %llu drafted, %llu accepted "
+            "(acceptance %.1f%%), mean accepted length %.2f tokens per pass; %llu plain steps "
+            "(drafting switched off %llu times for low acceptance)\n",
+            prog, (unsigned long long)rounds, (unsigned long long)drafted,
+            (unsigned long long)acc, drafted ? 100.0 * (double)acc / (double)drafted : 0.0,
+            rounds ? (double)emitted / (double)rounds : 0.0,
+            (unsigned long long)(b->plain_steps - a->plain_steps),
+            (unsigned long long)(b->off_switches - a->off_switches));
+}
+
 static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *ids, size_t n_ids,
                          const char *text, struct glm_sampling *smp)
 {
@@ -294,6 +310,12 @@ static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *
     gp.on_token = on_token;
     if (o->ignore_eos)
         gp.flags |= GLM_GEN_IGNORE_EOS; /* -inf bias on the stop tokens */
+    if (o->spec_mtp) {
+        gp.spec_draft_max = o->draft_max ? o->draft_max : 3;
+        gp.spec_mode = o->spec_mode;
+    }
+    struct glm_spec_stats sp0, sp1;
+    glm_session_spec_stats(g->s, &sp0);
     struct glm_timings t;
     int n_out = 0;
     struct gi_energy e0, e1;
@@ -317,6 +339,9 @@ static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *
             : (unsigned)t.stop < 5 ? why[t.stop]
                                    : "?");
     print_perf(&t);
+    glm_session_spec_stats(g->s, &sp1);
+    if (o->spec_mtp)
+        print_spec(&sp0, &sp1);
     gi_energy_print(stderr, &e0, &e1, t.n_prompt, t.n_eval);
     if (interrupted)
         return 130;

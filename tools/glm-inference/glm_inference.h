@@ -41,6 +41,8 @@ struct opts {
     int repeat_last_n, sampler_order;
     int chat_format;
     const char *chat_template_file; /* --chat-template-file: a .jinja or tokenizer_config.json */
+    int spec_mtp, draft_max, spec_mode; /* --spec-type mtp, --draft-max, --spec-test */
+    int bench_spec[8], n_bench_spec;     /* --bench-spec (bench_spec.c) */
     int chat, no_think, ignore_eos, no_display, interactive, no_moe_config, lambda_set;
     long long ep_rebalance;
     int validate, v_inputs, v_tokens;

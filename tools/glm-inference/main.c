@@ -23,6 +23,7 @@
 #include <stdlib.h>
 
 #include "bench_cache.h"
+#include "bench_spec.h"
 #include "glm_inference.h"
 
 const char *prog = "glm-inference";
@@ -43,6 +44,13 @@ static int run_mode(struct gi_run *g, struct opts *o)
         if (o->expert_stats)
             print_expert_stats(g->m);
         return rc;
+    }
+    if (o->n_bench_spec) {
+        static const int d0[] = {0, 2048};
+        return bench_spec_run(g->m, o->file_text ? o->file_text : o->prompt, o->bench_spec,
+                              o->n_bench_spec, o->n_bench_depth ? o->bench_depth : d0,
+                              o->n_bench_depth ? o->n_bench_depth : 2, o->bench_tg,
+                              o->bench_reps_set ? o->bench_reps : 3, prog);
     }
     if (o->n_bench_depth)
         return bench_depth_run(g->m, g->dev, o->bench_depth, o->n_bench_depth, o->bench_pp,

@@ -60,6 +60,12 @@ static void usage(FILE *f)
         "                           tokenizer_config.json) instead of the package's\n"
         "      --no-think           with --chat: thinking disabled\n"
         "      --ignore-eos         never sample the stop tokens (-inf logit bias)\n"
+        "      --spec-type mtp      speculative decoding with the package's MTP layer\n"
+        "      --draft-max N        tokens drafted per step (1..8, default 3 with --spec-type)\n"
+        "      --spec-test MODE     test drafts: perfect (the model's own choice), wrong\n"
+        "      --bench-spec LIST    tg with --spec-type mtp at each draft size of LIST vs\n"
+        "                           without, side by side, at --bench-depth (default 0,2048)\n"
+        "                           on the text of -f/-p, --bench-tg tokens, --bench-reps\n"
         "      --no-display-prompt  do not echo the prompt\n"
         "  -i, --interactive        chat (llama-cli's -cnv): on a terminal, or one message a\n"
         "                           line from a pipe ('\\' at the end continues the line);\n"
@@ -381,6 +387,10 @@ enum {
     O_SYSTEM,
     O_NOTHINK,
     O_IGNEOS,
+    O_SPECTYPE,
+    O_DRAFTMAX,
+    O_SPECTEST,
+    O_BSPEC,
     O_NODISP,
     O_DEVICE,
     O_PREC,
@@ -462,6 +472,12 @@ static const struct option lo[] = {
     {"system", required_argument, NULL, O_SYSTEM},
     {"no-think", no_argument, NULL, O_NOTHINK},
     {"ignore-eos", no_argument, NULL, O_IGNEOS},
+    {"spec-type", required_argument, NULL, O_SPECTYPE},
+    {"draft-max", required_argument, NULL, O_DRAFTMAX},
+    {"draft", required_argument, NULL, O_DRAFTMAX},
+    {"draft-n", required_argument, NULL, O_DRAFTMAX},
+    {"spec-test", required_argument, NULL, O_SPECTEST},
+    {"bench-spec", required_argument, NULL, O_BSPEC},
     {"no-display-prompt", no_argument, NULL, O_NODISP},
     {"interactive", no_argument, NULL, 'i'},
     {"device", required_argument, NULL, O_DEVICE},
@@ -637,6 +653,38 @@ static int opt_generation(struct opts *o, int ch)
         return 1;
     case O_IGNEOS:
         o->ignore_eos = 1;
+        return 1;
+    case O_SPECTYPE:
+        if (strcmp(optarg, "mtp") && strcmp(optarg, "draft-mtp") && strcmp(optarg, "none")) {
+            fprintf(stderr, "%s: --spec-type: '%s' is not mtp (or draft-mtp) or none; try --help\n",
+                    prog, optarg);
+            return -1;
+        }
+        o->spec_mtp = strcmp(optarg, "none") != 0;
+        return 1;
+    case O_DRAFTMAX:
+        if (txc_opt_int(prog, "--draft-max", optarg, 1, GLM_SPEC_MAX_DRAFT, NULL, &o->draft_max) < 0)
+            return -1;
+        return 1;
+    case O_BSPEC: {
+        char e[160];
+        if (bench_list_parse("--bench-spec", "draft sizes in [1, 8]", optarg, 1, GLM_SPEC_MAX_DRAFT,
+                             o->bench_spec, 8, &o->n_bench_spec, e, sizeof(e)) < 0) {
+            fprintf(stderr, "%s: %s; try --help\n", prog, e);
+            return -1;
+        }
+        return 1;
+    }
+    case O_SPECTEST:
+        if (!strcmp(optarg, "perfect"))
+            o->spec_mode = GLM_SPEC_PERFECT;
+        else if (!strcmp(optarg, "wrong"))
+            o->spec_mode = GLM_SPEC_WRONG;
+        else {
+            fprintf(stderr, "%s: --spec-test: '%s' is not perfect or wrong; try --help\n", prog,
+                    optarg);
+            return -1;
+        }
         return 1;
     case O_NODISP:
         o->no_display = 1;

@@ -99,6 +99,8 @@ static void load_options(const struct opts *o, struct glm_load_options *lo)
         lo->flags |= GLM_LOAD_NO_VERIFY;
     if (o->batch_invariant)
         lo->flags |= GLM_LOAD_BATCH_INVARIANT;
+    if ((o->spec_mtp && o->spec_mode == GLM_SPEC_MTP) || o->n_bench_spec)
+        lo->flags |= GLM_LOAD_MTP; /* the MTP layer with the rest */
     lo->max_weight_bytes = o->max_weight_mem;
 }
 

@@ -462,6 +462,10 @@ static int parse_sampling(struct srv *S, json_object *o, int chat, struct reques
     r->max_tokens = (int)x;
     if ((st = choices_parse(S, o, r, reply)) || (st = lp_parse(o, chat, r, reply)))
         return st; /* n (choices.c), logprobs / top_logprobs (logprobs.c) */
+    if (r->logprobs && S->o.spec_mtp)
+        return bad(reply, "logprobs",
+                   "'logprobs' is not supported with --spec-type mtp (the verify pass "
+                   "keeps no logits rows)");
     int echo = 0;
     if ((st = get_bool(o, "echo", &echo, reply)))
         return st;

@@ -164,6 +164,8 @@ int dev_up(struct srv *S, int verbose)
     memset(&lopt, 0, sizeof(lopt));
     if (o->batch_invariant)
         lopt.flags |= GLM_LOAD_BATCH_INVARIANT;
+    if (o->spec_mtp)
+        lopt.flags |= GLM_LOAD_MTP; /* --spec-type mtp: the MTP layer too */
     /* several devices: device 0 keeps room for every slot's KV cache */
     uint64_t kv_reserve = S->n_devs > 1 ? mdev_kv_reserve(o->checkpoint, o->parallel, o->ctx_size,
                                                           o->cache_k, o->cache_v)

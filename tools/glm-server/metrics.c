@@ -162,6 +162,11 @@ char *metrics_text(struct srv *S)
     metric(&o, "device_pass_rows_total", "counter",
            "Token rows of all device passes (decode rows + prefill chunk tokens).",
            (double)x.pass_rows);
+    metric(&o, "spec_decode_num_draft_tokens_total", "counter",
+           "Tokens drafted by the MTP layer and verified (--spec-type mtp).",
+           (double)x.spec_drafted);
+    metric(&o, "spec_decode_num_accepted_tokens_total", "counter",
+           "Drafted tokens the verification accepted (--spec-type mtp).", (double)x.spec_accepted);
     metric(&o, "device_busy_seconds_total", "counter",
            "Wall time the scheduler spent in device passes.", x.busy_s);
     metric(&o, "device_utilisation_ratio", "gauge",

@@ -35,6 +35,9 @@ static void usage(FILE *f)
             "                           model on several devices (docs/multi-device.md)\n"
             "      --ep-rebalance N     several devices: place the experts again by the live\n"
             "                           load counters every N device passes (0: off)\n"
+            "      --spec-type mtp      speculative decoding with the package's MTP layer:\n"
+            "                           each slot drafts, one pass verifies every slot\n"
+            "      --draft-max N        tokens drafted per slot and pass (1..8, default 3)\n"
             "      --host ADDR          address to listen on (default 127.0.0.1)\n"
             "      --port N             port (default 8080; 0 = any free port, printed)\n"
             "  -np, --parallel N        slots: requests decoded together (1..%d, default 4)\n"
@@ -130,7 +133,9 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
         O_NOPC,
         O_TMPLFILE,
         O_SLOTPATH,
-        O_NOSLOTS
+        O_NOSLOTS,
+        O_SPEC,
+        O_DRAFT
     };
     static const struct option lo[] = {{"checkpoint", required_argument, 0, 'm'},
                                        {"model", required_argument, 0, 'm'},
@@ -151,6 +156,8 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
                                        {"shutdown-timeout", required_argument, 0, O_GRACE},
                                        {"batch-invariant", no_argument, 0, O_BATCH_INV},
                                        {"ep-rebalance", required_argument, 0, O_EPREB},
+                                       {"spec-type", required_argument, 0, O_SPEC},
+                                       {"draft-max", required_argument, 0, O_DRAFT},
                                        {"metrics-key", required_argument, 0, O_MKEY},
                                        {"cors-origin", required_argument, 0, O_CORS},
                                        {"max-connections", required_argument, 0, O_MAXCONN},
@@ -196,6 +203,17 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
             break;
         case O_HOST:
             o->host = optarg;
+            break;
+        case O_SPEC:
+            if (strcmp(optarg, "mtp") && strcmp(optarg, "draft-mtp") && strcmp(optarg, "none"))
+                return txc_usage_error(prog, usage, "--spec-type: '%s' is not mtp or none",
+                                       optarg);
+            o->spec_mtp = strcmp(optarg, "none") != 0;
+            break;
+        case O_DRAFT:
+            if (txc_opt_int(prog, "--draft-max", optarg, 1, GLM_SPEC_MAX_DRAFT, NULL,
+                            &o->draft_max))
+                return 2;
             break;
         case O_EPREB:
             if (txc_opt_int(prog, "--ep-rebalance", optarg, 0, INT32_MAX, "0 = off",

@@ -479,6 +479,8 @@ static void *sched_main(void *arg)
     glm_session_t *dec_s[SRV_MAX_PARALLEL];
     struct request *dec_r[SRV_MAX_PARALLEL];
     int32_t dec_ids[SRV_MAX_PARALLEL], next[SRV_MAX_PARALLEL];
+    int32_t spec_next[SRV_MAX_PARALLEL][GLM_SPEC_MAX_DRAFT + 1];
+    int n_next[SRV_MAX_PARALLEL];
     struct glm_sampling smp[SRV_MAX_PARALLEL];
     struct glm_prefill_chunk chunks[SRV_MAX_PARALLEL];
     struct request *chunk_r[SRV_MAX_PARALLEL];
@@ -557,7 +559,17 @@ static void *sched_main(void *arg)
         http_wake_flush(S); /* the last pass's tokens go out during this one */
 
         double t0 = srv_now();
-        int rc = glm_decode_batch_prefill_logits(dec_s, dec_ids, nd, smp, next, chunks, nc, lrow);
+        /* --spec-type mtp: each decode slot drafts, one pass verifies; its
+         * tokens in spec_next[i][0 .. n_next[i]) */
+        int spec = S->o.spec_mtp && nd > 0;
+        struct glm_spec_stats sp0[SRV_MAX_PARALLEL];
+        for (int i = 0; spec && i < nd; i++)
+            glm_session_spec_stats(dec_s[i], &sp0[i]);
+        int rc = spec ? glm_decode_batch_spec(dec_s, dec_ids, nd, smp,
+                                              S->o.draft_max ? S->o.draft_max : 3, spec_next[0],
+                                              n_next, chunks, nc)
+                      : glm_decode_batch_prefill_logits(dec_s, dec_ids, nd, smp, next, chunks,
+                                                        nc, lrow);
         char msg[256] = "";
         if (rc)
             snprintf(msg, sizeof(msg), "device pass failed: %s", tx_last_error());
@@ -579,9 +591,19 @@ static void *sched_main(void *arg)
         if (rc)
             srv_log(S, "%s", msg);
         if (!rc) { /* what each slot's session evaluated: its cache */
-            for (int i = 0; i < nd; i++)
-                if (dec_r[i]->slot >= 0)
-                    slot_fed(&S->slots[dec_r[i]->slot], &dec_ids[i], 1);
+            for (int i = 0; i < nd; i++) {
+                if (dec_r[i]->slot < 0)
+                    continue;
+                slot_fed(&S->slots[dec_r[i]->slot], &dec_ids[i], 1);
+                if (spec) /* and the drafts it accepted */
+                    slot_fed(&S->slots[dec_r[i]->slot], spec_next[i], n_next[i] - 1);
+            }
+            for (int i = 0; spec && i < nd; i++) {
+                struct glm_spec_stats sp1;
+                glm_session_spec_stats(dec_s[i], &sp1);
+                S->mx.spec_drafted += sp1.drafted - sp0[i].drafted;
+                S->mx.spec_accepted += sp1.accepted - sp0[i].accepted;
+            }
             for (int j = 0; j < nc; j++)
                 if (chunk_r[j]->slot >= 0)
                     slot_fed(&S->slots[chunk_r[j]->slot], chunks[j].ids, chunks[j].n);
@@ -593,10 +615,14 @@ static void *sched_main(void *arg)
             if (r->state != RQ_DONE) {
                 if (rc)
                     finish(S, r, NULL, 500, msg);
-                else if (r->logprobs && !lrow[i])
+                else if (!spec && r->logprobs && !lrow[i])
                     finish(S, r, NULL, 500, "out of host memory for the logprobs");
-                else if (!r->cancelled)
+                else if (!r->cancelled && !spec)
                     on_token(S, r, next[i], lrow[i], t1);
+                /* logprobs are refused with --spec-type mtp (api.c) */
+                for (int t = 0; spec && !rc && !r->cancelled && t < n_next[i]; t++)
+                    if (r->state != RQ_DONE) /* it may finish within the step */
+                        on_token(S, r, spec_next[i][t], NULL, t1);
             }
             req_unref(r);
         }

@@ -61,6 +61,7 @@ struct srv_opts {
     int verbose;
     int batch_invariant; /* --batch-invariant: GLM_LOAD_BATCH_INVARIANT */
     int ep_rebalance;    /* --ep-rebalance N: several devices, every N device passes (0: off) */
+    int spec_mtp, draft_max; /* --spec-type mtp, --draft-max N (glm_decode_batch_spec) */
     int cache_k, cache_v; /* --cache-type-k/-v (GLM_CACHE_*) */
     int chat_fmt;         /* --chat-format (0: the package's) */
     const char *plan;     /* --precision as given (NULL: the golden plan) */
@@ -178,6 +179,7 @@ struct srv_metrics {
     double ttft_sum, itl_sum;
     uint64_t ttft_count, itl_count;
     uint64_t passes, pass_rows;
+    uint64_t spec_drafted, spec_accepted; /* --spec-type mtp */
     /* connections (conn.c) */
     uint64_t conn_accepted, conn_refused, conn_evicted, conn_timed_out;
     /* device (device.c) */

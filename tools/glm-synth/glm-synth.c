@@ -30,7 +30,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: glm-synth --arch ARCH --preset tiny|small|bench --output DIR\n"
                "                 [--seed N] [--format hf|onnx] [--tokenizer-dir DIR]\n"
                "                 [--onnx-data inline|external] [--shard-size SIZE]\n"
-               "                 [--dense-ffn] [--fp8] [--threads N] [--quiet]\n"
+               "                 [--dense-ffn] [--fp8] [--mtp-layer] [--threads N] [--quiet]\n"
                "                 [--routing uniform|skewed] [--routing-skew S] [--routing-corr C]\n"
                "                 [--experts N]\n"
                "                 [--config-set KEY=VALUE[,KEY=VALUE...]]\n"
@@ -55,6 +55,8 @@ static void usage(FILE *f)
                "  --routing-corr   C in [0, 1]: cross-layer correlation of the routers (default "
                "0.8)\n"
                "  --experts N      routed experts per MoE layer instead of the preset's\n"
+               "  --mtp-layer      the whole MTP layer (attention + MoE), as the real\n"
+               "                   checkpoints ship it (default: its 4 own tensors)\n"
                "  --fp8            an FP8 block-quantised checkpoint as the FP8 releases ship\n"
                "                   it: F8_E4M3 projections with F32 <name>_scale_inv per\n"
                "                   128x128 block, quantization_config quant_method fp8\n"
@@ -141,7 +143,7 @@ static uint64_t dir_bytes(const char *dir, int *files)
     return total;
 }
 
-enum { O_CONFIG_SET = 256 }; /* long-only options */
+enum { O_CONFIG_SET = 256, O_MTP_LAYER }; /* long-only options */
 
 int main(int argc, char **argv)
 {
@@ -155,6 +157,7 @@ int main(int argc, char **argv)
                                          {"shard-size", required_argument, NULL, 'S'},
                                          {"dense-ffn", no_argument, NULL, 'F'},
                                          {"fp8", no_argument, NULL, '8'},
+                                         {"mtp-layer", no_argument, NULL, O_MTP_LAYER},
                                          {"routing", required_argument, NULL, 'R'},
                                          {"routing-skew", required_argument, NULL, 'K'},
                                          {"routing-corr", required_argument, NULL, 'C'},
@@ -252,6 +255,9 @@ int main(int argc, char **argv)
             break;
         case '8':
             o.fp8 = 1;
+            break;
+        case O_MTP_LAYER:
+            o.mtp_layer = 1;
             break;
         case 'R':
             if (!strcmp(optarg, "uniform"))

@@ -358,6 +358,26 @@ static int fits(const struct tx_analysis *a, uint64_t weights)
     return need_bytes(a, weights) <= usable;
 }
 
+/* the MTP (NextN) layer's tensors and parameters, from the catalogue */
+struct mtp_count {
+    int64_t tensors, params;
+};
+
+static int mtp_count_cb(void *ctx, const struct glm_tensor_info *t)
+{
+    struct mtp_count *n = ctx;
+    n->tensors++;
+    n->params += t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1);
+    return 0;
+}
+
+static struct mtp_count mtp_of(const struct glm_config *c)
+{
+    struct mtp_count n = {0, 0};
+    txm_mtp_tensor_list(c, mtp_count_cb, &n);
+    return n;
+}
+
 char *tx_analysis_json(const struct tx_analysis *a, const struct glm_config *c,
                        const char *model_path, const char *source_format)
 {
@@ -375,6 +395,10 @@ char *tx_analysis_json(const struct tx_analysis *a, const struct glm_config *c,
     for (int l = 0; l < c->num_hidden_layers; l++)
         dense += c->mlp_layer_types[l] == GLM_MLP_DENSE;
     jint(ar, "dense_layers", dense);
+    struct mtp_count mc = mtp_of(c);
+    jint(ar, "mtp_layers", mc.tensors ? c->num_nextn_predict_layers : 0);
+    jint(ar, "mtp_tensors", mc.tensors);
+    jint(ar, "mtp_params", mc.params);
     jint(ar, "moe_layers", c->num_hidden_layers - dense);
     jint(ar, "hidden_size", c->hidden_size);
     jint(ar, "vocab_size", c->vocab_size);
@@ -571,6 +595,16 @@ char *tx_analysis_summary(const struct tx_analysis *a, const struct glm_config *
              c->num_experts_per_tok, c->n_shared_experts,
              arch ? arch->attn_long : "unknown attention");
     txm_buf_put(&o, line, strlen(line));
+    struct mtp_count mc = mtp_of(c);
+    if (mc.tensors) {
+        snprintf(line, sizeof(line),
+                 "MTP layer: model.layers.%d (eh_proj, enorm, hnorm, attention, MoE, "
+                 "shared_head.norm): %lld tensors, %s parameters, not counted below; "
+                 "glm-export keeps it (--no-mtp: not), --spec-type mtp drafts with it\n",
+                 c->num_hidden_layers, (long long)mc.tensors,
+                 human((double)mc.params, b1, sizeof(b1)));
+        txm_buf_put(&o, line, strlen(line));
+    }
     snprintf(line, sizeof(line), "parameters: %s total, %s active per token (%.1f%%)\n",
              human((double)a->total_params, b1, sizeof(b1)),
              human((double)a->active_params, b2, sizeof(b2)),

@@ -492,8 +492,16 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
     }
     const double expert_w =
         cfg->n_routed_experts > 0 ? (double)cfg->num_experts_per_tok / cfg->n_routed_experts : 0;
-    for (size_t ti = 0; ti < tx_ckpt_count(c); ti++) {
-        const struct tx_ckpt_tensor *ct = tx_ckpt_tensor(c, ti);
+    /* the main model's tensors, then the MTP layer's unless left out */
+    const size_t n_main = tx_ckpt_count(c), n_mtp = o->no_mtp ? 0 : tx_ckpt_mtp_count(c);
+    for (size_t i = 0; o->no_mtp && o->on_ignored && i < tx_ckpt_mtp_count(c); i++)
+        o->on_ignored(o->ctx, tx_ckpt_mtp_tensor(c, i)->info.name, 1);
+    if (o->no_mtp)
+        st.ignored += tx_ckpt_mtp_count(c);
+    for (size_t ti = 0; ti < n_main + n_mtp; ti++) {
+        const int is_mtp = ti >= n_main;
+        const struct tx_ckpt_tensor *ct =
+            is_mtp ? tx_ckpt_mtp_tensor(c, ti - n_main) : tx_ckpt_tensor(c, ti);
         const struct tx_tensor *src = ct->t;
         struct plan_choice pc;
         choose(o, ct, &pc);
@@ -640,10 +648,14 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
         rc = tx_smd_writer_end(w, scales, scales_len, index, index_len, err, errsz);
         if (rc < 0)
             goto out;
-        /* statistics */
-        st.source_hash = tx_ckpt_hash_tensor(st.source_hash, src, src_crc);
-        if (src->scale_inv)
-            st.source_hash = tx_ckpt_hash_scales(st.source_hash, src);
+        /* statistics (the source hash and the MAC counts: the main model) */
+        if (is_mtp) {
+            st.mtp_tensors++;
+        } else {
+            st.source_hash = tx_ckpt_hash_tensor(st.source_hash, src, src_crc);
+            if (src->scale_inv)
+                st.source_hash = tx_ckpt_hash_scales(st.source_hash, src);
+        }
         st.tensors++;
         st.params += src->nelem;
         st.input_bytes += src->nbytes;
@@ -653,7 +665,7 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
             scales_len + index_len;
         st.sq_err[pc.lt] += tacc.sq_err;
         st.sq_ref[pc.lt] += tacc.sq_ref;
-        if (ct->info.ndim == 2 && pc.lt != TX_SMD_LAYER_EMBEDDING) {
+        if (ct->info.ndim == 2 && pc.lt != TX_SMD_LAYER_EMBEDDING && !is_mtp) {
             double wgt = pc.lt == TX_SMD_LAYER_EXPERT ? expert_w : 1.0;
             double dense = (double)src->nelem * wgt;
             double kept = (double)(src->nelem - tacc.pruned) * wgt;

@@ -71,9 +71,10 @@ const struct txc_llama_flag txc_llama_common[] = {
     {"--rope-scaling|--rope-scale|--rope-freq-base|--rope-freq-scale|--yarn-orig-ctx|"
      "--yarn-ext-factor|--yarn-attn-factor|--yarn-beta-slow|--yarn-beta-fast",
      TXC_LLAMA_UNSUPPORTED, TXC_LLAMA_REQUIRED, "RoPE comes from the package's config.json"},
-    {"-md|--model-draft|--draft|--draft-max|--draft-n|--draft-min|--draft-p-min|-cd|"
+    {"-md|--model-draft|--draft-min|--draft-p-min|-cd|"
      "--ctx-size-draft|-ngld|--n-gpu-layers-draft|-devd|--device-draft",
-     TXC_LLAMA_UNSUPPORTED, TXC_LLAMA_REQUIRED, "no speculative decoding"},
+     TXC_LLAMA_UNSUPPORTED, TXC_LLAMA_REQUIRED,
+     "no draft model: speculative decoding is --spec-type mtp --draft-max N (the model's MTP layer)"},
     {"--override-kv|-ot|--override-tensor", TXC_LLAMA_UNSUPPORTED, TXC_LLAMA_REQUIRED,
      "a package has no GGUF metadata or tensor placement to override"},
     {"--prompt-cache|--keep|-r|--reverse-prompt|--in-prefix|--in-suffix|-bf|--binary-file|"

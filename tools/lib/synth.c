@@ -1215,7 +1215,7 @@ int tx_synth_write(const char *outdir, const struct tx_synth_opts *o, char *err,
     l.E = cfg.n_routed_experts;
     rc = glm_config_tensor_list(&cfg, glist_cb, &l);
     if (rc == 0 && cfg.num_nextn_predict_layers > 0) /* Qwen3-MoE has no MTP layer */
-        rc = add_mtp(&l, &cfg);
+        rc = o->mtp_layer ? txm_mtp_tensor_list(&cfg, glist_cb, &l) : add_mtp(&l, &cfg);
     buf = malloc((size_t)CHUNK_ELEMS * 4);
     if (rc < 0 || !buf) {
         rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");

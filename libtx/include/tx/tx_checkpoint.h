@@ -92,6 +92,15 @@ TX_API const struct tx_ckpt_storage *tx_ckpt_storage(const struct tx_ckpt *c);
 TX_API size_t tx_ckpt_n_ignored(const struct tx_ckpt *c);
 TX_API const char *tx_ckpt_ignored(const struct tx_ckpt *c, size_t i, int *is_mtp);
 
+/* The MTP (NextN) layer model.layers.{num_hidden_layers} when the
+ * checkpoint has all of it (eh_proj, enorm, hnorm, the decoder layer with
+ * its attention and MoE, shared_head.norm) in BF16, F16 or F32: its
+ * tensors (then not listed by tx_ckpt_ignored), in the order of the
+ * catalogue; 0 otherwise (the MTP tensors are then ignored). Not part of
+ * tx_ckpt_count / tx_ckpt_source_hash. Since libtx 2.8. */
+TX_API size_t tx_ckpt_mtp_count(const struct tx_ckpt *c);
+TX_API const struct tx_ckpt_tensor *tx_ckpt_mtp_tensor(const struct tx_ckpt *c, size_t i);
+
 /* Content hash of the source tensors, recorded in a package's metadata
  * ("source_hash") so glm-inference --validate can find out whether a model
  * on disk is the one the package was made from: a CRC32C chained over, for

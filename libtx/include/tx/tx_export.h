@@ -95,6 +95,10 @@ struct tx_export_opts {
      * MTP-layer tensor (is_mtp = 1) or one the architecture does not know */
     void (*on_ignored)(void *ctx, const char *name, int is_mtp);
     void *ctx;
+    /* 1: leave the MTP (NextN) layer out (glm-export --no-mtp); by default
+     * a checkpoint's complete MTP layer (tx_ckpt_mtp_count) is exported
+     * under its real names (libtx 2.8) */
+    int no_mtp;
 };
 
 struct tx_export_stats {
@@ -125,6 +129,9 @@ struct tx_export_stats {
     /* content hash of the source tensors (tx_ckpt_source_hash), recorded
      * in the metadata as "source_hash" with "source_path" */
     uint32_t source_hash;
+    /* tensors of the MTP layer exported (in tensors; not in source_hash nor
+     * the MAC counts) */
+    uint64_t mtp_tensors;
 };
 
 /* golden plan, sparsity 0.5, all CPUs, no progress */

@@ -92,6 +92,11 @@ struct tx_synth_opts {
      * 1 / scale; narrower edge blocks when N or K is not a multiple of
      * 128). */
     int fp8;
+    /* 1: the whole MTP (NextN) layer in the real layout (eh_proj, enorm,
+     * hnorm, a decoder layer with attention and MoE, shared_head.norm),
+     * which glm-export keeps and --spec-type mtp runs; 0: its four
+     * projection/norm tensors only, as before (glm-export ignores them) */
+    int mtp_layer;
 };
 
 /* The config.json text (malloc'd) of an architecture/preset, with the
