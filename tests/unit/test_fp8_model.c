@@ -3,12 +3,11 @@
  * FP8 packages on the device (issue 38, items 2 and 3), for GLM-4.5,
  * GLM-5.1, DeepSeek-V3 and Qwen3-MoE: glm-synth --fp8 checkpoints exported
  * with --quant fp8 (weights stored bit for bit, scales exactly) run with
- * the "fp8" plan (FP8 weights, f32 activations) and match the host
- * reference on the dequantised original to cosine >= 0.99999 (the FP32
- * plan's bar); the golden plan on the same checkpoint reports its error
- * against the dequantised original; the plan vocabulary refuses FP8 where
- * the device has no FP8 form, and a stored FP8 tensor is never silently
- * converted.
+ * the "fp8" plan (FP8 weights, f32 activations) and match the float64
+ * host reference on the exactly dequantised original (glm_validate picks
+ * it for an FP8 original) to cosine >= 0.99999 (the FP32 plan's bar); the golden plan on the same
+ * checkpoint reports its error against the dequantised original; the plan vocabulary refuses FP8
+ * where the device has no FP8 form, and a stored FP8 tensor is never silently converted.
  */
 #include <check.h>
 #include <math.h>
@@ -95,11 +94,16 @@ static struct glm_validate_report *validate(const char *smd, const char *plan)
     return r;
 }
 
-/* item 3: FP8 weights, f32 compute, against the dequantised original */
+/* item 3: FP8 weights, f32 compute, against the float64 reference on the
+ * exactly dequantised original */
 START_TEST(test_fp8_exact)
 {
     struct glm_validate_report *r = validate(g_fp8[_i], "fp8");
-    printf("[fp8] %-12s fp8 package (plan fp8) vs the dequantised original, 20 x 8 tokens: "
+    ck_assert_msg(r->original_f64 == 1, "the original's reference is not float64: %s",
+                  r->original_note ? r->original_note : "");
+    ck_assert_msg(r->original_note && strstr(r->original_note, "float64"), "note: %s",
+                  r->original_note ? r->original_note : "(none)");
+    printf("[fp8] %-12s fp8 package (plan fp8) vs the float64 reference, 20 x 8 tokens: "
            "cosine min %.7f mean %.7f, max relative error %.3g; quantisation min %.7f\n",
            glm_arch_name(archs[_i]), r->min_cosine, r->mean_cosine, r->max_rel_err,
            r->quant_min_cosine);
@@ -117,6 +121,7 @@ END_TEST
 START_TEST(test_fp8_golden)
 {
     struct glm_validate_report *r = validate(g_gold[_i], "golden");
+    ck_assert_int_eq(r->original_f64, 1);
     printf("[fp8] %-12s golden package of the fp8 checkpoint vs the dequantised original: "
            "cosine min %.6f; quantisation min %.6f (blame %s)\n",
            glm_arch_name(archs[_i]), r->min_cosine, r->quant_min_cosine,
