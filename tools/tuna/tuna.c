@@ -305,6 +305,7 @@ static int cmd_record(int argc, char **argv)
 
 struct cmd {
     const char *name, *op, *phase;
+    char *fp8_name; /* "<name> [fp8]" for a command on FP8 weights (owned) */
     double ts, dur; /* us */
     double bytes, flops;
     double energy; /* pJ (power model, interface 1.8; 0 before) */
@@ -895,6 +896,15 @@ static int cmd_report(int argc, char **argv)
             c->energy = jnum(a, "energy_pj");
             c->cores = (int)jnum(a, "cores");
             c->job = (int)jnum(a, "job");
+            /* FP8 weights (detail "... w=fp8 ..."): their own group, named
+             * so in the table and the roofline */
+            const char *det = jstr(a, "detail");
+            if (det && strstr(det, " w=fp8 ")) {
+                if (asprintf(&c->fp8_name, "%s [fp8]", name) > 0)
+                    c->name = c->fp8_name;
+                else
+                    c->fp8_name = NULL;
+            }
         } else if (!strcmp(cat, "host")) {
             if (!strcmp(name, "prefill") || !strcmp(name, "decode step"))
                 pass_us += jnum(e, "dur");
@@ -1124,6 +1134,8 @@ static int cmd_report(int argc, char **argv)
         free((char *)layers[k].name);
     free(samples);
     free(ph);
+    for (int k = 0; k < ncmd; k++)
+        free(cmds[k].fp8_name);
     free(cmds);
     free(spans);
     free(jobs);
