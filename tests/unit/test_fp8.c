@@ -433,6 +433,9 @@ START_TEST(loader_errors)
     d = synth("e4", GLM_ARCH_QWEN3_MOE, NULL, 0);
     rewrite(d, S0, good, TX_ELEM_F32, -INFINITY);
     refused(d, TX_EINVAL, S0, "-inf");
+    d = synth("e4b", GLM_ARCH_QWEN3_MOE, NULL, 0);
+    rewrite(d, S0, good, TX_ELEM_F32, INFINITY);
+    refused(d, TX_EINVAL, S0, "inf");
     d = synth("e5", GLM_ARCH_QWEN3_MOE, NULL, 0);
     rewrite(d, S0, good, TX_ELEM_I32, 0);
     refused(d, TX_EINVAL, S0, "I32");
