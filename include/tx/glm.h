@@ -876,6 +876,9 @@ struct glm_validate_report {
     double device_alone[GLM_LAYER_TYPE_COUNT];
     double quant_alone[GLM_LAYER_TYPE_COUNT];
     int device_blame, quant_blame;
+    /* 1: the original is an FP8 checkpoint and its reference ran in
+     * float64 on the exactly dequantised weights (libtx 2.7) */
+    int original_f64;
 };
 
 /* Runs the inputs on the device (one fresh sequence each), on the host

@@ -19,7 +19,12 @@
 
 struct json_object;
 struct gctx;    /* runtime graph context of one pass (runtime/blocks.h) */
-struct ref_fwd; /* reference forward state of one call (reference/ref_blocks.h) */
+/* The reference's attention blocks an architecture picks from */
+enum tx_ref_attention {
+    TX_REF_ATTN_GQA = 0, /* Glm4MoeAttention / Qwen3MoeAttention */
+    TX_REF_ATTN_MLA,     /* DeepseekV3Attention: every causal key */
+    TX_REF_ATTN_MLA_DSA, /* GlmMoeDsaAttention: MLA over the DSA indexer's keys */
+};
 struct act_layout;
 struct rt_fwd; /* one pass: its segments (runtime/rt_internal.h) */
 
@@ -129,9 +134,10 @@ struct tx_arch_ops {
     /* enum tx_arch_router of the MoE layers (0: sigmoid) */
     int router;
 
-    /* ---- FP32 reference (libtx/reference/ref_blocks.h) ---- */
-    /* one decoder layer: h (n x hidden) updated in place */
-    int (*ref_layer)(struct ref_fwd *f, int l, float *h);
+    /* ---- host reference (libtx/reference/ref_blocks.h) ---- */
+    /* the attention of its decoder layer (enum tx_ref_attention): data,
+     * not a function, as the reference is built in FP32 and float64 */
+    int ref_attention;
 
     /* ---- glm-analyze ---- */
     void (*cost)(const struct glm_config *c, struct tx_arch_cost *out);

@@ -13,7 +13,6 @@
 
 #include "arch/attn.h"
 #include "model/config_json.h"
-#include "reference/ref_blocks.h"
 #include "runtime/blocks.h"
 
 void tx_gqa_parse_head_dim(struct json_object *root, struct glm_config *c)
@@ -85,11 +84,6 @@ int tx_gqa_act_layout(const struct glm_config *c, uint64_t t, struct act_layout 
 void tx_gqa_layer(struct gctx *g, int l)
 {
     blk_decoder_layer(g, l, blk_gqa_attention);
-}
-
-int tx_gqa_ref_layer(struct ref_fwd *f, int l, float *h)
-{
-    return txref_decoder_layer(f, l, h, txref_gqa_attention);
 }
 
 void tx_gqa_cost(const struct glm_config *c, struct tx_arch_cost *o)

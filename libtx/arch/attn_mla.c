@@ -13,7 +13,6 @@
 
 #include "arch/attn.h"
 #include "model/config_json.h"
-#include "reference/ref_blocks.h"
 #include "runtime/blocks.h"
 
 /* ---- config.json --------------------------------------------------------- */
@@ -284,18 +283,6 @@ static void attention_all_keys(struct gctx *g, int l)
 void tx_mla_layer(struct gctx *g, int l)
 {
     blk_decoder_layer(g, l, attention_all_keys);
-}
-
-/* ---- reference ------------------------------------------------------------ */
-
-static int ref_attention_all_keys(struct ref_fwd *f, int l, const float *x, float *y)
-{
-    return txref_mla_attention(f, l, x, y, NULL);
-}
-
-int tx_mla_ref_layer(struct ref_fwd *f, int l, float *h)
-{
-    return txref_decoder_layer(f, l, h, ref_attention_all_keys);
 }
 
 /* ---- glm-analyze ---------------------------------------------------------- */

@@ -22,7 +22,6 @@
 #include "arch/arch.h"
 #include "arch/attn.h"
 #include "model/config_json.h"
-#include "reference/ref_blocks.h"
 #include "runtime/blocks.h"
 
 /* ---- config.json --------------------------------------------------------- */
@@ -150,7 +149,7 @@ static void kv_geometry(const struct glm_config *c, int l, struct tx_arch_kv *kv
 }
 
 /* DeepseekV3DecoderLayer / DeepseekV3Attention: MLA over every causal key
- * (tx_mla_layer, tx_mla_ref_layer in the ops table) */
+ * (tx_mla_layer and TX_REF_ATTN_MLA in the ops table) */
 
 /* ---- glm-analyze ---------------------------------------------------------- */
 
@@ -279,7 +278,7 @@ const struct tx_arch_ops tx_arch_deepseek_v3 = {
     .expand_keys = tx_mla_expand_keys,
     .select_k = tx_arch_select_k_none,
     .layer = tx_mla_layer,
-    .ref_layer = tx_mla_ref_layer,
+    .ref_attention = TX_REF_ATTN_MLA,
     .cost = tx_mla_cost,
     .analyze_json = analyze_json,
     .chat_format = TX_CHAT_DEEPSEEK3,

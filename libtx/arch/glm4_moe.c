@@ -18,7 +18,6 @@
 #include "arch/arch.h"
 #include "arch/attn.h"
 #include "model/config_json.h"
-#include "reference/ref_blocks.h"
 #include "runtime/blocks.h"
 
 /* ---- config.json --------------------------------------------------------- */
@@ -247,7 +246,7 @@ const struct tx_arch_ops tx_arch_glm4_moe = {
     .act_layout = tx_gqa_act_layout,
     .select_k = tx_arch_select_k_none,
     .layer = tx_gqa_layer,
-    .ref_layer = tx_gqa_ref_layer,
+    .ref_attention = TX_REF_ATTN_GQA,
     .cost = tx_gqa_cost,
     .analyze_json = tx_gqa_analyze_json,
     .chat_format = TX_CHAT_GLM45,

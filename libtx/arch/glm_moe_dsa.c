@@ -19,7 +19,6 @@
 #include "arch/arch.h"
 #include "arch/attn.h"
 #include "model/config_json.h"
-#include "reference/ref_blocks.h"
 #include "runtime/blocks.h"
 
 /* ---- config.json --------------------------------------------------------- */
@@ -285,19 +284,6 @@ static void layer(struct gctx *g, int l)
     blk_decoder_layer(g, l, attention);
 }
 
-/* ---- reference ------------------------------------------------------------ */
-
-/* GlmMoeDsaAttention: MLA with the DSA key selection */
-static int ref_attention(struct ref_fwd *f, int l, const float *x, float *y)
-{
-    return txref_mla_attention(f, l, x, y, txref_dsa_select);
-}
-
-static int ref_layer(struct ref_fwd *f, int l, float *h)
-{
-    return txref_decoder_layer(f, l, h, ref_attention);
-}
-
 /* ---- glm-analyze ---------------------------------------------------------- */
 
 static void cost(const struct glm_config *c, struct tx_arch_cost *o)
@@ -482,7 +468,7 @@ const struct tx_arch_ops tx_arch_glm_moe_dsa = {
     .expand_keys = tx_mla_expand_keys,
     .select_k = select_k,
     .layer = layer,
-    .ref_layer = ref_layer,
+    .ref_attention = TX_REF_ATTN_MLA_DSA,
     .cost = cost,
     .analyze_json = analyze_json,
     .chat_format = TX_CHAT_GLM5,

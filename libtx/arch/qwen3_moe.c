@@ -23,7 +23,6 @@
 #include "arch/arch.h"
 #include "arch/attn.h"
 #include "model/config_json.h"
-#include "reference/ref_blocks.h"
 #include "runtime/blocks.h"
 
 /* ---- config.json --------------------------------------------------------- */
@@ -397,7 +396,7 @@ const struct tx_arch_ops tx_arch_qwen3_moe = {
     .select_k = tx_arch_select_k_none,
     .layer = tx_gqa_layer,
     .router = TX_ROUTER_SOFTMAX,
-    .ref_layer = tx_gqa_ref_layer,
+    .ref_attention = TX_REF_ATTN_GQA,
     .cost = tx_gqa_cost,
     .analyze_json = analyze_json,
     .chat_format = TX_CHAT_QWEN3,

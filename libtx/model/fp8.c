@@ -143,8 +143,10 @@ int txm_fp8_check_scale(const struct tx_tensor *w, const struct tx_tensor *s, ui
     return 0;
 }
 
-int txm_fp8_read_f32(const struct tx_tensor *t, uint64_t first, uint64_t count, float *dst,
-                     char *err, size_t errsz)
+/* elements [first, first + count) dequantised into f32 (one rounding) or
+ * f64 (exact): whichever of the two is not NULL */
+static int fp8_read(const struct tx_tensor *t, uint64_t first, uint64_t count, float *f32,
+                    double *f64, char *err, size_t errsz)
 {
     const struct tx_tensor *s = t->scale_inv;
     if (!s || t->ndim != 2 || !t->block_rows || !t->block_cols)
@@ -166,11 +168,27 @@ int txm_fp8_read_f32(const struct tx_tensor *t, uint64_t first, uint64_t count, 
             if (stop - c > end - i)
                 stop = c + (end - i);
             float scale = txm_fp8_scale_at(s, srow + cb);
-            for (; c < stop; c++, i++)
-                dst[i - first] = tx_e4m3_to_f32(src[i]) * scale;
+            for (; c < stop; c++, i++) {
+                if (f32)
+                    f32[i - first] = tx_e4m3_to_f32(src[i]) * scale;
+                else
+                    f64[i - first] = (double)tx_e4m3_to_f32(src[i]) * (double)scale;
+            }
         }
     }
     return 0;
+}
+
+int txm_fp8_read_f32(const struct tx_tensor *t, uint64_t first, uint64_t count, float *dst,
+                     char *err, size_t errsz)
+{
+    return fp8_read(t, first, count, dst, NULL, err, errsz);
+}
+
+int txm_fp8_read_f64(const struct tx_tensor *t, uint64_t first, uint64_t count, double *dst,
+                     char *err, size_t errsz)
+{
+    return fp8_read(t, first, count, NULL, dst, err, errsz);
 }
 
 void txm_fp8_quantise_band(const float *x, uint32_t nrows, uint32_t cols, uint32_t bc, uint8_t *q,

@@ -62,6 +62,10 @@ TXM_HIDDEN int txm_fp8_bind(const struct tx_tensor *w, const struct tx_tensor *s
  * Used by tx_tensor_read_f32. */
 TXM_HIDDEN int txm_fp8_read_f32(const struct tx_tensor *t, uint64_t first, uint64_t count,
                                 float *dst, char *err, size_t errsz);
+/* The same elements exactly: e4m3 * scale in double (at most 4 + 24
+ * significant bits, so no rounding). Used by txm_tensor_read_f64. */
+TXM_HIDDEN int txm_fp8_read_f64(const struct tx_tensor *t, uint64_t first, uint64_t count,
+                                double *dst, char *err, size_t errsz);
 
 /* The value of one scale of s (F32 or BF16), index i. */
 TXM_HIDDEN float txm_fp8_scale_at(const struct tx_tensor *s, uint64_t i);

@@ -86,6 +86,12 @@ TXM_HIDDEN int txm_gen_config_from_object(struct json_object *root, const char *
 TXM_HIDDEN struct json_object *txm_gen_config_to_object(const struct glm_generation_config *g);
 
 /* malloc'd "dir/name". */
+/* tx_tensor_read_f32 into doubles: an F8_E4M3 tensor with its scales
+ * dequantised exactly (txm_fp8_read_f64), the other types widened from
+ * their float values. For the float64 reference (runtime/validate.c). */
+TXM_HIDDEN int txm_tensor_read_f64(const struct tx_tensor *t, uint64_t first, uint64_t count,
+                                   double *dst, char *err, size_t errsz);
+
 TXM_HIDDEN char *txm_path_join(const char *dir, const char *name);
 /* malloc'd directory part of path ("." if none). */
 TXM_HIDDEN char *txm_dirname(const char *path);

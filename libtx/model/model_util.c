@@ -258,6 +258,26 @@ int tx_tensor_read_f32(const struct tx_tensor *t, uint64_t first, uint64_t count
     }
 }
 
+int txm_tensor_read_f64(const struct tx_tensor *t, uint64_t first, uint64_t count, double *dst,
+                        char *err, size_t errsz)
+{
+    float buf[1024];
+    if (first > t->nelem || count > t->nelem - first)
+        return tx_tensor_read_f32(t, first, count, buf, err, errsz); /* its range error */
+    if (t->type == TX_ELEM_F8_E4M3 && t->scale_inv)
+        return txm_fp8_read_f64(t, first, count, dst, err, errsz);
+    for (uint64_t done = 0; done < count;) {
+        uint64_t n = count - done < 1024 ? count - done : 1024;
+        int rc = tx_tensor_read_f32(t, first + done, n, buf, err, errsz);
+        if (rc < 0)
+            return rc;
+        for (uint64_t k = 0; k < n; k++)
+            dst[done + k] = (double)buf[k];
+        done += n;
+    }
+    return 0;
+}
+
 void tx_tensor_release(const struct tx_tensor *t)
 {
     tx_tensor_release_range(t, 0, t->nelem);

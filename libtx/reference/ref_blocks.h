@@ -2,7 +2,7 @@
 /*
  * The FP32 reference's model, session and forward state, and its shared
  * blocks (reference/ref_blocks.c), used by glm_reference.c and the
- * architecture modules' ref_layer() (libtx/arch/).
+ * decoder layer of txref_arch_layer() (libtx/arch/ names the attention).
  */
 #ifndef TX_REF_BLOCKS_H
 #define TX_REF_BLOCKS_H
@@ -20,21 +20,22 @@
 
 struct lazy_slot {
     int layer, expert, valid;
-    float *buf;
+    ref_real *buf;
     int64_t cap;
 };
 
 struct glm_ref_model {
+    int f64; /* first: 1 in the float64 build (ref_real.h) */
     struct glm_config cfg;
     struct glm_ref_options opt;
     glm_ref_tensor_fn get;
     void *get_ctx;
     struct txref_pool *pool;
-    float *inv_freq; /* rotary_dim / 2 */
+    ref_real *inv_freq; /* rotary_dim / 2 */
     /* preloaded weights: model-level + per layer [role] + experts */
-    float *model_w[3]; /* EMBED, FINAL_NORM, LM_HEAD */
-    float **layer_w;   /* [L * GLM_T_ROLE_COUNT] */
-    float **expert_w;  /* [L * E * 3] (sparse layers only) */
+    ref_real *model_w[3]; /* EMBED, FINAL_NORM, LM_HEAD */
+    ref_real **layer_w;   /* [L * GLM_T_ROLE_COUNT] */
+    ref_real **expert_w;  /* [L * E * 3] (sparse layers only) */
     struct lazy_slot slot[GLM_T_ROLE_COUNT];
 };
 
@@ -42,12 +43,13 @@ struct glm_ref_model {
 /* sessions */
 
 struct glm_ref_session {
+    int f64; /* first, as the model's */
     struct glm_ref_model *m;
     int max_tokens;
     int pos;
-    float **k_cache;  /* per layer [max_tokens x kdim] */
-    float **v_cache;  /* per layer [max_tokens x vdim] */
-    float **ik_cache; /* glm_moe_dsa full layers: [max_tokens x index_head_dim] */
+    ref_real **k_cache;  /* per layer [max_tokens x kdim] */
+    ref_real **v_cache;  /* per layer [max_tokens x vdim] */
+    ref_real **ik_cache; /* glm_moe_dsa full layers: [max_tokens x index_head_dim] */
     int64_t kdim, vdim;
 };
 
@@ -74,31 +76,36 @@ struct ref_fwd {
 
 int64_t txref_numel(const struct glm_tensor_info *t);
 /* one tensor from the weight provider into dst */
-int txref_fetch(struct glm_ref_model *m, const struct glm_tensor_info *t, float *dst, char *err,
+int txref_fetch(struct glm_ref_model *m, const struct glm_tensor_info *t, ref_real *dst, char *err,
                 size_t errsz);
 
 /* The weights of (role, layer, expert): *out = NULL when this config has no
  * such tensor (e.g. absent biases). */
 int txref_w(struct glm_ref_model *m, enum glm_tensor_role role, int layer, int expert,
-            const float **out, char *err, size_t errsz);
+            const ref_real **out, char *err, size_t errsz);
 
 /* attention blocks: y (n x hidden) = attention of x (the normed rows) with
  * the session's caches of layer l */
 /* GQA (Glm4MoeAttention) */
-int txref_gqa_attention(struct ref_fwd *f, int l, const float *x, float *y);
+int txref_gqa_attention(struct ref_fwd *f, int l, const ref_real *x, ref_real *y);
 /* A key selector of the MLA block: after the cache write of layer l, fills
  * f->sel / f->n_sel and returns 1 if the attention uses them, 0 for every
  * causal key, <0 on error (message in f->err). */
-typedef int (*txref_select_fn)(struct ref_fwd *f, int l, const float *x, const float *q_lat);
+typedef int (*txref_select_fn)(struct ref_fwd *f, int l, const ref_real *x, const ref_real *q_lat);
 /* MLA (DeepseekV3Attention), keys restricted by `select` (NULL: all) */
-int txref_mla_attention(struct ref_fwd *f, int l, const float *x, float *y, txref_select_fn select);
+int txref_mla_attention(struct ref_fwd *f, int l, const ref_real *x, ref_real *y,
+                        txref_select_fn select);
 /* the DSA lightning indexer as an MLA key selector (GlmMoeDsaIndexer) */
-int txref_dsa_select(struct ref_fwd *f, int l, const float *x, const float *q_lat);
+int txref_dsa_select(struct ref_fwd *f, int l, const ref_real *x, const ref_real *q_lat);
 
 /* the pre-norm residual decoder layer around an attention block, with the
  * dense MLP or the MoE of layer l: h (n x hidden) updated in place */
-int txref_decoder_layer(struct ref_fwd *f, int l, float *h,
-                        int (*attn)(struct ref_fwd *f, int l, const float *x, float *y));
+int txref_decoder_layer(struct ref_fwd *f, int l, ref_real *h,
+                        int (*attn)(struct ref_fwd *f, int l, const ref_real *x, ref_real *y));
+
+/* One decoder layer of the model's architecture: txref_decoder_layer
+ * around the attention its module names (tx_arch_ops.ref_attention). */
+int txref_arch_layer(struct ref_fwd *f, int l, ref_real *h);
 
 /* In a function with `int ret` and an `out:` label: */
 #define TRY(x)                                                                                     \

@@ -8,6 +8,8 @@
 
 #include <tx/tx_error.h>
 
+#include "reference/ref_real.h"
+
 /* A tiny persistent thread pool: txref_parallel_for() splits [0, total) into
  * one contiguous range per thread (the caller's thread takes the first). */
 typedef void (*txref_range_fn)(void *ctx, int64_t begin, int64_t end);
@@ -32,17 +34,17 @@ void txref_pool_destroy(struct txref_pool *p);
 void txref_parallel_for(struct txref_pool *p, int64_t total, txref_range_fn fn, void *ctx);
 
 /* y[t][o] = sum_i x[t][i] * w[o][i] + (b ? b[o] : 0), t < n, o < out */
-void txref_linear(struct txref_pool *p, const float *x, int64_t n, int64_t in, const float *w,
-                  const float *b, int64_t out, float *y);
+void txref_linear(struct txref_pool *p, const ref_real *x, int64_t n, int64_t in, const ref_real *w,
+                  const ref_real *b, int64_t out, ref_real *y);
 
-float txref_dot(const float *a, const float *b, int64_t n);
+ref_real txref_dot(const ref_real *a, const ref_real *b, int64_t n);
 
 /* glm_ref_rope with cos and sin multiplied by attn_factor (in f32, as
  * transformers' `cos * attention_scaling`): YaRN's attention_factor
  * (libtx/model/rope_scaling.h). attn_factor 1.0f is glm_ref_rope exactly.
  * The device's ROPE with TX8_ROPE_F_ATTN_FACTOR computes the same. */
-void txref_rope_scaled(float *x, int dim, int interleaved, const float *inv_freq, int64_t pos,
-                       float attn_factor);
+void txref_rope_scaled(ref_real *x, int dim, int interleaved, const ref_real *inv_freq, int64_t pos,
+                       ref_real attn_factor);
 
 /* Softmax router of one token, as transformers' Qwen3MoeSparseMoeBlock:
  * p = softmax(logits[0..experts)) (f32 result, double sum), the top_k
@@ -50,7 +52,21 @@ void txref_rope_scaled(float *x, int dim, int interleaved, const float *inv_freq
  * weights[top_k], divided by the sum of the k when norm_topk_prob. No bias,
  * no groups, no scaling. The device's MOE_ROUTE with TX8_ROUTE_F_SOFTMAX
  * computes the same. Returns 0, TX_EINVAL (bad sizes, NULL) or TX_ENOMEM. */
-int txref_route_softmax(const float *logits, int experts, int top_k, int norm_topk_prob,
-                        int32_t *ids, float *weights);
+int txref_route_softmax(const ref_real *logits, int experts, int top_k, int norm_topk_prob,
+                        int32_t *ids, ref_real *weights);
+
+/* tx/glm_reference.h's building blocks in ref_real (the same functions in
+ * the FP32 build, their txref64_* twins in the float64 one) */
+void glm_ref_rmsnorm(const ref_real *x, const ref_real *w, int n, float eps, ref_real *out);
+void glm_ref_layernorm(const ref_real *x, const ref_real *w, const ref_real *b, int n, float eps,
+                       ref_real *out);
+void glm_ref_rope(ref_real *x, int dim, int interleaved, const ref_real *inv_freq, int64_t pos);
+int glm_ref_route(const struct glm_config *cfg, const ref_real *logits, const ref_real *bias,
+                  int32_t *experts, ref_real *weights);
+
+/* What a hook (float, tx/glm_reference.h) sees of x[0..n): x itself in the
+ * FP32 reference; in the float64 one a float copy in *tmp (free it; NULL
+ * and a NULL return when out of memory). */
+const float *txref_hook_view(const ref_real *x, int64_t n, float **tmp);
 
 #endif

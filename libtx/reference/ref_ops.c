@@ -148,9 +148,9 @@ void txref_parallel_for(struct txref_pool *p, int64_t total, txref_range_fn fn, 
 /* linear algebra */
 
 /* Eight independent partial sums (deterministic order, vectorisable). */
-float txref_dot(const float *a, const float *b, int64_t n)
+ref_real txref_dot(const ref_real *a, const ref_real *b, int64_t n)
 {
-    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    ref_real s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         for (int k = 0; k < 8; k++)
@@ -162,24 +162,24 @@ float txref_dot(const float *a, const float *b, int64_t n)
 }
 
 struct linear_job {
-    const float *x, *w, *b;
+    const ref_real *x, *w, *b;
     int64_t n, in, out;
-    float *y;
+    ref_real *y;
 };
 
 static void linear_range(void *ctx, int64_t ob, int64_t oe)
 {
     const struct linear_job *j = ctx;
     for (int64_t o = ob; o < oe; o++) {
-        const float *wr = j->w + o * j->in;
-        const float bias = j->b ? j->b[o] : 0.0f;
+        const ref_real *wr = j->w + o * j->in;
+        const ref_real bias = j->b ? j->b[o] : 0.0f;
         for (int64_t t = 0; t < j->n; t++)
             j->y[t * j->out + o] = txref_dot(j->x + t * j->in, wr, j->in) + bias;
     }
 }
 
-void txref_linear(struct txref_pool *p, const float *x, int64_t n, int64_t in, const float *w,
-                  const float *b, int64_t out, float *y)
+void txref_linear(struct txref_pool *p, const ref_real *x, int64_t n, int64_t in, const ref_real *w,
+                  const ref_real *b, int64_t out, ref_real *y)
 {
     struct linear_job j = {x, w, b, n, in, out, y};
     /* parallel over output rows: each weight row is read once per call and
@@ -193,17 +193,18 @@ void txref_linear(struct txref_pool *p, const float *x, int64_t n, int64_t in, c
 /* ------------------------------------------------------------------------ */
 /* norms, RoPE */
 
-void glm_ref_rmsnorm(const float *x, const float *w, int n, float eps, float *out)
+void glm_ref_rmsnorm(const ref_real *x, const ref_real *w, int n, float eps, ref_real *out)
 {
     double ss = 0.0;
     for (int i = 0; i < n; i++)
         ss += (double)x[i] * (double)x[i];
-    const float r = (float)(1.0 / sqrt(ss / n + (double)eps));
+    const ref_real r = (ref_real)(1.0 / sqrt(ss / n + (double)eps));
     for (int i = 0; i < n; i++)
         out[i] = w[i] * (x[i] * r);
 }
 
-void glm_ref_layernorm(const float *x, const float *w, const float *b, int n, float eps, float *out)
+void glm_ref_layernorm(const ref_real *x, const ref_real *w, const ref_real *b, int n, float eps,
+                       ref_real *out)
 {
     double mean = 0.0;
     for (int i = 0; i < n; i++)
@@ -217,27 +218,27 @@ void glm_ref_layernorm(const float *x, const float *w, const float *b, int n, fl
     var /= n;
     const double r = 1.0 / sqrt(var + (double)eps);
     for (int i = 0; i < n; i++)
-        out[i] = (float)((x[i] - mean) * r) * w[i] + b[i];
+        out[i] = (ref_real)((x[i] - mean) * r) * w[i] + b[i];
 }
 
-void glm_ref_rope(float *x, int dim, int interleaved, const float *inv_freq, int64_t pos)
+void glm_ref_rope(ref_real *x, int dim, int interleaved, const ref_real *inv_freq, int64_t pos)
 {
     txref_rope_scaled(x, dim, interleaved, inv_freq, pos, 1.0f);
 }
 
-void txref_rope_scaled(float *x, int dim, int interleaved, const float *inv_freq, int64_t pos,
-                       float attn_factor)
+void txref_rope_scaled(ref_real *x, int dim, int interleaved, const ref_real *inv_freq, int64_t pos,
+                       ref_real attn_factor)
 {
     const int half = dim / 2;
     for (int i = 0; i < half; i++) {
         /* transformers: freqs = inv_freq (fp32) * position (fp32), in fp32;
          * cos = emb.cos() * attention_scaling (fp32; * 1.0f is exact) */
-        const float ang = (float)pos * inv_freq[i];
-        const float c = (float)cos((double)ang) * attn_factor;
-        const float s = (float)sin((double)ang) * attn_factor;
+        const ref_real ang = (ref_real)pos * inv_freq[i];
+        const ref_real c = (ref_real)cos((double)ang) * attn_factor;
+        const ref_real s = (ref_real)sin((double)ang) * attn_factor;
         const int ia = interleaved ? 2 * i : i;
         const int ib = interleaved ? 2 * i + 1 : i + half;
-        const float a = x[ia], b = x[ib];
+        const ref_real a = x[ia], b = x[ib];
         x[ia] = a * c - b * s;
         x[ib] = b * c + a * s;
     }
@@ -247,27 +248,27 @@ void txref_rope_scaled(float *x, int dim, int interleaved, const float *inv_freq
 /* MoE routing (noaux_tc): see docs/glm-architectures.md */
 
 /* strictly "better": higher value, ties to the lower index */
-static int better(float va, int ia, float vb, int ib)
+static int better(ref_real va, int ia, ref_real vb, int ib)
 {
     return va > vb || (va == vb && ia < ib);
 }
 
-int glm_ref_route(const struct glm_config *cfg, const float *logits, const float *bias,
-                  int32_t *experts, float *weights)
+int glm_ref_route(const struct glm_config *cfg, const ref_real *logits, const ref_real *bias,
+                  int32_t *experts, ref_real *weights)
 {
     const int E = cfg->n_routed_experts, K = cfg->num_experts_per_tok;
     const int G = cfg->n_group, TG = cfg->topk_group;
     if (E <= 0 || K <= 0 || K > E || G <= 0 || E % G || TG <= 0 || TG > G || E / G < 2)
         return TX_EINVAL;
     const int gs = E / G;
-    float *s =
-        malloc(sizeof(float) * (size_t)E * 2 + sizeof(float) * (size_t)G + sizeof(int) * (size_t)G);
+    ref_real *s = malloc(sizeof(ref_real) * (size_t)E * 2 + sizeof(ref_real) * (size_t)G +
+                         sizeof(int) * (size_t)G);
     if (!s)
         return TX_ENOMEM;
-    float *choice = s + E, *gscore = choice + E;
+    ref_real *choice = s + E, *gscore = choice + E;
     int *gsel = (int *)(gscore + G);
     for (int e = 0; e < E; e++) {
-        s[e] = 1.0f / (1.0f + expf(-logits[e])); /* sigmoid */
+        s[e] = 1.0f / (1.0f + REF_EXP(-logits[e])); /* sigmoid */
         choice[e] = s[e] + (bias ? bias[e] : 0.0f);
     }
     /* group score: sum of the two best biased scores of the group */
@@ -309,12 +310,12 @@ int glm_ref_route(const struct glm_config *cfg, const float *logits, const float
         experts[k] = best;
     }
     /* gate weights from the unbiased scores */
-    float sum = 0.0f;
+    ref_real sum = 0.0f;
     for (int k = 0; k < K; k++) {
         weights[k] = s[experts[k]];
         sum += weights[k];
     }
-    const float scale = (float)cfg->routed_scaling_factor;
+    const ref_real scale = (ref_real)cfg->routed_scaling_factor;
     for (int k = 0; k < K; k++) {
         if (cfg->norm_topk_prob)
             weights[k] /= (sum + 1e-20f);
@@ -331,15 +332,15 @@ int glm_ref_route(const struct glm_config *cfg, const float *logits, const float
  * as -inf, +inf logits alone share the probability, a row without a logit
  * above -inf gives all 0 (and ids 0..top_k-1).
  */
-int txref_route_softmax(const float *logits, int experts, int top_k, int norm_topk_prob,
-                        int32_t *ids, float *weights)
+int txref_route_softmax(const ref_real *logits, int experts, int top_k, int norm_topk_prob,
+                        int32_t *ids, ref_real *weights)
 {
     if (!logits || !ids || !weights || experts <= 0 || top_k <= 0 || top_k > experts)
         return TX_EINVAL;
-    float *p = malloc(sizeof(float) * (size_t)experts);
+    ref_real *p = malloc(sizeof(ref_real) * (size_t)experts);
     if (!p)
         return TX_ENOMEM;
-    float mx = -INFINITY;
+    ref_real mx = -INFINITY;
     for (int e = 0; e < experts; e++) {
         if (isnan(logits[e]))
             continue;
@@ -348,7 +349,7 @@ int txref_route_softmax(const float *logits, int experts, int top_k, int norm_to
     }
     double sum = 0.0;
     for (int e = 0; e < experts; e++) {
-        const float l = logits[e];
+        const ref_real l = logits[e];
         double v;
         if (isnan(l) || l == -INFINITY || mx == -INFINITY)
             v = 0.0;
@@ -356,11 +357,11 @@ int txref_route_softmax(const float *logits, int experts, int top_k, int norm_to
             v = l == INFINITY ? 1.0 : 0.0;
         else
             v = exp((double)l - (double)mx);
-        p[e] = (float)v;
+        p[e] = (ref_real)v;
         sum += v;
     }
     for (int e = 0; e < experts; e++)
-        p[e] = sum > 0.0 ? (float)((double)p[e] / sum) : 0.0f;
+        p[e] = sum > 0.0 ? (ref_real)((double)p[e] / sum) : 0.0f;
     /* selection by repeated arg-max: exact and order-independent */
     for (int k = 0; k < top_k; k++) {
         int best = -1;
@@ -379,10 +380,31 @@ int txref_route_softmax(const float *logits, int experts, int top_k, int norm_to
         ksum += weights[k];
     if (norm_topk_prob && ksum > 0.0)
         for (int k = 0; k < top_k; k++)
-            weights[k] = (float)((double)weights[k] / ksum);
+            weights[k] = (ref_real)((double)weights[k] / ksum);
     free(p);
     return 0;
 }
+
+/* ------------------------------------------------------------------------ */
+/* hooks see floats */
+
+const float *txref_hook_view(const ref_real *x, int64_t n, float **tmp)
+{
+#ifdef TXREF_F64
+    *tmp = malloc(sizeof(float) * (size_t)n + 1);
+    if (*tmp)
+        for (int64_t i = 0; i < n; i++)
+            (*tmp)[i] = (float)x[i];
+    return *tmp;
+#else
+    (void)n;
+    *tmp = NULL;
+    return x;
+#endif
+}
+
+/* the synthetic weights are the FP32 build's alone */
+#ifndef TXREF_F64
 
 /* ------------------------------------------------------------------------ */
 /* synthetic weights */
@@ -445,3 +467,5 @@ void glm_ref_synth_weight(const struct glm_tensor_info *t, uint64_t seed, float 
         dst[i] = offset + amp * u;
     }
 }
+
+#endif /* !TXREF_F64 */

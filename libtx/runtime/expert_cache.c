@@ -819,9 +819,11 @@ void rt_xc_moe_ffn(struct gctx *g, int l, int mi, struct tx_moe_ffn_args *x)
         for (int e = e0; e < e1; e++)
             nmiss += miss[e];
         blk_dbg(g,
-                "MOE_FFN layer %d tokens=%d top_k=%d experts %d..%d of %d routed (expert cache: %d "
-                "hits, %d misses; totals %llu hits %llu misses %llu prefetches %llu bytes read)",
-                l, T, K, e0, e1 - 1, total, cnt - nmiss, nmiss, (unsigned long long)xc->hits,
+                "MOE_FFN layer %d tokens=%d top_k=%d w=%s experts %d..%d of %d routed (expert "
+                "cache: %d hits, %d misses; totals %llu hits %llu misses %llu prefetches %llu "
+                "bytes read)",
+                l, T, K, tx_dtype_name(rt_prec_dtype(g->plan->precision[GLM_EXPERT])), e0,
+                e1 - 1, total, cnt - nmiss, nmiss, (unsigned long long)xc->hits,
                 (unsigned long long)xc->misses, (unsigned long long)xc->prefetches,
                 (unsigned long long)xc->bytes_read);
         if (blk_emit(g, tx_cmd_moe_ffn(g->cb, x)))

@@ -38,8 +38,9 @@ uint64_t rt_store_layer_table(const glm_model_t *m, int mi)
 
 void rt_store_emit_moe_ffn(struct gctx *g, int l, struct tx_moe_ffn_args *x)
 {
-    blk_dbg(g, "MOE_FFN layer %d tokens=%u top_k=%u F=%u act=%s", l, x->tokens, x->top_k,
-            x->ffn_dim, tx_dtype_name(x->act_dtype));
+    blk_dbg(g, "MOE_FFN layer %d tokens=%u top_k=%u F=%u w=%s act=%s", l, x->tokens, x->top_k,
+            x->ffn_dim, tx_dtype_name(rt_prec_dtype(g->plan->precision[GLM_EXPERT])),
+            tx_dtype_name(x->act_dtype));
     blk_emit(g, tx_cmd_moe_ffn(g->cb, x));
 }
 

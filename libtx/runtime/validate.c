@@ -15,6 +15,7 @@
 #include "runtime/rt_internal.h"
 
 #include "arch/arch.h"
+#include "model/model_internal.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -234,24 +235,49 @@ static uint64_t xs(uint64_t *s)
 
 /* ---- the original model ---------------------------------------------------- */
 
-static int orig_provider(void *ctx, const struct glm_tensor_info *t, float *dst, char *err,
-                         size_t errsz)
+/* the original's tensor t, checked against the package's shape */
+static const struct tx_tensor *orig_tensor(const struct tx_ckpt *c, const struct glm_tensor_info *t,
+                                           char *err, size_t errsz, int *rc)
 {
-    const struct tx_ckpt *c = ctx;
     const struct tx_ckpt_tensor *ct = tx_ckpt_find(c, t->name);
     if (!ct) {
         snprintf(err, errsz, "tensor '%s' not in the original %s", t->name, tx_ckpt_path(c));
-        return TX_ENOENT;
+        *rc = TX_ENOENT;
+        return NULL;
     }
     uint64_t want = (uint64_t)t->shape[0] * (uint64_t)(t->ndim == 2 ? t->shape[1] : 1);
     if (ct->t->nelem != want) {
         snprintf(err, errsz, "tensor '%s' of the original %s has %llu elements, the package %llu",
                  t->name, tx_ckpt_path(c), (unsigned long long)ct->t->nelem,
                  (unsigned long long)want);
-        return TX_EINVAL;
+        *rc = TX_EINVAL;
+        return NULL;
     }
-    int rc = tx_tensor_read_f32(ct->t, 0, want, dst, err, errsz);
-    tx_tensor_release(ct->t);
+    return ct->t;
+}
+
+static int orig_provider(void *ctx, const struct glm_tensor_info *t, float *dst, char *err,
+                         size_t errsz)
+{
+    int rc;
+    const struct tx_tensor *ot = orig_tensor(ctx, t, err, errsz, &rc);
+    if (!ot)
+        return rc;
+    rc = tx_tensor_read_f32(ot, 0, ot->nelem, dst, err, errsz);
+    tx_tensor_release(ot);
+    return rc < 0 ? rc : 0;
+}
+
+/* the float64 reference's: an FP8 original's weights dequantised exactly */
+static int orig_provider64(void *ctx, const struct glm_tensor_info *t, double *dst, char *err,
+                           size_t errsz)
+{
+    int rc;
+    const struct tx_tensor *ot = orig_tensor(ctx, t, err, errsz, &rc);
+    if (!ot)
+        return rc;
+    rc = txm_tensor_read_f64(ot, 0, ot->nelem, dst, err, errsz);
+    tx_tensor_release(ot);
     return rc < 0 ? rc : 0;
 }
 
@@ -692,7 +718,18 @@ static int validate(glm_model_t *m, const struct glm_validate_options *opt, cons
         goto out;
     }
     if (orig) {
-        if (glm_ref_model_create(c, orig_provider, orig, &ro, &oref, err, sizeof(err))) {
+        /* an FP8 original: the float64 reference on its exactly dequantised
+         * weights (in FP32 e4m3 x scale would round once more) */
+        r->original_f64 = tx_ckpt_storage(orig)->quant_fp8;
+        if (r->original_f64)
+            note(r,
+                 "%s%sthe original %s is FP8: its reference runs in float64 on the weights "
+                 "dequantised exactly",
+                 r->original_note ? r->original_note : "", r->original_note ? "; " : "",
+                 r->original_path);
+        if (r->original_f64
+                ? glm_ref_model_create64(c, orig_provider64, orig, &ro, &oref, err, sizeof(err))
+                : glm_ref_model_create(c, orig_provider, orig, &ro, &oref, err, sizeof(err))) {
             rc = tx_error(TX_EINVAL, "glm_validate: reference on the original %s: %s",
                           r->original_path, err);
             goto out;

@@ -88,7 +88,10 @@ START_TEST(test_ops_complete)
                       a->model_type);
         ck_assert_msg(a->kv_geometry && a->act_layout && a->select_k && a->layer,
                       "%s: a runtime hook is missing", a->model_type);
-        ck_assert_msg(a->ref_layer, "%s: the reference layer is missing", a->model_type);
+        ck_assert_msg(a->ref_attention >= TX_REF_ATTN_GQA &&
+                          a->ref_attention <= TX_REF_ATTN_MLA_DSA,
+                      "%s: the reference attention %d is none of the reference's", a->model_type,
+                      a->ref_attention);
         ck_assert_msg(a->cost && a->analyze_json && a->synth_config,
                       "%s: an analyze/synth hook is missing", a->model_type);
         ck_assert_int_gt(a->chat_format, 0);

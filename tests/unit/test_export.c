@@ -717,7 +717,7 @@ START_TEST(export_bad_input)
     ck_assert_int_eq(tm_count_files(), before + 2);
     o.tokenizer_config = NULL;
     /* a NaN and an infinity in the weights, for every storage type */
-    static const char *const quants[] = {"none", "fp16", "bf16", "int8"};
+    static const char *const quants[] = {"none", "fp16", "bf16", "int8", "fp8"};
     const char *victim = "model.layers.1.mlp.experts.2.up_proj.weight";
     char sp[600];
     snprintf(sp, sizeof(sp), "%s/model.safetensors", in);
@@ -739,7 +739,7 @@ START_TEST(export_bad_input)
             memcpy(b + off + 4 * 13, &bad, 4);
         }
         tm_write(sp, b, len);
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < 5; q++) {
             ck_assert_int_eq(tx_plan_apply_quant(o.plan, quants[q], err, sizeof(err)), 0);
             ck_assert_int_eq(tx_export(in, out, &o, NULL, err, sizeof(err)), TX_EINVAL);
             tm_err_has(err, victim);

@@ -23,6 +23,7 @@
 #include <tx/tx_synth.h>
 
 #include "model/fp8_internal.h"
+#include "model/model_internal.h"
 
 static char err[TX_ERR_MAX];
 
@@ -248,6 +249,7 @@ static void check_ckpt(const char *dir, enum glm_arch arch, int want_edges)
     ck_assert_uint_eq(st->scale_tensors, st->tensors[TX_ELEM_F8_E4M3]);
     ck_assert_uint_gt(st->tensors[TX_ELEM_BF16], 0); /* embedding, norms, router, lm_head */
     int edges = 0;
+    uint64_t inexact = 0; /* FP8 values FP32 cannot hold exactly */
     for (size_t i = 0; i < tx_ckpt_count(c); i++) {
         const struct tx_ckpt_tensor *ct = tx_ckpt_tensor(c, i);
         const struct tx_tensor *t = ct->t;
@@ -269,6 +271,12 @@ static void check_ckpt(const char *dir, enum glm_arch arch, int want_edges)
         ck_assert_int_eq(tx_tensor_read_f32(t, 0, half, v, err, sizeof(err)), 0);
         ck_assert_int_eq(tx_tensor_read_f32(t, half, t->nelem - half, v + half, err, sizeof(err)),
                          0);
+        /* the float64 reference's reader: exact, in two pieces too */
+        double *d = malloc(t->nelem * sizeof(double));
+        ck_assert_int_eq(txm_tensor_read_f64(t, 0, half, d, err, sizeof(err)), 0);
+        ck_assert_int_eq(txm_tensor_read_f64(t, half, t->nelem - half, d + half, err, sizeof(err)),
+                         0);
+        ck_assert_int_eq(txm_tensor_read_f64(t, t->nelem, 1, d, err, sizeof(err)), TX_EINVAL);
         const uint8_t *raw = t->data;
         const float *sc = t->scale_inv->data;
         for (uint64_t k = 0; k < t->nelem; k++) {
@@ -276,13 +284,18 @@ static void check_ckpt(const char *dir, enum glm_arch arch, int want_edges)
             float s;
             memcpy(&s, sc + (r / 128) * SC + col / 128, 4);
             ck_assert(v[k] == tx_e4m3_to_f32(raw[k]) * s);
+            ck_assert(d[k] == (double)tx_e4m3_to_f32(raw[k]) * (double)s);
+            ck_assert(v[k] == (float)d[k]); /* FP32: that value rounded once */
+            inexact += d[k] != (double)v[k];
             float x = tx_synth_value(&ct->info, 11, 0, k);
             ck_assert_msg(fabsf(v[k] - x) <= fmaxf(fabsf(x) * 0x1p-4f, 0x1p-10f * s) * 1.001f,
                           "%s[%" PRIu64 "]: %g vs %g", t->name, k, (double)v[k], (double)x);
         }
         free(v);
+        free(d);
     }
     ck_assert_int_eq(edges > 0, want_edges);
+    ck_assert_uint_gt(inexact, 0);
     /* the scales are in the source hash */
     uint32_t h1;
     ck_assert_int_eq(tx_ckpt_source_hash(c, &h1, err, sizeof(err)), 0);
@@ -420,6 +433,9 @@ START_TEST(loader_errors)
     d = synth("e4", GLM_ARCH_QWEN3_MOE, NULL, 0);
     rewrite(d, S0, good, TX_ELEM_F32, -INFINITY);
     refused(d, TX_EINVAL, S0, "-inf");
+    d = synth("e4b", GLM_ARCH_QWEN3_MOE, NULL, 0);
+    rewrite(d, S0, good, TX_ELEM_F32, INFINITY);
+    refused(d, TX_EINVAL, S0, "inf");
     d = synth("e5", GLM_ARCH_QWEN3_MOE, NULL, 0);
     rewrite(d, S0, good, TX_ELEM_I32, 0);
     refused(d, TX_EINVAL, S0, "I32");

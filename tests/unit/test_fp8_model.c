@@ -3,12 +3,11 @@
  * FP8 packages on the device (issue 38, items 2 and 3), for GLM-4.5,
  * GLM-5.1, DeepSeek-V3 and Qwen3-MoE: glm-synth --fp8 checkpoints exported
  * with --quant fp8 (weights stored bit for bit, scales exactly) run with
- * the "fp8" plan (FP8 weights, f32 activations) and match the host
- * reference on the dequantised original to cosine >= 0.99999 (the FP32
- * plan's bar); the golden plan on the same checkpoint reports its error
- * against the dequantised original; the plan vocabulary refuses FP8 where
- * the device has no FP8 form, and a stored FP8 tensor is never silently
- * converted.
+ * the "fp8" plan (FP8 weights, f32 activations) and match the float64
+ * host reference on the exactly dequantised original (glm_validate picks
+ * it for an FP8 original) to cosine >= 0.99999 (the FP32 plan's bar); the golden plan on the same
+ * checkpoint reports its error against the dequantised original; the plan vocabulary refuses FP8
+ * where the device has no FP8 form, and a stored FP8 tensor is never silently converted.
  */
 #include <check.h>
 #include <math.h>
@@ -21,6 +20,7 @@
 #include <tx/tx_synth.h>
 
 #include "test_runtime_synth.h"
+#include "tx_test_emu.h"
 
 #define OK(expr)                                                                                   \
     do {                                                                                           \
@@ -33,11 +33,14 @@ enum { N_ARCH = 4 };
 static const enum glm_arch archs[N_ARCH] = {GLM_ARCH_GLM4_MOE, GLM_ARCH_GLM_MOE_DSA,
                                             GLM_ARCH_DEEPSEEK_V3, GLM_ARCH_QWEN3_MOE};
 static char g_ck[N_ARCH][300], g_fp8[N_ARCH][300], g_gold[N_ARCH][300];
+static struct tx_test_emu g_emu2; /* the second device of the expert-parallel test */
 
 static void fixture_setup(void)
 {
     if (rts_device_setup("256M"))
         ck_abort_msg("cannot start tx8-emu");
+    if (tx_test_emu_start(&g_emu2, "256M", "--cores", "2", NULL) != 0)
+        ck_abort_msg("cannot start the second tx8-emu");
     const char *d = rts_tmpdir();
     for (int i = 0; i < N_ARCH; i++) {
         snprintf(g_ck[i], sizeof(g_ck[i]), "%s/ck%d", d, i);
@@ -61,26 +64,27 @@ static void fixture_setup(void)
 
 static void fixture_teardown(void)
 {
+    tx_test_emu_stop(&g_emu2);
     rts_device_teardown();
     rts_cleanup();
 }
 
-static glm_model_t *load(const char *smd, const char *plan, tx_device_t **dev)
+static tx_device_t *open_with_plan(const char *spec, const char *plan)
 {
-    OK(tx_device_open(rts_spec, dev));
+    tx_device_t *dev;
+    OK(tx_device_open(spec, &dev));
     glm_precision_plan_t p;
     glm_plan_golden(&p);
     OK(glm_plan_parse(plan, &p));
-    OK(glm_plan_set(*dev, &p));
-    glm_model_t *m;
-    OK(glm_model_load(*dev, smd, NULL, &m));
-    return m;
+    OK(glm_plan_set(dev, &p));
+    return dev;
 }
 
-static struct glm_validate_report *validate(const char *smd, const char *plan)
+/* glm_validate of a loaded model (freed, its devices closed; its expert
+ * cache's figures then in *cs when not NULL) */
+static struct glm_validate_report *validate_model(glm_model_t *m, tx_device_t **devs, int ndev,
+                                                  struct glm_expert_cache_stats *cs)
 {
-    tx_device_t *dev;
-    glm_model_t *m = load(smd, plan, &dev);
     struct glm_validate_options vo;
     memset(&vo, 0, sizeof(vo));
     vo.n_inputs = 20;
@@ -88,18 +92,83 @@ static struct glm_validate_report *validate(const char *smd, const char *plan)
     vo.seed = 38;
     struct glm_validate_report *r;
     OK(glm_validate(m, &vo, &r));
+    if (cs)
+        OK(glm_model_expert_cache_stats(m, cs));
     OK(glm_model_free(m));
-    tx_device_close(dev);
+    for (int i = 0; i < ndev; i++)
+        tx_device_close(devs[i]);
     ck_assert_msg(r->original == 1, "original not used: %s", r->original_note);
     ck_assert_int_eq(r->n_nonfinite, 0);
     return r;
 }
 
-/* item 3: FP8 weights, f32 compute, against the dequantised original */
+static struct glm_validate_report *validate(const char *smd, const char *plan)
+{
+    tx_device_t *dev = open_with_plan(rts_spec, plan);
+    glm_model_t *m;
+    OK(glm_model_load(dev, smd, NULL, &m));
+    return validate_model(m, &dev, 1, NULL);
+}
+
+/* item 5: FP8 experts in the expert cache's slots (3 slots, fewer than a
+ * layer's experts: misses and evictions), against the float64 reference */
+START_TEST(test_fp8_expert_cache)
+{
+    tx_device_t *dev = open_with_plan(rts_spec, "fp8");
+    struct glm_load_options lo = {.flags = GLM_LOAD_EXPERT_CACHE};
+    glm_model_t *m;
+    OK(glm_model_load(dev, g_fp8[_i], &lo, &m));
+    struct glm_expert_cache_stats cs;
+    OK(glm_model_expert_cache_stats(m, &cs));
+    OK(glm_model_free(m));
+    lo.expert_cache_bytes = 3 * cs.slot_bytes;
+    OK(glm_model_load(dev, g_fp8[_i], &lo, &m));
+    OK(glm_model_expert_cache_stats(m, &cs));
+    ck_assert_uint_eq(cs.slots, 3);
+    ck_assert_uint_lt(cs.slots, cs.experts);
+    struct glm_validate_report *r = validate_model(m, &dev, 1, &cs);
+    printf("[fp8] %-12s fp8 experts in 3 cache slots vs the float64 reference: cosine min %.7f, "
+           "max relative error %.3g (%llu misses, %llu evictions)\n",
+           glm_arch_name(archs[_i]), r->min_cosine, r->max_rel_err,
+           (unsigned long long)cs.misses, (unsigned long long)cs.evictions);
+    ck_assert_uint_gt(cs.misses, 0); /* the experts did go through the slots */
+    ck_assert_uint_gt(cs.evictions, 0);
+    ck_assert_int_eq(r->original_f64, 1);
+    ck_assert_msg(r->min_cosine >= 0.99999, "min cosine %.7f", r->min_cosine);
+    glm_validate_report_free(r);
+}
+END_TEST
+
+/* item 5: one FP8 model on two devices (expert parallel), against the
+ * float64 reference */
+START_TEST(test_fp8_two_devices)
+{
+    tx_device_t *d[2] = {open_with_plan(rts_spec, "fp8"), open_with_plan(g_emu2.spec, "fp8")};
+    glm_model_t *m;
+    OK(glm_model_load_multi(d, 2, g_fp8[_i], NULL, &m));
+    struct glm_ep_stats st;
+    OK(glm_model_ep_stats(m, &st));
+    ck_assert_int_eq(st.n_devices, 2);
+    struct glm_validate_report *r = validate_model(m, d, 2, NULL);
+    printf("[fp8] %-12s fp8 package on two devices vs the float64 reference: cosine min %.7f, "
+           "max relative error %.3g\n",
+           glm_arch_name(archs[_i]), r->min_cosine, r->max_rel_err);
+    ck_assert_int_eq(r->original_f64, 1);
+    ck_assert_msg(r->min_cosine >= 0.99999, "min cosine %.7f", r->min_cosine);
+    glm_validate_report_free(r);
+}
+END_TEST
+
+/* item 3: FP8 weights, f32 compute, against the float64 reference on the
+ * exactly dequantised original */
 START_TEST(test_fp8_exact)
 {
     struct glm_validate_report *r = validate(g_fp8[_i], "fp8");
-    printf("[fp8] %-12s fp8 package (plan fp8) vs the dequantised original, 20 x 8 tokens: "
+    ck_assert_msg(r->original_f64 == 1, "the original's reference is not float64: %s",
+                  r->original_note ? r->original_note : "");
+    ck_assert_msg(r->original_note && strstr(r->original_note, "float64"), "note: %s",
+                  r->original_note ? r->original_note : "(none)");
+    printf("[fp8] %-12s fp8 package (plan fp8) vs the float64 reference, 20 x 8 tokens: "
            "cosine min %.7f mean %.7f, max relative error %.3g; quantisation min %.7f\n",
            glm_arch_name(archs[_i]), r->min_cosine, r->mean_cosine, r->max_rel_err,
            r->quant_min_cosine);
@@ -117,6 +186,7 @@ END_TEST
 START_TEST(test_fp8_golden)
 {
     struct glm_validate_report *r = validate(g_gold[_i], "golden");
+    ck_assert_int_eq(r->original_f64, 1);
     printf("[fp8] %-12s golden package of the fp8 checkpoint vs the dequantised original: "
            "cosine min %.6f; quantisation min %.6f (blame %s)\n",
            glm_arch_name(archs[_i]), r->min_cosine, r->quant_min_cosine,
@@ -190,6 +260,8 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_fp8_exact, 0, N_ARCH);
     tcase_add_loop_test(tc, test_fp8_golden, 0, N_ARCH);
     tcase_add_test(tc, test_fp8_plan_errors);
+    tcase_add_loop_test(tc, test_fp8_expert_cache, 0, N_ARCH);
+    tcase_add_loop_test(tc, test_fp8_two_devices, 0, N_ARCH);
     tcase_add_loop_test(tc, test_fp8_conversions, 0, N_ARCH);
     suite_add_tcase(s, tc);
     return s;

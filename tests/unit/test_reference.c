@@ -987,6 +987,106 @@ START_TEST(test_modes_agree)
 }
 END_TEST
 
+/* the float64 reference (glm_ref_model_create64): the same synthetic
+ * weights widened to double; it agrees with the FP32 reference to FP32
+ * rounding (not bit for bit: it computes in double), decodes token by token
+ * as it prefills, drives the hooks in float, reports the provider's errors,
+ * and a weight that is not a float (an FP8 value times a scale with 28
+ * significant bits) reaches it unrounded */
+struct prov64 {
+    struct prov p;
+    double nudge; /* added to every weight: below FP32's resolution near 1 */
+};
+
+static int prov64_get(void *ctx, const struct glm_tensor_info *t, double *dst, char *e, size_t es)
+{
+    struct prov64 *q = ctx;
+    int64_t n = t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1);
+    float *f = malloc(sizeof(float) * (size_t)n);
+    ck_assert_ptr_nonnull(f);
+    int rc = prov_get(&q->p, t, f, e, es);
+    for (int64_t i = 0; rc == 0 && i < n; i++)
+        dst[i] = (double)f[i] + q->nudge;
+    free(f);
+    return rc;
+}
+
+static double cos_of(const float *a, const float *b, int64_t n)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return ab / sqrt(aa * bb);
+}
+
+START_TEST(test_float64)
+{
+    struct glm_config cs[3] = {cfg_of(TINY4), tiny5(4, 1), tiny_dsv3()};
+    for (int a = 0; a < 3; a++) {
+        const int T = 11, V = cs[a].vocab_size;
+        struct prov p = {.seed = 11};
+        struct glm_ref_model *m32 = model_of(&cs[a], &p, NULL);
+        struct prov64 q = {.p = {.seed = 11}};
+        struct glm_ref_model *m64 = NULL;
+        struct glm_ref_options thr = {.n_threads = 2};
+        ck_assert_msg(
+            glm_ref_model_create64(&cs[a], prov64_get, &q, &thr, &m64, err, sizeof(err)) == 0, "%s",
+            err);
+        ck_assert_int_eq(glm_ref_model_config(m64)->arch, cs[a].arch);
+        struct route_rec r = {0, 1, cs[a].routed_scaling_factor};
+        struct glm_ref_hooks hk = {.ctx = &r, .router = a == 0 ? route_hook : NULL};
+        float *l32 = run_full(m32, PROMPT, T, NULL);
+        float *l64 = run_full(m64, PROMPT, T, &hk);
+        double cs64 = cos_of(l32, l64, (int64_t)T * V);
+        printf("[float64] %s: FP32 vs float64 reference logits: cosine %.9f, max |diff| %.3g\n",
+               glm_arch_name(cs[a].arch), cs64, max_diff(l32, l64, (int64_t)T * V));
+        ck_assert_msg(cs64 >= 0.99999, "cosine %.9f", cs64);
+        ck_assert_msg(max_diff(l32, l64, (int64_t)T * V) > 0, "float64 gave the FP32 logits");
+        if (a == 0) {
+            ck_assert_int_eq(r.calls, 2);
+            ck_assert(r.ok);
+        }
+        /* token by token == one prefill, to double rounding */
+        struct glm_ref_session *s = NULL;
+        ck_assert_int_eq(glm_ref_session_create(m64, T, &s, err, sizeof(err)), 0);
+        float *step = malloc(sizeof(float) * (size_t)V);
+        ck_assert_ptr_nonnull(step);
+        for (int t = 0; t < T; t++) {
+            ck_assert_int_eq(glm_ref_forward(s, PROMPT + t, 1, step, NULL, err, sizeof(err)), 0);
+            ck_assert_msg(max_diff(step, l64 + (int64_t)t * V, V) < 1e-5, "token %d", t);
+        }
+        ck_assert_int_eq(glm_ref_session_pos(s), T);
+        ck_assert_int_eq(glm_ref_forward(s, PROMPT, 1, step, NULL, err, sizeof(err)), TX_ENOSPC);
+        glm_ref_session_reset(s);
+        ck_assert_int_eq(glm_ref_session_pos(s), 0);
+        glm_ref_session_destroy(s);
+        free(step);
+        /* a weight FP32 cannot hold changes the float64 logits */
+        struct prov64 qn = {.p = {.seed = 11}, .nudge = 0x1p-30};
+        struct glm_ref_model *mn = NULL;
+        ck_assert_int_eq(
+            glm_ref_model_create64(&cs[a], prov64_get, &qn, NULL, &mn, err, sizeof(err)), 0);
+        float *ln = run_full(mn, PROMPT, T, NULL);
+        ck_assert_msg(max_diff(ln, l64, (int64_t)T * V) > 0, "a 2^-30 weight change was lost");
+        free(ln);
+        glm_ref_model_destroy(mn);
+        /* the provider's error names the tensor */
+        struct prov64 qf = {.p = {.seed = 11, .fail_on = "model.norm.weight"}};
+        ck_assert_int_eq(
+            glm_ref_model_create64(&cs[a], prov64_get, &qf, NULL, &mn, err, sizeof(err)), TX_EIO);
+        ck_assert_ptr_null(mn);
+        ck_assert_msg(strstr(err, "model.norm.weight") && strstr(err, "checksum"), "%s", err);
+        free(l32);
+        free(l64);
+        glm_ref_model_destroy(m32);
+        glm_ref_model_destroy(m64);
+    }
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     struct glm_config c = tiny5(4, 0);
@@ -1056,6 +1156,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_incremental_glm4);
+    tcase_add_test(tc, test_float64);
     tcase_add_test(tc, test_incremental_glm5);
     tcase_add_test(tc, test_causal_glm4);
     tcase_add_test(tc, test_causal_glm5);

@@ -100,6 +100,20 @@ static double jnum(json_object *o, const char *k)
     return o && json_object_object_get_ex(o, k, &v) ? json_object_get_double(v) : 0;
 }
 
+/* tuna report --html of trace into html; the page's text (static) */
+static const char *html_report(const char *trace, const char *html)
+{
+    const char *ah[] = {bin("tuna"), "report", "--html", html, trace, NULL};
+    ck_assert_int_eq(run_to(ah, NULL), 0);
+    FILE *f = fopen(html, "r");
+    ck_assert_ptr_nonnull(f);
+    static char page[1 << 22];
+    size_t len = fread(page, 1, sizeof(page) - 1, f);
+    fclose(f);
+    page[len] = 0;
+    return page;
+}
+
 START_TEST(trace_tracks_and_names)
 {
     ck_assert_int_eq(g_record_rc, 0);
@@ -383,14 +397,7 @@ START_TEST(report_roofline)
     /* --html: one self-contained page with the three SVG charts */
     char html[400];
     snprintf(html, sizeof(html), "%s/report.html", rts_tmpdir());
-    const char *ah[] = {bin("tuna"), "report", "--html", html, g_trace, NULL};
-    ck_assert_int_eq(run_to(ah, NULL), 0);
-    FILE *f = fopen(html, "r");
-    ck_assert_ptr_nonnull(f);
-    static char page[1 << 22];
-    size_t len = fread(page, 1, sizeof(page) - 1, f);
-    fclose(f);
-    page[len] = 0;
+    const char *page = html_report(g_trace, html);
     ck_assert_ptr_nonnull(strstr(page, "<svg id=\"timeline\""));
     ck_assert_ptr_nonnull(strstr(page, "<svg id=\"roofline\""));
     ck_assert_ptr_nonnull(strstr(page, "id=\"curves\""));
@@ -513,6 +520,66 @@ START_TEST(explicit_profile_buffer)
 }
 END_TEST
 
+/* issue 38: an FP8 package under the fp8 plan: its matrix products and
+ * expert FFNs carry w=fp8 in the trace's detail, tuna report groups them
+ * as "<name> [fp8]" with their FLOPs and roof, and the HTML roofline's
+ * points name them */
+START_TEST(fp8_commands_named)
+{
+    char smd[400], trace[400], out[400], html[400];
+    snprintf(smd, sizeof(smd), "%s/fp8.smd", rts_tmpdir());
+    snprintf(trace, sizeof(trace), "%s/fp8-trace.json", rts_tmpdir());
+    snprintf(out, sizeof(out), "%s/fp8-report.json", rts_tmpdir());
+    snprintf(html, sizeof(html), "%s/fp8-report.html", rts_tmpdir());
+    ck_assert_int_eq(rts_export(g_ck, smd, "fp8"), 0);
+    const char *argv[] = {bin("tuna"),       "record",      "-o",         trace,
+                          "--",             bin("glm-inference"), "--device", rts_spec,
+                          "--checkpoint",   smd,           "--no-moe-config", "--precision",
+                          "fp8",            "--tokens",    "11,12,13,14,15,16,17,18", "-n",
+                          "3",              NULL};
+    ck_assert_int_eq(run_to(argv, NULL), 0);
+    json_object *root = json_object_from_file(trace), *evs;
+    ck_assert_ptr_nonnull(root);
+    ck_assert(json_object_object_get_ex(root, "traceEvents", &evs));
+    int mm = 0, moe = 0;
+    for (size_t i = 0; i < json_object_array_length(evs); i++) {
+        json_object *e = json_object_array_get_idx(evs, i), *a;
+        const char *cat = jstr(e, "cat"), *name = jstr(e, "name");
+        if (!cat || strcmp(cat, "cmd") || !json_object_object_get_ex(e, "args", &a))
+            continue;
+        const char *det = jstr(a, "detail");
+        if (det && strstr(det, " w=fp8 ")) {
+            mm += !strncmp(name, "MATMUL ", 7);
+            moe += !strncmp(name, "MOE_FFN ", 8);
+        }
+    }
+    json_object_put(root);
+    ck_assert_msg(mm > 0 && moe > 0, "w=fp8 in %d MATMUL and %d MOE_FFN commands", mm, moe);
+    const char *ar[] = {bin("tuna"), "report", "--json", trace, NULL};
+    ck_assert_int_eq(run_to(ar, out), 0);
+    json_object *r = json_object_from_file(out), *groups;
+    ck_assert_ptr_nonnull(r);
+    ck_assert(json_object_object_get_ex(r, "groups", &groups));
+    int gmm = 0, gmoe = 0;
+    for (size_t i = 0; i < json_object_array_length(groups); i++) {
+        json_object *g = json_object_array_get_idx(groups, i);
+        const char *name = jstr(g, "name");
+        if (!name || !strstr(name, " [fp8]"))
+            continue;
+        ck_assert_msg(jnum(g, "gflops") > 0 && jstr(g, "roof"), "%s: no FLOPs or roof", name);
+        gmm += !strncmp(name, "MATMUL ", 7);
+        gmoe += !strncmp(name, "MOE_FFN ", 8);
+    }
+    json_object_put(r);
+    ck_assert_msg(gmm > 0 && gmoe > 0, "[fp8] groups: %d MATMUL, %d MOE_FFN", gmm, gmoe);
+    const char *page = html_report(trace, html);
+    const char *roof = strstr(page, "<svg id=\"roofline\"");
+    ck_assert_ptr_nonnull(roof);
+    const char *end = strstr(roof, "</svg>"), *pt = strstr(roof, "mlp.experts [fp8] (");
+    ck_assert_msg(pt && end && pt < end, "no FP8 expert point in the roofline");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tuna");
@@ -521,6 +588,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, trace_tracks_and_names);
     tcase_add_test(tc, report_roofline);
+    tcase_add_test(tc, fp8_commands_named);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, explicit_profile_buffer);
     suite_add_tcase(s, tc);

@@ -111,7 +111,8 @@ int run_validate(glm_model_t *m, const struct opts *o)
             "%s: validating %s (plan %s) against the FP32 reference on the %s; the per-input "
             "figure is device vs %s\n",
             prog, glm_model_name(m), glm_plan_format(&p, plan, sizeof(plan)),
-            o->no_original ? "package's own weights" : "original model's weights if found",
+            o->no_original ? "package's own weights"
+                           : "original model's weights if found (float64 for an FP8 original)",
             o->no_original ? "package" : "original (if found)");
     int vrc;
     if (o->v_file) { /* held-out text: consecutive windows of its tokens */

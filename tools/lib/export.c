@@ -208,58 +208,116 @@ static uint32_t source_crc(uint32_t crc, const struct tx_tensor *t, uint64_t fir
 }
 
 /*
- * An FP8 tensor of the package, 128 rows (one row of blocks) at a time:
+ * An FP8 tensor of the package, by bands of 128 rows (one row of blocks):
  * an F8_E4M3 source with 128 x 128 block scales is stored bit for bit,
  * its scales exactly (the same layout); any other source is quantised the
- * Hugging Face way (txm_fp8_quantise_band). x: 128 * cols floats, q:
- * 128 * cols bytes, scales: the tensor's [ceil(rows/128)][ceil(cols/128)].
- * Streams like the other types (each band's pages dropped once written).
+ * Hugging Face way (txm_fp8_quantise_band). As many bands as CHUNK_ELEMS
+ * holds are converted at once, one band per task on the export's threads
+ * (x: their floats, q: their codes, scales: the tensor's
+ * [ceil(rows/128)][ceil(cols/128)]); the chunk is then written and its
+ * pages dropped, so the source streams as the other types do.
  */
+struct fp8_job {
+    const struct tx_tensor *src;
+    uint64_t rows, cols, r0; /* r0: the chunk's first row */
+    int same;                /* stored bit for bit */
+    float *x, *scales;
+    uint8_t *q;
+    struct txq_acc *acc; /* per band */
+    atomic_int failed;   /* the first failing band writes err */
+    char err[TX_ERR_MAX];
+};
+
+static int fp8_band(void *ctx, uint64_t i)
+{
+    struct fp8_job *j = ctx;
+    const uint64_t B = TX8_FP8_BLOCK, C = j->cols, sc = txm_fp8_grid(C, TX8_FP8_BLOCK);
+    const uint64_t r = j->r0 + i * B, nr = j->rows - r < B ? j->rows - r : B, n = nr * C;
+    float *x = j->x + i * B * C, *srow = j->scales + (r / B) * sc;
+    uint8_t *q = j->q + i * B * C;
+    char err[TX_ERR_MAX];
+    int rc = tx_tensor_read_f32(j->src, r * C, n, x, err, sizeof(err));
+    if (rc < 0) {
+        if (atomic_exchange(&j->failed, 1) == 0)
+            memcpy(j->err, err, sizeof(err));
+        return rc;
+    }
+    for (uint64_t k = 0; k < n; k++)
+        if (!isfinite(x[k])) {
+            if (atomic_exchange(&j->failed, 1) == 0)
+                snprintf(j->err, sizeof(j->err),
+                         "%s: tensor %s: element [%" PRIu64 ", %" PRIu64
+                         "] is %g: non-finite weights cannot be exported",
+                         j->src->file, j->src->name, r + k / C, k % C, (double)x[k]);
+            return TX_EINVAL;
+        }
+    if (j->same) {
+        memcpy(q, (const uint8_t *)j->src->data + r * C, (size_t)n);
+        for (uint64_t b = 0; b < sc; b++)
+            srow[b] = txm_fp8_scale_at(j->src->scale_inv, (r / B) * sc + b);
+    } else {
+        txm_fp8_quantise_band(x, (uint32_t)nr, (uint32_t)C, TX8_FP8_BLOCK, q, srow);
+    }
+    struct txq_acc *acc = &j->acc[i];
+    for (uint64_t k = 0; k < n; k++) {
+        /* the dequantised value as tx_tensor_read_f32 and the device
+         * form it (one f32 rounding): 0 for a stored FP8 source */
+        float deq = tx_e4m3_to_f32(q[k]) * srow[(k % C) / B];
+        double d = (double)deq - x[k];
+        acc->sq_err += d * d;
+        acc->sq_ref += (double)x[k] * x[k];
+    }
+    return 0;
+}
+
 static int fp8_tensor(struct tx_smd_writer *w, const struct tx_tensor *src, uint64_t rows,
                       uint64_t cols, float *x, uint8_t *q, float *scales, struct txq_acc *acc,
-                      uint32_t *crc, struct progress *pg, const volatile int *cancel,
+                      uint32_t *crc, struct progress *pg, int threads, const volatile int *cancel,
                       const char *output, char *err, size_t errsz)
 {
-    const uint64_t B = TX8_FP8_BLOCK, sc = txm_fp8_grid(cols, TX8_FP8_BLOCK);
-    const int same = src->type == TX_ELEM_F8_E4M3 && src->scale_inv && src->block_rows == B &&
-                     src->block_cols == B;
-    for (uint64_t r0 = 0; r0 < rows; r0 += B) {
-        uint64_t nr = rows - r0 < B ? rows - r0 : B, n = nr * cols;
-        if (cancel && *cancel)
-            return tx_errbuf(err, errsz, TX_ECANCELED, "%s: export cancelled", output);
-        int rc = tx_tensor_read_f32(src, r0 * cols, n, x, err, errsz);
-        if (rc < 0)
-            return rc;
-        for (uint64_t k = 0; k < n; k++)
-            if (!isfinite(x[k]))
-                return tx_errbuf(err, errsz, TX_EINVAL,
-                                 "%s: tensor %s: element [%" PRIu64 ", %" PRIu64
-                                 "] is %g: non-finite weights cannot be exported",
-                                 src->file, src->name, r0 + k / cols, k % cols, (double)x[k]);
-        float *srow = scales + (r0 / B) * sc;
-        if (same) {
-            memcpy(q, (const uint8_t *)src->data + r0 * cols, (size_t)n);
-            for (uint64_t b = 0; b < sc; b++)
-                srow[b] = txm_fp8_scale_at(src->scale_inv, (r0 / B) * sc + b);
-        } else {
-            txm_fp8_quantise_band(x, (uint32_t)nr, (uint32_t)cols, TX8_FP8_BLOCK, q, srow);
+    const uint64_t B = TX8_FP8_BLOCK;
+    const uint64_t per_chunk = CHUNK_ELEMS / (B * cols) ? CHUNK_ELEMS / (B * cols) : 1;
+    struct fp8_job j = {.src = src,
+                        .rows = rows,
+                        .cols = cols,
+                        .same = src->type == TX_ELEM_F8_E4M3 && src->scale_inv &&
+                                src->block_rows == B && src->block_cols == B,
+                        .x = x,
+                        .scales = scales,
+                        .q = q};
+    j.acc = calloc((size_t)per_chunk, sizeof(*j.acc));
+    if (!j.acc)
+        return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
+    int rc = 0;
+    for (uint64_t r0 = 0; r0 < rows && rc == 0; r0 += per_chunk * B) {
+        if (cancel && *cancel) {
+            rc = tx_errbuf(err, errsz, TX_ECANCELED, "%s: export cancelled", output);
+            break;
         }
-        for (uint64_t k = 0; k < n; k++) {
-            /* the dequantised value as tx_tensor_read_f32 and the device
-             * form it (one f32 rounding): 0 for a stored FP8 source */
-            float deq = tx_e4m3_to_f32(q[k]) * srow[(k % cols) / B];
-            double d = (double)deq - x[k];
-            acc->sq_err += d * d;
-            acc->sq_ref += (double)x[k] * x[k];
+        uint64_t nb = (rows - r0 + B - 1) / B, n;
+        nb = nb < per_chunk ? nb : per_chunk;
+        n = (r0 + nb * B < rows ? nb * B : rows - r0) * cols;
+        j.r0 = r0;
+        memset(j.acc, 0, sizeof(*j.acc) * (size_t)nb);
+        atomic_init(&j.failed, 0);
+        rc = txm_parallel(nb > 1 ? threads : 1, nb, fp8_band, &j);
+        if (rc < 0) {
+            tx_errbuf(err, errsz, rc, "%s", j.err[0] ? j.err : "out of memory");
+            break;
+        }
+        for (uint64_t b = 0; b < nb; b++) {
+            acc->sq_err += j.acc[b].sq_err;
+            acc->sq_ref += j.acc[b].sq_ref;
         }
         rc = tx_smd_writer_data(w, q, (size_t)n, err, errsz);
         if (rc < 0)
-            return rc;
+            break;
         *crc = source_crc(*crc, src, r0 * cols, n);
         tx_tensor_release_range(src, r0 * cols, n);
         pg->done += n * tx_elem_size(src->type);
     }
-    return 0;
+    free(j.acc);
+    return rc;
 }
 
 /* where the package came from: the absolute path of the input and the
@@ -583,8 +641,8 @@ int tx_export(const char *input, const char *output, const struct tx_export_opts
             goto out;
         }
         if (fp8) {
-            rc = fp8_tensor(w, src, rows, cols, f32, data, scales, &tacc, &src_crc, &pg, o->cancel,
-                            output, err, errsz);
+            rc = fp8_tensor(w, src, rows, cols, f32, data, scales, &tacc, &src_crc, &pg, threads,
+                            o->cancel, output, err, errsz);
             if (rc < 0)
                 goto out;
         }

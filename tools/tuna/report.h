@@ -10,6 +10,7 @@
 
 struct cmd {
     const char *name, *op, *phase;
+    char *fp8_name; /* "<name> [fp8]" for a command on FP8 weights (owned) */
     double ts, dur; /* us */
     double bytes, flops;
     double energy; /* pJ (power model, interface 1.8; 0 before) */

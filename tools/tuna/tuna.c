@@ -646,6 +646,15 @@ static int cmd_report(int argc, char **argv)
             c->energy = jnum(a, "energy_pj");
             c->cores = (int)jnum(a, "cores");
             c->job = (int)jnum(a, "job");
+            /* FP8 weights (detail "... w=fp8 ..."): their own group, named
+             * so in the table and the roofline */
+            const char *det = jstr(a, "detail");
+            if (det && strstr(det, " w=fp8 ")) {
+                if (asprintf(&c->fp8_name, "%s [fp8]", name) > 0)
+                    c->name = c->fp8_name;
+                else
+                    c->fp8_name = NULL;
+            }
         } else if (!strcmp(cat, "host")) {
             if (!strcmp(name, "prefill") || !strcmp(name, "decode step"))
                 pass_us += jnum(e, "dur");
@@ -916,6 +925,8 @@ out:
         free((char *)layers[k].name);
     free(samples);
     free(ph);
+    for (int k = 0; k < ncmd; k++)
+        free(cmds[k].fp8_name);
     free(cmds);
     free(spans);
     free(jobs);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Independent FP32 host reference forward pass of the GLM architectures
+ * Independent FP32 (and float64) host reference forward pass of the GLM architectures
  * (GLM-4.5/4.6/4.7 Glm4MoeForCausalLM, GLM-5/5.1 GlmMoeDsaForCausalLM),
  * computing what Hugging Face transformers computes. Plain C, no device
  * code; used by glm-inference --validate and by the tests.
@@ -49,6 +49,17 @@ struct glm_ref_session;
 TX_API int glm_ref_model_create(const struct glm_config *cfg, glm_ref_tensor_fn get, void *get_ctx,
                                 const struct glm_ref_options *opt, struct glm_ref_model **out,
                                 char *err, size_t errsz);
+/* The float64 reference: the same forward with every weight, activation,
+ * cache and sum in double (transformers' float32 inv_freq and eps are
+ * kept). The provider fills doubles, so an FP8 weight can be handed over
+ * dequantised exactly (tx_tensor_read_f64). The model works with every
+ * glm_ref_* function below; the hooks and the logits are rounded once to
+ * float at the end. */
+typedef int (*glm_ref_tensor64_fn)(void *ctx, const struct glm_tensor_info *t, double *dst,
+                                   char *err, size_t errsz);
+TX_API int glm_ref_model_create64(const struct glm_config *cfg, glm_ref_tensor64_fn get,
+                                  void *get_ctx, const struct glm_ref_options *opt,
+                                  struct glm_ref_model **out, char *err, size_t errsz);
 TX_API void glm_ref_model_destroy(struct glm_ref_model *m);
 TX_API const struct glm_config *glm_ref_model_config(const struct glm_ref_model *m);
 

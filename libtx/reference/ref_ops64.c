@@ -1,0 +1,4 @@
+// SPDX-License-Identifier: MIT
+/* ref_ops.c built as the float64 reference (ref_real = double): ref_real.h */
+#define TXREF_F64 1
+#include "ref_ops.c"
