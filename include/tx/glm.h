@@ -361,6 +361,21 @@ TX_API int glm_session_truncate(glm_session_t *s, int pos);
  * labels its slots so. Since libtx 2.2 (LIBTX_2.2). */
 TX_API int glm_session_set_label(glm_session_t *s, const char *label);
 
+/*
+ * Grammar-constrained sampling: the ids the session's sampled tokens may
+ * take from now on (glm_generate, glm_decode_batch*, every SAMPLE of one
+ * of its rows) until the mask changes. mask: n_words u32 words, bit i % 32
+ * of word i / 32 set = id i allowed; n_words must be
+ * (glm_model_sample_vocab + 31) / 32. A masked-out id is never chosen
+ * (greedy included) and takes no probability mass: the device's SAMPLE
+ * applies the mask (interface 1.9; an older device fails the pass with
+ * TX_ENOTSUP). A mask allowing nothing is TX_EINVAL; NULL removes the mask.
+ * Passes sampling a masked session are built each time (no decode graph).
+ * The grammar engine that computes masks is tools' (docs/grammar.md).
+ * Since libtx 2.8 (LIBTX_2.8).
+ */
+TX_API int glm_session_set_token_mask(glm_session_t *s, const uint32_t *mask, int n_words);
+
 /* glm_eval flags */
 #define GLM_EVAL_ALL_LOGITS (1u << 0) /* logits of every position, else the last */
 

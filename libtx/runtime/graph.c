@@ -326,8 +326,17 @@ static void build_sample(struct gctx *g, int r)
     blk_dbg(g, "SAMPLE row %d temp=%g top_k=%u top_p=%g seed=%llu counter=%llu", r,
             (double)s.temperature, s.top_k, (double)s.top_p, (unsigned long long)s.seed,
             (unsigned long long)s.counter);
+    /* the session's allowed-token mask (grammar sampling): copied into the
+     * activation buffer, read by SAMPLE (interface 1.9) */
+    uint32_t words = rt_token_mask_words(m);
+    tx_ref_t allow = {0};
+    if (sg->s && sg->s->allow) {
+        uint64_t off = g->a.allow + (uint64_t)r * words * 4;
+        memcpy((uint8_t *)m->act_map + off, sg->s->allow, (size_t)words * 4);
+        allow = blk_act(g, off);
+    }
     size_t at = rt_dg_mark(g);
-    if (blk_emit(g, tx_cmd_sample(g->cb, &s)))
+    if (blk_emit(g, txd_cmd_sample_allow(g->cb, &s, allow, sg->s && sg->s->allow ? words : 0)))
         return;
     rt_dg_field(g, sg, at, offsetof(struct tx8_cmd_sample, counter), 8, 1);
     if (s.n_history)
@@ -497,7 +506,7 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
      * for runs it patched (runtime/decode_graph.c); another one is built and
      * recorded */
     int use_dg = decode && m->dg_mode != RT_DG_OFF && m->store->decode_graph && !want_dump &&
-                 !g.prof && !g.a.xkeys;
+                 !g.prof && !g.a.xkeys && !rt_fwd_has_token_mask(f);
     int replayed = 0;
     if (use_dg) {
         rc = rt_dgraph_replay(&g, &replayed);

@@ -234,6 +234,8 @@ struct glm_session {
     uint64_t attn_pairs, attn_pairs_dense; /* glm_session_attention_stats */
     uint64_t *k_off, *v_off, *ik_off; /* per layer; ik_off = RT_NONE-less: UINT64_MAX */
     int32_t *toks;                    /* [n_ctx] the ids at positions [0, pos) */
+    uint32_t *allow;                  /* allowed-token mask of its samplings, or NULL
+                                         (glm_session_set_token_mask, runtime/token_mask.c) */
 };
 
 /* One sequence's part of a forward pass. */
@@ -325,6 +327,11 @@ int rt_stream_read_tensor(glm_model_t *m, int t, void **buf);
 
 /* graph.c */
 int rt_forward(glm_model_t *m, struct rt_fwd *f);
+/* runtime/token_mask.c: the words of a session's allowed-token mask, and
+ * whether a pass samples a row of a session that has one */
+uint32_t rt_token_mask_words(const glm_model_t *m);
+int rt_fwd_has_token_mask(const struct rt_fwd *f);
+
 /* Ids the sampler may choose: [0, tokenizer vocabulary size) when the
  * package has a tokenizer smaller than config.vocab_size (the rest are
  * padding rows of lm_head), else [0, vocab_size). */

@@ -391,6 +391,7 @@ TX_API void glm_session_free(glm_session_t *s)
         tx_bo_free(s->kv_bo);
     free(s->k_off);
     free(s->toks);
+    free(s->allow);
     free(s);
 }
 
