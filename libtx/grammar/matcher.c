@@ -248,6 +248,14 @@ int txg_matcher_step(struct txg_matcher *m, const struct txg_state *in, uint8_t 
         hi[i] = 0xBF;
     }
     uint32_t clo = decode(lo, need), chi = decode(hi, need);
+    /* the shortest forms only: E0 and F0 begin no character below these */
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (clo < min_cp[need])
+        clo = min_cp[need];
+    if (chi > 0x10FFFF)
+        chi = 0x10FFFF;
+    if (clo > chi)
+        return -1;
     const struct txg_grammar *g = m->g;
     int any = 0;
     for (size_t i = in->h0; i < in->h1 && !any; i++) {
@@ -402,4 +410,25 @@ int txg_matcher_finished(const struct txg_matcher *m)
 int txg_matcher_failed(const struct txg_matcher *m)
 {
     return m->failed;
+}
+
+size_t txg_matcher_key(const struct txg_matcher *m, uint32_t *key, size_t cap)
+{
+    size_t n = 0;
+    const struct txg_state *st = &m->cur;
+    if (n < cap)
+        key[n] = (uint32_t)st->n_pend << 24 | (uint32_t)st->need << 16;
+    n++;
+    for (int i = 0; i < st->n_pend; i++, n++)
+        if (n < cap)
+            key[n] = st->pend[i];
+    for (size_t i = st->h0; i < st->h1; i++) {
+        for (uint32_t h = m->heads[i]; h != NIL && h != ACCEPT; h = m->nodes[h].parent, n++)
+            if (n < cap)
+                key[n] = m->nodes[h].pos;
+        if (n < cap)
+            key[n] = m->heads[i] == ACCEPT ? ACCEPT : NIL; /* the stack's end */
+        n++;
+    }
+    return n;
 }

@@ -682,6 +682,8 @@ int api_completions(struct srv *S, const char *body, size_t len, int chat, char 
             r->n_prompt = (int)n;
             srv_chat_output_setup(S, o, r);
         }
+        if (!st) /* response_format, grammar, tool_choice required (grammar_request.c) */
+            st = srv_grammar_setup(S, o, r, &n, reply);
         dev_model_put(S);
     }
     json_object_put(o);

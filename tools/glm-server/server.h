@@ -87,6 +87,7 @@ struct request {
     double t_arrive;
     int parse_output;       /* chat: reasoning and tool calls split out (chat_reply.c) */
     struct chat_out_opts co; /* ... how (its tools: a reference, freed with the request) */
+    struct srv_grammar *gr;  /* constrained output (grammar_request.c), or NULL */
 
     /* shared, under srv.mu */
     enum req_state state;
@@ -180,6 +181,7 @@ struct srv {
     pthread_rwlock_t model_lock; /* held for reading while using m or tok */
     pthread_t main_thread;
     struct txc_chat_template *ct; /* the Jinja chat template, NULL: the C format */
+    struct srv_gvocab *gvocab;    /* the grammar engine's vocabulary (grammar_request.c) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv; /* scheduler wake-up */
@@ -206,6 +208,21 @@ int srv_chat_template_load(struct srv *S, const char *prog);
  * with *reply set (400 with the template's raise_exception message). */
 int srv_chat_prompt_template(struct srv *S, json_object *o, int32_t **ids, size_t *n,
                              char **reply);
+
+/* grammar_request.c: constrained output. setup: the request's
+ * response_format, grammar, json_schema and (chat) tool_choice required /
+ * named into r->gr (the prompt may gain a closing </think>: *n_prompt);
+ * 0 or 400 with *reply. mask: before a pass, the session's allowed tokens
+ * (none for a request without a grammar); accept: a sampled token advances
+ * the grammar. vocab_drop: the model goes away. */
+struct srv_grammar;
+struct srv_gvocab;
+int srv_grammar_setup(struct srv *S, json_object *o, struct request *r, size_t *n_prompt,
+                      char **reply);
+void srv_grammar_mask(struct srv *S, struct request *r, glm_session_t *s);
+void srv_grammar_accept(struct srv *S, struct request *r, int32_t tok);
+void srv_grammar_free(struct srv_grammar *gr);
+void srv_grammar_vocab_drop(struct srv *S);
 
 /* api.c: a 400 naming the request field param, message msg: sets *reply */
 int srv_bad_request(char **reply, const char *param, const char *msg);

@@ -85,6 +85,10 @@ int txg_matcher_accept(struct txg_matcher *m, const char *bytes, size_t n);
 int txg_matcher_done(const struct txg_matcher *m);
 /* Whether nothing can follow (complete and no stack can take more). */
 int txg_matcher_finished(const struct txg_matcher *m);
+/* The matcher's state as words (its stacks' positions, the pending bytes):
+ * two matchers of one grammar with the same key allow the same tokens.
+ * Returns the key's length (written up to cap words). */
+size_t txg_matcher_key(const struct txg_matcher *m, uint32_t *key, size_t cap);
 /* Non-zero when the matcher overflowed its limits (a too ambiguous grammar):
  * it then allows nothing. */
 int txg_matcher_failed(const struct txg_matcher *m);
@@ -107,5 +111,17 @@ size_t txg_vocab_size(const struct txg_vocab *v);
  * how many ids are allowed (0: none, the grammar is stuck). */
 size_t txg_vocab_mask(const struct txg_vocab *v, struct txg_matcher *m, const int32_t *eos,
                       int n_eos, uint32_t *mask);
+
+/* A cache of masks by matcher state (txg_matcher_key) for one grammar and
+ * vocabulary: a state met again (inside a long string, the same object
+ * shape) gets its mask without a trie walk. entries: how many masks it
+ * keeps (least recently used out). */
+struct txg_mask_cache;
+struct txg_mask_cache *txg_mask_cache_new(size_t n_ids, int entries);
+void txg_mask_cache_free(struct txg_mask_cache *c);
+/* txg_vocab_mask through cache c */
+size_t txg_vocab_mask_cached(const struct txg_vocab *v, struct txg_mask_cache *c,
+                             struct txg_matcher *m, const int32_t *eos, int n_eos,
+                             uint32_t *mask);
 
 #endif
