@@ -559,7 +559,7 @@ static void helpers(struct conv *c)
     sb_printf(b, "%sstring ::= \"\\\"\" %schar* \"\\\"\"\n", P, P);
     sb_printf(b, "%sinteger ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n", P);
     sb_printf(b,
-              "%snumber ::= %sinteger ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?\n",
+              "%snumber ::= %sinteger ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?\n",
               P, P);
     sb_printf(b, "%sboolean ::= \"true\" | \"false\"\n", P);
     sb_printf(b, "%snull ::= \"null\"\n", P);

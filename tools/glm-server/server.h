@@ -332,6 +332,8 @@ struct sse_state {
     int phase;
     size_t sent;
     size_t r_sent, c_sent, calls_sent; /* chat_reply.c: reasoning, content bytes, calls sent */
+    size_t open_call, args_sent; /* the call whose head went out (index + 1, 0: none) and
+                                    the bytes of its arguments sent */
 };
 int sse_next_event(struct srv *S, struct request *r, struct sse_state *st, char **ev,
                    size_t *evlen);
