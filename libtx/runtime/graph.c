@@ -248,11 +248,19 @@ static int history_len(const struct glm_sampling *sp)
 }
 
 /* The sampling of logits row r: its glm_sampling (one per row, per
- * session, or one for all) and the segment whose next position it samples */
+ * session, or one for all) and the segment whose next position it samples:
+ * the one holding activation row lrow0 + r (a mixed decode + prefill pass
+ * has more segments than logits rows) */
 static const struct glm_sampling *row_sampling(const struct rt_fwd *f, int r,
                                                const struct rt_seg **sg)
 {
-    *sg = f->n_seg == f->lrows ? &f->seg[r] : &f->seg[0];
+    int row = f->lrow0 + r;
+    *sg = &f->seg[0];
+    for (int i = 0; i < f->n_seg; i++)
+        if (row >= f->seg[i].row0 && row < f->seg[i].row0 + f->seg[i].n) {
+            *sg = &f->seg[i];
+            break;
+        }
     return f->sampling + (f->n_sampling > 1 ? r : 0);
 }
 

@@ -302,8 +302,8 @@ static int put_glm_args(FILE *f, json_object *params, int i, int nl, char *err, 
 }
 
 /* The grammar of one or more tool calls (only tool `only` when >= 0). */
-static char *tool_grammar(json_object *tools, int only, enum tc_format fmt, int nl, char *err,
-                          size_t errsz)
+static char *tool_grammar(json_object *tools, int only, int parallel, enum tc_format fmt, int nl,
+                          char *err, size_t errsz)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -322,10 +322,12 @@ static char *tool_grammar(json_object *tools, int only, enum tc_format fmt, int 
             first = 0;
         }
     fputc('\n', f);
+    /* one call, or several with parallel_tool_calls */
+    const char *more = parallel ? " ( \"\\n\" call )*" : "";
     if (fmt == TC_DS3 || fmt == TC_DS31)
-        fputs("root ::= \"" DS_BEGIN "\" call ( \"\\n\"? call )* \"" DS_END "\"\n", f);
+        fprintf(f, "root ::= \"" DS_BEGIN "\" call%s \"" DS_END "\"\n", more);
     else
-        fputs("root ::= call ( \"\\n\" call )*\n", f);
+        fprintf(f, "root ::= call%s\n", more);
     for (size_t i = 0; i < nt && !rc; i++) {
         if (only >= 0 && (size_t)only != i)
             continue;
@@ -442,6 +444,10 @@ static int tool_choice_grammar(struct srv *S, json_object *o, char **text, char 
             !json_object_is_type(n, json_type_string) || !json_object_get_string_len(n))
             return srv_bad_request(reply, "tools", "every tool needs function.name");
     }
+    /* llama-server's default: one call unless parallel_tool_calls is true */
+    json_object *pv = NULL;
+    int parallel = json_object_object_get_ex(o, "parallel_tool_calls", &pv) &&
+                   json_object_is_type(pv, json_type_boolean) && json_object_get_boolean(pv);
     int nl = 0;
     enum tc_format fmt = tool_format(S, &nl);
     if (fmt == TC_NONE)
@@ -449,7 +455,7 @@ static int tool_choice_grammar(struct srv *S, json_object *o, char **text, char 
                                "the chat template's tool-call format is none glm-server can "
                                "constrain (GLM XML, Qwen3 JSON, DeepSeek-V3/V3.1)");
     char err[256] = "";
-    *text = tool_grammar(tools, only, fmt, nl, err, sizeof(err));
+    *text = tool_grammar(tools, only, parallel, fmt, nl, err, sizeof(err));
     if (!*text) {
         char msg[300];
         snprintf(msg, sizeof(msg), "tools: %s", err);
