@@ -60,6 +60,10 @@ static void usage(FILE *f)
         "                           tokenizer_config.json) instead of the package's\n"
         "      --no-think           with --chat: thinking disabled\n"
         "      --ignore-eos         never sample the stop tokens (-inf logit bias)\n"
+        "      --grammar GBNF       constrain the text to a GBNF grammar (llama.cpp's)\n"
+        "      --grammar-file FILE  ... read from FILE\n"
+        "  -j, --json-schema JSON   constrain the text to JSON valid for this schema\n"
+        "      --json-schema-file FILE  ... read from FILE\n"
         "      --no-display-prompt  do not echo the prompt\n"
         "  -i, --interactive        chat (llama-cli's -cnv): on a terminal, or one message a\n"
         "                           line from a pipe ('\\' at the end continues the line);\n"
@@ -171,7 +175,7 @@ static const struct txc_llama_flag gi_llama[] = {
     {NULL, 0, 0, NULL},
 };
 
-#define OPTSTRING "m:p:f:n:c:b:s:t:ivh"
+#define OPTSTRING "m:p:f:n:c:b:s:t:j:ivh"
 
 int parse_token_ids(const char *s, int32_t **ids, size_t *n)
 {
@@ -381,6 +385,9 @@ enum {
     O_SYSTEM,
     O_NOTHINK,
     O_IGNEOS,
+    O_GRAMMAR,
+    O_GRAMMAR_FILE,
+    O_JSON_SCHEMA_FILE,
     O_NODISP,
     O_DEVICE,
     O_PREC,
@@ -462,6 +469,10 @@ static const struct option lo[] = {
     {"system", required_argument, NULL, O_SYSTEM},
     {"no-think", no_argument, NULL, O_NOTHINK},
     {"ignore-eos", no_argument, NULL, O_IGNEOS},
+    {"grammar", required_argument, NULL, O_GRAMMAR},
+    {"grammar-file", required_argument, NULL, O_GRAMMAR_FILE},
+    {"json-schema", required_argument, NULL, 'j'},
+    {"json-schema-file", required_argument, NULL, O_JSON_SCHEMA_FILE},
     {"no-display-prompt", no_argument, NULL, O_NODISP},
     {"interactive", no_argument, NULL, 'i'},
     {"device", required_argument, NULL, O_DEVICE},
@@ -637,6 +648,18 @@ static int opt_generation(struct opts *o, int ch)
         return 1;
     case O_IGNEOS:
         o->ignore_eos = 1;
+        return 1;
+    case O_GRAMMAR:
+        o->grammar = optarg;
+        return 1;
+    case O_GRAMMAR_FILE:
+        o->grammar_file = optarg;
+        return 1;
+    case 'j':
+        o->json_schema = optarg;
+        return 1;
+    case O_JSON_SCHEMA_FILE:
+        o->json_schema_file = optarg;
         return 1;
     case O_NODISP:
         o->no_display = 1;

@@ -18,6 +18,7 @@
 #include <tx/tx_grammar.h>
 #include <tx/tx_tokenizer.h>
 
+#include "common/grammar_vocab.h"
 #include "server.h"
 
 #define DS_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
@@ -57,26 +58,6 @@ static void gv_unref(struct srv_gvocab *gv)
     }
 }
 
-struct piece_ctx {
-    const struct srv *S;
-};
-
-/* a token's bytes for the trie; the stop tokens are the grammar's end, not
- * text it produces */
-static const char *piece_of(void *user, int32_t id, size_t *len)
-{
-    const struct srv *S = ((struct piece_ctx *)user)->S;
-    for (int i = 0; i < S->n_stop_ids; i++)
-        if (S->stop_ids[i] == id)
-            return NULL;
-    const char *b = NULL;
-    int n = tx_tokenizer_token_bytes(S->tok, id, &b);
-    if (n <= 0)
-        return NULL;
-    *len = (size_t)n;
-    return b;
-}
-
 /* S's trie, built on first use (model lock held by the caller) */
 static struct srv_gvocab *gv_get(struct srv *S)
 {
@@ -91,9 +72,8 @@ static struct srv_gvocab *gv_get(struct srv *S)
     }
     if (!gv) {
         gv = calloc(1, sizeof(*gv));
-        struct piece_ctx pc = {S};
         if (gv)
-            gv->v = txg_vocab_new((size_t)S->sample_vocab, piece_of, &pc);
+            gv->v = txc_grammar_vocab(S->tok, S->sample_vocab, S->stop_ids, S->n_stop_ids);
         if (!gv || !gv->v) {
             free(gv);
             pthread_mutex_unlock(&gv_mu);
