@@ -5,15 +5,21 @@
  * vocabulary trie's allowed-token masks (the end ids only when the grammar
  * is complete), and JSON schemas: their errors name the keyword and place;
  * random walks through the grammar of random schemas give JSON that
- * json-c parses, with the required properties and the enum values.
+ * json-c parses, with the required properties and the enum values; the
+ * repository's Qwen3 vocabulary's mask inside a JSON string (and its time).
  */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include <json-c/json.h>
 #include <tx/tx_grammar.h>
+#include <tx/tx_tokenizer.h>
+
+#include "common/grammar_vocab.h"
 
 #include "tx_test_main.h"
 
@@ -315,9 +321,67 @@ START_TEST(schema_walks)
 }
 END_TEST
 
+static double ms_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* The repository's Qwen3 vocabulary (151,669 ids): inside a JSON string
+ * nearly every token is allowed (the trie walk's worst case; its time is
+ * printed), never one with a raw newline, and the end only after the
+ * closing quote; the mask cache answers a state met again. */
+START_TEST(qwen3_vocab_mask)
+{
+    struct tx_tokenizer *tok = NULL;
+    char err[256];
+    if (tx_tokenizer_load_file("data/tokenizers/qwen3/tokenizer.json", &tok, err, sizeof(err))) {
+        printf("SKIP qwen3_vocab_mask: run from the source tree (%s)\n", err);
+        return;
+    }
+    int V = (int)tx_tokenizer_vocab_size(tok);
+    int32_t eos = tx_tokenizer_token_to_id(tok, "<|im_end|>", 10);
+    ck_assert_int_ge(eos, 0);
+    struct txg_vocab *tv = txc_grammar_vocab(tok, V, &eos, 1);
+    struct txg_grammar *g = parse_ok("root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]* \"\\\"\"\n");
+    struct txg_matcher *m = txg_matcher_new(g);
+    struct txg_mask_cache *c = txg_mask_cache_new((size_t)V, 4);
+    uint32_t *mask = calloc((size_t)(V + 31) / 32, 4);
+    ck_assert(tv && m && c && mask);
+    ck_assert_int_eq(txg_matcher_accept(m, "\"", 1), 0);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    size_t k = txg_vocab_mask_cached(tv, c, m, &eos, 1, mask);
+    double first = ms_since(&t0);
+    int32_t quote = tx_tokenizer_token_to_id(tok, "\"", 1);
+    int32_t nl = tx_tokenizer_token_to_id(tok, "\xc4\x8a", 2); /* "\n" in the byte alphabet */
+    ck_assert(k > (size_t)V / 2);
+    ck_assert(quote >= 0 && bit(mask, quote));
+    ck_assert(nl >= 0 && !bit(mask, nl));
+    ck_assert(!bit(mask, eos));
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    size_t k2 = txg_vocab_mask_cached(tv, c, m, &eos, 1, mask);
+    double again = ms_since(&t0);
+    ck_assert_uint_eq(k, k2);
+    ck_assert_int_eq(txg_matcher_accept(m, "ab\"", 3), 0);
+    ck_assert_uint_eq(txg_vocab_mask_cached(tv, c, m, &eos, 1, mask), 1);
+    ck_assert(bit(mask, eos));
+    printf("qwen3_vocab_mask: inside a JSON string %zu of %d ids allowed: trie walk %.1f ms, "
+           "the same state again (cache) %.3f ms\n",
+           k, V, first, again);
+    free(mask);
+    txg_mask_cache_free(c);
+    txg_matcher_free(m);
+    txg_grammar_free(g);
+    txg_vocab_free(tv);
+    tx_tokenizer_free(tok);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {gbnf_match, gbnf_errors, vocab_masks, schema_errors,
-                                  schema_walks};
+                                  schema_walks, qwen3_vocab_mask};
     return tx_test_main("grammar", tests, sizeof(tests) / sizeof(tests[0]));
 }
