@@ -656,7 +656,8 @@ static struct txg_grammar *flatten(struct parser *ps)
         g->rules[i].n_alts = (uint32_t)b->n_alts;
         for (size_t a = 0; a < b->n_alts; a++) {
             g->alts[g->n_alts++] = (uint32_t)g->n_el;
-            memcpy(g->el + g->n_el, b->alts[a].e, b->alts[a].n * sizeof(*g->el));
+            if (b->alts[a].n) /* an empty alternative has no elements */
+                memcpy(g->el + g->n_el, b->alts[a].e, b->alts[a].n * sizeof(*g->el));
             g->n_el += b->alts[a].n;
             g->el[g->n_el++] = (struct txg_elem){TXG_END, 0, 0, 0};
         }

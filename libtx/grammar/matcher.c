@@ -15,9 +15,9 @@
 
 #define NIL UINT32_MAX
 #define ACCEPT (UINT32_MAX - 1) /* a head: the empty stack */
-#define MAX_STACKS 4096         /* per state: more is a too ambiguous grammar */
+#define MAX_STACKS 512          /* per state: more is a too ambiguous grammar */
 #define MAX_EXPAND_DEPTH 4096
-#define MAX_NODES (1u << 26)
+#define MAX_NODES (1u << 22) /* 32 MiB of nodes */
 
 struct node {
     uint32_t pos, parent;
@@ -142,7 +142,7 @@ static void expand(struct txg_matcher *m, size_t out0, uint32_t pos, uint32_t pa
 
 static int class_has(const struct txg_grammar *g, const struct txg_elem *e, uint32_t cp)
 {
-    const uint32_t *r = g->rng + e->a;
+    const uint32_t *r = e->b ? g->rng + e->a : NULL; /* "." has no ranges */
     int in = 0;
     for (uint32_t i = 0; i < e->b && !in; i++)
         in = cp >= r[2 * i] && cp <= r[2 * i + 1];
@@ -153,7 +153,7 @@ static int class_has(const struct txg_grammar *g, const struct txg_elem *e, uint
 static int class_meets(const struct txg_grammar *g, const struct txg_elem *e, uint32_t lo,
                        uint32_t hi)
 {
-    const uint32_t *r = g->rng + e->a;
+    const uint32_t *r = e->b ? g->rng + e->a : NULL; /* "." has no ranges */
     for (uint32_t i = 0; i < e->b; i++) {
         if (e->neg && r[2 * i] <= lo && r[2 * i + 1] >= hi)
             return 0; /* all of them excluded */
