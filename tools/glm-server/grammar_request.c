@@ -538,6 +538,16 @@ int srv_grammar_setup(struct srv *S, json_object *o, struct request *r, size_t *
         st = format_grammar(o, &text, reply);
     if (st || !text)
         return st;
+    struct tx_device_info di;
+    if (!tx_device_info(S->dev, &di) && TX8_IF_MINOR(di.if_version) < 9) {
+        free(text);
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "constrained output needs the SAMPLE token mask of TX8 interface 1.9; the "
+                 "device has %u.%u",
+                 (unsigned)TX8_IF_MAJOR(di.if_version), (unsigned)TX8_IF_MINOR(di.if_version));
+        return srv_bad_request(reply, "response_format", msg);
+    }
     char err[256] = "";
     struct srv_grammar *gr = calloc(1, sizeof(*gr));
     if (gr)
