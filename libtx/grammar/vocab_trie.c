@@ -49,6 +49,51 @@ void txg_vocab_free(struct txg_vocab *v)
     free(v);
 }
 
+/* The nodes renumbered in depth-first order, the order of the mask's walk:
+ * it then reads the array front to back instead of chasing pointers across
+ * it (the walk is bound by memory; 0, or -1 out of memory). */
+static int relayout(struct txg_vocab *v)
+{
+    uint32_t *order = malloc(v->n * sizeof(*order)), *stack = malloc(v->n * sizeof(*stack));
+    uint32_t *newid = malloc(v->n * sizeof(*newid));
+    struct tnode *t = malloc(v->n * sizeof(*t));
+    if (!order || !stack || !newid || !t) {
+        free(order);
+        free(stack);
+        free(newid);
+        free(t);
+        return -1;
+    }
+    size_t n = 0, sp = 0;
+    stack[sp++] = 0;
+    while (sp) {
+        uint32_t x = stack[--sp];
+        newid[x] = (uint32_t)n;
+        order[n++] = x;
+        /* children pushed last-first so that the first child comes next */
+        size_t first = sp;
+        for (uint32_t c = v->t[x].child; c != NONE; c = v->t[c].sibling)
+            stack[sp++] = c;
+        for (size_t a = first, b = sp; b > a + 1; a++, b--) {
+            uint32_t tmp = stack[a];
+            stack[a] = stack[b - 1];
+            stack[b - 1] = tmp;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct tnode o = v->t[order[i]];
+        t[i] = (struct tnode){o.child == NONE ? NONE : newid[o.child],
+                              o.sibling == NONE ? NONE : newid[o.sibling], o.tok, o.byte};
+    }
+    free(v->t);
+    v->t = t;
+    v->cap = v->n;
+    free(order);
+    free(stack);
+    free(newid);
+    return 0;
+}
+
 struct txg_vocab *txg_vocab_new(size_t n, const char *(*piece)(void *user, int32_t id,
                                                                 size_t *len),
                                 void *user)
@@ -91,6 +136,10 @@ struct txg_vocab *txg_vocab_new(size_t n, const char *(*piece)(void *user, int32
         }
         v->tok_next[id] = v->t[at].tok;
         v->t[at].tok = (int32_t)id;
+    }
+    if (relayout(v)) {
+        txg_vocab_free(v);
+        return NULL;
     }
     return v;
 }
