@@ -534,7 +534,7 @@ int eng_check_sample(struct eng_cmd *c)
     const struct tx8_cmd_sample *m = &mm;
     eng_sample_cmd(c, &mm);
     if ((m->hdr.flags & ~(uint32_t)TX8_SAMPLE_F_TEMP_LAST) || isnan(m->temperature) ||
-        isnan(m->top_p) || m->top_p <= 0.0f || m->rsvd)
+        isnan(m->top_p) || m->top_p <= 0.0f || m->rsvd || m->rsvd2)
         return TX8_STATUS_INVALID_CMD;
     /* 1.3: min-p in [0, 1], finite penalties, repeat_penalty >= 0 */
     if (!(m->min_p >= 0.0f && m->min_p <= 1.0f) || !isfinite(m->repeat_penalty) ||
@@ -548,6 +548,13 @@ int eng_check_sample(struct eng_cmd *c)
     if (!m->vocab || m->top_k > TX8_ENGINE_MAX_TOPK)
         return TX8_STATUS_INVALID_CMD;
     TRY(mat(c, m->logits, m->rows, m->vocab, m->ld_logits, 4, R));
+    /* 1.9: the allowed-token mask, ld_allow words per row */
+    if (m->allow) {
+        uint64_t words = ((uint64_t)m->vocab + 31) / 32;
+        if (m->ld_allow < words)
+            return TX8_STATUS_INVALID_CMD;
+        TRY(mat(c, m->allow, m->rows, words, m->ld_allow, 4, R));
+    }
     TRY(vec(c, m->out, m->rows, 4, W));
     if (m->probs)
         TRY(vec(c, m->probs, m->rows, 4, W));

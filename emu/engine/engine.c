@@ -896,7 +896,8 @@ const struct eng_op eng_ops[TX8_OP_COUNT] = {
     [TX8_OP_MOE_FFN] = {sizeof(struct tx8_cmd_moe_ffn), 0, eng_check_moe_ffn, eng_exec_moe_ffn},
     [TX8_OP_DSA_INDEX] = {sizeof(struct tx8_cmd_dsa_index), 0, eng_check_dsa_index,
                           eng_exec_dsa_index},
-    [TX8_OP_SAMPLE] = {sizeof(struct tx8_cmd_sample), TX8_CMD_SAMPLE_SIZE_1_2, eng_check_sample, eng_exec_sample},
+    [TX8_OP_SAMPLE] = {sizeof(struct tx8_cmd_sample), TX8_CMD_SAMPLE_SIZE_1_2, eng_check_sample,
+                       eng_exec_sample, TX8_CMD_SAMPLE_SIZE_1_3},
 };
 
 static int validate_desc(const struct tx8_engine *e, const struct tx8_job_desc *job)
@@ -1030,7 +1031,8 @@ static void exec_job(struct tx8_engine *e)
         c.cmd = e->cmdbuf + off;
         if (h.opcode >= TX8_OP_COUNT ||
             (h.size != eng_ops[h.opcode].size &&
-             (!eng_ops[h.opcode].size_old || h.size != eng_ops[h.opcode].size_old)) ||
+             (!eng_ops[h.opcode].size_old || h.size != eng_ops[h.opcode].size_old) &&
+             (!eng_ops[h.opcode].size_old2 || h.size != eng_ops[h.opcode].size_old2)) ||
             h.size > job->cmd_size - off) {
             st = TX8_STATUS_INVALID_CMD;
             goto fail_cmd;

@@ -438,6 +438,7 @@ struct eng_op {
     uint32_t size_old; /* an earlier minor's (shorter) form, or 0 */
     int (*check)(struct eng_cmd *c);
     int (*exec)(struct eng_cmd *c);
+    uint32_t size_old2; /* a second earlier form (SAMPLE's 1.3), or 0 */
 };
 extern const struct eng_op eng_ops[TX8_OP_COUNT];
 
@@ -461,7 +462,7 @@ ENG_DECL_OP(moe_route);
 ENG_DECL_OP(moe_ffn);
 ENG_DECL_OP(dsa_index);
 ENG_DECL_OP(sample);
-/* The SAMPLE command of c in its 1.3 form (a 1.2 command zero-extended). */
+/* The SAMPLE command of c in its 1.9 form (a 1.2 or 1.3 command zero-extended). */
 void eng_sample_cmd(const struct eng_cmd *c, struct tx8_cmd_sample *out);
 
 /* Scales of an FP8 weight [rows x cols]: ceil(rows / 128) x ceil(cols / 128)

@@ -174,6 +174,7 @@ struct sample_ctx {
     int32_t *out;
     float *probs;
     const int32_t *history;
+    const uint32_t *allow; /* 1.9: the allowed-token masks, or NULL */
 };
 
 void eng_sample_cmd(const struct eng_cmd *c, struct tx8_cmd_sample *out)
@@ -267,14 +268,25 @@ static void sample_row(struct sample_ctx *c, size_t row, struct eng_worker *w)
     float *z = eng_wscratch(w, W_TMP2, V * 4);
     if (!cd || !z)
         return;
-    /* penalties first, on a copy of the row */
-    if (c->history && m->n_history) {
-        int32_t *tmp = eng_wscratch(w, W_TMP3, (size_t)m->n_history * 4);
+    /* penalties first, on a copy of the row; then the mask (1.9): a
+     * masked-out id is NaN, never chosen */
+    if ((c->history && m->n_history) || c->allow) {
         float *pz = eng_wscratch(w, W_C, V * 4);
-        if (!tmp || !pz)
+        if (!pz)
             return;
         memcpy(pz, lg, V * 4);
-        apply_penalties(m, c->history + row * m->n_history, pz, V, tmp);
+        if (c->history && m->n_history) {
+            int32_t *tmp = eng_wscratch(w, W_TMP3, (size_t)m->n_history * 4);
+            if (!tmp)
+                return;
+            apply_penalties(m, c->history + row * m->n_history, pz, V, tmp);
+        }
+        if (c->allow) {
+            const uint32_t *a = c->allow + row * m->ld_allow;
+            for (size_t i = 0; i < V; i++)
+                if (!(a[i / 32] >> (i % 32) & 1u))
+                    pz[i] = NAN;
+        }
         lg = pz;
     }
     const struct eng_kernels *kn = c->e->k;
@@ -535,7 +547,7 @@ int eng_exec_sample(struct eng_cmd *c)
     struct tx8_engine *e = c->e;
     if (!m->rows)
         return 0;
-    if (!(m->temperature > 0.0f) && !m->n_history)
+    if (!(m->temperature > 0.0f) && !m->n_history && !m->allow)
         return sample_greedy(e, m, eng_ptr(e, m->logits), eng_ptr(e, m->out),
                              m->probs ? eng_ptr(e, m->probs) : NULL);
     struct sample_ctx s = {e,
@@ -543,7 +555,8 @@ int eng_exec_sample(struct eng_cmd *c)
                            eng_ptr(e, m->logits),
                            eng_ptr(e, m->out),
                            m->probs ? eng_ptr(e, m->probs) : NULL,
-                           m->n_history ? eng_ptr(e, m->history) : NULL};
+                           m->n_history ? eng_ptr(e, m->history) : NULL,
+                           m->allow ? eng_ptr(e, m->allow) : NULL};
     eng_parallel(e, m->rows, 1, sample_fn, &s);
     return 0;
 }

@@ -378,10 +378,25 @@ TX_API int glm_session_set_label(glm_session_t *s, const char *label);
  * (its next tokens are the same bits). A blob of another model or cache
  * types, truncated, or not a state, is TX_EINVAL naming what differs, and
  * the session is left as it was. The session must not be in a pass.
- * Since libtx 2.7 (LIBTX_2.7); glm-server's /slots save and restore.
+ * Since libtx 2.8 (LIBTX_2.8); glm-server's /slots save and restore.
  */
 TX_API int glm_session_state_save(glm_session_t *s, void **blob, size_t *size);
 TX_API int glm_session_state_load(glm_session_t *s, const void *blob, size_t size);
+
+/*
+ * Grammar-constrained sampling: the ids the session's sampled tokens may
+ * take from now on (glm_generate, glm_decode_batch*, every SAMPLE of one
+ * of its rows) until the mask changes. mask: n_words u32 words, bit i % 32
+ * of word i / 32 set = id i allowed; n_words must be
+ * (glm_model_sample_vocab + 31) / 32. A masked-out id is never chosen
+ * (greedy included) and takes no probability mass: the device's SAMPLE
+ * applies the mask (interface 1.9; an older device fails the pass with
+ * TX_ENOTSUP). A mask allowing nothing is TX_EINVAL; NULL removes the mask.
+ * Passes sampling a masked session are built each time (no decode graph).
+ * The grammar engine that computes masks is tools' (docs/grammar.md).
+ * Since libtx 2.8 (LIBTX_2.8).
+ */
+TX_API int glm_session_set_token_mask(glm_session_t *s, const uint32_t *mask, int n_words);
 
 /* glm_eval flags */
 #define GLM_EVAL_ALL_LOGITS (1u << 0) /* logits of every position, else the last */

@@ -1014,11 +1014,24 @@ struct tx8_cmd_sample {
 	__u64 history;		/* i32 [rows][n_history] ids (< 0: none), or 0 */
 	__u32 n_history;	/* ids per row (at most TX8_SAMPLE_MAX_HISTORY) */
 	__u32 rsvd;
+	/*
+	 * Since 1.9 (a command of TX8_CMD_SAMPLE_SIZE_1_3 bytes has allow 0).
+	 * The allowed-token mask of grammar-constrained sampling: if allow is
+	 * not 0, u32 [rows][ld_allow] words (ld_allow >= (vocab + 31) / 32);
+	 * id i of a row may be chosen only if bit i % 32 of word i / 32 is
+	 * set. A masked-out id counts as a NaN logit (never chosen, greedy
+	 * included, and no probability mass). A row that allows no id with a
+	 * non-NaN logit follows the all-NaN rule (id 0, probability 0).
+	 */
+	__u64 allow;
+	__u32 ld_allow;
+	__u32 rsvd2;
 };
 
 #define TX8_SAMPLE_F_TEMP_LAST	(1u << 0)	/* hdr.flags: llama.cpp order */
 #define TX8_SAMPLE_MAX_HISTORY	65536
 #define TX8_CMD_SAMPLE_SIZE_1_2	__builtin_offsetof(struct tx8_cmd_sample, min_p)
+#define TX8_CMD_SAMPLE_SIZE_1_3	__builtin_offsetof(struct tx8_cmd_sample, allow)
 
 /* ------------------------------------------------------------------------ */
 /* Size checks                                                               */
@@ -1067,6 +1080,7 @@ TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_moe_ffn) % 8 == 0, "moe_ffn");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_dsa_index) % 8 == 0, "dsa");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_sample) % 8 == 0, "sample");
 TX8_STATIC_ASSERT(TX8_CMD_SAMPLE_SIZE_1_2 % 8 == 0, "sample 1.2");
+TX8_STATIC_ASSERT(TX8_CMD_SAMPLE_SIZE_1_3 % 8 == 0, "sample 1.3");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_embed) % 8 == 0, "embed");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_convert) % 8 == 0, "convert");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_rope) % 8 == 0, "rope");

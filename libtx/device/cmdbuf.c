@@ -1124,6 +1124,12 @@ TX_API int tx_cmd_dsa_index_ex(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *
 
 TX_API int tx_cmd_sample(tx_cmdbuf_t *cb, const struct tx_sample_args *a)
 {
+    return txd_cmd_sample_allow(cb, a, (tx_ref_t){0}, 0);
+}
+
+int txd_cmd_sample_allow(tx_cmdbuf_t *cb, const struct tx_sample_args *a, tx_ref_t allow,
+                         uint32_t ld_allow)
+{
     struct tx8_cmd_sample c;
     struct opset s = {.n = 0};
 
@@ -1131,9 +1137,18 @@ TX_API int tx_cmd_sample(tx_cmdbuf_t *cb, const struct tx_sample_args *a)
     encode(&sample_d, a, &c, 0, &s);
     if (a->n_history)
         op_add(&s, "history", a->history, TX_ACCESS_READ, 0, &c.history);
-    /* the 1.2 form unless a 1.3 field is used */
-    int v13 = a->flags || a->n_history || a->min_p != 0.0f || a->repeat_penalty != 0.0f ||
-              a->presence_penalty != 0.0f || a->frequency_penalty != 0.0f;
-    return emit(cb, sample_d.fn, &c, v13 ? sizeof(c) : TX8_CMD_SAMPLE_SIZE_1_2, sample_d.opcode,
-                (uint16_t)a->flags, &s);
+    /* the 1.2 form unless a 1.3 field is used, the 1.3 form unless the
+     * allowed-token mask (1.9) is */
+    size_t size = TX8_CMD_SAMPLE_SIZE_1_2;
+    if (a->flags || a->n_history || a->min_p != 0.0f || a->repeat_penalty != 0.0f ||
+        a->presence_penalty != 0.0f || a->frequency_penalty != 0.0f)
+        size = TX8_CMD_SAMPLE_SIZE_1_3;
+    if (ld_allow) {
+        op_add(&s, "allow", allow, TX_ACCESS_READ, 0, &c.allow);
+        c.ld_allow = ld_allow;
+        size = sizeof(c);
+        s.min_minor = 9;
+        s.feature = "the SAMPLE allowed-token mask";
+    }
+    return emit(cb, sample_d.fn, &c, size, sample_d.opcode, (uint16_t)a->flags, &s);
 }

@@ -105,6 +105,12 @@ int txd_cmdbuf_snapshot(tx_cmdbuf_t *h, struct tx_device *d, uint8_t **bytes, si
 int txd_cmdbuf_copy_out(tx_cmdbuf_t *cb, void *dst, size_t cap, size_t *len,
                         struct tx_bo_use **uses, unsigned *nuses);
 
+/* tx_cmd_sample with the allowed-token mask of interface 1.9 (grammar
+ * sampling): u32 [rows][ld_allow] words at allow; ld_allow 0: no mask (the
+ * shorter form tx_cmd_sample sends). A device older than 1.9: TX_ENOTSUP. */
+int txd_cmd_sample_allow(tx_cmdbuf_t *cb, const struct tx_sample_args *a, tx_ref_t allow,
+                         uint32_t ld_allow);
+
 /* Copy a label, truncated to TX8_LABEL_LEN - 1 bytes. */
 void txd_label(char dst[TX8_LABEL_LEN], const char *src);
 

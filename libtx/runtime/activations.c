@@ -77,6 +77,7 @@ void rt_act_layout(const glm_model_t *m, const struct tx_arch_ops *arch, const s
     a->tok = blk_take(&o, r * 4);
     a->prob = blk_take(&o, r * 4);
     a->hist = blk_take(&o, r * GLM_MAX_REPEAT_LAST_N * 4);
+    a->allow = blk_take(&o, r * rt_token_mask_words(m) * 4);
     a->dump = dump ? blk_take(&o, (uint64_t)(c->num_hidden_layers + 1) * t * D * 4) : 0;
     a->dump_rid = dump ? blk_take(&o, (uint64_t)m->n_moe_layers * t * K * 4) : 0;
     int nsel = arch->select_k(c);

@@ -22,7 +22,7 @@ struct act_layout {
     uint64_t xkeys, lat, kvb, kx, vx;
     uint64_t g, u, a;                       /* MLP */
     uint64_t rl, rid, rw;                   /* MoE */
-    uint64_t logits, tok, prob, hist;
+    uint64_t logits, tok, prob, hist, allow;
     uint64_t dump, dump_rid, dump_sel;
     uint64_t mtp_hin, mtp_cat; /* MTP pass: hnorm's input, [enorm(e) | hnorm(h)] */
     uint64_t total;

@@ -248,11 +248,23 @@ static int history_len(const struct glm_sampling *sp)
 }
 
 /* The sampling of logits row r: its glm_sampling (one per row, per
- * session, or one for all) and the segment whose next position it samples */
+ * session, or one for all) and the segment whose next position it samples:
+ * the one holding activation row lrow0 + r (a mixed decode + prefill pass
+ * has more segments than logits rows) */
 static const struct glm_sampling *row_sampling(const struct rt_fwd *f, int r,
                                                const struct rt_seg **sg)
 {
-    *sg = f->row_seg ? &f->seg[f->row_seg[r]] : f->n_seg == f->lrows ? &f->seg[r] : &f->seg[0];
+    if (f->row_seg) { /* a verify pass: given per row */
+        *sg = &f->seg[f->row_seg[r]];
+        return f->sampling + (f->n_sampling > 1 ? r : 0);
+    }
+    int row = f->lrow0 + r;
+    *sg = &f->seg[0];
+    for (int i = 0; i < f->n_seg; i++)
+        if (row >= f->seg[i].row0 && row < f->seg[i].row0 + f->seg[i].n) {
+            *sg = &f->seg[i];
+            break;
+        }
     return f->sampling + (f->n_sampling > 1 ? r : 0);
 }
 
@@ -335,8 +347,17 @@ static void build_sample(struct gctx *g, int r)
     blk_dbg(g, "SAMPLE row %d temp=%g top_k=%u top_p=%g seed=%llu counter=%llu", r,
             (double)s.temperature, s.top_k, (double)s.top_p, (unsigned long long)s.seed,
             (unsigned long long)s.counter);
+    /* the session's allowed-token mask (grammar sampling): copied into the
+     * activation buffer, read by SAMPLE (interface 1.9) */
+    uint32_t words = rt_token_mask_words(m);
+    tx_ref_t allow = {0};
+    if (sg->s && sg->s->allow) {
+        uint64_t off = g->a.allow + (uint64_t)r * words * 4;
+        memcpy((uint8_t *)m->act_map + off, sg->s->allow, (size_t)words * 4);
+        allow = blk_act(g, off);
+    }
     size_t at = rt_dg_mark(g);
-    if (blk_emit(g, tx_cmd_sample(g->cb, &s)))
+    if (blk_emit(g, txd_cmd_sample_allow(g->cb, &s, allow, sg->s && sg->s->allow ? words : 0)))
         return;
     rt_dg_field(g, sg, at, offsetof(struct tx8_cmd_sample, counter), 8, 1);
     if (s.n_history)
@@ -526,8 +547,8 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     /* a decode pass of the sessions and plan the decode graph was recorded
      * for runs it patched (runtime/decode_graph.c); another one is built and
      * recorded */
-    int use_dg = decode && !f->mtp && m->dg_mode != RT_DG_OFF && m->store->decode_graph && !want_dump &&
-                 !g.prof && !g.a.xkeys;
+    int use_dg = decode && !f->mtp && m->dg_mode != RT_DG_OFF && m->store->decode_graph &&
+                 !want_dump && !g.prof && !g.a.xkeys && !rt_fwd_has_token_mask(f);
     int replayed = 0;
     if (use_dg) {
         rc = rt_dgraph_replay(&g, &replayed);

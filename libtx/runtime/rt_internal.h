@@ -244,6 +244,8 @@ struct glm_session {
     float *sp_h, *sp_g;
     int sp_pos, sp_d1_pos;
     int32_t sp_d1;
+    uint32_t *allow;                  /* allowed-token mask of its samplings, or NULL
+                                         (glm_session_set_token_mask, runtime/token_mask.c) */
 };
 
 /* One sequence's part of a forward pass. */
@@ -351,6 +353,11 @@ int rt_stream_read_tensor(glm_model_t *m, int t, void **buf);
 
 /* graph.c */
 int rt_forward(glm_model_t *m, struct rt_fwd *f);
+/* runtime/token_mask.c: the words of a session's allowed-token mask, and
+ * whether a pass samples a row of a session that has one */
+uint32_t rt_token_mask_words(const glm_model_t *m);
+int rt_fwd_has_token_mask(const struct rt_fwd *f);
+
 /* Ids the sampler may choose: [0, tokenizer vocabulary size) when the
  * package has a tokenizer smaller than config.vocab_size (the rest are
  * padding rows of lm_head), else [0, vocab_size). */

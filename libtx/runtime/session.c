@@ -393,6 +393,7 @@ TX_API void glm_session_free(glm_session_t *s)
     free(s->k_off);
     free(s->toks);
     free(s->sp_h);
+    free(s->allow);
     free(s);
 }
 

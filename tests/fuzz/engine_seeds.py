@@ -118,12 +118,15 @@ def dsa_index(sel, q, k, w, T, H, dim, kv_len, pos0, K, ldq, ldk, flags=0):
                                             K, ldq, ldk)
 
 
-def sample(out_, logits, probs, rows, V, top_k, temp, top_p, v13=None, flags=0):
+def sample(out_, logits, probs, rows, V, top_k, temp, top_p, v13=None, flags=0, allow=None):
     # v13: (min_p, repeat, presence, frequency, history, n_history) -- the
     # 1.3 form (104 bytes); None: the 1.2 form (72 bytes)
+    # allow: (mask address, words per row) -- the 1.9 form (120 bytes)
     body = struct.pack("<QQQQQIIIIff", out_, logits, probs, 1, 0, rows, V, V, top_k, temp, top_p)
-    if v13 is not None:
-        body += struct.pack("<ffffQII", *v13, 0)
+    if v13 is not None or allow is not None:
+        body += struct.pack("<ffffQII", *(v13 or (0.0, 0.0, 0.0, 0.0, 0, 0)), 0)
+    if allow is not None:
+        body += struct.pack("<QII", allow[0], allow[1], 0)
     return hdr(15, 8 + len(body), flags) + body
 
 
@@ -206,6 +209,11 @@ seeds = {
     "dsa_index_q8_0": job(whole, [dsa_index(D, A, B, C, 2, 2, 32, 8, 6, 4, 32, 32, 1)]),
     "sample_1_3": job(whole, [sample(C, A, D, 2, 100, 10, 0.8, 0.9, (0.05, 1.1, 0.0, 0.0, B, 4))]),
     "sample_1_2": job(whole, [sample(C, A, D, 2, 100, 10, 0.8, 0.9)]),
+    "sample_1_9_mask": job(whole, [fill(B, 32, 0x00F0F0F0),
+                                   sample(C, A, D, 2, 100, 10, 0.8, 0.9, allow=(B, 4))]),
+    "sample_1_9_greedy_mask": job(whole, [fill(B, 32, 0x0000FF00),
+                                          sample(C, A, D, 2, 100, 0, 0.0, 1.0, allow=(B, 4))]),
+    "sample_1_9_short_ld": job(whole, [sample(C, A, D, 2, 100, 10, 0.8, 0.9, allow=(B, 3))]),
 }
 os.makedirs(out, exist_ok=True)
 for name, data in seeds.items():

@@ -390,7 +390,7 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
         struct tx8_cmd_sample sm;
     } u;
     r->indirect = 0;
-    memset(&u, 0, sizeof(u)); /* a 1.2 SAMPLE: the 1.3 fields are 0 */
+    memset(&u, 0, sizeof(u)); /* a 1.2/1.3 SAMPLE: the later fields are 0 */
     memcpy(&u, p, h.size < sizeof(u) ? h.size : sizeof(u));
     switch (h.opcode) {
     case TX8_OP_NOP:
@@ -656,7 +656,7 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
             return bad(r, TX8_STATUS_INVALID_CMD), 0;
         if (!(m->min_p >= 0.0f && m->min_p <= 1.0f) || !isfinite(m->repeat_penalty) ||
             m->repeat_penalty < 0.0f || !isfinite(m->presence_penalty) ||
-            !isfinite(m->frequency_penalty) || m->n_history > TX8_SAMPLE_MAX_HISTORY)
+            !isfinite(m->frequency_penalty) || m->n_history > TX8_SAMPLE_MAX_HISTORY || m->rsvd2)
             return bad(r, TX8_STATUS_INVALID_CMD), 0;
         if (m->rows)
             vector(r, m->history, (uint64_t)m->rows * m->n_history, 4, R);
@@ -665,6 +665,12 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
         if (!m->vocab || m->top_k > 4096)
             return bad(r, TX8_STATUS_INVALID_CMD), 0;
         matrix(r, m->logits, m->rows, m->vocab, m->ld_logits, 4, R);
+        if (m->allow) { /* 1.9: the allowed-token mask */
+            uint64_t words = ((uint64_t)m->vocab + 31) / 32;
+            if (m->ld_allow < words)
+                return bad(r, TX8_STATUS_INVALID_CMD), 0;
+            matrix(r, m->allow, m->rows, words, m->ld_allow, 4, R);
+        }
         vector(r, m->out, m->rows, 4, W);
         if (m->probs)
             vector(r, m->probs, m->rows, 4, W);
@@ -815,7 +821,8 @@ static int ref_job(const struct tx8_job_desc *job, const uint8_t *cmd, unsigned 
         *faddr = 0;
         if (h.opcode >= TX8_OP_COUNT ||
             (h.size != cmd_sizes[h.opcode] &&
-             !(h.opcode == TX8_OP_SAMPLE && h.size == TX8_CMD_SAMPLE_SIZE_1_2)) ||
+             !(h.opcode == TX8_OP_SAMPLE &&
+               (h.size == TX8_CMD_SAMPLE_SIZE_1_2 || h.size == TX8_CMD_SAMPLE_SIZE_1_3))) ||
             h.size > job->cmd_size - off)
             return TX8_STATUS_INVALID_CMD;
         if (ref_cmd(&r, cmd + off) == REF_UNKNOWN)

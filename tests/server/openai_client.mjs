@@ -9,7 +9,9 @@
 // result go back in and are rendered into the next prompt; finish_reason
 // is one the client knows), tool_choice "none", an unknown model as the
 // client's NotFoundError (404) and a bad field as its BadRequestError (400);
-// logprobs with top_logprobs and n > 1 (chat, streamed, completions).
+// logprobs with top_logprobs and n > 1 (chat, streamed, completions);
+// tool_choice "required" streamed through the client's stream helper (the
+// accumulated arguments parse) and response_format json_schema.
 // Prints one line per check and "openai-client: N passed, N failed"; when
 // the module is not installed, "SKIP ..." and "openai-client: 0 passed, 0
 // failed". Every request has a timeout.
@@ -143,6 +145,62 @@ try {
           JSON.stringify(c.choices[0]).slice(0, 400));
 } catch (e) {
     check(false, "logprobs and n through the client", String(e));
+}
+
+// constrained output through the client: a streamed tool call with
+// tool_choice "required" (the client's stream helper adds the deltas up;
+// the arguments parse and equal the non-streamed call at the same seed) and
+// response_format json_schema (the content parses with the schema's keys)
+try {
+    const tools2 = [{ type: "function", function: { name: "get_weather", parameters: {
+        type: "object", properties: { city: { type: "string", enum: ["Paris", "Oslo"] },
+                                      days: { enum: [1, 2, 3] } },
+        required: ["city", "days"], additionalProperties: false } } }];
+    // short: the suite's slots hold 256 tokens, the tool's prompt ~150
+    const body = { model, messages: [{ role: "user", content: "Weather?" }], tools: tools2,
+                   tool_choice: "required", max_tokens: 90, temperature: 1, seed: 11 };
+    const whole = await client.chat.completions.create(body);
+    const streamApi = client.chat.completions.stream ? client.chat.completions
+                                                     : client.beta.chat.completions;
+    const st = streamApi.stream(body);
+    let heads = 0, frags = 0;
+    st.on("chunk", (ch) => {
+        for (const c of ch.choices)
+            for (const d of c.delta?.tool_calls ?? [])
+                if (d.id) {
+                    heads++;
+                    if (d.function?.arguments !== "")
+                        frags = -1000; // the head must carry empty arguments
+                } else if (d.function?.arguments) {
+                    frags++;
+                }
+    });
+    const fin = await st.finalChatCompletion();
+    const sc = fin.choices[0].message.tool_calls ?? [];
+    const wc = whole.choices[0].message.tool_calls ?? [];
+    const args = sc.length ? JSON.parse(sc[0].function.arguments) : null;
+    check(sc.length === 1 && wc.length === 1 && fin.choices[0].finish_reason === "tool_calls" &&
+              sc[0].function.name === "get_weather" && heads === 1 && frags > 0 &&
+              sc[0].function.arguments === wc[0].function.arguments &&
+              ["Paris", "Oslo"].includes(args.city) && [1, 2, 3].includes(args.days),
+          "tool_choice required, streamed: the client's accumulated arguments " +
+              (sc.length ? sc[0].function.arguments : "(none)") + " parse and equal the " +
+              "non-streamed call (" + frags + " argument fragments after the head)",
+          JSON.stringify({ fin: fin.choices[0], whole: whole.choices[0], heads, frags }));
+    const schema = { type: "object", properties: { name: { type: "string", maxLength: 6 },
+                                                   n: { type: "integer" } },
+                     required: ["name", "n"], additionalProperties: false };
+    const j = await client.chat.completions.create(
+        { model, messages: msgs, max_tokens: 60, temperature: 0.7, seed: 3,
+          response_format: { type: "json_schema",
+                             json_schema: { name: "person", schema, strict: true } } });
+    const v = JSON.parse(j.choices[0].message.content);
+    check(typeof v.name === "string" && v.name.length <= 6 && Number.isInteger(v.n) &&
+              Object.keys(v).length === 2 && j.choices[0].finish_reason === "stop",
+          "response_format json_schema: " + j.choices[0].message.content,
+          JSON.stringify(j.choices[0]));
+} catch (e) {
+    check(false, "constrained output through the client", String(e));
 }
 
 async function expectError(what, cls, status, body) {

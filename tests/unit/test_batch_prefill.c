@@ -2,7 +2,8 @@
 /*
  * glm_decode_batch_prefill (include/tx/glm.h, libtx 2.2): one device pass
  * that decodes a token for each of n sessions and appends a prefill chunk
- * of another session -- the step of glm-server's continuous batching.
+ * of another session -- the step of glm-server's continuous batching; and
+ * the sessions' token masks (glm_session_set_token_mask) in such passes.
  *
  * glm_decode_batch_prefill_logits (libtx 2.7) also copies chosen decode
  * rows' logits: they are the logits SAMPLE drew from (greedy: their argmax)
@@ -246,6 +247,90 @@ START_TEST(test_row_logits)
 }
 END_TEST
 
+/* glm_session_set_token_mask (libtx 2.8): each session's own mask holds
+ * in a mixed decode + prefill pass (row r samples with its own session's
+ * mask, counter and history), in glm_generate, greedy and sampled; bad
+ * masks are refused; NULL lifts it. */
+START_TEST(test_token_mask)
+{
+    tx_device_t *dev = NULL;
+    OK(tx_device_open(rts_spec, &dev));
+    glm_model_t *m = NULL;
+    OK(glm_model_load(dev, g_smd[0], NULL, &m));
+    int SV = glm_model_sample_vocab(m), W = (SV + 31) / 32;
+    uint32_t *ma = calloc((size_t)W, 4), *mb = calloc((size_t)W, 4);
+    ck_assert(ma && mb);
+    const int32_t a0 = 7, a1 = SV - 1, b0 = 12345 % SV;
+    ma[a0 / 32] |= 1u << (a0 % 32);
+    ma[a1 / 32] |= 1u << (a1 % 32);
+    mb[b0 / 32] |= 1u << (b0 % 32);
+    glm_session_t *run[2] = {session(m, 64), session(m, 64)};
+    glm_session_t *c = session(m, 64);
+    int32_t p[5] = {1, 2, 3, 4, 5};
+    OK(glm_eval(run[0], p, 4, 0, NULL));
+    OK(glm_eval(run[1], p, 3, 0, NULL)); /* another position */
+    OK(glm_session_set_token_mask(run[0], ma, W));
+    OK(glm_session_set_token_mask(run[1], mb, W));
+    struct glm_sampling smp[2] = {{.temperature = 1.5f, .top_p = 1.0f, .seed = 3},
+                                  {.temperature = 0.0f, .top_p = 1.0f}};
+    int32_t cur[2] = {p[4], p[3]}, next[2];
+    int seen_a1 = 0;
+    for (int k = 0; k < 8; k++) {
+        struct glm_prefill_chunk ch = {c, p, 1 + k % 3};
+        OK(glm_session_reset(c));
+        OK(glm_decode_batch_prefill(run, cur, 2, smp, next, &ch, 1));
+        ck_assert_msg(next[0] == a0 || next[0] == a1, "session 0 drew %d", next[0]);
+        ck_assert_int_eq(next[1], b0);
+        seen_a1 += next[0] == a1;
+        cur[0] = next[0];
+        cur[1] = next[1];
+    }
+    /* glm_generate: every token within the mask, greedy */
+    OK(glm_session_set_token_mask(c, mb, W));
+    OK(glm_session_reset(c));
+    struct glm_generate_params gp;
+    memset(&gp, 0, sizeof(gp));
+    gp.prompt = p;
+    gp.n_prompt = 5;
+    gp.n_predict = 4;
+    gp.n_stop = -1;
+    gp.sampling.temperature = 0.0f;
+    gp.sampling.top_p = 1.0f;
+    int32_t out[4];
+    int n_out = 0;
+    OK(glm_generate(c, &gp, out, 4, &n_out, NULL));
+    ck_assert_int_eq(n_out, 4);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(out[i], b0);
+    /* refusals; NULL lifts the mask */
+    ck_assert_int_eq(glm_session_set_token_mask(c, mb, W + 1), TX_EINVAL);
+    ck_assert_msg(strstr(tx_last_error(), "words"), "%s", tx_last_error());
+    memset(ma, 0, (size_t)W * 4);
+    ck_assert_int_eq(glm_session_set_token_mask(c, ma, W), TX_EINVAL);
+    ck_assert_msg(strstr(tx_last_error(), "allows no token"), "%s", tx_last_error());
+    OK(glm_session_set_token_mask(c, NULL, 0));
+    OK(glm_session_reset(c));
+    OK(glm_generate(c, &gp, out, 4, &n_out, NULL));
+    glm_session_t *r = session(m, 64);
+    int32_t free_out[4];
+    int n_free = 0;
+    OK(glm_generate(r, &gp, free_out, 4, &n_free, NULL));
+    ck_assert_int_eq(n_out, n_free);
+    ck_assert(!memcmp(out, free_out, (size_t)n_out * 4)); /* unmasked again */
+    printf("[batch-prefill] token masks: 8 mixed passes (one session sampled within {%d, %d}: "
+           "%d times %d; one greedy = %d), glm_generate within its mask, NULL lifts it\n",
+           a0, a1, seen_a1, a1, b0);
+    free(ma);
+    free(mb);
+    glm_session_free(r);
+    glm_session_free(c);
+    glm_session_free(run[0]);
+    glm_session_free(run[1]);
+    OK(glm_model_free(m));
+    tx_device_close(dev);
+}
+END_TEST
+
 START_TEST(test_mixed_pass_glm5)
 {
     mixed_pass(0);
@@ -267,6 +352,7 @@ int main(void)
     tcase_add_test(tc, test_mixed_pass_glm5);
     tcase_add_test(tc, test_mixed_pass_glm4);
     tcase_add_test(tc, test_row_logits);
+    tcase_add_test(tc, test_token_mask);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -461,9 +461,13 @@ static void case_sample(struct te *t, struct ocase *c, uint64_t *rng)
     fill_rand(t, m->logits, 200, rng);
     m->out = buf(t, 8);
     m->probs = buf(t, 8);
+    m->allow = buf(t, 32); /* 1.9: 4 words per row, every id allowed */
+    m->ld_allow = 4;
+    memset(t->mem + m->allow, 0xff, 32);
     add_op(c, &m->logits, 800, R, 4, "logits");
     add_op(c, &m->out, 8, W, 4, "out");
     add_op(c, &m->probs, 8, W, 4, "probs");
+    add_op(c, &m->allow, 32, R, 4, "allow");
 }
 
 START_TEST(test_operand_ranges)
@@ -993,7 +997,7 @@ START_TEST(test_bad_fields)
                                 0.0f,
                                 0,
                                 0,
-                                0};
+                                0, 0, 0, 0};
     ck_assert_uint_eq(te_run1(t, &sp), TX8_STATUS_INVALID_CMD);
     sp.top_k = 0;
     sp.top_p = 0.0f;

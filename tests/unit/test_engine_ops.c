@@ -2017,7 +2017,7 @@ START_TEST(test_sample)
                                    top_k,
                                    temp,
                                    top_p,
-                                   0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 0};
+                                   0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0};
         TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
         int32_t *op = te_ptr(t, out);
         float *pp = te_ptr(t, pr);
@@ -2067,7 +2067,7 @@ START_TEST(test_sample)
                                    0,
                                    1.0f,
                                    1.0f,
-                                   0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 0};
+                                   0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0};
         TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
         for (unsigned r = 0; r < 256; r++)
             hist[((int32_t *)te_ptr(t, out))[r]]++;
@@ -2098,7 +2098,7 @@ static int32_t sample1(struct te *t, const float *l, unsigned V, float temp, uns
                                top_k,
                                temp,
                                top_p,
-                                   0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 0};
+                                   0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0};
     int32_t r = te_run1(t, &c) == TX8_STATUS_OK ? *(int32_t *)te_ptr(t, out) : -100;
     if (prob)
         *prob = *(float *)te_ptr(t, pr);
@@ -2305,7 +2305,7 @@ START_TEST(test_sample_v13)
                                    q.freq,
                                    nh ? hi : 0,
                                    nh,
-                                   0};
+                                   0, 0, 0, 0};
         c.hdr.flags = q.temp_last ? TX8_SAMPLE_F_TEMP_LAST : 0;
         TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
         int32_t *op = te_ptr(t, out);
@@ -2339,7 +2339,7 @@ START_TEST(test_sample_v13)
     memcpy(te_ptr(t, hi), h, 12);
     struct tx8_cmd_sample g = {TE_HDR(TX8_OP_SAMPLE, struct tx8_cmd_sample),
                                out, lg, 0, 0, 0, 1, 4, 4, 0, 0.0f, 1.0f,
-                               0.0f, 1.1f, 0.0f, 0.0f, hi, 3, 0};
+                               0.0f, 1.1f, 0.0f, 0.0f, hi, 3, 0, 0, 0, 0};
     TE_EQ(te_run1(t, &g), TX8_STATUS_OK);
     TE_EQ(*(int32_t *)te_ptr(t, out), 2); /* 3 / 1.1 = 2.73 < 2.9 */
     g.repeat_penalty = 1.0f;
@@ -2398,6 +2398,42 @@ START_TEST(test_sample_v13)
     TE_EQ(te_run1(t, &g), TX8_STATUS_INVALID_CMD);
     g.repeat_penalty = 1.0f;
     g.hdr.flags = 2;
+    TE_EQ(te_run1(t, &g), TX8_STATUS_INVALID_CMD);
+    g.hdr.flags = 0;
+    /* 1.9: the allowed-token mask. Greedy picks the best allowed id (and its
+     * probability among the allowed ones); sampling never draws a masked id;
+     * a 1.3-size command means no mask; a short ld_allow is refused. */
+    const float ml[4] = {3.0f, 2.0f, 1.0f, 0.0f};
+    memcpy(te_ptr(t, lg), ml, 16);
+    uint64_t al = te_alloc(t, 8);
+    *(uint32_t *)te_ptr(t, al) = 0x6u; /* ids 1 and 2 */
+    g.allow = al;
+    g.ld_allow = 1;
+    g.temperature = 0.0f;
+    g.probs = out12;
+    TE_EQ(te_run1(t, &g), TX8_STATUS_OK);
+    TE_EQ(*(int32_t *)te_ptr(t, out), 1);
+    float pm = *(float *)te_ptr(t, out12);
+    TE_CHECK(fabsf(pm - 1.0f / (1.0f + expf(-1.0f))) < 1e-5f, "masked greedy p %g", (double)pm);
+    g.probs = 0;
+    g.temperature = 1.0f;
+    unsigned mh[4] = {0};
+    for (uint64_t seed = 0; seed < 200; seed++) {
+        g.seed = seed;
+        TE_EQ(te_run1(t, &g), TX8_STATUS_OK);
+        mh[*(int32_t *)te_ptr(t, out)]++;
+    }
+    TE_CHECK(mh[0] == 0 && mh[3] == 0 && mh[1] > mh[2] && mh[2] > 0, "mask: %u %u %u %u", mh[0],
+             mh[1], mh[2], mh[3]);
+    g.temperature = 0.0f;
+    g.hdr.size = TX8_CMD_SAMPLE_SIZE_1_3; /* the mask fields are not read */
+    TE_EQ(te_run1(t, &g), TX8_STATUS_OK);
+    TE_EQ(*(int32_t *)te_ptr(t, out), 0);
+    g.hdr.size = sizeof(g);
+    g.ld_allow = 0;
+    TE_EQ(te_run1(t, &g), TX8_STATUS_INVALID_CMD);
+    g.ld_allow = 1;
+    g.rsvd2 = 1;
     TE_EQ(te_run1(t, &g), TX8_STATUS_INVALID_CMD);
     te_free(t);
 }

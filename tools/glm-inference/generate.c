@@ -56,7 +56,8 @@ static long long reb_tokens;
 int on_token(void *user, int32_t tok, const char *piece, size_t len)
 {
     (void)user;
-    (void)tok;
+    if (gi_grammar_token(tok))
+        return 1;
     if ((len && fwrite(piece, 1, len, stdout) != len) || fflush(stdout)) {
         /* the reader is gone (| head -1: EPIPE, SIGPIPE being ignored):
          * stop, and leave through the normal clean-up */
@@ -319,9 +320,12 @@ static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *
     struct glm_timings t;
     int n_out = 0;
     struct gi_energy e0, e1;
+    if (gi_grammar_start(o, g->m, g->s))
+        return 1;
     gi_energy_read(g->dev, &e0);
     int grc = glm_generate(g->s, &gp, NULL, 0, &n_out, &t);
     gi_energy_read(g->dev, &e1);
+    gi_grammar_end();
     putchar('\n');
     fflush(stdout);
     if (grc) {

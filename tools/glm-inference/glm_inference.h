@@ -67,6 +67,8 @@ struct opts {
     unsigned long long expert_cache; /* --expert-cache */
     int expert_lru, no_prefetch, bench_cache;
     double bench_cache_frac;
+    /* --grammar, --grammar-file, -j, --json-schema-file (grammar.c) */
+    const char *grammar, *grammar_file, *json_schema, *json_schema_file;
     char *file_text;           /* -f's contents, read by opts_parse */
     glm_precision_plan_t plan; /* --precision, parsed */
 };
@@ -126,8 +128,16 @@ extern volatile sig_atomic_t stdout_closed;
 void catch_signals(void);
 /* SIGINT, SIGTERM and SIGHUP to handler, with sigaction's flags */
 void set_signals(void (*handler)(int), int flags);
-/* glm_generate's on_token: the piece to stdout; --ep-rebalance */
+/* glm_generate's on_token: the piece to stdout; --ep-rebalance; the grammar */
 int on_token(void *user, int32_t tok, const char *piece, size_t len);
+
+/* ---- grammar.c: --grammar, --grammar-file, --json-schema -------------------- */
+/* The session's token mask from the grammar (none given: nothing); 0, or -1
+ * with the message printed. token: a generated token advances it (-1: the
+ * mask could not be set); end: the mask and the grammar go. */
+int gi_grammar_start(const struct opts *o, glm_model_t *m, glm_session_t *s);
+int gi_grammar_token(int32_t tok);
+void gi_grammar_end(void);
 
 /* ---- report.c ------------------------------------------------------------- */
 

@@ -66,6 +66,10 @@ static void usage(FILE *f)
         "      --bench-spec LIST    tg with --spec-type mtp at each draft size of LIST vs\n"
         "                           without, side by side, at --bench-depth (default 0,2048)\n"
         "                           on the text of -f/-p, --bench-tg tokens, --bench-reps\n"
+        "      --grammar GBNF       constrain the text to a GBNF grammar (llama.cpp's)\n"
+        "      --grammar-file FILE  ... read from FILE\n"
+        "  -j, --json-schema JSON   constrain the text to JSON valid for this schema\n"
+        "      --json-schema-file FILE  ... read from FILE\n"
         "      --no-display-prompt  do not echo the prompt\n"
         "  -i, --interactive        chat (llama-cli's -cnv): on a terminal, or one message a\n"
         "                           line from a pipe ('\\' at the end continues the line);\n"
@@ -177,7 +181,7 @@ static const struct txc_llama_flag gi_llama[] = {
     {NULL, 0, 0, NULL},
 };
 
-#define OPTSTRING "m:p:f:n:c:b:s:t:ivh"
+#define OPTSTRING "m:p:f:n:c:b:s:t:j:ivh"
 
 int parse_token_ids(const char *s, int32_t **ids, size_t *n)
 {
@@ -391,6 +395,9 @@ enum {
     O_DRAFTMAX,
     O_SPECTEST,
     O_BSPEC,
+    O_GRAMMAR,
+    O_GRAMMAR_FILE,
+    O_JSON_SCHEMA_FILE,
     O_NODISP,
     O_DEVICE,
     O_PREC,
@@ -478,6 +485,10 @@ static const struct option lo[] = {
     {"draft-n", required_argument, NULL, O_DRAFTMAX},
     {"spec-test", required_argument, NULL, O_SPECTEST},
     {"bench-spec", required_argument, NULL, O_BSPEC},
+    {"grammar", required_argument, NULL, O_GRAMMAR},
+    {"grammar-file", required_argument, NULL, O_GRAMMAR_FILE},
+    {"json-schema", required_argument, NULL, 'j'},
+    {"json-schema-file", required_argument, NULL, O_JSON_SCHEMA_FILE},
     {"no-display-prompt", no_argument, NULL, O_NODISP},
     {"interactive", no_argument, NULL, 'i'},
     {"device", required_argument, NULL, O_DEVICE},
@@ -685,6 +696,18 @@ static int opt_generation(struct opts *o, int ch)
                     optarg);
             return -1;
         }
+        return 1;
+    case O_GRAMMAR:
+        o->grammar = optarg;
+        return 1;
+    case O_GRAMMAR_FILE:
+        o->grammar_file = optarg;
+        return 1;
+    case 'j':
+        o->json_schema = optarg;
+        return 1;
+    case O_JSON_SCHEMA_FILE:
+        o->json_schema_file = optarg;
         return 1;
     case O_NODISP:
         o->no_display = 1;

@@ -681,6 +681,12 @@ int api_completions(struct srv *S, const char *body, size_t len, int chat, char 
             r->n_prompt = (int)n;
             srv_chat_output_setup(S, o, r);
         }
+        if (!st) /* response_format, grammar, tool_choice required (grammar_request.c) */
+            st = srv_grammar_setup(S, o, r, &n, reply);
+        if (!st && r->gr && S->o.spec_mtp) /* one mask per pass: drafts would escape it */
+            st = bad(reply, "response_format",
+                     "constrained output (response_format, grammar, json_schema, tool_choice "
+                     "required or named) is not supported with --spec-type mtp");
         dev_model_put(S);
     }
     json_object_put(o);

@@ -80,6 +80,43 @@ json_object *srv_chat_message(struct srv *S, struct request *r, const char **fin
     return msg;
 }
 
+/* A call's first delta: index, id, type and name; arguments "" when the
+ * call is still open (name given), else the closed call's c whole. */
+static json_object *call_head(const struct request *r, size_t i, json_object *c,
+                              const char *name)
+{
+    if (c) {
+        c = json_object_get(c);
+        json_object_object_add(c, "index", json_object_new_int((int)i));
+        return c;
+    }
+    char id[96];
+    chat_call_id(id, sizeof(id), r->id, i);
+    json_object *h = json_object_new_object(), *f = json_object_new_object();
+    json_object_object_add(h, "index", json_object_new_int((int)i));
+    json_object_object_add(h, "id", json_object_new_string(id));
+    json_object_object_add(h, "type", json_object_new_string("function"));
+    json_object_object_add(f, "name", json_object_new_string(name));
+    json_object_object_add(f, "arguments", json_object_new_string(""));
+    json_object_object_add(h, "function", f);
+    return h;
+}
+
+/* The rest of closed call c's arguments after the sent bytes. */
+static json_object *args_delta(json_object *c, size_t i, size_t sent)
+{
+    json_object *fn = NULL, *args = NULL;
+    json_object_object_get_ex(c, "function", &fn);
+    json_object_object_get_ex(fn, "arguments", &args);
+    const char *t = args ? json_object_get_string(args) : "";
+    size_t n = strlen(t);
+    json_object *d = json_object_new_object(), *f = json_object_new_object();
+    json_object_object_add(d, "index", json_object_new_int((int)i));
+    json_object_object_add(f, "arguments", json_object_new_string(sent < n ? t + sent : ""));
+    json_object_object_add(d, "function", f);
+    return d;
+}
+
 char *srv_chat_stream_delta(struct srv *S, struct request *r, struct sse_state *st, int final)
 {
     struct chat_parsed p;
@@ -102,18 +139,45 @@ char *srv_chat_stream_delta(struct srv *S, struct request *r, struct sse_state *
         any = 1;
     }
     size_t nc = json_object_array_length(p.calls);
+    json_object *a = json_object_new_array();
     if (nc > st->calls_sent) {
-        /* vLLM's tool-call deltas: each call with its index, id, type,
-         * name and arguments (here whole: a call is sent once it closed) */
-        json_object *a = json_object_new_array();
+        /* vLLM's tool-call deltas: a call whose head went out gets the rest
+         * of its arguments; a call not announced yet comes whole (index, id,
+         * type, name, arguments) */
         for (size_t i = st->calls_sent; i < nc; i++) {
-            json_object *c = json_object_get(json_object_array_get_idx(p.calls, i));
-            json_object_object_add(c, "index", json_object_new_int((int)i));
-            json_object_array_add(a, c);
+            json_object *c = json_object_array_get_idx(p.calls, i);
+            if (st->open_call == i + 1)
+                json_object_array_add(a, args_delta(c, i, st->args_sent));
+            else
+                json_object_array_add(a, call_head(r, i, c, NULL));
         }
-        json_object_object_add(d, "tool_calls", a);
         st->calls_sent = nc;
+        st->open_call = 0;
+        st->args_sent = 0;
+    } else if (p.partial && p.partial_name) {
+        /* the call being generated: its head with empty arguments first
+         * (alone), then its arguments as they grow */
+        if (st->open_call != nc + 1) {
+            if (!any) {
+                json_object_array_add(a, call_head(r, nc, NULL, p.partial_name));
+                st->open_call = nc + 1;
+                st->args_sent = 0;
+            }
+        } else if (p.partial_args && strlen(p.partial_args) > st->args_sent) {
+            json_object *c = json_object_new_object(), *f = json_object_new_object();
+            json_object_object_add(c, "index", json_object_new_int((int)nc));
+            json_object_object_add(f, "arguments",
+                                   json_object_new_string(p.partial_args + st->args_sent));
+            json_object_object_add(c, "function", f);
+            json_object_array_add(a, c);
+            st->args_sent = strlen(p.partial_args);
+        }
+    }
+    if (json_object_array_length(a)) {
+        json_object_object_add(d, "tool_calls", a);
         any = 1;
+    } else {
+        json_object_put(a);
     }
     if (final)
         log_malformed(S, r, &p);

@@ -74,6 +74,8 @@ static struct request *clone_choice(const struct request *r, int i)
     c->logprobs = r->logprobs;
     c->top_logprobs = r->top_logprobs;
     c->index = i;
+    if (r->gr) /* constrained output: its own matcher from the grammar's start */
+        c->gr = srv_grammar_clone(r->gr);
     return c; /* out of memory for a stop string: fewer stop strings, refused by the caller */
 }
 
@@ -89,7 +91,7 @@ int choices_make(struct request *r)
         struct request *c = clone_choice(r, i);
         if (c)
             r->choice[i] = c; /* r's reference (req_new's), dropped with r */
-        if (!c || c->n_stop != r->n_stop) {
+        if (!c || c->n_stop != r->n_stop || (r->gr && !c->gr)) {
             r->n_choices = c ? i + 1 : i; /* the ones made are freed with r */
             return -1;
         }

@@ -215,6 +215,7 @@ void dev_down(struct srv *S)
         glm_model_free(S->m);
     S->m = NULL;
     S->tok = NULL;
+    srv_grammar_vocab_drop(S);
     mdev_close(S->devs, S->n_devs);
     S->n_devs = 0;
     S->dev = NULL;

@@ -49,6 +49,7 @@ static void req_free(struct request *r)
     free(r->out);
     free(r->text);
     json_object_put(r->co.tools);
+    srv_grammar_free(r->gr);
     if (r->ts)
         tx_tokenizer_stream_free(r->ts);
     free(r);
@@ -325,6 +326,7 @@ static void on_token(struct srv *S, struct request *r, int32_t tok, const float 
         finish(S, r, NULL, 500, "out of host memory");
         return;
     }
+    srv_grammar_accept(S, r, tok);
     r->n_completion++;
     S->mx.completion_tokens++;
     S->mx.win_tokens++;
@@ -557,6 +559,8 @@ static void *sched_main(void *arg)
             dec_r[i]->refs++;
         pthread_mutex_unlock(&S->mu);
         http_wake_flush(S); /* the last pass's tokens go out during this one */
+        for (int i = 0; i < nd; i++) /* constrained output: the allowed tokens */
+            srv_grammar_mask(S, dec_r[i], dec_s[i]);
 
         double t0 = srv_now();
         /* --spec-type mtp: each decode slot drafts, one pass verifies; its

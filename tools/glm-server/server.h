@@ -86,6 +86,8 @@ struct sse_state {
     int phase;
     size_t sent;
     size_t r_sent, c_sent, calls_sent; /* chat_reply.c: reasoning, content bytes, calls sent */
+    size_t open_call, args_sent; /* the call whose head went out (index + 1, 0: none) and
+                                    the bytes of its arguments sent */
 };
 
 /* One generated token's log-probabilities (logprobs.c) */
@@ -123,6 +125,7 @@ struct request {
     int n_choices;            /* choice 0: n (0 or 1: one choice) */
     struct request **choice;  /* choice 0: [n_choices], choice[0] itself; else NULL */
     struct sse_state sse;     /* this choice's stream progress */
+    struct srv_grammar *gr;  /* constrained output (grammar_request.c), or NULL */
 
     /* shared, under srv.mu */
     enum req_state state;
@@ -222,6 +225,7 @@ struct srv {
     pthread_rwlock_t model_lock; /* held for reading while using m or tok */
     pthread_t main_thread;
     struct txc_chat_template *ct; /* the Jinja chat template, NULL: the C format */
+    struct srv_gvocab *gvocab;    /* the grammar engine's vocabulary (grammar_request.c) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv; /* scheduler wake-up */
@@ -248,6 +252,24 @@ int srv_chat_template_load(struct srv *S, const char *prog);
  * with *reply set (400 with the template's raise_exception message). */
 int srv_chat_prompt_template(struct srv *S, json_object *o, int32_t **ids, size_t *n,
                              char **reply);
+
+/* grammar_request.c: constrained output. setup: the request's
+ * response_format, grammar, json_schema and (chat) tool_choice required /
+ * named into r->gr (the prompt may gain a closing </think>: *n_prompt);
+ * 0 or 400 with *reply. mask: before a pass, the session's allowed tokens
+ * (none for a request without a grammar); accept: a sampled token advances
+ * the grammar. vocab_drop: the model goes away. */
+struct srv_grammar;
+struct srv_gvocab;
+int srv_grammar_setup(struct srv *S, json_object *o, struct request *r, size_t *n_prompt,
+                      char **reply);
+void srv_grammar_mask(struct srv *S, struct request *r, glm_session_t *s);
+void srv_grammar_accept(struct srv *S, struct request *r, int32_t tok);
+void srv_grammar_free(struct srv_grammar *gr);
+/* a fresh copy of gr for another choice of the request (n > 1): the same
+ * grammar from its start; NULL when out of memory */
+struct srv_grammar *srv_grammar_clone(const struct srv_grammar *gr);
+void srv_grammar_vocab_drop(struct srv *S);
 
 /* api.c: a 400 naming the request field param, message msg: sets *reply */
 int srv_bad_request(char **reply, const char *param, const char *msg);

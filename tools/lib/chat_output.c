@@ -133,19 +133,30 @@ static json_object *json_exact(const char *s, size_t n)
     return o;
 }
 
+void chat_call_id(char *buf, size_t sz, const char *id_prefix, size_t index)
+{
+    snprintf(buf, sz, "call_%s_%zu", id_prefix, index);
+}
+
+/* v as add_call writes it into the arguments text */
+static const char *args_json(json_object *v)
+{
+    return json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
+                                                 JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
 static int add_call(json_object *calls, const char *id_prefix, const char *name, size_t name_len,
                     json_object *args)
 {
     json_object *c = json_object_new_object(), *f = json_object_new_object();
     char id[96];
-    snprintf(id, sizeof(id), "call_%s_%zu", id_prefix, json_object_array_length(calls));
+    chat_call_id(id, sizeof(id), id_prefix, json_object_array_length(calls));
     json_object_object_add(c, "id", json_object_new_string(id));
     json_object_object_add(c, "type", json_object_new_string("function"));
     json_object_object_add(f, "name", json_object_new_string_len(name, (int)name_len));
     json_object_object_add(
         f, "arguments",
-        json_object_new_string(json_object_to_json_string_ext(
-            args, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)));
+        json_object_new_string(args_json(args)));
     json_object_object_add(c, "function", f);
     json_object_array_add(calls, c);
     return 0;
@@ -288,8 +299,124 @@ static int parse_deepseek(const char *id_prefix, const char *s, size_t n, json_o
     return found ? 0 : -1;
 }
 
+/*
+ * The call still being generated, body s[0, n) (after its opening marker):
+ * its name once complete and, for GLM's XML, a prefix of the arguments text
+ * the closed call will have -- "{" and the finished key/value pairs, then a
+ * string value as far as it goes (the JSON formats' arguments come whole
+ * when the call closes: their text is re-serialised).
+ */
+static void partial_call(const struct chat_out_opts *o, const char *s, size_t n, bool ds,
+                         struct chat_parsed *p)
+{
+    size_t b = skip_ws(s, 0, n);
+    p->partial = 1;
+    if (ds) { /* DeepSeek: <call>NAME<sep> or <call>function<sep>NAME\n */
+        const char *cb = find(s + b, n - b, DS_CALL);
+        if (!cb)
+            return;
+        const char *nm = cb + strlen(DS_CALL);
+        const char *sep = find(nm, (size_t)(s + n - nm), DS_SEP);
+        if (!sep)
+            return;
+        if (sep - nm == 8 && !memcmp(nm, "function", 8)) {
+            const char *a = sep + strlen(DS_SEP);
+            const char *nl = memchr(a, '\n', (size_t)(s + n - a));
+            if (nl)
+                p->partial_name = strndup(a, (size_t)(nl - a));
+        } else {
+            p->partial_name = strndup(nm, (size_t)(sep - nm));
+        }
+        return;
+    }
+    if (b < n && s[b] == '{') { /* JSON: {"name": "NAME", ... */
+        const char *k = find(s + b, n - b, "\"name\"");
+        size_t i = k ? skip_ws(s, (size_t)(k - s) + 6, n) : n;
+        if (i < n && s[i] == ':') {
+            i = skip_ws(s, i + 1, n);
+            size_t e = i + 1;
+            while (i < n && s[i] == '"' && e < n && s[e] != '"')
+                e += s[e] == '\\' ? 2 : 1;
+            json_object *v = i < n && s[i] == '"' && e < n ? json_exact(s + i, e + 1 - i) : NULL;
+            if (v && json_object_is_type(v, json_type_string))
+                p->partial_name = strdup(json_object_get_string(v));
+            json_object_put(v);
+        }
+        return;
+    }
+    /* GLM: NAME then <arg_key>K</arg_key><arg_value>V</arg_value>... */
+    const char *k0 = find(s + b, n - b, "<arg_key>");
+    const char *nl = memchr(s + b, '\n', n - b);
+    const char *ne = k0 && (!nl || k0 < nl) ? k0 : nl;
+    if (!ne)
+        return;
+    size_t name_end = rtrim(s, b, (size_t)(ne - s));
+    if (name_end == b || memchr(s + b, '<', name_end - b))
+        return;
+    p->partial_name = strndup(s + b, name_end - b);
+    if (!p->partial_name)
+        return;
+    struct sbuf a = {0};
+    put(&a, "{", 1);
+    size_t i = k0 ? (size_t)(k0 - s) : n, pairs = 0;
+    while (i < n) {
+        i = skip_ws(s, i, n);
+        const char *kb = find(s + i, n - i, "<arg_key>");
+        if (kb != s + i)
+            break;
+        const char *ke = find(kb, (size_t)(s + n - kb), "</arg_key>");
+        if (!ke)
+            break;
+        size_t kbeg = (size_t)(kb - s) + strlen("<arg_key>");
+        size_t vb = skip_ws(s, (size_t)(ke - s) + strlen("</arg_key>"), n);
+        if (vb + strlen("<arg_value>") > n || memcmp(s + vb, "<arg_value>", strlen("<arg_value>")))
+            break;
+        vb += strlen("<arg_value>");
+        char key[256];
+        size_t kl = (size_t)(ke - s) - kbeg;
+        if (kl >= sizeof(key))
+            break;
+        memcpy(key, s + kbeg, kl);
+        key[kl] = 0;
+        json_object *kj = json_object_new_string(key);
+        const char *type = param_type(o->tools, p->partial_name, key);
+        const char *ve = find(s + vb, n - vb, "</arg_value>");
+        size_t vl = ve ? (size_t)(ve - s) - vb : 0;
+        json_object *v = NULL;
+        if (ve && (!type || strcmp(type, "string")))
+            v = json_exact(s + vb, vl);
+        if (ve && !v)
+            v = json_object_new_string_len(s + vb, (int)vl);
+        if (!ve && type && !strcmp(type, "string")) /* a string as far as it goes */
+            v = json_object_new_string_len(
+                s + vb, (int)(n - vb - partial_suffix(s + vb, n - vb, "</arg_value>")));
+        if (v) {
+            if (pairs++)
+                put(&a, ",", 1);
+            const char *kt = args_json(kj);
+            put(&a, kt, strlen(kt));
+            put(&a, ":", 1);
+            const char *vt = args_json(v);
+            /* an unfinished string: without its closing quote */
+            put(&a, vt, strlen(vt) - (ve ? 0 : 1));
+        }
+        json_object_put(kj);
+        json_object_put(v);
+        if (!ve)
+            break;
+        i = (size_t)(ve - s) + strlen("</arg_value>");
+    }
+    if (a.oom) {
+        free(a.p);
+        return;
+    }
+    p->partial_args = a.p;
+}
+
 void chat_parsed_free(struct chat_parsed *p)
 {
+    free(p->partial_name);
+    free(p->partial_args);
     free(p->content);
     json_object_put(p->calls);
     memset(p, 0, sizeof(*p));
@@ -367,6 +494,7 @@ int chat_output_parse(const struct chat_out_opts *o, const char *id_prefix, cons
                 put(&c, t + pos, n - pos);
             } else {
                 put(&c, t + pos, seg_end - pos);
+                partial_call(o, t + bb, n - bb, ds, p);
             }
             break;
         }
@@ -390,13 +518,16 @@ done:
         c.n = c.p ? rtrim(c.p, 0, c.n) : 0;
     if (c.oom || !p->calls) {
         free(c.p);
-        json_object_put(p->calls);
-        memset(p, 0, sizeof(*p));
+        chat_parsed_free(p);
         return -1;
     }
-    p->content = c.p ? c.p : strdup("");
     if (c.p)
         c.p[c.n] = 0;
+    p->content = c.p ? c.p : strdup("");
+    if (!p->content) {
+        chat_parsed_free(p);
+        return -1;
+    }
     p->content_len = c.n;
-    return p->content ? 0 : -1;
+    return 0;
 }

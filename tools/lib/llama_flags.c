@@ -62,8 +62,6 @@ const struct txc_llama_flag txc_llama_common[] = {
      TXC_LLAMA_UNSUPPORTED, TXC_LLAMA_REQUIRED, "adapters are not applied to a package"},
     {"--mmproj|--mmproj-url|--image|--audio", TXC_LLAMA_UNSUPPORTED, TXC_LLAMA_REQUIRED,
      "text models only"},
-    {"--grammar|--grammar-file|-j|--json-schema|--json-schema-file", TXC_LLAMA_UNSUPPORTED,
-     TXC_LLAMA_REQUIRED, "no constrained sampling on the device"},
     {"--mirostat|--mirostat-lr|--mirostat-ent|--typical|--dynatemp-range|--dynatemp-exp|"
      "--xtc-probability|--xtc-threshold|--dry-multiplier|--dry-base|--dry-allowed-length|"
      "--dry-penalty-last-n|--dry-sequence-breaker|--top-nsigma|-l|--logit-bias",

@@ -34,6 +34,11 @@ struct chat_parsed {
                           * {"name", "arguments": JSON text}}] (owned) */
     int has_reasoning;   /* a reasoning part was found (even empty) */
     int malformed;       /* a tool call that did not parse went to the content */
+    /* not final: a tool call after the settled ones is being generated */
+    int partial;
+    char *partial_name; /* its name once complete (malloc'd), or NULL */
+    char *partial_args; /* a prefix of its arguments text (GLM XML: "{" and the
+                         * pairs so far; malloc'd), or NULL */
 };
 
 /* Parses text[0, len); final: the text is complete (an unclosed reasoning
@@ -42,6 +47,9 @@ struct chat_parsed {
 int chat_output_parse(const struct chat_out_opts *o, const char *id_prefix, const char *text,
                       size_t len, int final, struct chat_parsed *p);
 void chat_parsed_free(struct chat_parsed *p);
+
+/* The id chat_output_parse gives call index of id_prefix ("call_P_I"). */
+void chat_call_id(char *buf, size_t sz, const char *id_prefix, size_t index);
 
 /* Whether the prompt's text tail leaves a <think> open (the last <think>
  * after the last </think>). */
