@@ -597,6 +597,7 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
     }
 #endif
     e->k = &e->kern;
+    eng_panel_blocking(e);
     {
         const char *u = getenv("TX8_ENGINE_MOE_UNFUSED");
         e->moe_unfused = u && !strcmp(u, "1");

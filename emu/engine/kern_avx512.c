@@ -60,28 +60,46 @@ AI __mmask64 mask64(size_t n)
 
 /* ---- f32 tile ----------------------------------------------------------- */
 
-/* Horizontal sums of v[0..n) (n <= 8; v[j] for j >= n taken as zero) in
- * one tree: sum[(j & 3) * 4 + (j >> 2)] = sum of v[j]'s 16 lanes. */
-AI void hsum8x(const __m512 *v, const unsigned n, float *sum)
+/* lane-wise a + b of f32 (F) or int32 lanes */
+AI __m512i add_lanes(__m512i a, __m512i b, const int F)
 {
-    __m512 a[8], b[4], c[2];
+    return F ? _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b)))
+             : _mm512_add_epi32(a, b);
+}
+
+/* Horizontal sums of v[0..n) (n <= 8; v[j] for j >= n taken as zero) in
+ * one tree, f32 (F) or int32 lanes: sum[(j & 3) * 4 + (j >> 2)] = the sum
+ * of v[j]'s 16 lanes (int32: the caller keeps every sum within int32). */
+AI void hsum8x_lanes(const __m512i *v, const unsigned n, void *sum, const int F)
+{
+    __m512i a[8], b[4], c[2];
 #pragma GCC unroll 8
     for (unsigned j = 0; j < 8; j++)
-        a[j] = j < n ? v[j] : _mm512_setzero_ps();
+        a[j] = j < n ? v[j] : _mm512_setzero_si512();
         /* 256-bit halves: b[i] = [a(2i) lo + hi | a(2i+1) lo + hi] */
 #pragma GCC unroll 4
     for (unsigned i = 0; i < 4; i++)
-        b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
-                             _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
+        b[i] = add_lanes(_mm512_shuffle_i32x4(a[2 * i], a[2 * i + 1], 0x44),
+                         _mm512_shuffle_i32x4(a[2 * i], a[2 * i + 1], 0xEE), F);
         /* 128-bit lanes: c[i] = [a(4i) | a(4i+1) | a(4i+2) | a(4i+3)], 4 each */
 #pragma GCC unroll 2
     for (unsigned i = 0; i < 2; i++)
-        c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88),
-                             _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xDD));
+        c[i] = add_lanes(_mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], 0x88),
+                         _mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], 0xDD), F);
     /* within the lanes: lane L ends as [a(L), a(4 + L), a(L), a(4 + L)] */
-    __m512 d = _mm512_add_ps(_mm512_unpacklo_ps(c[0], c[1]), _mm512_unpackhi_ps(c[0], c[1]));
-    d = _mm512_add_ps(d, _mm512_shuffle_ps(d, d, 0x4E));
-    _mm512_storeu_ps(sum, d);
+    __m512i d =
+        add_lanes(_mm512_unpacklo_epi32(c[0], c[1]), _mm512_unpackhi_epi32(c[0], c[1]), F);
+    d = add_lanes(d, _mm512_shuffle_epi32(d, (_MM_PERM_ENUM)0x4E), F);
+    _mm512_storeu_si512(sum, d);
+}
+
+AI void hsum8x(const __m512 *v, const unsigned n, float *sum)
+{
+    __m512i a[8];
+#pragma GCC unroll 8
+    for (unsigned j = 0; j < 8; j++)
+        a[j] = j < n ? _mm512_castps_si512(v[j]) : _mm512_setzero_si512();
+    hsum8x_lanes(a, n, sum, 1);
 }
 
 /* RM weight rows (rows past t->R repeat the last one, results dropped),
@@ -656,6 +674,117 @@ AI float row_dot1_i8(const uint8_t *w, const uint8_t *x, size_t k0, size_t k1, c
         res += sc[g] * (float)(hsum_epi32(a) - 128 * hsum_epi32(ws));
     }
     return res;
+}
+
+/*
+ * INT8 GEMM panel (T > 32 outside batch-invariant jobs, matmul.c): PANEL_R
+ * weight rows whose range [k0, k1) lies in one scale group, against all
+ * t->T tokens, in register tiles of PANEL_T tokens x PANEL_R rows (24 int32
+ * accumulators, 4 weight vectors, 1 activation vector: 29 of the 32
+ * registers; 10 loads per 24 vpdpbusd). The rows' sum(w) (the u8
+ * correction) is computed once per call instead of once per token tile
+ * (tile_i8 spends a fifth of its vpdpbusd on it), and each (row, token)
+ * sum comes from one int32 shuffle tree per row. The integers are the
+ * exact dot products tile_i8 forms, scaled the same way: results are
+ * bit-identical to it. The rows (4 x (k1 - k0) bytes) stay in L1 while
+ * the tokens' activations stream from L2.
+ */
+#define PANEL_R 4
+#define PANEL_T 6
+
+AI void panel_i8_x(const struct mm_tile *t, const uint8_t *const *w, const int32_t *wsum,
+                   const float *s, size_t j0, const unsigned T)
+{
+    __m512i acc[PANEL_R][8];
+    const uint8_t *x[PANEL_T];
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < PANEL_R; r++)
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++)
+            acc[r][j] = _mm512_setzero_si512();
+#pragma GCC unroll 6
+    for (unsigned j = 0; j < T; j++)
+        x[j] = (const uint8_t *)t->x + (j0 + j) * t->x_stride;
+    size_t k = t->k0;
+    for (; k + 64 <= t->k1; k += 64) {
+        __m512i wv[PANEL_R];
+#pragma GCC unroll 4
+        for (unsigned r = 0; r < PANEL_R; r++)
+            wv[r] = _mm512_loadu_si512(w[r] + k);
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++) {
+            __m512i xv = _mm512_loadu_si512(x[j] + k);
+#pragma GCC unroll 4
+            for (unsigned r = 0; r < PANEL_R; r++)
+                acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv, wv[r]);
+        }
+    }
+    if (k < t->k1) {
+        __mmask64 m = mask64(t->k1 - k);
+        __m512i wv[PANEL_R];
+#pragma GCC unroll 4
+        for (unsigned r = 0; r < PANEL_R; r++)
+            wv[r] = _mm512_maskz_loadu_epi8(m, w[r] + k);
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++) {
+            __m512i xv = _mm512_maskz_loadu_epi8(m, x[j] + k);
+#pragma GCC unroll 4
+            for (unsigned r = 0; r < PANEL_R; r++)
+                acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv, wv[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < PANEL_R; r++) {
+        if (r >= t->R)
+            break;
+        int32_t sum[16];
+        hsum8x_lanes(acc[r], T, sum, 0);
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++) {
+            int64_t d = (int64_t)sum[(j & 3) * 4 + (j >> 2)] - 128 * (int64_t)wsum[r];
+            t->out[(j0 + j) * t->out_stride + r] += s[r] * (float)d;
+        }
+    }
+}
+
+static void mm_panel_i8(const struct mm_tile *t)
+{
+    const __m512i ones = _mm512_set1_epi8(1);
+    const uint8_t *w[PANEL_R];
+    int32_t wsum[PANEL_R];
+    float s[PANEL_R];
+    const size_t g = t->k0 / t->group;
+    for (unsigned r = 0; r < PANEL_R; r++) {
+        unsigned rr = r < t->R ? r : t->R - 1;
+        w[r] = t->w + rr * t->w_stride;
+        s[r] = t->scales[rr * t->scale_stride + g];
+        __m512i a = _mm512_setzero_si512();
+        for (size_t k = t->k0; k < t->k1; k += 64)
+            a = _mm512_dpbusd_epi32(a, ones, _mm512_maskz_loadu_epi8(mask64(t->k1 - k), w[r] + k));
+        wsum[r] = (int32_t)hsum_epi32(a);
+    }
+    size_t j = 0;
+    for (; j + PANEL_T <= t->T; j += PANEL_T)
+        panel_i8_x(t, w, wsum, s, j, PANEL_T);
+    switch (t->T - j) {
+    case 0:
+        break;
+    case 1:
+        panel_i8_x(t, w, wsum, s, j, 1);
+        break;
+    case 2:
+        panel_i8_x(t, w, wsum, s, j, 2);
+        break;
+    case 3:
+        panel_i8_x(t, w, wsum, s, j, 3);
+        break;
+    case 4:
+        panel_i8_x(t, w, wsum, s, j, 4);
+        break;
+    default:
+        panel_i8_x(t, w, wsum, s, j, 5);
+        break;
+    }
 }
 
 static void mm_tile_i8(const struct mm_tile *t)
@@ -1274,6 +1403,8 @@ const struct eng_kernels eng_kernels_avx512 = {
     .act_u8 = 1,
     .mm_tile_f32 = mm_tile_f32,
     .mm_tile_i8 = mm_tile_i8,
+    .mm_panel_i8 = mm_panel_i8,
+    .panel_rows = PANEL_R,
     .mm_sparse_f32 = mm_sparse_f32,
     .mm_sparse_i8 = mm_sparse_i8,
     .dot_f32 = dot_f32,
