@@ -216,6 +216,11 @@ struct eng_kernels {
     unsigned char small_rows[9];
 };
 
+/* Whether the AVX-512 float and FP8 GEMV (row_dot1) prefetch their weight
+ * stream in software: set at engine creation from the CPU family's entry
+ * (engine.c isa_prefs; TX8_GEMV_PREFETCH overrides). It changes no result. */
+extern int eng_gemv_prefetch;
+
 extern const struct eng_kernels eng_kernels_portable;
 extern const struct eng_kernels eng_kernels_avx2;
 extern const struct eng_kernels eng_kernels_avx512;

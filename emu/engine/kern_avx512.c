@@ -279,7 +279,7 @@ AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const 
     const int F8 = D == TX8_DTYPE_F8_E4M3;
     if (D != TX8_DTYPE_I8) {
         for (; k + 64 <= k1; k += 64) {
-            if (ENG_PREFETCH) {
+            if (ENG_PREFETCH && eng_gemv_prefetch) {
                 _mm_prefetch((const char *)(w + k * ES(D) + ENG_PREFETCH), _MM_HINT_T0);
                 if (ES(D) >= 2)
                     _mm_prefetch((const char *)(w + k * ES(D) + 64 + ENG_PREFETCH), _MM_HINT_T0);
