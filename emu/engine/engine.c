@@ -297,6 +297,89 @@ int tx8_engine_isa_parse(const char *name, unsigned *isa)
     return -EINVAL;
 }
 
+/*
+ * The default path (TX8_ISA_AUTO) by CPU family, not by ISA rank alone:
+ * the first path of the family's list that the CPU supports (AMX only
+ * where the kernel grants the tile state). Each list is the order
+ * measured on that family with tx-bench --vs, side by side in one run
+ * (docs/engine.md, "Which path by default"). A CPU of no listed family
+ * takes the rank order. The choice is a fixed function of CPUID, so the
+ * same machine always runs the same kernels (a probe timed at start-up
+ * on a shared host would pick differently from run to run, and the paths'
+ * sums differ in their last bits).
+ */
+int eng_gemv_prefetch = 1;
+
+struct isa_pref {
+    int amd;         /* vendor AuthenticAMD (else any other) */
+    unsigned family; /* CPUID family (base + extended), 0: any */
+    unsigned order[4];
+    /* the AVX-512 float/FP8 GEMV's software prefetch (eng_gemv_prefetch) */
+    int gemv_prefetch;
+    const char *why;
+};
+
+static const struct isa_pref isa_prefs[] = {
+    {1, 0x19, {TX8_ISA_AVX512, TX8_ISA_AVX2, TX8_ISA_PORTABLE, TX8_ISA_PORTABLE}, 0,
+     "AMD family 19h (Zen 3/4): avx512 where present, else avx2; float GEMV without software "
+     "prefetch (Zen 4: f16 GEMV 13.5 -> 22 GB/s per CPU-second without it)"},
+    {0, 0, {TX8_ISA_AMX, TX8_ISA_AVX512, TX8_ISA_AVX2, TX8_ISA_PORTABLE}, 1,
+     "rank order: amx, avx512, avx2, portable"},
+};
+
+static unsigned cpu_family(void)
+{
+    unsigned a = 0, b, c, d;
+#if defined(__x86_64__)
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+#endif
+    unsigned f = (a >> 8) & 0xf;
+    return f == 0xf ? f + ((a >> 20) & 0xff) : f;
+}
+
+static const struct isa_pref *isa_pref_of_cpu(void)
+{
+    int amd = 0;
+#if defined(__x86_64__)
+    amd = cpu_is_amd();
+#endif
+    unsigned fam = cpu_family();
+    for (size_t i = 0; i < sizeof(isa_prefs) / sizeof(isa_prefs[0]); i++)
+        if (!isa_prefs[i].family || (isa_prefs[i].amd == amd && isa_prefs[i].family == fam))
+            return &isa_prefs[i];
+    return &isa_prefs[sizeof(isa_prefs) / sizeof(isa_prefs[0]) - 1];
+}
+
+static unsigned default_isa(void)
+{
+    const struct isa_pref *p = isa_pref_of_cpu();
+    for (unsigned i = 0; i < 4; i++) {
+        unsigned isa = p->order[i];
+#if defined(__x86_64__)
+        if (isa == TX8_ISA_AMX && !amx_usable())
+            continue;
+#endif
+        if (tx8_engine_isa_supported(isa))
+            return isa;
+    }
+    return TX8_ISA_PORTABLE;
+}
+
+/* TX8_GEMV_PREFETCH=0|1 overrides the family's choice (comparisons) */
+static int gemv_prefetch(void)
+{
+    const char *env = getenv("TX8_GEMV_PREFETCH");
+    if (env && (!strcmp(env, "0") || !strcmp(env, "1")))
+        return env[0] == '1';
+    return isa_pref_of_cpu()->gemv_prefetch;
+}
+
+const char *tx8_engine_isa_default_why(void)
+{
+    return isa_pref_of_cpu()->why;
+}
+
 static int pick_isa(unsigned want, unsigned *out)
 {
     if (want == TX8_ISA_AUTO) {
@@ -304,16 +387,8 @@ static int pick_isa(unsigned want, unsigned *out)
         if (env && *env && tx8_engine_isa_parse(env, &want))
             return -EINVAL;
     }
-    if (want == TX8_ISA_AUTO) {
-#if defined(__x86_64__)
-        if (tx8_engine_isa_supported(TX8_ISA_AVX512) && amx_usable())
-            want = TX8_ISA_AMX;
-        else
-#endif
-        want = tx8_engine_isa_supported(TX8_ISA_AVX512) ? TX8_ISA_AVX512
-               : tx8_engine_isa_supported(TX8_ISA_AVX2) ? TX8_ISA_AVX2
-                                                        : TX8_ISA_PORTABLE;
-    }
+    if (want == TX8_ISA_AUTO)
+        want = default_isa();
     if (want > TX8_ISA_AMX)
         return -EINVAL;
     if (!tx8_engine_isa_supported(want))
@@ -597,6 +672,8 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
     }
 #endif
     e->k = &e->kern;
+    eng_gemv_prefetch = gemv_prefetch();
+    eng_panel_blocking(e);
     {
         const char *u = getenv("TX8_ENGINE_MOE_UNFUSED");
         e->moe_unfused = u && !strcmp(u, "1");

@@ -148,6 +148,12 @@ struct eng_kernels {
     int sparse_il;        /* mm_sparse_i8 uses x_il for 8-token tiles */
     void (*mm_tile_f32)(const struct mm_tile *t);
     void (*mm_tile_i8)(const struct mm_tile *t);
+    /* int8 GEMM (T > 32, not batch-invariant) whose [k0, k1) lies in one
+     * scale group and spans at most 65536 columns: panel_rows (or fewer,
+     * t->R) weight rows against all t->T tokens, bit-identical to
+     * mm_tile_i8 on the same range; NULL: mm_tile_i8 tiles */
+    void (*mm_panel_i8)(const struct mm_tile *t);
+    unsigned panel_rows;
     /* BF16 weights x BF16-exact f32 activations (mm_tile with x_bf16), or
      * NULL: set per engine when the CPU has AVX512-BF16 */
     void (*mm_tile_bf16)(const struct mm_tile *t);
@@ -209,6 +215,11 @@ struct eng_kernels {
     unsigned small_tokens;
     unsigned char small_rows[9];
 };
+
+/* Whether the AVX-512 float and FP8 GEMV (row_dot1) prefetch their weight
+ * stream in software: set at engine creation from the CPU family's entry
+ * (engine.c isa_prefs; TX8_GEMV_PREFETCH overrides). It changes no result. */
+extern int eng_gemv_prefetch;
 
 extern const struct eng_kernels eng_kernels_portable;
 extern const struct eng_kernels eng_kernels_avx2;
@@ -319,6 +330,11 @@ struct tx8_engine {
      * on BF16-rounded operands (the faster of the two differs by CPU:
      * TX8_ATTN_BF16_DOT, engine.c) */
     int attn_bf16_dp;
+    /* the int8 GEMM panel's blocking (matmul.c, eng_panel_blocking): K
+     * block panel_k (the panel's weight rows stay in L1d) and token block
+     * panel_tokens (their activations stay in L2), from the CPU's cache
+     * sizes at engine creation */
+    size_t panel_k, panel_tokens;
     struct tx8_counters *ctr;
     struct tx8_counters own_ctr;
     /* the power model (power.h); cap_mw may change between commands */
@@ -528,6 +544,9 @@ int eng_mm_weight(struct tx8_engine *e, const struct tx8_weight *tw, unsigned sl
 int eng_mm_act(struct tx8_engine *e, const float *x, size_t ld, size_t T, size_t K,
                unsigned act_dtype, struct mm_act *a);
 /* y = act . W^T (+ bias) (+ y), in parallel. */
+/* Sets e->panel_k / panel_tokens from the L1d and L2 sizes (sysconf, i.e.
+ * CPUID; defaults 32 KiB / 1 MiB where unknown). */
+void eng_panel_blocking(struct tx8_engine *e);
 void eng_mm_run(struct tx8_engine *e, const struct mm_w *w, const struct mm_act *a,
                 const struct mm_out *o);
 /* MACs of act . W^T for T tokens; *skipped gets the MACs sparse skipped */

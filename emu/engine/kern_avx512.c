@@ -60,28 +60,46 @@ AI __mmask64 mask64(size_t n)
 
 /* ---- f32 tile ----------------------------------------------------------- */
 
-/* Horizontal sums of v[0..n) (n <= 8; v[j] for j >= n taken as zero) in
- * one tree: sum[(j & 3) * 4 + (j >> 2)] = sum of v[j]'s 16 lanes. */
-AI void hsum8x(const __m512 *v, const unsigned n, float *sum)
+/* lane-wise a + b of f32 (F) or int32 lanes */
+AI __m512i add_lanes(__m512i a, __m512i b, const int F)
 {
-    __m512 a[8], b[4], c[2];
+    return F ? _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b)))
+             : _mm512_add_epi32(a, b);
+}
+
+/* Horizontal sums of v[0..n) (n <= 8; v[j] for j >= n taken as zero) in
+ * one tree, f32 (F) or int32 lanes: sum[(j & 3) * 4 + (j >> 2)] = the sum
+ * of v[j]'s 16 lanes (int32: the caller keeps every sum within int32). */
+AI void hsum8x_lanes(const __m512i *v, const unsigned n, void *sum, const int F)
+{
+    __m512i a[8], b[4], c[2];
 #pragma GCC unroll 8
     for (unsigned j = 0; j < 8; j++)
-        a[j] = j < n ? v[j] : _mm512_setzero_ps();
+        a[j] = j < n ? v[j] : _mm512_setzero_si512();
         /* 256-bit halves: b[i] = [a(2i) lo + hi | a(2i+1) lo + hi] */
 #pragma GCC unroll 4
     for (unsigned i = 0; i < 4; i++)
-        b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
-                             _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
+        b[i] = add_lanes(_mm512_shuffle_i32x4(a[2 * i], a[2 * i + 1], 0x44),
+                         _mm512_shuffle_i32x4(a[2 * i], a[2 * i + 1], 0xEE), F);
         /* 128-bit lanes: c[i] = [a(4i) | a(4i+1) | a(4i+2) | a(4i+3)], 4 each */
 #pragma GCC unroll 2
     for (unsigned i = 0; i < 2; i++)
-        c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88),
-                             _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xDD));
+        c[i] = add_lanes(_mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], 0x88),
+                         _mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], 0xDD), F);
     /* within the lanes: lane L ends as [a(L), a(4 + L), a(L), a(4 + L)] */
-    __m512 d = _mm512_add_ps(_mm512_unpacklo_ps(c[0], c[1]), _mm512_unpackhi_ps(c[0], c[1]));
-    d = _mm512_add_ps(d, _mm512_shuffle_ps(d, d, 0x4E));
-    _mm512_storeu_ps(sum, d);
+    __m512i d =
+        add_lanes(_mm512_unpacklo_epi32(c[0], c[1]), _mm512_unpackhi_epi32(c[0], c[1]), F);
+    d = add_lanes(d, _mm512_shuffle_epi32(d, (_MM_PERM_ENUM)0x4E), F);
+    _mm512_storeu_si512(sum, d);
+}
+
+AI void hsum8x(const __m512 *v, const unsigned n, float *sum)
+{
+    __m512i a[8];
+#pragma GCC unroll 8
+    for (unsigned j = 0; j < 8; j++)
+        a[j] = j < n ? _mm512_castps_si512(v[j]) : _mm512_setzero_si512();
+    hsum8x_lanes(a, n, sum, 1);
 }
 
 /* RM weight rows (rows past t->R repeat the last one, results dropped),
@@ -213,6 +231,42 @@ AI void tile_f32(const struct mm_tile *t, const unsigned T, const unsigned D, co
 #ifndef ENG_GEMV_SEQ
 #define ENG_GEMV_SEQ 1
 #endif
+/*
+ * 64 E4M3 codes times their block's scale s, as f32: the FP8 GEMV's
+ * decode, bit-identical to eng_e4m3x16(code) * s but with one multiply
+ * instead of two. eng_e4m3x16 forms v = 2^-120 x value exactly and then
+ * multiplies by 2^120; here v is multiplied by s x 2^120 (exact while
+ * |s| < 2^8: no overflow), and v x (s x 2^120) is the same real number as
+ * value x s, rounded once: the same f32. The codes are read by sign-
+ * extending loads (vpmovsxbd from memory), so a step is 3 integer
+ * operations and one multiply per 16 codes (eng_e4m3x16 and the scale:
+ * 7 and 2). Returns 0, computing nothing, when a NaN code (0x7f, 0xff) is
+ * among the 64 or |s| >= 2^8 (or s is NaN): the caller then takes the
+ * general decode.
+ */
+AI int e4m3x64_scaled(const uint8_t *p, float s, __m512 *w0, __m512 *w1, __m512 *w2, __m512 *w3)
+{
+    const __m512i seven = _mm512_set1_epi8(0x7f);
+    __m512i raw = _mm512_loadu_si512(p);
+    if (_mm512_cmpeq_epi8_mask(_mm512_and_si512(raw, seven), seven) || !(fabsf(s) < 0x1p8f))
+        return 0;
+    const __m512 sv = _mm512_set1_ps(s * 0x1p120f);
+    const __m512i keep = _mm512_set1_epi32((int)0x87f00000u);
+#define E4M3_Q(i)                                                                                  \
+    _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(                                            \
+                      _mm512_slli_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128(                      \
+                                            (const __m128i *)(const void *)(p + 16 * (i)))),        \
+                                        20),                                                       \
+                      keep)),                                                                      \
+                  sv)
+    *w0 = E4M3_Q(0);
+    *w1 = E4M3_Q(1);
+    *w2 = E4M3_Q(2);
+    *w3 = E4M3_Q(3);
+#undef E4M3_Q
+    return 1;
+}
+
 AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const unsigned D,
                   const float *sc, size_t group)
 {
@@ -225,7 +279,7 @@ AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const 
     const int F8 = D == TX8_DTYPE_F8_E4M3;
     if (D != TX8_DTYPE_I8) {
         for (; k + 64 <= k1; k += 64) {
-            if (ENG_PREFETCH) {
+            if (ENG_PREFETCH && eng_gemv_prefetch) {
                 _mm_prefetch((const char *)(w + k * ES(D) + ENG_PREFETCH), _MM_HINT_T0);
                 if (ES(D) >= 2)
                     _mm_prefetch((const char *)(w + k * ES(D) + 64 + ENG_PREFETCH), _MM_HINT_T0);
@@ -234,14 +288,21 @@ AI float row_dot1(const uint8_t *w, const float *x, size_t k0, size_t k1, const 
                     _mm_prefetch((const char *)(w + k * ES(D) + 192 + ENG_PREFETCH), _MM_HINT_T0);
                 }
             }
-            __m512 w0 = eng_load16(w, k, D), w1 = eng_load16(w, k + 16, D);
-            __m512 w2 = eng_load16(w, k + 32, D), w3 = eng_load16(w, k + 48, D);
-            if (F8) {
-                __m512 sv = _mm512_set1_ps(sc[k / group]);
-                w0 = _mm512_mul_ps(w0, sv);
-                w1 = _mm512_mul_ps(w1, sv);
-                w2 = _mm512_mul_ps(w2, sv);
-                w3 = _mm512_mul_ps(w3, sv);
+            __m512 w0, w1, w2, w3;
+            if (F8 && e4m3x64_scaled(w + k, sc[k / group], &w0, &w1, &w2, &w3)) {
+                /* decoded and scaled */
+            } else {
+                w0 = eng_load16(w, k, D);
+                w1 = eng_load16(w, k + 16, D);
+                w2 = eng_load16(w, k + 32, D);
+                w3 = eng_load16(w, k + 48, D);
+                if (F8) {
+                    __m512 sv = _mm512_set1_ps(sc[k / group]);
+                    w0 = _mm512_mul_ps(w0, sv);
+                    w1 = _mm512_mul_ps(w1, sv);
+                    w2 = _mm512_mul_ps(w2, sv);
+                    w3 = _mm512_mul_ps(w3, sv);
+                }
             }
             a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + k), a0);
             a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + k + 16), a1);
@@ -656,6 +717,117 @@ AI float row_dot1_i8(const uint8_t *w, const uint8_t *x, size_t k0, size_t k1, c
         res += sc[g] * (float)(hsum_epi32(a) - 128 * hsum_epi32(ws));
     }
     return res;
+}
+
+/*
+ * INT8 GEMM panel (T > 32 outside batch-invariant jobs, matmul.c): PANEL_R
+ * weight rows whose range [k0, k1) lies in one scale group, against all
+ * t->T tokens, in register tiles of PANEL_T tokens x PANEL_R rows (24 int32
+ * accumulators, 4 weight vectors, 1 activation vector: 29 of the 32
+ * registers; 10 loads per 24 vpdpbusd). The rows' sum(w) (the u8
+ * correction) is computed once per call instead of once per token tile
+ * (tile_i8 spends a fifth of its vpdpbusd on it), and each (row, token)
+ * sum comes from one int32 shuffle tree per row. The integers are the
+ * exact dot products tile_i8 forms, scaled the same way: results are
+ * bit-identical to it. The rows (4 x (k1 - k0) bytes) stay in L1 while
+ * the tokens' activations stream from L2.
+ */
+#define PANEL_R 4
+#define PANEL_T 6
+
+AI void panel_i8_x(const struct mm_tile *t, const uint8_t *const *w, const int32_t *wsum,
+                   const float *s, size_t j0, const unsigned T)
+{
+    __m512i acc[PANEL_R][8];
+    const uint8_t *x[PANEL_T];
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < PANEL_R; r++)
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++)
+            acc[r][j] = _mm512_setzero_si512();
+#pragma GCC unroll 6
+    for (unsigned j = 0; j < T; j++)
+        x[j] = (const uint8_t *)t->x + (j0 + j) * t->x_stride;
+    size_t k = t->k0;
+    for (; k + 64 <= t->k1; k += 64) {
+        __m512i wv[PANEL_R];
+#pragma GCC unroll 4
+        for (unsigned r = 0; r < PANEL_R; r++)
+            wv[r] = _mm512_loadu_si512(w[r] + k);
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++) {
+            __m512i xv = _mm512_loadu_si512(x[j] + k);
+#pragma GCC unroll 4
+            for (unsigned r = 0; r < PANEL_R; r++)
+                acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv, wv[r]);
+        }
+    }
+    if (k < t->k1) {
+        __mmask64 m = mask64(t->k1 - k);
+        __m512i wv[PANEL_R];
+#pragma GCC unroll 4
+        for (unsigned r = 0; r < PANEL_R; r++)
+            wv[r] = _mm512_maskz_loadu_epi8(m, w[r] + k);
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++) {
+            __m512i xv = _mm512_maskz_loadu_epi8(m, x[j] + k);
+#pragma GCC unroll 4
+            for (unsigned r = 0; r < PANEL_R; r++)
+                acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv, wv[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (unsigned r = 0; r < PANEL_R; r++) {
+        if (r >= t->R)
+            break;
+        int32_t sum[16];
+        hsum8x_lanes(acc[r], T, sum, 0);
+#pragma GCC unroll 6
+        for (unsigned j = 0; j < T; j++) {
+            int64_t d = (int64_t)sum[(j & 3) * 4 + (j >> 2)] - 128 * (int64_t)wsum[r];
+            t->out[(j0 + j) * t->out_stride + r] += s[r] * (float)d;
+        }
+    }
+}
+
+static void mm_panel_i8(const struct mm_tile *t)
+{
+    const __m512i ones = _mm512_set1_epi8(1);
+    const uint8_t *w[PANEL_R];
+    int32_t wsum[PANEL_R];
+    float s[PANEL_R];
+    const size_t g = t->k0 / t->group;
+    for (unsigned r = 0; r < PANEL_R; r++) {
+        unsigned rr = r < t->R ? r : t->R - 1;
+        w[r] = t->w + rr * t->w_stride;
+        s[r] = t->scales[rr * t->scale_stride + g];
+        __m512i a = _mm512_setzero_si512();
+        for (size_t k = t->k0; k < t->k1; k += 64)
+            a = _mm512_dpbusd_epi32(a, ones, _mm512_maskz_loadu_epi8(mask64(t->k1 - k), w[r] + k));
+        wsum[r] = (int32_t)hsum_epi32(a);
+    }
+    size_t j = 0;
+    for (; j + PANEL_T <= t->T; j += PANEL_T)
+        panel_i8_x(t, w, wsum, s, j, PANEL_T);
+    switch (t->T - j) {
+    case 0:
+        break;
+    case 1:
+        panel_i8_x(t, w, wsum, s, j, 1);
+        break;
+    case 2:
+        panel_i8_x(t, w, wsum, s, j, 2);
+        break;
+    case 3:
+        panel_i8_x(t, w, wsum, s, j, 3);
+        break;
+    case 4:
+        panel_i8_x(t, w, wsum, s, j, 4);
+        break;
+    default:
+        panel_i8_x(t, w, wsum, s, j, 5);
+        break;
+    }
 }
 
 static void mm_tile_i8(const struct mm_tile *t)
@@ -1274,6 +1446,8 @@ const struct eng_kernels eng_kernels_avx512 = {
     .act_u8 = 1,
     .mm_tile_f32 = mm_tile_f32,
     .mm_tile_i8 = mm_tile_i8,
+    .mm_panel_i8 = mm_panel_i8,
+    .panel_rows = PANEL_R,
     .mm_sparse_f32 = mm_sparse_f32,
     .mm_sparse_i8 = mm_sparse_i8,
     .dot_f32 = dot_f32,
@@ -1377,12 +1551,18 @@ BF16_FN AI void tile_bf16(const struct mm_tile *t, const unsigned T, const unsig
                 acc[r][j] = _mm512_dpbf16_ps(acc[r][j], wv[r], xv);
         }
     }
+    /* a row's T sums from one shuffle tree (hsum8x; each sum in the same
+     * order whatever T) */
 #pragma GCC unroll 4
-    for (unsigned r = 0; r < RM; r++)
+    for (unsigned r = 0; r < RM; r++) {
+        if (r >= t->R)
+            break;
+        float sum[16];
+        hsum8x(acc[r], T, sum);
 #pragma GCC unroll 6
         for (unsigned j = 0; j < T; j++)
-            if (r < t->R)
-                t->out[j * t->out_stride + r] += _mm512_reduce_add_ps(acc[r][j]);
+            t->out[j * t->out_stride + r] += sum[(j & 3) * 4 + (j >> 2)];
+    }
 }
 
 /* GEMV: the rows one after the other (one sequential stream, as row_dot1) */

@@ -115,6 +115,9 @@ int tx8_engine_isa_supported(unsigned isa);
 
 /* NULL if `isa` can be used here, else why not (a sentence fragment). */
 const char *tx8_engine_isa_why(unsigned isa);
+/* Why TX8_ISA_AUTO picks the path it does on this CPU (its family's entry
+ * in the engine's table, docs/engine.md "Which path by default"). */
+const char *tx8_engine_isa_default_why(void);
 
 /* Whether the CPU has an instruction family (enum tx8_engine_feature). */
 int tx8_engine_has_feature(unsigned feature);

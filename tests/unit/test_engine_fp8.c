@@ -217,6 +217,59 @@ START_TEST(test_fp8_matmul)
 }
 END_TEST
 
+/* The GEMV's 64-code steps on their general decode (AVX-512: a NaN code
+ * among the 64, or a block scale of 2^8 or more, where the one-multiply
+ * decode would overflow) and scales whose products are denormal: FP8 ==
+ * F32 on the dequantised values, bit for bit (NaN where a NaN code is) */
+START_TEST(test_fp8_gemv_decode_cases)
+{
+    struct te *t = path_engine(_i);
+    if (!t)
+        return;
+    uint64_t rng = 0x6e6d + (uint64_t)_i;
+    const unsigned N = 260, K = 384, sc = 3;
+    static const float scales[9] = {300.0f, 1e30f, 0x1p8f, 0x1.fffffep7f, 1e-38f,
+                                    0x1p-140f, 0.5f, -2.0f, 1e-3f};
+    struct fw w;
+    fw_make(t, &rng, &w, N, K);
+    uint8_t *dp = te_ptr(t, w.f8.data);
+    float *sp = te_ptr(t, w.f8.scales), *fp = w.deq;
+    for (unsigned i = 0; i < 9; i++)
+        sp[i] = scales[i];
+    for (unsigned r = 0; r < N; r += 7) /* NaN codes in some rows' steps */
+        dp[(size_t)r * K + te_rand(&rng, 0, K - 1)] = (uint8_t)(r & 1 ? 0xff : 0x7f);
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        fp[i] = tx_e4m3_to_f32(dp[i]) * sp[(i / K / 128) * sc + (i % K) / 128];
+    uint64_t x = te_alloc(t, K * 4), y8 = te_alloc(t, N * 4), y32 = te_alloc(t, N * 4);
+    float *xp = te_ptr(t, x), *p8 = te_ptr(t, y8), *p32 = te_ptr(t, y32);
+    te_fill_f32(&rng, xp, K, 1.0f);
+    struct tx8_cmd_matmul m;
+    memset(&m, 0, sizeof(m));
+    m.hdr = TE_HDR(TX8_OP_MATMUL, struct tx8_cmd_matmul);
+    m.x = x;
+    m.tokens = 1;
+    m.ld_x = K;
+    m.ld_y = N;
+    m.act_dtype = TX8_DTYPE_F32;
+    m.y = y8;
+    m.w = w.f8;
+    TE_EQ(te_run1(t, &m), TX8_STATUS_OK);
+    m.y = y32;
+    m.w = w.f32;
+    TE_EQ(te_run1(t, &m), TX8_STATUS_OK);
+    for (unsigned n = 0; n < N; n++) {
+        if (isnan(p32[n]))
+            TE_CHECK(isnan(p8[n]), "%s row %u: fp8 %.9g, f32 NaN", path_name[_i], n,
+                     (double)p8[n]);
+        else
+            TE_CHECK(memcmp(&p8[n], &p32[n], 4) == 0, "%s row %u: fp8 %.9g vs f32 %.9g",
+                     path_name[_i], n, (double)p8[n], (double)p32[n]);
+    }
+    te_reset(t, w.f8.data);
+    te_free(t);
+}
+END_TEST
+
 /* MOE_FFN with FP8 experts == with F32 experts of the dequantised values */
 START_TEST(test_fp8_moe_ffn)
 {
@@ -324,6 +377,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_fp8_codes, 0, NPATH);
     tcase_add_loop_test(tc, test_fp8_matmul, 0, NPATH);
+    tcase_add_loop_test(tc, test_fp8_gemv_decode_cases, 0, NPATH);
     tcase_add_loop_test(tc, test_fp8_moe_ffn, 0, NPATH);
     tcase_add_test(tc, test_fp8_checks);
     suite_add_tcase(s, tc);

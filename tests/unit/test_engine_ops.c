@@ -559,6 +559,60 @@ START_TEST(test_matmul_large)
 }
 END_TEST
 
+/* INT8 GEMM (T > 32, per-row scales: the AVX-512 panel kernel, matmul.c
+ * mm_panel_takes): tokens past one 256-token block and past the panel's
+ * token block, rows not a multiple of the panel's 4, K with a tail and
+ * past the panel's K block (4096 with a 32 KiB L1d), accumulation and
+ * bias; the integer products are exact, so the results are within f32
+ * rounding of the double reference. */
+START_TEST(test_int8_gemm_panel)
+{
+    TE_BEGIN(_i);
+    static const unsigned Ts[3] = {33, 150, 263}, Ns[3] = {1, 6, 37}, Ks[4] = {5, 64, 4100, 9000};
+    for (unsigned c = 0; c < 6; c++) {
+        uint64_t mark = t->brk;
+        unsigned T = Ts[c % 3], N = Ns[(c + 1) % 3], K = Ks[c % 4];
+        struct tw w;
+        tw_make(t, &rng, &w, N, K, TX8_DTYPE_I8, 0, 0);
+        uint64_t x = te_alloc(t, (size_t)T * K * 4), y = te_alloc(t, (size_t)T * N * 4),
+                 b = te_alloc(t, (size_t)N * 4);
+        float *xp = te_ptr(t, x), *yp = te_ptr(t, y), *bp = te_ptr(t, b);
+        te_fill_f32(&rng, xp, (size_t)T * K, 1.0f);
+        te_fill_f32(&rng, yp, (size_t)T * N, 1.0f);
+        te_fill_f32(&rng, bp, N, 1.0f);
+        float *y0 = malloc(sizeof(float) * T * N);
+        memcpy(y0, yp, sizeof(float) * T * N);
+        struct tx8_cmd_matmul m;
+        memset(&m, 0, sizeof(m));
+        m.hdr = TE_HDR(TX8_OP_MATMUL, struct tx8_cmd_matmul);
+        m.hdr.flags = TX8_MATMUL_F_BIAS | TX8_MATMUL_F_ACCUMULATE;
+        m.x = x;
+        m.y = y;
+        m.bias = b;
+        m.w = w.w;
+        m.tokens = T;
+        m.ld_x = K;
+        m.ld_y = N;
+        m.act_dtype = TX8_DTYPE_I8;
+        TE_EQ(te_run1(t, &m), TX8_STATUS_OK);
+        double *ref = malloc(sizeof(double) * T * N), *mag = malloc(sizeof(double) * T * N);
+        ref_matmul(&w, xp, K, T, TX8_DTYPE_I8, ref, mag);
+        for (size_t i = 0; i < (size_t)T * N; i++) {
+            double want = ref[i] + bp[i % N] + y0[i];
+            double tol = 1e-5 * (mag[i] + fabs(bp[i % N]) + fabs(y0[i])) + 1e-6;
+            TE_CHECK(fabs(yp[i] - want) <= tol, "int8 gemm T=%u N=%u K=%u at token %zu row %zu: %.9g, want %.9g",
+                     T, N, K, i / N, i % N, yp[i], want);
+        }
+        free(ref);
+        free(mag);
+        free(y0);
+        free(w.deq);
+        te_reset(t, mark);
+    }
+    te_free(t);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Norms, RoPE, SwiGLU, Add, Embed                                           */
 /* ------------------------------------------------------------------------ */
@@ -2522,6 +2576,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_matmul_int8, 0, NISA);
     tcase_add_loop_test(tc, test_int8_error_bound, 0, NISA);
     tcase_add_loop_test(tc, test_matmul_large, 0, NISA);
+    tcase_add_loop_test(tc, test_int8_gemm_panel, 0, NISA);
     tcase_add_loop_test(tc, test_norms, 0, NISA);
     tcase_add_loop_test(tc, test_rope, 0, NISA);
     tcase_add_loop_test(tc, test_swiglu_add, 0, NISA);

@@ -810,6 +810,8 @@ static void print_table(const struct run *R)
            R->isa, o->threads, (unsigned long long)(o->size / MIB), o->reps, o->batch,
            o->cpu_time ? "; ms = process CPU time (--cpu-time)" : "",
            o->batch_inv ? "; batch-invariant jobs" : "");
+    if (o->isa == TX8_ISA_AUTO && !getenv("TX8_ENGINE_ISA"))
+        printf("default path: %s\n", tx8_engine_isa_default_why());
     if (R->min_ws)
         printf("last-level cache: %s; minimum working set %u x LLC = %.1f MiB\n", llc,
                TX_LLC_FACTOR, (double)R->min_ws / MIB);
