@@ -253,6 +253,12 @@ chat-template-check: $(BUILD)/bin/glm-synth $(BUILD)/bin/glm-export $(BUILD)/bin
 	@BUILD=$(BUILD) tests/chat-template-check.sh
 	@BUILD=$(BUILD) tests/chat-template-jinja.sh
 
+# glm-export inside a memory cgroup smaller than its input and output
+# (FP8 and BF16 checkpoints): the same bytes as without a limit
+# (tests/export-memory.sh; SKIP without root or a memory cgroup)
+export-memory-check: $(BUILD)/bin/glm-export $(BUILD)/bin/glm-synth
+	@BUILD=$(BUILD) tests/export-memory.sh
+
 # MTP speculative decoding on the trained models: greedy and sampled output
 # identical to non-speculative, acceptance 100%/0% test modes (tests/spec-mtp.sh)
 spec-mtp-check: $(BUILD)/bin/glm-export $(BUILD)/bin/glm-inference $(BUILD)/bin/tx8-emu
@@ -301,6 +307,6 @@ clean:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^kernel/\|^include/uapi/\|^include/tx8/')
 
-.PHONY: all tests check unit-check abi-check layout-check chat-template-check spec-mtp-check bench-mtp print-sdk-headers run install clean format 
+.PHONY: all tests check unit-check abi-check layout-check chat-template-check export-memory-check spec-mtp-check bench-mtp print-sdk-headers run install clean format 
 
 -include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)

@@ -3,7 +3,7 @@
  * glm-export: convert a GLM model (Hugging Face checkpoint directory or
  * ONNX) into an .smd deployment package for the TX8.
  *
- *   glm-export --input IN --output OUT.smd [--quant none|fp16|bf16|int8]
+ *   glm-export --input IN --output OUT.smd [--quant none|fp16|bf16|int8|fp8]
  *              [--optimize sparse] [--precision TYPE=PREC,...]
  *              [--group-size N] [--sparsity F] [--tokenizer FILE]
  *              [--tokenizer-config FILE] [--name NAME] [--threads N] [--quiet]

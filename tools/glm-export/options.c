@@ -12,7 +12,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: glm-export --input IN --output OUT.smd [--quant none|fp16|bf16|int8]\n"
+    fprintf(f, "usage: glm-export --input IN --output OUT.smd [--quant none|fp16|bf16|int8|fp8]\n"
                "                  [--optimize sparse] [--precision TYPE=PREC,...]\n"
                "                  [--group-size N] [--sparsity F] [--tokenizer FILE]\n"
                "                  [--tokenizer-config FILE] [--name NAME] [--threads N] [--quiet]\n"
@@ -24,8 +24,11 @@ static void usage(FILE *f)
                "  --quant none       everything FP32\n"
                "  --quant fp16|bf16  every weight matrix FP16/BF16 (norms FP32)\n"
                "  --quant int8       the golden configuration\n"
+               "  --quant fp8        the projections FP8 E4M3 with a scale per 128x128 block\n"
+               "                     (an FP8 checkpoint's bit for bit), embedding and output\n"
+               "                     FP32, as the FP8 releases keep them\n"
                "  --precision        per layer type: embedding, attention, mlp, experts, norm,\n"
-               "                     output = fp32|fp16|bf16|int8 (applied after --quant)\n"
+               "                     output = fp32|fp16|bf16|int8|fp8 (applied after --quant)\n"
                "  --group-size N     INT8 scales per group of N columns (multiple of 32;\n"
                "                     default 0 = one scale per output channel)\n"
                "  --optimize sparse  prune MLP/expert weights to the TX8 block-sparse format\n"

@@ -352,7 +352,17 @@ static char *metadata_json(const char *input, const struct tx_ckpt *c,
         m, "source_format",
         json_object_new_string(tx_ckpt_format(c) == TX_CKPT_ONNX ? "onnx" : "hf"));
     add_source(m, input, st);
+    /* SOURCE_DATE_EPOCH (reproducible-builds.org): a fixed "created", so
+     * that the same export gives the same bytes */
     time_t now = time(NULL);
+    const char *sde = getenv("SOURCE_DATE_EPOCH");
+    if (sde && *sde) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(sde, &end, 10);
+        if (!*end && !errno && v >= 0)
+            now = (time_t)v;
+    }
     struct tm tm;
     char ts[32];
     gmtime_r(&now, &tm);
