@@ -207,14 +207,16 @@ struct glm_model {
     int telem_dirty;      /* passes ran since then */
 
     /* decode passes (every segment one token): host and device time
-     * (glm_model_decode_times, TX_DEBUG), under lock */
-    struct {
+     * (glm_model_decode_times, TX_DEBUG); prefill passes (any longer
+     * segment: glm_model_prefill_times, the time to the first token), under
+     * lock */
+    struct rt_pass_times {
         uint64_t passes, jobs;
         uint64_t wall_ns;   /* pass entry to the last job waited for */
         uint64_t build_ns;  /* pass entry to the first job's submission */
         uint64_t device_ns; /* the jobs' device time (end - start) */
         uint64_t replays;   /* passes that ran the decode graph */
-    } dec;
+    } dec, pre;
     /* the decode graph (runtime/decode_graph.c), under lock; its mode
      * (TX_DECODE_GRAPH at load: RT_DG_*) */
     struct rt_dgraph *dg;

@@ -298,7 +298,11 @@ static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *
     int n_out = 0;
     struct gi_energy e0, e1;
     gi_energy_read(g->dev, &e0);
+    struct glm_decode_times pa, pb;
+    int prc = glm_model_prefill_times(g->m, &pa);
     int grc = glm_generate(g->s, &gp, NULL, 0, &n_out, &t);
+    if (!prc)
+        prc = glm_model_prefill_times(g->m, &pb);
     gi_energy_read(g->dev, &e1);
     putchar('\n');
     fflush(stdout);
@@ -317,6 +321,8 @@ static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *
             : (unsigned)t.stop < 5 ? why[t.stop]
                                    : "?");
     print_perf(&t);
+    if (!prc)
+        print_ttft(&t, &pa, &pb);
     gi_energy_print(stderr, &e0, &e1, t.n_prompt, t.n_eval);
     if (interrupted)
         return 130;
