@@ -120,6 +120,9 @@ struct glm_model {
      * INT8_MIXED attention precisions: a device of interface >= 1.7 and
      * not TX_ATTENTION_BF16=0 */
     int attn_bf16;
+    /* DSA_INDEX over a Q8_0 indexer key cache with 8-bit products
+     * (TX8_DSA_F_QUERY_Q8, interface >= 1.9; TX_DSA_QUERY_Q8=0: f32) */
+    int dsa_q8;
     /* MLA attention form of a pass (TX_MLA_FORM at load): -1 absorbed,
      * 1 expanded, 0 chosen per pass (tx_mla_expand_keys) */
     int mla_form;
