@@ -312,3 +312,149 @@ void eng_dsa_tile_avx512(const struct eng_dsa_tile *d, size_t t0, size_t nt, siz
         }
     }
 }
+
+/* ---- DSA_INDEX scores with 8-bit products (TX8_DSA_F_QUERY_Q8) ------------ */
+
+/* the scratch bytes eng_dsa_tile_q8_avx512 takes from W_TMP2 */
+static size_t dsa_q8_scratch(size_t dim)
+{
+    size_t R = ATTN_TILE_ROWS;
+    return (dim / 4 * R + dim / TX8_KV_BLOCK * R + (size_t)FKC * R + R) * 4 + 128;
+}
+
+/* st [cn][NP] (the rows' dot products of keys c0..) to the scores of tokens
+ * [t0, t0 + nt): per 16 keys (one per lane, the rows gathered) the sum over
+ * the heads in order, from 0, of relu(s) * w -- per key the operations of a
+ * scalar loop over the heads */
+static void dsa_head_sums(const struct eng_dsa_tile *d, const float *st, const float *wv,
+                          size_t NP, size_t t0, size_t nt, size_t c0, size_t cn)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    size_t H = d->heads;
+    for (size_t j0 = 0; j0 < cn; j0 += 16) {
+        __mmask16 km = attn_m16(cn - j0);
+        __m512i idx = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32((int)j0), lane),
+                                         _mm512_set1_epi32((int)NP));
+        for (size_t tl = 0; tl < nt; tl++) {
+            __m512 acc = zero;
+            for (size_t h = 0; h < H; h++) {
+                size_t r = tl * H + h;
+                __m512 sv = _mm512_mask_i32gather_ps(zero, km, idx, st + r, 4);
+                /* relu: vmaxps gives its second operand (+0) for NaN and -0 */
+                acc = _mm512_add_ps(acc,
+                                    _mm512_mul_ps(_mm512_max_ps(sv, zero), _mm512_set1_ps(wv[r])));
+            }
+            _mm512_mask_storeu_ps(d->scores + (t0 - d->t0 + tl) * d->nkeys + c0 + j0, km, acc);
+        }
+    }
+}
+
+/* one key row's dot products with the tile's RV row vectors: per 32-element
+ * block, vpdpbusd of the queries + 128 (unsigned, transposed 4 bytes per
+ * row: qt[dim / 4][NP]) with the key's bytes (signed, broadcast), less 128 x
+ * the block's key sum (vpsadbw), times dq (qdt[block][NP]) x dk, fma'd */
+ATTN_AI void dsa_q8_key(__m512 *out, const uint8_t *kr, const uint32_t *qt, const float *qdt,
+                        size_t NP, size_t nb, const unsigned RV)
+{
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (unsigned rv = 0; rv < RV; rv++)
+        acc[rv] = _mm512_setzero_ps();
+    const __m256i x80 = _mm256_set1_epi8((char)0x80);
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *blk = kr + b * 34;
+        uint16_t hs;
+        memcpy(&hs, blk, 2);
+        __m256i kb = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+        __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(kb, x80), _mm256_setzero_si256());
+        __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+        int ksum = (int)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 128 * 32;
+        __m512i corr = _mm512_set1_epi32(128 * ksum);
+        __m512i ia[4];
+#pragma GCC unroll 4
+        for (unsigned rv = 0; rv < RV; rv++)
+            ia[rv] = _mm512_setzero_si512();
+        const uint32_t *qb = qt + b * 8 * NP;
+#pragma GCC unroll 8
+        for (unsigned g = 0; g < 8; g++) {
+            uint32_t kd;
+            memcpy(&kd, blk + 2 + 4 * g, 4);
+            __m512i kv = _mm512_set1_epi32((int)kd);
+#pragma GCC unroll 4
+            for (unsigned rv = 0; rv < RV; rv++)
+                ia[rv] = _mm512_dpbusd_epi32(
+                    ia[rv], _mm512_loadu_si512((const void *)(qb + g * NP + rv * 16)), kv);
+        }
+        __m512 dk = _mm512_set1_ps(_cvtsh_ss(hs));
+#pragma GCC unroll 4
+        for (unsigned rv = 0; rv < RV; rv++)
+            acc[rv] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(ia[rv], corr)),
+                                      _mm512_mul_ps(_mm512_loadu_ps(qdt + b * NP + rv * 16), dk),
+                                      acc[rv]);
+    }
+#pragma GCC unroll 4
+    for (unsigned rv = 0; rv < RV; rv++)
+        out[rv] = acc[rv];
+}
+
+void eng_dsa_tile_q8_avx512(const struct eng_dsa_tile *d, size_t t0, size_t nt, size_t s0,
+                            size_t s1, struct eng_worker *w)
+{
+    size_t H = d->heads, dim = d->dim, nr = nt * H, nb = dim / TX8_KV_BLOCK;
+    if (!nr || nr > ATTN_TILE_ROWS || !d->kq || !d->q8)
+        return;
+    unsigned RV = (unsigned)((nr + 15) / 16);
+    size_t NP = (size_t)RV * 16;
+    uint8_t *raw = eng_wscratch(w, W_TMP2, dsa_q8_scratch(dim));
+    if (!raw)
+        return;
+    uint32_t *qt = (uint32_t *)(void *)(raw + ((64 - ((uintptr_t)raw & 63)) & 63)); /* [dim/4][NP] */
+    float *qdt = (float *)(void *)(qt + dim / 4 * NP);                             /* [nb][NP] */
+    float *st = qdt + nb * NP;                                                     /* [FKC][NP] */
+    float *wv = st + (size_t)FKC * NP;                                             /* [NP] */
+    memset(qt, 0, dim / 4 * NP * 4);
+    memset(qdt, 0, nb * NP * 4);
+    for (size_t r = 0; r < NP; r++)
+        wv[r] = 0;
+    for (size_t r = 0; r < nr; r++) {
+        size_t t = t0 + r / H, h = r % H;
+        const int8_t *qr = d->q8 + (t * H + h) * dim;
+        for (size_t g = 0; g < dim / 4; g++) {
+            uint32_t v = 0;
+            for (unsigned i = 0; i < 4; i++)
+                v |= (uint32_t)(uint8_t)(qr[4 * g + i] + 128) << (8 * i);
+            qt[g * NP + r] = v;
+        }
+        for (size_t b = 0; b < nb; b++)
+            qdt[b * NP + r] = d->q8d[(t * H + h) * nb + b];
+        wv[r] = d->w[t * H + h];
+    }
+    size_t rb = tx_dtype_row_bytes(TX8_DTYPE_Q8_0, d->ld_k);
+    for (size_t c0 = s0; c0 < s1; c0 += FKC) {
+        size_t cn = s1 - c0 < FKC ? s1 - c0 : FKC;
+        for (size_t j = 0; j < cn; j++) {
+            const uint8_t *kr = d->kq + (c0 + j) * rb;
+            if (j + 2 < cn)
+                _mm_prefetch((const char *)(kr + 2 * rb), _MM_HINT_T0);
+            __m512 o[4];
+            switch (RV) {
+            case 1:
+                dsa_q8_key(o, kr, qt, qdt, NP, nb, 1);
+                break;
+            case 2:
+                dsa_q8_key(o, kr, qt, qdt, NP, nb, 2);
+                break;
+            case 3:
+                dsa_q8_key(o, kr, qt, qdt, NP, nb, 3);
+                break;
+            default:
+                dsa_q8_key(o, kr, qt, qdt, NP, nb, 4);
+                break;
+            }
+            for (unsigned rv = 0; rv < RV; rv++)
+                _mm512_storeu_ps(st + j * NP + rv * 16, o[rv]);
+        }
+        dsa_head_sums(d, st, wv, NP, t0, nt, c0, cn);
+    }
+}

@@ -116,6 +116,10 @@ struct eng_dsa_tile {
     const float *w;    /* [tokens][heads] */
     const float *k;    /* f32 keys [kv_len][ld_k], or NULL */
     const uint8_t *kq; /* Q8_0 keys [kv_len][ld_k], or NULL */
+    /* TX8_DSA_F_QUERY_Q8: the quantised queries [tokens][heads][dim] and
+     * their block scales [tokens][heads][dim / 32] (eng_dsa_tile_q8_avx512) */
+    const int8_t *q8;
+    const float *q8d;
     size_t heads, dim, ld_q_head, ld_k;
     float *scores; /* [token - t0][nkeys] */
     size_t t0, nkeys;
@@ -126,5 +130,9 @@ struct eng_dsa_tile {
 void eng_dsa_tile_avx512(const struct eng_dsa_tile *d, size_t t0, size_t nt, size_t s0, size_t s1,
                          struct eng_worker *w);
 size_t eng_dsa_tile_scratch(size_t dim);
+/* the same with TX8_DSA_F_QUERY_Q8: vpdpbusd over the Q8_0 keys, the sums
+ * of tx8_hw.h's definition (bit-exact with the per-token path) */
+void eng_dsa_tile_q8_avx512(const struct eng_dsa_tile *d, size_t t0, size_t nt, size_t s0,
+                            size_t s1, struct eng_worker *w);
 
 #endif

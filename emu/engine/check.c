@@ -501,9 +501,11 @@ int eng_check_moe_ffn(struct eng_cmd *c)
 int eng_check_dsa_index(struct eng_cmd *c)
 {
     const struct tx8_cmd_dsa_index *m = c->cmd;
-    if (m->hdr.flags & ~TX8_DSA_F_KEY_Q8_0)
+    if (m->hdr.flags & ~(TX8_DSA_F_KEY_Q8_0 | TX8_DSA_F_QUERY_Q8))
         return TX8_STATUS_INVALID_CMD;
     int kq8 = (m->hdr.flags & TX8_DSA_F_KEY_Q8_0) != 0;
+    if ((m->hdr.flags & TX8_DSA_F_QUERY_Q8) && !kq8)
+        return TX8_STATUS_INVALID_CMD; /* 8-bit products need the Q8_0 keys */
     if (!m->tokens)
         return 0;
     if (!m->top_k || m->top_k > TX8_ENGINE_MAX_TOPK || !m->heads || !m->dim ||

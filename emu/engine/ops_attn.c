@@ -782,6 +782,8 @@ struct dsa_ctx {
     const struct tx8_cmd_dsa_index *m;
     const float *q, *k, *w;
     const uint8_t *kq; /* TX8_DSA_F_KEY_Q8_0: the Q8_0 key cache, else NULL */
+    int8_t *q8;        /* TX8_DSA_F_QUERY_Q8: the quantised queries, else NULL */
+    float *q8d;        /* and their block scales */
     int32_t *sel;
     float *scores; /* [tb][nkeys] */
     size_t nkeys, t0, nchunks;
@@ -793,6 +795,77 @@ struct dsa_ctx {
 
 #define DSA_KCHUNK 256
 #define DSA_RANGE 512 /* keys per tile-scoring item */
+
+/* TX8_DSA_F_QUERY_Q8: each 32-element block of a query row to 8 bits
+ * (tx8_hw.h): dq = amax / 127, qi = rne(q x 127 / amax) in [-127, 127];
+ * amax 0 or a NaN element gives 0 */
+static void dsa_quant_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
+{
+    (void)wk;
+    struct dsa_ctx *d = p;
+    const struct tx8_cmd_dsa_index *m = d->m;
+    size_t nb = m->dim / TX8_KV_BLOCK;
+    for (size_t row = b; row < end; row++) { /* (token, head) */
+        const float *q = d->q + row * m->ld_q_head;
+        int8_t *o = d->q8 + row * m->dim;
+        for (size_t blk = 0; blk < nb; blk++) {
+            const float *x = q + blk * TX8_KV_BLOCK;
+            float amax = 0;
+            int nan = 0;
+            for (unsigned i = 0; i < TX8_KV_BLOCK; i++) {
+                float a = fabsf(x[i]);
+                nan |= isnan(a);
+                amax = a > amax ? a : amax;
+            }
+            if (nan || !(amax > 0)) {
+                memset(o + blk * TX8_KV_BLOCK, 0, TX8_KV_BLOCK);
+                d->q8d[row * nb + blk] = 0;
+                continue;
+            }
+            float id = 127.0f / amax;
+            for (unsigned i = 0; i < TX8_KV_BLOCK; i++) {
+                float v = nearbyintf(x[i] * id);
+                v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+                o[blk * TX8_KV_BLOCK + i] = (int8_t)v;
+            }
+            d->q8d[row * nb + blk] = amax / 127.0f;
+        }
+    }
+}
+
+/* TX8_DSA_F_QUERY_Q8, the per-token path: q . k[s] of tx8_hw.h's definition
+ * (integer block sums, fma over the blocks) */
+static float dsa_q8_dot(const int8_t *q, const float *qd, const uint8_t *kr, size_t nb)
+{
+    float dot = 0;
+    for (size_t blk = 0; blk < nb; blk++, kr += 34) {
+        uint16_t hs;
+        memcpy(&hs, kr, 2);
+        const int8_t *kb = (const int8_t *)(const void *)(kr + 2);
+        int32_t n = 0;
+        for (unsigned i = 0; i < TX8_KV_BLOCK; i++)
+            n += (int32_t)q[blk * TX8_KV_BLOCK + i] * kb[i];
+        dot = fmaf((float)n, qd[blk] * tx_f16_to_f32(hs), dot);
+    }
+    return dot;
+}
+
+static void dsa_score_q8(const struct dsa_ctx *d, size_t t, size_t s0, size_t s1, float *out)
+{
+    const struct tx8_cmd_dsa_index *m = d->m;
+    size_t H = m->heads, nb = m->dim / TX8_KV_BLOCK;
+    size_t rb = tx_dtype_row_bytes(TX8_DTYPE_Q8_0, m->ld_k);
+    const float *wt = d->w + t * H;
+    for (size_t s = s0; s < s1; s++) {
+        float acc = 0;
+        for (size_t h = 0; h < H; h++) {
+            float dot = dsa_q8_dot(d->q8 + (t * H + h) * m->dim, d->q8d + (t * H + h) * nb,
+                                   d->kq + s * rb, nb);
+            acc += (dot > 0 ? dot : 0.0f) * wt[h];
+        }
+        out[s] = acc;
+    }
+}
 
 static void dsa_tile_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
 {
@@ -811,7 +884,9 @@ static void dsa_tile_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
         if (limit > m->kv_len)
             limit = m->kv_len;
         size_t s0 = rg * DSA_RANGE, s1 = s0 + DSA_RANGE < limit ? s0 + DSA_RANGE : (size_t)limit;
-        if (s0 < s1)
+        if (s0 < s1 && d->q8)
+            eng_dsa_tile_q8_avx512(&d->tile, t0, tend - t0, s0, s1, wk);
+        else if (s0 < s1)
             eng_dsa_tile_avx512(&d->tile, t0, tend - t0, s0, s1, wk);
     }
 }
@@ -835,6 +910,10 @@ static void dsa_score_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
         float *out = d->scores + tl * d->nkeys;
         if (s1 <= s0)
             continue;
+        if (d->q8) {
+            dsa_score_q8(d, t, s0, s1, out);
+            continue;
+        }
         size_t n = s1 - s0;
         /* dots[h][s] = q[h] . k[s] for the chunk: a small matrix product */
         float *dots = eng_wscratch(wk, W_TMP2, m->heads * (size_t)DSA_KCHUNK * 4);
@@ -991,6 +1070,14 @@ int eng_exec_dsa_index(struct eng_cmd *c)
     d.w = eng_ptr(e, m->w);
     d.nkeys = (size_t)keys;
     d.nchunks = (d.nkeys + DSA_KCHUNK - 1) / DSA_KCHUNK;
+    if ((m->hdr.flags & TX8_DSA_F_QUERY_Q8) && m->heads) {
+        size_t rows = (size_t)m->tokens * m->heads;
+        d.q8 = eng_jscratch(e, J_IDX1, rows * m->dim + 64);
+        d.q8d = eng_jscratch(e, J_IDX2, rows * (m->dim / TX8_KV_BLOCK) * 4 + 64);
+        if (!d.q8 || !d.q8d)
+            return TX8_STATUS_DEVICE_ERROR;
+        eng_parallel(e, rows, 16, dsa_quant_fn, &d);
+    }
     d.fast =
         e->k->isa == TX8_ISA_AVX512 && m->heads && m->heads <= ATTN_TILE_ROWS && !dsa_tile_off();
     if (d.fast) {
@@ -1000,6 +1087,8 @@ int eng_exec_dsa_index(struct eng_cmd *c)
         d.tile.w = d.w;
         d.tile.k = d.k;
         d.tile.kq = d.kq;
+        d.tile.q8 = d.q8;
+        d.tile.q8d = d.q8d;
         d.tile.heads = m->heads;
         d.tile.dim = m->dim;
         d.tile.ld_q_head = m->ld_q_head;
@@ -1049,6 +1138,6 @@ int eng_exec_dsa_index(struct eng_cmd *c)
         pairs += limit < m->kv_len ? limit : m->kv_len;
     }
     c->macs = pairs * m->heads * m->dim;
-    c->mac_dtype = TX8_DTYPE_F32;
+    c->mac_dtype = d.q8 ? TX8_DTYPE_I8 : TX8_DTYPE_F32;
     return 0;
 }

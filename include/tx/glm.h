@@ -1144,6 +1144,12 @@ struct glm_decode_times {
     double rsvd[3];
 };
 TX_API int glm_model_decode_times(glm_model_t *model, struct glm_decode_times *out);
+/* libtx 2.8: the same sums over the other forward passes (prefill: a
+ * segment of more than one token; replays stay 0). A prompt's passes up to
+ * its sampled token are the time to the first token: device_ms is its
+ * compute, wall_ms - device_ms the host's share (building the commands,
+ * job round trips, the expert cache's reads), jobs the round trips. */
+TX_API int glm_model_prefill_times(glm_model_t *model, struct glm_decode_times *out);
 
 #ifdef __cplusplus
 }

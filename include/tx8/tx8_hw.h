@@ -941,11 +941,21 @@ struct tx8_cmd_moe_ffn {
  * w f32 [tokens][heads] (already including any scaling).
  * With TX8_DSA_F_KEY_Q8_0 (1.6) k is Q8_0 [kv_len][ld_k] (dim, ld_k
  * multiples of TX8_KV_BLOCK), dequantised to f32 before the dot products.
+ * With TX8_DSA_F_QUERY_Q8 as well (1.9; only with TX8_DSA_F_KEY_Q8_0) the
+ * products are 8-bit, as DeepSeek-V3.2's FP8 indexer: each 32-element
+ * block b of q[t][h] is quantised once, dq = amax / 127 and
+ * qi = round-to-nearest-even(q * (127 / amax)) clamped to [-127, 127]
+ * (amax 0, or a NaN element: 0); with dk the key block's f16 scale and
+ * n_b the exact integer sum of qi * ki over the block,
+ *   q[t][h] . k[s] = fma(n_b, dq * dk, .) over the blocks in order, from 0
+ *   score[t][s] = sum over h in order, from 0, of (dot > 0 ? dot : 0) * w
+ * (each product and sum rounded to f32, no other contraction).
  * sel i32 [tokens][top_k] receives the indices of the top_k highest scores
  * (ties: lower index), in increasing score rank order; -1 pads when fewer
  * than top_k keys are visible.
  */
 #define TX8_DSA_F_KEY_Q8_0		(1u << 0)	/* 1.6: Q8_0 key cache */
+#define TX8_DSA_F_QUERY_Q8		(1u << 1)	/* 1.9: 8-bit products */
 
 struct tx8_cmd_dsa_index {
 	struct tx8_cmd_hdr hdr;

@@ -1105,6 +1105,12 @@ TX_API int tx_cmd_dsa_index(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a)
 TX_API int tx_cmd_dsa_index_ex(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a,
                                uint16_t k_dtype)
 {
+    return txd_cmd_dsa_index_q8(cb, a, k_dtype, 0);
+}
+
+int txd_cmd_dsa_index_q8(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a, uint16_t k_dtype,
+                         int query_q8)
+{
     struct tx8_cmd_dsa_index c;
     struct opset s = {.n = 0};
     uint16_t flags = 0;
@@ -1113,10 +1119,17 @@ TX_API int tx_cmd_dsa_index_ex(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *
     if (k_dtype != TX8_DTYPE_F32 && k_dtype != TX8_DTYPE_Q8_0)
         return tx_error(TX_EINVAL, "tx_cmd_dsa_index: key cache type %s (F32 or Q8_0)",
                         tx_dtype_name(k_dtype));
+    if (query_q8 && k_dtype != TX8_DTYPE_Q8_0)
+        return tx_error(TX_EINVAL, "tx_cmd_dsa_index: 8-bit products need the Q8_0 key cache");
     if (k_dtype == TX8_DTYPE_Q8_0) {
         flags = TX8_DSA_F_KEY_Q8_0;
         s.min_minor = 6;
         s.feature = "TX8_DSA_F_KEY_Q8_0";
+    }
+    if (query_q8) {
+        flags |= TX8_DSA_F_QUERY_Q8;
+        s.min_minor = 9;
+        s.feature = "TX8_DSA_F_QUERY_Q8";
     }
     encode(&dsa_index_d, a, &c, 0, &s);
     return emit(cb, dsa_index_d.fn, &c, sizeof(c), dsa_index_d.opcode, flags, &s);

@@ -117,6 +117,10 @@ void txd_label(char dst[TX8_LABEL_LEN], const char *src);
 /* Whether jobs of dev may carry TX_SUBMIT_BATCH_INVARIANT (interface >= 1.6
  * and a backend that passes it: emu, accel with tx8.ko >= 1.2). */
 int txd_can_batch_invariant(tx_device_t *dev);
+/* tx_cmd_dsa_index_ex, with query_q8: TX8_DSA_F_QUERY_Q8 (8-bit products
+ * over the Q8_0 keys, interface 1.9) */
+int txd_cmd_dsa_index_q8(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a, uint16_t k_dtype,
+                         int query_q8);
 
 /* device.c: tx_settings_device's entries */
 enum { TXD_SETTING_SUBMIT_TIMEOUT, TXD_SETTING_DEVICE, TXD_SETTING_COUNT };

@@ -572,7 +572,8 @@ int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
         d.ld_k = (uint32_t)Di;
         blk_dbg(g, "DSA_INDEX layer %d tokens=%d keys=%u top_k=%d", l, sg->n, d.kv_len, K);
         size_t at = rt_dg_mark(g);
-        if (blk_emit(g, tx_cmd_dsa_index_ex(g->cb, &d, s->ik_dtype)))
+        if (blk_emit(g, txd_cmd_dsa_index_q8(g->cb, &d, s->ik_dtype,
+                                             g->m->dsa_q8 && s->ik_dtype == TX8_DTYPE_Q8_0)))
             return 0;
         dg_keys(g, sg, at, offsetof(struct tx8_cmd_dsa_index, kv_len),
                 offsetof(struct tx8_cmd_dsa_index, q_pos0));

@@ -584,13 +584,12 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
 
     m->forwards++;
     uint64_t t_done = tx_now_ns();
-    if (decode) {
-        m->dec.passes++;
-        m->dec.jobs += (uint64_t)g.njobs;
-        m->dec.wall_ns += t_done - t_enter;
-        m->dec.build_ns += g.t_first_submit > t_enter ? g.t_first_submit - t_enter : 0;
-        m->dec.device_ns += f->busy_ns - busy0;
-    }
+    struct rt_pass_times *pt = decode ? &m->dec : &m->pre;
+    pt->passes++;
+    pt->jobs += (uint64_t)g.njobs;
+    pt->wall_ns += t_done - t_enter;
+    pt->build_ns += g.t_first_submit > t_enter ? g.t_first_submit - t_enter : 0;
+    pt->device_ns += f->busy_ns - busy0;
     if (f->hout)
         memcpy(f->hout, (uint8_t *)m->act_map + g.a.h, (size_t)T * D * 4);
     if (f->logits && f->lrows)
@@ -634,18 +633,29 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     return TX_OK;
 }
 
-TX_API int glm_model_decode_times(glm_model_t *m, struct glm_decode_times *out)
+static int pass_times(glm_model_t *m, struct glm_decode_times *out, int decode, const char *fn)
 {
     if (!m || !out)
-        return tx_error(TX_EINVAL, "glm_model_decode_times: NULL model or result");
+        return tx_error(TX_EINVAL, "%s: NULL model or result", fn);
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&m->lock);
-    out->passes = m->dec.passes;
-    out->jobs = m->dec.jobs;
-    out->wall_ms = (double)m->dec.wall_ns / 1e6;
-    out->build_ms = (double)m->dec.build_ns / 1e6;
-    out->device_ms = (double)m->dec.device_ns / 1e6;
-    out->replays = m->dec.replays;
+    const struct rt_pass_times *pt = decode ? &m->dec : &m->pre;
+    out->passes = pt->passes;
+    out->jobs = pt->jobs;
+    out->wall_ms = (double)pt->wall_ns / 1e6;
+    out->build_ms = (double)pt->build_ns / 1e6;
+    out->device_ms = (double)pt->device_ns / 1e6;
+    out->replays = pt->replays;
     pthread_mutex_unlock(&m->lock);
     return TX_OK;
+}
+
+TX_API int glm_model_decode_times(glm_model_t *m, struct glm_decode_times *out)
+{
+    return pass_times(m, out, 1, "glm_model_decode_times");
+}
+
+TX_API int glm_model_prefill_times(glm_model_t *m, struct glm_decode_times *out)
+{
+    return pass_times(m, out, 0, "glm_model_prefill_times");
 }

@@ -120,6 +120,9 @@ struct glm_model {
      * INT8_MIXED attention precisions: a device of interface >= 1.7 and
      * not TX_ATTENTION_BF16=0 */
     int attn_bf16;
+    /* DSA_INDEX over a Q8_0 indexer key cache with 8-bit products
+     * (TX8_DSA_F_QUERY_Q8, interface >= 1.9; TX_DSA_QUERY_Q8=0: f32) */
+    int dsa_q8;
     /* MLA attention form of a pass (TX_MLA_FORM at load): -1 absorbed,
      * 1 expanded, 0 chosen per pass (tx_mla_expand_keys) */
     int mla_form;
@@ -210,14 +213,16 @@ struct glm_model {
     int telem_dirty;      /* passes ran since then */
 
     /* decode passes (every segment one token): host and device time
-     * (glm_model_decode_times, TX_DEBUG), under lock */
-    struct {
+     * (glm_model_decode_times, TX_DEBUG); prefill passes (any longer
+     * segment: glm_model_prefill_times, the time to the first token), under
+     * lock */
+    struct rt_pass_times {
         uint64_t passes, jobs;
         uint64_t wall_ns;   /* pass entry to the last job waited for */
         uint64_t build_ns;  /* pass entry to the first job's submission */
         uint64_t device_ns; /* the jobs' device time (end - start) */
         uint64_t replays;   /* passes that ran the decode graph */
-    } dec;
+    } dec, pre;
     /* the decode graph (runtime/decode_graph.c), under lock; its mode
      * (TX_DECODE_GRAPH at load: RT_DG_*) */
     struct rt_dgraph *dg;

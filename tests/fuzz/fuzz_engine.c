@@ -37,7 +37,7 @@
  * TX8_ATTN_F_BF16), SWIGLU,
  * ADD, EMBED, MOE_ROUTE (1.4 flags), MOE_FFN (and the run-time checks of
  * its expert table with the 1.6 expert-cache flags TX8_WEIGHT_F_XCACHE /
- * _XMISS), DSA_INDEX (1.6 TX8_DSA_F_KEY_Q8_0) and SAMPLE (1.2 and 1.3
+ * _XMISS), DSA_INDEX (1.6 TX8_DSA_F_KEY_Q8_0, 1.9 TX8_DSA_F_QUERY_Q8) and SAMPLE (1.2 and 1.3
  * forms), plus the job descriptor rules (flags included), using byte
  * bitmaps of the ranges and exact 128-bit extents instead of the engine's
  * interval walk and overflow checks.
@@ -628,8 +628,10 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
     }
     case TX8_OP_DSA_INDEX: {
         const struct tx8_cmd_dsa_index *m = &u.dsa;
-        if (h.flags & ~TX8_DSA_F_KEY_Q8_0)
+        if (h.flags & ~(TX8_DSA_F_KEY_Q8_0 | TX8_DSA_F_QUERY_Q8))
             return bad(r, TX8_STATUS_INVALID_CMD), 0;
+        if ((h.flags & TX8_DSA_F_QUERY_Q8) && !(h.flags & TX8_DSA_F_KEY_Q8_0))
+            return bad(r, TX8_STATUS_INVALID_CMD), 0; /* 1.9: 8-bit products need Q8_0 keys */
         if (!m->tokens)
             break;
         if (!m->top_k || m->top_k > 4096 || !m->heads || !m->dim || m->dim > m->ld_q_head ||

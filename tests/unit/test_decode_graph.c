@@ -67,6 +67,7 @@ struct run {
     int32_t toks[64];
     int ntoks;
     struct glm_decode_times dt;
+    struct glm_decode_times pt; /* glm_model_prefill_times */
 };
 
 static void keep(struct run *r, const float *l, size_t n, const int32_t *t, int nt)
@@ -135,6 +136,7 @@ static void sequence(int a, const char *mode, const char *plan, struct run *r)
         cur[1] = next[1];
     }
     OK(glm_model_decode_times(m, &r->dt));
+    OK(glm_model_prefill_times(m, &r->pt));
     free(l);
     glm_session_free(s[0]);
     glm_session_free(s[1]);
@@ -159,6 +161,12 @@ static void check_arch(int a, const char *plan)
     ck_assert_msg(!memcmp(off.toks, on.toks, (size_t)off.ntoks * sizeof(int32_t)),
                   "%s %s: tokens differ", g_name[a], plan);
     ck_assert_uint_eq(off.dt.replays, 0);
+    /* the prefill passes: the two multi-token glm_evals only (the one-token
+     * glm_eval after the reset is a decode pass), each at least one job */
+    ck_assert_uint_eq(on.pt.passes, 2);
+    ck_assert_uint_ge(on.pt.jobs, 2);
+    ck_assert_uint_eq(on.pt.replays, 0);
+    ck_assert(on.pt.device_ms > 0 && on.pt.wall_ms >= on.pt.build_ms);
     uint64_t passes = off.dt.passes;
     ck_assert_uint_eq(on.dt.passes, passes);
     /* built: the first batched pass, the single session's pass, the

@@ -1210,6 +1210,123 @@ START_TEST(test_dsa_index)
 }
 END_TEST
 
+/* TX8_DSA_F_QUERY_Q8's scores as tx8_hw.h defines them, computed here on
+ * their own: the queries' 32-element blocks to 8 bits, integer block sums
+ * with the Q8_0 keys, fma over the blocks, relu x w summed over the heads */
+static void dsa_q8_model(const float *q, const uint8_t *kq, const float *w, unsigned H,
+                         unsigned D, unsigned t, unsigned nkeys, float *sc)
+{
+    unsigned nb = D / 32;
+    int8_t qi[16][128];
+    float qd[16][4];
+    for (unsigned h = 0; h < H; h++)
+        for (unsigned b = 0; b < nb; b++) {
+            const float *x = q + ((size_t)t * H + h) * D + b * 32;
+            float amax = 0;
+            int nan = 0;
+            for (int i = 0; i < 32; i++) {
+                nan |= isnan(x[i]);
+                amax = fmaxf(amax, fabsf(x[i]));
+            }
+            qd[h][b] = nan || amax == 0 ? 0 : amax / 127.0f;
+            for (int i = 0; i < 32; i++) {
+                float v = nan || amax == 0 ? 0 : rintf(x[i] * (127.0f / amax));
+                qi[h][b * 32 + i] = (int8_t)fminf(127.0f, fmaxf(-127.0f, v));
+            }
+        }
+    size_t rb = (size_t)nb * 34;
+    for (unsigned s = 0; s < nkeys; s++) {
+        float acc = 0;
+        for (unsigned h = 0; h < H; h++) {
+            float dot = 0;
+            for (unsigned b = 0; b < nb; b++) {
+                const uint8_t *blk = kq + s * rb + b * 34;
+                uint16_t hs;
+                memcpy(&hs, blk, 2);
+                int32_t n = 0;
+                for (int i = 0; i < 32; i++)
+                    n += qi[h][b * 32 + i] * (int8_t)blk[2 + i];
+                dot = fmaf((float)n, qd[h][b] * tx_f16_to_f32(hs), dot);
+            }
+            acc += (dot > 0 ? dot : 0.0f) * w[t * H + h];
+        }
+        sc[s] = acc;
+    }
+}
+
+/* DSA_INDEX with 8-bit products (interface 1.9): the selection is exactly the
+ * top k of the defined scores (ties: lower index), on every ISA, on the tile
+ * path and on the per-token path (TX8_DSA_TILE=0); the flag without Q8_0 keys
+ * is refused */
+START_TEST(test_dsa_index_q8)
+{
+    TE_BEGIN(_i);
+    for (int it = 0; it < 8; it++) {
+        uint64_t mark = t->brk;
+        unsigned H = it % 2 ? 16 : te_rand(&rng, 1, 8), D = it % 3 ? 128 : 64;
+        unsigned T = te_rand(&rng, 1, 5), K = te_rand(&rng, 1, 300);
+        unsigned q0 = te_rand(&rng, 0, 1200), kvlen = q0 + T;
+        uint64_t kf = te_alloc(t, (size_t)kvlen * D * 4), kq = te_alloc(t, (size_t)kvlen * D * 2),
+                 q = te_alloc(t, (size_t)T * H * D * 4), w = te_alloc(t, (size_t)T * H * 4),
+                 s1 = te_alloc(t, (size_t)T * K * 4), s2 = te_alloc(t, (size_t)T * K * 4);
+        te_fill_f32(&rng, te_ptr(t, kf), (size_t)kvlen * D, 2.0f);
+        float *qp = te_ptr(t, q);
+        te_fill_f32(&rng, qp, (size_t)T * H * D, 1.0f);
+        memset(qp, 0, 32 * 4); /* an all-zero block */
+        if (it == 5)
+            qp[40] = NAN; /* a block with a NaN: quantised to 0 */
+        te_fill_f32(&rng, te_ptr(t, w), (size_t)T * H, 1.0f);
+        struct tx8_cmd_convert cv;
+        memset(&cv, 0, sizeof(cv));
+        cv.hdr = TE_HDR(TX8_OP_CONVERT, struct tx8_cmd_convert);
+        cv.dst = kq;
+        cv.src = kf;
+        cv.rows = kvlen;
+        cv.cols = cv.ld_dst = cv.ld_src = D;
+        cv.dst_dtype = TX8_DTYPE_Q8_0;
+        cv.src_dtype = TX8_DTYPE_F32;
+        TE_EQ(te_run1(t, &cv), TX8_STATUS_OK);
+        struct tx8_cmd_dsa_index c = {TE_HDR(TX8_OP_DSA_INDEX, struct tx8_cmd_dsa_index),
+                                      s1, q, kq, w, T, H, D, kvlen, q0, K, D, D};
+        c.hdr.flags = TX8_DSA_F_KEY_Q8_0 | TX8_DSA_F_QUERY_Q8;
+        TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
+        setenv("TX8_DSA_TILE", "0", 1);
+        c.sel = s2;
+        TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
+        unsetenv("TX8_DSA_TILE");
+        TE_CHECK(!memcmp(te_ptr(t, s1), te_ptr(t, s2), (size_t)T * K * 4),
+                 "DSA_INDEX 8-bit products: tile and per-token paths differ (H %u D %u T %u)", H,
+                 D, T);
+        float *sc = malloc(sizeof(float) * kvlen);
+        uint8_t *taken = malloc(kvlen);
+        const int32_t *sp = te_ptr(t, s1);
+        for (unsigned tt = 0; tt < T; tt++) {
+            unsigned vis = q0 + tt + 1;
+            dsa_q8_model(qp, te_ptr(t, kq), te_ptr(t, w), H, D, tt, vis, sc);
+            memset(taken, 0, kvlen);
+            for (unsigned j = 0; j < K; j++) { /* the expected j-th: best untaken */
+                int32_t best = -1;
+                for (unsigned s = 0; s < vis; s++)
+                    if (!taken[s] && (best < 0 || sc[s] > sc[best]))
+                        best = (int32_t)s;
+                if (best >= 0)
+                    taken[best] = 1;
+                TE_CHECK(sp[tt * K + j] == best,
+                         "DSA_INDEX 8-bit products: token %u rank %u: key %d, the model's %d", tt,
+                         j, sp[tt * K + j], best);
+            }
+        }
+        free(sc);
+        free(taken);
+        c.hdr.flags = TX8_DSA_F_QUERY_Q8; /* without the Q8_0 keys: refused */
+        c.k = kf;
+        TE_EQ(te_run1(t, &c), TX8_STATUS_INVALID_CMD);
+        te_reset(t, mark);
+    }
+    te_free(t);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* MOE_ROUTE and MOE_FFN                                                     */
 /* ------------------------------------------------------------------------ */
@@ -2583,6 +2700,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_embed, 0, NISA);
     tcase_add_loop_test(tc, test_attention, 0, NISA);
     tcase_add_loop_test(tc, test_dsa_index, 0, NISA);
+    tcase_add_loop_test(tc, test_dsa_index_q8, 0, NISA);
     tcase_add_loop_test(tc, test_attention_latent_blocks, 0, NISA);
     tcase_add_loop_test(tc, test_moe_route, 0, NISA);
     tcase_add_loop_test(tc, test_moe_route_softmax, 0, NISA);

@@ -323,7 +323,11 @@ static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *
     if (gi_grammar_start(o, g->m, g->s))
         return 1;
     gi_energy_read(g->dev, &e0);
+    struct glm_decode_times pa, pb;
+    int prc = glm_model_prefill_times(g->m, &pa);
     int grc = glm_generate(g->s, &gp, NULL, 0, &n_out, &t);
+    if (!prc)
+        prc = glm_model_prefill_times(g->m, &pb);
     gi_energy_read(g->dev, &e1);
     gi_grammar_end();
     putchar('\n');
@@ -346,6 +350,8 @@ static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *
     glm_session_spec_stats(g->s, &sp1);
     if (o->spec_mtp)
         print_spec(&sp0, &sp1);
+    if (!prc)
+        print_ttft(&t, &pa, &pb);
     gi_energy_print(stderr, &e0, &e1, t.n_prompt, t.n_eval);
     if (interrupted)
         return 130;

@@ -148,6 +148,8 @@ void log_err(const char *what);
 void log_rc(const char *what, int rc);
 /* llama.cpp's llama_perf_context_print lines on stderr */
 void print_perf(const struct glm_timings *t);
+void print_ttft(const struct glm_timings *t, const struct glm_decode_times *a,
+                const struct glm_decode_times *b);
 void print_memory_view(tx_device_t *dev); /* --memory-view */
 void print_expert_stats(glm_model_t *m);  /* --expert-stats */
 

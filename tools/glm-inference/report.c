@@ -52,6 +52,24 @@ void print_perf(const struct glm_timings *t)
             (unsigned long long)t->macs);
 }
 
+/* The time to the first token (the prompt's passes, whose last job samples
+ * it) and what bounds it: the device's compute against the host's share
+ * (building the commands, the jobs' round trips, expert-cache reads).
+ * a, b: glm_model_prefill_times before and after the prompt. */
+void print_ttft(const struct glm_timings *t, const struct glm_decode_times *a,
+                const struct glm_decode_times *b)
+{
+    double dev = b->device_ms - a->device_ms, wall = b->wall_ms - a->wall_ms;
+    double host = t->prompt_ms - dev;
+    fprintf(stderr,
+            "glm_perf: time to first token = %.2f ms / %d prompt tokens: device %.2f ms, host "
+            "%.2f ms (commands, job round trips, outside the passes %.2f), %llu jobs in %llu "
+            "passes: %s-bound\n",
+            t->prompt_ms, t->n_prompt, dev, host, t->prompt_ms - wall,
+            (unsigned long long)(b->jobs - a->jobs), (unsigned long long)(b->passes - a->passes),
+            dev >= host ? "compute" : "host");
+}
+
 /* --memory-view and --expert-stats are diagnostics: stderr, like the timings,
  * so that stdout carries the generated text only. */
 void print_memory_view(tx_device_t *dev)

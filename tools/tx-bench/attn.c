@@ -9,6 +9,7 @@
  * tile with BF16 products (TX8_ATTN_F_BF16, interface 1.7: the vdpbf16ps
  * tile where the CPU has AVX512-BF16), alternating job by job on one
  * engine so that all see the same host load. Median of the runs.
+ * $TX_BENCH_ATTN_ONLY=TEXT runs only the rows whose name contains TEXT.
  */
 #include <math.h>
 #include <stdio.h>
@@ -71,6 +72,9 @@ int txb_attn(unsigned threads, unsigned reps)
         {"GLM-5.1 MLA pp256 @ d0 bf16", 0, 256, 0, 16, 1, 576, 512, TX8_DTYPE_BF16, 1, 0},
         {"GLM-5.1 DSA_INDEX tg @ d2048", 1, 1, 2048, 16, 1, 128, 0, TX8_DTYPE_Q8_0, 0, 0},
         {"GLM-5.1 DSA_INDEX pp256 @ d2048", 1, 256, 2048, 16, 1, 128, 0, TX8_DTYPE_Q8_0, 0, 0},
+        {"GLM-5.1 DSA_INDEX tg @ d16384", 1, 1, 16384, 16, 1, 128, 0, TX8_DTYPE_Q8_0, 0, 0},
+        {"GLM-5.1 MLA tg @ d16384 bf16 (2048 selected)", 0, 1, 16384, 16, 1, 576, 512,
+         TX8_DTYPE_BF16, 1, 1},
         {"GLM-4.5 GQA tg @ d2048 f16", 0, 1, 2048, 16, 4, 128, 128, TX8_DTYPE_F16, 0, 0},
         {"GLM-4.5 GQA pp256 @ d2048 f16", 0, 256, 2048, 16, 4, 128, 128, TX8_DTYPE_F16, 0, 0},
         {"GLM-4.5 GQA tg @ d2048 bf16", 0, 1, 2048, 16, 4, 128, 128, TX8_DTYPE_BF16, 0, 0},
@@ -79,8 +83,8 @@ int txb_attn(unsigned threads, unsigned reps)
         {"GLM-4.5 GQA tg @ d2048 q4_0", 0, 1, 2048, 16, 4, 128, 128, TX8_DTYPE_Q4_0, 0, 0},
         {"GLM-4.5 GQA pp256 @ d2048 q4_0", 0, 256, 2048, 16, 4, 128, 128, TX8_DTYPE_Q4_0, 0, 0},
     };
-    const unsigned TMAX = 512, KVMAX = 2304 + 64, QMAX = 16 * 576;
-    uint64_t size = TX8_CTRL_SIZE + (256ull << 20);
+    const unsigned TMAX = 512, KVMAX = 16384 + 64, QMAX = 16 * 576;
+    uint64_t size = TX8_CTRL_SIZE + (384ull << 20);
     uint8_t *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
         fprintf(stderr, "tx-bench: --attn: cannot map %llu MiB\n",
@@ -125,6 +129,8 @@ int txb_attn(unsigned threads, unsigned reps)
            : hw ? "the f32 tile on rounded operands (TX8_ATTN_BF16_DOT=vdpbf16ps: the "
                   "vdpbf16ps tile)"
                 : "the f32 tile on rounded operands (no AVX512-BF16 here)");
+    printf("DSA_INDEX rows: the last two columns are 8-bit products (TX8_DSA_F_QUERY_Q8: "
+           "vpdpbusd over the Q8_0 keys) and their speed-up over the f32 tile\n\n");
     printf(
         "| shape | per-token path ms | tile path ms | speed-up | BF16 products ms | BF16 vs tile "
         "|\n");
@@ -143,6 +149,9 @@ int txb_attn(unsigned threads, unsigned reps)
     uint64_t seq = 1;
     for (size_t ri = 0; ri < sizeof(rows) / sizeof(rows[0]) && !fail; ri++) {
         const struct at_row *r = &rows[ri];
+        const char *only = getenv("TX_BENCH_ATTN_ONLY"); /* rows whose name has it */
+        if (only && *only && !strstr(r->name, only))
+            continue;
         unsigned kvlen = r->q0 + r->T, krow = r->kvh * r->qk, vrow = r->kvh * r->vd;
         /* the caches, written by CONVERT from the f32 source */
         struct tx8_cmd_convert cv;
@@ -226,15 +235,16 @@ int txb_attn(unsigned threads, unsigned reps)
             memcpy(mem + cmd, &c, sizeof(c));
             job.cmd_size = sizeof(c);
         }
-        int nv = r->dsa ? 2 : 3;
+        int nv = 3;
         for (unsigned rep = 0; rep <= reps && !fail; rep++)
             for (int u = 0; u < nv; u++) {
                 setenv("TX8_ATTN_TILE", u ? "1" : "0", 1);
                 setenv("TX8_DSA_TILE", u ? "1" : "0", 1);
-                if (!r->dsa) {
-                    struct tx8_cmd_hdr *h = (struct tx8_cmd_hdr *)(void *)(mem + cmd);
+                struct tx8_cmd_hdr *h = (struct tx8_cmd_hdr *)(void *)(mem + cmd);
+                if (!r->dsa)
                     h->flags = u == 2 ? TX8_ATTN_F_BF16 : 0;
-                }
+                else /* the third column: 8-bit products (interface 1.9) */
+                    h->flags = TX8_DSA_F_KEY_Q8_0 | (u == 2 ? TX8_DSA_F_QUERY_Q8 : 0);
                 job.seqno = seq++;
                 double t0 = at_now();
                 tx8_engine_run(eng, &job, &done, NULL);
