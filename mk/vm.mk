@@ -7,6 +7,9 @@
 #   make vm           boot the dev box: a shell on the serial console
 #   make vm-check     boot once, run the in-guest VM suite, exit with it
 #   make dkms-install copy the sources to /usr/src/tx8-VERSION, dkms add
+#   make vm-check-debug  the VM suite on the debug guest kernel (KASAN,
+#                     lockdep; scripts/vm/build-debug-kernel first, about an
+#                     hour; not part of make check; docs/kernel.md)
 #
 # KVER (the guest kernel, also the one built against) defaults to the
 # newest 6.12+ kernel with headers in /lib/modules; KDIR to its build dir.
@@ -108,4 +111,33 @@ dkms-install:
 	@if [ -z "$(DESTDIR)" ]; then dkms add tx8/$(TX8_DKMS_VERSION) && \
 		echo "now: dkms install tx8/$(TX8_DKMS_VERSION)"; fi
 
-.PHONY: module checkpatch module-clean vm-image vm vm-check dkms-install
+# --- the debug guest kernel (scripts/vm/build-debug-kernel) -----------------
+# tx8.ko built against it into $(BUILD)/kmod-debug, its own initramfs, and
+# the suite booted on it. TX8_VM_APPEND=txvm_only=... narrows the suite.
+DEBUG_KERNEL_DIR ?= build/debug-kernel
+DEBUG_KDIR := $(DEBUG_KERNEL_DIR)/obj
+DEBUG_KVER = $(shell cat $(DEBUG_KDIR)/include/config/kernel.release 2>/dev/null)
+DEBUG_KMOD_DIR := $(BUILD)/kmod-debug
+DEBUG_TX8_KO := $(DEBUG_KMOD_DIR)/kernel/tx8.ko
+DEBUG_INITRD := $(BUILD)/vm-debug/initramfs.cpio.gz
+
+$(DEBUG_TX8_KO): $(KMOD_SRCS)
+	@test -f $(DEBUG_KDIR)/arch/x86/boot/bzImage || { echo "vm-check-debug: no debug kernel in $(DEBUG_KDIR) (run scripts/vm/build-debug-kernel)"; exit 1; }
+	@mkdir -p $(DEBUG_KMOD_DIR)/kernel
+	@ln -sfn $(CURDIR)/Kbuild $(DEBUG_KMOD_DIR)/Kbuild
+	@ln -sfn $(CURDIR)/include $(DEBUG_KMOD_DIR)/include
+	@for f in kernel/*.c kernel/*.h kernel/Kbuild; do \
+		ln -sfn $(CURDIR)/$$f $(DEBUG_KMOD_DIR)/$$f; done
+	$(MAKE) -C $(abspath $(DEBUG_KDIR)) M=$(abspath $(DEBUG_KMOD_DIR)) W=1 modules
+
+$(DEBUG_INITRD): $(DEBUG_TX8_KO) $(VM_INITRD)
+	scripts/vm/mkinitramfs --build $(BUILD) --kver $(DEBUG_KVER) --module $(DEBUG_TX8_KO) \
+		--moddir $(DEBUG_KERNEL_DIR)/root/lib/modules/$(DEBUG_KVER) \
+		--tests "$(VM_UNIT_NAMES)" --glm $(VM_GLM_SMD) --out $@
+
+vm-check-debug: $(DEBUG_INITRD)
+	scripts/vm/run --build $(BUILD) --kver $(DEBUG_KVER) --mode check \
+		--kernel $(DEBUG_KDIR)/arch/x86/boot/bzImage --initrd $(DEBUG_INITRD) \
+		--timeout $${TX8_VM_TIMEOUT:-3000} --boot-timeout $${TX8_VM_BOOT_TIMEOUT:-900}
+
+.PHONY: module checkpatch module-clean vm-image vm vm-check dkms-install vm-check-debug
