@@ -6,7 +6,7 @@
 # still convert"). The host's memory is modelled by a memory cgroup of
 # LIMIT bytes (v2, or v1's memory controller): glm-export streams the
 # source through mmap and drops its pages as it goes (tools/lib/export.c),
-# so it must finish inside a cgroup several times smaller than its input
+# so it must finish inside a cgroup less than half the size of its input
 # and its output, and write the very bytes an unconstrained export writes.
 #   - the limit holds: a process that keeps 2 x LIMIT of anonymous memory
 #     is killed in the same cgroup (the control);
@@ -21,7 +21,9 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-LIMIT_MB=${TX8_EXPORT_LIMIT_MB:-64}
+# glm-export's own floor is about 55 MiB of anonymous memory (the tokenizer
+# of 151k tokens, the conversion buffers): the limit leaves it 40 MiB
+LIMIT_MB=${TX8_EXPORT_LIMIT_MB:-96}
 pass=0
 fail=0
 ok() { pass=$((pass + 1)); echo "export-memory: ok: $*"; }
@@ -89,9 +91,9 @@ for case in "fp8 fp8" "fp8 int8" "bf16 bf16"; do
     peak=$(($(cat "$peakf") >> 20))
     if [ $rc -ne 0 ]; then
         bad "$name: exit $rc inside the ${LIMIT_MB} MiB cgroup (peak $peak MiB)"
-    elif [ "$(size_mb "$src")" -lt $((3 * LIMIT_MB)) ] ||
-        [ "$(size_mb "$tmp/cg.smd")" -lt $((3 * LIMIT_MB)) ]; then
-        bad "$name: the checkpoint or the package is not 3x the limit; the test proves nothing"
+    elif [ "$(size_mb "$src")" -lt $((2 * LIMIT_MB)) ] ||
+        [ "$(size_mb "$tmp/cg.smd")" -lt $((2 * LIMIT_MB)) ]; then
+        bad "$name: the checkpoint or the package is not 2x the limit; the test proves nothing"
     elif ! "$BUILD/bin/glm-export" --verify "$tmp/cg.smd" > /dev/null 2>&1; then
         bad "$name: the package made in the cgroup fails --verify"
     elif ! cmp -s "$tmp/free.smd" "$tmp/cg.smd"; then

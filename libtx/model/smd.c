@@ -913,6 +913,7 @@ struct tx_smd_writer {
     uint32_t crc;
     uint32_t flags;
     int failed;
+    uint64_t wb_prev, wb_start; /* write-behind: the window being written back, the next */
 };
 
 const char *tx_smd_writer_temp_path(const struct tx_smd_writer *w)
@@ -932,11 +933,41 @@ static int wpad(struct tx_smd_writer *w, uint64_t align)
     return rc;
 }
 
+/*
+ * Write-behind: a package is written once, front to back, and may be larger
+ * than the memory at hand (tests/export-memory.sh), so its pages must not
+ * pile up dirty in the page cache. Every TX_SMD_WB_WINDOW bytes the window
+ * just written is handed to writeback, and the one before it, written back
+ * by then, is waited for and dropped from the cache: the writer keeps about
+ * two windows of the file in memory whatever its size. Advisory: an error
+ * here shows again at the final fsync.
+ */
+#define TX_SMD_WB_WINDOW (8u << 20)
+
+static void write_behind(struct tx_smd_writer *w)
+{
+    if (w->pos - w->wb_start < TX_SMD_WB_WINDOW)
+        return;
+    (void)sync_file_range(w->fd, (off_t)w->wb_start, (off_t)(w->pos - w->wb_start),
+                          SYNC_FILE_RANGE_WRITE);
+    if (w->wb_prev < w->wb_start) {
+        off_t off = (off_t)w->wb_prev, len = (off_t)(w->wb_start - w->wb_prev);
+        (void)sync_file_range(w->fd, off, len,
+                              SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                  SYNC_FILE_RANGE_WAIT_AFTER);
+        (void)posix_fadvise(w->fd, off, len, POSIX_FADV_DONTNEED);
+    }
+    w->wb_prev = w->wb_start;
+    w->wb_start = w->pos;
+}
+
 static int wput(struct tx_smd_writer *w, const void *p, size_t n)
 {
     int rc = txm_write_all(w->fd, p, n);
-    if (rc == 0)
+    if (rc == 0) {
         w->pos += n;
+        write_behind(w);
+    }
     return rc;
 }
 
