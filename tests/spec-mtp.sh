@@ -10,6 +10,7 @@
 # the adaptive switch-off engages) under every precision plan and the KV
 # cache types (rollback of f32/f16/bf16/q8_0/q4_0 caches): greedy output
 # identical with the MTP drafts and with --spec-test perfect.
+# Prints "spec-mtp: N passed, N failed, N skipped".
 set -eu
 B=${BUILD:-build}
 T=$(mktemp -d)
@@ -30,10 +31,16 @@ i=0; while { [ ! -S "$T/emu.sock" ] || [ ! -S "$T/emu2.sock" ]; } && [ $i -lt 50
 export TX_DEVICE="emu:$T/emu.sock"
 P="And God said unto Moses,"
 fail=0
+npass=0
+nfail=0
+nskip=0
+ok() { echo "ok: $*"; npass=$((npass + 1)); }
+bad() { echo "FAIL: $*"; nfail=$((nfail + 1)); fail=1; }
+skp() { echo "skip: $*"; nskip=$((nskip + 1)); }
 run() { m_=$1; shift; "$B/bin/glm-inference" -m "$m_" -p "$P" -n 40 --no-display-prompt "$@" 2>"$T/err"; }
 same() { # same NAME: $T/ref vs $T/out
-    if cmp -s "$T/ref" "$T/out"; then echo "ok: $1: $(grep -o 'acceptance [0-9.]*%' "$T/err" || true)";
-    else echo "FAIL: $1 differs from non-speculative"; sed -n '$p' "$T/err"; fail=1; fi
+    if cmp -s "$T/ref" "$T/out"; then ok "$1: $(grep -o 'acceptance [0-9.]*%' "$T/err" || true)";
+    else bad "$1 differs from non-speculative"; sed -n '$p' "$T/err"; fail=1; fi
 }
 for m in glm45-kjv glm51-kjv; do
     "$B/bin/glm-export" --input "data/models/$m" --output "$T/$m.smd" --quant bf16 --quiet
@@ -41,18 +48,18 @@ for m in glm45-kjv glm51-kjv; do
     run "$pkg" --temp 0 >"$T/ref"
     for k in 1 2 3 4; do
         run "$pkg" --temp 0 --spec-type mtp --draft-max $k >"$T/out"
-        if cmp -s "$T/ref" "$T/out"; then echo "ok: $m greedy k=$k: $(grep -o 'acceptance [0-9.]*%' "$T/err")";
-        else echo "FAIL: $m greedy k=$k differs"; fail=1; fi
+        if cmp -s "$T/ref" "$T/out"; then ok "$m greedy k=$k: $(grep -o 'acceptance [0-9.]*%' "$T/err")";
+        else bad "$m greedy k=$k differs"; fail=1; fi
     done
     run "$pkg" --temp 0.8 -s 7 >"$T/sref"
     run "$pkg" --temp 0.8 -s 7 --spec-type mtp --draft-max 2 >"$T/out"
-    if cmp -s "$T/sref" "$T/out"; then echo "ok: $m sampled k=2 identical";
-    else echo "FAIL: $m sampled output differs"; fail=1; fi
+    if cmp -s "$T/sref" "$T/out"; then ok "$m sampled k=2 identical";
+    else bad "$m sampled output differs"; fail=1; fi
     for t in perfect:100.0 wrong:0.0; do
         run "$pkg" --temp 0 --spec-type mtp --draft-max 3 --spec-test "${t%%:*}" >"$T/out"
         a=$(grep -o 'acceptance [0-9.]*%' "$T/err" || true)
-        if cmp -s "$T/ref" "$T/out" && [ "$a" = "acceptance ${t##*:}%" ]; then echo "ok: $m ${t%%:*}: $a";
-        else echo "FAIL: $m --spec-test ${t%%:*}: $a"; fail=1; fi
+        if cmp -s "$T/ref" "$T/out" && [ "$a" = "acceptance ${t##*:}%" ]; then ok "$m ${t%%:*}: $a";
+        else bad "$m --spec-test ${t%%:*}: $a"; fail=1; fi
     done
 done
 # composition: the expert cache, two devices
@@ -71,9 +78,9 @@ if command -v mpirun >/dev/null 2>&1; then
         --no-display-prompt --temp 0 --device "emu:$T/emu.sock,emu:$T/emu2.sock" \
         --spec-type mtp --draft-max 3 >"$T/out" 2>"$T/err" || true
     if grep -q "rank 0 of 2: speculative decoding" "$T/err"; then same "glm51-kjv mpirun -np 2 k=3";
-    else echo "skip: mpirun -np 2: $(sed -n '$p' "$T/err")"; fi
+    else skp "mpirun -np 2: $(sed -n '$p' "$T/err")"; fi
 else
-    echo "skip: mpirun -np 2: no mpirun"
+    skp "mpirun -np 2: no mpirun"
 fi
 for kv in q8_0 q4_0 bf16; do # the latent MLA cache in the quantised types
     run "$pkg" --temp 0 --cache-type-k $kv >"$T/ref"
@@ -102,20 +109,20 @@ serve() { # serve OUT ARGS...: two completions through a server started with ARG
     curl -s "localhost:$port/metrics" >"$out_.m"
     kill $spid; wait $spid 2>/dev/null || true
     if grep -q "Sanitizer\|runtime error" "$T/srv.log"; then
-        echo "FAIL: glm-server $*: $(grep -m1 "Sanitizer\|runtime error" "$T/srv.log")"; fail=1
+        bad "glm-server $*: $(grep -m1 "Sanitizer\|runtime error" "$T/srv.log")"; fail=1
     fi
 }
 text() { sed 's/.*"text": *"\([^"]*\)".*/\1/' "$1"; }
 serve "$T/plain"
 serve "$T/spec" --spec-type mtp --draft-max 3
 for r in 1 2; do
-    if [ -s "$T/plain.$r" ] && [ "$(text "$T/plain.$r")" = "$(text "$T/spec.$r")" ]; then echo "ok: glm-server request $r: same text";
-    else echo "FAIL: glm-server request $r: $(cat "$T/spec.$r")"; fail=1; fi
+    if [ -s "$T/plain.$r" ] && [ "$(text "$T/plain.$r")" = "$(text "$T/spec.$r")" ]; then ok "glm-server request $r: same text";
+    else bad "glm-server request $r: $(cat "$T/spec.$r")"; fail=1; fi
 done
 d=$(sed -n 's/^glm_server_spec_decode_num_draft_tokens_total //p' "$T/spec.m")
 a=$(sed -n 's/^glm_server_spec_decode_num_accepted_tokens_total //p' "$T/spec.m")
-if [ "${d:-0}" -gt 0 ] && [ "${a:-0}" -gt 0 ] && [ "$a" -le "$d" ]; then echo "ok: glm-server /metrics: $a of $d drafts accepted";
-else echo "FAIL: glm-server /metrics: drafted '$d' accepted '$a'"; fail=1; fi
+if [ "${d:-0}" -gt 0 ] && [ "${a:-0}" -gt 0 ] && [ "$a" -le "$d" ]; then ok "glm-server /metrics: $a of $d drafts accepted";
+else bad "glm-server /metrics: drafted '$d' accepted '$a'"; fail=1; fi
 
 # synthetic models, every architecture with an MTP layer, plans and KV types
 for a in glm4 glm5 deepseek3; do
@@ -127,7 +134,7 @@ for a in glm4 glm5 deepseek3; do
             ctk=; [ "$kv" = default ] || ctk="--cache-type-k $kv --cache-type-v $kv"
             # shellcheck disable=SC2086
             if ! run "$T/s-$a.smd" --temp 0 --precision $plan $ctk >"$T/ref"; then
-                echo "skip: synthetic $a plan $plan KV $kv: $(sed -n '$p' "$T/err")"
+                skp "synthetic $a plan $plan KV $kv: $(sed -n '$p' "$T/err")"
                 continue
             fi
             for mode in mtp perfect; do
@@ -139,4 +146,5 @@ for a in glm4 glm5 deepseek3; do
         done
     done
 done
+echo "spec-mtp: $npass passed, $nfail failed, $nskip skipped"
 exit $fail
