@@ -308,10 +308,17 @@ static void tx8_harvest_locked(struct tx8_device *tdev, struct list_head *done)
 		return;
 	tail = READ_ONCE(tdev->q->cq_tail);
 	if (tail - tdev->cq_head > TX8_CQ_ENTRIES) {
+		/*
+		 * A tail the ring cannot hold: the device broke the protocol.
+		 * No slot can be trusted then, not even one whose seqno matches
+		 * a pending job (a stale record of an earlier run of the queue
+		 * would): all are skipped, and their jobs end by the timeout
+		 * handler.
+		 */
 		drm_err_ratelimited(&tdev->drm,
-				    "completion ring overrun (head %u tail %u)\n",
+				    "completion ring overrun (head %u tail %u): records skipped\n",
 				    tdev->cq_head, tail);
-		tdev->cq_head = tail - TX8_CQ_ENTRIES;
+		tdev->cq_head = tail;
 	}
 	/* the records after the tail that announces them */
 	rmb();
