@@ -23,13 +23,6 @@
 
 #define MIB (1ull << 20)
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        ck_assert_msg(rc_ == TX_OK, "%s = %d (%s): %s", #expr, rc_, tx_strerror(rc_),              \
-                      tx_last_error());                                                            \
-    } while (0)
-
 static char g_smd[256];
 static tx_device_t *dev;
 static glm_model_t *model;

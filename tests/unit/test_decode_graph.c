@@ -27,13 +27,6 @@
 
 #include "test_runtime_synth.h"
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        ck_assert_msg(rc_ == TX_OK, "%s = %d (%s): %s", #expr, rc_, tx_strerror(rc_),              \
-                      tx_last_error());                                                            \
-    } while (0)
-
 enum { NARCH = 3, STEPS = 14, AFTER = 4 };
 static const enum glm_arch g_arch[NARCH] = {GLM_ARCH_GLM_MOE_DSA, GLM_ARCH_GLM4_MOE,
                                             GLM_ARCH_DEEPSEEK_V3};

@@ -20,13 +20,6 @@
 
 #include "test_runtime_synth.h"
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        ck_assert_msg(rc_ == TX_OK, "%s = %d (%s): %s", #expr, rc_, tx_strerror(rc_),              \
-                      tx_last_error());                                                            \
-    } while (0)
-
 enum { M5, M4, MQ3, MSKEW, N_MODELS };
 static char g_smd[N_MODELS][256];
 static struct tx_test_emu g_emu2;

@@ -22,13 +22,6 @@
 #include "test_runtime_synth.h"
 #include "tx_test_emu.h"
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        ck_assert_msg(rc_ == TX_OK, "%s = %d (%s): %s", #expr, rc_, tx_strerror(rc_),              \
-                      tx_last_error());                                                            \
-    } while (0)
-
 enum { N_ARCH = 4 };
 static const enum glm_arch archs[N_ARCH] = {GLM_ARCH_GLM4_MOE, GLM_ARCH_GLM_MOE_DSA,
                                             GLM_ARCH_DEEPSEEK_V3, GLM_ARCH_QWEN3_MOE};

@@ -19,13 +19,6 @@
 
 #include "test_runtime_synth.h"
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        ck_assert_msg(rc_ == TX_OK, "%s = %d (%s): %s", #expr, rc_, tx_strerror(rc_),              \
-                      tx_last_error());                                                            \
-    } while (0)
-
 enum { K5, K4, KD3, K5_TINY, N_MODELS };
 static char g_smd[N_MODELS][256];
 

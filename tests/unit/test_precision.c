@@ -26,13 +26,6 @@
 
 #include "test_runtime_synth.h"
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        ck_assert_msg(rc_ == TX_OK, "%s = %d (%s): %s", #expr, rc_, tx_strerror(rc_),              \
-                      tx_last_error());                                                            \
-    } while (0)
-
 enum { T5, T4, TD3, N_MODELS };
 static char g_smd[N_MODELS][256];
 

@@ -21,13 +21,6 @@
 
 #include "test_runtime_synth.h"
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        ck_assert_msg(rc_ == TX_OK, "%s = %d (%s): %s", #expr, rc_, tx_strerror(rc_),              \
-                      tx_last_error());                                                            \
-    } while (0)
-
 enum { M5_F32, M4_F32, M5_SHARED, M4_SKEW, M4_INT8, MQ3_F32, MQ3_SKEW, MD3_F32, MD3_AF, N_MODELS };
 static char g_smd[N_MODELS][256];
 

@@ -80,6 +80,17 @@ static int rts_collect(void *ctx, const struct glm_tensor_info *t)
     return 0;
 }
 
+/* OK(expr): expr returns TX_OK, else the test fails with the code, its name
+ * and tx_last_error() (the one copy for the tests that include this file) */
+#ifndef OK
+#define OK(expr)                                                                                   \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        ck_assert_msg(rc_ == TX_OK, "%s = %d (%s): %s", #expr, rc_, tx_strerror(rc_),              \
+                      tx_last_error());                                                            \
+    } while (0)
+#endif
+
 /* UTF-8 of one code point into s; returns the length. */
 static inline int rts_utf8(unsigned cp, char *s)
 {

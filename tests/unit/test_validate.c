@@ -29,13 +29,6 @@
 #include "test_runtime_synth.h"
 #include "tx_test_emu.h"
 
-#define OK(expr)                                                                                   \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        ck_assert_msg(rc_ == TX_OK, "%s = %d (%s): %s", #expr, rc_, tx_strerror(rc_),              \
-                      tx_last_error());                                                            \
-    } while (0)
-
 enum { T5, T4, TQ3, N_MODELS };
 static char g_ck[N_MODELS][300], g_smd[N_MODELS][300];
 static char g_other[300]; /* a different checkpoint (other seed) */
