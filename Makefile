@@ -19,11 +19,13 @@ SAN     ?= 0
 
 CC      ?= cc
 PKGS    := liburing libdrm libpcre2-8 libutf8proc yaml-0.1 json-c libprotobuf-c
-# Include paths are per part (docs/libtx-abi.md, "Layering"): everything sees
-# include/ (the installed SDK headers); libtx objects add -Ilibtx and
-# -Ilibtx/include (the private converter and format headers, <tx/tx_smd.h>
-# ...), the emulator -Iemu, the tools their private headers tools/include/
-# and libtx/include, the tests what they test (TEST_CPPFLAGS).
+# Include paths are per part, one per header tier (docs/architecture.md,
+# tests/abi/check-tiers): everything sees include/ (tier 1, the installed
+# SDK <tx/...> and the hardware interface <tx8/...>); libtx objects add
+# -Ilibtx (their own sources' headers) and -Ilibtx/include (tier 2, the
+# libtx-internal headers for the tools, <tx-internal/...>); the emulator
+# -Iemu; the tools (tools/lib too) tools/include (tier 3, their own) and
+# libtx/include, never -Ilibtx; the tests what they test (TEST_CPPFLAGS).
 CPPFLAGS += -Iinclude -D_GNU_SOURCE \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LIBTX_CPPFLAGS  := -Ilibtx -Ilibtx/include -I$(BUILD)/gen
@@ -50,9 +52,9 @@ LIBTX_VERSION   := 2.8.0
 LIBTX_MAP       := libtx/libtx.map
 
 # The SDK: the headers `make install` installs (all of include/tx/; the
-# private headers of the converter and the format parsers are in
-# libtx/include/tx/, reached by -Ilibtx/include for libtx, the tools and the
-# tests only, never installed).
+# libtx-internal headers for the tools are in libtx/include/tx-internal/,
+# reached by -Ilibtx/include for libtx, the tools and the tests only, never
+# installed).
 SDK_HEADERS := $(addprefix include/tx/,tx.h tx_error.h tx_dtype.h tx_device.h \
                tx_tokenizer.h tx_jinja.h glm.h glm_config.h tx_telemetry.h tx_profile.h)
 
@@ -117,10 +119,8 @@ tests: $(UNIT_BINS)
 $(BUILD)/obj/libtx/%.o $(BUILD)/obj/$(BUILD)/gen/%.o: CPPFLAGS += $(LIBTX_CPPFLAGS)
 $(BUILD)/obj/emu/%.o: CPPFLAGS += $(EMU_CPPFLAGS)
 $(BUILD)/obj/tools/%.o: CPPFLAGS += $(TOOLS_CPPFLAGS)
-# tools/lib/ is the tools' library on top of libtx's internals
-$(BUILD)/obj/tools/lib/%.o: CPPFLAGS += $(LIBTX_CPPFLAGS)
 # tx-bench measures the compute engine (it links libtx8engine.a) directly;
-# the host cache probe is the private <tx/tx_cpu_cache.h> (libtx/include)
+# the host cache probe is the private <tx-internal/tx_cpu_cache.h> (libtx/include)
 $(BUILD)/obj/tools/tx-bench/%.o: CPPFLAGS += $(EMU_CPPFLAGS)
 # --version (tools/lib/version.c): the release and the git commit, rebuilt
 # when HEAD moves ($(BUILD)/gen/git-commit changes only then)
@@ -243,6 +243,11 @@ abi-check: $(LIBTX_SO)
 layout-check:
 	@SDK_HEADERS="$(SDK_HEADERS)" tests/abi/check-layout
 
+# The header tiers (docs/architecture.md): what the tools, the emulator and
+# the model layer may include and call (tests/abi/check-tiers).
+tiers-check:
+	@BUILD=$(BUILD) tests/abi/check-tiers --self-test
+
 print-sdk-headers:
 	@echo $(SDK_HEADERS)
 
@@ -307,6 +312,6 @@ clean:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^kernel/\|^include/uapi/\|^include/tx8/')
 
-.PHONY: all tests check unit-check abi-check layout-check chat-template-check export-memory-check spec-mtp-check bench-mtp print-sdk-headers run install clean format 
+.PHONY: all tests check unit-check abi-check layout-check tiers-check chat-template-check export-memory-check spec-mtp-check bench-mtp print-sdk-headers run install clean format 
 
 -include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)

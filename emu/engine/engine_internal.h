@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <tx/tx_dtype.h>
+#include <tx8/tx8_dtype.h>
 #include <tx8/tx8_hw.h>
 
 #include "power.h"

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tx/tx_dtype.h"
+#include <tx8/tx8_dtype.h>
 
 /* exp(x), meant for x <= 0 (softmax): 2^n * p(r), r = x - n ln2, degree-6
  * polynomial (relative error ~2e-7, ~1 ulp); arguments below -87.3 give 0

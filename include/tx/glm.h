@@ -12,7 +12,7 @@
  *   - generation with sampling on the device (SAMPLE), streaming callback,
  *     stop tokens, the GLM chat template, llama.cpp-style timings;
  *   - expert load balancing (article 5.1) and config/expert_parallel.yaml;
- *   - validation against the FP32 host reference (tx/glm_reference.h).
+ *   - validation against the FP32 host reference (tx-internal/glm_reference.h, private to libtx and the tools).
  *
  * Conventions (those of the device layer, tx/tx_device.h): every function
  * that can fail returns TX_OK (0) or a negative enum tx_status code and

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 
 struct json_object;
 struct rt_seg;

@@ -19,7 +19,7 @@
 
 #include <tx/tx_tokenizer.h>
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 #include "arch/attn.h"
 #include "model/config_json.h"
 #include "runtime/blocks.h"

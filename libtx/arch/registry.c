@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 
 static const struct tx_arch_ops *const modules[] = {
     &tx_arch_glm4_moe,

@@ -2,7 +2,7 @@
 /*
  * libtx internal: the host's last-level cache from sysfs (see cpu_cache.h).
  */
-#include <tx/tx_cpu_cache.h>
+#include <tx-internal/tx_cpu_cache.h>
 
 #include "common/settings.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* libtx: error codes, per-thread messages, TX_DEBUG. */
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "common/settings.h"
 
 #include <errno.h>

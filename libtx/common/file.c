@@ -3,7 +3,7 @@
  * libtx internal: whole-file writes and reads on descriptors, and writing a
  * file all or nothing (see file.h).
  */
-#include "common/file.h"
+#include <tx-internal/tx_file.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 
 int tx_file_write_all(int fd, const void *buf, size_t len)
 {

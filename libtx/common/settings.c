@@ -5,7 +5,7 @@
  */
 #include "common/settings.h"
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 
 #include <errno.h>
 #include <stdio.h>

@@ -17,7 +17,7 @@
  *
  * Contract for every op:
  * - Return TX_OK or a negative TX_E* code and, on failure, record a message
- *   with tx_error() (libtx/common/error.h) that names the device.
+ *   with tx_error() (libtx/include/tx-internal/tx_errors.h) that names the device.
  * - Be thread-safe: the generic layer calls ops of one backend instance from
  *   several threads at once, without holding any lock of its own (wait and
  *   submit may block for long).

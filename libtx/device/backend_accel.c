@@ -20,7 +20,7 @@
 
 #include <xf86drm.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "device/backend.h"
 #include "uapi/drm/tx8_accel.h"
 

@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "device/backend.h"
 
 #define RESULTS 4096u                  /* kept job results (power of two) */

@@ -13,7 +13,7 @@
 
 #include <tx/tx_dtype.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "device/device_internal.h"
 
 /* The largest command tx_cmdbuf_raw() accepts (every opcode's is < 256). */

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "common/settings.h"
 #include "device/device_internal.h"
 #include "profile/profile_internal.h"

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "common/settings.h"
 #include "device/device_internal.h"
 #include "device/backend.h"

@@ -7,7 +7,7 @@
 #ifndef TXG_GRAMMAR_INTERNAL_H
 #define TXG_GRAMMAR_INTERNAL_H
 
-#include <tx/tx_grammar.h>
+#include <tx-internal/tx_grammar.h>
 
 /* *p (of *cap elements of elem bytes) grown to hold need: 0, or -1 out of
  * memory (*p unchanged). */

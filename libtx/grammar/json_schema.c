@@ -14,7 +14,7 @@
  * that an output never silently fails the schema. White space between
  * tokens is bounded (a model cannot loop on it).
  */
-#include <tx/tx_grammar.h>
+#include <tx-internal/tx_grammar.h>
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * so the whole trie is walked), and a long string or a repeated object
  * shape meets the same state again. docs/grammar.md.
  */
-#include <tx/tx_grammar.h>
+#include <tx-internal/tx_grammar.h>
 
 #include <stdlib.h>
 #include <string.h>

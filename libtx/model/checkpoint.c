@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* GLM checkpoints on disk (Hugging Face directory or ONNX), validated
  * against the architecture's tensor list. */
-#include "fp8_internal.h"
+#include <tx-internal/tx_fp8.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <tx/tx_checkpoint.h>
-#include <tx/tx_onnx.h>
-#include <tx/tx_safetensors.h>
+#include <tx-internal/tx_checkpoint.h>
+#include <tx-internal/tx_onnx.h>
+#include <tx-internal/tx_safetensors.h>
 
 struct tx_ckpt {
     enum tx_ckpt_format format;

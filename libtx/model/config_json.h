@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/model_internal.h"
+#include <tx-internal/tx_model_internal.h>
 
 struct json_object;
 

@@ -11,7 +11,7 @@
 
 #include <tx/glm_config.h>
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 #include "model/config_json.h"
 /* ------------------------------------------------------------------------ */
 /* serialisation */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* FP8 block-quantised checkpoints: the quantization_config check, the
  * scale companions, dequantisation and the Hugging Face quantiser
- * (fp8_internal.h). */
-#include "fp8_internal.h"
+ * (tx-internal/tx_fp8.h). */
+#include <tx-internal/tx_fp8.h>
 
 #include <float.h>
 #include <inttypes.h>

@@ -6,7 +6,7 @@
  * written back as the normalised object glm-export keeps in the package
  * metadata (docs/smd-format.md, docs/libtx-glm.md).
  */
-#include "model_internal.h"
+#include <tx-internal/tx_model_internal.h>
 
 #include <errno.h>
 #include <math.h>

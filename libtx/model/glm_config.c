@@ -19,10 +19,10 @@
 
 #include <tx/glm_config.h>
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 #include "model/config_json.h"
 #include "model/rope_scaling.h"
-#include "model_internal.h"
+#include <tx-internal/tx_model_internal.h>
 
 const char *glm_tensor_class_name(enum glm_tensor_class cls)
 {

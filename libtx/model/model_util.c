@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared helpers of the model-format code: errors, files, element types,
  * conversions and CRC32C. */
-#include "fp8_internal.h"
+#include <tx-internal/tx_fp8.h>
 
 #include <errno.h>
 #include <fcntl.h>

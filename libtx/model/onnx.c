@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* ONNX initializers: reader and writer (protobuf-c, onnx/onnx.proto subset). */
-#include "model_internal.h"
+#include <tx-internal/tx_model_internal.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 
 #include <onnx.pb-c.h>
 
-#include <tx/tx_onnx.h>
+#include <tx-internal/tx_onnx.h>
 
 /* Largest message protobuf implementations accept. */
 #define ONNX_PROTO_MAX ((uint64_t)INT32_MAX)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Quantisation to the device's weight formats (struct tx8_weight), block
  * pruning, dequantisation and precision plans. */
-#include "quant_internal.h"
+#include <tx-internal/tx_quant.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,7 +13,7 @@
 
 #include <tx/tx_dtype.h>
 #include <tx/glm.h>
-#include <tx/tx_export.h>
+#include <tx-internal/tx_export.h>
 
 uint32_t tx_sparse_keep_blocks(uint32_t cols, double sparsity)
 {

@@ -12,7 +12,7 @@
 
 #include <json-c/json.h>
 
-#include "model/model_internal.h"
+#include <tx-internal/tx_model_internal.h>
 #include "model/rope_scaling.h"
 
 #define CTX "rope_scaling."

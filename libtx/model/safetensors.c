@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Safetensors reader, writer and sharded sets. */
-#include "model_internal.h"
+#include <tx-internal/tx_model_internal.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 
 #include <json-c/json.h>
 
-#include <tx/tx_safetensors.h>
+#include <tx-internal/tx_safetensors.h>
 
 struct tx_st_file {
     char *path;

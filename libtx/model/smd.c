@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The .smd deployment package: reader and streaming writer
  * (docs/smd-format.md). */
-#include "model_internal.h"
+#include <tx-internal/tx_model_internal.h>
 
 #include <ctype.h>
 #include <dirent.h>
@@ -20,8 +20,8 @@
 #include <json-c/json.h>
 
 #include <tx/tx_dtype.h>
-#include <tx/tx_export.h>
-#include <tx/tx_smd.h>
+#include <tx-internal/tx_export.h>
+#include <tx-internal/tx_smd.h>
 
 /* Sanity limits of the reader (well above anything real). */
 #define SMD_MAX_TENSORS (1u << 20) /* docs/tools-export.md, "Limits of the input formats" */

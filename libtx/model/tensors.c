@@ -13,8 +13,8 @@
 
 #include <tx/glm_config.h>
 
-#include "arch/arch.h"
-#include "model_internal.h"
+#include <tx-internal/tx_arch.h>
+#include <tx-internal/tx_model_internal.h>
 
 /* ------------------------------------------------------------------------ */
 /* tensors */

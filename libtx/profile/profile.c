@@ -34,9 +34,9 @@
 
 #include <json-c/json.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "common/settings.h"
-#include "common/file.h"
+#include <tx-internal/tx_file.h>
 
 enum ev_kind { EV_SPAN, EV_CMD, EV_JOB, EV_COUNTER, EV_SETUP };
 

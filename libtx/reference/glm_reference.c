@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <tx/glm_reference.h>
+#include <tx-internal/glm_reference.h>
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 #include "reference/ref_blocks.h"
 
 struct preload_ctx {

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 #include "reference/ref_blocks.h"
 
 #define MLA_NORM_EPS 1e-6f     /* q_a_layernorm / kv_a_layernorm: DeepseekV3RMSNorm default */

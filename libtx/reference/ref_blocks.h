@@ -10,9 +10,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include <tx/glm_reference.h>
+#include <tx-internal/glm_reference.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "reference/ref_internal.h"
 
 /* ------------------------------------------------------------------------ */
@@ -69,7 +69,7 @@ struct ref_fwd {
     int sel_stride, have_sel;
 };
 
-/* The reference reports failures with tx_errbuf (common/error.h): the
+/* The reference reports failures with tx_errbuf (tx-internal/tx_errors.h): the
  * message goes into err and tx_last_error(), the TX_E* code is returned.
  * txref_fail is its old name, kept only for modules written against it. */
 #define txref_fail tx_errbuf

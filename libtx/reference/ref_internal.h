@@ -55,7 +55,7 @@ void txref_rope_scaled(ref_real *x, int dim, int interleaved, const ref_real *in
 int txref_route_softmax(const ref_real *logits, int experts, int top_k, int norm_topk_prob,
                         int32_t *ids, ref_real *weights);
 
-/* tx/glm_reference.h's building blocks in ref_real (the same functions in
+/* tx-internal/glm_reference.h's building blocks in ref_real (the same functions in
  * the FP32 build, their txref64_* twins in the float64 one) */
 void glm_ref_rmsnorm(const ref_real *x, const ref_real *w, int n, float eps, ref_real *out);
 void glm_ref_layernorm(const ref_real *x, const ref_real *w, const ref_real *b, int n, float eps,
@@ -64,7 +64,7 @@ void glm_ref_rope(ref_real *x, int dim, int interleaved, const ref_real *inv_fre
 int glm_ref_route(const struct glm_config *cfg, const ref_real *logits, const ref_real *bias,
                   int32_t *experts, ref_real *weights);
 
-/* What a hook (float, tx/glm_reference.h) sees of x[0..n): x itself in the
+/* What a hook (float, tx-internal/glm_reference.h) sees of x[0..n): x itself in the
  * FP32 reference; in the float64 one a float copy in *tmp (free it; NULL
  * and a NULL return when out of memory). */
 const float *txref_hook_view(const ref_real *x, int64_t n, float **tmp);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <tx/glm_reference.h>
+#include <tx-internal/glm_reference.h>
 
 #include "ref_internal.h"
 

@@ -3,7 +3,7 @@
  * The host reference's arithmetic type. The reference sources
  * (glm_reference.c, ref_blocks.c, ref_ops.c) are compiled twice:
  *   - as they are: the FP32 reference (ref_real = float), the public
- *     glm_ref_* functions of tx/glm_reference.h;
+ *     glm_ref_* functions of tx-internal/glm_reference.h;
  *   - with TXREF_F64 defined (glm_reference64.c, ref_blocks64.c,
  *     ref_ops64.c): the float64 reference (ref_real = double), every
  *     external name renamed below to txref64_*, reached through
@@ -11,7 +11,7 @@
  * Weights come from the provider in ref_real (a float64 provider can hand
  * over exactly dequantised FP8 weights: an E4M3 value times an f32 scale
  * has at most 28 significant bits); the hooks and the logits the caller
- * sees stay float (tx/glm_reference.h).
+ * sees stay float (tx-internal/glm_reference.h).
  */
 #ifndef TX_REF_REAL_H
 #define TX_REF_REAL_H
@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 /* the public declarations keep their float types and names */
-#include <tx/glm_reference.h>
+#include <tx-internal/glm_reference.h>
 
 #ifdef TXREF_F64
 typedef double ref_real;

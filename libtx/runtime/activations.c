@@ -6,7 +6,7 @@
  */
 #include "runtime/blocks.h"
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 
 #include <string.h>
 

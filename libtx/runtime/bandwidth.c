@@ -4,7 +4,7 @@
  * device's cores see it (glm-inference --bench's "% of BW" reference).
  *
  * The working set is at least TX_LLC_FACTOR x the host's last-level cache
- * (libtx/include/tx/tx_cpu_cache.h: sysfs, or TX_LLC_BYTES), so the figure is
+ * (libtx/include/tx-internal/tx_cpu_cache.h: sysfs, or TX_LLC_BYTES), so the figure is
  * memory bandwidth, not cache bandwidth: the model's weights when they are
  * that large, else a scratch buffer of device memory of that size. When
  * neither is possible (the LLC size is unknown, the device has no room for
@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <tx/tx_cpu_cache.h>
+#include <tx-internal/tx_cpu_cache.h>
 
 #define MIB_F (1024.0 * 1024.0)
 #define BW_MAX_THREADS 64

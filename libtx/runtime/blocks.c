@@ -33,7 +33,7 @@
 #include "runtime/blocks.h"
 #include "runtime/decode_graph.h"
 #include "runtime/weight_store.h"
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 
 #include "device/device_internal.h"
 #include "profile/profile_internal.h"

@@ -30,7 +30,7 @@
 #include "runtime/expert_parallel.h"
 
 #include "runtime/blocks.h"
-#include "runtime/ep_place.h"
+#include <tx-internal/tx_ep_place.h>
 #include "runtime/expert_cache.h"
 #include "runtime/weight_store.h"
 
@@ -323,7 +323,7 @@ static int shard_wait(struct ep_dev *d)
     return TX_OK;
 }
 
-/* ---- placement (runtime/ep_place.h: the rule, shared with glm-analyze) ------ */
+/* ---- placement (tx-internal/tx_ep_place.h: the rule, shared with glm-analyze) ------ */
 
 /* The groups and the load counters of the options (every rank checks the
  * same options the same way). */

@@ -20,7 +20,7 @@
 #include "runtime/decode_graph.h"
 #include "runtime/weight_store.h"
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 #include "device/device_internal.h"
 #include "profile/profile_internal.h"
 
@@ -391,7 +391,7 @@ static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode
     }
     if (g->dbg)
         rt_debug("forward: %d rows in %d segment(s), %d logits rows, plan %s", T, f->n_seg,
-                 f->lrows, rt_plan_short(g->plan, (char[160]){0}, 160));
+                 f->lrows, plan_short(g->plan, (char[160]){0}, 160));
 
     /* embedding */
     if (!g->rc) {

@@ -20,9 +20,9 @@
 #include "runtime/weight_store.h"
 #include "device/device_internal.h"
 
-#include "model/model_internal.h"
+#include <tx-internal/tx_model_internal.h>
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 #include "profile/profile_internal.h"
 
 #include <errno.h>

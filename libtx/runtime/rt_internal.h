@@ -23,15 +23,16 @@
 #include <liburing.h>
 
 #include <tx/glm.h>
-#include <tx/glm_reference.h>
-#include <tx/tx_smd.h>
+#include <tx-internal/glm_reference.h>
+#include <tx-internal/tx_smd.h>
 #include <tx/tx_telemetry.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
+#include "model/precision_plan.h"
 
 /* Layer types: the six public ones and the router (always FP32). */
 #define RT_ROUTER GLM_LAYER_TYPE_COUNT
-#define RT_NLTYPES (GLM_LAYER_TYPE_COUNT + 1)
+#define RT_NLTYPES PLAN_NLTYPES
 
 #define RT_NONE (-1)
 
@@ -311,8 +312,6 @@ static inline int rt_layers(const glm_model_t *m)
 
 /* precision.c */
 void rt_plan_of(tx_device_t *dev, glm_precision_plan_t *plan, uint64_t *generation);
-int rt_precision_parse(const char *s, size_t n);
-const char *rt_plan_short(const glm_precision_plan_t *plan, char *buf, size_t bufsz);
 
 /* load_options.c: *o = *opt (NULL: all zero) with the environment's
  * settings applied (TX_EINVAL naming a bad value) */

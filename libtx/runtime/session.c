@@ -6,9 +6,9 @@
  */
 #include "runtime/rt_internal.h"
 
-#include <tx/tx_chat_format.h>
+#include <tx-internal/tx_chat_format.h>
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 #include "profile/profile_internal.h"
 
 #include <math.h>

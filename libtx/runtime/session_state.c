@@ -14,7 +14,7 @@
  */
 #include "runtime/rt_internal.h"
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,8 +7,8 @@
  */
 #include "runtime/weight_store.h"
 
-#include "arch/arch.h"
-#include "model/model_internal.h"
+#include <tx-internal/tx_arch.h>
+#include <tx-internal/tx_model_internal.h>
 
 #include <errno.h>
 #include <math.h>

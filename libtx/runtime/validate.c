@@ -14,8 +14,8 @@
  */
 #include "runtime/rt_internal.h"
 
-#include "arch/arch.h"
-#include "model/model_internal.h"
+#include <tx-internal/tx_arch.h>
+#include <tx-internal/tx_model_internal.h>
 
 #include <math.h>
 #include <stdarg.h>
@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include <json-c/json.h>
-#include <tx/tx_checkpoint.h>
+#include <tx-internal/tx_checkpoint.h>
 
 #define MAX_LAYER_ROWS 64
 

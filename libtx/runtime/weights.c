@@ -11,7 +11,7 @@
 #include "runtime/rt_internal.h"
 #include "runtime/weight_store.h"
 #include "runtime/expert_cache.h"
-#include "model/fp8_internal.h"
+#include <tx-internal/tx_fp8.h>
 
 #include <errno.h>
 #include <math.h>

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "common/settings.h"
 #include "telemetry/telemetry_shm.h"
 

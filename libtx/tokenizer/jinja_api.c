@@ -14,7 +14,7 @@
 
 #include <tx/tx_jinja.h>
 
-#include "../common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "jinja.h"
 
 struct tx_jinja {

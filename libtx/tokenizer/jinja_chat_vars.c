@@ -12,7 +12,7 @@
 
 #include <tx/tx_jinja.h>
 
-#include "../common/error.h"
+#include <tx-internal/tx_errors.h>
 
 static struct json_object *parse_json(const char *text, const char *what, char *err, size_t errsz,
                                       int *rc)

@@ -26,7 +26,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include <tx/tx_chat_format.h>
+#include <tx-internal/tx_chat_format.h>
 
 struct render {
     struct tok_buf b;

@@ -14,7 +14,7 @@
 
 #include <tx/tx_tokenizer.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 
 /* Largest token id accepted in a file (keeps a hostile file from making us
  * allocate gigabytes for the id table). */
@@ -29,7 +29,7 @@
 
 /* ---------------------------------------------------------------- errors */
 
-/* Messages: tx_errbuf (common/error.h) formats into err[0..errsz-1] (if
+/* Messages: tx_errbuf (tx-internal/tx_errors.h) formats into err[0..errsz-1] (if
  * err), records the message for tx_last_error() and returns the TX_E* code. */
 
 /* ------------------------------------------------------------- loading */

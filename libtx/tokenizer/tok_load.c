@@ -12,7 +12,7 @@
 #include <json-c/json.h>
 #include <utf8proc.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "tok_internal.h"
 #include "tok_load.h"
 

@@ -20,7 +20,7 @@
 
 #include <json-c/json.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "tok_internal.h"
 
 struct ctx {

@@ -7,7 +7,7 @@
 
 #include <utf8proc.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "tok_internal.h"
 
 /* ------------------------------------------------------------------ UTF-8 */

@@ -37,13 +37,13 @@
 
 #include <tx/glm.h>
 #include <tx/glm_config.h>
-#include <tx/tx_chat_format.h>
+#include <tx-internal/tx_chat_format.h>
 #include <tx/tx_error.h>
-#include <tx/tx_synth.h>
+#include <tx-internal/tx_synth.h>
 #include <tx/tx_tokenizer.h>
 
 #include "common/config_set.h"
-#include "model/model_internal.h"
+#include <tx-internal/tx_model_internal.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

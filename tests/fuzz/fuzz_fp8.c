@@ -25,9 +25,9 @@
 #include <unistd.h>
 
 #include <tx/tx_dtype.h>
-#include <tx/tx_safetensors.h>
+#include <tx-internal/tx_safetensors.h>
 
-#include "model/fp8_internal.h"
+#include <tx-internal/tx_fp8.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzz target for the grammar engine (tx/tx_grammar.h, libtx/grammar/):
+ * Fuzz target for the grammar engine (tx-internal/tx_grammar.h, libtx/grammar/):
  * grammar text and JSON schemas come from HTTP requests. The input is
  * split at its first NUL byte: the part before is a GBNF grammar (and, if
  * it parses as JSON, a schema converted to GBNF first), the part after is
@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include <json-c/json.h>
-#include <tx/tx_grammar.h>
+#include <tx-internal/tx_grammar.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

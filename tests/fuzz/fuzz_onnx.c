@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <tx/tx_onnx.h>
+#include <tx-internal/tx_onnx.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <tx/tx_safetensors.h>
+#include <tx-internal/tx_safetensors.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

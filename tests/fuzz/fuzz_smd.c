@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <tx/tx_smd.h>
+#include <tx-internal/tx_smd.h>
 
 #include "fuzz_smd_reseal.h"
 

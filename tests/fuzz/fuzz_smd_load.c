@@ -23,7 +23,7 @@
 #include <tx/glm.h>
 #include <tx/glm_config.h>
 #include <tx/tx.h>
-#include <tx/tx_smd.h>
+#include <tx-internal/tx_smd.h>
 
 #include "fuzz_smd_reseal.h"
 

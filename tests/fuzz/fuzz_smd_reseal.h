@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <tx/tx_smd.h>
+#include <tx-internal/tx_smd.h>
 
 static void fuzz_smd_reseal(uint8_t *b, size_t size)
 {

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include <tx/glm_config.h>
-#include <tx/tx_export.h>
+#include <tx-internal/tx_export.h>
 
 static const char TOK[] = "{\"version\": \"1.0\", \"model\": {\"type\": \"BPE\", \"vocab\": "
                           "{\"a\": 0, \"b\": 1}, \"merges\": []}, \"added_tokens\": []}";

@@ -9,9 +9,9 @@
 #include <json-c/json.h>
 
 #include <tx/tx_error.h>
-#include <tx/tx_analyze.h>
-#include <tx/tx_export.h>
-#include <tx/tx_synth.h>
+#include <tx-internal/tx_analyze.h>
+#include <tx-internal/tx_export.h>
+#include <tx-internal/tx_synth.h>
 
 static char err[TX_ERR_MAX];
 

@@ -12,9 +12,9 @@
 
 #include <tx/tx_error.h>
 #include <tx/glm_config.h>
-#include <tx/tx_synth.h>
+#include <tx-internal/tx_synth.h>
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 
 START_TEST(test_lookup)
 {

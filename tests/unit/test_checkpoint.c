@@ -13,10 +13,10 @@
 #include <stdint.h>
 
 #include <tx/tx_error.h>
-#include <tx/tx_checkpoint.h>
+#include <tx-internal/tx_checkpoint.h>
 #include <tx/tx_dtype.h>
-#include <tx/tx_safetensors.h>
-#include <tx/tx_synth.h>
+#include <tx-internal/tx_safetensors.h>
+#include <tx-internal/tx_synth.h>
 #include <tx/tx_tokenizer.h>
 
 static char err[TX_ERR_MAX];

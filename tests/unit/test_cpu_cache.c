@@ -16,7 +16,7 @@
 
 #include "tx_test_tmp.h"
 
-#include <tx/tx_cpu_cache.h>
+#include <tx-internal/tx_cpu_cache.h>
 
 #define MIB (1ull << 20)
 

@@ -17,7 +17,7 @@
 
 #include <json-c/json.h>
 
-#include <tx/glm_reference.h>
+#include <tx-internal/glm_reference.h>
 #include <tx/tx.h>
 
 #include "model/rope_scaling.h"

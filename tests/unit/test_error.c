@@ -17,7 +17,7 @@
 #include <tx/glm.h>
 #include <tx/tx_tokenizer.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 
 START_TEST(values_are_abi)
 {

@@ -14,11 +14,11 @@
 
 #include <tx/tx_error.h>
 #include <tx/glm.h>
-#include <tx/tx_checkpoint.h>
+#include <tx-internal/tx_checkpoint.h>
 #include <tx/tx_dtype.h>
-#include <tx/tx_export.h>
-#include <tx/tx_safetensors.h>
-#include <tx/tx_synth.h>
+#include <tx-internal/tx_export.h>
+#include <tx-internal/tx_safetensors.h>
+#include <tx-internal/tx_synth.h>
 
 static char err[TX_ERR_MAX];
 

@@ -14,16 +14,16 @@
 
 #include <json-c/json.h>
 
-#include <tx/tx_analyze.h>
-#include <tx/tx_checkpoint.h>
+#include <tx-internal/tx_analyze.h>
+#include <tx-internal/tx_checkpoint.h>
 #include <tx/tx_dtype.h>
 #include <tx/tx_error.h>
-#include <tx/tx_export.h>
-#include <tx/tx_safetensors.h>
-#include <tx/tx_synth.h>
+#include <tx-internal/tx_export.h>
+#include <tx-internal/tx_safetensors.h>
+#include <tx-internal/tx_synth.h>
 
-#include "model/fp8_internal.h"
-#include "model/model_internal.h"
+#include <tx-internal/tx_fp8.h>
+#include <tx-internal/tx_model_internal.h>
 
 static char err[TX_ERR_MAX];
 

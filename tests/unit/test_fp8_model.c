@@ -17,7 +17,7 @@
 
 #include <tx/glm.h>
 #include <tx/tx.h>
-#include <tx/tx_synth.h>
+#include <tx-internal/tx_synth.h>
 
 #include "test_runtime_synth.h"
 #include "tx_test_emu.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tx/tx_grammar.h: GBNF parsing and its errors (line, column, the rule
+ * tx-internal/tx_grammar.h: GBNF parsing and its errors (line, column, the rule
  * named), the matcher over UTF-8 bytes (partial characters too), the
  * vocabulary trie's allowed-token masks (the end ids only when the grammar
  * is complete), and JSON schemas: their errors name the keyword and place;
@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include <json-c/json.h>
-#include <tx/tx_grammar.h>
+#include <tx-internal/tx_grammar.h>
 #include <tx/tx_tokenizer.h>
 
 #include "common/grammar_vocab.h"

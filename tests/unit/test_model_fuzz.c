@@ -10,9 +10,9 @@
 
 #include <dirent.h>
 
-#include <tx/tx_onnx.h>
-#include <tx/tx_safetensors.h>
-#include <tx/tx_smd.h>
+#include <tx-internal/tx_onnx.h>
+#include <tx-internal/tx_safetensors.h>
+#include <tx-internal/tx_smd.h>
 
 #define LLVMFuzzerTestOneInput fuzz_safetensors_one
 #include "../fuzz/fuzz_safetensors.c"

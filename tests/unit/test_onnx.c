@@ -12,10 +12,10 @@
 #include <onnx.pb-c.h>
 
 #include <tx/tx_error.h>
-#include <tx/tx_checkpoint.h>
+#include <tx-internal/tx_checkpoint.h>
 #include <tx/tx_dtype.h>
-#include <tx/tx_onnx.h>
-#include <tx/tx_synth.h>
+#include <tx-internal/tx_onnx.h>
+#include <tx-internal/tx_synth.h>
 
 static char err[TX_ERR_MAX];
 

@@ -13,8 +13,8 @@
 
 #include <tx/tx_error.h>
 #include <tx/glm_config.h>
-#include <tx/glm_reference.h>
-#include <tx/tx_synth.h>
+#include <tx-internal/glm_reference.h>
+#include <tx-internal/tx_synth.h>
 
 static char err[512];
 

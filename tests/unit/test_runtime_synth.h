@@ -19,12 +19,12 @@
 
 #include <tx/glm.h>
 #include <tx/glm_config.h>
-#include <tx/glm_reference.h>
-#include <tx/tx_smd.h>
+#include <tx-internal/glm_reference.h>
+#include <tx-internal/tx_smd.h>
 #include <tx/tx_dtype.h>
-#include <tx/tx_export.h>
-#include <tx/tx_safetensors.h>
-#include <tx/tx_synth.h>
+#include <tx-internal/tx_export.h>
+#include <tx-internal/tx_safetensors.h>
+#include <tx-internal/tx_synth.h>
 
 struct rts_mods {
     int vocab;   /* 0: 512 */

@@ -11,7 +11,7 @@
 
 #include <tx/tx_error.h>
 #include <tx/tx_dtype.h>
-#include <tx/tx_safetensors.h>
+#include <tx-internal/tx_safetensors.h>
 
 static char err[TX_ERR_MAX];
 

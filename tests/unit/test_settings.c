@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "common/settings.h"
 #include "runtime/rt_internal.h"
 #include "tx_test_main.h"

@@ -15,8 +15,8 @@
 
 #include <tx/tx_error.h>
 #include <tx/tx_dtype.h>
-#include <tx/tx_export.h>
-#include <tx/tx_smd.h>
+#include <tx-internal/tx_export.h>
+#include <tx-internal/tx_smd.h>
 
 static char err[TX_ERR_MAX];
 

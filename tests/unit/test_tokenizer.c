@@ -22,7 +22,7 @@
 
 #include <json-c/json.h>
 
-#include <tx/tx_chat_format.h>
+#include <tx-internal/tx_chat_format.h>
 #include <tx/tx_tokenizer.h>
 
 /* The fuzz target, replayed over its corpus below. */

@@ -24,7 +24,7 @@
 
 #include <tx/glm.h>
 #include <tx/tx.h>
-#include <tx/tx_checkpoint.h>
+#include <tx-internal/tx_checkpoint.h>
 
 #include "test_runtime_synth.h"
 #include "tx_test_emu.h"

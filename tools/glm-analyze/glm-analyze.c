@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include <tx/glm_config.h>
-#include <tx/tx_analyze.h>
+#include <tx-internal/tx_analyze.h>
 
 #include "common/analyze_ep.h"
 #include "common/cli.h"

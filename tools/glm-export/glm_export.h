@@ -3,7 +3,7 @@
 #ifndef GLM_EXPORT_H
 #define GLM_EXPORT_H
 
-#include <tx/tx_export.h>
+#include <tx-internal/tx_export.h>
 
 struct export_cli {
     struct tx_export_opts o; /* the plan applied (--quant, --precision, ...) */

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include <tx/glm_config.h>
-#include <tx/tx_export.h>
+#include <tx-internal/tx_export.h>
 
 #include "common/cli.h"
 #include "glm_export.h"

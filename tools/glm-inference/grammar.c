@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include <json-c/json.h>
-#include <tx/tx_grammar.h>
+#include <tx-internal/tx_grammar.h>
 
 #include "common/grammar_vocab.h"
 #include "glm_inference.h"

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <tx/tx_chat_format.h>
+#include <tx-internal/tx_chat_format.h>
 
 #include "server.h"
 

@@ -4,7 +4,7 @@
  * ({"type": "json_object"} or {"type": "json_schema", "json_schema":
  * {"schema": ...}}), llama-server's "grammar" (GBNF) and "json_schema", and
  * tool_choice "required" or a named function (chat) become a grammar
- * (libtx's grammar engine, tx/tx_grammar.h); before every device pass the
+ * (libtx's grammar engine, tx-internal/tx_grammar.h); before every device pass the
  * scheduler gives the slot's session the mask of the tokens the grammar
  * allows next (glm_session_set_token_mask: the device's SAMPLE applies it),
  * and every sampled token advances the grammar. The stop tokens are
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <tx/tx_grammar.h>
+#include <tx-internal/tx_grammar.h>
 #include <tx/tx_tokenizer.h>
 
 #include "common/grammar_vocab.h"

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include <tx/tx.h>
-#include <tx/tx_analyze.h>
+#include <tx-internal/tx_analyze.h>
 
 #include "common/cli.h"
 #include "common/llama_flags.h"

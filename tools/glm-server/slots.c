@@ -37,8 +37,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <tx/tx_model.h>
-#include <tx/tx_smd.h>
+#include <tx-internal/tx_model.h>
+#include <tx-internal/tx_smd.h>
 
 #include "server.h"
 

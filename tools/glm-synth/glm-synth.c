@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include <tx/glm_config.h>
-#include <tx/tx_analyze.h>
-#include <tx/tx_synth.h>
+#include <tx-internal/tx_analyze.h>
+#include <tx-internal/tx_synth.h>
 
 #include "common/cli.h"
 

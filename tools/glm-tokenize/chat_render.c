@@ -28,9 +28,9 @@
 
 #include <json-c/json.h>
 
-#include <tx/tx_chat_format.h>
+#include <tx-internal/tx_chat_format.h>
 #include <tx/tx_error.h>
-#include <tx/tx_smd.h>
+#include <tx-internal/tx_smd.h>
 #include <tx/tx_tokenizer.h>
 
 #include "chat_render.h"

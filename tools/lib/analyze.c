@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Architecture analysis (glm-analyze). */
-#include "model/model_internal.h"
+#include <tx-internal/tx_model_internal.h>
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -14,9 +14,9 @@
 
 #include <json-c/json.h>
 
-#include <tx/tx_analyze.h>
-#include <tx/tx_checkpoint.h>
-#include <tx/tx_smd.h>
+#include <tx-internal/tx_analyze.h>
+#include <tx-internal/tx_checkpoint.h>
+#include <tx-internal/tx_smd.h>
 #include <tx8/tx8_hw.h>
 
 const char *tx_module_kind_name(enum tx_module_kind k)

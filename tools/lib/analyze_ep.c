@@ -3,7 +3,7 @@
  * glm-analyze --devices N (docs/multi-device.md): the placement libtx's
  * expert parallelism makes for N devices of --device-memory each -- device
  * 0 holds everything but the routed experts, the expert_parallel groups go
- * by libtx's own rule (libtx/runtime/ep_place.h: equal memory utilisation,
+ * by libtx's own rule (libtx/include/tx-internal/tx_ep_place.h: equal memory utilisation,
  * device 0's resident part and KV cache included) -- with golden-plan
  * bytes, and the dispatch bytes per generated token under uniform routing:
  * each of the top_k pairs of a row and MoE layer goes to the device owning
@@ -12,8 +12,8 @@
  */
 #include "common/analyze_ep.h"
 
-#include "common/error.h"
-#include "runtime/ep_place.h"
+#include <tx-internal/tx_errors.h>
+#include <tx-internal/tx_ep_place.h>
 
 #include <json-c/json.h>
 #include <stdio.h>
@@ -110,7 +110,7 @@ int tx_analyze_ep(const struct tx_analysis *a, const struct glm_config *c, int d
             xb[(size_t)p->n_moe * E + e] = (uint64_t)x.ebytes[(size_t)l * E + e];
         p->n_moe++;
     }
-    /* libtx's rule (libtx/runtime/ep_place.h): equal utilisation of every
+    /* libtx's rule (libtx/include/tx-internal/tx_ep_place.h): equal utilisation of every
      * device's memory, device 0's resident part and KV cache included */
     uint64_t usable = a->device_memory > TX8_CTRL_SIZE ? a->device_memory - TX8_CTRL_SIZE : 0;
     uint64_t size[TX_EP_PLAN_MAX], res[TX_EP_PLAN_MAX], room[TX_EP_PLAN_MAX];

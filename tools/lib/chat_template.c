@@ -13,7 +13,7 @@
 
 #include <tx/tx_error.h>
 #include <tx/tx_jinja.h>
-#include <tx/tx_smd.h>
+#include <tx-internal/tx_smd.h>
 
 #include "common/chat_template.h"
 #include "common/cli.h"

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/error.h"
-#include "common/file.h"
+#include <tx-internal/tx_errors.h>
+#include <tx-internal/tx_file.h>
 
 int txc_read_stream(FILE *in, char **out, size_t *len)
 {

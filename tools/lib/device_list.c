@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <tx/tx_analyze.h>
+#include <tx-internal/tx_analyze.h>
 #include <tx/tx_error.h>
 
 int mdev_open(const char *prog, const char *list, tx_device_t **devs, int max, int *n)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Export: checkpoint (HF or ONNX) -> .smd package, streaming, with the
  * precision plan's storage types, INT8 quantisation and block pruning. */
-#include "model/fp8_internal.h"
-#include "model/quant_internal.h"
+#include <tx-internal/tx_fp8.h>
+#include <tx-internal/tx_quant.h>
 #include "export_chat_template.h"
 
 #include <errno.h>
@@ -19,9 +19,9 @@
 #include <json-c/json.h>
 
 #include <tx/glm.h>
-#include <tx/tx_checkpoint.h>
+#include <tx-internal/tx_checkpoint.h>
 #include <tx/tx_dtype.h>
-#include <tx/tx_export.h>
+#include <tx-internal/tx_export.h>
 #include <tx/tx_tokenizer.h>
 
 void tx_export_default_opts(struct tx_export_opts *o)

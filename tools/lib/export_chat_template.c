@@ -18,9 +18,9 @@
 
 #include <tx/tx_error.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "export_chat_template.h"
-#include "model/model_internal.h"
+#include <tx-internal/tx_model_internal.h>
 
 #define TEMPLATE_MAX (4u << 20)
 

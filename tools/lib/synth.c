@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Synthetic GLM checkpoints in the real formats (glm-synth). */
-#include "model/fp8_internal.h"
+#include <tx-internal/tx_fp8.h>
 
-#include "arch/arch.h"
+#include <tx-internal/tx_arch.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,9 +17,9 @@
 #include <json-c/json.h>
 
 #include <tx/tx_dtype.h>
-#include <tx/tx_onnx.h>
-#include <tx/tx_safetensors.h>
-#include <tx/tx_synth.h>
+#include <tx-internal/tx_onnx.h>
+#include <tx-internal/tx_safetensors.h>
+#include <tx-internal/tx_synth.h>
 
 #include "common/config_set.h"
 

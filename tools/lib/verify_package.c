@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include <tx/tx_smd.h>
+#include <tx-internal/tx_smd.h>
 
 #include "common/cli.h"
 

@@ -10,7 +10,7 @@
  * block-sparse) and prints a llama-bench-like Markdown table, or JSON with
  * --json. The last-level cache comes from sysfs (or --llc / TX_LLC_BYTES);
  * a bandwidth ratio whose working set is not at least 4 x the LLC is not
- * reported (see libtx/include/tx/tx_cpu_cache.h).
+ * reported (see libtx/include/tx-internal/tx_cpu_cache.h).
  *
  * See docs/engine.md.
  */
@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <tx/tx_cpu_cache.h>
+#include <tx-internal/tx_cpu_cache.h>
 #include <tx/tx_dtype.h>
 #include <tx8/tx8_hw.h>
 

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <tx/tx_analyze.h>
+#include <tx-internal/tx_analyze.h>
 
 #define TX_EP_PLAN_MAX 64
 

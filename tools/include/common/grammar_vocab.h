@@ -2,7 +2,7 @@
 /*
  * The grammar engine's vocabulary for a tokenizer (tools/lib/grammar_vocab.c):
  * every id below n_ids with its bytes, except the stop tokens, which are the
- * grammar's end rather than text it produces (tx/tx_grammar.h). Shared by
+ * grammar's end rather than text it produces (tx-internal/tx_grammar.h). Shared by
  * glm-server and glm-inference.
  */
 #ifndef TXC_GRAMMAR_VOCAB_H
@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include <tx/tx_grammar.h>
+#include <tx-internal/tx_grammar.h>
 #include <tx/tx_tokenizer.h>
 
 /* NULL: out of memory */

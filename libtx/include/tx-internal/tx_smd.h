@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <tx/tx_model.h>
+#include <tx-internal/tx_model.h>
 #include <tx8/tx8_hw.h>
 
 #ifdef __cplusplus

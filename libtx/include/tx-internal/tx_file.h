@@ -3,7 +3,7 @@
  * libtx internal: writing and reading whole buffers on file descriptors,
  * and writing a file all or nothing (a temporary name next to it, renamed
  * over it once complete). Used by the model formats (libtx/model, where
- * model_internal.h still names them txm_*) and the tools' helpers
+ * tx_model_internal.h still names them txm_*) and the tools' helpers
  * (common/cli.c). Depends on nothing above libtx/common.
  *
  * Return values: the descriptor-level helpers (tx_file_write_all,

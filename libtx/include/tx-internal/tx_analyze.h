@@ -23,8 +23,8 @@
 #define TX_ANALYZE_H
 
 #include <tx/glm_config.h>
-#include <tx/tx_checkpoint.h>
-#include <tx/tx_model.h>
+#include <tx-internal/tx_checkpoint.h>
+#include <tx-internal/tx_model.h>
 
 #ifdef __cplusplus
 extern "C" {

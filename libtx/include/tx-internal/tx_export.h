@@ -24,8 +24,8 @@
 #ifndef TX_EXPORT_H
 #define TX_EXPORT_H
 
-#include <tx/tx_model.h>
-#include <tx/tx_smd.h>
+#include <tx-internal/tx_model.h>
+#include <tx-internal/tx_smd.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -26,7 +26,7 @@
 #define TX_SYNTH_H
 
 #include <tx/glm_config.h>
-#include <tx/tx_model.h>
+#include <tx-internal/tx_model.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -24,7 +24,7 @@
 #ifndef TX_ONNX_H
 #define TX_ONNX_H
 
-#include <tx/tx_model.h>
+#include <tx-internal/tx_model.h>
 
 /* Limits (docs/tools-export.md, "Limits of the input formats") */
 #define TX_ONNX_MAX_TENSORS 1048576 /* graph initializers (DeepSeek-V3: ~92k) */

@@ -22,7 +22,7 @@
 #ifndef TX_SAFETENSORS_H
 #define TX_SAFETENSORS_H
 
-#include <tx/tx_model.h>
+#include <tx-internal/tx_model.h>
 
 #ifdef __cplusplus
 extern "C" {

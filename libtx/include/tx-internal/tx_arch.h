@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include <tx/glm_config.h>
-#include <tx/tx_synth.h>
+#include <tx-internal/tx_synth.h>
 
 struct json_object;
 struct gctx;    /* runtime graph context of one pass (runtime/blocks.h) */

@@ -36,7 +36,7 @@
 #define TX_CHECKPOINT_H
 
 #include <tx/glm_config.h>
-#include <tx/tx_model.h>
+#include <tx-internal/tx_model.h>
 
 #ifdef __cplusplus
 extern "C" {

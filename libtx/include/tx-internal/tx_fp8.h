@@ -15,7 +15,7 @@
 #ifndef TX_FP8_INTERNAL_H
 #define TX_FP8_INTERNAL_H
 
-#include "model_internal.h"
+#include <tx-internal/tx_model_internal.h>
 
 #define TXM_FP8_BLOCK 128
 #define TXM_FP8_MAX 448.0f /* largest finite E4M3 */

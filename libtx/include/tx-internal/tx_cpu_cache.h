@@ -19,7 +19,7 @@
  *
  * Not part of the public API (not installed, not exported from libtx.so):
  * private to libtx, the tools (tx-bench) and the tests, which find it in
- * libtx/include. Include as <tx/tx_cpu_cache.h>.
+ * libtx/include. Include as <tx-internal/tx_cpu_cache.h>.
  */
 #ifndef TX_CPU_CACHE_H
 #define TX_CPU_CACHE_H

@@ -4,9 +4,9 @@
 #ifndef TX_QUANT_INTERNAL_H
 #define TX_QUANT_INTERNAL_H
 
-#include "model_internal.h"
+#include <tx-internal/tx_model_internal.h>
 
-#include <tx/tx_smd.h>
+#include <tx-internal/tx_smd.h>
 
 struct txq_spec {
     uint32_t rows, cols;

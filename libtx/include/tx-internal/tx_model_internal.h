@@ -7,10 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <tx/tx_model.h>
+#include <tx-internal/tx_model.h>
 
-#include "common/error.h"
-#include "common/file.h"
+#include <tx-internal/tx_errors.h>
+#include <tx-internal/tx_file.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the model formats are little-endian; a big-endian port needs byte swaps"
@@ -18,7 +18,7 @@
 
 #define TXM_HIDDEN __attribute__((visibility("hidden")))
 
-/* The old name of tx_errbuf (common/error.h). Nothing in libtx/model or
+/* The old name of tx_errbuf (tx-internal/tx_errors.h). Nothing in libtx/model or
  * tools/lib calls it any more; it stays only for the architecture modules
  * being written against it (issue 10) and goes once they are in. */
 #define txm_err tx_errbuf
@@ -99,7 +99,7 @@ TXM_HIDDEN char *txm_dirname(const char *path);
 TXM_HIDDEN int txm_is_dir(const char *path);
 TXM_HIDDEN int txm_file_exists(const char *path);
 
-/* Whole-buffer I/O and all-or-nothing files: libtx/common/file.h (the
+/* Whole-buffer I/O and all-or-nothing files: libtx/include/tx-internal/tx_file.h (the
  * txm_* names stay until phase 2 of issue 10 renames their callers). */
 #define txm_write_all tx_file_write_all
 #define txm_pwrite_all tx_file_pwrite_all
