@@ -66,10 +66,6 @@ void tx_mla_attention(struct gctx *g, int l, void (*project)(struct gctx *g, int
 /* the decoder layer over MLA without a key selector (DeepseekV3DecoderLayer),
  * runtime graph (the reference: TX_REF_ATTN_MLA) */
 void tx_mla_layer(struct gctx *g, int l);
-/* the MLA part of tx_arch_cost (kv_layer, kv_latent, pair_macs) */
-void tx_mla_cost(const struct glm_config *c, struct tx_arch_cost *o);
-/* q_lora_rank .. v_head_dim into glm-analyze's arch object */
-void tx_mla_analyze_json(const struct glm_config *c, struct json_object *ar);
 
 /* ---- GQA (attn_gqa.c) ---------------------------------------------------- */
 
@@ -83,9 +79,6 @@ int tx_gqa_layer_tensor(const struct glm_config *c, enum glm_tensor_role role, i
 void tx_gqa_kv_geometry(const struct glm_config *c, int l, struct tx_arch_kv *kv);
 int tx_gqa_act_layout(const struct glm_config *c, uint64_t t, struct act_layout *a, uint64_t *o);
 void tx_gqa_layer(struct gctx *g, int l);
-void tx_gqa_cost(const struct glm_config *c, struct tx_arch_cost *o);
-/* head_dim, rotary_dim, use_qk_norm, attention_bias */
-void tx_gqa_analyze_json(const struct glm_config *c, struct json_object *ar);
 /* layer_selects / select_k of a module without a key selector */
 int tx_arch_layer_selects_none(const struct glm_config *c, int l);
 int tx_arch_select_k_none(const struct glm_config *c);

@@ -12,7 +12,7 @@
 #include <json-c/json.h>
 
 #include "arch/attn.h"
-#include "model/config_json.h"
+#include <tx-internal/tx_config_json.h>
 #include "runtime/blocks.h"
 
 void tx_gqa_parse_head_dim(struct json_object *root, struct glm_config *c)
@@ -84,25 +84,6 @@ int tx_gqa_act_layout(const struct glm_config *c, uint64_t t, struct act_layout 
 void tx_gqa_layer(struct gctx *g, int l)
 {
     blk_decoder_layer(g, l, blk_gqa_attention);
-}
-
-void tx_gqa_cost(const struct glm_config *c, struct tx_arch_cost *o)
-{
-    memset(o, 0, sizeof(*o));
-    o->kv_layer = 2.0 * c->num_key_value_heads * c->head_dim * 2.0;
-    o->kv_latent = o->kv_layer;
-    o->kv_expanded = o->kv_layer;
-    o->kv_elems = 2.0 * c->num_key_value_heads * c->head_dim;
-    o->kv_run = c->head_dim;
-    o->pair_macs = (double)c->num_attention_heads * 2.0 * c->head_dim;
-}
-
-void tx_gqa_analyze_json(const struct glm_config *c, struct json_object *ar)
-{
-    json_object_object_add(ar, "head_dim", json_object_new_int64(c->head_dim));
-    json_object_object_add(ar, "rotary_dim", json_object_new_int64(c->rotary_dim));
-    json_object_object_add(ar, "use_qk_norm", json_object_new_boolean(c->use_qk_norm));
-    json_object_object_add(ar, "attention_bias", json_object_new_boolean(c->attention_bias));
 }
 
 int tx_arch_layer_selects_none(const struct glm_config *c, int l)

@@ -12,7 +12,7 @@
 #include <json-c/json.h>
 
 #include "arch/attn.h"
-#include "model/config_json.h"
+#include <tx-internal/tx_config_json.h>
 #include "runtime/blocks.h"
 
 /* ---- config.json --------------------------------------------------------- */
@@ -283,32 +283,4 @@ static void attention_all_keys(struct gctx *g, int l)
 void tx_mla_layer(struct gctx *g, int l)
 {
     blk_decoder_layer(g, l, attention_all_keys);
-}
-
-/* ---- glm-analyze ---------------------------------------------------------- */
-
-void tx_mla_cost(const struct glm_config *c, struct tx_arch_cost *o)
-{
-    const double nh = c->num_attention_heads;
-    memset(o, 0, sizeof(*o));
-    /* absorbed MLA: the latent cache; a (query, key) pair costs the
-     * latent + rope dot product and the latent PV per head */
-    o->kv_elems = (double)c->kv_lora_rank + c->qk_rope_head_dim;
-    o->kv_layer = o->kv_elems * 2.0;
-    o->kv_latent = o->kv_layer;
-    o->kv_expanded = nh * (c->qk_head_dim + c->v_head_dim) * 2.0;
-    o->pair_macs = nh * (2.0 * c->kv_lora_rank + c->qk_rope_head_dim);
-    struct tx_arch_kv kv;
-    tx_mla_kv_geometry(c, &kv);
-    o->kv_run = (int)kv.run;
-}
-
-void tx_mla_analyze_json(const struct glm_config *c, struct json_object *ar)
-{
-    static const char *const k[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
-                                    "qk_rope_head_dim", "v_head_dim"};
-    const int v[] = {c->q_lora_rank, c->kv_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim,
-                     c->v_head_dim};
-    for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++)
-        json_object_object_add(ar, k[i], json_object_new_int64(v[i]));
 }

@@ -13,7 +13,7 @@
 
 #include <json-c/json.h>
 
-#include "model/config_json.h"
+#include <tx-internal/tx_config_json.h>
 #include <tx-internal/tx_model_internal.h>
 
 struct json_object *cj_field(struct json_object *o, const char *key)

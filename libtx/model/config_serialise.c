@@ -12,7 +12,7 @@
 #include <tx/glm_config.h>
 
 #include <tx-internal/tx_arch.h>
-#include "model/config_json.h"
+#include <tx-internal/tx_config_json.h>
 /* ------------------------------------------------------------------------ */
 /* serialisation */
 

@@ -20,7 +20,7 @@
 #include <tx/glm_config.h>
 
 #include <tx-internal/tx_arch.h>
-#include "model/config_json.h"
+#include <tx-internal/tx_config_json.h>
 #include "model/rope_scaling.h"
 #include <tx-internal/tx_model_internal.h>
 

@@ -19,6 +19,8 @@
 #include <tx-internal/tx_smd.h>
 #include <tx8/tx8_hw.h>
 
+#include "common/arch_tools.h"
+
 const char *tx_module_kind_name(enum tx_module_kind k)
 {
     static const char *const n[TX_MOD_COUNT] = {"embedding",      "attention",      "dense_mlp",
@@ -237,8 +239,9 @@ int tx_analyze_config(const struct glm_config *c, int seq_len, int ctx_len, uint
     const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     struct tx_arch_cost ac;
     memset(&ac, 0, sizeof(ac));
-    if (arch)
-        arch->cost(c, &ac);
+    const struct tx_arch_tools *tools = tx_arch_tools_get(c->arch);
+    if (tools)
+        tools->cost(c, &ac);
     /* KV cache per token and layer, bytes */
     const double kv_layer = ac.kv_layer, kv_latent = ac.kv_latent;
     a->kv_bytes_per_token = (uint64_t)(kv_layer * L);
@@ -404,8 +407,9 @@ char *tx_analysis_json(const struct tx_analysis *a, const struct glm_config *c,
     jint(ar, "vocab_size", c->vocab_size);
     jint(ar, "num_attention_heads", c->num_attention_heads);
     jint(ar, "num_key_value_heads", c->num_key_value_heads);
-    if (arch)
-        arch->analyze_json(c, ar); /* the attention's own dimensions */
+    const struct tx_arch_tools *tools = tx_arch_tools_get(c->arch);
+    if (tools)
+        tools->analyze_json(c, ar); /* the attention's own dimensions */
     jint(ar, "intermediate_size", c->intermediate_size);
     jint(ar, "moe_intermediate_size", c->moe_intermediate_size);
     jint(ar, "n_routed_experts", c->n_routed_experts);

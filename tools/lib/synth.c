@@ -21,6 +21,7 @@
 #include <tx-internal/tx_safetensors.h>
 #include <tx-internal/tx_synth.h>
 
+#include "common/arch_tools.h"
 #include "common/config_set.h"
 
 int tx_synth_preset_parse(const char *s)
@@ -65,7 +66,7 @@ char *tx_synth_config_json(enum glm_arch arch, enum tx_synth_preset preset, int 
 char *tx_synth_config_json_ex(enum glm_arch arch, enum tx_synth_preset preset, int vocab_size,
                               const int32_t *eos_ids, int n_eos, int32_t pad)
 {
-    const struct tx_arch_ops *ops = tx_arch_get(arch);
+    const struct tx_arch_tools *ops = tx_arch_tools_get(arch);
     if ((unsigned)preset > TX_SYNTH_BENCH || !ops || !ops->synth_config || !eos_ids || n_eos < 1 ||
         n_eos > 8)
         return NULL;
@@ -334,7 +335,7 @@ static int glm_tokenizer_config(const char *path, enum glm_arch arch, const int6
     }
     add_s(root, "eos_token", "<|endoftext|>");
     add_s(root, "pad_token", "<|endoftext|>");
-    const struct tx_arch_ops *ops = tx_arch_get(arch);
+    const struct tx_arch_tools *ops = tx_arch_tools_get(arch);
     add_s(root, "chat_template", ops && ops->chat_template ? ops->chat_template : "");
     *out = json_text(root);
     json_object_put(root);

@@ -5,8 +5,11 @@
  * architecture (libtx/arch/<model_type>.c), listed in libtx/arch/registry.c.
  * Nothing outside libtx/arch branches on the architecture: the config
  * parser, the tensor catalogue, the runtime graph, the KV cache, the FP32
- * reference, glm-synth, glm-analyze, glm-export and --validate ask the
- * module. How to add one: docs/architectures.md.
+ * reference, glm-export and --validate ask the module. What only the
+ * tools ask (glm-analyze's cost figures, glm-synth's config.json and chat
+ * template) is the tools' side of the module, tools/lib/arch_tools_*.c
+ * (tools/include/common/arch_tools.h). How to add one:
+ * docs/architectures.md.
  */
 #ifndef TX_ARCH_H
 #define TX_ARCH_H
@@ -15,7 +18,6 @@
 #include <stdint.h>
 
 #include <tx/glm_config.h>
-#include <tx-internal/tx_synth.h>
 
 struct json_object;
 struct gctx;    /* runtime graph context of one pass (runtime/blocks.h) */
@@ -43,19 +45,6 @@ struct tx_arch_kv {
     uint64_t run;
 };
 
-/* Per-token cost figures of attention for glm-analyze (bytes / MACs). */
-struct tx_arch_cost {
-    double kv_layer;      /* KV cache bytes per token and layer (F16 K/V, as cached) */
-    double kv_latent;     /* the same for the compressed latent only (MLA) */
-    double kv_expanded;   /* the same for the expanded per-head K/V (MLA before issue 11) */
-    double kv_elems;      /* K/V cache elements per token and layer (cache-type scaled) */
-    double ik_elems;      /* key-selector cache elements per token and layer */
-    double pair_macs;     /* MACs of one (query, key) pair over all heads */
-    double sel_pair_macs; /* MACs of one (query, key) pair of the key selector */
-    int select_k;         /* keys a query attends at most (0: all) */
-    int kv_run;           /* element runs of the K/V rows (tx_arch_kv.run) */
-};
-
 /* tx_arch_ops.router: how a MoE layer scores its experts (blk_ffn, the
  * reference MoE) */
 enum tx_arch_router {
@@ -77,7 +66,7 @@ struct tx_arch_ops {
     const char *attn_short;     /* glm-analyze JSON "attention": "GQA" */
     const char *attn_long;      /* glm-analyze text: "GQA attention" */
 
-    /* ---- config.json (libtx/model/config_json.h helpers) ---- */
+    /* ---- config.json (tx-internal/tx_config_json.h helpers) ---- */
     /* the transformers configuration class's defaults (c is zeroed and the
      * common defaults are set) */
     void (*defaults)(struct glm_config *c);
@@ -139,16 +128,10 @@ struct tx_arch_ops {
      * not a function, as the reference is built in FP32 and float64 */
     int ref_attention;
 
-    /* ---- glm-analyze ---- */
-    void (*cost)(const struct glm_config *c, struct tx_arch_cost *out);
-    void (*analyze_json)(const struct glm_config *c, struct json_object *ar);
-
-    /* ---- chat template / glm-synth ---- */
-    int chat_format;           /* enum tx_chat_format when the package has no template */
-    const char *chat_template; /* the Jinja template glm-synth writes */
-    /* config.json object of a synthetic checkpoint (the real field set) */
-    struct json_object *(*synth_config)(enum tx_synth_preset p, int vocab_size, const int32_t *eos,
-                                        int n_eos, int32_t pad);
+    /* ---- chat ---- */
+    int chat_format; /* enum tx_chat_format when the package has no template */
+    /* glm-analyze's cost figures, the chat template and the config.json of
+     * glm-synth are the tools' (tools/include/common/arch_tools.h) */
 };
 
 static inline void tx_shape1(struct glm_tensor_info *t, int64_t a)
@@ -180,10 +163,6 @@ int tx_cfg_parse_mlp_layers(struct json_object *root, struct glm_config *c, char
  * 1 otherwise) */
 double tx_cfg_rope_attn_factor(const struct glm_config *c);
 double tx_cfg_rope_softmax_mult(const struct glm_config *c);
-
-/* The synthetic GLM-5 chat template (glm_moe_dsa.c), shipped by every
- * synthetic checkpoint that carries GLM's special tokens */
-extern const char tx_arch_glm5_synth_template[];
 
 /* ---- registry (libtx/arch/registry.c) ---- */
 int tx_arch_count(void);
