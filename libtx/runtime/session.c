@@ -903,8 +903,7 @@ TX_API int glm_model_set_chat_format(glm_model_t *m, int fmt)
 {
     if (!m)
         return tx_error(TX_EINVAL, "glm_model_set_chat_format: model is NULL");
-    if (fmt != 0 && fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5 &&
-        fmt != TX_CHAT_QWEN3 && fmt != TX_CHAT_DEEPSEEK3 && fmt != TX_CHAT_DEEPSEEK31)
+    if (fmt != 0 && !tx_chat_format_valid(fmt))
         return tx_error(TX_EINVAL, "glm_model_set_chat_format: unknown format %d", fmt);
     m->chat_format_override = fmt;
     return TX_OK;

@@ -13,6 +13,8 @@
  *   DeepSeek-V3.1:  DeepSeek-V3.1's chat_template
  * tests/chat-template/reference holds renderings of the real templates
  * that libtx must reproduce byte for byte (tests/chat-template/README.md).
+ * The formats, their names and how a template is recognised: the registry,
+ * chat_formats.c.
  */
 #include <ctype.h>
 #include <sys/types.h>
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat_formats.h"
 #include "tok_internal.h"
 
 #include <json-c/json.h>
@@ -470,7 +473,7 @@ static int chat_tools_parse(enum tx_chat_format fmt, const struct tx_chat_messag
                                  i, k);
             }
             if (args && json_object_is_type(args, json_type_string) &&
-                (fmt == TX_CHAT_GLM45 || fmt == TX_CHAT_GLM5 || fmt == TX_CHAT_GLM4)) {
+                (chat_format_get(fmt)->flags & CHAT_F_GLM)) {
                 /* GLM renders the arguments key by key: the string must
                  * hold an object; it replaces the string */
                 struct json_object *o = parse_json(json_object_get_string(args),
@@ -672,9 +675,11 @@ static ssize_t qwen3_last_query(const struct tx_chat_message *msgs, size_t n)
  * ("<think>\n\n</think>\n\n"); the others are "assistant\n" + the content
  * as it is (without a separate reasoning field, the text after the last
  * </think>, lstrip('\n')). */
-static int render_qwen3(struct render *r, const struct tx_chat_message *msgs, size_t n,
-                        unsigned flags, const struct chat_tools *t, char *err, size_t errsz)
+int chat_render_qwen3(struct render *r, enum tx_chat_format fmt,
+                      const struct tx_chat_message *msgs, size_t n, unsigned flags,
+                      const struct chat_tools *t, char *err, size_t errsz)
 {
+    (void)fmt;
     ssize_t last_query = qwen3_last_query(msgs, n);
     if (t->tools && qwen3_tools_block(r, t->tools, msgs, n))
         return TX_ENOMEM;
@@ -799,9 +804,11 @@ static int ds_prologue(struct render *r, const struct tx_chat_message *msgs, siz
  * then the turns; after tool outputs the assistant's content follows
  * "tool outputs end" instead of a new Assistant marker. Reasoning is
  * dropped (content after the last "</think>", as R1's template does). */
-static int render_deepseek3(struct render *r, const struct tx_chat_message *msgs, size_t n,
-                            unsigned flags, const struct chat_tools *t, char *err, size_t errsz)
+int chat_render_deepseek3(struct render *r, enum tx_chat_format fmt,
+                          const struct tx_chat_message *msgs, size_t n, unsigned flags,
+                          const struct chat_tools *t, char *err, size_t errsz)
 {
+    (void)fmt;
     /* is_first: set by the first tool call of the conversation and never
      * reset, as in DeepSeek-V3's template (later tool-calling turns start
      * with a newline, without the Assistant marker) */
@@ -862,9 +869,11 @@ static int render_deepseek3(struct render *r, const struct tx_chat_message *msgs
  * calls NAME<sep>ARGUMENTS without a type or a ```json block; tool
  * results without the outputs begin/end wrappers; an assistant turn
  * after tool results is its content and EOS. */
-static int render_deepseek31(struct render *r, const struct tx_chat_message *msgs, size_t n,
-                             unsigned flags, const struct chat_tools *t, char *err, size_t errsz)
+int chat_render_deepseek31(struct render *r, enum tx_chat_format fmt,
+                           const struct tx_chat_message *msgs, size_t n, unsigned flags,
+                           const struct chat_tools *t, char *err, size_t errsz)
 {
+    (void)fmt;
     bool thinking = (flags & TX_CHAT_THINKING) && !(flags & TX_CHAT_NO_THINKING);
     bool is_tool = false, last_user = false;
     int rc = ds_prologue(r, msgs, n, err, errsz);
@@ -915,8 +924,9 @@ static int render_deepseek31(struct render *r, const struct tx_chat_message *msg
     return tok_buf_reserve(&r->b, 0) ? TX_ENOMEM : 0;
 }
 
-static int render(struct render *r, enum tx_chat_format fmt, const struct tx_chat_message *msgs,
-                  size_t n, unsigned flags, const struct chat_tools *t, char *err, size_t errsz)
+/* GLM-4, GLM-4.5/4.6, GLM-4.7/5 */
+int chat_render_glm(struct render *r, enum tx_chat_format fmt, const struct tx_chat_message *msgs,
+                    size_t n, unsigned flags, const struct chat_tools *t, char *err, size_t errsz)
 {
     bool think = !(flags & TX_CHAT_NO_THINKING);
     bool nl = fmt != TX_CHAT_GLM5; /* GLM-4.7/5 dropped the newlines */
@@ -929,12 +939,6 @@ static int render(struct render *r, enum tx_chat_format fmt, const struct tx_cha
         if (!strcmp(role, "user"))
             last_user = (ssize_t)i;
     }
-    if (fmt == TX_CHAT_QWEN3)
-        return render_qwen3(r, msgs, n, flags, t, err, errsz);
-    if (fmt == TX_CHAT_DEEPSEEK3)
-        return render_deepseek3(r, msgs, n, flags, t, err, errsz);
-    if (fmt == TX_CHAT_DEEPSEEK31)
-        return render_deepseek31(r, msgs, n, flags, t, err, errsz);
     if (puts_(r, "[gMASK]<sop>"))
         return TX_ENOMEM;
     if (t->tools && fmt != TX_CHAT_GLM4 && glm_tools_block(r, t->tools, nl))
@@ -1006,8 +1010,7 @@ static int render(struct render *r, enum tx_chat_format fmt, const struct tx_cha
 static int check_args(enum tx_chat_format fmt, const struct tx_chat_message *msgs, size_t n,
                       char *err, size_t errsz)
 {
-    if (fmt != TX_CHAT_GLM4 && fmt != TX_CHAT_GLM45 && fmt != TX_CHAT_GLM5 && fmt != TX_CHAT_QWEN3 &&
-        fmt != TX_CHAT_DEEPSEEK3 && fmt != TX_CHAT_DEEPSEEK31)
+    if (!chat_format_get(fmt))
         return tx_errbuf(err, errsz, TX_EINVAL, "unknown chat format %d", (int)fmt);
     if (!msgs && n)
         return tx_errbuf(err, errsz, TX_EINVAL, "invalid argument");
@@ -1033,7 +1036,7 @@ static int prepare(enum tx_chat_format fmt, const struct tx_chat_message *msgs, 
     bool any_call = false;
     for (size_t i = 0; t->calls && i < n; i++)
         any_call |= t->calls[i] != NULL;
-    if (fmt == TX_CHAT_GLM4 && (t->tools || any_call)) {
+    if ((chat_format_get(fmt)->flags & CHAT_F_NO_TOOLS) && (t->tools || any_call)) {
         chat_tools_free(t);
         return tx_errbuf(err, errsz, TX_ENOTSUP,
                          "the GLM-4 (glm-4-9b-chat) format does not render tools or tool calls");
@@ -1064,7 +1067,7 @@ int tx_tokenizer_chat_render_tools(enum tx_chat_format fmt, const struct tx_chat
     if (rc)
         return rc;
     struct render r = {{0}, NULL, 0, 0};
-    rc = render(&r, fmt, msgs, n_msgs, flags, &t, err, errsz);
+    rc = chat_format_get(fmt)->render(&r, fmt, msgs, n_msgs, flags, &t, err, errsz);
     chat_tools_free(&t);
     free(r.lit);
     if (rc) {
@@ -1100,7 +1103,7 @@ int tx_tokenizer_chat_encode_tools(const struct tx_tokenizer *tok, enum tx_chat_
     if (rc)
         return rc;
     struct render r = {{0}, NULL, 0, 0};
-    rc = render(&r, fmt, msgs, n_msgs, flags, &t, err, errsz);
+    rc = chat_format_get(fmt)->render(&r, fmt, msgs, n_msgs, flags, &t, err, errsz);
     chat_tools_free(&t);
     if (!rc) {
         bool lit = flags & TX_CHAT_LITERAL_CONTENT;
@@ -1129,116 +1132,4 @@ int tx_tokenizer_chat_stop_tokens(const struct tx_tokenizer *tok, int32_t *ids, 
         n++;
     }
     return n;
-}
-
-int tx_chat_format_from_name(const char *name)
-{
-    if (!name)
-        return tx_errbuf(NULL, 0, TX_EINVAL, "chat format: NULL name");
-    char k[16];
-    size_t j = 0;
-    for (size_t i = 0; name[i]; i++) {
-        char ch = (char)tolower((unsigned char)name[i]);
-        if (ch == '-' || ch == '_' || ch == '.')
-            continue;
-        if (j + 1 >= sizeof(k))
-            break;
-        k[j++] = ch;
-    }
-    k[j] = 0;
-    if (!strcmp(k, "glm4"))
-        return TX_CHAT_GLM4;
-    if (!strcmp(k, "glm45") || !strcmp(k, "glm46"))
-        return TX_CHAT_GLM45;
-    if (!strcmp(k, "glm47") || !strcmp(k, "glm5") || !strcmp(k, "glm51"))
-        return TX_CHAT_GLM5;
-    if (!strcmp(k, "qwen3") || !strcmp(k, "chatml"))
-        return TX_CHAT_QWEN3;
-    if (!strcmp(k, "deepseek3") || !strcmp(k, "deepseekv3"))
-        return TX_CHAT_DEEPSEEK3;
-    if (!strcmp(k, "deepseek31") || !strcmp(k, "deepseekv31"))
-        return TX_CHAT_DEEPSEEK31;
-    return tx_errbuf(NULL, 0, TX_EINVAL,
-                     "unknown chat format \"%.32s\" (glm4, glm4.5, glm4.6, glm4.7, glm5, glm5.1, "
-                     "qwen3, deepseek3, deepseek3.1)",
-                     name);
-}
-
-/* ---- recognising a chat_template ------------------------------------------ */
-
-/* What follows the first "<|user|>" of the template text: a newline (raw,
- * or the two characters \n of a Jinja string) in GLM-4 and GLM-4.5/4.6,
- * content directly in GLM-4.7 and GLM-5. */
-static int user_newline(const char *t)
-{
-    const char *u = strstr(t, "<|user|>");
-    if (!u)
-        return -1;
-    u += 8;
-    return *u == '\n' || (u[0] == '\\' && u[1] == 'n');
-}
-
-int tx_chat_format_of_template(const char *t, const char **which)
-{
-    const char *dummy;
-    if (!which)
-        which = &dummy;
-    *which = "";
-    if (!t)
-        return -1;
-    /* Qwen3: ChatML turns; not the ChatML variants that render otherwise:
-     * Qwen3-Coder's XML tool calls ("<function=NAME>") and the
-     * thinking-only Qwen3-2507 templates, whose generation prompt forces
-     * "<think>\n" (refused: choose the format explicitly) */
-    if (strstr(t, "<|im_start|>") && strstr(t, "<|im_end|>") && !strstr(t, "[gMASK]<sop>")) {
-        if (strstr(t, "<function=") || strstr(t, "assistant\\n<think>\\n'") ||
-            strstr(t, "assistant\n<think>\n'"))
-            return -1;
-        *which = "Qwen3 (ChatML)";
-        return TX_CHAT_QWEN3;
-    }
-    /* DeepSeek-V3: fullwidth-bar User / Assistant markers */
-    if (strstr(t, "<\xef\xbd\x9cUser\xef\xbd\x9c>") &&
-        strstr(t, "<\xef\xbd\x9c"
-                  "Assistant\xef\xbd\x9c>")) {
-        /* V3.1: an assistant turn opens "<｜Assistant｜></think>" */
-        if (strstr(t, "<\xef\xbd\x9c"
-                      "Assistant\xef\xbd\x9c></think>")) {
-            *which = "DeepSeek-V3.1";
-            return TX_CHAT_DEEPSEEK31;
-        }
-        *which = "DeepSeek-V3";
-        return TX_CHAT_DEEPSEEK3;
-    }
-    if (!strstr(t, "[gMASK]<sop>") || !strstr(t, "<|assistant|>") || !strstr(t, "<|user|>"))
-        return -1;
-    int nl = user_newline(t);
-    int think = strstr(t, "<think>") != NULL;
-    if (nl == 1 && !think) {
-        *which = "GLM-4 (glm-4-9b-chat)";
-        return TX_CHAT_GLM4;
-    }
-    /* GLM-4.5/4.6: "<|user|>\n", "/nothink", generation prompt
-     * "<|assistant|>" + "\n<think></think>" without thinking */
-    if (nl == 1 && think && strstr(t, "/nothink")) {
-        *which = "GLM-4.5/4.6";
-        return TX_CHAT_GLM45;
-    }
-    /* GLM-4.7/5: "<|user|>" + content, generation prompt "<|assistant|><think>"
-     * or "<|assistant|></think>" */
-    if (nl == 0 && think && strstr(t, "</think>") && !strstr(t, "/nothink")) {
-        *which = "GLM-4.7/GLM-5";
-        return TX_CHAT_GLM5;
-    }
-    return -1;
-}
-
-const char *tx_chat_format_name(int f)
-{
-    return f == TX_CHAT_GLM4        ? "glm4"
-           : f == TX_CHAT_GLM45     ? "glm4.5"
-           : f == TX_CHAT_QWEN3     ? "qwen3"
-           : f == TX_CHAT_DEEPSEEK3  ? "deepseek3"
-           : f == TX_CHAT_DEEPSEEK31 ? "deepseek3.1"
-                                     : "glm4.7";
 }

@@ -16,8 +16,10 @@ extern "C" {
 /* The enum tx_chat_format of a chat_template text, or -1 (not a template
  * libtx renders); *which names the template family ("GLM-4.5/4.6"). */
 TX_API int tx_chat_format_of_template(const char *tmpl, const char **which);
-/* "glm4", "glm4.5", "glm4.7", "qwen3", "deepseek3" */
+/* "glm4", "glm4.5", "glm4.7", "qwen3", "deepseek3", "deepseek3.1" */
 TX_API const char *tx_chat_format_name(int fmt);
+/* 1 if fmt is a format libtx renders (libtx/tokenizer/chat_formats.c) */
+int tx_chat_format_valid(int fmt);
 
 #ifdef __cplusplus
 }
