@@ -38,10 +38,6 @@
 extern "C" {
 #endif
 
-#ifndef TX_API
-#define TX_API __attribute__((visibility("default")))
-#endif
-
 /* ------------------------------------------------------------------------ */
 /* Precision API (article section 2.2)                                       */
 /* ------------------------------------------------------------------------ */

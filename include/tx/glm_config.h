@@ -28,12 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tx/tx_error.h> /* TX_API */
+
 #ifdef __cplusplus
 extern "C" {
-#endif
-
-#ifndef TX_API
-#define TX_API __attribute__((visibility("default")))
 #endif
 
 /* Limits of config.json fields (docs/glm-architectures.md, "Limits"): far

@@ -32,10 +32,6 @@
 extern "C" {
 #endif
 
-#ifndef TX_API
-#define TX_API __attribute__((visibility("default")))
-#endif
-
 /* Errors: enum tx_status, tx_strerror(), tx_last_error() are in tx/tx_error.h. */
 
 /* ------------------------------------------------------------------------ */

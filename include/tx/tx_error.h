@@ -20,6 +20,8 @@
 extern "C" {
 #endif
 
+/* The mark of the exported functions, defined here once for every SDK
+ * header (each includes this one) */
 #ifndef TX_API
 #define TX_API __attribute__((visibility("default")))
 #endif

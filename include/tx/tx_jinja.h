@@ -34,10 +34,6 @@
 extern "C" {
 #endif
 
-#ifndef TX_API
-#define TX_API __attribute__((visibility("default")))
-#endif
-
 struct tx_jinja;
 
 /* the defaults of struct tx_jinja_opts' zero fields */

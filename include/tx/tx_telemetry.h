@@ -41,10 +41,6 @@
 extern "C" {
 #endif
 
-#ifndef TX_API
-#define TX_API __attribute__((visibility("default")))
-#endif
-
 /* Layout version of the shared-memory object. Readers reject others. */
 #define TX_TELEMETRY_VERSION 1
 #define TX_TELEMETRY_MODEL_LEN 64   /* model name, NUL included */

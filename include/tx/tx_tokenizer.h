@@ -51,10 +51,6 @@
 extern "C" {
 #endif
 
-#ifndef TX_API
-#define TX_API __attribute__((visibility("default")))
-#endif
-
 struct tx_tokenizer;
 
 /* ------------------------------------------------------------------ */

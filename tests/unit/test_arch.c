@@ -16,6 +16,7 @@
 
 #include <tx-internal/tx_arch.h>
 #include "common/arch_tools.h"
+#include "tx_test_main.h"
 
 START_TEST(test_lookup)
 {
@@ -214,9 +215,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(suite());
 }

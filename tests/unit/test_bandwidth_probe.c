@@ -20,6 +20,7 @@
 #include <tx/tx.h>
 
 #include "test_runtime_synth.h"
+#include "tx_test_main.h"
 
 #define MIB (1ull << 20)
 
@@ -180,11 +181,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed || tx_test_emu_problems ? 1 : 0;
+    return tx_test_run_emu(suite());
 }

@@ -22,6 +22,7 @@
 #include <tx/tx.h>
 
 #include "test_runtime_synth.h"
+#include "tx_test_main.h"
 
 static char g_smd[2][256];
 
@@ -347,9 +348,5 @@ int main(void)
     tcase_add_test(tc, test_row_logits);
     tcase_add_test(tc, test_token_mask);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(s);
 }

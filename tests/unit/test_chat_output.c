@@ -14,6 +14,7 @@
 #include <json-c/json.h>
 
 #include "common/chat_output.h"
+#include "tx_test_main.h"
 
 /* struct want literals leave the trailing fields zero */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -168,9 +169,5 @@ int main(void)
     tcase_add_test(tc, json_and_deepseek_calls);
     tcase_add_test(tc, prompt_think_open);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(s);
 }

@@ -18,6 +18,7 @@
 #include <tx-internal/tx_safetensors.h>
 #include <tx-internal/tx_synth.h>
 #include <tx/tx_tokenizer.h>
+#include "tx_test_main.h"
 
 static char err[TX_ERR_MAX];
 
@@ -620,9 +621,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(suite());
 }

@@ -17,6 +17,7 @@
 #include "tx_test_tmp.h"
 
 #include <tx-internal/tx_cpu_cache.h>
+#include "tx_test_main.h"
 
 #define MIB (1ull << 20)
 
@@ -407,11 +408,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tx_test_run(suite());
 }

@@ -26,6 +26,7 @@
 #include <tx/tx.h>
 
 #include "test_runtime_synth.h"
+#include "tx_test_main.h"
 
 enum { NARCH = 3, STEPS = 14, AFTER = 4 };
 static const enum glm_arch g_arch[NARCH] = {GLM_ARCH_GLM_MOE_DSA, GLM_ARCH_GLM4_MOE,
@@ -223,9 +224,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(suite());
 }

@@ -20,6 +20,7 @@
 #include <tx/tx.h>
 
 #include "tx_test_emu.h"
+#include "tx_test_main.h"
 
 static struct tx_test_emu g_emu;
 static bool g_own_emu;
@@ -1577,13 +1578,5 @@ static Suite *device_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(device_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_ENV);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    if (tx_test_emu_problems)
-        fprintf(stderr, "test_device: %d emulator problem(s), see above\n", tx_test_emu_problems);
-    return failed || tx_test_emu_problems ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run_emu(device_suite());
 }

@@ -23,6 +23,7 @@
 #include "model/rope_scaling.h"
 #include "reference/ref_internal.h"
 #include "tx_test_emu.h"
+#include "tx_test_main.h"
 
 static struct tx_test_emu g_emu;
 static bool g_own_emu;
@@ -306,11 +307,5 @@ int main(void)
     tcase_add_test(tc, test_rope_yarn_vs_ref);
     tcase_add_test(tc, test_arg_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    if (tx_test_emu_problems)
-        fprintf(stderr, "test_device_blocks: %d emulator problem(s)\n", tx_test_emu_problems);
-    return failed || tx_test_emu_problems ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run_emu(s);
 }

@@ -22,6 +22,7 @@
 #include "test_engine_common.h"
 
 #include "engine/engine_internal.h"
+#include "tx_test_main.h"
 
 typedef int (*amx_fn)(const struct mm_amx *m, struct eng_worker *w);
 typedef void (*pack_fn)(uint8_t *dst, const uint8_t *x, size_t x_stride, size_t rows, size_t K,
@@ -616,9 +617,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tx_test_run(suite());
 }

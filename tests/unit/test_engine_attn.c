@@ -13,6 +13,7 @@
 
 #include "test_engine_common.h"
 #include "engine/attn_internal.h"
+#include "tx_test_main.h"
 
 #define NISA 3
 
@@ -584,9 +585,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tx_test_run(suite());
 }

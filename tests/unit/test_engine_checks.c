@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "test_engine_common.h"
+#include "tx_test_main.h"
 
 #define R TX8_ACCESS_READ
 #define W TX8_ACCESS_WRITE
@@ -1692,9 +1693,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tx_test_run(suite());
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../fuzz/fuzz_engine.c"
+#include "tx_test_main.h"
 
 
 START_TEST(replay_engine)
@@ -114,9 +115,5 @@ int main(void)
     tcase_add_test(tc, replay_engine);
     tcase_add_test(tc, seed_verdicts);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(s);
 }

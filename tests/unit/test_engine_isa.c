@@ -12,6 +12,7 @@
 #include "test_engine_common.h"
 
 #include "engine/engine_internal.h"
+#include "tx_test_main.h"
 
 enum { P_PORTABLE, P_AVX2, P_AVX512, P_AVX512BF16, P_AMX, NPATH };
 
@@ -438,9 +439,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tx_test_run(suite());
 }

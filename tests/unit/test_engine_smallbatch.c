@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "test_engine_common.h"
+#include "tx_test_main.h"
 
 struct sb_case {
     unsigned wdt, adt, group;
@@ -271,9 +272,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tx_test_run(suite());
 }

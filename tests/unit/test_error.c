@@ -18,6 +18,7 @@
 #include <tx/tx_tokenizer.h>
 
 #include <tx-internal/tx_errors.h>
+#include "tx_test_main.h"
 
 START_TEST(values_are_abi)
 {
@@ -130,11 +131,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tx_test_run(suite());
 }

@@ -19,6 +19,7 @@
 #include <tx/tx.h>
 
 #include "test_runtime_synth.h"
+#include "tx_test_main.h"
 
 enum { M5, M4, MQ3, MSKEW, N_MODELS };
 static char g_smd[N_MODELS][256];
@@ -698,9 +699,5 @@ int main(void)
     tcase_add_test(tc, test_rebalance_ranks);
     tcase_add_test(tc, test_memory_aware);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(s);
 }

@@ -21,6 +21,7 @@
 
 #include "test_runtime_synth.h"
 #include "tx_test_emu.h"
+#include "tx_test_main.h"
 
 enum { N_ARCH = 4 };
 static const enum glm_arch archs[N_ARCH] = {GLM_ARCH_GLM4_MOE, GLM_ARCH_GLM_MOE_DSA,
@@ -262,9 +263,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return tx_test_run(suite());
 }

@@ -15,6 +15,7 @@
 
 #include <tx/tx_error.h>
 #include <tx/glm_config.h>
+#include "tx_test_main.h"
 
 /* zai-org/GLM-4.5-Air config.json (transformers 4.54 era: rope_theta,
  * rope_scaling null, torch_dtype) */
@@ -1164,9 +1165,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(suite());
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <tx/tx_jinja.h>
+#include "tx_test_main.h"
 
 static char *render(const char *tmpl, const char *vars, struct tx_jinja_opts *o, int *rc,
                     char *err, size_t errsz)
@@ -198,9 +199,5 @@ int main(void)
     tcase_add_test(tc, chat_vars);
     tcase_add_test(tc, threads);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(s);
 }

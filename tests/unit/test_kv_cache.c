@@ -18,6 +18,7 @@
 #include <tx/tx.h>
 
 #include "test_runtime_synth.h"
+#include "tx_test_main.h"
 
 enum { K5, K4, KD3, K5_TINY, N_MODELS };
 static char g_smd[N_MODELS][256];
@@ -265,9 +266,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *r = srunner_create(suite());
-    srunner_run_all(r, CK_NORMAL);
-    int f = srunner_ntests_failed(r);
-    srunner_free(r);
-    return f ? 1 : 0;
+    return tx_test_run(suite());
 }

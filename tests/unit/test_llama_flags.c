@@ -34,6 +34,7 @@
 #include "common/cli.h"
 #include "common/llama_flags.h"
 #include "test_runtime_synth.h"
+#include "tx_test_main.h"
 
 static char g_smd[300];    /* a tiny GLM-5.1 package */
 static char g_prompt[300]; /* a prompt file */
@@ -342,9 +343,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *r = srunner_create(suite());
-    srunner_run_all(r, CK_NORMAL);
-    int nf = srunner_ntests_failed(r);
-    srunner_free(r);
-    return nf ? 1 : 0;
+    return tx_test_run(suite());
 }

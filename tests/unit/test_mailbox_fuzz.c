@@ -12,6 +12,7 @@
 
 #include "../../emu/server/lease.c"
 #include "../fuzz/fuzz_mailbox.c"
+#include "tx_test_main.h"
 
 
 START_TEST(replay_mailbox)
@@ -28,9 +29,5 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, replay_mailbox);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(s);
 }

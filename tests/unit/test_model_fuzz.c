@@ -31,6 +31,7 @@
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_fp8_one
 #include "../fuzz/fuzz_fp8.c"
+#include "tx_test_main.h"
 #undef LLVMFuzzerTestOneInput
 
 static char err[TX_ERR_MAX];
@@ -323,9 +324,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(suite());
 }

@@ -30,6 +30,7 @@
 #include "common/ppl_stats.h"
 #include "test_model_util.h"
 #include "tx_test_emu.h"
+#include "tx_test_main.h"
 
 static struct tx_test_emu emu;
 static char t_dir[64];
@@ -467,9 +468,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf == 0 && tx_test_emu_problems == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tx_test_run_emu(suite());
 }

@@ -18,6 +18,7 @@
 
 #include "engine/power.h"
 #include "tx_test_emu.h"
+#include "tx_test_main.h"
 
 #define TX_OKAY(expr)                                                                              \
     do {                                                                                           \
@@ -415,9 +416,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf == 0 && tx_test_emu_problems == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tx_test_run_emu(suite());
 }

@@ -25,6 +25,7 @@
 #include <tx/tx.h>
 
 #include "test_runtime_synth.h"
+#include "tx_test_main.h"
 
 enum { T5, T4, TD3, N_MODELS };
 static char g_smd[N_MODELS][256];
@@ -376,9 +377,5 @@ static Suite *precision_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(precision_suite());
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(precision_suite());
 }

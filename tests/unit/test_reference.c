@@ -15,6 +15,7 @@
 #include <tx/glm_config.h>
 #include <tx-internal/glm_reference.h>
 #include <tx-internal/tx_synth.h>
+#include "tx_test_main.h"
 
 static char err[512];
 
@@ -1182,9 +1183,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(suite());
 }

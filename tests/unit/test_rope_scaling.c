@@ -17,6 +17,7 @@
 #include <tx/tx_error.h>
 
 #include "model/rope_scaling.h"
+#include "tx_test_main.h"
 
 /* deepseek-ai/DeepSeek-V3 config.json, rope_scaling as shipped */
 static const char *DSV3 = "{\"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 40, \"mscale\": 1.0,"
@@ -246,9 +247,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(suite());
 }

@@ -20,6 +20,7 @@
 #include <tx/tx.h>
 
 #include "test_runtime_synth.h"
+#include "tx_test_main.h"
 
 enum { M5_F32, M4_F32, M5_SHARED, M4_SKEW, M4_INT8, MQ3_F32, MQ3_SKEW, MD3_F32, MD3_AF, N_MODELS };
 static char g_smd[N_MODELS][256];
@@ -1814,9 +1815,5 @@ static Suite *runtime_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(runtime_suite());
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(runtime_suite());
 }

@@ -20,6 +20,7 @@
 #include <tx/tx.h>
 
 #include "test_runtime_synth.h"
+#include "tx_test_main.h"
 
 static char g_smd[2][256];
 
@@ -147,9 +148,5 @@ int main(void)
     tcase_add_test(tc, test_state_glm4_q8);
     tcase_add_test(tc, test_state_glm4);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(s);
 }

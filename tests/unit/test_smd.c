@@ -17,6 +17,7 @@
 #include <tx/tx_dtype.h>
 #include <tx-internal/tx_export.h>
 #include <tx-internal/tx_smd.h>
+#include "tx_test_main.h"
 
 static char err[TX_ERR_MAX];
 
@@ -675,9 +676,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(suite());
 }

@@ -11,6 +11,7 @@
 #include <dirent.h>
 
 #include "../fuzz/fuzz_smd_load.c"
+#include "tx_test_main.h"
 
 
 START_TEST(replay_smd_load)
@@ -53,9 +54,5 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, replay_smd_load);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(s);
 }

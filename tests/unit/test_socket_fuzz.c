@@ -16,6 +16,7 @@
 #include "../../emu/server/device.c"
 #include "../../emu/server/transport.c"
 #include "../fuzz/fuzz_socket.c"
+#include "tx_test_main.h"
 
 START_TEST(replay_socket)
 {
@@ -35,9 +36,5 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, replay_socket);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(s);
 }

@@ -29,6 +29,7 @@
 
 #include "tx_test_emu.h"
 #include "tx_test_tmp.h"
+#include "tx_test_main.h"
 
 static struct tx_test_emu emu;
 static char t_dir[64];
@@ -403,9 +404,5 @@ int main(void)
     tcase_add_test(tc, sampled_distribution);
     tcase_add_loop_test(tc, batch_spec_exact, 0, 2);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int f = srunner_ntests_failed(r);
-    srunner_free(r);
-    return f ? 1 : 0;
+    return tx_test_run(s);
 }

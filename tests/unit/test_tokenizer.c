@@ -27,6 +27,7 @@
 
 /* The fuzz target, replayed over its corpus below. */
 #include "../fuzz/fuzz_tokenizer.c"
+#include "tx_test_main.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -1654,9 +1655,5 @@ static Suite *tokenizer_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(tokenizer_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tx_test_run(tokenizer_suite());
 }

@@ -35,6 +35,7 @@
 #include <tx/tx.h>
 
 #include "test_runtime_synth.h"
+#include "tx_test_main.h"
 
 static char g_smd[300];  /* GLM-5.1 tiny, FP32 */
 static char g_smd8[300]; /* the same, golden (INT8 with scales) */
@@ -1337,9 +1338,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf == 0 && tx_test_emu_problems == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tx_test_run_emu(suite());
 }

@@ -21,6 +21,7 @@
 #include <tx/tx.h>
 
 #include "test_runtime_synth.h"
+#include "tx_test_main.h"
 
 static char g_smd[300], g_ck[300], g_trace[300];
 static int g_record_rc = -1;
@@ -597,9 +598,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf == 0 && tx_test_emu_problems == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tx_test_run_emu(suite());
 }

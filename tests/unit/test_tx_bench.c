@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 
 #include "tx_test_emu.h"
+#include "tx_test_main.h"
 
 #define MIB (1ull << 20)
 #define SMALL "-s 16 -k 1024 -d int8 -p 1 -r 1 -b 1 -t 1"
@@ -211,11 +212,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tx_test_run(suite());
 }

@@ -31,6 +31,7 @@
 
 #include "telemetry/monitor.h"
 #include "telemetry/telemetry_shm.h"
+#include "tx_test_main.h"
 
 #define SEC 1000000000ull
 
@@ -1190,11 +1191,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tx_test_run(suite());
 }

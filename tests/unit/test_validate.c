@@ -28,6 +28,7 @@
 
 #include "test_runtime_synth.h"
 #include "tx_test_emu.h"
+#include "tx_test_main.h"
 
 enum { T5, T4, TQ3, N_MODELS };
 static char g_ck[N_MODELS][300], g_smd[N_MODELS][300];
@@ -466,9 +467,5 @@ static Suite *validate_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(validate_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return tx_test_run(validate_suite());
 }
