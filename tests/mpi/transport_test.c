@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mpi_transport.h"
+#include "common/mpi_transport.h"
 
 static struct glm_ep_transport T;
 static int n_pass, n_fail;

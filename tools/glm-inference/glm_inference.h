@@ -20,7 +20,7 @@
 #include "bench_depth.h"
 
 #define BENCH_LIST_MAX 16 /* values of one --bench list (-p, -n, -pg) */
-#include "mpi_transport.h"
+#include "common/mpi_transport.h"
 
 /* the name messages start with ("glm-inference", or "glm-inference: rank
  * R of N" under mpirun) and -v */

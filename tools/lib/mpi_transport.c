@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * glm-inference's MPI transport (mpi_transport.h): struct glm_ep_transport over
- * MPI_COMM_WORLD with MPI_Alltoallv (the token rows of each MoE layer,
- * dispatch and combine) and MPI_Bcast. Compiled against Open MPI when
- * tools/glm-inference.mk found mpicc (GLM_HAVE_MPI); otherwise only the
- * MPI-free parts (glm_mpi_launched, glm_mpi_device_share) do anything.
+ * The tools' MPI transport (common/mpi_transport.h), used by glm-inference
+ * and glm-server under mpirun: struct glm_ep_transport over MPI_COMM_WORLD
+ * with MPI_Alltoallv (the token rows of each MoE layer, dispatch and
+ * combine) and MPI_Bcast. Compiled against Open MPI when mk/mpi.mk found
+ * mpicc (GLM_HAVE_MPI); otherwise only the MPI-free parts
+ * (glm_mpi_launched, glm_mpi_device_share) do anything. Messages start
+ * with the program's name (program_invocation_short_name).
  *
  * Counts are bytes (size_t); MPI's are int. A call whose counts or
  * displacements do not fit an int is sent in a larger unit: a contiguous
@@ -16,7 +18,7 @@
  * with a message. Broadcasts larger than an int are sent in pieces (the
  * size is the same on every rank).
  */
-#include "mpi_transport.h"
+#include "common/mpi_transport.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -116,7 +118,7 @@ int glm_mpi_device_share(const char *list, int rank, int size, char *out, size_t
     return 0;
 }
 
-/* ---- glm-inference's use (main.c) ------------------------------------------ */
+/* ---- a tool's run under mpirun (glm-inference, glm-server) ----------------- */
 
 int glm_mpi_begin(struct glm_mpi_run *run, const char *prog, int *argc, char ***argv,
                   const char **device)
@@ -166,6 +168,11 @@ int glm_mpi_devices_ok(struct glm_mpi_run *run, int ok)
 
 void glm_mpi_end(struct glm_mpi_run *run)
 {
+    if (run->on && glm_mpi_broken()) {
+        /* MPI_Finalize would wait for the lost rank: end the job */
+        fprintf(stderr, "%s: the MPI job lost a rank: ending every rank\n", run->prog);
+        glm_mpi_abort(1);
+    }
     if (run->on)
         glm_mpi_finalize();
     run->on = 0;
@@ -184,9 +191,10 @@ int glm_mpi_init(int *argc, char ***argv, struct glm_ep_transport *t, char *err,
     (void)argv;
     (void)t;
     snprintf(err, errlen,
-             "started by an MPI launcher, but this glm-inference was built without MPI "
+             "started by an MPI launcher, but this %s was built without MPI "
              "(install Open MPI: scripts/install-deps, or apt-get install openmpi-bin "
-             "libopenmpi-dev; then rebuild)");
+             "libopenmpi-dev; then rebuild)",
+             program_invocation_short_name);
     return TX_ENOTSUP;
 }
 
@@ -194,6 +202,11 @@ int glm_mpi_all_ok(const struct glm_ep_transport *t, int ok)
 {
     (void)t;
     return ok != 0;
+}
+
+int glm_mpi_broken(void)
+{
+    return 0;
 }
 
 void glm_mpi_finalize(void) {}
@@ -227,6 +240,7 @@ struct mpi_ctx {
 
 static struct mpi_ctx g_ctx;
 static int g_inited;
+static int g_broken; /* an MPI call failed: the job has lost a rank (or its network) */
 static size_t g_max = INT_MAX;
 
 void glm_mpi_set_max_count(size_t bytes)
@@ -245,7 +259,14 @@ static void mpi_fail(const struct mpi_ctx *c, const char *what, int rc)
     int len = 0;
     if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
         snprintf(s, sizeof(s), "MPI error %d", rc);
-    fprintf(stderr, "glm-inference: rank %d of %d: %s failed: %s\n", c->rank, c->size, what, s);
+    fprintf(stderr, "%s: rank %d of %d: %s failed: %s\n", program_invocation_short_name, c->rank,
+            c->size, what, s);
+    g_broken = 1;
+}
+
+int glm_mpi_broken(void)
+{
+    return g_broken;
 }
 
 static size_t gcd(size_t a, size_t b)
@@ -345,6 +366,8 @@ static int mpi_alltoallv(void *ctx, const void *sbuf, const size_t *scounts, con
                          void *rbuf, const size_t *rcounts, const size_t *rdispls)
 {
     struct mpi_ctx *c = ctx;
+    if (g_broken)
+        return TX_EIO; /* a peer is gone: MPI would wait for it */
     double t0 = now_us();
     int rc = mpi_alltoallv_raw(c, sbuf, scounts, sdispls, rbuf, rcounts, rdispls);
     size_t sent = 0, recvd = 0;
@@ -366,10 +389,10 @@ static int mpi_alltoallv_raw(struct mpi_ctx *c, const void *sbuf, const size_t *
     size_t ru = side_unit(c->size, rcounts, rdispls);
     if (!su || !ru) {
         fprintf(stderr,
-                "glm-inference: rank %d of %d: alltoallv: the %s counts exceed what one MPI "
+                "%s: rank %d of %d: alltoallv: the %s counts exceed what one MPI "
                 "call can describe (more than %zu units of their common divisor): use a "
                 "smaller batch (-b)\n",
-                c->rank, c->size, !su ? "send" : "receive", g_max);
+                program_invocation_short_name, c->rank, c->size, !su ? "send" : "receive", g_max);
         return TX_ENOTSUP;
     }
     to_int(c->size, scounts, su, c->sc);
@@ -408,9 +431,11 @@ static int mpi_alltoallv_raw(struct mpi_ctx *c, const void *sbuf, const size_t *
 static int mpi_bcast(void *ctx, void *buf, size_t bytes, int root)
 {
     struct mpi_ctx *c = ctx;
+    if (g_broken)
+        return TX_EIO;
     if (root < 0 || root >= c->size) {
-        fprintf(stderr, "glm-inference: rank %d of %d: bcast from rank %d: no such rank\n", c->rank,
-                c->size, root);
+        fprintf(stderr, "%s: rank %d of %d: bcast from rank %d: no such rank\n",
+                program_invocation_short_name, c->rank, c->size, root);
         return TX_EINVAL;
     }
     double t0 = now_us();
@@ -497,9 +522,14 @@ int glm_mpi_all_ok(const struct glm_ep_transport *t, int ok)
     (void)t;
     if (!g_inited)
         return ok != 0;
-    int in = ok != 0, all = 0;
-    if (MPI_Allreduce(&in, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (g_broken)
         return 0;
+    int in = ok != 0, all = 0;
+    int rc = MPI_Allreduce(&in, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
+        mpi_fail(&g_ctx, "MPI_Allreduce", rc);
+        return 0;
+    }
     return all;
 }
 
