@@ -214,6 +214,7 @@ int dev_up(struct srv *S, int verbose)
     }
     if (sessions_up(S, verbose))
         goto fail;
+    ranks_serving(S, 1); /* under mpirun: --rank-timeout from now on */
     return 0;
 fail:
     dev_down(S);
@@ -222,6 +223,7 @@ fail:
 
 void dev_down(struct srv *S)
 {
+    ranks_serving(S, 0);
     sched_forget_slots(S);
     for (int i = 0; i < SRV_MAX_PARALLEL; i++)
         if (S->slots[i].s) {

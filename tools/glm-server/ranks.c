@@ -21,11 +21,12 @@
  * reloads every rank, and a device lost on any rank (its MoE layer fails
  * with that status) is recovered the same way.
  *
- * A rank lost (it died; its host or its network went away): the transport
- * fails on rank 0 (glm_mpi_broken), the scheduler marks the device lost
- * (every request 503) and main exits with status 3 through MPI_Abort,
- * which ends every rank. Open MPI's mpirun also ends the whole job by
- * itself as soon as one rank dies.
+ * A rank lost (it died; its host or its network went away; it hangs): the
+ * transport fails on rank 0 (an MPI error, or a call of a loaded model
+ * waiting longer than --rank-timeout: glm_mpi_broken), the scheduler marks
+ * the device lost (every request 503) and main exits with status 3 through
+ * MPI_Abort, which ends every rank. Open MPI's mpirun also ends the whole
+ * job by itself as soon as one rank dies.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -61,6 +62,12 @@ int ranks_broken(void)
 int ranks_devices(const struct srv *S)
 {
     return distributed() ? g_run.n_total : S->n_devs;
+}
+
+void ranks_serving(const struct srv *S, int on)
+{
+    if (distributed() && g_run.t.rank == 0)
+        glm_mpi_set_timeout(on ? S->o.rank_timeout_s : 0);
 }
 
 int ranks_agree(int ok, int verbose)

@@ -221,6 +221,11 @@ void glm_mpi_set_max_count(size_t bytes)
     (void)bytes;
 }
 
+void glm_mpi_set_timeout(double seconds)
+{
+    (void)seconds;
+}
+
 void glm_mpi_stats(struct glm_mpi_call_stats out[4], int reset)
 {
     (void)reset;
@@ -253,11 +258,24 @@ int glm_mpi_available(void)
     return 1;
 }
 
+static double g_timeout_us;
+#define WAIT_TIMED_OUT (-1) /* wait_for: not an MPI error code (those are >= 0) */
+
+void glm_mpi_set_timeout(double seconds)
+{
+    g_timeout_us = seconds > 0 ? seconds * 1e6 : 0;
+}
+
 static void mpi_fail(const struct mpi_ctx *c, const char *what, int rc)
 {
     char s[MPI_MAX_ERROR_STRING];
     int len = 0;
-    if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
+    if (rc == WAIT_TIMED_OUT)
+        snprintf(s, sizeof(s),
+                 "no answer from every rank within %.0f s (a rank is hung, or its host or "
+                 "network is gone)",
+                 g_timeout_us / 1e6);
+    else if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
         snprintf(s, sizeof(s), "MPI error %d", rc);
     fprintf(stderr, "%s: rank %d of %d: %s failed: %s\n", program_invocation_short_name, c->rank,
             c->size, what, s);
@@ -334,7 +352,9 @@ static int mpi_alltoallv_raw(struct mpi_ctx *c, const void *sbuf, const size_t *
  * at 1 GB/s the data is through), then between sleeps of 10 us doubling up
  * to 200 us: a longer wait, the other rank still busy, ends at most ~200
  * us late. TX8_MPI_WAIT=spin: MPI_Wait (poll without pause, the lowest
- * latency when every rank has a core of its own). */
+ * latency when every rank has a core of its own; MPI_Test without pause
+ * under a timeout). glm_mpi_set_timeout: a call not done after that long
+ * fails (WAIT_TIMED_OUT). */
 static int g_spin = -1;
 
 static int wait_for(int rc, MPI_Request *req, size_t bytes)
@@ -345,7 +365,7 @@ static int wait_for(int rc, MPI_Request *req, size_t bytes)
         const char *e = getenv("TX8_MPI_WAIT");
         g_spin = e && strcmp(e, "spin") == 0;
     }
-    if (g_spin)
+    if (g_spin && g_timeout_us <= 0)
         return MPI_Wait(req, MPI_STATUS_IGNORE);
     double t0 = now_us(), spin_us = 50 + (double)bytes / 1000;
     long ns = 10000;
@@ -354,7 +374,10 @@ static int wait_for(int rc, MPI_Request *req, size_t bytes)
         rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || done)
             return rc;
-        if (now_us() - t0 < spin_us)
+        double waited = now_us() - t0;
+        if (g_timeout_us > 0 && waited > g_timeout_us)
+            return WAIT_TIMED_OUT; /* the request stays pending: the job must end */
+        if (g_spin || waited < spin_us)
             continue;
         struct timespec ts = {0, ns};
         nanosleep(&ts, NULL);

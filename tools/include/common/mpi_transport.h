@@ -50,6 +50,13 @@ int glm_mpi_all_ok(const struct glm_ep_transport *t, int ok);
  * for the lost rank, and the job can only end by glm_mpi_abort. */
 int glm_mpi_broken(void);
 
+/* The longest this process waits inside one transport call (seconds; 0,
+ * the default: as long as it takes). A call still waiting then fails with
+ * a message naming the wait and glm_mpi_broken() becomes 1 (MPI cannot
+ * cancel a collective: the job can only be aborted). For the rank that
+ * drives the passes, once loaded: its waits are one MoE layer's work. */
+void glm_mpi_set_timeout(double seconds);
+
 /* MPI_Finalize (nothing if glm_mpi_init did not succeed). */
 void glm_mpi_finalize(void);
 
@@ -112,7 +119,8 @@ int glm_mpi_devices_ok(struct glm_mpi_run *run, int ok);
 
 /* On stderr: this rank's transport figures (glm_mpi_stats) and, from
  * glm_model_ep_stats, its devices' (rank 0: every device's, with the
- * bytes per row and MoE layer through its link). Not under MPI: nothing. */
+ * bytes per row and MoE layer through its link; m NULL: the transport's
+ * only). Not under MPI: nothing. */
 void glm_mpi_report(struct glm_mpi_run *run, glm_model_t *m);
 
 /* At exit: MPI_Finalize (nothing when not under MPI); after a transport
