@@ -173,10 +173,10 @@ int dev_load(struct srv *S, int verbose, glm_model_t **out)
     if (o->spec_mtp)
         lopt.flags |= GLM_LOAD_MTP; /* --spec-type mtp: the MTP layer too */
     /* several devices: device 0 keeps room for every slot's KV cache */
-    uint64_t kv_reserve = ranks_devices(S) > 1 ? mdev_kv_reserve(o->checkpoint, o->parallel,
-                                                                 o->ctx_size, o->cache_k,
-                                                                 o->cache_v)
-                                               : 0;
+    uint64_t kv_reserve =
+        ranks_devices(S) > 1
+            ? mdev_kv_reserve(o->checkpoint, o->parallel, o->ctx_size, o->cache_k, o->cache_v)
+            : 0;
     if (ranks_load(S, &lopt, kv_reserve, out)) {
         char what[300];
         snprintf(what, sizeof(what), "cannot load %s", o->checkpoint);

@@ -177,12 +177,13 @@ int ranks_end(int rc)
     if (!g_run.on)
         return rc;
     if (glm_mpi_broken()) {
-        fprintf(stderr, "%s: the MPI job lost a rank: ending every rank (status %d)\n",
-                g_run.prog, rc ? rc : 3);
+        fprintf(stderr, "%s: the MPI job lost a rank: ending every rank (status %d)\n", g_run.prog,
+                rc ? rc : 3);
         glm_mpi_abort(rc ? rc : 3);
     }
     glm_mpi_report(&g_run, NULL); /* the transport's figures (the model is freed) */
-    if (tell(RANKS_QUIT)) /* the workers are waiting for a word: no model is up */
+    /* the workers are waiting for a word: no model is up */
+    if (tell(RANKS_QUIT))
         glm_mpi_abort(rc ? rc : 1);
     glm_mpi_end(&g_run);
     return rc;

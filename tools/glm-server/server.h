@@ -75,7 +75,7 @@ struct srv_opts {
     int no_prefix_cache; /* --no-prefix-cache */
     const char *slot_save_path; /* --slot-save-path: /slots actions (slots.c); NULL: off */
     int no_slots;               /* --no-slots: GET /slots is 501 */
-    int rank_timeout_s; /* --rank-timeout: under mpirun, the longest wait for the ranks */
+    int rank_timeout_s;         /* --rank-timeout: under mpirun (ranks.c) */
 };
 
 enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_DECODE, RQ_DONE };
@@ -420,11 +420,12 @@ void srv_sigbus_clear(void);
  * the exit status -- a rank > 0 follows rank 0 in here until it quits.
  * tell_load: rank 0, before dev_load: the workers load with it (0 or -1).
  * agree: every rank's ok (1: all; verbose: the others say one failed).
- * serving: rank 0's model is up (1) or going (0): --rank-timeout applies. load: the package on S->devs (over the
- * transport under mpirun). devices: the devices of the whole job. broken:
- * the transport failed (a rank is gone). prog: "glm-server", or "glm-server:
- * rank R of N" on a worker. end: rank 0 at exit: the workers quit (after a
- * lost rank: MPI_Abort, every rank ends); returns the exit status. */
+ * serving: rank 0's model is up (1) or going (0): --rank-timeout applies.
+ * load: the package on S->devs (over the transport under mpirun). devices:
+ * the devices of the whole job. broken: the transport failed (a rank is
+ * gone). prog: "glm-server", or "glm-server: rank R of N" on a worker.
+ * end: rank 0 at exit: the workers quit (after a lost rank: MPI_Abort,
+ * every rank ends); returns the exit status. */
 int ranks_begin(struct srv *S, int *argc, char ***argv);
 int ranks_tell_load(void);
 int ranks_agree(int ok, int verbose);

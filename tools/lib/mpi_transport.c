@@ -259,7 +259,8 @@ int glm_mpi_available(void)
 }
 
 static double g_timeout_us;
-#define WAIT_TIMED_OUT (-1) /* wait_for: not an MPI error code (those are >= 0) */
+/* wait_for's answer after the timeout: not an MPI error code (those are >= 0) */
+#define WAIT_TIMED_OUT (-1)
 
 void glm_mpi_set_timeout(double seconds)
 {
