@@ -1,7 +1,9 @@
 # tools/glm-server.mk: glm-server (tools/glm-server/) serves HTTP with
-# libmicrohttpd (Debian: libmicrohttpd-dev, scripts/install-deps).
+# libmicrohttpd (Debian: libmicrohttpd-dev, scripts/install-deps); under
+# mpirun it uses the tools' MPI transport (mk/mpi.mk: Open MPI when found).
 GLM_SERVER_HTTPD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
-glm-server_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+glm-server_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd) \
+	$(if $(HAVE_MPI),$(MPI_LIBS))
 $(BUILD)/obj/tools/glm-server/%.o: CPPFLAGS += $(GLM_SERVER_HTTPD_CFLAGS)
 
 # The glm-server suite (tests/server/run-tests): curl and a Python client

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The MPI transport of glm-inference (tools/glm-inference/mpi.c) between
- * the ranks of an mpirun job, without a device: every call goes through the
- * struct glm_ep_transport function pointers, as libtx makes them.
+ * The tools' MPI transport (tools/lib/mpi_transport.c: glm-inference and
+ * glm-server under mpirun) between the ranks of an mpirun job, without a
+ * device: every call goes through the struct glm_ep_transport function
+ * pointers, as libtx makes them.
  *
  *   mpirun -np 2 transport-test            the self-test; rank 0 prints
  *                                          "transport: N passed, N failed"
@@ -20,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mpi_transport.h"
+#include "common/mpi_transport.h"
 
 static struct glm_ep_transport T;
 static int n_pass, n_fail;

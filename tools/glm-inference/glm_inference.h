@@ -4,7 +4,8 @@
  * the devices and the model of one run (run.c), one file per mode
  * (generate.c, chat.c, validate.c, bench.c with its llama-bench formats
  * in bench_output.c, bench_depth.c, bench_cache.c) and the reports they
- * share (report.c); mpi.c and mpi_report.c under mpirun. main.c strings
+ * share (report.c); under mpirun the tools' MPI transport
+ * (common/mpi_transport.h, tools/lib/mpi_transport.c). main.c strings
  * them together. llama.cpp's spellings are sorted out first by the tools'
  * library (common/llama_flags.h).
  */
@@ -20,7 +21,7 @@
 #include "bench_depth.h"
 
 #define BENCH_LIST_MAX 16 /* values of one --bench list (-p, -n, -pg) */
-#include "mpi_transport.h"
+#include "common/mpi_transport.h"
 
 /* the name messages start with ("glm-inference", or "glm-inference: rank
  * R of N" under mpirun) and -v */

@@ -37,7 +37,7 @@ static double g_next_recover; /* after a loss */
 static void log_err(struct srv *S, int verbose, const char *what)
 {
     if (verbose)
-        fprintf(stderr, "glm-server: %s: %s\n", what, tx_last_error());
+        fprintf(stderr, "%s: %s: %s\n", ranks_prog(), what, tx_last_error());
     else
         srv_log(S, "%s: %s", what, tx_last_error());
 }
@@ -143,23 +143,29 @@ static int devices_answer(const char *list)
     return 1;
 }
 
-int dev_up(struct srv *S, int verbose)
+/* The device(s) of --device opened with the precision plan and the
+ * package loaded onto them: S->devs, S->n_devs, *out. Under mpirun every
+ * rank does this together (ranks.c): rank 0's model, or a worker's share
+ * of the experts. 0, or -1 (said why) with the devices closed. */
+int dev_load(struct srv *S, int verbose, glm_model_t **out)
 {
     struct srv_opts *o = &S->o;
-    if (mdev_open("glm-server", o->device, S->devs, GLM_EP_MAX_DEVICES, &S->n_devs))
-        return -1;
-    S->dev = S->devs[0];
+    *out = NULL;
+    int ok = !mdev_open(ranks_prog(), o->device, S->devs, GLM_EP_MAX_DEVICES, &S->n_devs);
     glm_precision_plan_t plan;
     glm_plan_golden(&plan);
-    if (o->plan && glm_plan_parse(o->plan, &plan)) {
+    if (ok && o->plan && glm_plan_parse(o->plan, &plan)) {
         log_err(S, verbose, "--precision");
-        goto fail;
+        ok = 0;
     }
-    for (int i = 0; i < S->n_devs; i++)
+    for (int i = 0; ok && i < S->n_devs; i++)
         if (glm_plan_set(S->devs[i], &plan)) {
             log_err(S, verbose, "precision");
-            goto fail;
+            ok = 0;
         }
+    if (!ranks_agree(ok, verbose)) /* every rank's devices, or none: the load is collective */
+        goto fail;
+    S->dev = S->devs[0];
     struct glm_load_options lopt;
     memset(&lopt, 0, sizeof(lopt));
     if (o->batch_invariant)
@@ -167,16 +173,30 @@ int dev_up(struct srv *S, int verbose)
     if (o->spec_mtp)
         lopt.flags |= GLM_LOAD_MTP; /* --spec-type mtp: the MTP layer too */
     /* several devices: device 0 keeps room for every slot's KV cache */
-    uint64_t kv_reserve = S->n_devs > 1 ? mdev_kv_reserve(o->checkpoint, o->parallel, o->ctx_size,
-                                                          o->cache_k, o->cache_v)
-                                        : 0;
-    glm_model_t *m = NULL;
-    if (mdev_load(S->devs, S->n_devs, o->checkpoint, &lopt, 0, kv_reserve, &m)) {
+    uint64_t kv_reserve =
+        ranks_devices(S) > 1
+            ? mdev_kv_reserve(o->checkpoint, o->parallel, o->ctx_size, o->cache_k, o->cache_v)
+            : 0;
+    if (ranks_load(S, &lopt, kv_reserve, out)) {
         char what[300];
         snprintf(what, sizeof(what), "cannot load %s", o->checkpoint);
         log_err(S, verbose, what);
         goto fail;
     }
+    return 0;
+fail:
+    mdev_close(S->devs, S->n_devs);
+    S->n_devs = 0;
+    S->dev = NULL;
+    return -1;
+}
+
+int dev_up(struct srv *S, int verbose)
+{
+    struct srv_opts *o = &S->o;
+    glm_model_t *m = NULL;
+    if (ranks_tell_load() || dev_load(S, verbose, &m)) /* under mpirun: every rank loads */
+        return -1;
     if ((o->cache_k || o->cache_v) &&
         glm_model_set_cache_types(m, (glm_cache_type_t)o->cache_k, (glm_cache_type_t)o->cache_v)) {
         log_err(S, verbose, "--cache-type-k/-v");
@@ -194,6 +214,7 @@ int dev_up(struct srv *S, int verbose)
     }
     if (sessions_up(S, verbose))
         goto fail;
+    ranks_serving(S, 1); /* under mpirun: --rank-timeout from now on */
     return 0;
 fail:
     dev_down(S);
@@ -202,6 +223,7 @@ fail:
 
 void dev_down(struct srv *S)
 {
+    ranks_serving(S, 0);
     sched_forget_slots(S);
     for (int i = 0; i < SRV_MAX_PARALLEL; i++)
         if (S->slots[i].s) {
@@ -225,11 +247,14 @@ void dev_mark_lost(struct srv *S, const char *why)
 {
     if (!S->dev_lost) {
         S->dev_lost = 1;
-        snprintf(S->dev_lost_why, sizeof(S->dev_lost_why), "%s", why);
+        snprintf(S->dev_lost_why, sizeof(S->dev_lost_why), "%s%s",
+                 ranks_broken() ? "an MPI rank was lost: " : "", why);
         S->mx.device_lost_total++;
         g_next_recover = srv_now() + RECOVER_EVERY_S;
-        fprintf(stderr, "glm-server: device lost: %s\n", why);
-        if (S->o.exit_on_device_loss)
+        fprintf(stderr, "glm-server: device lost: %s\n", S->dev_lost_why);
+        /* a lost MPI rank (ranks.c) cannot come back: exit as for
+         * --exit-on-device-loss */
+        if (S->o.exit_on_device_loss || ranks_broken())
             pthread_kill(S->main_thread, SIGUSR1); /* main() exits non-zero */
     }
     sched_fail_all(S, 503, S->dev_lost_why);

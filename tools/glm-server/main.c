@@ -88,6 +88,10 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGUSR1); /* the scheduler: device lost, --exit-on-device-loss */
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* under mpirun (ranks.c): ranks > 0 compute in here until rank 0 quits */
+    rc = ranks_begin(S, &argc, &argv);
+    if (rc >= 0)
+        return rc;
     srv_sigbus_install(); /* a device restart revokes its mappings (sigbus.c) */
     S->main_thread = pthread_self();
     pthread_mutex_init(&S->mu, NULL);
@@ -97,11 +101,11 @@ int main(int argc, char **argv)
     /* the package's own chat template (or --chat-template-file), read from
      * the file: it does not depend on the device, and outlives reloads */
     if (!fmt && srv_chat_template_load(S, prog))
-        return 1;
+        return ranks_end(1);
     double t0 = srv_now();
     if (dev_up(S, 1)) {
         txc_chat_template_free(S->ct);
-        return 1;
+        return ranks_end(1);
     }
     const struct glm_config *cfg = glm_model_config(S->m);
     S->mx.started_wall = (long long)time(NULL);
@@ -145,8 +149,8 @@ int main(int argc, char **argv)
         break;
     }
     if (sig == SIGUSR1)
-        fprintf(stderr, "%s: device lost (--exit-on-device-loss): exiting with status 3\n",
-                prog);
+        fprintf(stderr, "%s: %s: exiting with status 3\n", prog,
+                ranks_broken() ? "an MPI rank was lost" : "device lost (--exit-on-device-loss)");
     else
         fprintf(stderr,
                 "%s: %s: no new connections; finishing the running requests (at most %d s)\n",
@@ -163,5 +167,5 @@ out:
     dev_down(S);
     txc_chat_template_free(S->ct);
     S->ct = NULL;
-    return rc;
+    return ranks_end(rc); /* under mpirun: the other ranks quit too */
 }

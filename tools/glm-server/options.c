@@ -64,6 +64,9 @@ static void usage(FILE *f)
             "      --no-slots           GET /slots answers 501\n"
             "      --exit-on-device-loss  exit with status 3 when the device is lost (for a\n"
             "                           supervisor) instead of reopening it once a second\n"
+            "      --rank-timeout S     under mpirun: a device pass waiting longer than S s\n"
+            "                           for the other ranks ends the job (status 3); 0 =\n"
+            "                           wait forever (default 300)\n"
             "      --precision PLAN     precision plan (golden, fp32, mlp=int8,...; default\n"
             "                           golden)\n"
             "      --cache-type-k T     KV cache K type: f32, f16, bf16, q8_0, q4_0 (for MLA\n"
@@ -96,6 +99,7 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
 {
     o->host = "127.0.0.1";
     o->port = 8080;
+    o->rank_timeout_s = 300;
     o->parallel = 4;
     o->ctx_size = 0;
     o->batch_size = 64;
@@ -130,6 +134,7 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
         O_HDR,
         O_BODYT,
         O_EXITLOSS,
+        O_RANKTMO,
         O_NOPC,
         O_TMPLFILE,
         O_SLOTPATH,
@@ -165,6 +170,7 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
                                        {"header-timeout", required_argument, 0, O_HDR},
                                        {"body-timeout", required_argument, 0, O_BODYT},
                                        {"exit-on-device-loss", no_argument, 0, O_EXITLOSS},
+                                       {"rank-timeout", required_argument, 0, O_RANKTMO},
                                        {"no-prefix-cache", no_argument, 0, O_NOPC},
                                        {"chat-template-file", required_argument, 0, O_TMPLFILE},
                                        {"slot-save-path", required_argument, 0, O_SLOTPATH},
@@ -304,6 +310,11 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
         }
         case O_EXITLOSS:
             o->exit_on_device_loss = 1;
+            break;
+        case O_RANKTMO:
+            if (txc_opt_int(prog, "--rank-timeout", optarg, 0, 86400, "0 = wait forever",
+                            &o->rank_timeout_s))
+                return 2;
             break;
         case O_NOPC:
             o->no_prefix_cache = 1;

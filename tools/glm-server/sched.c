@@ -578,12 +578,13 @@ static void *sched_main(void *arg)
         if (rc)
             snprintf(msg, sizeof(msg), "device pass failed: %s", tx_last_error());
         double t1 = srv_now();
-        int lost = rc == TX_EDEVICE_LOST || srv_sigbus_seen(); /* sigbus.c */
+        /* sigbus.c; under mpirun, a lost rank (ranks.c) */
+        int lost = rc == TX_EDEVICE_LOST || srv_sigbus_seen() || ranks_broken();
         if (lost && !rc)
             snprintf(msg, sizeof(msg), "the device's memory mappings were revoked (it restarted)");
 
         /* --ep-rebalance N: between two passes, by the live load counters */
-        if (!rc && S->o.ep_rebalance > 0 && S->n_devs > 1 &&
+        if (!rc && S->o.ep_rebalance > 0 && ranks_devices(S) > 1 &&
             (S->mx.passes + 1) % (uint64_t)S->o.ep_rebalance == 0 &&
             glm_model_ep_rebalance(S->m, 0))
             srv_log(S, "--ep-rebalance: %s", tx_last_error());

@@ -16,6 +16,7 @@
  *   choices.c  "n": the choices of a request, each a request of its own
  *   slots.c    GET /slots, the slots' save / restore / erase actions
  *   sigbus.c   SIGBUS on revoked device mappings: recorded, not fatal
+ *   ranks.c    under mpirun: rank 0 serves, ranks > 0 compute their experts
  *
  * Threads: libmicrohttpd's four event-driven HTTP threads (handlers never
  * block: a waiting request suspends its connection, the scheduler wakes
@@ -74,6 +75,7 @@ struct srv_opts {
     int no_prefix_cache; /* --no-prefix-cache */
     const char *slot_save_path; /* --slot-save-path: /slots actions (slots.c); NULL: off */
     int no_slots;               /* --no-slots: GET /slots is 501 */
+    int rank_timeout_s;         /* --rank-timeout: under mpirun (ranks.c) */
 };
 
 enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_DECODE, RQ_DONE };
@@ -335,6 +337,8 @@ char *api_chunk_json(struct srv *S, struct request *r, const char *text, size_t 
 
 /* device.c: the device(s), the model and the slots' sessions. */
 int dev_up(struct srv *S, int verbose);   /* open + load + sessions + warm-up; 0 or -1 */
+/* open + plan + load only (every rank under mpirun); 0 or -1 (said why) */
+int dev_load(struct srv *S, int verbose, glm_model_t **out);
 void dev_down(struct srv *S);             /* sessions, model, devices freed */
 /* Scheduler thread, srv.mu held, idle: a heartbeat job when one is due;
  * 0, or -1 when the device is lost (dev_lost set). */
@@ -407,6 +411,31 @@ int choices_completion_tokens(struct request *r);
 void srv_sigbus_install(void);
 int srv_sigbus_seen(void);
 void srv_sigbus_clear(void);
+
+/* ranks.c: glm-server under mpirun (docs/glm-server.md, "Several hosts"):
+ * the experts over the ranks' devices, rank 0 the server. Without an MPI
+ * launcher every function is the one-process case.
+ * begin: after the options, with the signals blocked: MPI_Init and this
+ * rank's share of --device (S->o.device); -1 on rank 0 (go on serving), or
+ * the exit status -- a rank > 0 follows rank 0 in here until it quits.
+ * tell_load: rank 0, before dev_load: the workers load with it (0 or -1).
+ * agree: every rank's ok (1: all; verbose: the others say one failed).
+ * serving: rank 0's model is up (1) or going (0): --rank-timeout applies.
+ * load: the package on S->devs (over the transport under mpirun). devices:
+ * the devices of the whole job. broken: the transport failed (a rank is
+ * gone). prog: "glm-server", or "glm-server: rank R of N" on a worker.
+ * end: rank 0 at exit: the workers quit (after a lost rank: MPI_Abort,
+ * every rank ends); returns the exit status. */
+int ranks_begin(struct srv *S, int *argc, char ***argv);
+int ranks_tell_load(void);
+int ranks_agree(int ok, int verbose);
+void ranks_serving(const struct srv *S, int on);
+int ranks_load(struct srv *S, const struct glm_load_options *lo, uint64_t kv_reserve,
+               glm_model_t **out);
+int ranks_devices(const struct srv *S);
+int ranks_broken(void);
+const char *ranks_prog(void);
+int ranks_end(int rc);
 
 /* slots.c: GET /slots, POST /slots/{id}?action=save|restore|erase; the
  * HTTP status with *reply set. action, fail_on_no_slot: the query's (or

@@ -1,21 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * glm-inference's MPI glue (tools/glm-inference/mpi.c): an Open MPI
- * implementation of libtx's struct glm_ep_transport (<tx/glm.h>), so that
- * one model's routed experts are spread over the ranks of an `mpirun` job
- * (docs/multi-device.md, "Several hosts"). libtx itself never links MPI.
+ * The tools' MPI glue (tools/lib/mpi_transport.c, mpi_report.c): an Open
+ * MPI implementation of libtx's struct glm_ep_transport (<tx/glm.h>), so
+ * that one model's routed experts are spread over the ranks of an `mpirun`
+ * job (docs/multi-device.md, "Several hosts"; glm-inference and glm-server,
+ * docs/glm-server.md "Several hosts"). libtx itself never links MPI.
  *
- * Only this file and mpi.c know about MPI. mpi.c is compiled with MPI only
- * when the build found mpicc (tools/glm-inference.mk defines GLM_HAVE_MPI);
- * without it the functions below still exist: glm_mpi_available() is 0 and
- * glm_mpi_init() fails with a message naming what to install.
+ * Only this file and mpi_transport.c know about MPI. mpi_transport.c is
+ * compiled with MPI only when the build found mpicc (mk/mpi.mk defines
+ * GLM_HAVE_MPI; a tool that uses it links $(MPI_LIBS)); without it the
+ * functions below still exist: glm_mpi_available() is 0 and glm_mpi_init()
+ * fails with a message naming what to install.
  *
  * The same binary runs with and without mpirun: MPI_Init is called only
  * when the environment says an MPI launcher started the process
  * (glm_mpi_launched()).
  */
-#ifndef GLM_INFERENCE_MPI_TRANSPORT_H
-#define GLM_INFERENCE_MPI_TRANSPORT_H
+#ifndef TXC_MPI_TRANSPORT_H
+#define TXC_MPI_TRANSPORT_H
 
 #include <stddef.h>
 
@@ -32,7 +34,8 @@ int glm_mpi_launched(void);
  * aborting, and *t filled: rank, size, ctx and the two collectives over
  * MPI_COMM_WORLD. On a rank > 0, stdout is redirected to /dev/null (only
  * rank 0 prints the generated text). 0 or a TX_E* code with a message in
- * err. Call once; glm_mpi_finalize() at the end. */
+ * err. Call once; glm_mpi_finalize() at the end. Call it with the signals
+ * the tool handles blocked: MPI's threads inherit the mask. */
 int glm_mpi_init(int *argc, char ***argv, struct glm_ep_transport *t, char *err, size_t errlen);
 
 /* Every rank's local status, combined: 1 when every rank passed ok != 0,
@@ -40,6 +43,19 @@ int glm_mpi_init(int *argc, char ***argv, struct glm_ep_transport *t, char *err,
  * must call it at the same point. Used after the local checks and the
  * load so that one rank's failure stops all ranks cleanly, not in a hang. */
 int glm_mpi_all_ok(const struct glm_ep_transport *t, int ok);
+
+/* 1 once an MPI call of this process failed (a rank died, its host or
+ * network went away; the message is on stderr): from then on the
+ * collectives fail at once (TX_EIO, glm_mpi_all_ok 0) instead of waiting
+ * for the lost rank, and the job can only end by glm_mpi_abort. */
+int glm_mpi_broken(void);
+
+/* The longest this process waits inside one transport call (seconds; 0,
+ * the default: as long as it takes). A call still waiting then fails with
+ * a message naming the wait and glm_mpi_broken() becomes 1 (MPI cannot
+ * cancel a collective: the job can only be aborted). For the rank that
+ * drives the passes, once loaded: its waits are one MoE layer's work. */
+void glm_mpi_set_timeout(double seconds);
 
 /* MPI_Finalize (nothing if glm_mpi_init did not succeed). */
 void glm_mpi_finalize(void);
@@ -75,14 +91,14 @@ void glm_mpi_stats(struct glm_mpi_call_stats out[4], int reset);
  * larger counts are split into pieces of at most this many bytes. */
 void glm_mpi_set_max_count(size_t bytes);
 
-/* ---- glm-inference's use of the above (main.c) ---------------------------- */
+/* ---- a tool's run under mpirun (glm-inference's run.c, glm-server's ranks.c) */
 
 struct glm_mpi_run {
     int on; /* started by mpirun and MPI initialised */
     struct glm_ep_transport t;
     int n_total;      /* entries of the whole --device list */
     int n_share;      /* of which this rank drives */
-    char prog[64];    /* "glm-inference: rank R of N" (messages) */
+    char prog[64];    /* "PROG: rank R of N" (messages) */
     char share[4096]; /* this rank's part of the list */
 };
 
@@ -103,10 +119,12 @@ int glm_mpi_devices_ok(struct glm_mpi_run *run, int ok);
 
 /* On stderr: this rank's transport figures (glm_mpi_stats) and, from
  * glm_model_ep_stats, its devices' (rank 0: every device's, with the
- * bytes per row and MoE layer through its link). Not under MPI: nothing. */
+ * bytes per row and MoE layer through its link; m NULL: the transport's
+ * only). Not under MPI: nothing. */
 void glm_mpi_report(struct glm_mpi_run *run, glm_model_t *m);
 
-/* At exit: MPI_Finalize (nothing when not under MPI). */
+/* At exit: MPI_Finalize (nothing when not under MPI); after a transport
+ * failure (glm_mpi_broken) MPI_Abort(1) instead, which ends every rank. */
 void glm_mpi_end(struct glm_mpi_run *run);
 
-#endif /* GLM_INFERENCE_MPI_TRANSPORT_H */
+#endif /* TXC_MPI_TRANSPORT_H */

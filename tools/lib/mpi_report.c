@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * glm-inference under mpirun: the figures each rank prints at the end
- * (mpi_transport.h, glm_mpi_report). Apart from mpi.c so that the
- * transport self-test (tests/mpi/transport_test.c) links without libtx.
+ * A tool under mpirun (glm-inference, glm-server): the figures each rank
+ * prints at the end (common/mpi_transport.h, glm_mpi_report). Apart from
+ * mpi_transport.c so that the transport self-test
+ * (tests/mpi/transport_test.c) links without libtx.
  */
-#include "mpi_transport.h"
+#include "common/mpi_transport.h"
 
 #include <stdio.h>
 

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * glm-inference's MPI transport (mpi_transport.h): struct glm_ep_transport over
- * MPI_COMM_WORLD with MPI_Alltoallv (the token rows of each MoE layer,
- * dispatch and combine) and MPI_Bcast. Compiled against Open MPI when
- * tools/glm-inference.mk found mpicc (GLM_HAVE_MPI); otherwise only the
- * MPI-free parts (glm_mpi_launched, glm_mpi_device_share) do anything.
+ * The tools' MPI transport (common/mpi_transport.h), used by glm-inference
+ * and glm-server under mpirun: struct glm_ep_transport over MPI_COMM_WORLD
+ * with MPI_Alltoallv (the token rows of each MoE layer, dispatch and
+ * combine) and MPI_Bcast. Compiled against Open MPI when mk/mpi.mk found
+ * mpicc (GLM_HAVE_MPI); otherwise only the MPI-free parts
+ * (glm_mpi_launched, glm_mpi_device_share) do anything. Messages start
+ * with the program's name (program_invocation_short_name).
  *
  * Counts are bytes (size_t); MPI's are int. A call whose counts or
  * displacements do not fit an int is sent in a larger unit: a contiguous
@@ -16,7 +18,7 @@
  * with a message. Broadcasts larger than an int are sent in pieces (the
  * size is the same on every rank).
  */
-#include "mpi_transport.h"
+#include "common/mpi_transport.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -116,7 +118,7 @@ int glm_mpi_device_share(const char *list, int rank, int size, char *out, size_t
     return 0;
 }
 
-/* ---- glm-inference's use (main.c) ------------------------------------------ */
+/* ---- a tool's run under mpirun (glm-inference, glm-server) ----------------- */
 
 int glm_mpi_begin(struct glm_mpi_run *run, const char *prog, int *argc, char ***argv,
                   const char **device)
@@ -166,6 +168,11 @@ int glm_mpi_devices_ok(struct glm_mpi_run *run, int ok)
 
 void glm_mpi_end(struct glm_mpi_run *run)
 {
+    if (run->on && glm_mpi_broken()) {
+        /* MPI_Finalize would wait for the lost rank: end the job */
+        fprintf(stderr, "%s: the MPI job lost a rank: ending every rank\n", run->prog);
+        glm_mpi_abort(1);
+    }
     if (run->on)
         glm_mpi_finalize();
     run->on = 0;
@@ -184,9 +191,10 @@ int glm_mpi_init(int *argc, char ***argv, struct glm_ep_transport *t, char *err,
     (void)argv;
     (void)t;
     snprintf(err, errlen,
-             "started by an MPI launcher, but this glm-inference was built without MPI "
+             "started by an MPI launcher, but this %s was built without MPI "
              "(install Open MPI: scripts/install-deps, or apt-get install openmpi-bin "
-             "libopenmpi-dev; then rebuild)");
+             "libopenmpi-dev; then rebuild)",
+             program_invocation_short_name);
     return TX_ENOTSUP;
 }
 
@@ -194,6 +202,11 @@ int glm_mpi_all_ok(const struct glm_ep_transport *t, int ok)
 {
     (void)t;
     return ok != 0;
+}
+
+int glm_mpi_broken(void)
+{
+    return 0;
 }
 
 void glm_mpi_finalize(void) {}
@@ -206,6 +219,11 @@ void glm_mpi_abort(int code)
 void glm_mpi_set_max_count(size_t bytes)
 {
     (void)bytes;
+}
+
+void glm_mpi_set_timeout(double seconds)
+{
+    (void)seconds;
 }
 
 void glm_mpi_stats(struct glm_mpi_call_stats out[4], int reset)
@@ -227,6 +245,7 @@ struct mpi_ctx {
 
 static struct mpi_ctx g_ctx;
 static int g_inited;
+static int g_broken; /* an MPI call failed: the job has lost a rank (or its network) */
 static size_t g_max = INT_MAX;
 
 void glm_mpi_set_max_count(size_t bytes)
@@ -239,13 +258,34 @@ int glm_mpi_available(void)
     return 1;
 }
 
+static double g_timeout_us;
+/* wait_for's answer after the timeout: not an MPI error code (those are >= 0) */
+#define WAIT_TIMED_OUT (-1)
+
+void glm_mpi_set_timeout(double seconds)
+{
+    g_timeout_us = seconds > 0 ? seconds * 1e6 : 0;
+}
+
 static void mpi_fail(const struct mpi_ctx *c, const char *what, int rc)
 {
     char s[MPI_MAX_ERROR_STRING];
     int len = 0;
-    if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
+    if (rc == WAIT_TIMED_OUT)
+        snprintf(s, sizeof(s),
+                 "no answer from every rank within %.0f s (a rank is hung, or its host or "
+                 "network is gone)",
+                 g_timeout_us / 1e6);
+    else if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
         snprintf(s, sizeof(s), "MPI error %d", rc);
-    fprintf(stderr, "glm-inference: rank %d of %d: %s failed: %s\n", c->rank, c->size, what, s);
+    fprintf(stderr, "%s: rank %d of %d: %s failed: %s\n", program_invocation_short_name, c->rank,
+            c->size, what, s);
+    g_broken = 1;
+}
+
+int glm_mpi_broken(void)
+{
+    return g_broken;
 }
 
 static size_t gcd(size_t a, size_t b)
@@ -313,7 +353,9 @@ static int mpi_alltoallv_raw(struct mpi_ctx *c, const void *sbuf, const size_t *
  * at 1 GB/s the data is through), then between sleeps of 10 us doubling up
  * to 200 us: a longer wait, the other rank still busy, ends at most ~200
  * us late. TX8_MPI_WAIT=spin: MPI_Wait (poll without pause, the lowest
- * latency when every rank has a core of its own). */
+ * latency when every rank has a core of its own; MPI_Test without pause
+ * under a timeout). glm_mpi_set_timeout: a call not done after that long
+ * fails (WAIT_TIMED_OUT). */
 static int g_spin = -1;
 
 static int wait_for(int rc, MPI_Request *req, size_t bytes)
@@ -324,7 +366,7 @@ static int wait_for(int rc, MPI_Request *req, size_t bytes)
         const char *e = getenv("TX8_MPI_WAIT");
         g_spin = e && strcmp(e, "spin") == 0;
     }
-    if (g_spin)
+    if (g_spin && g_timeout_us <= 0)
         return MPI_Wait(req, MPI_STATUS_IGNORE);
     double t0 = now_us(), spin_us = 50 + (double)bytes / 1000;
     long ns = 10000;
@@ -333,7 +375,10 @@ static int wait_for(int rc, MPI_Request *req, size_t bytes)
         rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || done)
             return rc;
-        if (now_us() - t0 < spin_us)
+        double waited = now_us() - t0;
+        if (g_timeout_us > 0 && waited > g_timeout_us)
+            return WAIT_TIMED_OUT; /* the request stays pending: the job must end */
+        if (g_spin || waited < spin_us)
             continue;
         struct timespec ts = {0, ns};
         nanosleep(&ts, NULL);
@@ -345,6 +390,8 @@ static int mpi_alltoallv(void *ctx, const void *sbuf, const size_t *scounts, con
                          void *rbuf, const size_t *rcounts, const size_t *rdispls)
 {
     struct mpi_ctx *c = ctx;
+    if (g_broken)
+        return TX_EIO; /* a peer is gone: MPI would wait for it */
     double t0 = now_us();
     int rc = mpi_alltoallv_raw(c, sbuf, scounts, sdispls, rbuf, rcounts, rdispls);
     size_t sent = 0, recvd = 0;
@@ -366,10 +413,10 @@ static int mpi_alltoallv_raw(struct mpi_ctx *c, const void *sbuf, const size_t *
     size_t ru = side_unit(c->size, rcounts, rdispls);
     if (!su || !ru) {
         fprintf(stderr,
-                "glm-inference: rank %d of %d: alltoallv: the %s counts exceed what one MPI "
+                "%s: rank %d of %d: alltoallv: the %s counts exceed what one MPI "
                 "call can describe (more than %zu units of their common divisor): use a "
                 "smaller batch (-b)\n",
-                c->rank, c->size, !su ? "send" : "receive", g_max);
+                program_invocation_short_name, c->rank, c->size, !su ? "send" : "receive", g_max);
         return TX_ENOTSUP;
     }
     to_int(c->size, scounts, su, c->sc);
@@ -408,9 +455,11 @@ static int mpi_alltoallv_raw(struct mpi_ctx *c, const void *sbuf, const size_t *
 static int mpi_bcast(void *ctx, void *buf, size_t bytes, int root)
 {
     struct mpi_ctx *c = ctx;
+    if (g_broken)
+        return TX_EIO;
     if (root < 0 || root >= c->size) {
-        fprintf(stderr, "glm-inference: rank %d of %d: bcast from rank %d: no such rank\n", c->rank,
-                c->size, root);
+        fprintf(stderr, "%s: rank %d of %d: bcast from rank %d: no such rank\n",
+                program_invocation_short_name, c->rank, c->size, root);
         return TX_EINVAL;
     }
     double t0 = now_us();
@@ -497,9 +546,14 @@ int glm_mpi_all_ok(const struct glm_ep_transport *t, int ok)
     (void)t;
     if (!g_inited)
         return ok != 0;
-    int in = ok != 0, all = 0;
-    if (MPI_Allreduce(&in, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (g_broken)
         return 0;
+    int in = ok != 0, all = 0;
+    int rc = MPI_Allreduce(&in, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
+        mpi_fail(&g_ctx, "MPI_Allreduce", rc);
+        return 0;
+    }
     return all;
 }
 
