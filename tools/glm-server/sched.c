@@ -275,9 +275,12 @@ static int slot_restore(struct srv *S, struct slot *sl, const struct request *r,
     return got;
 }
 
+/* srv.mu not held (dev_down) */
 void sched_forget_slots(struct srv *S)
 {
-    ps_clear(S->ps); /* the model is reloaded: its KV may differ */
+    pthread_mutex_lock(&S->mu); /* /metrics reads the store's figures */
+    ps_clear(S->ps);            /* the model is reloaded: its KV may differ */
+    pthread_mutex_unlock(&S->mu);
     for (int i = 0; i < SRV_MAX_PARALLEL; i++) {
         free(S->slots[i].hist);
         S->slots[i].hist = NULL;
@@ -757,6 +760,9 @@ void sched_stop(struct srv *S)
     pthread_cond_signal(&S->cv);
     pthread_mutex_unlock(&S->mu);
     pthread_join(S->sched_thread, NULL);
-    ps_free(S->ps);
+    pthread_mutex_lock(&S->mu); /* /metrics may still read it */
+    struct prefix_store *ps = S->ps;
     S->ps = NULL;
+    pthread_mutex_unlock(&S->mu);
+    ps_free(ps);
 }

@@ -313,7 +313,8 @@ void sched_release(struct srv *S, struct request *r);
 struct request *req_new(void);
 /* srv.mu held: every queued and running request ends with status, msg. */
 void sched_fail_all(struct srv *S, int status, const char *msg);
-/* The slots' prefix caches are forgotten (their sessions are freed). */
+/* The slots' prefix caches and the KV blocks are forgotten (their sessions
+ * are freed; srv.mu not held). */
 void sched_forget_slots(struct srv *S);
 
 /* api.c: every handler returns the HTTP status and sets *reply (JSON text,
