@@ -85,9 +85,17 @@ QUESTIONS = ["In the beginning", "What came next", "Who spoke", "Where were they
              "One last question", "Thank you", "Goodbye"]
 
 
+OPENINGS = ["Harbour", "Ledger", "Cargo", "Tides", "Anchors", "Lighthouse", "Customs", "Docks"]
+
+
 def other(t, i):
-    """Another conversation: its own long system message"""
-    sysm = ("Conversation %d.%d%s: you keep the accounts of a harbour. " % (t, i, a.tag) +
+    """Another conversation: its own long system message, whose first word
+    is another than the chat's and the other conversations' of the turn, so
+    that it shares no more with one slot's tokens than with another's: the
+    least recently used slot takes it, and with --others >= --parallel the
+    chat's slot is taken"""
+    sysm = ("%s (conversation %d.%d%s): you keep the accounts of a harbour. "
+            % (OPENINGS[i % len(OPENINGS)], t, i, a.tag) +
             "List the ships, their cargo and the fees due, one line each. " * 10)
     return [{"role": "system", "content": sysm}, {"role": "user", "content": "The ledger?"}]
 
