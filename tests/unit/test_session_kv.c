@@ -23,8 +23,7 @@
 
 enum { N_MODELS = 3, NP = 40, BLK = 16, K = 5 };
 static char g_smd[N_MODELS][256];
-static const char *g_name[N_MODELS] = {"GLM-5.1 (MLA + DSA)", "DeepSeek-V3 (MLA)",
-                                       "GLM-4.5 (GQA)"};
+static const char *g_name[N_MODELS] = {"GLM-5.1 (MLA + DSA)", "DeepSeek-V3 (MLA)", "GLM-4.5 (GQA)"};
 
 static void fixture_setup(void)
 {
@@ -32,8 +31,7 @@ static void fixture_setup(void)
         ck_abort_msg("cannot start tx8-emu");
     const char *d = rts_tmpdir();
     struct rts_mods kv32 = {.kv32 = 1, .seed = 7};
-    enum glm_arch arch[N_MODELS] = {GLM_ARCH_GLM_MOE_DSA, GLM_ARCH_DEEPSEEK_V3,
-                                    GLM_ARCH_GLM4_MOE};
+    enum glm_arch arch[N_MODELS] = {GLM_ARCH_GLM_MOE_DSA, GLM_ARCH_DEEPSEEK_V3, GLM_ARCH_GLM4_MOE};
     for (int i = 0; i < N_MODELS; i++) {
         char ck[300];
         snprintf(ck, sizeof(ck), "%s/ck%d", d, i);
@@ -89,7 +87,8 @@ static void copy_case(glm_model_t *m, int which, int t)
     OK(glm_eval(a, p, BLK, 0, NULL));
     OK(glm_eval(a, p + BLK, BLK, 0, NULL));
     OK(glm_eval(a, p + 2 * BLK, NP - 1 - 2 * BLK, 0, NULL));
-    size_t blk = (size_t)glm_session_kv_bytes(a, BLK), all = (size_t)glm_session_kv_bytes(a, NP - 1);
+    size_t blk = (size_t)glm_session_kv_bytes(a, BLK),
+           all = (size_t)glm_session_kv_bytes(a, NP - 1);
     unsigned char *x = malloc(2 * blk), *y = malloc(2 * blk), *w = malloc(2 * blk),
                   *z = malloc(all);
     ck_assert_ptr_nonnull(x);

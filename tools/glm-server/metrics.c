@@ -164,8 +164,8 @@ char *metrics_text(struct srv *S)
     metric(&o, "prefix_cache_blocks", "gauge", "KV blocks held.", (double)pc.blocks);
     metric(&o, "prefix_cache_bytes", "gauge", "Host memory of the KV blocks held.",
            (double)pc.bytes);
-    metric(&o, "prefix_cache_budget_bytes", "gauge",
-           "--cache-ram in bytes (0: no block store).", (double)pc.budget);
+    metric(&o, "prefix_cache_budget_bytes", "gauge", "--cache-ram in bytes (0: no block store).",
+           (double)pc.budget);
     metric(&o, "completion_tokens_total", "counter", "Tokens generated.",
            (double)x.completion_tokens);
     metric(&o, "tokens_per_second", "gauge",

@@ -35,7 +35,7 @@
 struct ps_block {
     uint64_t key[2], parent[2];
     int32_t ids[PS_BLOCK];
-    struct ps_block *hnext;      /* hash bucket */
+    struct ps_block *hnext;       /* hash bucket */
     struct ps_block *prev, *next; /* LRU list: head the most recent */
     size_t bytes;                 /* of this allocation */
     unsigned char kv[];           /* the block's KV rows */

@@ -234,8 +234,8 @@ static uint64_t kv_format(const struct srv *S, glm_session_t *s)
     const char *str[3] = {S->o.checkpoint, S->o.plan ? S->o.plan : "golden", S->model_name};
     for (int i = 0; i < 3; i++)
         h = fnv(h, str[i] ? str[i] : "", str[i] ? strlen(str[i]) + 1 : 1);
-    uint64_t v[4] = {(uint64_t)S->o.cache_k, (uint64_t)S->o.cache_v,
-                     (uint64_t)S->o.batch_invariant, glm_session_kv_bytes(s, 1)};
+    uint64_t v[4] = {(uint64_t)S->o.cache_k, (uint64_t)S->o.cache_v, (uint64_t)S->o.batch_invariant,
+                     glm_session_kv_bytes(s, 1)};
     return fnv(h, v, sizeof(v));
 }
 
