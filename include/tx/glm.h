@@ -380,6 +380,27 @@ TX_API int glm_session_state_save(glm_session_t *s, void **blob, size_t *size);
 TX_API int glm_session_state_load(glm_session_t *s, const void *blob, size_t size);
 
 /*
+ * A range of a session's KV rows as bytes: positions [pos, pos + n) of
+ * every layer's caches (K and V, or an MLA model's latent; a DSA key
+ * selector's; the MTP layer's), in the cache's own types (a quantised
+ * cache's blocks as they are: no conversion). kv_bytes: the bytes of n
+ * positions (0 for n <= 0), the same for any n positions of the session.
+ * read: [pos, pos + n) within [0, glm_session_pos) into buf. write: buf
+ * (from a read of a session of the same model and cache types) into
+ * [pos, pos + n), pos <= glm_session_pos (no gap), pos + n <= n_ctx, with
+ * ids[n] the tokens of those positions; the session then stands at
+ * pos + n, and its next tokens are those of the session the rows were
+ * read from, bit for bit. A range outside, a short buffer or an id outside
+ * the vocabulary is TX_EINVAL and changes nothing. The session must not
+ * be in a pass. Since libtx 2.9 (LIBTX_2.9); glm-server's block prefix
+ * cache.
+ */
+TX_API uint64_t glm_session_kv_bytes(const glm_session_t *s, int n);
+TX_API int glm_session_kv_read(glm_session_t *s, int pos, int n, void *buf, size_t size);
+TX_API int glm_session_kv_write(glm_session_t *s, int pos, const int32_t *ids, int n,
+                                const void *buf, size_t size);
+
+/*
  * Grammar-constrained sampling: the ids the session's sampled tokens may
  * take from now on (glm_generate, glm_decode_batch*, every SAMPLE of one
  * of its rows) until the mask changes. mask: n_words u32 words, bit i % 32

@@ -176,3 +176,114 @@ TX_API int glm_session_state_load(glm_session_t *s, const void *blob, size_t siz
     pthread_mutex_unlock(&s->m->lock);
     return rc;
 }
+
+/*
+ * A range of a session's KV rows as bytes (glm_session_kv_read / _write,
+ * libtx 2.9): positions [pos, pos + n) of every layer's caches (the MTP
+ * layer's included), copied through the cache's host mapping in the
+ * cache's own types -- no conversion, so rows written back are the bits
+ * the pass wrote. glm-server's block prefix cache.
+ *
+ * Bytes: for each layer (rt_layers), its K rows, V rows and key-selector
+ * rows of the n positions. A row of a block type (Q8_0, Q4_0) is whole
+ * blocks (the cache types' check: runs of 32 elements), so a position's
+ * bytes are the same for every position.
+ */
+static void range_bytes(const glm_session_t *s, int l, uint64_t b[3])
+{
+    const struct glm_config *c = &s->m->cfg;
+    struct tx_arch_kv kv;
+    tx_arch_get(c->arch)->kv_geometry(c, l, &kv);
+    b[0] = tx_dtype_row_bytes(s->kv_dtype, kv.k);
+    b[1] = tx_dtype_row_bytes(s->v_dtype, kv.v);
+    b[2] = kv.ik && s->ik_off[l] != UINT64_MAX ? tx_dtype_row_bytes(s->ik_dtype, kv.ik) : 0;
+}
+
+TX_API uint64_t glm_session_kv_bytes(const glm_session_t *s, int n)
+{
+    if (!s || n <= 0)
+        return 0;
+    uint64_t per = 0;
+    for (int l = 0; l < rt_layers(s->m); l++) {
+        uint64_t b[3];
+        range_bytes(s, l, b);
+        per += b[0] + b[1] + b[2];
+    }
+    return per * (uint64_t)n;
+}
+
+/* The range's checks (model lock held); 0 or the error */
+static int range_check(const glm_session_t *s, const char *who, int pos, int n, int end_max,
+                       size_t size)
+{
+    if (pos < 0 || n <= 0 || pos > end_max - n)
+        return tx_error(TX_EINVAL, "%s: positions [%d, %d + %d) are outside [0, %d)", who, pos,
+                        pos, n, end_max);
+    uint64_t need = glm_session_kv_bytes(s, n);
+    if (size < need)
+        return tx_error(TX_EINVAL, "%s: %zu bytes for %d positions; they take %llu", who, size,
+                        n, (unsigned long long)need);
+    return TX_OK;
+}
+
+/* Copy positions [pos, pos + n) from the cache to out, or (out NULL) from
+ * in into the cache */
+static void range_copy(glm_session_t *s, int pos, int n, uint8_t *out, const uint8_t *in)
+{
+    for (int l = 0; l < rt_layers(s->m); l++) {
+        uint64_t b[3], off[3] = {s->k_off[l], s->v_off[l], s->ik_off[l]};
+        range_bytes(s, l, b);
+        for (int k = 0; k < 3; k++) {
+            if (!b[k])
+                continue;
+            uint8_t *c = (uint8_t *)s->kv_map + off[k] + b[k] * (uint64_t)pos;
+            size_t len = (size_t)(b[k] * (uint64_t)n);
+            if (out) {
+                memcpy(out, c, len);
+                out += len;
+            } else {
+                memcpy(c, in, len);
+                in += len;
+            }
+        }
+    }
+}
+
+TX_API int glm_session_kv_read(glm_session_t *s, int pos, int n, void *buf, size_t size)
+{
+    const char *who = "glm_session_kv_read";
+    if (!s || !buf)
+        return tx_error(TX_EINVAL, "%s: NULL argument", who);
+    pthread_mutex_lock(&s->m->lock);
+    int rc = range_check(s, who, pos, n, s->pos, size);
+    if (!rc)
+        range_copy(s, pos, n, buf, NULL);
+    pthread_mutex_unlock(&s->m->lock);
+    return rc;
+}
+
+TX_API int glm_session_kv_write(glm_session_t *s, int pos, const int32_t *ids, int n,
+                                const void *buf, size_t size)
+{
+    const char *who = "glm_session_kv_write";
+    if (!s || !buf || !ids)
+        return tx_error(TX_EINVAL, "%s: NULL argument", who);
+    pthread_mutex_lock(&s->m->lock);
+    int rc = TX_OK;
+    if (pos > s->pos)
+        rc = tx_error(TX_EINVAL, "%s: position %d is past the session's position %d (a gap)",
+                      who, pos, s->pos);
+    if (!rc)
+        rc = range_check(s, who, pos, n, s->n_ctx, size);
+    for (int i = 0; !rc && i < n; i++)
+        if (ids[i] < 0 || ids[i] >= s->m->cfg.vocab_size)
+            rc = tx_error(TX_EINVAL, "%s: token %d at position %d is outside the vocabulary", who,
+                          ids[i], pos + i);
+    if (!rc) {
+        range_copy(s, pos, n, NULL, buf);
+        memcpy(s->toks + pos, ids, (size_t)n * sizeof(int32_t));
+        s->pos = pos + n;
+    }
+    pthread_mutex_unlock(&s->m->lock);
+    return rc;
+}

@@ -25,7 +25,8 @@ needs --parallel > streams and a --ctx-size above N.
 a Poisson process for SECONDS, with prompts of 16-512 and replies of 8-128
 tokens drawn from a fixed mix (seeded); prints goodput (completed requests
 and tokens per second), p50/p99 TTFT and ITL, the errors (must be 0) and,
-with --pid, the server's RSS at the start and the end of each rate, then
+with --pid, the server's RSS at the start and the end of each rate (and
+of it, the prefix cache's KV blocks, which grow up to --cache-ram), then
 the highest rate whose p99 TTFT stayed under 1 s.
 """
 import random
@@ -156,6 +157,19 @@ def rss_kib(pid):
     return -1
 
 
+def prefix_cache_mib():
+    """The prefix cache's KV blocks held (host memory, within the RSS), MiB"""
+    try:
+        c = http.client.HTTPConnection(U.hostname, U.port, timeout=30)
+        c.request("GET", "/metrics")
+        for line in c.getresponse().read().decode().splitlines():
+            if line.startswith("glm_server_prefix_cache_bytes "):
+                return float(line.split()[1]) / (1 << 20)
+    except (OSError, ValueError):
+        pass
+    return -1.0
+
+
 def interference():
     """p99 ITL of running streams: steady, then during a long prefill."""
     n = a.streams
@@ -194,9 +208,9 @@ def trace():
     words = "the device memory expert router token layer cache prompt reply".split()
     best = None
     rc = 0
-    print("%6s %6s %5s %6s %9s %9s %9s %9s %9s %7s %11s" % (
+    print("%6s %6s %5s %6s %9s %9s %9s %9s %9s %7s %11s %s" % (
         "rate", "reqs", "ok", "errors", "goodput", "tok/s", "TTFT p50", "TTFT p99", "ITL p99",
-        "", "RSS start/end"))
+        "", "RSS start/end", "(of which prefix-cache blocks)"))
     for rate in [float(x) for x in a.rates.split(",")]:
         arrivals, t = [], 0.0
         while True:
@@ -206,6 +220,7 @@ def trace():
             arrivals.append(t)
         res = [None] * len(arrivals)
         rss0 = rss_kib(a.pid) if a.pid else -1
+        pc0 = prefix_cache_mib()
         start = time.monotonic()
         ths = []
         for i, at in enumerate(arrivals):
@@ -219,15 +234,16 @@ def trace():
             th.join(a.timeout)
         wall = time.monotonic() - start
         rss1 = rss_kib(a.pid) if a.pid else -1
+        pc1 = prefix_cache_mib()
         ok = [r for r in res if r and not r["err"]]
         bad = [r["err"] if r else "no response" for r in res if r is None or r["err"]]
         ttft = [r["times"][0] - r["t0"] for r in ok if r["times"]]
         itl = [b - x for r in ok for x, b in zip(r["times"], r["times"][1:])]
         toks = sum(r["usage"]["completion_tokens"] for r in ok)
-        print("%6.2f %6d %5d %6d %7.2f/s %9.1f %7.0fms %7.0fms %7.1fms %7s %5d/%d MiB" % (
+        print("%6.2f %6d %5d %6d %7.2f/s %9.1f %7.0fms %7.0fms %7.1fms %7s %5d/%d MiB (%.0f/%.0f)" % (
             rate, len(res), len(ok), len(bad), len(ok) / wall, toks / wall,
             pct(ttft, 50) * 1e3, pct(ttft, 99) * 1e3, pct(itl, 99) * 1e3, "",
-            rss0 // 1024, rss1 // 1024))
+            rss0 // 1024, rss1 // 1024, pc0, pc1))
         for e in bad[:3]:
             print("   error: %s" % e)
         sys.stdout.flush()

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prefix_store.h"
 #include "server.h"
 
 struct out {
@@ -107,6 +108,8 @@ char *metrics_text(struct srv *S)
             prefill += r->state == RQ_PREFILL;
         }
     int lost = S->dev_lost;
+    struct ps_stats pc;
+    ps_get_stats(S->ps, &pc);
     pthread_mutex_unlock(&S->mu);
     /* the connection counters are written by MHD's threads (atomics) */
     x.conn_accepted = __atomic_load_n(&S->mx.conn_accepted, __ATOMIC_RELAXED);
@@ -135,11 +138,34 @@ char *metrics_text(struct srv *S)
     metric(&o, "prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
            (double)x.prompt_tokens);
     metric(&o, "prompt_tokens_cached_total", "counter",
-           "Prompt tokens found in a slot's prefix cache (not evaluated again).",
+           "Prompt tokens not evaluated again: found in a slot's cache or copied from the "
+           "prefix cache's KV blocks.",
            (double)x.prompt_tokens_cached);
     metric(&o, "prefix_cache_hit_ratio", "gauge",
            "prompt_tokens_cached_total / prompt_tokens_total.",
            x.prompt_tokens ? (double)x.prompt_tokens_cached / (double)x.prompt_tokens : 0);
+    metric(&o, "prefix_cache_queries_total", "counter",
+           "Prompt tokens (whole blocks of 64) looked up in the prefix cache's KV blocks.",
+           (double)pc.query_tokens);
+    metric(&o, "prefix_cache_hits_total", "counter",
+           "Of prefix_cache_queries_total, the tokens whose block was stored.",
+           (double)pc.hit_tokens);
+    metric(&o, "prefix_cache_block_hit_ratio", "gauge",
+           "prefix_cache_hits_total / prefix_cache_queries_total.",
+           pc.query_tokens ? (double)pc.hit_tokens / (double)pc.query_tokens : 0);
+    metric(&o, "prefix_cache_restored_tokens_total", "counter",
+           "Prompt tokens whose KV was copied from a stored block into a slot.",
+           (double)pc.restored_tokens);
+    metric(&o, "prefix_cache_stored_blocks_total", "counter", "KV blocks stored.",
+           (double)pc.stored_blocks);
+    metric(&o, "prefix_cache_evicted_blocks_total", "counter",
+           "KV blocks evicted, least recently used first (--cache-ram, out of host memory).",
+           (double)pc.evicted_blocks);
+    metric(&o, "prefix_cache_blocks", "gauge", "KV blocks held.", (double)pc.blocks);
+    metric(&o, "prefix_cache_bytes", "gauge", "Host memory of the KV blocks held.",
+           (double)pc.bytes);
+    metric(&o, "prefix_cache_budget_bytes", "gauge", "--cache-ram in bytes (0: no block store).",
+           (double)pc.budget);
     metric(&o, "completion_tokens_total", "counter", "Tokens generated.",
            (double)x.completion_tokens);
     metric(&o, "tokens_per_second", "gauge",

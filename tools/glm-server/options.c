@@ -56,9 +56,14 @@ static void usage(FILE *f)
             "      --header-timeout S   a request's headers must arrive within S s of its\n"
             "                           request line (default 10)\n"
             "      --body-timeout S     its body within S s of its headers (default 60)\n"
-            "      --no-prefix-cache    forget a slot's KV when its request ends (default:\n"
-            "                           a new request reuses the slot sharing the longest\n"
-            "                           prompt prefix; a request's \"cache_prompt\": false too)\n"
+            "      --no-prefix-cache    no prefix reuse: a slot's KV is forgotten when its\n"
+            "                           request ends and no KV block is stored (default: a\n"
+            "                           new request reuses the slot sharing the longest\n"
+            "                           prompt prefix and the stored blocks of its prompt;\n"
+            "                           a request's \"cache_prompt\": false for that request)\n"
+            "  -cram, --cache-ram MIB   host memory for the prefix cache's KV blocks, least\n"
+            "                           recently used evicted (default 8192; -1: no limit;\n"
+            "                           0: no blocks, slot reuse only)\n"
             "      --slot-save-path DIR POST /slots/{id}?action=save|restore|erase: slots'\n"
             "                           KV caches to and from files in DIR (default: off)\n"
             "      --no-slots           GET /slots answers 501\n"
@@ -111,6 +116,7 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
     o->header_timeout_s = 10;
     o->body_timeout_s = 60;
     o->cors_origin = "*";
+    o->cache_ram_mib = 8192;
     const char *ctk = NULL, *ctv = NULL;
 
     enum {
@@ -140,7 +146,8 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
         O_SLOTPATH,
         O_NOSLOTS,
         O_SPEC,
-        O_DRAFT
+        O_DRAFT,
+        O_CRAM
     };
     static const struct option lo[] = {{"checkpoint", required_argument, 0, 'm'},
                                        {"model", required_argument, 0, 'm'},
@@ -172,6 +179,7 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
                                        {"exit-on-device-loss", no_argument, 0, O_EXITLOSS},
                                        {"rank-timeout", required_argument, 0, O_RANKTMO},
                                        {"no-prefix-cache", no_argument, 0, O_NOPC},
+                                       {"cache-ram", required_argument, 0, O_CRAM},
                                        {"chat-template-file", required_argument, 0, O_TMPLFILE},
                                        {"slot-save-path", required_argument, 0, O_SLOTPATH},
                                        {"no-slots", no_argument, 0, O_NOSLOTS},
@@ -184,6 +192,7 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
         {"-ctk", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--cache-type-k"},
         {"-ctv", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--cache-type-v"},
         {"-dev", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--device"},
+        {"-cram", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--cache-ram"},
         {"--chat-template", TXC_LLAMA_ALIAS, TXC_LLAMA_REQUIRED, "--chat-format"},
         {"-t|--threads|-s|--seed|-n|--n-predict|--predict", TXC_LLAMA_NOOP, TXC_LLAMA_REQUIRED,
          "each request's own fields decide (seed, max_tokens); host threads only prepare "
@@ -318,6 +327,11 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
             break;
         case O_NOPC:
             o->no_prefix_cache = 1;
+            break;
+        case O_CRAM:
+            if (txc_opt_long(prog, "--cache-ram", optarg, -1, 1LL << 40, NULL, &ll))
+                return 2;
+            o->cache_ram_mib = ll;
             break;
         case O_TMPLFILE:
             o->chat_template_file = optarg;

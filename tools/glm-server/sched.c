@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "prefix_store.h"
 #include "server.h"
 
 struct request *req_new(void)
@@ -174,14 +175,19 @@ static void slot_forget(struct slot *sl)
     sl->n_hist = 0;
 }
 
+static void slot_publish(struct srv *S, struct slot *sl);
+
 /* srv.mu held. The request leaves its slot; a finished or cancelled one's
- * KV stays for the prefix cache, a failed one's is forgotten. */
+ * KV stays for the prefix cache (and its whole blocks go to the block
+ * store), a failed one's is forgotten. */
 static void slot_free(struct srv *S, struct request *r, int status)
 {
     if (r->slot >= 0) {
         struct slot *sl = &S->slots[r->slot];
         if ((status != 0 && status != 499) || S->o.no_prefix_cache)
             slot_forget(sl);
+        else if (r->cache_prompt)
+            slot_publish(S, sl);
         sl->r = NULL;
         sl->last_used = srv_now();
         r->slot = -1;
@@ -210,8 +216,71 @@ static void slot_fed(struct slot *sl, const int32_t *ids, int n)
     sl->n_hist += n;
 }
 
+/* ---- the block store (prefix_store.c) ------------------------------------ */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+/* What makes a position's KV bits besides its tokens: the package, the
+ * plan, the cache types, batch invariance, the session's row bytes */
+static uint64_t kv_format(const struct srv *S, glm_session_t *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const char *str[3] = {S->o.checkpoint, S->o.plan ? S->o.plan : "golden", S->model_name};
+    for (int i = 0; i < 3; i++)
+        h = fnv(h, str[i] ? str[i] : "", str[i] ? strlen(str[i]) + 1 : 1);
+    uint64_t v[4] = {(uint64_t)S->o.cache_k, (uint64_t)S->o.cache_v, (uint64_t)S->o.batch_invariant,
+                     glm_session_kv_bytes(s, 1)};
+    return fnv(h, v, sizeof(v));
+}
+
+/* srv.mu held, no pass running: the slot's whole blocks into the store
+ * (not after a device loss: its memory may be gone) */
+static void slot_publish(struct srv *S, struct slot *sl)
+{
+    if (!S->ps || S->o.no_prefix_cache || S->dev_lost || srv_sigbus_seen() || sl->n_hist <= 0)
+        return;
+    int n = sl->n_hist < glm_session_pos(sl->s) ? sl->n_hist : glm_session_pos(sl->s);
+    char err[256] = "";
+    ps_set_format(S->ps, kv_format(S, sl->s));
+    if (ps_publish(S->ps, sl->s, sl->hist, n, err, sizeof(err)))
+        srv_log(S, "prefix cache: storing a slot's blocks: %s", err);
+}
+
+/* srv.mu held, admitting r to sl, which holds r's first `common` prompt
+ * tokens: the stored blocks beyond them are copied in; the tokens sl now
+ * holds */
+static int slot_restore(struct srv *S, struct slot *sl, const struct request *r, int common)
+{
+    if (!S->ps || S->o.no_prefix_cache || !r->cache_prompt)
+        return common;
+    char err[256] = "";
+    ps_set_format(S->ps, kv_format(S, sl->s));
+    int got = ps_restore(S->ps, sl->s, r->prompt, r->n_prompt - 1, common, err, sizeof(err));
+    if (err[0])
+        srv_log(S, "prefix cache: copying blocks into a slot: %s", err);
+    if (got != common) {
+        sl->n_hist = 0;
+        slot_fed(sl, r->prompt, got);
+        if (sl->n_hist != got) { /* no record of them: start afresh */
+            slot_forget(sl);
+            got = 0;
+        }
+    }
+    return got;
+}
+
+/* srv.mu not held (dev_down) */
 void sched_forget_slots(struct srv *S)
 {
+    pthread_mutex_lock(&S->mu); /* /metrics reads the store's figures */
+    ps_clear(S->ps);            /* the model is reloaded: its KV may differ */
+    pthread_mutex_unlock(&S->mu);
     for (int i = 0; i < SRV_MAX_PARALLEL; i++) {
         free(S->slots[i].hist);
         S->slots[i].hist = NULL;
@@ -433,6 +502,7 @@ static void admit(struct srv *S)
             slot_forget(sl);
         }
         sl->n_hist = common;
+        common = slot_restore(S, sl, r, common);
         r->n_fed = r->n_cached = common;
         S->mx.prompt_tokens_cached += (uint64_t)common;
         if (r->n_fed >= r->n_prompt - 1) {
@@ -641,6 +711,8 @@ static void *sched_main(void *arg)
                     if (r->n_fed >= r->n_prompt - 1) {
                         r->state = RQ_DECODE;
                         r->cur = r->prompt[r->n_prompt - 1];
+                        if (r->cache_prompt) /* its prompt's blocks, for other slots now */
+                            slot_publish(S, &S->slots[r->slot]);
                     }
                 }
             }
@@ -665,6 +737,13 @@ int sched_start(struct srv *S)
 {
     S->mx.started = srv_now();
     S->mx.expert_std = -1;
+    if (!S->o.no_prefix_cache && S->o.cache_ram_mib != 0) {
+        S->ps = ps_new(S->o.cache_ram_mib < 0 ? UINT64_MAX : (uint64_t)S->o.cache_ram_mib << 20);
+        if (!S->ps) {
+            fprintf(stderr, "glm-server: out of memory for the prefix cache\n");
+            return -1;
+        }
+    }
     if (pthread_create(&S->sched_thread, NULL, sched_main, S)) {
         fprintf(stderr, "glm-server: cannot start the scheduler thread\n");
         return -1;
@@ -682,4 +761,9 @@ void sched_stop(struct srv *S)
     pthread_cond_signal(&S->cv);
     pthread_mutex_unlock(&S->mu);
     pthread_join(S->sched_thread, NULL);
+    pthread_mutex_lock(&S->mu); /* /metrics may still read it */
+    struct prefix_store *ps = S->ps;
+    S->ps = NULL;
+    pthread_mutex_unlock(&S->mu);
+    ps_free(ps);
 }

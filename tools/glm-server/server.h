@@ -15,6 +15,8 @@
  *   logprobs.c OpenAI's logprobs / top_logprobs from the device's logits rows
  *   choices.c  "n": the choices of a request, each a request of its own
  *   slots.c    GET /slots, the slots' save / restore / erase actions
+ *   prefix_store.c  the prefix cache's KV blocks, shared by content hash
+ *              across slots, LRU-evicted (prefix_store.h)
  *   sigbus.c   SIGBUS on revoked device mappings: recorded, not fatal
  *   ranks.c    under mpirun: rank 0 serves, ranks > 0 compute their experts
  *
@@ -73,6 +75,7 @@ struct srv_opts {
     const char *metrics_key; /* --metrics-key: /metrics needs it (else open) */
     int exit_on_device_loss;
     int no_prefix_cache; /* --no-prefix-cache */
+    long long cache_ram_mib; /* --cache-ram: the block store's budget (-1: none, 0: off) */
     const char *slot_save_path; /* --slot-save-path: /slots actions (slots.c); NULL: off */
     int no_slots;               /* --no-slots: GET /slots is 501 */
     int rank_timeout_s;         /* --rank-timeout: under mpirun (ranks.c) */
@@ -234,6 +237,7 @@ struct srv {
     struct request *q_head, *q_tail;
     int q_len;
     struct slot slots[SRV_MAX_PARALLEL];
+    struct prefix_store *ps; /* the KV blocks of the prefix cache (prefix_store.c), or NULL */
     int n_active;
     int stopping;   /* SIGTERM: no new requests */
     int sched_exit; /* scheduler: leave the loop */
@@ -311,7 +315,8 @@ void sched_release(struct srv *S, struct request *r);
 struct request *req_new(void);
 /* srv.mu held: every queued and running request ends with status, msg. */
 void sched_fail_all(struct srv *S, int status, const char *msg);
-/* The slots' prefix caches are forgotten (their sessions are freed). */
+/* The slots' prefix caches and the KV blocks are forgotten (their sessions
+ * are freed; srv.mu not held). */
 void sched_forget_slots(struct srv *S);
 
 /* api.c: every handler returns the HTTP status and sets *reply (JSON text,
