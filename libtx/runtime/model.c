@@ -546,8 +546,7 @@ static int load_begin(tx_device_t *dev, const struct glm_load_options *o, glm_mo
         return tx_error(rc, "glm_model_load: %s", tx_last_error());
     m->attn_bf16 =
         TX8_IF_MINOR(m->dinfo.if_version) >= 7 && !(o->flags & GLM_LOAD_NO_ATTENTION_BF16);
-    const char *dq8 = getenv("TX_DSA_QUERY_Q8");
-    m->dsa_q8 = TX8_IF_MINOR(m->dinfo.if_version) >= 9 && !(dq8 && !strcmp(dq8, "0"));
+    m->dsa_q8 = TX8_IF_MINOR(m->dinfo.if_version) >= 9 && !(o->flags & GLM_LOAD_NO_DSA_QUERY_Q8);
     m->mla_form = (o->flags & GLM_LOAD_MLA_ABSORBED)   ? -1
                   : (o->flags & GLM_LOAD_MLA_EXPANDED) ? 1
                                                        : 0;
