@@ -243,6 +243,11 @@ abi-check: $(LIBTX_SO)
 layout-check:
 	@SDK_HEADERS="$(SDK_HEADERS)" tests/abi/check-layout
 
+# libtx's error convention: no `return -1;`, no -errno outside the
+# system-call wrappers (tests/check-errors, docs/libtx-abi.md "Errors")
+error-check:
+	@tests/check-errors
+
 print-sdk-headers:
 	@echo $(SDK_HEADERS)
 
@@ -307,6 +312,6 @@ clean:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^kernel/\|^include/uapi/\|^include/tx8/')
 
-.PHONY: all tests check unit-check abi-check layout-check chat-template-check export-memory-check spec-mtp-check bench-mtp print-sdk-headers run install clean format 
+.PHONY: all tests check unit-check abi-check layout-check error-check chat-template-check export-memory-check spec-mtp-check bench-mtp print-sdk-headers run install clean format 
 
 -include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)

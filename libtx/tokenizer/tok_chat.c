@@ -1173,7 +1173,7 @@ static int user_newline(const char *t)
 {
     const char *u = strstr(t, "<|user|>");
     if (!u)
-        return -1;
+        return TX_NONE;
     u += 8;
     return *u == '\n' || (u[0] == '\\' && u[1] == 'n');
 }
@@ -1185,7 +1185,7 @@ int tx_chat_format_of_template(const char *t, const char **which)
         which = &dummy;
     *which = "";
     if (!t)
-        return -1;
+        return TX_NONE;
     /* Qwen3: ChatML turns; not the ChatML variants that render otherwise:
      * Qwen3-Coder's XML tool calls ("<function=NAME>") and the
      * thinking-only Qwen3-2507 templates, whose generation prompt forces
@@ -1193,7 +1193,7 @@ int tx_chat_format_of_template(const char *t, const char **which)
     if (strstr(t, "<|im_start|>") && strstr(t, "<|im_end|>") && !strstr(t, "[gMASK]<sop>")) {
         if (strstr(t, "<function=") || strstr(t, "assistant\\n<think>\\n'") ||
             strstr(t, "assistant\n<think>\n'"))
-            return -1;
+            return TX_NONE;
         *which = "Qwen3 (ChatML)";
         return TX_CHAT_QWEN3;
     }
@@ -1211,7 +1211,7 @@ int tx_chat_format_of_template(const char *t, const char **which)
         return TX_CHAT_DEEPSEEK3;
     }
     if (!strstr(t, "[gMASK]<sop>") || !strstr(t, "<|assistant|>") || !strstr(t, "<|user|>"))
-        return -1;
+        return TX_NONE;
     int nl = user_newline(t);
     int think = strstr(t, "<think>") != NULL;
     if (nl == 1 && !think) {
@@ -1230,7 +1230,7 @@ int tx_chat_format_of_template(const char *t, const char **which)
         *which = "GLM-4.7/GLM-5";
         return TX_CHAT_GLM5;
     }
-    return -1;
+    return TX_NONE;
 }
 
 const char *tx_chat_format_name(int f)
