@@ -247,6 +247,10 @@ layout-check:
 # the model layer may include and call (tests/abi/check-tiers).
 tiers-check:
 	@BUILD=$(BUILD) tests/abi/check-tiers --self-test
+# libtx's error convention: no `return -1;`, no -errno outside the
+# system-call wrappers (tests/check-errors, docs/libtx-abi.md "Errors")
+error-check:
+	@tests/check-errors
 
 print-sdk-headers:
 	@echo $(SDK_HEADERS)
@@ -312,6 +316,6 @@ clean:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^kernel/\|^include/uapi/\|^include/tx8/')
 
-.PHONY: all tests check unit-check abi-check layout-check tiers-check chat-template-check export-memory-check spec-mtp-check bench-mtp print-sdk-headers run install clean format 
+.PHONY: all tests check unit-check abi-check layout-check tiers-check error-check chat-template-check export-memory-check spec-mtp-check bench-mtp print-sdk-headers run install clean format 
 
 -include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)

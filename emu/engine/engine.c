@@ -137,12 +137,11 @@ static int cpu_is_amd(void)
  * 0.57-0.93x the f32 tile), docs/engine.md. Fixed per process, so a
  * machine's results do not change from run to run.
  */
-static int attn_bf16_dot(void)
+static int attn_bf16_dot(const struct eng_settings *s)
 {
-    const char *v = getenv("TX8_ATTN_BF16_DOT");
-    if (v && !strcmp(v, "vdpbf16ps"))
+    if (s->attn_bf16_dot == 1) /* vdpbf16ps */
         return 1;
-    if (v && !strcmp(v, "f32"))
+    if (s->attn_bf16_dot == 0) /* f32 */
         return 0;
     return cpu_is_amd();
 }
@@ -367,11 +366,10 @@ static unsigned default_isa(void)
 }
 
 /* TX8_GEMV_PREFETCH=0|1 overrides the family's choice (comparisons) */
-static int gemv_prefetch(void)
+static int gemv_prefetch(const struct eng_settings *s)
 {
-    const char *env = getenv("TX8_GEMV_PREFETCH");
-    if (env && (!strcmp(env, "0") || !strcmp(env, "1")))
-        return env[0] == '1';
+    if (s->gemv_prefetch >= 0)
+        return s->gemv_prefetch;
     return isa_pref_of_cpu()->gemv_prefetch;
 }
 
@@ -380,12 +378,13 @@ const char *tx8_engine_isa_default_why(void)
     return isa_pref_of_cpu()->why;
 }
 
-static int pick_isa(unsigned want, unsigned *out)
+static int pick_isa(unsigned want, const struct eng_settings *s, unsigned *out)
 {
-    if (want == TX8_ISA_AUTO) {
-        const char *env = getenv("TX8_ENGINE_ISA");
-        if (env && *env && tx8_engine_isa_parse(env, &want))
+    if (want == TX8_ISA_AUTO) { /* TX8_ENGINE_ISA: -2 not a name, -1 unset */
+        if (s->isa == -2)
             return -EINVAL;
+        if (s->isa >= 0)
+            want = (unsigned)s->isa;
     }
     if (want == TX8_ISA_AUTO)
         want = default_isa();
@@ -641,13 +640,16 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
         cfg->rsvd[2] || cfg->cores > TX8_MAX_CORES || cfg->numa_node < -1)
         return -EINVAL;
     unsigned isa;
-    int rc = pick_isa(cfg->isa, &isa);
+    struct eng_settings set;
+    eng_settings_read(&set);
+    int rc = pick_isa(cfg->isa, &set, &isa);
     if (rc)
         return rc;
 
     struct tx8_engine *e = calloc(1, sizeof(*e));
     if (!e)
         return -ENOMEM;
+    e->set = set;
     e->mem = mem;
     e->mem_size = mem_size;
     e->heap_offset = heap_offset;
@@ -656,12 +658,11 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
     e->kern.mm_tile_bf16 = NULL;
 #if defined(__x86_64__)
     {
-        const char *bf = getenv("TX8_ENGINE_AVX512BF16");
         if ((isa == TX8_ISA_AVX512 || isa == TX8_ISA_AMX) &&
-            tx8_engine_has_feature(TX8_FEAT_AVX512BF16) && !(bf && !strcmp(bf, "0"))) {
+            tx8_engine_has_feature(TX8_FEAT_AVX512BF16) && e->set.avx512bf16 != 0) {
             e->kern.mm_tile_bf16 = eng_avx512bf16_tile;
             e->features |= TX8_FEAT_AVX512BF16;
-            e->attn_bf16_dp = attn_bf16_dot();
+            e->attn_bf16_dp = attn_bf16_dot(&e->set);
         }
         if (isa == TX8_ISA_AMX) {
             /* the tile unit, or (tests) its emulation on a CPU without it */
@@ -672,12 +673,9 @@ int tx8_engine_create(struct tx8_engine **out, void *mem, uint64_t mem_size, uin
     }
 #endif
     e->k = &e->kern;
-    eng_gemv_prefetch = gemv_prefetch();
+    eng_gemv_prefetch = gemv_prefetch(&e->set);
     eng_panel_blocking(e);
-    {
-        const char *u = getenv("TX8_ENGINE_MOE_UNFUSED");
-        e->moe_unfused = u && !strcmp(u, "1");
-    }
+    e->moe_unfused = e->set.moe_unfused == 1;
     e->numa_node = cfg->numa_node;
     e->use_numa = cfg->numa_node >= 0 && numa_available() >= 0 && cfg->numa_node <= numa_max_node();
     if (cfg->numa_node >= 0 && !e->use_numa) {
@@ -755,6 +753,11 @@ unsigned tx8_engine_isa(const struct tx8_engine *e)
 int tx8_engine_attn_bf16_dot(const struct tx8_engine *e)
 {
     return e->attn_bf16_dp;
+}
+
+int tx8_engine_setting(struct tx8_engine *e, const char *name, const char *value)
+{
+    return e ? eng_settings_set(&e->set, name, value, 1) : -EINVAL;
 }
 
 unsigned tx8_engine_features(const struct tx8_engine *e)

@@ -14,6 +14,7 @@
 #include <tx8/tx8_hw.h>
 
 #include "power.h"
+#include "settings.h"
 
 #include "tx8_engine.h"
 
@@ -325,6 +326,7 @@ struct tx8_engine {
     struct eng_kernels kern;     /* the ISA's table plus the families present */
     unsigned features;           /* enum tx8_engine_feature in use */
     int moe_unfused;             /* TX8_ENGINE_MOE_UNFUSED=1: MOE_FFN per expert */
+    struct eng_settings set;     /* the environment's, read at creation (settings.h) */
     /* ATTENTION with TX8_ATTN_F_BF16 on the AVX-512 tile: 1 = vdpbf16ps
      * (the BF16 tile; set only with TX8_FEAT_AVX512BF16), 0 = the f32 tile
      * on BF16-rounded operands (the faster of the two differs by CPU:

@@ -369,16 +369,14 @@ static void attn_merge_fn(void *p, size_t b, size_t end, struct eng_worker *w)
 }
 
 /* TX8_ATTN_TILE=0: the generic per-token path on every ISA (A/B checks) */
-static int attn_tile_off(void)
+static int attn_tile_off(const struct tx8_engine *e)
 {
-    const char *v = getenv("TX8_ATTN_TILE");
-    return v && v[0] == '0';
+    return e->set.attn_tile == 0;
 }
 
-static int attn_decode_off(void)
+static int attn_decode_off(const struct tx8_engine *e)
 {
-    const char *v = getenv("TX8_ATTN_DECODE");
-    return v && v[0] == '0';
+    return e->set.attn_decode == 0;
 }
 
 /* the types the decode kernel reads straight from the cache */
@@ -507,7 +505,7 @@ int eng_exec_attention(struct eng_cmd *c)
     /* the tile path; BF16 products by vdpbf16ps where the CPU has it and
      * the engine prefers it (e->attn_bf16_dp), else by the f32 tile on the
      * rounded operands, as the per-token path computes them */
-    int can_fast = e->k->isa == TX8_ISA_AVX512 && !attn_tile_off();
+    int can_fast = e->k->isa == TX8_ISA_AVX512 && !attn_tile_off(e);
     a.bf_dp = a.bf && e->attn_bf16_dp;
     if (m->sel) {
         size_t n = (size_t)m->tokens * m->sel_k;
@@ -569,7 +567,7 @@ int eng_exec_attention(struct eng_cmd *c)
     int dec_ok = e->k->isa == TX8_ISA_AVX512 && attn_decode_type(m->kv_dtype) &&
                  attn_decode_type(a.vdt) && m->qk_dim % 16 == 0 && m->v_dim % 16 == 0 &&
                  (!a.bf || (m->kv_dtype == TX8_DTYPE_BF16 && a.vdt == TX8_DTYPE_BF16)) &&
-                 !attn_decode_off();
+                 !attn_decode_off(e);
     if (dec_ok && m->tokens == 1 && (!m->sel || a.bm)) {
         /* one token (decode), any group (MLA's 16 heads over the latent
          * too: faster than the query tile there), no selection or one
@@ -771,10 +769,9 @@ static size_t dsa_topk_w(const float *sc, size_t n, size_t k, struct eng_cand *o
 }
 
 /* TX8_DSA_TILE=0: DSA_INDEX's per-token scoring on every ISA (A/B checks) */
-static int dsa_tile_off(void)
+static int dsa_tile_off(const struct tx8_engine *e)
 {
-    const char *v = getenv("TX8_DSA_TILE");
-    return v && v[0] == '0';
+    return e->set.dsa_tile == 0;
 }
 
 struct dsa_ctx {
@@ -1079,7 +1076,7 @@ int eng_exec_dsa_index(struct eng_cmd *c)
         eng_parallel(e, rows, 16, dsa_quant_fn, &d);
     }
     d.fast =
-        e->k->isa == TX8_ISA_AVX512 && m->heads && m->heads <= ATTN_TILE_ROWS && !dsa_tile_off();
+        e->k->isa == TX8_ISA_AVX512 && m->heads && m->heads <= ATTN_TILE_ROWS && !dsa_tile_off(e);
     if (d.fast) {
         d.ttb = ATTN_TILE_ROWS / m->heads;
         d.nranges = (d.nkeys + DSA_RANGE - 1) / DSA_RANGE;

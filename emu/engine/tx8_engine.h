@@ -129,6 +129,18 @@ unsigned tx8_engine_features(const struct tx8_engine *e);
  * vdpbf16ps, 0 as f32 FMAs of the rounded operands (TX8_ATTN_BF16_DOT) */
 int tx8_engine_attn_bf16_dot(const struct tx8_engine *e);
 
+/*
+ * The engine's settings (docs/settings.md, "engine"): read from the
+ * environment once, by tx8_engine_create. tx8_engine_setting changes one of
+ * a created engine's per-command settings (TX8_ATTN_TILE, TX8_ATTN_DECODE,
+ * TX8_DSA_TILE) between jobs to what value (NULL: unset) would have given
+ * it: A/B comparisons of a path on one engine. 0, or -EINVAL for another
+ * name. tx8_engine_setting_env: the text the environment gives the engine
+ * setting name (NULL: unset, or not one of its settings), for messages.
+ */
+int tx8_engine_setting(struct tx8_engine *e, const char *name, const char *value);
+const char *tx8_engine_setting_env(const char *name);
+
 /* The counters the engine writes (the caller's, or its internal ones). */
 struct tx8_counters *tx8_engine_counters(struct tx8_engine *e);
 

@@ -303,7 +303,7 @@ int main(int argc, char **argv)
         int rc = dev_create(&s.dev, &cfg);
 
         if (rc < 0) {
-            const char *isa = getenv("TX8_ENGINE_ISA");
+            const char *isa = tx8_engine_setting_env("TX8_ENGINE_ISA");
             unsigned v;
 
             if (isa && *isa && tx8_engine_isa_parse(isa, &v))

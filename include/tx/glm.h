@@ -219,6 +219,10 @@ typedef struct glm_session glm_session_t;
  * flag, or for a package without a complete MTP layer, it is not read
  * (glm_model_has_mtp says which). */
 #define GLM_LOAD_MTP (1u << 14)
+/* The DSA indexer's products in f32 over a Q8_0 indexer key cache, not the
+ * 8-bit ones (TX8_DSA_F_QUERY_Q8) a device of interface >= 1.9 offers
+ * (TX_DSA_QUERY_Q8=0; since libtx 2.8) */
+#define GLM_LOAD_NO_DSA_QUERY_Q8 (1u << 15)
 
 /*
  * Options of a load; zero-initialise the whole struct (all zero: the

@@ -4,6 +4,7 @@
  */
 #include <tx-internal/tx_cpu_cache.h>
 
+#include "common/error.h"
 #include "common/settings.h"
 
 #include <ctype.h>
@@ -24,18 +25,18 @@ __attribute__((format(printf, 2, 3))) static int fail(struct tx_llc *out, const 
     va_start(ap, fmt);
     vsnprintf(out->error, sizeof(out->error), fmt, ap);
     va_end(ap);
-    return -1;
+    return TX_EINVAL;
 }
 
 int tx_llc_parse_size(const char *s, uint64_t *out)
 {
     if (!s || !isdigit((unsigned char)*s))
-        return -1;
+        return TX_EINVAL;
     uint64_t v = 0;
     for (; isdigit((unsigned char)*s); s++) {
         v = v * 10 + (uint64_t)(*s - '0');
         if (v > TX_LLC_MAX)
-            return -1;
+            return TX_EINVAL;
     }
     unsigned shift = 0;
     switch (toupper((unsigned char)*s)) {
@@ -54,7 +55,7 @@ int tx_llc_parse_size(const char *s, uint64_t *out)
         shift = 40;
         break;
     default:
-        return -1;
+        return TX_EINVAL;
     }
     if (shift) {
         s++;
@@ -64,9 +65,9 @@ int tx_llc_parse_size(const char *s, uint64_t *out)
         else if (toupper((unsigned char)s[0]) == 'B')
             s++;
         if (*s)
-            return -1;
+            return TX_EINVAL;
         if (v > (TX_LLC_MAX >> shift))
-            return -1;
+            return TX_EINVAL;
         v <<= shift;
     }
     *out = v;
@@ -78,13 +79,13 @@ static int read_text(const char *path, char *buf, size_t sz)
 {
     FILE *f = fopen(path, "r");
     if (!f)
-        return -1;
+        return TX_EIO;
     size_t n = fread(buf, 1, sz - 1, f);
     int err = ferror(f);
     fclose(f);
     if (err) {
         errno = EIO;
-        return -1;
+        return TX_EIO;
     }
     buf[n] = 0;
     while (n && isspace((unsigned char)buf[n - 1]))

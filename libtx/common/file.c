@@ -72,6 +72,44 @@ int tx_file_pread_all(int fd, void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+int tx_file_open(const char *path, int flags, unsigned mode)
+{
+    int fd = open(path, flags, (mode_t)mode);
+    return fd < 0 ? -errno : fd; /* errno domain (file.h) */
+}
+
+int tx_file_open_unnamed(const char *dir)
+{
+#ifdef O_TMPFILE
+    return tx_file_open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+#else
+    (void)dir;
+    return -EOPNOTSUPP; /* errno domain (file.h) */
+#endif
+}
+
+int tx_file_close(int fd)
+{
+    return close(fd) < 0 ? -errno : 0; /* errno domain (file.h) */
+}
+
+int tx_file_fsync(int fd)
+{
+    return fsync(fd) < 0 ? -errno : 0; /* errno domain (file.h) */
+}
+
+int tx_file_rename(const char *from, const char *to)
+{
+    return rename(from, to) < 0 ? -errno : 0; /* errno domain (file.h) */
+}
+
+int tx_file_link(int fd, const char *path)
+{
+    char proc[64];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
+}
+
 char *tx_file_temp_name(const char *path)
 {
     static atomic_uint counter;

@@ -2,6 +2,8 @@
 /* libtx: process-wide handle table (see handle.h). */
 #include "common/handle.h"
 
+#include "common/error.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -99,7 +101,7 @@ int tx_handle_remove(uint64_t h, uint32_t type)
     s = lookup(h, type);
     if (!s) {
         pthread_mutex_unlock(&table_lock);
-        return -1;
+        return TX_ENOENT;
     }
     o = s->obj;
     o->handle = 0;

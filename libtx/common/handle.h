@@ -36,8 +36,8 @@ uint64_t tx_handle_add(struct tx_obj *o, uint32_t type, void (*destroy)(struct t
  * not a live handle of that type. */
 struct tx_obj *tx_handle_get(uint64_t h, uint32_t type);
 
-/* Make h invalid and drop the table's reference. Returns 0, or -1 if h was
- * not live (e.g. freed twice). */
+/* Make h invalid and drop the table's reference. Returns 0, or TX_ENOENT if
+ * h was not live (e.g. freed twice). */
 int tx_handle_remove(uint64_t h, uint32_t type);
 
 void tx_obj_get(struct tx_obj *o);

@@ -24,7 +24,7 @@ static int word_of(const char *range, const char *v)
             return i;
         p = bar ? bar + 1 : NULL;
     }
-    return -1;
+    return TX_NONE;
 }
 
 static int uint_of(const struct tx_setting *s, const char *v, uint64_t *out)
@@ -33,7 +33,7 @@ static int uint_of(const struct tx_setting *s, const char *v, uint64_t *out)
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (errno || *end || *v == '-' || x < s->lo || x > s->hi)
-        return -1;
+        return TX_EINVAL;
     *out = x;
     return 0;
 }

@@ -363,7 +363,7 @@ static int cb_add_use(struct tx_cmdbuf *cb, uint64_t bo, uint32_t access)
         struct cb_use *n = realloc(cb->uses, ncap * sizeof(*n));
 
         if (!n)
-            return -1;
+            return TX_ENOMEM;
         cb->uses = n;
         cb->capuses = ncap;
     }
@@ -383,7 +383,7 @@ static int cb_append(struct tx_cmdbuf *cb, const void *cmd, size_t size)
             ncap *= 2;
         n = realloc(cb->buf, ncap);
         if (!n)
-            return -1;
+            return TX_ENOMEM;
         cb->buf = n;
         cb->cap = ncap;
     }

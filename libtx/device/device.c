@@ -827,7 +827,7 @@ static int arena_push(struct cmd_arena *a, const struct arena_chunk *c)
         struct arena_chunk *n = malloc(ncap * sizeof(*n));
 
         if (!n)
-            return -1;
+            return TX_ENOMEM;
         for (unsigned i = 0; i < a->qlen; i++)
             n[i] = a->q[(a->qhead + i) % a->qcap];
         free(a->q);

@@ -6,6 +6,7 @@
  * sequences of one-code-point classes. Undefined rules and left recursion
  * are errors (the matcher could not terminate). docs/grammar.md.
  */
+#include "common/error.h"
 #include "grammar/grammar_internal.h"
 
 #include <stdarg.h>
@@ -82,11 +83,11 @@ static int seq_push(struct parser *ps, struct seq *q, struct txg_elem e)
 {
     if (++ps->total > MAX_ELEMS) {
         fail(ps, NULL, "more than %u elements (repetitions too large)", MAX_ELEMS);
-        return -1;
+        return TX_EINVAL;
     }
     if (txg_grow((void **)&q->e, &q->cap, q->n + 1, sizeof(*q->e))) {
         fail(ps, NULL, "out of memory");
-        return -1;
+        return TX_ENOMEM;
     }
     q->e[q->n++] = e;
     return 0;
@@ -99,14 +100,14 @@ static int rule_index(struct parser *ps, const char *name, size_t len, const cha
             return (int)i;
     if (txg_grow((void **)&ps->rules, &ps->cap_rules, ps->n_rules + 1, sizeof(*ps->rules))) {
         fail(ps, NULL, "out of memory");
-        return -1;
+        return TX_ENOMEM;
     }
     struct brule *r = &ps->rules[ps->n_rules];
     memset(r, 0, sizeof(*r));
     r->name = strndup(name, len);
     if (!r->name) {
         fail(ps, NULL, "out of memory");
-        return -1;
+        return TX_ENOMEM;
     }
     if (at)
         where(ps, at, &r->def_line, &r->def_col);
@@ -166,7 +167,7 @@ static int hexval(char c)
         return c - 'a' + 10;
     if (c >= 'A' && c <= 'F')
         return c - 'A' + 10;
-    return -1;
+    return TX_NONE;
 }
 
 /* one UTF-8 code point at p (advanced); -1 on invalid UTF-8 */
@@ -176,11 +177,11 @@ static long utf8_next(const char **pp)
     unsigned c = p[0];
     int n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : -1;
     if (n < 0)
-        return -1;
+        return TX_NONE;
     long cp = n == 0 ? c : n == 1 ? c & 0x1F : n == 2 ? c & 0x0F : c & 0x07;
     for (int i = 1; i <= n; i++) {
         if ((p[i] & 0xC0) != 0x80)
-            return -1;
+            return TX_NONE;
         cp = cp << 6 | (p[i] & 0x3F);
     }
     *pp += n + 1;
@@ -201,14 +202,14 @@ static long parse_char(struct parser *ps)
                 int h = hexval(*ps->p);
                 if (h < 0) {
                     fail(ps, at, "\\%c needs %d hex digits", c, nhex);
-                    return -1;
+                    return TX_EINVAL;
                 }
                 v = v * 16 + h;
                 ps->p++;
             }
             if (v > 0x10FFFF) {
                 fail(ps, at, "code point U+%lX is out of range", v);
-                return -1;
+                return TX_EINVAL;
             }
             return v;
         }
@@ -232,7 +233,7 @@ static long parse_char(struct parser *ps)
             return (unsigned char)c;
         default:
             fail(ps, at, "unknown escape '\\%c'", c ? c : '0');
-            return -1;
+            return TX_EINVAL;
         }
     }
     long cp = utf8_next(&ps->p);
@@ -245,7 +246,7 @@ static int add_range(struct parser *ps, uint32_t lo, uint32_t hi)
 {
     if (txg_grow((void **)&ps->rng, &ps->cap_rng, ps->n_rng + 2, sizeof(*ps->rng))) {
         fail(ps, NULL, "out of memory");
-        return -1;
+        return TX_ENOMEM;
     }
     ps->rng[ps->n_rng++] = lo;
     ps->rng[ps->n_rng++] = hi;
@@ -254,7 +255,7 @@ static int add_range(struct parser *ps, uint32_t lo, uint32_t hi)
 
 static int parse_alternates(struct parser *ps, int rule, int nested);
 
-/* {m}, {m,}, {m,n}: *m, *n (-1: unbounded); 0 or -1 */
+/* {m}, {m,}, {m,n}: *m, *n (-1: unbounded); 0 or TX_EINVAL */
 static int parse_braces(struct parser *ps, long *m, long *n)
 {
     const char *at = ps->p;
@@ -264,7 +265,7 @@ static int parse_braces(struct parser *ps, long *m, long *n)
     *m = strtol(ps->p, &end, 10);
     if (end == ps->p || *m < 0) {
         fail(ps, at, "expected a count in {m,n}");
-        return -1;
+        return TX_EINVAL;
     }
     ps->p = end;
     skip_space(ps, 1);
@@ -278,7 +279,7 @@ static int parse_braces(struct parser *ps, long *m, long *n)
             *n = strtol(ps->p, &end, 10);
             if (end == ps->p) {
                 fail(ps, at, "expected a count after ',' in {m,n}");
-                return -1;
+                return TX_EINVAL;
             }
             ps->p = end;
             skip_space(ps, 1);
@@ -286,12 +287,12 @@ static int parse_braces(struct parser *ps, long *m, long *n)
     }
     if (*ps->p != '}') {
         fail(ps, at, "expected '}'");
-        return -1;
+        return TX_EINVAL;
     }
     ps->p++;
     if (*m > MAX_REPEAT || *n > MAX_REPEAT || (*n >= 0 && *n < *m)) {
         fail(ps, at, "bad repetition {%ld,%ld}", *m, *n);
-        return -1;
+        return TX_EINVAL;
     }
     return 0;
 }
@@ -305,7 +306,7 @@ static int repeat_last(struct parser *ps, int rule, int alt, size_t start, long 
     struct txg_elem *item = malloc((len ? len : 1) * sizeof(*item));
     if (!item) {
         fail(ps, NULL, "out of memory");
-        return -1;
+        return TX_ENOMEM;
     }
     memcpy(item, q->e + start, len * sizeof(*item));
     q->n = start;
@@ -369,20 +370,20 @@ static int parse_sequence(struct parser *ps, int rule, int alt, int nested)
             while (*ps->p && *ps->p != '"' && !ps->failed) {
                 if (*ps->p == '\n') {
                     fail(ps, at, "unterminated literal");
-                    return -1;
+                    return TX_EINVAL;
                 }
                 long cp = parse_char(ps);
                 if (cp < 0)
-                    return -1;
+                    return TX_EINVAL;
                 uint32_t ri = (uint32_t)ps->n_rng;
                 if (add_range(ps, (uint32_t)cp, (uint32_t)cp) ||
                     seq_push(ps, &ps->rules[rule].alts[alt],
                              (struct txg_elem){TXG_CHARS, 0, ri, 1}))
-                    return -1;
+                    return TX_EINVAL;
             }
             if (*ps->p != '"') {
                 fail(ps, at, "unterminated literal");
-                return -1;
+                return TX_EINVAL;
             }
             ps->p++;
             last = start;
@@ -397,39 +398,39 @@ static int parse_sequence(struct parser *ps, int rule, int alt, int nested)
             while (*ps->p && *ps->p != ']') {
                 long lo = parse_char(ps), hi = lo;
                 if (lo < 0)
-                    return -1;
+                    return TX_EINVAL;
                 if (*ps->p == '-' && ps->p[1] && ps->p[1] != ']') {
                     ps->p++;
                     hi = parse_char(ps);
                     if (hi < 0)
-                        return -1;
+                        return TX_EINVAL;
                     if (hi < lo) {
                         fail(ps, at, "character range is backwards");
-                        return -1;
+                        return TX_EINVAL;
                     }
                 }
                 if (add_range(ps, (uint32_t)lo, (uint32_t)hi))
-                    return -1;
+                    return TX_EINVAL;
             }
             if (*ps->p != ']') {
                 fail(ps, at, "unterminated character class");
-                return -1;
+                return TX_EINVAL;
             }
             ps->p++;
             if (!neg && ps->n_rng == ri) {
                 fail(ps, at, "empty character class");
-                return -1;
+                return TX_EINVAL;
             }
             if (seq_push(ps, &ps->rules[rule].alts[alt],
                          (struct txg_elem){TXG_CHARS, (uint8_t)neg, ri,
                                            (uint32_t)(ps->n_rng - ri) / 2}))
-                return -1;
+                return TX_EINVAL;
             last = start;
         } else if (c == '.') {
             ps->p++;
             if (seq_push(ps, &ps->rules[rule].alts[alt],
                          (struct txg_elem){TXG_CHARS, 1, (uint32_t)ps->n_rng, 0}))
-                return -1;
+                return TX_EINVAL;
             last = start;
         } else if (is_name_char(c)) {
             const char *b = ps->p;
@@ -446,50 +447,50 @@ static int parse_sequence(struct parser *ps, int rule, int alt, int nested)
             int r = rule_index(ps, b, (size_t)(ps->p - b), b);
             if (r < 0 || seq_push(ps, &ps->rules[rule].alts[alt],
                                   (struct txg_elem){TXG_REF, 0, (uint32_t)r, 0}))
-                return -1;
+                return TX_EINVAL;
             last = start;
         } else if (c == '(') {
             ps->p++;
             if (++ps->depth > MAX_DEPTH) {
                 fail(ps, at, "groups nested deeper than %d", MAX_DEPTH);
-                return -1;
+                return TX_EINVAL;
             }
             int r = new_rule(ps, ps->rules[rule].name);
             if (r < 0 || parse_alternates(ps, r, 1))
-                return -1;
+                return TX_EINVAL;
             ps->depth--;
             skip_space(ps, 1);
             if (*ps->p != ')') {
                 fail(ps, at, "expected ')' to close this group");
-                return -1;
+                return TX_EINVAL;
             }
             ps->p++;
             if (seq_push(ps, &ps->rules[rule].alts[alt],
                          (struct txg_elem){TXG_REF, 0, (uint32_t)r, 0}))
-                return -1;
+                return TX_EINVAL;
             last = start;
         } else if (c == '*' || c == '+' || c == '?' || c == '{') {
             if (last == (size_t)-1) {
                 fail(ps, at, "'%c' follows nothing", c);
-                return -1;
+                return TX_EINVAL;
             }
             long m = 0, n = -1;
             if (c == '{') {
                 if (parse_braces(ps, &m, &n))
-                    return -1;
+                    return TX_EINVAL;
             } else {
                 ps->p++;
                 m = c == '+' ? 1 : 0;
                 n = c == '?' ? 1 : -1;
             }
             if (repeat_last(ps, rule, alt, last, m, n))
-                return -1;
+                return TX_EINVAL;
             last = (size_t)-1;
         } else {
             return 0; /* '|', ')', end of line or text: the caller decides */
         }
         if (ps->failed)
-            return -1;
+            return TX_EINVAL;
     }
 }
 
@@ -498,10 +499,10 @@ static int parse_alternates(struct parser *ps, int rule, int nested)
     for (;;) {
         struct seq *q = add_alt(ps, rule);
         if (!q)
-            return -1;
+            return TX_EINVAL;
         int alt = (int)ps->rules[rule].n_alts - 1;
         if (parse_sequence(ps, rule, alt, nested))
-            return -1;
+            return TX_EINVAL;
         if (!nested) {
             /* an alternative may continue on the next line with '|' */
             const char *save = ps->p;
@@ -524,31 +525,31 @@ static int parse_rule(struct parser *ps)
         ps->p++;
     if (ps->p == b) {
         fail(ps, at, "expected a rule name, found '%c'", *ps->p);
-        return -1;
+        return TX_EINVAL;
     }
     size_t len = (size_t)(ps->p - b);
     skip_space(ps, 0);
     if (strncmp(ps->p, "::=", 3)) {
         fail(ps, ps->p, "expected '::=' after the rule name '%.*s'", (int)len, b);
-        return -1;
+        return TX_EINVAL;
     }
     ps->p += 3;
     skip_space(ps, 1);
     int r = rule_index(ps, b, len, b);
     if (r < 0)
-        return -1;
+        return TX_EINVAL;
     if (ps->rules[r].defined) {
         fail(ps, at, "rule '%.*s' is defined twice", (int)len, b);
-        return -1;
+        return TX_EINVAL;
     }
     ps->rules[r].defined = 1;
     if (parse_alternates(ps, r, 0))
-        return -1;
+        return TX_EINVAL;
     skip_space(ps, 0);
     /* a name here starts the next rule (parse_sequence stopped at "name ::=") */
     if (*ps->p && *ps->p != '\n' && !is_name_char(*ps->p)) {
         fail(ps, ps->p, "unexpected '%c'", *ps->p);
-        return -1;
+        return TX_EINVAL;
     }
     return 0;
 }

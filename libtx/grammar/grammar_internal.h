@@ -9,8 +9,8 @@
 
 #include <tx-internal/tx_grammar.h>
 
-/* *p (of *cap elements of elem bytes) grown to hold need: 0, or -1 out of
- * memory (*p unchanged). */
+/* *p (of *cap elements of elem bytes) grown to hold need: 0, or TX_ENOMEM
+ * (*p unchanged). */
 int txg_grow(void **p, size_t *cap, size_t need, size_t elem);
 
 struct txg_state {
@@ -22,7 +22,7 @@ struct txg_state {
 /* The current state of m. */
 void txg_matcher_state(const struct txg_matcher *m, struct txg_state *st);
 /* in advanced by byte b into *out (new heads and nodes are appended to m's
- * pools); 0, or -1 when the grammar does not allow b there. */
+ * pools); 0, or TX_EINVAL when the grammar does not allow b there. */
 int txg_matcher_step(struct txg_matcher *m, const struct txg_state *in, uint8_t b,
                      struct txg_state *out);
 /* The pools' sizes, and truncation back to them (what steps appended). */

@@ -16,6 +16,8 @@
  */
 #include <tx-internal/tx_grammar.h>
 
+#include "common/error.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,7 +144,7 @@ static int get_count(struct conv *c, json_object *s, const char *key, const char
     if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
         json_object_get_int64(v) > MAX_LEN) {
         cfail(c, path, "'%s' must be an integer in [0, %d]", key, MAX_LEN);
-        return -1;
+        return TX_EINVAL;
     }
     *out = (long)json_object_get_int64(v);
     return 0;

@@ -8,6 +8,7 @@
  * stack whose class takes it, a byte that does not yet is kept pending and
  * checked against the classes' ranges. docs/grammar.md.
  */
+#include "common/error.h"
 #include "grammar/grammar_internal.h"
 
 #include <stdlib.h>
@@ -42,7 +43,7 @@ int txg_grow(void **p, size_t *cap, size_t need, size_t elem)
         nc *= 2;
     void *q = realloc(*p, nc * elem);
     if (!q)
-        return -1;
+        return TX_ENOMEM;
     *p = q;
     *cap = nc;
     return 0;
@@ -187,7 +188,7 @@ static int advance(struct txg_matcher *m, const struct txg_state *in, uint32_t c
     out->h1 = m->n_heads;
     if (m->failed) {
         out->h1 = out0;
-        return -1;
+        return TX_EINVAL;
     }
     return out->h1 > out->h0 ? 0 : -1;
 }
@@ -217,17 +218,17 @@ int txg_matcher_step(struct txg_matcher *m, const struct txg_state *in, uint8_t 
                      struct txg_state *out)
 {
     if (m->failed)
-        return -1;
+        return TX_EINVAL;
     uint8_t buf[4];
     int n_have = in->n_pend, need;
     if (!n_have) {
         need = utf8_len(b);
         if (!need)
-            return -1;
+            return TX_EINVAL;
     } else {
         need = in->need;
         if ((b & 0xC0) != 0x80)
-            return -1;
+            return TX_EINVAL;
     }
     memcpy(buf, in->pend, (size_t)n_have);
     buf[n_have++] = b;
@@ -236,7 +237,7 @@ int txg_matcher_step(struct txg_matcher *m, const struct txg_state *in, uint8_t 
         /* overlong forms, surrogates and beyond U+10FFFF are not UTF-8 */
         if ((need == 3 && cp < 0x800) || (need == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
             (cp >= 0xD800 && cp <= 0xDFFF))
-            return -1;
+            return TX_EINVAL;
         return advance(m, in, cp, out);
     }
     /* incomplete: some class must take a character starting so */
@@ -255,7 +256,7 @@ int txg_matcher_step(struct txg_matcher *m, const struct txg_state *in, uint8_t 
     if (chi > 0x10FFFF)
         chi = 0x10FFFF;
     if (clo > chi)
-        return -1;
+        return TX_EINVAL;
     const struct txg_grammar *g = m->g;
     int any = 0;
     for (size_t i = in->h0; i < in->h1 && !any; i++) {
@@ -263,7 +264,7 @@ int txg_matcher_step(struct txg_matcher *m, const struct txg_state *in, uint8_t 
         any = h != ACCEPT && class_meets(g, &g->el[m->nodes[h].pos], clo, chi);
     }
     if (!any)
-        return -1;
+        return TX_EINVAL;
     *out = *in;
     memcpy(out->pend, buf, (size_t)n_have);
     out->n_pend = (uint8_t)n_have;
@@ -326,7 +327,7 @@ static int compact(struct txg_matcher *m, const struct txg_state *st)
     if (t.failed) {
         free(t.nodes);
         free(t.heads);
-        return -1;
+        return TX_EINVAL;
     }
     free(m->nodes);
     free(m->heads);
@@ -372,7 +373,7 @@ void txg_matcher_free(struct txg_matcher *m)
 int txg_matcher_accept(struct txg_matcher *m, const char *bytes, size_t n)
 {
     if (m->failed)
-        return -1;
+        return TX_EINVAL;
     size_t n0, h0;
     txg_matcher_mark(m, &n0, &h0);
     struct txg_state st = m->cur, nx;
@@ -381,13 +382,13 @@ int txg_matcher_accept(struct txg_matcher *m, const char *bytes, size_t n)
             int ovf = m->failed;
             txg_matcher_release(m, n0, h0);
             m->failed = ovf;
-            return -1;
+            return TX_EINVAL;
         }
         st = nx;
     }
     if (compact(m, &st)) {
         txg_matcher_release(m, n0, h0);
-        return -1;
+        return TX_EINVAL;
     }
     return 0;
 }

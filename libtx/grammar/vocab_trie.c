@@ -6,6 +6,7 @@
  * as the grammar refuses its prefix (llama.cpp's candidate rejection, over
  * a trie so that shared prefixes are matched once). docs/grammar.md.
  */
+#include "common/error.h"
 #include "grammar/grammar_internal.h"
 
 #include <stdlib.h>
@@ -51,7 +52,7 @@ void txg_vocab_free(struct txg_vocab *v)
 
 /* The nodes renumbered in depth-first order, the order of the mask's walk:
  * it then reads the array front to back instead of chasing pointers across
- * it (the walk is bound by memory; 0, or -1 out of memory). */
+ * it (the walk is bound by memory; 0, or TX_ENOMEM). */
 static int relayout(struct txg_vocab *v)
 {
     uint32_t *order = malloc(v->n * sizeof(*order)), *stack = malloc(v->n * sizeof(*stack));
@@ -62,7 +63,7 @@ static int relayout(struct txg_vocab *v)
         free(stack);
         free(newid);
         free(t);
-        return -1;
+        return TX_ENOMEM;
     }
     size_t n = 0, sp = 0;
     stack[sp++] = 0;

@@ -157,7 +157,7 @@ int cj_layer_list(struct json_object *root, const char *key, const char *a, cons
 int cj_add(struct json_object *o, const char *k, struct json_object *v)
 {
     if (!v)
-        return -1;
+        return TX_ENOMEM;
     return json_object_object_add(o, k, v);
 }
 

@@ -202,7 +202,7 @@ int txm_elem_from_name(const char *s)
     for (int i = 0; i < TX_ELEM_COUNT; i++)
         if (strcmp(s, elem_info[i].name) == 0)
             return i;
-    return -1;
+    return TX_NONE;
 }
 
 uint64_t tx_tensor_rows(const struct tx_tensor *t)
@@ -464,7 +464,7 @@ static int js_hex(char c)
         return c - 'a' + 10;
     if (c >= 'A' && c <= 'F')
         return c - 'A' + 10;
-    return -1;
+    return TX_NONE;
 }
 
 /* Length of the well-formed UTF-8 sequence at s (shortest form, no

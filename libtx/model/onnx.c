@@ -61,7 +61,7 @@ static int elem_of_onnx(int dt)
     for (int t = 0; t < TX_ELEM_COUNT; t++)
         if (tx_onnx_type_of((enum tx_elem_type)t) == dt)
             return t;
-    return -1;
+    return TX_NONE;
 }
 
 /* ---- reader ------------------------------------------------------------- */
@@ -597,9 +597,10 @@ int tx_onnx_writer_open(const char *path, const char *external_data, const char 
         w->ext_tmp = w->ext_path ? txm_temp_name(w->ext_path) : NULL;
         if (!w->ext_name || !w->ext_tmp)
             goto fail_mem;
-        w->ext_fd = open(w->ext_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        w->ext_fd = tx_file_open(w->ext_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (w->ext_fd < 0) {
-            rc = -errno;
+            rc = w->ext_fd;
+            w->ext_fd = -1;
             rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: %s", w->ext_tmp, strerror(-rc));
             goto fail;
         }
@@ -895,25 +896,25 @@ int tx_onnx_writer_finish(struct tx_onnx_writer *w, char *err, size_t errsz)
                        w->path);
         goto fail;
     }
-    int fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = tx_file_open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        rc = -errno;
+        rc = fd;
         rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: %s", w->tmp, strerror(-rc));
         goto fail;
     }
     struct fd_buffer fb = {.base = {fd_append}, .fd = fd};
     onnx__model_proto__pack_to_buffer(&w->model, &fb.base);
     rc = fb.err;
-    if (close(fd) < 0 && rc == 0)
-        rc = -errno;
+    int crc = tx_file_close(fd);
+    if (rc == 0)
+        rc = crc;
     if (rc == 0 && w->ext_fd >= 0) {
-        if (close(w->ext_fd) < 0)
-            rc = -errno;
+        rc = tx_file_close(w->ext_fd);
         w->ext_fd = -1;
         if (rc == 0 && tx_file_check_target(w->ext_path, NULL, 0) < 0)
             rc = -EEXIST; /* errno domain: the data file's path is a device or directory */
-        if (rc == 0 && rename(w->ext_tmp, w->ext_path) < 0)
-            rc = -errno;
+        if (rc == 0)
+            rc = tx_file_rename(w->ext_tmp, w->ext_path);
     }
     rc = txm_commit_temp(&w->tmp, w->path, rc, err, errsz);
     if (rc < 0)

@@ -111,7 +111,7 @@ int plan_precision_parse(const char *s, size_t n)
     for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
         if (strlen(tab[i].name) == n && !strncasecmp(s, tab[i].name, n))
             return tab[i].p;
-    return -1;
+    return TX_NONE;
 }
 
 static int ltype_parse(const char *s, size_t n)
@@ -140,7 +140,7 @@ static int ltype_parse(const char *s, size_t n)
     for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
         if (strlen(tab[i].name) == n && !strncasecmp(s, tab[i].name, n))
             return tab[i].t;
-    return -1;
+    return TX_NONE;
 }
 
 TX_API int glm_plan_parse(const char *text, glm_precision_plan_t *plan)

@@ -430,9 +430,10 @@ int tx_st_writer_open(const char *path, const struct tx_tensor_decl *decls, size
         rc = tx_errbuf(err, errsz, TX_ENOMEM, "%s: out of memory", path);
         goto fail;
     }
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    w->fd = tx_file_open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) {
-        rc = -errno;
+        rc = w->fd;
+        w->fd = -1;
         rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: %s", w->tmp, strerror(-rc));
         goto fail;
     }
@@ -477,15 +478,13 @@ int tx_st_writer_finish(struct tx_st_writer *w, char *err, size_t errsz)
     if (w->written != w->total)
         rc = tx_errbuf(err, errsz, TX_EINVAL, "%s: %" PRIu64 " of %" PRIu64 " data bytes written",
                        w->path, w->written, w->total);
-    else if (close(w->fd) < 0) {
+    else if ((rc = tx_file_close(w->fd)) < 0) {
         w->fd = -1;
-        rc = -errno;
         rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: close: %s", w->tmp, strerror(-rc));
     } else {
         w->fd = -1;
         rc = tx_file_check_target(w->path, err, errsz);
-        if (rc == 0 && rename(w->tmp, w->path) < 0) {
-            rc = -errno;
+        if (rc == 0 && (rc = tx_file_rename(w->tmp, w->path)) < 0) {
             rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: rename: %s", w->path, strerror(-rc));
         }
     }

@@ -56,7 +56,7 @@ int tx_smd_precision_parse(const char *s)
         return TX_SMD_PREC_INT8_MIXED;
     if (!strcasecmp(s, "fp8") || !strcasecmp(s, "f8_e4m3") || !strcasecmp(s, "e4m3"))
         return TX_SMD_PREC_FP8;
-    return -1;
+    return TX_NONE;
 }
 
 int tx_smd_layer_parse(const char *s)
@@ -82,7 +82,7 @@ int tx_smd_layer_parse(const char *s)
     /* the article's spelling: GLM_MLP, GLM_EXPERT, ... */
     if (!strncasecmp(s, "GLM_", 4))
         return tx_smd_layer_parse(s + 4);
-    return -1;
+    return TX_NONE;
 }
 
 unsigned tx_smd_precision_dtype(enum tx_smd_precision p)
@@ -518,9 +518,10 @@ int tx_smd_open(const char *path, unsigned flags, struct tx_smd **out, char *err
         rc = tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         goto fail;
     }
-    s->fd = open(path, O_RDONLY | O_CLOEXEC);
+    s->fd = tx_file_open(path, O_RDONLY | O_CLOEXEC, 0);
     if (s->fd < 0) {
-        rc = -errno;
+        rc = s->fd;
+        s->fd = -1;
         rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: %s", path, strerror(-rc));
         goto fail;
     }
@@ -1018,20 +1019,13 @@ static void remove_stale_temps(const char *path)
     free(dir);
 }
 
+/* A file without a name in path's directory: its descriptor, or -errno */
 static int open_unnamed(const char *path)
 {
-#ifdef O_TMPFILE
     char *dir = dir_of(path);
-    if (!dir)
-        return -1;
-    int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    int fd = dir ? tx_file_open_unnamed(dir) : -ENOMEM;
     free(dir);
     return fd;
-#else
-    (void)path;
-    errno = EOPNOTSUPP;
-    return -1;
-#endif
 }
 
 int tx_smd_writer_open(const char *path, struct tx_smd_writer **out, char *err, size_t errsz)
@@ -1059,10 +1053,11 @@ int tx_smd_writer_open(const char *path, struct tx_smd_writer **out, char *err, 
             tx_smd_writer_abort(w);
             return tx_errbuf(err, errsz, TX_ENOMEM, "out of memory");
         }
-        w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        w->fd = tx_file_open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     }
     if (w->fd < 0) {
-        int e = errno;
+        int e = -w->fd;
+        w->fd = -1;
         int rc = tx_errbuf(err, errsz, tx_errno_code(e), "%s: cannot create (temporary %s): %s",
                            path, w->tmp, strerror(e));
         tx_smd_writer_abort(w);
@@ -1399,18 +1394,16 @@ int tx_smd_writer_finish(struct tx_smd_writer *w, char *err, size_t errsz)
     h.header_crc = tx_crc32c(0, area, h.header_size);
     memcpy(area, &h, sizeof(h));
     rc = txm_pwrite_all(w->fd, area, sizeof(area), 0);
-    if (rc == 0 && fsync(w->fd) < 0)
-        rc = -errno;
+    if (rc == 0)
+        rc = tx_file_fsync(w->fd);
     if (rc == 0 && !w->tmp) {
         /* the unnamed file gets a temporary name, then the rename below
          * replaces path atomically (linkat cannot replace a file) */
-        char proc[64];
-        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);
         w->tmp = txm_temp_name(w->path);
         if (!w->tmp)
             rc = -ENOMEM; /* errno domain until the tx_errbuf below */
-        else if (linkat(AT_FDCWD, proc, AT_FDCWD, w->tmp, AT_SYMLINK_FOLLOW) < 0)
-            rc = -errno;
+        else
+            rc = tx_file_link(w->fd, w->tmp);
         if (rc < 0) {
             rc = tx_errbuf(err, errsz, tx_errno_code(rc), "%s: cannot link the new package: %s",
                            w->path, strerror(-rc));
@@ -1422,8 +1415,7 @@ int tx_smd_writer_finish(struct tx_smd_writer *w, char *err, size_t errsz)
     if (rc == 0) {
         int fd = w->fd;
         w->fd = -1;
-        if (close(fd) < 0)
-            rc = -errno;
+        rc = tx_file_close(fd);
     }
     rc = txm_commit_temp(&w->tmp, w->path, rc, err, errsz);
     if (rc < 0)

@@ -328,14 +328,14 @@ static int parse_index(const char **p, int *out)
 {
     const char *s = *p;
     if (*s < '0' || *s > '9')
-        return -1;
+        return TX_EINVAL;
     if (*s == '0' && s[1] >= '0' && s[1] <= '9')
-        return -1;
+        return TX_EINVAL;
     long v = 0;
     while (*s >= '0' && *s <= '9') {
         v = v * 10 + (*s - '0');
         if (v > 1000000000L)
-            return -1;
+            return TX_EINVAL;
         s++;
     }
     *out = (int)v;

@@ -196,10 +196,10 @@ static int dev_index(const char *spec, unsigned cores)
         if (!strcmp(p_dev[i].spec, spec))
             return i;
     if (p_ndev == (int)(sizeof(p_dev) / sizeof(p_dev[0])))
-        return -1;
+        return TX_NONE;
     char *s = strdup(spec);
     if (!s)
-        return -1;
+        return TX_NONE;
     p_dev[p_ndev].spec = s;
     p_dev[p_ndev].cores = cores;
     p_dev[p_ndev].have_offset = 0;

@@ -235,11 +235,8 @@ struct cand {
 static int cand_cmp_score(const void *a, const void *b)
 {
     const struct cand *x = a, *y = b;
-    if (x->score > y->score)
-        return -1;
-    if (x->score < y->score)
-        return 1;
-    return (x->pos > y->pos) - (x->pos < y->pos);
+    int by_score = (x->score < y->score) - (x->score > y->score); /* higher first */
+    return by_score ? by_score : (x->pos > y->pos) - (x->pos < y->pos);
 }
 
 static int i32_cmp(const void *a, const void *b)

@@ -125,7 +125,7 @@ static int grow(void **p, int *cap, int n, size_t elem)
     int nc = *cap ? *cap * 2 : 64;
     void *q = realloc(*p, (size_t)nc * elem);
     if (!q)
-        return -1;
+        return TX_ENOMEM;
     *p = q;
     *cap = nc;
     return 0;

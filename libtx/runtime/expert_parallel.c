@@ -736,7 +736,7 @@ static int xc_free_slot(const struct rt_xcache *xc)
     for (int s = 0; s < xc->n_slots; s++)
         if (xc->slot[s].mi < 0)
             return s;
-    return -1;
+    return TX_NONE;
 }
 
 static void xc_put(struct rt_xcache *xc, int s, int mi, int e, int conv)
@@ -1698,7 +1698,7 @@ TX_API int glm_model_ep_placement_stats(glm_model_t *m, struct glm_ep_placement_
 TX_API int glm_model_ep_owner(const glm_model_t *m, int mi, int e)
 {
     if (!m || !m->ep || mi < 0 || mi >= m->n_moe_layers || e < 0 || e >= m->cfg.n_routed_experts)
-        return -1;
+        return TX_NONE;
     return m->ep->owner[(size_t)mi * m->cfg.n_routed_experts + e];
 }
 

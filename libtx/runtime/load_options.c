@@ -10,7 +10,8 @@
  * names, values, defaults); load_flags says what each value does to the
  * flags. An empty variable is unset; a value outside the list fails the
  * load with TX_EINVAL naming the variable (TX_GLM_LOAD_IO, a debugging aid,
- * ignores other values).
+ * and TX_DSA_QUERY_Q8, whose values but 0 always meant 8-bit, ignore other
+ * values).
  */
 #include "runtime/rt_internal.h"
 
@@ -36,6 +37,10 @@ static const struct tx_setting load_settings[] = {
     {"TX_GLM_LOAD_IO", TX_SETTING_WORD, "pread|direct|buffered", 0, 0, "the flags", 0, NULL,
      "debugging: pread (GLM_LOAD_NO_URING), direct (GLM_LOAD_DIRECT) or buffered (no "
      "GLM_LOAD_DIRECT) reads of the extents"},
+    {"TX_DSA_QUERY_Q8", TX_SETTING_WORD, "0|1", 0, 0, "1", 0, NULL,
+     "0: the DSA indexer's f32 products over a Q8_0 indexer key cache "
+     "(GLM_LOAD_NO_DSA_QUERY_Q8); otherwise, on a device of interface >= 1.9, 8-bit products "
+     "(TX8_DSA_F_QUERY_Q8)"},
 };
 
 const struct tx_setting_table tx_settings_load = {
@@ -55,6 +60,7 @@ static const struct {
      {DG_FLAGS, GLM_LOAD_DECODE_GRAPH_VERIFY}},
     {{0, 0}, {0, GLM_LOAD_BATCH_INVARIANT}}, /* 0: the flag as given (glm.h) */
     {{0, GLM_LOAD_NO_URING}, {0, GLM_LOAD_DIRECT}, {GLM_LOAD_DIRECT, 0}},
+    {{0, GLM_LOAD_NO_DSA_QUERY_Q8}, {GLM_LOAD_NO_DSA_QUERY_Q8, 0}},
 };
 
 int rt_load_options(const struct glm_load_options *opt, struct glm_load_options *o)

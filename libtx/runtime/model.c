@@ -199,7 +199,7 @@ static int io_landed(struct io_state *io, int t, uint32_t len)
         const char *msg = !strncmp(err, p, n) && !strncmp(err + n, ": ", 2) ? err + n + 2 : err;
         snprintf(io->msg, sizeof(io->msg), "%s", msg);
         io->error = bad;
-        return -1;
+        return io->error;
     }
     io->verified[t] = 1;
     return 0;
@@ -233,7 +233,7 @@ static int io_submit_more(struct io_state *io)
         if (!r) {
             io->error = TX_ENOMEM;
             snprintf(io->msg, sizeof(io->msg), "out of memory");
-            return -1;
+            return io->error;
         }
         uint64_t len = ext - io->next_off;
         if (len > IO_CHUNK)
@@ -257,7 +257,7 @@ static int io_submit_more(struct io_state *io)
         if (rc < 0) {
             io->error = tx_errno_code(rc);
             snprintf(io->msg, sizeof(io->msg), "io_uring_submit: %s", strerror(-rc));
-            return -1;
+            return io->error;
         }
     }
     return 0;
@@ -281,7 +281,7 @@ static int io_complete(struct io_state *io, struct io_uring_cqe *cqe)
         snprintf(io->msg, sizeof(io->msg), "read of '%s' failed: %s",
                  tx_smd_tensor_name(io->m->smd, io->m->tensors[r->tensor].smd), strerror(-res));
         free(r);
-        return -1;
+        return io->error;
     }
     r->got += (uint32_t)res;
     io->done_bytes += (uint64_t)res;
@@ -307,7 +307,7 @@ static int io_complete(struct io_state *io, struct io_uring_cqe *cqe)
             io->error = TX_EIO;
             snprintf(io->msg, sizeof(io->msg), "io_uring: no submission entry");
             free(r);
-            return -1;
+            return io->error;
         }
         /* O_DIRECT continuation must stay aligned; fall back to buffered */
         if (r->direct && (r->got % 4096)) {
@@ -331,9 +331,9 @@ static int io_pump(struct io_state *io, int wait)
 {
     for (;;) {
         if (io->error)
-            return -1;
+            return io->error;
         if (io_submit_more(io))
-            return -1;
+            return io->error;
         if (!io->inflight)
             return 0;
         struct io_uring_cqe *cqe;
@@ -345,10 +345,10 @@ static int io_pump(struct io_state *io, int wait)
         if (rc < 0) {
             io->error = tx_errno_code(rc);
             snprintf(io->msg, sizeof(io->msg), "io_uring wait: %s", strerror(-rc));
-            return -1;
+            return io->error;
         }
         if (io_complete(io, cqe))
-            return -1;
+            return io->error;
     }
 }
 
@@ -546,8 +546,7 @@ static int load_begin(tx_device_t *dev, const struct glm_load_options *o, glm_mo
         return tx_error(rc, "glm_model_load: %s", tx_last_error());
     m->attn_bf16 =
         TX8_IF_MINOR(m->dinfo.if_version) >= 7 && !(o->flags & GLM_LOAD_NO_ATTENTION_BF16);
-    const char *dq8 = getenv("TX_DSA_QUERY_Q8");
-    m->dsa_q8 = TX8_IF_MINOR(m->dinfo.if_version) >= 9 && !(dq8 && !strcmp(dq8, "0"));
+    m->dsa_q8 = TX8_IF_MINOR(m->dinfo.if_version) >= 9 && !(o->flags & GLM_LOAD_NO_DSA_QUERY_Q8);
     m->mla_form = (o->flags & GLM_LOAD_MLA_ABSORBED)   ? -1
                   : (o->flags & GLM_LOAD_MLA_EXPANDED) ? 1
                                                        : 0;

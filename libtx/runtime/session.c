@@ -262,11 +262,11 @@ TX_API int glm_cache_type_parse(const char *s)
                  {"q4_0", GLM_CACHE_Q4_0},       {"int4", GLM_CACHE_Q4_0},
                  {"q4", GLM_CACHE_Q4_0}};
     if (!s)
-        return -1;
+        return TX_NONE;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!strcasecmp(s, names[i].n))
             return names[i].t;
-    return -1;
+    return TX_NONE;
 }
 
 TX_API const char *glm_cache_type_name(glm_cache_type_t t)

@@ -116,7 +116,7 @@ static int group_layers(glm_model_t *m)
     m->st.lt_idx = lt_idx;
     m->st.lt_start = lt_start;
     if (!lt_idx || !lt_start)
-        return -1;
+        return TX_ENOMEM;
     for (int i = 0; i < m->n_tensors; i++)
         if (m->tensors[i].streamed)
             lt_start[m->tensors[i].info.layer + 1]++;
@@ -124,7 +124,7 @@ static int group_layers(glm_model_t *m)
         lt_start[l + 1] += lt_start[l];
     int *fill = calloc((size_t)L + 1, sizeof(int));
     if (!fill)
-        return -1;
+        return TX_ENOMEM;
     for (int i = 0; i < m->n_tensors; i++)
         if (m->tensors[i].streamed) {
             int l = m->tensors[i].info.layer;
@@ -171,7 +171,7 @@ static int stream_slot_of(const glm_model_t *m, int layer)
     for (int k = 0; k < RT_SLOTS; k++)
         if (m->st.slot_layer[k] == layer)
             return k;
-    return -1;
+    return TX_NONE;
 }
 
 static int submit_read(struct rt_stream *s, int slot, uint8_t *dst, uint64_t foff, uint32_t len)
@@ -481,7 +481,7 @@ static int slot_job_index(struct gctx *g, int k)
     for (int i = g->njobs - 1; i >= 0 && id; i--)
         if (g->jobs[i] == id)
             return i;
-    return -1;
+    return TX_NONE;
 }
 
 /* Layer l into a slot before its commands are built: prefetched (a hit)

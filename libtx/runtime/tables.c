@@ -30,7 +30,7 @@ static int add_mat(glm_model_t *m, int t, int ltype)
         int cap = m->cap_mats ? m->cap_mats * 2 : 256;
         void *p = realloc(m->mats, (size_t)cap * sizeof(*m->mats));
         if (!p)
-            return -1;
+            return TX_ENOMEM;
         m->mats = p;
         m->cap_mats = cap;
     }
@@ -49,7 +49,7 @@ static int add_vec(glm_model_t *m, int t)
         int cap = m->cap_vecs ? m->cap_vecs * 2 : 256;
         void *p = realloc(m->vecs, (size_t)cap * sizeof(*m->vecs));
         if (!p)
-            return -1;
+            return TX_ENOMEM;
         m->vecs = p;
         m->cap_vecs = cap;
     }

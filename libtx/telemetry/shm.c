@@ -332,24 +332,24 @@ static int name_pid(const char *name)
     long pid;
 
     if (strncmp(name, TXT_PREFIX, strlen(TXT_PREFIX)))
-        return -1;
+        return TX_NONE;
     p = name + strlen(TXT_PREFIX);
     if (*p < '1' || *p > '9')
-        return -1;
+        return TX_NONE;
     errno = 0;
     pid = strtol(p, &end, 10);
     if (errno || pid <= 0 || pid > INT32_MAX)
-        return -1;
+        return TX_NONE;
     if (*end == '.') {
         const char *q = end + 1;
 
         if (!*q)
-            return -1;
+            return TX_NONE;
         for (; *q; q++)
             if (*q < '0' || *q > '9')
-                return -1;
+                return TX_NONE;
     } else if (*end) {
-        return -1;
+        return TX_NONE;
     }
     return (int)pid;
 }
@@ -365,11 +365,11 @@ static int tmp_name_pid(const char *name)
     long pid;
 
     if (name[0] != '.' || strncmp(name + 1, TXT_PREFIX, strlen(TXT_PREFIX)))
-        return -1;
+        return TX_NONE;
     errno = 0;
     pid = strtol(name + 1 + strlen(TXT_PREFIX), &end, 10);
     if (errno || pid <= 0 || pid > INT32_MAX || *end != '-' || !strstr(end, ".tmp"))
-        return -1;
+        return TX_NONE;
     return (int)pid;
 }
 

@@ -25,7 +25,7 @@ static int is_qwen3(const char *t)
         return 0;
     if (strstr(t, "<function=") || strstr(t, "assistant\\n<think>\\n'") ||
         strstr(t, "assistant\n<think>\n'"))
-        return -1;
+        return TX_NONE;
     return 1;
 }
 
@@ -55,10 +55,10 @@ static int is_deepseek3(const char *t)
 static int glm_user_newline(const char *t)
 {
     if (!strstr(t, "[gMASK]<sop>") || !strstr(t, "<|assistant|>"))
-        return -1;
+        return TX_NONE;
     const char *u = strstr(t, "<|user|>");
     if (!u)
-        return -1;
+        return TX_NONE;
     u += 8;
     return *u == '\n' || (u[0] == '\\' && u[1] == 'n');
 }
@@ -180,17 +180,17 @@ int tx_chat_format_of_template(const char *t, const char **which)
         which = &dummy;
     *which = "";
     if (!t)
-        return -1;
+        return TX_NONE;
     for (size_t i = 0; i < N_FORMATS; i++) {
         int r = formats[i].recognise(t);
         if (r < 0)
-            return -1;
+            return TX_NONE;
         if (r > 0) {
             *which = formats[i].family;
             return formats[i].id;
         }
     }
-    return -1;
+    return TX_NONE;
 }
 
 const char *tx_chat_format_name(int f)

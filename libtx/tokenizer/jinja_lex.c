@@ -12,6 +12,7 @@
 
 #include <utf8proc.h>
 
+#include "common/error.h"
 #include "jinja.h"
 
 struct lexer {
@@ -55,7 +56,7 @@ static int lex_fail(struct lexer *L, size_t off, const char *msg)
     int ln, c;
     where(L, off, &ln, &c);
     snprintf(L->err, L->errsz, "line %d, column %d: %s", ln, c, msg);
-    return -1;
+    return TX_EINVAL;
 }
 
 static struct jtoken *push(struct lexer *L, enum jtok t, size_t off)
@@ -196,7 +197,7 @@ static int hexval(char c)
         return c - 'a' + 10;
     if (c >= 'A' && c <= 'F')
         return c - 'A' + 10;
-    return -1;
+    return TX_NONE;
 }
 
 static size_t put_utf8(char *o, uint32_t c)
@@ -396,12 +397,12 @@ static int lex_tag(struct lexer *L, char kind, char *close_mod)
         char c = L->src[p];
         if (c == '\'' || c == '"') {
             if (lex_string(L))
-                return -1;
+                return TX_EINVAL;
             continue;
         }
         if (isdigit((unsigned char)c)) {
             if (lex_number(L))
-                return -1;
+                return TX_EINVAL;
             continue;
         }
         if (isalpha((unsigned char)c) || c == '_') {
@@ -469,7 +470,7 @@ int jinja_lex(struct jarena *a, const char *src, size_t len, struct jtoken **out
         }
         if (!hit) {
             if (emit_data(&L, data_start, L.len, 0, 0))
-                return -1;
+                return TX_EINVAL;
             break;
         }
         char kind = L.src[p + 1];
@@ -482,7 +483,7 @@ int jinja_lex(struct jarena *a, const char *src, size_t len, struct jtoken **out
         size_t raw_end = kind == '%' ? raw_tag(&L, p, "raw", &om, &cm) : 0;
         if (raw_end) {
             if (emit_data(&L, data_start, p, '%', om))
-                return -1;
+                return TX_EINVAL;
             size_t q = raw_end;
             if (cm == '-')
                 q = skip_space(&L, q);
@@ -511,7 +512,7 @@ int jinja_lex(struct jarena *a, const char *src, size_t len, struct jtoken **out
             continue;
         }
         if (emit_data(&L, data_start, p, kind, mod))
-            return -1;
+            return TX_EINVAL;
         size_t q = p + 2 + (mod ? 1 : 0);
         if (kind == '#') {
             size_t r = q;
@@ -535,7 +536,7 @@ int jinja_lex(struct jarena *a, const char *src, size_t len, struct jtoken **out
         L.pos = q;
         char cmod = 0;
         if (lex_tag(&L, kind, &cmod))
-            return -1;
+            return TX_EINVAL;
         k = push(&L, kind == '{' ? JT_VAR_END : JT_BLOCK_END, L.pos - 2);
         if (!k)
             return lex_fail(&L, L.pos, "out of memory");

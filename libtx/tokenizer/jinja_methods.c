@@ -15,6 +15,7 @@
 
 #include <tx/tx_error.h>
 
+#include "common/error.h"
 #include "jinja.h"
 
 static const char *const STR_METHODS[] = {
@@ -63,7 +64,7 @@ int jinja_global_func(const char *name, size_t n)
     for (size_t i = 0; i < sizeof(G) / sizeof(G[0]); i++)
         if (strlen(G[i].name) == n && !memcmp(G[i].name, name, n))
             return G[i].fn;
-    return -1;
+    return TX_NONE;
 }
 
 /* ---- string helpers ---- */
@@ -274,7 +275,7 @@ static struct jv split(struct jrender *r, const struct jnode *at, struct jv s, s
 static int64_t find(struct jv s, struct jv sub, bool last)
 {
     if (sub.n > s.n)
-        return -1;
+        return TX_NONE;
     int64_t hit = -1;
     for (size_t i = 0; i + sub.n <= s.n; i++)
         if (!memcmp(s.u.s + i, sub.u.s, sub.n)) {

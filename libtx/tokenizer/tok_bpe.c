@@ -244,7 +244,7 @@ static int32_t lookup_char(const struct tx_tokenizer *tok, struct tok_bpe_scratc
         tok_buf_put(&s->key, w + i, l) ||
         (suf && tok_buf_put(&s->key, tok->pool.p + tok->suffix_off, tok->suffix_len))) {
         *rc = TX_ENOMEM;
-        return -1;
+        return TX_NONE;
     }
     *str = s->key.p;
     *str_len = s->key.len;

@@ -93,7 +93,8 @@ struct tok_pool {
     char *p;
     size_t len, cap;
 };
-/* Adds n bytes (plus a NUL) to the pool; returns the offset or -1. */
+/* Adds n bytes (plus a NUL) to the pool; returns the offset, or TX_EINVAL
+ * (the pool would pass 2^32 bytes) or TX_ENOMEM. */
 int64_t tok_pool_add(struct tok_pool *pool, const void *d, size_t n);
 
 int tok_strmap_init(struct tok_strmap *m, const struct tok_pool *pool, size_t expect);
@@ -272,7 +273,7 @@ static inline int tok_cp_to_byte(uint32_t cp)
         return (int)(cp - 289 + 127);
     if (cp == 323)
         return 173;
-    return -1;
+    return TX_NONE;
 }
 
 /* Added tokens first, then the model vocabulary; -1 if absent. */

@@ -216,7 +216,7 @@ static int hexval(char ch)
         return ch - 'a' + 10;
     if (ch >= 'A' && ch <= 'F')
         return ch - 'A' + 10;
-    return -1;
+    return TX_NONE;
 }
 
 /*

@@ -278,14 +278,14 @@ uint64_t tok_hash_bytes(const void *data, size_t n)
 int64_t tok_pool_add(struct tok_pool *pool, const void *d, size_t n)
 {
     if (n > UINT32_MAX / 2 || pool->len + n + 1 > UINT32_MAX)
-        return -1;
+        return TX_EINVAL;
     if (pool->len + n + 1 > pool->cap) {
         size_t cap = pool->cap ? pool->cap : 4096;
         while (cap < pool->len + n + 1)
             cap *= 2;
         char *p = realloc(pool->p, cap);
         if (!p)
-            return -1;
+            return TX_EINVAL;
         pool->p = p;
         pool->cap = cap;
     }
@@ -406,13 +406,13 @@ int tok_strmap_put(struct tok_strmap *m, uint32_t key_off, uint32_t key_len, int
 int32_t tok_strmap_get(const struct tok_strmap *m, const char *key, size_t len)
 {
     if (!m->slots)
-        return -1;
+        return TX_NONE;
     uint64_t h = tok_hash_bytes(key, len);
     size_t i = (size_t)h & m->mask;
     for (;;) {
         uint64_t sl = m->slots[i];
         if (!sl)
-            return -1;
+            return TX_NONE;
         uint32_t e = (uint32_t)sl - 1;
         if ((sl >> 32) == (h >> 32) && m->key_len[e] == len &&
             !memcmp(m->pool->p + m->key_off[e], key, len))
@@ -469,7 +469,7 @@ static int32_t trie_new_node(struct tok_trie *t, unsigned char byte)
         size_t cap = t->cap ? t->cap * 2 : 64;
         struct tok_trie_node *n = realloc(t->nodes, cap * sizeof(*n));
         if (!n)
-            return -1;
+            return TX_ENOMEM;
         t->nodes = n;
         t->cap = cap;
     }

@@ -4,7 +4,7 @@
  * and say whether it is drawn (tests/tuna/browser-check).
  *
  * The timeline is an SVG box of 1220 x 120 CSS pixels filled with #f4f4f4
- * (tools/tuna/tuna.c): the first screenshot row with a run of at least
+ * (tools/tuna/report_html.c): the first screenshot row with a run of at least
  * 1000 such pixels is its top. Its host band (y 18..42) holds the host
  * spans (#4a7), its command band (y 68..108) the device commands in
  * colours per opcode. Prints what it found; exit 0 when both bands have

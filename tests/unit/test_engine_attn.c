@@ -274,7 +274,7 @@ START_TEST(test_attention_decode)
     };
     const size_t ncases = sizeof(cases) / sizeof(cases[0]);
     for (int path = 0; path < 2; path++) {
-        setenv("TX8_ATTN_DECODE", path ? "0" : "1", 1);
+        ck_assert_int_eq(tx8_engine_setting(t->e, "TX8_ATTN_DECODE", path ? "0" : "1"), 0);
         for (size_t ci = 0; ci < ncases; ci++)
             for (int d = 0; d < 5; d++) {
                 struct acase cs = cases[ci];
@@ -289,7 +289,7 @@ START_TEST(test_attention_decode)
                               cs.qh, cs.kvh, cs.q0, worst);
             }
     }
-    unsetenv("TX8_ATTN_DECODE");
+    ck_assert_int_eq(tx8_engine_setting(t->e, "TX8_ATTN_DECODE", NULL), 0);
     te_free(t);
 }
 END_TEST
@@ -337,10 +337,10 @@ START_TEST(test_attention_decode_paths)
         double worst[2];
         for (int path = 0; path < 2; path++) {
             uint64_t rng = 0xdec0deull + ci; /* the same inputs on both paths */
-            setenv("TX8_ATTN_DECODE", path ? "0" : "1", 1);
+            ck_assert_int_eq(tx8_engine_setting(t->e, "TX8_ATTN_DECODE", path ? "0" : "1"), 0);
             worst[path] = run_case_x(t, &rng, cs, 0, NULL, out[path]);
         }
-        unsetenv("TX8_ATTN_DECODE");
+        ck_assert_int_eq(tx8_engine_setting(t->e, "TX8_ATTN_DECODE", NULL), 0);
         double tol = cs->bf ? 1.2 / 512 + 3e-5 : 3e-5, diff = 0;
         for (size_t i = 0; i < (size_t)cs->qh * cs->vd; i++)
             diff = err_max(diff, out[0][i], out[1][i]);
@@ -383,7 +383,7 @@ START_TEST(test_dsa_index_ties)
                               {1, 16, 32, 9000, 256}}; /* the last: parallel parts + merge */
     for (size_t ci = 0; ci < sizeof(cs) / sizeof(cs[0]); ci++)
         for (int pathi = 0; pathi < 2; pathi++) {
-            setenv("TX8_DSA_TILE", pathi ? "1" : "0", 1);
+            ck_assert_int_eq(tx8_engine_setting(t->e, "TX8_DSA_TILE", pathi ? "1" : "0"), 0);
             unsigned T = cs[ci][0], H = cs[ci][1], D = cs[ci][2], q0 = cs[ci][3], K = cs[ci][4];
             unsigned kvlen = q0 + T;
             uint64_t mark = t->brk;
@@ -442,7 +442,7 @@ START_TEST(test_dsa_index_ties)
             free(sc);
             te_reset(t, mark);
         }
-    unsetenv("TX8_DSA_TILE");
+    ck_assert_int_eq(tx8_engine_setting(t->e, "TX8_DSA_TILE", NULL), 0);
     te_free(t);
 }
 END_TEST

@@ -1291,10 +1291,10 @@ START_TEST(test_dsa_index_q8)
                                       s1, q, kq, w, T, H, D, kvlen, q0, K, D, D};
         c.hdr.flags = TX8_DSA_F_KEY_Q8_0 | TX8_DSA_F_QUERY_Q8;
         TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
-        setenv("TX8_DSA_TILE", "0", 1);
+        TE_EQ(tx8_engine_setting(t->e, "TX8_DSA_TILE", "0"), 0);
         c.sel = s2;
         TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
-        unsetenv("TX8_DSA_TILE");
+        TE_EQ(tx8_engine_setting(t->e, "TX8_DSA_TILE", NULL), 0);
         TE_CHECK(!memcmp(te_ptr(t, s1), te_ptr(t, s2), (size_t)T * K * 4),
                  "DSA_INDEX 8-bit products: tile and per-token paths differ (H %u D %u T %u)", H,
                  D, T);

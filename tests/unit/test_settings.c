@@ -3,9 +3,12 @@
  * libtx's settings tables (libtx/common/settings.h, docs/settings.md): every
  * entry of every table is documented on the one page; words, ranges,
  * strict and lenient values, empty variables; what the model-load table
- * does to glm_load_options (runtime/load_options.c); the TX_DEBUG lines.
+ * does to glm_load_options (runtime/load_options.c); the TX_DEBUG lines;
+ * the compute engine's table (emu/engine/settings.h), read once at its
+ * creation.
  */
 #include <check.h>
+#include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +17,7 @@
 
 #include <tx-internal/tx_errors.h>
 #include "common/settings.h"
+#include "engine/engine_internal.h"
 #include "runtime/rt_internal.h"
 #include "tx_test_main.h"
 
@@ -61,6 +65,71 @@ START_TEST(every_setting_documented)
             ck_assert_msg(!s->strict || s->expected, "%s: strict without its message", s->name);
         }
     }
+    ck_assert_msg(strstr(doc, "### engine"), "the engine's table not in docs/settings.md");
+    for (size_t i = 0; i < eng_settings_count; i++) {
+        const struct eng_setting *s = &eng_settings_table[i];
+        snprintf(row, sizeof(row), "| `%s` |", s->name);
+        ck_assert_msg(strstr(doc, row), "%s (engine) has no row in docs/settings.md", s->name);
+        ck_assert_ptr_nonnull(s->doc);
+        ck_assert_ptr_nonnull(s->def);
+    }
+}
+END_TEST
+
+/* an engine on 64 MiB of anonymous memory, portable ISA (any CPU) */
+static struct tx8_engine *engine_new(void **mem)
+{
+    const uint64_t size = 64ull << 20;
+    *mem = aligned_alloc(4096, size);
+    ck_assert_ptr_nonnull(*mem);
+    struct tx8_engine_config cfg = {.cores = 1, .numa_node = -1, .isa = TX8_ISA_PORTABLE};
+    struct tx8_engine *e = NULL;
+    ck_assert_int_eq(tx8_engine_create(&e, *mem, size, 1 << 20, &cfg, NULL), 0);
+    return e;
+}
+
+/* the engine reads its environment once, at creation: later changes of
+ * the environment do not reach it; tx8_engine_setting changes only the
+ * per-command settings */
+START_TEST(engine_reads_once)
+{
+    void *mem;
+    setenv("TX8_ATTN_TILE", "0", 1);
+    setenv("TX8_DSA_TILE", "1", 1);
+    setenv("TX8_ATTN_DECODE", "", 1); /* empty: unset */
+    setenv("TX8_ENGINE_MOE_UNFUSED", "1", 1);
+    setenv("TX8_GEMV_PREFETCH", "maybe", 1); /* not 0 or 1: the default */
+    struct tx8_engine *e = engine_new(&mem);
+    unsetenv("TX8_ATTN_TILE");
+    setenv("TX8_DSA_TILE", "0", 1);
+    unsetenv("TX8_ATTN_DECODE");
+    unsetenv("TX8_ENGINE_MOE_UNFUSED");
+    unsetenv("TX8_GEMV_PREFETCH");
+    ck_assert_int_eq(e->set.attn_tile, 0);
+    ck_assert_int_eq(e->set.dsa_tile, -1);
+    ck_assert_int_eq(e->set.attn_decode, -1);
+    ck_assert_int_eq(e->moe_unfused, 1);
+    ck_assert_int_eq(e->set.gemv_prefetch, -1);
+    /* the per-command ones change on the live engine, the others do not */
+    ck_assert_int_eq(tx8_engine_setting(e, "TX8_ATTN_TILE", NULL), 0);
+    ck_assert_int_eq(e->set.attn_tile, -1);
+    ck_assert_int_eq(tx8_engine_setting(e, "TX8_DSA_TILE", "0"), 0);
+    ck_assert_int_eq(e->set.dsa_tile, 0);
+    ck_assert_int_eq(tx8_engine_setting(e, "TX8_ATTN_DECODE", "07"), 0);
+    ck_assert_int_eq(e->set.attn_decode, 0);
+    ck_assert_int_eq(tx8_engine_setting(e, "TX8_ENGINE_ISA", "avx2"), -EINVAL);
+    ck_assert_int_eq(tx8_engine_setting(e, "TX8_ENGINE_MOE_UNFUSED", "0"), -EINVAL);
+    ck_assert_int_eq(tx8_engine_setting(e, "TX8_NO_SUCH", "0"), -EINVAL);
+    ck_assert_int_eq(tx8_engine_setting(NULL, "TX8_DSA_TILE", "0"), -EINVAL);
+    ck_assert_int_eq(e->moe_unfused, 1);
+    tx8_engine_destroy(e);
+    free(mem);
+    unsetenv("TX8_DSA_TILE");
+    ck_assert_ptr_null(tx8_engine_setting_env("TX8_DSA_TILE"));
+    setenv("TX8_DSA_TILE", "0", 1);
+    ck_assert_str_eq(tx8_engine_setting_env("TX8_DSA_TILE"), "0");
+    ck_assert_ptr_null(tx8_engine_setting_env("HOME")); /* not the engine's */
+    unsetenv("TX8_DSA_TILE");
 }
 END_TEST
 
@@ -133,6 +202,20 @@ START_TEST(load_options_from_the_environment)
     unsetenv("TX_DECODE_GRAPH");
     unsetenv("TX_GLM_LOAD_IO");
     unsetenv("TX_BATCH_INVARIANT");
+    /* TX_DSA_QUERY_Q8: 0 sets GLM_LOAD_NO_DSA_QUERY_Q8, 1 clears it, other
+     * values (which always meant 8-bit) leave the flag as given */
+    in.flags = 0;
+    setenv("TX_DSA_QUERY_Q8", "0", 1);
+    ck_assert_int_eq(rt_load_options(&in, &o), TX_OK);
+    ck_assert_uint_eq(o.flags, GLM_LOAD_NO_DSA_QUERY_Q8);
+    setenv("TX_DSA_QUERY_Q8", "yes", 1);
+    ck_assert_int_eq(rt_load_options(&in, &o), TX_OK);
+    ck_assert_uint_eq(o.flags, 0);
+    in.flags = GLM_LOAD_NO_DSA_QUERY_Q8;
+    setenv("TX_DSA_QUERY_Q8", "1", 1);
+    ck_assert_int_eq(rt_load_options(&in, &o), TX_OK);
+    ck_assert_uint_eq(o.flags, 0);
+    unsetenv("TX_DSA_QUERY_Q8");
     /* contradictory flags */
     in.flags = GLM_LOAD_MLA_ABSORBED | GLM_LOAD_MLA_EXPANDED;
     ck_assert_int_eq(rt_load_options(&in, &o), TX_EINVAL);
@@ -178,6 +261,33 @@ START_TEST(debug_prints_the_settings)
     ck_assert_msg(strstr(buf, "settings (device): TX_SUBMIT_TIMEOUT_MS=250 (environment)"), "%s",
                   buf);
     ck_assert_msg(strstr(buf, "settings (device): TX_DEVICE default "), "%s", buf);
+    /* the engine's table, at its creation */
+    setenv("TX8_ATTN_DECODE", "0", 1);
+    setenv("TX8_ATTN_BF16_DOT", "fp64", 1);
+    char tmpl2[] = "/tmp/tx-settings-XXXXXX";
+    fd = mkstemp(tmpl2);
+    ck_assert_int_ge(fd, 0);
+    saved = dup(2);
+    dup2(fd, 2);
+    void *mem;
+    tx8_engine_destroy(engine_new(&mem));
+    free(mem);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    n = pread(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    unlink(tmpl2);
+    ck_assert_int_gt(n, 0);
+    buf[n] = 0;
+    ck_assert_msg(strstr(buf, "tx8-engine: settings (engine): TX8_ATTN_DECODE=0 (environment)"),
+                  "%s", buf);
+    ck_assert_msg(strstr(buf, "tx8-engine: settings (engine): TX8_ATTN_BF16_DOT=fp64 ignored: not "
+                              "f32|vdpbf16ps; default "),
+                  "%s", buf);
+    ck_assert_msg(strstr(buf, "tx8-engine: settings (engine): TX8_DSA_TILE default on"), "%s", buf);
+    unsetenv("TX8_ATTN_DECODE");
+    unsetenv("TX8_ATTN_BF16_DOT");
     unsetenv("TX_DEBUG");
     unsetenv("TX_SUBMIT_TIMEOUT_MS");
     unsetenv("TX_DEVICE");
@@ -187,6 +297,7 @@ END_TEST
 int main(void)
 {
     const TTest *const tests[] = {every_setting_documented, words_ranges_strictness,
-                                  load_options_from_the_environment, debug_prints_the_settings};
+                                  load_options_from_the_environment, debug_prints_the_settings,
+                                  engine_reads_once};
     return tx_test_main("settings", tests, sizeof(tests) / sizeof(tests[0]));
 }

@@ -43,98 +43,85 @@ static void usage(FILE *f)
             glm_arch_supported());
 }
 
-int export_parse(struct export_cli *c, int argc, char **argv)
+/* One option (ch, its optarg) into c (*prec: --precision, *group:
+ * --group-size); -1 to go on, else the exit status. */
+static int export_option(struct export_cli *c, int ch, const char **prec, long *group)
 {
-    static const struct option opts[] = {{"input", required_argument, NULL, 'i'},
-                                         {"output", required_argument, NULL, 'o'},
-                                         {"quant", required_argument, NULL, 'Q'},
-                                         {"optimize", required_argument, NULL, 'O'},
-                                         {"precision", required_argument, NULL, 'P'},
-                                         {"group-size", required_argument, NULL, 'g'},
-                                         {"sparsity", required_argument, NULL, 'r'},
-                                         {"tokenizer", required_argument, NULL, 'T'},
-                                         {"tokenizer-config", required_argument, NULL, 'C'},
-                                         {"name", required_argument, NULL, 'n'},
-                                         {"threads", required_argument, NULL, 't'},
-                                         {"quiet", no_argument, NULL, 'q'},
-                                         {"verify", required_argument, NULL, 'V'},
-                                         {"no-mtp", no_argument, NULL, 'M'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    memset(c, 0, sizeof(*c));
     struct tx_export_opts *o = &c->o;
-    tx_export_default_opts(o);
-    o->progress = 1;
-    const char *prec = NULL;
-    long group = 0;
-    char err[TX_ERR_MAX];
-    int ch;
-    while ((ch = txc_getopt("glm-export", argc, argv, "i:o:Q:O:P:g:r:T:C:n:t:qhV:", opts)) != -1) {
-        switch (ch) {
-        case 'i':
-            c->in = optarg;
-            break;
-        case 'o':
-            c->out = optarg;
-            break;
-        case 'Q':
-            c->quant = optarg;
-            break;
-        case 'O':
-            if (!strcmp(optarg, "sparse"))
-                c->sparse = 1;
-            else if (!strcmp(optarg, "none"))
-                c->sparse = 0;
-            else {
-                fprintf(stderr, "glm-export: --optimize %s: expected sparse or none; try --help\n", optarg);
-                return 2;
-            }
-            break;
-        case 'P':
-            prec = optarg;
-            break;
-        case 'g':
-            if (txc_parse_long(optarg, 0, 1 << 20, &group) < 0 || group % 32) {
-                fprintf(stderr,
-                        "glm-export: --group-size: '%s' is not an integer in [0, 1048576] (0 or "
-                        "a multiple of 32); try --help\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'r':
-            if (txc_opt_double("glm-export", "--sparsity", optarg, 0, 1, TXC_HI_OPEN,
-                               &o->sparsity) < 0)
-                return 2;
-            break;
-        case 'T':
-            o->tokenizer = optarg;
-            break;
-        case 'C':
-            o->tokenizer_config = optarg;
-            break;
-        case 'n':
-            o->model_name = optarg;
-            break;
-        case 't': {
-            if (txc_opt_int("glm-export", "--threads", optarg, 1, 256, NULL, &o->threads) < 0)
-                return 2;
-            break;
+    switch (ch) {
+    case 'i':
+        c->in = optarg;
+        break;
+    case 'o':
+        c->out = optarg;
+        break;
+    case 'Q':
+        c->quant = optarg;
+        break;
+    case 'O':
+        if (!strcmp(optarg, "sparse"))
+            c->sparse = 1;
+        else if (!strcmp(optarg, "none"))
+            c->sparse = 0;
+        else {
+            fprintf(stderr, "glm-export: --optimize %s: expected sparse or none; try --help\n",
+                    optarg);
+            return 2;
         }
-        case 'q':
-            c->quiet = 1;
-            o->progress = 0;
-            break;
-        case 'V':
-            c->verify = optarg;
-            break;
-        case 'M':
-            o->no_mtp = 1;
-            break;
-        default: /* --help, or an option getopt_long has reported */
-            return txc_help_or_usage(ch, usage);
+        break;
+    case 'P':
+        *prec = optarg;
+        break;
+    case 'g':
+        if (txc_parse_long(optarg, 0, 1 << 20, group) < 0 || *group % 32) {
+            fprintf(stderr,
+                    "glm-export: --group-size: '%s' is not an integer in [0, 1048576] (0 or "
+                    "a multiple of 32); try --help\n",
+                    optarg);
+            return 2;
         }
+        break;
+    case 'r':
+        if (txc_opt_double("glm-export", "--sparsity", optarg, 0, 1, TXC_HI_OPEN, &o->sparsity) < 0)
+            return 2;
+        break;
+    case 'T':
+        o->tokenizer = optarg;
+        break;
+    case 'C':
+        o->tokenizer_config = optarg;
+        break;
+    case 'n':
+        o->model_name = optarg;
+        break;
+    case 't': {
+        if (txc_opt_int("glm-export", "--threads", optarg, 1, 256, NULL, &o->threads) < 0)
+            return 2;
+        break;
     }
+    case 'q':
+        c->quiet = 1;
+        o->progress = 0;
+        break;
+    case 'V':
+        c->verify = optarg;
+        break;
+    case 'M':
+        o->no_mtp = 1;
+        break;
+    default: /* --help, or an option getopt_long has reported */
+        return txc_help_or_usage(ch, usage);
+    }
+    return -1;
+}
+
+/* The options together: the arguments left, what --verify and the export
+ * need, the plan (--quant, then --precision, --group-size, --optimize).
+ * -1: export; else the exit status. */
+static int export_check(struct export_cli *c, int argc, char **argv, const char *prec, long group)
+{
+    struct tx_export_opts *o = &c->o;
+    char err[TX_ERR_MAX];
     if (optind < argc)
         return txc_usage_error("glm-export", usage, "unexpected argument %s", argv[optind]);
     if (c->verify && !c->in && !c->out)
@@ -163,4 +150,36 @@ int export_parse(struct export_cli *c, int argc, char **argv)
             o->plan[l].flags |= TX_SMD_PLANF_SPARSE;
     }
     return -1;
+}
+
+int export_parse(struct export_cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {{"input", required_argument, NULL, 'i'},
+                                         {"output", required_argument, NULL, 'o'},
+                                         {"quant", required_argument, NULL, 'Q'},
+                                         {"optimize", required_argument, NULL, 'O'},
+                                         {"precision", required_argument, NULL, 'P'},
+                                         {"group-size", required_argument, NULL, 'g'},
+                                         {"sparsity", required_argument, NULL, 'r'},
+                                         {"tokenizer", required_argument, NULL, 'T'},
+                                         {"tokenizer-config", required_argument, NULL, 'C'},
+                                         {"name", required_argument, NULL, 'n'},
+                                         {"threads", required_argument, NULL, 't'},
+                                         {"quiet", no_argument, NULL, 'q'},
+                                         {"verify", required_argument, NULL, 'V'},
+                                         {"no-mtp", no_argument, NULL, 'M'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    memset(c, 0, sizeof(*c));
+    tx_export_default_opts(&c->o);
+    c->o.progress = 1;
+    const char *prec = NULL;
+    long group = 0;
+    int ch;
+    while ((ch = txc_getopt("glm-export", argc, argv, "i:o:Q:O:P:g:r:T:C:n:t:qhV:", opts)) != -1) {
+        int rc = export_option(c, ch, &prec, &group);
+        if (rc != -1)
+            return rc;
+    }
+    return export_check(c, argc, argv, prec, group);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tuna report: what a trace holds, as tuna.c reads it, for the HTML page
+ * tuna report: what a trace holds, as trace_read.c reads it, for the HTML page
  * (report_html.c).
  */
 #ifndef TUNA_REPORT_H

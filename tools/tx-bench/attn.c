@@ -238,8 +238,8 @@ int txb_attn(unsigned threads, unsigned reps)
         int nv = 3;
         for (unsigned rep = 0; rep <= reps && !fail; rep++)
             for (int u = 0; u < nv; u++) {
-                setenv("TX8_ATTN_TILE", u ? "1" : "0", 1);
-                setenv("TX8_DSA_TILE", u ? "1" : "0", 1);
+                tx8_engine_setting(eng, "TX8_ATTN_TILE", u ? "1" : "0");
+                tx8_engine_setting(eng, "TX8_DSA_TILE", u ? "1" : "0");
                 struct tx8_cmd_hdr *h = (struct tx8_cmd_hdr *)(void *)(mem + cmd);
                 if (!r->dsa)
                     h->flags = u == 2 ? TX8_ATTN_F_BF16 : 0;
@@ -271,8 +271,6 @@ int txb_attn(unsigned threads, unsigned reps)
         }
         fflush(stdout);
     }
-    unsetenv("TX8_ATTN_TILE");
-    unsetenv("TX8_DSA_TILE");
     free(t[0]);
     free(t[1]);
     free(t[2]);

@@ -810,7 +810,7 @@ static void print_table(const struct run *R)
            R->isa, o->threads, (unsigned long long)(o->size / MIB), o->reps, o->batch,
            o->cpu_time ? "; ms = process CPU time (--cpu-time)" : "",
            o->batch_inv ? "; batch-invariant jobs" : "");
-    if (o->isa == TX8_ISA_AUTO && !getenv("TX8_ENGINE_ISA"))
+    if (o->isa == TX8_ISA_AUTO && !tx8_engine_setting_env("TX8_ENGINE_ISA"))
         printf("default path: %s\n", tx8_engine_isa_default_why());
     if (R->min_ws)
         printf("last-level cache: %s; minimum working set %u x LLC = %.1f MiB\n", llc,

@@ -31,7 +31,7 @@ TXM_HIDDEN int cj_layer_list(struct json_object *root, const char *key, const ch
                              const char *b, uint8_t *out, int n, int *present, char *err,
                              size_t errsz);
 
-/* writers: cj_add returns -1 if v is NULL (an allocation failed) */
+/* writers: cj_add returns TX_ENOMEM if v is NULL (an allocation failed) */
 TXM_HIDDEN int cj_add(struct json_object *o, const char *k, struct json_object *v);
 TXM_HIDDEN struct json_object *cj_double(double d); /* shortest round-trip float */
 TXM_HIDDEN struct json_object *cj_layer_list_json(const uint8_t *v, int n, const char *a,

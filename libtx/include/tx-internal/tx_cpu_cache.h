@@ -46,7 +46,7 @@ struct tx_llc {
 /*
  * Parses a byte count: decimal digits with an optional binary suffix K, M,
  * G or T (also KiB, MiB, ..., KB, ..., case-insensitive; 1K = 1024), as
- * sysfs writes cache sizes ("32768K"). 0 and *out set, or -1 for anything
+ * sysfs writes cache sizes ("32768K"). 0 and *out set, or TX_EINVAL (-1) for anything
  * else (empty, junk, overflow past TX_LLC_MAX).
  */
 int tx_llc_parse_size(const char *s, uint64_t *out);

@@ -18,6 +18,13 @@
 
 int tx_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A lookup's "none" (no such name, index, digit or format): -1, not a
+ * status. A status is TX_OK or a TX_E* code (tx/tx_error.h), never a bare
+ * -1 -- which is TX_EINVAL's value; tests/check-errors rejects returning a
+ * literal -1, and -errno, outside the system-call wrappers (common/file.c,
+ * device/backend_accel.c). */
+#define TX_NONE (-1)
+
 /* Like tx_error, for a message that says all there is to say (a lost
  * device: "device emu:/x.sock: tx8-emu closed the connection ..."): later
  * tx_error calls with the same code that merely wrap it ("forward: %s",

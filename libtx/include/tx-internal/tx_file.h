@@ -26,6 +26,18 @@ int tx_file_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 /* Reads exactly len bytes at off; -EIO at an unexpected end of file. */
 int tx_file_pread_all(int fd, void *buf, size_t len, uint64_t off);
 
+/* The system calls the writers need, in the same errno domain: open(2)'s
+ * descriptor or -errno; close, fsync, rename: 0 or -errno (a descriptor
+ * is gone after close either way). tx_file_open_unnamed: a file without a
+ * name in directory dir (O_TMPFILE, for writing), -EOPNOTSUPP where the
+ * system has none; tx_file_link gives such a file the name path. */
+int tx_file_open(const char *path, int flags, unsigned mode);
+int tx_file_open_unnamed(const char *dir);
+int tx_file_close(int fd);
+int tx_file_fsync(int fd);
+int tx_file_rename(const char *from, const char *to);
+int tx_file_link(int fd, const char *path);
+
 /* A temporary name next to path ("path.tmp.PID.N"), malloc'd. */
 char *tx_file_temp_name(const char *path);
 

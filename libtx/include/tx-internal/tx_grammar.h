@@ -78,8 +78,8 @@ struct txg_matcher;
 /* A matcher at the start of g (g must outlive it). NULL: out of memory. */
 struct txg_matcher *txg_matcher_new(const struct txg_grammar *g);
 void txg_matcher_free(struct txg_matcher *m);
-/* Advance by n bytes: 0, or -1 when the grammar does not allow them (the
- * matcher is then unchanged). */
+/* Advance by n bytes: 0, or TX_EINVAL (-1) when the grammar does not allow
+ * them (the matcher is then unchanged). */
 int txg_matcher_accept(struct txg_matcher *m, const char *bytes, size_t n);
 /* Whether the text so far is a complete sentence of the grammar. */
 int txg_matcher_done(const struct txg_matcher *m);
@@ -100,8 +100,7 @@ struct txg_vocab;
 /* The trie of a vocabulary of n ids: piece(user, id, &len) gives id's bytes,
  * or NULL for an id the grammar never produces (special and stop tokens).
  * NULL: out of memory. */
-struct txg_vocab *txg_vocab_new(size_t n, const char *(*piece)(void *user, int32_t id,
-                                                                size_t *len),
+struct txg_vocab *txg_vocab_new(size_t n, const char *(*piece)(void *user, int32_t id, size_t *len),
                                 void *user);
 void txg_vocab_free(struct txg_vocab *v);
 size_t txg_vocab_size(const struct txg_vocab *v);
@@ -121,7 +120,6 @@ struct txg_mask_cache *txg_mask_cache_new(size_t n_ids, int entries);
 void txg_mask_cache_free(struct txg_mask_cache *c);
 /* txg_vocab_mask through cache c */
 size_t txg_vocab_mask_cached(const struct txg_vocab *v, struct txg_mask_cache *c,
-                             struct txg_matcher *m, const int32_t *eos, int n_eos,
-                             uint32_t *mask);
+                             struct txg_matcher *m, const int32_t *eos, int n_eos, uint32_t *mask);
 
 #endif
