@@ -4,7 +4,7 @@
  */
 #include <tx-internal/tx_cpu_cache.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "common/settings.h"
 
 #include <ctype.h>

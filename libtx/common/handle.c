@@ -2,7 +2,7 @@
 /* libtx: process-wide handle table (see handle.h). */
 #include "common/handle.h"
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 
 #include <pthread.h>
 #include <stdlib.h>

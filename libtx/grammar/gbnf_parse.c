@@ -6,7 +6,7 @@
  * sequences of one-code-point classes. Undefined rules and left recursion
  * are errors (the matcher could not terminate). docs/grammar.md.
  */
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "grammar/grammar_internal.h"
 
 #include <stdarg.h>

@@ -16,7 +16,7 @@
  */
 #include <tx-internal/tx_grammar.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 
 #include <stdarg.h>
 #include <stdio.h>

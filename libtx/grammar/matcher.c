@@ -8,7 +8,7 @@
  * stack whose class takes it, a byte that does not yet is kept pending and
  * checked against the classes' ranges. docs/grammar.md.
  */
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "grammar/grammar_internal.h"
 
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * as the grammar refuses its prefix (llama.cpp's candidate rejection, over
  * a trie so that shared prefixes are matched once). docs/grammar.md.
  */
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "grammar/grammar_internal.h"
 
 #include <stdlib.h>

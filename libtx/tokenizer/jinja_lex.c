@@ -12,7 +12,7 @@
 
 #include <utf8proc.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "jinja.h"
 
 struct lexer {

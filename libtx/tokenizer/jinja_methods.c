@@ -15,7 +15,7 @@
 
 #include <tx/tx_error.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 #include "jinja.h"
 
 static const char *const STR_METHODS[] = {
