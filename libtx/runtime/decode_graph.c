@@ -393,6 +393,10 @@ int rt_dgraph_job(struct gctx *g, tx_job_t *job)
     struct dg_job *j = &d->jobs[d->njobs];
     memset(j, 0, sizeof(*j));
     int rc = tx_bo_alloc(m->dev, ALIGN_UP(len, 4096), 0, "decode graph", &j->bo);
+    if (rc == TX_ENOSPC && m->dg) { /* the other graphs give their memory back */
+        rt_dgraph_drop(m);
+        rc = tx_bo_alloc(m->dev, ALIGN_UP(len, 4096), 0, "decode graph", &j->bo);
+    }
     if (!rc)
         rc = tx_bo_map(j->bo, (void **)&j->map);
     if (!rc)
