@@ -19,6 +19,10 @@
  *           cache there) whose last row drafts d1 of the next round, then
  *           k - 1 one-row MTP passes, each fed the MTP layer's own output
  *           and the previous draft (the one MTP module reused, as GLM-5).
+ *           With the resident store the MTP pass over the kept rows is
+ *           part of the verify pass's job (rt_fwd.mtp_tail: over all k + 1
+ *           rows, the host keeps row j's draft); a draft the MTP layer
+ *           gives less than p_min (--draft-p-min) ends the drafts.
  * Drafts are the MTP layer's argmax (a deterministic draft distribution q);
  * sampling y(i) and comparing is then exactly the rejection rule: d is kept
  * with probability min(1, p(d)/q(d)) = p(d) and otherwise the token is a
