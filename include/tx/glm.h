@@ -576,8 +576,12 @@ struct glm_generate_params {
      * pass (docs/speculative-decoding.md); spec_mode: GLM_SPEC_* */
     int spec_draft_max;
     int spec_mode;
-    int rsvd[1];
+    /* libtx 2.8 (was rsvd[0]): llama.cpp's --draft-p-min: a draft the MTP
+     * layer gives a probability below this is dropped and ends the round's
+     * drafts; 0: the default (GLM_SPEC_P_MIN_DEFAULT), < 0: none dropped */
+    float spec_p_min;
 };
+#define GLM_SPEC_P_MIN_DEFAULT 0.1f
 #define GLM_SPEC_MAX_DRAFT 8
 /* spec_mode: where the drafts come from, and adaptivity */
 #define GLM_SPEC_MTP 0     /* the MTP layer (default) */

@@ -18,7 +18,15 @@
  * A pass also depends on its positions through choices of structure (DSA:
  * whether a query sees more than index_topk keys). The blocks note these
  * as thresholds (rt_dg_threshold); a pass on the other side of one is
- * built again and recorded anew. TX_DECODE_GRAPH=off builds every pass;
+ * built again and recorded anew.
+ *
+ * The model keeps up to RT_DG_SLOTS graphs, most recently used first: the
+ * passes of speculative decoding (runtime/spec.c) take turns -- the
+ * one-token decode, the verify pass of k + 1 rows (one segment, each row
+ * sampling the position after its own) and the MTP layer's passes -- and
+ * each replays its own graph. Every field of a multi-row segment follows
+ * its first position linearly (cache rows, kv_len, q_pos0, SAMPLE's
+ * counter), so the same patching serves them. TX_DECODE_GRAPH=off builds every pass;
  * =verify builds every pass as well and compares it, byte for byte, with
  * the patched graph before submitting (tests/unit/test_decode_graph.c).
  */
@@ -33,6 +41,10 @@
 #include <tx/tx_dtype.h>
 
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
+
+/* graphs a model keeps: the decode step, and speculative decoding's verify
+ * and MTP passes for each draft length */
+#define RT_DG_SLOTS 12
 
 struct dg_seg {
     uintptr_t kv_bo;
@@ -71,9 +83,12 @@ struct dg_job {
 };
 
 struct rt_dgraph {
+    struct rt_dgraph *next; /* the model's graphs, most recently used first */
     /* the key */
     glm_precision_plan_t plan;
     int T, lrow0, lrows, n_seg, n_sampling, n_ban;
+    int mtp, mtp_tail, row_pos;
+    int *row_seg; /* [lrows] when the pass names each row's segment */
     uint32_t submit_flags;
     uintptr_t act;
     uint64_t act_addr;
@@ -109,13 +124,17 @@ static void dg_free(struct rt_dgraph *d)
     free(d->seg);
     free(d->sampling);
     free(d->ban);
+    free(d->row_seg);
     free(d);
 }
 
 void rt_dgraph_drop(glm_model_t *m)
 {
-    dg_free(m->dg);
-    m->dg = NULL;
+    while (m->dg) {
+        struct rt_dgraph *d = m->dg;
+        m->dg = d->next;
+        dg_free(d);
+    }
 }
 
 static int grow(void **p, int *cap, int n, size_t elem)
@@ -165,7 +184,10 @@ static int matches(const struct rt_dgraph *d, const struct gctx *g)
     const struct rt_fwd *f = g->f;
     if (memcmp(&d->plan, g->plan, sizeof(d->plan)) || d->T != f->T || d->lrow0 != f->lrow0 ||
         d->lrows != f->lrows || d->n_seg != f->n_seg || d->n_ban != f->n_ban ||
-        d->submit_flags != m->submit_flags || d->act != (uintptr_t)g->act)
+        d->submit_flags != m->submit_flags || d->act != (uintptr_t)g->act || d->mtp != f->mtp ||
+        d->mtp_tail != f->mtp_tail || d->row_pos != f->row_pos || !d->row_seg != !f->row_seg)
+        return 0;
+    if (d->row_seg && memcmp(d->row_seg, f->row_seg, (size_t)d->lrows * sizeof(int)))
         return 0;
     uint64_t act_addr = 0;
     tx_bo_addr(g->act, &act_addr);
@@ -234,10 +256,19 @@ static int submit_job(glm_model_t *m, const struct dg_job *j, tx_job_t *job)
 int rt_dgraph_replay(struct gctx *g, int *replayed)
 {
     glm_model_t *m = g->m;
-    struct rt_dgraph *d = m->dg;
+    struct rt_dgraph *d = m->dg, *prev = NULL;
     *replayed = 0;
-    if (!d || !matches(d, g))
+    while (d && !matches(d, g)) {
+        prev = d;
+        d = d->next;
+    }
+    if (!d)
         return TX_OK;
+    if (prev) { /* most recently used first: rt_dgraph_submit runs m->dg */
+        prev->next = d->next;
+        d->next = m->dg;
+        m->dg = d;
+    }
     patch(d, g->f);
     if (m->dg_mode == RT_DG_VERIFY) {
         /* build the pass again into g->cb, comparing each job at its
@@ -272,7 +303,10 @@ int rt_dgraph_submit(struct gctx *g, int *replayed)
         for (int i = 0; i < d->npairs; i++)
             rt_count_pairs(f, &f->seg[d->pairs[i].seg], d->pairs[i].sel_k, NULL, NULL);
     *replayed = 1;
-    m->dec.replays++;
+    int decode = 1;
+    for (int i = 0; i < f->n_seg; i++)
+        decode &= f->seg[i].n == 1;
+    (decode ? &m->dec : &m->pre)->replays++;
     return TX_OK;
 }
 
@@ -280,7 +314,6 @@ int rt_dgraph_begin(struct gctx *g)
 {
     glm_model_t *m = g->m;
     const struct rt_fwd *f = g->f;
-    rt_dgraph_drop(m);
     struct rt_dgraph *d = calloc(1, sizeof(*d));
     if (!d)
         return TX_OK; /* no graph: the pass is built as usual */
@@ -290,6 +323,9 @@ int rt_dgraph_begin(struct gctx *g)
     d->lrows = f->lrows;
     d->n_seg = f->n_seg;
     d->n_ban = f->n_ban;
+    d->mtp = f->mtp;
+    d->mtp_tail = f->mtp_tail;
+    d->row_pos = f->row_pos;
     d->submit_flags = m->submit_flags;
     d->act = (uintptr_t)g->act;
     tx_bo_addr(g->act, &d->act_addr);
@@ -297,7 +333,12 @@ int rt_dgraph_begin(struct gctx *g)
     d->seg = calloc((size_t)f->n_seg, sizeof(*d->seg));
     d->sampling = calloc((size_t)(d->n_sampling ? d->n_sampling : 1), sizeof(*d->sampling));
     d->ban = calloc((size_t)(f->n_ban ? f->n_ban : 1), sizeof(*d->ban));
-    if (!d->seg || !d->sampling || !d->ban) {
+    if (f->row_seg && f->lrows > 0) {
+        d->row_seg = malloc((size_t)f->lrows * sizeof(int));
+        if (d->row_seg)
+            memcpy(d->row_seg, f->row_seg, (size_t)f->lrows * sizeof(int));
+    }
+    if (!d->seg || !d->sampling || !d->ban || (f->row_seg && f->lrows > 0 && !d->row_seg)) {
         dg_free(d);
         return TX_OK;
     }
@@ -322,7 +363,23 @@ void rt_dgraph_end(struct gctx *g, int ok)
         return;
     }
     d->total = g->total;
-    g->m->dg = d;
+    /* first in the model's list; the least recently used beyond
+     * RT_DG_SLOTS is freed */
+    glm_model_t *m = g->m;
+    d->next = m->dg;
+    m->dg = d;
+    int n = 1;
+    for (struct rt_dgraph *p = d; p->next; p = p->next)
+        if (++n > RT_DG_SLOTS) {
+            struct rt_dgraph *x = p->next;
+            p->next = NULL;
+            while (x) {
+                struct rt_dgraph *nx = x->next;
+                dg_free(x);
+                x = nx;
+            }
+            break;
+        }
 }
 
 int rt_dgraph_job(struct gctx *g, tx_job_t *job)
@@ -336,6 +393,10 @@ int rt_dgraph_job(struct gctx *g, tx_job_t *job)
     struct dg_job *j = &d->jobs[d->njobs];
     memset(j, 0, sizeof(*j));
     int rc = tx_bo_alloc(m->dev, ALIGN_UP(len, 4096), 0, "decode graph", &j->bo);
+    if (rc == TX_ENOSPC && m->dg) { /* the other graphs give their memory back */
+        rt_dgraph_drop(m);
+        rc = tx_bo_alloc(m->dev, ALIGN_UP(len, 4096), 0, "decode graph", &j->bo);
+    }
     if (!rc)
         rc = tx_bo_map(j->bo, (void **)&j->map);
     if (!rc)

@@ -361,9 +361,12 @@ static void build_sample(struct gctx *g, int r)
         return;
     rt_dg_field(g, sg, at, offsetof(struct tx8_cmd_sample, counter), 8, 1);
     if (s.n_history)
-        rt_dg_clamped(g, sg, at, offsetof(struct tx8_cmd_sample, n_history), 4, sg->n,
-                      (uint64_t)history_len(sp));
+        rt_dg_clamped(g, sg, at, offsetof(struct tx8_cmd_sample, n_history), 4,
+                      row_end(f, sg, r) - sg->pos0, (uint64_t)history_len(sp));
 }
+
+static void build_input(struct gctx *g);
+static void build_mtp_tail(struct gctx *g, const struct tx_arch_ops *arch);
 
 /* Build the commands of pass g->f and submit them as one or more jobs. */
 static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode, int want_dump)
@@ -372,6 +375,7 @@ static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode
     const struct glm_config *c = g->c;
     struct rt_fwd *f = g->f;
     int L = c->num_hidden_layers, D = c->hidden_size, Vv = c->vocab_size, T = f->T;
+    float eps = (float)c->rms_norm_eps;
     int rc;
 
     rc = tx_cmdbuf_create(m->dev, &g->cb);
@@ -393,46 +397,8 @@ static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode
         rt_debug("forward: %d rows in %d segment(s), %d logits rows, plan %s", T, f->n_seg,
                  f->lrows, plan_short(g->plan, (char[160]){0}, 160));
 
-    /* embedding */
-    if (!g->rc) {
-        struct tx_embed_args e;
-        struct tx_weight_ref w;
-        memset(&e, 0, sizeof(e));
-        int em = rt_mat_of(m, GLM_T_EMBED, -1);
-        if (f->mtp && rt_mat_of(m, GLM_T_MTP_EMBED, L) != RT_NONE)
-            em = rt_mat_of(m, GLM_T_MTP_EMBED, L);
-        g->rc = rt_weight_ref(m, em, g->plan->precision[GLM_EMBEDDING], &w);
-        if (!g->rc) {
-            e.out = blk_act(g, g->a.h);
-            e.ids = blk_act(g, g->a.ids);
-            e.table = w.data;
-            e.scales = w.scales;
-            e.tokens = (uint32_t)T;
-            e.vocab = w.rows;
-            e.dim = w.cols;
-            e.ld_out = (uint32_t)D;
-            e.dtype = w.dtype;
-            blk_dbg(g, "EMBED tokens=%d vocab=%u dim=%u table=%s", T, w.rows, w.cols,
-                    tx_dtype_name(w.dtype));
-            int r = tx_cmd_embed(g->cb, &e);
-            if (r)
-                g->rc = tx_error(r, "forward: embed: %s", tx_last_error());
-            g->ncmd++;
-            g->total++;
-        }
-    }
-
-    float eps = (float)c->rms_norm_eps;
-    /* an MTP pass: h = eh_proj([enorm(embed(next)) | hnorm(h_main)]), then
-     * the MTP layer (layer L) alone */
-    if (f->mtp) {
-        blk_rmsnorm(g, g->a.mtp_cat, g->a.h, rt_vec_of(m, GLM_T_MTP_ENORM, L), T, D, D, 2 * D,
-                    eps);
-        blk_rmsnorm(g, g->a.mtp_cat + (uint64_t)D * 4, g->a.mtp_hin,
-                    rt_vec_of(m, GLM_T_MTP_HNORM, L), T, D, D, 2 * D, eps);
-        blk_matmul(g, g->a.h, g->a.mtp_cat, rt_mat_of(m, GLM_T_MTP_EH_PROJ, L), T, 2 * D, D,
-                   RT_NONE, 0, NULL);
-    }
+    /* embedding (and the MTP layer's input) */
+    build_input(g);
     for (int l = f->mtp ? L : 0; l < (f->mtp ? L + 1 : L) && !g->rc; l++) {
         g->rc = ws->layer_enter(g, l);
         if (g->rc)
@@ -481,10 +447,109 @@ static int build_pass(struct gctx *g, const struct tx_arch_ops *arch, int decode
         for (int r = 0; f->sampling && r < f->lrows && !g->rc; r++)
             build_sample(g, r);
     }
+    if (f->mtp_tail && !g->rc)
+        build_mtp_tail(g, arch);
     maybe_flush(g, 1);
     if (!g->rc)
         g->rc = ws->layer_leave(g, L - 1, L > 1 ? 0 : -1); /* layer 0 of the next pass */
     return TX_OK;
+}
+
+/* EMBED of the pass's ids into h; for an MTP pass (g->f->mtp) then
+ * h = eh_proj([enorm(embed(next)) | hnorm(h_main)]) */
+static void build_input(struct gctx *g)
+{
+    glm_model_t *m = g->m;
+    const struct glm_config *c = g->c;
+    struct rt_fwd *f = g->f;
+    int L = c->num_hidden_layers, D = c->hidden_size, T = f->T;
+    if (!g->rc) {
+        struct tx_embed_args e;
+        struct tx_weight_ref w;
+        memset(&e, 0, sizeof(e));
+        int em = rt_mat_of(m, GLM_T_EMBED, -1);
+        if (f->mtp && rt_mat_of(m, GLM_T_MTP_EMBED, L) != RT_NONE)
+            em = rt_mat_of(m, GLM_T_MTP_EMBED, L);
+        g->rc = rt_weight_ref(m, em, g->plan->precision[GLM_EMBEDDING], &w);
+        if (!g->rc) {
+            e.out = blk_act(g, g->a.h);
+            e.ids = blk_act(g, g->a.ids);
+            e.table = w.data;
+            e.scales = w.scales;
+            e.tokens = (uint32_t)T;
+            e.vocab = w.rows;
+            e.dim = w.cols;
+            e.ld_out = (uint32_t)D;
+            e.dtype = w.dtype;
+            blk_dbg(g, "EMBED tokens=%d vocab=%u dim=%u table=%s", T, w.rows, w.cols,
+                    tx_dtype_name(w.dtype));
+            int r = tx_cmd_embed(g->cb, &e);
+            if (r)
+                g->rc = tx_error(r, "forward: embed: %s", tx_last_error());
+            g->ncmd++;
+            g->total++;
+        }
+    }
+
+    float eps = (float)c->rms_norm_eps;
+    /* an MTP pass: h = eh_proj([enorm(embed(next)) | hnorm(h_main)]), then
+     * the MTP layer (layer L) alone */
+    if (f->mtp) {
+        blk_rmsnorm(g, g->a.mtp_cat, g->a.h, rt_vec_of(m, GLM_T_MTP_ENORM, L), T, D, D, 2 * D,
+                    eps);
+        blk_rmsnorm(g, g->a.mtp_cat + (uint64_t)D * 4, g->a.mtp_hin,
+                    rt_vec_of(m, GLM_T_MTP_HNORM, L), T, D, D, 2 * D, eps);
+        blk_matmul(g, g->a.h, g->a.mtp_cat, rt_mat_of(m, GLM_T_MTP_EH_PROJ, L), T, 2 * D, D,
+                   RT_NONE, 0, NULL);
+    }
+}
+
+/* A verify pass with the MTP layer after it (f->mtp_tail, runtime/spec.c):
+ * in the same job, the MTP layer over the same rows -- row i's next id is
+ * the token row i sampled, its hidden row the main model's last-layer row
+ * (device copies a.tok -> a.ids, a.h -> a.mtp_hin) -- writing its own
+ * cache at the rows' positions and drafting greedily into a.tok. The main
+ * rows' tokens are then in a.ids, their hidden rows in a.mtp_hin. */
+static void build_mtp_tail(struct gctx *g, const struct tx_arch_ops *arch)
+{
+    glm_model_t *m = g->m;
+    struct rt_fwd *f = g->f;
+    int L = g->c->num_hidden_layers, D = g->c->hidden_size, T = f->T;
+    static const struct glm_sampling greedy = {0};
+    blk_dbg(g, "COPY sampled ids -> ids, hidden rows -> MTP input (verify pass + MTP layer)");
+    if (blk_emit(g, tx_cmd_copy(g->cb, blk_act(g, g->a.ids), blk_act(g, g->a.tok),
+                                (uint64_t)T * 4)) ||
+        blk_emit(g, tx_cmd_copy(g->cb, blk_act(g, g->a.mtp_hin), blk_act(g, g->a.h),
+                                (uint64_t)T * D * 4)))
+        return;
+    /* the MTP layer's pass over the same rows: drafts greedy, no logit
+     * bias, no penalties (the pass's own figures are added back) */
+    struct rt_fwd tf = *f;
+    tf.mtp = 1;
+    tf.sampling = &greedy;
+    tf.n_sampling = 1;
+    tf.ban = NULL;
+    tf.n_ban = 0;
+    tf.row_seg = NULL;
+    tf.row_pos = 0;
+    g->f = &tf;
+    build_input(g);
+    if (!g->rc)
+        g->rc = m->store->layer_enter(g, L);
+    if (!g->rc)
+        arch->layer(g, L);
+    maybe_flush(g, 0);
+    blk_rmsnorm(g, g->a.xn, g->a.h, rt_vec_of(m, GLM_T_MTP_HEAD_NORM, L), T, D, D, D,
+                (float)g->c->rms_norm_eps);
+    int head = rt_mat_of(m, GLM_T_LM_HEAD, -1);
+    if (rt_mat_of(m, GLM_T_MTP_HEAD, L) != RT_NONE)
+        head = rt_mat_of(m, GLM_T_MTP_HEAD, L);
+    blk_matmul(g, g->a.logits, g->a.xn, head, T, D, g->c->vocab_size, RT_NONE, 0, NULL);
+    for (int r = 0; r < T && !g->rc; r++)
+        build_sample(g, r);
+    g->f = f;
+    f->attn_pairs = tf.attn_pairs;
+    f->attn_pairs_dense = tf.attn_pairs_dense;
 }
 
 static int forward_pass(glm_model_t *m, struct rt_fwd *f)
@@ -512,9 +577,11 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
                 return rc;
         }
     }
-    if (f->mtp && !m->mtp)
+    if ((f->mtp || f->mtp_tail) && !m->mtp)
         return tx_error(TX_EINVAL, "internal: an MTP pass without the MTP layer");
-    int want_dump = !f->mtp && (f->dump != NULL || rt_debug_on());
+    if (f->mtp_tail && (f->mtp || f->n_seg != 1 || f->lrow0 || f->lrows != T || !f->sampling))
+        return tx_error(TX_EINVAL, "internal: an MTP tail needs one segment, every row sampled");
+    int want_dump = !f->mtp && !f->mtp_tail && (f->dump != NULL || rt_debug_on());
 
     struct gctx g;
     memset(&g, 0, sizeof(g));
@@ -547,7 +614,11 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     /* a decode pass of the sessions and plan the decode graph was recorded
      * for runs it patched (runtime/decode_graph.c); another one is built and
      * recorded */
-    int use_dg = decode && !f->mtp && m->dg_mode != RT_DG_OFF && m->store->decode_graph &&
+    /* and so do speculative decoding's passes (verify, MTP: a few rows) */
+    int spec_pass = f->row_pos || f->mtp || f->mtp_tail;
+    for (int i = 0; i < f->n_seg; i++)
+        spec_pass &= f->seg[i].n <= GLM_SPEC_MAX_DRAFT + 1;
+    int use_dg = (decode || spec_pass) && m->dg_mode != RT_DG_OFF && m->store->decode_graph &&
                  !want_dump && !g.prof && !g.a.xkeys && !rt_fwd_has_token_mask(f);
     int replayed = 0;
     if (use_dg) {
@@ -590,8 +661,19 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     pt->wall_ns += t_done - t_enter;
     pt->build_ns += g.t_first_submit > t_enter ? g.t_first_submit - t_enter : 0;
     pt->device_ns += f->busy_ns - busy0;
+    /* with an MTP tail: the main rows' hidden rows and tokens where the
+     * tail copied them, its own rows' and drafts where they were made */
+    const uint8_t *am = (const uint8_t *)m->act_map;
     if (f->hout)
-        memcpy(f->hout, (uint8_t *)m->act_map + g.a.h, (size_t)T * D * 4);
+        memcpy(f->hout, am + (f->mtp_tail ? g.a.mtp_hin : g.a.h), (size_t)T * D * 4);
+    if (f->mtp_tail) {
+        if (f->mtp_hout)
+            memcpy(f->mtp_hout, am + g.a.h, (size_t)T * D * 4);
+        if (f->mtp_sampled)
+            memcpy(f->mtp_sampled, am + g.a.tok, (size_t)T * 4);
+    }
+    if (f->probs && f->sampling)
+        memcpy(f->probs, am + g.a.prob, (size_t)f->lrows * 4);
     if (f->logits && f->lrows)
         memcpy(f->logits, (uint8_t *)m->act_map + g.a.logits, (size_t)f->lrows * Vv * 4);
     for (int r = 0; f->row_logits && r < f->lrows; r++)
@@ -599,7 +681,7 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
             memcpy(f->row_logits[r], (uint8_t *)m->act_map + g.a.logits + (uint64_t)r * Vv * 4,
                    (size_t)Vv * 4);
     if (f->sampled && f->sampling)
-        memcpy(f->sampled, (uint8_t *)m->act_map + g.a.tok, (size_t)f->lrows * 4);
+        memcpy(f->sampled, am + (f->mtp_tail ? g.a.ids : g.a.tok), (size_t)f->lrows * 4);
     if (want_dump) {
         const float *d = (const float *)((uint8_t *)m->act_map + g.a.dump);
         if (f->dump)

@@ -287,6 +287,13 @@ struct rt_fwd {
     const float *hin;   /* MTP pass: [T x D] the hidden states hnorm takes */
     float *hout;        /* [T x D] the last layer's output rows (before the final
                            norm), or NULL */
+    float *probs;       /* [lrows] the sampled tokens' probabilities (softmax at
+                           temperature 1 for greedy rows), or NULL */
+    int mtp_tail;       /* a verify pass followed, in the same job, by the MTP
+                           layer over its rows (next ids: the sampled tokens;
+                           hidden: hout's rows); needs lrow0 0, lrows T */
+    int32_t *mtp_sampled; /* mtp_tail: [T] the MTP layer's greedy drafts */
+    float *mtp_hout;      /* mtp_tail: [T x D] the MTP layer's output rows */
     /* results */
     uint64_t busy_ns, macs;
     uint64_t attn_pairs, attn_pairs_dense; /* MLA: (query, key) pairs attended / dense causal */

@@ -10,6 +10,7 @@
  *     q4_0 (and GLM-5.1's q8_0 indexer keys), past the DSA top-k;
  *   - acceptance 100% (GLM_SPEC_PERFECT) and 0% (GLM_SPEC_WRONG), and the
  *     MTP drafts: greedy tokens equal to non-speculative decoding;
+ *   - --draft-p-min (spec_p_min): fewer drafts, the same tokens;
  *   - the sampled distribution: 600 seeds, temperature 1, k = 2: the
  *     second generated token given the most frequent first one against
  *     the softmax of glm_eval's logits, chi-square at p = 0.001 (bins of
@@ -108,6 +109,8 @@ START_TEST(rollback_each_cache_type)
 }
 END_TEST
 
+static float g_p_min; /* glm_generate_params.spec_p_min of generate() */
+
 static int generate(glm_session_t *s, int k, int mode, const struct glm_sampling *smp, int n,
                     int32_t *out, struct glm_spec_stats *st)
 {
@@ -123,6 +126,7 @@ static int generate(glm_session_t *s, int k, int mode, const struct glm_sampling
     p.flags = GLM_GEN_IGNORE_EOS;
     p.spec_draft_max = k;
     p.spec_mode = mode;
+    p.spec_p_min = g_p_min;
     struct glm_spec_stats a;
     glm_session_spec_stats(s, &a);
     int got = 0;
@@ -136,6 +140,16 @@ static int generate(glm_session_t *s, int k, int mode, const struct glm_sampling
         st->rounds -= a.rounds;
     }
     return got;
+}
+
+/* 4 tokens after a 4-token prompt with 2 drafts (the error checks) */
+static void short_params(struct glm_generate_params *p, const int32_t *ids)
+{
+    memset(p, 0, sizeof(*p));
+    p->prompt = ids;
+    p->n_prompt = 4;
+    p->n_predict = 4;
+    p->spec_draft_max = 2;
 }
 
 /* acceptance 100% and 0% test modes, and the MTP drafts: greedy tokens as
@@ -177,15 +191,55 @@ START_TEST(acceptance_modes_greedy_exact)
     ck_assert_int_eq(glm_session_create(m, NULL, &s), TX_OK);
     int32_t ids[4] = {1, 2, 3, 4};
     struct glm_generate_params p;
-    memset(&p, 0, sizeof(p));
-    p.prompt = ids;
-    p.n_prompt = 4;
-    p.n_predict = 4;
-    p.spec_draft_max = 2;
+    short_params(&p, ids);
     ck_assert_int_eq(glm_generate(s, &p, NULL, 0, NULL, NULL), TX_ENOTSUP);
     ck_assert_ptr_nonnull(strstr(tx_last_error(), "GLM_LOAD_MTP"));
     p.spec_draft_max = GLM_SPEC_MAX_DRAFT + 1;
     ck_assert_int_eq(glm_generate(s, &p, NULL, 0, NULL, NULL), TX_EINVAL);
+    glm_session_free(s);
+    glm_model_free(m);
+}
+END_TEST
+
+/* --draft-p-min (spec_p_min): drafts the MTP layer is less sure of than
+ * p_min are dropped (p_min 1: all but certain ones, so fewer drafts than
+ * with none dropped) and the output stays the non-speculative one; values
+ * that are not probabilities are refused */
+START_TEST(draft_p_min)
+{
+    glm_model_t *m = load(_i, 1);
+    glm_session_t *s = NULL;
+    ck_assert_int_eq(glm_session_create(m, NULL, &s), TX_OK);
+    struct glm_sampling g;
+    memset(&g, 0, sizeof(g));
+    enum { N = 40 };
+    int32_t ref[N], out[N];
+    struct glm_spec_stats st;
+    generate(s, 0, 0, &g, N, ref, NULL);
+    static const float pm[] = {-1.0f, 0.0f, 0.5f, 1.0f};
+    uint64_t drafted[4];
+    for (int i = 0; i < 4; i++) {
+        g_p_min = pm[i];
+        generate(s, 3, GLM_SPEC_MTP, &g, N, out, &st);
+        ck_assert_msg(!memcmp(ref, out, sizeof(ref)), "%s p_min %g: output changed", models[_i],
+                      (double)pm[i]);
+        ck_assert_uint_gt(st.rounds, 0);
+        drafted[i] = st.drafted;
+        fprintf(stderr, "[spec] %s k=3 p_min %g: %llu drafts in %llu rounds, %llu accepted\n",
+                models[_i], (double)pm[i], (unsigned long long)st.drafted,
+                (unsigned long long)st.rounds, (unsigned long long)st.accepted);
+    }
+    ck_assert_uint_lt(drafted[3], drafted[0]);
+    ck_assert_uint_le(drafted[2], drafted[0]);
+    int32_t ids[4] = {1, 2, 3, 4};
+    struct glm_generate_params p;
+    short_params(&p, ids);
+    p.spec_p_min = 1.5f;
+    ck_assert_int_eq(glm_generate(s, &p, NULL, 0, NULL, NULL), TX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(tx_last_error(), "spec_p_min"));
+    p.spec_p_min = NAN;
+    ck_assert_int_eq(glm_generate(s, &p, NULL, 0, NULL, NULL), TX_EINVAL);
+    g_p_min = 0.0f;
     glm_session_free(s);
     glm_model_free(m);
 }
@@ -402,6 +456,7 @@ int main(void)
     tcase_add_loop_test(tc, rollback_each_cache_type, 0, 2);
     tcase_add_loop_test(tc, acceptance_modes_greedy_exact, 0, 2);
     tcase_add_test(tc, sampled_distribution);
+    tcase_add_loop_test(tc, draft_p_min, 0, 2);
     tcase_add_loop_test(tc, batch_spec_exact, 0, 2);
     suite_add_tcase(s, tc);
     return tx_test_run(s);

@@ -253,6 +253,7 @@ static int chat_reply(struct chat_run *cr)
     if (cr->o->spec_mtp) { /* --spec-type mtp: each reply drafts too */
         gp.spec_draft_max = cr->o->draft_max ? cr->o->draft_max : 3;
         gp.spec_mode = cr->o->spec_mode;
+        gp.spec_p_min = cr->o->draft_p_min;
     }
     struct glm_timings t;
     int n_out = 0;

@@ -314,6 +314,7 @@ static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *
     if (o->spec_mtp) {
         gp.spec_draft_max = o->draft_max ? o->draft_max : 3;
         gp.spec_mode = o->spec_mode;
+        gp.spec_p_min = o->draft_p_min;
     }
     struct glm_spec_stats sp0, sp1;
     glm_session_spec_stats(g->s, &sp0);

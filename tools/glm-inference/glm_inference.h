@@ -43,6 +43,7 @@ struct opts {
     int chat_format;
     const char *chat_template_file; /* --chat-template-file: a .jinja or tokenizer_config.json */
     int spec_mtp, draft_max, spec_mode; /* --spec-type mtp, --draft-max, --spec-test */
+    float draft_p_min;                   /* --draft-p-min (0: the default, < 0: off) */
     int bench_spec[8], n_bench_spec;     /* --bench-spec (bench_spec.c) */
     int chat, no_think, ignore_eos, no_display, interactive, no_moe_config, lambda_set;
     long long ep_rebalance;

@@ -50,7 +50,7 @@ static int run_mode(struct gi_run *g, struct opts *o)
         return bench_spec_run(g->m, o->file_text ? o->file_text : o->prompt, o->bench_spec,
                               o->n_bench_spec, o->n_bench_depth ? o->bench_depth : d0,
                               o->n_bench_depth ? o->n_bench_depth : 2, o->bench_tg,
-                              o->bench_reps_set ? o->bench_reps : 3, prog);
+                              o->bench_reps_set ? o->bench_reps : 3, o->draft_p_min, prog);
     }
     if (o->n_bench_depth)
         return bench_depth_run(g->m, g->dev, o->bench_depth, o->n_bench_depth, o->bench_pp,

@@ -62,6 +62,8 @@ static void usage(FILE *f)
         "      --ignore-eos         never sample the stop tokens (-inf logit bias)\n"
         "      --spec-type mtp      speculative decoding with the package's MTP layer\n"
         "      --draft-max N        tokens drafted per step (1..8, default 3 with --spec-type)\n"
+        "      --draft-p-min P      drop a draft the MTP layer gives a probability below P\n"
+        "                           and end the step's drafts (default 0.1, 0 = off)\n"
         "      --spec-test MODE     test drafts: perfect (the model's own choice), wrong\n"
         "      --bench-spec LIST    tg with --spec-type mtp at each draft size of LIST vs\n"
         "                           without, side by side, at --bench-depth (default 0,2048)\n"
@@ -393,6 +395,7 @@ enum {
     O_IGNEOS,
     O_SPECTYPE,
     O_DRAFTMAX,
+    O_DRAFTPMIN,
     O_SPECTEST,
     O_BSPEC,
     O_GRAMMAR,
@@ -483,6 +486,7 @@ static const struct option lo[] = {
     {"draft-max", required_argument, NULL, O_DRAFTMAX},
     {"draft", required_argument, NULL, O_DRAFTMAX},
     {"draft-n", required_argument, NULL, O_DRAFTMAX},
+    {"draft-p-min", required_argument, NULL, O_DRAFTPMIN},
     {"spec-test", required_argument, NULL, O_SPECTEST},
     {"bench-spec", required_argument, NULL, O_BSPEC},
     {"grammar", required_argument, NULL, O_GRAMMAR},
@@ -677,6 +681,13 @@ static int opt_generation(struct opts *o, int ch)
         if (txc_opt_int(prog, "--draft-max", optarg, 1, GLM_SPEC_MAX_DRAFT, NULL, &o->draft_max) < 0)
             return -1;
         return 1;
+    case O_DRAFTPMIN: {
+        float pm = 0;
+        if (txc_opt_float(prog, "--draft-p-min", optarg, 0, 1, 0, &pm) < 0)
+            return -1;
+        o->draft_p_min = pm > 0 ? pm : -1.0f; /* glm_generate_params: < 0 = off */
+        return 1;
+    }
     case O_BSPEC: {
         char e[160];
         if (bench_list_parse("--bench-spec", "draft sizes in [1, 8]", optarg, 1, GLM_SPEC_MAX_DRAFT,

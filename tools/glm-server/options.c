@@ -201,6 +201,9 @@ int srv_parse_options(struct srv_opts *o, int *cache_k, int *cache_v, int *fmt, 
          "/metrics, /slots and /health are served by default; there is no web UI"},
         {"--threads-http|-sps|--slot-prompt-similarity", TXC_LLAMA_NOOP, TXC_LLAMA_REQUIRED,
          "libmicrohttpd's threads serve HTTP; slots take requests in order"},
+        {"--draft-p-min", TXC_LLAMA_UNSUPPORTED, TXC_LLAMA_REQUIRED,
+         "the batched drafts of --spec-type mtp are not cut by probability (glm-inference's "
+         "are)"},
         {NULL, 0, 0, NULL},
     };
     int c = txc_llama_flags(prog, &argc, argv, "m:c:b:a:vh", lo, srv_llama);

@@ -69,7 +69,7 @@ const struct txc_llama_flag txc_llama_common[] = {
     {"--rope-scaling|--rope-scale|--rope-freq-base|--rope-freq-scale|--yarn-orig-ctx|"
      "--yarn-ext-factor|--yarn-attn-factor|--yarn-beta-slow|--yarn-beta-fast",
      TXC_LLAMA_UNSUPPORTED, TXC_LLAMA_REQUIRED, "RoPE comes from the package's config.json"},
-    {"-md|--model-draft|--draft-min|--draft-p-min|-cd|"
+    {"-md|--model-draft|--draft-min|-cd|"
      "--ctx-size-draft|-ngld|--n-gpu-layers-draft|-devd|--device-draft",
      TXC_LLAMA_UNSUPPORTED, TXC_LLAMA_REQUIRED,
      "no draft model: speculative decoding is --spec-type mtp --draft-max N (the model's MTP layer)"},
