@@ -46,7 +46,7 @@ endif
 # of libtx/libtx.map (checked against the installed headers by
 # tests/check-abi).
 LIBTX_SOVERSION := 2
-LIBTX_VERSION   := 2.8.0
+LIBTX_VERSION   := 2.9.0
 LIBTX_MAP       := libtx/libtx.map
 
 # The SDK: the headers `make install` installs (all of include/tx/; the

@@ -991,6 +991,12 @@ TX_API int tx_cmd_attention_ex(tx_cmdbuf_t *cb, const struct tx_attention_args *
 TX_API int tx_cmd_attention_flags(tx_cmdbuf_t *cb, const struct tx_attention_args *a,
                                   uint16_t v_dtype, uint16_t aflags)
 {
+    return txd_cmd_attention_mask(cb, a, v_dtype, aflags, (tx_ref_t){0}, 0);
+}
+
+int txd_cmd_attention_mask(tx_cmdbuf_t *cb, const struct tx_attention_args *a, uint16_t v_dtype,
+                           uint16_t aflags, tx_ref_t mask, uint32_t ld_mask)
+{
     struct tx8_cmd_attention c;
     struct opset s = {.n = 0};
     uint16_t flags = 0;
@@ -1025,7 +1031,16 @@ TX_API int tx_cmd_attention_flags(tx_cmdbuf_t *cb, const struct tx_attention_arg
     encode(&attention_d, a, &c, 0, &s);
     if (v_dtype != a->kv_dtype)
         c.v_dtype = v_dtype;
-    return emit(cb, attention_d.fn, &c, sizeof(c), attention_d.opcode, flags, &s);
+    /* the 1.9 form unless the key bitmap (1.10) is used */
+    size_t size = TX8_CMD_ATTENTION_SIZE_1_9;
+    if (ld_mask) {
+        op_add(&s, "mask", mask, TX_ACCESS_READ, 0, &c.mask);
+        c.ld_mask = ld_mask;
+        size = sizeof(c);
+        s.min_minor = 10;
+        s.feature = "the ATTENTION key bitmap (custom attention masks)";
+    }
+    return emit(cb, attention_d.fn, &c, size, attention_d.opcode, flags, &s);
 }
 
 TX_API int tx_cmd_swiglu(tx_cmdbuf_t *cb, const struct tx_swiglu_args *a)
@@ -1111,6 +1126,12 @@ TX_API int tx_cmd_dsa_index_ex(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *
 int txd_cmd_dsa_index_q8(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a, uint16_t k_dtype,
                          int query_q8)
 {
+    return txd_cmd_dsa_index_mask(cb, a, k_dtype, query_q8, (tx_ref_t){0}, 0);
+}
+
+int txd_cmd_dsa_index_mask(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a, uint16_t k_dtype,
+                           int query_q8, tx_ref_t mask, uint32_t ld_mask)
+{
     struct tx8_cmd_dsa_index c;
     struct opset s = {.n = 0};
     uint16_t flags = 0;
@@ -1132,7 +1153,15 @@ int txd_cmd_dsa_index_q8(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a, uin
         s.feature = "TX8_DSA_F_QUERY_Q8";
     }
     encode(&dsa_index_d, a, &c, 0, &s);
-    return emit(cb, dsa_index_d.fn, &c, sizeof(c), dsa_index_d.opcode, flags, &s);
+    size_t size = TX8_CMD_DSA_INDEX_SIZE_1_9; /* unless the key bitmap (1.10) is used */
+    if (ld_mask) {
+        op_add(&s, "mask", mask, TX_ACCESS_READ, 0, &c.mask);
+        c.ld_mask = ld_mask;
+        size = sizeof(c);
+        s.min_minor = 10;
+        s.feature = "the DSA_INDEX key bitmap (custom attention masks)";
+    }
+    return emit(cb, dsa_index_d.fn, &c, size, dsa_index_d.opcode, flags, &s);
 }
 
 TX_API int tx_cmd_sample(tx_cmdbuf_t *cb, const struct tx_sample_args *a)
