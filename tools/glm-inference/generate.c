@@ -363,6 +363,28 @@ static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *
     return o->interactive ? run_chat(g->m, g->s, o, smp) : 0;
 }
 
+/* -v: each prompt token as llama.cpp's --verbose-prompt lists it, after its
+ * index (the token indices of an --attn-mask file) */
+static void print_prompt_pieces(glm_model_t *m, const int32_t *ids, size_t n_ids)
+{
+    const struct tx_tokenizer *tok = glm_model_tokenizer(m);
+    for (size_t i = 0; tok && i < n_ids; i++) {
+        const char *b = NULL;
+        int n = tx_tokenizer_token_bytes(tok, ids[i], &b);
+        fprintf(stderr, "%6zu: %6d -> '", i, ids[i]);
+        for (int k = 0; k < n; k++) {
+            unsigned char c = (unsigned char)b[k];
+            if (c == '\n')
+                fputs("\\n", stderr);
+            else if (c < 0x20 || c == 0x7f)
+                fprintf(stderr, "\\x%02x", c);
+            else
+                fputc(c, stderr);
+        }
+        fputs("'\n", stderr);
+    }
+}
+
 /* --attn-mask FILE: the custom attention mask of the prompt's tokens */
 static int set_attn_mask(struct gi_run *g, const struct opts *o, const int32_t *ids, size_t n_ids)
 {
@@ -403,6 +425,7 @@ int run_generate(struct gi_run *g, struct opts *o)
         for (size_t i = 0; i < n_ids; i++)
             fprintf(stderr, "%s%d", i ? "," : " ", ids[i]);
         fputc('\n', stderr);
+        print_prompt_pieces(g->m, ids, n_ids);
     }
     struct glm_session_options so = {.n_ctx = o->n_ctx, .n_batch = o->n_batch};
     rc = 1;
