@@ -22,8 +22,8 @@ int tx_attn_mask_check(const struct glm_attn_mask *m, int max_tokens, const char
                          m->row_start[n]);
     if (n > max_tokens)
         return tx_errbuf(err, errsz, TX_EINVAL,
-                         "%s: the mask describes %d tokens, the session has %d positions left",
-                         who, n, max_tokens);
+                         "%s: the mask describes %d tokens, the session has %d positions left", who,
+                         n, max_tokens);
     if (m->row_start[0] != 0)
         return tx_errbuf(err, errsz, TX_EINVAL, "%s: row_start[0] is %d, must be 0", who,
                          m->row_start[0]);

@@ -134,8 +134,8 @@ static int build(const struct ctx *c, int kind, const struct seg *g, size_t ng,
             for (size_t j = 0; j < ng && !bad; j++) {
                 if (g[j].s > at)
                     bad = push(r, at, g[j].s);
-                int seen = kind == F_SPANS ? (long)j == k
-                                           : g[j].row == g[k].row || g[j].col == g[k].col;
+                int seen =
+                    kind == F_SPANS ? (long)j == k : g[j].row == g[k].row || g[j].col == g[k].col;
                 if (seen && !bad)
                     bad = push(r, g[j].s, g[j].e);
                 at = g[j].e;
@@ -249,8 +249,7 @@ static int parse_root(const struct ctx *c, struct json_object *root, struct rows
         for (size_t j = 0; j < nk; j++) {
             char kname[100];
             snprintf(kname, sizeof(kname), "%s.keys[%zu]", name, j);
-            if (range_of(c, json_object_array_get_idx(ks, j), kname, &keys[i][j].s,
-                         &keys[i][j].e))
+            if (range_of(c, json_object_array_get_idx(ks, j), kname, &keys[i][j].s, &keys[i][j].e))
                 goto out;
         }
         char kind_name[80];
@@ -258,10 +257,7 @@ static int parse_root(const struct ctx *c, struct json_object *root, struct rows
         if (check_order(c, keys[i], nk, kind_name))
             goto out;
     }
-    if (check_order(c, g, n,
-                    kind == F_SPANS   ? "span"
-                    : kind == F_TABLE ? "cell"
-                                      : "query"))
+    if (check_order(c, g, n, kind == F_SPANS ? "span" : kind == F_TABLE ? "cell" : "query"))
         goto out;
     rc = build(c, kind, g, n, keys, nkeys, r);
 out:
@@ -273,8 +269,8 @@ out:
     return rc;
 }
 
-int txc_attn_mask_parse(const char *json, const char *what, int n_tokens,
-                        struct txc_attn_mask *out, char *err, size_t errsz)
+int txc_attn_mask_parse(const char *json, const char *what, int n_tokens, struct txc_attn_mask *out,
+                        char *err, size_t errsz)
 {
     struct ctx c = {what, n_tokens, err, errsz};
     memset(out, 0, sizeof(*out));

@@ -33,8 +33,8 @@ struct txc_attn_mask {
 
 /* 0, or -1 with a message naming the file (what), the entry and the fault
  * in err; *out is then empty (free it anyway: harmless) */
-int txc_attn_mask_parse(const char *json, const char *what, int n_tokens,
-                        struct txc_attn_mask *out, char *err, size_t errsz);
+int txc_attn_mask_parse(const char *json, const char *what, int n_tokens, struct txc_attn_mask *out,
+                        char *err, size_t errsz);
 int txc_attn_mask_load(const char *path, int n_tokens, struct txc_attn_mask *out, char *err,
                        size_t errsz);
 void txc_attn_mask_free(struct txc_attn_mask *m);
