@@ -33,6 +33,9 @@ struct attn_ctx {
      * query tiles and masks the others, instead of one token at a time */
     const uint64_t *bm;
     size_t bm_words;
+    /* bm is the command's key bitmap (1.10 mask, no selection), clipped to
+     * the causal keys: every path applies it (never dropped) */
+    int umask;
     int bf;    /* TX8_ATTN_F_BF16: BF16 dot products */
     int bf_dp; /* ... by vdpbf16ps (the BF16 tile), else by the f32 tile on rounded operands */
     int dec;   /* one token's rows off the tile path: the AVX-512 decode kernel */

@@ -331,9 +331,26 @@ static int heads_op(struct eng_cmd *c, uint64_t addr, uint64_t rows, uint64_t he
     return eng_acc_add(c, addr, b, access, esize);
 }
 
+/* Since 1.10: a command's key bitmap (custom attention masks), u64
+ * [tokens][ld_mask] covering the keys the queries see; without one its
+ * fields are 0 */
+static int key_mask(struct eng_cmd *c, uint64_t mask, uint32_t ld_mask, uint32_t rsvd,
+                    uint64_t tokens, uint64_t keys)
+{
+    if (rsvd || (!mask && ld_mask) || (mask && !ld_mask))
+        return TX8_STATUS_INVALID_CMD;
+    if (!mask)
+        return 0;
+    if ((uint64_t)ld_mask * 64 < keys)
+        return TX8_STATUS_INVALID_CMD;
+    return mat(c, mask, tokens, ld_mask, ld_mask, 8, R);
+}
+
 int eng_check_attention(struct eng_cmd *c)
 {
-    const struct tx8_cmd_attention *m = c->cmd;
+    struct tx8_cmd_attention mm;
+    const struct tx8_cmd_attention *m = &mm;
+    eng_cmd_read(c, &mm, sizeof(mm));
     if ((m->hdr.flags & ~(TX8_ATTN_F_V_DTYPE | TX8_ATTN_F_BF16)) || isnan(m->scale))
         return TX8_STATUS_INVALID_CMD;
     if (!(m->hdr.flags & TX8_ATTN_F_V_DTYPE) && m->v_dtype)
@@ -388,7 +405,7 @@ int eng_check_attention(struct eng_cmd *c)
             return ovf(c, m->sel, R);
         TRY(vec(c, m->sel, n, 4, R));
     }
-    return 0;
+    return key_mask(c, m->mask, m->ld_mask, m->rsvd1, m->tokens, keys);
 }
 
 int eng_check_swiglu(struct eng_cmd *c)
@@ -500,7 +517,9 @@ int eng_check_moe_ffn(struct eng_cmd *c)
 
 int eng_check_dsa_index(struct eng_cmd *c)
 {
-    const struct tx8_cmd_dsa_index *m = c->cmd;
+    struct tx8_cmd_dsa_index mm;
+    const struct tx8_cmd_dsa_index *m = &mm;
+    eng_cmd_read(c, &mm, sizeof(mm));
     if (m->hdr.flags & ~(TX8_DSA_F_KEY_Q8_0 | TX8_DSA_F_QUERY_Q8))
         return TX8_STATUS_INVALID_CMD;
     int kq8 = (m->hdr.flags & TX8_DSA_F_KEY_Q8_0) != 0;
@@ -518,6 +537,7 @@ int eng_check_dsa_index(struct eng_cmd *c)
     uint64_t keys = (uint64_t)m->q_pos0 + m->tokens;
     if (keys > m->kv_len)
         keys = m->kv_len;
+    TRY(key_mask(c, m->mask, m->ld_mask, m->rsvd1, m->tokens, keys));
     if (!keys)
         return 0;
     TRY(heads_op(c, m->q, m->tokens, m->heads, m->ld_q_head, m->dim, 4, R));

@@ -943,6 +943,14 @@ int eng_acc_add(struct eng_cmd *c, uint64_t addr, uint64_t bytes, unsigned acces
     return 0;
 }
 
+void eng_cmd_read(const struct eng_cmd *c, void *out, size_t size)
+{
+    struct tx8_cmd_hdr h;
+    memcpy(&h, c->cmd, sizeof(h));
+    memset(out, 0, size);
+    memcpy(out, c->cmd, h.size < size ? h.size : size);
+}
+
 int eng_acc_check(struct eng_cmd *c, uint64_t addr, uint64_t bytes, unsigned access, unsigned align)
 {
     if (bytes == 0)
@@ -966,16 +974,16 @@ const struct eng_op eng_ops[TX8_OP_COUNT] = {
     [TX8_OP_LAYERNORM] = {sizeof(struct tx8_cmd_layernorm), 0, eng_check_layernorm,
                           eng_exec_layernorm},
     [TX8_OP_ROPE] = {sizeof(struct tx8_cmd_rope), 0, eng_check_rope, eng_exec_rope},
-    [TX8_OP_ATTENTION] = {sizeof(struct tx8_cmd_attention), 0, eng_check_attention,
-                          eng_exec_attention},
+    [TX8_OP_ATTENTION] = {sizeof(struct tx8_cmd_attention), TX8_CMD_ATTENTION_SIZE_1_9,
+                          eng_check_attention, eng_exec_attention},
     [TX8_OP_SWIGLU] = {sizeof(struct tx8_cmd_swiglu), 0, eng_check_swiglu, eng_exec_swiglu},
     [TX8_OP_ADD] = {sizeof(struct tx8_cmd_add), 0, eng_check_add, eng_exec_add},
     [TX8_OP_EMBED] = {sizeof(struct tx8_cmd_embed), 0, eng_check_embed, eng_exec_embed},
     [TX8_OP_MOE_ROUTE] = {sizeof(struct tx8_cmd_moe_route), 0, eng_check_moe_route,
                           eng_exec_moe_route},
     [TX8_OP_MOE_FFN] = {sizeof(struct tx8_cmd_moe_ffn), 0, eng_check_moe_ffn, eng_exec_moe_ffn},
-    [TX8_OP_DSA_INDEX] = {sizeof(struct tx8_cmd_dsa_index), 0, eng_check_dsa_index,
-                          eng_exec_dsa_index},
+    [TX8_OP_DSA_INDEX] = {sizeof(struct tx8_cmd_dsa_index), TX8_CMD_DSA_INDEX_SIZE_1_9,
+                          eng_check_dsa_index, eng_exec_dsa_index},
     [TX8_OP_SAMPLE] = {sizeof(struct tx8_cmd_sample), TX8_CMD_SAMPLE_SIZE_1_2, eng_check_sample,
                        eng_exec_sample, TX8_CMD_SAMPLE_SIZE_1_3},
 };

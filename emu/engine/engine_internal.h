@@ -482,6 +482,9 @@ ENG_DECL_OP(dsa_index);
 ENG_DECL_OP(sample);
 /* The SAMPLE command of c in its 1.9 form (a 1.2 or 1.3 command zero-extended). */
 void eng_sample_cmd(const struct eng_cmd *c, struct tx8_cmd_sample *out);
+/* the command as its full struct of size bytes: an earlier minor's shorter
+ * form (the job runner accepted its size) has the later fields 0 */
+void eng_cmd_read(const struct eng_cmd *c, void *out, size_t size);
 
 /* Scales of an FP8 weight [rows x cols]: ceil(rows / 128) x ceil(cols / 128)
  * (rows and cols are u32: no overflow) */

@@ -137,6 +137,8 @@ static void attn_item(struct attn_ctx *a, size_t t0, size_t nt, size_t g, size_t
         scale = 1.0f;
     }
     const int32_t *sl = a->sel ? a->sel + t0 * m->sel_k : NULL;
+    /* the command's key bitmap (no selection): masked keys get no weight */
+    const uint64_t *bm = !sl && a->umask ? a->bm + t0 * a->bm_words : NULL;
     size_t tt_max = score_rows_max(k);
     /* convert the chunk's K rows to f32 (gather): selections, block types,
      * a shared K/V (the converted rows are the V rows too), and BF16
@@ -205,8 +207,11 @@ static void attn_item(struct attn_ctx *a, size_t t0, size_t nt, size_t g, size_t
                 vis = lm <= c0 ? 0 : lm - c0 < cn ? lm - c0 : cn;
             }
             float cmax = mx[i];
+            const uint64_t *bmr = bm ? bm + (i / nh) * a->bm_words : NULL;
             for (size_t j = 0; j < vis; j++) {
                 s[j] *= scale;
+                if (bmr && !((bmr[(c0 + j) / 64] >> ((c0 + j) % 64)) & 1))
+                    s[j] = -INFINITY;
                 if (s[j] > cmax)
                     cmax = s[j];
             }
@@ -479,9 +484,44 @@ static void sort_selection(struct tx8_engine *e, const struct tx8_cmd_attention 
 /* rows (tokens x heads) of one query tile of the per-token path */
 #define ATTN_ROWS_GENERIC 16
 
+/* bit s of token t's row of a 1.10 key bitmap */
+static inline int mask_bit(const uint64_t *mask, size_t ld, size_t t, size_t s)
+{
+    return (int)((mask[t * ld + s / 64] >> (s % 64)) & 1);
+}
+
+/*
+ * The command's key bitmap without a selection: a copy clipped to each
+ * token's causal keys (the tile path's bitmap masks only by its bits),
+ * applied on every path. The pairs are the causal ones: the tile path
+ * computes the masked keys of its causal tiles too.
+ */
+static int attn_mask_bitmap(struct attn_ctx *a, const uint64_t *mask, size_t *max_total)
+{
+    const struct tx8_cmd_attention *m = a->m;
+    size_t maxl = causal_keys(m, m->tokens - 1), words = (maxl + 63) / 64;
+    uint64_t *bm = eng_jscratch(a->e, J_IDX1, m->tokens * words * 8 + 8);
+    if (!bm)
+        return TX8_STATUS_DEVICE_ERROR;
+    for (size_t t = 0; t < m->tokens; t++) {
+        size_t limit = causal_keys(m, t);
+        uint64_t *b = bm + t * words;
+        memcpy(b, mask + t * m->ld_mask, words * 8);
+        for (size_t w = limit / 64; w < words; w++)
+            b[w] &= w == limit / 64 ? (((uint64_t)1 << (limit % 64)) - 1) : 0;
+    }
+    a->bm = bm;
+    a->bm_words = words;
+    a->umask = 1;
+    *max_total = maxl;
+    return 0;
+}
+
 int eng_exec_attention(struct eng_cmd *c)
 {
-    const struct tx8_cmd_attention *m = c->cmd;
+    struct tx8_cmd_attention mm;
+    const struct tx8_cmd_attention *m = &mm;
+    eng_cmd_read(c, &mm, sizeof(mm));
     struct tx8_engine *e = c->e;
     if (!m->tokens || !m->q_heads)
         return 0;
@@ -513,6 +553,7 @@ int eng_exec_attention(struct eng_cmd *c)
         if (!sel)
             return TX8_STATUS_DEVICE_ERROR;
         memcpy(sel, eng_ptr(e, m->sel), n * 4);
+        const uint64_t *mask = m->mask ? eng_ptr(e, m->mask) : NULL;
         for (size_t t = 0; t < m->tokens; t++) {
             size_t limit = causal_keys(m, t);
             for (size_t j = 0; j < m->sel_k; j++) {
@@ -521,6 +562,10 @@ int eng_exec_attention(struct eng_cmd *c)
                     continue;
                 if ((uint64_t)s >= limit)
                     return TX8_STATUS_INVALID_CMD;
+                if (mask && !mask_bit(mask, m->ld_mask, t, (size_t)s)) {
+                    sel[t * m->sel_k + j] = -1; /* the key bitmap hides it */
+                    continue;
+                }
                 pairs++;
             }
         }
@@ -535,6 +580,11 @@ int eng_exec_attention(struct eng_cmd *c)
             pairs += n;
             if (n > max_total)
                 max_total = n;
+        }
+        if (m->mask && max_total) {
+            int st = attn_mask_bitmap(&a, eng_ptr(e, m->mask), &max_total);
+            if (st)
+                return st;
         }
     }
 
@@ -577,12 +627,13 @@ int eng_exec_attention(struct eng_cmd *c)
     } else {
         /* one token's rows off the tile path (GQA decode) */
         a.dec = dec_ok && !a.fast && !m->sel && !a.shared;
-        if (!a.fast)
+        if (!a.fast && !a.umask) /* a selection's bitmap: the list serves */
             a.bm = NULL;
     }
     if (a.fast && a.nks > 1 && a.grp > ATTN_TILE_ROWS) {
         a.fast = 0; /* a split item holds the whole group */
-        a.bm = NULL;
+        if (!a.umask)
+            a.bm = NULL;
     }
     if (a.fast && a.nks == 1) {
         /* query tiles of up to ATTN_TILE_ROWS rows (tokens x heads; one
@@ -782,6 +833,7 @@ struct dsa_ctx {
     int8_t *q8;        /* TX8_DSA_F_QUERY_Q8: the quantised queries, else NULL */
     float *q8d;        /* and their block scales */
     int32_t *sel;
+    const uint64_t *mask; /* 1.10: the key bitmap, or NULL */
     float *scores; /* [tb][nkeys] */
     size_t nkeys, t0, nchunks;
     /* the AVX-512 tile scoring: tokens per tile, key ranges, its args */
@@ -1040,9 +1092,26 @@ static void dsa_merge_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
     }
 }
 
+/* 1.10: the scores of the keys the command's bitmap hides to -inf, for the
+ * block's tokens (before the top-k) */
+static void dsa_mask_fn(void *p, size_t b, size_t end, struct eng_worker *wk)
+{
+    (void)wk;
+    struct dsa_ctx *d = p;
+    const struct tx8_cmd_dsa_index *m = d->m;
+    for (size_t tl = b; tl < end; tl++) {
+        float *sc = d->scores + tl * d->nkeys;
+        for (size_t s = 0; s < d->nkeys; s++)
+            if (!mask_bit(d->mask, m->ld_mask, d->t0 + tl, s))
+                sc[s] = -INFINITY;
+    }
+}
+
 int eng_exec_dsa_index(struct eng_cmd *c)
 {
-    const struct tx8_cmd_dsa_index *m = c->cmd;
+    struct tx8_cmd_dsa_index mm;
+    const struct tx8_cmd_dsa_index *m = &mm;
+    eng_cmd_read(c, &mm, sizeof(mm));
     struct tx8_engine *e = c->e;
     if (!m->tokens)
         return 0;
@@ -1065,6 +1134,7 @@ int eng_exec_dsa_index(struct eng_cmd *c)
     else
         d.k = eng_ptr(e, m->k);
     d.w = eng_ptr(e, m->w);
+    d.mask = m->mask ? eng_ptr(e, m->mask) : NULL;
     d.nkeys = (size_t)keys;
     d.nchunks = (d.nkeys + DSA_KCHUNK - 1) / DSA_KCHUNK;
     if ((m->hdr.flags & TX8_DSA_F_QUERY_Q8) && m->heads) {
@@ -1114,6 +1184,8 @@ int eng_exec_dsa_index(struct eng_cmd *c)
             eng_parallel(e, nt * d.nchunks, 1, dsa_score_fn, &d);
         else
             memset(d.scores, 0, nt * d.nkeys * 4);
+        if (d.mask)
+            eng_parallel(e, nt, 1, dsa_mask_fn, &d);
         size_t nparts = 1;
         if (nt < (size_t)e->cores && d.nkeys >= (size_t)4 * m->top_k)
             nparts = (size_t)e->cores * 2 / nt;
@@ -1133,6 +1205,12 @@ int eng_exec_dsa_index(struct eng_cmd *c)
     for (size_t t = 0; t < m->tokens; t++) {
         uint64_t limit = (uint64_t)m->q_pos0 + t + 1;
         pairs += limit < m->kv_len ? limit : m->kv_len;
+        /* a hidden key (-inf, ranked after every visible one) is not selected */
+        for (size_t j = 0; d.mask && j < m->top_k; j++) {
+            int32_t *o = d.sel + t * (size_t)m->top_k + j;
+            if (*o >= 0 && !mask_bit(d.mask, m->ld_mask, t, (size_t)*o))
+                *o = -1;
+        }
     }
     c->macs = pairs * m->heads * m->dim;
     c->mac_dtype = d.q8 ? TX8_DTYPE_I8 : TX8_DTYPE_F32;

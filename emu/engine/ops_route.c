@@ -179,11 +179,7 @@ struct sample_ctx {
 
 void eng_sample_cmd(const struct eng_cmd *c, struct tx8_cmd_sample *out)
 {
-    struct tx8_cmd_hdr h;
-    memcpy(&h, c->cmd, sizeof(h));
-    size_t n = h.size < sizeof(*out) ? h.size : sizeof(*out);
-    memset(out, 0, sizeof(*out));
-    memcpy(out, c->cmd, n);
+    eng_cmd_read(c, out, sizeof(*out));
 }
 
 static int i32_cmp(const void *a, const void *b)

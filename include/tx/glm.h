@@ -419,6 +419,40 @@ TX_API int glm_session_kv_write(glm_session_t *s, int pos, const int32_t *ids, i
  */
 TX_API int glm_session_set_token_mask(glm_session_t *s, const uint32_t *mask, int n_words);
 
+/*
+ * Custom attention masks (Hugging Face's 4D attention masks; the table
+ * understanding of the vendor article): which tokens each token of the
+ * session's next n_tokens positions may attend to. Query i (0-based, at
+ * position p + i where p is glm_session_pos at the call) attends token
+ * p + j for j in the ranges [start, end) of its row, always intersected
+ * with the causal rule (j <= i); it always sees itself, and every position
+ * before p (an earlier turn's context). Rows: the ranges of query i are
+ * pairs ranges[2 * k], ranges[2 * k + 1] for k in [row_start[i],
+ * row_start[i + 1]); row_start[0] == 0; a row's ranges sorted by start, not
+ * overlapping, inside [0, n_tokens). A row [0, n_tokens) is the causal
+ * mask. Tokens at positions from p + n_tokens on (the generated ones) see
+ * every earlier token, as without a mask.
+ * The device's ATTENTION applies it as a key bitmap (interface 1.10, the
+ * bitmap path of DSA's selections; an older device fails the pass with
+ * TX_ENOTSUP); with a DSA indexer (glm_moe_dsa) the indexer's top-k is
+ * chosen among the keys the mask leaves visible (DeepSeek-V3.2's
+ * index_score += mask), so the mask always wins.
+ * glm_session_set_attn_mask copies the mask; a malformed one is TX_EINVAL
+ * naming the row and range (the session keeps its earlier mask). It stays
+ * until a pass has computed all its positions (then dropped), NULL, or
+ * glm_session_reset / glm_session_truncate. Passes with masked positions
+ * are built each time (no decode graph). The JSON file format of
+ * glm-inference --attn-mask (spans, table cells, rows): docs/glm-inference.md.
+ * Since libtx 2.9 (LIBTX_2.9).
+ */
+struct glm_attn_mask {
+    int n_tokens;             /* the positions it describes */
+    const int32_t *row_start; /* [n_tokens + 1] */
+    const int32_t *ranges;    /* [2 * row_start[n_tokens]] */
+};
+
+TX_API int glm_session_set_attn_mask(glm_session_t *s, const struct glm_attn_mask *m);
+
 /* glm_eval flags */
 #define GLM_EVAL_ALL_LOGITS (1u << 0) /* logits of every position, else the last */
 

@@ -58,7 +58,7 @@ typedef float tx8_f32;
 
 #define TX8_SIGNATURE			0x30385854u	/* "TX80" in memory */
 #define TX8_IF_VERSION_MAJOR		1
-#define TX8_IF_VERSION_MINOR		9
+#define TX8_IF_VERSION_MINOR		10
 #define TX8_IF_VERSION \
 	((TX8_IF_VERSION_MAJOR << 16) | TX8_IF_VERSION_MINOR)
 #define TX8_IF_MAJOR(v)			((v) >> 16)
@@ -778,6 +778,13 @@ struct tx8_cmd_rope {
  * Rounding is to nearest even with denormals as zero. qk_dim, v_dim,
  * ld_k_head and ld_v_head must then be even. Results differ from the f32
  * form by BF16 rounding (docs/hardware.md, "ATTENTION in BF16").
+ * Since 1.10, if mask != 0: a key bitmap u64 [tokens][ld_mask] (custom
+ * attention masks): query t attends key s only if bit s % 64 of word
+ * mask[t][s / 64] is set, as well as the causal rule and the selection
+ * (if any); ld_mask covers the keys any query sees
+ * (ld_mask * 64 >= min(kv_len, q_pos0 + tokens)). A query with no visible
+ * key gets zeros. A command of TX8_CMD_ATTENTION_SIZE_1_9 bytes (the 1.9
+ * form) has mask 0; ld_mask and rsvd1 are 0 when mask is 0.
  */
 struct tx8_cmd_attention {
 	struct tx8_cmd_hdr hdr;
@@ -801,7 +808,13 @@ struct tx8_cmd_attention {
 	tx8_f32 scale;
 	__u16 kv_dtype;
 	__u16 v_dtype;		/* 1.6, with TX8_ATTN_F_V_DTYPE; else 0 (rsvd) */
+	/* Since 1.10: the key bitmap, or 0 */
+	__u64 mask;
+	__u32 ld_mask;		/* u64 words per token of the bitmap */
+	__u32 rsvd1;
 };
+
+#define TX8_CMD_ATTENTION_SIZE_1_9	__builtin_offsetof(struct tx8_cmd_attention, mask)
 
 /* ATTENTION flags (since interface 1.6) */
 #define TX8_ATTN_F_V_DTYPE		(1u << 0)	/* v cache of v_dtype, not kv_dtype */
@@ -953,6 +966,11 @@ struct tx8_cmd_moe_ffn {
  * sel i32 [tokens][top_k] receives the indices of the top_k highest scores
  * (ties: lower index), in increasing score rank order; -1 pads when fewer
  * than top_k keys are visible.
+ * Since 1.10, if mask != 0: a key bitmap as ATTENTION's (u64 [tokens]
+ * [ld_mask], ld_mask * 64 >= min(kv_len, q_pos0 + tokens)); a key whose bit
+ * is clear is not visible to the query: it scores -inf before the top-k
+ * and is never in the selection (its entry is -1). A command of
+ * TX8_CMD_DSA_INDEX_SIZE_1_9 bytes (the 1.9 form) has mask 0.
  */
 #define TX8_DSA_F_KEY_Q8_0		(1u << 0)	/* 1.6: Q8_0 key cache */
 #define TX8_DSA_F_QUERY_Q8		(1u << 1)	/* 1.9: 8-bit products */
@@ -971,7 +989,13 @@ struct tx8_cmd_dsa_index {
 	__u32 top_k;
 	__u32 ld_q_head;
 	__u32 ld_k;
+	/* Since 1.10: the key bitmap, or 0 */
+	__u64 mask;
+	__u32 ld_mask;		/* u64 words per token of the bitmap */
+	__u32 rsvd1;
 };
+
+#define TX8_CMD_DSA_INDEX_SIZE_1_9	__builtin_offsetof(struct tx8_cmd_dsa_index, mask)
 
 /*
  * SAMPLE: for each of the `rows` rows of logits f32 [rows][ld_logits] (vocab
@@ -1091,6 +1115,8 @@ TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_dsa_index) % 8 == 0, "dsa");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_sample) % 8 == 0, "sample");
 TX8_STATIC_ASSERT(TX8_CMD_SAMPLE_SIZE_1_2 % 8 == 0, "sample 1.2");
 TX8_STATIC_ASSERT(TX8_CMD_SAMPLE_SIZE_1_3 % 8 == 0, "sample 1.3");
+TX8_STATIC_ASSERT(TX8_CMD_ATTENTION_SIZE_1_9 % 8 == 0, "attention 1.9");
+TX8_STATIC_ASSERT(TX8_CMD_DSA_INDEX_SIZE_1_9 % 8 == 0, "dsa 1.9");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_embed) % 8 == 0, "embed");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_convert) % 8 == 0, "convert");
 TX8_STATIC_ASSERT(sizeof(struct tx8_cmd_rope) % 8 == 0, "rope");

@@ -977,6 +977,21 @@ TX_API int tx_cmd_rope(tx_cmdbuf_t *cb, const struct tx_rope_args *a)
     return emit(cb, rope_d.fn, &c, sizeof(c), rope_d.opcode, (uint16_t)a->flags, &s);
 }
 
+/* The key bitmap of interface 1.10 (custom attention masks) of ATTENTION or
+ * DSA_INDEX: with ld_mask the operand, its stride and the command's full
+ * size (feature: what an older device lacks), else the 1.9 size */
+static size_t key_bitmap(struct opset *s, tx_ref_t mask, uint32_t ld_mask, __u64 *field,
+                         __u32 *ld_field, size_t full, size_t size_1_9, const char *feature)
+{
+    if (!ld_mask)
+        return size_1_9;
+    op_add(s, "mask", mask, TX_ACCESS_READ, 0, field);
+    *ld_field = ld_mask;
+    s->min_minor = 10;
+    s->feature = feature;
+    return full;
+}
+
 TX_API int tx_cmd_attention(tx_cmdbuf_t *cb, const struct tx_attention_args *a)
 {
     return tx_cmd_attention_ex(cb, a, a ? a->kv_dtype : 0);
@@ -990,6 +1005,12 @@ TX_API int tx_cmd_attention_ex(tx_cmdbuf_t *cb, const struct tx_attention_args *
 
 TX_API int tx_cmd_attention_flags(tx_cmdbuf_t *cb, const struct tx_attention_args *a,
                                   uint16_t v_dtype, uint16_t aflags)
+{
+    return txd_cmd_attention_mask(cb, a, v_dtype, aflags, (tx_ref_t){0}, 0);
+}
+
+int txd_cmd_attention_mask(tx_cmdbuf_t *cb, const struct tx_attention_args *a, uint16_t v_dtype,
+                           uint16_t aflags, tx_ref_t mask, uint32_t ld_mask)
 {
     struct tx8_cmd_attention c;
     struct opset s = {.n = 0};
@@ -1025,7 +1046,9 @@ TX_API int tx_cmd_attention_flags(tx_cmdbuf_t *cb, const struct tx_attention_arg
     encode(&attention_d, a, &c, 0, &s);
     if (v_dtype != a->kv_dtype)
         c.v_dtype = v_dtype;
-    return emit(cb, attention_d.fn, &c, sizeof(c), attention_d.opcode, flags, &s);
+    size_t size = key_bitmap(&s, mask, ld_mask, &c.mask, &c.ld_mask, sizeof(c),
+                             TX8_CMD_ATTENTION_SIZE_1_9, "the ATTENTION key bitmap");
+    return emit(cb, attention_d.fn, &c, size, attention_d.opcode, flags, &s);
 }
 
 TX_API int tx_cmd_swiglu(tx_cmdbuf_t *cb, const struct tx_swiglu_args *a)
@@ -1111,6 +1134,12 @@ TX_API int tx_cmd_dsa_index_ex(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *
 int txd_cmd_dsa_index_q8(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a, uint16_t k_dtype,
                          int query_q8)
 {
+    return txd_cmd_dsa_index_mask(cb, a, k_dtype, query_q8, (tx_ref_t){0}, 0);
+}
+
+int txd_cmd_dsa_index_mask(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a, uint16_t k_dtype,
+                           int query_q8, tx_ref_t mask, uint32_t ld_mask)
+{
     struct tx8_cmd_dsa_index c;
     struct opset s = {.n = 0};
     uint16_t flags = 0;
@@ -1132,7 +1161,9 @@ int txd_cmd_dsa_index_q8(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a, uin
         s.feature = "TX8_DSA_F_QUERY_Q8";
     }
     encode(&dsa_index_d, a, &c, 0, &s);
-    return emit(cb, dsa_index_d.fn, &c, sizeof(c), dsa_index_d.opcode, flags, &s);
+    size_t size = key_bitmap(&s, mask, ld_mask, &c.mask, &c.ld_mask, sizeof(c),
+                             TX8_CMD_DSA_INDEX_SIZE_1_9, "the DSA_INDEX key bitmap");
+    return emit(cb, dsa_index_d.fn, &c, size, dsa_index_d.opcode, flags, &s);
 }
 
 TX_API int tx_cmd_sample(tx_cmdbuf_t *cb, const struct tx_sample_args *a)

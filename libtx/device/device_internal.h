@@ -122,6 +122,15 @@ int txd_can_batch_invariant(tx_device_t *dev);
 int txd_cmd_dsa_index_q8(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a, uint16_t k_dtype,
                          int query_q8);
 
+/* tx_cmd_attention_flags / txd_cmd_dsa_index_q8 with the key bitmap of
+ * interface 1.10 (custom attention masks): u64 [tokens][ld_mask] words at
+ * mask; ld_mask 0: no bitmap (the 1.9 form is sent). A device older than
+ * 1.10: TX_ENOTSUP. */
+int txd_cmd_attention_mask(tx_cmdbuf_t *cb, const struct tx_attention_args *a, uint16_t v_dtype,
+                           uint16_t aflags, tx_ref_t mask, uint32_t ld_mask);
+int txd_cmd_dsa_index_mask(tx_cmdbuf_t *cb, const struct tx_dsa_index_args *a, uint16_t k_dtype,
+                           int query_q8, tx_ref_t mask, uint32_t ld_mask);
+
 /* device.c: tx_settings_device's entries */
 enum { TXD_SETTING_SUBMIT_TIMEOUT, TXD_SETTING_DEVICE, TXD_SETTING_COUNT };
 

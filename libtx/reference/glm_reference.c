@@ -17,6 +17,7 @@
 #include <tx-internal/glm_reference.h>
 
 #include <tx-internal/tx_arch.h>
+#include "common/attn_mask.h"
 #include "reference/ref_blocks.h"
 
 struct preload_ctx {
@@ -175,7 +176,43 @@ void glm_ref_session_destroy(struct glm_ref_session *s)
     free(s->k_cache);
     free(s->v_cache);
     free(s->ik_cache);
+    free(s->am_row);
+    free(s->am_ranges);
     free(s);
+}
+
+static void attn_mask_clear(struct glm_ref_session *s)
+{
+    free(s->am_row);
+    free(s->am_ranges);
+    s->am_row = s->am_ranges = NULL;
+    s->am_base = s->am_n = 0;
+}
+
+int glm_ref_session_set_attn_mask(struct glm_ref_session *s, const struct glm_attn_mask *m,
+                                  char *err, size_t errsz)
+{
+    F64_DISPATCH(s, txref64_session_set_attn_mask(AS64_SESSION(s), m, err, errsz));
+    if (!s)
+        return tx_errbuf(err, errsz, TX_EINVAL, "glm_ref_session_set_attn_mask: NULL session");
+    if (!m) {
+        attn_mask_clear(s);
+        return 0;
+    }
+    int rc = tx_attn_mask_check(m, s->max_tokens - s->pos, "glm_ref_session_set_attn_mask", err,
+                                errsz);
+    if (rc)
+        return rc;
+    int32_t *row, *rng;
+    rc = tx_attn_mask_copy(m, &row, &rng);
+    if (rc)
+        return tx_errbuf(err, errsz, rc, "%s", tx_last_error());
+    attn_mask_clear(s);
+    s->am_row = row;
+    s->am_ranges = rng;
+    s->am_base = s->pos;
+    s->am_n = m->n_tokens;
+    return 0;
 }
 
 int glm_ref_session_create(struct glm_ref_model *m, int max_tokens, struct glm_ref_session **out,
@@ -235,8 +272,10 @@ int glm_ref_session_create(struct glm_ref_model *m, int max_tokens, struct glm_r
 void glm_ref_session_reset(struct glm_ref_session *s)
 {
     F64_DISPATCH(s, txref64_session_reset(AS64_SESSION(s)));
-    if (s)
+    if (s) {
         s->pos = 0;
+        attn_mask_clear(s);
+    }
 }
 
 int glm_ref_session_pos(const struct glm_ref_session *s)

@@ -87,7 +87,20 @@ int txref_w(struct glm_ref_model *m, enum glm_tensor_role role, int layer, int e
 /* ------------------------------------------------------------------------ */
 /* attention core: softmax(q . K^T * scale) V over a key list */
 
+int txref_key_visible(const struct glm_ref_session *s, int p, int j)
+{
+    int i = p - s->am_base;
+    if (s->am_n <= 0 || i < 0 || i >= s->am_n || j < s->am_base || j == p)
+        return j <= p;
+    int r = j - s->am_base;
+    for (int32_t k = s->am_row[i]; k < s->am_row[i + 1]; k++)
+        if (r >= s->am_ranges[2 * k] && r < s->am_ranges[2 * k + 1])
+            return j <= p;
+    return 0;
+}
+
 struct attn_job {
+    const struct glm_ref_session *s; /* its custom attention mask */
     const ref_real *q; /* [n x nh x q_stride] */
     int64_t q_stride;
     const ref_real *k; /* cache [T x kdim] */
@@ -130,6 +143,10 @@ static void attn_range(void *ctx, int64_t b, int64_t e)
         for (int i = 0; i < nk; i++) {
             const int key = j->sel ? j->sel[(int64_t)t * j->sel_stride + i] : i;
             const ref_real *k = j->k + (int64_t)key * j->kdim + (int64_t)kvh * j->qk_dim;
+            if (!txref_key_visible(j->s, p, key)) { /* the custom attention mask */
+                sc[i] = -INFINITY;
+                continue;
+            }
             sc[i] = txref_dot(q, k, j->qk_dim) * j->scale;
             if (sc[i] > mx)
                 mx = sc[i];
@@ -139,6 +156,8 @@ static void attn_range(void *ctx, int64_t b, int64_t e)
             acc[d] = 0.0;
         for (int i = 0; i < nk; i++) {
             const int key = j->sel ? j->sel[(int64_t)t * j->sel_stride + i] : i;
+            if (sc[i] == -INFINITY)
+                continue; /* masked: no weight */
             const double w = exp((double)sc[i] - (double)mx);
             sum += w;
             const ref_real *v = j->v + (int64_t)key * j->vdim + (int64_t)kvh * j->v_dim;
@@ -201,6 +220,7 @@ int txref_gqa_attention(struct ref_fwd *f, int l, const ref_real *x, ref_real *y
         memcpy(s->v_cache[l] + pos * s->vdim, v + (int64_t)t * s->vdim, sizeof(ref_real) * s->vdim);
     }
     struct attn_job j = {
+        .s = s,
         .q = q,
         .q_stride = hd,
         .k = s->k_cache[l],
@@ -288,14 +308,23 @@ static int run_indexer(struct ref_fwd *f, int l, const ref_real *x, const ref_re
     for (int t = 0; t < n; t++) {
         const int p = f->pos0 + t;
         int32_t *sel = f->sel + (int64_t)t * f->sel_stride;
-        if (p + 1 <= K) {
-            /* every causal key fits: the indexer selects all of them */
-            for (int j = 0; j <= p; j++)
-                sel[j] = j;
-            f->n_sel[t] = p + 1;
+        /* the keys the custom attention mask shows (every causal key
+         * without one): the candidates */
+        int nv = 0;
+        for (int j = 0; j <= p; j++)
+            nv += txref_key_visible(s, p, j);
+        if (nv <= K) {
+            /* every visible key fits: the indexer selects all of them */
+            for (int j = 0, o = 0; j <= p; j++)
+                if (txref_key_visible(s, p, j))
+                    sel[o++] = j;
+            f->n_sel[t] = nv;
             continue;
         }
+        int nc = 0;
         for (int j = 0; j <= p; j++) {
+            if (!txref_key_visible(s, p, j))
+                continue;
             const ref_real *kj = s->ik_cache[l] + (int64_t)j * ihd;
             double score = 0.0;
             for (int h = 0; h < inh; h++) {
@@ -303,10 +332,10 @@ static int run_indexer(struct ref_fwd *f, int l, const ref_real *x, const ref_re
                 if (d > 0.0f) /* ReLU */
                     score += (double)iw[(int64_t)t * inh + h] * d;
             }
-            cd[j].score = (ref_real)score;
-            cd[j].pos = j;
+            cd[nc].score = (ref_real)score;
+            cd[nc++].pos = j;
         }
-        qsort(cd, (size_t)p + 1, sizeof(*cd), cand_cmp_score);
+        qsort(cd, (size_t)nc, sizeof(*cd), cand_cmp_score);
         for (int i = 0; i < K; i++)
             sel[i] = cd[i].pos;
         qsort(sel, (size_t)K, sizeof(*sel), i32_cmp);
@@ -416,6 +445,7 @@ int txref_mla_attention(struct ref_fwd *f, int l, const ref_real *x, ref_real *y
         }
     }
     struct attn_job j = {
+        .s = s,
         .q = q,
         .q_stride = qkh,
         .k = s->k_cache[l],

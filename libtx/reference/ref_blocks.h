@@ -51,7 +51,15 @@ struct glm_ref_session {
     ref_real **v_cache;  /* per layer [max_tokens x vdim] */
     ref_real **ik_cache; /* glm_moe_dsa full layers: [max_tokens x index_head_dim] */
     int64_t kdim, vdim;
+    /* custom attention mask of positions [am_base, am_base + am_n) (am_n 0:
+     * none): row i's ranges am_ranges[2k, 2k + 1), k in [am_row[i], am_row[i + 1]) */
+    int am_base, am_n;
+    int32_t *am_row, *am_ranges;
 };
+
+/* whether query position p of session s may attend key position j (j <= p):
+ * its custom attention mask, else every causal key */
+int txref_key_visible(const struct glm_ref_session *s, int p, int j);
 
 /* ------------------------------------------------------------------------ */
 /* forward pass state for one call */

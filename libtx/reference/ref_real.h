@@ -39,6 +39,7 @@ typedef double ref_real;
 #define glm_ref_session_reset txref64_session_reset
 #define glm_ref_session_pos txref64_session_pos
 #define glm_ref_forward txref64_forward
+#define glm_ref_session_set_attn_mask txref64_session_set_attn_mask
 /* the building blocks */
 #define glm_ref_rmsnorm txref64_rmsnorm
 #define glm_ref_layernorm txref64_layernorm
@@ -55,6 +56,7 @@ typedef double ref_real;
 #define txref_numel txref64_numel
 #define txref_fetch txref64_fetch
 #define txref_w txref64_w
+#define txref_key_visible txref64_key_visible
 #define txref_gqa_attention txref64_gqa_attention
 #define txref_mla_attention txref64_mla_attention
 #define txref_dsa_select txref64_dsa_select
@@ -82,5 +84,7 @@ void txref64_session_reset(struct glm_ref64_session *s);
 int txref64_session_pos(const struct glm_ref64_session *s);
 int txref64_forward(struct glm_ref64_session *s, const int32_t *tokens, int n, float *logits,
                     const struct glm_ref_hooks *hooks, char *err, size_t errsz);
+int txref64_session_set_attn_mask(struct glm_ref64_session *s, const struct glm_attn_mask *m,
+                                  char *err, size_t errsz);
 
 #endif

@@ -83,6 +83,8 @@ void rt_act_layout(const glm_model_t *m, const struct tx_arch_ops *arch, const s
     int nsel = arch->select_k(c);
     a->dump_sel =
         dump && nsel > 0 ? blk_take(&o, (uint64_t)c->num_hidden_layers * t * nsel * 4) : 0;
+    a->amask_ld = rt_attn_mask_words(f);
+    a->amask = a->amask_ld ? blk_take(&o, t * a->amask_ld * 8) : 0;
     if (f && (f->mtp || f->mtp_tail)) {
         a->mtp_hin = blk_take(&o, t * D * 4);
         a->mtp_cat = blk_take(&o, t * 2 * D * 4);

@@ -312,6 +312,17 @@ static uint16_t blk_attn_flags(const struct gctx *g, const struct tx_attention_a
     return TX8_ATTN_F_BF16;
 }
 
+/* ATTENTION of segment sg, with its custom attention mask's key bitmap
+ * when it has masked positions (runtime/attn_mask.c) */
+static int attention_cmd(struct gctx *g, const struct rt_seg *sg, const struct tx_attention_args *a,
+                         uint16_t v_dtype, uint16_t af)
+{
+    tx_ref_t mask = {0};
+    uint32_t ld = 0;
+    rt_attn_mask_ref(g, sg, &mask, &ld);
+    return txd_cmd_attention_mask(g->cb, a, v_dtype, af, mask, ld);
+}
+
 static void count_pairs(struct gctx *g, const struct rt_seg *sg, int sel_k, uint64_t *ex,
                         uint64_t *dense);
 static void dg_keys(struct gctx *g, const struct rt_seg *sg, size_t at, size_t kv_len,
@@ -382,7 +393,7 @@ void blk_gqa_attention(struct gctx *g, int l)
                 Hk, a.kv_len, af & TX8_ATTN_F_BF16 ? "bf16" : "f32");
         count_pairs(g, sg, 0, NULL, NULL);
         at = rt_dg_mark(g);
-        if (blk_emit(g, tx_cmd_attention_flags(g->cb, &a, s->v_dtype, af)))
+        if (blk_emit(g, attention_cmd(g, sg, &a, s->v_dtype, af)))
             return;
         dg_keys(g, sg, at, offsetof(struct tx8_cmd_attention, kv_len),
                 offsetof(struct tx8_cmd_attention, q_pos0));
@@ -572,8 +583,12 @@ int blk_dsa_indexer_select(struct gctx *g, int l, const struct rt_seg *sg)
         d.ld_k = (uint32_t)Di;
         blk_dbg(g, "DSA_INDEX layer %d tokens=%d keys=%u top_k=%d", l, sg->n, d.kv_len, K);
         size_t at = rt_dg_mark(g);
-        if (blk_emit(g, txd_cmd_dsa_index_q8(g->cb, &d, s->ik_dtype,
-                                             g->m->dsa_q8 && s->ik_dtype == TX8_DTYPE_Q8_0)))
+        tx_ref_t mask = {0};
+        uint32_t ld = 0;
+        rt_attn_mask_ref(g, sg, &mask, &ld); /* the top-k among the keys it shows */
+        if (blk_emit(g, txd_cmd_dsa_index_mask(g->cb, &d, s->ik_dtype,
+                                               g->m->dsa_q8 && s->ik_dtype == TX8_DTYPE_Q8_0,
+                                               mask, ld)))
             return 0;
         dg_keys(g, sg, at, offsetof(struct tx8_cmd_dsa_index, kv_len),
                 offsetof(struct tx8_cmd_dsa_index, q_pos0));
@@ -666,7 +681,7 @@ void blk_mla_attend(struct gctx *g, int l, const struct rt_seg *sg, int sel_k)
             l, sg->n, H, a.kv_len, cw, sel_k > 0 ? " (DSA selection)" : " (dense)",
             (unsigned long long)ex, (unsigned long long)dense, af & TX8_ATTN_F_BF16 ? "bf16" : "f32");
     size_t at = rt_dg_mark(g);
-    if (!blk_emit(g, tx_cmd_attention_flags(g->cb, &a, a.kv_dtype, af)))
+    if (!blk_emit(g, attention_cmd(g, sg, &a, a.kv_dtype, af)))
         dg_keys(g, sg, at, offsetof(struct tx8_cmd_attention, kv_len),
                 offsetof(struct tx8_cmd_attention, q_pos0));
 }
@@ -748,7 +763,7 @@ void blk_mla_attend_expanded(struct gctx *g, int l, const struct rt_seg *sg, int
             "pairs=%llu/%llu dense, %s products",
             l, sg->n, H, a.kv_len, qk, vd, sel_k > 0 ? " (DSA selection)" : " (dense)",
             (unsigned long long)ex, (unsigned long long)dense, af & TX8_ATTN_F_BF16 ? "bf16" : "f32");
-    blk_emit(g, tx_cmd_attention_flags(g->cb, &a, xt, af));
+    blk_emit(g, attention_cmd(g, sg, &a, xt, af));
 }
 
 /* The attention output out of latent space: ao_h = W_UV_h aol_h per head */

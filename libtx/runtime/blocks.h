@@ -25,6 +25,9 @@ struct act_layout {
     uint64_t logits, tok, prob, hist, allow;
     uint64_t dump, dump_rid, dump_sel;
     uint64_t mtp_hin, mtp_cat; /* MTP pass: hnorm's input, [enorm(e) | hnorm(h)] */
+    /* custom attention masks: the key bitmaps u64 [T][amask_ld] (amask_ld 0:
+     * no masked position in the pass; runtime/attn_mask.c) */
+    uint64_t amask, amask_ld;
     uint64_t total;
 };
 
@@ -138,5 +141,15 @@ void blk_ffn(struct gctx *g, int l);
 
 /* a pre-norm residual decoder layer around an attention block */
 void blk_decoder_layer(struct gctx *g, int l, void (*attn)(struct gctx *g, int l));
+
+/* runtime/attn_mask.c: custom attention masks. The key bitmap's u64 words
+ * per row of a pass (0: no masked position); stale masks dropped before a
+ * pass; the bitmaps written into the activation buffer; a segment's
+ * bitmap (0: unmasked) for ATTENTION / DSA_INDEX. rt_attn_mask_drop:
+ * rt_internal.h. */
+uint32_t rt_attn_mask_words(const struct rt_fwd *f);
+void rt_attn_mask_prepare(struct rt_fwd *f);
+void rt_attn_mask_fill(struct gctx *g);
+int rt_attn_mask_ref(struct gctx *g, const struct rt_seg *sg, tx_ref_t *ref, uint32_t *ld);
 
 #endif

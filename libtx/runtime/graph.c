@@ -595,6 +595,7 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     const struct tx_arch_ops *arch = tx_arch_get(c->arch);
     if (!arch)
         return tx_error(TX_EINVAL, "forward: unknown architecture %d", (int)c->arch);
+    rt_attn_mask_prepare(f);
     rt_act_layout(m, arch, f, T, f->lrows, want_dump, &g.a);
     rc = rt_ensure_act(m, g.a.total);
     if (rc)
@@ -610,6 +611,7 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
             pos[f->seg[i].row0 + t] = f->seg[i].pos0 + t;
     if (f->mtp)
         memcpy((uint8_t *)m->act_map + g.a.mtp_hin, f->hin, (size_t)T * D * 4);
+    rt_attn_mask_fill(&g);
 
     /* a decode pass of the sessions and plan the decode graph was recorded
      * for runs it patched (runtime/decode_graph.c); another one is built and
@@ -619,7 +621,8 @@ static int forward_pass(glm_model_t *m, struct rt_fwd *f)
     for (int i = 0; i < f->n_seg; i++)
         spec_pass &= f->seg[i].n <= GLM_SPEC_MAX_DRAFT + 1;
     int use_dg = (decode || spec_pass) && m->dg_mode != RT_DG_OFF && m->store->decode_graph &&
-                 !want_dump && !g.prof && !g.a.xkeys && !rt_fwd_has_token_mask(f);
+                 !want_dump && !g.prof && !g.a.xkeys && !rt_fwd_has_token_mask(f) &&
+                 !g.a.amask_ld;
     int replayed = 0;
     if (use_dg) {
         rc = rt_dgraph_replay(&g, &replayed);

@@ -252,6 +252,16 @@ struct glm_session {
     int32_t sp_d1;
     uint32_t *allow;                  /* allowed-token mask of its samplings, or NULL
                                          (glm_session_set_token_mask, runtime/token_mask.c) */
+    struct rt_attn_mask *amask;       /* custom attention mask of positions [base, base + n),
+                                         or NULL (runtime/attn_mask.c) */
+};
+
+/* A session's custom attention mask (glm_session_set_attn_mask): the rows
+ * of positions [base, base + n), prompt-relative ranges */
+struct rt_attn_mask {
+    int base, n;
+    int32_t *row_start; /* [n + 1] */
+    int32_t *ranges;    /* [2 * row_start[n]] */
 };
 
 /* One sequence's part of a forward pass. */
@@ -368,6 +378,9 @@ int rt_forward(glm_model_t *m, struct rt_fwd *f);
  * whether a pass samples a row of a session that has one */
 uint32_t rt_token_mask_words(const glm_model_t *m);
 int rt_fwd_has_token_mask(const struct rt_fwd *f);
+/* runtime/attn_mask.c: a session's custom attention mask freed (reset,
+ * truncate, free) */
+void rt_attn_mask_drop(glm_session_t *s);
 
 /* Ids the sampler may choose: [0, tokenizer vocabulary size) when the
  * package has a tokenizer smaller than config.vocab_size (the rest are

@@ -394,6 +394,7 @@ TX_API void glm_session_free(glm_session_t *s)
     free(s->toks);
     free(s->sp_h);
     free(s->allow);
+    rt_attn_mask_drop(s);
     free(s);
 }
 
@@ -403,6 +404,7 @@ TX_API int glm_session_reset(glm_session_t *s)
         return tx_error(TX_EINVAL, "glm_session_reset: session is NULL");
     pthread_mutex_lock(&s->m->lock);
     s->pos = 0;
+    rt_attn_mask_drop(s);
     pthread_mutex_unlock(&s->m->lock);
     return TX_OK;
 }
@@ -416,8 +418,10 @@ TX_API int glm_session_truncate(glm_session_t *s, int pos)
     if (pos < 0 || pos > s->pos)
         rc = tx_error(TX_EINVAL, "glm_session_truncate: position %d is outside [0, %d]", pos,
                       s->pos);
-    else
+    else {
         s->pos = pos;
+        rt_attn_mask_drop(s);
+    }
     pthread_mutex_unlock(&s->m->lock);
     return rc;
 }

@@ -90,13 +90,16 @@ def layernorm(y, x, g, beta, rows, dim):
 
 
 def attention(out_, q, k, v, sel, T, qh, kvh, qk, vd, kv_len, pos0, sel_k, ldq, ldk, ldv, ldo,
-              kv_dtype=0, v_dtype=None, scale=0.25, bf16=False):
+              kv_dtype=0, v_dtype=None, scale=0.25, bf16=False, mask=None):
     # flags: TX8_ATTN_F_V_DTYPE (1) when v_dtype is given, TX8_ATTN_F_BF16
-    # (2, interface 1.7) with bf16
+    # (2, interface 1.7) with bf16; mask: (bitmap address, words per token)
+    # -- the 1.10 form (120 bytes), else the 1.9 form (104 bytes)
     flags = (0 if v_dtype is None else 1) | (2 if bf16 else 0)
-    return hdr(8, 104, flags) + struct.pack("<QQQQQIIIIIIIIIIIIfHH", out_, q, k, v, sel, T, qh, kvh,
-                                            qk, vd, kv_len, pos0, sel_k, ldq, ldk, ldv, ldo, scale,
-                                            kv_dtype, v_dtype or 0)
+    body = struct.pack("<QQQQQIIIIIIIIIIIIfHH", out_, q, k, v, sel, T, qh, kvh, qk, vd, kv_len,
+                       pos0, sel_k, ldq, ldk, ldv, ldo, scale, kv_dtype, v_dtype or 0)
+    if mask is not None:
+        body += struct.pack("<QII", mask[0], mask[1], 0)
+    return hdr(8, 8 + len(body), flags) + body
 
 
 def weight_sparse(data, index, rows, cols, nnz, dtype=0):
@@ -113,9 +116,12 @@ def moe_ffn(y, x, ids, w, experts, T, K, NE, D, F, act=0, flags=0):
                                             D, D, act, 0)
 
 
-def dsa_index(sel, q, k, w, T, H, dim, kv_len, pos0, K, ldq, ldk, flags=0):
-    return hdr(14, 72, flags) + struct.pack("<QQQQIIIIIIII", sel, q, k, w, T, H, dim, kv_len, pos0,
-                                            K, ldq, ldk)
+def dsa_index(sel, q, k, w, T, H, dim, kv_len, pos0, K, ldq, ldk, flags=0, mask=None):
+    # mask: (bitmap address, words per token) -- the 1.10 form (88 bytes)
+    body = struct.pack("<QQQQIIIIIIII", sel, q, k, w, T, H, dim, kv_len, pos0, K, ldq, ldk)
+    if mask is not None:
+        body += struct.pack("<QII", mask[0], mask[1], 0)
+    return hdr(14, 8 + len(body), flags) + body
 
 
 def sample(out_, logits, probs, rows, V, top_k, temp, top_p, v13=None, flags=0, allow=None):
@@ -214,6 +220,23 @@ seeds = {
     "sample_1_9_greedy_mask": job(whole, [fill(B, 32, 0x0000FF00),
                                           sample(C, A, D, 2, 100, 0, 0.0, 1.0, allow=(B, 4))]),
     "sample_1_9_short_ld": job(whole, [sample(C, A, D, 2, 100, 10, 0.8, 0.9, allow=(B, 3))]),
+    # 1.10: the key bitmap of ATTENTION / DSA_INDEX (custom attention masks)
+    "attention_1_10_mask": job(whole, [fill(D + 0x800, 16, 0x55),
+                                       attention(D, A, B, C, 0, 2, 4, 2, 16, 16, 8, 6, 0, 16, 16, 16,
+                                                 16, mask=(D + 0x800, 1))]),
+    "attention_1_10_sel_mask": job(whole, [fill(D + 0x800, 16, 0x33),
+                                           attention(D, B, C, C + 0x800, A, 2, 2, 1, 32, 32, 8, 6, 4,
+                                                     32, 32, 32, 32, Q4_0, mask=(D + 0x800, 1))],
+                                   blob=struct.pack("<8i", 0, 1, 2, -1, 3, 4, 5, 6)),
+    "attention_1_10_short_ld": job(whole, [attention(D, A, B, C, 0, 2, 4, 2, 16, 16, 80, 78, 0, 16,
+                                                     16, 16, 16, mask=(D + 0x800, 1))]),
+    "attention_1_10_mask_fault": job([(A, 0x3000, RW)],
+                                     [attention(A + 0x2000, A, A + 0x800, A + 0x1000, 0, 2, 4, 2, 16,
+                                                16, 8, 6, 0, 16, 16, 16, 16,
+                                                mask=(A + 0x2ff8, 1))]),
+    "dsa_index_1_10_mask": job(whole, [fill(D + 0x800, 16, 0x0F),
+                                       dsa_index(D, A, B, C, 2, 2, 16, 8, 6, 4, 16, 16,
+                                                 mask=(D + 0x800, 1))]),
 }
 os.makedirs(out, exist_ok=True)
 for name, data in seeds.items():

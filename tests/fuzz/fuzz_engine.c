@@ -34,10 +34,11 @@
  * FILL, COPY, CONVERT (with the 1.6 KV block types Q8_0 / Q4_0), MATMUL
  * (dense and block-sparse weights), RMSNORM, LAYERNORM, ROPE (1.4 flags),
  * ATTENTION (1.6 block KV caches, TX8_ATTN_F_V_DTYPE, selections, 1.7
- * TX8_ATTN_F_BF16), SWIGLU,
+ * TX8_ATTN_F_BF16, the 1.10 key bitmap and the 1.9 form), SWIGLU,
  * ADD, EMBED, MOE_ROUTE (1.4 flags), MOE_FFN (and the run-time checks of
  * its expert table with the 1.6 expert-cache flags TX8_WEIGHT_F_XCACHE /
- * _XMISS), DSA_INDEX (1.6 TX8_DSA_F_KEY_Q8_0, 1.9 TX8_DSA_F_QUERY_Q8) and SAMPLE (1.2 and 1.3
+ * _XMISS), DSA_INDEX (1.6 TX8_DSA_F_KEY_Q8_0, 1.9 TX8_DSA_F_QUERY_Q8, the 1.10 key
+ * bitmap and the 1.9 form) and SAMPLE (1.2 and 1.3
  * forms), plus the job descriptor rules (flags included), using byte
  * bitmaps of the ranges and exact 128-bit extents instead of the engine's
  * interval walk and overflow checks.
@@ -253,6 +254,17 @@ static void ranges(struct ref *r)
         range_of(r, i);
 }
 
+/* 1.10: the key bitmap of ATTENTION / DSA_INDEX, u64 [tokens][ld_mask]
+ * covering the keys the queries see; its fields 0 without one */
+static void ref_key_mask(struct ref *r, uint64_t mask, uint32_t ld_mask, uint32_t rsvd,
+                         uint64_t tokens, uint64_t keys)
+{
+    if (rsvd || !mask != !ld_mask || (mask && (uint64_t)ld_mask * 64 < keys))
+        return bad(r, TX8_STATUS_INVALID_CMD);
+    if (mask)
+        matrix(r, mask, tokens, ld_mask, ld_mask, 8, R);
+}
+
 /* A weight's fields and ranges (dense and block-sparse; the sparse index's
  * contents are checked when the command runs). */
 static void ref_weight(struct ref *r, const struct tx8_weight *w)
@@ -390,7 +402,7 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
         struct tx8_cmd_sample sm;
     } u;
     r->indirect = 0;
-    memset(&u, 0, sizeof(u)); /* a 1.2/1.3 SAMPLE: the later fields are 0 */
+    memset(&u, 0, sizeof(u)); /* a shorter earlier form: the later fields are 0 */
     memcpy(&u, p, h.size < sizeof(u) ? h.size : sizeof(u));
     switch (h.opcode) {
     case TX8_OP_NOP:
@@ -601,6 +613,7 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
             vector(r, m->sel, (uint64_t)m->tokens * m->sel_k, 4, R);
             r->indirect = 1; /* the selected keys are checked when it runs */
         }
+        ref_key_mask(r, m->mask, m->ld_mask, m->rsvd1, m->tokens, keys);
         break;
     }
     case TX8_OP_MOE_FFN: {
@@ -641,6 +654,7 @@ static int ref_cmd(struct ref *r, const uint8_t *p)
         uint64_t keys = (uint64_t)m->q_pos0 + m->tokens;
         if (keys > m->kv_len)
             keys = m->kv_len;
+        ref_key_mask(r, m->mask, m->ld_mask, m->rsvd1, m->tokens, keys);
         if (!keys)
             break;
         heads(r, m->q, m->tokens, m->heads, m->ld_q_head, m->dim, TX8_DTYPE_F32, R);
@@ -824,7 +838,9 @@ static int ref_job(const struct tx8_job_desc *job, const uint8_t *cmd, unsigned 
         if (h.opcode >= TX8_OP_COUNT ||
             (h.size != cmd_sizes[h.opcode] &&
              !(h.opcode == TX8_OP_SAMPLE &&
-               (h.size == TX8_CMD_SAMPLE_SIZE_1_2 || h.size == TX8_CMD_SAMPLE_SIZE_1_3))) ||
+               (h.size == TX8_CMD_SAMPLE_SIZE_1_2 || h.size == TX8_CMD_SAMPLE_SIZE_1_3)) &&
+             !(h.opcode == TX8_OP_ATTENTION && h.size == TX8_CMD_ATTENTION_SIZE_1_9) &&
+             !(h.opcode == TX8_OP_DSA_INDEX && h.size == TX8_CMD_DSA_INDEX_SIZE_1_9)) ||
             h.size > job->cmd_size - off)
             return TX8_STATUS_INVALID_CMD;
         if (ref_cmd(&r, cmd + off) == REF_UNKNOWN)

@@ -67,6 +67,18 @@ struct acase {
     float scale; /* 0: 0.125 */
 };
 
+/* run_case_x with the 1.10 key bitmap (custom attention masks): a pattern
+ * hiding about a third of each query's keys (test_attention_mask) */
+static int g_mask;
+
+/* the case's key bitmap pattern: key s visible to query position p (s <= p) */
+static int mask_keeps(unsigned p, unsigned s)
+{
+    if (g_mask == 2 && p % 2 == 0)
+        return 0; /* mode 2: the queries at even positions see no key (zeros) */
+    return s == p || (s * 3 + p) % 5 < 3;
+}
+
 /* the reference's BF16 rounding (nearest even; no denormals arise here) */
 static float bf16r(float f)
 {
@@ -97,6 +109,17 @@ static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, un
              vc = te_alloc(t, (size_t)kvlen * vrow * 4),
              vdq = te_alloc(t, (size_t)kvlen * vrow * 4), q = te_alloc(t, (size_t)T * qh * qk * 4),
              o = te_alloc(t, (size_t)T * qh * vd * 4), sel = te_alloc(t, (size_t)T * sel_k * 4 + 4);
+    /* the key bitmap, one spare word a row (ld_mask above the minimum), bits
+     * past each query's causal keys set too: the device ignores them */
+    unsigned ldm = (kvlen + 63) / 64 + 1;
+    uint64_t mk = g_mask ? te_alloc(t, (size_t)T * ldm * 8) : 0;
+    uint64_t *mp = g_mask ? te_ptr(t, mk) : NULL;
+    for (unsigned tt = 0; mp && tt < T; tt++)
+        for (unsigned s = 0; s < ldm * 64; s++)
+            if (s >= kvlen || s > q0 + tt || mask_keeps(q0 + tt, s))
+                mp[(size_t)tt * ldm + s / 64] |= (uint64_t)1 << (s % 64);
+            else
+                mp[(size_t)tt * ldm + s / 64] &= ~((uint64_t)1 << (s % 64));
     fill(rng, te_ptr(t, ksrc), (size_t)kvlen * krow, 1.0f);
     fill(rng, te_ptr(t, vsrc), (size_t)kvlen * vrow, 1.0f);
     fill(rng, te_ptr(t, q), (size_t)T * qh * qk, 0.5f);
@@ -105,7 +128,7 @@ static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, un
     if (!cs->shared)
         convert(t, vc, vsrc, vdq, kvlen * kvh, vd, vdt);
     int32_t *sp = te_ptr(t, sel);
-    for (unsigned tt = 0; tt < T; tt++) {
+    for (unsigned tt = 0; cs->sel && tt < T; tt++) {
         unsigned lim = q0 + tt + 1, n = 0;
         /* every causal key but some (sel 1) or one in six (sel 2), in a
          * scrambled order, -1 pads */
@@ -149,6 +172,10 @@ static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, un
     }
     if (cs->bf)
         c.hdr.flags |= TX8_ATTN_F_BF16;
+    if (g_mask) {
+        c.mask = mk;
+        c.ld_mask = ldm;
+    }
     ck_assert_uint_eq(te_run1(t, &c), TX8_STATUS_OK);
 
     const float *kp = te_ptr(t, kd), *vp = cs->shared ? kp : te_ptr(t, vdq);
@@ -171,6 +198,8 @@ static double run_case_x(struct te *t, uint64_t *rng, const struct acase *cs, un
             } else {
                 memset(vis, 1, q0 + tt + 1);
             }
+            for (unsigned j = 0; g_mask && j <= q0 + tt; j++)
+                vis[j] &= (char)mask_keeps(q0 + tt, j);
             for (unsigned h = 0; h < qh; h++) {
                 unsigned g = h / grp;
                 double mx = -INFINITY;
@@ -245,6 +274,42 @@ START_TEST(test_attention_tiles)
             ck_assert_msg(worst <= 3e-5, "case %zu (%s, T %u, q0 %u, sel %d): max error %g", ci,
                           tx_dtype_name(cs.dt), cs.T, cs.q0, cs.sel, worst);
         }
+    te_free(t);
+}
+END_TEST
+
+/* the 1.10 key bitmap (custom attention masks) on every path: the tile
+ * path's masked tiles (as DSA's selection bitmap), the decode kernel, the
+ * per-token path (AVX2, portable), with and without a selection (the
+ * bitmap and the selection intersected), against the reference over the
+ * keys both allow; then with queries that see no key at all (zeros) */
+START_TEST(test_attention_mask)
+{
+    TE_BEGIN(_i);
+    const unsigned dts[3] = {TX8_DTYPE_F32, TX8_DTYPE_BF16, TX8_DTYPE_Q8_0};
+    /* dt, T, qh, kvh, qk, vd, q0, shared, sel, bf, scale */
+    const struct acase cases[] = {
+        {0, 40, 8, 2, 64, 64, 0, 0, 0, 0, 0},    /* GQA prefill from empty */
+        {0, 40, 8, 2, 64, 64, 90, 0, 0, 0, 0},   /* GQA prefill after a prefix */
+        {0, 70, 16, 1, 96, 64, 0, 1, 0, 0, 0},   /* MLA prefill */
+        {0, 33, 16, 1, 96, 64, 200, 1, 1, 0, 0}, /* DSA: the selection and the mask */
+        {0, 9, 16, 1, 96, 64, 300, 1, 2, 0, 0},  /* DSA: few keys, gathered */
+        {0, 1, 16, 1, 96, 64, 700, 1, 0, 0, 0},  /* one token: the key split */
+        {0, 3, 8, 2, 64, 64, 600, 0, 0, 0, 0},   /* GQA, few tokens */
+        {0, 2, 80, 1, 32, 32, 40, 1, 0, 0, 0},   /* a group wider than a tile */
+        {0, 45, 4, 4, 96, 64, 0, 0, 0, 0, 0},    /* MHA prefill: token tiles */
+    };
+    for (g_mask = 1; g_mask <= 2; g_mask++) /* 2: some queries see nothing */
+        for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
+            for (int d = 0; d < 3; d++) {
+                struct acase cs = cases[ci];
+                cs.dt = dts[d];
+                double worst = run_case(t, &rng, &cs);
+                ck_assert_msg(worst <= 3e-5,
+                              "mask %d case %zu (%s, T %u, q0 %u, sel %d): max error %g", g_mask,
+                              ci, tx_dtype_name(cs.dt), cs.T, cs.q0, cs.sel, worst);
+            }
+    g_mask = 0;
     te_free(t);
 }
 END_TEST
@@ -382,8 +447,11 @@ START_TEST(test_dsa_index_ties)
                               {2, 80, 16, 40, 8},       {33, 1, 16, 10, 20},
                               {1, 16, 32, 9000, 256}}; /* the last: parallel parts + merge */
     for (size_t ci = 0; ci < sizeof(cs) / sizeof(cs[0]); ci++)
-        for (int pathi = 0; pathi < 2; pathi++) {
-            ck_assert_int_eq(tx8_engine_setting(t->e, "TX8_DSA_TILE", pathi ? "1" : "0"), 0);
+        for (int pathi = 0; pathi < 4; pathi++) {
+            /* paths 2, 3: with the 1.10 key bitmap (the top-k among the
+             * keys it shows) */
+            int masked = pathi >= 2;
+            ck_assert_int_eq(tx8_engine_setting(t->e, "TX8_DSA_TILE", pathi % 2 ? "1" : "0"), 0);
             unsigned T = cs[ci][0], H = cs[ci][1], D = cs[ci][2], q0 = cs[ci][3], K = cs[ci][4];
             unsigned kvlen = q0 + T;
             uint64_t mark = t->brk;
@@ -408,7 +476,21 @@ START_TEST(test_dsa_index_ties)
                                           q0,
                                           K,
                                           D,
-                                          D};
+                                          D,
+                                          0,
+                                          0,
+                                          0};
+            unsigned ldm = (kvlen + 63) / 64;
+            uint64_t mk = masked ? te_alloc(t, (size_t)T * ldm * 8) : 0;
+            for (unsigned tt = 0; masked && tt < T; tt++) {
+                uint64_t *row = (uint64_t *)te_ptr(t, mk) + (size_t)tt * ldm;
+                memset(row, 0, ldm * 8);
+                for (unsigned s = 0; s < kvlen; s++)
+                    if (mask_keeps(q0 + tt, s))
+                        row[s / 64] |= (uint64_t)1 << (s % 64);
+            }
+            c.mask = mk;
+            c.ld_mask = masked ? ldm : 0;
             ck_assert_uint_eq(te_run1(t, &c), TX8_STATUS_OK);
             const int32_t *sp = te_ptr(t, sel);
             double *sc = malloc(sizeof(double) * kvlen);
@@ -416,8 +498,10 @@ START_TEST(test_dsa_index_ties)
             ck_assert_ptr_nonnull(sc);
             ck_assert_ptr_nonnull(ord);
             for (unsigned tt = 0; tt < T; tt++) {
-                unsigned vis = q0 + tt + 1;
-                for (unsigned s = 0; s < vis; s++) {
+                unsigned vis = 0;
+                for (unsigned s = 0; s <= q0 + tt; s++) {
+                    if (masked && !mask_keeps(q0 + tt, s))
+                        continue; /* hidden: never selected */
                     double acc = 0;
                     for (unsigned h = 0; h < H; h++) {
                         double d = 0;
@@ -427,7 +511,7 @@ START_TEST(test_dsa_index_ties)
                             acc += wp[tt * H + h] * d;
                     }
                     sc[s] = acc;
-                    ord[s] = (int32_t)s;
+                    ord[vis++] = (int32_t)s;
                 }
                 g_sc = sc;
                 qsort(ord, vis, sizeof(int32_t), by_rank);
@@ -575,6 +659,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_attention_tiles, 0, NISA);
     tcase_add_loop_test(tc, test_attention_decode, 0, NISA);
+    tcase_add_loop_test(tc, test_attention_mask, 0, NISA);
     tcase_add_loop_test(tc, test_attention_decode_paths, 0, 2);
     tcase_add_loop_test(tc, test_dsa_index_ties, 0, NISA);
     tcase_add_loop_test(tc, test_attention_bf16, 0, NISA + 3);

@@ -299,13 +299,21 @@ static void case_attention(struct te *t, struct ocase *c, int sel, uint64_t *rng
     add_op(c, &m->k, keys * kvh * qk * 2, R, 2, "k");
     add_op(c, &m->v, keys * kvh * vd * 2, R, 2, "v");
     add_op(c, &m->out, T * qh * vd * 4, W, 4, "out");
-    if (sel) {
+    if (sel & 1) {
         m->sel_k = 3;
         m->sel = buf(t, T * 3 * 4);
         int32_t *s = te_ptr(t, m->sel);
         for (unsigned i = 0; i < T * 3; i++)
             s[i] = (int32_t)i % 5;
         add_op(c, &m->sel, T * 3 * 4, R, 4, "sel");
+    }
+    if (sel & 2) { /* the 1.10 key bitmap: one word covers the 7 keys */
+        m->ld_mask = 1;
+        m->mask = buf(t, T * 8);
+        uint64_t *b = te_ptr(t, m->mask);
+        for (unsigned i = 0; i < T; i++)
+            b[i] = 0x55u | ((uint64_t)1 << (q0 + i));
+        add_op(c, &m->mask, T * 8, R, 8, "mask");
     }
 }
 
@@ -427,7 +435,7 @@ static void case_moe_ffn(struct te *t, struct ocase *c, unsigned dtype, uint64_t
     }
 }
 
-static void case_dsa(struct te *t, struct ocase *c, uint64_t *rng)
+static void case_dsa(struct te *t, struct ocase *c, int mask, uint64_t *rng)
 {
     struct tx8_cmd_dsa_index *m = CMD(c, struct tx8_cmd_dsa_index);
     unsigned T = 2, H = 3, D = 8, q0 = 10, K = 4;
@@ -447,6 +455,14 @@ static void case_dsa(struct te *t, struct ocase *c, uint64_t *rng)
     add_op(c, &m->q, T * H * D * 4, R, 4, "q");
     add_op(c, &m->k, (q0 + T) * D * 4, R, 4, "k");
     add_op(c, &m->w, T * H * 4, R, 4, "w");
+    if (mask) { /* the 1.10 key bitmap */
+        m->ld_mask = 1;
+        m->mask = buf(t, T * 8);
+        uint64_t *b = te_ptr(t, m->mask);
+        for (unsigned i = 0; i < T; i++)
+            b[i] = 0x333u;
+        add_op(c, &m->mask, T * 8, R, 8, "mask");
+    }
 }
 
 static void case_sample(struct te *t, struct ocase *c, uint64_t *rng)
@@ -560,11 +576,23 @@ START_TEST(test_operand_ranges)
             break;
         case 19:
             c.name = "dsa_index";
-            case_dsa(t, &c, &rng);
+            case_dsa(t, &c, 0, &rng);
             break;
         case 20:
             c.name = "sample";
             case_sample(t, &c, &rng);
+            break;
+        case 21:
+            c.name = "attention mask";
+            case_attention(t, &c, 2, &rng);
+            break;
+        case 22:
+            c.name = "attention sel mask";
+            case_attention(t, &c, 3, &rng);
+            break;
+        case 23:
+            c.name = "dsa_index mask";
+            case_dsa(t, &c, 1, &rng);
             break;
         default:
             goto done;
@@ -574,7 +602,7 @@ START_TEST(test_operand_ranges)
         te_reset(t, mark);
     }
 done:
-    ck_assert_int_eq(n, 21);
+    ck_assert_int_eq(n, 24);
     te_free(t);
 }
 END_TEST
@@ -968,6 +996,31 @@ START_TEST(test_bad_fields)
     at.kv_heads = 1;
     at.kv_dtype = TX8_DTYPE_I8;
     ck_assert_uint_eq(te_run1(t, &at), TX8_STATUS_UNSUPPORTED_DTYPE);
+    /* the 1.10 key bitmap's fields: ld_mask covering the keys, both or
+     * neither set, rsvd1 0; the 1.9 form (no bitmap) still accepted */
+    at.kv_dtype = TX8_DTYPE_F32;
+    ck_assert_uint_eq(te_run1(t, &at), TX8_STATUS_OK);
+    at.mask = b;
+    ck_assert_uint_eq(te_run1(t, &at), TX8_STATUS_INVALID_CMD); /* no ld_mask */
+    at.ld_mask = 1;
+    ck_assert_uint_eq(te_run1(t, &at), TX8_STATUS_OK);
+    at.rsvd1 = 1;
+    ck_assert_uint_eq(te_run1(t, &at), TX8_STATUS_INVALID_CMD);
+    at.rsvd1 = 0;
+    at.mask = 0;
+    ck_assert_uint_eq(te_run1(t, &at), TX8_STATUS_INVALID_CMD); /* ld_mask without it */
+    at.mask = b;
+    at.kv_len = 65;
+    at.q_pos0 = 64; /* 65 keys: one word is short */
+    ck_assert_uint_eq(te_run1(t, &at), TX8_STATUS_INVALID_CMD);
+    at.kv_len = 1;
+    at.q_pos0 = 0;
+    at.mask = at.ld_mask = 0;
+    at.hdr.size = TX8_CMD_ATTENTION_SIZE_1_9;
+    ck_assert_uint_eq(te_run1(t, &at), TX8_STATUS_OK);
+    at.hdr.size = TX8_CMD_ATTENTION_SIZE_1_9 + 8; /* neither form */
+    ck_assert_uint_eq(te_run1(t, &at), TX8_STATUS_INVALID_CMD);
+    sum = te_heap_sum(t); /* the passing ones wrote their output */
     struct tx8_cmd_convert cv = {TE_HDR(TX8_OP_CONVERT, struct tx8_cmd_convert),
                                  a,
                                  b,
@@ -1497,7 +1550,7 @@ START_TEST(test_fuzz)
             case_matmul(t, &c, TX8_DTYPE_BF16, 0, 3, &rng);
             break;
         case 2:
-            case_attention(t, &c, (int)te_rand(&rng, 0, 1), &rng);
+            case_attention(t, &c, (int)te_rand(&rng, 0, 3), &rng);
             break;
         case 3:
             case_moe_ffn(t, &c, TX8_DTYPE_I8, &rng);
@@ -1506,7 +1559,7 @@ START_TEST(test_fuzz)
             case_route(t, &c, &rng);
             break;
         case 5:
-            case_dsa(t, &c, &rng);
+            case_dsa(t, &c, 0, &rng);
             break;
         case 6:
             case_sample(t, &c, &rng);

@@ -87,6 +87,12 @@ START_TEST(seed_verdicts)
         {"dsa_index_q8_0", TX8_STATUS_OK},
         {"sample_1_3", TX8_STATUS_OK},
         {"sample_1_2", TX8_STATUS_OK},
+        /* 1.10: the key bitmap of ATTENTION / DSA_INDEX */
+        {"attention_1_10_mask", TX8_STATUS_OK},
+        {"attention_1_10_sel_mask", TX8_STATUS_OK},
+        {"attention_1_10_short_ld", TX8_STATUS_INVALID_CMD},
+        {"attention_1_10_mask_fault", TX8_STATUS_ADDR_FAULT},
+        {"dsa_index_1_10_mask", TX8_STATUS_OK},
     };
     char dir[1024];
     tx_test_corpus_dir("engine", dir, sizeof(dir));

@@ -1116,7 +1116,7 @@ START_TEST(test_attention_latent_blocks)
         cv.src_dtype = TX8_DTYPE_Q8_0;
         TE_EQ(te_run1(t, &cv), TX8_STATUS_OK);
         struct tx8_cmd_dsa_index c = {TE_HDR(TX8_OP_DSA_INDEX, struct tx8_cmd_dsa_index),
-                                      s1, q, kq, w, T, H, D, kvlen, q0, K, D, D};
+                                      s1, q, kq, w, T, H, D, kvlen, q0, K, D, D, 0, 0, 0};
         c.hdr.flags = TX8_DSA_F_KEY_Q8_0;
         TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
         c.hdr.flags = 0;
@@ -1165,7 +1165,10 @@ START_TEST(test_dsa_index)
                                       q0,
                                       K,
                                       ldq,
-                                      ldk};
+                                      ldk,
+                                      0,
+                                      0,
+                                      0};
         TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
         int32_t *sp = te_ptr(t, sel);
         double *sc = malloc(sizeof(double) * kvlen);
@@ -1288,7 +1291,7 @@ START_TEST(test_dsa_index_q8)
         cv.src_dtype = TX8_DTYPE_F32;
         TE_EQ(te_run1(t, &cv), TX8_STATUS_OK);
         struct tx8_cmd_dsa_index c = {TE_HDR(TX8_OP_DSA_INDEX, struct tx8_cmd_dsa_index),
-                                      s1, q, kq, w, T, H, D, kvlen, q0, K, D, D};
+                                      s1, q, kq, w, T, H, D, kvlen, q0, K, D, D, 0, 0, 0};
         c.hdr.flags = TX8_DSA_F_KEY_Q8_0 | TX8_DSA_F_QUERY_Q8;
         TE_EQ(te_run1(t, &c), TX8_STATUS_OK);
         TE_EQ(tx8_engine_setting(t->e, "TX8_DSA_TILE", "0"), 0);

@@ -366,6 +366,69 @@ static int count(const char *s, const char *sub)
     return n;
 }
 
+/* glm-inference --attn-mask FILE (custom attention masks): a spans mask
+ * changes the prompt's logits from its first masked token on (and not
+ * before); a bad file fails with the reason and writes no logits file */
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(attn_mask_cli)
+{
+    const char *masked = tpath("masked.bin"), *plain = tpath("plain.bin");
+    const char *good = tpath("good.json"), *bad = tpath("bad.json");
+    write_text(good, "{\"spans\": [[2, 5], [5, 8]]}");
+    write_text(bad, "{\"spans\": [[0, 3], [2, 4]]}");
+    const char *mask_file[3] = {good, NULL, bad}, *out[3] = {masked, plain, tpath("bad.bin")};
+    for (int i = 0; i < 3; i++) {
+        const char *a[] = {bin("glm-inference"),
+                           "--device",
+                           rts_spec,
+                           "--checkpoint",
+                           g_smd,
+                           "--no-moe-config",
+                           "--tokens",
+                           "1,2,3,4,5,6,7,8,9,10",
+                           "--logits",
+                           out[i],
+                           mask_file[i] ? "--attn-mask" : NULL,
+                           mask_file[i],
+                           NULL};
+        struct res r = run(a);
+        if (i < 2) {
+            ck_assert_msg(r.rc == 0, "%s", r.err);
+        } else {
+            ck_assert_int_ne(r.rc, 0);
+            HAS(r.err, "--attn-mask ");
+            HAS(r.err, "bad.json: span 1 [2, 4) overlaps span 0 [0, 3)");
+            ck_assert_int_ne(access(out[i], F_OK), 0); /* no logits file */
+        }
+        res_free(&r);
+    }
+    char *lm = NULL, *lp = NULL;
+    size_t nm = 0, np = 0;
+    FILE *f = fopen(masked, "rb"), *g = fopen(plain, "rb");
+    ck_assert(f && g);
+    lm = malloc(1 << 22);
+    lp = malloc(1 << 22);
+    ck_assert(lm && lp);
+    nm = fread(lm, 1, 1 << 22, f);
+    np = fread(lp, 1, 1 << 22, g);
+    fclose(f);
+    fclose(g);
+    ck_assert(nm == np && nm % 10 == 0 && nm > 0);
+    size_t row = nm / 10; /* the rows of tokens 0..2 see what they saw unmasked */
+    ck_assert_msg(!memcmp(lm, lp, 3 * row), "rows before the first masked token changed");
+    ck_assert_msg(memcmp(lm + 3 * row, lp + 3 * row, nm - 3 * row), "the mask changed nothing");
+    free(lm);
+    free(lp);
+}
+END_TEST
+
 START_TEST(n_predict)
 {
     /* -n 0: the prompt only, not one token */
@@ -1317,6 +1380,7 @@ static Suite *suite(void)
     tcase_add_test(tc, crc_flipped_bytes);
     tcase_add_test(tc, option_errors);
     tcase_add_test(tc, n_predict);
+    tcase_add_test(tc, attn_mask_cli);
     tcase_add_test(tc, interactive_chat);
     tcase_add_test(tc, diagnostics_to_stderr);
     tcase_add_test(tc, device_lost_one_line);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/attn_mask_file.h"
 #include "common/cli.h"
 #include "chat_template.h"
 #include "energy.h"
@@ -363,6 +364,53 @@ static int generate_once(struct gi_run *g, const struct opts *o, const int32_t *
     return o->interactive ? run_chat(g->m, g->s, o, smp) : 0;
 }
 
+/* -v: each prompt token as llama.cpp's --verbose-prompt lists it, after its
+ * index (the token indices of an --attn-mask file) */
+static void print_prompt_pieces(glm_model_t *m, const int32_t *ids, size_t n_ids)
+{
+    const struct tx_tokenizer *tok = glm_model_tokenizer(m);
+    for (size_t i = 0; tok && i < n_ids; i++) {
+        const char *b = NULL;
+        int n = tx_tokenizer_token_bytes(tok, ids[i], &b);
+        fprintf(stderr, "%6zu: %6d -> '", i, ids[i]);
+        for (int k = 0; k < n; k++) {
+            unsigned char c = (unsigned char)b[k];
+            if (c == '\n')
+                fputs("\\n", stderr);
+            else if (c < 0x20 || c == 0x7f)
+                fprintf(stderr, "\\x%02x", c);
+            else
+                fputc(c, stderr);
+        }
+        fputs("'\n", stderr);
+    }
+}
+
+/* --attn-mask FILE: the custom attention mask of the prompt's tokens */
+static int set_attn_mask(struct gi_run *g, const struct opts *o, const int32_t *ids, size_t n_ids)
+{
+    if (!ids || !n_ids) {
+        fprintf(stderr, "%s: --attn-mask needs a prompt (-p, -f or --tokens)\n", prog);
+        return 1;
+    }
+    struct txc_attn_mask am;
+    char err[512];
+    if (txc_attn_mask_load(o->attn_mask, (int)n_ids, &am, err, sizeof(err))) {
+        fprintf(stderr, "%s: --attn-mask %s\n", prog, err);
+        return 1;
+    }
+    int rc = glm_session_set_attn_mask(g->s, &am.m);
+    txc_attn_mask_free(&am);
+    if (rc) {
+        fprintf(stderr, "%s: --attn-mask %s: %s\n", prog, o->attn_mask, tx_last_error());
+        return 1;
+    }
+    if (verbose)
+        fprintf(stderr, "%s: custom attention mask of %zu prompt tokens from %s\n", prog, n_ids,
+                o->attn_mask);
+    return 0;
+}
+
 int run_generate(struct gi_run *g, struct opts *o)
 {
     int32_t *ids = NULL;
@@ -378,6 +426,7 @@ int run_generate(struct gi_run *g, struct opts *o)
         for (size_t i = 0; i < n_ids; i++)
             fprintf(stderr, "%s%d", i ? "," : " ", ids[i]);
         fputc('\n', stderr);
+        print_prompt_pieces(g->m, ids, n_ids);
     }
     struct glm_session_options so = {.n_ctx = o->n_ctx, .n_batch = o->n_batch};
     rc = 1;
@@ -390,6 +439,8 @@ int run_generate(struct gi_run *g, struct opts *o)
                 glm_session_n_ctx(g->s));
         goto out;
     }
+    if (o->attn_mask && set_attn_mask(g, o, ids, n_ids))
+        goto out;
     if (o->logits && ids && (rc = write_logits(g, o, ids, n_ids)) >= 0)
         goto out;
     struct glm_sampling smp;

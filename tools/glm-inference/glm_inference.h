@@ -71,6 +71,7 @@ struct opts {
     double bench_cache_frac;
     /* --grammar, --grammar-file, -j, --json-schema-file (grammar.c) */
     const char *grammar, *grammar_file, *json_schema, *json_schema_file;
+    const char *attn_mask; /* --attn-mask FILE */
     char *file_text;           /* -f's contents, read by opts_parse */
     glm_precision_plan_t plan; /* --precision, parsed */
 };

@@ -70,6 +70,8 @@ static void usage(FILE *f)
         "                           on the text of -f/-p, --bench-tg tokens, --bench-reps\n"
         "      --grammar GBNF       constrain the text to a GBNF grammar (llama.cpp's)\n"
         "      --grammar-file FILE  ... read from FILE\n"
+        "      --attn-mask FILE     custom attention mask of the prompt (JSON: spans, table\n"
+        "                           cells or rows of token ranges; docs/glm-inference.md)\n"
         "  -j, --json-schema JSON   constrain the text to JSON valid for this schema\n"
         "      --json-schema-file FILE  ... read from FILE\n"
         "      --no-display-prompt  do not echo the prompt\n"
@@ -400,6 +402,7 @@ enum {
     O_BSPEC,
     O_GRAMMAR,
     O_GRAMMAR_FILE,
+    O_ATTN_MASK,
     O_JSON_SCHEMA_FILE,
     O_NODISP,
     O_DEVICE,
@@ -491,6 +494,7 @@ static const struct option lo[] = {
     {"bench-spec", required_argument, NULL, O_BSPEC},
     {"grammar", required_argument, NULL, O_GRAMMAR},
     {"grammar-file", required_argument, NULL, O_GRAMMAR_FILE},
+    {"attn-mask", required_argument, NULL, O_ATTN_MASK},
     {"json-schema", required_argument, NULL, 'j'},
     {"json-schema-file", required_argument, NULL, O_JSON_SCHEMA_FILE},
     {"no-display-prompt", no_argument, NULL, O_NODISP},
@@ -713,6 +717,9 @@ static int opt_generation(struct opts *o, int ch)
         return 1;
     case O_GRAMMAR_FILE:
         o->grammar_file = optarg;
+        return 1;
+    case O_ATTN_MASK:
+        o->attn_mask = optarg;
         return 1;
     case 'j':
         o->json_schema = optarg;

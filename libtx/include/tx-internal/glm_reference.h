@@ -95,6 +95,16 @@ struct glm_ref_hooks {
                     const int32_t *n_sel, int stride);
 };
 
+struct glm_attn_mask;
+/* A custom attention mask for the session's next m->n_tokens positions
+ * (the semantics of glm_session_set_attn_mask, tx/glm.h): query p + i
+ * attends key position j only if j < p, j == p + i, or j - p lies in a
+ * range of row i with j <= p + i; the DSA indexer chooses its top-k among
+ * those keys. Copied; NULL removes it; glm_ref_session_reset removes it.
+ * A malformed mask: TX_EINVAL naming the row and range. */
+TX_API int glm_ref_session_set_attn_mask(struct glm_ref_session *s, const struct glm_attn_mask *m,
+                                         char *err, size_t errsz);
+
 /* Runs n tokens at positions pos..pos+n-1 of the session (prefill when
  * n > 1, decode when n == 1; any split gives the same logits as one call).
  * logits (may be NULL): [n x vocab_size]. */
