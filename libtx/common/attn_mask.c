@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/error.h"
+#include <tx-internal/tx_errors.h>
 
 int tx_attn_mask_check(const struct glm_attn_mask *m, int max_tokens, const char *who, char *err,
                        size_t errsz)
