@@ -4,7 +4,9 @@
  * path of the engine (portable, AVX2, AVX-512 with and without
  * AVX512-BF16, and the AMX engine, on an emulated tile unit where the CPU
  * has none):
- *   - all 256 codes dequantise bit-exactly (e4m3 x block scale);
+ *   - all 256 codes dequantise bit-exactly (e4m3 x block scale), alone
+ *     and through the GEMV's 64-code steps (scales below 2^8, at 2^8 - ulp
+ *     and with denormal products);
  *   - MATMUL and MOE_FFN with FP8 weights are bit-identical to the same
  *     commands on F32 weights holding the dequantised values (the
  *     engine's FP8 reference), for GEMV, small batches, GEMM, batch-
@@ -100,6 +102,29 @@ static unsigned run_bi(struct te *t, const void *cmd, int bi)
     return te_run_job(t, NULL);
 }
 
+/* MATMUL y = x . W^T of T tokens, W an FP8 weight [N x K] at d with its
+ * block scales at s, f32 activations */
+static struct tx8_cmd_matmul fp8_matmul(uint64_t d, uint64_t s, uint64_t x, uint64_t y,
+                                        unsigned N, unsigned K, unsigned T)
+{
+    struct tx8_cmd_matmul m;
+    memset(&m, 0, sizeof(m));
+    m.hdr = TE_HDR(TX8_OP_MATMUL, struct tx8_cmd_matmul);
+    m.y = y;
+    m.x = x;
+    m.w = (struct tx8_weight){.data = d,
+                              .scales = s,
+                              .rows = N,
+                              .cols = K,
+                              .group_size = TX8_FP8_BLOCK,
+                              .dtype = TX8_DTYPE_F8_E4M3};
+    m.tokens = T;
+    m.ld_x = K;
+    m.ld_y = N;
+    m.act_dtype = TX8_DTYPE_F32;
+    return m;
+}
+
 /* every code x both block rows: y = 1 . W^T with K = 1 */
 START_TEST(test_fp8_codes)
 {
@@ -119,21 +144,7 @@ START_TEST(test_fp8_codes)
         sp[1] = 0.375f;
         for (unsigned j = 0; j < T; j++)
             xp[j] = 1.0f;
-        struct tx8_cmd_matmul m;
-        memset(&m, 0, sizeof(m));
-        m.hdr = TE_HDR(TX8_OP_MATMUL, struct tx8_cmd_matmul);
-        m.y = y;
-        m.x = x;
-        m.w = (struct tx8_weight){.data = d,
-                                  .scales = s,
-                                  .rows = N,
-                                  .cols = 1,
-                                  .group_size = TX8_FP8_BLOCK,
-                                  .dtype = TX8_DTYPE_F8_E4M3};
-        m.tokens = T;
-        m.ld_x = 1;
-        m.ld_y = N;
-        m.act_dtype = TX8_DTYPE_F32;
+        struct tx8_cmd_matmul m = fp8_matmul(d, s, x, y, N, 1, T);
         uint64_t macs0 = t->ctr.macs_fp8;
         TE_EQ(te_run1(t, &m), TX8_STATUS_OK);
         TE_EQ(t->ctr.macs_fp8 - macs0, (uint64_t)T * N);
@@ -148,6 +159,53 @@ START_TEST(test_fp8_codes)
                     TE_CHECK(memcmp(&got, &want, 4) == 0, "%s code 0x%02x: %.9g vs %.9g",
                              path_name[_i], n, (double)got, (double)want);
             }
+        te_reset(t, mark);
+    }
+    te_free(t);
+}
+END_TEST
+
+/* every code through the GEMV's 64-code steps (AVX-512: the one-multiply
+ * decode; NaN codes: the general one): row c of [256 x K] holds code c in
+ * every column, x is one-hot at column j, so y[c] = code c x its block
+ * row's scale exactly; K = 128 (one block) and 200 (a full block, then a
+ * 72-column edge block: one step and a tail), j in both blocks */
+START_TEST(test_fp8_codes_gemv_steps)
+{
+    struct te *t = path_engine(_i);
+    if (!t)
+        return;
+    const unsigned N = 256;
+    static const unsigned Ks[] = {128, 200};
+    for (unsigned ki = 0; ki < 2; ki++) {
+        const unsigned K = Ks[ki], sc = (K + 127) / 128;
+        uint64_t mark = t->brk;
+        uint64_t d = te_alloc(t, (uint64_t)N * K), s = te_alloc(t, 2 * sc * 4),
+                 x = te_alloc(t, K * 4), y = te_alloc(t, N * 4);
+        uint8_t *dp = te_ptr(t, d);
+        float *sp = te_ptr(t, s), *xp = te_ptr(t, x), *yp = te_ptr(t, y);
+        for (unsigned n = 0; n < N; n++)
+            memset(dp + (size_t)n * K, (int)n, K);
+        static const float bscale[4] = {1.0f, 0x1.8p-3f, 0x1.fffffep7f, 0x1p-130f};
+        for (unsigned i = 0; i < 2 * sc; i++)
+            sp[i] = bscale[i % 4];
+        for (unsigned j = 5; j < K; j += 127) {
+            memset(xp, 0, K * 4);
+            xp[j] = 1.0f;
+            struct tx8_cmd_matmul m = fp8_matmul(d, s, x, y, N, K, 1);
+            TE_EQ(te_run1(t, &m), TX8_STATUS_OK);
+            for (unsigned n = 0; n < N; n++) {
+                float want = 0.0f + tx_e4m3_to_f32((uint8_t)n) * sp[(n / 128) * sc + j / 128];
+                float got = yp[n];
+                if (isnan(want))
+                    TE_CHECK(isnan(got), "%s K=%u j=%u code 0x%02x: %g", path_name[_i], K, j, n,
+                             (double)got);
+                else
+                    TE_CHECK(memcmp(&got, &want, 4) == 0,
+                             "%s K=%u j=%u code 0x%02x: %.9g vs %.9g", path_name[_i], K, j, n,
+                             (double)got, (double)want);
+            }
+        }
         te_reset(t, mark);
     }
     te_free(t);
@@ -377,6 +435,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_fp8_codes, 0, NPATH);
+    tcase_add_loop_test(tc, test_fp8_codes_gemv_steps, 0, NPATH);
     tcase_add_loop_test(tc, test_fp8_matmul, 0, NPATH);
     tcase_add_loop_test(tc, test_fp8_gemv_decode_cases, 0, NPATH);
     tcase_add_loop_test(tc, test_fp8_moe_ffn, 0, NPATH);

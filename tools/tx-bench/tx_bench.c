@@ -737,6 +737,39 @@ struct run {
     unsigned nres;
 };
 
+/*
+ * FP8 against INT8 (issue 38): the fp8 and int8 rows of one token count,
+ * measured in this run, hold the same bytes per weight. Returns the number
+ * of pairs; for pair n, *f and *i the rows, *ratio fp8 / int8 GFLOP/s and
+ * *bound the compute bound of the ratio, fp8's expected peak (f32 FMA,
+ * 16 MACs per instruction) / int8's (vpdpbusd, 64), or 0 (GEMV: no peak).
+ */
+static unsigned fp8_pair(const struct run *R, unsigned n, const struct result **f,
+                         const struct result **i, double *ratio, double *bound)
+{
+    unsigned found = 0;
+    for (unsigned a = 0; a < R->nres; a++) {
+        if (strcmp(R->res[a].dtype, "fp8"))
+            continue;
+        for (unsigned b = 0; b < R->nres; b++) {
+            if (strcmp(R->res[b].dtype, "int8") || R->res[b].tokens != R->res[a].tokens ||
+                R->res[b].gflops <= 0)
+                continue;
+            if (found++ == n) {
+                *f = &R->res[a];
+                *i = &R->res[b];
+                *ratio = R->res[a].gflops / R->res[b].gflops;
+                *bound = R->res[a].peak > 0 && R->res[b].peak > 0
+                             ? R->res[a].peak / R->res[b].peak
+                             : 0;
+                return found;
+            }
+            break;
+        }
+    }
+    return found;
+}
+
 static void print_json(const struct run *R)
 {
     const struct opts *o = R->o;
@@ -795,6 +828,19 @@ static void print_json(const struct run *R)
         json_object_array_add(arr, e);
     }
     json_object_object_add(root, "results", arr);
+    json_object *pairs = json_object_new_array();
+    const struct result *f, *i8;
+    double ratio, bound;
+    for (unsigned n = 0; fp8_pair(R, n, &f, &i8, &ratio, &bound) > n; n++) {
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "op", json_object_new_string(f->op));
+        json_object_object_add(e, "tokens", json_object_new_int((int)f->tokens));
+        json_object_object_add(e, "ratio", json_object_new_double(ratio));
+        json_object_object_add(e, "compute_bound",
+                               bound > 0 ? json_object_new_double(bound) : NULL);
+        json_object_array_add(pairs, e);
+    }
+    json_object_object_add(root, "fp8_vs_int8", pairs);
     printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
                                                             JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(root);
@@ -856,6 +902,20 @@ static void print_table(const struct run *R)
                r->dtype, r->shape, r->ms, r->gbs, r->gflops, bw, ratio, pk);
         if (o->vs)
             printf(" %10.1f | %7.2fx |", (double)r->flops / r->ms_vs / 1e6, r->ms_vs / r->ms);
+        printf("\n");
+    }
+    const struct result *f, *i8;
+    double fr, bound;
+    for (unsigned n = 0; fp8_pair(R, n, &f, &i8, &fr, &bound) > n; n++) {
+        if (n == 0)
+            printf("\nFP8 / INT8, the same bytes per weight (fp8: f32 activations and FMA, "
+                   "int8: int8 activations and vpdpbusd):\n");
+        printf("  %s T=%u: %.2f (%.1f / %.1f GFLOP/s)", f->op, f->tokens, fr, f->gflops,
+               i8->gflops);
+        if (bound > 0)
+            printf("; compute bound %.2f = FP8 peak %.1f / INT8 peak %.1f GFLOP/s "
+                   "(%.2f of it reached)",
+                   bound, f->peak, i8->peak, fr / bound);
         printf("\n");
     }
     printf("\nratio = GB/s / read GB/s: the machine's read bandwidth, for gemv sampled\n"
