@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1755,6 +1756,52 @@ static int run_cmd(const char *cmd)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+/*
+ * rmmod once the last user is gone. Besides the open files, every live
+ * fence of a tx8 job holds the module (its ops are module text), and the
+ * driver's last references to a finished job go asynchronously: the
+ * scheduler's free_job work and the completion path's retirement run
+ * after the fence signalled, so shortly after the last close() the module
+ * can still be held for a moment. As IGT's module unload does
+ * (igt_kmod_unload, and kmod's `modprobe -r --wait`), retry while the
+ * kernel says it is busy, within 5 s, and say how long it took. Returns 0
+ * when the module went.
+ */
+static int rmmod_when_released(const char *what)
+{
+    double t0 = mono_ms(), ms = 0;
+    int err;
+
+    for (int tries = 0;; tries++) {
+        if (syscall(SYS_delete_module, "tx8", O_NONBLOCK) == 0) {
+            if (tries)
+                printf("%s: the module was still held %.0f ms after the last user went (%d "
+                       "retries)\n",
+                       what, ms, tries);
+            return 0;
+        }
+        err = errno;
+        ms = mono_ms() - t0;
+        if ((err != EAGAIN && err != EWOULDBLOCK && err != EBUSY) || ms >= 5000)
+            break;
+        usleep(10000);
+    }
+    {
+        char refcnt[32] = "?";
+        FILE *f = fopen("/sys/module/tx8/refcnt", "r");
+
+        if (f) {
+            if (!fgets(refcnt, sizeof(refcnt), f))
+                snprintf(refcnt, sizeof(refcnt), "?");
+            fclose(f);
+        }
+        refcnt[strcspn(refcnt, "\n")] = 0;
+        printf("%s: delete_module(tx8): %s after %.0f ms (refcnt %s)\n", what, strerror(err), ms,
+               refcnt);
+    }
+    return -1;
+}
+
 static int t_reload(void)
 {
     struct ctx c;
@@ -1771,7 +1818,7 @@ static int t_reload(void)
     CHECK_OK(run_fill(&c, bo.dev_addr, 4096, 1, &ref, 1, &w));
     CHECK(w.status == DRM_TX8_STATUS_OK, "status %u", w.status);
     ctx_close(&c);
-    CHECK(run_cmd("rmmod tx8") == 0, "rmmod failed after close");
+    CHECK(rmmod_when_released("reload") == 0, "rmmod failed after close");
     CHECK(access("/proc/tx_meminfo", F_OK) != 0, "/proc/tx_meminfo after rmmod");
     CHECK(access("/dev/accel/accel0", F_OK) != 0, "accel0 after rmmod");
     CHECK(run_cmd("modprobe tx8") == 0, "modprobe failed");
@@ -2517,7 +2564,8 @@ static int t_fence_lifetime(void)
           "rmmod succeeded while a sync_file of a tx8 fence exists");
     CHECK(sync_file_check(sf, why, sizeof(why)) == 0, "after rmmod attempt: %s", why);
     close(sf);
-    CHECK(run_cmd("rmmod tx8") == 0, "rmmod failed after the sync_file was closed");
+    CHECK(rmmod_when_released("fence_lifetime") == 0,
+          "rmmod failed after the sync_file was closed");
     CHECK(run_cmd("modprobe tx8") == 0, "modprobe failed");
     CHECK_OK(wait_for_node(dev_index, true, 5000));
     CHECK_OK(ctx_open(&c, dev_index));
@@ -2579,7 +2627,7 @@ static int t_fence_unrun(void)
           "SYNC_IOC_FILE_INFO after the rmmod attempt: %s, status %d", strerror(errno),
           info.status);
     close(sf);
-    CHECK(run_cmd("rmmod tx8") == 0, "rmmod failed after the sync_file was closed");
+    CHECK(rmmod_when_released("fence_unrun") == 0, "rmmod failed after the sync_file was closed");
     CHECK(run_cmd("modprobe tx8") == 0, "modprobe failed");
     CHECK_OK(wait_for_node(dev_index, true, 5000));
     CHECK_OK(ctx_open(&c, dev_index));
