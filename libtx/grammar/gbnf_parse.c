@@ -308,7 +308,8 @@ static int repeat_last(struct parser *ps, int rule, int alt, size_t start, long 
         fail(ps, NULL, "out of memory");
         return TX_ENOMEM;
     }
-    memcpy(item, q->e + start, len * sizeof(*item));
+    if (len) /* an empty item may have no elements at all (q->e NULL) */
+        memcpy(item, q->e + start, len * sizeof(*item));
     q->n = start;
     int rc = 0;
     char base[128];

@@ -494,7 +494,12 @@ struct jv jinja_call_func(struct jrender *r, const struct jnode *at, int fn, str
     }
     case JF_RAISE: {
         struct jv msg = a->n ? jv_to_str(r, a->v[0]) : jv_cstr("");
-        snprintf(r->err, r->errsz, "%.*s", (int)(msg.n > 100000 ? 100000 : msg.n), msg.u.s);
+        if (msg.n)
+            snprintf(r->err, r->errsz, "%.*s", (int)(msg.n > 100000 ? 100000 : msg.n), msg.u.s);
+        else /* an error always says something (an undefined message is "") */
+            snprintf(r->err, r->errsz,
+                     "the template called raise_exception() with an "
+                     "empty message");
         r->status = TX_EINVAL;
         r->raised = 1;
         longjmp(r->fail, 1);
