@@ -159,12 +159,17 @@ def rss_kib(pid):
     return -1
 
 
+def get(path):
+    """The body of GET path on the server, as text"""
+    c = http.client.HTTPConnection(U.hostname, U.port, timeout=30)
+    c.request("GET", path)
+    return c.getresponse().read().decode()
+
+
 def prefix_cache_mib():
     """The prefix cache's KV blocks held (host memory, within the RSS), MiB"""
     try:
-        c = http.client.HTTPConnection(U.hostname, U.port, timeout=30)
-        c.request("GET", "/metrics")
-        for line in c.getresponse().read().decode().splitlines():
+        for line in get("/metrics").splitlines():
             if line.startswith("glm_server_prefix_cache_bytes "):
                 return float(line.split()[1]) / (1 << 20)
     except (OSError, ValueError):
@@ -205,9 +210,7 @@ def interference():
 def total_slots():
     """The server's slots (/props total_slots), or 8"""
     try:
-        c = http.client.HTTPConnection(U.hostname, U.port, timeout=30)
-        c.request("GET", "/props")
-        return int(json.loads(c.getresponse().read()).get("total_slots", 8))
+        return int(json.loads(get("/props")).get("total_slots", 8))
     except (OSError, ValueError, TypeError):
         return 8
 
@@ -237,7 +240,7 @@ def trace():
     for e in wbad[:3]:
         print("   error: %s" % e)
     best = None
-    first = last = None
+    mem = []  # per rate: (RSS KiB, prefix-cache MiB) at its start and end
     rc = 1 if wbad else 0
     print("%6s %6s %5s %6s %9s %9s %9s %9s %9s %7s %11s %s" % (
         "rate", "reqs", "ok", "errors", "goodput", "tok/s", "TTFT p50", "TTFT p99", "ITL p99",
@@ -282,12 +285,11 @@ def trace():
             rc = 1
         if ttft and pct(ttft, 99) < 1.0 and not bad:
             best = rate
-        if first is None:
-            first = (rss0, pc0)
-        last = (rss1, pc1)
+        mem.append(((rss0, pc0), (rss1, pc1)))
     print("highest rate with p99 TTFT < 1 s and no errors: %s requests/s" %
           ("%.2f" % best if best else "none of those tried"))
-    if a.pid and first and first[0] > 0 and last[0] > 0 and first[1] >= 0 and last[1] >= 0:
+    first, last = (mem[0][0], mem[-1][1]) if mem else ((-1, -1), (-1, -1))
+    if a.pid and min(first[0], last[0]) > 0 and min(first[1], last[1]) >= 0:
         # the prefix cache's blocks are a cache the server fills up to
         # --cache-ram on purpose; what must stay flat is the rest
         own0 = first[0] / 1024 - first[1]

@@ -17,6 +17,7 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +30,14 @@
 
 enum { T5, T4, TD3, N_MODELS };
 static char g_smd[N_MODELS][256];
+static bool g_ready;
 
+/* Once for both test cases (the emulator and the packages); main() ends
+ * them after the run. */
 static void fixture_setup(void)
 {
+    if (g_ready)
+        return;
     if (rts_device_setup("256M"))
         ck_abort_msg("cannot start tx8-emu");
     const char *d = rts_tmpdir();
@@ -45,12 +51,7 @@ static void fixture_setup(void)
         if (rts_write_checkpoint(ck, arch[i], NULL) || rts_export(ck, g_smd[i], "bf16"))
             ck_abort_msg("cannot make package %d", i);
     }
-}
-
-static void fixture_teardown(void)
-{
-    rts_device_teardown();
-    rts_cleanup();
+    g_ready = true;
 }
 
 static tx_device_t *open_dev(void)
@@ -362,7 +363,7 @@ static Suite *precision_suite(void)
 {
     Suite *s = suite_create("precision");
     TCase *tc = tcase_create("plan");
-    tcase_add_unchecked_fixture(tc, fixture_setup, fixture_teardown);
+    tcase_add_unchecked_fixture(tc, fixture_setup, NULL);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_api);
     tcase_add_test(tc, test_plan_parse);
@@ -374,7 +375,7 @@ static Suite *precision_suite(void)
      * VM suite leaves to this program's own emulator (CK_RUN_CASE=plan
      * there; docs/devbox.md says why). */
     TCase *acc = tcase_create("acceptance");
-    tcase_add_unchecked_fixture(acc, fixture_setup, fixture_teardown);
+    tcase_add_unchecked_fixture(acc, fixture_setup, NULL);
     tcase_set_timeout(acc, 120);
     tcase_add_test(acc, test_golden_glm5);
     tcase_add_test(acc, test_golden_glm4);
@@ -385,5 +386,8 @@ static Suite *precision_suite(void)
 
 int main(void)
 {
-    return tx_test_run(precision_suite());
+    int rc = tx_test_run(precision_suite());
+    rts_device_teardown();
+    rts_cleanup();
+    return rc;
 }
